@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"enrichd/store"
+
+	"github.com/spf13/cobra"
+)
+
+func newCreditsCommand() *cobra.Command {
+	credits := &cobra.Command{Use: "credits", Short: "Grant credits and read the ledger"}
+	grant := &cobra.Command{
+		Use:   "grant",
+		Short: "Grant credits to an organization",
+		Args:  cobra.NoArgs,
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			amount, _ := cmd.Flags().GetInt64("amount")
+			var expires *time.Time
+			if raw, _ := cmd.Flags().GetString("expires"); raw != "" {
+				t, err := parseExpiry(raw)
+				if err != nil {
+					return err
+				}
+				expires = &t
+			}
+			id, err := db.GrantCredits(cmd.Context(), orgFlag(cmd), amount, expires)
+			if err != nil {
+				return err
+			}
+			b, err := db.CreditBalance(cmd.Context(), orgFlag(cmd))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "granted %d credits (grant %d); balance %d\n", amount, id, b.Balance)
+			return nil
+		}),
+	}
+	requiredOrg(grant)
+	grant.Flags().Int64("amount", 0, "number of credits (required)")
+	grant.MarkFlagRequired("amount")
+	grant.Flags().String("expires", "", "when the grant expires: YYYY-MM-DD (start of that day, UTC) or RFC 3339; never when empty")
+
+	balance := &cobra.Command{
+		Use:   "balance",
+		Short: "Print an organization's credit balance",
+		Args:  cobra.NoArgs,
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			b, err := db.CreditBalance(cmd.Context(), orgFlag(cmd))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d\n", b.Balance)
+			fmt.Fprintf(cmd.ErrOrStderr(), "granted %d - charged %d + refunded %d - expired %d = %d\n",
+				b.Granted, b.Charged, b.Refund, b.Expired, b.Balance)
+			return nil
+		}),
+	}
+	requiredOrg(balance)
+
+	ledger := &cobra.Command{
+		Use:   "ledger",
+		Short: "Print an organization's credit ledger, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			entries, err := db.CreditLedger(cmd.Context(), orgFlag(cmd))
+			if err != nil {
+				return err
+			}
+			for _, e := range entries {
+				task := "-"
+				if e.TaskID != nil {
+					task = *e.TaskID
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d\t%s\t%s\t%d\tgrant %d\ttask %s\n", e.ID, e.CreatedAt.Format(timeFormat), e.Kind, e.Amount, e.GrantID, task)
+			}
+			return nil
+		}),
+	}
+	requiredOrg(ledger)
+	credits.AddCommand(grant, balance, ledger)
+	return credits
+}
+
+func parseExpiry(raw string) (time.Time, error) {
+	if t, err := time.Parse(time.DateOnly, raw); err == nil {
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339, raw)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--expires %q: use YYYY-MM-DD or RFC 3339 (2027-01-31T00:00:00Z)", raw)
+	}
+	return t, nil
+}

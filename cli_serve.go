@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/server"
+	"enrichd/store"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/time/rate"
+)
+
+func newServeCommand() *cobra.Command {
+	def := server.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the API and run the task workers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			logger, err := newLogger(cmd)
+			if err != nil {
+				return err
+			}
+			db, err := openDB(cmd)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+
+			cfg := server.DefaultConfig()
+			cfg.Logger = logger
+			cfg.Workers, _ = f.GetInt("workers")
+			cfg.TaskTTL, _ = f.GetDuration("task-ttl")
+			cfg.MaxBacklog, _ = f.GetInt64("max-backlog")
+			cfg.Lease, _ = f.GetDuration("lease")
+			cfg.NetworkHost, _ = f.GetString("network-host")
+			if cfg.RateIP, err = rateFlag(cmd, "rate-ip"); err != nil {
+				return err
+			}
+			if cfg.RateKey, err = rateFlag(cmd, "rate-key"); err != nil {
+				return err
+			}
+			if cfg.Sources, err = sources(cmd, db); err != nil {
+				return err
+			}
+			addr, _ := f.GetString("addr")
+			return serve(cmd.Context(), addr, db, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.String("addr", "127.0.0.1:8080", "address to listen on")
+	f.Int("workers", def.Workers, "task workers")
+	f.Duration("task-ttl", def.TaskTTL, "lifetime of a task: one unsettled by then fails as timed_out and is refunded")
+	f.Int64("max-backlog", def.MaxBacklog, "queued tasks an organization may have before new requests get 429 queue_full")
+	f.Duration("lease", def.Lease, "how long a worker's claim on a task lasts unless extended; a crashed worker's tasks are requeued after it")
+	f.StringSlice("sources", []string{"dataset"}, "sources to ask, in order, first hit wins: dataset, sim")
+	f.String("rate-ip", "100/200", "rate limit per client address: requests per second/burst; 0 turns it off")
+	f.String("rate-key", "100/200", "rate limit per API key: requests per second/burst; 0 turns it off")
+	f.String("network-host", enrich.DefaultNetworkHost, "host of the professional network whose URLs are accepted")
+	f.Duration("sim-latency", 0, "sim source: latency added to every call")
+	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
+	f.String("log-format", "json", "log format: json or text")
+	return cmd
+}
+
+func newLogger(cmd *cobra.Command) (*slog.Logger, error) {
+	format, _ := cmd.Flags().GetString("log-format")
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be json or text, not %q", format)
+}
+
+// rateFlag reads "RATE/BURST" (or "RATE", burst twice the rate).
+func rateFlag(cmd *cobra.Command, name string) (server.Rate, error) {
+	raw, _ := cmd.Flags().GetString(name)
+	var r server.Rate
+	limit, burst, hasBurst := strings.Cut(raw, "/")
+	var l float64
+	if _, err := fmt.Sscan(limit, &l); err != nil || l < 0 {
+		return r, fmt.Errorf("--%s %q: want requests per second and an optional burst, such as 100/200", name, raw)
+	}
+	r.Limit, r.Burst = rate.Limit(l), int(2*l)
+	if hasBurst {
+		if _, err := fmt.Sscan(burst, &r.Burst); err != nil || r.Burst < 1 {
+			return r, fmt.Errorf("--%s %q: the burst must be a whole number of at least 1", name, raw)
+		}
+	}
+	return r, nil
+}
+
+func sources(cmd *cobra.Command, db *store.DB) ([]enrich.Source, error) {
+	names, _ := cmd.Flags().GetStringSlice("sources")
+	host, _ := cmd.Flags().GetString("network-host")
+	var out []enrich.Source
+	for _, name := range names {
+		switch strings.TrimSpace(name) {
+		case "dataset":
+			out = append(out, db.Dataset())
+		case "sim":
+			latency, _ := cmd.Flags().GetDuration("sim-latency")
+			failures, _ := cmd.Flags().GetFloat64("sim-failure-rate")
+			out = append(out, &enrich.Sim{NetworkHost: host, Latency: latency, FailureRate: failures})
+		default:
+			return nil, fmt.Errorf("--sources: unknown source %q (known: dataset, sim)", name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--sources: name at least one source")
+	}
+	return out, nil
+}
+
+// serve runs the API and the workers until ctx ends, then stops accepting, lets
+// requests in flight finish, and puts back tasks the workers still held.
+func serve(ctx context.Context, addr string, db *store.DB, cfg server.Config) error {
+	srv := server.New(db, cfg)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	workersDone := make(chan struct{})
+	go func() {
+		defer close(workersDone)
+		srv.RunWorkers(workCtx)
+	}()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	names := make([]string, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		names[i] = s.Name()
+	}
+	cfg.Logger.Info("enrichd listening", "addr", "http://"+ln.Addr().String(), "workers", cfg.Workers, "sources", strings.Join(names, ","))
+
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+		cfg.Logger.Info("shutting down")
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = httpSrv.Shutdown(shutdownCtx)
+		cancel()
+	}
+	stopWork()
+	<-workersDone
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,82 @@
+package enrich
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind says what went wrong in terms a caller can act on. The server maps each kind to
+// one HTTP status in one place (server/errors.go); nothing else picks a status.
+type Kind string
+
+const (
+	KindInvalid          Kind = "invalid"            // 400
+	KindUnauthorized     Kind = "unauthorized"       // 401
+	KindPaymentRequired  Kind = "payment_required"   // 402
+	KindNotFound         Kind = "not_found"          // 404
+	KindMethodNotAllowed Kind = "method_not_allowed" // 405
+	KindConflict         Kind = "conflict"           // 409
+	KindUnprocessable    Kind = "unprocessable"      // 422
+	KindTooManyRequests  Kind = "too_many_requests"  // 429
+	KindInternal         Kind = "internal"           // 500
+)
+
+// Error is the one error type of enrichd. Code is the machine-readable `code` of the
+// API's error bodies where the contract names one (insufficient_credits, queue_full,
+// ...); Message is the sentence a person reads.
+type Error struct {
+	Kind    Kind
+	Code    string
+	Message string
+
+	CreditsRemaining *int64 // 402
+	QueuedTasks      *int64 // 429 queue_full
+	RetryAfter       int    // 429: whole seconds, at least 1
+}
+
+func (e *Error) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("%s (%s)", e.Message, e.Code)
+	}
+	return e.Message
+}
+
+// Errorf returns an *Error of the given kind without an API code.
+func Errorf(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// KindOf returns the kind of err, KindInternal for anything that is not an *Error.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return KindInternal
+}
+
+// Task error codes: the `error.code` of a failed task, on polling and on webhooks.
+const (
+	CodeNotFound            = "not_found"
+	CodeAmbiguous           = "ambiguous"
+	CodeProviderUnavailable = "provider_unavailable"
+	CodeTimedOut            = "timed_out"
+	CodeInvalidInput        = "invalid_input"
+	CodeInternalError       = "internal_error"
+)
+
+// TaskError is why a task failed, as the API shows it.
+type TaskError struct {
+	Code          string   `json:"code"`
+	Message       string   `json:"message"`
+	Candidates    *int     `json:"candidates,omitempty"`
+	HintsAccepted []string `json:"hintsAccepted,omitempty"`
+}
+
+// Sentinel errors a Source returns. Wrap them to add detail.
+var (
+	// ErrNotFound: the source knows nothing of this company or person.
+	ErrNotFound = errors.New("not found")
+	// ErrUnavailable: the source could not answer now; asking again later may work.
+	ErrUnavailable = errors.New("provider unavailable")
+)

@@ -1,0 +1,181 @@
+package enrich
+
+import (
+	"net"
+	"net/mail"
+	"net/url"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
+	"golang.org/x/net/publicsuffix"
+)
+
+// DefaultNetworkHost is the professional network whose URLs are accepted by default.
+const DefaultNetworkHost = "www.linkedin.com"
+
+// MaxHintLength is the most characters a tie-break hint may have.
+const MaxHintLength = 200
+
+// Input is a validated, normalized enrichment request.
+type Input struct {
+	Lookup Lookup
+	Target string // the normalized domain, network URL or email
+	Hints  Hints
+}
+
+// Hints are the tie-break hints of an email lookup.
+type Hints struct {
+	FullName string `json:"fullName,omitempty"`
+	Title    string `json:"title,omitempty"`
+	Location string `json:"location,omitempty"`
+}
+
+// Normalizer turns what a client sends into the canonical targets tasks are keyed by.
+type Normalizer struct {
+	NetworkHost string // e.g. www.linkedin.com
+}
+
+// CompanyInput validates the body of a company enrichment: exactly one of domain or
+// networkUrl.
+func (n Normalizer) CompanyInput(domain, networkURL *string) (Input, error) {
+	switch {
+	case domain != nil && networkURL != nil:
+		return Input{}, Errorf(KindInvalid, "send either domain or networkUrl, not both")
+	case domain != nil:
+		d, err := n.Domain(*domain)
+		return Input{Lookup: LookupDomain, Target: d}, err
+	case networkURL != nil:
+		u, err := n.CompanyURL(*networkURL)
+		return Input{Lookup: LookupCompanyURL, Target: u}, err
+	}
+	return Input{}, Errorf(KindInvalid, "send one of domain or networkUrl")
+}
+
+// PersonInput validates the body of a person enrichment: exactly one of networkUrl or
+// email; hints only with email and at most MaxHintLength characters each.
+func (n Normalizer) PersonInput(networkURL, email *string, hints Hints) (Input, error) {
+	for name, v := range map[string]string{"fullName": hints.FullName, "title": hints.Title, "location": hints.Location} {
+		if utf8.RuneCountInString(v) > MaxHintLength {
+			return Input{}, Errorf(KindInvalid, "%s is longer than %d characters", name, MaxHintLength)
+		}
+	}
+	switch {
+	case networkURL != nil && email != nil:
+		return Input{}, Errorf(KindInvalid, "send either networkUrl or email, not both")
+	case networkURL != nil:
+		if hints != (Hints{}) {
+			return Input{}, Errorf(KindInvalid, "fullName, title and location are tie-break hints for email lookups; they cannot be sent with networkUrl")
+		}
+		u, err := n.PersonURL(*networkURL)
+		return Input{Lookup: LookupPersonURL, Target: u}, err
+	case email != nil:
+		e, err := n.Email(*email)
+		return Input{Lookup: LookupEmail, Target: e, Hints: hints}, err
+	}
+	return Input{}, Errorf(KindInvalid, "send one of networkUrl or email")
+}
+
+// Domain normalizes a domain to its registrable host in lower-case IDNA form:
+// "HTTPS://WWW.Acme.COM/about" -> "acme.com".
+func (n Normalizer) Domain(raw string) (string, error) {
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return "", Errorf(KindInvalid, "domain is empty")
+	}
+	if i := strings.Index(s, "://"); i >= 0 {
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" {
+			return "", Errorf(KindInvalid, "domain %q is not a domain or a website address", raw)
+		}
+		s = u.Host
+	} else if i := strings.IndexAny(s, "/?#"); i >= 0 {
+		s = s[:i]
+	}
+	if strings.Contains(s, "@") {
+		return "", Errorf(KindInvalid, "domain %q looks like an email address; send it as email to /v1/people/enrich", raw)
+	}
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	s = strings.TrimSuffix(s, ".")
+	if net.ParseIP(strings.Trim(s, "[]")) != nil {
+		return "", Errorf(KindInvalid, "domain %q is an IP address; send a domain name", raw)
+	}
+	ascii, err := idna.Lookup.ToASCII(strings.ToLower(s))
+	if err != nil || !strings.Contains(ascii, ".") {
+		return "", Errorf(KindInvalid, "domain %q is not a valid domain name", raw)
+	}
+	ascii = strings.TrimPrefix(ascii, "www.")
+	registrable, err := publicsuffix.EffectiveTLDPlusOne(ascii)
+	if err != nil {
+		return "", Errorf(KindInvalid, "domain %q is not a registrable domain name", raw)
+	}
+	return registrable, nil
+}
+
+// CompanyURL normalizes a network company page URL to https://HOST/company/<slug>.
+func (n Normalizer) CompanyURL(raw string) (string, error) {
+	return n.networkURL(raw, "company", "networkUrl must be a company page such as https://"+n.host()+"/company/acme")
+}
+
+// PersonURL normalizes a network profile URL to https://HOST/in/<slug>.
+func (n Normalizer) PersonURL(raw string) (string, error) {
+	return n.networkURL(raw, "in", "networkUrl must be a profile such as https://"+n.host()+"/in/jane-doe")
+}
+
+func (n Normalizer) host() string {
+	if n.NetworkHost == "" {
+		return DefaultNetworkHost
+	}
+	return strings.ToLower(n.NetworkHost)
+}
+
+func (n Normalizer) networkURL(raw, section, help string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+		return "", Errorf(KindInvalid, "%s", help)
+	}
+	host := n.host()
+	base := strings.TrimPrefix(host, "www.")
+	got := strings.ToLower(u.Hostname())
+	sub, onBase := strings.CutSuffix(got, "."+base)
+	if u.Port() != "" || !(got == base || got == host || (onBase && (sub == "www" || isCountrySubdomain(sub)))) {
+		return "", Errorf(KindInvalid, "%s", help)
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) < 2 || parts[0] != section {
+		return "", Errorf(KindInvalid, "%s", help)
+	}
+	slug := strings.ToLower(parts[1])
+	if slug == "" || strings.ContainsFunc(slug, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return "", Errorf(KindInvalid, "%s", help)
+	}
+	return "https://" + host + "/" + section + "/" + slug, nil
+}
+
+func isCountrySubdomain(s string) bool {
+	return len(s) == 2 && s[0] >= 'a' && s[0] <= 'z' && s[1] >= 'a' && s[1] <= 'z'
+}
+
+// Email keeps the local part as sent (minus surrounding space) and normalizes the
+// domain like Domain.
+func (n Normalizer) Email(raw string) (string, error) {
+	s := strings.TrimSpace(raw)
+	addr, err := mail.ParseAddress(s)
+	if err != nil || addr.Name != "" || addr.Address != s {
+		return "", Errorf(KindInvalid, "email %q is not a plain email address such as jane@acme.com", raw)
+	}
+	at := strings.LastIndex(s, "@")
+	domain, err := n.Domain(s[at+1:])
+	if err != nil {
+		return "", Errorf(KindInvalid, "email %q does not end in a valid domain", raw)
+	}
+	return s[:at] + "@" + domain, nil
+}
+
+// SlugOf returns the last path segment of a normalized network URL.
+func SlugOf(networkURL string) string {
+	return networkURL[strings.LastIndex(networkURL, "/")+1:]
+}

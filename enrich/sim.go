@@ -1,0 +1,210 @@
+package enrich
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Sim is the `sim` source: a synthetic network, not real data. Every company and
+// person it returns is derived from a hash of the domain or URL asked for, so the same
+// question always gets the same answer. Domains whose first label starts with
+// "missing" and URLs whose slug does are not found. Latency is added to every call,
+// and FailureRate (0 to 1) of the calls fail at random as unavailable.
+type Sim struct {
+	NetworkHost string
+	Latency     time.Duration
+	FailureRate float64
+	// Now stamps the records it makes; time.Now when nil.
+	Now func() time.Time
+}
+
+var _ Source = (*Sim)(nil)
+
+func (s *Sim) Name() string { return "sim" }
+
+func (s *Sim) CompanyByDomain(ctx context.Context, domain string) (*Company, error) {
+	if err := s.call(ctx); err != nil {
+		return nil, err
+	}
+	label, _, _ := strings.Cut(domain, ".")
+	if strings.HasPrefix(label, "missing") {
+		return nil, fmt.Errorf("sim: %s: %w", domain, ErrNotFound)
+	}
+	return s.company(label, domain), nil
+}
+
+func (s *Sim) CompanyByURL(ctx context.Context, networkURL string) (*Company, error) {
+	if err := s.call(ctx); err != nil {
+		return nil, err
+	}
+	slug := SlugOf(networkURL)
+	if strings.HasPrefix(slug, "missing") {
+		return nil, fmt.Errorf("sim: %s: %w", networkURL, ErrNotFound)
+	}
+	return s.company(slug, strings.Map(domainRune, slug)+".com"), nil
+}
+
+func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, error) {
+	if err := s.call(ctx); err != nil {
+		return nil, err
+	}
+	slug := SlugOf(networkURL)
+	if strings.HasPrefix(slug, "missing") {
+		return nil, fmt.Errorf("sim: %s: %w", networkURL, ErrNotFound)
+	}
+	r := seeded(networkURL)
+	first, last := namesFromSlug(slug)
+	if first == "" {
+		first, last = simFirstNames[r.IntN(len(simFirstNames))], simLastNames[r.IntN(len(simLastNames))]
+	}
+	now := s.now()
+	employer := simCompanies[r.IntN(len(simCompanies))]
+	previous := simCompanies[r.IntN(len(simCompanies))]
+	startYear := 2012 + r.IntN(12)
+	host := s.host()
+	p := &Person{
+		NetworkURL:         Ptr("https://" + host + "/in/" + slug),
+		FullName:           Ptr(first + " " + last),
+		FirstName:          Ptr(first),
+		LastName:           Ptr(last),
+		Headline:           Ptr(simTitles[r.IntN(len(simTitles))] + " at " + employer),
+		City:               Ptr(simCities[r.IntN(len(simCities))][0]),
+		CountryCode:        Ptr(simCities[r.IntN(len(simCities))][1]),
+		NetworkFollowers:   Ptr(int64(r.IntN(5000))),
+		NetworkConnections: Ptr(int64(r.IntN(500))),
+		Memorialized:       Ptr(false),
+		EnrichmentStatus:   StatusEnriched,
+		LastEnrichedAt:     &now,
+		Positions: []Position{
+			{
+				Title:              Ptr(simTitles[r.IntN(len(simTitles))]),
+				CompanyName:        Ptr(employer),
+				CompanyNetworkURL:  Ptr("https://" + host + "/company/" + strings.ToLower(employer)),
+				EmploymentType:     Ptr("Full-time"),
+				StartDate:          Ptr(fmt.Sprintf("%d-%02d-01", startYear, 1+r.IntN(12))),
+				StartDatePrecision: Ptr("month"),
+				IsCurrent:          true,
+			},
+			{
+				Title:              Ptr(simTitles[r.IntN(len(simTitles))]),
+				CompanyName:        Ptr(previous),
+				CompanyNetworkURL:  Ptr("https://" + host + "/company/" + strings.ToLower(previous)),
+				StartDate:          Ptr(fmt.Sprintf("%d-01-01", startYear-3)),
+				StartDatePrecision: Ptr("year"),
+				EndDate:            Ptr(fmt.Sprintf("%d-01-01", startYear)),
+				EndDatePrecision:   Ptr("year"),
+			},
+		},
+	}
+	return p, nil
+}
+
+func (s *Sim) company(slug, domain string) *Company {
+	r := seeded(domain)
+	now := s.now()
+	employees := int64(5 + r.IntN(20000))
+	city := simCities[r.IntN(len(simCities))]
+	return &Company{
+		Name:             titleCase(strings.ReplaceAll(slug, "-", " ")),
+		EnrichmentStatus: StatusEnriched,
+		Domain:           Ptr(domain),
+		NetworkURL:       Ptr("https://" + s.host() + "/company/" + slug),
+		NetworkID:        Ptr(fmt.Sprint(1000000 + r.IntN(90000000))),
+		NetworkFollowers: Ptr(int64(r.IntN(100000))),
+		EmployeeCount:    Ptr(employees),
+		EmployeeRange:    Ptr(employeeRange(employees)),
+		PrimaryIndustry:  Ptr(simIndustries[r.IntN(len(simIndustries))]),
+		OrganizationType: Ptr("Privately Held"),
+		YearFounded:      Ptr(1950 + r.IntN(74)),
+		About:            Ptr("A synthetic company of the sim network."),
+		Headquarters:     map[string]any{"city": city[0], "country": city[1]},
+		CreatedAt:        &now,
+		UpdatedAt:        &now,
+	}
+}
+
+func (s *Sim) call(ctx context.Context) error {
+	if s.Latency > 0 {
+		t := time.NewTimer(s.Latency)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if s.FailureRate > 0 && rand.Float64() < s.FailureRate {
+		return fmt.Errorf("sim: simulated outage: %w", ErrUnavailable)
+	}
+	return nil
+}
+
+func (s *Sim) host() string { return Normalizer{NetworkHost: s.NetworkHost}.host() }
+
+func (s *Sim) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func seeded(key string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return rand.New(rand.NewPCG(h.Sum64(), 0x656e72696368))
+}
+
+// namesFromSlug reads "jane-doe-1a2b" as Jane Doe; it gives "" when the slug has no
+// two alphabetic parts.
+func namesFromSlug(slug string) (first, last string) {
+	var words []string
+	for _, w := range strings.Split(slug, "-") {
+		if w != "" && strings.IndexFunc(w, func(r rune) bool { return !unicode.IsLetter(r) }) < 0 {
+			words = append(words, titleCase(w))
+		}
+	}
+	if len(words) < 2 {
+		return "", ""
+	}
+	return words[0], words[len(words)-1]
+}
+
+func titleCase(s string) string {
+	words := strings.Fields(s)
+	for i, w := range words {
+		r := []rune(w)
+		r[0] = unicode.ToUpper(r[0])
+		words[i] = string(r)
+	}
+	return strings.Join(words, " ")
+}
+
+func domainRune(r rune) rune {
+	if r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r) {
+		return r
+	}
+	return -1
+}
+
+func employeeRange(n int64) string {
+	for _, b := range [][2]int64{{1, 10}, {11, 50}, {51, 200}, {201, 500}, {501, 1000}, {1001, 5000}, {5001, 10000}} {
+		if n <= b[1] {
+			return fmt.Sprintf("%d-%d", b[0], b[1])
+		}
+	}
+	return "10001-50000"
+}
+
+var (
+	simFirstNames = []string{"Ada", "Alan", "Grace", "Linus", "Barbara", "Ken", "Margaret", "Dennis", "Frances", "John", "Radia", "Tim", "Hedy", "Vint", "Katherine", "Edsger"}
+	simLastNames  = []string{"Lovelace", "Turing", "Hopper", "Torvalds", "Liskov", "Thompson", "Hamilton", "Ritchie", "Allen", "McCarthy", "Perlman", "Berners-Lee", "Lamarr", "Cerf", "Johnson", "Dijkstra"}
+	simCompanies  = []string{"Northwind", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay", "Soylent", "Stark", "Wayne", "Acme", "Cyberdyne", "Tyrell", "Wonka", "Gringotts", "Oscorp", "Aperture"}
+	simTitles     = []string{"Software Engineer", "Product Manager", "Head of Sales", "Designer", "Data Scientist", "Account Executive", "CTO", "Marketing Lead", "Support Engineer", "Recruiter"}
+	simIndustries = []string{"Software Development", "Financial Services", "Manufacturing", "Retail", "Hospital & Health Care", "Logistics", "Education", "Media"}
+	simCities     = [][2]string{{"Berlin", "DE"}, {"London", "GB"}, {"New York", "US"}, {"San Francisco", "US"}, {"Paris", "FR"}, {"Toronto", "CA"}, {"Amsterdam", "NL"}, {"Sydney", "AU"}}
+)

@@ -1,0 +1,92 @@
+package enrich
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+)
+
+// Source is what the pipeline needs from the outside world: the network's company
+// pages and profiles, or any data vendor that can stand in for them. A source answers
+// ErrNotFound when it knows nothing of the subject and ErrUnavailable (wrapped) when it
+// cannot answer now.
+type Source interface {
+	Name() string
+	// CompanyByDomain finds the company behind a registrable domain. When the domain
+	// is not the company's canonical one, the result's Domain is the canonical domain
+	// and Redirect says how the two were matched.
+	CompanyByDomain(ctx context.Context, domain string) (*Company, error)
+	// CompanyByURL finds a company by its normalized network page URL.
+	CompanyByURL(ctx context.Context, networkURL string) (*Company, error)
+	// PersonByURL finds a person by their normalized network profile URL.
+	PersonByURL(ctx context.Context, networkURL string) (*Person, error)
+}
+
+// Result is what an enrichment produced: a company or a person.
+type Result struct {
+	Company *Company
+	Person  *Person
+}
+
+// Pipeline asks its sources in order; the first that knows the subject wins.
+type Pipeline struct {
+	Sources []Source
+	Logger  *slog.Logger
+}
+
+// Enrich looks the input up. It returns a result, or the TaskError the task fails with.
+func (p *Pipeline) Enrich(ctx context.Context, in Input) (Result, *TaskError) {
+	if in.Lookup == LookupEmail {
+		return Result{}, &TaskError{Code: CodeInvalidInput, Message: "email lookups are not enabled on this server"}
+	}
+	var unavailable []error
+	for _, src := range p.Sources {
+		res, err := ask(ctx, src, in)
+		if err == nil && res.Company == nil && res.Person == nil {
+			err = ErrNotFound
+		}
+		if err == nil {
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return Result{}, &TaskError{Code: CodeTimedOut, Message: "the enrichment did not finish within the task's lifetime; retrying is safe"}
+		}
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if p.Logger != nil {
+			p.Logger.Warn("source failed", "source", src.Name(), "lookup", string(in.Lookup), "err", err)
+		}
+		unavailable = append(unavailable, fmt.Errorf("%s: %w", src.Name(), err))
+	}
+	if len(unavailable) > 0 {
+		return Result{}, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached; retrying later is safe"}
+	}
+	return Result{}, &TaskError{Code: CodeNotFound, Message: notFoundMessage(in)}
+}
+
+func ask(ctx context.Context, src Source, in Input) (Result, error) {
+	switch in.Lookup {
+	case LookupDomain:
+		c, err := src.CompanyByDomain(ctx, in.Target)
+		return Result{Company: c}, err
+	case LookupCompanyURL:
+		c, err := src.CompanyByURL(ctx, in.Target)
+		return Result{Company: c}, err
+	case LookupPersonURL:
+		p, err := src.PersonByURL(ctx, in.Target)
+		return Result{Person: p}, err
+	}
+	return Result{}, fmt.Errorf("lookup %q: %w", in.Lookup, ErrNotFound)
+}
+
+func notFoundMessage(in Input) string {
+	switch in.Lookup {
+	case LookupDomain:
+		return "no company was found for the domain " + in.Target
+	case LookupCompanyURL:
+		return "no company was found at " + in.Target
+	}
+	return "no person was found at " + in.Target
+}

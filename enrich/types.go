@@ -1,0 +1,124 @@
+// Package enrich owns what enrichd enriches: the inputs and their normalization, the
+// Company and Person results, the Source interface through which the outside world is
+// reached, the pipeline that asks the sources, and the synthetic `sim` network. It knows
+// no SQL and no HTTP server.
+package enrich
+
+import "time"
+
+// Object types of a task.
+const (
+	ObjectCompany = "company"
+	ObjectPerson  = "person"
+)
+
+// Lookup is what the input of a task names.
+type Lookup string
+
+const (
+	LookupDomain     Lookup = "domain"      // company by domain
+	LookupCompanyURL Lookup = "company_url" // company by network page
+	LookupPersonURL  Lookup = "person_url"  // person by network profile
+	LookupEmail      Lookup = "email"       // person by work email
+)
+
+// ObjectType is the task object type a lookup produces.
+func (l Lookup) ObjectType() string {
+	if l == LookupDomain || l == LookupCompanyURL {
+		return ObjectCompany
+	}
+	return ObjectPerson
+}
+
+// Cost is the credit cost of a lookup.
+func (l Lookup) Cost() int64 {
+	if l == LookupEmail {
+		return 3
+	}
+	return 1
+}
+
+// Enrichment statuses of a result.
+const (
+	StatusEnriched = "enriched"
+	StatusPending  = "pending"
+)
+
+// Company is the Company result of the API.
+type Company struct {
+	Name             string         `json:"name"`
+	EnrichmentStatus string         `json:"enrichment_status"`
+	Domain           *string        `json:"domain"`
+	NetworkURL       *string        `json:"network_url"`
+	NetworkID        *string        `json:"network_id"`
+	NetworkFollowers *int64         `json:"network_followers"`
+	EmployeeCount    *int64         `json:"employee_count"`
+	EmployeeRange    *string        `json:"employee_range"`
+	PrimaryIndustry  *string        `json:"primary_industry"`
+	OrganizationType *string        `json:"organization_type"`
+	YearFounded      *int           `json:"year_founded"`
+	About            *string        `json:"about"`
+	Slogan           *string        `json:"slogan"`
+	Headquarters     map[string]any `json:"headquarters"`
+	CreatedAt        *time.Time     `json:"created_at"`
+	UpdatedAt        *time.Time     `json:"updated_at"`
+	Redirect         *Redirect      `json:"redirect,omitempty"`
+}
+
+// Redirect says that the domain sent stands for another, canonical one.
+type Redirect struct {
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Confirmed bool   `json:"confirmed"`
+}
+
+// Person is the Person result of the API.
+type Person struct {
+	NetworkURL         *string     `json:"network_url"`
+	FullName           *string     `json:"full_name"`
+	FirstName          *string     `json:"first_name"`
+	LastName           *string     `json:"last_name"`
+	Headline           *string     `json:"headline"`
+	About              *string     `json:"about"`
+	AvatarURL          *string     `json:"avatar_url"`
+	City               *string     `json:"city"`
+	CountryCode        *string     `json:"country_code"`
+	NetworkFollowers   *int64      `json:"network_followers"`
+	NetworkConnections *int64      `json:"network_connections"`
+	Memorialized       *bool       `json:"memorialized"`
+	EnrichmentStatus   string      `json:"enrichment_status"`
+	LastEnrichedAt     *time.Time  `json:"last_enriched_at"`
+	Positions          []Position  `json:"positions"`
+	EmailMatch         *EmailMatch `json:"email_match,omitempty"`
+}
+
+// Position is one role in a person's employment history.
+type Position struct {
+	Title              *string          `json:"title"`
+	CompanyName        *string          `json:"company_name"`
+	Company            *PositionCompany `json:"company"`
+	CompanyNetworkURL  *string          `json:"company_network_url"`
+	EmploymentType     *string          `json:"employment_type"`
+	Location           *string          `json:"location"`
+	StartDate          *string          `json:"start_date"`
+	StartDatePrecision *string          `json:"start_date_precision"`
+	EndDate            *string          `json:"end_date"`
+	EndDatePrecision   *string          `json:"end_date_precision"`
+	IsCurrent          bool             `json:"is_current"`
+}
+
+// PositionCompany is the company record a position was matched to.
+type PositionCompany struct {
+	Name   *string `json:"name"`
+	Domain *string `json:"domain"`
+}
+
+// EmailMatch tells how an email lookup found its person.
+type EmailMatch struct {
+	Method  string  `json:"method"`
+	Email   string  `json:"email"`
+	Pattern *string `json:"pattern"`
+}
+
+// Ptr returns a pointer to v, for the many optional fields of the results.
+func Ptr[T any](v T) *T { return &v }

@@ -1,0 +1,129 @@
+-- enrichd schema. Each "-- migration N: title" line starts one migration; migrations
+-- are applied in order, once, inside a transaction, and recorded in schema_migrations.
+-- Never edit an applied migration: add a new one below it.
+-- Times are integer milliseconds since the Unix epoch, UTC.
+
+-- migration 1: organizations, keys, credits, tasks, queue, records
+CREATE TABLE orgs (
+    id                TEXT PRIMARY KEY,
+    name              TEXT NOT NULL UNIQUE,
+    created_at        INTEGER NOT NULL,
+    -- the queue hands the next task to the organization served longest ago: each claim
+    -- stamps its organization with the next number of this sequence
+    last_claim_seq    INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE api_keys (
+    id           TEXT PRIMARY KEY,
+    org_id       TEXT NOT NULL REFERENCES orgs(id),
+    name         TEXT NOT NULL DEFAULT '',
+    prefix       TEXT NOT NULL,
+    hash         BLOB NOT NULL UNIQUE,
+    created_at   INTEGER NOT NULL,
+    revoked_at   INTEGER
+);
+CREATE INDEX api_keys_org ON api_keys(org_id, created_at);
+
+-- Each grant keeps what is left of it so a charge can take from the grant that expires
+-- first; the ledger below stays the source of truth and always adds up to the same sum.
+CREATE TABLE credit_grants (
+    id           INTEGER PRIMARY KEY,
+    org_id       TEXT NOT NULL REFERENCES orgs(id),
+    amount       INTEGER NOT NULL CHECK (amount > 0),
+    remaining    INTEGER NOT NULL CHECK (remaining >= 0),
+    expires_at   INTEGER,
+    expired_at   INTEGER,
+    created_at   INTEGER NOT NULL
+);
+CREATE INDEX credit_grants_spendable ON credit_grants(org_id, expired_at, expires_at);
+
+-- Append-only. kind: grant, charge, refund, expiry. amount is always positive.
+CREATE TABLE credit_ledger (
+    id           INTEGER PRIMARY KEY,
+    org_id       TEXT NOT NULL REFERENCES orgs(id),
+    kind         TEXT NOT NULL CHECK (kind IN ('grant', 'charge', 'refund', 'expiry')),
+    amount       INTEGER NOT NULL CHECK (amount >= 0),
+    grant_id     INTEGER NOT NULL REFERENCES credit_grants(id),
+    task_id      TEXT,
+    created_at   INTEGER NOT NULL
+);
+CREATE INDEX credit_ledger_org ON credit_ledger(org_id, id);
+CREATE INDEX credit_ledger_task ON credit_ledger(task_id) WHERE task_id IS NOT NULL;
+
+CREATE TABLE tasks (
+    id                TEXT PRIMARY KEY,          -- UUIDv7: time-ordered
+    org_id            TEXT NOT NULL REFERENCES orgs(id),
+    object_type       TEXT NOT NULL CHECK (object_type IN ('company', 'person')),
+    operation         TEXT NOT NULL DEFAULT 'enrich',
+    status            TEXT NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'canceled')),
+    lookup            TEXT NOT NULL,             -- domain, company_url, person_url or email
+    input             TEXT NOT NULL,             -- the request fields as sent (JSON)
+    target            TEXT NOT NULL,
+    credits_charged   INTEGER NOT NULL,
+    loop_id           TEXT,
+    idempotency_key   TEXT,
+    created_at        INTEGER NOT NULL,
+    queued_at         INTEGER,
+    started_at        INTEGER,
+    finished_at       INTEGER,
+    expires_at        INTEGER NOT NULL,
+    lease_token       TEXT,
+    lease_until       INTEGER,
+    attempts          INTEGER NOT NULL DEFAULT 0,
+    result            TEXT,                      -- Company or Person result (JSON) once succeeded
+    error             TEXT                       -- TaskError (JSON) once failed
+);
+-- GET /v1/tasks newest first, and the backlog count
+CREATE INDEX tasks_org_created ON tasks(org_id, created_at DESC, id DESC);
+-- GET /v1/tasks?status=, FIFO claims within an organization, queued backlog counts
+CREATE INDEX tasks_org_status_created ON tasks(org_id, status, created_at, id);
+-- expiry sweep and lease recovery only ever look at unsettled tasks
+CREATE INDEX tasks_unsettled_expiry ON tasks(expires_at) WHERE status IN ('queued', 'running');
+CREATE INDEX tasks_running_lease ON tasks(lease_until) WHERE status = 'running';
+
+CREATE TABLE idempotency_keys (
+    org_id       TEXT NOT NULL REFERENCES orgs(id),
+    key          TEXT NOT NULL,
+    body_hash    TEXT NOT NULL,
+    task_id      TEXT NOT NULL REFERENCES tasks(id),
+    created_at   INTEGER NOT NULL,
+    PRIMARY KEY (org_id, key)
+) WITHOUT ROWID;
+
+-- Company and person records. origin 'store' is the 30-day store of enriched records;
+-- origin 'dataset' holds what the team imported, read by the dataset source.
+CREATE TABLE records (
+    id                 INTEGER PRIMARY KEY,
+    origin             TEXT NOT NULL CHECK (origin IN ('store', 'dataset')),
+    object_type        TEXT NOT NULL CHECK (object_type IN ('company', 'person')),
+    data               TEXT NOT NULL,
+    last_enriched_at   INTEGER NOT NULL,
+    created_at         INTEGER NOT NULL,
+    updated_at         INTEGER NOT NULL
+);
+
+-- Every way a record is looked up: domain:<d>, company:<url>, person:<url>, email:<addr>.
+-- redirect is set on a domain that is not the company's canonical one: 1 when the domain
+-- HTTP-redirects to the canonical one, 0 when the two were matched another way.
+CREATE TABLE record_keys (
+    origin       TEXT NOT NULL,
+    key          TEXT NOT NULL,
+    record_id    INTEGER NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+    redirect     INTEGER,
+    PRIMARY KEY (origin, key)
+) WITHOUT ROWID;
+CREATE INDEX record_keys_record ON record_keys(record_id);
+
+-- A person's positions, kept beside the JSON so people can be found by employer.
+CREATE TABLE positions (
+    record_id             INTEGER NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+    ord                   INTEGER NOT NULL,
+    title                 TEXT,
+    company_name          TEXT,
+    company_network_url   TEXT,
+    company_domain        TEXT,
+    is_current            INTEGER NOT NULL,
+    PRIMARY KEY (record_id, ord)
+) WITHOUT ROWID;
+CREATE INDEX positions_current_by_company_url ON positions(company_network_url, is_current);
+CREATE INDEX positions_current_by_company_domain ON positions(company_domain, is_current);

@@ -1,0 +1,131 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"enrichd/enrich"
+)
+
+// maxBody is the largest request body accepted.
+const maxBody = 64 << 10
+
+func encode(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// decode reads a JSON request body into a T: a JSON object of known fields, at most
+// 64 KiB, sent as application/json.
+func decode[T any](r *http.Request) (T, error) {
+	var v T
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mediaType != "application/json" {
+		return v, enrich.Errorf(enrich.KindInvalid, "send the body as JSON with the header Content-Type: application/json")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body is larger than %d KiB", maxBody>>10)
+	}
+	if err != nil {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body could not be read: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, enrich.Errorf(enrich.KindInvalid, "%s", jsonProblem(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body must hold a single JSON object")
+	}
+	return v, nil
+}
+
+// jsonProblem says what is wrong with a body in the API's field names.
+func jsonProblem(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the request body is not valid JSON: " + err.Error()
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return "the request body must be a JSON object"
+		}
+		return fmt.Sprintf("%s must be a %s, not a JSON %s", typ.Field, jsonType(typ.Type.String()), typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+	}
+	return "the request body could not be read: " + err.Error()
+}
+
+func jsonType(goType string) string {
+	switch strings.TrimPrefix(goType, "*") {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	}
+	return "value of type " + goType
+}
+
+// errorBody is the JSON body of every error but 401.
+type errorBody struct {
+	Error            string `json:"error"`
+	Code             string `json:"code,omitempty"`
+	CreditsRemaining *int64 `json:"creditsRemaining,omitempty"`
+	QueuedTasks      *int64 `json:"queuedTasks,omitempty"`
+	RequestID        string `json:"requestId,omitempty"`
+}
+
+// statusOf is the one place an error kind becomes an HTTP status.
+var statusOf = map[enrich.Kind]int{
+	enrich.KindInvalid:          http.StatusBadRequest,
+	enrich.KindUnauthorized:     http.StatusUnauthorized,
+	enrich.KindPaymentRequired:  http.StatusPaymentRequired,
+	enrich.KindNotFound:         http.StatusNotFound,
+	enrich.KindMethodNotAllowed: http.StatusMethodNotAllowed,
+	enrich.KindConflict:         http.StatusConflict,
+	enrich.KindUnprocessable:    http.StatusUnprocessableEntity,
+	enrich.KindTooManyRequests:  http.StatusTooManyRequests,
+	enrich.KindInternal:         http.StatusInternalServerError,
+}
+
+// error answers with err: an *enrich.Error as its kind says, anything else as a 500
+// whose detail goes to the log, never to the client.
+func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
+	var e *enrich.Error
+	if !errors.As(err, &e) || e.Kind == enrich.KindInternal {
+		ri := info(r)
+		ri.err = err
+		encode(w, http.StatusInternalServerError, errorBody{
+			Error:     "something went wrong on our side; retrying is safe, and quoting the requestId helps us find it",
+			RequestID: ri.id,
+		})
+		return
+	}
+	status := statusOf[e.Kind]
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(status)
+		io.WriteString(w, "Unauthorized")
+		return
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	encode(w, status, errorBody{Error: e.Message, Code: e.Code, CreditsRemaining: e.CreditsRemaining, QueuedTasks: e.QueuedTasks})
+}

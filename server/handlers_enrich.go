@@ -1,0 +1,127 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"unicode/utf8"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"github.com/google/uuid"
+)
+
+// maxIdempotencyKey is the longest Idempotency-Key accepted, in characters.
+const maxIdempotencyKey = 255
+
+// enqueueResponse is the TaskEnqueueResponse: the task, and its error when it already
+// failed. It never carries data.
+type enqueueResponse struct {
+	Task  *store.Task       `json:"task"`
+	Error *enrich.TaskError `json:"error,omitempty"`
+}
+
+func handleEnrichCompany(s *Server) http.Handler {
+	type request struct {
+		Domain     *string `json:"domain,omitempty"`
+		NetworkURL *string `json:"networkUrl,omitempty"`
+		LoopID     *string `json:"loop_id,omitempty"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := decode[request](r)
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		in, err := s.norm.CompanyInput(req.Domain, req.NetworkURL)
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		s.enqueue(w, r, in, req.LoopID, req)
+	})
+}
+
+func handleEnrichPerson(s *Server) http.Handler {
+	type request struct {
+		NetworkURL *string `json:"networkUrl,omitempty"`
+		Email      *string `json:"email,omitempty"`
+		FullName   *string `json:"fullName,omitempty"`
+		Title      *string `json:"title,omitempty"`
+		Location   *string `json:"location,omitempty"`
+		LoopID     *string `json:"loop_id,omitempty"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := decode[request](r)
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		hints := enrich.Hints{FullName: deref(req.FullName), Title: deref(req.Title), Location: deref(req.Location)}
+		in, err := s.norm.PersonInput(req.NetworkURL, req.Email, hints)
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		if in.Lookup == enrich.LookupEmail {
+			s.error(w, r, enrich.Errorf(enrich.KindInvalid, "email lookups are not enabled on this server; send networkUrl with the person's profile URL"))
+			return
+		}
+		s.enqueue(w, r, in, req.LoopID, req)
+	})
+}
+
+// enqueue creates the task for a validated input and answers with the enqueue
+// response: 200 when the task settled inside the request or is an idempotent replay,
+// 202 when it was queued.
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input, loopID *string, req any) {
+	key := r.Header.Get("Idempotency-Key")
+	if utf8.RuneCountInString(key) > maxIdempotencyKey {
+		s.error(w, r, enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is longer than %d characters", maxIdempotencyKey))
+		return
+	}
+	if loopID != nil {
+		if _, err := uuid.Parse(*loopID); err != nil {
+			s.error(w, r, enrich.Errorf(enrich.KindInvalid, "loop_id must be the uuid of a Loop"))
+			return
+		}
+		s.error(w, r, enrich.Errorf(enrich.KindInvalid, "loop_id %s names no Loop of your organization", *loopID))
+		return
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	// The key is bound to the request as decoded, so the same fields in another order
+	// or spacing are the same request.
+	sum := sha256.Sum256(append([]byte(info(r).route+"\n"), raw...))
+	res, err := s.db.CreateTask(r.Context(), store.NewTask{
+		OrgID: principal(r).OrgID, Input: in, RawInput: raw, LoopID: loopID,
+		IdempotencyKey: key, BodyHash: hex.EncodeToString(sum[:]),
+		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness,
+	})
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	t := res.Task
+	status := http.StatusOK
+	if !t.Settled() && !res.Replayed {
+		status = http.StatusAccepted
+		s.wakeWorker()
+	}
+	if !t.Settled() {
+		w.Header().Set("Retry-After", "2")
+	}
+	encode(w, status, enqueueResponse{Task: t, Error: t.Error})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"github.com/julienschmidt/httprouter"
+)
+
+const (
+	defaultPageSize = 25
+	maxPageSize     = 100
+)
+
+func handleGetTask(s *Server) http.Handler {
+	type response struct {
+		Task  *store.Task       `json:"task"`
+		Data  json.RawMessage   `json:"data,omitempty"`
+		Error *enrich.TaskError `json:"error,omitempty"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t, err := s.db.GetTask(r.Context(), principal(r).OrgID, httprouter.ParamsFromContext(r.Context()).ByName("id"))
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		if !t.Settled() {
+			w.Header().Set("Retry-After", "2")
+		}
+		resp := response{Task: t, Error: t.Error}
+		if t.Status == store.StatusSucceeded {
+			resp.Data = t.Data
+		}
+		encode(w, http.StatusOK, resp)
+	})
+}
+
+func handleListTasks(s *Server) http.Handler {
+	type response struct {
+		Data  []*store.Task `json:"data"`
+		Total int64         `json:"total"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		status := q.Get("status")
+		if q.Has("status") && !store.IsStatus(status) {
+			s.error(w, r, enrich.Errorf(enrich.KindInvalid, "status must be one of queued, running, succeeded, failed, canceled"))
+			return
+		}
+		page, err := intParam(q.Get("page"), 0, 0, 1_000_000_000, "page")
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		size, err := intParam(q.Get("pageSize"), defaultPageSize, 1, maxPageSize, "pageSize")
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		tasks, total, err := s.db.ListTasks(r.Context(), principal(r).OrgID, status, page, size)
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		if tasks == nil {
+			tasks = []*store.Task{}
+		}
+		encode(w, http.StatusOK, response{Data: tasks, Total: total})
+	})
+}
+
+// intParam reads an integer query parameter from lo to hi, def when absent.
+func intParam(raw string, def, lo, hi int, name string) (int, error) {
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < lo || n > hi {
+		return 0, enrich.Errorf(enrich.KindInvalid, "%s must be an integer from %d to %d", name, lo, hi)
+	}
+	return n, nil
+}
+
+func handleCancelTask(s *Server) http.Handler {
+	type response struct {
+		Task *store.Task `json:"task"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t, err := s.db.CancelTask(r.Context(), principal(r).OrgID, httprouter.ParamsFromContext(r.Context()).ByName("id"))
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		encode(w, http.StatusOK, response{Task: t})
+	})
+}

@@ -1,0 +1,196 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"golang.org/x/time/rate"
+)
+
+type ctxKey int
+
+const (
+	requestInfoKey ctxKey = iota
+	principalKey
+)
+
+// requestInfo is what the request's log line says, filled in as the request goes.
+type requestInfo struct {
+	id    string
+	route string
+	orgID string
+	err   error // an internal error behind a 500
+}
+
+func info(r *http.Request) *requestInfo {
+	if ri, ok := r.Context().Value(requestInfoKey).(*requestInfo); ok {
+		return ri
+	}
+	return &requestInfo{}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// logRequests writes one log line a request; failures carry the requestId that the
+// response's X-Request-Id header and any 500 body also show.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		var id [8]byte
+		rand.Read(id[:])
+		ri := &requestInfo{id: hex.EncodeToString(id[:])}
+		w.Header().Set("X-Request-Id", ri.id)
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestInfoKey, ri)))
+		attrs := []slog.Attr{
+			slog.String("method", r.Method), slog.String("route", ri.route), slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		}
+		if ri.orgID != "" {
+			attrs = append(attrs, slog.String("org", ri.orgID))
+		}
+		level := slog.LevelInfo
+		if sw.status >= 400 {
+			attrs = append(attrs, slog.String("requestId", ri.id))
+		}
+		if ri.err != nil {
+			level = slog.LevelError
+			attrs = append(attrs, slog.String("err", ri.err.Error()))
+		}
+		s.log.LogAttrs(r.Context(), level, "request", attrs...)
+	})
+}
+
+// route names the route in the request's log line.
+func (s *Server) route(name string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info(r).route = name
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authed rate-limits by client address, authenticates the bearer key, then
+// rate-limits by key.
+func (s *Server) authed(next http.Handler) http.Handler {
+	return s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") {
+			s.error(w, r, enrich.Errorf(enrich.KindUnauthorized, "Unauthorized"))
+			return
+		}
+		p, err := s.db.Authenticate(r.Context(), strings.TrimSpace(key))
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		info(r).orgID = p.OrgID
+		if wait, ok := s.keyLimits.allow(p.KeyID); !ok {
+			s.error(w, r, rateLimited(wait, "this API key"))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
+	}))
+}
+
+func principal(r *http.Request) *store.Principal {
+	return r.Context().Value(principalKey).(*store.Principal)
+}
+
+func (s *Server) limitIP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		if wait, ok := s.ipLimits.allow(host); !ok {
+			s.error(w, r, rateLimited(wait, "your address"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func rateLimited(wait time.Duration, who string) error {
+	secs := max(1, int(math.Ceil(wait.Seconds())))
+	return &enrich.Error{Kind: enrich.KindTooManyRequests, Code: "rate_limited", RetryAfter: secs,
+		Message: "too many requests from " + who + "; wait Retry-After seconds and try again"}
+}
+
+// limiter keeps one token bucket per key (a client address or an API key).
+type limiter struct {
+	rate    Rate
+	mu      sync.Mutex
+	buckets map[string]*bucket
+	swept   time.Time
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+func newLimiter(r Rate) *limiter {
+	return &limiter{rate: r, buckets: map[string]*bucket{}}
+}
+
+// allow takes a token from key's bucket, or says how long until one is there.
+func (l *limiter) allow(key string) (time.Duration, bool) {
+	if l.rate.Limit <= 0 {
+		return 0, true
+	}
+	now := time.Now()
+	l.mu.Lock()
+	b, ok := l.buckets[key]
+	if !ok {
+		b = &bucket{lim: rate.NewLimiter(l.rate.Limit, max(1, l.rate.Burst))}
+		l.buckets[key] = b
+	}
+	b.seen = now
+	// A bucket idle long enough to be full again is the same as a new one: drop it.
+	if now.Sub(l.swept) > time.Minute {
+		for k, old := range l.buckets {
+			if now.Sub(old.seen) > time.Minute {
+				delete(l.buckets, k)
+			}
+		}
+		l.swept = now
+	}
+	l.mu.Unlock()
+	res := b.lim.ReserveN(now, 1)
+	if !res.OK() {
+		return time.Second, false
+	}
+	if wait := res.DelayFrom(now); wait > 0 {
+		res.CancelAt(now)
+		return wait, false
+	}
+	return 0, true
+}

@@ -1,0 +1,30 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"enrichd/enrich"
+
+	"github.com/julienschmidt/httprouter"
+)
+
+// addRoutes is the whole API surface.
+func addRoutes(r *httprouter.Router, s *Server) {
+	r.Handler(http.MethodPost, "/v1/companies/enrich", s.route("enrich_company", s.authed(handleEnrichCompany(s))))
+	r.Handler(http.MethodPost, "/v1/people/enrich", s.route("enrich_person", s.authed(handleEnrichPerson(s))))
+	r.Handler(http.MethodGet, "/v1/tasks", s.route("list_tasks", s.authed(handleListTasks(s))))
+	r.Handler(http.MethodGet, "/v1/tasks/:id", s.route("get_task", s.authed(handleGetTask(s))))
+	r.Handler(http.MethodPost, "/v1/tasks/:id/cancel", s.route("cancel_task", s.authed(handleCancelTask(s))))
+
+	r.NotFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.error(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
+	})))
+	r.MethodNotAllowed = s.route("method_not_allowed", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The router lists OPTIONS, which the API does not answer.
+		allow := strings.ReplaceAll(strings.ReplaceAll(w.Header().Get("Allow"), ", OPTIONS", ""), "OPTIONS, ", "")
+		w.Header().Set("Allow", allow)
+		s.error(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
+			Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + allow})
+	})))
+}

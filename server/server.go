@@ -1,0 +1,116 @@
+// Package server owns enrichd's HTTP API and its task workers: routes, handlers,
+// authentication, rate limits, JSON errors, and the workers that claim queued tasks,
+// run the enrichment pipeline and settle them. It knows no SQL: all state is in store.
+package server
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"github.com/julienschmidt/httprouter"
+	"golang.org/x/time/rate"
+)
+
+// Config is how the service behaves. Zero values take the defaults of DefaultConfig.
+type Config struct {
+	Workers       int           // task workers
+	TaskTTL       time.Duration // a task unsettled this long after creation fails as timed_out
+	MaxBacklog    int64         // queued tasks an organization may have
+	Freshness     time.Duration // stored records younger than this are served without a fetch
+	Lease         time.Duration // how long a claim lasts without being extended
+	PollInterval  time.Duration // how often idle workers look for work they were not woken for
+	SweepInterval time.Duration // how often expired tasks and abandoned claims are handled
+	RateIP        Rate          // per client address; zero Limit disables
+	RateKey       Rate          // per API key; zero Limit disables
+	NetworkHost   string
+	Sources       []enrich.Source
+	Logger        *slog.Logger
+}
+
+// Rate is a token bucket: Limit requests a second, bursts of up to Burst.
+type Rate struct {
+	Limit rate.Limit
+	Burst int
+}
+
+// DefaultConfig returns the defaults documented in the README.
+func DefaultConfig() Config {
+	return Config{
+		Workers:       16,
+		TaskTTL:       10 * time.Minute,
+		MaxBacklog:    10000,
+		Freshness:     30 * 24 * time.Hour,
+		Lease:         30 * time.Second,
+		PollInterval:  500 * time.Millisecond,
+		SweepInterval: time.Second,
+		RateIP:        Rate{Limit: 100, Burst: 200},
+		RateKey:       Rate{Limit: 100, Burst: 200},
+		NetworkHost:   enrich.DefaultNetworkHost,
+		Logger:        slog.Default(),
+	}
+}
+
+// Server is the HTTP API and the task workers over one database.
+type Server struct {
+	cfg       Config
+	db        *store.DB
+	norm      enrich.Normalizer
+	pipeline  *enrich.Pipeline
+	log       *slog.Logger
+	ipLimits  *limiter
+	keyLimits *limiter
+	wake      chan struct{} // an enqueue wakes an idle worker
+	handler   http.Handler
+}
+
+// New builds the server. Call RunWorkers to process the queue.
+func New(db *store.DB, cfg Config) *Server {
+	def := DefaultConfig()
+	if cfg.Workers <= 0 {
+		cfg.Workers = def.Workers
+	}
+	if cfg.TaskTTL <= 0 {
+		cfg.TaskTTL = def.TaskTTL
+	}
+	if cfg.Freshness <= 0 {
+		cfg.Freshness = def.Freshness
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = def.Lease
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = def.PollInterval
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = def.SweepInterval
+	}
+	if cfg.NetworkHost == "" {
+		cfg.NetworkHost = def.NetworkHost
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = def.Logger
+	}
+	s := &Server{
+		cfg:       cfg,
+		db:        db,
+		norm:      enrich.Normalizer{NetworkHost: cfg.NetworkHost},
+		pipeline:  &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger},
+		log:       cfg.Logger,
+		ipLimits:  newLimiter(cfg.RateIP),
+		keyLimits: newLimiter(cfg.RateKey),
+		wake:      make(chan struct{}, cfg.Workers),
+	}
+	router := httprouter.New()
+	router.RedirectTrailingSlash = false
+	router.RedirectFixedPath = false
+	router.HandleOPTIONS = false
+	addRoutes(router, s)
+	s.handler = s.logRequests(router)
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }

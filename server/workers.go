@@ -1,0 +1,147 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+)
+
+// RunWorkers processes the queue until ctx is canceled: cfg.Workers workers claim and
+// enrich tasks, and a sweeper fails expired tasks and requeues the claims of workers
+// that died. It returns once every worker has stopped; a task still in hand then goes
+// back to the queue.
+func (s *Server) RunWorkers(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.sweep(ctx)
+	}()
+	for range s.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.work(ctx)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (s *Server) wakeWorker() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) work(ctx context.Context) {
+	poll := time.NewTicker(s.cfg.PollInterval)
+	defer poll.Stop()
+	for ctx.Err() == nil {
+		claim, err := s.db.ClaimTask(ctx, s.cfg.Lease)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("claiming a task", "err", err)
+		}
+		if claim != nil {
+			s.process(ctx, claim)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.wake:
+		case <-poll.C:
+		}
+	}
+}
+
+func (s *Server) sweep(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.SweepInterval)
+	defer tick.Stop()
+	for {
+		if n, err := s.db.RequeueAbandoned(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("requeueing abandoned tasks", "err", err)
+		} else if n > 0 {
+			s.log.Info("requeued tasks whose worker stopped", "tasks", n)
+			for range n {
+				s.wakeWorker()
+			}
+		}
+		if n, err := s.db.ExpireTasks(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("expiring tasks", "err", err)
+		} else if n > 0 {
+			s.log.Info("expired tasks past their lifetime", "tasks", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// process runs one claimed task to its end, keeping its lease alive meanwhile.
+func (s *Server) process(ctx context.Context, c *store.Claim) {
+	taskCtx, cancel := context.WithDeadline(ctx, c.ExpiresAt)
+	defer cancel()
+	leaseDone := make(chan struct{})
+	go func() {
+		defer close(leaseDone)
+		s.keepLease(taskCtx, cancel, c)
+	}()
+	res, taskErr := s.pipeline.Enrich(taskCtx, c.Input)
+	cancel()
+	<-leaseDone
+
+	// Settling must finish even while the service shuts down.
+	settleCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer done()
+	if ctx.Err() != nil {
+		if err := s.db.ReleaseTask(settleCtx, c); err != nil {
+			s.log.Error("releasing a task at shutdown", "task", c.TaskID, "err", err)
+		}
+		return
+	}
+	out := store.Outcome{Result: &res, Fetched: true}
+	if taskErr != nil {
+		out = store.Outcome{Err: taskErr}
+		// A refresh that cannot complete serves the stored record, as old as it is.
+		if taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound {
+			stored, err := s.db.FindStored(settleCtx, c.Input)
+			if err != nil {
+				s.log.Error("reading the stored record", "task", c.TaskID, "err", err)
+			}
+			if stored != nil {
+				out = store.Outcome{Result: stored}
+			}
+		}
+	}
+	if _, err := s.db.Settle(settleCtx, c, out); err != nil {
+		s.log.Error("settling a task", "task", c.TaskID, "err", err)
+	}
+}
+
+// keepLease extends the claim's lease while the task runs, and cancels the task once
+// the claim is no longer its (canceled or expired meanwhile).
+func (s *Server) keepLease(ctx context.Context, cancel context.CancelFunc, c *store.Claim) {
+	tick := time.NewTicker(s.cfg.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			ok, err := s.db.ExtendLease(ctx, c, s.cfg.Lease)
+			if err != nil && ctx.Err() == nil {
+				s.log.Error("extending a lease", "task", c.TaskID, "err", err)
+			}
+			if err == nil && !ok {
+				cancel()
+				return
+			}
+		}
+	}
+}

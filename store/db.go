@@ -1,0 +1,191 @@
+// Package store owns every SQL statement of enrichd: organizations and API keys, the
+// credit ledger, tasks and their queue, idempotency keys, and the company and person
+// records (the 30-day store and the imported dataset). It knows no HTTP.
+//
+// All writes go through one connection whose transactions begin IMMEDIATE, so writers
+// queue in Go instead of failing with SQLITE_BUSY; reads use a separate pool.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// DB is the enrichd database.
+type DB struct {
+	write *sql.DB
+	read  *sql.DB
+
+	// Now is the clock of every timestamp the store writes; tests move it.
+	Now func() time.Time
+}
+
+// Open opens (creating if needed) the database file at path and applies the pending
+// migrations of schema, the text of schema.sql.
+func Open(ctx context.Context, path, schema string) (*DB, error) {
+	if path == "" {
+		return nil, fmt.Errorf("store: no database path")
+	}
+	pragmas := []string{"busy_timeout(10000)", "foreign_keys(ON)", "synchronous(NORMAL)", "cache_size(-65536)"}
+	dsn := func(extra ...string) string {
+		q := url.Values{}
+		for _, p := range append(pragmas, extra...) {
+			q.Add("_pragma", p)
+		}
+		return "file:" + path + "?" + q.Encode()
+	}
+	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit(67108864)")+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+	db := &DB{write: write, Now: time.Now}
+	// The writer connection turns WAL on before any reader opens the file.
+	if err := db.migrate(ctx, schema); err != nil {
+		write.Close()
+		return nil, err
+	}
+	read, err := sql.Open("sqlite", dsn("query_only(1)"))
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	read.SetMaxOpenConns(4)
+	read.SetMaxIdleConns(4)
+	db.read = read
+	return db, nil
+}
+
+// Close closes both connection pools.
+func (db *DB) Close() error {
+	err := db.write.Close()
+	if db.read != nil {
+		if rerr := db.read.Close(); err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// now is the store's clock at the millisecond precision it stores, so what a call
+// returns equals what a later read of the same row gives.
+func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Millisecond) }
+
+// migration is one "-- migration N: title" section of schema.sql.
+type migration struct {
+	version int
+	title   string
+	sql     string
+}
+
+var migrationHeader = regexp.MustCompile(`(?m)^-- migration (\d+): (.*)$`)
+
+func parseMigrations(schema string) ([]migration, error) {
+	heads := migrationHeader.FindAllStringSubmatchIndex(schema, -1)
+	if len(heads) == 0 {
+		return nil, fmt.Errorf("store: schema has no \"-- migration N: title\" sections")
+	}
+	var out []migration
+	for i, h := range heads {
+		end := len(schema)
+		if i+1 < len(heads) {
+			end = heads[i+1][0]
+		}
+		v, _ := strconv.Atoi(schema[h[2]:h[3]])
+		if v != i+1 {
+			return nil, fmt.Errorf("store: migration %d found where %d was expected", v, i+1)
+		}
+		out = append(out, migration{version: v, title: strings.TrimSpace(schema[h[4]:h[5]]), sql: schema[h[1]:end]})
+	}
+	return out, nil
+}
+
+func (db *DB) migrate(ctx context.Context, schema string) error {
+	migrations, err := parseMigrations(schema)
+	if err != nil {
+		return err
+	}
+	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, title TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("store: migrations table: %w", err)
+	}
+	for _, m := range migrations {
+		err := db.inTx(ctx, func(tx *sql.Tx) error {
+			var applied int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&applied); err != nil {
+				return err
+			}
+			if applied > 0 {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, title, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.title, ms(db.now()))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store: migration %d (%s): %w", m.version, m.title, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion returns the newest applied migration.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := db.read.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
+
+// inTx runs fn in a write transaction (BEGIN IMMEDIATE on the single writer), commits
+// when fn returns nil and rolls back otherwise.
+func (db *DB) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+// inReadTx runs fn in a read transaction of the reader pool, for a consistent view
+// across several queries.
+func (db *DB) inReadTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := db.read.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin read: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func fromNullMS(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMS(v.Int64)
+	return &t
+}

@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"regexp"
+	"strings"
+	"time"
+
+	"enrichd/enrich"
+
+	"github.com/google/uuid"
+)
+
+// Org is an organization: the owner of keys, credits and tasks.
+type Org struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// APIKey describes a key without the key itself, which is never stored.
+type APIKey struct {
+	ID        string     `json:"id"`
+	OrgID     string     `json:"org_id"`
+	Name      string     `json:"name"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+const keyPrefixLen = 12
+
+var orgName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+
+// CreateOrg creates an organization. Names are 1-100 letters, digits, '.', '_', '-'.
+func (db *DB) CreateOrg(ctx context.Context, name string) (*Org, error) {
+	var org *Org
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		org, err = db.createOrg(ctx, tx, name)
+		return err
+	})
+	return org, err
+}
+
+func (db *DB) createOrg(ctx context.Context, tx *sql.Tx, name string) (*Org, error) {
+	if !orgName.MatchString(name) {
+		return nil, enrich.Errorf(enrich.KindInvalid, "organization name %q must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+	if _, err := findOrg(ctx, tx, name); err == nil {
+		return nil, &enrich.Error{Kind: enrich.KindConflict, Code: "org_exists", Message: "organization " + name + " already exists"}
+	}
+	org := &Org{ID: uuid.NewString(), Name: name, CreatedAt: db.now()}
+	_, err := tx.ExecContext(ctx, `INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?)`, org.ID, org.Name, ms(org.CreatedAt))
+	return org, err
+}
+
+// FindOrg returns the organization with the given name.
+func (db *DB) FindOrg(ctx context.Context, name string) (*Org, error) {
+	return findOrg(ctx, db.read, name)
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func findOrg(ctx context.Context, q querier, name string) (*Org, error) {
+	var o Org
+	var created int64
+	err := q.QueryRowContext(ctx, `SELECT id, name, created_at FROM orgs WHERE name = ?`, name).Scan(&o.ID, &o.Name, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, enrich.Errorf(enrich.KindNotFound, "no organization named %q (create it with: enrichd orgs create %s)", name, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.CreatedAt = fromMS(created)
+	return &o, nil
+}
+
+// ListOrgs lists every organization by name.
+func (db *DB) ListOrgs(ctx context.Context) ([]Org, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, name, created_at FROM orgs ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Org
+	for rows.Next() {
+		var o Org
+		var created int64
+		if err := rows.Scan(&o.ID, &o.Name, &created); err != nil {
+			return nil, err
+		}
+		o.CreatedAt = fromMS(created)
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// CreateKey makes a new API key for the organization and returns it: the only time
+// the key is ever seen. With createOrg, a missing organization is created first.
+func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg bool) (string, *APIKey, error) {
+	var secret [32]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return "", nil, err
+	}
+	plain := "enr_" + base64.RawURLEncoding.EncodeToString(secret[:])
+	hash := sha256.Sum256([]byte(plain))
+	key := &APIKey{ID: uuid.NewString(), Name: keyName, Prefix: plain[:keyPrefixLen], CreatedAt: db.now()}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		org, err := findOrg(ctx, tx, orgName)
+		if enrich.KindOf(err) == enrich.KindNotFound && createOrg {
+			org, err = db.createOrg(ctx, tx, orgName)
+		}
+		if err != nil {
+			return err
+		}
+		key.OrgID = org.ID
+		_, err = tx.ExecContext(ctx, `INSERT INTO api_keys (id, org_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			key.ID, key.OrgID, key.Name, key.Prefix, hash[:], ms(key.CreatedAt))
+		return err
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return plain, key, nil
+}
+
+// ListKeys lists an organization's keys, revoked ones included.
+func (db *DB) ListKeys(ctx context.Context, orgName string) ([]APIKey, error) {
+	org, err := db.FindOrg(ctx, orgName)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT id, org_id, name, prefix, created_at, revoked_at FROM api_keys WHERE org_id = ? ORDER BY created_at`, org.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []APIKey
+	for rows.Next() {
+		var k APIKey
+		var created int64
+		var revoked sql.NullInt64
+		if err := rows.Scan(&k.ID, &k.OrgID, &k.Name, &k.Prefix, &created, &revoked); err != nil {
+			return nil, err
+		}
+		k.CreatedAt, k.RevokedAt = fromMS(created), fromNullMS(revoked)
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// RevokeKey revokes the organization's key named by its id or its prefix. It takes
+// effect on the next request.
+func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		org, err := findOrg(ctx, tx, orgName)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?)
+			WHERE org_id = ? AND (id = ? OR prefix = ?)`, ms(db.now()), org.ID, idOrPrefix, idOrPrefix)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return enrich.Errorf(enrich.KindNotFound, "organization %s has no key %q (see: enrichd keys list --org %s)", orgName, idOrPrefix, orgName)
+		}
+		return nil
+	})
+}
+
+// Principal is who a request acts for.
+type Principal struct {
+	OrgID string
+	KeyID string
+}
+
+// Authenticate returns the principal of a plaintext API key, or an unauthorized error
+// for a missing, unknown or revoked key.
+func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error) {
+	unauthorized := enrich.Errorf(enrich.KindUnauthorized, "Unauthorized")
+	if !strings.HasPrefix(plain, "enr_") {
+		return nil, unauthorized
+	}
+	hash := sha256.Sum256([]byte(plain))
+	var p Principal
+	var stored []byte
+	var revoked sql.NullInt64
+	err := db.read.QueryRowContext(ctx, `SELECT id, org_id, hash, revoked_at FROM api_keys WHERE hash = ?`, hash[:]).
+		Scan(&p.KeyID, &p.OrgID, &stored, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, unauthorized
+	}
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(stored, hash[:]) != 1 || revoked.Valid {
+		return nil, unauthorized
+	}
+	return &p, nil
+}

@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"enrichd/enrich"
+)
+
+// Claim is a task a worker holds under a lease. Only the holder of Token can settle it.
+type Claim struct {
+	TaskID    string
+	OrgID     string
+	Input     enrich.Input
+	ExpiresAt time.Time
+	Token     string
+}
+
+// claimQuery hands out the oldest queued task of the organization that was served
+// longest ago: round-robin across organizations, FIFO within one.
+const claimQuery = `
+UPDATE tasks
+SET status = 'running', started_at = coalesce(started_at, :now), lease_token = :token,
+    lease_until = :lease_until, attempts = attempts + 1
+WHERE id = (
+    SELECT t.id FROM tasks t
+    WHERE t.status = 'queued' AND t.org_id = (
+        SELECT o.id FROM orgs o
+        WHERE EXISTS (SELECT 1 FROM tasks q WHERE q.org_id = o.id AND q.status = 'queued')
+        ORDER BY o.last_claim_seq, o.id LIMIT 1)
+    ORDER BY t.created_at, t.id LIMIT 1)
+RETURNING id, org_id, lookup, target, input, expires_at`
+
+// ClaimTask takes the next queued task, if any, under a lease of the given length.
+// It returns nil when nothing is queued.
+func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error) {
+	var tok [16]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, err
+	}
+	c := &Claim{Token: hex.EncodeToString(tok[:])}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		now := db.now()
+		var input string
+		var expires int64
+		err := tx.QueryRowContext(ctx, claimQuery, sql.Named("now", ms(now)), sql.Named("token", c.Token),
+			sql.Named("lease_until", ms(now.Add(lease)))).
+			Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires)
+		if err != nil {
+			return err
+		}
+		c.ExpiresAt = fromMS(expires)
+		if err := json.Unmarshal([]byte(input), &c.Input.Hints); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE orgs SET last_claim_seq = (SELECT max(last_claim_seq) + 1 FROM orgs) WHERE id = ?`, c.OrgID)
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ExtendLease keeps a claim alive while its work runs. It reports false when the claim
+// is no longer the task's (canceled, expired, or claimed again after the lease ran out):
+// the worker should then stop.
+func (db *DB) ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (bool, error) {
+	var ok bool
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET lease_until = ? WHERE id = ? AND lease_token = ? AND status = 'running'`,
+			ms(db.now().Add(lease)), c.TaskID, c.Token)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		ok = n == 1
+		return err
+	})
+	return ok, err
+}
+
+// Outcome is how a claimed task ends: with a result or with an error.
+type Outcome struct {
+	Result *enrich.Result
+	// Fetched marks a result just obtained from a source, to be kept in the store; a
+	// stored record served because its refresh failed is not.
+	Fetched bool
+	Err     *enrich.TaskError
+}
+
+// Settle finishes a claimed task in one transaction: the task's status and result, the
+// refund of a failure, and the record for the store. It reports false, and changes
+// nothing, when the claim is no longer the task's.
+func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
+	var status, result, taskErr any
+	if out.Err != nil {
+		b, err := json.Marshal(out.Err)
+		if err != nil {
+			return false, err
+		}
+		status, taskErr = StatusFailed, string(b)
+	} else {
+		b, err := resultJSON(*out.Result)
+		if err != nil {
+			return false, err
+		}
+		status, result = StatusSucceeded, string(b)
+	}
+	var settled bool
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		now := db.now()
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, result = ?, error = ?, finished_at = ?,
+			lease_token = NULL, lease_until = NULL WHERE id = ? AND lease_token = ? AND status = 'running'`,
+			status, result, taskErr, ms(now), c.TaskID, c.Token)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		settled = true
+		if out.Err != nil {
+			return refund(ctx, tx, c.TaskID, now)
+		}
+		if out.Fetched {
+			return storeResult(ctx, tx, c.Input, *out.Result, now)
+		}
+		return nil
+	})
+	return settled, err
+}
+
+// ExpireTasks fails, as timed_out, and refunds the unsettled tasks past their
+// expires_at. It returns how many it expired.
+func (db *DB) ExpireTasks(ctx context.Context) (int, error) {
+	var n int
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		now := db.now()
+		taskErr, _ := json.Marshal(enrich.TaskError{Code: enrich.CodeTimedOut,
+			Message: "the enrichment did not finish within the task's lifetime; retrying is safe"})
+		rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'failed', error = ?, finished_at = ?, lease_token = NULL, lease_until = NULL
+			WHERE status IN ('queued', 'running') AND expires_at <= ? RETURNING id`, string(taskErr), ms(now), ms(now))
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if err := refund(ctx, tx, id, now); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
+}
+
+// RequeueAbandoned puts back in the queue the running tasks whose lease ran out: their
+// worker died (a crash, a restart) without settling them.
+func (db *DB) RequeueAbandoned(ctx context.Context) (int, error) {
+	var n int64
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'queued', lease_token = NULL, lease_until = NULL
+			WHERE status = 'running' AND lease_until < ?`, ms(db.now()))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// ReleaseTask puts a claimed task back in the queue untouched, for a worker that stops
+// (a shutdown) before the task is done.
+func (db *DB) ReleaseTask(ctx context.Context, c *Claim) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'queued', lease_token = NULL, lease_until = NULL
+			WHERE id = ? AND lease_token = ? AND status = 'running'`, c.TaskID, c.Token)
+		return err
+	})
+}

@@ -1,0 +1,314 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"enrichd/enrich"
+
+	"github.com/google/uuid"
+)
+
+// Task statuses.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCanceled  = "canceled"
+)
+
+// IsStatus reports whether s is one of the task statuses.
+func IsStatus(s string) bool {
+	switch s {
+	case StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCanceled:
+		return true
+	}
+	return false
+}
+
+// Task is an enrichment task. Its JSON is the Task of the API.
+type Task struct {
+	ID             string          `json:"id"`
+	ObjectType     string          `json:"object_type"`
+	Operation      string          `json:"operation"`
+	Status         string          `json:"status"`
+	Input          json.RawMessage `json:"input"`
+	Target         string          `json:"target"`
+	CreditsCharged int64           `json:"credits_charged"`
+	LoopID         *string         `json:"loop_id"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	CreatedAt      time.Time       `json:"created_at"`
+	QueuedAt       *time.Time      `json:"queued_at"`
+	StartedAt      *time.Time      `json:"started_at"`
+	FinishedAt     *time.Time      `json:"finished_at"`
+	ExpiresAt      time.Time       `json:"expires_at"`
+
+	OrgID  string            `json:"-"`
+	Lookup enrich.Lookup     `json:"-"`
+	Data   json.RawMessage   `json:"-"` // the result once succeeded
+	Error  *enrich.TaskError `json:"-"` // why it failed once failed
+}
+
+// Settled reports whether the task has reached a final status.
+func (t *Task) Settled() bool {
+	return t.Status == StatusSucceeded || t.Status == StatusFailed || t.Status == StatusCanceled
+}
+
+const taskColumns = `id, org_id, object_type, operation, status, lookup, input, target, credits_charged,
+	loop_id, idempotency_key, created_at, queued_at, started_at, finished_at, expires_at, result, error`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanTask(row scanner) (*Task, error) {
+	var t Task
+	var input, result, taskErr sql.NullString
+	var created, expires int64
+	var queued, started, finished sql.NullInt64
+	if err := row.Scan(&t.ID, &t.OrgID, &t.ObjectType, &t.Operation, &t.Status, &t.Lookup, &input, &t.Target,
+		&t.CreditsCharged, &t.LoopID, &t.IdempotencyKey, &created, &queued, &started, &finished, &expires,
+		&result, &taskErr); err != nil {
+		return nil, err
+	}
+	t.Input = json.RawMessage(input.String)
+	t.CreatedAt, t.ExpiresAt = fromMS(created), fromMS(expires)
+	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullMS(queued), fromNullMS(started), fromNullMS(finished)
+	if result.Valid {
+		t.Data = json.RawMessage(result.String)
+	}
+	if taskErr.Valid {
+		t.Error = &enrich.TaskError{}
+		if err := json.Unmarshal([]byte(taskErr.String), t.Error); err != nil {
+			return nil, fmt.Errorf("task %s: error column: %w", t.ID, err)
+		}
+	}
+	return &t, nil
+}
+
+// NewTask is a request to create a task.
+type NewTask struct {
+	OrgID          string
+	Input          enrich.Input
+	RawInput       json.RawMessage // the request fields as sent, shown as the task's input
+	LoopID         *string
+	IdempotencyKey string // "" when none was sent
+	BodyHash       string // what the idempotency key is bound to
+	TTL            time.Duration
+	MaxBacklog     int64
+	Freshness      time.Duration // a stored record younger than this settles the task at once
+}
+
+// Enqueued is what CreateTask did.
+type Enqueued struct {
+	Task     *Task
+	Replayed bool // the idempotency key named an earlier task, which is returned as it is
+}
+
+// CreateTask creates, charges and either settles or queues a task, in one transaction:
+// an idempotent replay returns the original task and charges nothing; a stored record
+// younger than the freshness window settles the task at once; otherwise the task is
+// queued, unless the organization's backlog is full. A refusal (402, 422, 429) creates
+// and charges nothing.
+func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
+	var out *Enqueued
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		now := db.now()
+		if nt.IdempotencyKey != "" {
+			replay, err := findIdempotent(ctx, tx, nt)
+			if err != nil || replay != nil {
+				out = &Enqueued{Task: replay, Replayed: true}
+				return err
+			}
+		}
+		t := &Task{
+			ID: uuid.Must(uuid.NewV7()).String(), OrgID: nt.OrgID, ObjectType: nt.Input.Lookup.ObjectType(),
+			Operation: "enrich", Status: StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
+			CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
+		}
+		if nt.IdempotencyKey != "" {
+			t.IdempotencyKey = &nt.IdempotencyKey
+		}
+		rec, err := findRecord(ctx, tx, originStore, recordKey(nt.Input.Lookup, nt.Input.Target))
+		if err != nil {
+			return err
+		}
+		if rec != nil && now.Sub(rec.lastEnriched) < nt.Freshness {
+			res, err := rec.result(nt.Input)
+			if err != nil {
+				return err
+			}
+			if t.Data, err = resultJSON(res); err != nil {
+				return err
+			}
+			t.Status, t.FinishedAt = StatusSucceeded, &now
+		} else {
+			if err := checkBacklog(ctx, tx, nt.OrgID, nt.MaxBacklog); err != nil {
+				return err
+			}
+			t.QueuedAt = &now
+		}
+		if err := charge(ctx, tx, nt.OrgID, t.ID, t.CreditsCharged, now); err != nil {
+			return err
+		}
+		if err := insertTask(ctx, tx, t); err != nil {
+			return err
+		}
+		if nt.IdempotencyKey != "" {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, body_hash, task_id, created_at)
+				VALUES (?, ?, ?, ?, ?)`, nt.OrgID, nt.IdempotencyKey, nt.BodyHash, t.ID, ms(now)); err != nil {
+				return err
+			}
+		}
+		out = &Enqueued{Task: t}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func findIdempotent(ctx context.Context, tx *sql.Tx, nt NewTask) (*Task, error) {
+	var hash, taskID string
+	err := tx.QueryRowContext(ctx, `SELECT body_hash, task_id FROM idempotency_keys WHERE org_id = ? AND key = ?`,
+		nt.OrgID, nt.IdempotencyKey).Scan(&hash, &taskID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if hash != nt.BodyHash {
+		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
+			Message: "this Idempotency-Key was first used with a different request body; send a new key for a new request"}
+	}
+	return scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
+}
+
+func checkBacklog(ctx context.Context, tx *sql.Tx, orgID string, limit int64) error {
+	if limit <= 0 {
+		return nil
+	}
+	var queued int64
+	// Counting stops at the limit: a full backlog costs the same to detect at any size.
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks WHERE org_id = ? AND status = 'queued' LIMIT ?)`,
+		orgID, limit).Scan(&queued); err != nil {
+		return err
+	}
+	if queued >= limit {
+		return &enrich.Error{Kind: enrich.KindTooManyRequests, Code: "queue_full", QueuedTasks: &queued, RetryAfter: 10,
+			Message: fmt.Sprintf("your organization already has %d queued tasks, the most it may have; let them drain and try again", queued)}
+	}
+	return nil
+}
+
+func insertTask(ctx context.Context, tx *sql.Tx, t *Task) error {
+	var result, taskErr any
+	if t.Data != nil {
+		result = string(t.Data)
+	}
+	if t.Error != nil {
+		b, err := json.Marshal(t.Error)
+		if err != nil {
+			return err
+		}
+		taskErr = string(b)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, operation, status, lookup, input, target,
+		credits_charged, loop_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.OrgID, t.ObjectType, t.Operation, t.Status, t.Lookup, string(t.Input), t.Target, t.CreditsCharged,
+		t.LoopID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, taskErr)
+	return err
+}
+
+func nullMS(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return ms(*t)
+}
+
+func resultJSON(res enrich.Result) (json.RawMessage, error) {
+	if res.Person != nil {
+		return json.Marshal(res.Person)
+	}
+	return json.Marshal(res.Company)
+}
+
+func taskNotFound() error {
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "task not found"}
+}
+
+// GetTask returns one of the organization's tasks; another organization's task is
+// not found, the same as one that does not exist.
+func (db *DB) GetTask(ctx context.Context, orgID, id string) (*Task, error) {
+	t, err := scanTask(db.read.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ? AND org_id = ?`, id, orgID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, taskNotFound()
+	}
+	return t, err
+}
+
+// ListTasks returns a page of the organization's tasks, newest first, and how many
+// tasks match the filter in all. status "" lists every status.
+func (db *DB) ListTasks(ctx context.Context, orgID, status string, page, pageSize int) ([]*Task, int64, error) {
+	var tasks []*Task
+	var total int64
+	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
+		where, args := `org_id = ?`, []any{orgID}
+		if status != "" {
+			where, args = `org_id = ? AND status = ?`, append(args, status)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE `+where, args...).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE `+where+
+			` ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, append(args, pageSize, page*pageSize)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			t, err := scanTask(rows)
+			if err != nil {
+				return err
+			}
+			tasks = append(tasks, t)
+		}
+		return rows.Err()
+	})
+	return tasks, total, err
+}
+
+// CancelTask cancels a queued or running task and refunds it; a late result is then
+// discarded. A settled task cannot be canceled (409 task_settled).
+func (db *DB) CancelTask(ctx context.Context, orgID, id string) (*Task, error) {
+	var t *Task
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ? AND org_id = ?`, id, orgID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return taskNotFound()
+		}
+		if err != nil {
+			return err
+		}
+		if t.Settled() {
+			return &enrich.Error{Kind: enrich.KindConflict, Code: "task_settled",
+				Message: fmt.Sprintf("the task has already %s and can no longer be canceled", t.Status)}
+		}
+		now := db.now()
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'canceled', finished_at = ?, lease_token = NULL, lease_until = NULL
+			WHERE id = ?`, ms(now), id); err != nil {
+			return err
+		}
+		t.Status, t.FinishedAt = StatusCanceled, &now
+		return refund(ctx, tx, id, now)
+	})
+	return t, err
+}
