@@ -104,7 +104,9 @@ func (n Normalizer) Domain(raw string) (string, error) {
 		return "", Errorf(KindInvalid, "domain %q is an IP address; send a domain name", raw)
 	}
 	ascii, err := idna.Lookup.ToASCII(strings.ToLower(s))
-	if err != nil || !strings.Contains(ascii, ".") {
+	// A top-level label of digits only is no domain; URL parsers read "127.1" as an IP.
+	if err != nil || !strings.Contains(ascii, ".") || strings.Trim(ascii[strings.LastIndex(ascii, ".")+1:], "0123456789") == "" ||
+		strings.HasPrefix(ascii, "0x") {
 		return "", Errorf(KindInvalid, "domain %q is not a valid domain name", raw)
 	}
 	ascii = strings.TrimPrefix(ascii, "www.")
@@ -144,12 +146,16 @@ func (n Normalizer) networkURL(raw, section, help string) (string, error) {
 	if u.Port() != "" || !(got == base || got == host || (onBase && (sub == "www" || isCountrySubdomain(sub)))) {
 		return "", Errorf(KindInvalid, "%s", help)
 	}
-	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	// Split the path as sent, then decode the slug: an encoded '/', '?' or '#' in it
+	// would change what the normalized URL names.
+	parts := strings.Split(strings.Trim(u.EscapedPath(), "/"), "/")
 	if len(parts) < 2 || parts[0] != section {
 		return "", Errorf(KindInvalid, "%s", help)
 	}
-	slug := strings.ToLower(parts[1])
-	if slug == "" || strings.ContainsFunc(slug, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+	slug, err := url.PathUnescape(parts[1])
+	slug = strings.ToLower(slug)
+	if err != nil || slug == "" || slug == "." || slug == ".." || strings.ContainsAny(slug, "/?#%") ||
+		strings.ContainsFunc(slug, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return "", Errorf(KindInvalid, "%s", help)
 	}
 	return "https://" + host + "/" + section + "/" + slug, nil

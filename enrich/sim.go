@@ -66,6 +66,7 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 	employer := simCompanies[r.IntN(len(simCompanies))]
 	previous := simCompanies[r.IntN(len(simCompanies))]
 	startYear := 2012 + r.IntN(12)
+	city := simCities[r.IntN(len(simCities))]
 	host := s.host()
 	p := &Person{
 		NetworkURL:         Ptr("https://" + host + "/in/" + slug),
@@ -73,8 +74,8 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 		FirstName:          Ptr(first),
 		LastName:           Ptr(last),
 		Headline:           Ptr(simTitles[r.IntN(len(simTitles))] + " at " + employer),
-		City:               Ptr(simCities[r.IntN(len(simCities))][0]),
-		CountryCode:        Ptr(simCities[r.IntN(len(simCities))][1]),
+		City:               Ptr(city[0]),
+		CountryCode:        Ptr(city[1]),
 		NetworkFollowers:   Ptr(int64(r.IntN(5000))),
 		NetworkConnections: Ptr(int64(r.IntN(500))),
 		Memorialized:       Ptr(false),

@@ -42,6 +42,9 @@ func (p *Pipeline) Enrich(ctx context.Context, in Input) (Result, *TaskError) {
 	}
 	var unavailable []error
 	for _, src := range p.Sources {
+		if ctx.Err() != nil {
+			break
+		}
 		res, err := ask(ctx, src, in)
 		if err == nil && res.Company == nil && res.Person == nil {
 			err = ErrNotFound
@@ -50,7 +53,7 @@ func (p *Pipeline) Enrich(ctx context.Context, in Input) (Result, *TaskError) {
 			return res, nil
 		}
 		if ctx.Err() != nil {
-			return Result{}, &TaskError{Code: CodeTimedOut, Message: "the enrichment did not finish within the task's lifetime; retrying is safe"}
+			return Result{}, timedOut()
 		}
 		if errors.Is(err, ErrNotFound) {
 			continue
@@ -59,6 +62,9 @@ func (p *Pipeline) Enrich(ctx context.Context, in Input) (Result, *TaskError) {
 			p.Logger.Warn("source failed", "source", src.Name(), "lookup", string(in.Lookup), "err", err)
 		}
 		unavailable = append(unavailable, fmt.Errorf("%s: %w", src.Name(), err))
+	}
+	if ctx.Err() != nil {
+		return Result{}, timedOut()
 	}
 	if len(unavailable) > 0 {
 		return Result{}, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached; retrying later is safe"}
@@ -89,4 +95,8 @@ func notFoundMessage(in Input) string {
 		return "no company was found at " + in.Target
 	}
 	return "no person was found at " + in.Target
+}
+
+func timedOut() *TaskError {
+	return &TaskError{Code: CodeTimedOut, Message: "the enrichment did not finish within the task's lifetime; retrying is safe"}
 }

@@ -1,0 +1,399 @@
+package enrich_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"enrichd/enrich"
+)
+
+var simNow = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+
+func newSim() *enrich.Sim {
+	return &enrich.Sim{Now: func() time.Time { return simNow }}
+}
+
+// simCall is one question asked of the sim source, by name.
+type simCall struct {
+	name   string
+	target string
+	ask    func(ctx context.Context, s *enrich.Sim, target string) (any, error)
+}
+
+func byDomain(ctx context.Context, s *enrich.Sim, t string) (any, error) {
+	c, err := s.CompanyByDomain(ctx, t)
+	if c == nil {
+		return nil, err
+	}
+	return c, err
+}
+
+func byCompanyURL(ctx context.Context, s *enrich.Sim, t string) (any, error) {
+	c, err := s.CompanyByURL(ctx, t)
+	if c == nil {
+		return nil, err
+	}
+	return c, err
+}
+
+func byPersonURL(ctx context.Context, s *enrich.Sim, t string) (any, error) {
+	p, err := s.PersonByURL(ctx, t)
+	if p == nil {
+		return nil, err
+	}
+	return p, err
+}
+
+var simHits = []simCall{
+	{"domain", "acme.com", byDomain},
+	{"domain co.uk", "acme.co.uk", byDomain},
+	{"company url", "https://www.linkedin.com/company/acme-corp", byCompanyURL},
+	{"person url", "https://www.linkedin.com/in/jane-doe-1a2b", byPersonURL},
+	{"person url without names", "https://www.linkedin.com/in/x1234", byPersonURL},
+}
+
+func TestSimDeterministic(t *testing.T) {
+	for _, c := range simHits {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			ctx := context.Background()
+			a, err := c.ask(ctx, newSim(), c.target)
+			is.NoErr(err)
+			b, err := c.ask(ctx, newSim(), c.target) // a separate Sim
+			is.NoErr(err)
+			s := newSim()
+			_, err = c.ask(ctx, s, "https://www.linkedin.com/in/someone-else") // the order of questions does not matter
+			is.NoErr(err)
+			d, err := c.ask(ctx, s, c.target)
+			is.NoErr(err)
+
+			ja, err := json.Marshal(a)
+			is.NoErr(err)
+			jb, err := json.Marshal(b)
+			is.NoErr(err)
+			jd, err := json.Marshal(d)
+			is.NoErr(err)
+			is.Equal(string(ja), string(jb)) // same input, same result
+			is.Equal(string(ja), string(jd))
+		})
+	}
+}
+
+func TestSimDifferentInputsDiffer(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	s := newSim()
+	a, err := s.CompanyByDomain(ctx, "acme.com")
+	is.NoErr(err)
+	b, err := s.CompanyByDomain(ctx, "globex.com")
+	is.NoErr(err)
+	is.True(a.Name != b.Name)
+	is.True(*a.NetworkID != *b.NetworkID) // derived from the domain, not constant
+	is.True(*a.Domain != *b.Domain)
+}
+
+func TestSimCompany(t *testing.T) {
+	tests := []struct {
+		name       string
+		ask        func(ctx context.Context, s *enrich.Sim) (*enrich.Company, error)
+		host       string
+		wantName   string
+		wantDomain string
+		wantURL    string
+	}{
+		{
+			name: "by domain",
+			ask: func(ctx context.Context, s *enrich.Sim) (*enrich.Company, error) {
+				return s.CompanyByDomain(ctx, "acme.com")
+			},
+			wantName:   "Acme",
+			wantDomain: "acme.com",
+			wantURL:    "https://www.linkedin.com/company/acme",
+		},
+		{
+			name: "by url",
+			ask: func(ctx context.Context, s *enrich.Sim) (*enrich.Company, error) {
+				return s.CompanyByURL(ctx, "https://www.linkedin.com/company/acme-corp")
+			},
+			wantName:   "Acme Corp",
+			wantDomain: "acme-corp.com",
+			wantURL:    "https://www.linkedin.com/company/acme-corp",
+		},
+		{
+			name: "configured host",
+			host: "network.example",
+			ask: func(ctx context.Context, s *enrich.Sim) (*enrich.Company, error) {
+				return s.CompanyByDomain(ctx, "globex.co.uk")
+			},
+			wantName:   "Globex",
+			wantDomain: "globex.co.uk",
+			wantURL:    "https://network.example/company/globex",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			s := newSim()
+			s.NetworkHost = tt.host
+			c, err := tt.ask(context.Background(), s)
+			is.NoErr(err)
+			is.Equal(c.Name, tt.wantName)
+			is.Equal(c.EnrichmentStatus, enrich.StatusEnriched)
+			is.Equal(*c.Domain, tt.wantDomain)
+			is.Equal(*c.NetworkURL, tt.wantURL)
+			is.True(c.CreatedAt.Equal(simNow))
+			is.True(c.UpdatedAt.Equal(simNow))
+			is.True(c.Redirect == nil)
+		})
+	}
+}
+
+func TestSimMissing(t *testing.T) {
+	tests := []simCall{
+		{"domain", "missing.com", byDomain},
+		{"domain with prefix", "missingco.co.uk", byDomain},
+		{"company slug", "https://www.linkedin.com/company/missing-corp", byCompanyURL},
+		{"person slug", "https://www.linkedin.com/in/missing-person-1a2b", byPersonURL},
+		{"person slug exact", "https://www.linkedin.com/in/missing", byPersonURL},
+	}
+	for _, c := range tests {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			got, err := c.ask(context.Background(), newSim(), c.target)
+			is.True(errors.Is(err, enrich.ErrNotFound))
+			is.True(!errors.Is(err, enrich.ErrUnavailable))
+			is.True(got == nil)
+		})
+	}
+}
+
+func TestSimMissingOnlyAsPrefixOfFirstLabelOrSlug(t *testing.T) {
+	tests := []simCall{
+		{"missing later in the label", "acme-missing.com", byDomain},
+		{"missing in the second label", "shop.missing.com", byDomain},
+		{"missing later in the slug", "https://www.linkedin.com/company/not-missing", byCompanyURL},
+		{"missing later in the person slug", "https://www.linkedin.com/in/jane-missing", byPersonURL},
+	}
+	for _, c := range tests {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			got, err := c.ask(context.Background(), newSim(), c.target)
+			is.NoErr(err)
+			is.True(got != nil)
+		})
+	}
+}
+
+func TestSimFailureRate(t *testing.T) {
+	for _, c := range simHits {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			s := newSim()
+			s.FailureRate = 1
+			for range 20 {
+				got, err := c.ask(context.Background(), s, c.target)
+				is.True(errors.Is(err, enrich.ErrUnavailable))
+				is.True(!errors.Is(err, enrich.ErrNotFound))
+				is.True(got == nil)
+			}
+			// A missing subject is an outage too while the source is down.
+			_, err := byDomain(context.Background(), s, "missing.com")
+			is.True(errors.Is(err, enrich.ErrUnavailable))
+		})
+	}
+}
+
+func TestSimNoFailuresAtRateZero(t *testing.T) {
+	is := is.New(t)
+	s := newSim()
+	for i := range 200 {
+		_, err := s.CompanyByDomain(context.Background(), fmt.Sprintf("company%d.com", i))
+		is.NoErr(err)
+	}
+}
+
+func TestSimLatencyCancellable(t *testing.T) {
+	tests := []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{
+			name: "deadline",
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 20*time.Millisecond)
+			},
+			want: context.DeadlineExceeded,
+		},
+		{
+			name: "canceled",
+			ctx: func() (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return ctx, cancel
+			},
+			want: context.Canceled,
+		},
+	}
+	for _, tt := range tests {
+		for _, c := range simHits {
+			t.Run(tt.name+"/"+c.name, func(t *testing.T) {
+				is := is.New(t)
+				s := newSim()
+				s.Latency = time.Hour // far longer than any test run: only the context can end the call
+				ctx, cancel := tt.ctx()
+				defer cancel()
+				got, err := c.ask(ctx, s, c.target)
+				is.True(errors.Is(err, tt.want))
+				is.Equal(err, ctx.Err()) // the context's own error
+				is.True(got == nil)
+			})
+		}
+	}
+}
+
+func TestSimLatencyThenAnswer(t *testing.T) {
+	is := is.New(t)
+	s := newSim()
+	s.Latency = time.Millisecond
+	c, err := s.CompanyByDomain(context.Background(), "acme.com")
+	is.NoErr(err)
+	is.Equal(c.Name, "Acme")
+}
+
+func TestSimPersonNames(t *testing.T) {
+	tests := []struct {
+		slug        string
+		first, last string // "" when the slug carries no names
+	}{
+		{"jane-doe-1a2b", "Jane", "Doe"},
+		{"jane-doe", "Jane", "Doe"},
+		{"jane-mary-doe-42", "Jane", "Doe"},
+		{"x1234", "", ""},
+		{"jane", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.slug, func(t *testing.T) {
+			is := is.New(t)
+			url := "https://www.linkedin.com/in/" + tt.slug
+			p, err := newSim().PersonByURL(context.Background(), url)
+			is.NoErr(err)
+			is.Equal(*p.NetworkURL, url)
+			is.Equal(p.EnrichmentStatus, enrich.StatusEnriched)
+			is.True(p.LastEnrichedAt.Equal(simNow))
+			is.True(*p.FirstName != "")
+			is.True(*p.LastName != "")
+			is.Equal(*p.FullName, *p.FirstName+" "+*p.LastName)
+			if tt.first != "" {
+				is.Equal(*p.FirstName, tt.first)
+				is.Equal(*p.LastName, tt.last)
+			}
+		})
+	}
+}
+
+func TestSimPersonPositions(t *testing.T) {
+	date := regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+	for i := range 50 {
+		slug := fmt.Sprintf("person-%d-x%d", i, i)
+		t.Run(slug, func(t *testing.T) {
+			is := is.New(t)
+			p, err := newSim().PersonByURL(context.Background(), "https://www.linkedin.com/in/"+slug)
+			is.NoErr(err)
+
+			// Check the JSON the API shows, not just the Go values.
+			raw, err := json.Marshal(p)
+			is.NoErr(err)
+			var doc struct {
+				Positions []map[string]any `json:"positions"`
+			}
+			is.NoErr(json.Unmarshal(raw, &doc))
+			is.True(len(doc.Positions) > 0)
+
+			current := 0
+			for j, pos := range doc.Positions {
+				end, hasEnd := pos["end_date"]
+				is.True(hasEnd) // end_date is always present, null or a date
+				start, _ := pos["start_date"].(string)
+				is.True(date.MatchString(start))
+				if pos["is_current"] == true {
+					current++
+					is.Equal(j, 0)     // current roles first
+					is.Equal(end, nil) // end_date null for a current role
+					is.Equal(pos["end_date_precision"], nil)
+				} else {
+					s, ok := end.(string)
+					is.True(ok) // a past role has an end date
+					is.True(date.MatchString(s))
+					is.True(s >= start)
+				}
+			}
+			is.Equal(current, 1) // exactly one current role
+		})
+	}
+}
+
+func TestSimEmployeeRange(t *testing.T) {
+	is := is.New(t)
+	form := regexp.MustCompile(`^(\d+)-(\d+)$`)
+	s := newSim()
+	// Enough domains that some headcounts fall on the edges of the buckets.
+	for i := range 50000 {
+		domain := fmt.Sprintf("company%d.com", i)
+		c, err := s.CompanyByDomain(context.Background(), domain)
+		is.NoErr(err)
+		m := form.FindStringSubmatch(*c.EmployeeRange)
+		is.True(m != nil) // employee_range has the form low-high
+		low, err := strconv.ParseInt(m[1], 10, 64)
+		is.NoErr(err)
+		high, err := strconv.ParseInt(m[2], 10, 64)
+		is.NoErr(err)
+		if low > high || *c.EmployeeCount < low || *c.EmployeeCount > high {
+			t.Fatalf("%s: employee_count %d is outside employee_range %q", domain, *c.EmployeeCount, *c.EmployeeRange)
+		}
+	}
+}
+
+// The sim's cities and the countries they are in.
+var simCountryOf = map[string]string{
+	"Berlin": "DE", "London": "GB", "New York": "US", "San Francisco": "US",
+	"Paris": "FR", "Toronto": "CA", "Amsterdam": "NL", "Sydney": "AU",
+}
+
+func TestSimCompanyHeadquartersConsistent(t *testing.T) {
+	is := is.New(t)
+	s := newSim()
+	for i := range 50 {
+		c, err := s.CompanyByDomain(context.Background(), fmt.Sprintf("company%d.com", i))
+		is.NoErr(err)
+		city, _ := c.Headquarters["city"].(string)
+		country, _ := c.Headquarters["country"].(string)
+		want, known := simCountryOf[city]
+		is.True(known)
+		is.Equal(country, want) // the headquarters' country is the city's
+	}
+}
+
+// A sim person's city and country_code come from one pick, so nobody lives in Sydney
+// with country_code US.
+func TestSimPersonCityMatchesCountry(t *testing.T) {
+	s := newSim()
+	for _, slug := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		t.Run(slug, func(t *testing.T) {
+			is := is.New(t)
+			p, err := s.PersonByURL(context.Background(), "https://www.linkedin.com/in/"+slug)
+			is.NoErr(err)
+			want, known := simCountryOf[*p.City]
+			is.True(known)
+			is.Equal(*p.CountryCode, want) // the city's own country
+		})
+	}
+}
