@@ -12,6 +12,7 @@ CREATE TABLE orgs (
     -- stamps its organization with the next number of this sequence
     last_claim_seq    INTEGER NOT NULL DEFAULT 0
 );
+CREATE INDEX orgs_claim_turn ON orgs(last_claim_seq, id);
 
 CREATE TABLE api_keys (
     id           TEXT PRIMARY KEY,

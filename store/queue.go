@@ -101,42 +101,52 @@ type Outcome struct {
 // refund of a failure, and the record for the store. It reports false, and changes
 // nothing, when the claim is no longer the task's.
 func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
-	var status, result, taskErr any
-	if out.Err != nil {
-		b, err := json.Marshal(out.Err)
-		if err != nil {
-			return false, err
-		}
-		status, taskErr = StatusFailed, string(b)
-	} else {
-		b, err := resultJSON(*out.Result)
-		if err != nil {
-			return false, err
-		}
-		status, result = StatusSucceeded, string(b)
-	}
 	var settled bool
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		now := db.now()
-		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, result = ?, error = ?, finished_at = ?,
-			lease_token = NULL, lease_until = NULL WHERE id = ? AND lease_token = ? AND status = 'running'`,
-			status, result, taskErr, ms(now), c.TaskID, c.Token)
-		if err != nil {
+		var owned int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running'`,
+			c.TaskID, c.Token).Scan(&owned); err != nil || owned == 0 {
 			return err
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return nil
 		}
 		settled = true
 		if out.Err != nil {
+			taskErr, err := json.Marshal(out.Err)
+			if err != nil {
+				return err
+			}
+			if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, now); err != nil {
+				return err
+			}
 			return refund(ctx, tx, c.TaskID, now)
 		}
+		res := *out.Result
 		if out.Fetched {
-			return storeResult(ctx, tx, c.Input, *out.Result, now)
+			var err error
+			if res, err = storeFetched(ctx, tx, c.Input, res, now); err != nil {
+				return err
+			}
 		}
-		return nil
+		data, err := resultJSON(res)
+		if err != nil {
+			return err
+		}
+		return finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, now)
 	})
 	return settled, err
+}
+
+func finishTask(ctx context.Context, tx *sql.Tx, id, status string, result, taskErr []byte, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, result = ?, error = ?, finished_at = ?,
+		lease_token = NULL, lease_until = NULL WHERE id = ?`, status, nullText(result), nullText(taskErr), ms(now), id)
+	return err
+}
+
+func nullText(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
 }
 
 // ExpireTasks fails, as timed_out, and refunds the unsettled tasks past their

@@ -147,12 +147,15 @@ func saveRecord(ctx context.Context, tx *sql.Tx, origin string, res enrich.Resul
 	return nil
 }
 
-// storeResult saves what an enrichment of in produced into the 30-day store.
-func storeResult(ctx context.Context, tx *sql.Tx, in enrich.Input, res enrich.Result, now time.Time) error {
-	keys := recordKeys{}
+// storeFetched saves what an enrichment of in just fetched into the 30-day store and
+// returns the result as the task shows it: stamped as enriched now, with the redirect
+// of the domain that was looked up.
+func storeFetched(ctx context.Context, tx *sql.Tx, in enrich.Input, res enrich.Result, now time.Time) (enrich.Result, error) {
+	keys := recordKeys{recordKey(in.Lookup, in.Target): sql.NullInt64{}}
+	var stored, shown enrich.Result
 	if c := res.Company; c != nil {
 		c = ptrCopy(c)
-		c.Redirect, c.EnrichmentStatus = nil, enrich.StatusEnriched
+		c.EnrichmentStatus = enrich.StatusEnriched
 		if c.CreatedAt == nil {
 			c.CreatedAt = &now
 		}
@@ -161,25 +164,28 @@ func storeResult(ctx context.Context, tx *sql.Tx, in enrich.Input, res enrich.Re
 		}
 		addCompanyKeys(keys, c)
 		if in.Lookup == enrich.LookupDomain && (c.Domain == nil || *c.Domain != in.Target) {
-			keys["domain:"+in.Target] = sql.NullInt64{Valid: true, Int64: boolInt(res.Company.Redirect != nil && res.Company.Redirect.Confirmed)}
+			keys["domain:"+in.Target] = sql.NullInt64{Valid: true, Int64: boolInt(c.Redirect != nil && c.Redirect.Confirmed)}
 		}
-		res = enrich.Result{Company: c}
+		shown = enrich.Result{Company: c}
+		c = ptrCopy(c)
+		c.Redirect = nil // belongs to the domain looked up, not to the company
+		stored = enrich.Result{Company: c}
 	}
 	if p := res.Person; p != nil {
 		p = ptrCopy(p)
-		p.EmailMatch, p.EnrichmentStatus, p.LastEnrichedAt = nil, enrich.StatusEnriched, &now
+		p.EnrichmentStatus, p.LastEnrichedAt = enrich.StatusEnriched, &now
+		if p.Positions == nil {
+			p.Positions = []enrich.Position{}
+		}
 		if p.NetworkURL != nil {
 			keys["person:"+*p.NetworkURL] = sql.NullInt64{}
 		}
-		if in.Lookup == enrich.LookupPersonURL {
-			keys["person:"+in.Target] = sql.NullInt64{}
-		}
-		res = enrich.Result{Person: p}
+		shown = enrich.Result{Person: p}
+		p = ptrCopy(p)
+		p.EmailMatch = nil // belongs to the address looked up, not to the person
+		stored = enrich.Result{Person: p}
 	}
-	if _, ok := keys[recordKey(in.Lookup, in.Target)]; !ok {
-		keys[recordKey(in.Lookup, in.Target)] = sql.NullInt64{}
-	}
-	return saveRecord(ctx, tx, originStore, res, keys, now, now)
+	return shown, saveRecord(ctx, tx, originStore, stored, keys, now, now)
 }
 
 func addCompanyKeys(keys recordKeys, c *enrich.Company) {

@@ -1,0 +1,403 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"github.com/matryer/is"
+	_ "modernc.org/sqlite"
+)
+
+func schema(t testing.TB) string {
+	b, err := os.ReadFile("../schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// clock is a settable clock for the store.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func openDB(t testing.TB) (*store.DB, string, *clock) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "enrichd.db")
+	db, err := store.Open(context.Background(), path, schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	c := &clock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
+	db.Now = c.Now
+	return db, path, c
+}
+
+func newOrg(t testing.TB, db *store.DB, name string) string {
+	t.Helper()
+	org, err := db.CreateOrg(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return org.ID
+}
+
+func newTask(orgID, domain string) store.NewTask {
+	raw, _ := json.Marshal(map[string]string{"domain": domain})
+	return store.NewTask{
+		OrgID: orgID, Input: enrich.Input{Lookup: enrich.LookupDomain, Target: domain}, RawInput: raw,
+		TTL: 10 * time.Minute, MaxBacklog: 10000, Freshness: 30 * 24 * time.Hour,
+	}
+}
+
+func TestMigrationsAreRecordedAndAppliedOnce(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, _ := openDB(t)
+	v, err := db.SchemaVersion(ctx)
+	is.NoErr(err)
+	is.True(v >= 1)
+	_, err = db.CreateOrg(ctx, "acme")
+	is.NoErr(err)
+	is.NoErr(db.Close())
+
+	again, err := store.Open(ctx, path, schema(t)) // reopening applies nothing twice
+	is.NoErr(err)
+	defer again.Close()
+	_, err = again.FindOrg(ctx, "acme")
+	is.NoErr(err)
+
+	extended := schema(t) + "\n-- migration " + "999: out of order\nSELECT 1;\n"
+	_, err = store.Open(ctx, filepath.Join(t.TempDir(), "x.db"), extended)
+	is.True(err != nil) // a gap in migration numbers is refused
+}
+
+func TestChargesTakeTheGrantThatExpiresFirst(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, clk := openDB(t)
+	org := newOrg(t, db, "acme")
+	later := clk.Now().Add(48 * time.Hour)
+	sooner := clk.Now().Add(24 * time.Hour)
+	_, err := db.GrantCredits(ctx, "acme", 5, nil)
+	is.NoErr(err)
+	laterID, err := db.GrantCredits(ctx, "acme", 1, &later)
+	is.NoErr(err)
+	soonerID, err := db.GrantCredits(ctx, "acme", 1, &sooner)
+	is.NoErr(err)
+
+	first, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	is.NoErr(err)
+	second, err := db.CreateTask(ctx, newTask(org, "b.com"))
+	is.NoErr(err)
+
+	ledger, err := db.CreditLedger(ctx, "acme")
+	is.NoErr(err)
+	charges := map[string]int64{}
+	for _, e := range ledger {
+		if e.Kind == store.LedgerCharge {
+			charges[*e.TaskID] = e.GrantID
+		}
+	}
+	is.Equal(charges[first.Task.ID], soonerID) // the grant expiring first pays first
+	is.Equal(charges[second.Task.ID], laterID)
+}
+
+func TestInsufficientAndExpiredCredits(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, clk := openDB(t)
+	org := newOrg(t, db, "acme")
+
+	_, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	var e *enrich.Error
+	is.True(errors.As(err, &e))
+	is.Equal(e.Kind, enrich.KindPaymentRequired)
+	is.Equal(e.Code, "insufficient_credits")
+	is.Equal(*e.CreditsRemaining, int64(0))
+
+	exp := clk.Now().Add(time.Hour)
+	_, err = db.GrantCredits(ctx, "acme", 3, &exp)
+	is.NoErr(err)
+	clk.Add(2 * time.Hour)
+	_, err = db.CreateTask(ctx, newTask(org, "a.com"))
+	is.True(errors.As(err, &e))
+	is.Equal(e.Code, "credits_expired")
+	is.Equal(*e.CreditsRemaining, int64(0))
+
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b, store.Balance{Balance: 0, Granted: 3, Expired: 3})
+	tasks, total, err := db.ListTasks(ctx, org, "", 0, 10)
+	is.NoErr(err)
+	is.Equal(total, int64(0)) // a refused request creates no task
+	is.Equal(len(tasks), 0)
+}
+
+func TestRefundToAGrantThatExpiredMeanwhileExpiresAtOnce(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, clk := openDB(t)
+	org := newOrg(t, db, "acme")
+	exp := clk.Now().Add(time.Minute)
+	_, err := db.GrantCredits(ctx, "acme", 2, &exp)
+	is.NoErr(err)
+	created, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	is.NoErr(err)
+	clk.Add(2 * time.Minute)
+	_, err = db.CancelTask(ctx, org, created.Task.ID)
+	is.NoErr(err)
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Balance, int64(0))
+	is.Equal(b, store.Balance{Balance: 0, Granted: 2, Charged: 1, Refund: 1, Expired: 2})
+}
+
+// TestLedgerAddsUpAfterAMixedWorkload drives charges, refunds (failures, cancels,
+// expiries) and expiring grants at random and checks that the ledger's sums equal the
+// balance the store spends from.
+func TestLedgerAddsUpAfterAMixedWorkload(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, clk := openDB(t)
+	org := newOrg(t, db, "acme")
+	r := rand.New(rand.NewPCG(1, 2))
+	var open []string
+	for i := range 400 {
+		switch op := r.IntN(10); {
+		case op == 0:
+			exp := clk.Now().Add(time.Duration(r.IntN(120)) * time.Minute)
+			_, err := db.GrantCredits(ctx, "acme", int64(1+r.IntN(20)), &exp)
+			is.NoErr(err)
+		case op == 1:
+			_, err := db.GrantCredits(ctx, "acme", int64(1+r.IntN(5)), nil)
+			is.NoErr(err)
+		case op <= 5:
+			nt := newTask(org, "d"+string(rune('a'+i%26))+".com")
+			if r.IntN(3) == 0 {
+				nt.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"} // costs 3
+			}
+			res, err := db.CreateTask(ctx, nt)
+			if err != nil {
+				is.Equal(enrich.KindOf(err), enrich.KindPaymentRequired)
+				continue
+			}
+			open = append(open, res.Task.ID)
+		case op == 6 && len(open) > 0:
+			_, err := db.CancelTask(ctx, org, open[0])
+			if err != nil {
+				is.Equal(enrich.KindOf(err), enrich.KindConflict) // settled by a claim meanwhile
+			}
+			open = open[1:]
+		case op == 7:
+			c, err := db.ClaimTask(ctx, time.Minute)
+			is.NoErr(err)
+			if c != nil {
+				out := store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeNotFound, Message: "no"}}
+				if r.IntN(2) == 0 {
+					out = store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: "X", Domain: enrich.Ptr(c.Input.Target)}}, Fetched: true}
+				}
+				ok, err := db.Settle(ctx, c, out)
+				is.NoErr(err)
+				is.True(ok)
+			}
+		default:
+			clk.Add(time.Duration(r.IntN(15)) * time.Minute)
+			_, err := db.ExpireTasks(ctx)
+			is.NoErr(err)
+		}
+	}
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Balance, b.Granted-b.Charged+b.Refund-b.Expired)
+	is.True(b.Charged > 0 && b.Refund > 0 && b.Expired > 0) // the workload did exercise every kind
+
+	// The grants' spendable remainder, which charges draw on, equals the ledger's sum.
+	raw, err := sql.Open("sqlite", path)
+	is.NoErr(err)
+	defer raw.Close()
+	var spendable int64
+	is.NoErr(raw.QueryRow(`SELECT coalesce(sum(remaining), 0) FROM credit_grants WHERE org_id = ? AND expired_at IS NULL`, org).Scan(&spendable))
+	is.Equal(spendable, b.Balance)
+	// Every failed or canceled task was refunded exactly what it was charged.
+	var unbalanced int
+	is.NoErr(raw.QueryRow(`SELECT count(*) FROM tasks t WHERE t.status IN ('failed', 'canceled') AND t.credits_charged !=
+		(SELECT coalesce(sum(amount), 0) FROM credit_ledger l WHERE l.task_id = t.id AND l.kind = 'refund')`).Scan(&unbalanced))
+	is.Equal(unbalanced, 0)
+}
+
+func TestClaimsAreRoundRobinAcrossOrgsAndFIFOWithin(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, clk := openDB(t)
+	big, small := newOrg(t, db, "big"), newOrg(t, db, "small")
+	for _, name := range []string{"big", "small"} {
+		_, err := db.GrantCredits(ctx, name, 100, nil)
+		is.NoErr(err)
+	}
+	for i := range 20 {
+		_, err := db.CreateTask(ctx, newTask(big, "big"+string(rune('a'+i))+".com"))
+		is.NoErr(err)
+		clk.Add(time.Millisecond)
+	}
+	for _, d := range []string{"s1.com", "s2.com"} {
+		_, err := db.CreateTask(ctx, newTask(small, d))
+		is.NoErr(err)
+		clk.Add(time.Millisecond)
+	}
+	var order []string
+	for range 6 {
+		c, err := db.ClaimTask(ctx, time.Minute)
+		is.NoErr(err)
+		order = append(order, c.Input.Target)
+	}
+	// Turns alternate between the organizations, whichever went first, so the small
+	// one's two tasks are among the first four claims despite the other's backlog; each
+	// organization's tasks come out in the order they were sent.
+	var bigOnes, smallOnes []string
+	for i, target := range order {
+		if strings.HasPrefix(target, "s") {
+			smallOnes = append(smallOnes, target)
+			is.True(i < 4)
+		} else {
+			bigOnes = append(bigOnes, target)
+		}
+	}
+	is.Equal(smallOnes, []string{"s1.com", "s2.com"})
+	is.Equal(bigOnes, []string{"biga.com", "bigb.com", "bigc.com", "bigd.com"})
+	is.True(order[0][0] != order[1][0]) // the first two claims went to different organizations
+}
+
+func TestAbandonedClaimsAreRequeuedAndSettleOnce(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, clk := openDB(t)
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+	created, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	is.NoErr(err)
+
+	dead, err := db.ClaimTask(ctx, 30*time.Second)
+	is.NoErr(err)
+	n, err := db.RequeueAbandoned(ctx)
+	is.NoErr(err)
+	is.Equal(n, 0) // the lease still holds
+
+	clk.Add(31 * time.Second)
+	n, err = db.RequeueAbandoned(ctx)
+	is.NoErr(err)
+	is.Equal(n, 1)
+	alive, err := db.ClaimTask(ctx, 30*time.Second)
+	is.NoErr(err)
+	is.Equal(alive.TaskID, created.Task.ID)
+
+	out := store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: "A", Domain: enrich.Ptr("a.com")}}, Fetched: true}
+	ok, err := db.Settle(ctx, dead, out) // the first worker woke up late: its claim is gone
+	is.NoErr(err)
+	is.True(!ok)
+	ok, err = db.ExtendLease(ctx, dead, time.Minute)
+	is.NoErr(err)
+	is.True(!ok)
+	ok, err = db.Settle(ctx, alive, out)
+	is.NoErr(err)
+	is.True(ok)
+	ok, err = db.Settle(ctx, alive, out) // and only once
+	is.NoErr(err)
+	is.True(!ok)
+
+	task, err := db.GetTask(ctx, org, created.Task.ID)
+	is.NoErr(err)
+	is.Equal(task.Status, store.StatusSucceeded)
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Charged, int64(1))
+}
+
+func TestImportIsAllOrNothing(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, _ := openDB(t)
+	good := `{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}` + "\n"
+	bad := good + "\n" + `{"type":"person","full_name":"No URL"}` + "\n"
+	_, err := db.Import(ctx, strings.NewReader(bad), enrich.Normalizer{})
+	is.True(err != nil)
+	is.True(strings.Contains(err.Error(), "line 3"))
+	_, err = db.Dataset().CompanyByDomain(ctx, "acme.com")
+	is.True(errors.Is(err, enrich.ErrNotFound)) // line 1 was not imported either
+
+	stats, err := db.Import(ctx, strings.NewReader(good), enrich.Normalizer{})
+	is.NoErr(err)
+	is.Equal(stats, store.ImportStats{Companies: 1})
+	c, err := db.Dataset().CompanyByDomain(ctx, "acme.io")
+	is.NoErr(err)
+	is.Equal(*c.Domain, "acme.com")
+	is.Equal(*c.Redirect, enrich.Redirect{From: "acme.io", To: "acme.com", Confirmed: false})
+	c, err = db.Dataset().CompanyByDomain(ctx, "acme.com")
+	is.NoErr(err)
+	is.Equal(c.Redirect, nil)
+}
+
+// TestListQueriesUseIndexes checks with EXPLAIN QUERY PLAN that the queries behind
+// lists, claims and sweeps are served by an index instead of scanning or sorting.
+func TestListQueriesUseIndexes(t *testing.T) {
+	_, path, _ := openDB(t)
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	queries := map[string]string{
+		"list":            `SELECT id FROM tasks WHERE org_id = 'o' ORDER BY created_at DESC, id DESC LIMIT 25`,
+		"list by status":  `SELECT id FROM tasks WHERE org_id = 'o' AND status = 'queued' ORDER BY created_at DESC, id DESC LIMIT 25`,
+		"count by status": `SELECT count(*) FROM tasks WHERE org_id = 'o' AND status = 'queued'`,
+		"claim": `SELECT t.id FROM tasks t WHERE t.status = 'queued' AND t.org_id = (
+			SELECT o.id FROM orgs o WHERE EXISTS (SELECT 1 FROM tasks q WHERE q.org_id = o.id AND q.status = 'queued')
+			ORDER BY o.last_claim_seq, o.id LIMIT 1) ORDER BY t.created_at, t.id LIMIT 1`,
+		"expiry":      `SELECT id FROM tasks WHERE status IN ('queued', 'running') AND expires_at <= 5`,
+		"leases":      `SELECT id FROM tasks WHERE status = 'running' AND lease_until < 5`,
+		"ledger":      `SELECT id FROM credit_ledger WHERE org_id = 'o' ORDER BY id`,
+		"task ledger": `SELECT id FROM credit_ledger WHERE task_id = 't'`,
+	}
+	for name, q := range queries {
+		rows, err := raw.Query("EXPLAIN QUERY PLAN " + q)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		joined := strings.Join(plan, "; ")
+		if !strings.Contains(joined, "USING") || strings.Contains(joined, "TEMP B-TREE") || strings.Contains(joined, "SCAN tasks") && !strings.Contains(joined, "INDEX") {
+			t.Errorf("%s: plan %q does not use an index without sorting", name, joined)
+		}
+	}
+}
