@@ -85,7 +85,8 @@ func (s *Server) sweep(ctx context.Context) {
 
 // process runs one claimed task to its end, keeping its lease alive meanwhile.
 func (s *Server) process(ctx context.Context, c *store.Claim) {
-	taskCtx, cancel := context.WithDeadline(ctx, c.ExpiresAt)
+	// The deadline is measured on the store's clock, the one expires_at was set by.
+	taskCtx, cancel := context.WithTimeout(ctx, c.ExpiresAt.Sub(s.db.Now()))
 	defer cancel()
 	leaseDone := make(chan struct{})
 	go func() {

@@ -1,0 +1,402 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/server"
+	"enrichd/store"
+)
+
+// env is one enrichd: a real database file, the real HTTP handler behind a loopback
+// listener, and workers started on demand. Only the network is fake.
+type env struct {
+	t       *testing.T
+	path    string
+	db      *store.DB
+	cfg     server.Config
+	srv     *server.Server
+	http    *httptest.Server
+	clock   *clock
+	net     *fakeNetwork
+	logs    *syncBuffer
+	key     string // a key of org "acme", which holds 100 credits
+	orgID   string
+	stopped chan struct{}
+	stop    context.CancelFunc
+}
+
+func schema(t testing.TB) string {
+	b, err := os.ReadFile("../schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// newEnv starts enrichd with the fake network as its only source. Workers are not
+// started: call startWorkers.
+func newEnv(t *testing.T, configure ...func(*server.Config)) *env {
+	t.Helper()
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "enrichd.db"), net: newFakeNetwork(), logs: &syncBuffer{}}
+	// The clock starts at the real time: task deadlines are real contexts.
+	e.clock = &clock{t: time.Now().UTC()}
+	e.cfg = server.DefaultConfig()
+	e.cfg.Workers = 4
+	e.cfg.PollInterval = 10 * time.Millisecond
+	e.cfg.SweepInterval = 10 * time.Millisecond
+	e.cfg.RateIP, e.cfg.RateKey = server.Rate{}, server.Rate{}
+	e.cfg.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
+	for _, c := range configure {
+		c(&e.cfg)
+	}
+	e.open()
+	t.Cleanup(e.close)
+	e.key, e.orgID = e.newOrg("acme", 100)
+	return e
+}
+
+// open opens the database file and builds the server on it.
+func (e *env) open() {
+	db, err := store.Open(context.Background(), e.path, schema(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	db.Now = e.clock.Now
+	e.db = db
+	cfg := e.cfg
+	cfg.Sources = []enrich.Source{e.net, db.Dataset()}
+	e.srv = server.New(db, cfg)
+	e.http = httptest.NewServer(e.srv)
+}
+
+// close stops workers, the listener and the database, as a shutdown would.
+func (e *env) close() {
+	e.stopWorkers()
+	if e.http != nil {
+		e.http.Close()
+		e.http = nil
+	}
+	if e.db != nil {
+		e.db.Close()
+		e.db = nil
+	}
+}
+
+// restart closes everything and opens the same database file again.
+func (e *env) restart() {
+	e.close()
+	e.open()
+}
+
+func (e *env) startWorkers() {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stop, e.stopped = cancel, make(chan struct{})
+	go func() {
+		defer close(e.stopped)
+		e.srv.RunWorkers(ctx)
+	}()
+}
+
+func (e *env) stopWorkers() {
+	if e.stop != nil {
+		e.stop()
+		<-e.stopped
+		e.stop = nil
+	}
+}
+
+// newOrg creates an organization holding credits and returns a key of it.
+func (e *env) newOrg(name string, credits int64) (key, orgID string) {
+	ctx := context.Background()
+	key, k, err := e.db.CreateKey(ctx, name, "test", true)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if credits > 0 {
+		if _, err := e.db.GrantCredits(ctx, name, credits, nil); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return key, k.OrgID
+}
+
+func (e *env) importJSONL(lines ...string) {
+	if _, err := e.db.Import(context.Background(), strings.NewReader(strings.Join(lines, "\n")), enrich.Normalizer{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) balance(org string) store.Balance {
+	b, err := e.db.CreditBalance(context.Background(), org)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if b.Balance != b.Granted-b.Charged+b.Refund-b.Expired {
+		e.t.Fatalf("ledger does not add up: %+v", b)
+	}
+	return b
+}
+
+type response struct {
+	status int
+	header http.Header
+	raw    []byte
+	body   map[string]any
+}
+
+// str reads a string at a dotted path of the JSON body ("task.status").
+func (r *response) str(path string) string {
+	v, _ := r.get(path).(string)
+	return v
+}
+
+func (r *response) get(path string) any {
+	var v any = r.body
+	for _, part := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[part]
+	}
+	return v
+}
+
+func (r *response) has(path string) bool {
+	var v any = r.body
+	parts := strings.Split(path, ".")
+	for _, part := range parts {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		if v, ok = m[part]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// do sends a request with the env's key; headers are name, value pairs and may
+// replace Authorization ("" removes it).
+func (e *env) do(method, path string, body any, headers ...string) *response {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, e.http.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+		} else {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out := &response{status: res.StatusCode, header: res.Header}
+	out.raw, _ = io.ReadAll(res.Body)
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(out.raw, &out.body); err != nil {
+			e.t.Fatalf("%s %s: body is not JSON: %v: %s", method, path, err, out.raw)
+		}
+	}
+	return out
+}
+
+// waitSettled polls a task until it leaves queued and running.
+func (e *env) waitSettled(id string, headers ...string) *response {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := e.do("GET", "/v1/tasks/"+id, nil, headers...)
+		if r.status != 200 {
+			e.t.Fatalf("GET task %s: %d %s", id, r.status, r.raw)
+		}
+		if s := r.str("task.status"); s != "queued" && s != "running" {
+			return r
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("task %s did not settle: %s", id, r.raw)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// fakeNetwork stands in for the professional network.
+type fakeNetwork struct {
+	mu        sync.Mutex
+	companies map[string]*enrich.Company // by domain and by network URL
+	people    map[string]*enrich.Person  // by network URL
+	down      bool
+	gate      chan struct{} // when set, every call waits for it to close
+	calls     atomic.Int64
+}
+
+func newFakeNetwork() *fakeNetwork {
+	return &fakeNetwork{companies: map[string]*enrich.Company{}, people: map[string]*enrich.Person{}}
+}
+
+func (f *fakeNetwork) Name() string { return "fake-network" }
+
+func (f *fakeNetwork) addCompany(c *enrich.Company) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c.Domain != nil {
+		f.companies[*c.Domain] = c
+	}
+	if c.NetworkURL != nil {
+		f.companies[*c.NetworkURL] = c
+	}
+}
+
+func (f *fakeNetwork) addPerson(p *enrich.Person) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.people[*p.NetworkURL] = p
+}
+
+func (f *fakeNetwork) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+// hold makes calls wait until the returned func is called.
+func (f *fakeNetwork) hold() (release func()) {
+	gate := make(chan struct{})
+	f.mu.Lock()
+	f.gate = gate
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.gate = nil
+			f.mu.Unlock()
+			close(gate)
+		})
+	}
+}
+
+func (f *fakeNetwork) enter(ctx context.Context) error {
+	f.calls.Add(1)
+	f.mu.Lock()
+	gate, down := f.gate, f.down
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if down {
+		return fmt.Errorf("fake network is down: %w", enrich.ErrUnavailable)
+	}
+	return nil
+}
+
+func (f *fakeNetwork) company(ctx context.Context, key string) (*enrich.Company, error) {
+	if err := f.enter(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.companies[key]; ok {
+		cp := *c
+		return &cp, nil
+	}
+	return nil, enrich.ErrNotFound
+}
+
+func (f *fakeNetwork) CompanyByDomain(ctx context.Context, d string) (*enrich.Company, error) {
+	return f.company(ctx, d)
+}
+
+func (f *fakeNetwork) CompanyByURL(ctx context.Context, u string) (*enrich.Company, error) {
+	return f.company(ctx, u)
+}
+
+func (f *fakeNetwork) PersonByURL(ctx context.Context, u string) (*enrich.Person, error) {
+	if err := f.enter(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.people[u]; ok {
+		cp := *p
+		return &cp, nil
+	}
+	return nil, enrich.ErrNotFound
+}
+
+func company(name, domain string) *enrich.Company {
+	slug := strings.ToLower(name)
+	return &enrich.Company{Name: name, EnrichmentStatus: "enriched", Domain: &domain,
+		NetworkURL: enrich.Ptr("https://www.linkedin.com/company/" + slug), EmployeeCount: enrich.Ptr(int64(42))}
+}
+
+func storeOutcomeFailed() store.Outcome {
+	return store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeInternalError, Message: "late"}}
+}
