@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,16 +88,16 @@ func newLogger(cmd *cobra.Command) (*slog.Logger, error) {
 // rateFlag reads "RATE/BURST" (or "RATE", burst twice the rate).
 func rateFlag(cmd *cobra.Command, name string) (server.Rate, error) {
 	raw, _ := cmd.Flags().GetString(name)
-	var r server.Rate
+	bad := fmt.Errorf("--%s %q: want requests per second and an optional burst of at least 1, such as 100/200", name, raw)
 	limit, burst, hasBurst := strings.Cut(raw, "/")
-	var l float64
-	if _, err := fmt.Sscan(limit, &l); err != nil || l < 0 {
-		return r, fmt.Errorf("--%s %q: want requests per second and an optional burst, such as 100/200", name, raw)
+	l, err := strconv.ParseFloat(strings.TrimSpace(limit), 64)
+	if err != nil || math.IsNaN(l) || math.IsInf(l, 0) || l < 0 {
+		return server.Rate{}, bad
 	}
-	r.Limit, r.Burst = rate.Limit(l), int(2*l)
+	r := server.Rate{Limit: rate.Limit(l), Burst: max(1, int(2*l))}
 	if hasBurst {
-		if _, err := fmt.Sscan(burst, &r.Burst); err != nil || r.Burst < 1 {
-			return r, fmt.Errorf("--%s %q: the burst must be a whole number of at least 1", name, raw)
+		if r.Burst, err = strconv.Atoi(strings.TrimSpace(burst)); err != nil || r.Burst < 1 {
+			return server.Rate{}, bad
 		}
 	}
 	return r, nil
