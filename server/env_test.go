@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/server"
 	"enrichd/store"
+	"enrichd/store/storetest"
 )
 
 // env is one enrichd: a real database file, the real HTTP handler behind a loopback
@@ -31,33 +31,13 @@ type env struct {
 	cfg     server.Config
 	srv     *server.Server
 	http    *httptest.Server
-	clock   *clock
+	clock   *storetest.Clock
 	net     *fakeNetwork
 	logs    *syncBuffer
 	key     string // a key of org "acme", which holds 100 credits
 	orgID   string
 	stopped chan struct{}
 	stop    context.CancelFunc
-}
-
-func schema(t testing.TB) string {
-	b, err := os.ReadFile("../schema.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 type syncBuffer struct {
@@ -78,7 +58,7 @@ func newEnv(t *testing.T, configure ...func(*server.Config)) *env {
 	t.Helper()
 	e := &env{t: t, path: filepath.Join(t.TempDir(), "enrichd.db"), net: newFakeNetwork(), logs: &syncBuffer{}}
 	// The clock starts at the real time: task deadlines are real contexts.
-	e.clock = &clock{t: time.Now().UTC()}
+	e.clock = storetest.NewClock(time.Now().UTC())
 	e.cfg = server.DefaultConfig()
 	e.cfg.Workers = 4
 	e.cfg.PollInterval = 10 * time.Millisecond
@@ -96,7 +76,8 @@ func newEnv(t *testing.T, configure ...func(*server.Config)) *env {
 
 // open opens the database file and builds the server on it.
 func (e *env) open() {
-	db, err := store.Open(context.Background(), e.path, schema(e.t))
+	// Closed by env.close, which a restart calls in the middle of a test.
+	db, err := store.Open(context.Background(), e.path, storetest.Schema(e.t))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -6,52 +6,24 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"enrichd/enrich"
 	"enrichd/store"
+	"enrichd/store/storetest"
 
 	"github.com/matryer/is"
 	_ "modernc.org/sqlite"
 )
 
-func schema(t testing.TB) string {
-	b, err := os.ReadFile("../schema.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// clock is a settable clock for the store.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func openDB(t testing.TB) (*store.DB, string, *clock) {
+func openDB(t testing.TB) (*store.DB, string, *storetest.Clock) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "enrichd.db")
-	db, err := store.Open(context.Background(), path, schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	c := &clock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
-	db.Now = c.Now
-	return db, path, c
+	clk := storetest.NewClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	return storetest.Open(t, path, clk), path, clk
 }
 
 func newOrg(t testing.TB, db *store.DB, name string) string {
@@ -82,13 +54,13 @@ func TestMigrationsAreRecordedAndAppliedOnce(t *testing.T) {
 	is.NoErr(err)
 	is.NoErr(db.Close())
 
-	again, err := store.Open(ctx, path, schema(t)) // reopening applies nothing twice
+	again, err := store.Open(ctx, path, storetest.Schema(t)) // reopening applies nothing twice
 	is.NoErr(err)
 	defer again.Close()
 	_, err = again.FindOrg(ctx, "acme")
 	is.NoErr(err)
 
-	extended := schema(t) + "\n-- migration " + "999: out of order\nSELECT 1;\n"
+	extended := storetest.Schema(t) + "\n-- migration " + "999: out of order\nSELECT 1;\n"
 	_, err = store.Open(ctx, filepath.Join(t.TempDir(), "x.db"), extended)
 	is.True(err != nil) // a gap in migration numbers is refused
 }
