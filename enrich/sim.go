@@ -67,13 +67,14 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 	previous := simCompanies[r.IntN(len(simCompanies))]
 	startYear := 2012 + r.IntN(12)
 	city := simCities[r.IntN(len(simCities))]
+	title := simTitles[r.IntN(len(simTitles))]
 	host := s.host()
 	p := &Person{
 		NetworkURL:         Ptr("https://" + host + "/in/" + slug),
 		FullName:           Ptr(first + " " + last),
 		FirstName:          Ptr(first),
 		LastName:           Ptr(last),
-		Headline:           Ptr(simTitles[r.IntN(len(simTitles))] + " at " + employer),
+		Headline:           Ptr(title + " at " + employer),
 		City:               Ptr(city[0]),
 		CountryCode:        Ptr(city[1]),
 		NetworkFollowers:   Ptr(int64(r.IntN(5000))),
@@ -83,7 +84,7 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 		LastEnrichedAt:     &now,
 		Positions: []Position{
 			{
-				Title:              Ptr(simTitles[r.IntN(len(simTitles))]),
+				Title:              Ptr(title),
 				CompanyName:        Ptr(employer),
 				CompanyNetworkURL:  Ptr("https://" + host + "/company/" + strings.ToLower(employer)),
 				EmploymentType:     Ptr("Full-time"),

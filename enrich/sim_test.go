@@ -397,3 +397,18 @@ func TestSimPersonCityMatchesCountry(t *testing.T) {
 		})
 	}
 }
+
+// A sim person's headline names their current role.
+func TestSimPersonHeadlineIsTheCurrentRole(t *testing.T) {
+	s := newSim()
+	for _, slug := range []string{"a", "b", "c", "d", "jane-doe"} {
+		t.Run(slug, func(t *testing.T) {
+			is := is.New(t)
+			p, err := s.PersonByURL(context.Background(), "https://www.linkedin.com/in/"+slug)
+			is.NoErr(err)
+			current := p.Positions[0]
+			is.True(current.IsCurrent)
+			is.Equal(*p.Headline, *current.Title+" at "+*current.CompanyName)
+		})
+	}
+}
