@@ -7,12 +7,16 @@
 CREATE TABLE orgs (
     id                TEXT PRIMARY KEY,
     name              TEXT NOT NULL UNIQUE,
-    created_at        INTEGER NOT NULL,
-    -- the queue hands the next task to the organization served longest ago: each claim
-    -- stamps its organization with the next number of this sequence
-    last_claim_seq    INTEGER NOT NULL DEFAULT 0
+    created_at        INTEGER NOT NULL
 );
-CREATE INDEX orgs_claim_turn ON orgs(last_claim_seq, id);
+
+-- The organizations that have queued tasks, in the order they get their next turn: a
+-- claim serves the lowest seq and sends that organization to the back of the line.
+-- Idle organizations have no row, so a claim never walks past them.
+CREATE TABLE queue_turns (
+    org_id   TEXT PRIMARY KEY REFERENCES orgs(id),
+    seq      INTEGER NOT NULL UNIQUE
+) WITHOUT ROWID;
 
 CREATE TABLE api_keys (
     id           TEXT PRIMARY KEY,

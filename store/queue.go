@@ -21,53 +21,71 @@ type Claim struct {
 	Token     string
 }
 
-// claimQuery hands out the oldest queued task of the organization that was served
-// longest ago: round-robin across organizations, FIFO within one.
+// claimQuery hands out the oldest queued task of one organization: FIFO within it.
 const claimQuery = `
 UPDATE tasks
-SET status = 'running', started_at = coalesce(started_at, :now), lease_token = :token,
-    lease_until = :lease_until, attempts = attempts + 1
+SET status = 'running', started_at = :now, lease_token = :token, lease_until = :lease_until,
+    attempts = attempts + 1
 WHERE id = (
-    SELECT t.id FROM tasks t
-    WHERE t.status = 'queued' AND t.org_id = (
-        SELECT o.id FROM orgs o
-        WHERE EXISTS (SELECT 1 FROM tasks q WHERE q.org_id = o.id AND q.status = 'queued')
-        ORDER BY o.last_claim_seq, o.id LIMIT 1)
-    ORDER BY t.created_at, t.id LIMIT 1)
+    SELECT id FROM tasks WHERE org_id = :org AND status = 'queued'
+    ORDER BY created_at, id LIMIT 1)
 RETURNING id, org_id, lookup, target, input, expires_at`
 
 // ClaimTask takes the next queued task, if any, under a lease of the given length.
-// It returns nil when nothing is queued.
+// Organizations take turns (round-robin), so one with a few tasks is served between
+// the tasks of another's bulk upload. It returns nil when nothing is queued.
 func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error) {
 	var tok [16]byte
 	if _, err := rand.Read(tok[:]); err != nil {
 		return nil, err
 	}
 	c := &Claim{Token: hex.EncodeToString(tok[:])}
+	var claimed bool
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		now := db.now()
-		var input string
-		var expires int64
-		err := tx.QueryRowContext(ctx, claimQuery, sql.Named("now", ms(now)), sql.Named("token", c.Token),
-			sql.Named("lease_until", ms(now.Add(lease)))).
-			Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires)
-		if err != nil {
+		for {
+			var org string
+			err := tx.QueryRowContext(ctx, `SELECT org_id FROM queue_turns ORDER BY seq LIMIT 1`).Scan(&org)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			var input string
+			var expires int64
+			err = tx.QueryRowContext(ctx, claimQuery, sql.Named("now", ms(now)), sql.Named("token", c.Token),
+				sql.Named("lease_until", ms(now.Add(lease))), sql.Named("org", org)).
+				Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires)
+			if errors.Is(err, sql.ErrNoRows) {
+				// Its queued tasks were canceled or expired since it got in line.
+				if _, err := tx.ExecContext(ctx, `DELETE FROM queue_turns WHERE org_id = ?`, org); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			c.ExpiresAt, claimed = fromMS(expires), true
+			if err := json.Unmarshal([]byte(input), &c.Input.Hints); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `UPDATE queue_turns SET seq = (SELECT max(seq) + 1 FROM queue_turns) WHERE org_id = ?`, org)
 			return err
 		}
-		c.ExpiresAt = fromMS(expires)
-		if err := json.Unmarshal([]byte(input), &c.Input.Hints); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE orgs SET last_claim_seq = (SELECT max(last_claim_seq) + 1 FROM orgs) WHERE id = ?`, c.OrgID)
-		return err
 	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
+	if err != nil || !claimed {
 		return nil, err
 	}
 	return c, nil
+}
+
+// joinQueue gives the organization a turn in the queue if it has none.
+func joinQueue(ctx context.Context, tx *sql.Tx, orgID string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO queue_turns (org_id, seq)
+		VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM queue_turns)) ON CONFLICT (org_id) DO NOTHING`, orgID)
+	return err
 }
 
 // ExtendLease keeps a claim alive while its work runs. It reports false when the claim
@@ -188,25 +206,48 @@ func (db *DB) ExpireTasks(ctx context.Context) (int, error) {
 // RequeueAbandoned puts back in the queue the running tasks whose lease ran out: their
 // worker died (a crash, a restart) without settling them.
 func (db *DB) RequeueAbandoned(ctx context.Context) (int, error) {
-	var n int64
+	var n int
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'queued', lease_token = NULL, lease_until = NULL
-			WHERE status = 'running' AND lease_until < ?`, ms(db.now()))
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+		orgs, err := requeue(ctx, tx, `status = 'running' AND lease_until < ?`, ms(db.now()))
+		n = len(orgs)
 		return err
 	})
-	return int(n), err
+	return n, err
+}
+
+// requeue puts the running tasks that match where back in the queue, and their
+// organizations in line; it returns one organization per task.
+func requeue(ctx context.Context, tx *sql.Tx, where string, args ...any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'queued', started_at = NULL, lease_token = NULL, lease_until = NULL
+		WHERE `+where+` RETURNING org_id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	var orgs []string
+	for rows.Next() {
+		var org string
+		if err := rows.Scan(&org); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		orgs = append(orgs, org)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	for _, org := range orgs {
+		if err := joinQueue(ctx, tx, org); err != nil {
+			return nil, err
+		}
+	}
+	return orgs, nil
 }
 
 // ReleaseTask puts a claimed task back in the queue untouched, for a worker that stops
 // (a shutdown) before the task is done.
 func (db *DB) ReleaseTask(ctx context.Context, c *Claim) error {
 	return db.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'queued', lease_token = NULL, lease_until = NULL
-			WHERE id = ? AND lease_token = ? AND status = 'running'`, c.TaskID, c.Token)
+		_, err := requeue(ctx, tx, `id = ? AND lease_token = ? AND status = 'running'`, c.TaskID, c.Token)
 		return err
 	})
 }

@@ -71,8 +71,8 @@ func (r *record) result(in enrich.Input) (enrich.Result, error) {
 	if err := json.Unmarshal(r.data, &c); err != nil {
 		return enrich.Result{}, err
 	}
-	if in.Lookup == enrich.LookupDomain && r.redirect.Valid && c.Domain != nil {
-		c.Redirect = &enrich.Redirect{From: in.Target, To: *c.Domain, Confirmed: r.redirect.Int64 == 1}
+	if in.Lookup == enrich.LookupDomain && c.Domain != nil && *c.Domain != in.Target {
+		c.Redirect = &enrich.Redirect{From: in.Target, To: *c.Domain, Confirmed: r.redirect.Valid && r.redirect.Int64 == 1}
 	}
 	return enrich.Result{Company: &c}, nil
 }
@@ -90,8 +90,27 @@ func (db *DB) FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, 
 // recordKeys are the keys a record is saved under, each with its redirect mark.
 type recordKeys map[string]sql.NullInt64
 
-// saveRecord inserts or updates the record that any of keys already names.
-func saveRecord(ctx context.Context, tx *sql.Tx, origin string, res enrich.Result, keys recordKeys, lastEnriched, now time.Time) error {
+// identityKey is the key that names a record itself: a company by its network page,
+// else its canonical domain; a person by profile. fallback serves a record that has
+// neither.
+func identityKey(res enrich.Result, fallback string) string {
+	if c := res.Company; c != nil && c.NetworkURL != nil {
+		return "company:" + *c.NetworkURL
+	}
+	if c := res.Company; c != nil && c.Domain != nil {
+		return "domain:" + *c.Domain
+	}
+	if p := res.Person; p != nil && p.NetworkURL != nil {
+		return "person:" + *p.NetworkURL
+	}
+	return fallback
+}
+
+// saveRecord inserts or replaces the record named by identity and points keys at it.
+// A key that named another record moves to this one (a record left with no key is
+// deleted), and a domain this company answered for that is no longer its canonical
+// domain is kept as an alias, so looking it up answers with redirect.
+func saveRecord(ctx context.Context, tx *sql.Tx, origin string, res enrich.Result, keys recordKeys, identity string, lastEnriched, now time.Time) error {
 	objectType := enrich.ObjectCompany
 	var data any = res.Company
 	if res.Person != nil {
@@ -101,34 +120,49 @@ func saveRecord(ctx context.Context, tx *sql.Tx, origin string, res enrich.Resul
 	if err != nil {
 		return err
 	}
+	if _, ok := keys[identity]; !ok {
+		keys[identity] = sql.NullInt64{}
+	}
 	var id int64
-	for key := range keys {
-		rec, err := findRecord(ctx, tx, origin, key)
+	if rec, err := findRecord(ctx, tx, origin, identity); err != nil {
+		return err
+	} else if rec != nil && rec.objectType == objectType {
+		id = rec.id
+		_, err = tx.ExecContext(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ? WHERE id = ?`,
+			raw, ms(lastEnriched), ms(now), id)
 		if err != nil {
 			return err
 		}
-		if rec != nil && rec.objectType == objectType {
-			id = rec.id
-			break
-		}
-	}
-	if id == 0 {
-		err = tx.QueryRowContext(ctx, `INSERT INTO records (origin, object_type, data, last_enriched_at, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?) RETURNING id`, origin, objectType, raw, ms(lastEnriched), ms(now), ms(now)).Scan(&id)
-	} else {
-		_, err = tx.ExecContext(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ? WHERE id = ?`,
-			raw, ms(lastEnriched), ms(now), id)
-	}
-	if err != nil {
+	} else if err := tx.QueryRowContext(ctx, `INSERT INTO records (origin, object_type, data, last_enriched_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?) RETURNING id`, origin, objectType, raw, ms(lastEnriched), ms(now), ms(now)).Scan(&id); err != nil {
 		return err
 	}
 	for key, redirect := range keys {
+		var previous int64
+		err := tx.QueryRowContext(ctx, `SELECT record_id FROM record_keys WHERE origin = ? AND key = ?`, origin, key).Scan(&previous)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO record_keys (origin, key, record_id, redirect) VALUES (?, ?, ?, ?)`,
 			origin, key, id, redirect); err != nil {
 			return err
 		}
+		if previous != 0 && previous != id {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE id = ?
+				AND NOT EXISTS (SELECT 1 FROM record_keys WHERE record_id = ?)`, previous, previous); err != nil {
+				return err
+			}
+		}
 	}
-	if res.Person == nil {
+	if c := res.Company; c != nil {
+		canonical := ""
+		if c.Domain != nil {
+			canonical = "domain:" + *c.Domain
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE record_keys SET redirect = 0
+			WHERE record_id = ? AND key LIKE 'domain:%' AND key != ? AND redirect IS NULL`, id, canonical); err != nil {
+			return err
+		}
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM positions WHERE record_id = ?`, id); err != nil {
@@ -185,7 +219,8 @@ func storeFetched(ctx context.Context, tx *sql.Tx, in enrich.Input, res enrich.R
 		p.EmailMatch = nil // belongs to the address looked up, not to the person
 		stored = enrich.Result{Person: p}
 	}
-	return shown, saveRecord(ctx, tx, originStore, stored, keys, now, now)
+	lookedUp := recordKey(in.Lookup, in.Target)
+	return shown, saveRecord(ctx, tx, originStore, stored, keys, identityKey(stored, lookedUp), now, now)
 }
 
 func addCompanyKeys(keys recordKeys, c *enrich.Company) {
@@ -354,7 +389,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 			if p.lastEnriched != nil {
 				last = *p.lastEnriched
 			}
-			if err := saveRecord(ctx, tx, originDataset, p.res, p.keys, last, now); err != nil {
+			if err := saveRecord(ctx, tx, originDataset, p.res, p.keys, identityKey(p.res, ""), last, now); err != nil {
 				return err
 			}
 		}

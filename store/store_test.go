@@ -344,13 +344,13 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"list":            `SELECT id FROM tasks WHERE org_id = 'o' ORDER BY created_at DESC, id DESC LIMIT 25`,
 		"list by status":  `SELECT id FROM tasks WHERE org_id = 'o' AND status = 'queued' ORDER BY created_at DESC, id DESC LIMIT 25`,
 		"count by status": `SELECT count(*) FROM tasks WHERE org_id = 'o' AND status = 'queued'`,
-		"claim": `SELECT t.id FROM tasks t WHERE t.status = 'queued' AND t.org_id = (
-			SELECT o.id FROM orgs o WHERE EXISTS (SELECT 1 FROM tasks q WHERE q.org_id = o.id AND q.status = 'queued')
-			ORDER BY o.last_claim_seq, o.id LIMIT 1) ORDER BY t.created_at, t.id LIMIT 1`,
-		"expiry":      `SELECT id FROM tasks WHERE status IN ('queued', 'running') AND expires_at <= 5`,
-		"leases":      `SELECT id FROM tasks WHERE status = 'running' AND lease_until < 5`,
-		"ledger":      `SELECT id FROM credit_ledger WHERE org_id = 'o' ORDER BY id`,
-		"task ledger": `SELECT id FROM credit_ledger WHERE task_id = 't'`,
+		"next turn":       `SELECT org_id FROM queue_turns ORDER BY seq LIMIT 1`,
+		"last turn":       `SELECT max(seq) FROM queue_turns`,
+		"claim":           `SELECT id FROM tasks WHERE org_id = 'o' AND status = 'queued' ORDER BY created_at, id LIMIT 1`,
+		"expiry":          `SELECT id FROM tasks WHERE status IN ('queued', 'running') AND expires_at <= 5`,
+		"leases":          `SELECT id FROM tasks WHERE status = 'running' AND lease_until < 5`,
+		"ledger":          `SELECT id FROM credit_ledger WHERE org_id = 'o' ORDER BY id`,
+		"task ledger":     `SELECT id FROM credit_ledger WHERE task_id = 't'`,
 	}
 	for name, q := range queries {
 		rows, err := raw.Query("EXPLAIN QUERY PLAN " + q)
@@ -372,4 +372,74 @@ func TestListQueriesUseIndexes(t *testing.T) {
 			t.Errorf("%s: plan %q does not use an index without sorting", name, joined)
 		}
 	}
+}
+
+// TestAChangedDomainStaysAnAlias re-imports a company under a new canonical domain:
+// its old domain answers with a redirect instead of passing the company off as its own,
+// and a record whose every key moved elsewhere is gone.
+func TestAChangedDomainStaysAnAlias(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, _ := openDB(t)
+	imp := func(lines ...string) {
+		t.Helper()
+		_, err := db.Import(ctx, strings.NewReader(strings.Join(lines, "\n")), enrich.Normalizer{})
+		is.NoErr(err)
+	}
+	imp(`{"type":"company","name":"Acme","domain":"acme.com"}`)
+	imp(`{"type":"company","name":"Acme","domain":"acme.com","network_url":"https://www.linkedin.com/company/acme"}`)
+	imp(`{"type":"company","name":"Acme Inc","domain":"acme.net","network_url":"https://www.linkedin.com/company/acme"}`)
+
+	c, err := db.Dataset().CompanyByDomain(ctx, "acme.com")
+	is.NoErr(err)
+	is.Equal(c.Name, "Acme Inc")
+	is.Equal(*c.Redirect, enrich.Redirect{From: "acme.com", To: "acme.net", Confirmed: false})
+	c, err = db.Dataset().CompanyByDomain(ctx, "acme.net")
+	is.NoErr(err)
+	is.Equal(c.Redirect, nil)
+
+	raw, err := sql.Open("sqlite", path)
+	is.NoErr(err)
+	defer raw.Close()
+	var records int
+	is.NoErr(raw.QueryRow(`SELECT count(*) FROM records`).Scan(&records))
+	is.Equal(records, 1) // the first, domain-only record lost its key to the second and is gone
+}
+
+func TestClaimSkipsOrganizationsWithNothingLeftQueued(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, _ := openDB(t)
+	first, second := newOrg(t, db, "first"), newOrg(t, db, "second")
+	for _, name := range []string{"first", "second"} {
+		_, err := db.GrantCredits(ctx, name, 10, nil)
+		is.NoErr(err)
+	}
+	gone, err := db.CreateTask(ctx, newTask(first, "a.com"))
+	is.NoErr(err)
+	waiting, err := db.CreateTask(ctx, newTask(second, "b.com"))
+	is.NoErr(err)
+	_, err = db.CancelTask(ctx, first, gone.Task.ID) // first keeps its turn with nothing queued
+	is.NoErr(err)
+
+	c, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c.TaskID, waiting.Task.ID)
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c, nil) // nothing is left
+
+	// A released task gets back in line and keeps no start time.
+	again, err := db.CreateTask(ctx, newTask(first, "c.com"))
+	is.NoErr(err)
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.NoErr(db.ReleaseTask(ctx, c))
+	task, err := db.GetTask(ctx, first, again.Task.ID)
+	is.NoErr(err)
+	is.Equal(task.Status, store.StatusQueued)
+	is.Equal(task.StartedAt, nil)
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c.TaskID, again.Task.ID)
 }

@@ -157,6 +157,11 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		if err := insertTask(ctx, tx, t); err != nil {
 			return err
 		}
+		if t.Status == StatusQueued {
+			if err := joinQueue(ctx, tx, t.OrgID); err != nil {
+				return err
+			}
+		}
 		if nt.IdempotencyKey != "" {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, body_hash, task_id, created_at)
 				VALUES (?, ?, ?, ?, ?)`, nt.OrgID, nt.IdempotencyKey, nt.BodyHash, t.ID, ms(now)); err != nil {
