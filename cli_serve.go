@@ -54,6 +54,9 @@ func newServeCommand() *cobra.Command {
 			if cfg.Sources, err = sources(cmd, db); err != nil {
 				return err
 			}
+			if err := checkServeConfig(cmd, cfg); err != nil {
+				return err
+			}
 			addr, _ := f.GetString("addr")
 			return serve(cmd.Context(), addr, db, cfg)
 		},
@@ -72,6 +75,28 @@ func newServeCommand() *cobra.Command {
 	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
 	f.String("log-format", "json", "log format: json or text")
 	return cmd
+}
+
+// checkServeConfig refuses values that would make the service misbehave rather than
+// quietly replacing them.
+func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
+	latency, _ := cmd.Flags().GetDuration("sim-latency")
+	failures, _ := cmd.Flags().GetFloat64("sim-failure-rate")
+	switch {
+	case cfg.Workers < 1:
+		return fmt.Errorf("--workers must be at least 1")
+	case cfg.TaskTTL < time.Second:
+		return fmt.Errorf("--task-ttl must be at least 1s")
+	case cfg.Lease < time.Second:
+		return fmt.Errorf("--lease must be at least 1s")
+	case cfg.MaxBacklog < 1:
+		return fmt.Errorf("--max-backlog must be at least 1")
+	case latency < 0:
+		return fmt.Errorf("--sim-latency cannot be negative")
+	case !(failures >= 0 && failures <= 1):
+		return fmt.Errorf("--sim-failure-rate must be from 0 to 1")
+	}
+	return nil
 }
 
 func newLogger(cmd *cobra.Command) (*slog.Logger, error) {

@@ -594,6 +594,13 @@ func TestServeBadFlags(t *testing.T) {
 		{"rate-ip burst with trailing garbage", []string{"--rate-ip", "10/5x"}, []string{"--rate-ip", `"10/5x"`}},
 		{"rate-key NaN", []string{"--rate-key", "NaN"}, []string{"--rate-key", `"NaN"`}},
 		{"bad log format", []string{"--log-format", "xml"}, []string{"--log-format"}},
+		// Values that would make the service misbehave are refused, not replaced.
+		{"no workers", []string{"--workers", "0"}, []string{"--workers"}},
+		{"tiny lease", []string{"--lease", "2ns"}, []string{"--lease"}},
+		{"no task lifetime", []string{"--task-ttl", "0s"}, []string{"--task-ttl"}},
+		{"no backlog", []string{"--max-backlog", "0"}, []string{"--max-backlog"}},
+		{"failure rate over 1", []string{"--sim-failure-rate", "1.5"}, []string{"--sim-failure-rate"}},
+		{"negative sim latency", []string{"--sim-latency", "-1s"}, []string{"--sim-latency"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 )
 
 // Kind says what went wrong in terms a caller can act on. The server maps each kind to
-// one HTTP status in one place (server/errors.go); nothing else picks a status.
+// one HTTP status in one place (statusOf in server/encode.go); nothing else picks a status.
 type Kind string
 
 const (

@@ -53,21 +53,36 @@ func (n Normalizer) CompanyInput(domain, networkURL *string) (Input, error) {
 	return Input{}, Errorf(KindInvalid, "send one of domain or networkUrl")
 }
 
+// SentHints are the tie-break hints as a request sent them: nil when absent.
+type SentHints struct {
+	FullName, Title, Location *string
+}
+
 // PersonInput validates the body of a person enrichment: exactly one of networkUrl or
-// email; hints only with email and at most MaxHintLength characters each.
-func (n Normalizer) PersonInput(networkURL, email *string, hints Hints) (Input, error) {
-	for name, v := range map[string]string{"fullName": hints.FullName, "title": hints.Title, "location": hints.Location} {
-		if utf8.RuneCountInString(v) > MaxHintLength {
-			return Input{}, Errorf(KindInvalid, "%s is longer than %d characters", name, MaxHintLength)
+// email; hints only with email (even empty ones) and at most MaxHintLength characters
+// each.
+func (n Normalizer) PersonInput(networkURL, email *string, sent SentHints) (Input, error) {
+	var hints Hints
+	for _, h := range []struct {
+		name string
+		sent *string
+		dst  *string
+	}{{"fullName", sent.FullName, &hints.FullName}, {"title", sent.Title, &hints.Title}, {"location", sent.Location, &hints.Location}} {
+		if h.sent == nil {
+			continue
 		}
+		if networkURL != nil {
+			return Input{}, Errorf(KindInvalid, "fullName, title and location are tie-break hints for email lookups; they cannot be sent with networkUrl")
+		}
+		if utf8.RuneCountInString(*h.sent) > MaxHintLength {
+			return Input{}, Errorf(KindInvalid, "%s is longer than %d characters", h.name, MaxHintLength)
+		}
+		*h.dst = *h.sent
 	}
 	switch {
 	case networkURL != nil && email != nil:
 		return Input{}, Errorf(KindInvalid, "send either networkUrl or email, not both")
 	case networkURL != nil:
-		if hints != (Hints{}) {
-			return Input{}, Errorf(KindInvalid, "fullName, title and location are tie-break hints for email lookups; they cannot be sent with networkUrl")
-		}
 		u, err := n.PersonURL(*networkURL)
 		return Input{Lookup: LookupPersonURL, Target: u}, err
 	case email != nil:

@@ -339,7 +339,7 @@ func TestPersonInput(t *testing.T) {
 	tests := []struct {
 		name       string
 		url, email *string
-		hints      enrich.Hints
+		hints      enrich.SentHints
 		want       enrich.Input
 		wantErr    bool
 	}{
@@ -348,25 +348,28 @@ func TestPersonInput(t *testing.T) {
 		{
 			name:  "email with hints carries them",
 			email: ptr("jane@acme.com"),
-			hints: enrich.Hints{FullName: "Jane Doe", Title: "CTO", Location: "Berlin"},
+			hints: sent(enrich.Hints{FullName: "Jane Doe", Title: "CTO", Location: "Berlin"}),
 			want:  enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com", Hints: enrich.Hints{FullName: "Jane Doe", Title: "CTO", Location: "Berlin"}},
 		},
 		{
 			name:  "hints of 200 multi-byte characters",
 			email: ptr("jane@acme.com"),
-			hints: enrich.Hints{FullName: long200, Title: long200, Location: long200},
+			hints: sent(enrich.Hints{FullName: long200, Title: long200, Location: long200}),
 			want:  enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com", Hints: enrich.Hints{FullName: long200, Title: long200, Location: long200}},
 		},
 		{name: "neither", wantErr: true},
-		{name: "neither with hints", hints: enrich.Hints{FullName: "Jane"}, wantErr: true},
+		{name: "neither with hints", hints: sent(enrich.Hints{FullName: "Jane"}), wantErr: true},
 		{name: "both", url: ptr(profile), email: ptr("jane@acme.com"), wantErr: true},
-		{name: "fullName 201 multi-byte", email: ptr("jane@acme.com"), hints: enrich.Hints{FullName: long201}, wantErr: true},
-		{name: "title 201 multi-byte", email: ptr("jane@acme.com"), hints: enrich.Hints{Title: long201}, wantErr: true},
-		{name: "location 201 multi-byte", email: ptr("jane@acme.com"), hints: enrich.Hints{Location: long201}, wantErr: true},
-		{name: "fullName 201 ascii", email: ptr("jane@acme.com"), hints: enrich.Hints{FullName: ascii201}, wantErr: true},
-		{name: "fullName with networkUrl", url: ptr(profile), hints: enrich.Hints{FullName: "Jane Doe"}, wantErr: true},
-		{name: "title with networkUrl", url: ptr(profile), hints: enrich.Hints{Title: "CTO"}, wantErr: true},
-		{name: "location with networkUrl", url: ptr(profile), hints: enrich.Hints{Location: "Berlin"}, wantErr: true},
+		{name: "fullName 201 multi-byte", email: ptr("jane@acme.com"), hints: sent(enrich.Hints{FullName: long201}), wantErr: true},
+		{name: "title 201 multi-byte", email: ptr("jane@acme.com"), hints: sent(enrich.Hints{Title: long201}), wantErr: true},
+		{name: "location 201 multi-byte", email: ptr("jane@acme.com"), hints: sent(enrich.Hints{Location: long201}), wantErr: true},
+		{name: "fullName 201 ascii", email: ptr("jane@acme.com"), hints: sent(enrich.Hints{FullName: ascii201}), wantErr: true},
+		{name: "fullName with networkUrl", url: ptr(profile), hints: sent(enrich.Hints{FullName: "Jane Doe"}), wantErr: true},
+		{name: "title with networkUrl", url: ptr(profile), hints: sent(enrich.Hints{Title: "CTO"}), wantErr: true},
+		{name: "location with networkUrl", url: ptr(profile), hints: sent(enrich.Hints{Location: "Berlin"}), wantErr: true},
+		{name: "empty fullName with networkUrl", url: ptr(profile), hints: enrich.SentHints{FullName: ptr("")}, wantErr: true},
+		{name: "empty hints with email are no hints", email: ptr("jane@acme.com"), hints: enrich.SentHints{FullName: ptr(""), Title: ptr("")},
+			want: enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"}},
 		{name: "company URL as profile", url: ptr("https://www.linkedin.com/company/acme"), wantErr: true},
 		{name: "display-name email", email: ptr("Jane <jane@acme.com>"), wantErr: true},
 		{name: "bad email domain", email: ptr("jane@acme"), wantErr: true},
@@ -406,4 +409,18 @@ func TestLookupCost(t *testing.T) {
 			is.Equal(tt.lookup.Cost(), tt.cost)
 		})
 	}
+}
+
+// sent turns hints into hints as a request sends them: the empty ones absent.
+func sent(h enrich.Hints) enrich.SentHints {
+	var s enrich.SentHints
+	for _, f := range []struct {
+		v   string
+		dst **string
+	}{{h.FullName, &s.FullName}, {h.Title, &s.Title}, {h.Location, &s.Location}} {
+		if f.v != "" {
+			*f.dst = ptr(f.v)
+		}
+	}
+	return s
 }

@@ -46,7 +46,11 @@ func (s *Sim) CompanyByURL(ctx context.Context, networkURL string) (*Company, er
 	if strings.HasPrefix(slug, "missing") {
 		return nil, fmt.Errorf("sim: %s: %w", networkURL, ErrNotFound)
 	}
-	return s.company(slug, strings.Map(domainRune, slug)+".com"), nil
+	domain, err := Normalizer{}.Domain(slug + ".com")
+	if err != nil {
+		domain = strings.Map(domainRune, slug) + ".com"
+	}
+	return s.company(slug, domain), nil
 }
 
 func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, error) {
@@ -149,10 +153,11 @@ func (s *Sim) call(ctx context.Context) error {
 func (s *Sim) host() string { return Normalizer{NetworkHost: s.NetworkHost}.host() }
 
 func (s *Sim) now() time.Time {
+	now := time.Now
 	if s.Now != nil {
-		return s.Now().UTC()
+		now = s.Now
 	}
-	return time.Now().UTC()
+	return now().UTC().Truncate(time.Millisecond)
 }
 
 func seeded(key string) *rand.Rand {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -42,6 +43,9 @@ func decode[T any](r *http.Request) (T, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body is empty; send a JSON object")
 	}
+	if err := exactFieldNames(body, reflect.TypeFor[T]()); err != nil {
+		return v, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
@@ -51,6 +55,44 @@ func decode[T any](r *http.Request) (T, error) {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body must hold a single JSON object")
 	}
 	return v, nil
+}
+
+// exactFieldNames refuses a top-level field whose name is not one of the struct's JSON
+// names to the letter, and a field sent twice: encoding/json would take "DOMAIN" for
+// "domain" and keep the last of two.
+func exactFieldNames(body []byte, t reflect.Type) error {
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	known := map[string]bool{}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		known[name] = true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil // not an object: the decoder says what is wrong
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		name, _ := tok.(string)
+		if !known[name] {
+			return enrich.Errorf(enrich.KindInvalid, "unknown field %q", name)
+		}
+		if seen[name] {
+			return enrich.Errorf(enrich.KindInvalid, "field %q is sent twice", name)
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // jsonProblem says what is wrong with a body in the API's field names.

@@ -59,8 +59,7 @@ func handleEnrichPerson(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		hints := enrich.Hints{FullName: deref(req.FullName), Title: deref(req.Title), Location: deref(req.Location)}
-		in, err := s.norm.PersonInput(req.NetworkURL, req.Email, hints)
+		in, err := s.norm.PersonInput(req.NetworkURL, req.Email, enrich.SentHints{FullName: req.FullName, Title: req.Title, Location: req.Location})
 		if err != nil {
 			s.error(w, r, err)
 			return
@@ -117,11 +116,4 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 		w.Header().Set("Retry-After", "2")
 	}
 	encode(w, status, enqueueResponse{Task: t, Error: t.Error})
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -3,7 +3,9 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"enrichd/enrich"
 	"enrichd/store"
@@ -51,12 +53,12 @@ func handleListTasks(s *Server) http.Handler {
 			s.error(w, r, enrich.Errorf(enrich.KindInvalid, "status must be one of queued, running, succeeded, failed, canceled"))
 			return
 		}
-		page, err := intParam(q.Get("page"), 0, 0, 1_000_000_000, "page")
+		page, err := intParam(q, "page", 0, 0, 1_000_000_000)
 		if err != nil {
 			s.error(w, r, err)
 			return
 		}
-		size, err := intParam(q.Get("pageSize"), defaultPageSize, 1, maxPageSize, "pageSize")
+		size, err := intParam(q, "pageSize", defaultPageSize, 1, maxPageSize)
 		if err != nil {
 			s.error(w, r, err)
 			return
@@ -73,13 +75,15 @@ func handleListTasks(s *Server) http.Handler {
 	})
 }
 
-// intParam reads an integer query parameter from lo to hi, def when absent.
-func intParam(raw string, def, lo, hi int, name string) (int, error) {
-	if raw == "" {
+// intParam reads an integer query parameter from lo to hi: plain digits, def when the
+// parameter is absent.
+func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
+	if !q.Has(name) {
 		return def, nil
 	}
+	raw := q.Get(name)
 	n, err := strconv.Atoi(raw)
-	if err != nil || n < lo || n > hi {
+	if err != nil || strings.Trim(raw, "0123456789") != "" || n < lo || n > hi {
 		return 0, enrich.Errorf(enrich.KindInvalid, "%s must be an integer from %d to %d", name, lo, hi)
 	}
 	return n, nil

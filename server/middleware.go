@@ -175,9 +175,10 @@ func (l *limiter) allow(key string) (time.Duration, bool) {
 	}
 	b.seen = now
 	// A bucket idle long enough to be full again is the same as a new one: drop it.
+	refill := max(time.Minute, time.Duration(float64(l.rate.Burst)/float64(l.rate.Limit)*float64(time.Second)))
 	if now.Sub(l.swept) > time.Minute {
 		for k, old := range l.buckets {
-			if now.Sub(old.seen) > time.Minute {
+			if now.Sub(old.seen) > refill {
 				delete(l.buckets, k)
 			}
 		}

@@ -70,7 +70,7 @@ func TestListTasks(t *testing.T) {
 	is.Equal(e.do("GET", "/v1/tasks?status=queued&pageSize=1", nil).get("total"), 5.0)
 	is.Equal(e.do("GET", "/v1/tasks?status=succeeded", nil).get("total"), 0.0)
 
-	for _, q := range []string{"page=-1", "page=x", "pageSize=0", "pageSize=101", "pageSize=2.5", "status=done", "status="} {
+	for _, q := range []string{"page=-1", "page=x", "page=", "page=+1", "pageSize=0", "pageSize=101", "pageSize=2.5", "pageSize=", "status=done", "status="} {
 		r := e.do("GET", "/v1/tasks?"+q, nil)
 		is.Equal(r.status, http.StatusBadRequest)
 		is.True(r.str("error") != "")

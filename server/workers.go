@@ -128,7 +128,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 // keepLease extends the claim's lease while the task runs, and cancels the task once
 // the claim is no longer its (canceled or expired meanwhile).
 func (s *Server) keepLease(ctx context.Context, cancel context.CancelFunc, c *store.Claim) {
-	tick := time.NewTicker(s.cfg.Lease / 3)
+	tick := time.NewTicker(max(s.cfg.Lease/3, time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {

@@ -188,7 +188,7 @@ func charge(ctx context.Context, tx *sql.Tx, orgID, taskID string, cost int64, n
 		return err
 	}
 	if available < cost {
-		return insufficientCredits(ctx, tx, orgID, cost)
+		return insufficientCredits(ctx, tx, orgID, cost, available)
 	}
 	for _, t := range takes {
 		if _, err := tx.ExecContext(ctx, `UPDATE credit_grants SET remaining = remaining - ? WHERE id = ?`, t.amount, t.grant); err != nil {
@@ -202,25 +202,22 @@ func charge(ctx context.Context, tx *sql.Tx, orgID, taskID string, cost int64, n
 }
 
 // insufficientCredits builds the 402: credits_expired when the last thing that took
-// credits away was an expiry, insufficient_credits otherwise.
-func insufficientCredits(ctx context.Context, tx *sql.Tx, orgID string, cost int64) error {
-	b, err := balance(ctx, tx, orgID)
-	if err != nil {
-		return err
-	}
+// credits away was an expiry, insufficient_credits otherwise. remaining is what the
+// unexpired grants still hold, which is the balance.
+func insufficientCredits(ctx context.Context, tx *sql.Tx, orgID string, cost, remaining int64) error {
 	var lastKind string
-	err = tx.QueryRowContext(ctx, `SELECT kind FROM credit_ledger
+	err := tx.QueryRowContext(ctx, `SELECT kind FROM credit_ledger
 		WHERE org_id = ? AND kind IN ('charge', 'expiry') AND amount > 0 ORDER BY id DESC LIMIT 1`, orgID).Scan(&lastKind)
 	if err != nil && err != sql.ErrNoRows {
 		return err
 	}
-	e := &enrich.Error{Kind: enrich.KindPaymentRequired, CreditsRemaining: &b.Balance}
+	e := &enrich.Error{Kind: enrich.KindPaymentRequired, CreditsRemaining: &remaining}
 	if lastKind == LedgerExpiry {
 		e.Code = "credits_expired"
-		e.Message = fmt.Sprintf("your credits have expired: this request costs %d and %d remain; ask for a new grant", cost, b.Balance)
+		e.Message = fmt.Sprintf("your credits have expired: this request costs %d and %d remain; ask for a new grant", cost, remaining)
 	} else {
 		e.Code = "insufficient_credits"
-		e.Message = fmt.Sprintf("not enough credits: this request costs %d and %d remain; ask for a new grant", cost, b.Balance)
+		e.Message = fmt.Sprintf("not enough credits: this request costs %d and %d remain; ask for a new grant", cost, remaining)
 	}
 	return e
 }

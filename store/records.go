@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 
@@ -292,7 +291,10 @@ type importPerson struct {
 	Emails []string `json:"emails"`
 }
 
-var isoDate = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+func validDate(s string) bool {
+	_, err := time.Parse(time.DateOnly, s)
+	return err == nil
+}
 
 // Import reads JSON Lines of companies and people into the dataset. Every line is
 // checked before anything is written, and the whole file is written in one
@@ -454,7 +456,7 @@ func normalizePerson(norm enrich.Normalizer, p *enrich.Person) error {
 			name            string
 			date, precision *string
 		}{{"start_date", pos.StartDate, pos.StartDatePrecision}, {"end_date", pos.EndDate, pos.EndDatePrecision}} {
-			if d.date != nil && !isoDate.MatchString(*d.date) {
+			if d.date != nil && !validDate(*d.date) {
 				return fmt.Errorf("positions[%d].%s %q is not a YYYY-MM-DD date", i, d.name, *d.date)
 			}
 			if d.precision != nil && *d.precision != "year" && *d.precision != "month" && *d.precision != "day" {

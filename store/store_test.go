@@ -312,11 +312,16 @@ func TestImportIsAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	db, _, _ := openDB(t)
 	good := `{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}` + "\n"
-	bad := good + "\n" + `{"type":"person","full_name":"No URL"}` + "\n"
-	_, err := db.Import(ctx, strings.NewReader(bad), enrich.Normalizer{})
-	is.True(err != nil)
-	is.True(strings.Contains(err.Error(), "line 3"))
-	_, err = db.Dataset().CompanyByDomain(ctx, "acme.com")
+	for _, badLine := range []string{
+		`{"type":"person","full_name":"No URL"}`,
+		`{"type":"person","network_url":"https://www.linkedin.com/in/x","positions":[{"start_date":"2020-13-45"}]}`,
+		`{"type":"person","network_url":"https://www.linkedin.com/in/x","positions":[{"start_date":"2020-01-01","start_date_precision":"week"}]}`,
+	} {
+		_, err := db.Import(ctx, strings.NewReader(good+"\n"+badLine+"\n"), enrich.Normalizer{})
+		is.True(err != nil)
+		is.True(strings.Contains(err.Error(), "line 3"))
+	}
+	_, err := db.Dataset().CompanyByDomain(ctx, "acme.com")
 	is.True(errors.Is(err, enrich.ErrNotFound)) // line 1 was not imported either
 
 	stats, err := db.Import(ctx, strings.NewReader(good), enrich.Normalizer{})
@@ -442,4 +447,23 @@ func TestClaimSkipsOrganizationsWithNothingLeftQueued(t *testing.T) {
 	c, err = db.ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	is.Equal(c.TaskID, again.Task.ID)
+}
+
+func TestPaymentRequiredShowsWhatRemains(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, _ := openDB(t)
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 2, nil)
+	is.NoErr(err)
+	nt := newTask(org, "jane@acme.com")
+	nt.Input.Lookup = enrich.LookupEmail // costs 3
+	_, err = db.CreateTask(ctx, nt)
+	var e *enrich.Error
+	is.True(errors.As(err, &e))
+	is.Equal(e.Code, "insufficient_credits")
+	is.Equal(*e.CreditsRemaining, int64(2))
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Balance, int64(2))
 }
