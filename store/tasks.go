@@ -212,22 +212,11 @@ func checkBacklog(ctx context.Context, tx *sql.Tx, orgID string, limit int64) er
 }
 
 func insertTask(ctx context.Context, tx *sql.Tx, t *Task) error {
-	var result, taskErr any
-	if t.Data != nil {
-		result = string(t.Data)
-	}
-	if t.Error != nil {
-		b, err := json.Marshal(t.Error)
-		if err != nil {
-			return err
-		}
-		taskErr = string(b)
-	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, operation, status, lookup, input, target,
-		credits_charged, loop_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		credits_charged, loop_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.OrgID, t.ObjectType, t.Operation, t.Status, t.Lookup, string(t.Input), t.Target, t.CreditsCharged,
-		t.LoopID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, taskErr)
+		t.LoopID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), nullText(t.Data))
 	return err
 }
 
