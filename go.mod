@@ -3,6 +3,7 @@ module enrichd
 go 1.26.8
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/google/uuid v1.6.0
 	github.com/julienschmidt/httprouter v1.3.0
 	github.com/matryer/is v1.4.1

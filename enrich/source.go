@@ -23,6 +23,33 @@ type Source interface {
 	PersonByURL(ctx context.Context, networkURL string) (*Person, error)
 }
 
+// StaffSearcher is a Source that can search one company's staff by name, which email
+// lookups need. Not every source can (a company's website cannot).
+type StaffSearcher interface {
+	// SearchStaff lists the people the source shows at q.Company whose names may fit
+	// q.Names. Its hits are leads, not answers: the caller retrieves each profile with
+	// PersonByURL and confirms the current position and the name itself.
+	SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error)
+}
+
+// StaffQuery asks for the people at one company who may carry one of a few names.
+type StaffQuery struct {
+	// Company is the company the email's domain was identified as; its Domain and
+	// NetworkURL are set when known.
+	Company *Company
+	// Names are the name words the local part may stand for, case- and accent-folded
+	// ("smith", "john"); a source matches any of them against first or last names.
+	Names []string
+	// Limit is the most hits wanted; a source may return fewer.
+	Limit int
+}
+
+// StaffMember is one hit of a staff search: a profile worth retrieving.
+type StaffMember struct {
+	NetworkURL string // the normalized profile URL
+	FullName   string // as the source shows it; "" when it does not
+}
+
 // Result is what an enrichment produced: a company or a person.
 type Result struct {
 	Company *Company
