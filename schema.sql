@@ -132,3 +132,48 @@ CREATE TABLE positions (
 ) WITHOUT ROWID;
 CREATE INDEX positions_current_by_company_url ON positions(company_network_url, is_current);
 CREATE INDEX positions_current_by_company_domain ON positions(company_domain, is_current);
+
+-- migration 2: loops and webhook deliveries
+-- A Loop is a webhook destination. Its signing secret is kept as is because every
+-- delivery is signed with it: the database file is therefore as sensitive as the
+-- secrets, and enrichd creates it readable by its owner only.
+CREATE TABLE loops (
+    id            TEXT PRIMARY KEY,
+    org_id        TEXT NOT NULL REFERENCES orgs(id),
+    name          TEXT NOT NULL,
+    slug          TEXT NOT NULL,
+    object_type   TEXT NOT NULL CHECK (object_type IN ('company', 'person')),
+    operation     TEXT NOT NULL DEFAULT 'enrich',
+    enabled       INTEGER NOT NULL,
+    webhook_url   TEXT NOT NULL,
+    secret        TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL,
+    UNIQUE (org_id, slug)
+);
+CREATE INDEX loops_org_created ON loops(org_id, created_at, id);
+
+-- One event to send to one Loop. payload is the exact body, fixed when the event
+-- happens, so every attempt sends the same bytes. A pending delivery is due at
+-- next_attempt_at; lease_until marks one being sent, so a crash mid-send makes it due
+-- again once the lease runs out, with the same attempt number.
+CREATE TABLE deliveries (
+    id                 TEXT PRIMARY KEY,          -- UUIDv7, the X-Service-Delivery-Id
+    loop_id            TEXT NOT NULL REFERENCES loops(id) ON DELETE CASCADE,
+    org_id             TEXT NOT NULL REFERENCES orgs(id),
+    event              TEXT NOT NULL,
+    task_id            TEXT,
+    payload            TEXT NOT NULL,
+    status             TEXT NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
+    attempts           INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at    INTEGER,
+    lease_until        INTEGER,
+    last_attempt_at    INTEGER,
+    last_status_code   INTEGER,
+    last_error         TEXT,
+    created_at         INTEGER NOT NULL
+);
+-- the sender's "what is due" scan
+CREATE INDEX deliveries_due ON deliveries(next_attempt_at) WHERE status = 'pending';
+-- GET /v1/loops/{id}/deliveries newest first
+CREATE INDEX deliveries_loop_created ON deliveries(loop_id, created_at DESC, id DESC);

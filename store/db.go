@@ -9,8 +9,11 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,6 +36,13 @@ type DB struct {
 func Open(ctx context.Context, path, schema string) (*DB, error) {
 	if path == "" {
 		return nil, fmt.Errorf("store: no database path")
+	}
+	// The file holds the Loops' signing secrets: it is created readable by its owner
+	// only (SQLite gives its -wal and -shm files the same permissions).
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("store: create %s: %w", path, err)
 	}
 	pragmas := []string{"busy_timeout(10000)", "foreign_keys(ON)", "synchronous(NORMAL)", "cache_size(-65536)"}
 	dsn := func(extra ...string) string {

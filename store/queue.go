@@ -116,7 +116,8 @@ type Outcome struct {
 }
 
 // Settle finishes a claimed task in one transaction: the task's status and result, the
-// refund of a failure, and the record for the store. It reports false, and changes
+// refund of a failure, the record for the store, and the webhook delivery of a task
+// that has a Loop. It reports false, and changes
 // nothing, when the claim is no longer the task's.
 func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 	var settled bool
@@ -136,7 +137,10 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 			if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, now); err != nil {
 				return err
 			}
-			return refund(ctx, tx, c.TaskID, now)
+			if err := refund(ctx, tx, c.TaskID, now); err != nil {
+				return err
+			}
+			return deliverSettled(ctx, tx, c.TaskID, now)
 		}
 		res := *out.Result
 		if out.Fetched {
@@ -149,7 +153,10 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 		if err != nil {
 			return err
 		}
-		return finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, now)
+		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, now); err != nil {
+			return err
+		}
+		return deliverSettled(ctx, tx, c.TaskID, now)
 	})
 	return settled, err
 }
@@ -168,7 +175,7 @@ func nullText(b []byte) any {
 }
 
 // ExpireTasks fails, as timed_out, and refunds the unsettled tasks past their
-// expires_at. It returns how many it expired.
+// expires_at; those with a Loop send task.failed. It returns how many it expired.
 func (db *DB) ExpireTasks(ctx context.Context) (int, error) {
 	var n int
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
@@ -194,6 +201,9 @@ func (db *DB) ExpireTasks(ctx context.Context) (int, error) {
 		}
 		for _, id := range ids {
 			if err := refund(ctx, tx, id, now); err != nil {
+				return err
+			}
+			if err := deliverSettled(ctx, tx, id, now); err != nil {
 				return err
 			}
 		}

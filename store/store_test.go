@@ -356,6 +356,12 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"leases":          `SELECT id FROM tasks WHERE status = 'running' AND lease_until < 5`,
 		"ledger":          `SELECT id FROM credit_ledger WHERE org_id = 'o' ORDER BY id`,
 		"task ledger":     `SELECT id FROM credit_ledger WHERE task_id = 't'`,
+		"loops":           `SELECT id FROM loops WHERE org_id = 'o' ORDER BY created_at, id`,
+		"deliveries":      `SELECT id FROM deliveries WHERE loop_id = 'l' ORDER BY created_at DESC, id DESC LIMIT 25`,
+		"delivery count":  `SELECT count(*) FROM deliveries WHERE loop_id = 'l'`,
+		"due deliveries": `SELECT id FROM deliveries WHERE status = 'pending' AND next_attempt_at <= 5
+			AND (lease_until IS NULL OR lease_until <= 5) AND loop_id NOT IN (SELECT value FROM json_each('[]'))
+			ORDER BY next_attempt_at LIMIT 64`,
 	}
 	for name, q := range queries {
 		rows, err := raw.Query("EXPLAIN QUERY PLAN " + q)

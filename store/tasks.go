@@ -111,8 +111,10 @@ type Enqueued struct {
 // CreateTask creates, charges and either settles or queues a task, in one transaction:
 // an idempotent replay returns the original task and charges nothing; a stored record
 // younger than the freshness window settles the task at once; otherwise the task is
-// queued, unless the organization's backlog is full. A refusal (402, 422, 429) creates
-// and charges nothing.
+// queued, unless the organization's backlog is full. A task naming a Loop must name an
+// enabled Loop of the organization that takes its object type; one settled here sends
+// its event like any other. A refusal (400, 402, 409, 422, 429) creates and charges
+// nothing.
 func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 	var out *Enqueued
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
@@ -131,6 +133,11 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		}
 		if nt.IdempotencyKey != "" {
 			t.IdempotencyKey = &nt.IdempotencyKey
+		}
+		if nt.LoopID != nil {
+			if err := checkLoopForRun(ctx, tx, nt.OrgID, *nt.LoopID, t.ObjectType); err != nil {
+				return err
+			}
 		}
 		rec, err := findRecord(ctx, tx, originStore, recordKey(nt.Input.Lookup, nt.Input.Target))
 		if err != nil {
@@ -161,6 +168,8 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 			if err := joinQueue(ctx, tx, t.OrgID); err != nil {
 				return err
 			}
+		} else if err := deliverSettled(ctx, tx, t.ID, now); err != nil {
+			return err
 		}
 		if nt.IdempotencyKey != "" {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, body_hash, task_id, created_at)

@@ -1,0 +1,296 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"enrichd/enrich"
+
+	"github.com/google/uuid"
+)
+
+// Delivery statuses.
+const (
+	DeliveryPending   = "pending"
+	DeliverySucceeded = "succeeded"
+	DeliveryFailed    = "failed"
+)
+
+// Event kinds.
+const (
+	EventTaskSucceeded = "task.succeeded"
+	EventTaskFailed    = "task.failed"
+	EventTest          = "test"
+)
+
+// RetrySchedule is how long after a failed attempt the next one is due: attempt 1 is
+// immediate, attempt 2 comes 10 seconds after the first failed, and so on. After the
+// last attempt fails the delivery is failed.
+var RetrySchedule = []time.Duration{10 * time.Second, time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour}
+
+// MaxAttempts is how many scheduled attempts a delivery gets.
+var MaxAttempts = len(RetrySchedule) + 1
+
+// Delivery is one event sent (or to be sent) to a Loop's webhook. Its JSON is the
+// delivery of the API.
+type Delivery struct {
+	ID             string     `json:"id"`
+	LoopID         string     `json:"loop_id"`
+	Event          string     `json:"event"`
+	TaskID         *string    `json:"task_id"`
+	Status         string     `json:"status"`
+	Attempts       int        `json:"attempts"`
+	NextAttemptAt  *time.Time `json:"next_attempt_at"`
+	LastAttemptAt  *time.Time `json:"last_attempt_at"`
+	LastStatusCode *int       `json:"last_status_code"`
+	LastError      *string    `json:"last_error"`
+	CreatedAt      time.Time  `json:"created_at"`
+
+	OrgID string `json:"-"`
+}
+
+const deliveryColumns = `id, loop_id, org_id, event, task_id, status, attempts, next_attempt_at, last_attempt_at,
+	last_status_code, last_error, created_at`
+
+func scanDelivery(row scanner) (*Delivery, error) {
+	var d Delivery
+	var next, last sql.NullInt64
+	var created int64
+	if err := row.Scan(&d.ID, &d.LoopID, &d.OrgID, &d.Event, &d.TaskID, &d.Status, &d.Attempts, &next, &last,
+		&d.LastStatusCode, &d.LastError, &created); err != nil {
+		return nil, err
+	}
+	d.NextAttemptAt, d.LastAttemptAt, d.CreatedAt = fromNullMS(next), fromNullMS(last), fromMS(created)
+	return &d, nil
+}
+
+func deliveryNotFound() error {
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "delivery not found"}
+}
+
+// eventBody is the body of every webhook: {event, task, data, error}.
+type eventBody struct {
+	Event string            `json:"event"`
+	Task  *Task             `json:"task"`
+	Data  json.RawMessage   `json:"data"`
+	Error *enrich.TaskError `json:"error"`
+}
+
+// insertDelivery writes a pending delivery, due at once.
+func insertDelivery(ctx context.Context, tx *sql.Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*Delivery, error) {
+	d := &Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID,
+		Status: DeliveryPending, NextAttemptAt: &now, CreatedAt: now}
+	_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status, next_attempt_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`, d.ID, loopID, orgID, event, taskID, string(payload), ms(now), ms(now))
+	return d, err
+}
+
+// deliverSettled queues the task.succeeded or task.failed event of a task that has just
+// settled, in the transaction that settled it, so that no crash can lose it. A task
+// without a Loop, or whose Loop was deleted, sends nothing; a canceled one neither.
+func deliverSettled(ctx context.Context, tx *sql.Tx, taskID string, now time.Time) error {
+	t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
+	if err != nil {
+		return err
+	}
+	if t.LoopID == nil || (t.Status != StatusSucceeded && t.Status != StatusFailed) {
+		return nil
+	}
+	var exists int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM loops WHERE id = ?`, *t.LoopID).Scan(&exists); err != nil || exists == 0 {
+		return err
+	}
+	body := eventBody{Event: EventTaskSucceeded, Task: t, Data: t.Data, Error: t.Error}
+	if t.Status == StatusFailed {
+		body.Event, body.Data = EventTaskFailed, nil
+	}
+	if body.Data == nil {
+		body.Data = json.RawMessage("null")
+	}
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	_, err = insertDelivery(ctx, tx, *t.LoopID, t.OrgID, body.Event, &t.ID, payload, now)
+	return err
+}
+
+// CreateTestDelivery queues a `test` event to the Loop: body {event: "test", task:
+// null, data: null, error: null}. A disabled Loop can still be tested.
+func (db *DB) CreateTestDelivery(ctx context.Context, orgID, loopID string) (*Delivery, error) {
+	var d *Delivery
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
+			return err
+		}
+		payload, err := json.Marshal(eventBody{Event: EventTest, Data: json.RawMessage("null")})
+		if err != nil {
+			return err
+		}
+		d, err = insertDelivery(ctx, tx, loopID, orgID, EventTest, nil, payload, db.now())
+		return err
+	})
+	return d, err
+}
+
+// ListDeliveries returns a page of a Loop's deliveries, newest first, and how many it
+// has in all.
+func (db *DB) ListDeliveries(ctx context.Context, orgID, loopID string, page, pageSize int) ([]*Delivery, int64, error) {
+	deliveries := []*Delivery{}
+	var total int64
+	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
+		if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE loop_id = ?`, loopID).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE loop_id = ?
+			ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, loopID, pageSize, page*pageSize)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			d, err := scanDelivery(rows)
+			if err != nil {
+				return err
+			}
+			deliveries = append(deliveries, d)
+		}
+		return rows.Err()
+	})
+	return deliveries, total, err
+}
+
+// GetDelivery returns one of the organization's deliveries.
+func (db *DB) GetDelivery(ctx context.Context, orgID, id string) (*Delivery, error) {
+	d, err := scanDelivery(db.read.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ? AND org_id = ?`, id, orgID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, deliveryNotFound()
+	}
+	return d, err
+}
+
+// RetryDelivery makes a failed delivery due now, with the same id, for one more
+// attempt. Only a failed delivery can be retried (409 delivery_not_failed).
+func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, error) {
+	var d *Delivery
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ? AND org_id = ?`, id, orgID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return deliveryNotFound()
+		}
+		if err != nil {
+			return err
+		}
+		if d.Status != DeliveryFailed {
+			return &enrich.Error{Kind: enrich.KindConflict, Code: "delivery_not_failed",
+				Message: fmt.Sprintf("the delivery is %s; only a failed delivery can be retried", d.Status)}
+		}
+		now := db.now()
+		d.Status, d.NextAttemptAt = DeliveryPending, &now
+		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = 'pending', next_attempt_at = ?, lease_until = NULL WHERE id = ?`, ms(now), id)
+		return err
+	})
+	return d, err
+}
+
+// Dispatch is a delivery handed to the sender: what to send, where, and with which
+// secret to sign it.
+type Dispatch struct {
+	ID      string
+	LoopID  string
+	Event   string
+	URL     string
+	Secret  string
+	Payload []byte
+	Attempt int // 1 for the first
+}
+
+// ClaimDeliveries hands out up to limit due deliveries, oldest due first, under a lease
+// of the given length; deliveries to the Loops in skip are left for later (the sender
+// caps how many it sends to one receiver at a time).
+func (db *DB) ClaimDeliveries(ctx context.Context, limit int, lease time.Duration, skip []string) ([]*Dispatch, error) {
+	var out []*Dispatch
+	skipJSON, err := json.Marshal(append([]string{}, skip...))
+	if err != nil {
+		return nil, err
+	}
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
+		now := db.now()
+		rows, err := tx.QueryContext(ctx, `UPDATE deliveries SET lease_until = :lease_until
+			WHERE id IN (
+				SELECT id FROM deliveries
+				WHERE status = 'pending' AND next_attempt_at <= :now AND (lease_until IS NULL OR lease_until <= :now)
+				  AND loop_id NOT IN (SELECT value FROM json_each(:skip))
+				ORDER BY next_attempt_at LIMIT :limit)
+			RETURNING id, loop_id, event, payload, attempts + 1,
+				(SELECT webhook_url FROM loops WHERE loops.id = deliveries.loop_id),
+				(SELECT secret FROM loops WHERE loops.id = deliveries.loop_id)`,
+			sql.Named("lease_until", ms(now.Add(lease))), sql.Named("now", ms(now)), sql.Named("skip", string(skipJSON)),
+			sql.Named("limit", limit))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var d Dispatch
+			var payload string
+			if err := rows.Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret); err != nil {
+				return err
+			}
+			d.Payload = []byte(payload)
+			out = append(out, &d)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// Attempt is how one attempt to send a delivery went.
+type Attempt struct {
+	At         time.Time // when it was sent
+	StatusCode int       // 0 when no response came
+	Err        string    // "" when the receiver acknowledged
+}
+
+// RecordAttempt writes the outcome of an attempt: acknowledged, the delivery succeeded;
+// otherwise the next attempt is scheduled, or the delivery failed after the last one.
+func (db *DB) RecordAttempt(ctx context.Context, d *Dispatch, a Attempt) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		status, next := DeliverySucceeded, sql.NullInt64{}
+		if a.Err != "" {
+			status = DeliveryFailed
+			if d.Attempt < MaxAttempts {
+				status = DeliveryPending
+				next = sql.NullInt64{Int64: ms(a.At.Add(RetrySchedule[d.Attempt-1])), Valid: true}
+			}
+		}
+		var code, lastErr any
+		if a.StatusCode != 0 {
+			code = a.StatusCode
+		}
+		if a.Err != "" {
+			lastErr = a.Err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL,
+			last_attempt_at = ?, last_status_code = ?, last_error = ? WHERE id = ?`,
+			status, d.Attempt, next, ms(a.At), code, lastErr, d.ID)
+		return err
+	})
+}
+
+// ReleaseDelivery gives back a claimed delivery that was not sent (the sender is
+// stopping): it is due again at once, its attempt not counted.
+func (db *DB) ReleaseDelivery(ctx context.Context, d *Dispatch) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET lease_until = NULL WHERE id = ? AND status = 'pending'`, d.ID)
+		return err
+	})
+}
