@@ -1,0 +1,206 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"enrichd/netguard"
+	"enrichd/store"
+)
+
+// AttemptTimeout is how long one attempt may take before it counts as failed.
+const AttemptTimeout = 10 * time.Second
+
+// Sender delivers the deliveries the store says are due. Many go out at once, but at
+// most PerLoop to one Loop, so a slow receiver holds up only its own deliveries.
+type Sender struct {
+	db          *store.DB
+	client      *http.Client
+	log         *slog.Logger
+	concurrency int
+	perLoop     int
+	poll        time.Duration
+	lease       time.Duration
+	wake        chan struct{}
+}
+
+// SenderConfig tunes a Sender; zero values take the defaults.
+type SenderConfig struct {
+	Policy      netguard.Policy // which receivers may be reached
+	Concurrency int             // deliveries in flight at once; 64
+	PerLoop     int             // deliveries in flight to one Loop; 8
+	Poll        time.Duration   // how often to look for due deliveries nobody woke it for; 250ms
+	Logger      *slog.Logger
+}
+
+// NewSender returns a Sender over db. Call Run to start it.
+func NewSender(db *store.DB, cfg SenderConfig) *Sender {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 64
+	}
+	if cfg.PerLoop <= 0 {
+		cfg.PerLoop = 8
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 250 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Sender{
+		db:          db,
+		client:      cfg.Policy.Client(AttemptTimeout, 0),
+		log:         cfg.Logger,
+		concurrency: cfg.Concurrency,
+		perLoop:     cfg.PerLoop,
+		poll:        cfg.Poll,
+		// A claim outlives the attempt's timeout, so only a crashed sender's claims expire.
+		lease: 3 * AttemptTimeout,
+		wake:  make(chan struct{}, 1),
+	}
+}
+
+// Wake tells the sender that a delivery may have become due.
+func (s *Sender) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run sends due deliveries until ctx is canceled, then waits for the attempts in
+// flight to stop; an attempt cut short is not counted and is due again.
+func (s *Sender) Run(ctx context.Context) {
+	poll := time.NewTicker(s.poll)
+	defer poll.Stop()
+	inFlight := map[string]int{} // by Loop
+	total := 0
+	done := make(chan string)
+	for {
+		if free := s.concurrency - total; free > 0 && ctx.Err() == nil {
+			var busy []string
+			for loop, n := range inFlight {
+				if n >= s.perLoop {
+					busy = append(busy, loop)
+				}
+			}
+			claimed, err := s.db.ClaimDeliveries(ctx, free, s.lease, busy)
+			if err != nil && ctx.Err() == nil {
+				s.log.Error("claiming deliveries", "err", err)
+			}
+			for _, d := range claimed {
+				if inFlight[d.LoopID] >= s.perLoop {
+					// One claim can hold more than a Loop's share; the rest wait their turn.
+					s.release(d)
+					continue
+				}
+				inFlight[d.LoopID]++
+				total++
+				go func() {
+					s.deliver(ctx, d)
+					done <- d.LoopID
+				}()
+			}
+			if len(claimed) > 0 && len(claimed) == free {
+				continue // more may be due
+			}
+		}
+		if ctx.Err() != nil && total == 0 {
+			return
+		}
+		stopping := ctx.Done()
+		if ctx.Err() != nil {
+			stopping = nil // only the attempts in flight are left to wait for
+		}
+		select {
+		case loop := <-done:
+			total--
+			if inFlight[loop]--; inFlight[loop] == 0 {
+				delete(inFlight, loop)
+			}
+		case <-s.wake:
+		case <-poll.C:
+		case <-stopping:
+		}
+	}
+}
+
+func (s *Sender) release(d *store.Dispatch) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.db.ReleaseDelivery(ctx, d); err != nil {
+		s.log.Error("releasing a delivery", "delivery", d.ID, "err", err)
+	}
+}
+
+// deliver makes one attempt and records how it went.
+func (s *Sender) deliver(ctx context.Context, d *store.Dispatch) {
+	at := s.db.Now().UTC()
+	status, err := s.send(ctx, d, at)
+	if ctx.Err() != nil {
+		s.release(d)
+		return
+	}
+	a := store.Attempt{At: at.Truncate(time.Millisecond), StatusCode: status}
+	if err != nil {
+		a.Err = err.Error()
+		s.log.Warn("webhook delivery attempt failed", "delivery", d.ID, "loop", d.LoopID, "attempt", d.Attempt, "status", status, "err", a.Err)
+	}
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.db.RecordAttempt(recordCtx, d, a); err != nil {
+		s.log.Error("recording a delivery attempt", "delivery", d.ID, "err", err)
+	}
+}
+
+// send posts the delivery, signed at the given time. Any 2xx acknowledges.
+func (s *Sender) send(ctx context.Context, d *store.Dispatch, at time.Time) (int, error) {
+	reqCtx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, d.URL, bytes.NewReader(d.Payload))
+	if err != nil {
+		return 0, fmt.Errorf("the webhook URL cannot be used: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set(HeaderEvent, d.Event)
+	req.Header.Set(HeaderDeliveryID, d.ID)
+	req.Header.Set(HeaderSignature, Sign(d.Payload, d.Secret, at))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		switch {
+		case errors.Is(err, netguard.ErrNotPublic):
+			return 0, errors.New("the webhook URL resolves to an address that is not publicly reachable")
+		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+			return 0, fmt.Errorf("no response within %s", AttemptTimeout)
+		}
+		return 0, fmt.Errorf("could not reach the receiver: %v", unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, fmt.Errorf("the receiver answered %s", resp.Status)
+	}
+	return resp.StatusCode, nil
+}
+
+// unwrapURLError drops the "Post <url>:" prefix the client adds: the URL is the Loop's.
+func unwrapURLError(err error) error {
+	var u *url.Error
+	if errors.As(err, &u) {
+		return u.Err
+	}
+	return err
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
