@@ -36,6 +36,8 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newCreditsCommand(),
 		newImportCommand(),
 		newTasksCommand(),
+		newLoopsCommand(),
+		newDeliveriesCommand(),
 	)
 	return root
 }

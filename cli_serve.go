@@ -57,6 +57,10 @@ func newServeCommand() *cobra.Command {
 			if err := checkServeConfig(cmd, cfg); err != nil {
 				return err
 			}
+			cfg.WebhookPolicy = webhookPolicy(cmd)
+			if cfg.WebhookPolicy.AllowPrivate {
+				logger.Warn("--allow-private-webhooks is on: webhooks may be sent over plain http and to loopback and private addresses; use it only for local development")
+			}
 			addr, _ := f.GetString("addr")
 			return serve(cmd.Context(), addr, db, cfg)
 		},
@@ -74,6 +78,7 @@ func newServeCommand() *cobra.Command {
 	f.Duration("sim-latency", 0, "sim source: latency added to every call")
 	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
 	f.String("log-format", "json", "log format: json or text")
+	f.Bool("allow-private-webhooks", false, allowPrivateHelp)
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -612,4 +613,93 @@ func TestServeBadFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestLoopsBesideARunningServer(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	db := newDBPath(t)
+	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
+
+	// The database holds the Loops' signing secrets: its owner alone may read it.
+	info, err := os.Stat(db)
+	is.NoErr(err)
+	is.Equal(info.Mode().Perm(), os.FileMode(0o600))
+
+	var mu sync.Mutex
+	var got []*http.Request
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, r)
+	}))
+	defer receiver.Close()
+	received := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+
+	// Plain http and loopback are refused unless allowed for development.
+	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", receiver.URL, "--db", db), "https")
+	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", "https://127.0.0.1/in", "--db", db), "not publicly reachable")
+	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", "https://example.com/in", "--object-type", "job", "--db", db), "--object-type")
+
+	out := mustCLI(t, "loops", "create", "--org", "acme", "--name", "CRM Hooks", "--url", receiver.URL, "--allow-private-webhooks", "--db", db)
+	var created store.Loop
+	is.NoErr(json.Unmarshal([]byte(out), &created))
+	is.Equal(created.Slug, "crm-hooks")
+	is.True(strings.HasPrefix(created.Destination.Secret, "whsec_"))
+	is.True(!strings.Contains(mustCLI(t, "loops", "get", "--org", "acme", "crm-hooks", "--db", db), "whsec_"))
+	list := lines(mustCLI(t, "loops", "list", "--org", "acme", "--db", db))
+	is.Equal(len(list), 1)
+	contains(t, list[0], created.ID+"\tcrm-hooks\tcompany\tenabled\t"+receiver.URL)
+	contains(t, failCLI(t, "loops", "get", "--org", "acme", "nope", "--db", db), `no Loop "nope"`)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--workers", "1", "--allow-private-webhooks"}, &stdout, &stderr)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	base := waitListening(t, &stderr, done)
+	contains(t, stderr.String(), "--allow-private-webhooks is on")
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+
+	mustCLI(t, "loops", "disable", "--org", "acme", "crm-hooks", "--db", db)
+	status, resp, raw := call(t, client, http.MethodPost, base+"/v1/loops/"+created.ID+"/run", key, `{"domain":"acme.com"}`)
+	is.Equal(status, http.StatusConflict)
+	is.Equal(resp.Code, "loop_disabled")
+	mustCLI(t, "loops", "enable", "--org", "acme", created.ID, "--db", db)
+	status, _, raw = call(t, client, http.MethodGet, base+"/v1/loops/"+created.ID, key, "")
+	is.Equal(status, http.StatusOK)
+	contains(t, raw, `"enabled":true`)
+
+	// A test event queued by the CLI is sent by the running server.
+	deliveryID := strings.TrimSpace(mustCLI(t, "loops", "test", "--org", "acme", "crm-hooks", "--db", db))
+	deadline := time.Now().Add(10 * time.Second)
+	for received() < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	is.Equal(received(), 1)
+	mu.Lock()
+	is.Equal(got[0].Header.Get("X-Service-Delivery-Id"), deliveryID)
+	is.Equal(got[0].Header.Get("X-Service-Event"), "test")
+	mu.Unlock()
+	var row string
+	for time.Now().Before(deadline) {
+		if row = mustCLI(t, "deliveries", "list", "--org", "acme", "--loop", "crm-hooks", "--db", db); strings.Contains(row, "succeeded") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	contains(t, row, deliveryID+"\ttest\tsucceeded\tattempts=1\tnext=-\tstatus_code=200")
+	contains(t, failCLI(t, "deliveries", "retry", "--org", "acme", deliveryID, "--db", db), "only a failed delivery can be retried")
+	contains(t, failCLI(t, "deliveries", "retry", "--org", "acme", "0195f3a2-6b1c-7cde-8f00-123456789abc", "--db", db), "delivery not found")
+
+	mustCLI(t, "loops", "delete", "--org", "acme", "crm-hooks", "--db", db)
+	is.Equal(len(lines(mustCLI(t, "loops", "list", "--org", "acme", "--db", db))), 0)
+	status, _, _ = call(t, client, http.MethodGet, base+"/v1/loops/"+created.ID, key, "")
+	is.Equal(status, http.StatusNotFound)
 }

@@ -64,12 +64,20 @@ func handleEnrichPerson(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		if in.Lookup == enrich.LookupEmail {
-			s.error(w, r, enrich.Errorf(enrich.KindInvalid, "email lookups are not enabled on this server; send networkUrl with the person's profile URL"))
+		if err := s.lookupEnabled(in); err != nil {
+			s.error(w, r, err)
 			return
 		}
 		s.enqueue(w, r, in, req.LoopID, req)
 	})
+}
+
+// lookupEnabled refuses the lookups this server does not offer.
+func (s *Server) lookupEnabled(in enrich.Input) error {
+	if in.Lookup == enrich.LookupEmail {
+		return enrich.Errorf(enrich.KindInvalid, "email lookups are not enabled on this server; send networkUrl with the person's profile URL")
+	}
+	return nil
 }
 
 // enqueue creates the task for a validated input and answers with the enqueue
@@ -81,13 +89,13 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 		s.error(w, r, enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is longer than %d characters", maxIdempotencyKey))
 		return
 	}
+	bind := info(r).route + "\n"
 	if loopID != nil {
 		if _, err := uuid.Parse(*loopID); err != nil {
 			s.error(w, r, enrich.Errorf(enrich.KindInvalid, "loop_id must be the uuid of a Loop"))
 			return
 		}
-		s.error(w, r, enrich.Errorf(enrich.KindInvalid, "loop_id %s names no Loop of your organization", *loopID))
-		return
+		bind += *loopID + "\n"
 	}
 	raw, err := json.Marshal(req)
 	if err != nil {
@@ -96,7 +104,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 	}
 	// The key is bound to the request as decoded, so the same fields in another order
 	// or spacing are the same request.
-	sum := sha256.Sum256(append([]byte(info(r).route+"\n"), raw...))
+	sum := sha256.Sum256(append([]byte(bind), raw...))
 	res, err := s.db.CreateTask(r.Context(), store.NewTask{
 		OrgID: principal(r).OrgID, Input: in, RawInput: raw, LoopID: loopID,
 		IdempotencyKey: key, BodyHash: hex.EncodeToString(sum[:]),
@@ -111,6 +119,9 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 	if !t.Settled() && !res.Replayed {
 		status = http.StatusAccepted
 		s.wakeWorker()
+	}
+	if t.Settled() && t.LoopID != nil && !res.Replayed {
+		s.sender.Wake()
 	}
 	if !t.Settled() {
 		w.Header().Set("Retry-After", "2")

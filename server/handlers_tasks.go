@@ -53,12 +53,7 @@ func handleListTasks(s *Server) http.Handler {
 			s.error(w, r, enrich.Errorf(enrich.KindInvalid, "status must be one of queued, running, succeeded, failed, canceled"))
 			return
 		}
-		page, err := intParam(q, "page", 0, 0, 1_000_000_000)
-		if err != nil {
-			s.error(w, r, err)
-			return
-		}
-		size, err := intParam(q, "pageSize", defaultPageSize, 1, maxPageSize)
+		page, size, err := pageParams(r)
 		if err != nil {
 			s.error(w, r, err)
 			return
@@ -73,6 +68,17 @@ func handleListTasks(s *Server) http.Handler {
 		}
 		encode(w, http.StatusOK, response{Data: tasks, Total: total})
 	})
+}
+
+// pageParams reads the paging of a list: page from 0, pageSize from 1 to 100, 25 when
+// absent.
+func pageParams(r *http.Request) (page, size int, err error) {
+	q := r.URL.Query()
+	if page, err = intParam(q, "page", 0, 0, 1_000_000_000); err != nil {
+		return 0, 0, err
+	}
+	size, err = intParam(q, "pageSize", defaultPageSize, 1, maxPageSize)
+	return page, size, err
 }
 
 // intParam reads an integer query parameter from lo to hi: plain digits, def when the

@@ -17,6 +17,16 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/tasks/:id", s.route("get_task", s.authed(handleGetTask(s))))
 	r.Handler(http.MethodPost, "/v1/tasks/:id/cancel", s.route("cancel_task", s.authed(handleCancelTask(s))))
 
+	r.Handler(http.MethodPost, "/v1/loops", s.route("create_loop", s.authed(handleCreateLoop(s))))
+	r.Handler(http.MethodGet, "/v1/loops", s.route("list_loops", s.authed(handleListLoops(s))))
+	r.Handler(http.MethodGet, "/v1/loops/:id", s.route("get_loop", s.authed(handleGetLoop(s))))
+	r.Handler(http.MethodPatch, "/v1/loops/:id", s.route("update_loop", s.authed(handleUpdateLoop(s))))
+	r.Handler(http.MethodDelete, "/v1/loops/:id", s.route("delete_loop", s.authed(handleDeleteLoop(s))))
+	r.Handler(http.MethodPost, "/v1/loops/:id/run", s.route("run_loop", s.authed(handleRunLoop(s))))
+	r.Handler(http.MethodPost, "/v1/loops/:id/test", s.route("test_loop", s.authed(handleTestLoop(s))))
+	r.Handler(http.MethodGet, "/v1/loops/:id/deliveries", s.route("list_deliveries", s.authed(handleListDeliveries(s))))
+	r.Handler(http.MethodPost, "/v1/deliveries/:id/retry", s.route("retry_delivery", s.authed(handleRetryDelivery(s))))
+
 	r.NotFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})))

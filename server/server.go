@@ -1,6 +1,6 @@
 // Package server owns enrichd's HTTP API and its task workers: routes, handlers,
-// authentication, rate limits, JSON errors, and the workers that claim queued tasks,
-// run the enrichment pipeline and settle them. It knows no SQL: all state is in store.
+// authentication, rate limits, JSON errors, the workers that claim queued tasks, run
+// the enrichment pipeline and settle them, and the webhook sender beside them. It knows no SQL: all state is in store.
 package server
 
 import (
@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/netguard"
 	"enrichd/store"
+	"enrichd/webhook"
 
 	"github.com/julienschmidt/httprouter"
 	"golang.org/x/time/rate"
@@ -28,7 +30,14 @@ type Config struct {
 	RateKey       Rate          // per API key; zero Limit disables
 	NetworkHost   string
 	Sources       []enrich.Source
-	Logger        *slog.Logger
+	// WebhookPolicy says which webhook URLs are accepted and reached: https to public
+	// addresses only, unless AllowPrivate (local development and tests).
+	WebhookPolicy netguard.Policy
+	// DeliveryConcurrency caps the webhook deliveries in flight; DeliveryPerLoop those
+	// to one Loop. Zero takes the sender's defaults.
+	DeliveryConcurrency int
+	DeliveryPerLoop     int
+	Logger              *slog.Logger
 }
 
 // Rate is a token bucket: Limit requests a second, bursts of up to Burst.
@@ -64,6 +73,7 @@ type Server struct {
 	ipLimits  *limiter
 	keyLimits *limiter
 	wake      chan struct{} // an enqueue wakes an idle worker
+	sender    *webhook.Sender
 	handler   http.Handler
 }
 
@@ -103,6 +113,8 @@ func New(db *store.DB, cfg Config) *Server {
 		ipLimits:  newLimiter(cfg.RateIP),
 		keyLimits: newLimiter(cfg.RateKey),
 		wake:      make(chan struct{}, cfg.Workers),
+		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
+			PerLoop: cfg.DeliveryPerLoop, Poll: cfg.PollInterval, Logger: cfg.Logger}),
 	}
 	router := httprouter.New()
 	router.RedirectTrailingSlash = false

@@ -10,8 +10,8 @@ import (
 )
 
 // RunWorkers processes the queue until ctx is canceled: cfg.Workers workers claim and
-// enrich tasks, and a sweeper fails expired tasks and requeues the claims of workers
-// that died. It returns once every worker has stopped; a task still in hand then goes
+// enrich tasks, a sweeper fails expired tasks and requeues the claims of workers that
+// died, and the webhook sender delivers the Loops' events. It returns once every worker has stopped; a task still in hand then goes
 // back to the queue.
 func (s *Server) RunWorkers(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -19,6 +19,11 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		s.sweep(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.sender.Run(ctx)
 	}()
 	for range s.cfg.Workers {
 		wg.Add(1)
@@ -74,6 +79,7 @@ func (s *Server) sweep(ctx context.Context) {
 			s.log.Error("expiring tasks", "err", err)
 		} else if n > 0 {
 			s.log.Info("expired tasks past their lifetime", "tasks", n)
+			s.sender.Wake()
 		}
 		select {
 		case <-ctx.Done():
@@ -123,6 +129,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 	if _, err := s.db.Settle(settleCtx, c, out); err != nil {
 		s.log.Error("settling a task", "task", c.TaskID, "err", err)
 	}
+	s.sender.Wake() // in case the task has a Loop
 }
 
 // keepLease extends the claim's lease while the task runs, and cancels the task once

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"enrichd/enrich"
+	"enrichd/netguard"
+	"enrichd/store"
+
+	"github.com/spf13/cobra"
+)
+
+const allowPrivateHelp = "accept plain http and non-public webhook addresses (loopback, private networks): for local development and tests only"
+
+func webhookPolicy(cmd *cobra.Command) netguard.Policy {
+	allow, _ := cmd.Flags().GetBool("allow-private-webhooks")
+	return netguard.Policy{AllowPrivate: allow}
+}
+
+// findLoopArg finds the organization's Loop named by id or slug.
+func findLoopArg(cmd *cobra.Command, db *store.DB, arg string) (*store.Loop, error) {
+	org, err := db.FindOrg(cmd.Context(), orgFlag(cmd))
+	if err != nil {
+		return nil, err
+	}
+	loops, err := db.ListLoops(cmd.Context(), org.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range loops {
+		if l.ID == arg || l.Slug == arg {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("organization %s has no Loop %q (give its id or slug; `enrichd loops list --org %s` lists them)", org.Name, arg, org.Name)
+}
+
+func printJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newLoopsCommand() *cobra.Command {
+	loops := &cobra.Command{Use: "loops", Short: "Manage Loops: webhook destinations of enrichment results"}
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create a Loop; prints it as JSON with its signing secret, shown this once",
+		Args:  cobra.NoArgs,
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			f := cmd.Flags()
+			name, _ := f.GetString("name")
+			url, _ := f.GetString("url")
+			objectType, _ := f.GetString("object-type")
+			disabled, _ := f.GetBool("disabled")
+			if objectType != enrich.ObjectCompany && objectType != enrich.ObjectPerson {
+				return fmt.Errorf("--object-type must be company or person")
+			}
+			if strings.TrimSpace(name) == "" {
+				return fmt.Errorf("--name must not be blank")
+			}
+			if _, err := webhookPolicy(cmd).CheckURL(cmd.Context(), url); err != nil {
+				return fmt.Errorf("--url: %w", err)
+			}
+			org, err := db.FindOrg(cmd.Context(), orgFlag(cmd))
+			if err != nil {
+				return err
+			}
+			l, err := db.CreateLoop(cmd.Context(), store.NewLoop{OrgID: org.ID, Name: name, ObjectType: objectType, WebhookURL: url, Enabled: !disabled})
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd, l)
+		}),
+	}
+	requiredOrg(create)
+	create.Flags().String("name", "", "name of the Loop (required)")
+	create.Flags().String("url", "", "https webhook URL, publicly reachable (required)")
+	create.Flags().String("object-type", enrich.ObjectCompany, "company or person")
+	create.Flags().Bool("disabled", false, "create it disabled")
+	create.Flags().Bool("allow-private-webhooks", false, allowPrivateHelp)
+	create.MarkFlagRequired("name")
+	create.MarkFlagRequired("url")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List an organization's Loops",
+		Args:  cobra.NoArgs,
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			org, err := db.FindOrg(cmd.Context(), orgFlag(cmd))
+			if err != nil {
+				return err
+			}
+			loops, err := db.ListLoops(cmd.Context(), org.ID)
+			if err != nil {
+				return err
+			}
+			for _, l := range loops {
+				state := "enabled"
+				if !l.Enabled {
+					state = "disabled"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\t%s\n", l.ID, l.Slug, l.ObjectType, state, l.Destination.URL)
+			}
+			return nil
+		}),
+	}
+	requiredOrg(list)
+
+	get := &cobra.Command{
+		Use:   "get ID|SLUG",
+		Short: "Print a Loop as JSON (without its secret)",
+		Args:  cobra.ExactArgs(1),
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			l, err := findLoopArg(cmd, db, args[0])
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd, l)
+		}),
+	}
+	requiredOrg(get)
+
+	setEnabled := func(use, short string, enabled bool) *cobra.Command {
+		c := &cobra.Command{
+			Use:   use + " ID|SLUG",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+				l, err := findLoopArg(cmd, db, args[0])
+				if err != nil {
+					return err
+				}
+				if _, err := db.UpdateLoop(cmd.Context(), l.OrgID, l.ID, store.LoopPatch{Enabled: &enabled}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%sd loop %s (%s)\n", use, l.Slug, l.ID)
+				return nil
+			}),
+		}
+		requiredOrg(c)
+		return c
+	}
+
+	del := &cobra.Command{
+		Use:   "delete ID|SLUG",
+		Short: "Delete a Loop and its deliveries (how a lost signing secret is replaced)",
+		Args:  cobra.ExactArgs(1),
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			l, err := findLoopArg(cmd, db, args[0])
+			if err != nil {
+				return err
+			}
+			if err := db.DeleteLoop(cmd.Context(), l.OrgID, l.ID); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted loop %s (%s)\n", l.Slug, l.ID)
+			return nil
+		}),
+	}
+	requiredOrg(del)
+
+	test := &cobra.Command{
+		Use:   "test ID|SLUG",
+		Short: "Queue a test event to a Loop's webhook; a running serve sends it",
+		Args:  cobra.ExactArgs(1),
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			l, err := findLoopArg(cmd, db, args[0])
+			if err != nil {
+				return err
+			}
+			d, err := db.CreateTestDelivery(cmd.Context(), l.OrgID, l.ID)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", d.ID)
+			return nil
+		}),
+	}
+	requiredOrg(test)
+
+	loops.AddCommand(create, list, get,
+		setEnabled("enable", "Enable a Loop: it takes new runs again", true),
+		setEnabled("disable", "Disable a Loop: it takes no new runs; tasks in flight still deliver", false),
+		del, test)
+	return loops
+}
+
+func newDeliveriesCommand() *cobra.Command {
+	deliveries := &cobra.Command{Use: "deliveries", Short: "Read and retry webhook deliveries"}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List a Loop's deliveries, newest first",
+		Args:  cobra.NoArgs,
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			loopArg, _ := cmd.Flags().GetString("loop")
+			limit, _ := cmd.Flags().GetInt("limit")
+			if limit < 1 || limit > 100 {
+				return fmt.Errorf("--limit must be from 1 to 100")
+			}
+			l, err := findLoopArg(cmd, db, loopArg)
+			if err != nil {
+				return err
+			}
+			ds, total, err := db.ListDeliveries(cmd.Context(), l.OrgID, l.ID, 0, limit)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, d := range ds {
+				next, code, lastErr := "-", "-", ""
+				if d.NextAttemptAt != nil {
+					next = d.NextAttemptAt.Format(timeFormat)
+				}
+				if d.LastStatusCode != nil {
+					code = fmt.Sprint(*d.LastStatusCode)
+				}
+				if d.LastError != nil {
+					lastErr = *d.LastError
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\tattempts=%d\tnext=%s\tstatus_code=%s\t%s\n", d.ID, d.Event, d.Status, d.Attempts, next, code, lastErr)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d of %d deliveries\n", len(ds), total)
+			return nil
+		}),
+	}
+	requiredOrg(list)
+	list.Flags().String("loop", "", "the Loop's id or slug (required)")
+	list.Flags().Int("limit", 25, "how many to list, newest first (at most 100)")
+	list.MarkFlagRequired("loop")
+
+	retry := &cobra.Command{
+		Use:   "retry DELIVERY_ID",
+		Short: "Send a failed delivery again, with the same delivery id; a running serve sends it",
+		Args:  cobra.ExactArgs(1),
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			org, err := db.FindOrg(cmd.Context(), orgFlag(cmd))
+			if err != nil {
+				return err
+			}
+			d, err := db.RetryDelivery(cmd.Context(), org.ID, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "delivery %s is due again (attempt %d)\n", d.ID, d.Attempts+1)
+			return nil
+		}),
+	}
+	requiredOrg(retry)
+	deliveries.AddCommand(list, retry)
+	return deliveries
+}
