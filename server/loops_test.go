@@ -705,3 +705,21 @@ func TestDeliveriesListPages(t *testing.T) {
 	is.Equal(bad.status, http.StatusBadRequest)
 	is.True(strings.Contains(bad.str("error"), "pageSize"))
 }
+
+func TestAReceiverThatDoesNotAnswerInTimeFailsTheAttempt(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks, func(cfg *server.Config) { cfg.DeliveryTimeout = 100 * time.Millisecond })
+	rcv := newReceiver(t)
+	rcv.hold() // answers only when released: never, within the attempt
+	loopID, _ := e.createLoop("Stuck", rcv.srv.URL, "company")
+	e.startWorkers()
+	is.Equal(e.do("POST", "/v1/loops/"+loopID+"/test", nil).status, http.StatusAccepted)
+	d := e.waitDelivery(loopID, attempts(1))
+	is.Equal(d["status"], "pending")
+	is.Equal(d["last_status_code"], nil)
+	is.True(strings.Contains(d["last_error"].(string), "no response within 100ms"))
+
+	rcv.release()
+	e.clock.Add(10 * time.Second)
+	is.Equal(e.waitDelivery(loopID, attempts(2))["status"], "succeeded")
+}

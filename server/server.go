@@ -37,6 +37,7 @@ type Config struct {
 	// to one Loop. Zero takes the sender's defaults.
 	DeliveryConcurrency int
 	DeliveryPerLoop     int
+	DeliveryTimeout     time.Duration // how long one attempt may take; 10 s
 	Logger              *slog.Logger
 }
 
@@ -114,7 +115,7 @@ func New(db *store.DB, cfg Config) *Server {
 		keyLimits: newLimiter(cfg.RateKey),
 		wake:      make(chan struct{}, cfg.Workers),
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
-			PerLoop: cfg.DeliveryPerLoop, Poll: cfg.PollInterval, Logger: cfg.Logger}),
+			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger}),
 	}
 	router := httprouter.New()
 	router.RedirectTrailingSlash = false

@@ -15,8 +15,8 @@ import (
 	"enrichd/store"
 )
 
-// AttemptTimeout is how long one attempt may take before it counts as failed.
-const AttemptTimeout = 10 * time.Second
+// DefaultAttemptTimeout is how long one attempt may take before it counts as failed.
+const DefaultAttemptTimeout = 10 * time.Second
 
 // Sender delivers the deliveries the store says are due. Many go out at once, but at
 // most PerLoop to one Loop, so a slow receiver holds up only its own deliveries.
@@ -27,6 +27,7 @@ type Sender struct {
 	concurrency int
 	perLoop     int
 	poll        time.Duration
+	timeout     time.Duration
 	lease       time.Duration
 	wake        chan struct{}
 }
@@ -37,6 +38,7 @@ type SenderConfig struct {
 	Concurrency int             // deliveries in flight at once; 64
 	PerLoop     int             // deliveries in flight to one Loop; 8
 	Poll        time.Duration   // how often to look for due deliveries nobody woke it for; 250ms
+	Timeout     time.Duration   // how long an attempt may take; DefaultAttemptTimeout
 	Logger      *slog.Logger
 }
 
@@ -54,15 +56,19 @@ func NewSender(db *store.DB, cfg SenderConfig) *Sender {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultAttemptTimeout
+	}
 	return &Sender{
 		db:          db,
-		client:      cfg.Policy.Client(AttemptTimeout, 0),
+		client:      cfg.Policy.Client(cfg.Timeout, 0),
 		log:         cfg.Logger,
 		concurrency: cfg.Concurrency,
 		perLoop:     cfg.PerLoop,
 		poll:        cfg.Poll,
+		timeout:     cfg.Timeout,
 		// A claim outlives the attempt's timeout, so only a crashed sender's claims expire.
-		lease: 3 * AttemptTimeout,
+		lease: 3 * cfg.Timeout,
 		wake:  make(chan struct{}, 1),
 	}
 }
@@ -162,7 +168,7 @@ func (s *Sender) deliver(ctx context.Context, d *store.Dispatch) {
 
 // send posts the delivery, signed at the given time. Any 2xx acknowledges.
 func (s *Sender) send(ctx context.Context, d *store.Dispatch, at time.Time) (int, error) {
-	reqCtx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	reqCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, d.URL, bytes.NewReader(d.Payload))
 	if err != nil {
@@ -179,7 +185,7 @@ func (s *Sender) send(ctx context.Context, d *store.Dispatch, at time.Time) (int
 		case errors.Is(err, netguard.ErrNotPublic):
 			return 0, errors.New("the webhook URL resolves to an address that is not publicly reachable")
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-			return 0, fmt.Errorf("no response within %s", AttemptTimeout)
+			return 0, fmt.Errorf("no response within %s", s.timeout)
 		}
 		return 0, fmt.Errorf("could not reach the receiver: %v", unwrapURLError(err))
 	}
