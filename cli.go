@@ -38,6 +38,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newTasksCommand(),
 		newLoopsCommand(),
 		newDeliveriesCommand(),
+		newBenchCommand(),
 	)
 	return root
 }

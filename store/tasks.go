@@ -315,3 +315,10 @@ func (db *DB) CancelTask(ctx context.Context, orgID, id string) (*Task, error) {
 	})
 	return t, err
 }
+
+// CountTasks counts the organization's tasks in one status.
+func (db *DB) CountTasks(ctx context.Context, orgID, status string) (int64, error) {
+	var n int64
+	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE org_id = ? AND status = ?`, orgID, status).Scan(&n)
+	return n, err
+}

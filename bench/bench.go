@@ -1,0 +1,582 @@
+// Package bench owns `enrichd bench`: it starts the real service in-process on a
+// loopback port over a temporary database and the synthetic `sim` source, drives it
+// through real HTTP with a bounded load generator, and measures, in the same run, the
+// raw SQLite ceiling of the same work with the store's own connection setup.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/netguard"
+	"enrichd/server"
+	"enrichd/store"
+)
+
+// Scenarios in the order they run.
+var Scenarios = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair"}
+
+// Options is one bench run.
+type Options struct {
+	Schema      string        // the text of schema.sql
+	Duration    time.Duration // how long each timed scenario drives load
+	Concurrency int           // clients sending at once
+	Scenarios   []string      // which to run; all when empty
+	Workers     int           // task workers of the service
+	Progress    io.Writer     // a line per scenario as it starts; nil for none
+}
+
+// Result is one scenario's figures.
+type Result struct {
+	Scenario string  `json:"scenario"`
+	Unit     string  `json:"unit"`  // what Rate counts per second, or "s" for fair
+	Rate     float64 `json:"rate"`  // per second; for fair, the seconds the small org waited
+	Count    int64   `json:"count"` // requests, tasks or deliveries measured
+	Errors   int64   `json:"errors"`
+	P50ms    float64 `json:"p50_ms"`
+	P99ms    float64 `json:"p99_ms"`
+	// Ceiling is the raw SQLite rate of the same work, CeilingUnit what it counts.
+	Ceiling     float64 `json:"ceiling,omitempty"`
+	CeilingUnit string  `json:"ceiling_unit,omitempty"`
+	Ratio       float64 `json:"ratio,omitempty"` // Rate / Ceiling
+	Note        string  `json:"note,omitempty"`
+}
+
+// Report is a whole run.
+type Report struct {
+	Date        time.Time `json:"date"`
+	CPUs        int       `json:"cpus"`
+	GoVersion   string    `json:"go_version"`
+	Concurrency int       `json:"concurrency"`
+	Duration    string    `json:"duration"`
+	Results     []Result  `json:"results"`
+}
+
+// Run runs the scenarios and returns their figures.
+func Run(ctx context.Context, opt Options) (*Report, error) {
+	if opt.Duration <= 0 || opt.Concurrency <= 0 {
+		return nil, errors.New("bench: duration and concurrency must be positive")
+	}
+	names := opt.Scenarios
+	if len(names) == 0 {
+		names = Scenarios
+	}
+	for _, n := range names {
+		if !slices.Contains(Scenarios, n) {
+			return nil, fmt.Errorf("unknown scenario %q; the scenarios are %s", n, strings.Join(Scenarios, ", "))
+		}
+	}
+	ceil := &ceilings{opt: opt}
+	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+		Concurrency: opt.Concurrency, Duration: opt.Duration.String()}
+	for _, name := range Scenarios {
+		if !slices.Contains(names, name) {
+			continue
+		}
+		if opt.Progress != nil {
+			fmt.Fprintf(opt.Progress, "running %s ...\n", name)
+		}
+		var res Result
+		var err error
+		switch name {
+		case "enqueue-hit":
+			res, err = enqueueHit(ctx, opt)
+			if err == nil {
+				err = ceil.withWrite(ctx, &res)
+			}
+		case "enqueue-miss":
+			res, err = enqueueMiss(ctx, opt)
+			if err == nil {
+				err = ceil.withWrite(ctx, &res)
+			}
+		case "read":
+			res, err = read(ctx, opt)
+			if err == nil {
+				err = ceil.withRead(ctx, &res)
+			}
+		case "deliver":
+			res, err = deliver(ctx, opt)
+			if err == nil {
+				err = ceil.withWrite(ctx, &res)
+			}
+		case "fair":
+			res, err = fair(ctx, opt)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	return rep, nil
+}
+
+// env is one enrichd under test: a temporary database, the real server on a loopback
+// listener, its workers running.
+type env struct {
+	dir    string
+	db     *store.DB
+	srv    *server.Server
+	http   *http.Server
+	base   string
+	client *http.Client
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+func newEnv(ctx context.Context, opt Options, configure func(*server.Config)) (*env, error) {
+	dir, err := os.MkdirTemp("", "enrichd-bench-")
+	if err != nil {
+		return nil, err
+	}
+	e := &env{dir: dir}
+	if e.db, err = store.Open(ctx, filepath.Join(dir, "bench.db"), opt.Schema); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	cfg := server.DefaultConfig()
+	cfg.Workers = opt.Workers
+	cfg.MaxBacklog = 1 << 40
+	cfg.RateIP, cfg.RateKey = server.Rate{}, server.Rate{}
+	// The log line of every request is part of the cost measured; it goes nowhere.
+	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	cfg.Sources = []enrich.Source{&enrich.Sim{NetworkHost: enrich.DefaultNetworkHost}}
+	cfg.WebhookPolicy = netguard.Policy{AllowPrivate: true} // the receiver is on loopback
+	if configure != nil {
+		configure(&cfg)
+	}
+	e.srv = server.New(e.db, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	e.base = "http://" + ln.Addr().String()
+	e.http = &http.Server{Handler: e.srv, ReadHeaderTimeout: 10 * time.Second}
+	go e.http.Serve(ln)
+	e.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
+	return e, nil
+}
+
+func (e *env) startWorkers() {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stop, e.done = cancel, make(chan struct{})
+	go func() {
+		defer close(e.done)
+		e.srv.RunWorkers(ctx)
+	}()
+}
+
+func (e *env) close() {
+	if e.stop != nil {
+		e.stop()
+		<-e.done
+	}
+	if e.http != nil {
+		e.http.Close()
+	}
+	if e.client != nil {
+		e.client.CloseIdleConnections()
+	}
+	if e.db != nil {
+		e.db.Close()
+	}
+	os.RemoveAll(e.dir)
+}
+
+// newOrg creates an organization with plenty of credits and returns a key of it.
+func (e *env) newOrg(ctx context.Context, name string) (string, error) {
+	key, _, err := e.db.CreateKey(ctx, name, "bench", true)
+	if err != nil {
+		return "", err
+	}
+	_, err = e.db.GrantCredits(ctx, name, 1<<40, nil)
+	return key, err
+}
+
+// post sends a JSON body and returns the status and the task id of an enqueue
+// response (or "" for other bodies).
+func (e *env) post(ctx context.Context, key, path, body string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+path, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	return e.send(req)
+}
+
+func (e *env) get(ctx context.Context, key, path string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	return e.send(req)
+}
+
+func (e *env) send(req *http.Request) (int, string, error) {
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, taskID(raw), err
+}
+
+// taskID picks the task id out of an enqueue or task response without a full decode:
+// the load generator should not cost more than the server it measures.
+func taskID(raw []byte) string {
+	const marker = `{"task":{"id":"`
+	s := string(raw)
+	if !strings.HasPrefix(s, marker) {
+		return ""
+	}
+	s = s[len(marker):]
+	if end := strings.IndexByte(s, '"'); end > 0 {
+		return s[:end]
+	}
+	return ""
+}
+
+// settled waits until the organization has no queued or running task.
+func (e *env) settled(ctx context.Context, orgID string) error {
+	for {
+		queued, err := e.db.CountTasks(ctx, orgID, store.StatusQueued)
+		if err != nil {
+			return err
+		}
+		running, err := e.db.CountTasks(ctx, orgID, store.StatusRunning)
+		if err != nil {
+			return err
+		}
+		if queued+running == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// load runs fn from n clients until the duration has passed, recording the latency
+// of every call; fn reports whether the call did what was expected.
+func load(ctx context.Context, n int, d time.Duration, fn func(ctx context.Context, client, i int) bool) (lat latencies, count, errs int64, elapsed time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var ok, bad atomic.Int64
+	start := time.Now()
+	for c := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for i := 0; ctx.Err() == nil; i++ {
+				t := time.Now()
+				good := fn(ctx, c, i)
+				if ctx.Err() != nil {
+					break // a call cut short by the end of the run is not counted
+				}
+				mine = append(mine, time.Since(t))
+				if good {
+					ok.Add(1)
+				} else {
+					bad.Add(1)
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return lat, ok.Load(), bad.Load(), time.Since(start)
+}
+
+type latencies []time.Duration
+
+func (l latencies) percentile(p float64) float64 {
+	if len(l) == 0 {
+		return 0
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+	i := int(p * float64(len(l)-1))
+	return float64(l[i].Microseconds()) / 1000
+}
+
+func (l latencies) fill(r *Result) {
+	r.P50ms, r.P99ms = l.percentile(0.50), l.percentile(0.99)
+}
+
+// warm stores n companies, so that enqueueing them again is a store hit.
+func (e *env) warm(ctx context.Context, key string, n int) ([]string, error) {
+	domains := make([]string, n)
+	for i := range domains {
+		domains[i] = fmt.Sprintf("hit-%d.com", i)
+		if status, _, err := e.post(ctx, key, "/v1/companies/enrich", `{"domain":"`+domains[i]+`"}`); err != nil || status != http.StatusAccepted {
+			return nil, fmt.Errorf("warming the store: %d %v", status, err)
+		}
+	}
+	return domains, nil
+}
+
+func enqueueHit(ctx context.Context, opt Options) (Result, error) {
+	e, err := newEnv(ctx, opt, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	defer e.close()
+	key, err := e.newOrg(ctx, "bench")
+	if err != nil {
+		return Result{}, err
+	}
+	e.startWorkers()
+	domains, err := e.warm(ctx, key, 256)
+	if err != nil {
+		return Result{}, err
+	}
+	org, _ := e.db.FindOrg(ctx, "bench")
+	if err := e.settled(ctx, org.ID); err != nil {
+		return Result{}, err
+	}
+	lat, n, errs, elapsed := load(ctx, opt.Concurrency, opt.Duration, func(ctx context.Context, c, i int) bool {
+		status, _, err := e.post(ctx, key, "/v1/companies/enrich", `{"domain":"`+domains[rand.IntN(len(domains))]+`"}`)
+		return err == nil && status == http.StatusOK
+	})
+	r := Result{Scenario: "enqueue-hit", Unit: "req/s", Rate: float64(n) / elapsed.Seconds(), Count: n, Errors: errs,
+		Note: "POST /v1/companies/enrich answered from the store (200)"}
+	lat.fill(&r)
+	return r, nil
+}
+
+func enqueueMiss(ctx context.Context, opt Options) (Result, error) {
+	e, err := newEnv(ctx, opt, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	defer e.close()
+	key, err := e.newOrg(ctx, "bench")
+	if err != nil {
+		return Result{}, err
+	}
+	org, _ := e.db.FindOrg(ctx, "bench")
+	e.startWorkers()
+	start := time.Now()
+	lat, n, errs, _ := load(ctx, opt.Concurrency, opt.Duration, func(ctx context.Context, c, i int) bool {
+		status, _, err := e.post(ctx, key, "/v1/companies/enrich", fmt.Sprintf(`{"domain":"miss-%d-%d.com"}`, c, i))
+		return err == nil && status == http.StatusAccepted
+	})
+	if err := e.settled(ctx, org.ID); err != nil {
+		return Result{}, err
+	}
+	elapsed := time.Since(start)
+	r := Result{Scenario: "enqueue-miss", Unit: "tasks/s", Rate: float64(n) / elapsed.Seconds(), Count: n, Errors: errs,
+		Note: "202, then until every task has settled; latency is the POST's"}
+	lat.fill(&r)
+	return r, nil
+}
+
+func read(ctx context.Context, opt Options) (Result, error) {
+	e, err := newEnv(ctx, opt, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	defer e.close()
+	key, err := e.newOrg(ctx, "bench")
+	if err != nil {
+		return Result{}, err
+	}
+	e.startWorkers()
+	ids := make([]string, 0, 1000)
+	for i := range cap(ids) {
+		status, id, err := e.post(ctx, key, "/v1/companies/enrich", fmt.Sprintf(`{"domain":"read-%d.com"}`, i))
+		if err != nil || status != http.StatusAccepted || id == "" {
+			return Result{}, fmt.Errorf("creating tasks to read: %d %v", status, err)
+		}
+		ids = append(ids, id)
+	}
+	// Writers keep enqueueing misses while the readers read.
+	writeCtx, stopWriting := context.WithCancel(ctx)
+	writers := max(1, opt.Concurrency/8)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		load(writeCtx, writers, opt.Duration+time.Minute, func(ctx context.Context, c, i int) bool {
+			status, _, err := e.post(ctx, key, "/v1/companies/enrich", fmt.Sprintf(`{"domain":"bg-%d-%d.com"}`, c, i))
+			return err == nil && status == http.StatusAccepted
+		})
+	}()
+	lat, n, errs, elapsed := load(ctx, opt.Concurrency, opt.Duration, func(ctx context.Context, c, i int) bool {
+		status, _, err := e.get(ctx, key, "/v1/tasks/"+ids[rand.IntN(len(ids))])
+		return err == nil && status == http.StatusOK
+	})
+	stopWriting()
+	wg.Wait()
+	r := Result{Scenario: "read", Unit: "req/s", Rate: float64(n) / elapsed.Seconds(), Count: n, Errors: errs,
+		Note: fmt.Sprintf("GET /v1/tasks/{id} while %d clients enqueue misses", writers)}
+	lat.fill(&r)
+	return r, nil
+}
+
+func deliver(ctx context.Context, opt Options) (Result, error) {
+	var received atomic.Int64
+	receiver := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		received.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Result{}, err
+	}
+	go receiver.Serve(ln)
+	defer receiver.Close()
+
+	e, err := newEnv(ctx, opt, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	defer e.close()
+	key, err := e.newOrg(ctx, "bench")
+	if err != nil {
+		return Result{}, err
+	}
+	org, _ := e.db.FindOrg(ctx, "bench")
+	loop, err := e.db.CreateLoop(ctx, store.NewLoop{OrgID: org.ID, Name: "bench", ObjectType: enrich.ObjectCompany,
+		WebhookURL: "http://" + ln.Addr().String() + "/hook", Enabled: true})
+	if err != nil {
+		return Result{}, err
+	}
+	e.startWorkers()
+	domains, err := e.warm(ctx, key, 256)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := e.settled(ctx, org.ID); err != nil {
+		return Result{}, err
+	}
+	// Every run is a store hit that settles in the request and queues one delivery.
+	start := time.Now()
+	_, n, errs, _ := load(ctx, opt.Concurrency, opt.Duration, func(ctx context.Context, c, i int) bool {
+		status, _, err := e.post(ctx, key, "/v1/loops/"+loop.ID+"/run", `{"domain":"`+domains[rand.IntN(len(domains))]+`"}`)
+		return err == nil && status == http.StatusOK
+	})
+	deadline := time.Now().Add(2 * time.Minute)
+	for received.Load() < n {
+		if time.Now().After(deadline) {
+			return Result{}, fmt.Errorf("only %d of %d deliveries arrived", received.Load(), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	lat, err := e.deliveryLatencies(ctx, org.ID, loop.ID)
+	if err != nil {
+		return Result{}, err
+	}
+	r := Result{Scenario: "deliver", Unit: "deliveries/s", Rate: float64(n) / elapsed.Seconds(), Count: n, Errors: errs,
+		Note: "Loop runs settled in the request, until the local receiver has them all; latency is event to acknowledgement"}
+	lat.fill(&r)
+	return r, nil
+}
+
+// deliveryLatencies is, for each delivery, the time from its event to its
+// acknowledged attempt, as the store recorded them.
+func (e *env) deliveryLatencies(ctx context.Context, orgID, loopID string) (latencies, error) {
+	var lat latencies
+	for page := 0; ; page++ {
+		ds, _, err := e.db.ListDeliveries(ctx, orgID, loopID, page, 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			if d.LastAttemptAt != nil {
+				lat = append(lat, d.LastAttemptAt.Sub(d.CreatedAt))
+			}
+		}
+		if len(ds) < 100 {
+			return lat, nil
+		}
+	}
+}
+
+// fair: a bulk upload of 5,000 tasks, then 10 from another organization; how long do
+// the 10 wait?
+func fair(ctx context.Context, opt Options) (Result, error) {
+	e, err := newEnv(ctx, opt, func(cfg *server.Config) {
+		// A source that takes a little time, so that the bulk upload is a real backlog.
+		cfg.Sources = []enrich.Source{&enrich.Sim{NetworkHost: enrich.DefaultNetworkHost, Latency: 5 * time.Millisecond}}
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	defer e.close()
+	bulkKey, err := e.newOrg(ctx, "bulk")
+	if err != nil {
+		return Result{}, err
+	}
+	smallKey, err := e.newOrg(ctx, "small")
+	if err != nil {
+		return Result{}, err
+	}
+	bulk, _ := e.db.FindOrg(ctx, "bulk")
+	small, _ := e.db.FindOrg(ctx, "small")
+	e.startWorkers()
+	const bulkTasks, smallTasks = 5000, 10
+	bulkStart := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range opt.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= bulkTasks; i = next.Add(1) {
+				e.post(ctx, bulkKey, "/v1/companies/enrich", fmt.Sprintf(`{"domain":"bulk-%d.com"}`, i))
+			}
+		}()
+	}
+	wg.Wait()
+	smallStart := time.Now()
+	var lat latencies
+	for i := range smallTasks {
+		t := time.Now()
+		if status, _, err := e.post(ctx, smallKey, "/v1/companies/enrich", fmt.Sprintf(`{"domain":"small-%d.com"}`, i)); err != nil || status != http.StatusAccepted {
+			return Result{}, fmt.Errorf("small organization's request: %d %v", status, err)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	if err := e.settled(ctx, small.ID); err != nil {
+		return Result{}, err
+	}
+	smallWait := time.Since(smallStart)
+	if err := e.settled(ctx, bulk.ID); err != nil {
+		return Result{}, err
+	}
+	bulkDrain := time.Since(bulkStart)
+	r := Result{Scenario: "fair", Unit: "s", Rate: smallWait.Seconds(), Count: smallTasks,
+		Note: fmt.Sprintf("seconds until a second organization's %d tasks settled, behind %d queued by the first (which took %.1f s to drain; sim latency 5 ms)",
+			smallTasks, bulkTasks, bulkDrain.Seconds())}
+	lat.fill(&r)
+	return r, nil
+}

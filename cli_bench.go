@@ -1,0 +1,61 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"enrichd/bench"
+
+	"github.com/spf13/cobra"
+)
+
+func newBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure throughput and latency of the real service against SQLite's own ceiling, on this machine",
+		Long: `bench starts enrichd in-process on a loopback port over a temporary database and the
+synthetic sim source, drives it through real HTTP, and prints each scenario beside the
+raw SQLite ceiling of the same work, measured in the same run. It touches no database
+but its own temporary ones.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			duration, _ := f.GetDuration("duration")
+			concurrency, _ := f.GetInt("concurrency")
+			scenarios, _ := f.GetStringSlice("scenario")
+			workers, _ := f.GetInt("workers")
+			asJSON, _ := f.GetBool("json")
+			if duration < 100*time.Millisecond || duration > 10*time.Minute {
+				return fmt.Errorf("--duration must be from 100ms to 10m")
+			}
+			if concurrency < 1 || concurrency > 1024 {
+				return fmt.Errorf("--concurrency must be from 1 to 1024")
+			}
+			if workers < 1 {
+				return fmt.Errorf("--workers must be at least 1")
+			}
+			opt := bench.Options{Schema: schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers}
+			if !asJSON {
+				opt.Progress = cmd.ErrOrStderr()
+			}
+			rep, err := bench.Run(cmd.Context(), opt)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return rep.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.Duration("duration", 5*time.Second, "how long each timed scenario drives load (and each ceiling is measured)")
+	f.Int("concurrency", 32, "clients sending at once")
+	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: enqueue-hit, enqueue-miss, read, deliver, fair (all when empty)")
+	f.Int("workers", 16, "task workers of the service under test")
+	f.Bool("json", false, "print the report as JSON")
+	return cmd
+}

@@ -1,0 +1,41 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/google/uuid"
+)
+
+// The ceiling is the least work SQLite must do for the API's hot paths, on the store's
+// own connections and settings. `enrichd bench` measures it beside the real service
+// to say how far the service is from what the hardware allows.
+
+// CeilingWrite does, in one write transaction, the minimal raw work of creating a
+// charged task with an idempotency key: a task row, a ledger row and an idempotency
+// row. It returns the task's id. grantID must be a grant of the organization.
+func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (string, error) {
+	id := uuid.Must(uuid.NewV7()).String()
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		now := ms(db.now())
+		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
+			credits_charged, created_at, queued_at, expires_at) VALUES (?, ?, 'company', 'queued', 'domain', '{}', ?, 1, ?, ?, ?)`,
+			id, orgID, id+".example", now, now, now+600_000); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)
+			VALUES (?, 'charge', 1, ?, ?, ?)`, orgID, grantID, id, now); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, body_hash, task_id, created_at)
+			VALUES (?, ?, '', ?, ?)`, orgID, id, id, now)
+		return err
+	})
+	return id, err
+}
+
+// CeilingRead reads one task row by id through the reader pool.
+func (db *DB) CeilingRead(ctx context.Context, id string) error {
+	var status string
+	return db.read.QueryRowContext(ctx, `SELECT status FROM tasks WHERE id = ?`, id).Scan(&status)
+}
