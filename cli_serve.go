@@ -71,7 +71,7 @@ func newServeCommand() *cobra.Command {
 	f.Duration("task-ttl", def.TaskTTL, "lifetime of a task: one unsettled by then fails as timed_out and is refunded")
 	f.Int64("max-backlog", def.MaxBacklog, "queued tasks an organization may have before new requests get 429 queue_full")
 	f.Duration("lease", def.Lease, "how long a worker's claim on a task lasts unless extended; a crashed worker's tasks are requeued after it")
-	f.StringSlice("sources", []string{"dataset"}, "sources to ask, in order, first hit wins: dataset, sim")
+	f.StringSlice("sources", []string{"dataset"}, "sources to ask, in order, first hit wins: "+knownSources)
 	f.String("rate-ip", "100/200", "rate limit per client address: requests per second/burst; 0 turns it off")
 	f.String("rate-key", "100/200", "rate limit per API key: requests per second/burst; 0 turns it off")
 	f.String("network-host", enrich.DefaultNetworkHost, "host of the professional network whose URLs are accepted")
@@ -79,6 +79,7 @@ func newServeCommand() *cobra.Command {
 	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
 	f.String("log-format", "json", "log format: json or text")
 	f.Bool("allow-private-webhooks", false, allowPrivateHelp)
+	addSourceFlags(f)
 	return cmd
 }
 
@@ -137,8 +138,14 @@ func sources(cmd *cobra.Command, db *store.DB) ([]enrich.Source, error) {
 	names, _ := cmd.Flags().GetStringSlice("sources")
 	host, _ := cmd.Flags().GetString("network-host")
 	var out []enrich.Source
+	seen := map[string]bool{}
 	for _, name := range names {
-		switch strings.TrimSpace(name) {
+		name = strings.TrimSpace(name)
+		if seen[name] {
+			return nil, fmt.Errorf("--sources: %q is named twice", name)
+		}
+		seen[name] = true
+		switch name {
 		case "dataset":
 			out = append(out, db.Dataset())
 		case "sim":
@@ -146,9 +153,14 @@ func sources(cmd *cobra.Command, db *store.DB) ([]enrich.Source, error) {
 			failures, _ := cmd.Flags().GetFloat64("sim-failure-rate")
 			out = append(out, &enrich.Sim{NetworkHost: host, Latency: latency, FailureRate: failures})
 		default:
-			return nil, fmt.Errorf("--sources: unknown source %q (known: dataset, sim)", name)
+			src, err := extraSource(cmd, name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, src)
 		}
 	}
+	linkWeb(out)
 	if len(out) == 0 {
 		return nil, errors.New("--sources: name at least one source")
 	}

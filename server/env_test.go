@@ -84,7 +84,8 @@ func (e *env) open() {
 	db.Now = e.clock.Now
 	e.db = db
 	cfg := e.cfg
-	cfg.Sources = []enrich.Source{e.net, db.Dataset()}
+	// Sources a test configures are asked after the fake network and the dataset.
+	cfg.Sources = append([]enrich.Source{e.net, db.Dataset()}, e.cfg.Sources...)
 	e.srv = server.New(db, cfg)
 	e.http = httptest.NewServer(e.srv)
 }

@@ -1,0 +1,269 @@
+package enrich
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// PDLKeyEnv is where the People Data Labs API key is read from.
+const PDLKeyEnv = "PDL_API_KEY"
+
+// PDL is the `pdl` source: the People Data Labs API, whose records carry the
+// network's URLs. It answers companies by website or page, people by profile, and
+// searches staff by the current employer's website and names.
+//
+// Upstream cost: one credit per company or person matched (a 404 is free); a staff
+// search is billed per record returned, so it asks for no more than the caller's limit.
+type PDL struct {
+	api  *vendorAPI
+	norm Normalizer
+}
+
+var (
+	_ Source        = (*PDL)(nil)
+	_ StaffSearcher = (*PDL)(nil)
+	_ Metered       = (*PDL)(nil)
+)
+
+// NewPDL builds the adapter. Defaults: https://api.peopledatalabs.com, 1 request a
+// second with bursts of 5, 4 in flight, 30 s a request.
+func NewPDL(cfg VendorConfig) (*PDL, error) {
+	api, err := newVendorAPI("pdl", PDLKeyEnv, cfg, vendorDefaults{
+		baseURL: "https://api.peopledatalabs.com", rate: 1, burst: 5, concurrency: 4, timeout: 30 * time.Second,
+	}, func(r *http.Request, key string) { r.Header.Set("X-Api-Key", key) })
+	if err != nil {
+		return nil, err
+	}
+	return &PDL{api: api, norm: Normalizer{NetworkHost: cfg.NetworkHost}}, nil
+}
+
+func (p *PDL) Name() string       { return "pdl" }
+func (p *PDL) Stats() SourceStats { return p.api.meter.stats(p.Name()) }
+
+type pdlLocation struct {
+	Name          *string `json:"name"`
+	Locality      *string `json:"locality"`
+	Region        *string `json:"region"`
+	Country       *string `json:"country"`
+	PostalCode    *string `json:"postal_code"`
+	StreetAddress *string `json:"street_address"`
+}
+
+type pdlCompany struct {
+	Name                  *string      `json:"name"`
+	DisplayName           *string      `json:"display_name"`
+	Website               *string      `json:"website"`
+	LinkedinURL           *string      `json:"linkedin_url"`
+	LinkedinID            *string      `json:"linkedin_id"`
+	LinkedinFollowerCount *int64       `json:"linkedin_follower_count"`
+	Size                  *string      `json:"size"`
+	EmployeeCount         *int64       `json:"employee_count"`
+	Industry              *string      `json:"industry"`
+	Founded               *int         `json:"founded"`
+	Type                  *string      `json:"type"`
+	Headline              *string      `json:"headline"`
+	Summary               *string      `json:"summary"`
+	Location              *pdlLocation `json:"location"`
+}
+
+type pdlExperience struct {
+	Company *struct {
+		Name        *string `json:"name"`
+		LinkedinURL *string `json:"linkedin_url"`
+	} `json:"company"`
+	Title *struct {
+		Name *string `json:"name"`
+	} `json:"title"`
+	LocationNames []string `json:"location_names"`
+	StartDate     *string  `json:"start_date"`
+	EndDate       *string  `json:"end_date"`
+}
+
+type pdlPerson struct {
+	FullName            *string         `json:"full_name"`
+	FirstName           *string         `json:"first_name"`
+	LastName            *string         `json:"last_name"`
+	LinkedinURL         *string         `json:"linkedin_url"`
+	Headline            *string         `json:"headline"`
+	Summary             *string         `json:"summary"`
+	LocationLocality    *string         `json:"location_locality"`
+	LinkedinConnections *int64          `json:"linkedin_connections"`
+	Experience          []pdlExperience `json:"experience"`
+}
+
+// CompanyByDomain enriches by website: GET /v5/company/enrich?website=. A record whose
+// website is another domain gives an unconfirmed redirect to it.
+func (p *PDL) CompanyByDomain(ctx context.Context, domain string) (*Company, error) {
+	c, err := p.companyEnrich(ctx, url.Values{"website": {domain}}, domain)
+	if err != nil {
+		return nil, err
+	}
+	domainRedirect(c, domain)
+	return c, nil
+}
+
+// CompanyByURL enriches by the network page: GET /v5/company/enrich?profile=.
+func (p *PDL) CompanyByURL(ctx context.Context, networkURL string) (*Company, error) {
+	c, err := p.companyEnrich(ctx, url.Values{"profile": {networkURL}}, networkURL)
+	if err != nil {
+		return nil, err
+	}
+	if c.NetworkURL == nil {
+		c.NetworkURL = Ptr(networkURL)
+	}
+	return c, nil
+}
+
+func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*Company, error) {
+	var c pdlCompany
+	if err := p.api.get(ctx, "/v5/company/enrich", q, &c); err != nil {
+		return nil, err
+	}
+	name := orDefault(text(c.DisplayName), text(c.Name))
+	if name == nil {
+		return nil, fmt.Errorf("pdl: the record for %s has no name: %w", asked, ErrNotFound)
+	}
+	out := &Company{
+		Name:             *name,
+		EnrichmentStatus: StatusEnriched,
+		Domain:           p.norm.domainOf(c.Website),
+		NetworkURL:       p.norm.companyURLOf(c.LinkedinURL),
+		NetworkID:        text(c.LinkedinID),
+		NetworkFollowers: c.LinkedinFollowerCount,
+		EmployeeCount:    c.EmployeeCount,
+		EmployeeRange:    text(c.Size),
+		PrimaryIndustry:  text(c.Industry),
+		OrganizationType: organizationType(c.Type),
+		YearFounded:      c.Founded,
+		About:            text(c.Summary),
+		Slogan:           text(c.Headline),
+	}
+	if l := c.Location; l != nil {
+		out.Headquarters = headquarters(map[string]*string{
+			"city": l.Locality, "region": l.Region, "country": l.Country, "postal_code": l.PostalCode, "street_address": l.StreetAddress,
+		})
+	}
+	return out, nil
+}
+
+// PersonByURL enriches by profile: GET /v5/person/enrich?profile=.
+func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*Person, error) {
+	var r struct {
+		Data *pdlPerson `json:"data"`
+	}
+	if err := p.api.get(ctx, "/v5/person/enrich", url.Values{"profile": {networkURL}}, &r); err != nil {
+		return nil, err
+	}
+	if r.Data == nil {
+		return nil, fmt.Errorf("pdl: no record for %s: %w", networkURL, ErrNotFound)
+	}
+	d := r.Data
+	out := &Person{
+		NetworkURL: orDefault(p.norm.personURLOf(d.LinkedinURL), Ptr(networkURL)),
+		FullName:   text(d.FullName),
+		FirstName:  text(d.FirstName),
+		LastName:   text(d.LastName),
+		Headline:   text(d.Headline),
+		About:      text(d.Summary),
+		City:       text(d.LocationLocality),
+		// PDL names countries in words ("united states"), not codes: left unknown.
+		NetworkConnections: d.LinkedinConnections,
+		EnrichmentStatus:   StatusEnriched,
+		Positions:          []Position{},
+	}
+	for _, x := range d.Experience {
+		pos := Position{IsCurrent: x.EndDate == nil}
+		if x.Title != nil {
+			pos.Title = text(x.Title.Name)
+		}
+		if x.Company != nil {
+			pos.CompanyName = text(x.Company.Name)
+			pos.CompanyNetworkURL = p.norm.companyURLOf(x.Company.LinkedinURL)
+		}
+		if len(x.LocationNames) > 0 {
+			pos.Location = text(&x.LocationNames[0])
+		}
+		if x.StartDate != nil {
+			pos.StartDate, pos.StartDatePrecision = isoPartialDate(*x.StartDate)
+		}
+		if x.EndDate != nil {
+			pos.EndDate, pos.EndDatePrecision = isoPartialDate(*x.EndDate)
+		}
+		out.Positions = append(out.Positions, pos)
+	}
+	out.Positions = currentFirst(out.Positions)
+	return out, nil
+}
+
+// SearchStaff runs POST /v5/person/search: people whose current employer is the
+// company (by website, else by its network page) and whose first or last name is one
+// of the names.
+func (p *PDL) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error) {
+	if q.Company == nil || len(q.Names) == 0 {
+		return nil, nil
+	}
+	var employer map[string]any
+	switch {
+	case q.Company.Domain != nil:
+		employer = map[string]any{"term": map[string]any{"job_company_website": *q.Company.Domain}}
+	case q.Company.NetworkURL != nil:
+		// PDL keeps the network's URLs without scheme or www.
+		page := strings.TrimPrefix(strings.TrimPrefix(*q.Company.NetworkURL, "https://"), "www.")
+		employer = map[string]any{"term": map[string]any{"job_company_linkedin_url": page}}
+	default:
+		return nil, nil
+	}
+	names := make([]string, 0, len(q.Names))
+	for _, n := range q.Names {
+		if n = strings.ToLower(strings.TrimSpace(n)); n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	q.Limit = min(max(q.Limit, 1), 100)
+	body := map[string]any{
+		"query": map[string]any{"bool": map[string]any{"must": []any{
+			employer,
+			map[string]any{"bool": map[string]any{"should": []any{
+				map[string]any{"terms": map[string]any{"first_name": names}},
+				map[string]any{"terms": map[string]any{"last_name": names}},
+			}}},
+		}}},
+		"size": q.Limit,
+	}
+	var r struct {
+		Data []struct {
+			FullName    *string `json:"full_name"`
+			LinkedinURL *string `json:"linkedin_url"`
+		} `json:"data"`
+	}
+	err := p.api.post(ctx, "/v5/person/search", body, &r)
+	if isNotFound(err) { // PDL answers 404 when no record matches
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []StaffMember
+	for _, d := range r.Data {
+		u := p.norm.personURLOf(d.LinkedinURL)
+		if u == nil {
+			continue
+		}
+		m := StaffMember{NetworkURL: *u}
+		if d.FullName != nil {
+			m.FullName = strings.TrimSpace(*d.FullName)
+		}
+		out = append(out, m)
+		if len(out) == q.Limit {
+			break
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,193 @@
+package enrich_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"enrichd/enrich"
+)
+
+const pdlKey = "pdl-test-key-93be71"
+
+func newPDL(t *testing.T, routes map[string][]reply) (*enrich.PDL, *fakeVendor, *bytes.Buffer) {
+	t.Helper()
+	f := newFakeVendor(t, routes)
+	logs := &bytes.Buffer{}
+	p, err := enrich.NewPDL(vendorConfig(f, pdlKey, logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, f, logs
+}
+
+func TestPDLNeedsKey(t *testing.T) {
+	is := is.New(t)
+	_, err := enrich.NewPDL(enrich.VendorConfig{APIKey: "  "})
+	is.True(err != nil)
+	is.True(strings.Contains(err.Error(), "PDL_API_KEY"))
+}
+
+func TestPDLCompanyByDomain(t *testing.T) {
+	is := is.New(t)
+	p, f, _ := newPDL(t, map[string][]reply{"/v5/company/enrich": {{status: 200, fixture: "pdl/company_full.json"}}})
+	c, err := p.CompanyByDomain(context.Background(), "acme.com")
+	is.NoErr(err)
+	want := &enrich.Company{
+		Name:             "Acme Corporation",
+		EnrichmentStatus: "enriched",
+		Domain:           strp("acme.com"),
+		NetworkURL:       strp("https://www.linkedin.com/company/acme"), // PDL's scheme-less URL, normalized
+		NetworkID:        strp("1441"),
+		NetworkFollowers: enrich.Ptr(int64(12034)),
+		EmployeeCount:    enrich.Ptr(int64(318)),
+		EmployeeRange:    strp("201-500"),
+		PrimaryIndustry:  strp("machinery"),
+		OrganizationType: strp("Privately Held"),
+		YearFounded:      enrich.Ptr(1949),
+		About:            strp("acme builds anvils and the rockets that carry them."),
+		Slogan:           strp("everything for the road runner hunter"),
+		Headquarters:     map[string]any{"city": "phoenix", "region": "arizona", "country": "united states", "postal_code": "85001", "street_address": "1 desert road"},
+	}
+	is.Equal(asJSON(t, c), asJSON(t, want)) // the domain matches: no redirect
+	r := f.requests()[0]
+	is.Equal(r.Header.Get("X-Api-Key"), pdlKey)
+	is.Equal(r.URL.Query().Get("website"), "acme.com")
+}
+
+func TestPDLCompanySparseByURL(t *testing.T) {
+	is := is.New(t)
+	p, f, _ := newPDL(t, map[string][]reply{"/v5/company/enrich": {{status: 200, fixture: "pdl/company_sparse.json"}}})
+	c, err := p.CompanyByURL(context.Background(), "https://www.linkedin.com/company/tinyco")
+	is.NoErr(err)
+	want := &enrich.Company{
+		Name:             "tiny co",
+		EnrichmentStatus: "enriched",
+		Domain:           strp("tinyco.io"),
+		NetworkURL:       strp("https://www.linkedin.com/company/tinyco"),
+	}
+	is.Equal(asJSON(t, c), asJSON(t, want))
+	is.Equal(f.requests()[0].URL.Query().Get("profile"), "https://www.linkedin.com/company/tinyco")
+}
+
+func TestPDLCompanyOtherWebsiteIsUnconfirmedRedirect(t *testing.T) {
+	is := is.New(t)
+	p, _, _ := newPDL(t, map[string][]reply{"/v5/company/enrich": {{status: 200, fixture: "pdl/company_full.json"}}})
+	c, err := p.CompanyByDomain(context.Background(), "acme-corp.com") // an alternative domain
+	is.NoErr(err)
+	is.Equal(*c.Domain, "acme.com")
+	is.Equal(*c.Redirect, enrich.Redirect{From: "acme-corp.com", To: "acme.com", Confirmed: false})
+}
+
+func TestPDLPerson(t *testing.T) {
+	is := is.New(t)
+	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/enrich": {{status: 200, fixture: "pdl/person.json"}}})
+	got, err := p.PersonByURL(context.Background(), "https://www.linkedin.com/in/wile-e-coyote")
+	is.NoErr(err)
+	is.Equal(f.requests()[0].URL.Query().Get("profile"), "https://www.linkedin.com/in/wile-e-coyote")
+	want := &enrich.Person{
+		NetworkURL:         strp("https://www.linkedin.com/in/wile-e-coyote"),
+		FullName:           strp("wile coyote"),
+		FirstName:          strp("wile"),
+		LastName:           strp("coyote"),
+		Headline:           strp("head of procurement at acme"),
+		About:              strp("buys anvils."),
+		City:               strp("phoenix"),
+		NetworkConnections: enrich.Ptr(int64(512)),
+		EnrichmentStatus:   "enriched",
+		Positions: []enrich.Position{
+			{
+				Title: strp("head of procurement"), CompanyName: strp("acme corporation"),
+				CompanyNetworkURL: strp("https://www.linkedin.com/company/acme"), Location: strp("phoenix, arizona, united states"),
+				StartDate: strp("2016-03-01"), StartDatePrecision: strp("month"), IsCurrent: true,
+			},
+			{ // current, with nothing known but the employer
+				CompanyName: strp("acme rockets"), IsCurrent: true,
+			},
+			{
+				Title: strp("trap engineer"), CompanyName: strp("roadrunner traps"),
+				CompanyNetworkURL: strp("https://www.linkedin.com/company/roadrunner-traps"),
+				StartDate:         strp("2012-01-01"), StartDatePrecision: strp("year"),
+				EndDate: strp("2016-01-01"), EndDatePrecision: strp("year"),
+			},
+			{
+				Title:     strp("freelancer"),
+				StartDate: strp("2010-06-15"), StartDatePrecision: strp("day"),
+				EndDate: strp("2011-12-31"), EndDatePrecision: strp("day"),
+			},
+		},
+	}
+	is.Equal(asJSON(t, got), asJSON(t, want))
+}
+
+func TestPDLErrors(t *testing.T) {
+	is := is.New(t)
+	p, f, logs := newPDL(t, map[string][]reply{
+		"/v5/person/enrich":  {{status: 404, fixture: "pdl/error_404.json"}},
+		"/v5/company/enrich": {{status: 429, fixture: "pdl/error_429.json"}, {status: 503, fixture: "pdl/error_503.json"}, {status: 503, fixture: "pdl/error_503.json"}},
+	})
+	_, err := p.PersonByURL(context.Background(), "https://www.linkedin.com/in/nobody")
+	is.True(errors.Is(err, enrich.ErrNotFound))
+	_, err = p.CompanyByDomain(context.Background(), "acme.com")
+	is.True(errors.Is(err, enrich.ErrUnavailable))
+	is.Equal(f.count("/v5/company/enrich"), 3) // 429, then two 503s: retried, then given up
+	is.True(strings.Contains(err.Error(), "temporarily unavailable"))
+	st := p.Stats()
+	is.Equal(*st.Calls, int64(4))
+	is.Equal(*st.Errors, int64(3))
+	noKey(t, pdlKey, logs.String(), err.Error(), *st.LastError)
+}
+
+func TestPDLOutOfCreditsAndBadKey(t *testing.T) {
+	for _, c := range []struct {
+		status  int
+		fixture string
+	}{{402, "pdl/error_402.json"}, {401, "pdl/error_401.json"}} {
+		is := is.New(t)
+		p, f, logs := newPDL(t, map[string][]reply{"/v5/person/enrich": {{status: c.status, fixture: c.fixture}}})
+		_, err := p.PersonByURL(context.Background(), "https://www.linkedin.com/in/wile-e-coyote")
+		is.True(errors.Is(err, enrich.ErrUnavailable))
+		is.True(strings.Contains(err.Error(), "PDL_API_KEY"))
+		is.Equal(f.count("/v5/person/enrich"), 1) // not retried
+		is.True(strings.Contains(logs.String(), "level=ERROR"))
+		noKey(t, pdlKey, logs.String(), err.Error())
+	}
+}
+
+func TestPDLSearchStaff(t *testing.T) {
+	is := is.New(t)
+	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search.json"}}})
+	hits, err := p.SearchStaff(context.Background(), enrich.StaffQuery{
+		Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")},
+		Names:   []string{"Wile", "coyote"},
+		Limit:   3,
+	})
+	is.NoErr(err)
+	is.Equal(hits, []enrich.StaffMember{{NetworkURL: "https://www.linkedin.com/in/wile-e-coyote", FullName: "wile coyote"}}) // a hit without a profile is no lead
+	r := f.requests()[0]
+	is.Equal(r.Method, "POST")
+	is.Equal(r.Header.Get("Content-Type"), "application/json")
+	var body map[string]any
+	is.NoErr(json.Unmarshal([]byte(f.bodies[0]), &body))
+	is.Equal(body["size"], float64(3))
+	want := `{"bool":{"must":[{"term":{"job_company_website":"acme.com"}},{"bool":{"should":[{"terms":{"first_name":["wile","coyote"]}},{"terms":{"last_name":["wile","coyote"]}}]}}]}}`
+	got, _ := json.Marshal(body["query"])
+	is.Equal(string(got), want)
+}
+
+func TestPDLSearchStaffNoMatch(t *testing.T) {
+	is := is.New(t)
+	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 404, fixture: "pdl/error_404.json"}}})
+	hits, err := p.SearchStaff(context.Background(), enrich.StaffQuery{
+		Company: &enrich.Company{Name: "Acme", NetworkURL: strp("https://www.linkedin.com/company/acme")},
+		Names:   []string{"nobody"}, Limit: 3,
+	})
+	is.NoErr(err) // PDL's 404 means no record matched: no hits
+	is.Equal(len(hits), 0)
+	is.True(strings.Contains(f.bodies[0], `{"term":{"job_company_linkedin_url":"linkedin.com/company/acme"}}`)) // PDL's form of the page
+}

@@ -1,0 +1,282 @@
+package enrich
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// UserAgent is how enrichd names itself to the sites and APIs it calls.
+const UserAgent = "enrichd/1 (self-hosted enrichment service)"
+
+// VendorConfig configures a data-vendor adapter. The zero value of every field but
+// APIKey takes the adapter's default.
+type VendorConfig struct {
+	APIKey      string
+	BaseURL     string     // the vendor's API root; the public one by default
+	Rate        rate.Limit // requests a second to the vendor
+	Burst       int
+	Concurrency int           // requests in flight at once
+	Timeout     time.Duration // of one request
+	Attempts    int           // tries of a request that failed transiently (429, 5xx, network)
+	Backoff     time.Duration // mean wait before the first retry; doubles for each next one
+	NetworkHost string
+	Logger      *slog.Logger
+	Client      *http.Client // nil: a plain client with Timeout
+}
+
+// vendorAPI is the discipline every data-vendor adapter keeps: its own rate limit and
+// concurrency cap, retries of transient failures with jittered backoff inside the
+// caller's deadline, a count of what it sent upstream, and the API key kept out of
+// every log line and error.
+type vendorAPI struct {
+	name      string // the source's name
+	keyEnv    string // where the operator puts the key, named in errors about it
+	key       string
+	base      *url.URL
+	client    *http.Client
+	authorize func(*http.Request, string)
+	limiter   *rate.Limiter
+	slots     chan struct{}
+	attempts  int
+	backoff   time.Duration
+	log       *slog.Logger
+	meter     meter
+}
+
+// vendorDefaults are an adapter's defaults for the fields of VendorConfig left zero.
+type vendorDefaults struct {
+	baseURL     string
+	rate        rate.Limit
+	burst       int
+	concurrency int
+	timeout     time.Duration
+}
+
+func newVendorAPI(name, keyEnv string, cfg VendorConfig, def vendorDefaults, authorize func(*http.Request, string)) (*vendorAPI, error) {
+	if strings.TrimSpace(cfg.APIKey) == "" {
+		return nil, fmt.Errorf("%s needs an API key: set %s", name, keyEnv)
+	}
+	raw := orDefault(cfg.BaseURL, def.baseURL)
+	base, err := url.Parse(raw)
+	if err != nil || (base.Scheme != "https" && base.Scheme != "http") || base.Host == "" {
+		return nil, fmt.Errorf("%s: the base URL %q is not an http(s) URL", name, raw)
+	}
+	timeout := orDefault(cfg.Timeout, def.timeout)
+	client := cfg.Client
+	if client == nil {
+		client = &http.Client{Timeout: timeout}
+	}
+	v := &vendorAPI{
+		name:      name,
+		keyEnv:    keyEnv,
+		key:       strings.TrimSpace(cfg.APIKey),
+		base:      base,
+		client:    client,
+		authorize: authorize,
+		limiter:   rate.NewLimiter(orDefault(cfg.Rate, def.rate), max(1, orDefault(cfg.Burst, def.burst))),
+		slots:     make(chan struct{}, max(1, orDefault(cfg.Concurrency, def.concurrency))),
+		attempts:  max(1, orDefault(cfg.Attempts, 3)),
+		backoff:   orDefault(cfg.Backoff, time.Second),
+		log:       cfg.Logger,
+	}
+	if v.log == nil {
+		v.log = slog.Default()
+	}
+	return v, nil
+}
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// upstreamError is one failed request: retryable ones are tried again.
+type upstreamError struct {
+	err        error
+	retryable  bool
+	retryAfter time.Duration
+}
+
+// get sends a GET with the query and decodes a 200's JSON body into out.
+func (v *vendorAPI) get(ctx context.Context, path string, q url.Values, out any) error {
+	return v.do(ctx, http.MethodGet, path, q, nil, out)
+}
+
+// post sends body as JSON and decodes a 200's JSON body into out.
+func (v *vendorAPI) post(ctx context.Context, path string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return v.do(ctx, http.MethodPost, path, nil, b, out)
+}
+
+// do sends the request, retrying transient failures while the context's deadline
+// leaves time for the wait. It returns nil, an error wrapping ErrNotFound (404, 410),
+// the context's error, or an error wrapping ErrUnavailable.
+func (v *vendorAPI) do(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
+	u := v.base.JoinPath(path)
+	u.RawQuery = q.Encode()
+	var last *upstreamError
+	for attempt := 1; ; attempt++ {
+		last = v.once(ctx, method, u, body, out)
+		if last == nil {
+			return nil
+		}
+		if !last.retryable || attempt >= v.attempts || ctx.Err() != nil {
+			break
+		}
+		// Equal jitter: half the exponential step, plus a random part of the other half,
+		// so that many workers retrying together spread out.
+		step := v.backoff << (attempt - 1)
+		wait := step/2 + rand.N(step/2+1)
+		if last.retryAfter > wait {
+			wait = last.retryAfter
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			break
+		}
+		v.log.Warn("retrying an upstream request", "source", v.name, "path", path, "attempt", attempt, "wait", wait.String(), "err", last.err.Error())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return last.err
+}
+
+// maxVendorBody bounds what is read of one answer; vendors' largest records are far
+// smaller.
+const maxVendorBody = 8 << 20
+
+func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []byte, out any) *upstreamError {
+	select {
+	case v.slots <- struct{}{}:
+		defer func() { <-v.slots }()
+	case <-ctx.Done():
+		return &upstreamError{err: ctx.Err()}
+	}
+	if err := v.limiter.Wait(ctx); err != nil {
+		// Waiting for the rate limit would outlast the deadline: no request was sent.
+		return &upstreamError{err: fmt.Errorf("%s: the rate limit allows no request before the deadline: %w", v.name, ErrUnavailable)}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return &upstreamError{err: fmt.Errorf("%s: %w: %v", v.name, ErrUnavailable, err)}
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", UserAgent)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	v.authorize(req, v.key)
+	v.meter.call()
+	resp, err := v.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return &upstreamError{err: ctx.Err()}
+		}
+		return v.failed(true, 0, "%s could not be reached: %s", v.name, v.redact(err.Error()))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxVendorBody))
+	if err != nil {
+		if ctx.Err() != nil {
+			return &upstreamError{err: ctx.Err()}
+		}
+		return v.failed(true, 0, "%s: reading the answer: %s", v.name, v.redact(err.Error()))
+	}
+	switch code := resp.StatusCode; {
+	case code == http.StatusOK:
+		if err := json.Unmarshal(data, out); err != nil {
+			return v.failed(false, 0, "%s answered with JSON it does not document: %s", v.name, v.redact(err.Error()))
+		}
+		return nil
+	case code == http.StatusNotFound || code == http.StatusGone:
+		return &upstreamError{err: fmt.Errorf("%s: %w", v.name, ErrNotFound)}
+	case code == http.StatusUnauthorized:
+		v.log.Error("the upstream refused the API key: set a valid one and restart", "source", v.name, "env", v.keyEnv, "status", code)
+		return v.failed(false, 0, "%s refused the API key in %s (401): set a valid key and restart enrichd", v.name, v.keyEnv)
+	case code == http.StatusPaymentRequired || code == http.StatusForbidden:
+		v.log.Error("the upstream refused the request: the account behind the API key may be out of credits or lack access", "source", v.name, "env", v.keyEnv, "status", code)
+		return v.failed(false, 0, "%s refused the request (%d): the account of the key in %s is out of credits or lacks access: %s", v.name, code, v.keyEnv, v.problem(data))
+	case code == http.StatusTooManyRequests || code >= 500:
+		return v.failed(true, retryAfter(resp.Header), "%s answered %d: %s", v.name, code, v.problem(data))
+	default:
+		return v.failed(false, 0, "%s rejected the request (%d): %s", v.name, code, v.problem(data))
+	}
+}
+
+// failed counts a failed request and makes its error, which wraps ErrUnavailable.
+func (v *vendorAPI) failed(retryable bool, after time.Duration, format string, args ...any) *upstreamError {
+	msg := v.redact(fmt.Sprintf(format, args...))
+	v.meter.fail(msg)
+	return &upstreamError{err: fmt.Errorf("%s: %w", msg, ErrUnavailable), retryable: retryable, retryAfter: after}
+}
+
+// problem is the vendor's own words about a failure, short and without the key:
+// Enrich Layer sends {"description": ...}, People Data Labs {"error": {"message": ...}}.
+func (v *vendorAPI) problem(body []byte) string {
+	var e struct {
+		Description string `json:"description"`
+		Detail      string `json:"detail"`
+		Error       struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	msg := ""
+	if json.Unmarshal(body, &e) == nil {
+		msg = orDefault(e.Error.Message, orDefault(e.Description, e.Detail))
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(string(body))
+	}
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	return v.redact(orDefault(msg, "no detail given"))
+}
+
+// redact takes the API key out of text that came from upstream or from the transport.
+func (v *vendorAPI) redact(s string) string {
+	if v.key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, v.key, "[redacted]")
+}
+
+// retryAfter reads Retry-After in seconds, at most a minute.
+func retryAfter(h http.Header) time.Duration {
+	secs, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After")))
+	if err != nil || secs <= 0 {
+		return 0
+	}
+	return time.Duration(min(secs, 60)) * time.Second
+}
+
+// isNotFound says whether err is a miss rather than a failure.
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
