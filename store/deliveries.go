@@ -214,26 +214,44 @@ type Dispatch struct {
 }
 
 // ClaimDeliveries hands out up to limit due deliveries, oldest due first, under a lease
-// of the given length; deliveries to the Loops in skip are left for later (the sender
-// caps how many it sends to one receiver at a time).
-func (db *DB) ClaimDeliveries(ctx context.Context, limit int, lease time.Duration, skip []string) ([]*Dispatch, error) {
+// of the given length, never more to one Loop than perLoop less what the sender already
+// has in flight to it (inFlight, by Loop): a slow receiver holds up only its own.
+func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight map[string]int, lease time.Duration) ([]*Dispatch, error) {
 	var out []*Dispatch
-	skipJSON, err := json.Marshal(append([]string{}, skip...))
+	var full []string
+	for loop, n := range inFlight {
+		if n >= perLoop {
+			full = append(full, loop)
+		}
+	}
+	fullJSON, err := json.Marshal(append([]string{}, full...))
+	if err != nil {
+		return nil, err
+	}
+	inFlightJSON, err := json.Marshal(inFlight)
 	if err != nil {
 		return nil, err
 	}
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
 		now := db.now()
+		// The due scan walks the index in due order, skips the Loops already at their
+		// share, and looks no further than a few claims' worth of rows.
 		rows, err := tx.QueryContext(ctx, `UPDATE deliveries SET lease_until = :lease_until
 			WHERE id IN (
-				SELECT id FROM deliveries
-				WHERE status = 'pending' AND next_attempt_at <= :now AND (lease_until IS NULL OR lease_until <= :now)
-				  AND loop_id NOT IN (SELECT value FROM json_each(:skip))
-				ORDER BY next_attempt_at LIMIT :limit)
+				SELECT id FROM (
+					SELECT id, loop_id, row_number() OVER (PARTITION BY loop_id ORDER BY next_attempt_at, id) AS nth
+					FROM (
+						SELECT id, loop_id, next_attempt_at FROM deliveries
+						WHERE status = 'pending' AND next_attempt_at <= :now AND (lease_until IS NULL OR lease_until <= :now)
+						  AND loop_id NOT IN (SELECT value FROM json_each(:full))
+						ORDER BY next_attempt_at LIMIT :window))
+				WHERE nth + coalesce((SELECT value FROM json_each(:in_flight) WHERE key = loop_id), 0) <= :per_loop
+				LIMIT :limit)
 			RETURNING id, loop_id, event, payload, attempts + 1,
 				(SELECT webhook_url FROM loops WHERE loops.id = deliveries.loop_id),
 				(SELECT secret FROM loops WHERE loops.id = deliveries.loop_id)`,
-			sql.Named("lease_until", ms(now.Add(lease))), sql.Named("now", ms(now)), sql.Named("skip", string(skipJSON)),
+			sql.Named("lease_until", ms(now.Add(lease))), sql.Named("now", ms(now)), sql.Named("full", string(fullJSON)),
+			sql.Named("window", 4*limit), sql.Named("in_flight", string(inFlightJSON)), sql.Named("per_loop", perLoop),
 			sql.Named("limit", limit))
 		if err != nil {
 			return err
@@ -260,37 +278,49 @@ type Attempt struct {
 	Err        string    // "" when the receiver acknowledged
 }
 
-// RecordAttempt writes the outcome of an attempt: acknowledged, the delivery succeeded;
-// otherwise the next attempt is scheduled, or the delivery failed after the last one.
-func (db *DB) RecordAttempt(ctx context.Context, d *Dispatch, a Attempt) error {
+// Attempted is a delivery and how its attempt went; a nil Attempt means the attempt
+// was cut short (the sender is stopping) and is not counted: the delivery is due again.
+type Attempted struct {
+	Dispatch *Dispatch
+	Attempt  *Attempt
+}
+
+// RecordAttempts writes the outcomes of attempts, in one transaction: acknowledged, the
+// delivery succeeded; otherwise the next attempt is scheduled, or the delivery failed
+// after the last one.
+func (db *DB) RecordAttempts(ctx context.Context, done []Attempted) error {
 	return db.inTx(ctx, func(tx *sql.Tx) error {
-		status, next := DeliverySucceeded, sql.NullInt64{}
-		if a.Err != "" {
-			status = DeliveryFailed
-			if d.Attempt < MaxAttempts {
-				status = DeliveryPending
-				next = sql.NullInt64{Int64: ms(a.At.Add(RetrySchedule[d.Attempt-1])), Valid: true}
+		for _, a := range done {
+			if err := recordAttempt(ctx, tx, a.Dispatch, a.Attempt); err != nil {
+				return err
 			}
 		}
-		var code, lastErr any
-		if a.StatusCode != 0 {
-			code = a.StatusCode
-		}
-		if a.Err != "" {
-			lastErr = a.Err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL,
-			last_attempt_at = ?, last_status_code = ?, last_error = ? WHERE id = ?`,
-			status, d.Attempt, next, ms(a.At), code, lastErr, d.ID)
-		return err
+		return nil
 	})
 }
 
-// ReleaseDelivery gives back a claimed delivery that was not sent (the sender is
-// stopping): it is due again at once, its attempt not counted.
-func (db *DB) ReleaseDelivery(ctx context.Context, d *Dispatch) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+func recordAttempt(ctx context.Context, tx *sql.Tx, d *Dispatch, a *Attempt) error {
+	if a == nil {
 		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET lease_until = NULL WHERE id = ? AND status = 'pending'`, d.ID)
 		return err
-	})
+	}
+	status, next := DeliverySucceeded, sql.NullInt64{}
+	if a.Err != "" {
+		status = DeliveryFailed
+		if d.Attempt < MaxAttempts {
+			status = DeliveryPending
+			next = sql.NullInt64{Int64: ms(a.At.Add(RetrySchedule[d.Attempt-1])), Valid: true}
+		}
+	}
+	var code, lastErr any
+	if a.StatusCode != 0 {
+		code = a.StatusCode
+	}
+	if a.Err != "" {
+		lastErr = a.Err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL,
+		last_attempt_at = ?, last_status_code = ?, last_error = ? WHERE id = ?`,
+		status, d.Attempt, next, ms(a.At), code, lastErr, d.ID)
+	return err
 }

@@ -359,9 +359,9 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"loops":           `SELECT id FROM loops WHERE org_id = 'o' ORDER BY created_at, id`,
 		"deliveries":      `SELECT id FROM deliveries WHERE loop_id = 'l' ORDER BY created_at DESC, id DESC LIMIT 25`,
 		"delivery count":  `SELECT count(*) FROM deliveries WHERE loop_id = 'l'`,
-		"due deliveries": `SELECT id FROM deliveries WHERE status = 'pending' AND next_attempt_at <= 5
+		"due deliveries": `SELECT id, loop_id, next_attempt_at FROM deliveries WHERE status = 'pending' AND next_attempt_at <= 5
 			AND (lease_until IS NULL OR lease_until <= 5) AND loop_id NOT IN (SELECT value FROM json_each('[]'))
-			ORDER BY next_attempt_at LIMIT 64`,
+			ORDER BY next_attempt_at LIMIT 256`,
 	}
 	for name, q := range queries {
 		rows, err := raw.Query("EXPLAIN QUERY PLAN " + q)

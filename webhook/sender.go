@@ -88,31 +88,17 @@ func (s *Sender) Run(ctx context.Context) {
 	defer poll.Stop()
 	inFlight := map[string]int{} // by Loop
 	total := 0
-	done := make(chan string)
+	done := make(chan store.Attempted, s.concurrency)
 	for {
 		if free := s.concurrency - total; free > 0 && ctx.Err() == nil {
-			var busy []string
-			for loop, n := range inFlight {
-				if n >= s.perLoop {
-					busy = append(busy, loop)
-				}
-			}
-			claimed, err := s.db.ClaimDeliveries(ctx, free, s.lease, busy)
+			claimed, err := s.db.ClaimDeliveries(ctx, free, s.perLoop, inFlight, s.lease)
 			if err != nil && ctx.Err() == nil {
 				s.log.Error("claiming deliveries", "err", err)
 			}
 			for _, d := range claimed {
-				if inFlight[d.LoopID] >= s.perLoop {
-					// One claim can hold more than a Loop's share; the rest wait their turn.
-					s.release(d)
-					continue
-				}
 				inFlight[d.LoopID]++
 				total++
-				go func() {
-					s.deliver(ctx, d)
-					done <- d.LoopID
-				}()
+				go func() { done <- s.attempt(ctx, d) }()
 			}
 			if len(claimed) > 0 && len(claimed) == free {
 				continue // more may be due
@@ -126,10 +112,23 @@ func (s *Sender) Run(ctx context.Context) {
 			stopping = nil // only the attempts in flight are left to wait for
 		}
 		select {
-		case loop := <-done:
-			total--
-			if inFlight[loop]--; inFlight[loop] == 0 {
-				delete(inFlight, loop)
+		case first := <-done:
+			// Attempts that ended together are recorded in one transaction.
+			batch := []store.Attempted{first}
+			for more := true; more; {
+				select {
+				case a := <-done:
+					batch = append(batch, a)
+				default:
+					more = false
+				}
+			}
+			s.record(ctx, batch)
+			for _, a := range batch {
+				total--
+				if inFlight[a.Dispatch.LoopID]--; inFlight[a.Dispatch.LoopID] == 0 {
+					delete(inFlight, a.Dispatch.LoopID)
+				}
 			}
 		case <-s.wake:
 		case <-poll.C:
@@ -138,32 +137,28 @@ func (s *Sender) Run(ctx context.Context) {
 	}
 }
 
-func (s *Sender) release(d *store.Dispatch) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (s *Sender) record(ctx context.Context, batch []store.Attempted) {
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := s.db.ReleaseDelivery(ctx, d); err != nil {
-		s.log.Error("releasing a delivery", "delivery", d.ID, "err", err)
+	if err := s.db.RecordAttempts(recordCtx, batch); err != nil {
+		// Unrecorded attempts are due again once their lease runs out.
+		s.log.Error("recording delivery attempts", "deliveries", len(batch), "err", err)
 	}
 }
 
-// deliver makes one attempt and records how it went.
-func (s *Sender) deliver(ctx context.Context, d *store.Dispatch) {
+// attempt makes one attempt of the delivery.
+func (s *Sender) attempt(ctx context.Context, d *store.Dispatch) store.Attempted {
 	at := s.db.Now().UTC()
 	status, err := s.send(ctx, d, at)
 	if ctx.Err() != nil {
-		s.release(d)
-		return
+		return store.Attempted{Dispatch: d} // cut short: not counted
 	}
-	a := store.Attempt{At: at.Truncate(time.Millisecond), StatusCode: status}
+	a := &store.Attempt{At: at.Truncate(time.Millisecond), StatusCode: status}
 	if err != nil {
 		a.Err = err.Error()
 		s.log.Warn("webhook delivery attempt failed", "delivery", d.ID, "loop", d.LoopID, "attempt", d.Attempt, "status", status, "err", a.Err)
 	}
-	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := s.db.RecordAttempt(recordCtx, d, a); err != nil {
-		s.log.Error("recording a delivery attempt", "delivery", d.ID, "err", err)
-	}
+	return store.Attempted{Dispatch: d, Attempt: a}
 }
 
 // send posts the delivery, signed at the given time. Any 2xx acknowledges.
