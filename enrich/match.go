@@ -125,16 +125,50 @@ func (h Hints) empty() bool {
 	return strings.TrimSpace(h.FullName) == "" && strings.TrimSpace(h.Title) == "" && strings.TrimSpace(h.Location) == ""
 }
 
-// matches reports whether the candidate agrees with every hint sent.
-func (e Employer) matches(c Candidate, h Hints) bool {
-	return (strings.TrimSpace(h.FullName) == "" || e.hintFits(HintFullName, h.FullName, c)) &&
-		(strings.TrimSpace(h.Title) == "" || e.hintFits(HintTitle, h.Title, c)) &&
-		(strings.TrimSpace(h.Location) == "" || e.hintFits(HintLocation, h.Location, c))
+// pick returns the candidates that agree with every hint sent. A fullName hint is
+// first read as written; only when nobody has that name are nicknames allowed
+// ("Bob Smith" then picks Robert Smith), so "John Smith" picks John over Jack.
+func (e Employer) pick(cands []Candidate, h Hints) []Candidate {
+	for _, nicknames := range []bool{false, true} {
+		var out []Candidate
+		for _, c := range cands {
+			if (strings.TrimSpace(h.FullName) == "" || e.fullNameFits(h.FullName, c, nicknames)) &&
+				(strings.TrimSpace(h.Title) == "" || e.hintFits(HintTitle, h.Title, c)) &&
+				(strings.TrimSpace(h.Location) == "" || e.hintFits(HintLocation, h.Location, c)) {
+				out = append(out, c)
+			}
+		}
+		if len(out) > 0 || strings.TrimSpace(h.FullName) == "" {
+			return out
+		}
+	}
+	return nil
+}
+
+// fullNameFits: each word of the hint is one of the person's names; with nicknames,
+// a nickname of the first name counts too.
+func (e Employer) fullNameFits(hint string, c Candidate, nicknames bool) bool {
+	words := nameWords(Fold(hint))
+	if len(words) == 0 {
+		return false
+	}
+	n := NameOf(c.Person)
+	var names []string
+	for _, s := range []string{n.First, n.Last, deref(c.Person.FullName)} {
+		for _, f := range foldings(s) {
+			names = append(names, nameWords(f)...)
+		}
+	}
+	for _, w := range words {
+		if !slices.ContainsFunc(names, func(n string) bool { return n == w || nicknames && SameFirstName(n, w) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // hintFits reports whether one hint describes the candidate:
-//   - fullName: each of its words is one of the person's names (a nickname counts
-//     for the first name);
+//   - fullName: each of its words is one of the person's names, as written;
 //   - title: each of its words is in the title of the current position at the company;
 //   - location: one of its comma-separated parts names the person's city, the
 //     position's location or the person's country (by code or name), and no part
@@ -142,23 +176,7 @@ func (e Employer) matches(c Candidate, h Hints) bool {
 func (e Employer) hintFits(kind, hint string, c Candidate) bool {
 	switch kind {
 	case HintFullName:
-		words := nameWords(Fold(hint))
-		if len(words) == 0 {
-			return false
-		}
-		n := NameOf(c.Person)
-		var names []string
-		for _, s := range []string{n.First, n.Last, deref(c.Person.FullName)} {
-			for _, f := range foldings(s) {
-				names = append(names, nameWords(f)...)
-			}
-		}
-		for _, w := range words {
-			if !slices.ContainsFunc(names, func(n string) bool { return n == w || SameFirstName(n, w) }) {
-				return false
-			}
-		}
-		return true
+		return e.fullNameFits(hint, c, false)
 	case HintTitle:
 		words := nameWords(Fold(hint))
 		pos := e.CurrentPosition(c.Person)

@@ -64,6 +64,10 @@ type EmailOutcome struct {
 	Err *TaskError
 	// Gathered, when set, is to be kept for a retry of the address with a hint.
 	Gathered *Gathering
+	// TieBroken says a hint picked the person among several the address fits: the
+	// address did not name them alone, so it is not remembered as theirs, and what
+	// was gathered for it stays for retries with other hints.
+	TieBroken bool
 }
 
 // ResolveEmail resolves a work address to the one person it belongs to:
@@ -313,18 +317,15 @@ func (p *Pipeline) decide(in Input, employer Employer, company *Company, cands [
 	if in.Hints.empty() {
 		return EmailOutcome{Err: ambiguous(employer, company, address, cands, false), Gathered: keep}
 	}
-	var picked []Candidate
-	for _, c := range cands {
-		if employer.matches(c, in.Hints) {
-			picked = append(picked, c)
-		}
-	}
+	picked := employer.pick(cands, in.Hints)
 	switch len(picked) {
 	case 0:
 		return EmailOutcome{Gathered: keep, Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
 			"%s fits %d current employees of %s, and none of them matches the hints sent", address, len(cands), company.Name)}}
 	case 1:
-		return chosen(picked[0], address)
+		out := chosen(picked[0], address)
+		out.Gathered, out.TieBroken = keep, true
+		return out
 	}
 	return EmailOutcome{Err: ambiguous(employer, company, address, picked, true), Gathered: keep}
 }
