@@ -76,3 +76,27 @@ func TestResolveEmailWithoutStaffSearch(t *testing.T) {
 	is.Equal(out.Err.Code, enrich.CodeNotFound) // no source can search staff: nothing confirms
 	is.True(strings.Contains(out.Err.Message, "search"))
 }
+
+// The README's sim examples stay true.
+func TestResolveEmailSimExamplesOfTheReadme(t *testing.T) {
+	is := is.New(t)
+	p := &enrich.Pipeline{Sources: []enrich.Source{&enrich.Sim{}}, Held: noneHeld{}}
+	ask := func(address string, hints enrich.Hints) enrich.EmailOutcome {
+		return p.ResolveEmail(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: address, Hints: hints})
+	}
+	out := ask("edsger.dijkstra@acme.com", enrich.Hints{})
+	is.Equal(out.Err, nil)
+	is.Equal(*out.Result.Person.FullName, "Edsger Dijkstra")
+
+	out = ask("edsger@acme.com", enrich.Hints{})
+	is.Equal(out.Err.Code, enrich.CodeAmbiguous)
+	is.Equal(*out.Err.Candidates, 2)
+	is.True(out.Gathered != nil && len(out.Gathered.Candidates) == 2)
+	is.Equal(out.Err.HintsAccepted[0], enrich.HintFullName)
+
+	out = ask("edsger@acme.com", enrich.Hints{FullName: "Edsger Torvalds"})
+	is.Equal(out.Err, nil)
+	is.Equal(*out.Result.Person.FullName, "Edsger Torvalds")
+	is.True(out.TieBroken)
+	is.Equal(*out.Result.Person.EmailMatch.Pattern, enrich.PatternFirst)
+}
