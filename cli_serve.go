@@ -45,6 +45,7 @@ func newServeCommand() *cobra.Command {
 			cfg.MaxBacklog, _ = f.GetInt64("max-backlog")
 			cfg.Lease, _ = f.GetDuration("lease")
 			cfg.NetworkHost, _ = f.GetString("network-host")
+			cfg.EmailMaxRetrievals, _ = f.GetInt("email-max-retrievals")
 			if cfg.RateIP, err = rateFlag(cmd, "rate-ip"); err != nil {
 				return err
 			}
@@ -75,6 +76,7 @@ func newServeCommand() *cobra.Command {
 	f.String("rate-ip", "100/200", "rate limit per client address: requests per second/burst; 0 turns it off")
 	f.String("rate-key", "100/200", "rate limit per API key: requests per second/burst; 0 turns it off")
 	f.String("network-host", enrich.DefaultNetworkHost, "host of the professional network whose URLs are accepted")
+	f.Int("email-max-retrievals", def.EmailMaxRetrievals, "profiles one email lookup retrieves at most to confirm who the address belongs to")
 	f.Duration("sim-latency", 0, "sim source: latency added to every call")
 	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
 	f.String("log-format", "json", "log format: json or text")
@@ -97,6 +99,8 @@ func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 		return fmt.Errorf("--lease must be at least 1s")
 	case cfg.MaxBacklog < 1:
 		return fmt.Errorf("--max-backlog must be at least 1")
+	case cfg.EmailMaxRetrievals < 1:
+		return fmt.Errorf("--email-max-retrievals must be at least 1")
 	case latency < 0:
 		return fmt.Errorf("--sim-latency cannot be negative")
 	case !(failures >= 0 && failures <= 1):

@@ -600,6 +600,7 @@ func TestServeBadFlags(t *testing.T) {
 		{"tiny lease", []string{"--lease", "2ns"}, []string{"--lease"}},
 		{"no task lifetime", []string{"--task-ttl", "0s"}, []string{"--task-ttl"}},
 		{"no backlog", []string{"--max-backlog", "0"}, []string{"--max-backlog"}},
+		{"no email retrievals", []string{"--email-max-retrievals", "0"}, []string{"--email-max-retrievals"}},
 		{"failure rate over 1", []string{"--sim-failure-rate", "1.5"}, []string{"--sim-failure-rate"}},
 		{"negative sim latency", []string{"--sim-latency", "-1s"}, []string{"--sim-latency"}},
 	}

@@ -177,3 +177,29 @@ CREATE TABLE deliveries (
 CREATE INDEX deliveries_due ON deliveries(next_attempt_at) WHERE status = 'pending';
 -- GET /v1/loops/{id}/deliveries newest first
 CREATE INDEX deliveries_loop_created ON deliveries(loop_id, created_at DESC, id DESC);
+
+-- migration 3: email lookups
+-- What an email lookup that fit several people gathered, kept by address (in the form
+-- enrich.AddressKey gives) so that a retry with a tie-break hint is decided against the
+-- same profiles without a new search. Rows older than the freshness window are not
+-- read, and are deleted as new gatherings are kept.
+CREATE TABLE email_gatherings (
+    address       TEXT PRIMARY KEY,
+    company       TEXT NOT NULL,             -- the Company the domain was identified as (JSON)
+    gathered_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX email_gatherings_gathered ON email_gatherings(gathered_at);
+
+CREATE TABLE email_candidates (
+    address       TEXT NOT NULL REFERENCES email_gatherings(address) ON DELETE CASCADE,
+    ord           INTEGER NOT NULL,
+    method        TEXT NOT NULL CHECK (method IN ('inferred', 'resolved')),
+    pattern       TEXT NOT NULL,
+    person        TEXT NOT NULL,             -- the Person as retrieved (JSON)
+    retrieved_at  INTEGER NOT NULL,
+    PRIMARY KEY (address, ord)
+) WITHOUT ROWID;
+
+-- People by the name of a current employer, for positions that carry neither a company
+-- page nor a domain; compared without case, the rest of the folding is done in Go.
+CREATE INDEX positions_current_by_company_name ON positions(company_name COLLATE NOCASE, is_current);

@@ -70,7 +70,7 @@ type TaskError struct {
 	Code          string   `json:"code"`
 	Message       string   `json:"message"`
 	Candidates    *int     `json:"candidates,omitempty"`
-	HintsAccepted []string `json:"hintsAccepted,omitempty"`
+	HintsAccepted []string `json:"hintsAccepted,omitzero"` // [] on an ambiguous failure no hint can help
 }
 
 // Sentinel errors a Source returns. Wrap them to add detail.

@@ -2,6 +2,7 @@ package enrich
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -23,7 +24,10 @@ type Sim struct {
 	Now func() time.Time
 }
 
-var _ Source = (*Sim)(nil)
+var (
+	_ Source        = (*Sim)(nil)
+	_ StaffSearcher = (*Sim)(nil)
+)
 
 func (s *Sim) Name() string { return "sim" }
 
@@ -67,12 +71,24 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 		first, last = simFirstNames[r.IntN(len(simFirstNames))], simLastNames[r.IntN(len(simLastNames))]
 	}
 	now := s.now()
+	host := s.host()
 	employer := simCompanies[r.IntN(len(simCompanies))]
 	previous := simCompanies[r.IntN(len(simCompanies))]
+	employerURL := "https://" + host + "/company/" + strings.ToLower(employer)
+	previousURL := "https://" + host + "/company/" + strings.ToLower(previous)
+	// A profile a staff search pointed at works, or worked, at the company searched.
+	if m, ok := parseStaffSlug(slug); ok {
+		first, last = m.first, m.last
+		name, url := titleCase(strings.ReplaceAll(m.company, "-", " ")), "https://"+host+"/company/"+m.company
+		if m.current {
+			employer, employerURL = name, url
+		} else {
+			previous, previousURL = name, url
+		}
+	}
 	startYear := 2012 + r.IntN(12)
 	city := simCities[r.IntN(len(simCities))]
 	title := simTitles[r.IntN(len(simTitles))]
-	host := s.host()
 	p := &Person{
 		NetworkURL:         Ptr("https://" + host + "/in/" + slug),
 		FullName:           Ptr(first + " " + last),
@@ -90,7 +106,7 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 			{
 				Title:              Ptr(title),
 				CompanyName:        Ptr(employer),
-				CompanyNetworkURL:  Ptr("https://" + host + "/company/" + strings.ToLower(employer)),
+				CompanyNetworkURL:  Ptr(employerURL),
 				EmploymentType:     Ptr("Full-time"),
 				StartDate:          Ptr(fmt.Sprintf("%d-%02d-01", startYear, 1+r.IntN(12))),
 				StartDatePrecision: Ptr("month"),
@@ -99,7 +115,7 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 			{
 				Title:              Ptr(simTitles[r.IntN(len(simTitles))]),
 				CompanyName:        Ptr(previous),
-				CompanyNetworkURL:  Ptr("https://" + host + "/company/" + strings.ToLower(previous)),
+				CompanyNetworkURL:  Ptr(previousURL),
 				StartDate:          Ptr(fmt.Sprintf("%d-01-01", startYear-3)),
 				StartDatePrecision: Ptr("year"),
 				EndDate:            Ptr(fmt.Sprintf("%d-01-01", startYear)),
@@ -108,6 +124,109 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 		},
 	}
 	return p, nil
+}
+
+// SearchStaff lists the synthetic staff of the company (derived from a hash of its
+// page's slug, or of its domain's first label) whose names may be among q.Names. As on
+// a real network, a few of the people listed have left the company: their profiles
+// show the position ended.
+func (s *Sim) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error) {
+	if err := s.call(ctx); err != nil {
+		return nil, err
+	}
+	slug := s.companySlug(q.Company)
+	if slug == "" || strings.HasPrefix(slug, "missing") {
+		return nil, fmt.Errorf("sim: staff of %q: %w", slug, ErrNotFound)
+	}
+	var out []StaffMember
+	for _, m := range s.Staff(slug) {
+		if q.Matches(m.FirstName, m.LastName) {
+			out = append(out, StaffMember{NetworkURL: m.NetworkURL, FullName: m.FirstName + " " + m.LastName})
+			if q.Limit > 0 && len(out) >= q.Limit {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Sim) companySlug(c *Company) string {
+	if c == nil {
+		return ""
+	}
+	if c.NetworkURL != nil {
+		if u, err := (Normalizer{NetworkHost: s.NetworkHost}).CompanyURL(*c.NetworkURL); err == nil {
+			return SlugOf(u)
+		}
+	}
+	if c.Domain != nil {
+		label, _, _ := strings.Cut(*c.Domain, ".")
+		return label
+	}
+	return ""
+}
+
+// SimStaffMember is one person of a sim company's staff.
+type SimStaffMember struct {
+	FirstName, LastName string
+	NetworkURL          string
+	Current             bool // false: they have left the company
+}
+
+// Staff is the synthetic staff of the sim company with this page slug: 12 to 40
+// people, about one in eight of whom has left. Names repeat, as they do in real
+// companies, so some addresses fit several people.
+func (s *Sim) Staff(companySlug string) []SimStaffMember {
+	r := seeded("staff:" + companySlug)
+	n := 12 + r.IntN(29)
+	out := make([]SimStaffMember, 0, n)
+	for i := range n {
+		m := SimStaffMember{
+			FirstName: simFirstNames[r.IntN(len(simFirstNames))],
+			LastName:  simLastNames[r.IntN(len(simLastNames))],
+			Current:   r.IntN(8) != 0,
+		}
+		marker := staffAt
+		if !m.Current {
+			marker = staffFormer
+		}
+		m.NetworkURL = fmt.Sprintf("https://%s/in/%s-%s-%s%s-%d", s.host(), strings.ToLower(m.FirstName), strings.ToLower(m.LastName),
+			marker, hex.EncodeToString([]byte(companySlug)), i+1)
+		out = append(out, m)
+	}
+	return out
+}
+
+// A staff profile's slug is first-last-<marker><hex of the company slug>-<n>: the
+// marker says whether they work there now.
+const (
+	staffAt     = "at"
+	staffFormer = "ex"
+)
+
+type staffSlug struct {
+	first, last, company string
+	current              bool
+}
+
+func parseStaffSlug(slug string) (staffSlug, bool) {
+	parts := strings.Split(slug, "-")
+	k := len(parts) - 2
+	if k < 2 || strings.Trim(parts[k+1], "0123456789") != "" || parts[k+1] == "" {
+		return staffSlug{}, false
+	}
+	marker, encoded := parts[k][:min(2, len(parts[k]))], parts[k][min(2, len(parts[k])):]
+	company, err := hex.DecodeString(encoded)
+	if (marker != staffAt && marker != staffFormer) || err != nil || len(company) == 0 ||
+		strings.Trim(string(company), "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		return staffSlug{}, false
+	}
+	return staffSlug{
+		first:   titleCase(parts[0]),
+		last:    strings.ReplaceAll(titleCase(strings.Join(parts[1:k], " ")), " ", "-"),
+		company: string(company),
+		current: marker == staffAt,
+	}, true
 }
 
 func (s *Sim) company(slug, domain string) *Company {

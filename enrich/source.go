@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // Source is what the pipeline needs from the outside world: the network's company
@@ -44,6 +45,28 @@ type StaffQuery struct {
 	Limit int
 }
 
+// Matches reports whether a person of this first and last name may be one the
+// query names: one of their name words (or a nickname of the first name) is among
+// q.Names. Sources use it to filter their staff.
+func (q StaffQuery) Matches(first, last string) bool {
+	var words []string
+	for _, s := range []string{first, last} {
+		for _, f := range foldings(s) {
+			words = append(words, nameWords(f)...)
+		}
+	}
+	for _, w := range words {
+		for _, e := range equivalents(w) {
+			for _, n := range q.Names {
+				if e == n {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // StaffMember is one hit of a staff search: a profile worth retrieving.
 type StaffMember struct {
 	NetworkURL string // the normalized profile URL
@@ -60,12 +83,25 @@ type Result struct {
 type Pipeline struct {
 	Sources []Source
 	Logger  *slog.Logger
+
+	// Held is the data already held, which email lookups read (ResolveEmail).
+	Held Held
+	// MaxRetrievals bounds the profiles one email lookup retrieves;
+	// DefaultMaxRetrievals when 0.
+	MaxRetrievals int
+	// Freshness is how old a held profile may be and still be served as it is;
+	// 30 days when 0.
+	Freshness time.Duration
+	// Now is the clock freshness is measured on; time.Now when nil.
+	Now func() time.Time
 }
 
-// Enrich looks the input up. It returns a result, or the TaskError the task fails with.
+// Enrich looks a company or a profile up. It returns a result, or the TaskError the
+// task fails with. Email lookups take more than one question and go through
+// ResolveEmail.
 func (p *Pipeline) Enrich(ctx context.Context, in Input) (Result, *TaskError) {
 	if in.Lookup == LookupEmail {
-		return Result{}, &TaskError{Code: CodeInvalidInput, Message: "email lookups are not enabled on this server"}
+		return Result{}, &TaskError{Code: CodeInternalError, Message: "email lookups are resolved by ResolveEmail"}
 	}
 	var unavailable []error
 	for _, src := range p.Sources {

@@ -224,7 +224,9 @@ func TestPipelineEnrichTimedOut(t *testing.T) {
 	}
 }
 
-func TestPipelineEnrichEmailNotEnabled(t *testing.T) {
+// Email lookups take several questions and read the held data: Enrich does not do
+// them, ResolveEmail does.
+func TestPipelineEnrichLeavesEmailToResolveEmail(t *testing.T) {
 	is := is.New(t)
 	var asked []string
 	p := &enrich.Pipeline{Sources: []enrich.Source{fakeSource{
@@ -236,8 +238,8 @@ func TestPipelineEnrichEmailNotEnabled(t *testing.T) {
 
 	res, terr := p.Enrich(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"})
 
-	is.True(terr != nil) // email lookups are not enabled
-	is.Equal(terr.Code, enrich.CodeInvalidInput)
+	is.True(terr != nil)
+	is.Equal(terr.Code, enrich.CodeInternalError)
 	is.True(terr.Message != "")
 	is.Equal(res, enrich.Result{})
 	is.Equal(len(asked), 0) // no source asked

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -273,6 +274,8 @@ type fakeNetwork struct {
 	down      bool
 	gate      chan struct{} // when set, every call waits for it to close
 	calls     atomic.Int64
+	searches  atomic.Int64 // staff searches
+	profiles  atomic.Int64 // profile retrievals
 }
 
 func newFakeNetwork() *fakeNetwork {
@@ -361,6 +364,7 @@ func (f *fakeNetwork) CompanyByURL(ctx context.Context, u string) (*enrich.Compa
 }
 
 func (f *fakeNetwork) PersonByURL(ctx context.Context, u string) (*enrich.Person, error) {
+	f.profiles.Add(1)
 	if err := f.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -371,6 +375,43 @@ func (f *fakeNetwork) PersonByURL(ctx context.Context, u string) (*enrich.Person
 		return &cp, nil
 	}
 	return nil, enrich.ErrNotFound
+}
+
+// SearchStaff lists the people who have or had a position at the company (by its
+// page) and whose names may be among q.Names, as a network's search does: leads, some
+// of whom have left.
+func (f *fakeNetwork) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+	f.searches.Add(1)
+	if err := f.enter(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []enrich.StaffMember
+	for url, p := range f.people {
+		at := false
+		for _, pos := range p.Positions {
+			at = at || q.Company.NetworkURL != nil && pos.CompanyNetworkURL != nil && *pos.CompanyNetworkURL == *q.Company.NetworkURL
+		}
+		n := enrich.NameOf(p)
+		if at && q.Matches(n.First, n.Last) {
+			out = append(out, enrich.StaffMember{NetworkURL: url, FullName: n.First + " " + n.Last})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NetworkURL < out[j].NetworkURL })
+	return out, nil
+}
+
+// employee is a profile on the fake network with one position at the company whose
+// page is companyURL; ended makes it a past position.
+func employee(slug, first, last, companyURL, title, city, country string, ended bool) *enrich.Person {
+	pos := enrich.Position{Title: &title, CompanyName: enrich.Ptr("Acme"), CompanyNetworkURL: &companyURL,
+		StartDate: enrich.Ptr("2020-01-01"), StartDatePrecision: enrich.Ptr("year"), IsCurrent: !ended}
+	if ended {
+		pos.EndDate, pos.EndDatePrecision = enrich.Ptr("2023-01-01"), enrich.Ptr("year")
+	}
+	return &enrich.Person{NetworkURL: enrich.Ptr("https://www.linkedin.com/in/" + slug), FullName: enrich.Ptr(first + " " + last),
+		FirstName: &first, LastName: &last, City: &city, CountryCode: &country, Positions: []enrich.Position{pos}}
 }
 
 func company(name, domain string) *enrich.Company {

@@ -64,25 +64,14 @@ func handleEnrichPerson(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		if err := s.lookupEnabled(in); err != nil {
-			s.error(w, r, err)
-			return
-		}
 		s.enqueue(w, r, in, req.LoopID, req)
 	})
 }
 
-// lookupEnabled refuses the lookups this server does not offer.
-func (s *Server) lookupEnabled(in enrich.Input) error {
-	if in.Lookup == enrich.LookupEmail {
-		return enrich.Errorf(enrich.KindInvalid, "email lookups are not enabled on this server; send networkUrl with the person's profile URL")
-	}
-	return nil
-}
-
 // enqueue creates the task for a validated input and answers with the enqueue
-// response: 200 when the task settled inside the request or is an idempotent replay,
-// 202 when it was queued.
+// response: 200 when the task settled inside the request (a fresh stored record, or a
+// refused email address, failed and refunded at once) or is an idempotent replay, 202
+// when it was queued.
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input, loopID *string, req any) {
 	key := r.Header.Get("Idempotency-Key")
 	if utf8.RuneCountInString(key) > maxIdempotencyKey {
@@ -105,11 +94,16 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 	// The key is bound to the request as decoded, so the same fields in another order
 	// or spacing are the same request.
 	sum := sha256.Sum256(append([]byte(bind), raw...))
-	res, err := s.db.CreateTask(r.Context(), store.NewTask{
+	nt := store.NewTask{
 		OrgID: principal(r).OrgID, Input: in, RawInput: raw, LoopID: loopID,
 		IdempotencyKey: key, BodyHash: hex.EncodeToString(sum[:]),
 		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness,
-	})
+	}
+	if in.Lookup == enrich.LookupEmail {
+		// Personal-mailbox and role addresses are refused without asking any source.
+		nt.Fail = enrich.Refusal(in.Target)
+	}
+	res, err := s.db.CreateTask(r.Context(), nt)
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -199,9 +199,6 @@ func handleRunLoop(s *Server) http.Handler {
 				in, err = s.norm.PersonInput(req.NetworkURL, req.Email, enrich.SentHints{FullName: req.FullName, Title: req.Title, Location: req.Location})
 			}
 		}
-		if err == nil {
-			err = s.lookupEnabled(in)
-		}
 		if err != nil {
 			s.error(w, r, err)
 			return

@@ -723,3 +723,35 @@ func TestAReceiverThatDoesNotAnswerInTimeFailsTheAttempt(t *testing.T) {
 	e.clock.Add(10 * time.Second)
 	is.Equal(e.waitDelivery(loopID, attempts(2))["status"], "succeeded")
 }
+
+func TestAPersonLoopRunsEmailLookups(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks)
+	acmeNetwork(e)
+	rcv := newReceiver(t)
+	loopID, secret := e.createLoop("People", rcv.srv.URL, "person")
+	e.startWorkers()
+
+	// A refused address fails inside the request, refunded, and still tells the Loop.
+	refused := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "info@acme.com"})
+	is.Equal(refused.status, http.StatusOK)
+	is.Equal(refused.str("task.status"), "failed")
+	is.Equal(refused.str("error.code"), "not_found")
+	first := rcv.wait(t, 1)[0]
+	is.Equal(first.header.Get("X-Service-Event"), "task.failed")
+
+	// A resolved address costs 3 credits, as on the direct endpoint, and delivers the person.
+	run := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane.smith@acme.com"})
+	is.Equal(run.status, http.StatusAccepted)
+	is.Equal(run.get("task.credits_charged"), 3.0)
+	is.Equal(e.waitSettled(run.str("task.id")).str("task.status"), "succeeded")
+	got := rcv.wait(t, 2)[1]
+	is.Equal(got.header.Get("X-Service-Event"), "task.succeeded")
+	is.NoErr(webhook.Verify(got.body, got.header.Get("X-Service-Signature"), secret, 0))
+	var body map[string]any
+	is.NoErr(json.Unmarshal(got.body, &body))
+	data := body["data"].(map[string]any)
+	is.Equal(data["full_name"], "Jane Smith")
+	is.Equal(data["email_match"].(map[string]any)["method"], "resolved")
+	is.Equal(e.balance("acme").Charged-e.balance("acme").Refund, int64(3))
+}

@@ -29,7 +29,9 @@ type Config struct {
 	RateIP        Rate          // per client address; zero Limit disables
 	RateKey       Rate          // per API key; zero Limit disables
 	NetworkHost   string
-	Sources       []enrich.Source
+	// EmailMaxRetrievals bounds the profiles one email lookup retrieves.
+	EmailMaxRetrievals int
+	Sources            []enrich.Source
 	// WebhookPolicy says which webhook URLs are accepted and reached: https to public
 	// addresses only, unless AllowPrivate (local development and tests).
 	WebhookPolicy netguard.Policy
@@ -61,6 +63,8 @@ func DefaultConfig() Config {
 		RateKey:       Rate{Limit: 100, Burst: 200},
 		NetworkHost:   enrich.DefaultNetworkHost,
 		Logger:        slog.Default(),
+
+		EmailMaxRetrievals: enrich.DefaultMaxRetrievals,
 	}
 }
 
@@ -105,11 +109,15 @@ func New(db *store.DB, cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = def.Logger
 	}
+	if cfg.EmailMaxRetrievals <= 0 {
+		cfg.EmailMaxRetrievals = def.EmailMaxRetrievals
+	}
 	s := &Server{
-		cfg:       cfg,
-		db:        db,
-		norm:      enrich.Normalizer{NetworkHost: cfg.NetworkHost},
-		pipeline:  &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger},
+		cfg:  cfg,
+		db:   db,
+		norm: enrich.Normalizer{NetworkHost: cfg.NetworkHost},
+		pipeline: &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger, Held: db.Held(),
+			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, Now: func() time.Time { return db.Now() }},
 		log:       cfg.Logger,
 		ipLimits:  newLimiter(cfg.RateIP),
 		keyLimits: newLimiter(cfg.RateKey),

@@ -99,7 +99,20 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 		defer close(leaseDone)
 		s.keepLease(taskCtx, cancel, c)
 	}()
-	res, taskErr := s.pipeline.Enrich(taskCtx, c.Input)
+	var out store.Outcome
+	var res enrich.Result
+	var taskErr *enrich.TaskError
+	if c.Input.Lookup == enrich.LookupEmail {
+		// An email lookup serves its own stale fallbacks: a stored record is not a
+		// substitute for resolving an address.
+		o := s.pipeline.ResolveEmail(taskCtx, c.Input)
+		out = store.Outcome{Err: o.Err, Gathered: o.Gathered, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken}
+		if o.Err == nil {
+			out.Result, out.Fetched, out.FetchedAt = &o.Result, true, o.FetchedAt
+		}
+	} else {
+		res, taskErr = s.pipeline.Enrich(taskCtx, c.Input)
+	}
 	cancel()
 	<-leaseDone
 
@@ -112,12 +125,23 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 		}
 		return
 	}
+	if c.Input.Lookup != enrich.LookupEmail {
+		out = s.outcome(settleCtx, c, res, taskErr)
+	}
+	if _, err := s.db.Settle(settleCtx, c, out); err != nil {
+		s.log.Error("settling a task", "task", c.TaskID, "err", err)
+	}
+	s.sender.Wake() // in case the task has a Loop
+}
+
+// outcome is how a company or profile lookup ends: a refresh that cannot complete
+// serves the stored record, as old as it is.
+func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result, taskErr *enrich.TaskError) store.Outcome {
 	out := store.Outcome{Result: &res, Fetched: true}
 	if taskErr != nil {
 		out = store.Outcome{Err: taskErr}
-		// A refresh that cannot complete serves the stored record, as old as it is.
 		if taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound {
-			stored, err := s.db.FindStored(settleCtx, c.Input)
+			stored, err := s.db.FindStored(ctx, c.Input)
 			if err != nil {
 				s.log.Error("reading the stored record", "task", c.TaskID, "err", err)
 			}
@@ -126,10 +150,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 			}
 		}
 	}
-	if _, err := s.db.Settle(settleCtx, c, out); err != nil {
-		s.log.Error("settling a task", "task", c.TaskID, "err", err)
-	}
-	s.sender.Wake() // in case the task has a Loop
+	return out
 }
 
 // keepLease extends the claim's lease while the task runs, and cancels the task once

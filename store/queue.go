@@ -109,10 +109,19 @@ func (db *DB) ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (b
 // Outcome is how a claimed task ends: with a result or with an error.
 type Outcome struct {
 	Result *enrich.Result
-	// Fetched marks a result just obtained from a source, to be kept in the store; a
+	// Fetched marks a result obtained from a source, to be kept in the store; a
 	// stored record served because its refresh failed is not.
 	Fetched bool
-	Err     *enrich.TaskError
+	// FetchedAt is when a fetched result was retrieved; zero means now.
+	FetchedAt time.Time
+	Err       *enrich.TaskError
+	// Gathered is what an email lookup that fit several people gathered, kept for a
+	// retry with a hint until KeepGathered has passed.
+	Gathered     *enrich.Gathering
+	KeepGathered time.Duration
+	// TieBroken marks an email lookup's person picked by a hint among several: the
+	// address is not remembered as theirs, and what was gathered for it stays.
+	TieBroken bool
 }
 
 // Settle finishes a claimed task in one transaction: the task's status and result, the
@@ -129,6 +138,11 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 			return err
 		}
 		settled = true
+		if out.Gathered != nil {
+			if err := keepGathering(ctx, tx, out.Gathered, now.Add(-out.KeepGathered)); err != nil {
+				return err
+			}
+		}
 		if out.Err != nil {
 			taskErr, err := json.Marshal(out.Err)
 			if err != nil {
@@ -144,8 +158,18 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 		}
 		res := *out.Result
 		if out.Fetched {
+			at := out.FetchedAt
+			if at.IsZero() {
+				at = now
+			}
 			var err error
-			if res, err = storeFetched(ctx, tx, c.Input, res, now); err != nil {
+			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, at, now); err != nil {
+				return err
+			}
+		}
+		if c.Input.Lookup == enrich.LookupEmail && !out.TieBroken {
+			// The address is on record now: what was gathered for it is no longer read.
+			if err := forgetGathering(ctx, tx, enrich.AddressKey(c.Input.Target)); err != nil {
 				return err
 			}
 		}

@@ -39,7 +39,7 @@ func recordKey(lookup enrich.Lookup, target string) string {
 	case enrich.LookupPersonURL:
 		return "person:" + target
 	}
-	return "email:" + target
+	return "email:" + enrich.AddressKey(target)
 }
 
 func findRecord(ctx context.Context, q querier, origin, key string) (*record, error) {
@@ -59,11 +59,15 @@ func findRecord(ctx context.Context, q querier, origin, key string) (*record, er
 }
 
 // result decodes a record as the result of looking up target: a company found through
-// an alias domain carries redirect.
+// an alias domain carries redirect; a person found by an address on record carries
+// email_match exact.
 func (r *record) result(in enrich.Input) (enrich.Result, error) {
 	if r.objectType == enrich.ObjectPerson {
 		var p enrich.Person
 		err := json.Unmarshal(r.data, &p)
+		if in.Lookup == enrich.LookupEmail {
+			p.EmailMatch = &enrich.EmailMatch{Method: enrich.MatchExact, Email: in.Target}
+		}
 		return enrich.Result{Person: &p}, err
 	}
 	var c enrich.Company
@@ -180,11 +184,16 @@ func saveRecord(ctx context.Context, tx *sql.Tx, origin string, res enrich.Resul
 	return nil
 }
 
-// storeFetched saves what an enrichment of in just fetched into the 30-day store and
-// returns the result as the task shows it: stamped as enriched now, with the redirect
-// of the domain that was looked up.
-func storeFetched(ctx context.Context, tx *sql.Tx, in enrich.Input, res enrich.Result, now time.Time) (enrich.Result, error) {
-	keys := recordKeys{recordKey(in.Lookup, in.Target): sql.NullInt64{}}
+// storeFetched saves what an enrichment of in fetched at fetchedAt into the 30-day
+// store and returns the result as the task shows it: stamped as enriched then, with
+// the redirect of the domain that was looked up. The record is saved under the target
+// looked up when byTarget is set: a person found by email then has the address on
+// record, and the next lookup of it is exact.
+func storeFetched(ctx context.Context, tx *sql.Tx, in enrich.Input, res enrich.Result, byTarget bool, fetchedAt, now time.Time) (enrich.Result, error) {
+	keys := recordKeys{}
+	if byTarget {
+		keys[recordKey(in.Lookup, in.Target)] = sql.NullInt64{}
+	}
 	var stored, shown enrich.Result
 	if c := res.Company; c != nil {
 		c = ptrCopy(c)
@@ -206,7 +215,7 @@ func storeFetched(ctx context.Context, tx *sql.Tx, in enrich.Input, res enrich.R
 	}
 	if p := res.Person; p != nil {
 		p = ptrCopy(p)
-		p.EnrichmentStatus, p.LastEnrichedAt = enrich.StatusEnriched, &now
+		p.EnrichmentStatus, p.LastEnrichedAt = enrich.StatusEnriched, &fetchedAt
 		if p.Positions == nil {
 			p.Positions = []enrich.Position{}
 		}
@@ -219,7 +228,7 @@ func storeFetched(ctx context.Context, tx *sql.Tx, in enrich.Input, res enrich.R
 		stored = enrich.Result{Person: p}
 	}
 	lookedUp := recordKey(in.Lookup, in.Target)
-	return shown, saveRecord(ctx, tx, originStore, stored, keys, identityKey(stored, lookedUp), now, now)
+	return shown, saveRecord(ctx, tx, originStore, stored, keys, identityKey(stored, lookedUp), fetchedAt, now)
 }
 
 func addCompanyKeys(keys recordKeys, c *enrich.Company) {
@@ -371,7 +380,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 				if err != nil {
 					return ImportStats{}, lineErr("emails: %v", err)
 				}
-				p.keys["email:"+addr] = sql.NullInt64{}
+				p.keys[recordKey(enrich.LookupEmail, addr)] = sql.NullInt64{}
 			}
 			ps.EmailMatch = nil
 			p.res, p.lastEnriched = enrich.Result{Person: &ps.Person}, ps.LastEnrichedAt

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -362,6 +363,15 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"due deliveries": `SELECT id, loop_id, next_attempt_at FROM deliveries WHERE status = 'pending' AND next_attempt_at <= 5
 			AND (lease_until IS NULL OR lease_until <= 5) AND loop_id NOT IN (SELECT value FROM json_each('[]'))
 			ORDER BY next_attempt_at LIMIT 256`,
+		"staff by page": `SELECT r.id, r.data FROM positions p JOIN records r ON r.id = p.record_id
+			WHERE p.company_network_url = 'u' AND p.is_current = 1 AND r.origin = 'store' LIMIT 500`,
+		"staff by domain": `SELECT r.id, r.data FROM positions p JOIN records r ON r.id = p.record_id
+			WHERE p.company_domain = 'acme.com' AND p.is_current = 1 AND r.origin = 'dataset' LIMIT 500`,
+		"staff by name": `SELECT r.id, r.data FROM positions p JOIN records r ON r.id = p.record_id
+			WHERE p.company_name = 'Acme' COLLATE NOCASE AND p.is_current = 1 AND r.origin = 'store' LIMIT 500`,
+		"gathering":           `SELECT company FROM email_gatherings WHERE address = 'a@acme.com' AND gathered_at >= 5`,
+		"gathered candidates": `SELECT person FROM email_candidates WHERE address = 'a@acme.com' ORDER BY ord`,
+		"old gatherings":      `SELECT address FROM email_gatherings WHERE gathered_at < 5`,
 	}
 	for name, q := range queries {
 		rows, err := raw.Query("EXPLAIN QUERY PLAN " + q)
@@ -472,4 +482,69 @@ func TestPaymentRequiredShowsWhatRemains(t *testing.T) {
 	b, err := db.CreditBalance(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(b.Balance, int64(2))
+}
+
+// TestATaskCanFailInsideTheRequest creates a task that is refused before any lookup:
+// it is failed at once, charged and refunded in the same transaction, never queued.
+func TestATaskCanFailInsideTheRequest(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, _ := openDB(t)
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+
+	nt := newTask(org, "x")
+	nt.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "info@acme.com"}
+	nt.Fail = &enrich.TaskError{Code: enrich.CodeNotFound, Message: "a role address"}
+	res, err := db.CreateTask(ctx, nt)
+	is.NoErr(err)
+	is.Equal(res.Task.Status, store.StatusFailed)
+	is.Equal(res.Task.Error, nt.Fail)
+	is.Equal(res.Task.CreditsCharged, int64(3))
+	is.True(res.Task.FinishedAt != nil && res.Task.QueuedAt == nil)
+
+	got, err := db.GetTask(ctx, org, res.Task.ID)
+	is.NoErr(err)
+	is.Equal(got.Status, store.StatusFailed)
+	is.Equal(got.Error, nt.Fail) // the error is stored with the task
+
+	ledger, err := db.CreditLedger(ctx, "acme")
+	is.NoErr(err)
+	var kinds []string
+	for _, l := range ledger {
+		if l.TaskID != nil && *l.TaskID == res.Task.ID {
+			kinds = append(kinds, l.Kind+":"+strconv.FormatInt(l.Amount, 10))
+		}
+	}
+	is.Equal(kinds, []string{"charge:3", "refund:3"})
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Balance, int64(10))
+
+	claim, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(claim, nil) // nothing was queued
+}
+
+// TestHeldDataForEmailLookups imports a person with an address and
+// finds them by it in another case and with a +tag; what an ambiguous lookup gathered
+// is read back within the window only.
+func TestHeldDataForEmailLookups(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, clk := openDB(t)
+	_, err := db.Import(ctx, strings.NewReader(`{"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe","emails":["Jane.Doe@Acme.com"]}`), enrich.Normalizer{})
+	is.NoErr(err)
+	h, err := db.Held().PersonByEmail(ctx, "jane.doe+x@acme.com")
+	is.NoErr(err)
+	is.True(h != nil)
+	is.Equal(*h.Person.FullName, "Jane Doe")
+	h, err = db.Held().PersonByEmail(ctx, "john.doe@acme.com")
+	is.NoErr(err)
+	is.Equal(h, nil)
+
+	g, err := db.Held().Gathering(ctx, "j@acme.com", clk.Now().Add(-time.Hour))
+	is.NoErr(err)
+	is.Equal(g, nil)
 }

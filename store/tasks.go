@@ -100,6 +100,10 @@ type NewTask struct {
 	TTL            time.Duration
 	MaxBacklog     int64
 	Freshness      time.Duration // a stored record younger than this settles the task at once
+	// Fail, when set, is why the task fails inside the request (a refused email
+	// address): it is created failed with this error, charged and refunded at once,
+	// and never queued.
+	Fail *enrich.TaskError
 }
 
 // Enqueued is what CreateTask did.
@@ -109,7 +113,8 @@ type Enqueued struct {
 }
 
 // CreateTask creates, charges and either settles or queues a task, in one transaction:
-// an idempotent replay returns the original task and charges nothing; a stored record
+// an idempotent replay returns the original task and charges nothing; a task that
+// fails inside the request (nt.Fail) is created failed and refunded; a stored record
 // younger than the freshness window settles the task at once; otherwise the task is
 // queued, unless the organization's backlog is full. A task naming a Loop must name an
 // enabled Loop of the organization that takes its object type; one settled here sends
@@ -139,11 +144,16 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 				return err
 			}
 		}
-		rec, err := findRecord(ctx, tx, originStore, recordKey(nt.Input.Lookup, nt.Input.Target))
-		if err != nil {
-			return err
+		var rec *record
+		if nt.Fail == nil {
+			var err error
+			if rec, err = findRecord(ctx, tx, originStore, recordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
+				return err
+			}
 		}
-		if rec != nil && now.Sub(rec.lastEnriched) < nt.Freshness {
+		if nt.Fail != nil {
+			t.Status, t.FinishedAt, t.Error = StatusFailed, &now, nt.Fail
+		} else if rec != nil && now.Sub(rec.lastEnriched) < nt.Freshness {
 			res, err := rec.result(nt.Input)
 			if err != nil {
 				return err
@@ -163,6 +173,11 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		}
 		if err := insertTask(ctx, tx, t); err != nil {
 			return err
+		}
+		if t.Status == StatusFailed {
+			if err := refund(ctx, tx, t.ID, now); err != nil {
+				return err
+			}
 		}
 		if t.Status == StatusQueued {
 			if err := joinQueue(ctx, tx, t.OrgID); err != nil {
@@ -221,11 +236,18 @@ func checkBacklog(ctx context.Context, tx *sql.Tx, orgID string, limit int64) er
 }
 
 func insertTask(ctx context.Context, tx *sql.Tx, t *Task) error {
+	var taskErr []byte
+	if t.Error != nil {
+		var err error
+		if taskErr, err = json.Marshal(t.Error); err != nil {
+			return err
+		}
+	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, operation, status, lookup, input, target,
-		credits_charged, loop_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		credits_charged, loop_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.OrgID, t.ObjectType, t.Operation, t.Status, t.Lookup, string(t.Input), t.Target, t.CreditsCharged,
-		t.LoopID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), nullText(t.Data))
+		t.LoopID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), nullText(t.Data), nullText(taskErr))
 	return err
 }
 

@@ -1,0 +1,111 @@
+package enrich
+
+import (
+	_ "embed"
+	"fmt"
+	"net/mail"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/publicsuffix"
+)
+
+// Email match methods: how an email lookup found its person.
+const (
+	MatchExact    = "exact"    // the address is on record for the person
+	MatchInferred = "inferred" // recognized among people already held
+	MatchResolved = "resolved" // confirmed against a profile retrieved for the lookup
+)
+
+//go:embed data/freemail.txt
+var freemailData string
+
+//go:embed data/roles.txt
+var rolesData string
+
+func lineSet(data string) map[string]bool {
+	set := map[string]bool{}
+	for _, line := range strings.Split(data, "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") {
+			set[strings.ToLower(line)] = true
+		}
+	}
+	return set
+}
+
+var (
+	freemailDomains = sync.OnceValue(func() map[string]bool { return lineSet(freemailData) })
+	roleLocalParts  = sync.OnceValue(func() map[string]bool { return lineSet(rolesData) })
+)
+
+// SplitAddress parses a plain address with net/mail and returns its local part and
+// domain.
+func SplitAddress(address string) (local, domain string, err error) {
+	addr, err := mail.ParseAddress(address)
+	if err != nil {
+		return "", "", Errorf(KindInvalid, "email %q is not a plain email address", address)
+	}
+	at := strings.LastIndex(addr.Address, "@")
+	return addr.Address[:at], strings.ToLower(addr.Address[at+1:]), nil
+}
+
+// IsPersonalMailboxDomain reports whether the registrable domain of domain belongs to a
+// free personal-mailbox provider (gmail.com, outlook.fr, proton.me, ...).
+func IsPersonalMailboxDomain(domain string) bool {
+	domain = strings.TrimSuffix(strings.ToLower(domain), ".")
+	if registrable, err := publicsuffix.EffectiveTLDPlusOne(domain); err == nil {
+		domain = registrable
+	}
+	return freemailDomains()[domain]
+}
+
+// IsRoleLocalPart reports whether a local part names a function rather than a person
+// (info, sales, support, noreply, ...): compared case-folded, without its +tag and
+// digits ("Sales2+eu" is sales).
+func IsRoleLocalPart(local string) bool {
+	if i := strings.IndexByte(local, '+'); i >= 0 {
+		local = local[:i]
+	}
+	local = strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, Fold(strings.Trim(local, `"`)))
+	return roleLocalParts()[local]
+}
+
+// Refusal is the TaskError an email lookup fails with at once, before any source is
+// asked: a personal-mailbox address or a role address, neither of which names a
+// person at a company. It returns nil for an address worth resolving.
+func Refusal(address string) *TaskError {
+	local, domain, err := SplitAddress(address)
+	if err != nil {
+		return &TaskError{Code: CodeNotFound, Message: err.Error()}
+	}
+	if IsPersonalMailboxDomain(domain) {
+		return &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
+			"%s is a personal mailbox address; only a work address can be resolved to a person, so nothing was looked up", address)}
+	}
+	if IsRoleLocalPart(local) {
+		return &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
+			"%s is a role address (%s@), not a person's; nothing was looked up", address, local)}
+	}
+	return nil
+}
+
+// AddressKey is the form addresses are remembered and compared in: the local part
+// lower-cased and without its +tag, the domain as normalized. Jane.Doe+news@acme.com
+// and jane.doe@acme.com are one mailbox.
+func AddressKey(address string) string {
+	at := strings.LastIndex(address, "@")
+	if at < 0 {
+		return strings.ToLower(address)
+	}
+	local := address[:at]
+	if i := strings.IndexByte(local, '+'); i > 0 {
+		local = local[:i]
+	}
+	return strings.ToLower(local) + "@" + strings.ToLower(address[at+1:])
+}

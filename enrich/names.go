@@ -1,0 +1,355 @@
+package enrich
+
+import (
+	_ "embed"
+	"strings"
+	"sync"
+	"unicode"
+
+	"golang.org/x/text/runes"
+	"golang.org/x/text/transform"
+	"golang.org/x/text/unicode/norm"
+)
+
+// Local-part patterns: the shapes of a work address's local part an email lookup
+// recognizes, most specific first. The first that fits a person names the match.
+const (
+	PatternFirstDotLast   = "first.last"
+	PatternFirstUnderLast = "first_last"
+	PatternFirstDashLast  = "first-last"
+	PatternLastDotFirst   = "last.first"
+	PatternFirstLast      = "firstlast"
+	PatternLastFirst      = "lastfirst"
+	PatternFDotLast       = "f.last"
+	PatternFLast          = "flast"
+	PatternFirstDotL      = "first.l"
+	PatternFirstL         = "firstl"
+	PatternLastF          = "lastf"
+	PatternFirst          = "first"
+	PatternLast           = "last"
+)
+
+// patterns builds each pattern's local part from a first and a last name variant.
+var patterns = []struct {
+	name  string
+	build func(f, l string) string
+}{
+	{PatternFirstDotLast, func(f, l string) string { return f + "." + l }},
+	{PatternFirstUnderLast, func(f, l string) string { return f + "_" + l }},
+	{PatternFirstDashLast, func(f, l string) string { return f + "-" + l }},
+	{PatternLastDotFirst, func(f, l string) string { return l + "." + f }},
+	{PatternFirstLast, func(f, l string) string { return f + l }},
+	{PatternLastFirst, func(f, l string) string { return l + f }},
+	{PatternFDotLast, func(f, l string) string { return initial(f) + "." + l }},
+	{PatternFLast, func(f, l string) string { return initial(f) + l }},
+	{PatternFirstDotL, func(f, l string) string { return f + "." + initial(l) }},
+	{PatternFirstL, func(f, l string) string { return f + initial(l) }},
+	{PatternLastF, func(f, l string) string { return l + initial(f) }},
+	{PatternFirst, func(f, l string) string { return f }},
+	{PatternLast, func(f, l string) string { return l }},
+}
+
+func initial(s string) string {
+	for _, r := range s {
+		if unicode.IsLetter(r) {
+			return string(r)
+		}
+	}
+	return ""
+}
+
+// foldTransform takes accents off: decompose, drop the combining marks, recompose.
+var foldTransform = sync.Pool{New: func() any {
+	return transform.Chain(norm.NFD, runes.Remove(runes.In(unicode.Mn)), norm.NFC)
+}}
+
+// letters that do not decompose into a base letter and a mark.
+var foldSpecial = strings.NewReplacer("ß", "ss", "æ", "ae", "ø", "o", "œ", "oe", "ł", "l", "đ", "d", "ð", "d", "þ", "th", "ı", "i")
+
+// Fold lower-cases s and takes its accents off: "Zoë Ærøe" -> "zoe aeroe".
+func Fold(s string) string {
+	t := foldTransform.Get().(transform.Transformer)
+	defer foldTransform.Put(t)
+	t.Reset()
+	out, _, err := transform.String(t, strings.ToLower(s))
+	if err != nil {
+		out = strings.ToLower(s)
+	}
+	return foldSpecial.Replace(out)
+}
+
+// germanTransliteration spells umlauts the way German addresses do: Müller -> mueller.
+var germanTransliteration = strings.NewReplacer("ä", "ae", "ö", "oe", "ü", "ue", "Ä", "ae", "Ö", "oe", "Ü", "ue")
+
+// foldings are the ways a name may be spelled in an address: accents dropped, and
+// umlauts transliterated when it has any.
+func foldings(s string) []string {
+	out := []string{Fold(s)}
+	if t := germanTransliteration.Replace(s); t != s {
+		out = append(out, Fold(t))
+	}
+	return out
+}
+
+// nameWords splits a folded name into words of letters: apostrophes join ("o'brien"
+// -> "obrien"), anything else separates.
+func nameWords(folded string) []string {
+	folded = strings.NewReplacer("'", "", "’", "", "`", "").Replace(folded)
+	return strings.FieldsFunc(folded, func(r rune) bool { return !unicode.IsLetter(r) })
+}
+
+//go:embed data/nicknames.txt
+var nicknamesData string
+
+// nicknameGroups maps a folded first name to the groups (lines of nicknames.txt) it
+// is on; two names are the same first name when they share a group.
+var nicknameGroups = sync.OnceValue(func() map[string][]int {
+	groups := map[string][]int{}
+	n := 0
+	for _, line := range strings.Split(nicknamesData, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		formal, short, _ := strings.Cut(line, ":")
+		for _, name := range append([]string{formal}, strings.Fields(short)...) {
+			name = Fold(strings.TrimSpace(name))
+			if name != "" {
+				groups[name] = append(groups[name], n)
+			}
+		}
+		n++
+	}
+	return groups
+})
+
+// nicknameNames lists every name on a group, by group.
+var nicknameNames = sync.OnceValue(func() map[int][]string {
+	out := map[int][]string{}
+	for name, gs := range nicknameGroups() {
+		for _, g := range gs {
+			out[g] = append(out[g], name)
+		}
+	}
+	return out
+})
+
+// SameFirstName reports whether two first names stand for the same person's: equal
+// once folded, or a formal name and one of its nicknames (bob and robert), or two
+// nicknames of one name.
+func SameFirstName(a, b string) bool {
+	a, b = Fold(a), Fold(b)
+	if a == b {
+		return true
+	}
+	for _, ga := range nicknameGroups()[a] {
+		for _, gb := range nicknameGroups()[b] {
+			if ga == gb {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// equivalents returns name and every name that is the same first name.
+func equivalents(name string) []string {
+	out := []string{name}
+	for _, g := range nicknameGroups()[name] {
+		out = append(out, nicknameNames()[g]...)
+	}
+	return dedupe(out)
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	out := in[:0]
+	for _, s := range in {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// lastNameParticles are the small words of two-part last names that an address
+// rarely carries on their own.
+var lastNameParticles = map[string]bool{
+	"van": true, "von": true, "der": true, "den": true, "de": true, "del": true, "della": true, "di": true,
+	"da": true, "du": true, "la": true, "le": true, "dos": true, "das": true, "do": true, "ten": true, "ter": true,
+	"al": true, "el": true, "bin": true, "ibn": true, "st": true,
+}
+
+var honorifics = map[string]bool{"mr": true, "mrs": true, "ms": true, "miss": true, "dr": true, "prof": true, "sir": true, "dame": true}
+
+var nameSuffixes = map[string]bool{"jr": true, "sr": true, "ii": true, "iii": true, "iv": true, "phd": true, "md": true, "mba": true, "esq": true, "cpa": true}
+
+// PersonName is a person's name as the pattern engine reads it.
+type PersonName struct {
+	First, Last string
+}
+
+// NameOf returns the first and last name of a person: first_name and last_name when
+// both are set, else read from full_name (honorifics such as "Dr." and suffixes such
+// as "Jr." or ", PhD" left out; the first word is the first name, the rest the last).
+func NameOf(p *Person) PersonName {
+	var n PersonName
+	if p.FirstName != nil {
+		n.First = strings.TrimSpace(*p.FirstName)
+	}
+	if p.LastName != nil {
+		n.Last = strings.TrimSpace(*p.LastName)
+	}
+	if (n.First != "" && n.Last != "") || p.FullName == nil {
+		return n
+	}
+	return SplitFullName(*p.FullName)
+}
+
+// SplitFullName reads "Dr. Jane van der Berg, PhD" as Jane / van der Berg.
+func SplitFullName(full string) PersonName {
+	full, _, _ = strings.Cut(full, ",")
+	words := strings.Fields(full)
+	for len(words) > 0 && honorifics[strings.Trim(Fold(words[0]), ".")] {
+		words = words[1:]
+	}
+	for len(words) > 1 && nameSuffixes[strings.Trim(Fold(words[len(words)-1]), ".")] {
+		words = words[:len(words)-1]
+	}
+	switch len(words) {
+	case 0:
+		return PersonName{}
+	case 1:
+		return PersonName{First: words[0]}
+	}
+	return PersonName{First: words[0], Last: strings.Join(words[1:], " ")}
+}
+
+// variants are the spellings an address may use for a person's first and last names.
+type variants struct {
+	firsts, lasts []string
+}
+
+func (n PersonName) variants() variants {
+	var v variants
+	for _, f := range foldings(n.First) {
+		words := nameWords(f)
+		if len(words) == 0 {
+			continue
+		}
+		v.firsts = append(v.firsts, strings.Join(words, ""), strings.Join(words, "-"))
+		for _, w := range words {
+			v.firsts = append(v.firsts, equivalents(w)...)
+		}
+	}
+	for _, l := range foldings(n.Last) {
+		words := nameWords(l)
+		if len(words) == 0 {
+			continue
+		}
+		v.lasts = append(v.lasts, strings.Join(words, ""), strings.Join(words, "-"))
+		var main []string
+		for _, w := range words {
+			if !lastNameParticles[w] {
+				main = append(main, w)
+			}
+		}
+		// A hyphenated or two-part last name may appear as any of its parts.
+		if len(main) > 0 && len(main) < len(words) {
+			v.lasts = append(v.lasts, strings.Join(main, ""))
+		}
+		if len(main) > 1 {
+			v.lasts = append(v.lasts, main...)
+		}
+	}
+	v.firsts, v.lasts = dedupe(v.firsts), dedupe(v.lasts)
+	return v
+}
+
+// CleanLocalPart is the local part as patterns are matched against it: the +tag and
+// digits removed, case and accents folded, only letters and the separators . _ -
+// kept ("J.Smith2+news" -> "j.smith").
+func CleanLocalPart(local string) string {
+	if i := strings.IndexByte(local, '+'); i >= 0 {
+		local = local[:i]
+	}
+	local = strings.Trim(local, `"`)
+	var b strings.Builder
+	for _, r := range Fold(local) {
+		switch {
+		case unicode.IsLetter(r), r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		}
+	}
+	return strings.Trim(b.String(), "._-")
+}
+
+// MatchPattern says which local-part pattern fits the person named n: "" when none
+// does. local is the local part as sent; it is cleaned with CleanLocalPart. Nicknames
+// count as the first name (bob.smith fits Robert Smith), and a hyphenated or
+// two-part last name may appear whole or as any of its parts.
+func MatchPattern(n PersonName, local string) string {
+	clean := CleanLocalPart(local)
+	if clean == "" {
+		return ""
+	}
+	v := n.variants()
+	for _, p := range patterns {
+		switch p.name {
+		case PatternFirst:
+			for _, f := range v.firsts {
+				if f == clean {
+					return p.name
+				}
+			}
+			continue
+		case PatternLast:
+			for _, l := range v.lasts {
+				if l == clean {
+					return p.name
+				}
+			}
+			continue
+		}
+		for _, f := range v.firsts {
+			for _, l := range v.lasts {
+				if p.build(f, l) == clean {
+					return p.name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// LocalPartNames lists the name words a local part may stand for, to search a
+// company's staff with: each word between separators, or for a local part without
+// any, the whole, the whole without its first or last letter (flast, firstl) and
+// every split into two words; each with the names that are the same first name.
+func LocalPartNames(local string) []string {
+	clean := CleanLocalPart(local)
+	parts := strings.FieldsFunc(clean, func(r rune) bool { return r == '.' || r == '_' || r == '-' })
+	var words []string
+	if len(parts) > 1 {
+		for _, p := range parts {
+			if len([]rune(p)) > 1 {
+				words = append(words, p)
+			}
+		}
+	} else if len(parts) == 1 {
+		r := []rune(parts[0])
+		words = append(words, parts[0])
+		if len(r) > 2 {
+			words = append(words, string(r[1:]), string(r[:len(r)-1]))
+		}
+		for i := 2; i+2 <= len(r); i++ {
+			words = append(words, string(r[:i]), string(r[i:]))
+		}
+	}
+	var out []string
+	for _, w := range words {
+		out = append(out, equivalents(w)...)
+	}
+	return dedupe(out)
+}

@@ -1,0 +1,390 @@
+package enrich
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DefaultMaxRetrievals is how many profiles one email lookup retrieves at most.
+const DefaultMaxRetrievals = 10
+
+// heldStaffLimit bounds how many held people of one company an email lookup reads.
+const heldStaffLimit = 500
+
+// Held is what an email lookup reads of the data enrichd already holds (the 30-day
+// store and the imported dataset). store implements it; enrich knows no SQL.
+type Held interface {
+	// PersonByEmail returns the person who has this address on record (compared as
+	// AddressKey), in the store or else in the dataset; nil when nobody has.
+	PersonByEmail(ctx context.Context, address string) (*HeldPerson, error)
+	// CompanyByDomain returns the stored company that domain names, canonical or
+	// alias, whatever its age; nil when none is stored.
+	CompanyByDomain(ctx context.Context, domain string) (*HeldCompany, error)
+	// CurrentStaff returns stored people with a current position whose company page,
+	// domain or name is the employer's, at most limit. Callers check each position
+	// with Employer.Employs: this is a shortlist.
+	CurrentStaff(ctx context.Context, e Employer, limit int) ([]HeldPerson, error)
+	// Gathering returns what a lookup of the address (AddressKey) gathered at or after
+	// since; nil when nothing was.
+	Gathering(ctx context.Context, address string, since time.Time) (*Gathering, error)
+}
+
+// HeldPerson is a person held, with when their profile was last retrieved.
+type HeldPerson struct {
+	Person       *Person
+	LastEnriched time.Time
+}
+
+// HeldCompany is a company held, with when it was last retrieved.
+type HeldCompany struct {
+	Company      *Company
+	LastEnriched time.Time
+}
+
+// Gathering is what an email lookup that found several people kept, so a retry of the
+// same address with a hint is decided against the same profiles without a new search.
+type Gathering struct {
+	Address    string // AddressKey of the address
+	Company    *Company
+	Candidates []Candidate
+	GatheredAt time.Time
+}
+
+// EmailOutcome is how an email lookup ends.
+type EmailOutcome struct {
+	// Result is the person, with EmailMatch set, when the lookup succeeded.
+	Result Result
+	// FetchedAt is when Result's profile was retrieved from its source: the result
+	// is kept in the store as retrieved then, under the address looked up.
+	FetchedAt time.Time
+	// Err is why the lookup failed.
+	Err *TaskError
+	// Gathered, when set, is to be kept for a retry of the address with a hint.
+	Gathered *Gathering
+	// TieBroken says a hint picked the person among several the address fits: the
+	// address did not name them alone, so it is not remembered as theirs, and what
+	// was gathered for it stays for retries with other hints.
+	TieBroken bool
+}
+
+// ResolveEmail resolves a work address to the one person it belongs to:
+//
+//  1. exact: the address is on record for a held person (refreshed first when older
+//     than the freshness window);
+//  2. a retry of an address that fit several people within the freshness window is
+//     decided against the people gathered then, by its hints, without a new search;
+//  3. the company behind the domain is identified (the store, else the sources, as a
+//     company lookup would: aliases and redirects included); none -> not_found;
+//  4. inferred: held people with a current position at that company whose name the
+//     local part fits;
+//  5. resolved, when none is: the company's staff is searched on every source that
+//     can, each plausible profile retrieved (at most MaxRetrievals) and kept when it
+//     holds a current position at that company under a name the local part fits.
+//
+// One person -> success; none -> not_found; several -> the hints sent break the tie,
+// else ambiguous with the count and the hints that would. Hints never change the
+// answer when one person fits.
+func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
+	address := in.Target
+	if terr := Refusal(address); terr != nil {
+		return EmailOutcome{Err: terr}
+	}
+	if p.Held == nil {
+		return EmailOutcome{Err: &TaskError{Code: CodeInternalError, Message: "email lookups need the held data, which this server was built without"}}
+	}
+	local, domain, _ := SplitAddress(address)
+	now := p.now()
+
+	held, err := p.Held.PersonByEmail(ctx, address)
+	if err != nil {
+		return p.internal("reading the person on record", err)
+	}
+	if held != nil {
+		return p.exact(ctx, in, held, now)
+	}
+
+	gathered, err := p.Held.Gathering(ctx, AddressKey(address), now.Add(-p.freshness()))
+	if err != nil {
+		return p.internal("reading the people gathered for the address", err)
+	}
+	if gathered != nil {
+		employer := EmployerOf(gathered.Company, domain)
+		return p.decide(in, employer, gathered.Company, gathered.Candidates, nil)
+	}
+
+	company, terr := p.identify(ctx, domain, now)
+	if terr != nil {
+		return EmailOutcome{Err: terr}
+	}
+	employer := EmployerOf(company, domain)
+	if len(LocalPartNames(local)) == 0 {
+		return EmailOutcome{Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf("the local part of %s describes no name", address)}}
+	}
+
+	cands, terr := p.inferred(ctx, employer, local, now)
+	if terr != nil {
+		return EmailOutcome{Err: terr}
+	}
+	if len(cands) == 0 {
+		if cands, terr = p.resolved(ctx, employer, company, local, now); terr != nil {
+			return EmailOutcome{Err: terr}
+		}
+	}
+	var keep *Gathering
+	if len(cands) > 1 {
+		keep = &Gathering{Address: AddressKey(address), Company: company, Candidates: cands, GatheredAt: now}
+	}
+	return p.decide(in, employer, company, cands, keep)
+}
+
+// exact serves the person the address is on record for, refreshed first when the
+// profile is older than the freshness window; a refresh that cannot complete serves
+// it as it is.
+func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, now time.Time) EmailOutcome {
+	match := &EmailMatch{Method: MatchExact, Email: in.Target}
+	person, at := held.Person, held.LastEnriched
+	if now.Sub(held.LastEnriched) >= p.freshness() && person.NetworkURL != nil {
+		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL})
+		switch {
+		case terr == nil:
+			person, at = res.Person, now
+		case terr.Code == CodeTimedOut:
+			return EmailOutcome{Err: terr}
+		}
+	}
+	return success(person, match, at)
+}
+
+// identify finds the company behind the domain: a stored company fresher than the
+// window, else the sources.
+func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time) (*Company, *TaskError) {
+	held, err := p.Held.CompanyByDomain(ctx, domain)
+	if err != nil {
+		return nil, &TaskError{Code: CodeInternalError, Message: "the stored company could not be read"}
+	}
+	if held != nil && now.Sub(held.LastEnriched) < p.freshness() {
+		return held.Company, nil
+	}
+	res, terr := p.Enrich(ctx, Input{Lookup: LookupDomain, Target: domain})
+	if terr != nil {
+		if terr.Code == CodeNotFound {
+			terr = &TaskError{Code: CodeNotFound, Message: "no company was found behind the domain " + domain}
+		}
+		return nil, terr
+	}
+	return res.Company, nil
+}
+
+// inferred returns the held people at the company the local part fits. A profile
+// older than the freshness window is retrieved again and must still fit; one that
+// cannot be retrieved now is left to the search.
+func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string, now time.Time) ([]Candidate, *TaskError) {
+	staff, err := p.Held.CurrentStaff(ctx, employer, heldStaffLimit)
+	if err != nil {
+		return nil, &TaskError{Code: CodeInternalError, Message: "the people held could not be read"}
+	}
+	var out []Candidate
+	retrievals := 0
+	for _, h := range staff {
+		c, ok := employer.Confirm(h.Person, local, MatchInferred)
+		if !ok {
+			continue
+		}
+		c.RetrievedAt = h.LastEnriched
+		if now.Sub(h.LastEnriched) >= p.freshness() {
+			if h.Person.NetworkURL == nil || retrievals >= p.maxRetrievals() {
+				continue
+			}
+			retrievals++
+			res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: *h.Person.NetworkURL})
+			if terr != nil {
+				if terr.Code == CodeTimedOut {
+					return nil, terr
+				}
+				continue
+			}
+			if c, ok = employer.Confirm(res.Person, local, MatchInferred); !ok {
+				continue
+			}
+			c.RetrievedAt = now
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// staffHit is a profile a staff search pointed at.
+type staffHit struct {
+	url      string
+	nameFits bool // the search showed a name and the local part fits it
+}
+
+// resolved searches the company's staff on the sources that can, retrieves the
+// plausible profiles and keeps those that confirm.
+func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, *TaskError) {
+	names := LocalPartNames(local)
+	limit := p.maxRetrievals()
+	var hits []staffHit
+	seen := map[string]bool{}
+	searchers, unavailable := 0, false
+	for _, src := range p.Sources {
+		ss, ok := src.(StaffSearcher)
+		if !ok {
+			continue
+		}
+		searchers++
+		if ctx.Err() != nil {
+			return nil, timedOut()
+		}
+		members, err := ss.SearchStaff(ctx, StaffQuery{Company: company, Names: names, Limit: 5 * limit})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, timedOut()
+			}
+			if !errors.Is(err, ErrNotFound) {
+				unavailable = true
+				p.warn("staff search failed", src, err)
+			}
+			continue
+		}
+		for _, m := range members {
+			if m.NetworkURL == "" || seen[m.NetworkURL] {
+				continue
+			}
+			seen[m.NetworkURL] = true
+			h := staffHit{url: m.NetworkURL}
+			if strings.TrimSpace(m.FullName) != "" {
+				// A name shown that the address cannot stand for is not worth a retrieval.
+				if MatchPattern(SplitFullName(m.FullName), local) == "" {
+					continue
+				}
+				h.nameFits = true
+			}
+			hits = append(hits, h)
+		}
+	}
+	if searchers == 0 {
+		return nil, &TaskError{Code: CodeNotFound, Message: "none of this server's sources can search a company's staff, so the address cannot be resolved"}
+	}
+	// Hits whose shown name already fits go first: the retrievals are bounded.
+	ordered := make([]staffHit, 0, len(hits))
+	for _, fits := range []bool{true, false} {
+		for _, h := range hits {
+			if h.nameFits == fits {
+				ordered = append(ordered, h)
+			}
+		}
+	}
+	var out []Candidate
+	for i, h := range ordered {
+		if i >= limit {
+			break
+		}
+		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: h.url})
+		if terr != nil {
+			switch terr.Code {
+			case CodeTimedOut:
+				return nil, terr
+			case CodeProviderUnavailable:
+				unavailable = true
+			}
+			continue
+		}
+		if c, ok := employer.Confirm(res.Person, local, MatchResolved); ok {
+			c.RetrievedAt = now
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 && unavailable {
+		return nil, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached while resolving the address; retrying later is safe"}
+	}
+	return out, nil
+}
+
+// decide turns the people the address fits into the lookup's outcome.
+func (p *Pipeline) decide(in Input, employer Employer, company *Company, cands []Candidate, keep *Gathering) EmailOutcome {
+	address := in.Target
+	switch len(cands) {
+	case 0:
+		return EmailOutcome{Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
+			"no current employee of %s was found whom %s fits", company.Name, address)}}
+	case 1:
+		return chosen(cands[0], address)
+	}
+	if in.Hints.empty() {
+		return EmailOutcome{Err: ambiguous(employer, company, address, cands, false), Gathered: keep}
+	}
+	picked := employer.pick(cands, in.Hints)
+	switch len(picked) {
+	case 0:
+		return EmailOutcome{Gathered: keep, Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
+			"%s fits %d current employees of %s, and none of them matches the hints sent", address, len(cands), company.Name)}}
+	case 1:
+		out := chosen(picked[0], address)
+		out.Gathered, out.TieBroken = keep, true
+		return out
+	}
+	return EmailOutcome{Err: ambiguous(employer, company, address, picked, true), Gathered: keep}
+}
+
+func ambiguous(employer Employer, company *Company, address string, cands []Candidate, hinted bool) *TaskError {
+	n := len(cands)
+	accepted := employer.HintsAccepted(cands)
+	msg := fmt.Sprintf("%s fits %d current employees of %s", address, n, company.Name)
+	if hinted {
+		msg += " that match the hints sent"
+	}
+	if len(accepted) > 0 {
+		msg += "; retry the same email with " + strings.Join(accepted, ", ") + " to tell them apart"
+	} else {
+		msg += ", and no hint tells them apart"
+	}
+	return &TaskError{Code: CodeAmbiguous, Message: msg, Candidates: &n, HintsAccepted: accepted}
+}
+
+func chosen(c Candidate, address string) EmailOutcome {
+	return success(c.Person, &EmailMatch{Method: c.Method, Email: address, Pattern: Ptr(c.Pattern)}, c.RetrievedAt)
+}
+
+func success(person *Person, match *EmailMatch, fetchedAt time.Time) EmailOutcome {
+	p := *person
+	p.EmailMatch = match
+	return EmailOutcome{Result: Result{Person: &p}, FetchedAt: fetchedAt}
+}
+
+func (p *Pipeline) internal(what string, err error) EmailOutcome {
+	if p.Logger != nil {
+		p.Logger.Error(what, "err", err)
+	}
+	return EmailOutcome{Err: &TaskError{Code: CodeInternalError, Message: "the email lookup failed on our side; retrying is safe"}}
+}
+
+func (p *Pipeline) warn(msg string, src Source, err error) {
+	if p.Logger != nil {
+		p.Logger.Warn(msg, "source", src.Name(), "err", err)
+	}
+}
+
+func (p *Pipeline) now() time.Time {
+	if p.Now != nil {
+		return p.Now().UTC().Truncate(time.Millisecond)
+	}
+	return time.Now().UTC().Truncate(time.Millisecond)
+}
+
+func (p *Pipeline) freshness() time.Duration {
+	if p.Freshness > 0 {
+		return p.Freshness
+	}
+	return 30 * 24 * time.Hour
+}
+
+func (p *Pipeline) maxRetrievals() int {
+	if p.MaxRetrievals > 0 {
+		return p.MaxRetrievals
+	}
+	return DefaultMaxRetrievals
+}
