@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"enrichd/bench"
@@ -35,6 +37,17 @@ but its own temporary ones.`,
 			if workers < 1 {
 				return fmt.Errorf("--workers must be at least 1")
 			}
+			if path, _ := f.GetString("cpuprofile"); path != "" {
+				out, err := os.Create(path)
+				if err != nil {
+					return err
+				}
+				defer out.Close()
+				if err := pprof.StartCPUProfile(out); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			opt := bench.Options{Schema: schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers}
 			if !asJSON {
 				opt.Progress = cmd.ErrOrStderr()
@@ -57,5 +70,6 @@ but its own temporary ones.`,
 	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: enqueue-hit, enqueue-miss, read, deliver, fair (all when empty)")
 	f.Int("workers", 16, "task workers of the service under test")
 	f.Bool("json", false, "print the report as JSON")
+	f.String("cpuprofile", "", "write a CPU profile of the whole run (service and load generator) to this file, for go tool pprof")
 	return cmd
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/google/uuid"
 )
@@ -16,7 +15,7 @@ import (
 // row. It returns the task's id. grantID must be a grant of the organization.
 func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (string, error) {
 	id := uuid.Must(uuid.NewV7()).String()
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		now := ms(db.now())
 		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
 			credits_charged, created_at, queued_at, expires_at) VALUES (?, ?, 'company', 'queued', 'domain', '{}', ?, 1, ?, ?, ?)`,

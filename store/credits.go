@@ -43,7 +43,7 @@ func (db *DB) GrantCredits(ctx context.Context, orgName string, amount int64, ex
 		return 0, enrich.Errorf(enrich.KindInvalid, "amount must be a positive number of credits")
 	}
 	var grantID int64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
 			return err
@@ -68,7 +68,7 @@ func (db *DB) GrantCredits(ctx context.Context, orgName string, amount int64, ex
 // CreditBalance returns the organization's balance after writing off expired grants.
 func (db *DB) CreditBalance(ctx context.Context, orgName string) (Balance, error) {
 	var b Balance
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
 			return err
@@ -108,7 +108,7 @@ func (db *DB) CreditLedger(ctx context.Context, orgName string) ([]LedgerEntry, 
 }
 
 // balance derives the balance from the ledger alone.
-func balance(ctx context.Context, tx *sql.Tx, orgID string) (Balance, error) {
+func balance(ctx context.Context, tx *Tx, orgID string) (Balance, error) {
 	var b Balance
 	err := tx.QueryRowContext(ctx, `SELECT
 		coalesce(sum(CASE kind WHEN 'grant' THEN amount END), 0),
@@ -120,14 +120,14 @@ func balance(ctx context.Context, tx *sql.Tx, orgID string) (Balance, error) {
 	return b, err
 }
 
-func appendLedger(ctx context.Context, tx *sql.Tx, orgID, kind string, amount, grantID int64, taskID *string, now time.Time) error {
+func appendLedger(ctx context.Context, tx *Tx, orgID, kind string, amount, grantID int64, taskID *string, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)
 		VALUES (?, ?, ?, ?, ?, ?)`, orgID, kind, amount, grantID, taskID, ms(now))
 	return err
 }
 
 // expireGrants writes off what is left of the organization's grants past their expiry.
-func expireGrants(ctx context.Context, tx *sql.Tx, orgID string, now time.Time) error {
+func expireGrants(ctx context.Context, tx *Tx, orgID string, now time.Time) error {
 	rows, err := tx.QueryContext(ctx, `SELECT id, remaining FROM credit_grants
 		WHERE org_id = ? AND expired_at IS NULL AND expires_at <= ?`, orgID, ms(now))
 	if err != nil {
@@ -161,7 +161,7 @@ func expireGrants(ctx context.Context, tx *sql.Tx, orgID string, now time.Time) 
 
 // charge takes cost credits for a task from the unexpired grants that expire first,
 // or fails with 402.
-func charge(ctx context.Context, tx *sql.Tx, orgID, taskID string, cost int64, now time.Time) error {
+func charge(ctx context.Context, tx *Tx, orgID, taskID string, cost int64, now time.Time) error {
 	if err := expireGrants(ctx, tx, orgID, now); err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func charge(ctx context.Context, tx *sql.Tx, orgID, taskID string, cost int64, n
 // insufficientCredits builds the 402: credits_expired when the last thing that took
 // credits away was an expiry, insufficient_credits otherwise. remaining is what the
 // unexpired grants still hold, which is the balance.
-func insufficientCredits(ctx context.Context, tx *sql.Tx, orgID string, cost, remaining int64) error {
+func insufficientCredits(ctx context.Context, tx *Tx, orgID string, cost, remaining int64) error {
 	var lastKind string
 	err := tx.QueryRowContext(ctx, `SELECT kind FROM credit_ledger
 		WHERE org_id = ? AND kind IN ('charge', 'expiry') AND amount > 0 ORDER BY id DESC LIMIT 1`, orgID).Scan(&lastKind)
@@ -225,7 +225,7 @@ func insufficientCredits(ctx context.Context, tx *sql.Tx, orgID string, cost, re
 // refund gives back what a task was charged and not yet refunded, to the grants it was
 // taken from. Credits returned to a grant that has expired in the meantime expire at
 // once, so the balance never counts them.
-func refund(ctx context.Context, tx *sql.Tx, taskID string, now time.Time) error {
+func refund(ctx context.Context, tx *Tx, taskID string, now time.Time) error {
 	rows, err := tx.QueryContext(ctx, `SELECT l.org_id, l.grant_id, g.expired_at IS NOT NULL,
 			sum(CASE l.kind WHEN 'charge' THEN l.amount ELSE 0 END) - sum(CASE l.kind WHEN 'refund' THEN l.amount ELSE 0 END)
 		FROM credit_ledger l JOIN credit_grants g ON g.id = l.grant_id

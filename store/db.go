@@ -24,8 +24,9 @@ import (
 
 // DB is the enrichd database.
 type DB struct {
-	write *sql.DB
-	read  *sql.DB
+	write  *sql.DB
+	read   *readPool
+	writes *stmtCache
 
 	// Now is the clock of every timestamp the store writes; tests move it.
 	Now func() time.Time
@@ -60,7 +61,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
-	db := &DB{write: write, Now: time.Now}
+	db := &DB{write: write, writes: newStmtCache(write), Now: time.Now}
 	// The writer connection turns WAL on before any reader opens the file.
 	if err := db.migrate(ctx, schema); err != nil {
 		write.Close()
@@ -73,14 +74,16 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	}
 	read.SetMaxOpenConns(4)
 	read.SetMaxIdleConns(4)
-	db.read = read
+	db.read = &readPool{DB: read, cache: newStmtCache(read)}
 	return db, nil
 }
 
 // Close closes both connection pools.
 func (db *DB) Close() error {
+	db.writes.close()
 	err := db.write.Close()
 	if db.read != nil {
+		db.read.cache.close()
 		if rerr := db.read.Close(); err == nil {
 			err = rerr
 		}
@@ -131,7 +134,7 @@ func (db *DB) migrate(ctx context.Context, schema string) error {
 		return fmt.Errorf("store: migrations table: %w", err)
 	}
 	for _, m := range migrations {
-		err := db.inTx(ctx, func(tx *sql.Tx) error {
+		err := db.inTx(ctx, func(tx *Tx) error {
 			var applied int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&applied); err != nil {
 				return err
@@ -162,13 +165,19 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 
 // inTx runs fn in a write transaction (BEGIN IMMEDIATE on the single writer), commits
 // when fn returns nil and rolls back otherwise.
-func (db *DB) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
+	err := db.runTx(ctx, fn)
+	db.writes.preparePending(ctx)
+	return err
+}
+
+func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := fn(tx); err != nil {
+	if err := fn(&Tx{Tx: tx, cache: db.writes}); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -179,13 +188,14 @@ func (db *DB) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // inReadTx runs fn in a read transaction of the reader pool, for a consistent view
 // across several queries.
-func (db *DB) inReadTx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (db *DB) inReadTx(ctx context.Context, fn func(*Tx) error) error {
+	defer db.read.cache.preparePending(ctx)
 	tx, err := db.read.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin read: %w", err)
 	}
 	defer tx.Rollback()
-	return fn(tx)
+	return fn(&Tx{Tx: tx, cache: db.read.cache})
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }

@@ -81,7 +81,7 @@ type eventBody struct {
 }
 
 // insertDelivery writes a pending delivery, due at once.
-func insertDelivery(ctx context.Context, tx *sql.Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*Delivery, error) {
+func insertDelivery(ctx context.Context, tx *Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*Delivery, error) {
 	d := &Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID,
 		Status: DeliveryPending, NextAttemptAt: &now, CreatedAt: now}
 	_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status, next_attempt_at, created_at)
@@ -92,7 +92,7 @@ func insertDelivery(ctx context.Context, tx *sql.Tx, loopID, orgID, event string
 // deliverSettled queues the task.succeeded or task.failed event of a task that has just
 // settled, in the transaction that settled it, so that no crash can lose it. A task
 // without a Loop, or whose Loop was deleted, sends nothing; a canceled one neither.
-func deliverSettled(ctx context.Context, tx *sql.Tx, taskID string, now time.Time) error {
+func deliverSettled(ctx context.Context, tx *Tx, taskID string, now time.Time) error {
 	t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
 	if err != nil {
 		return err
@@ -123,7 +123,7 @@ func deliverSettled(ctx context.Context, tx *sql.Tx, taskID string, now time.Tim
 // null, data: null, error: null}. A disabled Loop can still be tested.
 func (db *DB) CreateTestDelivery(ctx context.Context, orgID, loopID string) (*Delivery, error) {
 	var d *Delivery
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
 			return err
 		}
@@ -142,7 +142,7 @@ func (db *DB) CreateTestDelivery(ctx context.Context, orgID, loopID string) (*De
 func (db *DB) ListDeliveries(ctx context.Context, orgID, loopID string, page, pageSize int) ([]*Delivery, int64, error) {
 	deliveries := []*Delivery{}
 	var total int64
-	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
+	err := db.inReadTx(ctx, func(tx *Tx) error {
 		if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
 			return err
 		}
@@ -180,7 +180,7 @@ func (db *DB) GetDelivery(ctx context.Context, orgID, id string) (*Delivery, err
 // attempt. Only a failed delivery can be retried (409 delivery_not_failed).
 func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, error) {
 	var d *Delivery
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		var err error
 		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -232,7 +232,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 	if err != nil {
 		return nil, err
 	}
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err = db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		// The due scan walks the index in due order, skips the Loops already at their
 		// share, and looks no further than a few claims' worth of rows.
@@ -289,7 +289,7 @@ type Attempted struct {
 // delivery succeeded; otherwise the next attempt is scheduled, or the delivery failed
 // after the last one.
 func (db *DB) RecordAttempts(ctx context.Context, done []Attempted) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *Tx) error {
 		for _, a := range done {
 			if err := recordAttempt(ctx, tx, a.Dispatch, a.Attempt); err != nil {
 				return err
@@ -299,7 +299,7 @@ func (db *DB) RecordAttempts(ctx context.Context, done []Attempted) error {
 	})
 }
 
-func recordAttempt(ctx context.Context, tx *sql.Tx, d *Dispatch, a *Attempt) error {
+func recordAttempt(ctx context.Context, tx *Tx, d *Dispatch, a *Attempt) error {
 	if a == nil {
 		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET lease_until = NULL WHERE id = ? AND status = 'pending'`, d.ID)
 		return err

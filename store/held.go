@@ -122,7 +122,7 @@ func currentStaff(ctx context.Context, q rowsQuerier, origin string, e enrich.Em
 
 func (h held) Gathering(ctx context.Context, address string, since time.Time) (*enrich.Gathering, error) {
 	var g enrich.Gathering
-	err := h.db.inReadTx(ctx, func(tx *sql.Tx) error {
+	err := h.db.inReadTx(ctx, func(tx *Tx) error {
 		var company string
 		var at int64
 		err := tx.QueryRowContext(ctx, `SELECT company, gathered_at FROM email_gatherings WHERE address = ? AND gathered_at >= ?`,
@@ -166,7 +166,7 @@ func (h held) Gathering(ctx context.Context, address string, since time.Time) (*
 
 // keepGathering replaces what was gathered for the address, and deletes what was
 // gathered for any address before keepSince: it would not be read again.
-func keepGathering(ctx context.Context, tx *sql.Tx, g *enrich.Gathering, keepSince time.Time) error {
+func keepGathering(ctx context.Context, tx *Tx, g *enrich.Gathering, keepSince time.Time) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM email_gatherings WHERE gathered_at < ?`, ms(keepSince)); err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func keepGathering(ctx context.Context, tx *sql.Tx, g *enrich.Gathering, keepSin
 	return nil
 }
 
-func forgetGathering(ctx context.Context, tx *sql.Tx, address string) error {
+func forgetGathering(ctx context.Context, tx *Tx, address string) error {
 	_, err := tx.ExecContext(ctx, `DELETE FROM email_gatherings WHERE address = ?`, address)
 	return err
 }

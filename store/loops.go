@@ -118,7 +118,7 @@ func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
 		return nil, err
 	}
 	var l *Loop
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err = db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		slug, err := uniqueSlug(ctx, tx, nl.OrgID, Slugify(nl.Name))
 		if err != nil {
@@ -135,7 +135,7 @@ func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
 	return l, err
 }
 
-func uniqueSlug(ctx context.Context, tx *sql.Tx, orgID, base string) (string, error) {
+func uniqueSlug(ctx context.Context, tx *Tx, orgID, base string) (string, error) {
 	slug := base
 	for n := 2; ; n++ {
 		var taken int
@@ -184,7 +184,7 @@ func (db *DB) ListLoops(ctx context.Context, orgID string) ([]*Loop, error) {
 // it has in flight still deliver.
 func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*Loop, error) {
 	var l *Loop
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		var err error
 		if l, err = findLoop(ctx, tx, orgID, id); err != nil {
 			return err
@@ -212,7 +212,7 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*L
 // DeleteLoop deletes a Loop and its deliveries, sent or not; tasks keep their loop_id.
 // It is how a lost signing secret is replaced: delete, then create a new Loop.
 func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM loops WHERE id = ? AND org_id = ?`, id, orgID)
 		if err != nil {
 			return err
@@ -229,7 +229,7 @@ func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
 
 // checkLoopForRun is the check a new task naming a Loop must pass: the Loop is the
 // organization's, takes the task's object type, and is enabled.
-func checkLoopForRun(ctx context.Context, tx *sql.Tx, orgID, loopID, objectType string) error {
+func checkLoopForRun(ctx context.Context, tx *Tx, orgID, loopID, objectType string) error {
 	l, err := findLoop(ctx, tx, orgID, loopID)
 	if err != nil {
 		var e *enrich.Error

@@ -41,7 +41,7 @@ var orgName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 // CreateOrg creates an organization. Names are 1-100 letters, digits, '.', '_', '-'.
 func (db *DB) CreateOrg(ctx context.Context, name string) (*Org, error) {
 	var org *Org
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		var err error
 		org, err = db.createOrg(ctx, tx, name)
 		return err
@@ -49,7 +49,7 @@ func (db *DB) CreateOrg(ctx context.Context, name string) (*Org, error) {
 	return org, err
 }
 
-func (db *DB) createOrg(ctx context.Context, tx *sql.Tx, name string) (*Org, error) {
+func (db *DB) createOrg(ctx context.Context, tx *Tx, name string) (*Org, error) {
 	if !orgName.MatchString(name) {
 		return nil, enrich.Errorf(enrich.KindInvalid, "organization name %q must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 	}
@@ -114,7 +114,7 @@ func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg 
 	plain := "enr_" + base64.RawURLEncoding.EncodeToString(secret[:])
 	hash := sha256.Sum256([]byte(plain))
 	key := &APIKey{ID: uuid.NewString(), Name: keyName, Prefix: plain[:keyPrefixLen], CreatedAt: db.now()}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if enrich.KindOf(err) == enrich.KindNotFound && createOrg {
 			org, err = db.createOrg(ctx, tx, orgName)
@@ -161,7 +161,7 @@ func (db *DB) ListKeys(ctx context.Context, orgName string) ([]APIKey, error) {
 // RevokeKey revokes the organization's key named by its id or its prefix. It takes
 // effect on the next request.
 func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
 			return err

@@ -41,7 +41,7 @@ func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error
 	}
 	c := &Claim{Token: hex.EncodeToString(tok[:])}
 	var claimed bool
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		for {
 			var org string
@@ -82,7 +82,7 @@ func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error
 }
 
 // joinQueue gives the organization a turn in the queue if it has none.
-func joinQueue(ctx context.Context, tx *sql.Tx, orgID string) error {
+func joinQueue(ctx context.Context, tx *Tx, orgID string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO queue_turns (org_id, seq)
 		VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM queue_turns)) ON CONFLICT (org_id) DO NOTHING`, orgID)
 	return err
@@ -93,7 +93,7 @@ func joinQueue(ctx context.Context, tx *sql.Tx, orgID string) error {
 // the worker should then stop.
 func (db *DB) ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (bool, error) {
 	var ok bool
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE tasks SET lease_until = ? WHERE id = ? AND lease_token = ? AND status = 'running'`,
 			ms(db.now().Add(lease)), c.TaskID, c.Token)
 		if err != nil {
@@ -130,7 +130,7 @@ type Outcome struct {
 // nothing, when the claim is no longer the task's.
 func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 	var settled bool
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		var owned int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running'`,
@@ -185,7 +185,7 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 	return settled, err
 }
 
-func finishTask(ctx context.Context, tx *sql.Tx, id, status string, result, taskErr []byte, now time.Time) error {
+func finishTask(ctx context.Context, tx *Tx, id, status string, result, taskErr []byte, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, result = ?, error = ?, finished_at = ?,
 		lease_token = NULL, lease_until = NULL WHERE id = ?`, status, nullText(result), nullText(taskErr), ms(now), id)
 	return err
@@ -202,7 +202,7 @@ func nullText(b []byte) any {
 // expires_at; those with a Loop send task.failed. It returns how many it expired.
 func (db *DB) ExpireTasks(ctx context.Context) (int, error) {
 	var n int
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		taskErr, _ := json.Marshal(enrich.TaskError{Code: enrich.CodeTimedOut,
 			Message: "the enrichment did not finish within the task's lifetime; retrying is safe"})
@@ -241,7 +241,7 @@ func (db *DB) ExpireTasks(ctx context.Context) (int, error) {
 // worker died (a crash, a restart) without settling them.
 func (db *DB) RequeueAbandoned(ctx context.Context) (int, error) {
 	var n int
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		orgs, err := requeue(ctx, tx, `status = 'running' AND lease_until < ?`, ms(db.now()))
 		n = len(orgs)
 		return err
@@ -251,7 +251,7 @@ func (db *DB) RequeueAbandoned(ctx context.Context) (int, error) {
 
 // requeue puts the running tasks that match where back in the queue, and their
 // organizations in line; it returns one organization per task.
-func requeue(ctx context.Context, tx *sql.Tx, where string, args ...any) ([]string, error) {
+func requeue(ctx context.Context, tx *Tx, where string, args ...any) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'queued', started_at = NULL, lease_token = NULL, lease_until = NULL
 		WHERE `+where+` RETURNING org_id`, args...)
 	if err != nil {
@@ -280,7 +280,7 @@ func requeue(ctx context.Context, tx *sql.Tx, where string, args ...any) ([]stri
 // ReleaseTask puts a claimed task back in the queue untouched, for a worker that stops
 // (a shutdown) before the task is done.
 func (db *DB) ReleaseTask(ctx context.Context, c *Claim) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *Tx) error {
 		_, err := requeue(ctx, tx, `id = ? AND lease_token = ? AND status = 'running'`, c.TaskID, c.Token)
 		return err
 	})

@@ -113,7 +113,7 @@ func identityKey(res enrich.Result, fallback string) string {
 // A key that named another record moves to this one (a record left with no key is
 // deleted), and a domain this company answered for that is no longer its canonical
 // domain is kept as an alias, so looking it up answers with redirect.
-func saveRecord(ctx context.Context, tx *sql.Tx, origin string, res enrich.Result, keys recordKeys, identity string, lastEnriched, now time.Time) error {
+func saveRecord(ctx context.Context, tx *Tx, origin string, res enrich.Result, keys recordKeys, identity string, lastEnriched, now time.Time) error {
 	objectType := enrich.ObjectCompany
 	var data any = res.Company
 	if res.Person != nil {
@@ -189,7 +189,7 @@ func saveRecord(ctx context.Context, tx *sql.Tx, origin string, res enrich.Resul
 // the redirect of the domain that was looked up. The record is saved under the target
 // looked up when byTarget is set: a person found by email then has the address on
 // record, and the next lookup of it is exact.
-func storeFetched(ctx context.Context, tx *sql.Tx, in enrich.Input, res enrich.Result, byTarget bool, fetchedAt, now time.Time) (enrich.Result, error) {
+func storeFetched(ctx context.Context, tx *Tx, in enrich.Input, res enrich.Result, byTarget bool, fetchedAt, now time.Time) (enrich.Result, error) {
 	keys := recordKeys{}
 	if byTarget {
 		keys[recordKey(in.Lookup, in.Target)] = sql.NullInt64{}
@@ -393,7 +393,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 	if err := sc.Err(); err != nil {
 		return ImportStats{}, fmt.Errorf("reading the import: %w", err)
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		for _, p := range lines {
 			last := now

@@ -122,7 +122,7 @@ type Enqueued struct {
 // nothing.
 func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 	var out *Enqueued
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		if nt.IdempotencyKey != "" {
 			replay, err := findIdempotent(ctx, tx, nt)
@@ -201,7 +201,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 	return out, nil
 }
 
-func findIdempotent(ctx context.Context, tx *sql.Tx, nt NewTask) (*Task, error) {
+func findIdempotent(ctx context.Context, tx *Tx, nt NewTask) (*Task, error) {
 	var hash, taskID string
 	err := tx.QueryRowContext(ctx, `SELECT body_hash, task_id FROM idempotency_keys WHERE org_id = ? AND key = ?`,
 		nt.OrgID, nt.IdempotencyKey).Scan(&hash, &taskID)
@@ -218,7 +218,7 @@ func findIdempotent(ctx context.Context, tx *sql.Tx, nt NewTask) (*Task, error) 
 	return scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
 }
 
-func checkBacklog(ctx context.Context, tx *sql.Tx, orgID string, limit int64) error {
+func checkBacklog(ctx context.Context, tx *Tx, orgID string, limit int64) error {
 	if limit <= 0 {
 		return nil
 	}
@@ -235,7 +235,7 @@ func checkBacklog(ctx context.Context, tx *sql.Tx, orgID string, limit int64) er
 	return nil
 }
 
-func insertTask(ctx context.Context, tx *sql.Tx, t *Task) error {
+func insertTask(ctx context.Context, tx *Tx, t *Task) error {
 	var taskErr []byte
 	if t.Error != nil {
 		var err error
@@ -284,7 +284,7 @@ func (db *DB) GetTask(ctx context.Context, orgID, id string) (*Task, error) {
 func (db *DB) ListTasks(ctx context.Context, orgID, status string, page, pageSize int) ([]*Task, int64, error) {
 	var tasks []*Task
 	var total int64
-	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
+	err := db.inReadTx(ctx, func(tx *Tx) error {
 		where, args := `org_id = ?`, []any{orgID}
 		if status != "" {
 			where, args = `org_id = ? AND status = ?`, append(args, status)
@@ -314,7 +314,7 @@ func (db *DB) ListTasks(ctx context.Context, orgID, status string, page, pageSiz
 // discarded. A settled task cannot be canceled (409 task_settled).
 func (db *DB) CancelTask(ctx context.Context, orgID, id string) (*Task, error) {
 	var t *Task
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		var err error
 		t, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
