@@ -27,12 +27,16 @@ but its own temporary ones.`,
 			concurrency, _ := f.GetInt("concurrency")
 			scenarios, _ := f.GetStringSlice("scenario")
 			workers, _ := f.GetInt("workers")
+			growthTasks, _ := f.GetInt("growth-tasks")
 			asJSON, _ := f.GetBool("json")
 			if duration < 100*time.Millisecond || duration > 10*time.Minute {
 				return fmt.Errorf("--duration must be from 100ms to 10m")
 			}
 			if concurrency < 1 || concurrency > 1024 {
 				return fmt.Errorf("--concurrency must be from 1 to 1024")
+			}
+			if growthTasks < 1 {
+				return fmt.Errorf("--growth-tasks must be at least 1")
 			}
 			if workers < 1 {
 				return fmt.Errorf("--workers must be at least 1")
@@ -48,7 +52,7 @@ but its own temporary ones.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			opt := bench.Options{Schema: schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers}
+			opt := bench.Options{Schema: schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks}
 			if !asJSON {
 				opt.Progress = cmd.ErrOrStderr()
 			}
@@ -67,7 +71,8 @@ but its own temporary ones.`,
 	f := cmd.Flags()
 	f.Duration("duration", 5*time.Second, "how long each timed scenario drives load (and each ceiling is measured)")
 	f.Int("concurrency", 32, "clients sending at once")
-	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: enqueue-hit, enqueue-miss, read, deliver, fair (all when empty)")
+	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: enqueue-hit, enqueue-miss, read, deliver, fair, growth (all but growth when empty)")
+	f.Int("growth-tasks", 1_000_000, "growth scenario: tasks stored before reads are measured again")
 	f.Int("workers", 16, "task workers of the service under test")
 	f.Bool("json", false, "print the report as JSON")
 	f.String("cpuprofile", "", "write a CPU profile of the whole run (service and load generator) to this file, for go tool pprof")

@@ -203,3 +203,32 @@ CREATE TABLE email_candidates (
 -- People by the name of a current employer, for positions that carry neither a company
 -- page nor a domain; compared without case, the rest of the folding is done in Go.
 CREATE INDEX positions_current_by_company_name ON positions(company_name COLLATE NOCASE, is_current);
+
+-- migration 4: task counts per organization and status
+-- GET /v1/tasks reports how many tasks match, and every enqueue checks the queued
+-- backlog; counting index entries costs time in proportion to the tasks an
+-- organization has. Triggers keep these counts with every change of a task's status,
+-- so they cannot drift from the table.
+CREATE TABLE task_counts (
+    org_id   TEXT NOT NULL,
+    status   TEXT NOT NULL,
+    n        INTEGER NOT NULL,
+    PRIMARY KEY (org_id, status)
+) WITHOUT ROWID;
+
+INSERT INTO task_counts (org_id, status, n) SELECT org_id, status, count(*) FROM tasks GROUP BY org_id, status;
+
+CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+    INSERT INTO task_counts (org_id, status, n) VALUES (NEW.org_id, NEW.status, 1)
+        ON CONFLICT (org_id, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER task_counts_update AFTER UPDATE OF status ON tasks WHEN OLD.status IS NOT NEW.status BEGIN
+    UPDATE task_counts SET n = n - 1 WHERE org_id = OLD.org_id AND status = OLD.status;
+    INSERT INTO task_counts (org_id, status, n) VALUES (NEW.org_id, NEW.status, 1)
+        ON CONFLICT (org_id, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+    UPDATE task_counts SET n = n - 1 WHERE org_id = OLD.org_id AND status = OLD.status;
+END;

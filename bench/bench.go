@@ -29,8 +29,12 @@ import (
 	"enrichd/store"
 )
 
-// Scenarios in the order they run.
-var Scenarios = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair"}
+// Scenarios in the order they run. growth fills a database with a million tasks
+// (about a minute and half a gigabyte of temporary disk), so it runs only when named.
+var (
+	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "growth"}
+	DefaultScenarios = Scenarios[:5]
+)
 
 // Options is one bench run.
 type Options struct {
@@ -39,6 +43,7 @@ type Options struct {
 	Concurrency int           // clients sending at once
 	Scenarios   []string      // which to run; all when empty
 	Workers     int           // task workers of the service
+	GrowthTasks int           // tasks the growth scenario stores before measuring again
 	Progress    io.Writer     // a line per scenario as it starts; nil for none
 }
 
@@ -75,7 +80,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	names := opt.Scenarios
 	if len(names) == 0 {
-		names = Scenarios
+		names = DefaultScenarios
 	}
 	for _, n := range names {
 		if !slices.Contains(Scenarios, n) {
@@ -117,6 +122,12 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			}
 		case "fair":
 			res, err = fair(ctx, opt)
+		case "growth":
+			var more []Result
+			if more, err = growth(ctx, opt); err == nil {
+				rep.Results = append(rep.Results, more...)
+				continue
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -37,4 +39,34 @@ func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (st
 func (db *DB) CeilingRead(ctx context.Context, id string) error {
 	var status string
 	return db.read.QueryRowContext(ctx, `SELECT status FROM tasks WHERE id = ?`, id).Scan(&status)
+}
+
+// SeedTasks fills the organization's task list with n settled tasks, created one
+// millisecond apart before now, in transactions of a few thousand rows: how `enrichd
+// bench` shows that reads stay as fast on a large database as on an empty one.
+func (db *DB) SeedTasks(ctx context.Context, orgID string, n int) error {
+	const batch = 5000
+	start := db.now().Add(-time.Duration(n) * time.Millisecond)
+	for done := 0; done < n; done += batch {
+		err := db.inTx(ctx, func(tx *Tx) error {
+			for i := done; i < min(done+batch, n); i++ {
+				at := start.Add(time.Duration(i) * time.Millisecond)
+				id, err := uuid.NewV7()
+				if err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
+					credits_charged, created_at, queued_at, started_at, finished_at, expires_at, result)
+					VALUES (?, ?, 'company', 'succeeded', 'domain', '{}', ?, 1, ?, ?, ?, ?, ?, '{"name":"Seeded","enrichment_status":"enriched"}')`,
+					id.String(), orgID, fmt.Sprintf("seed-%d.com", i), ms(at), ms(at), ms(at), ms(at), ms(at.Add(10*time.Minute))); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
