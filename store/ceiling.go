@@ -17,7 +17,9 @@ import (
 // row. It returns the task's id. grantID must be a grant of the organization.
 func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (string, error) {
 	id := uuid.Must(uuid.NewV7()).String()
-	err := db.inTx(ctx, func(tx *Tx) error {
+	// Straight to a transaction of its own: the ceiling is one transaction per task,
+	// without the group commit the service's writes get.
+	err := db.runTx(ctx, func(tx *Tx) error {
 		now := ms(db.now())
 		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
 			credits_charged, created_at, queued_at, expires_at) VALUES (?, ?, 'company', 'queued', 'domain', '{}', ?, 1, ?, ?, ?)`,

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -27,6 +28,11 @@ type DB struct {
 	write  *sql.DB
 	read   *readPool
 	writes *stmtCache
+
+	ops        chan *writeOp // transactions waiting for the writer
+	closing    chan struct{}
+	closeOnce  sync.Once
+	writerDone chan struct{}
 
 	// Now is the clock of every timestamp the store writes; tests move it.
 	Now func() time.Time
@@ -61,7 +67,8 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
-	db := &DB{write: write, writes: newStmtCache(write), Now: time.Now}
+	db := &DB{write: write, writes: newStmtCache(write), Now: time.Now,
+		ops: make(chan *writeOp, maxBatch), closing: make(chan struct{}), writerDone: make(chan struct{})}
 	// The writer connection turns WAL on before any reader opens the file.
 	if err := db.migrate(ctx, schema); err != nil {
 		write.Close()
@@ -75,11 +82,16 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	read.SetMaxOpenConns(4)
 	read.SetMaxIdleConns(4)
 	db.read = &readPool{DB: read, cache: newStmtCache(read)}
+	go db.writeLoop()
 	return db, nil
 }
 
 // Close closes both connection pools.
 func (db *DB) Close() error {
+	if db.read != nil { // the writer runs once Open has succeeded
+		db.closeOnce.Do(func() { close(db.closing) })
+		<-db.writerDone
+	}
 	db.writes.close()
 	err := db.write.Close()
 	if db.read != nil {
@@ -134,7 +146,7 @@ func (db *DB) migrate(ctx context.Context, schema string) error {
 		return fmt.Errorf("store: migrations table: %w", err)
 	}
 	for _, m := range migrations {
-		err := db.inTx(ctx, func(tx *Tx) error {
+		err := db.runTx(ctx, func(tx *Tx) error {
 			var applied int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&applied); err != nil {
 				return err
@@ -163,12 +175,110 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// inTx runs fn in a write transaction (BEGIN IMMEDIATE on the single writer), commits
-// when fn returns nil and rolls back otherwise.
+// inTx runs fn in a write transaction on the single writer: its changes are committed
+// when fn returns nil and undone otherwise. Transactions that arrive while the writer
+// is busy are committed together (group commit), each inside its own savepoint, so one
+// that fails undoes only its own changes; their statements ignore the callers'
+// cancellation, which would otherwise interrupt, and so roll back, the shared
+// transaction. fn must not call inTx.
 func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
-	err := db.runTx(ctx, fn)
-	db.writes.preparePending(ctx)
-	return err
+	select {
+	case <-db.closing:
+		return errClosed
+	default:
+	}
+	op := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case db.ops <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-db.closing:
+		return errClosed
+	}
+	// Wait even if ctx ends meanwhile: fn may be running.
+	select {
+	case err := <-op.done:
+		return err
+	case <-db.writerDone:
+		// The writer answers every transaction it takes before it stops.
+		select {
+		case err := <-op.done:
+			return err
+		default:
+			return errClosed
+		}
+	}
+}
+
+var errClosed = errors.New("store: the database is closed")
+
+// maxBatch is the most transactions committed together.
+const maxBatch = 128
+
+type writeOp struct {
+	ctx  context.Context
+	fn   func(*Tx) error
+	done chan error
+}
+
+// writeLoop is the writer: it takes what is waiting, commits it, and goes back for more.
+func (db *DB) writeLoop() {
+	defer close(db.writerDone)
+	for {
+		var batch []*writeOp
+		select {
+		case op := <-db.ops:
+			batch = append(batch, op)
+		case <-db.closing:
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case op := <-db.ops:
+				batch = append(batch, op)
+			default:
+				break more
+			}
+		}
+		db.commit(batch)
+		db.writes.preparePending(context.Background())
+	}
+}
+
+func (db *DB) commit(batch []*writeOp) {
+	if len(batch) == 1 {
+		op := batch[0]
+		op.done <- db.runTx(op.ctx, op.fn)
+		return
+	}
+	errs := make([]error, len(batch))
+	err := db.runTx(context.Background(), func(tx *Tx) error {
+		for i, op := range batch {
+			if errs[i] = op.ctx.Err(); errs[i] != nil {
+				continue
+			}
+			if _, err := tx.Tx.ExecContext(context.Background(), `SAVEPOINT op`); err != nil {
+				return err
+			}
+			errs[i] = op.fn(&Tx{Tx: tx.Tx, cache: tx.cache, detached: context.WithoutCancel(op.ctx)})
+			if errs[i] != nil {
+				if _, err := tx.Tx.ExecContext(context.Background(), `ROLLBACK TO op`); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Tx.ExecContext(context.Background(), `RELEASE op`); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for i, op := range batch {
+		if err != nil && errs[i] == nil {
+			errs[i] = err // nothing of the batch was committed
+		}
+		op.done <- errs[i]
+	}
 }
 
 func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {

@@ -93,6 +93,16 @@ func (c *stmtCache) close() {
 type Tx struct {
 	*sql.Tx
 	cache *stmtCache
+	// detached, when set, replaces the context of every statement: the transaction is
+	// shared by a group commit and must not be interrupted by one caller.
+	detached context.Context
+}
+
+func (t *Tx) context(ctx context.Context) context.Context {
+	if t.detached != nil {
+		return t.detached
+	}
+	return ctx
 }
 
 func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -105,6 +115,7 @@ func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
 }
 
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = t.context(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -112,6 +123,7 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 }
 
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = t.context(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -119,6 +131,7 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 }
 
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = t.context(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
