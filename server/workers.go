@@ -75,10 +75,10 @@ func (s *Server) sweep(ctx context.Context) {
 				s.wakeWorker()
 			}
 		}
-		if n, err := s.db.ExpireTasks(ctx); err != nil && ctx.Err() == nil {
+		if expired, err := s.db.ExpireTasks(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("expiring tasks", "err", err)
-		} else if n > 0 {
-			s.log.Info("expired tasks past their lifetime", "tasks", n)
+		} else if len(expired) > 0 {
+			s.log.Info("expired tasks past their lifetime", "tasks", len(expired))
 			s.sender.Wake()
 		}
 		select {

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -27,6 +28,12 @@ type DB struct {
 	write  *sql.DB
 	read   *readPool
 	writes *stmtCache
+	dsn    func(extra ...string) string // the connection string of the file, with the pragmas every connection sets
+
+	known int // migrations in the schema this binary embeds
+
+	probeMu sync.Mutex
+	probe   *writeProbe // the CheckWritable under way, if any
 
 	// Now is the clock of every timestamp the store writes; tests move it.
 	Now func() time.Time
@@ -61,7 +68,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
-	db := &DB{write: write, writes: newStmtCache(write), Now: time.Now}
+	db := &DB{write: write, writes: newStmtCache(write), dsn: dsn, Now: time.Now}
 	// The writer connection turns WAL on before any reader opens the file.
 	if err := db.migrate(ctx, schema); err != nil {
 		write.Close()
@@ -129,6 +136,7 @@ func (db *DB) migrate(ctx context.Context, schema string) error {
 	if err != nil {
 		return err
 	}
+	db.known = len(migrations)
 	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, title TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("store: migrations table: %w", err)
