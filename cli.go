@@ -39,6 +39,8 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newLoopsCommand(),
 		newDeliveriesCommand(),
 		newBenchCommand(),
+		newBackupCommand(),
+		newVersionCommand(),
 	)
 	return root
 }

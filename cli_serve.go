@@ -46,6 +46,10 @@ func newServeCommand() *cobra.Command {
 			cfg.Lease, _ = f.GetDuration("lease")
 			cfg.NetworkHost, _ = f.GetString("network-host")
 			cfg.EmailMaxRetrievals, _ = f.GetInt("email-max-retrievals")
+			cfg.ShutdownGrace, _ = f.GetDuration("shutdown-grace")
+			cfg.Retain = time.Duration(*f.Lookup("retain").Value.(*days))
+			adminAddr, _ := f.GetString("admin-addr")
+			cfg.SeparateAdmin = adminAddr != ""
 			if cfg.RateIP, err = rateFlag(cmd, "rate-ip"); err != nil {
 				return err
 			}
@@ -63,7 +67,7 @@ func newServeCommand() *cobra.Command {
 				logger.Warn("--allow-private-webhooks is on: webhooks may be sent over plain http and to loopback and private addresses; use it only for local development")
 			}
 			addr, _ := f.GetString("addr")
-			return serve(cmd.Context(), addr, db, cfg)
+			return serve(cmd.Context(), addr, adminAddr, db, cfg)
 		},
 	}
 	f := cmd.Flags()
@@ -81,6 +85,7 @@ func newServeCommand() *cobra.Command {
 	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
 	f.String("log-format", "json", "log format: json or text")
 	f.Bool("allow-private-webhooks", false, allowPrivateHelp)
+	addOpsFlags(f, def)
 	addSourceFlags(f)
 	return cmd
 }
@@ -101,6 +106,8 @@ func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 		return fmt.Errorf("--max-backlog must be at least 1")
 	case cfg.EmailMaxRetrievals < 1:
 		return fmt.Errorf("--email-max-retrievals must be at least 1")
+	case cfg.ShutdownGrace < 0:
+		return fmt.Errorf("--shutdown-grace cannot be negative")
 	case latency < 0:
 		return fmt.Errorf("--sim-latency cannot be negative")
 	case !(failures >= 0 && failures <= 1):
@@ -171,41 +178,72 @@ func sources(cmd *cobra.Command, db *store.DB) ([]enrich.Source, error) {
 	return out, nil
 }
 
-// serve runs the API and the workers until ctx ends, then stops accepting, lets
-// requests in flight finish, and puts back tasks the workers still held.
-func serve(ctx context.Context, addr string, db *store.DB, cfg server.Config) error {
+// serve runs the API and the workers until ctx ends, then stops accepting, and gives
+// requests in flight and tasks already claimed cfg.ShutdownGrace to finish; tasks
+// still running then go back to the queue. With an adminAddr, /healthz, /readyz and
+// /metrics are served there instead of on addr.
+func serve(ctx context.Context, addr, adminAddr string, db *store.DB, cfg server.Config) error {
 	srv := server.New(db, cfg)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	errLog := slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
+	servers := []*http.Server{{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}}
+	listeners := []net.Listener{ln}
+	if adminAddr != "" {
+		adminLn, err := net.Listen("tcp", adminAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--admin-addr: %w", err)
+		}
+		servers = append(servers, &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog})
+		listeners = append(listeners, adminLn)
+	}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
 	workersDone := make(chan struct{})
 	go func() {
 		defer close(workersDone)
 		srv.RunWorkers(workCtx)
 	}()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
+	serveErr := make(chan error, len(servers))
+	for i, hs := range servers {
+		go func() { serveErr <- hs.Serve(listeners[i]) }()
+	}
 	names := make([]string, len(cfg.Sources))
 	for i, s := range cfg.Sources {
 		names[i] = s.Name()
 	}
-	cfg.Logger.Info("enrichd listening", "addr", "http://"+ln.Addr().String(), "workers", cfg.Workers, "sources", strings.Join(names, ","))
+	attrs := []any{"addr", "http://" + ln.Addr().String(), "workers", cfg.Workers, "sources", strings.Join(names, ",")}
+	if adminAddr != "" {
+		attrs = append(attrs, "admin_addr", "http://"+listeners[1].Addr().String())
+	}
+	cfg.Logger.Info("enrichd listening", attrs...)
 
 	select {
 	case err = <-serveErr:
 	case <-ctx.Done():
-		cfg.Logger.Info("shutting down")
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = httpSrv.Shutdown(shutdownCtx)
-		cancel()
+		cfg.Logger.Info("shutting down", "grace", cfg.ShutdownGrace.String())
 	}
+	// Workers stop claiming and drain while the listeners stop accepting and drain.
 	stopWork()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), max(cfg.ShutdownGrace, time.Second))
+	for _, hs := range servers {
+		if serr := hs.Shutdown(shutdownCtx); serr != nil {
+			hs.Close() // the grace ran out: cut what is left
+			if err == nil {
+				err = serr
+			}
+		}
+	}
+	cancel()
 	<-workersDone
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
+	}
+	if err == nil {
+		cfg.Logger.Info("stopped")
 	}
 	return err
 }

@@ -232,3 +232,11 @@ END;
 CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
     UPDATE task_counts SET n = n - 1 WHERE org_id = OLD.org_id AND status = OLD.status;
 END;
+-- migration 5: retention
+-- The retention sweep deletes settled tasks and settled deliveries oldest first, in
+-- small batches: each walks one of these indexes, which hold only what it may delete.
+CREATE INDEX tasks_settled_finished ON tasks(finished_at) WHERE status IN ('succeeded', 'failed', 'canceled');
+CREATE INDEX deliveries_settled_last_attempt ON deliveries(last_attempt_at) WHERE status IN ('succeeded', 'failed');
+-- A task's idempotency key, deleted with it; deleting a task also looks here to check
+-- the foreign key, which without this index would scan every key.
+CREATE INDEX idempotency_keys_task ON idempotency_keys(task_id);

@@ -109,6 +109,9 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 		return
 	}
 	t := res.Task
+	if !res.Replayed {
+		s.metrics.created(t)
+	}
 	status := http.StatusOK
 	if !t.Settled() && !res.Replayed {
 		status = http.StatusAccepted

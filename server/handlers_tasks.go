@@ -105,6 +105,7 @@ func handleCancelTask(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
+		s.metrics.settled(t.ObjectType, t.Status, t.CreditsCharged)
 		encode(w, http.StatusOK, response{Task: t})
 	})
 }

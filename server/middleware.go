@@ -33,6 +33,12 @@ type requestInfo struct {
 	err   error // an internal error behind a 500
 }
 
+// quietRoute is a probe or a scrape: logged at debug level unless it fails, since it
+// comes every few seconds, and not counted as activity.
+func quietRoute(route string) bool {
+	return route == routeHealthz || route == routeReadyz || route == routeMetrics
+}
+
 func info(r *http.Request) *requestInfo {
 	if ri, ok := r.Context().Value(requestInfoKey).(*requestInfo); ok {
 		return ri
@@ -59,8 +65,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// logRequests writes one log line a request; failures carry the requestId that the
-// response's X-Request-Id header and any 500 body also show.
+// logRequests writes one log line a request (method, route, path, status, duration,
+// the organization once authenticated, and the requestId that the response's
+// X-Request-Id header and any 500 body also show) and counts it in the metrics.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -70,16 +77,26 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		w.Header().Set("X-Request-Id", ri.id)
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestInfoKey, ri)))
+		if sw.status == 0 {
+			sw.status = http.StatusOK // a handler that wrote nothing answered 200
+		}
+		took := time.Since(start)
+		s.metrics.request(ri.route, sw.status, took)
 		attrs := []slog.Attr{
 			slog.String("method", r.Method), slog.String("route", ri.route), slog.String("path", r.URL.Path),
-			slog.Int("status", sw.status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.Int("status", sw.status), slog.Float64("duration_ms", float64(took.Microseconds())/1000),
+			slog.String("requestId", ri.id),
 		}
 		if ri.orgID != "" {
 			attrs = append(attrs, slog.String("org", ri.orgID))
 		}
 		level := slog.LevelInfo
-		if sw.status >= 400 {
-			attrs = append(attrs, slog.String("requestId", ri.id))
+		if quietRoute(ri.route) {
+			if sw.status < 400 {
+				level = slog.LevelDebug
+			}
+		} else {
+			s.activity.Add(1)
 		}
 		if ri.err != nil {
 			level = slog.LevelError

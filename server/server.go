@@ -1,11 +1,14 @@
 // Package server owns enrichd's HTTP API and its task workers: routes, handlers,
 // authentication, rate limits, JSON errors, the workers that claim queued tasks, run
-// the enrichment pipeline and settle them, and the webhook sender beside them. It knows no SQL: all state is in store.
+// the enrichment pipeline and settle them, and the webhook sender beside them; and what
+// an operator sees of it: health, readiness and metrics, and the maintenance that keeps
+// the database bounded. It knows no SQL: all state is in store.
 package server
 
 import (
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"enrichd/enrich"
@@ -41,6 +44,17 @@ type Config struct {
 	DeliveryPerLoop     int
 	DeliveryTimeout     time.Duration // how long one attempt may take; 10 s
 	Logger              *slog.Logger
+
+	// ShutdownGrace is how long tasks already claimed may run on once RunWorkers' context
+	// ends; those still running then go back to the queue. Zero puts them back at once.
+	ShutdownGrace time.Duration
+	// Retain is how long settled tasks and delivery history are kept; zero keeps them
+	// for ever (unlike the other fields, zero is not replaced by the default).
+	Retain time.Duration
+	// MaintenanceInterval is how often retention and the WAL checkpoint run.
+	MaintenanceInterval time.Duration
+	// SeparateAdmin leaves /healthz, /readyz and /metrics to AdminHandler, off the API.
+	SeparateAdmin bool
 }
 
 // Rate is a token bucket: Limit requests a second, bursts of up to Burst.
@@ -63,6 +77,9 @@ func DefaultConfig() Config {
 		RateKey:       Rate{Limit: 100, Burst: 200},
 		NetworkHost:   enrich.DefaultNetworkHost,
 		Logger:        slog.Default(),
+		Retain:        90 * 24 * time.Hour,
+
+		MaintenanceInterval: time.Minute,
 
 		EmailMaxRetrievals: enrich.DefaultMaxRetrievals,
 	}
@@ -80,6 +97,9 @@ type Server struct {
 	wake      chan struct{} // an enqueue wakes an idle worker
 	sender    *webhook.Sender
 	handler   http.Handler
+	metrics   *serverMetrics
+	// activity counts API requests and claims; maintenance reads it to find quiet times.
+	activity atomic.Uint64
 }
 
 // New builds the server. Call RunWorkers to process the queue.
@@ -112,6 +132,10 @@ func New(db *store.DB, cfg Config) *Server {
 	if cfg.EmailMaxRetrievals <= 0 {
 		cfg.EmailMaxRetrievals = def.EmailMaxRetrievals
 	}
+	if cfg.MaintenanceInterval <= 0 {
+		cfg.MaintenanceInterval = def.MaintenanceInterval
+	}
+	m := newServerMetrics()
 	s := &Server{
 		cfg:  cfg,
 		db:   db,
@@ -123,13 +147,18 @@ func New(db *store.DB, cfg Config) *Server {
 		keyLimits: newLimiter(cfg.RateKey),
 		wake:      make(chan struct{}, cfg.Workers),
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
-			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger}),
+			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,
+			Recorded: m.recorded}),
+		metrics: m,
 	}
 	router := httprouter.New()
 	router.RedirectTrailingSlash = false
 	router.RedirectFixedPath = false
 	router.HandleOPTIONS = false
 	addRoutes(router, s)
+	if !cfg.SeparateAdmin {
+		addAdminRoutes(router, s, true)
+	}
 	s.handler = s.logRequests(router)
 	return s
 }

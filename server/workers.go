@@ -11,28 +11,59 @@ import (
 
 // RunWorkers processes the queue until ctx is canceled: cfg.Workers workers claim and
 // enrich tasks, a sweeper fails expired tasks and requeues the claims of workers that
-// died, and the webhook sender delivers the Loops' events. It returns once every worker has stopped; a task still in hand then goes
-// back to the queue.
+// died, maintenance applies retention and checkpoints the WAL, and the webhook sender
+// delivers the Loops' events.
+//
+// Once ctx ends nothing new is claimed, and the tasks already claimed get
+// cfg.ShutdownGrace to settle; those still running then go back to the queue,
+// untouched, for the next start. The sender keeps delivering while they settle. It
+// returns once every worker has stopped.
 func (s *Server) RunWorkers(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Add(1)
+	// hard ends the tasks in hand and the sender: when the grace runs out, or as soon
+	// as the workers are done.
+	hard, stopHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHard()
+	var workers, others sync.WaitGroup
+	others.Add(3)
 	go func() {
-		defer wg.Done()
+		defer others.Done()
 		s.sweep(ctx)
 	}()
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
-		s.sender.Run(ctx)
+		defer others.Done()
+		s.maintain(ctx)
+	}()
+	go func() {
+		defer others.Done()
+		s.sender.Run(hard)
 	}()
 	for range s.cfg.Workers {
-		wg.Add(1)
+		workers.Add(1)
 		go func() {
-			defer wg.Done()
-			s.work(ctx)
+			defer workers.Done()
+			s.work(ctx, hard)
 		}()
 	}
-	wg.Wait()
+	drained := make(chan struct{})
+	go func() {
+		workers.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		grace := time.NewTimer(s.cfg.ShutdownGrace)
+		defer grace.Stop()
+		select {
+		case <-drained:
+		case <-grace.C:
+			s.log.Warn("shutdown grace ran out: tasks still running go back to the queue", "grace", s.cfg.ShutdownGrace.String())
+			stopHard()
+			<-drained
+		}
+	}
+	stopHard()
+	others.Wait()
 	return nil
 }
 
@@ -43,7 +74,8 @@ func (s *Server) wakeWorker() {
 	}
 }
 
-func (s *Server) work(ctx context.Context) {
+// work claims tasks until ctx ends, and runs each to its end unless hard ends first.
+func (s *Server) work(ctx, hard context.Context) {
 	poll := time.NewTicker(s.cfg.PollInterval)
 	defer poll.Stop()
 	for ctx.Err() == nil {
@@ -52,7 +84,9 @@ func (s *Server) work(ctx context.Context) {
 			s.log.Error("claiming a task", "err", err)
 		}
 		if claim != nil {
-			s.process(ctx, claim)
+			s.activity.Add(1)
+			s.metrics.claimed(claim, s.db.Now())
+			s.process(hard, claim)
 			continue
 		}
 		select {
@@ -75,10 +109,13 @@ func (s *Server) sweep(ctx context.Context) {
 				s.wakeWorker()
 			}
 		}
-		if n, err := s.db.ExpireTasks(ctx); err != nil && ctx.Err() == nil {
+		if expired, err := s.db.ExpireTasks(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("expiring tasks", "err", err)
-		} else if n > 0 {
-			s.log.Info("expired tasks past their lifetime", "tasks", n)
+		} else if len(expired) > 0 {
+			s.log.Info("expired tasks past their lifetime", "tasks", len(expired))
+			for _, t := range expired {
+				s.metrics.settled(t.ObjectType, store.StatusFailed, t.CreditsCharged)
+			}
 			s.sender.Wake()
 		}
 		select {
@@ -128,8 +165,16 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 	if c.Input.Lookup != enrich.LookupEmail {
 		out = s.outcome(settleCtx, c, res, taskErr)
 	}
-	if _, err := s.db.Settle(settleCtx, c, out); err != nil {
+	settled, err := s.db.Settle(settleCtx, c, out)
+	if err != nil {
 		s.log.Error("settling a task", "task", c.TaskID, "err", err)
+	}
+	if settled {
+		status := store.StatusSucceeded
+		if out.Err != nil {
+			status = store.StatusFailed
+		}
+		s.metrics.settled(c.Input.Lookup.ObjectType(), status, c.Input.Lookup.Cost())
 	}
 	s.sender.Wake() // in case the task has a Loop
 }

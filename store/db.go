@@ -1,6 +1,7 @@
 // Package store owns every SQL statement of enrichd: organizations and API keys, the
 // credit ledger, tasks and their queue, idempotency keys, and the company and person
-// records (the 30-day store and the imported dataset). It knows no HTTP.
+// records (the 30-day store and the imported dataset), and the file itself: backups,
+// retention, checkpoints. It knows no HTTP.
 //
 // All writes go through one connection whose transactions begin IMMEDIATE, so writers
 // queue in Go instead of failing with SQLITE_BUSY; reads use a separate pool.
@@ -28,6 +29,12 @@ type DB struct {
 	write  *sql.DB
 	read   *readPool
 	writes *stmtCache
+	dsn    func(extra ...string) string // the connection string of the file, with the pragmas every connection sets
+
+	known int // migrations in the schema this binary embeds
+
+	probeMu sync.Mutex
+	probe   *writeProbe // the CheckWritable under way, if any
 
 	ops        chan *writeOp // transactions waiting for the writer
 	closing    chan struct{}
@@ -67,7 +74,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
-	db := &DB{write: write, writes: newStmtCache(write), Now: time.Now,
+	db := &DB{write: write, writes: newStmtCache(write), dsn: dsn, Now: time.Now,
 		ops: make(chan *writeOp, maxBatch), closing: make(chan struct{}), writerDone: make(chan struct{})}
 	// The writer connection turns WAL on before any reader opens the file.
 	if err := db.migrate(ctx, schema); err != nil {
@@ -141,6 +148,7 @@ func (db *DB) migrate(ctx context.Context, schema string) error {
 	if err != nil {
 		return err
 	}
+	db.known = len(migrations)
 	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, title TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("store: migrations table: %w", err)

@@ -19,6 +19,9 @@ type Claim struct {
 	Input     enrich.Input
 	ExpiresAt time.Time
 	Token     string
+	// QueuedAt is when the task entered the queue; a task put back keeps it, so the
+	// claim lag it shows counts the whole wait.
+	QueuedAt time.Time
 }
 
 // claimQuery hands out the oldest queued task of one organization: FIFO within it.
@@ -29,7 +32,7 @@ SET status = 'running', started_at = :now, lease_token = :token, lease_until = :
 WHERE id = (
     SELECT id FROM tasks WHERE org_id = :org AND status = 'queued'
     ORDER BY created_at, id LIMIT 1)
-RETURNING id, org_id, lookup, target, input, expires_at`
+RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at)`
 
 // ClaimTask takes the next queued task, if any, under a lease of the given length.
 // Organizations take turns (round-robin), so one with a few tasks is served between
@@ -53,10 +56,10 @@ func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error
 				return err
 			}
 			var input string
-			var expires int64
+			var expires, queued int64
 			err = tx.QueryRowContext(ctx, claimQuery, sql.Named("now", ms(now)), sql.Named("token", c.Token),
 				sql.Named("lease_until", ms(now.Add(lease))), sql.Named("org", org)).
-				Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires)
+				Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued)
 			if errors.Is(err, sql.ErrNoRows) {
 				// Its queued tasks were canceled or expired since it got in line.
 				if _, err := tx.ExecContext(ctx, `DELETE FROM queue_turns WHERE org_id = ?`, org); err != nil {
@@ -67,7 +70,7 @@ func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error
 			if err != nil {
 				return err
 			}
-			c.ExpiresAt, claimed = fromMS(expires), true
+			c.ExpiresAt, c.QueuedAt, claimed = fromMS(expires), fromMS(queued), true
 			if err := json.Unmarshal([]byte(input), &c.Input.Hints); err != nil {
 				return err
 			}
@@ -198,43 +201,52 @@ func nullText(b []byte) any {
 	return string(b)
 }
 
+// ExpiredTask is a task ExpireTasks failed as timed_out and refunded.
+type ExpiredTask struct {
+	ID             string
+	ObjectType     string
+	CreditsCharged int64
+}
+
 // ExpireTasks fails, as timed_out, and refunds the unsettled tasks past their
-// expires_at; those with a Loop send task.failed. It returns how many it expired.
-func (db *DB) ExpireTasks(ctx context.Context) (int, error) {
-	var n int
+// expires_at; those with a Loop send task.failed. It returns the tasks it expired.
+func (db *DB) ExpireTasks(ctx context.Context) ([]ExpiredTask, error) {
+	var expired []ExpiredTask
 	err := db.inTx(ctx, func(tx *Tx) error {
+		expired = expired[:0]
 		now := db.now()
 		taskErr, _ := json.Marshal(enrich.TaskError{Code: enrich.CodeTimedOut,
 			Message: "the enrichment did not finish within the task's lifetime; retrying is safe"})
 		rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'failed', error = ?, finished_at = ?, lease_token = NULL, lease_until = NULL
-			WHERE status IN ('queued', 'running') AND expires_at <= ? RETURNING id`, string(taskErr), ms(now), ms(now))
+			WHERE status IN ('queued', 'running') AND expires_at <= ? RETURNING id, object_type, credits_charged`, string(taskErr), ms(now), ms(now))
 		if err != nil {
 			return err
 		}
-		var ids []string
 		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
+			var t ExpiredTask
+			if err := rows.Scan(&t.ID, &t.ObjectType, &t.CreditsCharged); err != nil {
 				rows.Close()
 				return err
 			}
-			ids = append(ids, id)
+			expired = append(expired, t)
 		}
 		if err := rows.Close(); err != nil {
 			return err
 		}
-		for _, id := range ids {
-			if err := refund(ctx, tx, id, now); err != nil {
+		for _, t := range expired {
+			if err := refund(ctx, tx, t.ID, now); err != nil {
 				return err
 			}
-			if err := deliverSettled(ctx, tx, id, now); err != nil {
+			if err := deliverSettled(ctx, tx, t.ID, now); err != nil {
 				return err
 			}
 		}
-		n = len(ids)
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return nil, err
+	}
+	return expired, nil
 }
 
 // RequeueAbandoned puts back in the queue the running tasks whose lease ran out: their

@@ -398,6 +398,11 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"gathering":           `SELECT company FROM email_gatherings WHERE address = 'a@acme.com' AND gathered_at >= 5`,
 		"gathered candidates": `SELECT person FROM email_candidates WHERE address = 'a@acme.com' ORDER BY ord`,
 		"old gatherings":      `SELECT address FROM email_gatherings WHERE gathered_at < 5`,
+		"retention: tasks": `SELECT id FROM tasks WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < 5
+			ORDER BY finished_at LIMIT 500`,
+		"retention: deliveries": `SELECT id FROM deliveries WHERE status IN ('succeeded', 'failed') AND last_attempt_at < 5
+			ORDER BY last_attempt_at LIMIT 500`,
+		"retention: keys": `SELECT key FROM idempotency_keys WHERE task_id IN ('a', 'b')`,
 	}
 	for name, q := range queries {
 		rows, err := raw.Query("EXPLAIN QUERY PLAN " + q)

@@ -30,6 +30,7 @@ type Sender struct {
 	timeout     time.Duration
 	lease       time.Duration
 	wake        chan struct{}
+	recorded    func([]store.Attempted)
 }
 
 // SenderConfig tunes a Sender; zero values take the defaults.
@@ -40,6 +41,8 @@ type SenderConfig struct {
 	Poll        time.Duration   // how often to look for due deliveries nobody woke it for; 250ms
 	Timeout     time.Duration   // how long an attempt may take; DefaultAttemptTimeout
 	Logger      *slog.Logger
+	// Recorded, when set, is told of every batch of attempts once it is written.
+	Recorded func([]store.Attempted)
 }
 
 // NewSender returns a Sender over db. Call Run to start it.
@@ -68,8 +71,9 @@ func NewSender(db *store.DB, cfg SenderConfig) *Sender {
 		poll:        cfg.Poll,
 		timeout:     cfg.Timeout,
 		// A claim outlives the attempt's timeout, so only a crashed sender's claims expire.
-		lease: 3 * cfg.Timeout,
-		wake:  make(chan struct{}, 1),
+		lease:    3 * cfg.Timeout,
+		wake:     make(chan struct{}, 1),
+		recorded: cfg.Recorded,
 	}
 }
 
@@ -143,6 +147,10 @@ func (s *Sender) record(ctx context.Context, batch []store.Attempted) {
 	if err := s.db.RecordAttempts(recordCtx, batch); err != nil {
 		// Unrecorded attempts are due again once their lease runs out.
 		s.log.Error("recording delivery attempts", "deliveries", len(batch), "err", err)
+		return
+	}
+	if s.recorded != nil {
+		s.recorded(batch)
 	}
 }
 

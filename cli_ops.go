@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"enrichd/server"
+	"enrichd/store"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// version is the release this binary was built as, stamped by the Makefile:
+// go build -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and the Go version it was built with",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "enrichd %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	}
+}
+
+func newBackupCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "backup --to FILE",
+		Short: "Write a consistent copy of the database to FILE, also while serve runs",
+		Long: `Write a consistent copy of the database to FILE (VACUUM INTO), readable by its
+owner only, while serve keeps running on the same file. An existing FILE is refused
+unless --force. The copy is checked with PRAGMA integrity_check before the command
+reports success.
+
+To restore: stop serve, replace the database file with the copy, delete the
+database's -wal and -shm files, and start serve again.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			// Opening a missing database would create an empty one and back that up.
+			path, _ := cmd.Flags().GetString("db")
+			if _, err := os.Stat(path); err != nil {
+				return fmt.Errorf("--db: %w", err)
+			}
+			return nil
+		},
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			to, _ := cmd.Flags().GetString("to")
+			force, _ := cmd.Flags().GetBool("force")
+			start := time.Now()
+			if err := db.Backup(cmd.Context(), to, force); err != nil {
+				return err
+			}
+			if err := store.CheckIntegrity(cmd.Context(), to); err != nil {
+				return fmt.Errorf("the backup at %s is damaged: %w", to, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backed up to %s in %s; integrity check ok\n", to, time.Since(start).Round(time.Millisecond))
+			return nil
+		}),
+	}
+	cmd.Flags().String("to", "", "file to write the copy to (required)")
+	cmd.Flags().Bool("force", false, "replace FILE if it exists")
+	cmd.MarkFlagRequired("to")
+	return cmd
+}
+
+// addOpsFlags adds the serve flags of operating the service: shutdown, retention and
+// the admin listener.
+func addOpsFlags(f *pflag.FlagSet, def server.Config) {
+	f.String("admin-addr", "", "serve /healthz, /readyz and /metrics on this address instead of --addr (e.g. 127.0.0.1:9090)")
+	f.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long requests in flight and tasks already claimed may take to finish; tasks still running then go back to the queue")
+	retain := days(def.Retain)
+	f.Var(&retain, "retain", "delete settled tasks and delivery history this much older than now (e.g. 90d, 36h); 0 keeps them")
+}
+
+// days is a duration flag that also takes whole days, "90d", since retention is
+// counted in days.
+type days time.Duration
+
+func (d *days) String() string {
+	v := time.Duration(*d)
+	if v%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(v/(24*time.Hour)), 10) + "d"
+	}
+	return v.String()
+}
+
+func (d *days) Set(s string) error {
+	s = strings.TrimSpace(s)
+	var v time.Duration
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		i, err := strconv.ParseInt(n, 10, 32)
+		if err != nil {
+			return fmt.Errorf("want a number of days such as 90d, or a duration such as 36h")
+		}
+		v = time.Duration(i) * 24 * time.Hour
+	} else {
+		var err error
+		if v, err = time.ParseDuration(s); err != nil {
+			return fmt.Errorf("want a number of days such as 90d, or a duration such as 36h")
+		}
+	}
+	if v < 0 {
+		return fmt.Errorf("cannot be negative; 0 keeps everything")
+	}
+	*d = days(v)
+	return nil
+}
+
+func (d *days) Type() string { return "days" }

@@ -1,0 +1,73 @@
+package server
+
+import (
+	"context"
+	"time"
+)
+
+// purgeBatch is how many tasks (and deliveries) one retention transaction deletes at
+// most: small enough that the writer is never held for long, so requests and workers
+// get their turn between batches.
+const purgeBatch = 500
+
+// maintain runs every cfg.MaintenanceInterval until ctx ends: retention deletes what
+// is older than cfg.Retain, then, if nothing happened since the last round, the WAL is
+// checkpointed and truncated.
+func (s *Server) maintain(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.MaintenanceInterval)
+	defer tick.Stop()
+	seen := s.activity.Load()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if s.cfg.Retain > 0 {
+			s.purge(ctx)
+		}
+		if now := s.activity.Load(); now == seen {
+			if ok, err := s.db.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("checkpointing the WAL", "err", err)
+			} else if err == nil {
+				s.metrics.counter("enrichd_wal_checkpoints_total", "complete", boolLabel(ok)).Inc()
+			}
+		} else {
+			seen = now
+		}
+	}
+}
+
+// purge deletes settled tasks and delivery history older than cfg.Retain, batch after
+// batch, each in its own short transaction, until a batch finds less than a full one.
+func (s *Server) purge(ctx context.Context) {
+	cutoff := s.db.Now().Add(-s.cfg.Retain)
+	var tasks, deliveries int
+	for ctx.Err() == nil {
+		p, err := s.db.PurgeSettled(ctx, cutoff, purgeBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("deleting settled tasks past retention", "err", err)
+			}
+			break
+		}
+		tasks += p.Tasks
+		deliveries += p.Deliveries
+		s.metrics.counter("enrichd_retention_deleted_total", "kind", "tasks").Add(p.Tasks)
+		s.metrics.counter("enrichd_retention_deleted_total", "kind", "deliveries").Add(p.Deliveries)
+		if p.Tasks < purgeBatch && p.Deliveries < purgeBatch {
+			break
+		}
+	}
+	if tasks > 0 || deliveries > 0 {
+		s.log.Info("deleted settled tasks and deliveries past retention", "tasks", tasks, "deliveries", deliveries,
+			"before", cutoff.Format("2006-01-02T15:04:05Z"))
+	}
+}
+
+func boolLabel(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
