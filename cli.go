@@ -39,6 +39,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newLoopsCommand(),
 		newDeliveriesCommand(),
 		newBenchCommand(),
+		newEnrichCommand(),
 	)
 	return root
 }
