@@ -106,7 +106,7 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "enrichd: %d %s", e.Status, http.StatusText(e.Status))
-	if e.Message != "" {
+	if e.Message != "" && e.Message != http.StatusText(e.Status) {
 		b.WriteString(": " + e.Message)
 	}
 	if e.Code != "" {
