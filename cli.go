@@ -41,6 +41,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newBenchCommand(),
 		newBackupCommand(),
 		newVersionCommand(),
+		newEnrichCommand(),
 	)
 	return root
 }
