@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -321,4 +322,32 @@ func openAPIPath(p string) string {
 		}
 	}
 	return strings.Join(parts, "/")
+}
+
+// checkOpenAPIWebhook validates an event a test's webhook receiver got against the
+// document's webhook: the headers, the body, and that the two name the same event.
+func checkOpenAPIWebhook(t *testing.T, r *http.Request, body []byte) {
+	t.Helper()
+	s := loadOpenAPI(t)
+	item := s.doc.Webhooks["taskEvent"]
+	if item == nil || item.Post == nil {
+		t.Errorf("OpenAPI: the document has no taskEvent webhook")
+		return
+	}
+	ctx := context.Background()
+	req := r.Clone(ctx)
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	in := &openapi3filter.RequestValidationInput{
+		Request: req,
+		Route:   &routers.Route{Spec: s.doc, PathItem: item, Method: http.MethodPost, Path: r.URL.Path, Operation: item.Post},
+		Options: &openapi3filter.Options{SkipSettingDefaults: true},
+	}
+	if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
+		t.Errorf("OpenAPI: webhook %s: the event does not fit the document: %v\nbody: %.2000s", r.Header.Get("X-Service-Event"), err, body)
+		return
+	}
+	var event struct{ Event string }
+	if err := json.Unmarshal(body, &event); err != nil || event.Event != r.Header.Get("X-Service-Event") {
+		t.Errorf("OpenAPI: webhook: X-Service-Event %q, body event %q (%v)", r.Header.Get("X-Service-Event"), event.Event, err)
+	}
 }
