@@ -204,18 +204,22 @@ func (r *response) has(path string) bool {
 func (e *env) do(method, path string, body any, headers ...string) *response {
 	e.t.Helper()
 	var rd io.Reader
+	var sent []byte // kept for the OpenAPI check
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		sent = []byte(b)
 	case []byte:
-		rd = bytes.NewReader(b)
+		sent = b
 	default:
 		raw, err := json.Marshal(b)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		rd = bytes.NewReader(raw)
+		sent = raw
+	}
+	if body != nil {
+		rd = bytes.NewReader(sent)
 	}
 	req, err := http.NewRequest(method, e.http.URL+path, rd)
 	if err != nil {
@@ -244,6 +248,7 @@ func (e *env) do(method, path string, body any, headers ...string) *response {
 			e.t.Fatalf("%s %s: body is not JSON: %v: %s", method, path, err, out.raw)
 		}
 	}
+	e.checkOpenAPI(req, sent, out)
 	return out
 }
 

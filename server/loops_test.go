@@ -41,6 +41,7 @@ func newReceiver(t *testing.T, answers ...int) *receiver {
 	rc := &receiver{answers: answers}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		checkOpenAPIWebhook(t, r, body)
 		rc.mu.Lock()
 		gate := rc.gate
 		rc.mu.Unlock()
