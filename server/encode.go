@@ -58,7 +58,7 @@ func decode[T any](r *http.Request) (T, error) {
 }
 
 // exactFieldNames refuses a top-level field whose name is not one of the struct's JSON
-// names to the letter, and a field sent twice: encoding/json would take "DOMAIN" for
+// names to the letter, a field whose value is null, and a field sent twice: encoding/json would take "DOMAIN" for
 // "domain" and keep the last of two.
 func exactFieldNames(body []byte, t reflect.Type) error {
 	if t.Kind() != reflect.Struct {
@@ -87,9 +87,13 @@ func exactFieldNames(body []byte, t reflect.Type) error {
 			return enrich.Errorf(enrich.KindInvalid, "field %q is sent twice", name)
 		}
 		seen[name] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
 			return nil
+		}
+		// null would decode as "not sent"; a field is either sent with a value or left out.
+		if string(value) == "null" {
+			return enrich.Errorf(enrich.KindInvalid, "%s must not be null; leave the field out instead", name)
 		}
 	}
 	return nil

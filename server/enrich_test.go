@@ -207,6 +207,8 @@ func TestBadRequestsAreRefusedAndChargeNothing(t *testing.T) {
 		{"company: field sent twice", "/v1/companies/enrich", `{"domain":"a.com","domain":"b.com"}`, nil, `field "domain" is sent twice`},
 		{"company: field twice in two cases", "/v1/companies/enrich", `{"domain":"a.com","Domain":"b.com"}`, nil, `unknown field "Domain"`},
 		{"company: wrong type", "/v1/companies/enrich", `{"domain":42}`, nil, "domain must be a string"},
+		{"company: null", "/v1/companies/enrich", `{"domain":"acme.com","loop_id":null}`, nil, "loop_id must not be null"},
+		{"person: null hint", "/v1/people/enrich", `{"email":"jane@acme.com","fullName":null}`, nil, "fullName must not be null"},
 		{"company: invalid JSON", "/v1/companies/enrich", `{"domain":`, nil, "not valid JSON"},
 		{"company: not an object", "/v1/companies/enrich", `["acme.com"]`, nil, "JSON object"},
 		{"company: two objects", "/v1/companies/enrich", `{"domain":"a.com"}{"domain":"b.com"}`, nil, "single JSON object"},
