@@ -434,7 +434,7 @@ func read(ctx context.Context, opt Options) (Result, error) {
 	}
 	// Writers keep enqueueing misses while the readers read.
 	writeCtx, stopWriting := context.WithCancel(ctx)
-	writers := max(1, opt.Concurrency/8)
+	writers := max(1, opt.Concurrency/16)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -19,7 +19,7 @@ func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (st
 	id := uuid.Must(uuid.NewV7()).String()
 	// Straight to a transaction of its own: the ceiling is one transaction per task,
 	// without the group commit the service's writes get.
-	err := db.runTx(ctx, func(tx *Tx) error {
+	err := db.runTx(context.WithoutCancel(ctx), func(tx *Tx) error {
 		now := ms(db.now())
 		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
 			credits_charged, created_at, queued_at, expires_at) VALUES (?, ?, 'company', 'queued', 'domain', '{}', ?, 1, ?, ?, ?)`,

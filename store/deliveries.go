@@ -93,6 +93,11 @@ func insertDelivery(ctx context.Context, tx *Tx, loopID, orgID, event string, ta
 // settled, in the transaction that settled it, so that no crash can lose it. A task
 // without a Loop, or whose Loop was deleted, sends nothing; a canceled one neither.
 func deliverSettled(ctx context.Context, tx *Tx, taskID string, now time.Time) error {
+	// Most tasks have no Loop: find that out without reading the whole row.
+	var loopID sql.NullString
+	if err := tx.QueryRowContext(ctx, `SELECT loop_id FROM tasks WHERE id = ?`, taskID).Scan(&loopID); err != nil || !loopID.Valid {
+		return err
+	}
 	t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
 	if err != nil {
 		return err

@@ -138,13 +138,16 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 	return t.Tx.QueryRowContext(ctx, query, args...)
 }
 
-// readPool is the reader pool, its queries prepared.
+// readPool is the reader pool, its queries prepared. Its queries are short and
+// index-served, so they are not interrupted when the caller's context ends: watching a
+// context costs the driver and database/sql a goroutine for every query.
 type readPool struct {
 	*sql.DB
 	cache *stmtCache
 }
 
 func (p *readPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = context.WithoutCancel(ctx)
 	st, err := p.cache.prepared(ctx, query)
 	if err != nil {
 		return p.DB.QueryContext(ctx, query, args...)
@@ -153,6 +156,7 @@ func (p *readPool) QueryContext(ctx context.Context, query string, args ...any) 
 }
 
 func (p *readPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = context.WithoutCancel(ctx)
 	st, err := p.cache.prepared(ctx, query)
 	if err != nil {
 		return p.DB.QueryRowContext(ctx, query, args...)
