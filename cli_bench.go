@@ -28,12 +28,16 @@ but its own temporary ones.`,
 			scenarios, _ := f.GetStringSlice("scenario")
 			workers, _ := f.GetInt("workers")
 			growthTasks, _ := f.GetInt("growth-tasks")
+			fairBulk, _ := f.GetInt("fair-bulk")
 			asJSON, _ := f.GetBool("json")
 			if duration < 100*time.Millisecond || duration > 10*time.Minute {
 				return fmt.Errorf("--duration must be from 100ms to 10m")
 			}
 			if concurrency < 1 || concurrency > 1024 {
 				return fmt.Errorf("--concurrency must be from 1 to 1024")
+			}
+			if fairBulk < 1 {
+				return fmt.Errorf("--fair-bulk must be at least 1")
 			}
 			if growthTasks < 1 {
 				return fmt.Errorf("--growth-tasks must be at least 1")
@@ -52,7 +56,7 @@ but its own temporary ones.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			opt := bench.Options{Schema: schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks}
+			opt := bench.Options{Schema: schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks, FairBulk: fairBulk}
 			if !asJSON {
 				opt.Progress = cmd.ErrOrStderr()
 			}
@@ -73,6 +77,7 @@ but its own temporary ones.`,
 	f.Int("concurrency", 32, "clients sending at once")
 	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: enqueue-hit, enqueue-miss, read, deliver, fair, growth (all but growth when empty)")
 	f.Int("growth-tasks", 1_000_000, "growth scenario: tasks stored before reads are measured again")
+	f.Int("fair-bulk", 5000, "fair scenario: tasks the first organization queues before the second sends 10")
 	f.Int("workers", 16, "task workers of the service under test")
 	f.Bool("json", false, "print the report as JSON")
 	f.String("cpuprofile", "", "write a CPU profile of the whole run (service and load generator) to this file, for go tool pprof")

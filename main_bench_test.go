@@ -1,0 +1,39 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"enrichd/bench"
+
+	"github.com/matryer/is"
+)
+
+// TestBenchRuns runs every scenario of enrichd bench, briefly and small, through the
+// real command: each must measure something, without errors. The figures themselves
+// are not judged here; a test machine's speed says nothing.
+func TestBenchRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts several servers")
+	}
+	is := is.New(t)
+	out := mustCLI(t, "bench", "--json", "--duration", "300ms", "--concurrency", "4", "--workers", "4",
+		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,growth", "--growth-tasks", "2000", "--fair-bulk", "200")
+	var rep bench.Report
+	is.NoErr(json.Unmarshal([]byte(out), &rep))
+	is.Equal(rep.Concurrency, 4)
+	var names []string
+	for _, r := range rep.Results {
+		names = append(names, r.Scenario)
+		is.True(r.Count > 0)         // measured something
+		is.Equal(r.Errors, int64(0)) // every request got the answer it expects
+		is.True(r.Rate > 0)
+		if r.Scenario != "fair" {
+			is.True(r.Ceiling > 0 && r.Ratio > 0) // compared with its baseline
+		}
+	}
+	is.Equal(names, []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "growth-list", "growth-get"})
+
+	contains(t, failCLI(t, "bench", "--scenario", "nope"), `unknown scenario "nope"`)
+	contains(t, failCLI(t, "bench", "--concurrency", "0"), "--concurrency")
+}
