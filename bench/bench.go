@@ -218,13 +218,26 @@ func (e *env) close() {
 }
 
 // newOrg creates an organization with plenty of credits and returns a key of it.
-func (e *env) newOrg(ctx context.Context, name string) (string, error) {
-	key, _, err := e.db.CreateKey(ctx, name, "bench", true)
+func (e *env) newOrg(ctx context.Context, name string) (key, orgID string, err error) {
+	key, k, err := e.db.CreateKey(ctx, name, "bench", true)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	_, err = e.db.GrantCredits(ctx, name, 1<<40, nil)
-	return key, err
+	return key, k.OrgID, err
+}
+
+// startEnv starts an enrichd with one organization, "bench", and its workers running.
+func startEnv(ctx context.Context, opt Options) (e *env, key, orgID string, err error) {
+	if e, err = newEnv(ctx, opt, nil); err != nil {
+		return nil, "", "", err
+	}
+	if key, orgID, err = e.newOrg(ctx, "bench"); err != nil {
+		e.close()
+		return nil, "", "", err
+	}
+	e.startWorkers()
+	return e, key, orgID, nil
 }
 
 // post sends a JSON body and returns the status and the task id of an enqueue
@@ -359,22 +372,16 @@ func (e *env) warm(ctx context.Context, key string, n int) ([]string, error) {
 }
 
 func enqueueHit(ctx context.Context, opt Options) (Result, error) {
-	e, err := newEnv(ctx, opt, nil)
+	e, key, orgID, err := startEnv(ctx, opt)
 	if err != nil {
 		return Result{}, err
 	}
 	defer e.close()
-	key, err := e.newOrg(ctx, "bench")
-	if err != nil {
-		return Result{}, err
-	}
-	e.startWorkers()
 	domains, err := e.warm(ctx, key, 256)
 	if err != nil {
 		return Result{}, err
 	}
-	org, _ := e.db.FindOrg(ctx, "bench")
-	if err := e.settled(ctx, org.ID); err != nil {
+	if err := e.settled(ctx, orgID); err != nil {
 		return Result{}, err
 	}
 	lat, n, errs, elapsed := load(ctx, opt.Concurrency, opt.Duration, func(ctx context.Context, c, i int) bool {
@@ -388,23 +395,17 @@ func enqueueHit(ctx context.Context, opt Options) (Result, error) {
 }
 
 func enqueueMiss(ctx context.Context, opt Options) (Result, error) {
-	e, err := newEnv(ctx, opt, nil)
+	e, key, orgID, err := startEnv(ctx, opt)
 	if err != nil {
 		return Result{}, err
 	}
 	defer e.close()
-	key, err := e.newOrg(ctx, "bench")
-	if err != nil {
-		return Result{}, err
-	}
-	org, _ := e.db.FindOrg(ctx, "bench")
-	e.startWorkers()
 	start := time.Now()
 	lat, n, errs, _ := load(ctx, opt.Concurrency, opt.Duration, func(ctx context.Context, c, i int) bool {
 		status, _, err := e.post(ctx, key, "/v1/companies/enrich", fmt.Sprintf(`{"domain":"miss-%d-%d.com"}`, c, i))
 		return err == nil && status == http.StatusAccepted
 	})
-	if err := e.settled(ctx, org.ID); err != nil {
+	if err := e.settled(ctx, orgID); err != nil {
 		return Result{}, err
 	}
 	elapsed := time.Since(start)
@@ -415,16 +416,11 @@ func enqueueMiss(ctx context.Context, opt Options) (Result, error) {
 }
 
 func read(ctx context.Context, opt Options) (Result, error) {
-	e, err := newEnv(ctx, opt, nil)
+	e, key, _, err := startEnv(ctx, opt)
 	if err != nil {
 		return Result{}, err
 	}
 	defer e.close()
-	key, err := e.newOrg(ctx, "bench")
-	if err != nil {
-		return Result{}, err
-	}
-	e.startWorkers()
 	ids := make([]string, 0, 1000)
 	for i := range cap(ids) {
 		status, id, err := e.post(ctx, key, "/v1/companies/enrich", fmt.Sprintf(`{"domain":"read-%d.com"}`, i))
@@ -471,27 +467,21 @@ func deliver(ctx context.Context, opt Options) (Result, error) {
 	go receiver.Serve(ln)
 	defer receiver.Close()
 
-	e, err := newEnv(ctx, opt, nil)
+	e, key, orgID, err := startEnv(ctx, opt)
 	if err != nil {
 		return Result{}, err
 	}
 	defer e.close()
-	key, err := e.newOrg(ctx, "bench")
-	if err != nil {
-		return Result{}, err
-	}
-	org, _ := e.db.FindOrg(ctx, "bench")
-	loop, err := e.db.CreateLoop(ctx, store.NewLoop{OrgID: org.ID, Name: "bench", ObjectType: enrich.ObjectCompany,
+	loop, err := e.db.CreateLoop(ctx, store.NewLoop{OrgID: orgID, Name: "bench", ObjectType: enrich.ObjectCompany,
 		WebhookURL: "http://" + ln.Addr().String() + "/hook", Enabled: true})
 	if err != nil {
 		return Result{}, err
 	}
-	e.startWorkers()
 	domains, err := e.warm(ctx, key, 256)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := e.settled(ctx, org.ID); err != nil {
+	if err := e.settled(ctx, orgID); err != nil {
 		return Result{}, err
 	}
 	// Every run is a store hit that settles in the request and queues one delivery.
@@ -512,7 +502,7 @@ func deliver(ctx context.Context, opt Options) (Result, error) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	lat, err := e.deliveryLatencies(ctx, org.ID, loop.ID)
+	lat, err := e.deliveryLatencies(ctx, orgID, loop.ID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -553,16 +543,14 @@ func fair(ctx context.Context, opt Options) (Result, error) {
 		return Result{}, err
 	}
 	defer e.close()
-	bulkKey, err := e.newOrg(ctx, "bulk")
+	bulkKey, bulkOrg, err := e.newOrg(ctx, "bulk")
 	if err != nil {
 		return Result{}, err
 	}
-	smallKey, err := e.newOrg(ctx, "small")
+	smallKey, smallOrg, err := e.newOrg(ctx, "small")
 	if err != nil {
 		return Result{}, err
 	}
-	bulk, _ := e.db.FindOrg(ctx, "bulk")
-	small, _ := e.db.FindOrg(ctx, "small")
 	e.startWorkers()
 	const smallTasks = 10
 	bulkTasks := int64(opt.FairBulk)
@@ -591,11 +579,11 @@ func fair(ctx context.Context, opt Options) (Result, error) {
 		}
 		lat = append(lat, time.Since(t))
 	}
-	if err := e.settled(ctx, small.ID); err != nil {
+	if err := e.settled(ctx, smallOrg); err != nil {
 		return Result{}, err
 	}
 	smallWait := time.Since(smallStart)
-	if err := e.settled(ctx, bulk.ID); err != nil {
+	if err := e.settled(ctx, bulkOrg); err != nil {
 		return Result{}, err
 	}
 	bulkDrain := time.Since(bulkStart)

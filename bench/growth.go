@@ -14,20 +14,11 @@ import (
 // with a few hundred tasks, stores opt.GrowthTasks more, and measures again: the
 // indexes should keep both as fast at a million tasks as at a few hundred.
 func growth(ctx context.Context, opt Options) ([]Result, error) {
-	e, err := newEnv(ctx, opt, nil)
+	e, key, orgID, err := startEnv(ctx, opt)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
-	key, err := e.newOrg(ctx, "bench")
-	if err != nil {
-		return nil, err
-	}
-	org, err := e.db.FindOrg(ctx, "bench")
-	if err != nil {
-		return nil, err
-	}
-	e.startWorkers()
 	var ids []string
 	for i := range 200 {
 		status, id, err := e.post(ctx, key, "/v1/companies/enrich", fmt.Sprintf(`{"domain":"small-%d.com"}`, i))
@@ -36,7 +27,7 @@ func growth(ctx context.Context, opt Options) ([]Result, error) {
 		}
 		ids = append(ids, id)
 	}
-	if err := e.settled(ctx, org.ID); err != nil {
+	if err := e.settled(ctx, orgID); err != nil {
 		return nil, err
 	}
 	measure := func() (list, get Result) {
@@ -59,7 +50,7 @@ func growth(ctx context.Context, opt Options) ([]Result, error) {
 	if opt.Progress != nil {
 		fmt.Fprintf(opt.Progress, "storing %d tasks ...\n", opt.GrowthTasks)
 	}
-	if err := e.db.SeedTasks(ctx, org.ID, opt.GrowthTasks); err != nil {
+	if err := e.db.SeedTasks(ctx, orgID, opt.GrowthTasks); err != nil {
 		return nil, err
 	}
 	list, get := measure()
