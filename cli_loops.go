@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"enrichd/enrich"
 	"enrichd/netguard"
@@ -58,8 +59,8 @@ func newLoopsCommand() *cobra.Command {
 			if objectType != enrich.ObjectCompany && objectType != enrich.ObjectPerson {
 				return fmt.Errorf("--object-type must be company or person")
 			}
-			if strings.TrimSpace(name) == "" {
-				return fmt.Errorf("--name must not be blank")
+			if strings.TrimSpace(name) == "" || utf8.RuneCountInString(name) > 200 {
+				return fmt.Errorf("--name must be 1 to 200 characters, not blank")
 			}
 			if _, err := webhookPolicy(cmd).CheckURL(cmd.Context(), url); err != nil {
 				return fmt.Errorf("--url: %w", err)

@@ -127,12 +127,13 @@ func handleUpdateLoop(s *Server) http.Handler {
 			return
 		}
 		orgID, id := principal(r).OrgID, pathID(r)
-		if _, err := s.db.GetLoop(r.Context(), orgID, id); err != nil {
+		current, err := s.db.GetLoop(r.Context(), orgID, id)
+		if err != nil {
 			s.error(w, r, err)
 			return
 		}
 		switch {
-		case req.ObjectType != nil:
+		case req.ObjectType != nil && *req.ObjectType != current.ObjectType:
 			err = enrich.Errorf(enrich.KindInvalid, "object_type cannot change; create a new Loop for the other object type")
 		case req.Name != nil:
 			err = checkLoopName(*req.Name)

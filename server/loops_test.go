@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -327,9 +328,11 @@ func TestDeliveryIsRefusedAtConnectionToANonPublicAddress(t *testing.T) {
 	is := is.New(t)
 	// The URL was accepted once (as if DNS then pointed to a public address); at
 	// delivery time it leads to loopback, and the dial is refused.
-	rcv := newReceiver(t)
+	var hits atomic.Int64
+	tlsReceiver := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer tlsReceiver.Close()
 	e := newEnv(t, allowPrivateWebhooks)
-	id, _ := e.createLoop("Rebound", rcv.srv.URL, "company")
+	id, _ := e.createLoop("Rebound", tlsReceiver.URL, "company")
 	e.stopWorkers()
 	e.cfg.WebhookPolicy = netguard.Policy{}
 	e.restart()
@@ -340,7 +343,114 @@ func TestDeliveryIsRefusedAtConnectionToANonPublicAddress(t *testing.T) {
 	is.Equal(d["status"], "pending") // to be retried on schedule
 	is.True(strings.Contains(d["last_error"].(string), "not publicly reachable"))
 	is.Equal(d["last_status_code"], nil)
+	is.Equal(hits.Load(), int64(0))
+}
+
+func TestAPlainHTTPWebhookIsNotSentByAServerThatRequiresHTTPS(t *testing.T) {
+	is := is.New(t)
+	// Accepted under the development setting, then served without it.
+	rcv := newReceiver(t)
+	e := newEnv(t, allowPrivateWebhooks)
+	id, _ := e.createLoop("Plain", rcv.srv.URL, "company")
+	e.stopWorkers()
+	e.cfg.WebhookPolicy = netguard.Policy{}
+	e.restart()
+	e.startWorkers()
+
+	is.Equal(e.do("POST", "/v1/loops/"+id+"/test", nil).status, http.StatusAccepted)
+	d := e.waitDelivery(id, attempts(1))
+	is.True(strings.Contains(d["last_error"].(string), "does not use https"))
 	is.Equal(rcv.count(), 0)
+}
+
+func TestRenamingALoopKeepsItsSlugWhenTheNameFoldsToIt(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks)
+	rcv := newReceiver(t)
+	id, _ := e.createLoop("CRM Hooks", rcv.srv.URL, "company")
+	r := e.do("PATCH", "/v1/loops/"+id, map[string]any{"name": "crm hooks"})
+	is.Equal(r.status, 200)
+	is.Equal(r.str("data.slug"), "crm-hooks")
+	// Sending object_type unchanged is not a change.
+	is.Equal(e.do("PATCH", "/v1/loops/"+id, map[string]any{"object_type": "company"}).status, 200)
+}
+
+// TestDeliveriesGoOutOldestFirstAcrossLoops: when the sender is full, the slot that
+// frees goes to the oldest due delivery, whichever Loop it is for.
+func TestDeliveriesGoOutOldestFirstAcrossLoops(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks, func(cfg *server.Config) { cfg.DeliveryConcurrency, cfg.DeliveryPerLoop = 2, 1 })
+	var mu sync.Mutex
+	var order []string
+	receiver := func(name string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.ReadAll(r.Body)
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	a, _ := e.createLoop("A", receiver("A"), "company")
+	b, _ := e.createLoop("B", receiver("B"), "company")
+	c, _ := e.createLoop("C", receiver("C"), "company")
+	for range 3 {
+		e.do("POST", "/v1/loops/"+c+"/test", nil)
+		e.clock.Add(time.Millisecond)
+	}
+	for range 20 {
+		e.do("POST", "/v1/loops/"+a+"/test", nil)
+		e.do("POST", "/v1/loops/"+b+"/test", nil)
+		e.clock.Add(time.Millisecond)
+	}
+	e.startWorkers()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(order)
+		mu.Unlock()
+		if n == 43 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 43 deliveries arrived", n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	last := 0
+	for i, name := range order {
+		if name == "C" {
+			last = i
+		}
+	}
+	is.True(last < 8) // C's three, the oldest, went out among the first (one Loop at a time each)
+}
+
+func TestTheNextAttemptIsScheduledFromTheFailure(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks)
+	arrived, release := make(chan struct{}, 2), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	defer close(release)
+	id, _ := e.createLoop("Slow", srv.URL, "company")
+	e.startWorkers()
+	e.do("POST", "/v1/loops/"+id+"/test", nil)
+	<-arrived
+	e.clock.Add(9 * time.Second) // the receiver takes 9 s to answer 500
+	failedAt := e.clock.Now()
+	release <- struct{}{}
+	d := e.waitDelivery(id, attempts(1))
+	next, err := time.Parse(time.RFC3339Nano, d["next_attempt_at"].(string))
+	is.NoErr(err)
+	is.Equal(next.UnixMilli(), failedAt.Add(10*time.Second).UnixMilli())
 }
 
 func TestRunDeliversASignedEventOnce(t *testing.T) {

@@ -143,6 +143,10 @@ func expireGrants(ctx context.Context, tx *Tx, orgID string, now time.Time) erro
 		}
 		expiring = append(expiring, l)
 	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
+	}
 	if err := rows.Close(); err != nil {
 		return err
 	}
@@ -183,6 +187,10 @@ func charge(ctx context.Context, tx *Tx, orgID, taskID string, cost int64, now t
 		n := min(remaining, cost-available)
 		takes = append(takes, take{id, n})
 		available += n
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
 	}
 	if err := rows.Close(); err != nil {
 		return err
@@ -249,6 +257,10 @@ func refund(ctx context.Context, tx *Tx, taskID string, now time.Time) error {
 		if b.amount > 0 {
 			backs = append(backs, b)
 		}
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
 	}
 	if err := rows.Close(); err != nil {
 		return err

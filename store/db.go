@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -256,6 +257,19 @@ func (db *DB) writeLoop() {
 	}
 }
 
+// guarded turns a panic in fn into its error: fn runs on the writer, where a panic
+// would end the process and every transaction committed with it.
+func guarded(fn func(*Tx) error) func(*Tx) error {
+	return func(tx *Tx) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("store: a transaction panicked: %v\n%s", p, debug.Stack())
+			}
+		}()
+		return fn(tx)
+	}
+}
+
 func (db *DB) commit(batch []*writeOp) {
 	if len(batch) == 1 {
 		op := batch[0]
@@ -263,7 +277,7 @@ func (db *DB) commit(batch []*writeOp) {
 			op.done <- err
 			return
 		}
-		op.done <- db.runTx(context.WithoutCancel(op.ctx), op.fn)
+		op.done <- db.runTx(context.WithoutCancel(op.ctx), guarded(op.fn))
 		return
 	}
 	errs := make([]error, len(batch))
@@ -275,7 +289,7 @@ func (db *DB) commit(batch []*writeOp) {
 			if _, err := tx.Tx.ExecContext(context.Background(), `SAVEPOINT op`); err != nil {
 				return err
 			}
-			errs[i] = op.fn(&Tx{Tx: tx.Tx, cache: tx.cache, detached: context.WithoutCancel(op.ctx)})
+			errs[i] = guarded(op.fn)(&Tx{Tx: tx.Tx, cache: tx.cache, detached: context.WithoutCancel(op.ctx)})
 			if errs[i] != nil {
 				if _, err := tx.Tx.ExecContext(context.Background(), `ROLLBACK TO op`); err != nil {
 					return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -81,4 +82,42 @@ func TestClosedDatabaseRefusesWrites(t *testing.T) {
 	is.NoErr(db.Close())
 	err := db.inTx(context.Background(), func(tx *Tx) error { return nil })
 	is.True(errors.Is(err, errClosed))
+}
+
+// TestAPanicInATransactionIsItsError: the writer goroutine runs every caller's
+// transaction; a panic in one must fail that one, not the process.
+func TestAPanicInATransactionIsItsError(t *testing.T) {
+	is := is.New(t)
+	db := openInternal(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = db.inTx(context.Background(), func(tx *Tx) error {
+				if _, err := tx.ExecContext(context.Background(), `INSERT INTO orgs (id, name, created_at) VALUES (?, ?, 0)`,
+					fmt.Sprint(i), fmt.Sprintf("org-%d", i)); err != nil {
+					return err
+				}
+				if i%5 == 0 {
+					var m map[string]int
+					m["boom"]++ // a nil map: panics
+				}
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var n int
+		is.NoErr(db.read.QueryRowContext(context.Background(), `SELECT count(*) FROM orgs WHERE id = ?`, fmt.Sprint(i)).Scan(&n))
+		if i%5 == 0 {
+			is.True(err != nil && strings.Contains(err.Error(), "panicked"))
+			is.Equal(n, 0) // undone
+		} else {
+			is.NoErr(err)
+			is.Equal(n, 1)
+		}
+	}
 }

@@ -244,14 +244,16 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 		rows, err := tx.QueryContext(ctx, `UPDATE deliveries SET lease_until = :lease_until
 			WHERE id IN (
 				SELECT id FROM (
-					SELECT id, loop_id, row_number() OVER (PARTITION BY loop_id ORDER BY next_attempt_at, id) AS nth
+					SELECT id, loop_id, next_attempt_at,
+						row_number() OVER (PARTITION BY loop_id ORDER BY next_attempt_at, id) AS nth
 					FROM (
 						SELECT id, loop_id, next_attempt_at FROM deliveries
 						WHERE status = 'pending' AND next_attempt_at <= :now AND (lease_until IS NULL OR lease_until <= :now)
 						  AND loop_id NOT IN (SELECT value FROM json_each(:full))
 						ORDER BY next_attempt_at LIMIT :window))
 				WHERE nth + coalesce((SELECT value FROM json_each(:in_flight) WHERE key = loop_id), 0) <= :per_loop
-				LIMIT :limit)
+				-- oldest due first across Loops: the window numbered them Loop by Loop
+				ORDER BY next_attempt_at, id LIMIT :limit)
 			RETURNING id, loop_id, event, payload, attempts + 1,
 				(SELECT webhook_url FROM loops WHERE loops.id = deliveries.loop_id),
 				(SELECT secret FROM loops WHERE loops.id = deliveries.loop_id)`,
@@ -273,12 +275,16 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 		}
 		return rows.Err()
 	})
-	return out, err
+	if err != nil {
+		return nil, err // nothing was leased: nothing may be sent
+	}
+	return out, nil
 }
 
 // Attempt is how one attempt to send a delivery went.
 type Attempt struct {
 	At         time.Time // when it was sent
+	Ended      time.Time // when it failed or was acknowledged: the next attempt is scheduled from here
 	StatusCode int       // 0 when no response came
 	Err        string    // "" when the receiver acknowledged
 }
@@ -314,7 +320,11 @@ func recordAttempt(ctx context.Context, tx *Tx, d *Dispatch, a *Attempt) error {
 		status = DeliveryFailed
 		if d.Attempt < MaxAttempts {
 			status = DeliveryPending
-			next = sql.NullInt64{Int64: ms(a.At.Add(RetrySchedule[d.Attempt-1])), Valid: true}
+			ended := a.Ended
+			if ended.IsZero() {
+				ended = a.At
+			}
+			next = sql.NullInt64{Int64: ms(ended.Add(RetrySchedule[d.Attempt-1])), Valid: true}
 		}
 	}
 	var code, lastErr any

@@ -113,6 +113,10 @@ func currentStaff(ctx context.Context, q rowsQuerier, origin string, e enrich.Em
 			}
 			out = append(out, enrich.HeldPerson{Person: &p, LastEnriched: fromMS(last)})
 		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return nil, err
+		}
 		if err := rows.Close(); err != nil {
 			return nil, err
 		}

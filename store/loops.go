@@ -120,7 +120,7 @@ func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
 	var l *Loop
 	err = db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
-		slug, err := uniqueSlug(ctx, tx, nl.OrgID, Slugify(nl.Name))
+		slug, err := uniqueSlug(ctx, tx, nl.OrgID, "", Slugify(nl.Name))
 		if err != nil {
 			return err
 		}
@@ -135,11 +135,13 @@ func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
 	return l, err
 }
 
-func uniqueSlug(ctx context.Context, tx *Tx, orgID, base string) (string, error) {
+// uniqueSlug is base, or base-2, base-3, ...: the first no other Loop of the
+// organization holds (self, the Loop being renamed, may keep its own).
+func uniqueSlug(ctx context.Context, tx *Tx, orgID, self, base string) (string, error) {
 	slug := base
 	for n := 2; ; n++ {
 		var taken int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM loops WHERE org_id = ? AND slug = ?`, orgID, slug).Scan(&taken); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM loops WHERE org_id = ? AND slug = ? AND id != ?`, orgID, slug, self).Scan(&taken); err != nil {
 			return "", err
 		}
 		if taken == 0 {
@@ -191,7 +193,7 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*L
 		}
 		if p.Name != nil && *p.Name != l.Name {
 			l.Name = *p.Name
-			if l.Slug, err = uniqueSlug(ctx, tx, orgID, Slugify(l.Name)); err != nil {
+			if l.Slug, err = uniqueSlug(ctx, tx, orgID, id, Slugify(l.Name)); err != nil {
 				return err
 			}
 		}

@@ -71,8 +71,11 @@ func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error
 				return err
 			}
 			c.ExpiresAt, c.QueuedAt, claimed = fromMS(expires), fromMS(queued), true
-			if err := json.Unmarshal([]byte(input), &c.Input.Hints); err != nil {
-				return err
+			// The hints are the only thing read from the input as sent. An input that
+			// cannot be read (a row written by hand, or by another version) must not stop
+			// the queue: the task runs without hints.
+			if json.Unmarshal([]byte(input), &c.Input.Hints) != nil {
+				c.Input.Hints = enrich.Hints{}
 			}
 			_, err = tx.ExecContext(ctx, `UPDATE queue_turns SET seq = (SELECT max(seq) + 1 FROM queue_turns) WHERE org_id = ?`, org)
 			return err
@@ -185,7 +188,7 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 		}
 		return deliverSettled(ctx, tx, c.TaskID, now)
 	})
-	return settled, err
+	return settled && err == nil, err
 }
 
 func finishTask(ctx context.Context, tx *Tx, id, status string, result, taskErr []byte, now time.Time) error {
@@ -208,9 +211,24 @@ type ExpiredTask struct {
 	CreditsCharged int64
 }
 
+// expireBatch is the most tasks one transaction of ExpireTasks fails: after an outage
+// the expired backlog is failed a batch at a time, with other writes between them.
+const expireBatch = 500
+
 // ExpireTasks fails, as timed_out, and refunds the unsettled tasks past their
 // expires_at; those with a Loop send task.failed. It returns the tasks it expired.
 func (db *DB) ExpireTasks(ctx context.Context) ([]ExpiredTask, error) {
+	var all []ExpiredTask
+	for {
+		batch, err := db.expireTasks(ctx)
+		all = append(all, batch...)
+		if err != nil || len(batch) < expireBatch {
+			return all, err
+		}
+	}
+}
+
+func (db *DB) expireTasks(ctx context.Context) ([]ExpiredTask, error) {
 	var expired []ExpiredTask
 	err := db.inTx(ctx, func(tx *Tx) error {
 		expired = expired[:0]
@@ -218,7 +236,8 @@ func (db *DB) ExpireTasks(ctx context.Context) ([]ExpiredTask, error) {
 		taskErr, _ := json.Marshal(enrich.TaskError{Code: enrich.CodeTimedOut,
 			Message: "the enrichment did not finish within the task's lifetime; retrying is safe"})
 		rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'failed', error = ?, finished_at = ?, lease_token = NULL, lease_until = NULL
-			WHERE status IN ('queued', 'running') AND expires_at <= ? RETURNING id, object_type, credits_charged`, string(taskErr), ms(now), ms(now))
+			WHERE id IN (SELECT id FROM tasks WHERE status IN ('queued', 'running') AND expires_at <= ? LIMIT ?)
+			RETURNING id, object_type, credits_charged`, string(taskErr), ms(now), ms(now), expireBatch)
 		if err != nil {
 			return err
 		}
@@ -229,6 +248,10 @@ func (db *DB) ExpireTasks(ctx context.Context) ([]ExpiredTask, error) {
 				return err
 			}
 			expired = append(expired, t)
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return err
 		}
 		if err := rows.Close(); err != nil {
 			return err
@@ -277,6 +300,10 @@ func requeue(ctx context.Context, tx *Tx, where string, args ...any) ([]string, 
 			return nil, err
 		}
 		orgs = append(orgs, org)
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return nil, err
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err

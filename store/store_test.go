@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
@@ -578,4 +579,61 @@ func TestHeldDataForEmailLookups(t *testing.T) {
 	g, err := db.Held().Gathering(ctx, "j@acme.com", clk.Now().Add(-time.Hour))
 	is.NoErr(err)
 	is.Equal(g, nil)
+}
+
+// TestExpiryOfABacklogRefundsEveryTask expires more tasks than one transaction takes.
+func TestExpiryOfABacklogRefundsEveryTask(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, clk := openDB(t)
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 5000, nil)
+	is.NoErr(err)
+	for i := range 1200 {
+		_, err := db.CreateTask(ctx, newTask(org, fmt.Sprintf("d%d.com", i)))
+		is.NoErr(err)
+	}
+	clk.Add(11 * time.Minute)
+	expired, err := db.ExpireTasks(ctx)
+	is.NoErr(err)
+	is.Equal(len(expired), 1200)
+	failed, err := db.CountTasks(ctx, org, store.StatusFailed)
+	is.NoErr(err)
+	is.Equal(failed, int64(1200))
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Charged, int64(1200))
+	is.Equal(b.Refund, int64(1200))
+	is.Equal(b.Balance, int64(5000))
+}
+
+// TestATaskWhoseInputCannotBeReadDoesNotStopTheQueue: a row whose input is not JSON
+// (written by hand, or by another version) is claimed without hints, and the other
+// organizations keep being served.
+func TestATaskWhoseInputCannotBeReadDoesNotStopTheQueue(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, _ := openDB(t)
+	first, second := newOrg(t, db, "first"), newOrg(t, db, "second")
+	for _, org := range []string{"first", "second"} {
+		_, err := db.GrantCredits(ctx, org, 10, nil)
+		is.NoErr(err)
+	}
+	bad, err := db.CreateTask(ctx, newTask(first, "bad.com"))
+	is.NoErr(err)
+	_, err = db.CreateTask(ctx, newTask(second, "good.com"))
+	is.NoErr(err)
+	raw, err := sql.Open("sqlite", path)
+	is.NoErr(err)
+	defer raw.Close()
+	_, err = raw.Exec(`UPDATE tasks SET input = '' WHERE id = ?`, bad.Task.ID)
+	is.NoErr(err)
+
+	c1, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c1.TaskID, bad.Task.ID)
+	is.Equal(c1.Input.Hints, enrich.Hints{})
+	c2, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c2.Input.Target, "good.com")
 }

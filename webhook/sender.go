@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"enrichd/netguard"
@@ -28,6 +29,7 @@ type Sender struct {
 	perLoop     int
 	poll        time.Duration
 	timeout     time.Duration
+	allowHTTP   bool
 	lease       time.Duration
 	wake        chan struct{}
 	recorded    func([]store.Attempted)
@@ -65,6 +67,7 @@ func NewSender(db *store.DB, cfg SenderConfig) *Sender {
 	return &Sender{
 		db:          db,
 		client:      cfg.Policy.Client(cfg.Timeout, 0),
+		allowHTTP:   cfg.Policy.AllowPrivate,
 		log:         cfg.Logger,
 		concurrency: cfg.Concurrency,
 		perLoop:     cfg.PerLoop,
@@ -142,7 +145,7 @@ func (s *Sender) Run(ctx context.Context) {
 }
 
 func (s *Sender) record(ctx context.Context, batch []store.Attempted) {
-	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := s.db.RecordAttempts(recordCtx, batch); err != nil {
 		// Unrecorded attempts are due again once their lease runs out.
@@ -158,10 +161,10 @@ func (s *Sender) record(ctx context.Context, batch []store.Attempted) {
 func (s *Sender) attempt(ctx context.Context, d *store.Dispatch) store.Attempted {
 	at := s.db.Now().UTC()
 	status, err := s.send(ctx, d, at)
-	if ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil {
 		return store.Attempted{Dispatch: d} // cut short: not counted
 	}
-	a := &store.Attempt{At: at.Truncate(time.Millisecond), StatusCode: status}
+	a := &store.Attempt{At: at.Truncate(time.Millisecond), Ended: s.db.Now().UTC().Truncate(time.Millisecond), StatusCode: status}
 	if err != nil {
 		a.Err = err.Error()
 		s.log.Warn("webhook delivery attempt failed", "delivery", d.ID, "loop", d.LoopID, "attempt", d.Attempt, "status", status, "err", a.Err)
@@ -171,6 +174,11 @@ func (s *Sender) attempt(ctx context.Context, d *store.Dispatch) store.Attempted
 
 // send posts the delivery, signed at the given time. Any 2xx acknowledges.
 func (s *Sender) send(ctx context.Context, d *store.Dispatch, at time.Time) (int, error) {
+	if !s.allowHTTP && !strings.HasPrefix(d.URL, "https://") {
+		// A URL accepted under a development setting is not sent in the clear by a
+		// server running without it.
+		return 0, errors.New("the webhook URL does not use https; give the Loop an https URL")
+	}
 	reqCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, d.URL, bytes.NewReader(d.Payload))

@@ -65,6 +65,7 @@ func verifyAt(body []byte, header, secret string, tolerance time.Duration, now t
 		return ErrNoSignature
 	}
 	var ts string
+	var sawTimestamp bool
 	var sigs [][]byte
 	for _, part := range strings.Split(header, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
@@ -73,16 +74,16 @@ func verifyAt(body []byte, header, secret string, tolerance time.Duration, now t
 		}
 		switch k {
 		case "t":
-			if ts != "" {
+			if sawTimestamp {
 				return fmt.Errorf("%w: two timestamps", ErrMalformed)
 			}
-			ts = v
+			ts, sawTimestamp = v, true
 		case "v1":
-			sig, err := hex.DecodeString(v)
-			if err != nil || len(sig) != sha256.Size {
-				return fmt.Errorf("%w: v1 is not a hex HMAC-SHA256", ErrMalformed)
+			// As in other implementations of the scheme, a v1 that is not a hex
+			// HMAC-SHA256 is passed over: another v1 may still match.
+			if sig, err := hex.DecodeString(v); err == nil && len(sig) == sha256.Size {
+				sigs = append(sigs, sig)
 			}
-			sigs = append(sigs, sig)
 		}
 	}
 	unix, err := strconv.ParseInt(ts, 10, 64)

@@ -58,6 +58,7 @@ func TestVerifyRefuses(t *testing.T) {
 		{"body changed", []byte(`{"event":"test" }`), good, testSecret, ErrSignatureInvalid},
 		{"other secret", body, good, "whsec_other", ErrSignatureInvalid},
 		{"timestamp changed", body, "t=1700000001," + sig, testSecret, ErrSignatureInvalid},
+		{"an empty timestamp, then one", body, "t=,t=1700000000," + sig, testSecret, ErrMalformed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			is := is.New(t)
@@ -80,4 +81,5 @@ func TestVerifyAcceptsWithinToleranceAndAnyOfSeveralSignatures(t *testing.T) {
 	other := Sign(body, "whsec_other", now)
 	_, otherSig, _ := strings.Cut(other, ",")
 	is.NoErr(verifyAt(body, ts+","+otherSig+","+sig, testSecret, 0, now))
+	is.NoErr(verifyAt(body, ts+",v1=zz,"+sig, testSecret, 0, now)) // a malformed v1 is passed over
 }
