@@ -239,7 +239,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if ctx.Err() != nil {
 			return nil, timedOut()
 		}
-		members, err := ss.SearchStaff(ctx, StaffQuery{Company: company, Names: names, Limit: 5 * limit})
+		members, err := ss.SearchStaff(ctx, StaffQuery{Company: company, Names: names, Limit: limit})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, timedOut()

@@ -77,7 +77,11 @@ func newVendorAPI(name, keyEnv string, cfg VendorConfig, def vendorDefaults, aut
 	timeout := orDefault(cfg.Timeout, def.timeout)
 	client := cfg.Client
 	if client == nil {
-		client = &http.Client{Timeout: timeout}
+		// No redirects: a custom key header (X-Api-Key) would follow one to another
+		// host, and a vendor API does not move its endpoints under our feet.
+		client = &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}}
 	}
 	v := &vendorAPI{
 		name:      name,
@@ -199,7 +203,9 @@ func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []
 		if ctx.Err() != nil {
 			return &upstreamError{err: ctx.Err()}
 		}
-		return v.failed(true, 0, "%s could not be reached: %s", v.name, v.redact(err.Error()))
+		// The URL is left out: its query names the company or person looked up, and
+		// last_error is shown to every organization on /v1/status.
+		return v.failed(true, 0, "%s could not be reached: %s", v.name, v.redact(withoutURL(err).Error()))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxVendorBody))
@@ -207,7 +213,7 @@ func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []
 		if ctx.Err() != nil {
 			return &upstreamError{err: ctx.Err()}
 		}
-		return v.failed(true, 0, "%s: reading the answer: %s", v.name, v.redact(err.Error()))
+		return v.failed(true, 0, "%s: reading the answer: %s", v.name, v.redact(withoutURL(err).Error()))
 	}
 	switch code := resp.StatusCode; {
 	case code == http.StatusOK:
@@ -280,3 +286,12 @@ func retryAfter(h http.Header) time.Duration {
 
 // isNotFound says whether err is a miss rather than a failure.
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// withoutURL drops the "Get <url>:" a client error starts with.
+func withoutURL(err error) error {
+	var u *url.Error
+	if errors.As(err, &u) {
+		return u.Err
+	}
+	return err
+}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,6 +249,7 @@ func (w *Web) parse(page []byte, base *url.URL) *site {
 	}
 	norm := w.norm()
 	var sameAs []string
+	var linked []string // the network's company pages the page links to
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {
 		if n.Type == html.ElementNode {
@@ -277,11 +279,9 @@ func (w *Web) parse(page []byte, base *url.URL) *site {
 					}
 				}
 			case "a":
-				if s.networkURL == nil {
-					if ref, err := base.Parse(strings.TrimSpace(attr(n, "href"))); err == nil {
-						if u, err := norm.CompanyURL(ref.String()); err == nil {
-							s.networkURL = &u
-						}
+				if ref, err := base.Parse(strings.TrimSpace(attr(n, "href"))); err == nil {
+					if u, err := norm.CompanyURL(ref.String()); err == nil && !slices.Contains(linked, u) {
+						linked = append(linked, u)
 					}
 				}
 			}
@@ -291,12 +291,17 @@ func (w *Web) parse(page []byte, base *url.URL) *site {
 		}
 	}
 	walk(doc)
-	// The organization's own sameAs is a surer link than one found in the page.
+	// The organization's own sameAs is a surer link than one found in the page. A page
+	// that links to several company pages (partners, customers) says none of them is
+	// its own.
 	for _, raw := range sameAs {
 		if u := norm.companyURLOf(&raw); u != nil {
 			s.networkURL = u
 			break
 		}
+	}
+	if s.networkURL == nil && len(linked) == 1 {
+		s.networkURL = &linked[0]
 	}
 	return s
 }
@@ -329,6 +334,11 @@ func siteName(title string) string {
 
 // findOrganization finds an Organization (or a subtype such as Corporation) in a
 // JSON-LD document: an object, an array of them, or a @graph.
+// businessTypes are the schema.org types of a business that do not end in
+// "Organization", common on company sites.
+var businessTypes = map[string]bool{"LocalBusiness": true, "Store": true, "ProfessionalService": true,
+	"NGO": true, "Airline": true, "Consortium": true, "FinancialService": true, "MedicalBusiness": true}
+
 func findOrganization(v any) map[string]any {
 	switch t := v.(type) {
 	case []any:
@@ -339,7 +349,7 @@ func findOrganization(v any) map[string]any {
 		}
 	case map[string]any:
 		for _, typ := range strings1(t["@type"]) {
-			if typ == "Organization" || typ == "Corporation" || strings.HasSuffix(typ, "Organization") {
+			if typ == "Organization" || typ == "Corporation" || strings.HasSuffix(typ, "Organization") || businessTypes[typ] {
 				return t
 			}
 		}
