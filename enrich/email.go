@@ -36,8 +36,25 @@ func lineSet(data string) map[string]bool {
 
 var (
 	freemailDomains = sync.OnceValue(func() map[string]bool { return lineSet(freemailData) })
-	roleLocalParts  = sync.OnceValue(func() map[string]bool { return lineSet(rolesData) })
+	// roleKeys are the role local parts as roleKey folds them: letters only.
+	roleKeys = sync.OnceValue(func() map[string]bool {
+		keys := map[string]bool{}
+		for role := range lineSet(rolesData) {
+			keys[roleKey(role)] = true
+		}
+		return keys
+	})
 )
+
+// roleKey folds a local part (or a piece of one) to its letters: "No.Reply-2" is noreply.
+func roleKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r > 127 {
+			return r
+		}
+		return -1
+	}, Fold(s))
+}
 
 // SplitAddress parses a plain address with net/mail and returns its local part and
 // domain.
@@ -61,19 +78,23 @@ func IsPersonalMailboxDomain(domain string) bool {
 }
 
 // IsRoleLocalPart reports whether a local part names a function rather than a person
-// (info, sales, support, noreply, ...): compared case-folded, without its +tag and
-// digits ("Sales2+eu" is sales).
+// (info, sales, support, noreply, ...): compared case-folded on its letters alone,
+// without its +tag ("Sales2+eu", "support-2" and "no.reply" are roles), and a role
+// followed by a short qualifier is a role too ("sales.eu", "info_us", "support.2").
 func IsRoleLocalPart(local string) bool {
 	if i := strings.IndexByte(local, '+'); i >= 0 {
 		local = local[:i]
 	}
-	local = strings.Map(func(r rune) rune {
-		if r >= '0' && r <= '9' {
-			return -1
-		}
-		return r
-	}, Fold(strings.Trim(local, `"`)))
-	return roleLocalParts()[local]
+	local = strings.Trim(local, `"`)
+	roles := roleKeys()
+	if roles[roleKey(local)] {
+		return true
+	}
+	parts := strings.FieldsFunc(local, func(r rune) bool { return r == '.' || r == '-' || r == '_' })
+	if len(parts) == 2 && roles[roleKey(parts[0])] && len(roleKey(parts[1])) <= 2 {
+		return true
+	}
+	return false
 }
 
 // Refusal is the TaskError an email lookup fails with at once, before any source is

@@ -29,6 +29,17 @@ func EmployerOf(c *Company, emailDomain string) Employer {
 	return e
 }
 
+// EmployerAt describes the company behind an address's domain: c when it is known,
+// else a company named after the domain's first label (acme for acme.com) that the
+// domain belongs to.
+func EmployerAt(c *Company, emailDomain string) Employer {
+	if c != nil {
+		return EmployerOf(c, emailDomain)
+	}
+	label, _, _ := strings.Cut(emailDomain, ".")
+	return Employer{Name: label, Domains: []string{emailDomain}}
+}
+
 // legalSuffixes are left out when company names are compared: "Acme, Inc." is Acme.
 var legalSuffixes = map[string]bool{
 	"inc": true, "incorporated": true, "llc": true, "llp": true, "lp": true, "ltd": true, "limited": true,
@@ -57,7 +68,8 @@ func CompanyNameKey(name string) string {
 //  1. both have a network company page: the pages must be the same;
 //  2. else both have a domain: the position's company domain must be one of the
 //     company's domains (canonical, or the address's);
-//  3. else the company names must be equal once folded (CompanyNameKey).
+//  3. else the company names must be equal once folded (CompanyNameKey), and a page
+//     the position names must be named after the company.
 //
 // So a position at another company of the same name, with its own page, never counts.
 func (e Employer) Employs(p Position) bool {
@@ -66,6 +78,12 @@ func (e Employer) Employs(p Position) bool {
 	}
 	if p.Company != nil && p.Company.Domain != nil && *p.Company.Domain != "" && len(e.Domains) > 0 {
 		return slices.Contains(e.Domains, strings.ToLower(*p.Company.Domain))
+	}
+	// The position names its company's page and the company has none to compare with:
+	// the page must at least be named after it (acme for Acme or acme.com), not after
+	// another company of a similar name (acme-tools-uk).
+	if p.CompanyNetworkURL != nil && *p.CompanyNetworkURL != "" && !e.namedBy(SlugOf(*p.CompanyNetworkURL)) {
+		return false
 	}
 	var name string
 	switch {
@@ -76,6 +94,33 @@ func (e Employer) Employs(p Position) bool {
 	}
 	key := CompanyNameKey(name)
 	return key != "" && key == CompanyNameKey(e.Name)
+}
+
+// namedBy reports whether a company page's slug names this company: its folded name
+// or the first label of one of its domains, without separators.
+func (e Employer) namedBy(slug string) bool {
+	squash := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127 {
+				return r
+			}
+			return -1
+		}, Fold(s))
+	}
+	key := squash(slug)
+	if key == "" {
+		return false
+	}
+	if key == squash(CompanyNameKey(e.Name)) {
+		return true
+	}
+	for _, d := range e.Domains {
+		label, _, _ := strings.Cut(d, ".")
+		if key == squash(label) {
+			return true
+		}
+	}
+	return false
 }
 
 // CurrentPosition returns the person's current position at the company, nil when

@@ -103,7 +103,10 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 		return p.internal("reading the person on record", err)
 	}
 	if held != nil {
-		return p.exact(ctx, in, held, now)
+		if out, ok := p.exact(ctx, in, held, domain, now); ok {
+			return out
+		}
+		// The person on record for the address no longer works there: resolve it afresh.
 	}
 
 	gathered, err := p.Held.Gathering(ctx, AddressKey(address), now.Add(-p.freshness()))
@@ -141,9 +144,10 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 }
 
 // exact serves the person the address is on record for, refreshed first when the
-// profile is older than the freshness window; a refresh that cannot complete serves
-// it as it is.
-func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, now time.Time) EmailOutcome {
+// profile is older than the freshness window (a refresh that cannot complete serves
+// it as it is), as long as they still hold a current position at the company behind
+// the domain. It reports false when they do not: the address is then resolved afresh.
+func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain string, now time.Time) (EmailOutcome, bool) {
 	match := &EmailMatch{Method: MatchExact, Email: in.Target}
 	person, at := held.Person, held.LastEnriched
 	if now.Sub(held.LastEnriched) >= p.freshness() && person.NetworkURL != nil {
@@ -152,10 +156,19 @@ func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, now ti
 		case terr == nil:
 			person, at = res.Person, now
 		case terr.Code == CodeTimedOut:
-			return EmailOutcome{Err: terr}
+			return EmailOutcome{Err: terr}, true
 		}
 	}
-	return success(person, match, at)
+	// The company behind the domain, if it can be identified now; the domain alone
+	// otherwise (a refresh that cannot complete serves what is held).
+	company, terr := p.identify(ctx, domain, now)
+	if terr != nil && terr.Code == CodeTimedOut {
+		return EmailOutcome{Err: terr}, true
+	}
+	if EmployerAt(company, domain).CurrentPosition(person) == nil {
+		return EmailOutcome{}, false
+	}
+	return success(person, match, at), true
 }
 
 // identify finds the company behind the domain: a stored company fresher than the
@@ -194,22 +207,21 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 			continue
 		}
 		c.RetrievedAt = h.LastEnriched
-		if now.Sub(h.LastEnriched) >= p.freshness() {
-			if h.Person.NetworkURL == nil || retrievals >= p.maxRetrievals() {
-				continue
-			}
+		// A stale profile is retrieved again and must still fit. One that cannot be
+		// retrieved now stays a candidate as held: dropping it could leave another
+		// person as the only fit, which would be a guess.
+		if now.Sub(h.LastEnriched) >= p.freshness() && h.Person.NetworkURL != nil && retrievals < p.maxRetrievals() {
 			retrievals++
 			res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: *h.Person.NetworkURL})
-			if terr != nil {
-				if terr.Code == CodeTimedOut {
-					return nil, terr
+			switch {
+			case terr == nil:
+				if c, ok = employer.Confirm(res.Person, local, MatchInferred); !ok {
+					continue // the refreshed profile no longer fits: left, or renamed
 				}
-				continue
+				c.RetrievedAt = now
+			case terr.Code == CodeTimedOut:
+				return nil, terr
 			}
-			if c, ok = employer.Confirm(res.Person, local, MatchInferred); !ok {
-				continue
-			}
-			c.RetrievedAt = now
 		}
 		out = append(out, c)
 	}
@@ -279,9 +291,13 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 	}
 	var out []Candidate
+	beyond := 0 // hits whose shown name fits, left out by the retrieval bound
 	for i, h := range ordered {
 		if i >= limit {
-			break
+			if h.nameFits {
+				beyond++
+			}
+			continue
 		}
 		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: h.url})
 		if terr != nil {
@@ -298,8 +314,14 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			out = append(out, c)
 		}
 	}
-	if len(out) == 0 && unavailable {
-		return nil, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached while resolving the address; retrying later is safe"}
+	// One confirmed person is an answer only if nobody else the address may stand for
+	// went unchecked: a profile that could not be retrieved, or one past the bound.
+	if len(out) < 2 && unavailable {
+		return nil, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached while resolving the address, so nobody could be confirmed; retrying later is safe"}
+	}
+	if len(out) < 2 && beyond > 0 {
+		return nil, &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
+			"the address fits more people at %s than this server retrieves for one lookup (%d), so nobody could be confirmed", company.Name, limit)}
 	}
 	return out, nil
 }

@@ -228,7 +228,17 @@ func storeFetched(ctx context.Context, tx *Tx, in enrich.Input, res enrich.Resul
 		stored = enrich.Result{Person: p}
 	}
 	lookedUp := recordKey(in.Lookup, in.Target)
-	return shown, saveRecord(ctx, tx, originStore, stored, keys, identityKey(stored, lookedUp), fetchedAt, now)
+	identity := identityKey(stored, lookedUp)
+	// A profile retrieved earlier (one gathered for an ambiguous address, settled
+	// later by a hint) never replaces a newer record of the same subject.
+	held, err := findRecord(ctx, tx, originStore, identity)
+	if err != nil {
+		return shown, err
+	}
+	if held != nil && held.lastEnriched.After(fetchedAt) {
+		return shown, nil
+	}
+	return shown, saveRecord(ctx, tx, originStore, stored, keys, identity, fetchedAt, now)
 }
 
 func addCompanyKeys(keys recordKeys, c *enrich.Company) {

@@ -151,6 +151,14 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 				return err
 			}
 		}
+		if rec != nil && nt.Input.Lookup == enrich.LookupEmail {
+			if ok, err := stillEmployed(ctx, tx, rec, nt.Input.Target, now, nt.Freshness); err != nil || !ok {
+				rec = nil // the workers resolve the address afresh
+				if err != nil {
+					return err
+				}
+			}
+		}
 		if nt.Fail != nil {
 			t.Status, t.FinishedAt, t.Error = StatusFailed, &now, nt.Fail
 		} else if rec != nil && now.Sub(rec.lastEnriched) < nt.Freshness {
@@ -201,6 +209,33 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// stillEmployed reports whether the person an address is on record for holds a
+// current position at the company behind its domain (as the store has it, or named
+// after the domain): only then may the address be answered inside the request.
+func stillEmployed(ctx context.Context, tx *Tx, person *record, address string, now time.Time, freshness time.Duration) (bool, error) {
+	_, domain, err := enrich.SplitAddress(address)
+	if err != nil {
+		return false, nil
+	}
+	var company *enrich.Company
+	stored, err := findRecord(ctx, tx, originStore, recordKey(enrich.LookupDomain, domain))
+	if err != nil {
+		return false, err
+	}
+	if stored != nil && now.Sub(stored.lastEnriched) < freshness {
+		res, err := stored.result(enrich.Input{Lookup: enrich.LookupDomain, Target: domain})
+		if err != nil {
+			return false, err
+		}
+		company = res.Company
+	}
+	held, err := person.result(enrich.Input{Lookup: enrich.LookupPersonURL})
+	if err != nil || held.Person == nil {
+		return false, err
+	}
+	return enrich.EmployerAt(company, domain).CurrentPosition(held.Person) != nil, nil
 }
 
 func findIdempotent(ctx context.Context, tx *Tx, nt NewTask) (*Task, error) {

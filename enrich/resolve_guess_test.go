@@ -1,0 +1,162 @@
+package enrich
+
+// The promise of email lookups is that a guess is never returned, nor charged: each
+// test here is a way a guess could slip through.
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// revNet is a network with companies by domain, profiles by URL, a staff search that
+// lists every profile, and profiles that cannot be retrieved (down).
+type revNet struct {
+	company *Company
+	people  map[string]*Person
+	down    map[string]bool
+}
+
+func (revNet) Name() string { return "rev" }
+func (n revNet) CompanyByDomain(context.Context, string) (*Company, error) {
+	c := *n.company
+	return &c, nil
+}
+func (n revNet) CompanyByURL(context.Context, string) (*Company, error) {
+	c := *n.company
+	return &c, nil
+}
+func (n revNet) PersonByURL(_ context.Context, u string) (*Person, error) {
+	if n.down[u] {
+		return nil, fmt.Errorf("rev: %w", ErrUnavailable)
+	}
+	p, ok := n.people[u]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	c := *p
+	return &c, nil
+}
+func (n revNet) SearchStaff(_ context.Context, q StaffQuery) ([]StaffMember, error) {
+	var out []StaffMember
+	for u, p := range n.people {
+		out = append(out, StaffMember{NetworkURL: u, FullName: *p.FullName})
+	}
+	return out, nil
+}
+
+// revHeld: one address on record, a staff list, no gathering.
+type revHeld struct {
+	byEmail *HeldPerson
+	staff   []HeldPerson
+}
+
+func (h revHeld) PersonByEmail(context.Context, string) (*HeldPerson, error)  { return h.byEmail, nil }
+func (revHeld) CompanyByDomain(context.Context, string) (*HeldCompany, error) { return nil, nil }
+func (h revHeld) CurrentStaff(context.Context, Employer, int) ([]HeldPerson, error) {
+	return h.staff, nil
+}
+func (revHeld) Gathering(context.Context, string, time.Time) (*Gathering, error) { return nil, nil }
+
+const revAcme = "https://www.linkedin.com/company/acme"
+
+func revPerson(slug, first, last, title, city, cc, location string, ended bool) *Person {
+	pos := Position{Title: Ptr(title), CompanyName: Ptr("Acme"), CompanyNetworkURL: Ptr(revAcme), IsCurrent: !ended}
+	if location != "" {
+		pos.Location = Ptr(location)
+	}
+	if ended {
+		pos.EndDate = Ptr("2024-01-01")
+	}
+	return &Person{NetworkURL: Ptr("https://www.linkedin.com/in/" + slug), FullName: Ptr(first + " " + last),
+		FirstName: Ptr(first), LastName: Ptr(last), City: Ptr(city), CountryCode: Ptr(cc), Positions: []Position{pos}}
+}
+
+func revCompany() *Company {
+	return &Company{Name: "Acme", Domain: Ptr("acme.com"), NetworkURL: Ptr(revAcme)}
+}
+
+func revEmail(p *Pipeline, address string, h Hints) EmailOutcome {
+	return p.ResolveEmail(context.Background(), Input{Lookup: LookupEmail, Target: address, Hints: h})
+}
+
+// a plausible profile that could not be retrieved is ignored, and the other one
+// is returned (and charged) as the confirmed owner of jsmith@.
+func TestACandidateThatCannotBeRetrievedLeavesNoAnswer(t *testing.T) {
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *john.NetworkURL: john},
+		down: map[string]bool{*john.NetworkURL: true}}
+	p := &Pipeline{Sources: []Source{net}, Held: revHeld{}}
+	out := revEmail(p, "jsmith@acme.com", Hints{})
+	if out.Err == nil {
+		t.Fatalf("jsmith fits Jane and John Smith, John's profile could not be read, yet %s was returned as %s",
+			*out.Result.Person.FullName, out.Result.Person.EmailMatch.Method)
+	}
+}
+
+// the retrieval bound silently turns "several fit" into "one fits".
+func TestFittingPeoplePastTheRetrievalBoundLeaveNoAnswer(t *testing.T) {
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *john.NetworkURL: john}}
+	p := &Pipeline{Sources: []Source{net}, Held: revHeld{}, MaxRetrievals: 1}
+	out := revEmail(p, "jsmith@acme.com", Hints{})
+	if out.Err == nil {
+		t.Fatalf("two shown names fit jsmith, only one was retrieved, and %s was returned as confirmed", *out.Result.Person.FullName)
+	}
+}
+
+// inferred drops a held fitting person whose stale profile cannot be refreshed
+// now, and returns the other held person as the only fit, with no search.
+func TestAHeldCandidateThatCannotBeRefreshedStaysACandidate(t *testing.T) {
+	now := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *john.NetworkURL: john},
+		down: map[string]bool{*john.NetworkURL: true}}
+	held := revHeld{staff: []HeldPerson{{Person: jane, LastEnriched: now.Add(-time.Hour)}, {Person: john, LastEnriched: now.Add(-40 * 24 * time.Hour)}}}
+	p := &Pipeline{Sources: []Source{net}, Held: held, Now: func() time.Time { return now }}
+	out := revEmail(p, "jsmith@acme.com", Hints{})
+	if out.Err == nil {
+		t.Fatalf("held John Smith also fits jsmith (refresh failed), yet %s was returned as %s",
+			*out.Result.Person.FullName, out.Result.Person.EmailMatch.Method)
+	}
+}
+
+// exact refreshes a stale person, the refresh shows they left, and they are
+// still returned (and charged) as the address's owner.
+func TestAnAddressOnRecordOfAFormerEmployeeIsNotExact(t *testing.T) {
+	now := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	was := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	left := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", true)
+	net := revNet{company: revCompany(), people: map[string]*Person{*left.NetworkURL: left}}
+	held := revHeld{byEmail: &HeldPerson{Person: was, LastEnriched: now.Add(-40 * 24 * time.Hour)}}
+	p := &Pipeline{Sources: []Source{net}, Held: held, Now: func() time.Time { return now }}
+	out := revEmail(p, "jane.smith@acme.com", Hints{})
+	if out.Err == nil {
+		t.Fatalf("refreshed profile shows the Acme position ended, yet returned as %s (current=%v)",
+			out.Result.Person.EmailMatch.Method, out.Result.Person.Positions[0].IsCurrent)
+	}
+}
+
+// the name fallback ignores a position's own company page when the employer's
+// page is unknown: a person at another "Acme" (different page) is "at" acme.com.
+func TestAPositionAtAnotherCompanysPageDoesNotCountByName(t *testing.T) {
+	e := EmployerOf(&Company{Name: "Acme Inc.", Domain: Ptr("acme.com")}, "acme.com")
+	other := Position{CompanyName: Ptr("ACME"), CompanyNetworkURL: Ptr("https://www.linkedin.com/company/acme-tools-uk"), IsCurrent: true}
+	if e.Employs(other) {
+		t.Fatal("a position at another company's page (acme-tools-uk) counts as at acme.com by name alone")
+	}
+}
+
+// role addresses with a separator the list does not spell, or a digit suffix
+// after a separator, are not refused (the source is asked, "no lookup" broken).
+func TestRoleAddressesWithSeparatorsAreRefused(t *testing.T) {
+	for _, a := range []string{"support-2@acme.com", "info_1@acme.com", "no.reply@acme.com", "do.not.reply@acme.com", "sales.eu@acme.com"} {
+		if Refusal(a) == nil {
+			t.Errorf("%s is a role address but is not refused", a)
+		}
+	}
+}
