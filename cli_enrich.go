@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"enrichd/client"
 
@@ -36,9 +35,9 @@ const (
 	rowInterrupted = "interrupted" // the run ended before the row was settled; run again
 )
 
-// maxGenerations bounds how many fresh idempotency keys one row gets in one run when
-// each earlier key names a task that failed in a way worth retrying.
-const maxGenerations = 5
+// maxGenerations bounds the keys of one row's series: each rerun after a failure
+// worth retrying moves to the next key, and earlier keys are only replayed, free.
+const maxGenerations = 1000
 
 func newEnrichCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -89,7 +88,6 @@ type enrichRun struct {
 	column   string
 	object   string // company or person
 	batch    string
-	started  time.Time
 	progress *progress
 }
 
@@ -155,7 +153,7 @@ func runEnrich(cmd *cobra.Command, args []string) error {
 		// A bulk run waits out rate limits and a full backlog for longer than a single
 		// call would: the rows are waiting anyway.
 		c:      client.New(base, key, client.WithMaxRetries(30), client.WithUserAgent("enrichd-csv/1")),
-		column: column, batch: batch, started: time.Now(),
+		column: column, batch: batch,
 	}
 	r.object = objectOf(column, records, col)
 	ctx := cmd.Context()
@@ -356,9 +354,8 @@ func (r *enrichRun) enrichOne(ctx context.Context, value string) (*rowResult, er
 			}
 			return &rowResult{status: client.StatusFailed, code: "request_failed", message: err.Error()}, nil
 		}
-		// A task this call did not queue (200) that is already settled is either a
-		// stored record served now or a replay of an earlier run.
-		replay := q.StatusCode == http.StatusOK && q.Task.CreatedAt.Before(r.started)
+		// A replay of an earlier run charged nothing now; the server says which it is.
+		replay := q.Replayed
 		if q.Task.Settled() && q.StatusCode == http.StatusOK && retryable(q.Task.Status, q.Error) {
 			// An earlier run's attempt failed in a way that may not last: this run
 			// tries again under the next key. Failed tasks were refunded.
@@ -393,7 +390,7 @@ func (r *enrichRun) enrichOne(ctx context.Context, value string) (*rowResult, er
 		return res, nil
 	}
 	return &rowResult{status: client.StatusFailed, code: "retries_exhausted",
-		message: fmt.Sprintf("%d attempts in a row failed as provider_unavailable, timed_out or internal_error; run again later", maxGenerations)}, nil
+		message: fmt.Sprintf("%d attempts over earlier runs failed as provider_unavailable, timed_out or internal_error; use a new --batch", maxGenerations)}, nil
 }
 
 func (r *enrichRun) enqueue(ctx context.Context, value string, gen int) (*client.Enqueued, error) {

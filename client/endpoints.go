@@ -74,6 +74,7 @@ func (c *Client) enqueue(ctx context.Context, path string, body any, opts []Enqu
 		return nil, err
 	}
 	out.StatusCode = res.status
+	out.Replayed = res.header.Get("Idempotent-Replayed") == "true"
 	return &out, nil
 }
 

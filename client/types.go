@@ -82,6 +82,9 @@ type Enqueued struct {
 	// StatusCode is 202 when this call queued the task, 200 when the task settled
 	// inside the request or the call is an idempotent replay of an earlier one.
 	StatusCode int `json:"-"`
+	// Replayed is true when the call was an idempotent replay: the task is the one the
+	// key was first sent with, and nothing was charged now.
+	Replayed bool `json:"-"`
 }
 
 // TaskResult is GET /v1/tasks/{id}: the task, its result once succeeded (Data, read

@@ -312,6 +312,8 @@ func TestIdempotencyKey(t *testing.T) {
 	replay := e.do("POST", "/v1/companies/enrich", "{ \"domain\" : \"acme.com\" }", "Idempotency-Key", key)
 	is.Equal(replay.status, http.StatusOK)
 	is.Equal(replay.str("task.id"), first.str("task.id"))
+	is.Equal(replay.header.Get("Idempotent-Replayed"), "true")
+	is.Equal(first.header.Get("Idempotent-Replayed"), "")
 	is.Equal(e.balance("acme").Charged, int64(1))
 
 	reused := e.do("POST", "/v1/companies/enrich", `{"domain":"other.com"}`, "Idempotency-Key", key)

@@ -123,5 +123,9 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 	if !t.Settled() {
 		w.Header().Set("Retry-After", "2")
 	}
+	if res.Replayed {
+		// Tells a replay from a task settled by this request, which both answer 200.
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
 	encode(w, status, enqueueResponse{Task: t, Error: t.Error})
 }

@@ -31,6 +31,7 @@ type DB struct {
 	read   *readPool
 	writes *stmtCache
 	dsn    func(extra ...string) string // the connection string of the file, with the pragmas every connection sets
+	path   string                       // the database file
 
 	known int // migrations in the schema this binary embeds
 
@@ -77,7 +78,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
-	db := &DB{write: write, writes: newStmtCache(write), dsn: dsn, Now: time.Now,
+	db := &DB{write: write, writes: newStmtCache(write), dsn: dsn, path: path, Now: time.Now,
 		ops: make(chan *writeOp, maxBatch), closing: make(chan struct{}), writerDone: make(chan struct{})}
 	// The writer connection turns WAL on before any reader opens the file.
 	if err := db.migrate(ctx, schema); err != nil {

@@ -91,6 +91,14 @@ var ErrBackupExists = errors.New("the backup file already exists")
 // page of this database, and holding the writer for the length of a copy would stop
 // every write of the service meanwhile.
 func (db *DB) Backup(ctx context.Context, path string, overwrite bool) error {
+	// Replacing the live file (or its -wal or -shm) would corrupt it under a running serve.
+	if target, err := os.Stat(path); err == nil {
+		for _, live := range []string{db.path, db.path + "-wal", db.path + "-shm"} {
+			if info, err := os.Stat(live); err == nil && os.SameFile(info, target) {
+				return fmt.Errorf("store: backup: %s is the database itself (or its journal); back up to another file", path)
+			}
+		}
+	}
 	if _, err := os.Lstat(path); err == nil && !overwrite {
 		return fmt.Errorf("%s: %w (pass --force to replace it)", path, ErrBackupExists)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,6 +144,19 @@ func TestBackupRefusesToOverwrite(t *testing.T) {
 	is.NoErr(store.CheckIntegrity(ctx, to))
 	copied := storetest.Open(t, to, storetest.NewClock(time.Now()))
 	_, err = copied.FindOrg(ctx, "acme")
+	is.NoErr(err)
+}
+
+func TestBackupRefusesTheDatabaseItself(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, _ := openDB(t)
+	newOrg(t, db, "acme")
+	for _, to := range []string{path, path + "-wal"} {
+		err := db.Backup(ctx, to, true)
+		is.True(err != nil && strings.Contains(err.Error(), "the database itself"))
+	}
+	_, err := db.FindOrg(ctx, "acme") // untouched
 	is.NoErr(err)
 }
 
