@@ -256,27 +256,34 @@ func locationFits(hint string, p *Person, pos *Position) bool {
 			}
 		}
 	}
-	matched := false
+	// Every part of the hint must describe the person: "Berlin, Germany" is not someone
+	// in Munich, Germany.
+	parts := 0
 	for _, part := range strings.Split(hint, ",") {
 		words := nameWords(Fold(part))
 		if len(words) == 0 {
 			continue
 		}
+		parts++
 		joined := strings.Join(words, " ")
 		if code, ok := countryCodes[joined]; ok && country != "" && code != country {
 			return false // another country
 		}
 		if country != "" && joined == country {
-			matched = true
 			continue
 		}
+		found := false
 		for _, place := range places {
 			if strings.Join(place, " ") == joined {
-				matched = true
+				found = true
+				break
 			}
 		}
+		if !found {
+			return false
+		}
 	}
-	return matched
+	return parts > 0
 }
 
 func deref(s *string) string {
@@ -309,7 +316,12 @@ func (e Employer) hintValues(kind string, c Candidate) []string {
 			out = append(out, name)
 		}
 		if pos := e.CurrentPosition(c.Person); pos != nil && pos.Location != nil {
+			// The whole location and each of its parts: "Berlin" may separate where
+			// "Berlin, Germany" does too, or where only it does.
 			out = append(out, *pos.Location)
+			if parts := strings.Split(*pos.Location, ","); len(parts) > 1 {
+				out = append(out, parts...)
+			}
 		}
 		return out
 	}

@@ -192,7 +192,8 @@ type PersonName struct {
 
 // NameOf returns the first and last name of a person: first_name and last_name when
 // both are set, else read from full_name (honorifics such as "Dr." and suffixes such
-// as "Jr." or ", PhD" left out; the first word is the first name, the rest the last).
+// as "Jr." or ", PhD" left out; the first word is the first name, the last word with
+// its particles the last name).
 func NameOf(p *Person) PersonName {
 	var n PersonName
 	if p.FirstName != nil {
@@ -204,7 +205,20 @@ func NameOf(p *Person) PersonName {
 	if (n.First != "" && n.Last != "") || p.FullName == nil {
 		return n
 	}
-	return SplitFullName(*p.FullName)
+	// Confirming a person, a middle name must not pass for a last name ("michael@"
+	// is not John Michael Smith): the last word is the last name, with the particles
+	// before it ("van der Berg"). A search hit's name is read leniently instead
+	// (SplitFullName): it only decides what is worth retrieving.
+	n = SplitFullName(*p.FullName)
+	words := strings.Fields(n.Last)
+	i := len(words) - 1
+	for i > 0 && lastNameParticles[Fold(words[i-1])] {
+		i--
+	}
+	if i > 0 {
+		n.Last = strings.Join(words[i:], " ")
+	}
+	return n
 }
 
 // SplitFullName reads "Dr. Jane van der Berg, PhD" as Jane / van der Berg.

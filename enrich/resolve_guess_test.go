@@ -160,3 +160,57 @@ func TestRoleAddressesWithSeparatorsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// A location hint offered in hintsAccepted must work as people write it, and a hint
+// that would separate must be offered.
+func TestLocationHintsAcceptedAreTheOnesThatSeparate(t *testing.T) {
+	e := EmployerOf(revCompany(), "acme.com")
+	cands := func(jane, john *Person) []Candidate {
+		return []Candidate{{Person: jane, Method: MatchResolved, Pattern: PatternFLast}, {Person: john, Method: MatchResolved, Pattern: PatternFLast}}
+	}
+	accepts := func(got []string) bool {
+		for _, h := range got {
+			if h == HintLocation {
+				return true
+			}
+		}
+		return false
+	}
+
+	// Same country, cities known: "Berlin, Germany" is Jane alone.
+	both := cands(revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "Berlin, Germany", false),
+		revPerson("john-smith", "John", "Smith", "Engineer", "Munich", "DE", "Munich, Germany", false))
+	if !accepts(e.HintsAccepted(both)) {
+		t.Fatalf("hintsAccepted = %v, want location", e.HintsAccepted(both))
+	}
+	if got := e.pick(both, Hints{Location: "Berlin, Germany"}); len(got) != 1 || *got[0].Person.FirstName != "Jane" {
+		t.Fatalf(`"Berlin, Germany" picks %d people`, len(got))
+	}
+	if got := e.pick(both, Hints{Location: "Germany"}); len(got) != 2 {
+		t.Fatalf(`"Germany" picks %d people, want both`, len(got))
+	}
+
+	// Known only by their positions' locations: "Berlin" separates, so it is offered.
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "", "DE", "Berlin, Germany", false)
+	john := revPerson("john-smith", "John", "Smith", "Engineer", "", "DE", "Munich, Germany", false)
+	jane.City, john.City = nil, nil
+	if !accepts(e.HintsAccepted(cands(jane, john))) {
+		t.Fatalf("hintsAccepted = %v, want location", e.HintsAccepted(cands(jane, john)))
+	}
+}
+
+// A profile known only by its full name: its middle name is not a last name.
+func TestAMiddleNameIsNotReadAsALastName(t *testing.T) {
+	n := NameOf(&Person{FullName: Ptr("John Michael Smith")})
+	for _, local := range []string{"michael", "john.michael"} {
+		if pat := MatchPattern(n, local); pat != "" {
+			t.Errorf("%s@ fits John Michael Smith as %q", local, pat)
+		}
+	}
+	if MatchPattern(n, "john.smith") == "" {
+		t.Error("john.smith@ does not fit John Michael Smith")
+	}
+	if got := NameOf(&Person{FullName: Ptr("Anna Maria van der Berg")}); got.Last != "van der Berg" {
+		t.Errorf("last name %q, want van der Berg", got.Last)
+	}
+}
