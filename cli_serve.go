@@ -232,7 +232,10 @@ func serve(ctx context.Context, addr, adminAddr string, db *store.DB, cfg server
 	for _, hs := range servers {
 		if serr := hs.Shutdown(shutdownCtx); serr != nil {
 			hs.Close() // the grace ran out: cut what is left
-			if err == nil {
+			if errors.Is(serr, context.DeadlineExceeded) {
+				// A shutdown that had to cut requests is still the stop asked for.
+				cfg.Logger.Warn("shutdown grace ran out: requests still in flight were cut", "grace", cfg.ShutdownGrace.String())
+			} else if err == nil {
 				err = serr
 			}
 		}
