@@ -92,11 +92,11 @@ func insertDelivery(ctx context.Context, tx *Tx, loopID, orgID, event string, ta
 // deliverSettled queues the task.succeeded or task.failed event of a task that has just
 // settled, in the transaction that settled it, so that no crash can lose it. A task
 // without a Loop, or whose Loop was deleted, sends nothing; a canceled one neither.
-func deliverSettled(ctx context.Context, tx *Tx, taskID string, now time.Time) error {
-	// Most tasks have no Loop: find that out without reading the whole row.
-	var loopID sql.NullString
-	if err := tx.QueryRowContext(ctx, `SELECT loop_id FROM tasks WHERE id = ?`, taskID).Scan(&loopID); err != nil || !loopID.Valid {
-		return err
+// The caller passes the task's loop_id, which it has read anyway: most tasks have
+// none, and then nothing more is read.
+func deliverSettled(ctx context.Context, tx *Tx, taskID string, loopID *string, now time.Time) error {
+	if loopID == nil {
+		return nil
 	}
 	t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
 	if err != nil {
@@ -170,15 +170,6 @@ func (db *DB) ListDeliveries(ctx context.Context, orgID, loopID string, page, pa
 		return rows.Err()
 	})
 	return deliveries, total, err
-}
-
-// GetDelivery returns one of the organization's deliveries.
-func (db *DB) GetDelivery(ctx context.Context, orgID, id string) (*Delivery, error) {
-	d, err := scanDelivery(db.read.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ? AND org_id = ?`, id, orgID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, deliveryNotFound()
-	}
-	return d, err
 }
 
 // RetryDelivery makes a failed delivery due now, with the same id, for one more

@@ -138,9 +138,14 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 	var settled bool
 	err := db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
-		var owned int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running'`,
-			c.TaskID, c.Token).Scan(&owned); err != nil || owned == 0 {
+		// Owning the claim and the task's Loop, in one read.
+		var loopID *string
+		err := tx.QueryRowContext(ctx, `SELECT loop_id FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running'`,
+			c.TaskID, c.Token).Scan(&loopID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		settled = true
@@ -160,7 +165,7 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 			if err := refund(ctx, tx, c.TaskID, now); err != nil {
 				return err
 			}
-			return deliverSettled(ctx, tx, c.TaskID, now)
+			return deliverSettled(ctx, tx, c.TaskID, loopID, now)
 		}
 		res := *out.Result
 		if out.Fetched {
@@ -186,7 +191,7 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, now); err != nil {
 			return err
 		}
-		return deliverSettled(ctx, tx, c.TaskID, now)
+		return deliverSettled(ctx, tx, c.TaskID, loopID, now)
 	})
 	return settled && err == nil, err
 }
@@ -209,6 +214,7 @@ type ExpiredTask struct {
 	ID             string
 	ObjectType     string
 	CreditsCharged int64
+	LoopID         *string
 }
 
 // expireBatch is the most tasks one transaction of ExpireTasks fails: after an outage
@@ -237,13 +243,13 @@ func (db *DB) expireTasks(ctx context.Context) ([]ExpiredTask, error) {
 			Message: "the enrichment did not finish within the task's lifetime; retrying is safe"})
 		rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'failed', error = ?, finished_at = ?, lease_token = NULL, lease_until = NULL
 			WHERE id IN (SELECT id FROM tasks WHERE status IN ('queued', 'running') AND expires_at <= ? LIMIT ?)
-			RETURNING id, object_type, credits_charged`, string(taskErr), ms(now), ms(now), expireBatch)
+			RETURNING id, object_type, credits_charged, loop_id`, string(taskErr), ms(now), ms(now), expireBatch)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
 			var t ExpiredTask
-			if err := rows.Scan(&t.ID, &t.ObjectType, &t.CreditsCharged); err != nil {
+			if err := rows.Scan(&t.ID, &t.ObjectType, &t.CreditsCharged, &t.LoopID); err != nil {
 				rows.Close()
 				return err
 			}
@@ -260,7 +266,7 @@ func (db *DB) expireTasks(ctx context.Context) ([]ExpiredTask, error) {
 			if err := refund(ctx, tx, t.ID, now); err != nil {
 				return err
 			}
-			if err := deliverSettled(ctx, tx, t.ID, now); err != nil {
+			if err := deliverSettled(ctx, tx, t.ID, t.LoopID, now); err != nil {
 				return err
 			}
 		}

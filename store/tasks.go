@@ -191,10 +191,8 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 			if err := joinQueue(ctx, tx, t.OrgID); err != nil {
 				return err
 			}
-		} else if t.LoopID != nil {
-			if err := deliverSettled(ctx, tx, t.ID, now); err != nil {
-				return err
-			}
+		} else if err := deliverSettled(ctx, tx, t.ID, t.LoopID, now); err != nil {
+			return err
 		}
 		if nt.IdempotencyKey != "" {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, body_hash, task_id, created_at)
