@@ -1,6 +1,7 @@
 // Command enrichd is a self-hosted company and person enrichment service: one binary,
 // one SQLite file. `enrichd serve` runs the API and its workers; the other commands
 // manage organizations, keys, credits and the imported dataset, also while serve runs.
+// The commands live in package cli; main builds the root command and runs it.
 package main
 
 import (
@@ -11,10 +12,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"enrichd/cli"
 )
 
 //go:embed schema.sql
 var schema string
+
+// version is the release this binary was built as, stamped by the Makefile:
+// go build -ldflags "-X main.version=v1.2.3".
+var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -27,7 +34,7 @@ func main() {
 
 // run is the whole program, so tests can start it as a user would.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newRootCommand(stdout, stderr)
+	cmd := cli.NewRootCommand(cli.Program{Schema: schema, Version: version}, stdout, stderr)
 	cmd.SetArgs(args)
 	return cmd.ExecuteContext(ctx)
 }

@@ -38,13 +38,13 @@ func TestEnrichRetriesARowAcrossRunsUntilTheProviderIsBack(t *testing.T) {
 	}
 	base, stop := serveWith(t, db, "--sources", "sim", "--sim-failure-rate", "1")
 	for range 6 {
-		cli(t, args(base)...) // each run fails the row as provider_unavailable
+		runCLI(t, args(base)...) // each run fails the row as provider_unavailable
 	}
 	stop()
 	// The provider is back.
 	base, stop = serveWith(t, db, "--sources", "sim", "--sim-failure-rate", "0")
 	defer stop()
-	cli(t, args(base)...)
+	runCLI(t, args(base)...)
 	_, rows := readOut(t, out)
 	if rows[0]["enrichd_status"] != "succeeded" {
 		t.Fatalf("provider healthy again, but the row is %s/%s: %s", rows[0]["enrichd_status"], rows[0]["enrichd_error_code"], rows[0]["enrichd_error_message"])

@@ -116,7 +116,7 @@ func TestEnrichCSV(t *testing.T) {
 	)
 	out := filepath.Join(t.TempDir(), "out.csv")
 	args := []string{"enrich", "--csv", in, "--out", out, "--column", "domain", "--url", base}
-	stdout, stderr, err := cli(t, args...)
+	stdout, stderr, err := runCLI(t, args...)
 	is.NoErr(err) // failed rows are written, not a failure of the run
 
 	head, rows := readOut(t, out)
@@ -153,7 +153,7 @@ func TestEnrichCSV(t *testing.T) {
 	is.Equal(balance(t, db, "acme"), "98")
 
 	// Run again: every row comes back from the server as a replay, nothing is paid.
-	stdout, _, err = cli(t, args...)
+	stdout, _, err = runCLI(t, args...)
 	is.NoErr(err)
 	contains(t, stdout, "credits spent: 0")
 	_, again := readOut(t, out)
@@ -165,7 +165,7 @@ func TestEnrichCSV(t *testing.T) {
 	// People by profile URL.
 	people := writeCSV(t, "who,profile", "Jane,https://linkedin.com/in/Jane-Doe", "Ghost,https://www.linkedin.com/in/nobody-here")
 	pout := filepath.Join(t.TempDir(), "people.csv")
-	stdout, _, err = cli(t, "enrich", "--csv", people, "--out", pout, "--column", "networkUrl", "--header", "profile", "--url", base)
+	stdout, _, err = runCLI(t, "enrich", "--csv", people, "--out", pout, "--column", "networkUrl", "--header", "profile", "--url", base)
 	is.NoErr(err)
 	_, prow := readOut(t, pout)
 	is.Equal(prow[0]["enrichd_status"], "succeeded")
@@ -230,7 +230,7 @@ func TestEnrichCSVResumesAfterInterruptionWithoutPayingTwice(t *testing.T) {
 	is.True(chargedFirst >= done) // rows in flight at the kill were charged too
 
 	// The rerun finishes the file and charges only rows never sent before.
-	out2, _, err := cli(t, args...)
+	out2, _, err := runCLI(t, args...)
 	is.NoErr(err)
 	contains(t, out2, "8 rows: 8 succeeded, 0 failed")
 	contains(t, out2, fmt.Sprintf("credits spent: %d", 8-chargedFirst))
@@ -283,27 +283,4 @@ func TestEnrichCSVFlags(t *testing.T) {
 	if rows[0]["enrichd_status"] != "succeeded" {
 		t.Errorf("row = %v, want succeeded", rows[0])
 	}
-}
-
-func TestEnrichProgress(t *testing.T) {
-	t.Parallel()
-	is := is.New(t)
-	var plain strings.Builder
-	p := newProgress(&plain, 250) // not a terminal: a line every 2 rows and the last
-	for i := range 250 {
-		p.done(1, i%10 != 0)
-	}
-	p.finish()
-	out := lines(plain.String())
-	is.Equal(len(out), 125)
-	is.Equal(out[len(out)-1], "enriched 250/250 rows (25 failed)")
-
-	var bar strings.Builder
-	p = newProgress(&bar, 4)
-	p.tty = true // as on a terminal: one line redrawn in place
-	p.done(2, true)
-	p.done(2, false)
-	p.finish()
-	is.Equal(bar.String(), "\r[###############...............] 2/4 rows, 0 failed "+
-		"\r[##############################] 4/4 rows, 2 failed \n")
 }

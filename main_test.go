@@ -24,8 +24,8 @@ import (
 	"github.com/matryer/is"
 )
 
-// cli runs the real program with args, as a user would, and returns what it wrote.
-func cli(t *testing.T, args ...string) (stdout, stderr string, err error) {
+// runCLI runs the real program with args, as a user would, and returns what it wrote.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	err = run(t.Context(), args, &out, &errOut)
@@ -35,7 +35,7 @@ func cli(t *testing.T, args ...string) (stdout, stderr string, err error) {
 // mustCLI runs args and fails the test when the command fails.
 func mustCLI(t *testing.T, args ...string) string {
 	t.Helper()
-	out, errOut, err := cli(t, args...)
+	out, errOut, err := runCLI(t, args...)
 	if err != nil {
 		t.Fatalf("enrichd %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, errOut)
 	}
@@ -45,7 +45,7 @@ func mustCLI(t *testing.T, args ...string) string {
 // failCLI runs args, which must fail, and returns the error's text.
 func failCLI(t *testing.T, args ...string) string {
 	t.Helper()
-	out, _, err := cli(t, args...)
+	out, _, err := runCLI(t, args...)
 	if err == nil {
 		t.Fatalf("enrichd %s: succeeded, want an error; stdout: %q", strings.Join(args, " "), out)
 	}
@@ -120,7 +120,7 @@ func TestKeys(t *testing.T) {
 	db := newDBPath(t)
 
 	// keys create prints the key alone, and creates the missing organization.
-	out, errOut, err := cli(t, "keys", "create", "--org", "acme", "--name", "ci", "--db", db)
+	out, errOut, err := runCLI(t, "keys", "create", "--org", "acme", "--name", "ci", "--db", db)
 	is.NoErr(err)
 	if !keyPattern.MatchString(out) {
 		t.Fatalf("keys create stdout = %q, want the key alone on one line", out)
@@ -225,7 +225,7 @@ func TestCredits(t *testing.T) {
 	out := mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "100", "--db", db)
 	contains(t, out, "balance 100")
 
-	out, errOut, err := cli(t, "credits", "balance", "--org", "acme", "--db", db)
+	out, errOut, err := runCLI(t, "credits", "balance", "--org", "acme", "--db", db)
 	is.NoErr(err)
 	is.Equal(out, "100\n")              // the balance alone on stdout
 	contains(t, errOut, "granted 100 ") // the breakdown on stderr

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -15,17 +15,13 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// version is the release this binary was built as, stamped by the Makefile:
-// go build -ldflags "-X main.version=v1.2.3".
-var version = "dev"
-
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and the Go version it was built with",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "enrichd %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(cmd.OutOrStdout(), "enrichd %s %s %s/%s\n", program(cmd).Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
 		},
 	}

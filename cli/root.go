@@ -1,6 +1,7 @@
-package main
+package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,16 +14,36 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// newRootCommand builds the CLI. Every flag can also be set from the environment as
+// Program is what the binary brings to its commands from outside this package: the
+// schema embedded beside main and the release it was built as.
+type Program struct {
+	Schema  string
+	Version string
+}
+
+type programKey struct{}
+
+// program is the Program the root command was built with; every command runs under it.
+func program(cmd *cobra.Command) Program {
+	p, _ := cmd.Context().Value(programKey{}).(Program)
+	return p
+}
+
+// NewRootCommand builds the CLI. Every flag can also be set from the environment as
 // ENRICHD_<FLAG> (--db: ENRICHD_DB, --rate-ip: ENRICHD_RATE_IP); a flag on the command
 // line wins.
-func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "enrichd",
 		Short:         "Self-hosted company and person enrichment: one binary, one SQLite file",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			cmd.SetContext(context.WithValue(ctx, programKey{}, p))
 			return flagsFromEnv(cmd.Flags())
 		},
 	}
@@ -62,7 +83,7 @@ func flagsFromEnv(flags *pflag.FlagSet) error {
 // openDB opens the database named by --db.
 func openDB(cmd *cobra.Command) (*store.DB, error) {
 	path, _ := cmd.Flags().GetString("db")
-	return store.Open(cmd.Context(), path, schema)
+	return store.Open(cmd.Context(), path, program(cmd).Schema)
 }
 
 // withDB runs fn with the database open, closing it afterwards.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -56,7 +56,7 @@ but its own temporary ones.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			opt := bench.Options{Schema: schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks, FairBulk: fairBulk}
+			opt := bench.Options{Schema: program(cmd).Schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks, FairBulk: fairBulk}
 			if !asJSON {
 				opt.Progress = cmd.ErrOrStderr()
 			}
