@@ -242,3 +242,56 @@ func TestStorageWorkersAndSenderWait(t *testing.T) {
 	is.Equal(e.balance("acme").Charged, int64(1))
 	is.Equal(rcv.wait(t, 1)[0].header.Get("X-Service-Event"), "test")
 }
+
+// readOnly makes the file at path read-only to this process: its mode for a user
+// other than root, and the immutable flag for root, whom file modes do not stop. It
+// skips the test where neither takes.
+func readOnly(t *testing.T, path string) (undo func()) {
+	t.Helper()
+	if err := os.Chmod(path, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	immutable := os.Geteuid() == 0
+	if immutable {
+		storetest.Chattr(t, "+i", path)
+	}
+	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
+		f.Close()
+		t.Skipf("%s stays writable to this process after chmod 0444 and chattr +i", path)
+	}
+	return func() {
+		if immutable {
+			storetest.Chattr(t, "-i", path)
+		}
+		if err := os.Chmod(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The service started on a database file it cannot write (an operator's chmod, a
+// volume mounted read-only): it serves reads, answers writes 503 and charges nothing,
+// says not ready, and once the file is writable again recovers without a restart.
+func TestStorageReadOnlyFileAtStart(t *testing.T) {
+	is := is.New(t)
+	e := newEnvAt(t, filepath.Join(t.TempDir(), "enrichd.db"))
+	e.net.addCompany(company("After", "after.example"))
+	before := e.balance("acme")
+	e.close() // a clean close leaves the file alone, without its -wal and -shm
+	undo := readOnly(t, e.path)
+	e.open()
+
+	checkStorageUnavailable(t, e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "ro.example"}))
+	is.Equal(e.do("GET", "/v1/tasks", nil).status, 200) // reads are served
+	ready := waitReady(t, e, 503)
+	is.True(strings.Contains(ready.str("database"), "readonly"))
+	is.Equal(e.balance("acme"), before)
+
+	undo()
+	waitReady(t, e, 200)
+	e.startWorkers()
+	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
+	is.Equal(r.status, 202)
+	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
+	is.Equal(e.balance("acme").Balance, before.Balance-1)
+}

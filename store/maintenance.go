@@ -44,8 +44,8 @@ func (db *DB) CheckWritable(ctx context.Context) error {
 			})
 			if err == nil {
 				db.storageRecovered()
-			} else {
-				db.storageChecked(err)
+			} else if db.storageChecked(err); needsReopen(err) {
+				db.reopenWriter()
 			}
 			p.err, p.ended = err, time.Now()
 			close(p.done)

@@ -150,6 +150,25 @@ func (db *DB) storageRecovered() {
 		"failing_for", db.Now().Sub(since).Round(time.Millisecond).String())
 }
 
+// needsReopen reports whether err is one the writer connection keeps for its life: a
+// file SQLite opened read-only (its permissions refused writing) stays read-only to
+// that connection even once they are fixed.
+func needsReopen(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	code := e.Code() & 0xff
+	return code == sqlite3.SQLITE_READONLY || code == sqlite3.SQLITE_CANTOPEN
+}
+
+// reopenWriter closes the writer's connection if it is idle, so the next write opens
+// the file anew.
+func (db *DB) reopenWriter() {
+	db.write.SetMaxIdleConns(0)
+	db.write.SetMaxIdleConns(1)
+}
+
 // Writable reports whether the database takes writes, cheaply: true while no write
 // has failed for storage; otherwise it makes a probe write (CheckWritable, at most one
 // every second across callers) and reports whether it committed. Workers ask it before
