@@ -65,9 +65,9 @@ type storageHealth struct {
 
 	mu         sync.Mutex
 	since      time.Time // the first failure of the current run of failures
-	lastErr    error
+	announced  bool      // whether a line was logged during the current run
 	unreported uint64    // failures not yet in a log line
-	reported   time.Time // when the last log line was written
+	reported   time.Time // when the last failure line was written
 }
 
 // SetLogger sets where storage failures are reported; slog.Default() until then.
@@ -107,22 +107,22 @@ func (db *DB) storageChecked(err error) error {
 		Message: fmt.Sprintf("the service cannot store anything right now; nothing was done or charged; retry in %d seconds", StorageRetryAfter)}
 }
 
-// storageFailed records a write refused for storage, and logs it: at once if it is
-// the first of a run, then at most once per StorageLogInterval with the count since.
+// storageFailed records a write refused for storage, and logs it at most once per
+// StorageLogInterval, with the count since the last line: a disk that is full for
+// hours, or one that flaps between a probe that fits and writes that do not, makes
+// one ERROR line a minute, not one a write.
 func (db *DB) storageFailed(err error) {
 	h := &db.health
 	h.failures.Add(1)
 	now := db.Now()
 	h.mu.Lock()
-	first := !h.failing.Swap(true)
-	if first {
-		h.since = now
+	if !h.failing.Swap(true) {
+		h.since, h.announced = now, false
 	}
-	h.lastErr = err
 	h.unreported++
 	var n uint64
-	if first || now.Sub(h.reported) >= StorageLogInterval {
-		n, h.unreported, h.reported = h.unreported, 0, now
+	if h.reported.IsZero() || now.Sub(h.reported) >= StorageLogInterval {
+		n, h.unreported, h.reported, h.announced = h.unreported, 0, now, true
 	}
 	since := h.since
 	h.mu.Unlock()
@@ -132,7 +132,8 @@ func (db *DB) storageFailed(err error) {
 	}
 }
 
-// storageRecovered records a write that committed: the end of a run of failures.
+// storageRecovered records a probe write that committed: the end of a run of
+// failures, logged if the run's start was.
 func (db *DB) storageRecovered() {
 	h := &db.health
 	if !h.failing.Load() {
@@ -143,11 +144,15 @@ func (db *DB) storageRecovered() {
 		h.mu.Unlock()
 		return
 	}
-	n, since := h.unreported, h.since
-	h.unreported, h.lastErr = 0, nil
+	n, since, announced := h.unreported, h.since, h.announced
+	if announced {
+		h.unreported = 0
+	}
 	h.mu.Unlock()
-	db.logger().Info("the database takes writes again", "failures_unreported", n,
-		"failing_for", db.Now().Sub(since).Round(time.Millisecond).String())
+	if announced {
+		db.logger().Info("the database takes writes again", "failures_unreported", n,
+			"failing_for", db.Now().Sub(since).Round(time.Millisecond).String())
+	}
 }
 
 // needsReopen reports whether err is one the writer connection keeps for its life: a
