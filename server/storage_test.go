@@ -162,6 +162,12 @@ func TestStorageFullDisk(t *testing.T) {
 	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded") // the workers went back to work
 	is.Equal(e.balance("acme").Balance, before.Balance-1)
 	is.True(strings.Contains(e.logs.String(), "the database takes writes again"))
+
+	// The Idempotency-Key of the refused request was not kept either: it makes a task now.
+	r = e.do("POST", "/v1/people/enrich", map[string]any{"email": "ada.lovelace@full.example"}, "Idempotency-Key", "full-1")
+	is.True(r.status == 200 || r.status == 202)
+	is.Equal(r.header.Get("Idempotent-Replayed"), "")
+	is.True(r.str("task.id") != "")
 }
 
 // The database file made read-only under the running service (immutable, which even

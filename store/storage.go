@@ -104,7 +104,7 @@ func (db *DB) storageChecked(err error) error {
 	}
 	db.storageFailed(err)
 	return &enrich.Error{Kind: enrich.KindUnavailable, Code: CodeStorageUnavailable, RetryAfter: StorageRetryAfter,
-		Message: fmt.Sprintf("the service cannot store anything right now; nothing was done or charged; retry in %d seconds", StorageRetryAfter)}
+		Message: fmt.Sprintf("the service cannot store anything right now (its database does not take writes); nothing was done or charged; retry in %d seconds", StorageRetryAfter)}
 }
 
 // storageFailed records a write refused for storage, and logs it at most once per
