@@ -19,6 +19,7 @@ const (
 	KindUnprocessable    Kind = "unprocessable"      // 422
 	KindTooManyRequests  Kind = "too_many_requests"  // 429
 	KindInternal         Kind = "internal"           // 500
+	KindUnavailable      Kind = "unavailable"        // 503: the service cannot do it now (storage_unavailable); retry after RetryAfter
 )
 
 // Error is the one error type of enrichd. Code is the machine-readable `code` of the
@@ -31,7 +32,7 @@ type Error struct {
 
 	CreditsRemaining *int64 // 402
 	QueuedTasks      *int64 // 429 queue_full
-	RetryAfter       int    // 429: whole seconds, at least 1
+	RetryAfter       int    // 429 and 503: whole seconds, at least 1
 }
 
 func (e *Error) Error() string {

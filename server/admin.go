@@ -85,8 +85,10 @@ type readyBody struct {
 }
 
 // handleReadyz answers 200 when the service can do its work: the database takes writes
-// (the write lock is taken through the writer and given back) and its schema is the
-// one this binary was built for. Otherwise 503, with the reason.
+// (a small probe write commits through the writer: a full disk, a read-only file or
+// failing I/O make it fail; see store.CheckWritable) and its schema is the one this
+// binary was built for. Otherwise 503, with the reason. It turns 200 again by itself
+// once a probe commits.
 func handleReadyz(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)

@@ -147,6 +147,7 @@ var statusOf = map[enrich.Kind]int{
 	enrich.KindUnprocessable:    http.StatusUnprocessableEntity,
 	enrich.KindTooManyRequests:  http.StatusTooManyRequests,
 	enrich.KindInternal:         http.StatusInternalServerError,
+	enrich.KindUnavailable:      http.StatusServiceUnavailable,
 }
 
 // error answers with err: an *enrich.Error as its kind says, anything else as a 500

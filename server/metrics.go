@@ -129,6 +129,7 @@ func handleMetrics(s *Server) http.Handler {
 		}
 		m.set.GetOrCreateGauge(`enrichd_queue_depth{state="queued"}`, nil).Set(float64(queued))
 		m.set.GetOrCreateGauge(`enrichd_queue_depth{state="running"}`, nil).Set(float64(running))
+		s.storageMetrics()
 		for _, src := range s.cfg.Sources {
 			st := enrich.StatsOf(src)
 			if st.Calls == nil {

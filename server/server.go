@@ -136,6 +136,7 @@ func New(db *store.DB, cfg Config) *Server {
 		cfg.MaintenanceInterval = def.MaintenanceInterval
 	}
 	m := newServerMetrics()
+	db.SetLogger(cfg.Logger) // the store reports storage failures there
 	s := &Server{
 		cfg:  cfg,
 		db:   db,

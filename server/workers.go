@@ -79,8 +79,11 @@ func (s *Server) work(ctx, hard context.Context) {
 	poll := time.NewTicker(s.cfg.PollInterval)
 	defer poll.Stop()
 	for ctx.Err() == nil {
+		if s.storageWait(ctx, poll.C) {
+			continue
+		}
 		claim, err := s.db.ClaimTask(ctx, s.cfg.Lease)
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && !store.IsStorageFault(err) { // the store logs those
 			s.log.Error("claiming a task", "err", err)
 		}
 		if claim != nil {
@@ -101,7 +104,10 @@ func (s *Server) sweep(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.SweepInterval)
 	defer tick.Stop()
 	for {
-		if n, err := s.db.RequeueAbandoned(ctx); err != nil && ctx.Err() == nil {
+		if s.storageWait(ctx, tick.C) {
+			continue
+		}
+		if n, err := s.db.RequeueAbandoned(ctx); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
 			s.log.Error("requeueing abandoned tasks", "err", err)
 		} else if n > 0 {
 			s.log.Info("requeued tasks whose worker stopped", "tasks", n)
@@ -109,7 +115,7 @@ func (s *Server) sweep(ctx context.Context) {
 				s.wakeWorker()
 			}
 		}
-		if expired, err := s.db.ExpireTasks(ctx); err != nil && ctx.Err() == nil {
+		if expired, err := s.db.ExpireTasks(ctx); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
 			s.log.Error("expiring tasks", "err", err)
 		} else if len(expired) > 0 {
 			s.log.Info("expired tasks past their lifetime", "tasks", len(expired))
@@ -209,7 +215,7 @@ func (s *Server) keepLease(ctx context.Context, cancel context.CancelFunc, c *st
 			return
 		case <-tick.C:
 			ok, err := s.db.ExtendLease(ctx, c, s.cfg.Lease)
-			if err != nil && ctx.Err() == nil {
+			if err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
 				s.log.Error("extending a lease", "task", c.TaskID, "err", err)
 			}
 			if err == nil && !ok {

@@ -36,7 +36,8 @@ type DB struct {
 	known int // migrations in the schema this binary embeds
 
 	probeMu sync.Mutex
-	probe   *writeProbe // the CheckWritable under way, if any
+	probe   *writeProbe // the last CheckWritable, under way or done
+	health  storageHealth
 
 	ops        chan *writeOp // transactions waiting for the writer
 	closing    chan struct{}
@@ -192,8 +193,14 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 // is busy are committed together (group commit), each inside its own savepoint, so one
 // that fails undoes only its own changes; their statements ignore the callers'
 // cancellation, which would otherwise interrupt, and so roll back, the shared
-// transaction. fn must not call inTx.
+// transaction. fn must not call inTx. A write the file cannot take (see storageFault)
+// fails with a storage_unavailable *enrich.Error.
 func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
+	return db.storageChecked(db.write1(ctx, fn))
+}
+
+// write1 is inTx without the translation of storage faults.
+func (db *DB) write1(ctx context.Context, fn func(*Tx) error) error {
 	select {
 	case <-db.closing:
 		return errClosed

@@ -14,28 +14,40 @@ import (
 	"time"
 )
 
-// CheckWritable proves the database takes writes: it takes the write lock through the
-// writer connection (BEGIN IMMEDIATE) and lets it go without writing anything. It fails
-// when the file cannot be locked for writing, or when ctx ends first: the lock held
-// by another process (a long import) keeps SQLite waiting out its busy timeout, which
-// no context interrupts, so the probe runs on its own and callers wait for it only as
-// long as their context lets them. Callers that come while a probe is under way share
-// its result instead of queueing more probes behind the lock.
+// CheckWritable proves the database takes writes by committing one: it adds a row to
+// schema_migrations and deletes it in the same transaction, which readers never see
+// but which makes the page dirty, so the commit appends it to the write-ahead log as
+// any write does. A full disk, a read-only file or failing I/O make it fail, where
+// merely taking the write lock (BEGIN IMMEDIATE, then ROLLBACK) would not, nor would
+// rewriting a row unchanged (SQLite skips writing a cell that is already as written). A
+// probe that commits ends a run of storage failures (StorageFailing turns false).
+//
+// Probes are shared: one runs at a time, and callers within a second of one that
+// failed get its result, so workers waiting for the disk cost at most one small write a
+// second however many they are. The probe goes through the writer, behind the transactions already
+// waiting; SQLite's busy timeout, which no context interrupts, may hold it when another
+// process holds the lock, so it runs on its own and callers wait for it only as long
+// as their context lets them.
 func (db *DB) CheckWritable(ctx context.Context) error {
 	db.probeMu.Lock()
 	p := db.probe
-	if p == nil {
+	if p == nil || (p.finished() && (p.err == nil || time.Since(p.ended) >= probeEvery)) {
 		p = &writeProbe{done: make(chan struct{})}
 		db.probe = p
 		go func() {
-			tx, err := db.write.BeginTx(context.Background(), nil)
+			err := db.write1(context.Background(), func(tx *Tx) error {
+				if _, err := tx.Tx.ExecContext(context.Background(), probeInsert, ms(db.now())); err != nil {
+					return err
+				}
+				_, err := tx.Tx.ExecContext(context.Background(), probeDelete)
+				return err
+			})
 			if err == nil {
-				err = tx.Rollback()
+				db.storageRecovered()
+			} else if db.storageChecked(err); needsReopen(err) {
+				db.reopenWriter()
 			}
-			p.err = err
-			db.probeMu.Lock()
-			db.probe = nil
-			db.probeMu.Unlock()
+			p.err, p.ended = err, time.Now()
 			close(p.done)
 		}()
 	}
@@ -51,10 +63,26 @@ func (db *DB) CheckWritable(ctx context.Context) error {
 	}
 }
 
-// writeProbe is one CheckWritable under way.
+// The probe's row: version 0 is never a migration's.
+const (
+	probeInsert = `INSERT INTO schema_migrations (version, title, applied_at) VALUES (0, 'write probe', ?)`
+	probeDelete = `DELETE FROM schema_migrations WHERE version = 0`
+)
+
+// writeProbe is one CheckWritable, under way or done.
 type writeProbe struct {
-	done chan struct{}
-	err  error
+	done  chan struct{}
+	err   error     // once done
+	ended time.Time // once done
+}
+
+func (p *writeProbe) finished() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Migrations returns the newest migration applied to the file and the newest this

@@ -97,9 +97,9 @@ func (s *Sender) Run(ctx context.Context) {
 	total := 0
 	done := make(chan store.Attempted, s.concurrency)
 	for {
-		if free := s.concurrency - total; free > 0 && ctx.Err() == nil {
+		if free := s.concurrency - total; free > 0 && ctx.Err() == nil && s.storageOK(ctx) {
 			claimed, err := s.db.ClaimDeliveries(ctx, free, s.perLoop, inFlight, s.lease)
-			if err != nil && ctx.Err() == nil {
+			if err != nil && ctx.Err() == nil && !store.IsStorageFault(err) { // the store logs those
 				s.log.Error("claiming deliveries", "err", err)
 			}
 			for _, d := range claimed {
@@ -142,6 +142,16 @@ func (s *Sender) Run(ctx context.Context) {
 		case <-stopping:
 		}
 	}
+}
+
+// storageOK reports whether deliveries may be claimed: not while the database cannot
+// take writes (store.StorageFailing), since neither the claim nor the attempt could be
+// recorded; the sender then waits for its next poll. It waits at most a second for the
+// shared probe write that finds out.
+func (s *Sender) storageOK(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return s.db.Writable(ctx)
 }
 
 func (s *Sender) record(ctx context.Context, batch []store.Attempted) {

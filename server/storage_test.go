@@ -1,0 +1,303 @@
+package server_test
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"enrichd/server"
+	"enrichd/store"
+	"enrichd/store/storetest"
+
+	"github.com/matryer/is"
+)
+
+// newEnvAt is newEnv with the database file at path.
+func newEnvAt(t *testing.T, path string, configure ...func(*server.Config)) *env {
+	t.Helper()
+	e := &env{t: t, path: path, net: newFakeNetwork(), logs: &syncBuffer{}}
+	e.clock = storetest.NewClock(time.Now().UTC())
+	e.cfg = server.DefaultConfig()
+	e.cfg.Workers = 2
+	e.cfg.PollInterval = 10 * time.Millisecond
+	e.cfg.SweepInterval = 10 * time.Millisecond
+	e.cfg.RateIP, e.cfg.RateKey = server.Rate{}, server.Rate{}
+	e.cfg.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
+	for _, c := range configure {
+		c(&e.cfg)
+	}
+	e.open()
+	t.Cleanup(e.close)
+	e.key, e.orgID = e.newOrg("acme", 100)
+	return e
+}
+
+var storageLogLine = regexp.MustCompile(`"msg":"the database cannot take writes[^"]*".*?"failures":(\d+)`)
+
+// storageLogCounts returns the failure counts of the store's storage log lines.
+func storageLogCounts(logs string) []int {
+	var counts []int
+	for _, m := range storageLogLine.FindAllStringSubmatch(logs, -1) {
+		n, _ := strconv.Atoi(m[1])
+		counts = append(counts, n)
+	}
+	return counts
+}
+
+func metricValue(t *testing.T, e *env, name string) float64 {
+	t.Helper()
+	r := e.do("GET", "/metrics", nil)
+	if r.status != 200 {
+		t.Fatalf("GET /metrics: %d %s", r.status, r.raw)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(string(r.raw))
+	if m == nil {
+		t.Fatalf("/metrics has no %s:\n%s", name, r.raw)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// waitReady polls /readyz, as a load balancer would, until it answers want.
+func waitReady(t *testing.T, e *env, want int) *response {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := e.do("GET", "/readyz", nil)
+		if r.status == want {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz answers %d, not %d: %s", r.status, want, r.raw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkStorageUnavailable checks a write refused for storage: 503, the code, a
+// Retry-After, and no requestId (it is not an internal error).
+func checkStorageUnavailable(t *testing.T, r *response) {
+	t.Helper()
+	is := is.NewRelaxed(t)
+	is.Equal(r.status, 503)                             // a write the disk cannot take
+	is.Equal(r.str("code"), "storage_unavailable")      // the stable code
+	is.Equal(r.header.Get("Retry-After"), "5")          // when to retry
+	is.True(strings.Contains(r.str("error"), "retry"))  // a sentence saying what to do
+	is.True(!r.has("requestId"))                        // not a 500
+	is.True(!strings.Contains(string(r.raw), "SQLITE")) // no internals
+}
+
+// A full disk: writes answer 503 storage_unavailable and charge nothing, /readyz says
+// not ready, the failures are logged once with a count and counted in /metrics, and
+// once space is freed /readyz is ready again by itself and writes succeed.
+func TestStorageFullDisk(t *testing.T) {
+	is := is.New(t)
+	dir := storetest.MountTmpfs(t, "8m")
+	e := newEnvAt(t, filepath.Join(dir, "enrichd.db"))
+	e.net.addCompany(company("Before", "before.example"))
+	e.net.addCompany(company("After", "after.example"))
+	e.startWorkers()
+
+	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "before.example"})
+	is.Equal(r.status, 202) // the disk has room: queued
+	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
+	waitReady(t, e, 200)
+	before := e.balance("acme")
+	is.Equal(before.Balance, int64(99))
+	tasks := e.do("GET", "/v1/tasks", nil)
+	is.Equal(tasks.status, 200)
+
+	filler := storetest.FillDisk(t, dir)
+	const attempts = 20
+	for i := range attempts {
+		r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": fmt.Sprintf("full%d.example", i)})
+		checkStorageUnavailable(t, r)
+	}
+	r = e.do("POST", "/v1/people/enrich", map[string]any{"email": "ada.lovelace@full.example"}, "Idempotency-Key", "full-1")
+	checkStorageUnavailable(t, r)
+
+	// Nothing was charged, no task was created.
+	is.Equal(e.balance("acme"), before)
+	after := e.do("GET", "/v1/tasks", nil)
+	is.Equal(after.get("total"), tasks.get("total"))
+
+	ready := waitReady(t, e, 503)
+	is.Equal(ready.str("status"), "not_ready")
+	is.True(strings.Contains(ready.str("reason"), "the database does not take writes"))
+	is.True(strings.Contains(ready.str("database"), "full"))
+
+	is.True(metricValue(t, e, "enrichd_storage_write_failures_total") >= attempts+1)
+	is.Equal(metricValue(t, e, "enrichd_storage_failing"), 1.0)
+	is.True(metricValue(t, e, `enrichd_http_requests_total{route="enrich_company",status="503"}`) >= attempts)
+
+	// One log line for the whole run so far, no ERROR line per request.
+	logs := e.logs.String()
+	is.Equal(storageLogCounts(logs), []int{1})
+	is.Equal(strings.Count(logs, `"level":"ERROR"`), 1) // only that line
+
+	// A minute later, the failure that goes on is logged again, with the count since.
+	e.clock.Add(store.StorageLogInterval + time.Second)
+	checkStorageUnavailable(t, e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "later.example"}))
+	counts := storageLogCounts(e.logs.String())
+	is.Equal(len(counts), 2)
+	is.True(counts[1] >= attempts+1) // the requests since the first line, and the probes
+
+	// Space comes back: ready again without any request, and writes go through.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, e, 200)
+	is.Equal(metricValue(t, e, "enrichd_storage_failing"), 0.0)
+	r = e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
+	is.Equal(r.status, 202)
+	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded") // the workers went back to work
+	is.Equal(e.balance("acme").Balance, before.Balance-1)
+	is.True(strings.Contains(e.logs.String(), "the database takes writes again"))
+
+	// The Idempotency-Key of the refused request was not kept either: it makes a task now.
+	r = e.do("POST", "/v1/people/enrich", map[string]any{"email": "ada.lovelace@full.example"}, "Idempotency-Key", "full-1")
+	is.True(r.status == 200 || r.status == 202)
+	is.Equal(r.header.Get("Idempotent-Replayed"), "")
+	is.True(r.str("task.id") != "")
+}
+
+// The database file made read-only under the running service (immutable, which even
+// root cannot write): writes answer 503 and charge nothing, /readyz says not ready,
+// and once the file is writable again both recover by themselves.
+func TestStorageReadOnlyFile(t *testing.T) {
+	is := is.New(t)
+	e := newEnvAt(t, filepath.Join(t.TempDir(), "enrichd.db"))
+	e.net.addCompany(company("After", "after.example"))
+	waitReady(t, e, 200)
+	before := e.balance("acme")
+	files := []string{e.path, e.path + "-wal"} // not -shm: it is mapped in memory
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	storetest.Chattr(t, "+i", files...)
+	if f, err := os.OpenFile(e.path+"-wal", os.O_WRONLY, 0); err == nil {
+		f.Close()
+		t.Fatal("the write-ahead log can still be opened for writing")
+	}
+
+	for i := range 5 {
+		r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": fmt.Sprintf("ro%d.example", i)})
+		checkStorageUnavailable(t, r)
+	}
+	is.Equal(e.balance("acme"), before)
+	ready := waitReady(t, e, 503)
+	is.True(strings.Contains(ready.str("reason"), "the database does not take writes"))
+	is.Equal(storageLogCounts(e.logs.String()), []int{1})
+
+	storetest.Chattr(t, "-i", files...)
+	waitReady(t, e, 200)
+	e.startWorkers()
+	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
+	is.Equal(r.status, 202)
+	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
+	is.Equal(e.balance("acme").Balance, before.Balance-1)
+}
+
+// Workers and the webhook sender do not claim while the disk is full: a queued task
+// stays queued and charged once, a due delivery waits, nothing is logged per attempt,
+// and both go out once space is back.
+func TestStorageWorkersAndSenderWait(t *testing.T) {
+	is := is.New(t)
+	dir := storetest.MountTmpfs(t, "8m")
+	e := newEnvAt(t, filepath.Join(dir, "enrichd.db"), allowPrivateWebhooks)
+	e.net.addCompany(company("Queued", "queued.example"))
+	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "queued.example"})
+	is.Equal(r.status, 202)
+	id := r.str("task.id")
+	rcv := newReceiver(t)
+	loopID, _ := e.createLoop("CRM", rcv.srv.URL, "company")
+	is.Equal(e.do("POST", "/v1/loops/"+loopID+"/test", nil).status, 202)
+	filler := storetest.FillDisk(t, dir)
+
+	// Without a request to fail, the first failures are the workers' own: the claims
+	// and sweeps under way, then a probe write at most once a second while they wait.
+	// Workers that kept claiming would fail a write every poll (10 ms here).
+	start := time.Now()
+	e.startWorkers()
+	time.Sleep(1500 * time.Millisecond)
+	failures, elapsed := e.db.StorageFailures(), time.Since(start)
+	is.True(failures >= 1)
+	if limit := 8 + uint64(elapsed/time.Second); failures > limit {
+		t.Fatalf("%d writes failed in %s with the disk full: the workers do not wait (at most %d expected)", failures, elapsed, limit)
+	}
+	is.Equal(strings.Count(e.logs.String(), `"level":"ERROR"`), 1) // the store's one line
+	is.Equal(e.do("GET", "/v1/tasks/"+id, nil).str("task.status"), "queued")
+	is.Equal(e.net.calls.Load(), int64(0)) // no source asked for work that could not be kept
+	is.Equal(e.balance("acme").Charged, int64(1))
+
+	is.Equal(rcv.count(), 0)
+
+	is.NoErr(os.Remove(filler))
+	is.Equal(e.waitSettled(id).str("task.status"), "succeeded")
+	is.Equal(e.balance("acme").Charged, int64(1))
+	is.Equal(rcv.wait(t, 1)[0].header.Get("X-Service-Event"), "test")
+}
+
+// readOnly makes the file at path read-only to this process: its mode for a user
+// other than root, and the immutable flag for root, whom file modes do not stop. It
+// skips the test where neither takes.
+func readOnly(t *testing.T, path string) (undo func()) {
+	t.Helper()
+	if err := os.Chmod(path, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	immutable := os.Geteuid() == 0
+	if immutable {
+		storetest.Chattr(t, "+i", path)
+	}
+	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
+		f.Close()
+		t.Skipf("%s stays writable to this process after chmod 0444 and chattr +i", path)
+	}
+	return func() {
+		if immutable {
+			storetest.Chattr(t, "-i", path)
+		}
+		if err := os.Chmod(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The service started on a database file it cannot write (an operator's chmod, a
+// volume mounted read-only): it serves reads, answers writes 503 and charges nothing,
+// says not ready, and once the file is writable again recovers without a restart.
+func TestStorageReadOnlyFileAtStart(t *testing.T) {
+	is := is.New(t)
+	e := newEnvAt(t, filepath.Join(t.TempDir(), "enrichd.db"))
+	e.net.addCompany(company("After", "after.example"))
+	before := e.balance("acme")
+	e.close() // a clean close leaves the file alone, without its -wal and -shm
+	undo := readOnly(t, e.path)
+	e.open()
+
+	checkStorageUnavailable(t, e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "ro.example"}))
+	is.Equal(e.do("GET", "/v1/tasks", nil).status, 200) // reads are served
+	ready := waitReady(t, e, 503)
+	is.True(strings.Contains(ready.str("database"), "readonly"))
+	is.Equal(e.balance("acme"), before)
+
+	undo()
+	waitReady(t, e, 200)
+	e.startWorkers()
+	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
+	is.Equal(r.status, 202)
+	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
+	is.Equal(e.balance("acme").Balance, before.Balance-1)
+}
