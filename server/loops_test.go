@@ -866,3 +866,24 @@ func TestAPersonLoopRunsEmailLookups(t *testing.T) {
 	is.Equal(data["email_match"].(map[string]any)["method"], "resolved")
 	is.Equal(e.balance("acme").Charged-e.balance("acme").Refund, int64(3))
 }
+
+func TestAnIdempotencyKeyReusedOnAnotherLoopSaysSo(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks)
+	first, _ := e.createLoop("first", "https://127.0.0.1:9/hook", "company")
+	second, _ := e.createLoop("second", "https://127.0.0.1:9/hook", "company")
+	is.Equal(e.do("POST", "/v1/loops/"+first+"/run", map[string]string{"domain": "acme.com"}, "Idempotency-Key", "k1").status, http.StatusAccepted)
+	is.Equal(e.do("POST", "/v1/loops/"+first+"/run", map[string]string{"domain": "acme.com"}, "Idempotency-Key", "k1").status, http.StatusOK)
+
+	r := e.do("POST", "/v1/loops/"+second+"/run", map[string]string{"domain": "acme.com"}, "Idempotency-Key", "k1")
+	is.Equal(r.status, http.StatusUnprocessableEntity)
+	is.Equal(r.str("code"), "idempotency_key_reused")
+	is.Equal(r.str("error"), "this Idempotency-Key was first used on POST /v1/loops/"+first+"/run, not on POST /v1/loops/"+second+"/run; "+
+		"a key names one request: send a new key for this one")
+	// The direct endpoint naming the same Loop is another endpoint as well.
+	r = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com", "loop_id": first}, "Idempotency-Key", "k1")
+	is.Equal(r.status, http.StatusUnprocessableEntity)
+	is.True(strings.Contains(r.str("error"), "first used on POST /v1/loops/"+first+"/run, not on POST /v1/companies/enrich"))
+	is.Equal(e.balance("acme").Charged, int64(1))
+	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), 1.0)
+}
