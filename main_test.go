@@ -638,8 +638,11 @@ func TestLoopsBesideARunningServer(t *testing.T) {
 	received := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 
 	// Plain http and loopback are refused unless allowed for development.
-	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", receiver.URL, "--db", db), "https")
+	const allowHint = "(for local testing only, add --allow-private-webhooks, and start serve with it too so that events reach the URL)"
+	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", receiver.URL, "--db", db),
+		"--url: the URL must use https, not http "+allowHint)
 	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", "https://127.0.0.1/in", "--db", db), "not publicly reachable")
+	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", "https://127.0.0.1/in", "--db", db), allowHint)
 	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", "https://example.com/in", "--object-type", "job", "--db", db), "--object-type")
 
 	out := mustCLI(t, "loops", "create", "--org", "acme", "--name", "CRM Hooks", "--url", receiver.URL, "--allow-private-webhooks", "--db", db)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -63,6 +64,9 @@ func newLoopsCommand() *cobra.Command {
 				return fmt.Errorf("--name must be 1 to 200 characters, not blank")
 			}
 			if _, err := webhookPolicy(cmd).CheckURL(cmd.Context(), url); err != nil {
+				if errors.Is(err, netguard.ErrPlainHTTP) || errors.Is(err, netguard.ErrNotPublic) {
+					return fmt.Errorf("--url: %w (for local testing only, add --allow-private-webhooks, and start serve with it too so that events reach the URL)", err)
+				}
 				return fmt.Errorf("--url: %w", err)
 			}
 			org, err := db.FindOrg(cmd.Context(), orgFlag(cmd))

@@ -314,12 +314,25 @@ func TestWebhookURLMustBePublicHTTPS(t *testing.T) {
 		}
 	}
 	is := is.New(t)
+	// Plain http and a private address are refused with the way to allow them for
+	// local testing; a host that does not resolve has no such remedy.
+	const allowHint = " (to allow plain http and private addresses for local testing only, " +
+		"the server's operator starts it with `enrichd serve --allow-private-webhooks`)"
 	plain := e.do("POST", "/v1/loops", map[string]any{"name": "x", "webhook_url": "http://hooks.example.com/in"})
 	is.Equal(plain.status, http.StatusBadRequest)
-	is.True(strings.Contains(plain.str("error"), "https"))
+	is.Equal(plain.str("error"), "webhook_url: the URL must use https, not http"+allowHint)
+	plain = e.do("PATCH", "/v1/loops/"+id, map[string]any{"webhook_url": "http://hooks.example.com/in"})
+	is.Equal(plain.status, http.StatusBadRequest)
+	is.Equal(plain.str("error"), "webhook_url: the URL must use https, not http"+allowHint)
+	private := e.do("POST", "/v1/loops", map[string]any{"name": "x", "webhook_url": "https://127.0.0.1/in"})
+	is.Equal(private.status, http.StatusBadRequest)
+	is.True(strings.HasSuffix(private.str("error"), allowHint))
+	is.Equal(e.do("POST", "/v1/loops", map[string]any{"name": "x", "webhook_url": "ftp://hooks.example.com/in"}).str("error"),
+		`webhook_url: the URL must use https, not "ftp"`)
 	unresolvable := e.do("POST", "/v1/loops", map[string]any{"name": "x", "webhook_url": "https://nowhere.example/in"})
 	is.Equal(unresolvable.status, http.StatusBadRequest)
 	is.True(strings.Contains(unresolvable.str("error"), "does not resolve"))
+	is.True(!strings.Contains(unresolvable.str("error"), "allow-private-webhooks"))
 	is.Equal(len(e.do("GET", "/v1/loops", nil).get("data").([]any)), 1)
 	is.Equal(e.do("GET", "/v1/loops/"+id, nil).str("data.destination.url"), "https://hooks.example.com/in")
 }
