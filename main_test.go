@@ -699,7 +699,8 @@ func TestLoopsBesideARunningServer(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	contains(t, row, deliveryID+"\ttest\tsucceeded\tattempts=1\tnext=-\tstatus_code=200")
-	contains(t, failCLI(t, "deliveries", "retry", "--org", "acme", deliveryID, "--db", db), "only a failed delivery can be retried")
+	contains(t, failCLI(t, "deliveries", "retry", "--org", "acme", deliveryID, "--db", db),
+		"the delivery already succeeded (its receiver acknowledged it); there is nothing to retry")
 	contains(t, failCLI(t, "deliveries", "retry", "--org", "acme", "0195f3a2-6b1c-7cde-8f00-123456789abc", "--db", db), "delivery not found")
 
 	mustCLI(t, "loops", "delete", "--org", "acme", "crm-hooks", "--db", db)

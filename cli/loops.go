@@ -238,7 +238,7 @@ func newDeliveriesCommand() *cobra.Command {
 
 	retry := &cobra.Command{
 		Use:   "retry DELIVERY_ID",
-		Short: "Send a failed delivery again, with the same delivery id; a running serve sends it",
+		Short: "Send a failed or pending delivery now, with the same delivery id; a running serve sends it",
 		Args:  cobra.ExactArgs(1),
 		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
 			org, err := db.FindOrg(cmd.Context(), orgFlag(cmd))
@@ -249,7 +249,7 @@ func newDeliveriesCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "delivery %s is due again (attempt %d)\n", d.ID, d.Attempts+1)
+			fmt.Fprintf(cmd.OutOrStdout(), "delivery %s is due now (attempt %d)\n", d.ID, d.Attempts+1)
 			return nil
 		}),
 	}

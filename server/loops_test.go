@@ -728,12 +728,23 @@ func TestDeliveryFailsAfterTheLastAttemptAndCanBeRetried(t *testing.T) {
 	is.Equal(created.str("delivery.event"), "test")
 	id := created.str("delivery.id")
 
-	retryPending := e.do("POST", "/v1/deliveries/"+id+"/retry", nil)
-	is.Equal(retryPending.status, http.StatusConflict)
-	is.Equal(retryPending.str("code"), "delivery_not_failed")
+	// A pending delivery already due (or being sent) is left to that attempt: one
+	// attempt, not two.
+	retryDue := e.do("POST", "/v1/deliveries/"+id+"/retry", nil)
+	is.Equal(retryDue.status, http.StatusAccepted)
+	is.Equal(retryDue.str("delivery.status"), "pending")
+	e.waitDelivery(loopID, attempts(1))
+	is.Equal(rcv.count(), 1)
 
-	for i, wait := range []time.Duration{10 * time.Second, time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour} {
-		e.waitDelivery(loopID, attempts(i+1))
+	// A pending delivery waiting for its next attempt (10 s away, and the clock stands
+	// still) is sent now, with the same id, and the schedule goes on from there.
+	retryPending := e.do("POST", "/v1/deliveries/"+id+"/retry", nil)
+	is.Equal(retryPending.status, http.StatusAccepted)
+	is.Equal(retryPending.str("delivery.id"), id)
+	is.Equal(retryPending.str("delivery.status"), "pending")
+	is.Equal(retryPending.str("delivery.next_attempt_at"), e.clock.Now().Truncate(time.Millisecond).Format(time.RFC3339Nano))
+	for i, wait := range []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour} {
+		e.waitDelivery(loopID, attempts(i+2))
 		e.clock.Add(wait)
 	}
 	d := e.waitDelivery(loopID, attempts(7))
@@ -758,7 +769,11 @@ func TestDeliveryFailsAfterTheLastAttemptAndCanBeRetried(t *testing.T) {
 	for _, g := range got {
 		is.Equal(g.header.Get("X-Service-Delivery-Id"), id)
 	}
-	is.Equal(e.do("POST", "/v1/deliveries/"+id+"/retry", nil).status, http.StatusConflict)
+	delivered := e.do("POST", "/v1/deliveries/"+id+"/retry", nil)
+	is.Equal(delivered.status, http.StatusConflict)
+	is.Equal(delivered.str("code"), "delivery_not_failed")
+	is.Equal(delivered.str("error"), "the delivery already succeeded (its receiver acknowledged it); there is nothing to retry")
+	is.Equal(rcv.count(), 8)
 }
 
 func TestSlowReceiverDoesNotHoldBackOthers(t *testing.T) {
