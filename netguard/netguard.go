@@ -96,6 +96,9 @@ func (p Policy) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	defer cancel()
 	addrs, err := resolver.LookupNetIP(lookupCtx, "ip", host)
 	if err != nil || len(addrs) == 0 {
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the caller gave up, not the resolver
+		}
 		return nil, fmt.Errorf("the URL's host %s does not resolve", host)
 	}
 	for _, ip := range addrs {

@@ -3,10 +3,16 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
+	"time"
+
+	"enrichd/netguard"
+	"enrichd/server"
 
 	"github.com/matryer/is"
 )
@@ -62,4 +68,61 @@ func TestAClientThatHangsUpIsNotAServerError(t *testing.T) {
 	is.Equal(e.do("GET", "/v1/tasks", nil).status, http.StatusInternalServerError)
 	is.True(strings.Contains(e.logs.String(), `"level":"ERROR"`))
 	e.db = nil
+}
+
+// stallingResolver answers no lookup: it says it was asked, then waits for the
+// lookup's context to end.
+type stallingResolver struct{ asked chan struct{} }
+
+func (r stallingResolver) LookupNetIP(ctx context.Context, _, _ string) ([]netip.Addr, error) {
+	close(r.asked)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestAClientThatHangsUpMidRequestIsNotAServerError hangs up a real connection while
+// the handler waits on the webhook URL's DNS lookup: the server logs the request at
+// INFO as 499 and counts it apart from server errors.
+func TestAClientThatHangsUpMidRequestIsNotAServerError(t *testing.T) {
+	is := is.New(t)
+	asked := make(chan struct{})
+	e := newEnv(t, func(cfg *server.Config) {
+		cfg.WebhookPolicy = netguard.Policy{Resolver: stallingResolver{asked: asked}}
+	})
+	ctx, hangUp := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "POST", e.http.URL+"/v1/loops",
+		strings.NewReader(`{"name":"Hooks","webhook_url":"https://hooks.example.com/in"}`))
+	is.NoErr(err)
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	req.Header.Set("Content-Type", "application/json")
+	go func() {
+		<-asked // the handler is in the middle of its work
+		hangUp()
+	}()
+	_, err = http.DefaultClient.Do(req)
+	is.True(errors.Is(err, context.Canceled))
+
+	// The log line is written once the handler returns.
+	var entry map[string]any
+	for deadline := time.Now().Add(10 * time.Second); entry == nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line for the request:\n%s", e.logs.String())
+		}
+		for _, line := range strings.Split(strings.TrimSpace(e.logs.String()), "\n") {
+			var l map[string]any
+			if json.Unmarshal([]byte(line), &l) == nil && l["msg"] == "request" && l["route"] == "create_loop" {
+				entry = l
+			}
+		}
+	}
+	is.Equal(entry["level"], "INFO")
+	is.Equal(entry["status"], 499.0)
+	is.Equal(entry["err"], "client closed the request: context canceled")
+	is.True(!strings.Contains(e.logs.String(), `"level":"ERROR"`))
+	m := scrape(t, e.http.URL)
+	is.Equal(m[`enrichd_http_requests_total{route="create_loop",status="499"}`], 1.0)
+	for series := range m {
+		is.True(!strings.Contains(series, `status="5`))
+	}
+	is.Equal(len(e.do("GET", "/v1/loops", nil).get("data").([]any)), 0)
 }
