@@ -638,8 +638,11 @@ func TestLoopsBesideARunningServer(t *testing.T) {
 	received := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 
 	// Plain http and loopback are refused unless allowed for development.
-	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", receiver.URL, "--db", db), "https")
+	const allowHint = "(for local testing only, add --allow-private-webhooks, and start serve with it too so that events reach the URL)"
+	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", receiver.URL, "--db", db),
+		"--url: the URL must use https, not http "+allowHint)
 	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", "https://127.0.0.1/in", "--db", db), "not publicly reachable")
+	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", "https://127.0.0.1/in", "--db", db), allowHint)
 	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", "https://example.com/in", "--object-type", "job", "--db", db), "--object-type")
 
 	out := mustCLI(t, "loops", "create", "--org", "acme", "--name", "CRM Hooks", "--url", receiver.URL, "--allow-private-webhooks", "--db", db)
@@ -696,7 +699,8 @@ func TestLoopsBesideARunningServer(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	contains(t, row, deliveryID+"\ttest\tsucceeded\tattempts=1\tnext=-\tstatus_code=200")
-	contains(t, failCLI(t, "deliveries", "retry", "--org", "acme", deliveryID, "--db", db), "only a failed delivery can be retried")
+	contains(t, failCLI(t, "deliveries", "retry", "--org", "acme", deliveryID, "--db", db),
+		"the delivery already succeeded (its receiver acknowledged it); there is nothing to retry")
 	contains(t, failCLI(t, "deliveries", "retry", "--org", "acme", "0195f3a2-6b1c-7cde-8f00-123456789abc", "--db", db), "delivery not found")
 
 	mustCLI(t, "loops", "delete", "--org", "acme", "crm-hooks", "--db", db)

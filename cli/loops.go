@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -63,6 +64,9 @@ func newLoopsCommand() *cobra.Command {
 				return fmt.Errorf("--name must be 1 to 200 characters, not blank")
 			}
 			if _, err := webhookPolicy(cmd).CheckURL(cmd.Context(), url); err != nil {
+				if errors.Is(err, netguard.ErrPlainHTTP) || errors.Is(err, netguard.ErrNotPublic) {
+					return fmt.Errorf("--url: %w (for local testing only, add --allow-private-webhooks, and start serve with it too so that events reach the URL)", err)
+				}
 				return fmt.Errorf("--url: %w", err)
 			}
 			org, err := db.FindOrg(cmd.Context(), orgFlag(cmd))
@@ -234,7 +238,7 @@ func newDeliveriesCommand() *cobra.Command {
 
 	retry := &cobra.Command{
 		Use:   "retry DELIVERY_ID",
-		Short: "Send a failed delivery again, with the same delivery id; a running serve sends it",
+		Short: "Send a failed or pending delivery now, with the same delivery id; a running serve sends it",
 		Args:  cobra.ExactArgs(1),
 		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
 			org, err := db.FindOrg(cmd.Context(), orgFlag(cmd))
@@ -245,7 +249,7 @@ func newDeliveriesCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "delivery %s is due again (attempt %d)\n", d.ID, d.Attempts+1)
+			fmt.Fprintf(cmd.OutOrStdout(), "delivery %s is due now (attempt %d)\n", d.ID, d.Attempts+1)
 			return nil
 		}),
 	}

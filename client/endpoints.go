@@ -257,8 +257,8 @@ func (c *Client) Deliveries(ctx context.Context, loopID string, opts DeliveryLis
 	return &out, nil
 }
 
-// RetryDelivery makes a failed delivery due again now, with the same delivery id. A
-// delivery that is not failed gives an *Error with code delivery_not_failed.
+// RetryDelivery makes a failed or pending delivery due now, with the same delivery id.
+// A delivery that already succeeded gives an *Error with code delivery_not_failed.
 func (c *Client) RetryDelivery(ctx context.Context, id string) (*Delivery, error) {
 	return c.delivery(ctx, "/v1/deliveries/"+url.PathEscape(id)+"/retry")
 }

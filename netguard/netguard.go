@@ -23,6 +23,20 @@ import (
 // ErrNotPublic is wrapped by every refusal of an address that is not public.
 var ErrNotPublic = errors.New("not a public address")
 
+// ErrPlainHTTP is wrapped by the refusal of a URL that is http, not https. Like
+// ErrNotPublic, it is what Policy.AllowPrivate would have let through.
+var ErrPlainHTTP = errors.New("plain http")
+
+// refusal is an error whose text is a sentence of its own, wrapping a sentinel that
+// callers test with errors.Is.
+type refusal struct {
+	msg string
+	err error
+}
+
+func (r *refusal) Error() string { return r.msg }
+func (r *refusal) Unwrap() error { return r.err }
+
 // Policy says which destinations are allowed.
 type Policy struct {
 	// AllowPrivate allows plain http and loopback, private, link-local and other
@@ -56,6 +70,8 @@ func (p Policy) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	switch {
 	case u.Scheme == "https":
 	case u.Scheme == "http" && p.AllowPrivate:
+	case u.Scheme == "http":
+		return nil, &refusal{msg: "the URL must use https, not http", err: ErrPlainHTTP}
 	default:
 		return nil, fmt.Errorf("the URL must use https, not %q", u.Scheme)
 	}
@@ -80,6 +96,9 @@ func (p Policy) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	defer cancel()
 	addrs, err := resolver.LookupNetIP(lookupCtx, "ip", host)
 	if err != nil || len(addrs) == 0 {
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the caller gave up, not the resolver
+		}
 		return nil, fmt.Errorf("the URL's host %s does not resolve", host)
 	}
 	for _, ip := range addrs {

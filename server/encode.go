@@ -157,6 +157,12 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &e) || e.Kind == enrich.KindInternal {
 		ri := info(r)
 		ri.err = err
+		if clientClosed(r) {
+			// No one is left to read an answer, and the failure is the hang-up's doing.
+			ri.clientClosed = true
+			w.WriteHeader(statusClientClosed)
+			return
+		}
 		encode(w, http.StatusInternalServerError, errorBody{
 			Error:     "something went wrong on our side; retrying is safe, and quoting the requestId helps us find it",
 			RequestID: ri.id,

@@ -319,15 +319,21 @@ func TestIdempotencyKey(t *testing.T) {
 	reused := e.do("POST", "/v1/companies/enrich", `{"domain":"other.com"}`, "Idempotency-Key", key)
 	is.Equal(reused.status, http.StatusUnprocessableEntity)
 	is.Equal(reused.str("code"), "idempotency_key_reused")
-	is.True(reused.str("error") != "")
-	// The same key on the other endpoint is another request too.
-	is.Equal(e.do("POST", "/v1/people/enrich", `{"networkUrl":"https://www.linkedin.com/in/x"}`, "Idempotency-Key", key).status, http.StatusUnprocessableEntity)
+	is.Equal(reused.str("error"), "this Idempotency-Key was first used on POST /v1/companies/enrich with a different request body; "+
+		"send that body again to get the original task back, or a new key for a new request")
+	// The same key on the other endpoint is another request too, and the answer says
+	// that it is the endpoint, not the body, that differs.
+	other := e.do("POST", "/v1/people/enrich", `{"networkUrl":"https://www.linkedin.com/in/x"}`, "Idempotency-Key", key)
+	is.Equal(other.status, http.StatusUnprocessableEntity)
+	is.Equal(other.str("code"), "idempotency_key_reused")
+	is.Equal(other.str("error"), "this Idempotency-Key was first used on POST /v1/companies/enrich, not on POST /v1/people/enrich; "+
+		"a key names one request: send a new key for this one")
 	is.Equal(e.balance("acme").Charged, int64(1))
 	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), 1.0)
 
 	// Keys belong to an organization: another may use the same one.
-	other, _ := e.newOrg("other", 10)
-	is.Equal(e.do("POST", "/v1/companies/enrich", `{"domain":"acme.com"}`, "Idempotency-Key", key, "Authorization", "Bearer "+other).status, http.StatusAccepted)
+	otherKey, _ := e.newOrg("other", 10)
+	is.Equal(e.do("POST", "/v1/companies/enrich", `{"domain":"acme.com"}`, "Idempotency-Key", key, "Authorization", "Bearer "+otherKey).status, http.StatusAccepted)
 
 	// A replay after the task settled shows it as it is now.
 	e.startWorkers()

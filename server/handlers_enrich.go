@@ -96,7 +96,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 	sum := sha256.Sum256(append([]byte(bind), raw...))
 	nt := store.NewTask{
 		OrgID: principal(r).OrgID, Input: in, RawInput: raw, LoopID: loopID,
-		IdempotencyKey: key, BodyHash: hex.EncodeToString(sum[:]),
+		IdempotencyKey: key, Endpoint: r.Method + " " + r.URL.Path, BodyHash: hex.EncodeToString(sum[:]),
 		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness,
 	}
 	if in.Lookup == enrich.LookupEmail {

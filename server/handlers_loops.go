@@ -1,11 +1,14 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"unicode/utf8"
 
 	"enrichd/enrich"
+	"enrichd/netguard"
 	"enrichd/store"
 
 	"github.com/julienschmidt/httprouter"
@@ -36,6 +39,13 @@ func checkLoopName(name string) error {
 // checkWebhookURL accepts an https URL whose host resolves only to public addresses.
 func (s *Server) checkWebhookURL(r *http.Request, raw string) error {
 	if _, err := s.cfg.WebhookPolicy.CheckURL(r.Context(), raw); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return err // the client hung up during the lookup
+		}
+		if errors.Is(err, netguard.ErrPlainHTTP) || errors.Is(err, netguard.ErrNotPublic) {
+			return enrich.Errorf(enrich.KindInvalid, "webhook_url: %v (to allow plain http and private addresses for local testing only, "+
+				"the server's operator starts it with `enrichd serve --allow-private-webhooks`)", err)
+		}
 		return enrich.Errorf(enrich.KindInvalid, "webhook_url: %v", err)
 	}
 	return nil

@@ -314,12 +314,25 @@ func TestWebhookURLMustBePublicHTTPS(t *testing.T) {
 		}
 	}
 	is := is.New(t)
+	// Plain http and a private address are refused with the way to allow them for
+	// local testing; a host that does not resolve has no such remedy.
+	const allowHint = " (to allow plain http and private addresses for local testing only, " +
+		"the server's operator starts it with `enrichd serve --allow-private-webhooks`)"
 	plain := e.do("POST", "/v1/loops", map[string]any{"name": "x", "webhook_url": "http://hooks.example.com/in"})
 	is.Equal(plain.status, http.StatusBadRequest)
-	is.True(strings.Contains(plain.str("error"), "https"))
+	is.Equal(plain.str("error"), "webhook_url: the URL must use https, not http"+allowHint)
+	plain = e.do("PATCH", "/v1/loops/"+id, map[string]any{"webhook_url": "http://hooks.example.com/in"})
+	is.Equal(plain.status, http.StatusBadRequest)
+	is.Equal(plain.str("error"), "webhook_url: the URL must use https, not http"+allowHint)
+	private := e.do("POST", "/v1/loops", map[string]any{"name": "x", "webhook_url": "https://127.0.0.1/in"})
+	is.Equal(private.status, http.StatusBadRequest)
+	is.True(strings.HasSuffix(private.str("error"), allowHint))
+	is.Equal(e.do("POST", "/v1/loops", map[string]any{"name": "x", "webhook_url": "ftp://hooks.example.com/in"}).str("error"),
+		`webhook_url: the URL must use https, not "ftp"`)
 	unresolvable := e.do("POST", "/v1/loops", map[string]any{"name": "x", "webhook_url": "https://nowhere.example/in"})
 	is.Equal(unresolvable.status, http.StatusBadRequest)
 	is.True(strings.Contains(unresolvable.str("error"), "does not resolve"))
+	is.True(!strings.Contains(unresolvable.str("error"), "allow-private-webhooks"))
 	is.Equal(len(e.do("GET", "/v1/loops", nil).get("data").([]any)), 1)
 	is.Equal(e.do("GET", "/v1/loops/"+id, nil).str("data.destination.url"), "https://hooks.example.com/in")
 }
@@ -715,12 +728,23 @@ func TestDeliveryFailsAfterTheLastAttemptAndCanBeRetried(t *testing.T) {
 	is.Equal(created.str("delivery.event"), "test")
 	id := created.str("delivery.id")
 
-	retryPending := e.do("POST", "/v1/deliveries/"+id+"/retry", nil)
-	is.Equal(retryPending.status, http.StatusConflict)
-	is.Equal(retryPending.str("code"), "delivery_not_failed")
+	// A pending delivery already due (or being sent) is left to that attempt: one
+	// attempt, not two.
+	retryDue := e.do("POST", "/v1/deliveries/"+id+"/retry", nil)
+	is.Equal(retryDue.status, http.StatusAccepted)
+	is.Equal(retryDue.str("delivery.status"), "pending")
+	e.waitDelivery(loopID, attempts(1))
+	is.Equal(rcv.count(), 1)
 
-	for i, wait := range []time.Duration{10 * time.Second, time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour} {
-		e.waitDelivery(loopID, attempts(i+1))
+	// A pending delivery waiting for its next attempt (10 s away, and the clock stands
+	// still) is sent now, with the same id, and the schedule goes on from there.
+	retryPending := e.do("POST", "/v1/deliveries/"+id+"/retry", nil)
+	is.Equal(retryPending.status, http.StatusAccepted)
+	is.Equal(retryPending.str("delivery.id"), id)
+	is.Equal(retryPending.str("delivery.status"), "pending")
+	is.Equal(retryPending.str("delivery.next_attempt_at"), e.clock.Now().Truncate(time.Millisecond).Format(time.RFC3339Nano))
+	for i, wait := range []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour} {
+		e.waitDelivery(loopID, attempts(i+2))
 		e.clock.Add(wait)
 	}
 	d := e.waitDelivery(loopID, attempts(7))
@@ -745,7 +769,11 @@ func TestDeliveryFailsAfterTheLastAttemptAndCanBeRetried(t *testing.T) {
 	for _, g := range got {
 		is.Equal(g.header.Get("X-Service-Delivery-Id"), id)
 	}
-	is.Equal(e.do("POST", "/v1/deliveries/"+id+"/retry", nil).status, http.StatusConflict)
+	delivered := e.do("POST", "/v1/deliveries/"+id+"/retry", nil)
+	is.Equal(delivered.status, http.StatusConflict)
+	is.Equal(delivered.str("code"), "delivery_not_failed")
+	is.Equal(delivered.str("error"), "the delivery already succeeded (its receiver acknowledged it); there is nothing to retry")
+	is.Equal(rcv.count(), 8)
 }
 
 func TestSlowReceiverDoesNotHoldBackOthers(t *testing.T) {
@@ -865,4 +893,25 @@ func TestAPersonLoopRunsEmailLookups(t *testing.T) {
 	is.Equal(data["full_name"], "Jane Smith")
 	is.Equal(data["email_match"].(map[string]any)["method"], "resolved")
 	is.Equal(e.balance("acme").Charged-e.balance("acme").Refund, int64(3))
+}
+
+func TestAnIdempotencyKeyReusedOnAnotherLoopSaysSo(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks)
+	first, _ := e.createLoop("first", "https://127.0.0.1:9/hook", "company")
+	second, _ := e.createLoop("second", "https://127.0.0.1:9/hook", "company")
+	is.Equal(e.do("POST", "/v1/loops/"+first+"/run", map[string]string{"domain": "acme.com"}, "Idempotency-Key", "k1").status, http.StatusAccepted)
+	is.Equal(e.do("POST", "/v1/loops/"+first+"/run", map[string]string{"domain": "acme.com"}, "Idempotency-Key", "k1").status, http.StatusOK)
+
+	r := e.do("POST", "/v1/loops/"+second+"/run", map[string]string{"domain": "acme.com"}, "Idempotency-Key", "k1")
+	is.Equal(r.status, http.StatusUnprocessableEntity)
+	is.Equal(r.str("code"), "idempotency_key_reused")
+	is.Equal(r.str("error"), "this Idempotency-Key was first used on POST /v1/loops/"+first+"/run, not on POST /v1/loops/"+second+"/run; "+
+		"a key names one request: send a new key for this one")
+	// The direct endpoint naming the same Loop is another endpoint as well.
+	r = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com", "loop_id": first}, "Idempotency-Key", "k1")
+	is.Equal(r.status, http.StatusUnprocessableEntity)
+	is.True(strings.Contains(r.str("error"), "first used on POST /v1/loops/"+first+"/run, not on POST /v1/companies/enrich"))
+	is.Equal(e.balance("acme").Charged, int64(1))
+	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), 1.0)
 }

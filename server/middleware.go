@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"math"
 	"net"
@@ -31,6 +32,21 @@ type requestInfo struct {
 	route string
 	orgID string
 	err   error // an internal error behind a 500
+	// clientClosed: the client hung up before the answer, and the error is the
+	// request's cancellation showing through. Logged and counted as 499, not as a 500.
+	clientClosed bool
+}
+
+// statusClientClosed is the status a request is logged and counted with when its
+// client hung up before the answer (nginx's "client closed request"). No client ever
+// sees it.
+const statusClientClosed = 499
+
+// clientClosed says whether the request's client went away: the server cancels a
+// request's context when its connection closes. Whatever the handler failed with
+// then (the cancellation itself, or a query interrupted by it) is the client's doing.
+func clientClosed(r *http.Request) bool {
+	return errors.Is(r.Context().Err(), context.Canceled)
 }
 
 // quietRoute is a probe or a scrape: logged at debug level unless it fails, since it
@@ -98,7 +114,11 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		} else {
 			s.activity.Add(1)
 		}
-		if ri.err != nil {
+		switch {
+		case ri.clientClosed:
+			// The client's doing: worth a line, not an alert.
+			attrs = append(attrs, slog.String("err", "client closed the request: "+ri.err.Error()))
+		case ri.err != nil:
 			level = slog.LevelError
 			attrs = append(attrs, slog.String("err", ri.err.Error()))
 		}

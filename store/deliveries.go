@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"enrichd/enrich"
@@ -172,8 +171,11 @@ func (db *DB) ListDeliveries(ctx context.Context, orgID, loopID string, page, pa
 	return deliveries, total, err
 }
 
-// RetryDelivery makes a failed delivery due now, with the same id, for one more
-// attempt. Only a failed delivery can be retried (409 delivery_not_failed).
+// RetryDelivery makes a failed or pending delivery due now, with the same id: a
+// failed one gets one more attempt, a pending one has its next attempt now instead of
+// later on the schedule (a receiver that was down need not wait hours). A pending one
+// being attempted right now is left to that attempt. A delivery that succeeded cannot
+// be retried (409 delivery_not_failed).
 func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, error) {
 	var d *Delivery
 	err := db.inTx(ctx, func(tx *Tx) error {
@@ -185,12 +187,17 @@ func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, e
 		if err != nil {
 			return err
 		}
-		if d.Status != DeliveryFailed {
+		if d.Status == DeliverySucceeded {
 			return &enrich.Error{Kind: enrich.KindConflict, Code: "delivery_not_failed",
-				Message: fmt.Sprintf("the delivery is %s; only a failed delivery can be retried", d.Status)}
+				Message: "the delivery already succeeded (its receiver acknowledged it); there is nothing to retry"}
 		}
 		now := db.now()
+		if d.Status == DeliveryPending && d.NextAttemptAt != nil && !d.NextAttemptAt.After(now) {
+			return nil // already due, or being attempted: that attempt is the retry
+		}
 		d.Status, d.NextAttemptAt = DeliveryPending, &now
+		// A pending delivery is not leased here: its next attempt was later, and a
+		// lease is taken only when an attempt is due.
 		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = 'pending', next_attempt_at = ?, lease_until = NULL WHERE id = ?`, ms(now), id)
 		return err
 	})

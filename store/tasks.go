@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"enrichd/enrich"
@@ -96,10 +97,13 @@ type NewTask struct {
 	RawInput       json.RawMessage // the request fields as sent, shown as the task's input
 	LoopID         *string
 	IdempotencyKey string // "" when none was sent
-	BodyHash       string // what the idempotency key is bound to
-	TTL            time.Duration
-	MaxBacklog     int64
-	Freshness      time.Duration // a stored record younger than this settles the task at once
+	// Endpoint is the method and path the request was sent to ("POST /v1/people/enrich"),
+	// kept with the key so a reuse on another endpoint is told apart from another body.
+	Endpoint   string
+	BodyHash   string // what the idempotency key is bound to: the endpoint and the body
+	TTL        time.Duration
+	MaxBacklog int64
+	Freshness  time.Duration // a stored record younger than this settles the task at once
 	// Fail, when set, is why the task fails inside the request (a refused email
 	// address): it is created failed with this error, charged and refunded at once,
 	// and never queued.
@@ -196,7 +200,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		}
 		if nt.IdempotencyKey != "" {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, body_hash, task_id, created_at)
-				VALUES (?, ?, ?, ?, ?)`, nt.OrgID, nt.IdempotencyKey, nt.BodyHash, t.ID, ms(now)); err != nil {
+				VALUES (?, ?, ?, ?, ?)`, nt.OrgID, nt.IdempotencyKey, boundTo(nt), t.ID, ms(now)); err != nil {
 				return err
 			}
 		}
@@ -236,19 +240,44 @@ func stillEmployed(ctx context.Context, tx *Tx, person *record, address string, 
 	return enrich.EmployerAt(company, domain).CurrentPosition(held.Person) != nil, nil
 }
 
+// boundTo is what idempotency_keys.body_hash holds for a new key: the endpoint, a
+// space, then the hash of the request. A key stored before endpoints were kept is the
+// hash alone, which covers the endpoint too.
+func boundTo(nt NewTask) string {
+	if nt.Endpoint == "" {
+		return nt.BodyHash
+	}
+	return nt.Endpoint + " " + nt.BodyHash
+}
+
 func findIdempotent(ctx context.Context, tx *Tx, nt NewTask) (*Task, error) {
-	var hash, taskID string
+	var bound, taskID string
 	err := tx.QueryRowContext(ctx, `SELECT body_hash, task_id FROM idempotency_keys WHERE org_id = ? AND key = ?`,
-		nt.OrgID, nt.IdempotencyKey).Scan(&hash, &taskID)
+		nt.OrgID, nt.IdempotencyKey).Scan(&bound, &taskID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if hash != nt.BodyHash {
+	endpoint, hash := "", bound
+	if i := strings.LastIndexByte(bound, ' '); i >= 0 {
+		endpoint, hash = bound[:i], bound[i+1:]
+	}
+	// The hash, which covers the endpoint, decides; the endpoint only says which of the
+	// two differs.
+	switch {
+	case hash == nt.BodyHash:
+	case endpoint != "" && nt.Endpoint != "" && !strings.EqualFold(endpoint, nt.Endpoint):
 		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
-			Message: "this Idempotency-Key was first used with a different request body; send a new key for a new request"}
+			Message: fmt.Sprintf("this Idempotency-Key was first used on %s, not on %s; a key names one request: send a new key for this one",
+				endpoint, nt.Endpoint)}
+	case endpoint == "":
+		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
+			Message: "this Idempotency-Key was first used with another request (another endpoint or body); send a new key for a new request"}
+	default:
+		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
+			Message: "this Idempotency-Key was first used on " + endpoint + " with a different request body; send that body again to get the original task back, or a new key for a new request"}
 	}
 	return scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
 }
