@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"enrichd/enrich"
 )
@@ -28,9 +29,14 @@ func encode(w http.ResponseWriter, status int, v any) {
 // 64 KiB, sent as application/json.
 func decode[T any](r *http.Request) (T, error) {
 	var v T
-	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mediaType != "application/json" {
-		return v, enrich.Errorf(enrich.KindInvalid, "send the body as JSON with the header Content-Type: application/json")
+	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mediaType != "application/json" || err != nil {
+		return v, enrich.Errorf(enrich.KindInvalid, "send the body as JSON with the header Content-Type: application/json (or application/json; charset=utf-8)")
+	}
+	// JSON is UTF-8 (RFC 8259): a body announced in another charset would be read as
+	// something it is not.
+	if charset, ok := params["charset"]; ok && !strings.EqualFold(charset, "utf-8") {
+		return v, enrich.Errorf(enrich.KindInvalid, "the body must be UTF-8: send Content-Type: application/json or application/json; charset=utf-8, not charset=%s", clip(charset, 40))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
 	var tooLarge *http.MaxBytesError
@@ -42,6 +48,11 @@ func decode[T any](r *http.Request) (T, error) {
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body is empty; send a JSON object")
+	}
+	// encoding/json would quietly turn invalid bytes inside a string into U+FFFD, so
+	// a key or a name would be stored and charged as something never sent.
+	if !utf8.Valid(body) {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body is not valid UTF-8 (first bad byte at offset %d); send JSON encoded as UTF-8", invalidUTF8At(body))
 	}
 	if err := exactFieldNames(body, reflect.TypeFor[T]()); err != nil {
 		return v, err
@@ -55,6 +66,28 @@ func decode[T any](r *http.Request) (T, error) {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body must hold a single JSON object")
 	}
 	return v, nil
+}
+
+// invalidUTF8At is the offset of the first byte of body that is not part of valid
+// UTF-8.
+func invalidUTF8At(body []byte) int {
+	for i := 0; i < len(body); {
+		r, n := utf8.DecodeRune(body[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(body)
+}
+
+// clip shortens s to at most n bytes for an error message, so a hostile value is not
+// echoed back whole.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 // exactFieldNames refuses a top-level field whose name is not one of the struct's JSON
