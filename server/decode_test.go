@@ -35,17 +35,21 @@ func TestInvalidUTF8InTheBodyIsRefused(t *testing.T) {
 	e := newEnv(t, allowPrivateWebhooks)
 	personLoop, _ := e.createLoop("people", "https://hooks.example/p", "person")
 	for name, c := range map[string]struct{ path, body string }{
-		"a hint":                   {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"fullName\":\"Jan\xe9 Doe\"}"},
-		"the email":                {"/v1/people/enrich", "{\"email\":\"j\xffane@acme.com\"}"},
-		"a truncated sequence":     {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"title\":\"CT\xe2\x82\"}"},
-		"a surrogate half":         {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"location\":\"\xed\xa0\x80\"}"},
-		"an overlong encoding":     {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"location\":\"\xc0\xaf\"}"},
-		"the domain":               {"/v1/companies/enrich", "{\"domain\":\"acme\xff.com\"}"},
-		"a field name":             {"/v1/companies/enrich", "{\"dom\xffain\":\"acme.com\"}"},
-		"a Loop run":               {"/v1/loops/" + personLoop + "/run", "{\"email\":\"jane@acme.com\",\"fullName\":\"\xff\"}"},
-		"a Loop's name":            {"/v1/loops", "{\"name\":\"hooks \xff\",\"webhook_url\":\"https://hooks.example/x\"}"},
-		"between tokens":           {"/v1/companies/enrich", "{\"domain\":\"acme.com\"\xff}"},
-		"escaped is fine but raw…": {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"fullName\":\"\\u00e9\xe9\"}"},
+		"a hint":                          {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"fullName\":\"Jan\xe9 Doe\"}"},
+		"the email":                       {"/v1/people/enrich", "{\"email\":\"j\xffane@acme.com\"}"},
+		"a truncated sequence":            {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"title\":\"CT\xe2\x82\"}"},
+		"a surrogate half":                {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"location\":\"\xed\xa0\x80\"}"},
+		"an overlong encoding":            {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"location\":\"\xc0\xaf\"}"},
+		"the domain":                      {"/v1/companies/enrich", "{\"domain\":\"acme\xff.com\"}"},
+		"a field name":                    {"/v1/companies/enrich", "{\"dom\xffain\":\"acme.com\"}"},
+		"a Loop run":                      {"/v1/loops/" + personLoop + "/run", "{\"email\":\"jane@acme.com\",\"fullName\":\"\xff\"}"},
+		"a Loop's name":                   {"/v1/loops", "{\"name\":\"hooks \xff\",\"webhook_url\":\"https://hooks.example/x\"}"},
+		"between tokens":                  {"/v1/companies/enrich", "{\"domain\":\"acme.com\"\xff}"},
+		"escaped is fine but raw…":        {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"fullName\":\"\\u00e9\xe9\"}"},
+		"an escaped high surrogate alone": {"/v1/people/enrich", `{"email":"jane@acme.com","fullName":"Jane \ud83d Doe"}`},
+		"an escaped low surrogate alone":  {"/v1/people/enrich", `{"email":"jane@acme.com","title":"\ude00"}`},
+		"two high surrogates":             {"/v1/people/enrich", `{"email":"jane@acme.com","title":"\uD83D\uD83D"}`},
+		"a surrogate at the end":          {"/v1/companies/enrich", `{"domain":"acme.com\ud800"}`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			refused(t, e.do("POST", c.path, c.body), "not valid UTF-8")
@@ -53,9 +57,9 @@ func TestInvalidUTF8InTheBodyIsRefused(t *testing.T) {
 	}
 	is := is.New(t)
 	// Valid UTF-8, escaped or not, and U+FFFD sent as itself, are accepted.
-	ok := e.do("POST", "/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"fullName\":\"Jané \\u00e9 \uFFFD\"}")
+	ok := e.do("POST", "/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"fullName\":\"Jané \\u00e9 \uFFFD \\ufffd \\ud83d\\ude00 \\\\ud800\"}")
 	is.Equal(ok.status, http.StatusAccepted)
-	is.Equal(ok.get("task.input.fullName"), "Jané é \uFFFD")
+	is.Equal(ok.get("task.input.fullName"), "Jané é \uFFFD \uFFFD 😀 \\ud800")
 	is.Equal(e.balance("acme").Charged, int64(3))
 	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), 1.0)
 	loops := e.do("GET", "/v1/loops", nil).get("data").([]any)

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"enrichd/enrich"
@@ -65,7 +66,52 @@ func decode[T any](r *http.Request) (T, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body must hold a single JSON object")
 	}
+	// An escaped half of a surrogate pair names no character; encoding/json would
+	// quietly turn it into U+FFFD, as it does invalid bytes.
+	if at := loneSurrogateAt(body); at >= 0 {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body is not valid UTF-8: the escape at offset %d is half of a surrogate pair; escape a character outside the BMP as a pair (\\ud83d\\ude00) or send it as UTF-8", at)
+	}
 	return v, nil
+}
+
+// loneSurrogateAt is the offset of the first \u escape in a JSON text that is a
+// surrogate not completed by its other half, or -1. body is valid JSON.
+func loneSurrogateAt(body []byte) int {
+	inString := false
+	for i := 0; i < len(body); i++ {
+		if !inString {
+			inString = body[i] == '"'
+			continue
+		}
+		switch body[i] {
+		case '"':
+			inString = false
+		case '\\':
+			r, ok := hexEscape(body, i)
+			if !ok {
+				i++ // a one-character escape
+				continue
+			}
+			if utf16.IsSurrogate(r) {
+				if low, ok := hexEscape(body, i+6); r < 0xdc00 && ok && low >= 0xdc00 && low <= 0xdfff {
+					i += 11
+					continue
+				}
+				return i
+			}
+			i += 5
+		}
+	}
+	return -1
+}
+
+// hexEscape reads the \uXXXX escape at body[i:].
+func hexEscape(body []byte, i int) (rune, bool) {
+	if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
+	return rune(n), err == nil
 }
 
 // invalidUTF8At is the offset of the first byte of body that is not part of valid
@@ -114,10 +160,10 @@ func exactFieldNames(body []byte, t reflect.Type) error {
 		}
 		name, _ := tok.(string)
 		if !known[name] {
-			return enrich.Errorf(enrich.KindInvalid, "unknown field %q", name)
+			return enrich.Errorf(enrich.KindInvalid, "unknown field %q", clip(name, 64))
 		}
 		if seen[name] {
-			return enrich.Errorf(enrich.KindInvalid, "field %q is sent twice", name)
+			return enrich.Errorf(enrich.KindInvalid, "field %q is sent twice", clip(name, 64))
 		}
 		seen[name] = true
 		var value json.RawMessage
