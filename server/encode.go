@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -43,6 +44,10 @@ func decode[T any](r *http.Request) (T, error) {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body is larger than %d KiB", maxBody>>10)
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body did not arrive within the server's read timeout; send it at once")
 	}
 	if err != nil {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body could not be read: %v", err)
