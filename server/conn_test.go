@@ -128,3 +128,23 @@ func TestDefaultLimitsBoundAConnection(t *testing.T) {
 	is.Equal(hs.ReadHeaderTimeout, l.ReadHeaderTimeout)
 	is.Equal(hs.MaxHeaderBytes, l.MaxHeaderBytes)
 }
+
+func TestOversizedHeadersAreRefused(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	addr := serveLimited(t, e, server.HTTPLimits{MaxHeaderBytes: 8 << 10})
+	send := func(padding int) int {
+		c := dial(t, addr)
+		fmt.Fprintf(c, "POST /v1/companies/enrich HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nX-Padding: %s\r\nContent-Length: 21\r\n\r\n{\"domain\":\"acme.com\"}",
+			e.key, strings.Repeat("p", padding))
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		is.NoErr(err)
+		return res.StatusCode
+	}
+	// Past the limit (and the 4 KiB net/http allows over it): 431 before any handler.
+	is.Equal(send(16<<10), http.StatusRequestHeaderFieldsTooLarge)
+	e.nothingCharged()
+	// Within it, the same request is served.
+	is.Equal(send(2<<10), http.StatusAccepted)
+}
