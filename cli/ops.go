@@ -71,7 +71,7 @@ database's -wal and -shm files, and start serve again.`,
 // the admin listener.
 func addOpsFlags(f *pflag.FlagSet, def server.Config) {
 	f.String("admin-addr", "", "serve /healthz, /readyz and /metrics on this address instead of --addr (e.g. 127.0.0.1:9090)")
-	f.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long requests in flight and tasks already claimed may take to finish; tasks still running then go back to the queue")
+	f.Duration("shutdown-grace", server.DefaultShutdownGrace, "on SIGTERM, how long requests in flight and tasks already claimed may take to finish; tasks still running then go back to the queue")
 	retain := days(def.Retain)
 	f.Var(&retain, "retain", "delete settled tasks and delivery history this much older than now (e.g. 90d, 36h); 0 keeps them")
 }

@@ -17,6 +17,7 @@ import (
 	"enrichd/store"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/time/rate"
 )
 
@@ -47,6 +48,13 @@ func newServeCommand() *cobra.Command {
 			cfg.NetworkHost, _ = f.GetString("network-host")
 			cfg.EmailMaxRetrievals, _ = f.GetInt("email-max-retrievals")
 			cfg.ShutdownGrace, _ = f.GetDuration("shutdown-grace")
+			cfg.Addr, _ = f.GetString("addr")
+			cfg.HTTP.ReadHeaderTimeout, _ = f.GetDuration("read-header-timeout")
+			cfg.HTTP.ReadTimeout, _ = f.GetDuration("read-timeout")
+			cfg.HTTP.WriteTimeout, _ = f.GetDuration("write-timeout")
+			cfg.HTTP.IdleTimeout, _ = f.GetDuration("idle-timeout")
+			cfg.HTTP.MaxHeaderBytes, _ = f.GetInt("max-header-bytes")
+			cfg.HTTP.MaxConns, _ = f.GetInt("max-conns")
 			cfg.Retain = time.Duration(*f.Lookup("retain").Value.(*days))
 			adminAddr, _ := f.GetString("admin-addr")
 			cfg.SeparateAdmin = adminAddr != ""
@@ -66,20 +74,19 @@ func newServeCommand() *cobra.Command {
 			if cfg.WebhookPolicy.AllowPrivate {
 				logger.Warn("--allow-private-webhooks is on: webhooks may be sent over plain http and to loopback and private addresses; use it only for local development")
 			}
-			addr, _ := f.GetString("addr")
-			return serve(cmd.Context(), addr, adminAddr, db, cfg)
+			return serve(cmd.Context(), adminAddr, db, cfg)
 		},
 	}
 	f := cmd.Flags()
-	f.String("addr", "127.0.0.1:8080", "address to listen on")
+	f.String("addr", def.Addr, "address to listen on")
 	f.Int("workers", def.Workers, "task workers")
 	f.Duration("task-ttl", def.TaskTTL, "lifetime of a task: one unsettled by then fails as timed_out and is refunded")
 	f.Int64("max-backlog", def.MaxBacklog, "queued tasks an organization may have before new requests get 429 queue_full")
 	f.Duration("lease", def.Lease, "how long a worker's claim on a task lasts unless extended; a crashed worker's tasks are requeued after it")
 	f.StringSlice("sources", []string{"dataset"}, "sources to ask, in order, first hit wins: "+knownSources)
-	f.String("rate-ip", "100/200", "rate limit per client address: requests per second/burst; 0 turns it off")
-	f.String("rate-key", "100/200", "rate limit per API key: requests per second/burst; 0 turns it off")
-	f.String("network-host", enrich.DefaultNetworkHost, "host of the professional network whose URLs are accepted")
+	f.String("rate-ip", rateString(def.RateIP), "rate limit per client address: requests per second/burst; 0 turns it off")
+	f.String("rate-key", rateString(def.RateKey), "rate limit per API key: requests per second/burst; 0 turns it off")
+	f.String("network-host", def.NetworkHost, "host of the professional network whose URLs are accepted")
 	f.Int("email-max-retrievals", def.EmailMaxRetrievals, "profiles one email lookup retrieves at most to confirm who the address belongs to")
 	f.Duration("sim-latency", 0, "sim source: latency added to every call")
 	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
@@ -87,7 +94,26 @@ func newServeCommand() *cobra.Command {
 	f.Bool("allow-private-webhooks", false, allowPrivateHelp)
 	addOpsFlags(f, def)
 	addSourceFlags(f)
+	addHTTPFlags(f, def.HTTP)
 	return cmd
+}
+
+// addHTTPFlags adds the bounds of every connection, on --addr and on --admin-addr.
+func addHTTPFlags(f *pflag.FlagSet, def server.HTTPLimits) {
+	f.Duration("read-header-timeout", def.ReadHeaderTimeout, "a connection is dropped when a request's headers take longer than this to arrive")
+	f.Duration("read-timeout", def.ReadTimeout, "a connection is dropped when a whole request, body included, takes longer than this to arrive")
+	f.Duration("write-timeout", def.WriteTimeout, "a connection is dropped when its response is not written this long after the request headers; must exceed --read-timeout")
+	f.Duration("idle-timeout", def.IdleTimeout, "a keep-alive connection is closed after waiting this long for its next request")
+	f.Int("max-header-bytes", def.MaxHeaderBytes, "largest request line and headers accepted, in bytes; larger gets 431")
+	f.Int("max-conns", def.MaxConns, "connections open at once, per listener; more wait until one closes")
+}
+
+// rateString is the flag form of r, the inverse of rateFlag.
+func rateString(r server.Rate) string {
+	if r.Limit == 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(float64(r.Limit), 'f', -1, 64) + "/" + strconv.Itoa(r.Burst)
 }
 
 // checkServeConfig refuses values that would make the service misbehave rather than
@@ -108,6 +134,14 @@ func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 		return fmt.Errorf("--email-max-retrievals must be at least 1")
 	case cfg.ShutdownGrace < 0:
 		return fmt.Errorf("--shutdown-grace cannot be negative")
+	case cfg.HTTP.ReadHeaderTimeout <= 0, cfg.HTTP.ReadTimeout <= 0, cfg.HTTP.WriteTimeout <= 0, cfg.HTTP.IdleTimeout <= 0:
+		return fmt.Errorf("--read-header-timeout, --read-timeout, --write-timeout and --idle-timeout must be more than 0: a connection must not be held open for ever")
+	case cfg.HTTP.WriteTimeout <= cfg.HTTP.ReadTimeout:
+		return fmt.Errorf("--write-timeout (%s) must be longer than --read-timeout (%s): it runs from the end of the headers, so it covers reading the body too", cfg.HTTP.WriteTimeout, cfg.HTTP.ReadTimeout)
+	case cfg.HTTP.MaxHeaderBytes < 4<<10:
+		return fmt.Errorf("--max-header-bytes must be at least 4096")
+	case cfg.HTTP.MaxConns < 1:
+		return fmt.Errorf("--max-conns must be at least 1")
 	case latency < 0:
 		return fmt.Errorf("--sim-latency cannot be negative")
 	case !(failures >= 0 && failures <= 1):
@@ -178,26 +212,26 @@ func sources(cmd *cobra.Command, db *store.DB) ([]enrich.Source, error) {
 	return out, nil
 }
 
-// serve runs the API and the workers until ctx ends, then stops accepting, and gives
+// serve runs the API on cfg.Addr and the workers until ctx ends, then stops accepting, and gives
 // requests in flight and tasks already claimed cfg.ShutdownGrace to finish; tasks
 // still running then go back to the queue. With an adminAddr, /healthz, /readyz and
 // /metrics are served there instead of on addr.
-func serve(ctx context.Context, addr, adminAddr string, db *store.DB, cfg server.Config) error {
+func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Config) error {
 	srv := server.New(db, cfg)
-	ln, err := net.Listen("tcp", addr)
+	ln, err := cfg.HTTP.Listen(cfg.Addr)
 	if err != nil {
 		return err
 	}
 	errLog := slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
-	servers := []*http.Server{{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}}
+	servers := []*http.Server{cfg.HTTP.HTTPServer(srv, errLog)}
 	listeners := []net.Listener{ln}
 	if adminAddr != "" {
-		adminLn, err := net.Listen("tcp", adminAddr)
+		adminLn, err := cfg.HTTP.Listen(adminAddr)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("--admin-addr: %w", err)
 		}
-		servers = append(servers, &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog})
+		servers = append(servers, cfg.HTTP.HTTPServer(srv.AdminHandler(), errLog))
 		listeners = append(listeners, adminLn)
 	}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))

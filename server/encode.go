@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"enrichd/enrich"
 )
@@ -28,20 +31,34 @@ func encode(w http.ResponseWriter, status int, v any) {
 // 64 KiB, sent as application/json.
 func decode[T any](r *http.Request) (T, error) {
 	var v T
-	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mediaType != "application/json" {
-		return v, enrich.Errorf(enrich.KindInvalid, "send the body as JSON with the header Content-Type: application/json")
+	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mediaType != "application/json" || err != nil {
+		return v, enrich.Errorf(enrich.KindInvalid, "send the body as JSON with the header Content-Type: application/json (or application/json; charset=utf-8)")
+	}
+	// JSON is UTF-8 (RFC 8259): a body announced in another charset would be read as
+	// something it is not.
+	if charset, ok := params["charset"]; ok && !strings.EqualFold(charset, "utf-8") {
+		return v, enrich.Errorf(enrich.KindInvalid, "the body must be UTF-8: send Content-Type: application/json or application/json; charset=utf-8, not charset=%s", clip(charset, 40))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body is larger than %d KiB", maxBody>>10)
 	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body did not arrive within the server's read timeout; send it at once")
+	}
 	if err != nil {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body could not be read: %v", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body is empty; send a JSON object")
+	}
+	// encoding/json would quietly turn invalid bytes inside a string into U+FFFD, so
+	// a key or a name would be stored and charged as something never sent.
+	if !utf8.Valid(body) {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body is not valid UTF-8 (first bad byte at offset %d); send JSON encoded as UTF-8", invalidUTF8At(body))
 	}
 	if err := exactFieldNames(body, reflect.TypeFor[T]()); err != nil {
 		return v, err
@@ -54,7 +71,74 @@ func decode[T any](r *http.Request) (T, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body must hold a single JSON object")
 	}
+	// An escaped half of a surrogate pair names no character; encoding/json would
+	// quietly turn it into U+FFFD, as it does invalid bytes.
+	if at := loneSurrogateAt(body); at >= 0 {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body is not valid UTF-8: the escape at offset %d is half of a surrogate pair; escape a character outside the BMP as a pair (\\ud83d\\ude00) or send it as UTF-8", at)
+	}
 	return v, nil
+}
+
+// loneSurrogateAt is the offset of the first \u escape in a JSON text that is a
+// surrogate not completed by its other half, or -1. body is valid JSON.
+func loneSurrogateAt(body []byte) int {
+	inString := false
+	for i := 0; i < len(body); i++ {
+		if !inString {
+			inString = body[i] == '"'
+			continue
+		}
+		switch body[i] {
+		case '"':
+			inString = false
+		case '\\':
+			r, ok := hexEscape(body, i)
+			if !ok {
+				i++ // a one-character escape
+				continue
+			}
+			if utf16.IsSurrogate(r) {
+				if low, ok := hexEscape(body, i+6); r < 0xdc00 && ok && low >= 0xdc00 && low <= 0xdfff {
+					i += 11
+					continue
+				}
+				return i
+			}
+			i += 5
+		}
+	}
+	return -1
+}
+
+// hexEscape reads the \uXXXX escape at body[i:].
+func hexEscape(body []byte, i int) (rune, bool) {
+	if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
+	return rune(n), err == nil
+}
+
+// invalidUTF8At is the offset of the first byte of body that is not part of valid
+// UTF-8.
+func invalidUTF8At(body []byte) int {
+	for i := 0; i < len(body); {
+		r, n := utf8.DecodeRune(body[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(body)
+}
+
+// clip shortens s to at most n bytes for an error message, so a hostile value is not
+// echoed back whole.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 // exactFieldNames refuses a top-level field whose name is not one of the struct's JSON
@@ -81,10 +165,10 @@ func exactFieldNames(body []byte, t reflect.Type) error {
 		}
 		name, _ := tok.(string)
 		if !known[name] {
-			return enrich.Errorf(enrich.KindInvalid, "unknown field %q", name)
+			return enrich.Errorf(enrich.KindInvalid, "unknown field %q", clip(name, 64))
 		}
 		if seen[name] {
-			return enrich.Errorf(enrich.KindInvalid, "field %q is sent twice", name)
+			return enrich.Errorf(enrich.KindInvalid, "field %q is sent twice", clip(name, 64))
 		}
 		seen[name] = true
 		var value json.RawMessage

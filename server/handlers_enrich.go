@@ -68,14 +68,29 @@ func handleEnrichPerson(s *Server) http.Handler {
 	})
 }
 
+// idempotencyKey reads the Idempotency-Key header: at most 255 characters, sent at
+// most once (of two keys, which one binds the request would be a guess).
+func idempotencyKey(r *http.Request) (string, error) {
+	keys := r.Header.Values("Idempotency-Key")
+	switch {
+	case len(keys) == 0:
+		return "", nil
+	case len(keys) > 1:
+		return "", enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is sent %d times; send it once", len(keys))
+	case utf8.RuneCountInString(keys[0]) > maxIdempotencyKey:
+		return "", enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is longer than %d characters (%d sent)", maxIdempotencyKey, utf8.RuneCountInString(keys[0]))
+	}
+	return keys[0], nil
+}
+
 // enqueue creates the task for a validated input and answers with the enqueue
 // response: 200 when the task settled inside the request (a fresh stored record, or a
 // refused email address, failed and refunded at once) or is an idempotent replay, 202
 // when it was queued.
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input, loopID *string, req any) {
-	key := r.Header.Get("Idempotency-Key")
-	if utf8.RuneCountInString(key) > maxIdempotencyKey {
-		s.error(w, r, enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is longer than %d characters", maxIdempotencyKey))
+	key, err := idempotencyKey(r)
+	if err != nil {
+		s.error(w, r, err)
 		return
 	}
 	bind := info(r).route + "\n"

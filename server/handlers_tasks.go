@@ -16,6 +16,9 @@ import (
 const (
 	defaultPageSize = 25
 	maxPageSize     = 100
+	// maxPageOffset bounds the rows a page skips (page × pageSize): the database walks
+	// every skipped row, so an unbounded page is unbounded work for one request.
+	maxPageOffset = 10_000
 )
 
 func handleGetTask(s *Server) http.Handler {
@@ -71,14 +74,20 @@ func handleListTasks(s *Server) http.Handler {
 }
 
 // pageParams reads the paging of a list: page from 0, pageSize from 1 to 100, 25 when
-// absent.
+// absent, and page × pageSize at most maxPageOffset.
 func pageParams(r *http.Request) (page, size int, err error) {
 	q := r.URL.Query()
-	if page, err = intParam(q, "page", 0, 0, 1_000_000_000); err != nil {
+	if page, err = intParam(q, "page", 0, 0, maxPageOffset); err != nil {
 		return 0, 0, err
 	}
-	size, err = intParam(q, "pageSize", defaultPageSize, 1, maxPageSize)
-	return page, size, err
+	if size, err = intParam(q, "pageSize", defaultPageSize, 1, maxPageSize); err != nil {
+		return 0, 0, err
+	}
+	if page*size > maxPageOffset {
+		return 0, 0, enrich.Errorf(enrich.KindInvalid, "page × pageSize must be at most %d (the rows a page may skip), not %d × %d = %d; a list reaches back %d rows",
+			maxPageOffset, page, size, page*size, maxPageOffset)
+	}
+	return page, size, nil
 }
 
 // intParam reads an integer query parameter from lo to hi: plain digits, def when the

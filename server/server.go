@@ -6,7 +6,9 @@
 package server
 
 import (
+	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"enrichd/webhook"
 
 	"github.com/julienschmidt/httprouter"
+	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 )
 
@@ -55,7 +58,38 @@ type Config struct {
 	MaintenanceInterval time.Duration
 	// SeparateAdmin leaves /healthz, /readyz and /metrics to AdminHandler, off the API.
 	SeparateAdmin bool
+
+	// Addr is where serve listens for the API.
+	Addr string
+	// HTTP bounds what one connection may hold of the server, on the API's listener and
+	// on the admin one.
+	HTTP HTTPLimits
 }
+
+// HTTPLimits bounds the connections of a listener, so that no client can hold the
+// server open: a connection is dropped when its request headers or body arrive too
+// slowly, its response cannot be written in time, or it idles too long, and the
+// connections open at once are capped.
+type HTTPLimits struct {
+	ReadHeaderTimeout time.Duration // to read a request's headers
+	// ReadTimeout is the time to read a whole request, body included.
+	ReadTimeout time.Duration
+	// WriteTimeout runs from the end of the request headers to the end of the response:
+	// it must cover reading the body (ReadTimeout) and the slowest handler, which is
+	// creating or updating a Loop (a DNS lookup of up to 5 s, then a write that may wait
+	// for the single writer connection).
+	WriteTimeout   time.Duration
+	IdleTimeout    time.Duration // a keep-alive connection waiting for its next request
+	MaxHeaderBytes int           // request line and headers
+	// MaxConns caps the connections open at once; past it, new connections wait in the
+	// kernel's backlog until one closes.
+	MaxConns int
+}
+
+// DefaultShutdownGrace is serve's default Config.ShutdownGrace. DefaultConfig leaves
+// the grace at zero (tasks go back to the queue at once), which is what a server built
+// into a program or a test wants; serve, a process stopped by a signal, waits.
+const DefaultShutdownGrace = 30 * time.Second
 
 // Rate is a token bucket: Limit requests a second, bursts of up to Burst.
 type Rate struct {
@@ -82,7 +116,58 @@ func DefaultConfig() Config {
 		MaintenanceInterval: time.Minute,
 
 		EmailMaxRetrievals: enrich.DefaultMaxRetrievals,
+
+		Addr: "127.0.0.1:8080",
+		HTTP: HTTPLimits{
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			WriteTimeout:      60 * time.Second,
+			IdleTimeout:       60 * time.Second,
+			MaxHeaderBytes:    32 << 10,
+			MaxConns:          1024,
+		},
 	}
+}
+
+// HTTPServer returns an http.Server for h bounded by the limits; a zero limit takes its
+// default.
+func (l HTTPLimits) HTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
+	l = l.withDefaults()
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ErrorLog:          errorLog,
+	}
+}
+
+// Listen listens on addr and accepts at most MaxConns connections at once.
+func (l HTTPLimits) Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return netutil.LimitListener(ln, l.withDefaults().MaxConns), nil
+}
+
+func (l HTTPLimits) withDefaults() HTTPLimits {
+	def := DefaultConfig().HTTP
+	for _, f := range []struct{ v, def *time.Duration }{{&l.ReadHeaderTimeout, &def.ReadHeaderTimeout},
+		{&l.ReadTimeout, &def.ReadTimeout}, {&l.WriteTimeout, &def.WriteTimeout}, {&l.IdleTimeout, &def.IdleTimeout}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = def.MaxHeaderBytes
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = def.MaxConns
+	}
+	return l
 }
 
 // Server is the HTTP API and the task workers over one database.

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+// TestServeDropsStalledConnections runs serve with a short --read-timeout from the
+// environment and holds a stalled body on the API and stalled headers on the admin
+// listener: both are dropped, and nothing is charged.
+func TestServeDropsStalledConnections(t *testing.T) {
+	is := is.New(t)
+	db := newDBPath(t)
+	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
+	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "10", "--db", db)
+	t.Setenv("ENRICHD_READ_TIMEOUT", "300ms") // the environment sets it as the flag would
+
+	ctx, cancel := context.WithCancel(context.Background())
+	logs, done := startServe(t, ctx, "--db", db, "--read-header-timeout", "300ms", "--write-timeout", "5s", "--admin-addr", "127.0.0.1:0")
+	defer func() { cancel(); <-done }()
+	api := strings.TrimPrefix(logField(t, logs, "enrichd listening", "addr"), "http://")
+	admin := strings.TrimPrefix(logField(t, logs, "enrichd listening", "admin_addr"), "http://")
+
+	stalled := map[string]string{
+		api: fmt.Sprintf("POST /v1/companies/enrich HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"domain\":", key),
+		admin: "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow",
+	}
+	for addr, partial := range stalled {
+		c, err := net.Dial("tcp", addr)
+		is.NoErr(err)
+		defer c.Close()
+		io.WriteString(c, partial)
+		c.SetReadDeadline(time.Now().Add(20 * time.Second)) // far above the 300ms under test
+		got, err := io.ReadAll(c)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s: the stalled connection is still open; read %q", addr, got)
+		}
+	}
+	is.Equal(balance(t, db, "acme"), "10") // nothing charged
+}
+
+func TestServeRefusesUnboundedConnections(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--read-timeout", "0s"}, "--read-timeout"},
+		{[]string{"--idle-timeout", "0s"}, "--idle-timeout"},
+		{[]string{"--write-timeout", "0s"}, "--write-timeout"},
+		{[]string{"--read-header-timeout", "0s"}, "--read-header-timeout"},
+		{[]string{"--read-timeout", "90s"}, "--write-timeout (1m0s) must be longer than --read-timeout (1m30s)"},
+		{[]string{"--max-conns", "0"}, "--max-conns"},
+		{[]string{"--max-header-bytes", "100"}, "--max-header-bytes must be at least 4096"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			msg := runServeExpectError(t, append([]string{"serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0"}, tt.args...)...)
+			contains(t, msg, tt.want)
+		})
+	}
+}
+
+// TestServeHelpShowsTheDefaults checks that serve's flags show server.DefaultConfig's
+// values, where the defaults are set.
+func TestServeHelpShowsTheDefaults(t *testing.T) {
+	t.Parallel()
+	help := mustCLI(t, "serve", "--help")
+	for _, want := range []string{
+		`--addr string`, `(default "127.0.0.1:8080")`,
+		`--rate-ip string`, `(default "100/200")`,
+		`--read-header-timeout duration`, `(default 10s)`,
+		`--read-timeout duration`, `(default 30s)`,
+		`--write-timeout duration`, `(default 1m0s)`,
+		`--idle-timeout duration`, `(default 1m0s)`,
+		`--max-header-bytes int`, `(default 32768)`,
+		`--max-conns int`, `(default 1024)`,
+		`--shutdown-grace duration`, `(default 30s)`,
+	} {
+		contains(t, help, want)
+	}
+}
