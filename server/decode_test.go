@@ -18,6 +18,7 @@ func refused(t *testing.T, r *response, want string) {
 	is.Equal(r.status, http.StatusBadRequest)
 	is.True(strings.HasPrefix(r.header.Get("Content-Type"), "application/json"))
 	is.True(strings.Contains(r.str("error"), want)) // the error says what to fix
+	is.Equal(r.str("code"), "invalid_input")        // and the code a program branches on
 	if t.Failed() {
 		t.Logf("got %d %s", r.status, r.raw)
 	}

@@ -264,5 +264,11 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	encode(w, status, errorBody{Error: e.Message, Code: e.Code, CreditsRemaining: e.CreditsRemaining, QueuedTasks: e.QueuedTasks})
+	code := e.Code
+	if code == "" && status == http.StatusBadRequest {
+		// Every refused input carries the one code a program can branch on; the
+		// sentence says which field or header and which limit.
+		code = enrich.CodeInvalidInput
+	}
+	encode(w, status, errorBody{Error: e.Message, Code: code, CreditsRemaining: e.CreditsRemaining, QueuedTasks: e.QueuedTasks})
 }

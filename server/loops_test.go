@@ -588,13 +588,13 @@ func TestRunRefusesWhatTheLoopDoesNotTake(t *testing.T) {
 		status     int
 		code, want string
 	}{
-		{"email on a company Loop", companies, map[string]string{"email": "jane@acme.com"}, 400, "", "enriches companies"},
-		{"hint on a company Loop", companies, map[string]string{"domain": "acme.com", "fullName": "Jane"}, 400, "", "enriches companies"},
-		{"profile URL on a company Loop", companies, map[string]string{"networkUrl": profile}, 400, "", "company page"},
-		{"domain on a person Loop", people, map[string]string{"domain": "acme.com"}, 400, "", "enriches people"},
-		{"company page on a person Loop", people, map[string]string{"networkUrl": "https://www.linkedin.com/company/acme"}, 400, "", "profile"},
-		{"nothing on a company Loop", companies, map[string]string{}, 400, "", "send one of domain or networkUrl"},
-		{"unknown field", companies, map[string]string{"domain": "acme.com", "loop_id": companies}, 400, "", `unknown field "loop_id"`},
+		{"email on a company Loop", companies, map[string]string{"email": "jane@acme.com"}, 400, "invalid_input", "enriches companies"},
+		{"hint on a company Loop", companies, map[string]string{"domain": "acme.com", "fullName": "Jane"}, 400, "invalid_input", "enriches companies"},
+		{"profile URL on a company Loop", companies, map[string]string{"networkUrl": profile}, 400, "invalid_input", "company page"},
+		{"domain on a person Loop", people, map[string]string{"domain": "acme.com"}, 400, "invalid_input", "enriches people"},
+		{"company page on a person Loop", people, map[string]string{"networkUrl": "https://www.linkedin.com/company/acme"}, 400, "invalid_input", "profile"},
+		{"nothing on a company Loop", companies, map[string]string{}, 400, "invalid_input", "send one of domain or networkUrl"},
+		{"unknown field", companies, map[string]string{"domain": "acme.com", "loop_id": companies}, 400, "invalid_input", `unknown field "loop_id"`},
 		{"disabled Loop", disabled, map[string]string{"domain": "acme.com"}, 409, "loop_disabled", "disabled"},
 		{"unknown Loop", "0195f3a2-6b1c-7cde-8f00-123456789abc", map[string]string{"domain": "acme.com"}, 404, "not_found", "loop not found"},
 	} {
