@@ -1,4 +1,4 @@
-package enrich_test
+package source_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 	"enrichd/netguard"
 )
 
@@ -71,8 +72,8 @@ func newSites(t *testing.T, handler http.HandlerFunc) *sites {
 
 // web returns a web source whose *.test hosts lead to the listener; "nxdomain.test"
 // does not resolve. The policy allows the loopback listener unless told otherwise.
-func (s *sites) web(allowPrivate bool, network ...enrich.Source) *enrich.Web {
-	return &enrich.Web{
+func (s *sites) web(allowPrivate bool, network ...enrich.Source) *source.Web {
+	return &source.Web{
 		Network: network,
 		Policy:  netguard.Policy{AllowPrivate: allowPrivate},
 		RootCAs: s.roots,
@@ -270,7 +271,7 @@ func TestWebFailures(t *testing.T) {
 
 func TestWebFindsNoPeopleOrPages(t *testing.T) {
 	is := is.New(t)
-	w := &enrich.Web{}
+	w := &source.Web{}
 	_, err := w.PersonByURL(context.Background(), "https://www.linkedin.com/in/x")
 	is.True(errors.Is(err, enrich.ErrNotFound))
 	_, err = w.CompanyByURL(context.Background(), "https://www.linkedin.com/company/x")
