@@ -39,7 +39,7 @@ func extraSource(cmd *cobra.Command, name string) (enrich.Source, error) {
 	switch name {
 	case "web":
 		allow, _ := f.GetBool("web-allow-private")
-		return &source.Web{NetworkHost: host, Policy: netguard.Policy{AllowPrivate: allow}, Logger: logger}, nil
+		return &source.Web{NetworkHost: host, Policy: netguard.Policy{AllowPrivate: allow}, AllowHTTP: allow, Logger: logger}, nil
 	case "enrichlayer", "pdl":
 		cfg := source.VendorConfig{NetworkHost: host, Logger: logger}
 		keyEnv := map[string]string{"enrichlayer": source.EnrichLayerKeyEnv, "pdl": source.PDLKeyEnv}[name]

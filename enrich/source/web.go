@@ -26,8 +26,8 @@ import (
 )
 
 // Web is the `web` source: a company's own website. It fetches https://<domain>/
-// through the guarded client (public addresses only), follows up to five redirects,
-// and reads the page's title, meta description, Open Graph tags, JSON-LD Organization
+// through the guarded client (public addresses only), follows up to five redirects
+// (none to plain http), and reads the page's title, meta description, Open Graph tags, JSON-LD Organization
 // and its link to the company's page on the network. When it finds that page, it asks
 // the Network sources for it and merges their answer in.
 type Web struct {
@@ -37,6 +37,11 @@ type Web struct {
 	Network []enrich.Source
 	// Policy says which addresses may be dialed; the zero value allows public ones only.
 	Policy netguard.Policy
+	// AllowHTTP lets a redirect from the https page lead to plain http. Off (the
+	// default), such a site is refused as one on a private address is: what comes back
+	// over http may have been written by anyone on the path. For local development
+	// only; serve turns it on with --web-allow-private.
+	AllowHTTP bool
 	// ResolveAddr, when set, replaces the host:port a connection is made to, so that
 	// tests can serve "acme.test" from a local listener; the guard still checks the
 	// address actually dialed. Nil in production: hosts are resolved by DNS.
@@ -89,10 +94,24 @@ func (w *Web) httpClient() *http.Client {
 			tr.TLSClientConfig = &tls.Config{RootCAs: w.RootCAs}
 		}
 		c.Transport = countingTransport{next: tr, meter: &w.meter}
+		guarded := c.CheckRedirect
+		c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if err := guarded(req, via); err != nil {
+				return err
+			}
+			// The fetch starts at https, so any hop over http is a downgrade.
+			if req.URL.Scheme != "https" && !w.AllowHTTP {
+				return errDowngrade
+			}
+			return nil
+		}
 		w.client = c
 	})
 	return w.client
 }
+
+// errDowngrade refuses a redirect from https to plain http.
+var errDowngrade = errors.New("redirects from https to plain http")
 
 // countingTransport counts every request sent, redirects included.
 type countingTransport struct {
@@ -156,6 +175,9 @@ func (w *Web) fetch(ctx context.Context, domain string) ([]byte, *url.URL, error
 		case errors.Is(err, netguard.ErrNotPublic):
 			w.meter.fail("web: " + domain + " leads to an address that is not public")
 			return nil, nil, fmt.Errorf("web: %s leads to an address that is not public, which is never fetched: %w", domain, enrich.ErrNotFound)
+		case errors.Is(err, errDowngrade):
+			w.meter.fail("web: " + domain + " redirects from https to plain http")
+			return nil, nil, fmt.Errorf("web: %s redirects from https to plain http, which is never followed: %w", domain, enrich.ErrNotFound)
 		}
 		w.meter.fail("web: " + domain + ": " + err.Error())
 		return nil, nil, fmt.Errorf("web: %s could not be fetched: %v: %w", domain, err, enrich.ErrUnavailable)
