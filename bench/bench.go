@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 	"enrichd/netguard"
 	"enrichd/server"
 	"enrichd/store"
@@ -167,7 +168,7 @@ func newEnv(ctx context.Context, opt Options, configure func(*server.Config)) (*
 	cfg.RateIP, cfg.RateKey = server.Rate{}, server.Rate{}
 	// The log line of every request is part of the cost measured; it goes nowhere.
 	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	cfg.Sources = []enrich.Source{&enrich.Sim{NetworkHost: enrich.DefaultNetworkHost}}
+	cfg.Sources = []enrich.Source{&source.Sim{NetworkHost: enrich.DefaultNetworkHost}}
 	cfg.WebhookPolicy = netguard.Policy{AllowPrivate: true} // the receiver is on loopback
 	if configure != nil {
 		configure(&cfg)
@@ -537,7 +538,7 @@ func (e *env) deliveryLatencies(ctx context.Context, orgID, loopID string) (late
 func fair(ctx context.Context, opt Options) (Result, error) {
 	e, err := newEnv(ctx, opt, func(cfg *server.Config) {
 		// A source that takes a little time, so that the bulk upload is a real backlog.
-		cfg.Sources = []enrich.Source{&enrich.Sim{NetworkHost: enrich.DefaultNetworkHost, Latency: 5 * time.Millisecond}}
+		cfg.Sources = []enrich.Source{&source.Sim{NetworkHost: enrich.DefaultNetworkHost, Latency: 5 * time.Millisecond}}
 	})
 	if err != nil {
 		return Result{}, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 	"enrichd/server"
 	"enrichd/store"
 
@@ -196,7 +197,7 @@ func sources(cmd *cobra.Command, db *store.DB) ([]enrich.Source, error) {
 		case "sim":
 			latency, _ := cmd.Flags().GetDuration("sim-latency")
 			failures, _ := cmd.Flags().GetFloat64("sim-failure-rate")
-			out = append(out, &enrich.Sim{NetworkHost: host, Latency: latency, FailureRate: failures})
+			out = append(out, &source.Sim{NetworkHost: host, Latency: latency, FailureRate: failures})
 		default:
 			src, err := extraSource(cmd, name)
 			if err != nil {

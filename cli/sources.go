@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 	"enrichd/netguard"
 
 	"github.com/spf13/cobra"
@@ -18,10 +19,10 @@ const knownSources = "dataset, sim, web, enrichlayer, pdl"
 
 // addSourceFlags adds the flags of the web and vendor sources to serve.
 func addSourceFlags(f *pflag.FlagSet) {
-	f.String("enrichlayer-url", "https://enrichlayer.com", "enrichlayer source: base URL of the Enrich Layer API (key from "+enrich.EnrichLayerKeyEnv+")")
+	f.String("enrichlayer-url", "https://enrichlayer.com", "enrichlayer source: base URL of the Enrich Layer API (key from "+source.EnrichLayerKeyEnv+")")
 	f.String("enrichlayer-rate", "5/5", "enrichlayer source: requests per second/burst to Enrich Layer; 0 turns the limit off")
 	f.Int("enrichlayer-concurrency", 4, "enrichlayer source: requests in flight to Enrich Layer at once")
-	f.String("pdl-url", "https://api.peopledatalabs.com", "pdl source: base URL of the People Data Labs API (key from "+enrich.PDLKeyEnv+")")
+	f.String("pdl-url", "https://api.peopledatalabs.com", "pdl source: base URL of the People Data Labs API (key from "+source.PDLKeyEnv+")")
 	f.String("pdl-rate", "1/5", "pdl source: requests per second/burst to People Data Labs; 0 turns the limit off")
 	f.Int("pdl-concurrency", 4, "pdl source: requests in flight to People Data Labs at once")
 	f.Bool("web-allow-private", false, "web source: also fetch sites on private and loopback addresses, over http too (local development only)")
@@ -38,10 +39,10 @@ func extraSource(cmd *cobra.Command, name string) (enrich.Source, error) {
 	switch name {
 	case "web":
 		allow, _ := f.GetBool("web-allow-private")
-		return &enrich.Web{NetworkHost: host, Policy: netguard.Policy{AllowPrivate: allow}, Logger: logger}, nil
+		return &source.Web{NetworkHost: host, Policy: netguard.Policy{AllowPrivate: allow}, AllowHTTP: allow, Logger: logger}, nil
 	case "enrichlayer", "pdl":
-		cfg := enrich.VendorConfig{NetworkHost: host, Logger: logger}
-		keyEnv := map[string]string{"enrichlayer": enrich.EnrichLayerKeyEnv, "pdl": enrich.PDLKeyEnv}[name]
+		cfg := source.VendorConfig{NetworkHost: host, Logger: logger}
+		keyEnv := map[string]string{"enrichlayer": source.EnrichLayerKeyEnv, "pdl": source.PDLKeyEnv}[name]
 		cfg.APIKey = os.Getenv(keyEnv)
 		if strings.TrimSpace(cfg.APIKey) == "" {
 			return nil, fmt.Errorf("--sources %s needs its API key in the environment variable %s", name, keyEnv)
@@ -61,9 +62,9 @@ func extraSource(cmd *cobra.Command, name string) (enrich.Source, error) {
 		}
 		var src enrich.Source
 		if name == "enrichlayer" {
-			src, err = enrich.NewEnrichLayer(cfg)
+			src, err = source.NewEnrichLayer(cfg)
 		} else {
-			src, err = enrich.NewPDL(cfg)
+			src, err = source.NewPDL(cfg)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("--sources %s: %w (--%s-url)", name, err, name)
@@ -76,7 +77,7 @@ func extraSource(cmd *cobra.Command, name string) (enrich.Source, error) {
 // linkWeb gives the web source the others to ask for the company page a site links to.
 func linkWeb(sources []enrich.Source) {
 	for _, s := range sources {
-		if w, ok := s.(*enrich.Web); ok {
+		if w, ok := s.(*source.Web); ok {
 			for _, other := range sources {
 				if other != s {
 					w.Network = append(w.Network, other)

@@ -1,7 +1,6 @@
 package enrich
 
 import (
-	"sync"
 	"time"
 )
 
@@ -27,38 +26,4 @@ func StatsOf(src Source) SourceStats {
 		return m.Stats()
 	}
 	return SourceStats{Name: src.Name()}
-}
-
-// meter counts the upstream requests of one source. Errors are requests that did not
-// get an answer the source could use: transport failures, 5xx, 429, refused keys. A
-// 404 is an answer ("not known"), not an error.
-type meter struct {
-	mu        sync.Mutex
-	calls     int64
-	errors    int64
-	lastErr   string
-	lastErrAt time.Time
-}
-
-func (m *meter) call() {
-	m.mu.Lock()
-	m.calls++
-	m.mu.Unlock()
-}
-
-func (m *meter) fail(msg string) {
-	m.mu.Lock()
-	m.errors++
-	m.lastErr, m.lastErrAt = msg, time.Now().UTC().Truncate(time.Millisecond)
-	m.mu.Unlock()
-}
-
-func (m *meter) stats(name string) SourceStats {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := SourceStats{Name: name, Calls: Ptr(m.calls), Errors: Ptr(m.errors)}
-	if m.lastErr != "" {
-		s.LastError, s.LastErrorAt = Ptr(m.lastErr), Ptr(m.lastErrAt)
-	}
-	return s
 }

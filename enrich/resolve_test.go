@@ -9,6 +9,7 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 )
 
 // noneHeld holds nothing: every lookup goes to the sources.
@@ -29,7 +30,7 @@ func (noneHeld) Gathering(context.Context, string, time.Time) (*enrich.Gathering
 // at the company shares resolves to their profile; one who left does not.
 func TestResolveEmailOnTheSimNetwork(t *testing.T) {
 	is := is.New(t)
-	sim := &enrich.Sim{}
+	sim := &source.Sim{}
 	p := &enrich.Pipeline{Sources: []enrich.Source{sim}, Held: noneHeld{}}
 	staff := sim.Staff("acme")
 	names := map[string]int{}
@@ -80,7 +81,7 @@ func TestResolveEmailWithoutStaffSearch(t *testing.T) {
 // The README's sim examples stay true.
 func TestResolveEmailSimExamplesOfTheReadme(t *testing.T) {
 	is := is.New(t)
-	p := &enrich.Pipeline{Sources: []enrich.Source{&enrich.Sim{}}, Held: noneHeld{}}
+	p := &enrich.Pipeline{Sources: []enrich.Source{&source.Sim{}}, Held: noneHeld{}}
 	ask := func(address string, hints enrich.Hints) enrich.EmailOutcome {
 		return p.ResolveEmail(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: address, Hints: hints})
 	}

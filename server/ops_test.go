@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 	"enrichd/server"
 
 	"github.com/matryer/is"
@@ -75,7 +76,7 @@ func TestMetricsFollowTraffic(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer vendor.Close()
-	el, err := enrich.NewEnrichLayer(enrich.VendorConfig{APIKey: "k", BaseURL: vendor.URL, Attempts: 1, Backoff: time.Millisecond,
+	el, err := source.NewEnrichLayer(source.VendorConfig{APIKey: "k", BaseURL: vendor.URL, Attempts: 1, Backoff: time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	is.NoErr(err)
 	e := newEnv(t, allowPrivateWebhooks, func(c *server.Config) { c.Sources = []enrich.Source{el} })

@@ -13,6 +13,7 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 	"enrichd/server"
 )
 
@@ -32,7 +33,7 @@ func TestStatusShowsSourceCounters(t *testing.T) {
 	defer vendor.Close()
 	const key = "status-test-key-0c9d"
 	vendorLogs := &bytes.Buffer{}
-	el, err := enrich.NewEnrichLayer(enrich.VendorConfig{
+	el, err := source.NewEnrichLayer(source.VendorConfig{
 		APIKey: key, BaseURL: vendor.URL, Attempts: 2, Backoff: time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(vendorLogs, nil)),
 	})

@@ -1,7 +1,8 @@
 // Package store owns every SQL statement of enrichd: organizations and API keys, the
 // credit ledger, tasks and their queue, idempotency keys, and the company and person
 // records (the 30-day store and the imported dataset), and the file itself: backups,
-// retention, checkpoints. It knows no HTTP.
+// retention, checkpoints. It knows no HTTP. It also implements the `dataset` source
+// (DB.Dataset): the enrich.Source over the imported records, SQL like the rest.
 //
 // All writes go through one connection whose transactions begin IMMEDIATE, so writers
 // queue in Go instead of failing with SQLITE_BUSY; reads use a separate pool.

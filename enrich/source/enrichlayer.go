@@ -1,4 +1,4 @@
-package enrich
+package source
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"enrichd/enrich"
 )
 
 // EnrichLayerKeyEnv is where the Enrich Layer API key is read from.
@@ -20,13 +22,13 @@ const EnrichLayerKeyEnv = "ENRICHLAYER_API_KEY"
 // domain 3 (resolve 2, then the page 1), person 1, staff search 10.
 type EnrichLayer struct {
 	api  *vendorAPI
-	norm Normalizer
+	norm normalizer
 }
 
 var (
-	_ Source        = (*EnrichLayer)(nil)
-	_ StaffSearcher = (*EnrichLayer)(nil)
-	_ Metered       = (*EnrichLayer)(nil)
+	_ enrich.Source        = (*EnrichLayer)(nil)
+	_ enrich.StaffSearcher = (*EnrichLayer)(nil)
+	_ enrich.Metered       = (*EnrichLayer)(nil)
 )
 
 // NewEnrichLayer builds the adapter. Defaults: https://enrichlayer.com, 5 requests a
@@ -38,11 +40,11 @@ func NewEnrichLayer(cfg VendorConfig) (*EnrichLayer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &EnrichLayer{api: api, norm: Normalizer{NetworkHost: cfg.NetworkHost}}, nil
+	return &EnrichLayer{api: api, norm: newNormalizer(cfg.NetworkHost)}, nil
 }
 
-func (e *EnrichLayer) Name() string       { return "enrichlayer" }
-func (e *EnrichLayer) Stats() SourceStats { return e.api.meter.stats(e.Name()) }
+func (e *EnrichLayer) Name() string              { return "enrichlayer" }
+func (e *EnrichLayer) Stats() enrich.SourceStats { return e.api.meter.stats(e.Name()) }
 
 // elDate is the vendor's date: day and month may be null.
 type elDate struct {
@@ -115,7 +117,7 @@ type elProfile struct {
 }
 
 // CompanyByURL reads the company page: GET /api/v2/company?url=.
-func (e *EnrichLayer) CompanyByURL(ctx context.Context, networkURL string) (*Company, error) {
+func (e *EnrichLayer) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
 	var c elCompany
 	if err := e.api.get(ctx, "/api/v2/company", url.Values{"url": {networkURL}}, &c); err != nil {
 		return nil, err
@@ -125,7 +127,7 @@ func (e *EnrichLayer) CompanyByURL(ctx context.Context, networkURL string) (*Com
 
 // CompanyByDomain finds the domain's company page (GET /api/v2/company/resolve), then
 // reads it. A page that lists another website gives an unconfirmed redirect to it.
-func (e *EnrichLayer) CompanyByDomain(ctx context.Context, domain string) (*Company, error) {
+func (e *EnrichLayer) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
 	page, err := e.resolve(ctx, domain)
 	if err != nil {
 		return nil, err
@@ -147,21 +149,21 @@ func (e *EnrichLayer) resolve(ctx context.Context, domain string) (string, error
 	}
 	page := e.norm.companyURLOf(r.URL)
 	if page == nil {
-		return "", fmt.Errorf("enrichlayer: no company page for %s: %w", domain, ErrNotFound)
+		return "", fmt.Errorf("enrichlayer: no company page for %s: %w", domain, enrich.ErrNotFound)
 	}
 	return *page, nil
 }
 
-func (e *EnrichLayer) company(c *elCompany, networkURL string) (*Company, error) {
+func (e *EnrichLayer) company(c *elCompany, networkURL string) (*enrich.Company, error) {
 	name := text(c.Name)
 	if name == nil {
-		return nil, fmt.Errorf("enrichlayer: %s has no name: %w", networkURL, ErrNotFound)
+		return nil, fmt.Errorf("enrichlayer: %s has no name: %w", networkURL, enrich.ErrNotFound)
 	}
-	out := &Company{
+	out := &enrich.Company{
 		Name:             *name,
-		EnrichmentStatus: StatusEnriched,
+		EnrichmentStatus: enrich.StatusEnriched,
 		Domain:           e.norm.domainOf(c.Website),
-		NetworkURL:       Ptr(networkURL),
+		NetworkURL:       enrich.Ptr(networkURL),
 		NetworkID:        text(c.LinkedinInternalID),
 		NetworkFollowers: c.FollowerCount,
 		EmployeeCount:    c.CompanySizeOnLinkedin,
@@ -197,13 +199,13 @@ func headquarters(parts map[string]*string) map[string]any {
 }
 
 // PersonByURL reads the profile: GET /api/v2/profile?profile_url=.
-func (e *EnrichLayer) PersonByURL(ctx context.Context, networkURL string) (*Person, error) {
+func (e *EnrichLayer) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
 	var p elProfile
 	if err := e.api.get(ctx, "/api/v2/profile", url.Values{"profile_url": {networkURL}}, &p); err != nil {
 		return nil, err
 	}
-	out := &Person{
-		NetworkURL:         Ptr(networkURL),
+	out := &enrich.Person{
+		NetworkURL:         enrich.Ptr(networkURL),
 		FullName:           text(p.FullName),
 		FirstName:          text(p.FirstName),
 		LastName:           text(p.LastName),
@@ -214,11 +216,11 @@ func (e *EnrichLayer) PersonByURL(ctx context.Context, networkURL string) (*Pers
 		CountryCode:        countryCode(p.Country),
 		NetworkFollowers:   p.FollowerCount,
 		NetworkConnections: p.Connections,
-		EnrichmentStatus:   StatusEnriched,
-		Positions:          []Position{},
+		EnrichmentStatus:   enrich.StatusEnriched,
+		Positions:          []enrich.Position{},
 	}
 	for _, x := range p.Experiences {
-		pos := Position{
+		pos := enrich.Position{
 			Title:             text(x.Title),
 			CompanyName:       text(x.Company),
 			CompanyNetworkURL: e.norm.companyURLOf(x.CompanyLinkedinProfileURL),
@@ -239,13 +241,13 @@ func countryCode(s *string) *string {
 	if t == nil || len(*t) != 2 {
 		return nil
 	}
-	return Ptr(strings.ToUpper(*t))
+	return enrich.Ptr(strings.ToUpper(*t))
 }
 
 // SearchStaff asks the employee search (GET /api/v2/company/employee/search/) for the
 // company's page, with the names as a boolean keyword ("smith OR john"). The hits are
 // leads: the caller reads each profile and confirms it.
-func (e *EnrichLayer) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error) {
+func (e *EnrichLayer) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	keyword := booleanOr(q.Names, 255)
 	if q.Company == nil || keyword == "" {
 		return nil, nil
@@ -282,13 +284,13 @@ func (e *EnrichLayer) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMem
 	if err != nil {
 		return nil, err
 	}
-	var out []StaffMember
+	var out []enrich.StaffMember
 	for _, emp := range r.Employees {
 		u := e.norm.personURLOf(emp.ProfileURL)
 		if u == nil {
 			continue
 		}
-		m := StaffMember{NetworkURL: *u}
+		m := enrich.StaffMember{NetworkURL: *u}
 		if emp.Profile != nil && emp.Profile.FullName != nil {
 			m.FullName = strings.TrimSpace(*emp.Profile.FullName)
 		}

@@ -1,4 +1,4 @@
-package enrich_test
+package source_test
 
 import (
 	"context"
@@ -13,22 +13,23 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 )
 
 var simNow = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 
-func newSim() *enrich.Sim {
-	return &enrich.Sim{Now: func() time.Time { return simNow }}
+func newSim() *source.Sim {
+	return &source.Sim{Now: func() time.Time { return simNow }}
 }
 
 // simCall is one question asked of the sim source, by name.
 type simCall struct {
 	name   string
 	target string
-	ask    func(ctx context.Context, s *enrich.Sim, target string) (any, error)
+	ask    func(ctx context.Context, s *source.Sim, target string) (any, error)
 }
 
-func byDomain(ctx context.Context, s *enrich.Sim, t string) (any, error) {
+func byDomain(ctx context.Context, s *source.Sim, t string) (any, error) {
 	c, err := s.CompanyByDomain(ctx, t)
 	if c == nil {
 		return nil, err
@@ -36,7 +37,7 @@ func byDomain(ctx context.Context, s *enrich.Sim, t string) (any, error) {
 	return c, err
 }
 
-func byCompanyURL(ctx context.Context, s *enrich.Sim, t string) (any, error) {
+func byCompanyURL(ctx context.Context, s *source.Sim, t string) (any, error) {
 	c, err := s.CompanyByURL(ctx, t)
 	if c == nil {
 		return nil, err
@@ -44,7 +45,7 @@ func byCompanyURL(ctx context.Context, s *enrich.Sim, t string) (any, error) {
 	return c, err
 }
 
-func byPersonURL(ctx context.Context, s *enrich.Sim, t string) (any, error) {
+func byPersonURL(ctx context.Context, s *source.Sim, t string) (any, error) {
 	p, err := s.PersonByURL(ctx, t)
 	if p == nil {
 		return nil, err
@@ -103,7 +104,7 @@ func TestSimDifferentInputsDiffer(t *testing.T) {
 func TestSimCompany(t *testing.T) {
 	tests := []struct {
 		name       string
-		ask        func(ctx context.Context, s *enrich.Sim) (*enrich.Company, error)
+		ask        func(ctx context.Context, s *source.Sim) (*enrich.Company, error)
 		host       string
 		wantName   string
 		wantDomain string
@@ -111,7 +112,7 @@ func TestSimCompany(t *testing.T) {
 	}{
 		{
 			name: "by domain",
-			ask: func(ctx context.Context, s *enrich.Sim) (*enrich.Company, error) {
+			ask: func(ctx context.Context, s *source.Sim) (*enrich.Company, error) {
 				return s.CompanyByDomain(ctx, "acme.com")
 			},
 			wantName:   "Acme",
@@ -120,7 +121,7 @@ func TestSimCompany(t *testing.T) {
 		},
 		{
 			name: "by url",
-			ask: func(ctx context.Context, s *enrich.Sim) (*enrich.Company, error) {
+			ask: func(ctx context.Context, s *source.Sim) (*enrich.Company, error) {
 				return s.CompanyByURL(ctx, "https://www.linkedin.com/company/acme-corp")
 			},
 			wantName:   "Acme Corp",
@@ -130,7 +131,7 @@ func TestSimCompany(t *testing.T) {
 		{
 			name: "configured host",
 			host: "network.example",
-			ask: func(ctx context.Context, s *enrich.Sim) (*enrich.Company, error) {
+			ask: func(ctx context.Context, s *source.Sim) (*enrich.Company, error) {
 				return s.CompanyByDomain(ctx, "globex.co.uk")
 			},
 			wantName:   "Globex",

@@ -1,4 +1,4 @@
-package enrich
+package source
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"enrichd/enrich"
 )
 
 // Sim is the `sim` source: a synthetic network, not real data. Every company and
@@ -25,45 +27,45 @@ type Sim struct {
 }
 
 var (
-	_ Source        = (*Sim)(nil)
-	_ StaffSearcher = (*Sim)(nil)
+	_ enrich.Source        = (*Sim)(nil)
+	_ enrich.StaffSearcher = (*Sim)(nil)
 )
 
 func (s *Sim) Name() string { return "sim" }
 
-func (s *Sim) CompanyByDomain(ctx context.Context, domain string) (*Company, error) {
+func (s *Sim) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
 	if err := s.call(ctx); err != nil {
 		return nil, err
 	}
 	label, _, _ := strings.Cut(domain, ".")
 	if strings.HasPrefix(label, "missing") {
-		return nil, fmt.Errorf("sim: %s: %w", domain, ErrNotFound)
+		return nil, fmt.Errorf("sim: %s: %w", domain, enrich.ErrNotFound)
 	}
 	return s.company(label, domain), nil
 }
 
-func (s *Sim) CompanyByURL(ctx context.Context, networkURL string) (*Company, error) {
+func (s *Sim) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
 	if err := s.call(ctx); err != nil {
 		return nil, err
 	}
-	slug := SlugOf(networkURL)
+	slug := enrich.SlugOf(networkURL)
 	if strings.HasPrefix(slug, "missing") {
-		return nil, fmt.Errorf("sim: %s: %w", networkURL, ErrNotFound)
+		return nil, fmt.Errorf("sim: %s: %w", networkURL, enrich.ErrNotFound)
 	}
-	domain, err := Normalizer{}.Domain(slug + ".com")
+	domain, err := enrich.Normalizer{}.Domain(slug + ".com")
 	if err != nil {
 		domain = strings.Map(domainRune, slug) + ".com"
 	}
 	return s.company(slug, domain), nil
 }
 
-func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, error) {
+func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
 	if err := s.call(ctx); err != nil {
 		return nil, err
 	}
-	slug := SlugOf(networkURL)
+	slug := enrich.SlugOf(networkURL)
 	if strings.HasPrefix(slug, "missing") {
-		return nil, fmt.Errorf("sim: %s: %w", networkURL, ErrNotFound)
+		return nil, fmt.Errorf("sim: %s: %w", networkURL, enrich.ErrNotFound)
 	}
 	r := seeded(networkURL)
 	first, last := namesFromSlug(slug)
@@ -89,37 +91,37 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 	startYear := 2012 + r.IntN(12)
 	city := simCities[r.IntN(len(simCities))]
 	title := simTitles[r.IntN(len(simTitles))]
-	p := &Person{
-		NetworkURL:         Ptr("https://" + host + "/in/" + slug),
-		FullName:           Ptr(first + " " + last),
-		FirstName:          Ptr(first),
-		LastName:           Ptr(last),
-		Headline:           Ptr(title + " at " + employer),
-		City:               Ptr(city[0]),
-		CountryCode:        Ptr(city[1]),
-		NetworkFollowers:   Ptr(int64(r.IntN(5000))),
-		NetworkConnections: Ptr(int64(r.IntN(500))),
-		Memorialized:       Ptr(false),
-		EnrichmentStatus:   StatusEnriched,
+	p := &enrich.Person{
+		NetworkURL:         enrich.Ptr("https://" + host + "/in/" + slug),
+		FullName:           enrich.Ptr(first + " " + last),
+		FirstName:          enrich.Ptr(first),
+		LastName:           enrich.Ptr(last),
+		Headline:           enrich.Ptr(title + " at " + employer),
+		City:               enrich.Ptr(city[0]),
+		CountryCode:        enrich.Ptr(city[1]),
+		NetworkFollowers:   enrich.Ptr(int64(r.IntN(5000))),
+		NetworkConnections: enrich.Ptr(int64(r.IntN(500))),
+		Memorialized:       enrich.Ptr(false),
+		EnrichmentStatus:   enrich.StatusEnriched,
 		LastEnrichedAt:     &now,
-		Positions: []Position{
+		Positions: []enrich.Position{
 			{
-				Title:              Ptr(title),
-				CompanyName:        Ptr(employer),
-				CompanyNetworkURL:  Ptr(employerURL),
-				EmploymentType:     Ptr("Full-time"),
-				StartDate:          Ptr(fmt.Sprintf("%d-%02d-01", startYear, 1+r.IntN(12))),
-				StartDatePrecision: Ptr("month"),
+				Title:              enrich.Ptr(title),
+				CompanyName:        enrich.Ptr(employer),
+				CompanyNetworkURL:  enrich.Ptr(employerURL),
+				EmploymentType:     enrich.Ptr("Full-time"),
+				StartDate:          enrich.Ptr(fmt.Sprintf("%d-%02d-01", startYear, 1+r.IntN(12))),
+				StartDatePrecision: enrich.Ptr("month"),
 				IsCurrent:          true,
 			},
 			{
-				Title:              Ptr(simTitles[r.IntN(len(simTitles))]),
-				CompanyName:        Ptr(previous),
-				CompanyNetworkURL:  Ptr(previousURL),
-				StartDate:          Ptr(fmt.Sprintf("%d-01-01", startYear-3)),
-				StartDatePrecision: Ptr("year"),
-				EndDate:            Ptr(fmt.Sprintf("%d-01-01", startYear)),
-				EndDatePrecision:   Ptr("year"),
+				Title:              enrich.Ptr(simTitles[r.IntN(len(simTitles))]),
+				CompanyName:        enrich.Ptr(previous),
+				CompanyNetworkURL:  enrich.Ptr(previousURL),
+				StartDate:          enrich.Ptr(fmt.Sprintf("%d-01-01", startYear-3)),
+				StartDatePrecision: enrich.Ptr("year"),
+				EndDate:            enrich.Ptr(fmt.Sprintf("%d-01-01", startYear)),
+				EndDatePrecision:   enrich.Ptr("year"),
 			},
 		},
 	}
@@ -130,18 +132,18 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 // page's slug, or of its domain's first label) whose names may be among q.Names. As on
 // a real network, a few of the people listed have left the company: their profiles
 // show the position ended.
-func (s *Sim) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error) {
+func (s *Sim) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	if err := s.call(ctx); err != nil {
 		return nil, err
 	}
 	slug := s.companySlug(q.Company)
 	if slug == "" || strings.HasPrefix(slug, "missing") {
-		return nil, fmt.Errorf("sim: staff of %q: %w", slug, ErrNotFound)
+		return nil, fmt.Errorf("sim: staff of %q: %w", slug, enrich.ErrNotFound)
 	}
-	var out []StaffMember
+	var out []enrich.StaffMember
 	for _, m := range s.Staff(slug) {
 		if q.Matches(m.FirstName, m.LastName) {
-			out = append(out, StaffMember{NetworkURL: m.NetworkURL, FullName: m.FirstName + " " + m.LastName})
+			out = append(out, enrich.StaffMember{NetworkURL: m.NetworkURL, FullName: m.FirstName + " " + m.LastName})
 			if q.Limit > 0 && len(out) >= q.Limit {
 				break
 			}
@@ -150,13 +152,13 @@ func (s *Sim) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, err
 	return out, nil
 }
 
-func (s *Sim) companySlug(c *Company) string {
+func (s *Sim) companySlug(c *enrich.Company) string {
 	if c == nil {
 		return ""
 	}
 	if c.NetworkURL != nil {
-		if u, err := (Normalizer{NetworkHost: s.NetworkHost}).CompanyURL(*c.NetworkURL); err == nil {
-			return SlugOf(u)
+		if u, err := (enrich.Normalizer{NetworkHost: s.NetworkHost}).CompanyURL(*c.NetworkURL); err == nil {
+			return enrich.SlugOf(u)
 		}
 	}
 	if c.Domain != nil {
@@ -229,24 +231,24 @@ func parseStaffSlug(slug string) (staffSlug, bool) {
 	}, true
 }
 
-func (s *Sim) company(slug, domain string) *Company {
+func (s *Sim) company(slug, domain string) *enrich.Company {
 	r := seeded(domain)
 	now := s.now()
 	employees := int64(5 + r.IntN(20000))
 	city := simCities[r.IntN(len(simCities))]
-	return &Company{
+	return &enrich.Company{
 		Name:             titleCase(strings.ReplaceAll(slug, "-", " ")),
-		EnrichmentStatus: StatusEnriched,
-		Domain:           Ptr(domain),
-		NetworkURL:       Ptr("https://" + s.host() + "/company/" + slug),
-		NetworkID:        Ptr(fmt.Sprint(1000000 + r.IntN(90000000))),
-		NetworkFollowers: Ptr(int64(r.IntN(100000))),
-		EmployeeCount:    Ptr(employees),
-		EmployeeRange:    Ptr(employeeRange(employees)),
-		PrimaryIndustry:  Ptr(simIndustries[r.IntN(len(simIndustries))]),
-		OrganizationType: Ptr("Privately Held"),
-		YearFounded:      Ptr(1950 + r.IntN(74)),
-		About:            Ptr("A synthetic company of the sim network."),
+		EnrichmentStatus: enrich.StatusEnriched,
+		Domain:           enrich.Ptr(domain),
+		NetworkURL:       enrich.Ptr("https://" + s.host() + "/company/" + slug),
+		NetworkID:        enrich.Ptr(fmt.Sprint(1000000 + r.IntN(90000000))),
+		NetworkFollowers: enrich.Ptr(int64(r.IntN(100000))),
+		EmployeeCount:    enrich.Ptr(employees),
+		EmployeeRange:    enrich.Ptr(employeeRange(employees)),
+		PrimaryIndustry:  enrich.Ptr(simIndustries[r.IntN(len(simIndustries))]),
+		OrganizationType: enrich.Ptr("Privately Held"),
+		YearFounded:      enrich.Ptr(1950 + r.IntN(74)),
+		About:            enrich.Ptr("A synthetic company of the sim network."),
 		Headquarters:     map[string]any{"city": city[0], "country": city[1]},
 		CreatedAt:        &now,
 		UpdatedAt:        &now,
@@ -264,12 +266,12 @@ func (s *Sim) call(ctx context.Context) error {
 		}
 	}
 	if s.FailureRate > 0 && rand.Float64() < s.FailureRate {
-		return fmt.Errorf("sim: simulated outage: %w", ErrUnavailable)
+		return fmt.Errorf("sim: simulated outage: %w", enrich.ErrUnavailable)
 	}
 	return nil
 }
 
-func (s *Sim) host() string { return Normalizer{NetworkHost: s.NetworkHost}.host() }
+func (s *Sim) host() string { return enrich.Normalizer{NetworkHost: s.NetworkHost}.Host() }
 
 func (s *Sim) now() time.Time {
 	now := time.Now

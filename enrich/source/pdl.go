@@ -1,4 +1,4 @@
-package enrich
+package source
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"enrichd/enrich"
 )
 
 // PDLKeyEnv is where the People Data Labs API key is read from.
@@ -20,13 +22,13 @@ const PDLKeyEnv = "PDL_API_KEY"
 // search is billed per record returned, so it asks for no more than the caller's limit.
 type PDL struct {
 	api  *vendorAPI
-	norm Normalizer
+	norm normalizer
 }
 
 var (
-	_ Source        = (*PDL)(nil)
-	_ StaffSearcher = (*PDL)(nil)
-	_ Metered       = (*PDL)(nil)
+	_ enrich.Source        = (*PDL)(nil)
+	_ enrich.StaffSearcher = (*PDL)(nil)
+	_ enrich.Metered       = (*PDL)(nil)
 )
 
 // NewPDL builds the adapter. Defaults: https://api.peopledatalabs.com, 1 request a
@@ -38,11 +40,11 @@ func NewPDL(cfg VendorConfig) (*PDL, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PDL{api: api, norm: Normalizer{NetworkHost: cfg.NetworkHost}}, nil
+	return &PDL{api: api, norm: newNormalizer(cfg.NetworkHost)}, nil
 }
 
-func (p *PDL) Name() string       { return "pdl" }
-func (p *PDL) Stats() SourceStats { return p.api.meter.stats(p.Name()) }
+func (p *PDL) Name() string              { return "pdl" }
+func (p *PDL) Stats() enrich.SourceStats { return p.api.meter.stats(p.Name()) }
 
 type pdlLocation struct {
 	Name          *string `json:"name"`
@@ -97,7 +99,7 @@ type pdlPerson struct {
 
 // CompanyByDomain enriches by website: GET /v5/company/enrich?website=. A record whose
 // website is another domain gives an unconfirmed redirect to it.
-func (p *PDL) CompanyByDomain(ctx context.Context, domain string) (*Company, error) {
+func (p *PDL) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
 	c, err := p.companyEnrich(ctx, url.Values{"website": {domain}}, domain)
 	if err != nil {
 		return nil, err
@@ -107,29 +109,29 @@ func (p *PDL) CompanyByDomain(ctx context.Context, domain string) (*Company, err
 }
 
 // CompanyByURL enriches by the network page: GET /v5/company/enrich?profile=.
-func (p *PDL) CompanyByURL(ctx context.Context, networkURL string) (*Company, error) {
+func (p *PDL) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
 	c, err := p.companyEnrich(ctx, url.Values{"profile": {networkURL}}, networkURL)
 	if err != nil {
 		return nil, err
 	}
 	if c.NetworkURL == nil {
-		c.NetworkURL = Ptr(networkURL)
+		c.NetworkURL = enrich.Ptr(networkURL)
 	}
 	return c, nil
 }
 
-func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*Company, error) {
+func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*enrich.Company, error) {
 	var c pdlCompany
 	if err := p.api.get(ctx, "/v5/company/enrich", q, &c); err != nil {
 		return nil, err
 	}
 	name := orDefault(text(c.DisplayName), text(c.Name))
 	if name == nil {
-		return nil, fmt.Errorf("pdl: the record for %s has no name: %w", asked, ErrNotFound)
+		return nil, fmt.Errorf("pdl: the record for %s has no name: %w", asked, enrich.ErrNotFound)
 	}
-	out := &Company{
+	out := &enrich.Company{
 		Name:             *name,
-		EnrichmentStatus: StatusEnriched,
+		EnrichmentStatus: enrich.StatusEnriched,
 		Domain:           p.norm.domainOf(c.Website),
 		NetworkURL:       p.norm.companyURLOf(c.LinkedinURL),
 		NetworkID:        text(c.LinkedinID),
@@ -151,7 +153,7 @@ func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*C
 }
 
 // PersonByURL enriches by profile: GET /v5/person/enrich?profile=.
-func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*Person, error) {
+func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
 	var r struct {
 		Data *pdlPerson `json:"data"`
 	}
@@ -159,11 +161,11 @@ func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 		return nil, err
 	}
 	if r.Data == nil {
-		return nil, fmt.Errorf("pdl: no record for %s: %w", networkURL, ErrNotFound)
+		return nil, fmt.Errorf("pdl: no record for %s: %w", networkURL, enrich.ErrNotFound)
 	}
 	d := r.Data
-	out := &Person{
-		NetworkURL: orDefault(p.norm.personURLOf(d.LinkedinURL), Ptr(networkURL)),
+	out := &enrich.Person{
+		NetworkURL: orDefault(p.norm.personURLOf(d.LinkedinURL), enrich.Ptr(networkURL)),
 		FullName:   text(d.FullName),
 		FirstName:  text(d.FirstName),
 		LastName:   text(d.LastName),
@@ -172,11 +174,11 @@ func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 		City:       text(d.LocationLocality),
 		// PDL names countries in words ("united states"), not codes: left unknown.
 		NetworkConnections: d.LinkedinConnections,
-		EnrichmentStatus:   StatusEnriched,
-		Positions:          []Position{},
+		EnrichmentStatus:   enrich.StatusEnriched,
+		Positions:          []enrich.Position{},
 	}
 	for _, x := range d.Experience {
-		pos := Position{IsCurrent: x.EndDate == nil}
+		pos := enrich.Position{IsCurrent: x.EndDate == nil}
 		if x.Title != nil {
 			pos.Title = text(x.Title.Name)
 		}
@@ -202,7 +204,7 @@ func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*Person, erro
 // SearchStaff runs POST /v5/person/search: people whose current employer is the
 // company (by website, else by its network page) and whose first or last name is one
 // of the names.
-func (p *PDL) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error) {
+func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	if q.Company == nil || len(q.Names) == 0 {
 		return nil, nil
 	}
@@ -250,13 +252,13 @@ func (p *PDL) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, err
 	if err != nil {
 		return nil, err
 	}
-	var out []StaffMember
+	var out []enrich.StaffMember
 	for _, d := range r.Data {
 		u := p.norm.personURLOf(d.LinkedinURL)
 		if u == nil {
 			continue
 		}
-		m := StaffMember{NetworkURL: *u}
+		m := enrich.StaffMember{NetworkURL: *u}
 		if d.FullName != nil {
 			m.FullName = strings.TrimSpace(*d.FullName)
 		}

@@ -1,4 +1,4 @@
-package enrich
+package source
 
 import (
 	"context"
@@ -21,21 +21,27 @@ import (
 
 	"golang.org/x/net/html"
 
+	"enrichd/enrich"
 	"enrichd/netguard"
 )
 
 // Web is the `web` source: a company's own website. It fetches https://<domain>/
-// through the guarded client (public addresses only), follows up to five redirects,
-// and reads the page's title, meta description, Open Graph tags, JSON-LD Organization
+// through the guarded client (public addresses only), follows up to five redirects
+// (none to plain http), and reads the page's title, meta description, Open Graph tags, JSON-LD Organization
 // and its link to the company's page on the network. When it finds that page, it asks
 // the Network sources for it and merges their answer in.
 type Web struct {
 	NetworkHost string
 	// Network are the sources asked for the company page the site links to; their
 	// answer fills what the site does not say. Typically the other configured sources.
-	Network []Source
+	Network []enrich.Source
 	// Policy says which addresses may be dialed; the zero value allows public ones only.
 	Policy netguard.Policy
+	// AllowHTTP lets a redirect from the https page lead to plain http. Off (the
+	// default), such a site is refused as one on a private address is: what comes back
+	// over http may have been written by anyone on the path. For local development
+	// only; serve turns it on with --web-allow-private.
+	AllowHTTP bool
 	// ResolveAddr, when set, replaces the host:port a connection is made to, so that
 	// tests can serve "acme.test" from a local listener; the guard still checks the
 	// address actually dialed. Nil in production: hosts are resolved by DNS.
@@ -53,21 +59,21 @@ type Web struct {
 }
 
 var (
-	_ Source  = (*Web)(nil)
-	_ Metered = (*Web)(nil)
+	_ enrich.Source  = (*Web)(nil)
+	_ enrich.Metered = (*Web)(nil)
 )
 
-func (w *Web) Name() string       { return "web" }
-func (w *Web) Stats() SourceStats { return w.meter.stats(w.Name()) }
+func (w *Web) Name() string              { return "web" }
+func (w *Web) Stats() enrich.SourceStats { return w.meter.stats(w.Name()) }
 
 // CompanyByURL: a website is found by domain only.
-func (w *Web) CompanyByURL(ctx context.Context, networkURL string) (*Company, error) {
-	return nil, fmt.Errorf("web: finds companies by domain only: %w", ErrNotFound)
+func (w *Web) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
+	return nil, fmt.Errorf("web: finds companies by domain only: %w", enrich.ErrNotFound)
 }
 
 // PersonByURL: a website shows no profiles.
-func (w *Web) PersonByURL(ctx context.Context, networkURL string) (*Person, error) {
-	return nil, fmt.Errorf("web: finds no people: %w", ErrNotFound)
+func (w *Web) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
+	return nil, fmt.Errorf("web: finds no people: %w", enrich.ErrNotFound)
 }
 
 func (w *Web) httpClient() *http.Client {
@@ -88,10 +94,24 @@ func (w *Web) httpClient() *http.Client {
 			tr.TLSClientConfig = &tls.Config{RootCAs: w.RootCAs}
 		}
 		c.Transport = countingTransport{next: tr, meter: &w.meter}
+		guarded := c.CheckRedirect
+		c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if err := guarded(req, via); err != nil {
+				return err
+			}
+			// The fetch starts at https, so any hop over http is a downgrade.
+			if req.URL.Scheme != "https" && !w.AllowHTTP {
+				return errDowngrade
+			}
+			return nil
+		}
 		w.client = c
 	})
 	return w.client
 }
+
+// errDowngrade refuses a redirect from https to plain http.
+var errDowngrade = errors.New("redirects from https to plain http")
 
 // countingTransport counts every request sent, redirects included.
 type countingTransport struct {
@@ -104,13 +124,13 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(r)
 }
 
-func (w *Web) norm() Normalizer { return Normalizer{NetworkHost: w.NetworkHost} }
+func (w *Web) norm() normalizer { return newNormalizer(w.NetworkHost) }
 
 // CompanyByDomain reads the domain's website. A domain that does not resolve, or
 // resolves to an address that is not public, is not found; a site that cannot be
 // reached, times out or answers 5xx is unavailable; any other answer but a 200 HTML
 // page is not found.
-func (w *Web) CompanyByDomain(ctx context.Context, domain string) (*Company, error) {
+func (w *Web) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
 	page, final, err := w.fetch(ctx, domain)
 	if err != nil {
 		return nil, err
@@ -119,10 +139,10 @@ func (w *Web) CompanyByDomain(ctx context.Context, domain string) (*Company, err
 	c := site.company()
 	if canonical, err := w.norm().Domain(final.Hostname()); err == nil && canonical != domain {
 		// An HTTP redirect to another registrable domain: that one is canonical.
-		c.Domain = Ptr(canonical)
-		c.Redirect = &Redirect{From: domain, To: canonical, Confirmed: true}
+		c.Domain = enrich.Ptr(canonical)
+		c.Redirect = &enrich.Redirect{From: domain, To: canonical, Confirmed: true}
 	} else {
-		c.Domain = Ptr(domain)
+		c.Domain = enrich.Ptr(domain)
 	}
 	if c.NetworkURL != nil {
 		if nc := w.askNetwork(ctx, *c.NetworkURL); nc != nil {
@@ -130,16 +150,16 @@ func (w *Web) CompanyByDomain(ctx context.Context, domain string) (*Company, err
 		}
 	}
 	if c.Name == "" {
-		return nil, fmt.Errorf("web: %s names no company: %w", domain, ErrNotFound)
+		return nil, fmt.Errorf("web: %s names no company: %w", domain, enrich.ErrNotFound)
 	}
-	c.EnrichmentStatus = StatusEnriched
+	c.EnrichmentStatus = enrich.StatusEnriched
 	return c, nil
 }
 
 func (w *Web) fetch(ctx context.Context, domain string) ([]byte, *url.URL, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+domain+"/", nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("web: %s: %w", domain, ErrNotFound)
+		return nil, nil, fmt.Errorf("web: %s: %w", domain, enrich.ErrNotFound)
 	}
 	req.Header.Set("User-Agent", UserAgent)
 	req.Header.Set("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1")
@@ -151,26 +171,29 @@ func (w *Web) fetch(ctx context.Context, domain string) ([]byte, *url.URL, error
 		var dnsErr *net.DNSError
 		switch {
 		case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-			return nil, nil, fmt.Errorf("web: %s does not resolve: %w", domain, ErrNotFound)
+			return nil, nil, fmt.Errorf("web: %s does not resolve: %w", domain, enrich.ErrNotFound)
 		case errors.Is(err, netguard.ErrNotPublic):
 			w.meter.fail("web: " + domain + " leads to an address that is not public")
-			return nil, nil, fmt.Errorf("web: %s leads to an address that is not public, which is never fetched: %w", domain, ErrNotFound)
+			return nil, nil, fmt.Errorf("web: %s leads to an address that is not public, which is never fetched: %w", domain, enrich.ErrNotFound)
+		case errors.Is(err, errDowngrade):
+			w.meter.fail("web: " + domain + " redirects from https to plain http")
+			return nil, nil, fmt.Errorf("web: %s redirects from https to plain http, which is never followed: %w", domain, enrich.ErrNotFound)
 		}
 		w.meter.fail("web: " + domain + ": " + err.Error())
-		return nil, nil, fmt.Errorf("web: %s could not be fetched: %v: %w", domain, err, ErrUnavailable)
+		return nil, nil, fmt.Errorf("web: %s could not be fetched: %v: %w", domain, err, enrich.ErrUnavailable)
 	}
 	defer resp.Body.Close()
 	final := resp.Request.URL
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests || code >= 500:
 		w.meter.fail(fmt.Sprintf("web: %s answered %d", final.Host, code))
-		return nil, nil, fmt.Errorf("web: %s answered %d: %w", final.Host, code, ErrUnavailable)
+		return nil, nil, fmt.Errorf("web: %s answered %d: %w", final.Host, code, enrich.ErrUnavailable)
 	case code != http.StatusOK:
-		return nil, nil, fmt.Errorf("web: %s answered %d: %w", final.Host, code, ErrNotFound)
+		return nil, nil, fmt.Errorf("web: %s answered %d: %w", final.Host, code, enrich.ErrNotFound)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		if mt, _, _ := mime.ParseMediaType(ct); mt != "text/html" && mt != "application/xhtml+xml" {
-			return nil, nil, fmt.Errorf("web: %s is %s, not a web page: %w", final.Host, mt, ErrNotFound)
+			return nil, nil, fmt.Errorf("web: %s is %s, not a web page: %w", final.Host, mt, enrich.ErrNotFound)
 		}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, orDefault(w.MaxBytes, 2<<20)))
@@ -179,14 +202,14 @@ func (w *Web) fetch(ctx context.Context, domain string) ([]byte, *url.URL, error
 			return nil, nil, ctx.Err()
 		}
 		w.meter.fail("web: " + domain + ": " + err.Error())
-		return nil, nil, fmt.Errorf("web: reading %s: %v: %w", final.Host, err, ErrUnavailable)
+		return nil, nil, fmt.Errorf("web: reading %s: %v: %w", final.Host, err, enrich.ErrUnavailable)
 	}
 	return body, final, nil
 }
 
 // askNetwork asks the network sources for the company page, first answer wins; a
 // failure there costs only what the page would have added.
-func (w *Web) askNetwork(ctx context.Context, page string) *Company {
+func (w *Web) askNetwork(ctx context.Context, page string) *enrich.Company {
 	for _, src := range w.Network {
 		c, err := src.CompanyByURL(ctx, page)
 		if err == nil && c != nil {
@@ -202,13 +225,13 @@ func (w *Web) askNetwork(ctx context.Context, page string) *Company {
 // merge takes the network's record as the base and fills its gaps from the site. The
 // canonical domain is the one an HTTP redirect led to; without one, a network page
 // that lists another website makes that website canonical, unconfirmed.
-func merge(network, site *Company, sent string) *Company {
+func merge(network, site *enrich.Company, sent string) *enrich.Company {
 	c := *network
 	c.Redirect = site.Redirect
 	c.Domain = site.Domain
 	if site.Redirect == nil && network.Domain != nil && *network.Domain != sent {
 		c.Domain = network.Domain
-		c.Redirect = &Redirect{From: sent, To: *network.Domain, Confirmed: false}
+		c.Redirect = &enrich.Redirect{From: sent, To: *network.Domain, Confirmed: false}
 	}
 	if c.Name == "" {
 		c.Name = site.Name
@@ -306,12 +329,12 @@ func (w *Web) parse(page []byte, base *url.URL) *site {
 	return s
 }
 
-func (s *site) company() *Company {
+func (s *site) company() *enrich.Company {
 	org := s.org
-	c := &Company{
+	c := &enrich.Company{
 		Name:       firstOf(str(org, "name"), s.ogSiteName, siteName(s.title)),
-		About:      text(Ptr(firstOf(str(org, "description"), s.description, s.ogDescription))),
-		Slogan:     text(Ptr(str(org, "slogan"))),
+		About:      text(enrich.Ptr(firstOf(str(org, "description"), s.description, s.ogDescription))),
+		Slogan:     text(enrich.Ptr(str(org, "slogan"))),
 		NetworkURL: s.networkURL,
 	}
 	if y, err := strconv.Atoi(strings.SplitN(str(org, "foundingDate"), "-", 2)[0]); err == nil && y > 0 && y < 10000 {
@@ -375,8 +398,8 @@ func address(v any) map[string]any {
 		country = str(c, "name")
 	}
 	return headquarters(map[string]*string{
-		"city": Ptr(str(a, "addressLocality")), "region": Ptr(str(a, "addressRegion")), "country": Ptr(country),
-		"postal_code": Ptr(str(a, "postalCode")), "street_address": Ptr(str(a, "streetAddress")),
+		"city": enrich.Ptr(str(a, "addressLocality")), "region": enrich.Ptr(str(a, "addressRegion")), "country": enrich.Ptr(country),
+		"postal_code": enrich.Ptr(str(a, "postalCode")), "street_address": enrich.Ptr(str(a, "streetAddress")),
 	})
 }
 
@@ -387,7 +410,7 @@ func employees(v any) (*int64, *string) {
 		switch n := x.(type) {
 		case float64:
 			if n >= 0 && n == float64(int64(n)) {
-				return Ptr(int64(n))
+				return enrich.Ptr(int64(n))
 			}
 		case string:
 			if i, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64); err == nil && i >= 0 {

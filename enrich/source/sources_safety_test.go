@@ -1,4 +1,4 @@
-package enrich_test
+package source_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 )
 
 // A vendor (or anything between) answering with a redirect to another host must not
@@ -27,12 +28,12 @@ func TestVendorsDoNotFollowRedirectsWithTheKey(t *testing.T) {
 	defer vendor.Close()
 	for _, name := range []string{"pdl", "enrichlayer"} {
 		leaked.Store("")
-		cfg := enrich.VendorConfig{APIKey: "sekrit-key-123", BaseURL: vendor.URL, Rate: 1000, Burst: 1000}
+		cfg := source.VendorConfig{APIKey: "sekrit-key-123", BaseURL: vendor.URL, Rate: 1000, Burst: 1000}
 		var src enrich.Source
 		if name == "pdl" {
-			src, _ = enrich.NewPDL(cfg)
+			src, _ = source.NewPDL(cfg)
 		} else {
-			src, _ = enrich.NewEnrichLayer(cfg)
+			src, _ = source.NewEnrichLayer(cfg)
 		}
 		src.PersonByURL(context.Background(), "https://www.linkedin.com/in/x")
 		if got := leaked.Load().(string); strings.Contains(got, "sekrit-key-123") {
@@ -81,7 +82,7 @@ func TestLastErrorDoesNotNameTheLookup(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	base := dead.URL
 	dead.Close() // nothing listens there any more
-	el, err := enrich.NewEnrichLayer(enrich.VendorConfig{APIKey: "k-123456", BaseURL: base, Rate: 1000, Burst: 1000, Attempts: 1})
+	el, err := source.NewEnrichLayer(source.VendorConfig{APIKey: "k-123456", BaseURL: base, Rate: 1000, Burst: 1000, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package enrich_test
+package source_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 	"enrichd/netguard"
 )
 
@@ -71,8 +72,8 @@ func newSites(t *testing.T, handler http.HandlerFunc) *sites {
 
 // web returns a web source whose *.test hosts lead to the listener; "nxdomain.test"
 // does not resolve. The policy allows the loopback listener unless told otherwise.
-func (s *sites) web(allowPrivate bool, network ...enrich.Source) *enrich.Web {
-	return &enrich.Web{
+func (s *sites) web(allowPrivate bool, network ...enrich.Source) *source.Web {
+	return &source.Web{
 		Network: network,
 		Policy:  netguard.Policy{AllowPrivate: allowPrivate},
 		RootCAs: s.roots,
@@ -270,11 +271,60 @@ func TestWebFailures(t *testing.T) {
 
 func TestWebFindsNoPeopleOrPages(t *testing.T) {
 	is := is.New(t)
-	w := &enrich.Web{}
+	w := &source.Web{}
 	_, err := w.PersonByURL(context.Background(), "https://www.linkedin.com/in/x")
 	is.True(errors.Is(err, enrich.ErrNotFound))
 	_, err = w.CompanyByURL(context.Background(), "https://www.linkedin.com/company/x")
 	is.True(errors.Is(err, enrich.ErrNotFound))
 	_, ok := any(w).(enrich.StaffSearcher)
 	is.True(!ok)
+}
+
+// downgradeSites is a TLS site (from newSites) whose redirects lead to "insecure.test",
+// a plain-http server on another listener; hits counts what that server was asked.
+func downgradeSites(t *testing.T, allowHTTP bool) (*source.Web, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		page(w, `<title>Acme | Over plain http</title>`)
+	}))
+	t.Cleanup(plain.Close)
+	s := newSites(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://insecure.test/", http.StatusMovedPermanently)
+	})
+	web := s.web(true) // loopback listeners are allowed: only the scheme is at stake
+	web.AllowHTTP = allowHTTP
+	web.ResolveAddr = func(addr string) (string, error) {
+		if host, _, _ := net.SplitHostPort(addr); host == "insecure.test" {
+			return plain.Listener.Addr().String(), nil
+		}
+		return s.srv.Listener.Addr().String(), nil
+	}
+	return web, &hits
+}
+
+// A site whose https page redirects to plain http is refused, as a site on a private
+// address is: what comes back over http may have been written by anyone on the path.
+func TestWebRefusesARedirectFromHTTPSToHTTP(t *testing.T) {
+	is := is.New(t)
+	web, plainHits := downgradeSites(t, false)
+	c, err := web.CompanyByDomain(context.Background(), "acme.test")
+	is.True(c == nil)
+	is.True(errors.Is(err, enrich.ErrNotFound))
+	is.True(strings.Contains(err.Error(), "plain http"))
+	is.Equal(plainHits.Load(), int64(0)) // the http server was never asked
+	is.Equal(*web.Stats().Errors, int64(1))
+	is.True(strings.Contains(*web.Stats().LastError, "plain http"))
+}
+
+// With the allowance for local development (serve --web-allow-private), the redirect
+// to plain http is followed as before.
+func TestWebFollowsARedirectToHTTPWhenAllowed(t *testing.T) {
+	is := is.New(t)
+	web, plainHits := downgradeSites(t, true)
+	c, err := web.CompanyByDomain(context.Background(), "acme.test")
+	is.NoErr(err)
+	is.Equal(c.Name, "Acme")
+	is.Equal(plainHits.Load(), int64(1))
 }

@@ -1,4 +1,4 @@
-package enrich_test
+package source_test
 
 import (
 	"bytes"
@@ -14,15 +14,16 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 )
 
 const elKey = "el-test-key-5f1c2a"
 
-func newEnrichLayer(t *testing.T, routes map[string][]reply) (*enrich.EnrichLayer, *fakeVendor, *bytes.Buffer) {
+func newEnrichLayer(t *testing.T, routes map[string][]reply) (*source.EnrichLayer, *fakeVendor, *bytes.Buffer) {
 	t.Helper()
 	f := newFakeVendor(t, routes)
 	logs := &bytes.Buffer{}
-	el, err := enrich.NewEnrichLayer(vendorConfig(f, elKey, logs))
+	el, err := source.NewEnrichLayer(vendorConfig(f, elKey, logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func newEnrichLayer(t *testing.T, routes map[string][]reply) (*enrich.EnrichLaye
 
 func TestEnrichLayerNeedsKey(t *testing.T) {
 	is := is.New(t)
-	_, err := enrich.NewEnrichLayer(enrich.VendorConfig{})
+	_, err := source.NewEnrichLayer(source.VendorConfig{})
 	is.True(err != nil)
 	is.True(strings.Contains(err.Error(), "ENRICHLAYER_API_KEY"))
 }
@@ -188,7 +189,7 @@ func TestEnrichLayerStopsRetryingAtTheDeadline(t *testing.T) {
 	f := newFakeVendor(t, map[string][]reply{"/api/v2/company": {{status: 429, header: map[string]string{"Retry-After": "30"}}}})
 	logs := &bytes.Buffer{}
 	cfg := vendorConfig(f, elKey, logs)
-	el, err := enrich.NewEnrichLayer(cfg)
+	el, err := source.NewEnrichLayer(cfg)
 	is.NoErr(err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -222,7 +223,7 @@ func TestEnrichLayerRedactsEchoedKey(t *testing.T) {
 		w.Write([]byte(`{"description": "bad header: ` + r.Header.Get("Authorization") + `"}`))
 	})
 	logs := &bytes.Buffer{}
-	el, err := enrich.NewEnrichLayer(vendorConfig(f, elKey, logs))
+	el, err := source.NewEnrichLayer(vendorConfig(f, elKey, logs))
 	is.NoErr(err)
 	_, err = el.CompanyByURL(context.Background(), "https://www.linkedin.com/company/acme")
 	is.True(err != nil)
@@ -269,7 +270,7 @@ func TestVendorRateLimit(t *testing.T) {
 	f := newFakeVendor(t, map[string][]reply{"/api/v2/company": {{status: 200, fixture: "enrichlayer/company_full.json"}}})
 	cfg := vendorConfig(f, elKey, &bytes.Buffer{})
 	cfg.Rate, cfg.Burst = 1.0/3600, 2 // two now, the next in an hour
-	el, err := enrich.NewEnrichLayer(cfg)
+	el, err := source.NewEnrichLayer(cfg)
 	is.NoErr(err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -304,7 +305,7 @@ func TestVendorConcurrencyCap(t *testing.T) {
 	})
 	cfg := vendorConfig(f, elKey, &bytes.Buffer{})
 	cfg.Concurrency = 2
-	el, err := enrich.NewEnrichLayer(cfg)
+	el, err := source.NewEnrichLayer(cfg)
 	is.NoErr(err)
 	var wg sync.WaitGroup
 	for range 6 {

@@ -1,4 +1,4 @@
-package enrich_test
+package source_test
 
 import (
 	"bytes"
@@ -11,15 +11,16 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/source"
 )
 
 const pdlKey = "pdl-test-key-93be71"
 
-func newPDL(t *testing.T, routes map[string][]reply) (*enrich.PDL, *fakeVendor, *bytes.Buffer) {
+func newPDL(t *testing.T, routes map[string][]reply) (*source.PDL, *fakeVendor, *bytes.Buffer) {
 	t.Helper()
 	f := newFakeVendor(t, routes)
 	logs := &bytes.Buffer{}
-	p, err := enrich.NewPDL(vendorConfig(f, pdlKey, logs))
+	p, err := source.NewPDL(vendorConfig(f, pdlKey, logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func newPDL(t *testing.T, routes map[string][]reply) (*enrich.PDL, *fakeVendor, 
 
 func TestPDLNeedsKey(t *testing.T) {
 	is := is.New(t)
-	_, err := enrich.NewPDL(enrich.VendorConfig{APIKey: "  "})
+	_, err := source.NewPDL(source.VendorConfig{APIKey: "  "})
 	is.True(err != nil)
 	is.True(strings.Contains(err.Error(), "PDL_API_KEY"))
 }

@@ -1,4 +1,4 @@
-package enrich
+package source
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"enrichd/enrich"
 )
 
 // UserAgent is how enrichd names itself to the sites and APIs it calls.
@@ -185,11 +187,11 @@ func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []
 	}
 	if err := v.limiter.Wait(ctx); err != nil {
 		// Waiting for the rate limit would outlast the deadline: no request was sent.
-		return &upstreamError{err: fmt.Errorf("%s: the rate limit allows no request before the deadline: %w", v.name, ErrUnavailable)}
+		return &upstreamError{err: fmt.Errorf("%s: the rate limit allows no request before the deadline: %w", v.name, enrich.ErrUnavailable)}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
 	if err != nil {
-		return &upstreamError{err: fmt.Errorf("%s: %w: %v", v.name, ErrUnavailable, err)}
+		return &upstreamError{err: fmt.Errorf("%s: %w: %v", v.name, enrich.ErrUnavailable, err)}
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
@@ -222,7 +224,7 @@ func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []
 		}
 		return nil
 	case code == http.StatusNotFound || code == http.StatusGone:
-		return &upstreamError{err: fmt.Errorf("%s: %w", v.name, ErrNotFound)}
+		return &upstreamError{err: fmt.Errorf("%s: %w", v.name, enrich.ErrNotFound)}
 	case code == http.StatusUnauthorized:
 		v.log.Error("the upstream refused the API key: set a valid one and restart", "source", v.name, "env", v.keyEnv, "status", code)
 		return v.failed(false, 0, "%s refused the API key in %s (401): set a valid key and restart enrichd", v.name, v.keyEnv)
@@ -240,7 +242,7 @@ func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []
 func (v *vendorAPI) failed(retryable bool, after time.Duration, format string, args ...any) *upstreamError {
 	msg := v.redact(fmt.Sprintf(format, args...))
 	v.meter.fail(msg)
-	return &upstreamError{err: fmt.Errorf("%s: %w", msg, ErrUnavailable), retryable: retryable, retryAfter: after}
+	return &upstreamError{err: fmt.Errorf("%s: %w", msg, enrich.ErrUnavailable), retryable: retryable, retryAfter: after}
 }
 
 // problem is the vendor's own words about a failure, short and without the key:
@@ -285,7 +287,7 @@ func retryAfter(h http.Header) time.Duration {
 }
 
 // isNotFound says whether err is a miss rather than a failure.
-func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+func isNotFound(err error) bool { return errors.Is(err, enrich.ErrNotFound) }
 
 // withoutURL drops the "Get <url>:" a client error starts with.
 func withoutURL(err error) error {

@@ -1,8 +1,9 @@
-package enrich_test
+package source_test
 
 import (
 	"bytes"
 	"encoding/json"
+	"enrichd/enrich/source"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,8 +15,6 @@ import (
 	"time"
 
 	"github.com/matryer/is"
-
-	"enrichd/enrich"
 )
 
 // reply is one recorded response of a vendor: a status and a fixture under testdata.
@@ -93,8 +92,8 @@ func (f *fakeVendor) count(path string) int {
 }
 
 // vendorConfig points an adapter at the fake, with retries fast enough for tests.
-func vendorConfig(f *fakeVendor, key string, logs *bytes.Buffer) enrich.VendorConfig {
-	return enrich.VendorConfig{
+func vendorConfig(f *fakeVendor, key string, logs *bytes.Buffer) source.VendorConfig {
+	return source.VendorConfig{
 		APIKey:  key,
 		BaseURL: f.srv.URL,
 		Rate:    1000, Burst: 1000,

@@ -1,4 +1,4 @@
-package enrich
+package source
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"enrichd/enrich"
 )
 
 // Date precisions of a position's start and end.
@@ -24,12 +26,12 @@ func partialDate(year, month, day int) (date, precision *string) {
 		return nil, nil
 	}
 	if month < 1 || month > 12 {
-		return Ptr(fmt.Sprintf("%04d-01-01", year)), Ptr(PrecisionYear)
+		return enrich.Ptr(fmt.Sprintf("%04d-01-01", year)), enrich.Ptr(PrecisionYear)
 	}
 	if day < 1 || day > daysIn(year, month) {
-		return Ptr(fmt.Sprintf("%04d-%02d-01", year, month)), Ptr(PrecisionMonth)
+		return enrich.Ptr(fmt.Sprintf("%04d-%02d-01", year, month)), enrich.Ptr(PrecisionMonth)
 	}
-	return Ptr(fmt.Sprintf("%04d-%02d-%02d", year, month, day)), Ptr(PrecisionDay)
+	return enrich.Ptr(fmt.Sprintf("%04d-%02d-%02d", year, month, day)), enrich.Ptr(PrecisionDay)
 }
 
 func daysIn(year, month int) int {
@@ -61,8 +63,8 @@ func isoPartialDate(s string) (date, precision *string) {
 
 // currentFirst orders positions as the Person result wants them: current roles first,
 // each group keeping the source's order.
-func currentFirst(ps []Position) []Position {
-	slices.SortStableFunc(ps, func(a, b Position) int {
+func currentFirst(ps []enrich.Position) []enrich.Position {
+	slices.SortStableFunc(ps, func(a, b enrich.Position) int {
 		switch {
 		case a.IsCurrent == b.IsCurrent:
 			return 0
@@ -86,18 +88,26 @@ func text(s *string) *string {
 	return &t
 }
 
+// normalizer is the domain's Normalizer with the readers of what vendors and sites
+// write loosely: page URLs without a scheme, websites with a path.
+type normalizer struct{ enrich.Normalizer }
+
+func newNormalizer(networkHost string) normalizer {
+	return normalizer{enrich.Normalizer{NetworkHost: networkHost}}
+}
+
 // companyURLOf normalizes a vendor's company page URL, which may come without a
 // scheme ("linkedin.com/company/acme"); nil when it is no company page of the network.
-func (n Normalizer) companyURLOf(raw *string) *string {
+func (n normalizer) companyURLOf(raw *string) *string {
 	return n.urlOf(raw, n.CompanyURL)
 }
 
 // personURLOf is companyURLOf for profiles.
-func (n Normalizer) personURLOf(raw *string) *string {
+func (n normalizer) personURLOf(raw *string) *string {
 	return n.urlOf(raw, n.PersonURL)
 }
 
-func (n Normalizer) urlOf(raw *string, norm func(string) (string, error)) *string {
+func (n normalizer) urlOf(raw *string, norm func(string) (string, error)) *string {
 	s := text(raw)
 	if s == nil {
 		return nil
@@ -115,7 +125,7 @@ func (n Normalizer) urlOf(raw *string, norm func(string) (string, error)) *strin
 
 // domainOf normalizes a vendor's website ("https://www.acme.com/", "acme.com"); nil
 // when it is not a domain.
-func (n Normalizer) domainOf(raw *string) *string {
+func (n normalizer) domainOf(raw *string) *string {
 	s := text(raw)
 	if s == nil {
 		return nil
@@ -130,13 +140,13 @@ func (n Normalizer) domainOf(raw *string) *string {
 // domainRedirect applies the rule for a company found by domain whose record lists
 // another website: the result carries the listed one as its canonical domain, and a
 // redirect that is not confirmed, since no HTTP redirect was seen.
-func domainRedirect(c *Company, sent string) {
+func domainRedirect(c *enrich.Company, sent string) {
 	if c.Domain == nil {
-		c.Domain = Ptr(sent)
+		c.Domain = enrich.Ptr(sent)
 		return
 	}
 	if *c.Domain != sent {
-		c.Redirect = &Redirect{From: sent, To: *c.Domain, Confirmed: false}
+		c.Redirect = &enrich.Redirect{From: sent, To: *c.Domain, Confirmed: false}
 	}
 }
 
@@ -179,7 +189,7 @@ func sizeRange(lo, hi *int64) *string {
 	case lo == nil:
 		return nil
 	case hi == nil:
-		return Ptr(fmt.Sprintf("%d+", *lo))
+		return enrich.Ptr(fmt.Sprintf("%d+", *lo))
 	}
-	return Ptr(fmt.Sprintf("%d-%d", *lo, *hi))
+	return enrich.Ptr(fmt.Sprintf("%d-%d", *lo, *hi))
 }
