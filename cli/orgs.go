@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"fmt"
+
+	"enrichd/store"
+
+	"github.com/spf13/cobra"
+)
+
+func newOrgsCommand() *cobra.Command {
+	orgs := &cobra.Command{Use: "orgs", Short: "Manage organizations"}
+	orgs.AddCommand(&cobra.Command{
+		Use:   "create NAME",
+		Short: "Create an organization",
+		Args:  cobra.ExactArgs(1),
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			org, err := db.CreateOrg(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created organization %s (%s)\n", org.Name, org.ID)
+			return nil
+		}),
+	}, &cobra.Command{
+		Use:   "list",
+		Short: "List organizations",
+		Args:  cobra.NoArgs,
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			orgs, err := db.ListOrgs(cmd.Context())
+			if err != nil {
+				return err
+			}
+			for _, o := range orgs {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", o.Name, o.ID, o.CreatedAt.Format(timeFormat))
+			}
+			return nil
+		}),
+	})
+	return orgs
+}
