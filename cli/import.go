@@ -16,7 +16,7 @@ func newImportCommand() *cobra.Command {
 		Use:   "import FILE.jsonl",
 		Short: "Import companies and people into the dataset source (all lines or none); - reads standard input",
 		Args:  cobra.ExactArgs(1),
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+		RunE: withNewDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
 			var in io.Reader = cmd.InOrStdin()
 			if args[0] != "-" {
 				f, err := os.Open(args[0])

@@ -15,7 +15,7 @@ func newKeysCommand() *cobra.Command {
 		Use:   "create",
 		Short: "Create an API key and print it; it is shown this once and stored only as a hash",
 		Args:  cobra.NoArgs,
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+		RunE: withNewDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
 			name, _ := cmd.Flags().GetString("name")
 			noCreate, _ := cmd.Flags().GetBool("no-create-org")
 			plain, _, err := db.CreateKey(cmd.Context(), orgFlag(cmd), name, !noCreate)

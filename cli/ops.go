@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -39,14 +38,6 @@ reports success.
 To restore: stop serve, replace the database file with the copy, delete the
 database's -wal and -shm files, and start serve again.`,
 		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, args []string) error {
-			// Opening a missing database would create an empty one and back that up.
-			path, _ := cmd.Flags().GetString("db")
-			if _, err := os.Stat(path); err != nil {
-				return fmt.Errorf("--db: %w", err)
-			}
-			return nil
-		},
 		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
 			to, _ := cmd.Flags().GetString("to")
 			force, _ := cmd.Flags().GetBool("force")

@@ -14,7 +14,7 @@ func newOrgsCommand() *cobra.Command {
 		Use:   "create NAME",
 		Short: "Create an organization",
 		Args:  cobra.ExactArgs(1),
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+		RunE: withNewDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
 			org, err := db.CreateOrg(cmd.Context(), args[0])
 			if err != nil {
 				return err

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -79,14 +81,64 @@ func flagsFromEnv(flags *pflag.FlagSet) error {
 	return err
 }
 
-// openDB opens the database named by --db.
+// openDB opens the database named by --db, creating it when missing. Only the
+// commands that set a deployment up use it: serve, orgs create, keys create, import.
 func openDB(cmd *cobra.Command) (*store.DB, error) {
 	path, _ := cmd.Flags().GetString("db")
 	return store.Open(cmd.Context(), path, program(cmd).Schema)
 }
 
-// withDB runs fn with the database open, closing it afterwards.
+// openExistingDB opens the database named by --db and refuses a missing one, so a
+// mistyped path is an error naming it rather than a fresh empty database that reads as
+// zeros. A file removed between the check and the open is created empty as before,
+// which only costs that one command its answer.
+func openExistingDB(cmd *cobra.Command) (*store.DB, error) {
+	if err := checkDBExists(cmd); err != nil {
+		return nil, err
+	}
+	return openDB(cmd)
+}
+
+// checkDBExists fails unless --db names an existing regular file.
+func checkDBExists(cmd *cobra.Command) error {
+	path, _ := cmd.Flags().GetString("db")
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("no database at %s (give --db the path serve uses; `enrichd orgs create` or `enrichd serve` creates one)", path)
+	case err != nil:
+		return fmt.Errorf("database %s: %w", path, unwrapPathError(err))
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("database %s is not a file", path)
+	}
+	return nil
+}
+
+// unwrapPathError drops the operation and path of an *fs.PathError, for a message
+// that names the path once.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// withDB runs fn with an existing database open, closing it afterwards.
 func withDB(fn func(cmd *cobra.Command, args []string, db *store.DB) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		db, err := openExistingDB(cmd)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return fn(cmd, args, db)
+	}
+}
+
+// withNewDB is withDB for a command that may set a deployment up: it creates the
+// database when missing.
+func withNewDB(fn func(cmd *cobra.Command, args []string, db *store.DB) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		db, err := openDB(cmd)
 		if err != nil {

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+// A command that only reads or changes an existing deployment, given a --db that does
+// not exist, fails naming the path and leaves no database behind: a mistyped path must
+// not read as an empty deployment.
+func TestReadCommandsNeedAnExistingDatabase(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"orgs", "list"},
+		{"keys", "list", "--org", "acme"},
+		{"keys", "revoke", "--org", "acme", "enr_x"},
+		{"credits", "balance", "--org", "acme"},
+		{"credits", "ledger", "--org", "acme"},
+		{"credits", "grant", "--org", "acme", "--amount", "5"},
+		{"tasks", "list", "--org", "acme"},
+		{"loops", "list", "--org", "acme"},
+		{"loops", "get", "--org", "acme", "hooks"},
+		{"loops", "create", "--org", "acme", "--name", "n", "--url", "https://example.com/h"},
+		{"loops", "delete", "--org", "acme", "hooks"},
+		{"deliveries", "list", "--org", "acme", "--loop", "hooks"},
+		{"deliveries", "retry", "--org", "acme", "dlv_x"},
+		{"backup", "--to", filepath.Join(t.TempDir(), "b.db")},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			is := is.New(t)
+			db := filepath.Join(t.TempDir(), "typo.db")
+			msg := failCLI(t, append(args, "--db", db)...)
+			contains(t, msg, "no database at "+db)
+			_, err := os.Stat(db)
+			is.True(os.IsNotExist(err)) // no database was created
+		})
+	}
+}
+
+// The commands that set a deployment up create the database.
+func TestSetupCommandsCreateTheDatabase(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	db := newDBPath(t)
+	mustCLI(t, "orgs", "create", "acme", "--db", db)
+	_, err := os.Stat(db)
+	is.NoErr(err) // orgs create made the database
+
+	db = newDBPath(t)
+	mustCLI(t, "keys", "create", "--org", "acme", "--db", db)
+	is.Equal(strings.Count(mustCLI(t, "orgs", "list", "--db", db), "acme"), 1) // keys create made database and org
+
+	db = newDBPath(t)
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	is.NoErr(os.WriteFile(in, []byte(`{"type":"company","domain":"acme.com","name":"Acme"}`+"\n"), 0o600))
+	mustCLI(t, "import", in, "--db", db)
+	_, err = os.Stat(db)
+	is.NoErr(err) // import made the database
+}
