@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,4 +62,45 @@ func TestSetupCommandsCreateTheDatabase(t *testing.T) {
 	mustCLI(t, "import", in, "--db", db)
 	_, err = os.Stat(db)
 	is.NoErr(err) // import made the database
+}
+
+// Errors that reach the user carry no package prefix; main adds the one "enrichd: ".
+func TestErrorsCarryNoPackagePrefix(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	db := newDBPath(t)
+	mustCLI(t, "orgs", "create", "acme", "--db", db)
+	missingDir := filepath.Join(t.TempDir(), "gone")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backup", "--db", db, "--to", filepath.Join(missingDir, "b.db")}, "cannot write a backup in " + missingDir + ": no such file or directory"},
+		{[]string{"backup", "--db", db, "--to", db, "--force"}, "cannot back up to " + db + ": it is the database itself (or its journal); back up to another file"},
+		{[]string{"orgs", "create", "acme", "--db", filepath.Join(missingDir, "x.db")}, "cannot create the database " + filepath.Join(missingDir, "x.db") + ": no such file or directory"},
+	} {
+		_, _, err := runCLI(t, c.args...)
+		is.True(err != nil) // the command fails
+		line := errorLine(err)
+		is.Equal(line, "enrichd: "+c.want)
+	}
+}
+
+// An error of the Go client, which prefixes its own "enrichd: ", is printed with one.
+func TestClientErrorsPrintOnePrefix(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"code":"unauthorized","message":"invalid API key"}}`))
+	}))
+	defer srv.Close()
+	in := filepath.Join(t.TempDir(), "in.csv")
+	is.NoErr(os.WriteFile(in, []byte("domain\nacme.com\n"), 0o600))
+	_, _, err := runCLI(t, "enrich", "--csv", in, "--out", filepath.Join(t.TempDir(), "o.csv"), "--column", "domain", "--url", srv.URL, "--key", "enr_x")
+	is.True(err != nil)
+	line := errorLine(err)
+	is.True(strings.HasPrefix(line, "enrichd: cannot use the server at ")) // the CLI's sentence first
+	is.Equal(strings.Count(line, "enrichd:"), 1)                           // one prefix
 }
