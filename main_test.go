@@ -238,11 +238,14 @@ func TestCredits(t *testing.T) {
 	failCLI(t, "credits", "grant", "--org", "ghost", "--amount", "5", "--db", db) // unknown org
 	is.Equal(balance(t, db, "acme"), "100")                                       // failed grants changed nothing
 
-	// A grant that has already expired is written off at once.
-	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "50", "--expires", "2000-01-01", "--db", db)
-	is.Equal(balance(t, db, "acme"), "100") // the expired grant adds nothing
+	// An expiry in the past is refused, naming the flag; nothing is written.
+	for _, past := range []string{"2000-01-01", time.Now().UTC().Format(time.DateOnly), time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)} {
+		msg := failCLI(t, "credits", "grant", "--org", "acme", "--amount", "50", "--expires", past, "--db", db)
+		contains(t, msg, "--expires "+past+" is in the past")
+	}
+	is.Equal(balance(t, db, "acme"), "100")
 	rows := ledger(t, db, "acme")
-	want := []ledgerRow{{"grant", "100"}, {"grant", "50"}, {"expiry", "50"}}
+	want := []ledgerRow{{"grant", "100"}}
 	if fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Errorf("ledger = %v, want %v", rows, want)
 	}
@@ -251,7 +254,7 @@ func TestCredits(t *testing.T) {
 	contains(t, msg, "--expires")
 	contains(t, msg, "next week")
 	failCLI(t, "credits", "grant", "--org", "acme", "--amount", "5", "--expires", "2030-13-45", "--db", db)
-	is.Equal(len(ledger(t, db, "acme")), 3) // bad --expires wrote nothing
+	is.Equal(len(ledger(t, db, "acme")), 1) // bad --expires wrote nothing
 
 	// A future expiry (RFC 3339) counts.
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "7", "--expires", "2999-01-31T00:00:00Z", "--db", db)

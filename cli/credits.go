@@ -23,6 +23,12 @@ func newCreditsCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				// A grant that expired before it was made gives nothing but two ledger
+				// rows: a typo in the year, most likely.
+				if now := time.Now(); !t.After(now) {
+					return fmt.Errorf("--expires %s is in the past (%s, now is %s): a grant must expire later than now; omit --expires for credits that never expire",
+						raw, t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+				}
 				expires = &t
 			}
 			id, err := db.GrantCredits(cmd.Context(), orgFlag(cmd), amount, expires)
@@ -40,7 +46,7 @@ func newCreditsCommand() *cobra.Command {
 	requiredOrg(grant)
 	grant.Flags().Int64("amount", 0, "number of credits (required)")
 	grant.MarkFlagRequired("amount")
-	grant.Flags().String("expires", "", "when the grant expires: YYYY-MM-DD (start of that day, UTC) or RFC 3339; never when empty")
+	grant.Flags().String("expires", "", "when the grant expires, later than now: YYYY-MM-DD (start of that day, UTC) or RFC 3339; never when empty")
 
 	balance := &cobra.Command{
 		Use:   "balance",
