@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -103,4 +106,33 @@ func TestClientErrorsPrintOnePrefix(t *testing.T) {
 	line := errorLine(err)
 	is.True(strings.HasPrefix(line, "enrichd: cannot use the server at ")) // the CLI's sentence first
 	is.Equal(strings.Count(line, "enrichd:"), 1)                           // one prefix
+}
+
+// --rate-ip given as a rate alone takes a burst of twice the rate, and serve says so.
+func TestRateWithoutBurstLogsTheBurst(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0", "--rate-ip", "50", "--rate-key", "10/15"}, &stdout, &stderr)
+	}()
+	waitListening(t, &stderr, done)
+	cancel()
+	is.NoErr(<-done)
+	var said []map[string]any
+	for _, l := range lines(stderr.String()) {
+		var entry map[string]any
+		if json.Unmarshal([]byte(l), &entry) == nil && strings.Contains(fmt.Sprint(entry["msg"]), "without a burst") {
+			said = append(said, entry)
+		}
+	}
+	is.Equal(len(said), 1) // one line, for --rate-ip alone
+	is.Equal(said[0]["flag"], "--rate-ip")
+	is.Equal(said[0]["rate"], 50.0)
+	is.Equal(said[0]["burst"], 100.0)
+
+	help := mustCLI(t, "serve", "--help")
+	contains(t, help, "a rate alone has a burst of twice it (50 is 50/100)")
 }
