@@ -136,3 +136,33 @@ func TestRateWithoutBurstLogsTheBurst(t *testing.T) {
 	help := mustCLI(t, "serve", "--help")
 	contains(t, help, "a rate alone has a burst of twice it (50 is 50/100)")
 }
+
+// bench --help lists no flag bench ignores (no --db: it uses temporary databases of its
+// own), and says which scenario a flag applies to when not all of them use it.
+func TestBenchHelpSaysWhichScenarioUsesAFlag(t *testing.T) {
+	t.Parallel()
+	help := map[string]string{}
+	for _, l := range lines(mustCLI(t, "bench", "--help")) {
+		if f, ok := strings.CutPrefix(strings.TrimPrefix(strings.TrimSpace(l), "-h, "), "--"); ok {
+			name, _, _ := strings.Cut(f, " ")
+			help[name] = l
+		}
+	}
+	for flag, want := range map[string]string{
+		"duration":     "fair ignores it",
+		"concurrency":  "fair: clients sending",
+		"growth-tasks": "growth scenario:",
+		"fair-bulk":    "fair scenario:",
+		"scenario":     "all but growth",
+		"workers":      "task workers",
+		"json":         "JSON",
+		"cpuprofile":   "CPU profile",
+		"help":         "help",
+	} {
+		contains(t, help[flag], want)
+		delete(help, flag)
+	}
+	if len(help) > 0 {
+		t.Errorf("bench has flags this test does not know, say which scenarios use them: %v", help)
+	}
+}

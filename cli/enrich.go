@@ -52,8 +52,9 @@ Each row is sent with an idempotency key made from --batch (by default the absol
 path of --out), the column and the value, so running the same command again after an
 interruption resumes: rows already enriched come back as replays of their tasks and
 are not charged again. Identical values share one task and one charge.`,
-		Args: cobra.NoArgs,
-		RunE: runEnrich,
+		Annotations: map[string]string{noDB: "yes"},
+		Args:        cobra.NoArgs,
+		RunE:        runEnrich,
 	}
 	f := cmd.Flags()
 	f.String("csv", "", "input CSV file with a header row (required)")

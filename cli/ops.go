@@ -16,9 +16,10 @@ import (
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version and the Go version it was built with",
-		Args:  cobra.NoArgs,
+		Use:         "version",
+		Annotations: map[string]string{noDB: "yes"},
+		Short:       "Print the version and the Go version it was built with",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fmt.Fprintf(cmd.OutOrStdout(), "enrichd %s %s %s/%s\n", program(cmd).Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil

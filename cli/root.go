@@ -50,7 +50,6 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.PersistentFlags().String("db", "./enrichd.db", "path of the SQLite database file")
 	root.AddCommand(
 		newServeCommand(),
 		newOrgsCommand(),
@@ -65,7 +64,22 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newVersionCommand(),
 		newEnrichCommand(),
 	)
+	addDBFlag(root)
 	return root
+}
+
+// noDB marks, in a command's Annotations, a command that opens no database: it gets
+// no --db flag, so its help lists no flag it would ignore.
+const noDB = "enrichd-no-db"
+
+// addDBFlag gives every runnable command under c, but those marked noDB, the --db flag.
+func addDBFlag(c *cobra.Command) {
+	if c.Runnable() && c.Annotations[noDB] == "" {
+		c.Flags().String("db", "./enrichd.db", "path of the SQLite database file")
+	}
+	for _, sub := range c.Commands() {
+		addDBFlag(sub)
+	}
 }
 
 func flagsFromEnv(flags *pflag.FlagSet) error {
