@@ -166,3 +166,56 @@ func TestBenchHelpSaysWhichScenarioUsesAFlag(t *testing.T) {
 		t.Errorf("bench has flags this test does not know, say which scenarios use them: %v", help)
 	}
 }
+
+// Every list command prints a header row above its rows, and with --json a JSON array
+// of objects: [] when there is nothing to list.
+func TestListCommandsPrintAHeaderAndJSON(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	db := newDBPath(t)
+	mustCLI(t, "keys", "create", "--org", "acme", "--name", "ci", "--db", db)
+	mustCLI(t, "orgs", "create", "empty", "--db", db)
+	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "5", "--db", db)
+	mustCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", "http://127.0.0.1:9/hook", "--allow-private-webhooks", "--db", db)
+	mustCLI(t, "loops", "test", "--org", "acme", "hooks", "--db", db)
+	sdb := openStore(t, db)
+	org, err := sdb.FindOrg(t.Context(), "acme")
+	is.NoErr(err)
+	is.NoErr(sdb.SeedTasks(t.Context(), org.ID, 2))
+
+	for _, c := range []struct {
+		args   []string
+		header string
+		rows   int
+		field  string // a field every JSON object has
+	}{
+		{[]string{"orgs", "list"}, "NAME\tID\tCREATED", 2, "name"},
+		{[]string{"keys", "list", "--org", "acme"}, "PREFIX\tID\tNAME\tCREATED\tSTATE", 1, "prefix"},
+		{[]string{"tasks", "list", "--org", "acme"}, "ID\tCREATED\tOBJECT_TYPE\tSTATUS\tTARGET", 2, "status"},
+		{[]string{"tasks", "list", "--org", "empty"}, "ID\tCREATED\tOBJECT_TYPE\tSTATUS\tTARGET", 0, ""},
+		{[]string{"loops", "list", "--org", "acme"}, "ID\tSLUG\tOBJECT_TYPE\tSTATE\tURL", 1, "slug"},
+		{[]string{"loops", "list", "--org", "empty"}, "ID\tSLUG\tOBJECT_TYPE\tSTATE\tURL", 0, ""},
+		{[]string{"deliveries", "list", "--org", "acme", "--loop", "hooks"}, "ID\tEVENT\tSTATUS\tATTEMPTS\tNEXT_ATTEMPT\tLAST_STATUS_CODE\tLAST_ERROR", 1, "event"},
+		{[]string{"credits", "ledger", "--org", "acme"}, "ID\tCREATED\tKIND\tAMOUNT\tGRANT\tTASK", 1, "kind"},
+		{[]string{"credits", "ledger", "--org", "empty"}, "ID\tCREATED\tKIND\tAMOUNT\tGRANT\tTASK", 0, ""},
+	} {
+		args := append(c.args, "--db", db)
+		table := lines(mustCLI(t, args...))
+		is.Equal(table[0], c.header)    // the header row first
+		is.Equal(len(table)-1, c.rows)  // then one line a row
+		for _, row := range table[1:] { // as many fields as the header names
+			is.Equal(strings.Count(row, "\t"), strings.Count(c.header, "\t"))
+		}
+
+		out := mustCLI(t, append(args, "--json")...)
+		var objs []map[string]any
+		is.NoErr(json.Unmarshal([]byte(out), &objs))
+		is.Equal(len(objs), c.rows)
+		is.True(strings.HasPrefix(out, "[")) // an array, [] when empty
+		for _, o := range objs {
+			_, ok := o[c.field]
+			is.True(ok) // each object carries the field
+		}
+		is.True(!strings.Contains(out, "whsec_")) // no signing secret is listed
+	}
+}

@@ -65,7 +65,7 @@ func newCreditsCommand() *cobra.Command {
 	}
 	requiredOrg(balance)
 
-	ledger := &cobra.Command{
+	ledger := listCommand(&cobra.Command{
 		Use:   "ledger",
 		Short: "Print an organization's credit ledger, oldest first",
 		Args:  cobra.NoArgs,
@@ -74,16 +74,15 @@ func newCreditsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, e := range entries {
+			return printList(cmd, entries, []string{"ID", "CREATED", "KIND", "AMOUNT", "GRANT", "TASK"}, func(e store.LedgerEntry) []string {
 				task := "-"
 				if e.TaskID != nil {
 					task = *e.TaskID
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%d\t%s\t%s\t%d\tgrant %d\ttask %s\n", e.ID, e.CreatedAt.Format(timeFormat), e.Kind, e.Amount, e.GrantID, task)
-			}
-			return nil
+				return []string{fmt.Sprint(e.ID), e.CreatedAt.Format(timeFormat), e.Kind, fmt.Sprint(e.Amount), fmt.Sprint(e.GrantID), task}
+			})
 		}),
-	}
+	})
 	requiredOrg(ledger)
 	credits.AddCommand(grant, balance, ledger)
 	return credits

@@ -30,7 +30,7 @@ func newKeysCommand() *cobra.Command {
 	create.Flags().String("name", "", "a label for the key")
 	create.Flags().Bool("no-create-org", false, "fail instead of creating a missing organization")
 
-	list := &cobra.Command{
+	list := listCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List an organization's keys by prefix",
 		Args:  cobra.NoArgs,
@@ -39,16 +39,15 @@ func newKeysCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, k := range keys {
+			return printList(cmd, keys, []string{"PREFIX", "ID", "NAME", "CREATED", "STATE"}, func(k store.APIKey) []string {
 				state := "active"
 				if k.RevokedAt != nil {
 					state = "revoked " + k.RevokedAt.Format(timeFormat)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s…\t%s\t%q\t%s\t%s\n", k.Prefix, k.ID, k.Name, k.CreatedAt.Format(timeFormat), state)
-			}
-			return nil
+				return []string{k.Prefix + "…", k.ID, fmt.Sprintf("%q", k.Name), k.CreatedAt.Format(timeFormat), state}
+			})
 		}),
-	}
+	})
 	requiredOrg(list)
 
 	revoke := &cobra.Command{

@@ -22,7 +22,7 @@ func newOrgsCommand() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "created organization %s (%s)\n", org.Name, org.ID)
 			return nil
 		}),
-	}, &cobra.Command{
+	}, listCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List organizations",
 		Args:  cobra.NoArgs,
@@ -31,11 +31,10 @@ func newOrgsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, o := range orgs {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", o.Name, o.ID, o.CreatedAt.Format(timeFormat))
-			}
-			return nil
+			return printList(cmd, orgs, []string{"NAME", "ID", "CREATED"}, func(o store.Org) []string {
+				return []string{o.Name, o.ID, o.CreatedAt.Format(timeFormat)}
+			})
 		}),
-	})
+	}))
 	return orgs
 }

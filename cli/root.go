@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -161,6 +162,35 @@ func withNewDB(fn func(cmd *cobra.Command, args []string, db *store.DB) error) f
 		defer db.Close()
 		return fn(cmd, args, db)
 	}
+}
+
+func printJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// listCommand gives a list command its --json flag.
+func listCommand(cmd *cobra.Command) *cobra.Command {
+	cmd.Flags().Bool("json", false, "print a JSON array of objects instead of a table")
+	return cmd
+}
+
+// printList prints a list command's rows: tab-separated under a header row, or with
+// --json the items as a JSON array ([] when there are none).
+func printList[T any](cmd *cobra.Command, items []T, header []string, row func(T) []string) error {
+	if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
+		if items == nil {
+			items = []T{}
+		}
+		return printJSON(cmd, items)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	for _, it := range items {
+		fmt.Fprintln(w, strings.Join(row(it), "\t"))
+	}
+	return nil
 }
 
 func requiredOrg(cmd *cobra.Command) {

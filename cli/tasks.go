@@ -10,7 +10,7 @@ import (
 
 func newTasksCommand() *cobra.Command {
 	tasks := &cobra.Command{Use: "tasks", Short: "Look at tasks"}
-	list := &cobra.Command{
+	list := listCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List an organization's tasks, newest first",
 		Args:  cobra.NoArgs,
@@ -28,13 +28,13 @@ func newTasksCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, t := range list {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\t%s\n", t.ID, t.CreatedAt.Format(timeFormat), t.ObjectType, t.Status, t.Target)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d of %d tasks\n", len(list), total)
-			return nil
+			err = printList(cmd, list, []string{"ID", "CREATED", "OBJECT_TYPE", "STATUS", "TARGET"}, func(t *store.Task) []string {
+				return []string{t.ID, t.CreatedAt.Format(timeFormat), t.ObjectType, t.Status, t.Target}
+			})
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d of %d tasks\n", len(list), total)
+			return err
 		}),
-	}
+	})
 	requiredOrg(list)
 	list.Flags().String("status", "", "only tasks of this status")
 	list.Flags().Int("limit", 25, "how many tasks to show")
