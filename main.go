@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"enrichd/cli"
@@ -27,9 +28,17 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "enrichd:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
+}
+
+// errorLine is how a failed command reports its error: one "enrichd: " prefix, also
+// when the error wraps one of the Go client, whose errors start with "enrichd: " of
+// their own for the programs that import it.
+func errorLine(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "enrichd: ")
+	return "enrichd: " + strings.ReplaceAll(msg, ": enrichd: ", ": ")
 }
 
 // run is the whole program, so tests can start it as a user would.

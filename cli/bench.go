@@ -20,7 +20,8 @@ func newBenchCommand() *cobra.Command {
 synthetic sim source, drives it through real HTTP, and prints each scenario beside the
 raw SQLite ceiling of the same work, measured in the same run. It touches no database
 but its own temporary ones.`,
-		Args: cobra.NoArgs,
+		Annotations: map[string]string{noDB: "yes"},
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
 			duration, _ := f.GetDuration("duration")
@@ -73,8 +74,8 @@ but its own temporary ones.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Duration("duration", 5*time.Second, "how long each timed scenario drives load (and each ceiling is measured)")
-	f.Int("concurrency", 32, "clients sending at once")
+	f.Duration("duration", 5*time.Second, "how long each scenario drives load and each ceiling is measured; growth splits it between its two reads; fair ignores it and runs until its tasks settle")
+	f.Int("concurrency", 32, "clients sending at once (fair: clients sending the first organization's tasks)")
 	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: enqueue-hit, enqueue-miss, read, deliver, fair, growth (all but growth when empty)")
 	f.Int("growth-tasks", 1_000_000, "growth scenario: tasks stored before reads are measured again")
 	f.Int("fair-bulk", 5000, "fair scenario: tasks the first organization queues before the second sends 10")

@@ -23,6 +23,12 @@ func newCreditsCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				// A grant that expired before it was made gives nothing but two ledger
+				// rows: a typo in the year, most likely.
+				if now := time.Now(); !t.After(now) {
+					return fmt.Errorf("--expires %s is in the past (%s, now is %s): a grant must expire later than now; omit --expires for credits that never expire",
+						raw, t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+				}
 				expires = &t
 			}
 			id, err := db.GrantCredits(cmd.Context(), orgFlag(cmd), amount, expires)
@@ -40,7 +46,7 @@ func newCreditsCommand() *cobra.Command {
 	requiredOrg(grant)
 	grant.Flags().Int64("amount", 0, "number of credits (required)")
 	grant.MarkFlagRequired("amount")
-	grant.Flags().String("expires", "", "when the grant expires: YYYY-MM-DD (start of that day, UTC) or RFC 3339; never when empty")
+	grant.Flags().String("expires", "", "when the grant expires, later than now: YYYY-MM-DD (start of that day, UTC) or RFC 3339; never when empty")
 
 	balance := &cobra.Command{
 		Use:   "balance",
@@ -59,7 +65,7 @@ func newCreditsCommand() *cobra.Command {
 	}
 	requiredOrg(balance)
 
-	ledger := &cobra.Command{
+	ledger := listCommand(&cobra.Command{
 		Use:   "ledger",
 		Short: "Print an organization's credit ledger, oldest first",
 		Args:  cobra.NoArgs,
@@ -68,16 +74,15 @@ func newCreditsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, e := range entries {
+			return printList(cmd, entries, []string{"ID", "CREATED", "KIND", "AMOUNT", "GRANT", "TASK"}, func(e store.LedgerEntry) []string {
 				task := "-"
 				if e.TaskID != nil {
 					task = *e.TaskID
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%d\t%s\t%s\t%d\tgrant %d\ttask %s\n", e.ID, e.CreatedAt.Format(timeFormat), e.Kind, e.Amount, e.GrantID, task)
-			}
-			return nil
+				return []string{fmt.Sprint(e.ID), e.CreatedAt.Format(timeFormat), e.Kind, fmt.Sprint(e.Amount), fmt.Sprint(e.GrantID), task}
+			})
 		}),
-	}
+	})
 	requiredOrg(ledger)
 	credits.AddCommand(grant, balance, ledger)
 	return credits

@@ -16,8 +16,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"enrichd/client"
+	"enrichd/enrich"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -50,8 +52,9 @@ Each row is sent with an idempotency key made from --batch (by default the absol
 path of --out), the column and the value, so running the same command again after an
 interruption resumes: rows already enriched come back as replays of their tasks and
 are not charged again. Identical values share one task and one charge.`,
-		Args: cobra.NoArgs,
-		RunE: runEnrich,
+		Annotations: map[string]string{noDB: "yes"},
+		Args:        cobra.NoArgs,
+		RunE:        runEnrich,
 	}
 	f := cmd.Flags()
 	f.String("csv", "", "input CSV file with a header row (required)")
@@ -61,6 +64,7 @@ are not charged again. Identical values share one task and one charge.`,
 	f.String("url", "http://127.0.0.1:8080", "base URL of the enrichd server")
 	f.String("key", "", "API key (or ENRICHD_KEY)")
 	f.Int("concurrency", 8, "rows enriched at once (1-64)")
+	f.String("network-host", enrich.DefaultNetworkHost, "host of the professional network whose URLs the file holds, as serve's --network-host")
 	f.String("batch", "", "name of this batch in the idempotency keys; a rerun with the same batch is not charged again (default: the absolute path of --out)")
 	return cmd
 }
@@ -79,7 +83,8 @@ type rowResult struct {
 	taskID   string
 	company  *client.Company
 	person   *client.Person
-	charged  int64 // credits this run spent on it
+	charged  int64 // credits this run spent on it, once settled
+	held     int64 // credits charged for a task still in flight when the run ended
 	replayed bool  // settled by an earlier run
 }
 
@@ -88,6 +93,7 @@ type enrichRun struct {
 	column   string
 	object   string // company or person
 	batch    string
+	norm     enrich.Normalizer
 	progress *progress
 }
 
@@ -101,6 +107,7 @@ func runEnrich(cmd *cobra.Command, args []string) error {
 	key, _ := f.GetString("key")
 	concurrency, _ := f.GetInt("concurrency")
 	batch, _ := f.GetString("batch")
+	host, _ := f.GetString("network-host")
 	switch {
 	case in == "":
 		return errors.New("--csv is required: the CSV file to enrich")
@@ -154,6 +161,7 @@ func runEnrich(cmd *cobra.Command, args []string) error {
 		// call would: the rows are waiting anyway.
 		c:      client.New(base, key, client.WithMaxRetries(30), client.WithUserAgent("enrichd-csv/1")),
 		column: column, batch: batch,
+		norm: enrich.Normalizer{NetworkHost: host},
 	}
 	r.object = objectOf(column, records, col)
 	ctx := cmd.Context()
@@ -162,7 +170,7 @@ func runEnrich(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("cannot use the server at %s: %w", base, err)
 	}
 
-	jobs, results := distinctValues(records, col, column)
+	jobs, results := distinctValues(records, col, r.normalize)
 	r.progress = newProgress(cmd.ErrOrStderr(), len(records))
 	if empty := len(records) - rowsIn(jobs); empty > 0 {
 		r.progress.done(empty, false)
@@ -215,8 +223,33 @@ func readCSV(path string) (head []string, records [][]string, err error) {
 	return head, records, nil
 }
 
-// normalize is the value as sent. Domains and network URLs are case-insensitive, so
-// "Acme.com" and "acme.com" share one task; an email's local part is kept as written.
+// normalize is the value as sent and as named in the idempotency key: the server's own
+// normalization, so "Acme.com" and "https://www.acme.com/" share one task and one
+// charge. A value that normalization refuses is sent as written (trimmed, and
+// lower-cased unless an email), for the server to answer with its reason.
+func (r *enrichRun) normalize(v string) string {
+	var (
+		n   string
+		err error
+	)
+	switch {
+	case r.column == columnDomain:
+		n, err = r.norm.Domain(v)
+	case r.column == columnEmail:
+		n, err = r.norm.Email(v)
+	case r.object == client.ObjectPerson:
+		n, err = r.norm.PersonURL(v)
+	default:
+		n, err = r.norm.CompanyURL(v)
+	}
+	if err != nil {
+		return normalize(r.column, v)
+	}
+	return n
+}
+
+// normalize trims a value, and lower-cases it unless it is an email, whose local part
+// is kept as written.
 func normalize(column, v string) string {
 	v = strings.TrimSpace(v)
 	if column != columnEmail {
@@ -246,14 +279,14 @@ func objectOf(column string, records [][]string, col int) string {
 }
 
 // distinctValues groups the rows by value; rows without a value are failed at once.
-func distinctValues(records [][]string, col int, column string) ([]*enrichJob, []*rowResult) {
+func distinctValues(records [][]string, col int, normalize func(string) string) ([]*enrichJob, []*rowResult) {
 	results := make([]*rowResult, len(records))
 	byValue := map[string]*enrichJob{}
 	var jobs []*enrichJob
 	for i, rec := range records {
-		v := normalize(column, rec[col])
+		v := normalize(rec[col])
 		if v == "" {
-			results[i] = &rowResult{status: client.StatusFailed, code: client.CodeInvalidInput, message: "the " + column + " is empty"}
+			results[i] = &rowResult{status: client.StatusFailed, code: client.CodeInvalidInput, message: "the value is empty"}
 			continue
 		}
 		j := byValue[v]
@@ -297,6 +330,13 @@ func (r *enrichRun) process(ctx context.Context, jobs []*enrichJob, results []*r
 				res, err := r.enrichOne(ctx, j.value)
 				if err != nil {
 					cancel(err)
+					if res != nil { // sent, and still in flight
+						mu.Lock()
+						for _, i := range j.rows {
+							results[i] = res
+						}
+						mu.Unlock()
+					}
 					continue
 				}
 				mu.Lock()
@@ -364,7 +404,13 @@ func (r *enrichRun) enrichOne(ctx context.Context, value string) (*rowResult, er
 		tr, err := r.c.WaitTask(ctx, q.Task.ID)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				// The task goes on without this run: its charge is not spent yet (a
+				// failure refunds it), and a rerun waits for it instead of paying again.
+				res := &rowResult{status: rowInterrupted, taskID: q.Task.ID}
+				if !replay {
+					res.held = q.Task.CreditsCharged
+				}
+				return res, ctx.Err()
 			}
 			return &rowResult{status: client.StatusFailed, code: "request_failed", message: err.Error(), taskID: q.Task.ID}, nil
 		}
@@ -508,7 +554,8 @@ func writeOutput(path string, head []string, records [][]string, results []*rowR
 // summary prints what the run did: rows succeeded, failed by code, credits spent.
 func (r *enrichRun) summary(w io.Writer, results []*rowResult, total int, out string) {
 	var succeeded, failed, interrupted, replayed int
-	var credits int64
+	var credits, held int64
+	var inFlight int
 	codes := map[string]int{}
 	counted := map[*rowResult]bool{} // identical values share a result and a charge
 	for _, res := range results {
@@ -524,6 +571,10 @@ func (r *enrichRun) summary(w io.Writer, results []*rowResult, total int, out st
 		if !counted[res] {
 			counted[res] = true
 			credits += res.charged
+			if res.held > 0 {
+				held += res.held
+				inFlight++
+			}
 			if res.replayed && res.status == client.StatusSucceeded {
 				replayed++
 			}
@@ -549,11 +600,14 @@ func (r *enrichRun) summary(w io.Writer, results []*rowResult, total int, out st
 	if replayed > 0 {
 		fmt.Fprintf(w, " (%d results were paid for by an earlier run and cost nothing now)", replayed)
 	}
+	if inFlight > 0 {
+		fmt.Fprintf(w, "\n%d tasks still in flight hold %d credits more, refunded if they fail; running the same command again waits for them without paying again", inFlight, held)
+	}
 	fmt.Fprintf(w, "\nwrote %s\n", out)
 }
 
-// progress shows rows done: a bar redrawn in place on a terminal, otherwise a line
-// now and then (about a hundred lines for the whole file).
+// progress shows rows done, the rate and the time left: a bar redrawn in place on a
+// terminal, otherwise a line now and then (about a hundred lines for the whole file).
 type progress struct {
 	mu        sync.Mutex
 	w         io.Writer
@@ -563,10 +617,13 @@ type progress struct {
 	ok        int
 	every     int
 	lastPrint int
+	now       func() time.Time
+	start     time.Time
 }
 
 func newProgress(w io.Writer, total int) *progress {
-	p := &progress{w: w, total: total, every: max(1, total/100)}
+	p := &progress{w: w, total: total, every: max(1, total/100), now: time.Now}
+	p.start = p.now()
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.tty = true
 	}
@@ -583,14 +640,29 @@ func (p *progress) done(rows int, ok bool) {
 	if p.tty {
 		const width = 30
 		filled := width * p.finished / max(1, p.total)
-		fmt.Fprintf(p.w, "\r[%s%s] %d/%d rows, %d failed ", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
-			p.finished, p.total, p.finished-p.ok)
+		fmt.Fprintf(p.w, "\r[%s%s] %d/%d rows, %d failed%s ", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
+			p.finished, p.total, p.finished-p.ok, p.speed())
 		return
 	}
 	if p.finished-p.lastPrint >= p.every || p.finished == p.total {
 		p.lastPrint = p.finished
-		fmt.Fprintf(p.w, "enriched %d/%d rows (%d failed)\n", p.finished, p.total, p.finished-p.ok)
+		fmt.Fprintf(p.w, "enriched %d/%d rows (%d failed)%s\n", p.finished, p.total, p.finished-p.ok, p.speed())
 	}
+}
+
+// speed is ", R rows/s, about T left" over the run so far; the time left is the rows
+// not done at that rate. Empty before the first row or the clock has moved.
+func (p *progress) speed() string {
+	elapsed := p.now().Sub(p.start)
+	if p.finished == 0 || elapsed <= 0 {
+		return ""
+	}
+	rate := float64(p.finished) / elapsed.Seconds()
+	s := ", " + strconv.FormatFloat(rate, 'f', 1, 64) + " rows/s"
+	if left := p.total - p.finished; left > 0 {
+		s += ", about " + (time.Duration(float64(left) / rate * float64(time.Second))).Round(time.Second).String() + " left"
+	}
+	return s
 }
 
 func (p *progress) finish() {

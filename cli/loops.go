@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -37,12 +36,6 @@ func findLoopArg(cmd *cobra.Command, db *store.DB, arg string) (*store.Loop, err
 		}
 	}
 	return nil, fmt.Errorf("organization %s has no Loop %q (give its id or slug; `enrichd loops list --org %s` lists them)", org.Name, arg, org.Name)
-}
-
-func printJSON(cmd *cobra.Command, v any) error {
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func newLoopsCommand() *cobra.Command {
@@ -89,7 +82,7 @@ func newLoopsCommand() *cobra.Command {
 	create.MarkFlagRequired("name")
 	create.MarkFlagRequired("url")
 
-	list := &cobra.Command{
+	list := listCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List an organization's Loops",
 		Args:  cobra.NoArgs,
@@ -102,16 +95,15 @@ func newLoopsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, l := range loops {
+			return printList(cmd, loops, []string{"ID", "SLUG", "OBJECT_TYPE", "STATE", "URL"}, func(l *store.Loop) []string {
 				state := "enabled"
 				if !l.Enabled {
 					state = "disabled"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\t%s\n", l.ID, l.Slug, l.ObjectType, state, l.Destination.URL)
-			}
-			return nil
+				return []string{l.ID, l.Slug, l.ObjectType, state, l.Destination.URL}
+			})
 		}),
-	}
+	})
 	requiredOrg(list)
 
 	get := &cobra.Command{
@@ -195,7 +187,7 @@ func newLoopsCommand() *cobra.Command {
 
 func newDeliveriesCommand() *cobra.Command {
 	deliveries := &cobra.Command{Use: "deliveries", Short: "Read and retry webhook deliveries"}
-	list := &cobra.Command{
+	list := listCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List a Loop's deliveries, newest first",
 		Args:  cobra.NoArgs,
@@ -213,8 +205,7 @@ func newDeliveriesCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			for _, d := range ds {
+			err = printList(cmd, ds, []string{"ID", "EVENT", "STATUS", "ATTEMPTS", "NEXT_ATTEMPT", "LAST_STATUS_CODE", "LAST_ERROR"}, func(d *store.Delivery) []string {
 				next, code, lastErr := "-", "-", ""
 				if d.NextAttemptAt != nil {
 					next = d.NextAttemptAt.Format(timeFormat)
@@ -225,12 +216,12 @@ func newDeliveriesCommand() *cobra.Command {
 				if d.LastError != nil {
 					lastErr = *d.LastError
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\tattempts=%d\tnext=%s\tstatus_code=%s\t%s\n", d.ID, d.Event, d.Status, d.Attempts, next, code, lastErr)
-			}
+				return []string{d.ID, d.Event, d.Status, fmt.Sprint(d.Attempts), next, code, lastErr}
+			})
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d of %d deliveries\n", len(ds), total)
-			return nil
+			return err
 		}),
-	}
+	})
 	requiredOrg(list)
 	list.Flags().String("loop", "", "the Loop's id or slug (required)")
 	list.Flags().Int("limit", 25, "how many to list, newest first (at most 100)")

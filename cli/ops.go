@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -17,9 +16,10 @@ import (
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version and the Go version it was built with",
-		Args:  cobra.NoArgs,
+		Use:         "version",
+		Annotations: map[string]string{noDB: "yes"},
+		Short:       "Print the version and the Go version it was built with",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fmt.Fprintf(cmd.OutOrStdout(), "enrichd %s %s %s/%s\n", program(cmd).Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
@@ -39,14 +39,6 @@ reports success.
 To restore: stop serve, replace the database file with the copy, delete the
 database's -wal and -shm files, and start serve again.`,
 		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, args []string) error {
-			// Opening a missing database would create an empty one and back that up.
-			path, _ := cmd.Flags().GetString("db")
-			if _, err := os.Stat(path); err != nil {
-				return fmt.Errorf("--db: %w", err)
-			}
-			return nil
-		},
 		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
 			to, _ := cmd.Flags().GetString("to")
 			force, _ := cmd.Flags().GetBool("force")

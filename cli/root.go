@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
-	"enrichd/enrich"
 	"enrichd/store"
 
 	"github.com/spf13/cobra"
@@ -49,7 +51,6 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.PersistentFlags().String("db", "./enrichd.db", "path of the SQLite database file")
 	root.AddCommand(
 		newServeCommand(),
 		newOrgsCommand(),
@@ -64,7 +65,22 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newVersionCommand(),
 		newEnrichCommand(),
 	)
+	addDBFlag(root)
 	return root
+}
+
+// noDB marks, in a command's Annotations, a command that opens no database: it gets
+// no --db flag, so its help lists no flag it would ignore.
+const noDB = "enrichd-no-db"
+
+// addDBFlag gives every runnable command under c, but those marked noDB, the --db flag.
+func addDBFlag(c *cobra.Command) {
+	if c.Runnable() && c.Annotations[noDB] == "" {
+		c.Flags().String("db", "./enrichd.db", "path of the SQLite database file")
+	}
+	for _, sub := range c.Commands() {
+		addDBFlag(sub)
+	}
 }
 
 func flagsFromEnv(flags *pflag.FlagSet) error {
@@ -80,14 +96,64 @@ func flagsFromEnv(flags *pflag.FlagSet) error {
 	return err
 }
 
-// openDB opens the database named by --db.
+// openDB opens the database named by --db, creating it when missing. Only the
+// commands that set a deployment up use it: serve, orgs create, keys create, import.
 func openDB(cmd *cobra.Command) (*store.DB, error) {
 	path, _ := cmd.Flags().GetString("db")
 	return store.Open(cmd.Context(), path, program(cmd).Schema)
 }
 
-// withDB runs fn with the database open, closing it afterwards.
+// openExistingDB opens the database named by --db and refuses a missing one, so a
+// mistyped path is an error naming it rather than a fresh empty database that reads as
+// zeros. A file removed between the check and the open is created empty as before,
+// which only costs that one command its answer.
+func openExistingDB(cmd *cobra.Command) (*store.DB, error) {
+	if err := checkDBExists(cmd); err != nil {
+		return nil, err
+	}
+	return openDB(cmd)
+}
+
+// checkDBExists fails unless --db names an existing regular file.
+func checkDBExists(cmd *cobra.Command) error {
+	path, _ := cmd.Flags().GetString("db")
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("no database at %s (give --db the path serve uses; `enrichd orgs create` or `enrichd serve` creates one)", path)
+	case err != nil:
+		return fmt.Errorf("database %s: %w", path, unwrapPathError(err))
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("database %s is not a file", path)
+	}
+	return nil
+}
+
+// unwrapPathError drops the operation and path of an *fs.PathError, for a message
+// that names the path once.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// withDB runs fn with an existing database open, closing it afterwards.
 func withDB(fn func(cmd *cobra.Command, args []string, db *store.DB) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		db, err := openExistingDB(cmd)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return fn(cmd, args, db)
+	}
+}
+
+// withNewDB is withDB for a command that may set a deployment up: it creates the
+// database when missing.
+func withNewDB(fn func(cmd *cobra.Command, args []string, db *store.DB) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		db, err := openDB(cmd)
 		if err != nil {
@@ -96,6 +162,35 @@ func withDB(fn func(cmd *cobra.Command, args []string, db *store.DB) error) func
 		defer db.Close()
 		return fn(cmd, args, db)
 	}
+}
+
+func printJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// listCommand gives a list command its --json flag.
+func listCommand(cmd *cobra.Command) *cobra.Command {
+	cmd.Flags().Bool("json", false, "print a JSON array of objects instead of a table")
+	return cmd
+}
+
+// printList prints a list command's rows: tab-separated under a header row, or with
+// --json the items as a JSON array ([] when there are none).
+func printList[T any](cmd *cobra.Command, items []T, header []string, row func(T) []string) error {
+	if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
+		if items == nil {
+			items = []T{}
+		}
+		return printJSON(cmd, items)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	for _, it := range items {
+		fmt.Fprintln(w, strings.Join(row(it), "\t"))
+	}
+	return nil
 }
 
 func requiredOrg(cmd *cobra.Command) {
@@ -108,157 +203,4 @@ func orgFlag(cmd *cobra.Command) string {
 	return org
 }
 
-func newOrgsCommand() *cobra.Command {
-	orgs := &cobra.Command{Use: "orgs", Short: "Manage organizations"}
-	orgs.AddCommand(&cobra.Command{
-		Use:   "create NAME",
-		Short: "Create an organization",
-		Args:  cobra.ExactArgs(1),
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
-			org, err := db.CreateOrg(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created organization %s (%s)\n", org.Name, org.ID)
-			return nil
-		}),
-	}, &cobra.Command{
-		Use:   "list",
-		Short: "List organizations",
-		Args:  cobra.NoArgs,
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
-			orgs, err := db.ListOrgs(cmd.Context())
-			if err != nil {
-				return err
-			}
-			for _, o := range orgs {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", o.Name, o.ID, o.CreatedAt.Format(timeFormat))
-			}
-			return nil
-		}),
-	})
-	return orgs
-}
-
 const timeFormat = "2006-01-02T15:04:05Z"
-
-func newKeysCommand() *cobra.Command {
-	keys := &cobra.Command{Use: "keys", Short: "Manage API keys"}
-	create := &cobra.Command{
-		Use:   "create",
-		Short: "Create an API key and print it; it is shown this once and stored only as a hash",
-		Args:  cobra.NoArgs,
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
-			name, _ := cmd.Flags().GetString("name")
-			noCreate, _ := cmd.Flags().GetBool("no-create-org")
-			plain, _, err := db.CreateKey(cmd.Context(), orgFlag(cmd), name, !noCreate)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), plain)
-			return nil
-		}),
-	}
-	requiredOrg(create)
-	create.Flags().String("name", "", "a label for the key")
-	create.Flags().Bool("no-create-org", false, "fail instead of creating a missing organization")
-
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List an organization's keys by prefix",
-		Args:  cobra.NoArgs,
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
-			keys, err := db.ListKeys(cmd.Context(), orgFlag(cmd))
-			if err != nil {
-				return err
-			}
-			for _, k := range keys {
-				state := "active"
-				if k.RevokedAt != nil {
-					state = "revoked " + k.RevokedAt.Format(timeFormat)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s…\t%s\t%q\t%s\t%s\n", k.Prefix, k.ID, k.Name, k.CreatedAt.Format(timeFormat), state)
-			}
-			return nil
-		}),
-	}
-	requiredOrg(list)
-
-	revoke := &cobra.Command{
-		Use:   "revoke ID|PREFIX",
-		Short: "Revoke a key; requests with it are refused at once",
-		Args:  cobra.ExactArgs(1),
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
-			if err := db.RevokeKey(cmd.Context(), orgFlag(cmd), strings.TrimSuffix(args[0], "…")); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "revoked")
-			return nil
-		}),
-	}
-	requiredOrg(revoke)
-	keys.AddCommand(create, list, revoke)
-	return keys
-}
-
-func newImportCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "import FILE.jsonl",
-		Short: "Import companies and people into the dataset source (all lines or none); - reads standard input",
-		Args:  cobra.ExactArgs(1),
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
-			var in io.Reader = cmd.InOrStdin()
-			if args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				in = f
-			}
-			host, _ := cmd.Flags().GetString("network-host")
-			stats, err := db.Import(cmd.Context(), in, enrich.Normalizer{NetworkHost: host})
-			if err != nil {
-				return fmt.Errorf("%s: %w (nothing was imported)", args[0], err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "imported %d companies and %d people\n", stats.Companies, stats.People)
-			return nil
-		}),
-	}
-	cmd.Flags().String("network-host", enrich.DefaultNetworkHost, "host of the professional network whose URLs the file holds")
-	return cmd
-}
-
-func newTasksCommand() *cobra.Command {
-	tasks := &cobra.Command{Use: "tasks", Short: "Look at tasks"}
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List an organization's tasks, newest first",
-		Args:  cobra.NoArgs,
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
-			org, err := db.FindOrg(cmd.Context(), orgFlag(cmd))
-			if err != nil {
-				return err
-			}
-			status, _ := cmd.Flags().GetString("status")
-			if status != "" && !store.IsStatus(status) {
-				return fmt.Errorf("--status must be one of queued, running, succeeded, failed, canceled")
-			}
-			limit, _ := cmd.Flags().GetInt("limit")
-			list, total, err := db.ListTasks(cmd.Context(), org.ID, status, 0, max(1, limit))
-			if err != nil {
-				return err
-			}
-			for _, t := range list {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\t%s\n", t.ID, t.CreatedAt.Format(timeFormat), t.ObjectType, t.Status, t.Target)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d of %d tasks\n", len(list), total)
-			return nil
-		}),
-	}
-	requiredOrg(list)
-	list.Flags().String("status", "", "only tasks of this status")
-	list.Flags().Int("limit", 25, "how many tasks to show")
-	tasks.AddCommand(list)
-	return tasks
-}

@@ -59,10 +59,10 @@ func newServeCommand() *cobra.Command {
 			cfg.Retain = time.Duration(*f.Lookup("retain").Value.(*days))
 			adminAddr, _ := f.GetString("admin-addr")
 			cfg.SeparateAdmin = adminAddr != ""
-			if cfg.RateIP, err = rateFlag(cmd, "rate-ip"); err != nil {
+			if cfg.RateIP, err = rateFlag(cmd, logger, "rate-ip"); err != nil {
 				return err
 			}
-			if cfg.RateKey, err = rateFlag(cmd, "rate-key"); err != nil {
+			if cfg.RateKey, err = rateFlag(cmd, logger, "rate-key"); err != nil {
 				return err
 			}
 			if cfg.Sources, err = sources(cmd, db); err != nil {
@@ -85,8 +85,8 @@ func newServeCommand() *cobra.Command {
 	f.Int64("max-backlog", def.MaxBacklog, "queued tasks an organization may have before new requests get 429 queue_full")
 	f.Duration("lease", def.Lease, "how long a worker's claim on a task lasts unless extended; a crashed worker's tasks are requeued after it")
 	f.StringSlice("sources", []string{"dataset"}, "sources to ask, in order, first hit wins: "+knownSources)
-	f.String("rate-ip", rateString(def.RateIP), "rate limit per client address: requests per second/burst; 0 turns it off")
-	f.String("rate-key", rateString(def.RateKey), "rate limit per API key: requests per second/burst; 0 turns it off")
+	f.String("rate-ip", rateString(def.RateIP), "rate limit per client address: requests per second/burst; a rate alone has a burst of twice it (50 is 50/100); 0 turns it off")
+	f.String("rate-key", rateString(def.RateKey), "rate limit per API key: requests per second/burst; a rate alone has a burst of twice it (50 is 50/100); 0 turns it off")
 	f.String("network-host", def.NetworkHost, "host of the professional network whose URLs are accepted")
 	f.Int("email-max-retrievals", def.EmailMaxRetrievals, "profiles one email lookup retrieves at most to confirm who the address belongs to")
 	f.Duration("sim-latency", 0, "sim source: latency added to every call")
@@ -162,8 +162,9 @@ func newLogger(cmd *cobra.Command) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format must be json or text, not %q", format)
 }
 
-// rateFlag reads "RATE/BURST" (or "RATE", burst twice the rate).
-func rateFlag(cmd *cobra.Command, name string) (server.Rate, error) {
+// rateFlag reads "RATE/BURST", or "RATE" with a burst of twice the rate, which it logs
+// so the burst in force is never a guess.
+func rateFlag(cmd *cobra.Command, logger *slog.Logger, name string) (server.Rate, error) {
 	raw, _ := cmd.Flags().GetString(name)
 	bad := fmt.Errorf("--%s %q: want requests per second and an optional burst of at least 1, such as 100/200", name, raw)
 	limit, burst, hasBurst := strings.Cut(raw, "/")
@@ -176,6 +177,9 @@ func rateFlag(cmd *cobra.Command, name string) (server.Rate, error) {
 		if r.Burst, err = strconv.Atoi(strings.TrimSpace(burst)); err != nil || r.Burst < 1 {
 			return server.Rate{}, bad
 		}
+	} else if l > 0 {
+		logger.Info("rate limit given without a burst: the burst is twice the rate; give RATE/BURST to choose it",
+			"flag", "--"+name, "rate", l, "burst", r.Burst)
 	}
 	return r, nil
 }

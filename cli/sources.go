@@ -52,7 +52,7 @@ func extraSource(cmd *cobra.Command, name string) (enrich.Source, error) {
 		if cfg.Concurrency < 1 {
 			return nil, fmt.Errorf("--%s-concurrency must be at least 1", name)
 		}
-		r, err := rateFlag(cmd, name+"-rate")
+		r, err := rateFlag(cmd, logger, name+"-rate")
 		if err != nil {
 			return nil, err
 		}

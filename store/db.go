@@ -53,14 +53,14 @@ type DB struct {
 // migrations of schema, the text of schema.sql.
 func Open(ctx context.Context, path, schema string) (*DB, error) {
 	if path == "" {
-		return nil, fmt.Errorf("store: no database path")
+		return nil, fmt.Errorf("no database path")
 	}
 	// The file holds the Loops' signing secrets: it is created readable by its owner
 	// only (SQLite gives its -wal and -shm files the same permissions).
 	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
 		f.Close()
 	} else if !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("store: create %s: %w", path, err)
+		return nil, fmt.Errorf("cannot create the database %s: %w", path, pathErr(err))
 	}
 	pragmas := []string{"busy_timeout(10000)", "foreign_keys(ON)", "synchronous(NORMAL)", "cache_size(-65536)"}
 	dsn := func(extra ...string) string {
@@ -74,7 +74,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	// into the file, off the path of most commits.
 	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit(67108864)", "wal_autocheckpoint(10000)")+"&_txlock=immediate")
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
 	}
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
@@ -90,7 +90,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	read, err := sql.Open("sqlite", dsn("query_only(1)"))
 	if err != nil {
 		write.Close()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
 	}
 	read.SetMaxOpenConns(4)
 	read.SetMaxIdleConns(4)
@@ -132,7 +132,7 @@ var migrationHeader = regexp.MustCompile(`(?m)^-- migration (\d+): (.*)$`)
 func parseMigrations(schema string) ([]migration, error) {
 	heads := migrationHeader.FindAllStringSubmatchIndex(schema, -1)
 	if len(heads) == 0 {
-		return nil, fmt.Errorf("store: schema has no \"-- migration N: title\" sections")
+		return nil, fmt.Errorf("the schema has no \"-- migration N: title\" sections")
 	}
 	var out []migration
 	for i, h := range heads {
@@ -142,7 +142,7 @@ func parseMigrations(schema string) ([]migration, error) {
 		}
 		v, _ := strconv.Atoi(schema[h[2]:h[3]])
 		if v != i+1 {
-			return nil, fmt.Errorf("store: migration %d found where %d was expected", v, i+1)
+			return nil, fmt.Errorf("schema: migration %d found where %d was expected", v, i+1)
 		}
 		out = append(out, migration{version: v, title: strings.TrimSpace(schema[h[4]:h[5]]), sql: schema[h[1]:end]})
 	}
@@ -157,7 +157,7 @@ func (db *DB) migrate(ctx context.Context, schema string) error {
 	db.known = len(migrations)
 	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, title TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("store: migrations table: %w", err)
+		return fmt.Errorf("database %s: creating the migrations table: %w", db.path, err)
 	}
 	for _, m := range migrations {
 		err := db.runTx(ctx, func(tx *Tx) error {
@@ -176,7 +176,7 @@ func (db *DB) migrate(ctx context.Context, schema string) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("store: migration %d (%s): %w", m.version, m.title, err)
+			return fmt.Errorf("database %s: migration %d (%s): %w", db.path, m.version, m.title, err)
 		}
 	}
 	return nil
@@ -360,4 +360,14 @@ func fromNullMS(v sql.NullInt64) *time.Time {
 	}
 	t := fromMS(v.Int64)
 	return &t
+}
+
+// pathErr drops the operation and path of an *fs.PathError, for a message that
+// already names the path.
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -123,7 +123,7 @@ func (db *DB) Backup(ctx context.Context, path string, overwrite bool) error {
 	if target, err := os.Stat(path); err == nil {
 		for _, live := range []string{db.path, db.path + "-wal", db.path + "-shm"} {
 			if info, err := os.Stat(live); err == nil && os.SameFile(info, target) {
-				return fmt.Errorf("store: backup: %s is the database itself (or its journal); back up to another file", path)
+				return fmt.Errorf("cannot back up to %s: it is the database itself (or its journal); back up to another file", path)
 			}
 		}
 	}
@@ -138,22 +138,22 @@ func (db *DB) Backup(ctx context.Context, path string, overwrite bool) error {
 	// VACUUM INTO accepts an empty file: creating it first is what sets its mode.
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("store: backup: %w", err)
+		return fmt.Errorf("cannot write a backup in %s: %w", filepath.Dir(path), pathErr(err))
 	}
 	f.Close()
 	defer os.Remove(tmp) // a no-op once moved into place
 
 	conn, err := sql.Open("sqlite", db.dsn())
 	if err != nil {
-		return fmt.Errorf("store: backup: %w", err)
+		return fmt.Errorf("backup to %s: %w", path, err)
 	}
 	defer conn.Close()
 	conn.SetMaxOpenConns(1)
 	if _, err := conn.ExecContext(ctx, `VACUUM INTO ?`, tmp); err != nil {
-		return fmt.Errorf("store: backup: %w", err)
+		return fmt.Errorf("backup to %s: %w", path, err)
 	}
 	if err := syncFile(tmp); err != nil {
-		return fmt.Errorf("store: backup: %w", err)
+		return fmt.Errorf("backup to %s: %w", path, err)
 	}
 	if overwrite {
 		err = os.Rename(tmp, path)
@@ -165,7 +165,7 @@ func (db *DB) Backup(ctx context.Context, path string, overwrite bool) error {
 		return fmt.Errorf("%s: %w (pass --force to replace it)", path, ErrBackupExists)
 	}
 	if err != nil {
-		return fmt.Errorf("store: backup: %w", err)
+		return fmt.Errorf("backup to %s: %w", path, err)
 	}
 	return syncFile(filepath.Dir(path))
 }

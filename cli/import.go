@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"github.com/spf13/cobra"
+)
+
+func newImportCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "import FILE.jsonl",
+		Short: "Import companies and people into the dataset source (all lines or none); - reads standard input",
+		Args:  cobra.ExactArgs(1),
+		RunE: withNewDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			var in io.Reader = cmd.InOrStdin()
+			if args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			host, _ := cmd.Flags().GetString("network-host")
+			stats, err := db.Import(cmd.Context(), in, enrich.Normalizer{NetworkHost: host})
+			if err != nil {
+				return fmt.Errorf("%s: %w (nothing was imported)", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "imported %d companies and %d people\n", stats.Companies, stats.People)
+			return nil
+		}),
+	}
+	cmd.Flags().String("network-host", enrich.DefaultNetworkHost, "host of the professional network whose URLs the file holds")
+	return cmd
+}
