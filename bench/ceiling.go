@@ -30,7 +30,7 @@ func (c *ceilings) withWrite(ctx context.Context, r *Result) error {
 	if c.err != nil {
 		return c.err
 	}
-	r.Ceiling, r.CeilingUnit, r.Ratio = c.write, "tx/s", r.Rate/c.write
+	r.Ceiling, r.CeilingUnit, r.Ratio = c.write, "tx/s", ratio(r.Rate, c.write)
 	return nil
 }
 
@@ -39,7 +39,7 @@ func (c *ceilings) withRead(ctx context.Context, r *Result) error {
 	if c.err != nil {
 		return c.err
 	}
-	r.Ceiling, r.CeilingUnit, r.Ratio = c.read, "reads/s", r.Rate/c.read
+	r.Ceiling, r.CeilingUnit, r.Ratio = c.read, "reads/s", ratio(r.Rate, c.read)
 	return nil
 }
 
@@ -92,4 +92,12 @@ func measureCeilings(ctx context.Context, opt Options) (write, read float64, err
 		return 0, 0, fmt.Errorf("ceiling reads: %d failed", errs)
 	}
 	return write, float64(n) / elapsed.Seconds(), nil
+}
+
+// ratio is a/b, or 0 when there is no baseline to compare with: JSON has no NaN.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }

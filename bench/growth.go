@@ -61,7 +61,7 @@ func growth(ctx context.Context, opt Options) ([]Result, error) {
 		what  string
 	}{{&list, smallList, "GET /v1/tasks page 0"}, {&get, smallGet, "GET /v1/tasks/{id}"}} {
 		// The small database is this scenario's baseline.
-		pair.big.Ceiling, pair.big.CeilingUnit, pair.big.Ratio = pair.small.Rate, "req/s", pair.big.Rate/pair.small.Rate
+		pair.big.Ceiling, pair.big.CeilingUnit, pair.big.Ratio = pair.small.Rate, "req/s", ratio(pair.big.Rate, pair.small.Rate)
 		pair.big.Note = fmt.Sprintf("%s with %d more tasks stored, as a ratio to the same on 200 tasks (%.0f req/s, p99 %.1f ms); peak RSS of the whole bench process %s",
 			pair.what, opt.GrowthTasks, pair.small.Rate, pair.small.P99ms, rss)
 	}
