@@ -101,13 +101,16 @@ func (s *Server) sweep(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.SweepInterval)
 	defer tick.Stop()
 	for {
-		if n, err := s.db.RequeueAbandoned(ctx); err != nil && ctx.Err() == nil {
+		if n, gaveUp, err := s.db.RequeueAbandoned(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("requeueing abandoned tasks", "err", err)
-		} else if n > 0 {
-			s.log.Info("requeued tasks whose worker stopped", "tasks", n)
-			for range n {
-				s.wakeWorker()
+		} else {
+			if n > 0 {
+				s.log.Info("requeued tasks whose worker stopped", "tasks", n)
+				for range n {
+					s.wakeWorker()
+				}
 			}
+			s.gaveUp(gaveUp)
 		}
 		if expired, err := s.db.ExpireTasks(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("expiring tasks", "err", err)
@@ -177,6 +180,18 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 		s.metrics.settled(c.Input.Lookup.ObjectType(), status, c.Input.Lookup.Cost())
 	}
 	s.sender.Wake() // in case the task has a Loop
+}
+
+// gaveUp counts and logs the tasks failed (and refunded) for their claims being lost
+// too many times, and wakes the sender for those with a Loop.
+func (s *Server) gaveUp(tasks []store.ExpiredTask) {
+	for _, t := range tasks {
+		s.log.Warn("a task's worker stopped before finishing it too many times: the task fails", "task", t.ID, "attempts", store.MaxTaskAttempts)
+		s.metrics.settled(t.ObjectType, store.StatusFailed, t.CreditsCharged)
+	}
+	if len(tasks) > 0 {
+		s.sender.Wake()
+	}
 }
 
 // outcome is how a company or profile lookup ends: a refresh that cannot complete
