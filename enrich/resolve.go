@@ -78,11 +78,13 @@ type EmailOutcome struct {
 //     decided against the people gathered then, by its hints, without a new search;
 //  3. the company behind the domain is identified (the store, else the sources, as a
 //     company lookup would: aliases and redirects included); none -> not_found;
-//  4. inferred: held people with a current position at that company whose name the
-//     local part fits;
-//  5. resolved, when none is: the company's staff is searched on every source that
-//     can, each plausible profile retrieved (at most MaxRetrievals) and kept when it
-//     holds a current position at that company under a name the local part fits.
+//  4. resolved: the company's staff is searched on every source that can, each
+//     plausible profile retrieved (at most MaxRetrievals) and kept when it holds a
+//     current position at that company under a name the local part fits;
+//  5. inferred: held people with a current position at that company whose name the
+//     local part fits, and whom the search did not show. They add to the people the
+//     search confirmed, never stand in for it: what was looked up before must not
+//     change whom an address fits.
 //
 // One person -> success; none -> not_found; several -> the hints sent break the tie,
 // else ambiguous with the count and the hints that would. Hints never change the
@@ -127,14 +129,9 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 		return EmailOutcome{Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf("the local part of %s describes no name", address)}}
 	}
 
-	cands, terr := p.inferred(ctx, employer, local, now)
+	cands, terr := p.fits(ctx, employer, company, local, now)
 	if terr != nil {
 		return EmailOutcome{Err: terr}
-	}
-	if len(cands) == 0 {
-		if cands, terr = p.resolved(ctx, employer, company, local, now); terr != nil {
-			return EmailOutcome{Err: terr}
-		}
 	}
 	var keep *Gathering
 	if len(cands) > 1 {
@@ -191,10 +188,37 @@ func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time) (
 	return res.Company, nil
 }
 
-// inferred returns the held people at the company the local part fits. A profile
-// older than the freshness window is retrieved again and must still fit; one that
-// cannot be retrieved now is left to the search.
-func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string, now time.Time) ([]Candidate, *TaskError) {
+// fits returns the current employees of the company the local part fits: those the
+// staff search shows, retrieved and confirmed (resolved), and the people held whom
+// it does not show (inferred). One of them is an answer only if nobody else the
+// address may stand for went unchecked. Without a source that can search staff, the
+// people held are all there is to go by.
+func (p *Pipeline) fits(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, *TaskError) {
+	found, s, terr := p.resolved(ctx, employer, company, local, now)
+	if terr != nil {
+		return nil, terr
+	}
+	held, terr := p.inferred(ctx, employer, local, now, s.shown)
+	if terr != nil {
+		return nil, terr
+	}
+	all := append(found, held...)
+	switch {
+	case s.searchers == 0 && len(held) == 0:
+		return nil, &TaskError{Code: CodeNotFound, Message: "none of this server's sources can search a company's staff, so the address cannot be resolved"}
+	case len(all) < 2 && s.unavailable:
+		return nil, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached while resolving the address, so nobody could be confirmed; retrying later is safe"}
+	case len(all) < 2 && s.beyond > 0:
+		return nil, &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
+			"the address fits more people at %s than this server retrieves for one lookup (%d), so nobody could be confirmed", company.Name, p.maxRetrievals())}
+	}
+	return all, nil
+}
+
+// inferred returns the held people at the company the local part fits, but for those
+// whose profile the staff search showed (shown): the search decided them. A profile
+// older than the freshness window is retrieved again and must still fit.
+func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string, now time.Time, shown map[string]bool) ([]Candidate, *TaskError) {
 	staff, err := p.Held.CurrentStaff(ctx, employer, heldStaffLimit)
 	if err != nil {
 		return nil, &TaskError{Code: CodeInternalError, Message: "the people held could not be read"}
@@ -202,6 +226,9 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 	var out []Candidate
 	retrievals := 0
 	for _, h := range staff {
+		if h.Person.NetworkURL != nil && shown[*h.Person.NetworkURL] {
+			continue
+		}
 		c, ok := employer.Confirm(h.Person, local, MatchInferred)
 		if !ok {
 			continue
@@ -234,9 +261,17 @@ type staffHit struct {
 	nameFits bool // the search showed a name and the local part fits it
 }
 
+// staffSearch is what a staff search went through, beyond the people it confirmed.
+type staffSearch struct {
+	searchers   int             // sources that can search staff
+	shown       map[string]bool // the profile URLs the search showed
+	unavailable bool            // a search or a retrieval could not be made
+	beyond      int             // hits whose shown name fits, left out by the retrieval bound
+}
+
 // resolved searches the company's staff on the sources that can, retrieves the
 // plausible profiles and keeps those that confirm.
-func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, *TaskError) {
+func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, staffSearch, *TaskError) {
 	names := LocalPartNames(local)
 	limit := p.maxRetrievals()
 	var hits []staffHit
@@ -249,12 +284,12 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 		searchers++
 		if ctx.Err() != nil {
-			return nil, timedOut()
+			return nil, staffSearch{}, timedOut()
 		}
 		members, err := ss.SearchStaff(ctx, StaffQuery{Company: company, Names: names, Limit: limit})
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, timedOut()
+				return nil, staffSearch{}, timedOut()
 			}
 			if !errors.Is(err, ErrNotFound) {
 				unavailable = true
@@ -279,7 +314,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 	}
 	if searchers == 0 {
-		return nil, &TaskError{Code: CodeNotFound, Message: "none of this server's sources can search a company's staff, so the address cannot be resolved"}
+		return nil, staffSearch{}, nil
 	}
 	// Hits whose shown name already fits go first: the retrievals are bounded.
 	ordered := make([]staffHit, 0, len(hits))
@@ -303,7 +338,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if terr != nil {
 			switch terr.Code {
 			case CodeTimedOut:
-				return nil, terr
+				return nil, staffSearch{}, terr
 			case CodeProviderUnavailable:
 				unavailable = true
 			}
@@ -314,16 +349,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			out = append(out, c)
 		}
 	}
-	// One confirmed person is an answer only if nobody else the address may stand for
-	// went unchecked: a profile that could not be retrieved, or one past the bound.
-	if len(out) < 2 && unavailable {
-		return nil, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached while resolving the address, so nobody could be confirmed; retrying later is safe"}
-	}
-	if len(out) < 2 && beyond > 0 {
-		return nil, &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
-			"the address fits more people at %s than this server retrieves for one lookup (%d), so nobody could be confirmed", company.Name, limit)}
-	}
-	return out, nil
+	return out, staffSearch{searchers: searchers, shown: seen, unavailable: unavailable, beyond: beyond}, nil
 }
 
 // decide turns the people the address fits into the lookup's outcome.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,7 +143,9 @@ func TestAnAddressIsResolvedOnTheNetworkThenExact(t *testing.T) {
 	is.Equal(e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": "https://www.linkedin.com/in/jane-smith"}).status, http.StatusOK)
 }
 
-func TestAPersonHeldIsInferredWithoutASearch(t *testing.T) {
+// A person held does not shadow the company's staff: jsmith@ fits three Smiths on the
+// network, and having looked up one of them before does not make it theirs.
+func TestAPersonHeldDoesNotShadowTheStaff(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	acmeNetwork(e)
@@ -152,10 +155,46 @@ func TestAPersonHeldIsInferredWithoutASearch(t *testing.T) {
 	is.Equal(stored.str("task.status"), "succeeded")
 
 	_, done := e.emailLookup("jsmith@acme.com")
+	is.Equal(done.str("task.status"), "failed")
+	is.Equal(done.str("error.code"), "ambiguous")
+	is.Equal(done.get("error.candidates"), 3.0) // as when nobody is held
+	is.Equal(e.net.searches.Load(), int64(1))
+	is.Equal(e.balance("acme").Balance, int64(99)) // the profile lookup; the email refunded
+
+	// john.smith@ fits John and Jack (a nickname): still two, held or not.
+	_, both := e.emailLookup("john.smith@acme.com")
+	is.Equal(both.str("error.code"), "ambiguous")
+	is.Equal(both.get("error.candidates"), 2.0)
+}
+
+// A person held whom the staff search does not show (here, a position named after the
+// company but without its page, which the network's search goes by) is inferred: the
+// search ran and showed nobody else the address fits.
+func TestAPersonHeldTheSearchDoesNotShowIsInferred(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	acmeNetwork(e)
+	ada := employee("ada-lovelace", "Ada", "Lovelace", acmeURL, "Engineer", "London", "GB", false)
+	ada.Positions[0].CompanyNetworkURL = nil
+	e.net.addPerson(ada)
+	e.startWorkers()
+	stored := e.waitSettled(e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": "https://www.linkedin.com/in/ada-lovelace"}).str("task.id"))
+	is.Equal(stored.str("task.status"), "succeeded")
+
+	_, done := e.emailLookup("alovelace@acme.com")
 	is.Equal(done.str("task.status"), "succeeded")
-	is.Equal(done.str("data.full_name"), "John Smith")
-	is.Equal(done.get("data.email_match"), map[string]any{"method": "inferred", "email": "jsmith@acme.com", "pattern": "flast"})
-	is.Equal(e.net.searches.Load(), int64(0)) // recognized among the people held
+	is.Equal(done.str("data.full_name"), "Ada Lovelace")
+	is.Equal(done.get("data.email_match"), map[string]any{"method": "inferred", "email": "alovelace@acme.com", "pattern": "flast"})
+	is.Equal(e.net.searches.Load(), int64(1)) // the staff was searched all the same
+
+	// With the network down (the company stored, so it is still identified) the search
+	// cannot say that nobody else fits: no answer.
+	is.Equal(e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com"}).str("task.id")).str("task.status"), "succeeded")
+	e.net.setDown(true)
+	_, down := e.emailLookup("ada.lovelace@acme.com")
+	is.Equal(down.str("error.code"), "provider_unavailable")
+	is.True(strings.Contains(down.str("error.message"), "while resolving the address"))
+	is.Equal(e.balance("acme").Balance, int64(100-1-3-1))
 }
 
 func TestAnAddressNobodyFitsIsNotFound(t *testing.T) {

@@ -27,21 +27,21 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	others.Add(3)
 	go func() {
 		defer others.Done()
-		s.sweep(ctx)
+		s.keepRunning(ctx, "sweep", s.sweep)
 	}()
 	go func() {
 		defer others.Done()
-		s.maintain(ctx)
+		s.keepRunning(ctx, "maintenance", s.maintain)
 	}()
 	go func() {
 		defer others.Done()
-		s.sender.Run(hard)
+		s.keepRunning(hard, "webhook sender", s.sender.Run)
 	}()
 	for range s.cfg.Workers {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			s.work(ctx, hard)
+			s.keepRunning(ctx, "task worker", func(ctx context.Context) { s.work(ctx, hard) })
 		}()
 	}
 	drained := make(chan struct{})
@@ -107,13 +107,16 @@ func (s *Server) sweep(ctx context.Context) {
 		if s.storageWait(ctx, tick.C) {
 			continue
 		}
-		if n, err := s.db.RequeueAbandoned(ctx); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
+		if n, gaveUp, err := s.db.RequeueAbandoned(ctx); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
 			s.log.Error("requeueing abandoned tasks", "err", err)
-		} else if n > 0 {
-			s.log.Info("requeued tasks whose worker stopped", "tasks", n)
-			for range n {
-				s.wakeWorker()
+		} else {
+			if n > 0 {
+				s.log.Info("requeued tasks whose worker stopped", "tasks", n)
+				for range n {
+					s.wakeWorker()
+				}
 			}
+			s.gaveUp(gaveUp)
 		}
 		if expired, err := s.db.ExpireTasks(ctx); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
 			s.log.Error("expiring tasks", "err", err)
@@ -140,21 +143,25 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 	leaseDone := make(chan struct{})
 	go func() {
 		defer close(leaseDone)
-		s.keepLease(taskCtx, cancel, c)
+		s.keepRunning(taskCtx, "lease keeper", func(ctx context.Context) { s.keepLease(ctx, cancel, c) })
 	}()
 	var out store.Outcome
 	var res enrich.Result
 	var taskErr *enrich.TaskError
-	if c.Input.Lookup == enrich.LookupEmail {
-		// An email lookup serves its own stale fallbacks: a stored record is not a
-		// substitute for resolving an address.
-		o := s.pipeline.ResolveEmail(taskCtx, c.Input)
-		out = store.Outcome{Err: o.Err, Gathered: o.Gathered, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken}
-		if o.Err == nil {
-			out.Result, out.Fetched, out.FetchedAt = &o.Result, true, o.FetchedAt
+	if failed := s.runSafely(c.TaskID, func() {
+		if c.Input.Lookup == enrich.LookupEmail {
+			// An email lookup serves its own stale fallbacks: a stored record is not a
+			// substitute for resolving an address.
+			o := s.pipeline.ResolveEmail(taskCtx, c.Input)
+			out = store.Outcome{Err: o.Err, Gathered: o.Gathered, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken}
+			if o.Err == nil {
+				out.Result, out.Fetched, out.FetchedAt = &o.Result, true, o.FetchedAt
+			}
+		} else {
+			res, taskErr = s.pipeline.Enrich(taskCtx, c.Input)
 		}
-	} else {
-		res, taskErr = s.pipeline.Enrich(taskCtx, c.Input)
+	}); failed != nil {
+		out, taskErr = store.Outcome{Err: failed}, failed
 	}
 	cancel()
 	<-leaseDone
@@ -183,6 +190,18 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 		s.metrics.settled(c.Input.Lookup.ObjectType(), status, c.Input.Lookup.Cost())
 	}
 	s.sender.Wake() // in case the task has a Loop
+}
+
+// gaveUp counts and logs the tasks failed (and refunded) for their claims being lost
+// too many times, and wakes the sender for those with a Loop.
+func (s *Server) gaveUp(tasks []store.ExpiredTask) {
+	for _, t := range tasks {
+		s.log.Warn("a task's worker stopped before finishing it too many times: the task fails", "task", t.ID, "attempts", store.MaxTaskAttempts)
+		s.metrics.settled(t.ObjectType, store.StatusFailed, t.CreditsCharged)
+	}
+	if len(tasks) > 0 {
+		s.sender.Wake()
+	}
 }
 
 // outcome is how a company or profile lookup ends: a refresh that cannot complete

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"enrichd/enrich"
@@ -209,7 +210,8 @@ func nullText(b []byte) any {
 	return string(b)
 }
 
-// ExpiredTask is a task ExpireTasks failed as timed_out and refunded.
+// ExpiredTask is a task ExpireTasks failed as timed_out, or RequeueAbandoned as
+// internal_error, and refunded.
 type ExpiredTask struct {
 	ID             string
 	ObjectType     string
@@ -278,22 +280,68 @@ func (db *DB) expireTasks(ctx context.Context) ([]ExpiredTask, error) {
 	return expired, nil
 }
 
+// MaxTaskAttempts is how many times a task may be claimed and its claim lost (its
+// worker stopped before settling it: a crash, or a panic that took the process down)
+// before it fails as internal_error instead of being claimed again for ever. A claim
+// given back at a shutdown (ReleaseTask) is not counted.
+const MaxTaskAttempts = 5
+
 // RequeueAbandoned puts back in the queue the running tasks whose lease ran out: their
-// worker died (a crash, a restart) without settling them.
-func (db *DB) RequeueAbandoned(ctx context.Context) (int, error) {
-	var n int
-	err := db.inTx(ctx, func(tx *Tx) error {
-		orgs, err := requeue(ctx, tx, `status = 'running' AND lease_until < ?`, ms(db.now()))
-		n = len(orgs)
+// worker died (a crash, a restart) without settling them. Those claimed
+// MaxTaskAttempts times already are failed instead, refunded, and send task.failed to
+// their Loop, in the same transaction; they are returned.
+func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []ExpiredTask, err error) {
+	err = db.inTx(ctx, func(tx *Tx) error {
+		now := db.now()
+		gaveUp = gaveUp[:0]
+		taskErr, err := json.Marshal(enrich.TaskError{Code: enrich.CodeInternalError, Message: fmt.Sprintf(
+			"the task was started %d times and each time its worker stopped before it finished (the service crashed or was killed); it is not tried again", MaxTaskAttempts)})
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'failed', error = ?, finished_at = ?, lease_token = NULL, lease_until = NULL
+			WHERE status = 'running' AND lease_until < ? AND attempts >= ?
+			RETURNING id, object_type, credits_charged, loop_id`, string(taskErr), ms(now), ms(now), MaxTaskAttempts)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var t ExpiredTask
+			if err := rows.Scan(&t.ID, &t.ObjectType, &t.CreditsCharged, &t.LoopID); err != nil {
+				rows.Close()
+				return err
+			}
+			gaveUp = append(gaveUp, t)
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return err
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		for _, t := range gaveUp {
+			if err := refund(ctx, tx, t.ID, now); err != nil {
+				return err
+			}
+			if err := deliverSettled(ctx, tx, t.ID, t.LoopID, now); err != nil {
+				return err
+			}
+		}
+		orgs, err := requeue(ctx, tx, "", `status = 'running' AND lease_until < ?`, ms(now))
+		requeued = len(orgs)
 		return err
 	})
-	return n, err
+	if err != nil {
+		return 0, nil, err
+	}
+	return requeued, gaveUp, nil
 }
 
 // requeue puts the running tasks that match where back in the queue, and their
-// organizations in line; it returns one organization per task.
-func requeue(ctx context.Context, tx *Tx, where string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'queued', started_at = NULL, lease_token = NULL, lease_until = NULL
+// organizations in line, setting set too; it returns one organization per task.
+func requeue(ctx context.Context, tx *Tx, set, where string, args ...any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'queued', started_at = NULL, lease_token = NULL, lease_until = NULL`+set+`
 		WHERE `+where+` RETURNING org_id`, args...)
 	if err != nil {
 		return nil, err
@@ -323,10 +371,11 @@ func requeue(ctx context.Context, tx *Tx, where string, args ...any) ([]string, 
 }
 
 // ReleaseTask puts a claimed task back in the queue untouched, for a worker that stops
-// (a shutdown) before the task is done.
+// (a shutdown) before the task is done. The claim given back does not count as an
+// attempt.
 func (db *DB) ReleaseTask(ctx context.Context, c *Claim) error {
 	return db.inTx(ctx, func(tx *Tx) error {
-		_, err := requeue(ctx, tx, `id = ? AND lease_token = ? AND status = 'running'`, c.TaskID, c.Token)
+		_, err := requeue(ctx, tx, `, attempts = max(attempts - 1, 0)`, `id = ? AND lease_token = ? AND status = 'running'`, c.TaskID, c.Token)
 		return err
 	})
 }

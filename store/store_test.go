@@ -201,7 +201,7 @@ func TestLedgerAddsUpAfterAMixedWorkload(t *testing.T) {
 			}
 		default:
 			clk.Add(time.Duration(r.IntN(15)) * time.Minute)
-			_, err := db.RequeueAbandoned(ctx)
+			_, _, err := db.RequeueAbandoned(ctx)
 			is.NoErr(err)
 			_, err = db.ExpireTasks(ctx)
 			is.NoErr(err)
@@ -301,12 +301,12 @@ func TestAbandonedClaimsAreRequeuedAndSettleOnce(t *testing.T) {
 
 	dead, err := db.ClaimTask(ctx, 30*time.Second)
 	is.NoErr(err)
-	n, err := db.RequeueAbandoned(ctx)
+	n, _, err := db.RequeueAbandoned(ctx)
 	is.NoErr(err)
 	is.Equal(n, 0) // the lease still holds
 
 	clk.Add(31 * time.Second)
-	n, err = db.RequeueAbandoned(ctx)
+	n, _, err = db.RequeueAbandoned(ctx)
 	is.NoErr(err)
 	is.Equal(n, 1)
 	alive, err := db.ClaimTask(ctx, 30*time.Second)

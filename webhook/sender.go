@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -105,7 +106,7 @@ func (s *Sender) Run(ctx context.Context) {
 			for _, d := range claimed {
 				inFlight[d.LoopID]++
 				total++
-				go func() { done <- s.attempt(ctx, d) }()
+				go func() { done <- s.attemptSafely(ctx, d) }()
 			}
 			if len(claimed) > 0 && len(claimed) == free {
 				continue // more may be due
@@ -180,6 +181,21 @@ func (s *Sender) attempt(ctx context.Context, d *store.Dispatch) store.Attempted
 		s.log.Warn("webhook delivery attempt failed", "delivery", d.ID, "loop", d.LoopID, "attempt", d.Attempt, "status", status, "err", a.Err)
 	}
 	return store.Attempted{Dispatch: d, Attempt: a}
+}
+
+// attemptSafely is attempt, except that a panic in it is logged once, with its stack,
+// and counts as a failed attempt (retried on schedule) instead of ending the process.
+func (s *Sender) attemptSafely(ctx context.Context, d *store.Dispatch) (a store.Attempted) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("recovered from a panic in a webhook delivery attempt", "delivery", d.ID, "loop", d.LoopID,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			now := s.db.Now().UTC().Truncate(time.Millisecond)
+			a = store.Attempted{Dispatch: d, Attempt: &store.Attempt{At: now, Ended: now,
+				Err: "the delivery failed on our side (an internal error); it is retried on schedule"}}
+		}
+	}()
+	return s.attempt(ctx, d)
 }
 
 // send posts the delivery, signed at the given time. Any 2xx acknowledges.

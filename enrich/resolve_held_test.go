@@ -1,0 +1,67 @@
+package enrich
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// profilesOnly is a network that retrieves profiles and companies but cannot search
+// a company's staff.
+type profilesOnly struct{ net revNet }
+
+func (profilesOnly) Name() string { return "profiles-only" }
+func (n profilesOnly) CompanyByDomain(ctx context.Context, d string) (*Company, error) {
+	return n.net.CompanyByDomain(ctx, d)
+}
+func (n profilesOnly) CompanyByURL(ctx context.Context, u string) (*Company, error) {
+	return n.net.CompanyByURL(ctx, u)
+}
+func (n profilesOnly) PersonByURL(ctx context.Context, u string) (*Person, error) {
+	return n.net.PersonByURL(ctx, u)
+}
+
+// Held people never stand in for the staff search: a person held who fits the
+// address is one of the people it fits, beside those the search confirms.
+func TestAPersonHeldIsCountedBesideTheStaffSearched(t *testing.T) {
+	now := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *john.NetworkURL: john}}
+	held := revHeld{staff: []HeldPerson{{Person: john, LastEnriched: now.Add(-time.Hour)}}}
+	p := &Pipeline{Sources: []Source{net}, Held: held, Now: func() time.Time { return now }}
+	out := revEmail(p, "jsmith@acme.com", Hints{})
+	if out.Err == nil || out.Err.Code != CodeAmbiguous || *out.Err.Candidates != 2 {
+		t.Fatalf("jsmith fits Jane and John Smith, John is held: got %+v", out)
+	}
+
+	// Someone held whom the search does not show (a profile the network no longer
+	// lists) still counts: held Ada is inferred, as nobody else fits.
+	ada := revPerson("ada-lovelace", "Ada", "Lovelace", "Engineer", "London", "GB", "", false)
+	p.Held = revHeld{staff: []HeldPerson{{Person: ada, LastEnriched: now.Add(-time.Hour)}}}
+	out = revEmail(p, "alovelace@acme.com", Hints{})
+	if out.Err != nil || out.Result.Person.EmailMatch.Method != MatchInferred {
+		t.Fatalf("alovelace: got %+v, want Ada Lovelace inferred", out)
+	}
+}
+
+// Without a source that can search staff, the people held are all there is to go by.
+func TestWithoutAStaffSearchThePeopleHeldDecide(t *testing.T) {
+	now := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	net := profilesOnly{revNet{company: revCompany(), people: map[string]*Person{*john.NetworkURL: john}}}
+	if _, ok := any(net).(StaffSearcher); ok {
+		t.Fatal("profilesOnly must not search staff")
+	}
+	p := &Pipeline{Sources: []Source{net}, Now: func() time.Time { return now },
+		Held: revHeld{staff: []HeldPerson{{Person: john, LastEnriched: now.Add(-time.Hour)}}}}
+	out := revEmail(p, "jsmith@acme.com", Hints{})
+	if out.Err != nil || out.Result.Person.EmailMatch.Method != MatchInferred {
+		t.Fatalf("got %+v, want John Smith inferred", out)
+	}
+	p.Held = revHeld{}
+	out = p.ResolveEmail(context.Background(), Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
+	if out.Err == nil || out.Err.Code != CodeNotFound {
+		t.Fatalf("got %+v, want not_found", out)
+	}
+}
