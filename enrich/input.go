@@ -112,6 +112,7 @@ func (n Normalizer) Domain(raw string) (string, error) {
 // domain is Domain; field names the input in the messages of the length limits.
 func (n Normalizer) domain(raw, field string) (string, error) {
 	s := strings.TrimSpace(raw)
+	raw = s // quoted in the messages: the input less its surrounding space
 	if s == "" {
 		return "", Errorf(KindInvalid, "%s is empty", field)
 	}
@@ -224,7 +225,12 @@ func (n Normalizer) networkURL(raw, section, help string) (string, error) {
 		strings.ContainsFunc(slug, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return "", Errorf(KindInvalid, "%s", help)
 	}
-	return "https://" + host + "/" + section + "/" + slug, nil
+	out := "https://" + host + "/" + section + "/" + slug
+	if len(out) > MaxURL {
+		// Lower-casing can lengthen a slug: the normalized URL must itself be accepted.
+		return "", Errorf(KindInvalid, "networkUrl is longer than %d bytes once normalized, the most a URL may have here", MaxURL)
+	}
+	return out, nil
 }
 
 func isCountrySubdomain(s string) bool {
@@ -235,6 +241,7 @@ func isCountrySubdomain(s string) bool {
 // domain like Domain.
 func (n Normalizer) Email(raw string) (string, error) {
 	s := strings.TrimSpace(raw)
+	raw = s // quoted in the messages: the input less its surrounding space
 	if err := checkAddressLength(s); err != nil {
 		return "", err
 	}
@@ -252,6 +259,10 @@ func (n Normalizer) Email(raw string) (string, error) {
 			}
 		}
 		return "", Errorf(KindInvalid, "email %q does not end in a valid domain", raw)
+	}
+	// The domain's ASCII form may be longer than the domain as sent.
+	if len(s[:at])+1+len(domain) > MaxAddress {
+		return "", Errorf(KindInvalid, "email is longer than %d bytes once its domain is in ASCII form, the most an address may have (RFC 5321)", MaxAddress)
 	}
 	return s[:at] + "@" + domain, nil
 }
