@@ -149,9 +149,9 @@ func (n Normalizer) domain(raw, field string) (string, error) {
 			return "", err
 		}
 	}
-	// A top-level label of digits only is no domain; URL parsers read "127.1" as an IP.
-	if err != nil || !strings.Contains(ascii, ".") || strings.Trim(ascii[strings.LastIndex(ascii, ".")+1:], "0123456789") == "" ||
-		strings.HasPrefix(ascii, "0x") {
+	// A top-level label that is a number is no domain: URL parsers read "127.1" and
+	// "0x7f.0x1" as IP addresses.
+	if err != nil || !strings.Contains(ascii, ".") || isNumber(ascii[strings.LastIndex(ascii, ".")+1:]) {
 		return "", Errorf(KindInvalid, "domain %q is not a valid domain name", raw)
 	}
 	ascii = strings.TrimPrefix(ascii, "www.")
@@ -160,6 +160,15 @@ func (n Normalizer) domain(raw, field string) (string, error) {
 		return "", Errorf(KindInvalid, "domain %q is not a registrable domain name", raw)
 	}
 	return registrable, nil
+}
+
+// isNumber reports whether a label is a number as the WHATWG URL parser reads an IPv4
+// part: decimal digits, or 0x followed by hexadecimal ones.
+func isNumber(label string) bool {
+	if hex, ok := strings.CutPrefix(label, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return strings.Trim(label, "0123456789") == ""
 }
 
 func domainTooLong(field string) error {

@@ -48,6 +48,9 @@ func TestNormalizerDomainAccepts(t *testing.T) {
 		{"https://shop.bücher.de/kontakt", "xn--bcher-kva.de"},
 		{"xn--bcher-kva.de", "xn--bcher-kva.de"},
 		{"acme-corp.io", "acme-corp.io"},
+		// Not a number to a URL parser (0a is no octal number): a name, and one that
+		// normalizes to itself.
+		{"0.0X0000.0A", "0x0000.0a"},
 	}
 	n := enrich.Normalizer{}
 	for _, tt := range tests {
@@ -106,6 +109,8 @@ func TestNormalizerDomainRejects(t *testing.T) {
 		{"short loopback URL", "http://127.1/"},
 		{"three numbers", "1.2.3"},
 		{"hex address", "0x7f.0.0.1"},
+		{"hex top-level label", "0x7f.0x1"},
+		{"bare hex top-level label", "acme.0x"},
 		{"out of range address", "256.1.1.1"},
 		{"nines", "999.999.999.999"},
 		{"numeric TLD", "acme.123"},
