@@ -22,13 +22,16 @@ race:
 
 # Runs every Fuzz function of every package for FUZZTIME each (go test runs only one
 # fuzzer at a time). A crasher is written to the package's testdata/fuzz/FuzzXxx/,
-# where plain `go test` then replays it: fix it and commit the file.
+# where plain `go test` then replays it: fix it and commit the file. New inputs are
+# minimized for at most FUZZMINIMIZETIME each (go test's default, 60s, can leave a
+# fuzzer minimizing for its whole run).
 FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 5s
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 		for fn in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 			echo "== $$pkg $$fn ($(FUZZTIME))"; \
-			$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME); \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME); \
 		done; \
 	done
 

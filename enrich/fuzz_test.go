@@ -187,7 +187,7 @@ func FuzzLocalPartNames(f *testing.F) {
 		{"jean-luc.picard", "Jean-Luc", "Picard"}, {"obrien", "Conan", "O'Brien"}, {`"jane"`, "Jane", ""},
 		{"...", "", ""}, {"a", "A", "B"}, {"ﬀ.ǅ", "ﬀ", "ǅ"}, {"ΣΑΣ.x", "ΣΑΣ", "x"},
 		{strings.Repeat("a", 4000), "Jane", "Doe"}, {strings.Repeat("é", 2000), "é", "é"},
-		{strings.Repeat("ab.", 1000), distinctWords(500), distinctWords(500)},
+		{strings.Repeat("ab.", 21), distinctWords(100), distinctWords(100)},
 	} {
 		f.Add(s.local, s.first, s.last)
 	}

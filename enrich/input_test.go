@@ -402,3 +402,23 @@ func sent(h enrich.Hints) enrich.SentHints {
 	}
 	return s
 }
+
+// A slug that lower-casing lengthens (Ⱥ is two bytes, ⱥ three) must not normalize to a
+// URL over the limit, which would then be refused as itself.
+func TestANormalizedURLStaysWithinTheLimit(t *testing.T) {
+	is := is.New(t)
+	n := enrich.Normalizer{}
+	raw := "https://www.linkedin.com/in/" + strings.Repeat("Ⱥ", 1000) // 2,028 bytes, 3,028 once normalized
+	is.True(len(raw) <= enrich.MaxURL)
+	_, err := n.PersonURL(raw)
+	isInvalid(t, err)
+	is.True(strings.Contains(err.Error(), "longer than 2048 bytes once normalized"))
+
+	raw = "https://www.linkedin.com/in/" + strings.Repeat("Ⱥ", 600) // 1,828 bytes once normalized
+	got, err := n.PersonURL(raw)
+	is.NoErr(err)
+	is.True(len(got) <= enrich.MaxURL)
+	again, err := n.PersonURL(got)
+	is.NoErr(err)
+	is.Equal(again, got)
+}
