@@ -103,3 +103,23 @@ func TestNameMatchingIsLinearInTheName(t *testing.T) {
 		}
 	}
 }
+
+// An address over the RFC's lengths is refused by SplitAddress, and so by Refusal,
+// whatever path it came by: it names nobody.
+func TestSplitAddressRefusesAnAddressOverTheLimits(t *testing.T) {
+	for _, address := range []string{
+		strings.Repeat("a", MaxLocalPart+1) + "@acme.com",
+		"jane@" + strings.Repeat("a", MaxDomain-3) + ".com",
+		strings.Repeat("a", MaxLocalPart) + "@" + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 63) + ".com",
+	} {
+		if _, _, err := SplitAddress(address); KindOf(err) != KindInvalid || !strings.Contains(err.Error(), "longer than") {
+			t.Errorf("SplitAddress(%d bytes): %v", len(address), err)
+		}
+		if terr := Refusal(address); terr == nil || terr.Code != CodeNotFound {
+			t.Errorf("Refusal(%d bytes): %v", len(address), terr)
+		}
+	}
+	if local, domain, err := SplitAddress(strings.Repeat("a", MaxLocalPart) + "@acme.com"); err != nil || len(local) != MaxLocalPart || domain != "acme.com" {
+		t.Errorf("at the limit: %q %q %v", local, domain, err)
+	}
+}

@@ -156,7 +156,9 @@ func (n Normalizer) domain(raw, field string) (string, error) {
 	}
 	ascii = strings.TrimPrefix(ascii, "www.")
 	registrable, err := publicsuffix.EffectiveTLDPlusOne(ascii)
-	if err != nil {
+	// www is dropped from the front of a domain, so it cannot be the registrable
+	// label: x.www.com would name www.com, which normalizes to com.
+	if err != nil || strings.HasPrefix(registrable, "www.") {
 		return "", Errorf(KindInvalid, "domain %q is not a registrable domain name", raw)
 	}
 	return registrable, nil

@@ -110,6 +110,7 @@ func TestNormalizerDomainRejects(t *testing.T) {
 		{"three numbers", "1.2.3"},
 		{"hex address", "0x7f.0.0.1"},
 		{"hex top-level label", "0x7f.0x1"},
+		{"www as the registrable label, under a subdomain", "mail.www.com"},
 		{"bare hex top-level label", "acme.0x"},
 		{"out of range address", "256.1.1.1"},
 		{"nines", "999.999.999.999"},
