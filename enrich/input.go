@@ -281,10 +281,15 @@ func (n Normalizer) Email(raw string) (string, error) {
 // checkAddressLength holds an address, as sent, to the limits of RFC 5321: its local
 // part (before the last @), its domain and the whole.
 func checkAddressLength(s string) error {
-	local, domain := s, ""
-	if at := strings.LastIndexByte(s, '@'); at >= 0 {
-		local, domain = s[:at], s[at+1:]
+	at := strings.LastIndexByte(s, '@')
+	if at < 0 {
+		// No address at all: only its length is checked here, the parser says the rest.
+		if len(s) > MaxAddress {
+			return Errorf(KindInvalid, "email is longer than %d bytes, the most an address may have (RFC 5321)", MaxAddress)
+		}
+		return nil
 	}
+	local, domain := s[:at], s[at+1:]
 	switch {
 	case len(local) > MaxLocalPart:
 		return Errorf(KindInvalid, "the local part of email (before the @) is longer than %d bytes, the most an address may have (RFC 5321)", MaxLocalPart)

@@ -45,6 +45,7 @@ func TestInputsOverTheirLimitsAreRefusedBeforeAnyCharge(t *testing.T) {
 		{"local part of 60,000 bytes", "/v1/people/enrich", map[string]string{"email": long(60000) + "@acme.com"}, "longer than 64 bytes"},
 		{"local part of 33 two-byte letters", "/v1/people/enrich", map[string]string{"email": strings.Repeat("é", 33) + "@acme.com"}, "longer than 64 bytes"},
 		{"address of 255 bytes", "/v1/people/enrich", map[string]string{"email": address255}, "email is longer than 254 bytes"},
+		{"no address, 30,000 bytes", "/v1/people/enrich", map[string]string{"email": long(30000)}, "email is longer than 254 bytes"},
 		{"email domain of 254 bytes", "/v1/people/enrich", map[string]string{"email": "jane@" + domain254}, "the domain of email is longer than 253 bytes"},
 		{"email domain with a label of 64 bytes", "/v1/people/enrich", map[string]string{"email": "jane@" + long(64) + ".com"}, "the domain of email has a label (a part between dots) longer than 63 bytes"},
 		{"fullName of 201 characters", "/v1/people/enrich", map[string]string{"email": "jane@acme.com", "fullName": strings.Repeat("é", 201)}, "fullName is longer than 200 characters"},
