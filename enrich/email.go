@@ -57,8 +57,11 @@ func roleKey(s string) string {
 }
 
 // SplitAddress parses a plain address with net/mail and returns its local part and
-// domain.
+// domain. An address over the lengths RFC 5321 allows is refused before it is parsed.
 func SplitAddress(address string) (local, domain string, err error) {
+	if err := checkAddressLength(address); err != nil {
+		return "", "", err
+	}
 	addr, err := mail.ParseAddress(address)
 	if err != nil {
 		return "", "", Errorf(KindInvalid, "email %q is not a plain email address", address)

@@ -18,6 +18,17 @@ const DefaultNetworkHost = "www.linkedin.com"
 // MaxHintLength is the most characters a tie-break hint may have.
 const MaxHintLength = 200
 
+// Length limits of the inputs, from the RFCs, in bytes (an internationalized domain
+// counts in its ASCII form, as DNS carries it). They are checked before any other work
+// on an input, so the cost of refusing one does not grow with it.
+const (
+	MaxLocalPart = 64   // RFC 5321 4.5.3.1.1: the local part of an address
+	MaxDomain    = 253  // RFC 1035 2.3.4: a domain name, without its trailing dot
+	MaxLabel     = 63   // RFC 1035 2.3.4: one label of a domain name
+	MaxAddress   = 254  // RFC 5321 4.5.3.1.3 (a path of 256 less its angle brackets)
+	MaxURL       = 2048 // network URLs and website addresses sent as a domain
+)
+
 // Input is a validated, normalized enrichment request.
 type Input struct {
 	Lookup Lookup
@@ -95,9 +106,18 @@ func (n Normalizer) PersonInput(networkURL, email *string, sent SentHints) (Inpu
 // Domain normalizes a domain to its registrable host in lower-case IDNA form:
 // "HTTPS://WWW.Acme.COM/about" -> "acme.com".
 func (n Normalizer) Domain(raw string) (string, error) {
+	return n.domain(raw, "domain")
+}
+
+// domain is Domain; field names the input in the messages of the length limits.
+func (n Normalizer) domain(raw, field string) (string, error) {
 	s := strings.TrimSpace(raw)
+	raw = s // quoted in the messages: the input less its surrounding space
 	if s == "" {
-		return "", Errorf(KindInvalid, "domain is empty")
+		return "", Errorf(KindInvalid, "%s is empty", field)
+	}
+	if len(s) > MaxURL {
+		return "", Errorf(KindInvalid, "%s is longer than %d bytes, the most a website address may have", field, MaxURL)
 	}
 	if i := strings.Index(s, "://"); i >= 0 {
 		u, err := url.Parse(s)
@@ -115,21 +135,60 @@ func (n Normalizer) Domain(raw string) (string, error) {
 		s = host
 	}
 	s = strings.TrimSuffix(s, ".")
+	// An ASCII form is never shorter in characters than the name it encodes, so a
+	// name over the limit is refused before IDNA reads it.
+	if utf8.RuneCountInString(s) > MaxDomain {
+		return "", domainTooLong(field)
+	}
 	if net.ParseIP(strings.Trim(s, "[]")) != nil {
 		return "", Errorf(KindInvalid, "domain %q is an IP address; send a domain name", raw)
 	}
 	ascii, err := idna.Lookup.ToASCII(strings.ToLower(s))
-	// A top-level label of digits only is no domain; URL parsers read "127.1" as an IP.
-	if err != nil || !strings.Contains(ascii, ".") || strings.Trim(ascii[strings.LastIndex(ascii, ".")+1:], "0123456789") == "" ||
-		strings.HasPrefix(ascii, "0x") {
+	if err == nil {
+		if err := checkDomainLength(ascii, field); err != nil {
+			return "", err
+		}
+	}
+	// A top-level label that is a number is no domain: URL parsers read "127.1" and
+	// "0x7f.0x1" as IP addresses.
+	if err != nil || !strings.Contains(ascii, ".") || isNumber(ascii[strings.LastIndex(ascii, ".")+1:]) {
 		return "", Errorf(KindInvalid, "domain %q is not a valid domain name", raw)
 	}
 	ascii = strings.TrimPrefix(ascii, "www.")
 	registrable, err := publicsuffix.EffectiveTLDPlusOne(ascii)
-	if err != nil {
+	// www is dropped from the front of a domain, so it cannot be the registrable
+	// label: x.www.com would name www.com, which normalizes to com.
+	if err != nil || strings.HasPrefix(registrable, "www.") {
 		return "", Errorf(KindInvalid, "domain %q is not a registrable domain name", raw)
 	}
 	return registrable, nil
+}
+
+// isNumber reports whether a label is a number as the WHATWG URL parser reads an IPv4
+// part: decimal digits, or 0x followed by hexadecimal ones.
+func isNumber(label string) bool {
+	if hex, ok := strings.CutPrefix(label, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return strings.Trim(label, "0123456789") == ""
+}
+
+func domainTooLong(field string) error {
+	return Errorf(KindInvalid, "%s is longer than %d bytes, the most a domain name may have (RFC 1035)", field, MaxDomain)
+}
+
+// checkDomainLength holds a domain name in ASCII form to the limits of DNS: the name
+// and each of its labels.
+func checkDomainLength(ascii, field string) error {
+	if len(ascii) > MaxDomain {
+		return domainTooLong(field)
+	}
+	for label := range strings.SplitSeq(ascii, ".") {
+		if len(label) > MaxLabel {
+			return Errorf(KindInvalid, "%s has a label (a part between dots) longer than %d bytes, the most DNS allows (RFC 1035)", field, MaxLabel)
+		}
+	}
+	return nil
 }
 
 // CompanyURL normalizes a network company page URL to https://HOST/company/<slug>.
@@ -150,7 +209,11 @@ func (n Normalizer) host() string {
 }
 
 func (n Normalizer) networkURL(raw, section, help string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(raw))
+	raw = strings.TrimSpace(raw)
+	if len(raw) > MaxURL {
+		return "", Errorf(KindInvalid, "networkUrl is longer than %d bytes, the most a URL may have here", MaxURL)
+	}
+	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
 		return "", Errorf(KindInvalid, "%s", help)
 	}
@@ -173,7 +236,12 @@ func (n Normalizer) networkURL(raw, section, help string) (string, error) {
 		strings.ContainsFunc(slug, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return "", Errorf(KindInvalid, "%s", help)
 	}
-	return "https://" + host + "/" + section + "/" + slug, nil
+	out := "https://" + host + "/" + section + "/" + slug
+	if len(out) > MaxURL {
+		// Lower-casing can lengthen a slug: the normalized URL must itself be accepted.
+		return "", Errorf(KindInvalid, "networkUrl is longer than %d bytes once normalized, the most a URL may have here", MaxURL)
+	}
+	return out, nil
 }
 
 func isCountrySubdomain(s string) bool {
@@ -184,16 +252,53 @@ func isCountrySubdomain(s string) bool {
 // domain like Domain.
 func (n Normalizer) Email(raw string) (string, error) {
 	s := strings.TrimSpace(raw)
+	raw = s // quoted in the messages: the input less its surrounding space
+	if err := checkAddressLength(s); err != nil {
+		return "", err
+	}
 	addr, err := mail.ParseAddress(s)
 	if err != nil || addr.Name != "" || addr.Address != s {
 		return "", Errorf(KindInvalid, "email %q is not a plain email address such as jane@acme.com", raw)
 	}
 	at := strings.LastIndex(s, "@")
-	domain, err := n.Domain(s[at+1:])
+	domain, err := n.domain(s[at+1:], "the domain of email")
 	if err != nil {
+		// Over a limit of DNS, the domain's own message says which.
+		if ascii, aerr := idna.Lookup.ToASCII(strings.ToLower(strings.TrimSuffix(s[at+1:], "."))); aerr == nil {
+			if lerr := checkDomainLength(ascii, "the domain of email"); lerr != nil {
+				return "", lerr
+			}
+		}
 		return "", Errorf(KindInvalid, "email %q does not end in a valid domain", raw)
 	}
+	// The domain's ASCII form may be longer than the domain as sent.
+	if len(s[:at])+1+len(domain) > MaxAddress {
+		return "", Errorf(KindInvalid, "email is longer than %d bytes once its domain is in ASCII form, the most an address may have (RFC 5321)", MaxAddress)
+	}
 	return s[:at] + "@" + domain, nil
+}
+
+// checkAddressLength holds an address, as sent, to the limits of RFC 5321: its local
+// part (before the last @), its domain and the whole.
+func checkAddressLength(s string) error {
+	at := strings.LastIndexByte(s, '@')
+	if at < 0 {
+		// No address at all: only its length is checked here, the parser says the rest.
+		if len(s) > MaxAddress {
+			return Errorf(KindInvalid, "email is longer than %d bytes, the most an address may have (RFC 5321)", MaxAddress)
+		}
+		return nil
+	}
+	local, domain := s[:at], s[at+1:]
+	switch {
+	case len(local) > MaxLocalPart:
+		return Errorf(KindInvalid, "the local part of email (before the @) is longer than %d bytes, the most an address may have (RFC 5321)", MaxLocalPart)
+	case utf8.RuneCountInString(domain) > MaxDomain:
+		return domainTooLong("the domain of email")
+	case len(s) > MaxAddress:
+		return Errorf(KindInvalid, "email is longer than %d bytes, the most an address may have (RFC 5321)", MaxAddress)
+	}
+	return nil
 }
 
 // SlugOf returns the last path segment of a normalized network URL.

@@ -48,6 +48,9 @@ func TestNormalizerDomainAccepts(t *testing.T) {
 		{"https://shop.bücher.de/kontakt", "xn--bcher-kva.de"},
 		{"xn--bcher-kva.de", "xn--bcher-kva.de"},
 		{"acme-corp.io", "acme-corp.io"},
+		// Not a number to a URL parser (0a is no octal number): a name, and one that
+		// normalizes to itself.
+		{"0.0X0000.0A", "0x0000.0a"},
 	}
 	n := enrich.Normalizer{}
 	for _, tt := range tests {
@@ -106,6 +109,9 @@ func TestNormalizerDomainRejects(t *testing.T) {
 		{"short loopback URL", "http://127.1/"},
 		{"three numbers", "1.2.3"},
 		{"hex address", "0x7f.0.0.1"},
+		{"hex top-level label", "0x7f.0x1"},
+		{"www as the registrable label, under a subdomain", "mail.www.com"},
+		{"bare hex top-level label", "acme.0x"},
 		{"out of range address", "256.1.1.1"},
 		{"nines", "999.999.999.999"},
 		{"numeric TLD", "acme.123"},
@@ -396,4 +402,24 @@ func sent(h enrich.Hints) enrich.SentHints {
 		}
 	}
 	return s
+}
+
+// A slug that lower-casing lengthens (Ⱥ is two bytes, ⱥ three) must not normalize to a
+// URL over the limit, which would then be refused as itself.
+func TestANormalizedURLStaysWithinTheLimit(t *testing.T) {
+	is := is.New(t)
+	n := enrich.Normalizer{}
+	raw := "https://www.linkedin.com/in/" + strings.Repeat("Ⱥ", 1000) // 2,028 bytes, 3,028 once normalized
+	is.True(len(raw) <= enrich.MaxURL)
+	_, err := n.PersonURL(raw)
+	isInvalid(t, err)
+	is.True(strings.Contains(err.Error(), "longer than 2048 bytes once normalized"))
+
+	raw = "https://www.linkedin.com/in/" + strings.Repeat("Ⱥ", 600) // 1,828 bytes once normalized
+	got, err := n.PersonURL(raw)
+	is.NoErr(err)
+	is.True(len(got) <= enrich.MaxURL)
+	again, err := n.PersonURL(got)
+	is.NoErr(err)
+	is.Equal(again, got)
 }

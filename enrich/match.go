@@ -198,14 +198,29 @@ func (e Employer) fullNameFits(hint string, c Candidate, nicknames bool) bool {
 		return false
 	}
 	n := NameOf(c.Person)
-	var names []string
+	// The person's names, and the nickname groups they are on, as sets: the time is
+	// linear in the hint and the name, not in their product.
+	names := map[string]bool{}
+	groups := map[int]bool{}
 	for _, s := range []string{n.First, n.Last, deref(c.Person.FullName)} {
 		for _, f := range foldings(s) {
-			names = append(names, nameWords(f)...)
+			for _, w := range nameWords(f) {
+				if !names[w] && nicknames {
+					for _, g := range nicknameGroups()[w] {
+						groups[g] = true
+					}
+				}
+				names[w] = true
+			}
 		}
 	}
 	for _, w := range words {
-		if !slices.ContainsFunc(names, func(n string) bool { return n == w || nicknames && SameFirstName(n, w) }) {
+		if names[w] {
+			continue
+		}
+		// SameFirstName: a name and the word share a nickname group. Both are folded
+		// already.
+		if !nicknames || !slices.ContainsFunc(nicknameGroups()[w], func(g int) bool { return groups[g] }) {
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/runes"
 	"golang.org/x/text/transform"
@@ -29,24 +30,39 @@ const (
 	PatternLast           = "last"
 )
 
-// patterns builds each pattern's local part from a first and a last name variant.
+// nameSet is which names a part of a local part may be: the first name variants, the
+// last name variants, or the initial of one of them.
+type nameSet int
+
+const (
+	firstNames nameSet = iota
+	lastNames
+	firstInitials
+	lastInitials
+)
+
+// patterns are the local-part patterns, most specific first: a pattern fits a local
+// part when it splits, at sep, into a name of set left and one of set right (a pattern
+// of one name has no right).
 var patterns = []struct {
-	name  string
-	build func(f, l string) string
+	name        string
+	left, right nameSet
+	sep         string
+	single      bool
 }{
-	{PatternFirstDotLast, func(f, l string) string { return f + "." + l }},
-	{PatternFirstUnderLast, func(f, l string) string { return f + "_" + l }},
-	{PatternFirstDashLast, func(f, l string) string { return f + "-" + l }},
-	{PatternLastDotFirst, func(f, l string) string { return l + "." + f }},
-	{PatternFirstLast, func(f, l string) string { return f + l }},
-	{PatternLastFirst, func(f, l string) string { return l + f }},
-	{PatternFDotLast, func(f, l string) string { return initial(f) + "." + l }},
-	{PatternFLast, func(f, l string) string { return initial(f) + l }},
-	{PatternFirstDotL, func(f, l string) string { return f + "." + initial(l) }},
-	{PatternFirstL, func(f, l string) string { return f + initial(l) }},
-	{PatternLastF, func(f, l string) string { return l + initial(f) }},
-	{PatternFirst, func(f, l string) string { return f }},
-	{PatternLast, func(f, l string) string { return l }},
+	{name: PatternFirstDotLast, left: firstNames, sep: ".", right: lastNames},
+	{name: PatternFirstUnderLast, left: firstNames, sep: "_", right: lastNames},
+	{name: PatternFirstDashLast, left: firstNames, sep: "-", right: lastNames},
+	{name: PatternLastDotFirst, left: lastNames, sep: ".", right: firstNames},
+	{name: PatternFirstLast, left: firstNames, right: lastNames},
+	{name: PatternLastFirst, left: lastNames, right: firstNames},
+	{name: PatternFDotLast, left: firstInitials, sep: ".", right: lastNames},
+	{name: PatternFLast, left: firstInitials, right: lastNames},
+	{name: PatternFirstDotL, left: firstNames, sep: ".", right: lastInitials},
+	{name: PatternFirstL, left: firstNames, right: lastInitials},
+	{name: PatternLastF, left: lastNames, right: firstInitials},
+	{name: PatternFirst, left: firstNames, single: true},
+	{name: PatternLast, left: lastNames, single: true},
 }
 
 func initial(s string) string {
@@ -91,10 +107,12 @@ func foldings(s string) []string {
 	return out
 }
 
+var apostrophes = strings.NewReplacer("'", "", "’", "", "`", "")
+
 // nameWords splits a folded name into words of letters: apostrophes join ("o'brien"
 // -> "obrien"), anything else separates.
 func nameWords(folded string) []string {
-	folded = strings.NewReplacer("'", "", "’", "", "`", "").Replace(folded)
+	folded = apostrophes.Replace(folded)
 	return strings.FieldsFunc(folded, func(r rune) bool { return !unicode.IsLetter(r) })
 }
 
@@ -302,35 +320,40 @@ func CleanLocalPart(local string) string {
 // MatchPattern says which local-part pattern fits the person named n: "" when none
 // does. local is the local part as sent; it is cleaned with CleanLocalPart. Nicknames
 // count as the first name (bob.smith fits Robert Smith), and a hyphenated or
-// two-part last name may appear whole or as any of its parts.
+// two-part last name may appear whole or as any of its parts. A local part longer than
+// MaxLocalPart fits none.
+//
+// It takes time linear in the length of the name: the name's variants are put in sets
+// once, and each pattern tries every split of the (bounded) local part against them,
+// so no pair of variants is ever built.
 func MatchPattern(n PersonName, local string) string {
+	if len(local) > MaxLocalPart {
+		return ""
+	}
 	clean := CleanLocalPart(local)
 	if clean == "" {
 		return ""
 	}
 	v := n.variants()
+	sets := [4]map[string]bool{firstNames: {}, lastNames: {}, firstInitials: {}, lastInitials: {}}
+	for _, f := range v.firsts {
+		sets[firstNames][f] = true
+		sets[firstInitials][initial(f)] = true
+	}
+	for _, l := range v.lasts {
+		sets[lastNames][l] = true
+		sets[lastInitials][initial(l)] = true
+	}
 	for _, p := range patterns {
-		switch p.name {
-		case PatternFirst:
-			for _, f := range v.firsts {
-				if f == clean {
-					return p.name
-				}
-			}
-			continue
-		case PatternLast:
-			for _, l := range v.lasts {
-				if l == clean {
-					return p.name
-				}
+		if p.single {
+			if sets[p.left][clean] {
+				return p.name
 			}
 			continue
 		}
-		for _, f := range v.firsts {
-			for _, l := range v.lasts {
-				if p.build(f, l) == clean {
-					return p.name
-				}
+		for i := 0; i+len(p.sep) <= len(clean); i++ {
+			if clean[i:i+len(p.sep)] == p.sep && sets[p.left][clean[:i]] && sets[p.right][clean[i+len(p.sep):]] {
+				return p.name
 			}
 		}
 	}
@@ -340,25 +363,36 @@ func MatchPattern(n PersonName, local string) string {
 // LocalPartNames lists the name words a local part may stand for, to search a
 // company's staff with: each word between separators, or for a local part without
 // any, the whole, the whole without its first or last letter (flast, firstl) and
-// every split into two words; each with the names that are the same first name.
+// every split into two words; each with the names that are the same first name. A
+// local part longer than MaxLocalPart stands for none.
 func LocalPartNames(local string) []string {
+	if len(local) > MaxLocalPart {
+		return nil
+	}
 	clean := CleanLocalPart(local)
 	parts := strings.FieldsFunc(clean, func(r rune) bool { return r == '.' || r == '_' || r == '-' })
 	var words []string
 	if len(parts) > 1 {
 		for _, p := range parts {
-			if len([]rune(p)) > 1 {
+			if utf8.RuneCountInString(p) > 1 {
 				words = append(words, p)
 			}
 		}
 	} else if len(parts) == 1 {
-		r := []rune(parts[0])
-		words = append(words, parts[0])
-		if len(r) > 2 {
-			words = append(words, string(r[1:]), string(r[:len(r)-1]))
+		w := parts[0]
+		words = append(words, w)
+		if utf8.RuneCountInString(w) > 2 {
+			_, first := utf8.DecodeRuneInString(w)
+			_, last := utf8.DecodeLastRuneInString(w)
+			words = append(words, w[first:], w[:len(w)-last])
 		}
-		for i := 2; i+2 <= len(r); i++ {
-			words = append(words, string(r[:i]), string(r[i:]))
+		// Every split into two words of at least two letters each, as substrings of w.
+		var bounds []int // byte offsets of the rune boundaries inside w
+		for i := range w {
+			bounds = append(bounds, i)
+		}
+		for k := 2; k+2 <= len(bounds); k++ {
+			words = append(words, w[:bounds[k]], w[bounds[k]:])
 		}
 	}
 	var out []string

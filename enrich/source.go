@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -55,13 +56,16 @@ func (q StaffQuery) Matches(first, last string) bool {
 			words = append(words, nameWords(f)...)
 		}
 	}
+	if len(words) == 0 || len(q.Names) == 0 {
+		return false
+	}
+	names := make(map[string]bool, len(q.Names))
+	for _, n := range q.Names {
+		names[n] = true
+	}
 	for _, w := range words {
-		for _, e := range equivalents(w) {
-			for _, n := range q.Names {
-				if e == n {
-					return true
-				}
-			}
+		if slices.ContainsFunc(equivalents(w), func(e string) bool { return names[e] }) {
+			return true
 		}
 	}
 	return false
