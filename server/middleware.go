@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net"
@@ -92,7 +93,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		ri := &requestInfo{id: hex.EncodeToString(id[:])}
 		w.Header().Set("X-Request-Id", ri.id)
 		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestInfoKey, ri)))
+		s.serveSafely(sw, r.WithContext(context.WithValue(r.Context(), requestInfoKey, ri)), next)
 		if sw.status == 0 {
 			sw.status = http.StatusOK // a handler that wrote nothing answered 200
 		}
@@ -124,6 +125,28 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		}
 		s.log.LogAttrs(r.Context(), level, "request", attrs...)
 	})
+}
+
+// serveSafely runs a handler so that a panic in it answers the contract's 500 with
+// the requestId, logged once with its stack, instead of a dropped connection.
+func (s *Server) serveSafely(w *statusWriter, r *http.Request, next http.Handler) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			panic(v) // the handler's way of dropping the connection on purpose
+		}
+		s.panicked("request", v, "requestId", info(r).id)
+		err := fmt.Errorf("panic: %v", v)
+		if w.status == 0 {
+			s.error(w, r, err)
+			return
+		}
+		info(r).err = err // the status is written: the log line says why it went wrong
+	}()
+	next.ServeHTTP(w, r)
 }
 
 // route names the route in the request's log line.
