@@ -230,7 +230,7 @@ func (db *DB) write1(ctx context.Context, fn func(*Tx) error) error {
 	}
 }
 
-var errClosed = errors.New("store: the database is closed")
+var errClosed = errors.New("the database is closed")
 
 // maxBatch is the most transactions committed together.
 const maxBatch = 128
@@ -272,7 +272,7 @@ func guarded(fn func(*Tx) error) func(*Tx) error {
 	return func(tx *Tx) (err error) {
 		defer func() {
 			if p := recover(); p != nil {
-				err = fmt.Errorf("store: a transaction panicked: %v\n%s", p, debug.Stack())
+				err = fmt.Errorf("a database transaction panicked: %v\n%s", p, debug.Stack())
 			}
 		}()
 		return fn(tx)
@@ -324,14 +324,14 @@ func (db *DB) commit(batch []*writeOp) {
 func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
+		return fmt.Errorf("starting a database transaction: %w", err)
 	}
 	defer tx.Rollback()
 	if err := fn(&Tx{Tx: tx, cache: db.writes, detached: ctx}); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
+		return fmt.Errorf("committing to the database: %w", err)
 	}
 	return nil
 }
@@ -344,7 +344,7 @@ func (db *DB) inReadTx(ctx context.Context, fn func(*Tx) error) error {
 	ctx = context.WithoutCancel(ctx)
 	tx, err := db.read.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("store: begin read: %w", err)
+		return fmt.Errorf("starting a database read: %w", err)
 	}
 	defer tx.Rollback()
 	return fn(&Tx{Tx: tx, cache: db.read.cache, detached: ctx})

@@ -55,11 +55,11 @@ func (db *DB) CheckWritable(ctx context.Context) error {
 	select {
 	case <-p.done:
 		if p.err != nil {
-			return fmt.Errorf("store: the database does not take writes: %w", p.err)
+			return fmt.Errorf("the database does not take writes: %w", p.err)
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("store: the write lock could not be taken in time (held by a long transaction?): %w", ctx.Err())
+		return fmt.Errorf("the database write lock could not be taken in time (held by a long transaction?): %w", ctx.Err())
 	}
 }
 
@@ -234,7 +234,7 @@ func (db *DB) PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Pu
 func (db *DB) Checkpoint(ctx context.Context) (bool, error) {
 	var busy, logPages, done int
 	if err := db.write.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logPages, &done); err != nil {
-		return false, fmt.Errorf("store: checkpoint: %w", err)
+		return false, fmt.Errorf("checkpointing the database WAL: %w", err)
 	}
 	return busy == 0, nil
 }
