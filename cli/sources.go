@@ -8,6 +8,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/netguard"
+	"enrichd/server"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -19,12 +20,17 @@ const knownSources = "dataset, sim, web, enrichlayer, pdl"
 
 // addSourceFlags adds the flags of the web and vendor sources to serve.
 func addSourceFlags(f *pflag.FlagSet) {
-	f.String("enrichlayer-url", "https://enrichlayer.com", "enrichlayer source: base URL of the Enrich Layer API (key from "+source.EnrichLayerKeyEnv+")")
-	f.String("enrichlayer-rate", "5/5", "enrichlayer source: requests per second/burst to Enrich Layer; 0 turns the limit off")
-	f.Int("enrichlayer-concurrency", 4, "enrichlayer source: requests in flight to Enrich Layer at once")
-	f.String("pdl-url", "https://api.peopledatalabs.com", "pdl source: base URL of the People Data Labs API (key from "+source.PDLKeyEnv+")")
-	f.String("pdl-rate", "1/5", "pdl source: requests per second/burst to People Data Labs; 0 turns the limit off")
-	f.Int("pdl-concurrency", 4, "pdl source: requests in flight to People Data Labs at once")
+	for _, v := range []struct {
+		name, title, keyEnv string
+		def                 source.VendorConfig
+	}{
+		{"enrichlayer", "Enrich Layer", source.EnrichLayerKeyEnv, source.EnrichLayerDefaults},
+		{"pdl", "People Data Labs", source.PDLKeyEnv, source.PDLDefaults},
+	} {
+		f.String(v.name+"-url", v.def.BaseURL, v.name+" source: base URL of the "+v.title+" API (key from "+v.keyEnv+")")
+		f.String(v.name+"-rate", rateString(server.Rate{Limit: v.def.Rate, Burst: v.def.Burst}), v.name+" source: requests per second/burst to "+v.title+"; 0 turns the limit off")
+		f.Int(v.name+"-concurrency", v.def.Concurrency, v.name+" source: requests in flight to "+v.title+" at once")
+	}
 	f.Bool("web-allow-private", false, "web source: also fetch sites on private and loopback addresses, over http too (local development only)")
 }
 

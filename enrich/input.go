@@ -193,15 +193,17 @@ func checkDomainLength(ascii, field string) error {
 
 // CompanyURL normalizes a network company page URL to https://HOST/company/<slug>.
 func (n Normalizer) CompanyURL(raw string) (string, error) {
-	return n.networkURL(raw, "company", "networkUrl must be a company page such as https://"+n.host()+"/company/acme")
+	return n.networkURL(raw, "company", "networkUrl must be a company page such as https://"+n.Host()+"/company/acme")
 }
 
 // PersonURL normalizes a network profile URL to https://HOST/in/<slug>.
 func (n Normalizer) PersonURL(raw string) (string, error) {
-	return n.networkURL(raw, "in", "networkUrl must be a profile such as https://"+n.host()+"/in/jane-doe")
+	return n.networkURL(raw, "in", "networkUrl must be a profile such as https://"+n.Host()+"/in/jane-doe")
 }
 
-func (n Normalizer) host() string {
+// Host is the network's host these URLs are normalized to: NetworkHost lower-cased,
+// DefaultNetworkHost when it is empty. Sources use it to write the network's URLs.
+func (n Normalizer) Host() string {
 	if n.NetworkHost == "" {
 		return DefaultNetworkHost
 	}
@@ -217,7 +219,7 @@ func (n Normalizer) networkURL(raw, section, help string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
 		return "", Errorf(KindInvalid, "%s", help)
 	}
-	host := n.host()
+	host := n.Host()
 	base := strings.TrimPrefix(host, "www.")
 	got := strings.ToLower(u.Hostname())
 	sub, onBase := strings.CutSuffix(got, "."+base)

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"enrichd/enrich"
 )
@@ -34,9 +33,7 @@ var (
 // NewEnrichLayer builds the adapter. Defaults: https://enrichlayer.com, 5 requests a
 // second (the vendor's 300 a minute), 4 in flight, 60 s a request (the vendor's advice).
 func NewEnrichLayer(cfg VendorConfig) (*EnrichLayer, error) {
-	api, err := newVendorAPI("enrichlayer", EnrichLayerKeyEnv, cfg, vendorDefaults{
-		baseURL: "https://enrichlayer.com", rate: 5, burst: 5, concurrency: 4, timeout: 60 * time.Second,
-	}, func(r *http.Request, key string) { r.Header.Set("Authorization", "Bearer "+key) })
+	api, err := newVendorAPI("enrichlayer", EnrichLayerKeyEnv, cfg, EnrichLayerDefaults, func(r *http.Request, key string) { r.Header.Set("Authorization", "Bearer "+key) })
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"enrichd/enrich"
 )
@@ -34,9 +33,7 @@ var (
 // NewPDL builds the adapter. Defaults: https://api.peopledatalabs.com, 1 request a
 // second with bursts of 5, 4 in flight, 30 s a request.
 func NewPDL(cfg VendorConfig) (*PDL, error) {
-	api, err := newVendorAPI("pdl", PDLKeyEnv, cfg, vendorDefaults{
-		baseURL: "https://api.peopledatalabs.com", rate: 1, burst: 5, concurrency: 4, timeout: 30 * time.Second,
-	}, func(r *http.Request, key string) { r.Header.Set("X-Api-Key", key) })
+	api, err := newVendorAPI("pdl", PDLKeyEnv, cfg, PDLDefaults, func(r *http.Request, key string) { r.Header.Set("X-Api-Key", key) })
 	if err != nil {
 		return nil, err
 	}

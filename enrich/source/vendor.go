@@ -39,6 +39,13 @@ type VendorConfig struct {
 	Client      *http.Client // nil: a plain client with Timeout
 }
 
+// EnrichLayerDefaults and PDLDefaults are what each vendor adapter runs with where its
+// VendorConfig leaves a field zero; serve's flags show them as their defaults.
+var (
+	EnrichLayerDefaults = VendorConfig{BaseURL: "https://enrichlayer.com", Rate: 5, Burst: 5, Concurrency: 4, Timeout: 60 * time.Second}
+	PDLDefaults         = VendorConfig{BaseURL: "https://api.peopledatalabs.com", Rate: 1, Burst: 5, Concurrency: 4, Timeout: 30 * time.Second}
+)
+
 // vendorAPI is the discipline every data-vendor adapter keeps: its own rate limit and
 // concurrency cap, retries of transient failures with jittered backoff inside the
 // caller's deadline, a count of what it sent upstream, and the API key kept out of
@@ -58,25 +65,16 @@ type vendorAPI struct {
 	meter     meter
 }
 
-// vendorDefaults are an adapter's defaults for the fields of VendorConfig left zero.
-type vendorDefaults struct {
-	baseURL     string
-	rate        rate.Limit
-	burst       int
-	concurrency int
-	timeout     time.Duration
-}
-
-func newVendorAPI(name, keyEnv string, cfg VendorConfig, def vendorDefaults, authorize func(*http.Request, string)) (*vendorAPI, error) {
+func newVendorAPI(name, keyEnv string, cfg VendorConfig, def VendorConfig, authorize func(*http.Request, string)) (*vendorAPI, error) {
 	if strings.TrimSpace(cfg.APIKey) == "" {
 		return nil, fmt.Errorf("%s needs an API key: set %s", name, keyEnv)
 	}
-	raw := orDefault(cfg.BaseURL, def.baseURL)
+	raw := orDefault(cfg.BaseURL, def.BaseURL)
 	base, err := url.Parse(raw)
 	if err != nil || (base.Scheme != "https" && base.Scheme != "http") || base.Host == "" {
 		return nil, fmt.Errorf("%s: the base URL %q is not an http(s) URL", name, raw)
 	}
-	timeout := orDefault(cfg.Timeout, def.timeout)
+	timeout := orDefault(cfg.Timeout, def.Timeout)
 	client := cfg.Client
 	if client == nil {
 		// No redirects: a custom key header (X-Api-Key) would follow one to another
@@ -92,8 +90,8 @@ func newVendorAPI(name, keyEnv string, cfg VendorConfig, def vendorDefaults, aut
 		base:      base,
 		client:    client,
 		authorize: authorize,
-		limiter:   rate.NewLimiter(orDefault(cfg.Rate, def.rate), max(1, orDefault(cfg.Burst, def.burst))),
-		slots:     make(chan struct{}, max(1, orDefault(cfg.Concurrency, def.concurrency))),
+		limiter:   rate.NewLimiter(orDefault(cfg.Rate, def.Rate), max(1, orDefault(cfg.Burst, def.Burst))),
+		slots:     make(chan struct{}, max(1, orDefault(cfg.Concurrency, def.Concurrency))),
 		attempts:  max(1, orDefault(cfg.Attempts, 3)),
 		backoff:   orDefault(cfg.Backoff, time.Second),
 		log:       cfg.Logger,
