@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -39,8 +38,8 @@ func checkLoopName(name string) error {
 // checkWebhookURL accepts an https URL whose host resolves only to public addresses.
 func (s *Server) checkWebhookURL(r *http.Request, raw string) error {
 	if _, err := s.cfg.WebhookPolicy.CheckURL(r.Context(), raw); err != nil {
-		if errors.Is(err, context.Canceled) {
-			return err // the client hung up during the lookup
+		if r.Context().Err() != nil {
+			return err // the client hung up, or the request ran out of time, during the lookup
 		}
 		if errors.Is(err, netguard.ErrPlainHTTP) || errors.Is(err, netguard.ErrNotPublic) {
 			return enrich.Errorf(enrich.KindInvalid, "webhook_url: %v (to allow plain http and private addresses for local testing only, "+

@@ -36,6 +36,8 @@ type requestInfo struct {
 	// clientClosed: the client hung up before the answer, and the error is the
 	// request's cancellation showing through. Logged and counted as 499, not as a 500.
 	clientClosed bool
+	// panicked: the handler panicked; a bug of ours even when the client has gone.
+	panicked bool
 }
 
 // statusClientClosed is the status a request is logged and counted with when its
@@ -47,7 +49,7 @@ const statusClientClosed = 499
 // request's context when its connection closes. Whatever the handler failed with
 // then (the cancellation itself, or a query interrupted by it) is the client's doing.
 func clientClosed(r *http.Request) bool {
-	return errors.Is(r.Context().Err(), context.Canceled)
+	return errors.Is(r.Context().Err(), context.Canceled) && !info(r).panicked
 }
 
 // quietRoute is a probe or a scrape: logged at debug level unless it fails, since it
@@ -139,6 +141,7 @@ func (s *Server) serveSafely(w *statusWriter, r *http.Request, next http.Handler
 			panic(v) // the handler's way of dropping the connection on purpose
 		}
 		s.panicked("request", v, "requestId", info(r).id)
+		info(r).panicked = true
 		err := fmt.Errorf("panic: %v", v)
 		if w.status == 0 {
 			s.error(w, r, err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -71,4 +72,16 @@ func TestAPanicInAHandlerAnswers500WithTheRequestID(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/late", nil))
 	is.Equal(rec.Code, http.StatusAccepted)
 	is.True(strings.Contains(logs.String(), `"err":"panic: after the answer"`))
+
+	// A panic while the client has gone is still a bug of ours: a 500, not a 499.
+	logs.Reset()
+	h = s.logRequests(s.route("boom", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic("a bug in a handler")
+	})))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/boom", nil).WithContext(ctx))
+	is.Equal(rec.Code, http.StatusInternalServerError)
+	is.True(strings.Contains(logs.String(), `"status":500`))
 }

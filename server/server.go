@@ -234,7 +234,7 @@ func New(db *store.DB, cfg Config) *Server {
 		wake:      make(chan struct{}, cfg.Workers),
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
 			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,
-			Recorded: m.recorded}),
+			Recorded: m.recorded, Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() }}),
 		metrics: m,
 	}
 	router := httprouter.New()

@@ -196,7 +196,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 // too many times, and wakes the sender for those with a Loop.
 func (s *Server) gaveUp(tasks []store.ExpiredTask) {
 	for _, t := range tasks {
-		s.log.Warn("a task's worker stopped before finishing it too many times: the task fails", "task", t.ID, "attempts", store.MaxTaskAttempts)
+		s.log.Warn("a task's claim ran out too many times: the task fails", "task", t.ID, "attempts", store.MaxTaskAttempts)
 		s.metrics.settled(t.ObjectType, store.StatusFailed, t.CreditsCharged)
 	}
 	if len(tasks) > 0 {

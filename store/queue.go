@@ -239,40 +239,12 @@ func (db *DB) ExpireTasks(ctx context.Context) ([]ExpiredTask, error) {
 func (db *DB) expireTasks(ctx context.Context) ([]ExpiredTask, error) {
 	var expired []ExpiredTask
 	err := db.inTx(ctx, func(tx *Tx) error {
-		expired = expired[:0]
 		now := db.now()
-		taskErr, _ := json.Marshal(enrich.TaskError{Code: enrich.CodeTimedOut,
-			Message: "the enrichment did not finish within the task's lifetime; retrying is safe"})
-		rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'failed', error = ?, finished_at = ?, lease_token = NULL, lease_until = NULL
-			WHERE id IN (SELECT id FROM tasks WHERE status IN ('queued', 'running') AND expires_at <= ? LIMIT ?)
-			RETURNING id, object_type, credits_charged, loop_id`, string(taskErr), ms(now), ms(now), expireBatch)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var t ExpiredTask
-			if err := rows.Scan(&t.ID, &t.ObjectType, &t.CreditsCharged, &t.LoopID); err != nil {
-				rows.Close()
-				return err
-			}
-			expired = append(expired, t)
-		}
-		if err := rows.Err(); err != nil {
-			rows.Close()
-			return err
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		for _, t := range expired {
-			if err := refund(ctx, tx, t.ID, now); err != nil {
-				return err
-			}
-			if err := deliverSettled(ctx, tx, t.ID, t.LoopID, now); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		expired, err = failTasks(ctx, tx, now, enrich.TaskError{Code: enrich.CodeTimedOut,
+			Message: "the enrichment did not finish within the task's lifetime; retrying is safe"},
+			`id IN (SELECT id FROM tasks WHERE status IN ('queued', 'running') AND expires_at <= ? LIMIT ?)`, ms(now), expireBatch)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -280,9 +252,48 @@ func (db *DB) expireTasks(ctx context.Context) ([]ExpiredTask, error) {
 	return expired, nil
 }
 
+// failTasks fails the unsettled tasks that match where with taskErr, refunds them and
+// queues task.failed to their Loops, all in tx; it returns them.
+func failTasks(ctx context.Context, tx *Tx, now time.Time, taskErr enrich.TaskError, where string, args ...any) ([]ExpiredTask, error) {
+	body, err := json.Marshal(taskErr)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'failed', error = ?, finished_at = ?, lease_token = NULL, lease_until = NULL
+		WHERE `+where+` RETURNING id, object_type, credits_charged, loop_id`, append([]any{string(body), ms(now)}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	var failed []ExpiredTask
+	for rows.Next() {
+		var t ExpiredTask
+		if err := rows.Scan(&t.ID, &t.ObjectType, &t.CreditsCharged, &t.LoopID); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		failed = append(failed, t)
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return nil, err
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	for _, t := range failed {
+		if err := refund(ctx, tx, t.ID, now); err != nil {
+			return nil, err
+		}
+		if err := deliverSettled(ctx, tx, t.ID, t.LoopID, now); err != nil {
+			return nil, err
+		}
+	}
+	return failed, nil
+}
+
 // MaxTaskAttempts is how many times a task may be claimed and its claim lost (its
-// worker stopped before settling it: a crash, or a panic that took the process down)
-// before it fails as internal_error instead of being claimed again for ever. A claim
+// lease ran out before it settled: a crash, a kill, or a lease that could not be
+// extended) before it fails as internal_error instead of being claimed again for ever. A claim
 // given back at a shutdown (ReleaseTask) is not counted.
 const MaxTaskAttempts = 5
 
@@ -293,40 +304,12 @@ const MaxTaskAttempts = 5
 func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []ExpiredTask, err error) {
 	err = db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
-		gaveUp = gaveUp[:0]
-		taskErr, err := json.Marshal(enrich.TaskError{Code: enrich.CodeInternalError, Message: fmt.Sprintf(
-			"the task was started %d times and each time its worker stopped before it finished (the service crashed or was killed); it is not tried again", MaxTaskAttempts)})
+		var err error
+		gaveUp, err = failTasks(ctx, tx, now, enrich.TaskError{Code: enrich.CodeInternalError, Message: fmt.Sprintf(
+			"the task was started %d times and each time its claim ran out before it finished (the service stopped, or could not extend its lease); it is not tried again", MaxTaskAttempts)},
+			`status = 'running' AND lease_until < ? AND attempts >= ?`, ms(now), MaxTaskAttempts)
 		if err != nil {
 			return err
-		}
-		rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = 'failed', error = ?, finished_at = ?, lease_token = NULL, lease_until = NULL
-			WHERE status = 'running' AND lease_until < ? AND attempts >= ?
-			RETURNING id, object_type, credits_charged, loop_id`, string(taskErr), ms(now), ms(now), MaxTaskAttempts)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var t ExpiredTask
-			if err := rows.Scan(&t.ID, &t.ObjectType, &t.CreditsCharged, &t.LoopID); err != nil {
-				rows.Close()
-				return err
-			}
-			gaveUp = append(gaveUp, t)
-		}
-		if err := rows.Err(); err != nil {
-			rows.Close()
-			return err
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		for _, t := range gaveUp {
-			if err := refund(ctx, tx, t.ID, now); err != nil {
-				return err
-			}
-			if err := deliverSettled(ctx, tx, t.ID, t.LoopID, now); err != nil {
-				return err
-			}
 		}
 		orgs, err := requeue(ctx, tx, "", `status = 'running' AND lease_until < ?`, ms(now))
 		requeued = len(orgs)

@@ -34,6 +34,7 @@ type Sender struct {
 	lease       time.Duration
 	wake        chan struct{}
 	recorded    func([]store.Attempted)
+	panicked    func()
 }
 
 // SenderConfig tunes a Sender; zero values take the defaults.
@@ -46,6 +47,8 @@ type SenderConfig struct {
 	Logger      *slog.Logger
 	// Recorded, when set, is told of every batch of attempts once it is written.
 	Recorded func([]store.Attempted)
+	// Panicked, when set, is told of every panic recovered in an attempt.
+	Panicked func()
 }
 
 // NewSender returns a Sender over db. Call Run to start it.
@@ -78,6 +81,7 @@ func NewSender(db *store.DB, cfg SenderConfig) *Sender {
 		lease:    3 * cfg.Timeout,
 		wake:     make(chan struct{}, 1),
 		recorded: cfg.Recorded,
+		panicked: cfg.Panicked,
 	}
 }
 
@@ -190,6 +194,9 @@ func (s *Sender) attemptSafely(ctx context.Context, d *store.Dispatch) (a store.
 		if v := recover(); v != nil {
 			s.log.Error("recovered from a panic in a webhook delivery attempt", "delivery", d.ID, "loop", d.LoopID,
 				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if s.panicked != nil {
+				s.panicked()
+			}
 			now := s.db.Now().UTC().Truncate(time.Millisecond)
 			a = store.Attempted{Dispatch: d, Attempt: &store.Attempt{At: now, Ended: now,
 				Err: "the delivery failed on our side (an internal error); it is retried on schedule"}}

@@ -58,8 +58,9 @@ func TestAPanicInADeliveryAttemptFailsOnlyThatAttempt(t *testing.T) {
 	is.NoErr(err)
 
 	var logs lockedBuffer
+	var panics atomic.Int64
 	s := NewSender(db, SenderConfig{Policy: netguard.Policy{AllowPrivate: true}, Concurrency: 1, Poll: 5 * time.Millisecond,
-		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Panicked: func() { panics.Add(1) }})
 	s.client.Transport = &panicOnce{}
 	runCtx, stop := context.WithCancel(ctx)
 	stopped := make(chan struct{})
@@ -103,5 +104,6 @@ func TestAPanicInADeliveryAttemptFailsOnlyThatAttempt(t *testing.T) {
 	wait(func() bool { return delivery(second.ID).Status == "succeeded" })
 	is.Equal(got.Load(), int64(1))
 	is.Equal(strings.Count(logs.String(), "recovered from a panic in a webhook delivery attempt"), 1)
+	is.Equal(panics.Load(), int64(1)) // and counted, as /metrics shows it
 	is.True(strings.Contains(logs.String(), "a transport bug"))
 }
