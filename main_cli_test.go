@@ -67,6 +67,29 @@ func TestSetupCommandsCreateTheDatabase(t *testing.T) {
 	is.NoErr(err) // import made the database
 }
 
+// A setup command refused for a bad input or flag creates no database: a typo must not
+// leave an empty file that later reads as a deployment.
+func TestSetupCommandsRefusedLeaveNoDatabase(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "missing.jsonl")
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"import of a missing file", []string{"import", missing}, "missing.jsonl"},
+		{"keys create without creating the org", []string{"keys", "create", "--org", "acme", "--no-create-org"}, "no database at "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			db := filepath.Join(t.TempDir(), "typo.db")
+			contains(t, failCLI(t, append(c.args, "--db", db)...), c.want)
+			_, err := os.Stat(db)
+			is.True(os.IsNotExist(err)) // no database was created
+		})
+	}
+}
+
 // Errors that reach the user carry no package prefix; main adds the one "enrichd: ".
 func TestErrorsCarryNoPackagePrefix(t *testing.T) {
 	t.Parallel()

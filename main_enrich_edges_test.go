@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -64,12 +65,19 @@ func TestEnrichCSVSummaryCountsOnlySettledRows(t *testing.T) {
 	in := writeCSV(t, "domain", "one.com", "two.com", "three.com")
 	out := filepath.Join(t.TempDir(), "out.csv")
 
-	// The run is stopped once the server has charged the three tasks.
+	// The run is stopped once the client knows all three tasks: serve's request log
+	// shows it polling each one. (A charge is committed before its 202 reaches the
+	// client, so the charges alone could cut a request off before its task is known.)
 	runCtx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	polled := regexp.MustCompile(`"method":"GET"[^\n]*"path":"/v1/tasks/([^"]+)"`)
 	go func() {
 		for runCtx.Err() == nil {
-			if n, _ := charges(t, db); n == 3 {
+			ids := map[string]bool{}
+			for _, m := range polled.FindAllStringSubmatch(stderr.String(), -1) {
+				ids[m[1]] = true
+			}
+			if len(ids) == 3 {
 				cancel()
 				return
 			}
@@ -83,10 +91,14 @@ func TestEnrichCSVSummaryCountsOnlySettledRows(t *testing.T) {
 	contains(t, summary.String(), "credits spent: 0\n")
 	contains(t, summary.String(), "3 tasks still in flight hold 3 credits more, refunded if they fail")
 	_, rows := readOut(t, out)
+	is.Equal(len(rows), 3)
 	for _, r := range rows {
 		is.Equal(r["enrichd_status"], "interrupted")
 		is.True(r["enrichd_task_id"] != "") // the task in flight is named
 	}
+	charged, refunded := charges(t, db)
+	is.Equal(charged, 3) // the three tasks hold their credits while in flight
+	is.Equal(refunded, 0)
 }
 
 // A --column (or --header) the file does not have is refused before any request.

@@ -621,10 +621,14 @@ func TestServeBadFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			args := append([]string{"serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0"}, tt.args...)
+			db := newDBPath(t)
+			args := append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0"}, tt.args...)
 			msg := runServeExpectError(t, args...)
 			for _, w := range tt.want {
 				contains(t, msg, w)
+			}
+			if _, err := os.Stat(db); !os.IsNotExist(err) {
+				t.Errorf("a refused serve left %s behind (stat: %v)", db, err)
 			}
 		})
 	}

@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"enrichd/enrich"
-	"enrichd/store"
 
 	"github.com/spf13/cobra"
 )
@@ -16,7 +15,9 @@ func newImportCommand() *cobra.Command {
 		Use:   "import FILE.jsonl",
 		Short: "Import companies and people into the dataset source (all lines or none); - reads standard input",
 		Args:  cobra.ExactArgs(1),
-		RunE: withNewDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// The input is opened before the database, so a mistyped file name
+			// leaves no empty database behind.
 			var in io.Reader = cmd.InOrStdin()
 			if args[0] != "-" {
 				f, err := os.Open(args[0])
@@ -26,6 +27,11 @@ func newImportCommand() *cobra.Command {
 				defer f.Close()
 				in = f
 			}
+			db, err := openDB(cmd)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
 			host, _ := cmd.Flags().GetString("network-host")
 			stats, err := db.Import(cmd.Context(), in, enrich.Normalizer{NetworkHost: host})
 			if err != nil {
@@ -33,7 +39,7 @@ func newImportCommand() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "imported %d companies and %d people\n", stats.Companies, stats.People)
 			return nil
-		}),
+		},
 	}
 	cmd.Flags().String("network-host", enrich.DefaultNetworkHost, "host of the professional network whose URLs the file holds")
 	return cmd

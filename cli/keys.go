@@ -15,16 +15,27 @@ func newKeysCommand() *cobra.Command {
 		Use:   "create",
 		Short: "Create an API key and print it; it is shown this once and stored only as a hash",
 		Args:  cobra.NoArgs,
-		RunE: withNewDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			name, _ := cmd.Flags().GetString("name")
 			noCreate, _ := cmd.Flags().GetBool("no-create-org")
+			open := openDB
+			if noCreate {
+				// No organization can exist in a database that does not: refuse
+				// before creating an empty one.
+				open = openExistingDB
+			}
+			db, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
 			plain, _, err := db.CreateKey(cmd.Context(), orgFlag(cmd), name, !noCreate)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), plain)
 			return nil
-		}),
+		},
 	}
 	requiredOrg(create)
 	create.Flags().String("name", "", "a label for the key")

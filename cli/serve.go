@@ -34,12 +34,6 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			db, err := openDB(cmd)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-
 			cfg := server.DefaultConfig()
 			cfg.Logger = logger
 			cfg.Workers, _ = f.GetInt("workers")
@@ -65,12 +59,25 @@ func newServeCommand() *cobra.Command {
 			if cfg.RateKey, err = rateFlag(cmd, logger, "rate-key"); err != nil {
 				return err
 			}
-			if cfg.Sources, err = sources(cmd, db); err != nil {
+			if cfg.Sources, err = sources(cmd); err != nil {
 				return err
 			}
 			if err := checkServeConfig(cmd, cfg); err != nil {
 				return err
 			}
+			// The database is opened, and created when missing, only once every flag
+			// is known good, so a refused command leaves no file behind.
+			db, err := openDB(cmd)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			for i, s := range cfg.Sources {
+				if s == nil {
+					cfg.Sources[i] = db.Dataset()
+				}
+			}
+			linkWeb(cfg.Sources)
 			cfg.WebhookPolicy = webhookPolicy(cmd)
 			if cfg.WebhookPolicy.AllowPrivate {
 				logger.Warn("--allow-private-webhooks is on: webhooks may be sent over plain http and to loopback and private addresses; use it only for local development")
@@ -184,7 +191,10 @@ func rateFlag(cmd *cobra.Command, logger *slog.Logger, name string) (server.Rate
 	return r, nil
 }
 
-func sources(cmd *cobra.Command, db *store.DB) ([]enrich.Source, error) {
+// sources builds the sources --sources names, in order, leaving nil in the dataset's
+// place: the dataset needs the database, which is opened after every flag is checked.
+// The caller fills it in and then links the web source to the others with linkWeb.
+func sources(cmd *cobra.Command) ([]enrich.Source, error) {
 	names, _ := cmd.Flags().GetStringSlice("sources")
 	host, _ := cmd.Flags().GetString("network-host")
 	var out []enrich.Source
@@ -197,7 +207,7 @@ func sources(cmd *cobra.Command, db *store.DB) ([]enrich.Source, error) {
 		seen[name] = true
 		switch name {
 		case "dataset":
-			out = append(out, db.Dataset())
+			out = append(out, nil) // the dataset, once the database is open
 		case "sim":
 			latency, _ := cmd.Flags().GetDuration("sim-latency")
 			failures, _ := cmd.Flags().GetFloat64("sim-failure-rate")
@@ -210,7 +220,6 @@ func sources(cmd *cobra.Command, db *store.DB) ([]enrich.Source, error) {
 			out = append(out, src)
 		}
 	}
-	linkWeb(out)
 	if len(out) == 0 {
 		return nil, errors.New("--sources: name at least one source")
 	}

@@ -3,12 +3,18 @@
 #   bash examples/quickstart.sh
 # It builds ./enrichd if missing, serves it on a fresh database in a temporary
 # directory, imports the sample dataset, enriches a company and a person, and stops the
-# server. ENRICHD (the binary) and ADDR (the listen address) override the defaults.
+# server. ENRICHD (the binary) and ADDR (the listen address) override the defaults; it
+# stops with a message when something already listens on ADDR or the server does not start.
 set -euo pipefail
 ENRICHD=${ENRICHD:-./enrichd}
 ADDR=${ADDR:-127.0.0.1:8080}
+if curl -s --max-time 1 -o /dev/null "http://$ADDR/"; then   # a server from an earlier step?
+  echo "something already listens on $ADDR; stop it or set ADDR=127.0.0.1:8081" >&2; exit 1
+fi
 [ -x "$ENRICHD" ] || go build -o "$ENRICHD" .             # compiles for a minute the first time
 DIR=$(mktemp -d)
+SERVER=                                                   # on any exit: stop the server, remove $DIR
+trap '[ -z "$SERVER" ] || { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" || true; }; rm -rf "$DIR"' EXIT
 export ENRICHD_DB=$DIR/enrichd.db                         # every command below uses this file
 
 "$ENRICHD" orgs create acme
@@ -18,8 +24,14 @@ KEY=$("$ENRICHD" keys create --org acme)                  # stdout: the key alon
 
 "$ENRICHD" serve --addr "$ADDR" 2>"$DIR/serve.log" &      # API + workers; JSON log lines
 SERVER=$!                                                 # the server itself, not a go run wrapper
-trap 'kill $SERVER; wait $SERVER || true; rm -rf "$DIR"' EXIT
-for _ in $(seq 50); do curl -fs "http://$ADDR/readyz" >/dev/null && break; sleep 0.2; done
+READY=
+for _ in $(seq 50); do                                    # ready: this server listens and answers
+  kill -0 "$SERVER" 2>/dev/null || break                  # it exited (port taken?): its log says why
+  grep -q 'enrichd listening' "$DIR/serve.log" &&
+    curl -fs --max-time 1 "http://$ADDR/readyz" >/dev/null && READY=1 && break
+  sleep 0.2
+done
+[ -n "$READY" ] || { echo "enrichd serve did not become ready; its log:" >&2; cat "$DIR/serve.log" >&2; exit 1; }
 
 api() { curl -sS --max-time 10 -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' "$@"; }
 enrich() { # POST a lookup (202: a queued task), then GET the task until it settles
