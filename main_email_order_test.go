@@ -48,9 +48,10 @@ type emailAnswer struct {
 	Ledger     string // the task's ledger rows, e.g. "charge 3, refund 3"
 }
 
-// askEmails starts `serve --sources sim` on a fresh database, asks each lookup in turn,
-// each once the one before has settled, and returns the answers by lookup.
-func askEmails(t *testing.T, fresh *freshDB, asks []emailAsk) map[emailAsk]emailAnswer {
+// askEmails starts `serve --sources sim` (with the serve flags given) on a fresh
+// database, asks each lookup in turn, each once the one before has settled, and
+// returns the answers by lookup.
+func askEmails(t *testing.T, fresh *freshDB, asks []emailAsk, flags ...string) map[emailAsk]emailAnswer {
 	t.Helper()
 	db, key := fresh.copy(t)
 
@@ -58,8 +59,8 @@ func askEmails(t *testing.T, fresh *freshDB, asks []emailAsk) map[emailAsk]email
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--log-format", "json", "--workers", "2",
-			"--sources", "sim", "--rate-ip", "0", "--rate-key", "0"}, &stdout, &stderr)
+		done <- run(ctx, append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--log-format", "json", "--workers", "2",
+			"--sources", "sim", "--rate-ip", "0", "--rate-key", "0"}, flags...), &stdout, &stderr)
 	}()
 	defer func() {
 		cancel()
@@ -232,6 +233,48 @@ func TestEmailAnswersDoNotDependOnTheOrderOfAsking(t *testing.T) {
 				t.Errorf("asked in the order %v, %s got %+v; in the order %v it got %+v", order, a, got[a], perms[0], want[a])
 			}
 		}
+	}
+}
+
+// The staff search stops at the profiles one lookup may retrieve, plus one. When it
+// shows more people an address may stand for than that, nobody is confirmed, held or
+// not: with --email-max-retrievals 1, dijkstra@ used to succeed (charged) as the one
+// Dijkstra the search listed when nobody was held, and fit three people once they
+// all were. With 3, the four Dijkstras and Edsgers that edsger.dijkstra@ may stand
+// for are one too many, while the others are decided as with the default.
+func TestEmailAnswersDoNotDependOnTheOrderOfAskingWhenTheSearchIsCutOff(t *testing.T) {
+	t.Parallel()
+	asks := []emailAsk{
+		{email: "edsger.dijkstra@acme.com"},
+		{email: "edsger@acme.com"},
+		{email: "hdijkstra@acme.com"},
+		{email: "dijkstra@acme.com"},
+	}
+	cutOff := emailAnswer{Status: "failed", Code: "not_found", Ledger: "charge 3, refund 3"}
+	for _, tc := range []struct {
+		limit string
+		want  []emailAnswer
+	}{
+		{"1", []emailAnswer{cutOff, cutOff, cutOff, cutOff}},
+		{"3", []emailAnswer{
+			cutOff,
+			{Status: "failed", Code: "ambiguous", Candidates: 2, Ledger: "charge 3, refund 3"},
+			{Status: "succeeded", Person: "Hedy Dijkstra", Method: "resolved", Pattern: "flast", Ledger: "charge 3"},
+			{Status: "failed", Code: "ambiguous", Candidates: 3, Ledger: "charge 3, refund 3"},
+		}},
+	} {
+		t.Run("max retrievals "+tc.limit, func(t *testing.T) {
+			t.Parallel()
+			fresh := newFreshDB(t)
+			for _, order := range permutations(asks) {
+				got := askEmails(t, fresh, order, "--email-max-retrievals", tc.limit)
+				for i, a := range asks {
+					if got[a] != tc.want[i] {
+						t.Errorf("asked in the order %v, %s got %+v, want %+v", order, a, got[a], tc.want[i])
+					}
+				}
+			}
+		})
 	}
 }
 

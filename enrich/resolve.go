@@ -79,12 +79,14 @@ type EmailOutcome struct {
 //  3. the company behind the domain is identified (the store, else the sources, as a
 //     company lookup would: aliases and redirects included); none -> not_found;
 //  4. resolved: the company's staff is searched on every source that can, each
-//     plausible profile retrieved (at most MaxRetrievals) and kept when it holds a
-//     current position at that company under a name the local part fits;
+//     plausible profile retrieved and kept when it holds a current position at that
+//     company under a name the local part fits. A search that shows more plausible
+//     people than MaxRetrievals confirms nobody: not_found, whatever is held;
 //  5. inferred: held people with a current position at that company whose name the
-//     local part fits, and whom the search did not show. They add to the people the
-//     search confirmed, never stand in for it: what was looked up before must not
-//     change whom an address fits.
+//     local part fits, and whose profile the search did not retrieve. They add to
+//     the people the search confirmed, never stand in for it: what was looked up
+//     before must not change whom an address fits. Stale ones are refreshed with
+//     what is left of MaxRetrievals, which the whole step 4 and 5 shares.
 //
 // One person -> success; none -> not_found; several -> the hints sent break the tie,
 // else ambiguous with the count and the hints that would. Hints never change the
@@ -190,7 +192,7 @@ func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time) (
 
 // fits returns the current employees of the company the local part fits: those the
 // staff search shows, retrieved and confirmed (resolved), and the people held whom
-// it does not show (inferred). One of them is an answer only if nobody else the
+// it did not decide (inferred). One of them is an answer only if nobody else the
 // address may stand for went unchecked. Without a source that can search staff, the
 // people held are all there is to go by.
 func (p *Pipeline) fits(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, *TaskError) {
@@ -198,35 +200,56 @@ func (p *Pipeline) fits(ctx context.Context, employer Employer, company *Company
 	if terr != nil {
 		return nil, terr
 	}
-	held, terr := p.inferred(ctx, employer, local, now, s.shown)
+	if s.cutOff {
+		// Whatever is held, nobody can be told apart from the people left unchecked:
+		// the answer is the same whether or not any of them was looked up before.
+		return nil, &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
+			"the staff search shows more people at %s the address may stand for than this server retrieves for one lookup (%d), so nobody could be confirmed",
+			company.Name, p.maxRetrievals())}
+	}
+	held, terr := p.inferred(ctx, employer, local, now, s.decided, p.maxRetrievals()-s.retrievals)
 	if terr != nil {
 		return nil, terr
 	}
-	all := append(found, held...)
+	all := distinct(append(found, held...))
 	switch {
 	case s.searchers == 0 && len(held) == 0:
 		return nil, &TaskError{Code: CodeNotFound, Message: "none of this server's sources can search a company's staff, so the address cannot be resolved"}
 	case len(all) < 2 && s.unavailable:
 		return nil, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached while resolving the address, so nobody could be confirmed; retrying later is safe"}
-	case len(all) < 2 && s.beyond > 0:
-		return nil, &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
-			"the address fits more people at %s than this server retrieves for one lookup (%d), so nobody could be confirmed", company.Name, p.maxRetrievals())}
 	}
 	return all, nil
 }
 
+// distinct drops the candidates whose profile URL an earlier one has: one person
+// shown under two URLs, or both confirmed by the search and held, counts once.
+func distinct(cands []Candidate) []Candidate {
+	seen := map[string]bool{}
+	out := make([]Candidate, 0, len(cands))
+	for _, c := range cands {
+		if u := c.Person.NetworkURL; u != nil {
+			if seen[*u] {
+				continue
+			}
+			seen[*u] = true
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 // inferred returns the held people at the company the local part fits, but for those
-// whose profile the staff search showed (shown): the search decided them. A profile
-// older than the freshness window is retrieved again and must still fit.
-func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string, now time.Time, shown map[string]bool) ([]Candidate, *TaskError) {
+// whose profile the staff search retrieved (decided): the search decided them. A
+// profile older than the freshness window is retrieved again, within budget
+// retrievals, and must still fit.
+func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string, now time.Time, decided map[string]bool, budget int) ([]Candidate, *TaskError) {
 	staff, err := p.Held.CurrentStaff(ctx, employer, heldStaffLimit)
 	if err != nil {
 		return nil, &TaskError{Code: CodeInternalError, Message: "the people held could not be read"}
 	}
 	var out []Candidate
-	retrievals := 0
 	for _, h := range staff {
-		if h.Person.NetworkURL != nil && shown[*h.Person.NetworkURL] {
+		if h.Person.NetworkURL != nil && decided[*h.Person.NetworkURL] {
 			continue
 		}
 		c, ok := employer.Confirm(h.Person, local, MatchInferred)
@@ -235,10 +258,11 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 		}
 		c.RetrievedAt = h.LastEnriched
 		// A stale profile is retrieved again and must still fit. One that cannot be
-		// retrieved now stays a candidate as held: dropping it could leave another
-		// person as the only fit, which would be a guess.
-		if now.Sub(h.LastEnriched) >= p.freshness() && h.Person.NetworkURL != nil && retrievals < p.maxRetrievals() {
-			retrievals++
+		// retrieved now, or for which the lookup has no retrieval left, stays a
+		// candidate as held: dropping it could leave another person as the only fit,
+		// which would be a guess.
+		if now.Sub(h.LastEnriched) >= p.freshness() && h.Person.NetworkURL != nil && budget > 0 {
+			budget--
 			res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: *h.Person.NetworkURL})
 			switch {
 			case terr == nil:
@@ -255,101 +279,100 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 	return out, nil
 }
 
-// staffHit is a profile a staff search pointed at.
-type staffHit struct {
-	url      string
-	nameFits bool // the search showed a name and the local part fits it
-}
-
 // staffSearch is what a staff search went through, beyond the people it confirmed.
 type staffSearch struct {
-	searchers   int             // sources that can search staff
-	shown       map[string]bool // the profile URLs the search showed
-	unavailable bool            // a search or a retrieval could not be made
-	beyond      int             // hits whose shown name fits, left out by the retrieval bound
+	searchers int // sources that can search staff
+	// decided holds the profiles the search retrieved, by the URL it showed and the
+	// URL the profile names: the search, not what is held, decides those people.
+	decided     map[string]bool
+	unavailable bool // a search or a retrieval could not be made
+	// cutOff says the search showed more people the address may stand for than one
+	// lookup retrieves (or a source's search stopped at the number asked): nobody
+	// can be confirmed, and nothing was retrieved.
+	cutOff     bool
+	retrievals int // profiles retrieved
 }
 
 // resolved searches the company's staff on the sources that can, retrieves the
-// plausible profiles and keeps those that confirm.
+// plausible profiles and keeps those that confirm. Each source is asked for one hit
+// more than the lookup retrieves: a search that returns that many stopped before the
+// end, so people the address may stand for went unseen.
 func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, staffSearch, *TaskError) {
 	names := LocalPartNames(local)
 	limit := p.maxRetrievals()
-	var hits []staffHit
+	ask := min(limit+1, StaffSearchMax)
+	var hits []string
 	seen := map[string]bool{}
-	searchers, unavailable := 0, false
+	var s staffSearch
 	for _, src := range p.Sources {
 		ss, ok := src.(StaffSearcher)
 		if !ok {
 			continue
 		}
-		searchers++
+		s.searchers++
 		if ctx.Err() != nil {
 			return nil, staffSearch{}, timedOut()
 		}
-		members, err := ss.SearchStaff(ctx, StaffQuery{Company: company, Names: names, Limit: limit})
+		members, err := ss.SearchStaff(ctx, StaffQuery{Company: company, Names: names, Limit: ask})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, staffSearch{}, timedOut()
 			}
 			if !errors.Is(err, ErrNotFound) {
-				unavailable = true
+				s.unavailable = true
 				p.warn("staff search failed", src, err)
 			}
 			continue
+		}
+		if len(members) >= ask {
+			s.cutOff = true
 		}
 		for _, m := range members {
 			if m.NetworkURL == "" || seen[m.NetworkURL] {
 				continue
 			}
 			seen[m.NetworkURL] = true
-			h := staffHit{url: m.NetworkURL}
-			if strings.TrimSpace(m.FullName) != "" {
-				// A name shown that the address cannot stand for is not worth a retrieval.
-				if MatchPattern(SplitFullName(m.FullName), local) == "" {
-					continue
-				}
-				h.nameFits = true
+			// A name shown that the address cannot stand for is not worth a retrieval.
+			if strings.TrimSpace(m.FullName) != "" && MatchPattern(SplitFullName(m.FullName), local) == "" {
+				continue
 			}
-			hits = append(hits, h)
+			hits = append(hits, m.NetworkURL)
 		}
 	}
-	if searchers == 0 {
-		return nil, staffSearch{}, nil
+	if s.searchers == 0 {
+		return nil, s, nil
 	}
-	// Hits whose shown name already fits go first: the retrievals are bounded.
-	ordered := make([]staffHit, 0, len(hits))
-	for _, fits := range []bool{true, false} {
-		for _, h := range hits {
-			if h.nameFits == fits {
-				ordered = append(ordered, h)
-			}
-		}
+	if s.cutOff || len(hits) > limit {
+		s.cutOff = true
+		return nil, s, nil
 	}
+	s.decided = map[string]bool{}
 	var out []Candidate
-	beyond := 0 // hits whose shown name fits, left out by the retrieval bound
-	for i, h := range ordered {
-		if i >= limit {
-			if h.nameFits {
-				beyond++
-			}
-			continue
+	for _, u := range hits {
+		if s.decided[u] {
+			continue // the profile another hit retrieved names this URL as its own
 		}
-		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: h.url})
+		s.retrievals++
+		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: u})
 		if terr != nil {
 			switch terr.Code {
 			case CodeTimedOut:
 				return nil, staffSearch{}, terr
 			case CodeProviderUnavailable:
-				unavailable = true
+				s.unavailable = true
 			}
 			continue
+		}
+		s.decided[u] = true
+		if res.Person.NetworkURL != nil {
+			s.decided[*res.Person.NetworkURL] = true
 		}
 		if c, ok := employer.Confirm(res.Person, local, MatchResolved); ok {
 			c.RetrievedAt = now
 			out = append(out, c)
 		}
 	}
-	return out, staffSearch{searchers: searchers, shown: seen, unavailable: unavailable, beyond: beyond}, nil
+	return out, s, nil
 }
 
 // decide turns the people the address fits into the lookup's outcome.

@@ -6,16 +6,28 @@ package enrich
 import (
 	"context"
 	"fmt"
+	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // revNet is a network with companies by domain, profiles by URL, a staff search that
-// lists every profile, and profiles that cannot be retrieved (down).
+// lists every profile in URL order up to the limit asked, as real searches do, and
+// profiles that cannot be retrieved (down).
 type revNet struct {
 	company *Company
 	people  map[string]*Person
 	down    map[string]bool
+	// alias lists, besides the people, URLs the search shows that retrieve the
+	// person of another URL (alias -> that URL).
+	alias map[string]string
+	// hidden are people the search does not list.
+	hidden map[string]bool
+	// shownAs is the name the search shows for a URL, when not the person's.
+	shownAs map[string]string
+	// retrievals, when set, counts the profiles retrieved.
+	retrievals *atomic.Int64
 }
 
 func (revNet) Name() string { return "rev" }
@@ -28,8 +40,14 @@ func (n revNet) CompanyByURL(context.Context, string) (*Company, error) {
 	return &c, nil
 }
 func (n revNet) PersonByURL(_ context.Context, u string) (*Person, error) {
+	if n.retrievals != nil {
+		n.retrievals.Add(1)
+	}
 	if n.down[u] {
 		return nil, fmt.Errorf("rev: %w", ErrUnavailable)
+	}
+	if to, ok := n.alias[u]; ok {
+		u = to
 	}
 	p, ok := n.people[u]
 	if !ok {
@@ -41,7 +59,21 @@ func (n revNet) PersonByURL(_ context.Context, u string) (*Person, error) {
 func (n revNet) SearchStaff(_ context.Context, q StaffQuery) ([]StaffMember, error) {
 	var out []StaffMember
 	for u, p := range n.people {
-		out = append(out, StaffMember{NetworkURL: u, FullName: *p.FullName})
+		if !n.hidden[u] {
+			out = append(out, StaffMember{NetworkURL: u, FullName: *p.FullName})
+		}
+	}
+	for a, u := range n.alias {
+		out = append(out, StaffMember{NetworkURL: a, FullName: *n.people[u].FullName})
+	}
+	for i, m := range out {
+		if name, ok := n.shownAs[m.NetworkURL]; ok {
+			out[i].FullName = name
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NetworkURL < out[j].NetworkURL })
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
 	}
 	return out, nil
 }

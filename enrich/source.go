@@ -42,9 +42,15 @@ type StaffQuery struct {
 	// Names are the name words the local part may stand for, case- and accent-folded
 	// ("smith", "john"); a source matches any of them against first or last names.
 	Names []string
-	// Limit is the most hits wanted; a source may return fewer.
+	// Limit is the most hits wanted, at most StaffSearchMax; a source may return
+	// fewer, never more. Email lookups ask for one more than they retrieve, so a
+	// search that returns Limit hits tells them it stopped before the end.
 	Limit int
 }
+
+// StaffSearchMax is the most hits a staff search asks a source for (a vendor's
+// largest page).
+const StaffSearchMax = 100
 
 // Matches reports whether a person of this first and last name may be one the
 // query names: one of their name words (or a nickname of the first name) is among

@@ -358,13 +358,27 @@ func TestAStaleAddressWithTheNetworkDownServesTheStoredRecord(t *testing.T) {
 	is.Equal(done.str("data.email_match.method"), "exact")
 }
 
+// jsmith@ may stand for Acme's three Smiths. Allowed two retrievals, the lookup
+// cannot check them all, so it confirms nobody and retrieves nothing (not_found,
+// refunded); allowed three, it retrieves the three and finds them all current.
 func TestEmailRetrievalsAreBounded(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t, func(c *server.Config) { c.EmailMaxRetrievals = 2 })
 	acmeNetwork(e)
 	e.startWorkers()
-	e.emailLookup("jsmith@acme.com")
-	is.Equal(e.net.profiles.Load(), int64(2))
+	_, done := e.emailLookup("jsmith@acme.com")
+	is.Equal(done.str("error.code"), "not_found")
+	is.True(strings.Contains(done.str("error.message"), "more people at Acme the address may stand for than this server retrieves for one lookup (2)"))
+	is.Equal(e.net.profiles.Load(), int64(0))
+	is.Equal(e.balance("acme").Balance, int64(100))
+
+	e = newEnv(t, func(c *server.Config) { c.EmailMaxRetrievals = 3 })
+	acmeNetwork(e)
+	e.startWorkers()
+	_, done = e.emailLookup("jsmith@acme.com")
+	is.Equal(done.str("error.code"), "ambiguous")
+	is.Equal(done.get("error.candidates"), float64(3))
+	is.Equal(e.net.profiles.Load(), int64(3))
 }
 
 func TestTheNetworkDownIsProviderUnavailable(t *testing.T) {

@@ -269,7 +269,7 @@ func (e *EnrichLayer) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]e
 			} `json:"profile"`
 		} `json:"employees"`
 	}
-	q.Limit = min(max(q.Limit, 1), 100)
+	q.Limit = min(max(q.Limit, 1), enrich.StaffSearchMax)
 	err := e.api.get(ctx, "/api/v2/company/employee/search/", url.Values{
 		"company_profile_url": {page},
 		"keyword_boolean":     {keyword},

@@ -225,7 +225,7 @@ func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 	if len(names) == 0 {
 		return nil, nil
 	}
-	q.Limit = min(max(q.Limit, 1), 100)
+	q.Limit = min(max(q.Limit, 1), enrich.StaffSearchMax)
 	body := map[string]any{
 		"query": map[string]any{"bool": map[string]any{"must": []any{
 			employer,
