@@ -60,7 +60,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
 		f.Close()
 	} else if !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("cannot create the database %s: %w", path, pathErr(err))
+		return nil, fmt.Errorf("cannot create the database %s: %w", path, StripPath(err))
 	}
 	pragmas := []string{"busy_timeout(10000)", "foreign_keys(ON)", "synchronous(NORMAL)", "cache_size(-65536)"}
 	dsn := func(extra ...string) string {
@@ -362,9 +362,9 @@ func fromNullMS(v sql.NullInt64) *time.Time {
 	return &t
 }
 
-// pathErr drops the operation and path of an *fs.PathError, for a message that
-// already names the path.
-func pathErr(err error) error {
+// StripPath drops the operation and path of an *fs.PathError, for a message that
+// already names the path once.
+func StripPath(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err

@@ -138,7 +138,7 @@ func (db *DB) Backup(ctx context.Context, path string, overwrite bool) error {
 	// VACUUM INTO accepts an empty file: creating it first is what sets its mode.
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("cannot write a backup in %s: %w", filepath.Dir(path), pathErr(err))
+		return fmt.Errorf("cannot write a backup in %s: %w", filepath.Dir(path), StripPath(err))
 	}
 	f.Close()
 	defer os.Remove(tmp) // a no-op once moved into place
