@@ -122,21 +122,11 @@ func checkDBExists(cmd *cobra.Command) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("no database at %s (give --db the path serve uses; `enrichd orgs create` or `enrichd serve` creates one)", path)
 	case err != nil:
-		return fmt.Errorf("database %s: %w", path, unwrapPathError(err))
+		return fmt.Errorf("database %s: %w", path, store.StripPath(err))
 	case !fi.Mode().IsRegular():
 		return fmt.Errorf("database %s is not a file", path)
 	}
 	return nil
-}
-
-// unwrapPathError drops the operation and path of an *fs.PathError, for a message
-// that names the path once.
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // withDB runs fn with an existing database open, closing it afterwards.

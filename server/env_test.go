@@ -54,10 +54,11 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // newEnv starts enrichd with the fake network as its only source. Workers are not
-// started: call startWorkers.
-func newEnv(t *testing.T, configure ...func(*server.Config)) *env {
+// started: call startWorkers. Each option is a func(*server.Config), applied in
+// order, or a dbAt.
+func newEnv(t *testing.T, opts ...any) *env {
 	t.Helper()
-	e := &env{t: t, path: filepath.Join(t.TempDir(), "enrichd.db"), net: newFakeNetwork(), logs: &syncBuffer{}}
+	e := &env{t: t, net: newFakeNetwork(), logs: &syncBuffer{}}
 	// The clock starts at the real time: task deadlines are real contexts.
 	e.clock = storetest.NewClock(time.Now().UTC())
 	e.cfg = server.DefaultConfig()
@@ -66,14 +67,28 @@ func newEnv(t *testing.T, configure ...func(*server.Config)) *env {
 	e.cfg.SweepInterval = 10 * time.Millisecond
 	e.cfg.RateIP, e.cfg.RateKey = server.Rate{}, server.Rate{}
 	e.cfg.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
-	for _, c := range configure {
-		c(&e.cfg)
+	for _, o := range opts {
+		switch o := o.(type) {
+		case func(*server.Config):
+			o(&e.cfg)
+		case dbAt:
+			e.path = string(o)
+		default:
+			t.Fatalf("newEnv: an option is a func(*server.Config) or a dbAt, not a %T", o)
+		}
+	}
+	if e.path == "" {
+		e.path = filepath.Join(t.TempDir(), "enrichd.db")
 	}
 	e.open()
 	t.Cleanup(e.close)
 	e.key, e.orgID = e.newOrg("acme", 100)
 	return e
 }
+
+// dbAt is an option of newEnv: the path of the database file, instead of one in a new
+// temporary directory.
+type dbAt string
 
 // open opens the database file and builds the server on it.
 func (e *env) open() {

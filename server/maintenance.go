@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"time"
+
+	"enrichd/store"
 )
 
 // purgeBatch is how many tasks (and deliveries) one retention transaction deletes at
@@ -12,7 +14,8 @@ const purgeBatch = 500
 
 // maintain runs every cfg.MaintenanceInterval until ctx ends: retention deletes what
 // is older than cfg.Retain, then, if nothing happened since the last round, the WAL is
-// checkpointed and truncated.
+// checkpointed and truncated. A round is skipped while the database cannot take
+// writes, and the storage faults of a round are left to the store's log line.
 func (s *Server) maintain(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.MaintenanceInterval)
 	defer tick.Stop()
@@ -23,11 +26,14 @@ func (s *Server) maintain(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		if !s.db.Writable(ctx) {
+			continue
+		}
 		if s.cfg.Retain > 0 {
 			s.purge(ctx)
 		}
 		if now := s.activity.Load(); now == seen {
-			if ok, err := s.db.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+			if ok, err := s.db.Checkpoint(ctx); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
 				s.log.Error("checkpointing the WAL", "err", err)
 			} else if err == nil {
 				s.metrics.counter("enrichd_wal_checkpoints_total", "complete", boolLabel(ok)).Inc()
@@ -46,7 +52,7 @@ func (s *Server) purge(ctx context.Context) {
 	for ctx.Err() == nil {
 		p, err := s.db.PurgeSettled(ctx, cutoff, purgeBatch)
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !store.IsStorageFault(err) { // the store logs those
 				s.log.Error("deleting settled tasks past retention", "err", err)
 			}
 			break

@@ -1,13 +1,14 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +19,9 @@ import (
 	"github.com/matryer/is"
 )
 
-// newEnvAt is newEnv with the database file at path.
-func newEnvAt(t *testing.T, path string, configure ...func(*server.Config)) *env {
-	t.Helper()
-	e := &env{t: t, path: path, net: newFakeNetwork(), logs: &syncBuffer{}}
-	e.clock = storetest.NewClock(time.Now().UTC())
-	e.cfg = server.DefaultConfig()
-	e.cfg.Workers = 2
-	e.cfg.PollInterval = 10 * time.Millisecond
-	e.cfg.SweepInterval = 10 * time.Millisecond
-	e.cfg.RateIP, e.cfg.RateKey = server.Rate{}, server.Rate{}
-	e.cfg.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
-	for _, c := range configure {
-		c(&e.cfg)
-	}
-	e.open()
-	t.Cleanup(e.close)
-	e.key, e.orgID = e.newOrg("acme", 100)
-	return e
-}
+// twoWorkers keeps the workers that can each fail a write, when the disk fills
+// under them, to two.
+func twoWorkers(c *server.Config) { c.Workers = 2 }
 
 var storageLogLine = regexp.MustCompile(`"msg":"the database cannot take writes[^"]*".*?"failures":(\d+)`)
 
@@ -48,23 +33,6 @@ func storageLogCounts(logs string) []int {
 		counts = append(counts, n)
 	}
 	return counts
-}
-
-func metricValue(t *testing.T, e *env, name string) float64 {
-	t.Helper()
-	r := e.do("GET", "/metrics", nil)
-	if r.status != 200 {
-		t.Fatalf("GET /metrics: %d %s", r.status, r.raw)
-	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(string(r.raw))
-	if m == nil {
-		t.Fatalf("/metrics has no %s:\n%s", name, r.raw)
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // waitReady polls /readyz, as a load balancer would, until it answers want.
@@ -102,7 +70,7 @@ func checkStorageUnavailable(t *testing.T, r *response) {
 func TestStorageFullDisk(t *testing.T) {
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
-	e := newEnvAt(t, filepath.Join(dir, "enrichd.db"))
+	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
 	e.net.addCompany(company("Before", "before.example"))
 	e.net.addCompany(company("After", "after.example"))
 	e.startWorkers()
@@ -135,9 +103,9 @@ func TestStorageFullDisk(t *testing.T) {
 	is.True(strings.Contains(ready.str("reason"), "the database does not take writes"))
 	is.True(strings.Contains(ready.str("database"), "full"))
 
-	is.True(metricValue(t, e, "enrichd_storage_write_failures_total") >= attempts+1)
-	is.Equal(metricValue(t, e, "enrichd_storage_failing"), 1.0)
-	is.True(metricValue(t, e, `enrichd_http_requests_total{route="enrich_company",status="503"}`) >= attempts)
+	is.True(scrape(t, e.http.URL)["enrichd_storage_write_failures_total"] >= attempts+1)
+	is.Equal(scrape(t, e.http.URL)["enrichd_storage_failing"], 1.0)
+	is.True(scrape(t, e.http.URL)[`enrichd_http_requests_total{route="enrich_company",status="503"}`] >= attempts)
 
 	// One log line for the whole run so far, no ERROR line per request.
 	logs := e.logs.String()
@@ -156,7 +124,7 @@ func TestStorageFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, e, 200)
-	is.Equal(metricValue(t, e, "enrichd_storage_failing"), 0.0)
+	is.Equal(scrape(t, e.http.URL)["enrichd_storage_failing"], 0.0)
 	r = e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
 	is.Equal(r.status, 202)
 	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded") // the workers went back to work
@@ -175,7 +143,7 @@ func TestStorageFullDisk(t *testing.T) {
 // and once the file is writable again both recover by themselves.
 func TestStorageReadOnlyFile(t *testing.T) {
 	is := is.New(t)
-	e := newEnvAt(t, filepath.Join(t.TempDir(), "enrichd.db"))
+	e := newEnv(t, twoWorkers)
 	e.net.addCompany(company("After", "after.example"))
 	waitReady(t, e, 200)
 	before := e.balance("acme")
@@ -215,7 +183,7 @@ func TestStorageReadOnlyFile(t *testing.T) {
 func TestStorageWorkersAndSenderWait(t *testing.T) {
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
-	e := newEnvAt(t, filepath.Join(dir, "enrichd.db"), allowPrivateWebhooks)
+	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, allowPrivateWebhooks)
 	e.net.addCompany(company("Queued", "queued.example"))
 	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "queued.example"})
 	is.Equal(r.status, 202)
@@ -280,7 +248,7 @@ func readOnly(t *testing.T, path string) (undo func()) {
 // says not ready, and once the file is writable again recovers without a restart.
 func TestStorageReadOnlyFileAtStart(t *testing.T) {
 	is := is.New(t)
-	e := newEnvAt(t, filepath.Join(t.TempDir(), "enrichd.db"))
+	e := newEnv(t, twoWorkers)
 	e.net.addCompany(company("After", "after.example"))
 	before := e.balance("acme")
 	e.close() // a clean close leaves the file alone, without its -wal and -shm
@@ -293,11 +261,116 @@ func TestStorageReadOnlyFileAtStart(t *testing.T) {
 	is.True(strings.Contains(ready.str("database"), "readonly"))
 	is.Equal(e.balance("acme"), before)
 
+	// Under steady write traffic the writer's connection is never idle, and is still
+	// opened anew once the file is writable.
+	stop := make(chan struct{})
+	var traffic sync.WaitGroup
+	for range 16 {
+		traffic.Add(1)
+		go func() {
+			defer traffic.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				e.db.CreateOrg(context.Background(), "traffic") // refused, then a conflict: a write either way
+			}
+		}()
+	}
+	stopTraffic := sync.OnceFunc(func() { close(stop); traffic.Wait() })
+	t.Cleanup(stopTraffic) // before the database closes, should the test fail
 	undo()
 	waitReady(t, e, 200)
+	stopTraffic()
 	e.startWorkers()
 	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
 	is.Equal(r.status, 202)
 	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
 	is.Equal(e.balance("acme").Balance, before.Balance-1)
+}
+
+// waitFailures waits until the store has counted at least n writes refused for
+// storage.
+func waitFailures(t *testing.T, e *env, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for e.db.StorageFailures() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d storage failures, not %d", e.db.StorageFailures(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Maintenance on a full disk neither retries every round nor logs its own failures:
+// retention that cannot delete, and the checkpoint, leave the log to the store's one
+// line, and rounds are skipped while the database does not take writes.
+func TestStorageMaintenanceStaysQuiet(t *testing.T) {
+	is := is.New(t)
+	dir := storetest.MountTmpfs(t, "8m")
+	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, func(c *server.Config) {
+		c.MaintenanceInterval = 10 * time.Millisecond
+		c.Retain = 24 * time.Hour
+	})
+	e.net.addCompany(company("Old", "old.example"))
+	e.startWorkers()
+	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "old.example"})
+	is.Equal(r.status, 202)
+	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
+
+	// Two checkpoints after the task settled: the log is empty, and the next write needs
+	// room the disk will not have.
+	const checkpoints = `enrichd_wal_checkpoints_total{complete="true"}`
+	c0 := scrape(t, e.http.URL)[checkpoints]
+	deadline := time.Now().Add(15 * time.Second)
+	for scrape(t, e.http.URL)[checkpoints] < c0+2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the WAL was not checkpointed in a quiet moment")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	storetest.FillDisk(t, dir)
+	e.clock.Add(48 * time.Hour) // the task is past retention: deleting it is a write
+
+	// The deletion fails; then, for a while, rounds are skipped (a probe a second).
+	waitFailures(t, e, 1)
+	time.Sleep(1500 * time.Millisecond)
+	logs := e.logs.String()
+	is.Equal(storageLogCounts(logs), []int{1})
+	is.Equal(strings.Count(logs, `"level":"ERROR"`), 1) // only the store's line
+	is.True(!strings.Contains(logs, "retention"))
+	is.True(!strings.Contains(logs, "checkpointing"))
+}
+
+// A task whose result cannot be stored (the disk filled while it ran) is not logged
+// by the worker: the store's line says it once.
+func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
+	is := is.New(t)
+	dir := storetest.MountTmpfs(t, "8m")
+	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, func(c *server.Config) { c.Lease = time.Hour })
+	e.net.addCompany(company("Slow", "slow.example"))
+	release := e.net.hold()
+	defer release()
+	e.startWorkers()
+	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "slow.example"})
+	is.Equal(r.status, 202)
+	deadline := time.Now().Add(15 * time.Second)
+	for e.net.calls.Load() == 0 { // the task is claimed, its source call held
+		if time.Now().After(deadline) {
+			t.Fatal("the task was not claimed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	storetest.FillDisk(t, dir)
+	release()
+
+	// Settling fails, then the workers wait (a probe a second).
+	waitFailures(t, e, 1)
+	time.Sleep(1500 * time.Millisecond)
+	logs := e.logs.String()
+	is.Equal(storageLogCounts(logs), []int{1})
+	is.Equal(strings.Count(logs, `"level":"ERROR"`), 1) // only the store's line
+	is.True(!strings.Contains(logs, "settling a task"))
 }

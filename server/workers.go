@@ -89,7 +89,7 @@ func (s *Server) work(ctx, hard context.Context) {
 		if claim != nil {
 			s.activity.Add(1)
 			s.metrics.claimed(claim, s.db.Now())
-			s.process(hard, claim)
+			s.processSafely(hard, claim)
 			continue
 		}
 		select {
@@ -170,7 +170,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 	settleCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer done()
 	if ctx.Err() != nil {
-		if err := s.db.ReleaseTask(settleCtx, c); err != nil {
+		if err := s.db.ReleaseTask(settleCtx, c); err != nil && !store.IsStorageFault(err) { // the store logs those
 			s.log.Error("releasing a task at shutdown", "task", c.TaskID, "err", err)
 		}
 		return
@@ -178,8 +178,24 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 	if c.Input.Lookup != enrich.LookupEmail {
 		out = s.outcome(settleCtx, c, res, taskErr)
 	}
-	settled, err := s.db.Settle(settleCtx, c, out)
-	if err != nil {
+	s.settle(settleCtx, c, out)
+}
+
+// processSafely is process, where a panic outside the enrichment (which process
+// recovers itself) fails the task as internal_error, refunded, instead of leaving
+// its claim running until the lease runs out.
+func (s *Server) processSafely(ctx context.Context, c *store.Claim) {
+	if failed := s.runSafely(c.TaskID, func() { s.process(ctx, c) }); failed != nil {
+		settleCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer done()
+		s.settle(settleCtx, c, store.Outcome{Err: failed}) // a no-op if it was settled before the panic
+	}
+}
+
+// settle records how a claimed task ended, if the claim is still its worker's.
+func (s *Server) settle(ctx context.Context, c *store.Claim, out store.Outcome) {
+	settled, err := s.db.Settle(ctx, c, out)
+	if err != nil && !store.IsStorageFault(err) { // the store logs those
 		s.log.Error("settling a task", "task", c.TaskID, "err", err)
 	}
 	if settled {

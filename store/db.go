@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -39,6 +40,7 @@ type DB struct {
 	probeMu sync.Mutex
 	probe   *writeProbe // the last CheckWritable, under way or done
 	health  storageHealth
+	reopen  atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
 
 	ops        chan *writeOp // transactions waiting for the writer
 	closing    chan struct{}
@@ -60,7 +62,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
 		f.Close()
 	} else if !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("cannot create the database %s: %w", path, pathErr(err))
+		return nil, fmt.Errorf("cannot create the database %s: %w", path, StripPath(err))
 	}
 	pragmas := []string{"busy_timeout(10000)", "foreign_keys(ON)", "synchronous(NORMAL)", "cache_size(-65536)"}
 	dsn := func(extra ...string) string {
@@ -262,6 +264,7 @@ func (db *DB) writeLoop() {
 			}
 		}
 		db.commit(batch)
+		db.reopenIfAsked()
 		db.writes.preparePending(context.Background())
 	}
 }
@@ -327,11 +330,21 @@ func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
 		return fmt.Errorf("starting a database transaction: %w", err)
 	}
 	defer tx.Rollback()
+	// While the file fails, a commit that changed rows proves it takes writes again. One
+	// that changed none proves nothing: it writes no page, and commits on a full disk.
+	before := int64(-1)
+	if db.health.failing.Load() {
+		before = changes(tx)
+	}
 	if err := fn(&Tx{Tx: tx, cache: db.writes, detached: ctx}); err != nil {
 		return err
 	}
+	wrote := before >= 0 && changes(tx) > before
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing to the database: %w", err)
+	}
+	if wrote {
+		db.storageRecovered()
 	}
 	return nil
 }
@@ -362,9 +375,9 @@ func fromNullMS(v sql.NullInt64) *time.Time {
 	return &t
 }
 
-// pathErr drops the operation and path of an *fs.PathError, for a message that
-// already names the path.
-func pathErr(err error) error {
+// StripPath drops the operation and path of an *fs.PathError, for a message that
+// already names the path once.
+func StripPath(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err

@@ -22,16 +22,18 @@ import (
 // rewriting a row unchanged (SQLite skips writing a cell that is already as written). A
 // probe that commits ends a run of storage failures (StorageFailing turns false).
 //
-// Probes are shared: one runs at a time, and callers within a second of one that
-// failed get its result, so workers waiting for the disk cost at most one small write a
-// second however many they are. The probe goes through the writer, behind the transactions already
+// Probes are shared: one runs at a time, and callers within a second of the last one
+// get its result, committed or failed, so workers waiting for the disk, or a flood of
+// unauthenticated /readyz requests, cost at most one small write a second however many
+// they are. The probe goes through the writer, behind the transactions already
 // waiting; SQLite's busy timeout, which no context interrupts, may hold it when another
 // process holds the lock, so it runs on its own and callers wait for it only as long
 // as their context lets them.
 func (db *DB) CheckWritable(ctx context.Context) error {
 	db.probeMu.Lock()
 	p := db.probe
-	if p == nil || (p.finished() && (p.err == nil || time.Since(p.ended) >= probeEvery)) {
+	// A probe that committed is not reused once a write has failed for storage since.
+	if p == nil || (p.finished() && (time.Since(p.ended) >= probeEvery || p.err == nil && db.StorageFailures() != p.failures)) {
 		p = &writeProbe{done: make(chan struct{})}
 		db.probe = p
 		go func() {
@@ -47,7 +49,7 @@ func (db *DB) CheckWritable(ctx context.Context) error {
 			} else if db.storageChecked(err); needsReopen(err) {
 				db.reopenWriter()
 			}
-			p.err, p.ended = err, time.Now()
+			p.err, p.ended, p.failures = err, time.Now(), db.StorageFailures()
 			close(p.done)
 		}()
 	}
@@ -71,9 +73,10 @@ const (
 
 // writeProbe is one CheckWritable, under way or done.
 type writeProbe struct {
-	done  chan struct{}
-	err   error     // once done
-	ended time.Time // once done
+	done     chan struct{}
+	err      error     // once done
+	ended    time.Time // once done
+	failures uint64    // StorageFailures once done
 }
 
 func (p *writeProbe) finished() bool {
@@ -138,7 +141,7 @@ func (db *DB) Backup(ctx context.Context, path string, overwrite bool) error {
 	// VACUUM INTO accepts an empty file: creating it first is what sets its mode.
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("cannot write a backup in %s: %w", filepath.Dir(path), pathErr(err))
+		return fmt.Errorf("cannot write a backup in %s: %w", filepath.Dir(path), StripPath(err))
 	}
 	f.Close()
 	defer os.Remove(tmp) // a no-op once moved into place
@@ -230,10 +233,15 @@ func (db *DB) PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Pu
 // nothing, through the writer connection. Under steady reads SQLite's automatic
 // checkpoints cannot reset the log, which then keeps its largest size; this is for
 // quiet moments, since it waits for readers and holds the writer while it runs. It
-// reports whether the log could be emptied (false: readers kept it busy).
+// reports whether the log could be emptied (false: readers kept it busy). A file that
+// cannot take the copy fails it as any write: storage_unavailable, counted and logged
+// by the store (IsStorageFault).
 func (db *DB) Checkpoint(ctx context.Context) (bool, error) {
 	var busy, logPages, done int
 	if err := db.write.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logPages, &done); err != nil {
+		if err := db.storageChecked(err); IsStorageFault(err) {
+			return false, err // counted, and logged once a minute by the store
+		}
 		return false, fmt.Errorf("checkpointing the database WAL: %w", err)
 	}
 	return busy == 0, nil

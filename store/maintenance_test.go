@@ -314,6 +314,7 @@ func TestReadinessChecks(t *testing.T) {
 	defer conn.Close()
 	_, err = conn.ExecContext(ctx, `BEGIN IMMEDIATE`)
 	is.NoErr(err)
+	time.Sleep(1100 * time.Millisecond) // the probe that committed is shared for a second
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	is.True(db.CheckWritable(short) != nil)

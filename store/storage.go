@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,7 +23,8 @@ import (
 // answered as enrich.KindUnavailable with CodeStorageUnavailable (503 and Retry-After
 // over HTTP), never as an internal error; the transaction it interrupted is rolled back
 // as a whole. The DB remembers that it happened: StorageFailing is true from then on
-// until a probe write commits again (Writable, CheckWritable), so readiness, workers and
+// until a write that changes a row commits again (a probe write, Writable and
+// CheckWritable, or any other), so readiness, workers and
 // the webhook sender can stop short of the writer instead of failing against it.
 // Failures are reported to the log once per StorageLogInterval with a count, not one
 // line a write.
@@ -36,8 +39,8 @@ const StorageRetryAfter = 5
 // StorageLogInterval is how often a storage failure that goes on is logged again.
 const StorageLogInterval = time.Minute
 
-// probeEvery is how often, at most, a probe write is made while they fail: callers
-// that ask again within it share the last failed probe's result.
+// probeEvery is how often, at most, a probe write is made: callers that ask again
+// within it share the last probe's result, whether it committed or failed.
 const probeEvery = time.Second
 
 // storageFault reports whether err is SQLite saying that the file cannot be written:
@@ -80,8 +83,8 @@ func (db *DB) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// StorageFailing reports whether the last write the file was asked to take failed for
-// storage and no probe write has committed since.
+// StorageFailing reports whether a write failed for storage and no write (a probe
+// or any other that changed a row) has committed since.
 func (db *DB) StorageFailing() bool { return db.health.failing.Load() }
 
 // StorageFailures counts the writes refused for storage since Open (probes included).
@@ -132,8 +135,8 @@ func (db *DB) storageFailed(err error) {
 	}
 }
 
-// storageRecovered records a probe write that committed: the end of a run of
-// failures, logged if the run's start was.
+// storageRecovered records a write that changed rows and committed (a probe or any
+// other): the end of a run of failures, logged once if the run's start was.
 func (db *DB) storageRecovered() {
 	h := &db.health
 	if !h.failing.Load() {
@@ -167,11 +170,36 @@ func needsReopen(err error) bool {
 	return code == sqlite3.SQLITE_READONLY || code == sqlite3.SQLITE_CANTOPEN
 }
 
-// reopenWriter closes the writer's connection if it is idle, so the next write opens
-// the file anew.
-func (db *DB) reopenWriter() {
-	db.write.SetMaxIdleConns(0)
-	db.write.SetMaxIdleConns(1)
+// reopenWriter asks the writer to close its connection before its next transaction,
+// so that one opens the file anew. The writer does it between batches (reopenIfAsked),
+// when no transaction holds the connection: closing it only if idle at the moment of
+// asking would miss it under steady write traffic, and keep a read-only connection for
+// as long as the traffic lasts.
+func (db *DB) reopenWriter() { db.reopen.Store(true) }
+
+// reopenIfAsked closes the writer's connection if reopenWriter asked for it. It runs on
+// the writer between batches; it waits for the connection if a checkpoint holds it.
+func (db *DB) reopenIfAsked() {
+	if !db.reopen.Swap(false) {
+		return
+	}
+	conn, err := db.write.Conn(context.Background())
+	if err != nil {
+		return // no connection to close: the next transaction opens one
+	}
+	// A connection whose Raw returns ErrBadConn is closed, not put back in the pool.
+	conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
+}
+
+// changes is the number of rows the writer connection changed since it was opened
+// (SQLite's total_changes()), or -1 if it cannot be read.
+func changes(tx *sql.Tx) int64 {
+	var n int64
+	if err := tx.QueryRowContext(context.Background(), `SELECT total_changes()`).Scan(&n); err != nil {
+		return -1
+	}
+	return n
 }
 
 // Writable reports whether the database takes writes, cheaply: true while no write

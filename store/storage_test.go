@@ -2,9 +2,14 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,4 +88,76 @@ func TestStorageFaultsAreOnlyStorage(t *testing.T) {
 	is.True(!store.IsStorageFault(err))
 	is.True(!db.StorageFailing())
 	is.Equal(db.StorageFailures(), uint64(0))
+}
+
+// Any write that commits a change ends a failure, not only a probe: once space is
+// back, the first write that goes through clears StorageFailing and logs one line
+// saying so.
+func TestStorageWriteEndsFailure(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	dir := storetest.MountTmpfs(t, "8m")
+	clk := storetest.NewClock(time.Now().UTC())
+	db := storetest.Open(t, filepath.Join(dir, "enrichd.db"), clk)
+	var logs strings.Builder
+	var mu sync.Mutex
+	db.SetLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)))
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+
+	filler := storetest.FillDisk(t, dir)
+	_, err = db.CreateTask(ctx, newTask(org, "full.example"))
+	is.True(store.IsStorageFault(err))
+	is.True(db.StorageFailing())
+
+	is.NoErr(os.Remove(filler))
+	_, err = db.CreateTask(ctx, newTask(org, "back.example")) // no probe in between
+	is.NoErr(err)
+	is.True(!db.StorageFailing())
+	_, err = db.CreateTask(ctx, newTask(org, "again.example"))
+	is.NoErr(err)
+	mu.Lock()
+	defer mu.Unlock()
+	is.Equal(strings.Count(logs.String(), "the database takes writes again"), 1)
+}
+
+// A probe that committed is reused for a second, as a failed one is: a flood of
+// readiness checks costs at most one write a second.
+func TestStorageProbeIsShared(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, _ := openDB(t)
+	// Count the probes' commits from outside: a trigger on the probe's row.
+	raw, err := sql.Open("sqlite", path)
+	is.NoErr(err)
+	defer raw.Close()
+	_, err = raw.ExecContext(ctx, `CREATE TABLE probes (n INTEGER NOT NULL);
+		INSERT INTO probes VALUES (0);
+		CREATE TRIGGER count_probes AFTER INSERT ON schema_migrations WHEN new.version = 0
+		BEGIN UPDATE probes SET n = n + 1; END;`)
+	is.NoErr(err)
+
+	start := time.Now()
+	for range 200 {
+		is.NoErr(db.CheckWritable(ctx))
+	}
+	elapsed := time.Since(start)
+	var n int
+	is.NoErr(raw.QueryRowContext(ctx, `SELECT n FROM probes`).Scan(&n))
+	is.True(n >= 1)
+	if limit := 1 + int(elapsed/time.Second) + 1; n > limit {
+		t.Fatalf("%d probe writes for 200 checks in %s: at most %d expected", n, elapsed, limit)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
