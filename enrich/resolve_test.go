@@ -9,6 +9,7 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/enrichtest"
 	"enrichd/enrich/source"
 )
 
@@ -62,7 +63,7 @@ func TestResolveEmailOnTheSimNetwork(t *testing.T) {
 func TestResolveEmailRefusesWithoutAsking(t *testing.T) {
 	is := is.New(t)
 	var asked []string
-	p := &enrich.Pipeline{Sources: []enrich.Source{fakeSource{name: "a", asked: &asked}}, Held: noneHeld{}}
+	p := &enrich.Pipeline{Sources: []enrich.Source{enrichtest.Source{SourceName: "a", Asked: &asked}}, Held: noneHeld{}}
 	out := p.ResolveEmail(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@gmail.com"})
 	is.Equal(out.Err.Code, enrich.CodeNotFound)
 	is.Equal(len(asked), 0)
@@ -71,7 +72,7 @@ func TestResolveEmailRefusesWithoutAsking(t *testing.T) {
 func TestResolveEmailWithoutStaffSearch(t *testing.T) {
 	is := is.New(t)
 	var asked []string
-	src := fakeSource{name: "a", company: &enrich.Company{Name: "Acme", Domain: enrich.Ptr("acme.com")}, asked: &asked}
+	src := enrichtest.Source{SourceName: "a", Company: &enrich.Company{Name: "Acme", Domain: enrich.Ptr("acme.com")}, Asked: &asked}
 	p := &enrich.Pipeline{Sources: []enrich.Source{src}, Held: noneHeld{}}
 	out := p.ResolveEmail(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"})
 	is.Equal(out.Err.Code, enrich.CodeNotFound) // no source can search staff: nothing confirms

@@ -12,51 +12,8 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/enrichtest"
 )
-
-// fakeSource answers every lookup with the same company or person and error, and
-// records that it was asked. It answers ctx.Err() once its context is done, like a
-// real source would.
-type fakeSource struct {
-	name    string
-	company *enrich.Company
-	person  *enrich.Person
-	err     error
-	asked   *[]string
-	// ignoreCtx makes the source answer as configured even after its context is done.
-	ignoreCtx bool
-}
-
-func (f fakeSource) Name() string { return f.name }
-
-func (f fakeSource) answer(ctx context.Context, target string) error {
-	*f.asked = append(*f.asked, f.name+" "+target)
-	if err := ctx.Err(); err != nil && !f.ignoreCtx {
-		return err
-	}
-	return f.err
-}
-
-func (f fakeSource) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	if err := f.answer(ctx, domain); err != nil {
-		return nil, err
-	}
-	return f.company, nil
-}
-
-func (f fakeSource) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
-	if err := f.answer(ctx, networkURL); err != nil {
-		return nil, err
-	}
-	return f.company, nil
-}
-
-func (f fakeSource) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
-	if err := f.answer(ctx, networkURL); err != nil {
-		return nil, err
-	}
-	return f.person, nil
-}
 
 // spec describes one fake source of a test case.
 type spec struct {
@@ -146,10 +103,10 @@ func TestPipelineEnrich(t *testing.T) {
 				var asked []string
 				p := &enrich.Pipeline{}
 				for _, s := range tt.sources {
-					f := fakeSource{name: s.name, err: s.err, asked: &asked}
+					f := enrichtest.Source{SourceName: s.name, Err: s.err, Asked: &asked}
 					if s.hit {
-						f.company = &enrich.Company{Name: s.name, EnrichmentStatus: enrich.StatusEnriched}
-						f.person = &enrich.Person{FullName: enrich.Ptr(s.name), EnrichmentStatus: enrich.StatusEnriched}
+						f.Company = &enrich.Company{Name: s.name, EnrichmentStatus: enrich.StatusEnriched}
+						f.Person = &enrich.Person{FullName: enrich.Ptr(s.name), EnrichmentStatus: enrich.StatusEnriched}
 					}
 					p.Sources = append(p.Sources, f)
 				}
@@ -201,9 +158,9 @@ func TestPipelineEnrichTimedOut(t *testing.T) {
 			var asked []string
 			p := &enrich.Pipeline{}
 			for _, s := range tt.sources {
-				f := fakeSource{name: s.name, err: s.err, asked: &asked, ignoreCtx: s.ignoreCtx}
+				f := enrichtest.Source{SourceName: s.name, Err: s.err, Asked: &asked, IgnoreCtx: s.ignoreCtx}
 				if s.hit {
-					f.company = &enrich.Company{Name: s.name}
+					f.Company = &enrich.Company{Name: s.name}
 				}
 				p.Sources = append(p.Sources, f)
 			}
@@ -229,11 +186,11 @@ func TestPipelineEnrichTimedOut(t *testing.T) {
 func TestPipelineEnrichLeavesEmailToResolveEmail(t *testing.T) {
 	is := is.New(t)
 	var asked []string
-	p := &enrich.Pipeline{Sources: []enrich.Source{fakeSource{
-		name:    "a",
-		company: &enrich.Company{Name: "Acme"},
-		person:  &enrich.Person{FullName: enrich.Ptr("Jane Doe")},
-		asked:   &asked,
+	p := &enrich.Pipeline{Sources: []enrich.Source{enrichtest.Source{
+		SourceName: "a",
+		Company:    &enrich.Company{Name: "Acme"},
+		Person:     &enrich.Person{FullName: enrich.Ptr("Jane Doe")},
+		Asked:      &asked,
 	}}}
 
 	res, terr := p.Enrich(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"})
@@ -250,7 +207,7 @@ func TestPipelineLogsUnavailableSource(t *testing.T) {
 	var buf bytes.Buffer
 	var asked []string
 	p := &enrich.Pipeline{
-		Sources: []enrich.Source{fakeSource{name: "vendor-x", err: fmt.Errorf("boom: %w", enrich.ErrUnavailable), asked: &asked}},
+		Sources: []enrich.Source{enrichtest.Source{SourceName: "vendor-x", Err: fmt.Errorf("boom: %w", enrich.ErrUnavailable), Asked: &asked}},
 		Logger:  slog.New(slog.NewTextHandler(&buf, nil)),
 	}
 

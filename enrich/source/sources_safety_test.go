@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"enrichd/enrich"
+	"enrichd/enrich/enrichtest"
 	"enrichd/enrich/source"
 )
 
@@ -51,7 +52,7 @@ func TestAPageLinkingSeveralCompanyPagesClaimsNone(t *testing.T) {
 <footer><a href="https://www.linkedin.com/company/acme">Follow us</a></footer></body>`)
 	})
 	var asked []string
-	network := fakeSource{name: "vendor", asked: &asked, company: &enrich.Company{Name: "BigBank", Domain: strp("bigbank.com")}}
+	network := enrichtest.Source{SourceName: "vendor", Asked: &asked, Company: &enrich.Company{Name: "BigBank", Domain: strp("bigbank.com")}}
 	c, err := s.web(true, network).CompanyByDomain(context.Background(), "acme.test")
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/enrichtest"
 	"enrichd/enrich/source"
 	"enrichd/netguard"
 )
@@ -128,7 +129,7 @@ func TestWebJSONLDAndNetworkMerge(t *testing.T) {
 </script></head><body></body></html>`)
 	})
 	var asked []string
-	network := fakeSource{name: "net", asked: &asked, company: &enrich.Company{
+	network := enrichtest.Source{SourceName: "net", Asked: &asked, Company: &enrich.Company{
 		Name: "LD Incorporated GmbH", Domain: strp("ld.test"), NetworkID: strp("777"),
 		EmployeeCount: enrich.Ptr(int64(120)), PrimaryIndustry: strp("Software Development"),
 	}}
@@ -191,7 +192,7 @@ func TestWebNetworkListsAnotherWebsite(t *testing.T) {
 		page(w, `<title>Alias</title><a href="https://linkedin.com/company/acme">us</a>`)
 	})
 	var asked []string
-	network := fakeSource{name: "net", asked: &asked, company: &enrich.Company{Name: "Acme", Domain: strp("acme.test")}}
+	network := enrichtest.Source{SourceName: "net", Asked: &asked, Company: &enrich.Company{Name: "Acme", Domain: strp("acme.test")}}
 	c, err := s.web(true, network).CompanyByDomain(context.Background(), "alias.test")
 	is.NoErr(err)
 	is.Equal(*c.Domain, "acme.test")

@@ -1,0 +1,53 @@
+// Package enrichtest holds what tests of the pipeline and of the source adapters share:
+// a Source that answers as it is told and records what it was asked. It is imported by
+// tests only.
+package enrichtest
+
+import (
+	"context"
+
+	"enrichd/enrich"
+)
+
+// Source answers every lookup with the same company or person and error, and records
+// each question in Asked as "<SourceName> <target>".
+type Source struct {
+	SourceName string
+	Company    *enrich.Company
+	Person     *enrich.Person
+	Err        error
+	Asked      *[]string
+	// IgnoreCtx makes the source answer as configured even after its context is done.
+	IgnoreCtx bool
+}
+
+func (f Source) Name() string { return f.SourceName }
+
+func (f Source) answer(ctx context.Context, target string) error {
+	*f.Asked = append(*f.Asked, f.SourceName+" "+target)
+	if err := ctx.Err(); err != nil && !f.IgnoreCtx {
+		return err
+	}
+	return f.Err
+}
+
+func (f Source) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
+	if err := f.answer(ctx, domain); err != nil {
+		return nil, err
+	}
+	return f.Company, nil
+}
+
+func (f Source) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
+	if err := f.answer(ctx, networkURL); err != nil {
+		return nil, err
+	}
+	return f.Company, nil
+}
+
+func (f Source) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
+	if err := f.answer(ctx, networkURL); err != nil {
+		return nil, err
+	}
+	return f.Person, nil
+}
