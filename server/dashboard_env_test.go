@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
 )
 
 // browser is a person at the dashboard: a cookie jar against the env's server, sending
@@ -137,4 +136,3 @@ var secretPattern = regexp.MustCompile(`(enr_[A-Za-z0-9_-]+|whsec_[A-Za-z0-9_-]+
 
 // shownSecret is the first API key or signing secret a page shows.
 func (p *page) shownSecret() string { return secretPattern.FindString(p.body) }
-
