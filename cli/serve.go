@@ -8,7 +8,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -104,8 +103,8 @@ func newServeCommand() *cobra.Command {
 	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
 	f.String("log-format", "json", "log format: json or text")
 	f.Bool("allow-private-webhooks", false, allowPrivateHelp)
-	f.String("public-url", os.Getenv("ENRICHD_PUBLIC_URL"), "the URL people reach the service at, when a proxy ends TLS in front of it; "+
-		"https makes the dashboard's session cookie Secure (default $ENRICHD_PUBLIC_URL)")
+	f.String("public-url", "", "the URL people reach the service at, when a proxy ends TLS in front of it; "+
+		"https makes the dashboard's session cookie Secure")
 	f.Duration("session-idle", def.SessionIdle, "a dashboard session unused this long ends")
 	f.Duration("session-max", def.SessionMax, "a dashboard session ends this long after sign-in, used or not")
 	addOpsFlags(f, def)
