@@ -258,7 +258,7 @@ func (db *DB) NewSetupLink(ctx context.Context, email string) (string, error) {
 			return err
 		}
 		if u.DisabledAt != nil {
-			return &enrich.Error{Kind: enrich.KindConflict, Code: "user_disabled", Message: "user " + email + " is disabled"}
+			return &enrich.Error{Kind: enrich.KindConflict, Code: "user_disabled", Message: "user " + email + " is disabled: a disabled user cannot sign in again, so gets no link"}
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM user_links WHERE user_id = ?`, u.ID); err != nil {
 			return err
