@@ -205,6 +205,9 @@ func (db *DB) ListUsers(ctx context.Context, orgName string) ([]User, error) {
 }
 
 func userByEmail(ctx context.Context, q querier, email string) (*User, error) {
+	if len(email) > maxEmail {
+		return nil, userNotFound(email[:maxEmail] + "…")
+	}
 	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users u JOIN orgs o ON o.id = u.org_id WHERE u.email = ?`, email))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, userNotFound(email)
@@ -240,7 +243,10 @@ func (db *DB) DisableUser(ctx context.Context, email string) (*User, error) {
 		}
 		return endAccess(ctx, tx, u.ID)
 	})
-	return u, err
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 // NewSetupLink gives the user a new set-password link and returns its plaintext token;
