@@ -240,3 +240,45 @@ CREATE INDEX deliveries_settled_last_attempt ON deliveries(last_attempt_at) WHER
 -- A task's idempotency key, deleted with it; deleting a task also looks here to check
 -- the foreign key, which without this index would scan every key.
 CREATE INDEX idempotency_keys_task ON idempotency_keys(task_id);
+
+-- migration 6: dashboard users and sessions
+-- People who sign in to the dashboard, each in one organization. email is kept trimmed
+-- and lower-cased, so it is unique whatever case it was typed in. password_hash is
+-- the argon2id string the server made; it stays NULL until the user sets a password
+-- through a set-password link.
+CREATE TABLE users (
+    id              TEXT PRIMARY KEY,
+    org_id          TEXT NOT NULL REFERENCES orgs(id),
+    email           TEXT NOT NULL UNIQUE,
+    role            TEXT NOT NULL CHECK (role IN ('admin', 'viewer')),
+    password_hash   TEXT,
+    created_at      INTEGER NOT NULL,
+    disabled_at     INTEGER,
+    last_login_at   INTEGER
+);
+-- `enrichd users list --org` in email order
+CREATE INDEX users_org_email ON users(org_id, email);
+
+-- Set-password links and sessions keep only the sha256 of their token, as api_keys
+-- do: a copy of the file signs nobody in. A new link voids the user's earlier ones,
+-- so there is at most one link per user and the purge of expired ones scans little.
+CREATE TABLE user_links (
+    hash         BLOB PRIMARY KEY,
+    user_id      TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    expires_at   INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX user_links_user ON user_links(user_id);
+
+-- expires_at is the absolute end of a session; last_seen_at, refreshed at most once a
+-- minute, decides the idle one.
+CREATE TABLE sessions (
+    hash           BLOB PRIMARY KEY,
+    user_id        TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created_at     INTEGER NOT NULL,
+    last_seen_at   INTEGER NOT NULL,
+    expires_at     INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX sessions_user ON sessions(user_id);
+CREATE INDEX sessions_expires ON sessions(expires_at);
+CREATE INDEX sessions_last_seen ON sessions(last_seen_at);
