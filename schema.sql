@@ -282,3 +282,37 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_user ON sessions(user_id);
 CREATE INDEX sessions_expires ON sessions(expires_at);
 CREATE INDEX sessions_last_seen ON sessions(last_seen_at);
+
+-- migration 7: what the dashboard reads
+-- When each key was last used, written at most once a minute per key: the settings
+-- page shows it; a write per request would cost more than it tells.
+ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
+
+-- The task list filtered by type or by Loop, newest first, paged by (created_at, id);
+-- the filter by status has tasks_org_status_created already.
+CREATE INDEX tasks_org_type_created ON tasks(org_id, object_type, created_at, id);
+CREATE INDEX tasks_org_loop_created ON tasks(org_id, loop_id, created_at, id) WHERE loop_id IS NOT NULL;
+-- A task's page lists its deliveries.
+CREATE INDEX deliveries_task ON deliveries(task_id) WHERE task_id IS NOT NULL;
+-- The grants, newest first, without sorting them.
+CREATE INDEX credit_grants_org ON credit_grants(org_id, id);
+
+-- Credits by organization, UTC day (days since the epoch) and ledger kind, for the
+-- chart of the last 30 days: summing the ledger would read every row of the period.
+-- A trigger adds each ledger row as it is appended (the ledger is append-only), so the
+-- sums cannot drift from it; the rows already there are added up once here.
+CREATE TABLE credit_days (
+    org_id   TEXT NOT NULL,
+    day      INTEGER NOT NULL,
+    kind     TEXT NOT NULL,
+    amount   INTEGER NOT NULL,
+    PRIMARY KEY (org_id, day, kind)
+) WITHOUT ROWID;
+
+INSERT INTO credit_days (org_id, day, kind, amount)
+    SELECT org_id, created_at / 86400000, kind, sum(amount) FROM credit_ledger GROUP BY org_id, created_at / 86400000, kind;
+
+CREATE TRIGGER credit_days_insert AFTER INSERT ON credit_ledger BEGIN
+    INSERT INTO credit_days (org_id, day, kind, amount) VALUES (NEW.org_id, NEW.created_at / 86400000, NEW.kind, NEW.amount)
+        ON CONFLICT (org_id, day, kind) DO UPDATE SET amount = amount + excluded.amount;
+END;
