@@ -240,3 +240,79 @@ CREATE INDEX deliveries_settled_last_attempt ON deliveries(last_attempt_at) WHER
 -- A task's idempotency key, deleted with it; deleting a task also looks here to check
 -- the foreign key, which without this index would scan every key.
 CREATE INDEX idempotency_keys_task ON idempotency_keys(task_id);
+
+-- migration 6: dashboard users and sessions
+-- People who sign in to the dashboard, each in one organization. email is kept trimmed
+-- and lower-cased, so it is unique whatever case it was typed in. password_hash is
+-- the argon2id string the server made; it stays NULL until the user sets a password
+-- through a set-password link.
+CREATE TABLE users (
+    id              TEXT PRIMARY KEY,
+    org_id          TEXT NOT NULL REFERENCES orgs(id),
+    email           TEXT NOT NULL UNIQUE,
+    role            TEXT NOT NULL CHECK (role IN ('admin', 'viewer')),
+    password_hash   TEXT,
+    created_at      INTEGER NOT NULL,
+    disabled_at     INTEGER,
+    last_login_at   INTEGER
+);
+-- `enrichd users list --org` in email order
+CREATE INDEX users_org_email ON users(org_id, email);
+
+-- Set-password links and sessions keep only the sha256 of their token, as api_keys
+-- do: a copy of the file signs nobody in. A new link voids the user's earlier ones,
+-- so there is at most one link per user and the purge of expired ones scans little.
+CREATE TABLE user_links (
+    hash         BLOB PRIMARY KEY,
+    user_id      TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    expires_at   INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX user_links_user ON user_links(user_id);
+
+-- expires_at is the absolute end of a session; last_seen_at, refreshed at most once a
+-- minute, decides the idle one.
+CREATE TABLE sessions (
+    hash           BLOB PRIMARY KEY,
+    user_id        TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created_at     INTEGER NOT NULL,
+    last_seen_at   INTEGER NOT NULL,
+    expires_at     INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX sessions_user ON sessions(user_id);
+CREATE INDEX sessions_expires ON sessions(expires_at);
+CREATE INDEX sessions_last_seen ON sessions(last_seen_at);
+
+-- migration 7: what the dashboard reads
+-- When each key was last used, written at most once a minute per key: the settings
+-- page shows it; a write per request would cost more than it tells.
+ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
+
+-- The task list filtered by type or by Loop, newest first, paged by (created_at, id);
+-- the filter by status has tasks_org_status_created already.
+CREATE INDEX tasks_org_type_created ON tasks(org_id, object_type, created_at, id);
+CREATE INDEX tasks_org_loop_created ON tasks(org_id, loop_id, created_at, id) WHERE loop_id IS NOT NULL;
+-- A task's page lists its deliveries.
+CREATE INDEX deliveries_task ON deliveries(task_id) WHERE task_id IS NOT NULL;
+-- The grants, newest first, without sorting them.
+CREATE INDEX credit_grants_org ON credit_grants(org_id, id);
+
+-- Credits by organization, UTC day (days since the epoch) and ledger kind, for the
+-- chart of the last 30 days: summing the ledger would read every row of the period.
+-- A trigger adds each ledger row as it is appended (the ledger is append-only), so the
+-- sums cannot drift from it; the rows already there are added up once here.
+CREATE TABLE credit_days (
+    org_id   TEXT NOT NULL,
+    day      INTEGER NOT NULL,
+    kind     TEXT NOT NULL,
+    amount   INTEGER NOT NULL,
+    PRIMARY KEY (org_id, day, kind)
+) WITHOUT ROWID;
+
+INSERT INTO credit_days (org_id, day, kind, amount)
+    SELECT org_id, created_at / 86400000, kind, sum(amount) FROM credit_ledger GROUP BY org_id, created_at / 86400000, kind;
+
+CREATE TRIGGER credit_days_insert AFTER INSERT ON credit_ledger BEGIN
+    INSERT INTO credit_days (org_id, day, kind, amount) VALUES (NEW.org_id, NEW.created_at / 86400000, NEW.kind, NEW.amount)
+        ON CONFLICT (org_id, day, kind) DO UPDATE SET amount = amount + excluded.amount;
+END;

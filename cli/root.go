@@ -55,6 +55,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newServeCommand(),
 		newOrgsCommand(),
 		newKeysCommand(),
+		newUsersCommand(),
 		newCreditsCommand(),
 		newImportCommand(),
 		newTasksCommand(),

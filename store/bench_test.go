@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -73,5 +74,95 @@ func storeCompany(b *testing.B, db *store.DB, org, domain string) {
 	res := enrich.Result{Company: &enrich.Company{Name: "Acme", EnrichmentStatus: enrich.StatusEnriched, Domain: &domain}}
 	if _, err := db.Settle(ctx, c, store.Outcome{Result: &res, Fetched: true}); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkDashboard measures the dashboard's reads on an organization with 100,000
+// tasks and 100,000 ledger rows over 60 days: each must cost the same as on an empty
+// database, since each walks an index from where it starts, never the table.
+func BenchmarkDashboard(b *testing.B) {
+	ctx := context.Background()
+	db, path, clk := openDB(b)
+	org := newOrg(b, db, "acme")
+	const n = 100_000
+	if err := db.SeedTasks(ctx, org, n); err != nil {
+		b.Fatal(err)
+	}
+	grant, err := db.GrantCredits(ctx, "acme", 1<<40, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	tx, err := raw.Begin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := clk.Now().Add(-60 * 24 * time.Hour)
+	for i := range n {
+		kind := []string{"charge", "charge", "charge", "refund"}[i%4]
+		at := start.Add(time.Duration(i) * (60 * 24 * time.Hour / n))
+		if _, err := tx.Exec(`INSERT INTO credit_ledger (org_id, kind, amount, grant_id, created_at) VALUES (?, ?, 1, ?, ?)`,
+			org, kind, grant, at.UnixMilli()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+
+	// The page 90% of the way down the list, and one as deep inside a date window.
+	deep, _, err := db.FindTasks(ctx, org, store.TaskFilter{To: clk.Now().Add(-n * 9 / 10 * time.Millisecond), Limit: 1})
+	if err != nil || len(deep) != 1 {
+		b.Fatal(deep, err)
+	}
+	deepCursor := &store.TaskCursor{CreatedAt: deep[0].CreatedAt, ID: deep[0].ID}
+	ledger, err := db.LedgerPage(ctx, org, 0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	deepLedger := ledger[0].ID - n*9/10
+
+	for _, c := range []struct {
+		name string
+		f    store.TaskFilter
+	}{
+		{"FindTasks/first page", store.TaskFilter{}},
+		{"FindTasks/deep page", store.TaskFilter{Before: deepCursor}},
+		{"FindTasks/by status, deep page", store.TaskFilter{Status: store.StatusSucceeded, Before: deepCursor}},
+		{"FindTasks/by type and date, deep page", store.TaskFilter{ObjectType: enrich.ObjectCompany,
+			From: clk.Now().Add(-n * time.Millisecond), To: clk.Now(), Before: deepCursor}},
+		{"FindTasks/status with no task", store.TaskFilter{Status: store.StatusFailed}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				tasks, _, err := db.FindTasks(ctx, org, c.f)
+				if err != nil || (len(tasks) != store.DefaultTaskPage && c.f.Status != store.StatusFailed) {
+					b.Fatal(len(tasks), err)
+				}
+			}
+		})
+	}
+	b.Run("DailyCredits/30 days", func(b *testing.B) {
+		for b.Loop() {
+			if days, err := db.DailyCredits(ctx, org, 30, clk.Now()); err != nil || days[0].Charged == 0 {
+				b.Fatal(days, err)
+			}
+		}
+	})
+	for _, c := range []struct {
+		name   string
+		before int64
+	}{{"LedgerPage/first page", 0}, {"LedgerPage/deep page", deepLedger}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if page, err := db.LedgerPage(ctx, org, c.before, store.DefaultLedgerPage); err != nil || len(page) != store.DefaultLedgerPage {
+					b.Fatal(len(page), err)
+				}
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"time"
 
 	"enrichd/enrich"
@@ -281,3 +282,140 @@ func refund(ctx context.Context, tx *Tx, taskID string, now time.Time) error {
 	}
 	return nil
 }
+
+// Grant is one grant of credits and what is left of it.
+type Grant struct {
+	ID        int64      `json:"id"`
+	Amount    int64      `json:"amount"`
+	Remaining int64      `json:"remaining"`
+	ExpiresAt *time.Time `json:"expires_at"` // nil: never
+	ExpiredAt *time.Time `json:"expired_at"` // when what was left of it was written off
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+const listGrantsQuery = `SELECT id, amount, remaining, expires_at, expired_at, created_at
+	FROM credit_grants WHERE org_id = ? ORDER BY id DESC`
+
+// ListGrants returns the organization's grants, newest first. Grants past their expiry
+// are written off by the next charge or balance, not here: a read changes nothing.
+func (db *DB) ListGrants(ctx context.Context, orgID string) ([]Grant, error) {
+	rows, err := db.read.QueryContext(ctx, listGrantsQuery, orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	grants := []Grant{}
+	for rows.Next() {
+		var g Grant
+		var expires, expired sql.NullInt64
+		var created int64
+		if err := rows.Scan(&g.ID, &g.Amount, &g.Remaining, &expires, &expired, &created); err != nil {
+			return nil, err
+		}
+		g.ExpiresAt, g.ExpiredAt, g.CreatedAt = fromNullMS(expires), fromNullMS(expired), fromMS(created)
+		grants = append(grants, g)
+	}
+	return grants, rows.Err()
+}
+
+// Ledger page bounds.
+const (
+	DefaultLedgerPage = 50
+	MaxLedgerPage     = 1000
+)
+
+const ledgerPageQuery = `SELECT id, kind, amount, grant_id, task_id, created_at
+	FROM credit_ledger WHERE org_id = ? AND id < ? ORDER BY id DESC LIMIT ?`
+
+// LedgerPage returns up to limit rows of the organization's ledger, newest first, from
+// the row before beforeID (0: from the newest). The next page starts before the last
+// row's ID. limit 0 means DefaultLedgerPage; more than MaxLedgerPage means the most.
+func (db *DB) LedgerPage(ctx context.Context, orgID string, beforeID int64, limit int) ([]LedgerEntry, error) {
+	if beforeID < 0 {
+		return nil, enrich.Errorf(enrich.KindInvalid, "a ledger page starts before a row id, which is positive")
+	}
+	if beforeID == 0 {
+		beforeID = math.MaxInt64
+	}
+	switch {
+	case limit <= 0:
+		limit = DefaultLedgerPage
+	case limit > MaxLedgerPage:
+		limit = MaxLedgerPage
+	}
+	rows, err := db.read.QueryContext(ctx, ledgerPageQuery, orgID, beforeID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []LedgerEntry{}
+	for rows.Next() {
+		var e LedgerEntry
+		var created int64
+		if err := rows.Scan(&e.ID, &e.Kind, &e.Amount, &e.GrantID, &e.TaskID, &created); err != nil {
+			return nil, err
+		}
+		e.CreatedAt = fromMS(created)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// CreditDay is what moved an organization's credits on one UTC day, by ledger kind.
+type CreditDay struct {
+	Day      time.Time `json:"day"` // midnight UTC
+	Granted  int64     `json:"granted"`
+	Charged  int64     `json:"charged"`
+	Refunded int64     `json:"refunded"`
+	Expired  int64     `json:"expired"`
+}
+
+// MaxCreditDays is the longest period DailyCredits reports.
+const MaxCreditDays = 366
+
+const msPerDay = 24 * 60 * 60 * 1000
+
+const dailyCreditsQuery = `SELECT day, kind, amount FROM credit_days WHERE org_id = ? AND day >= ? AND day <= ? ORDER BY day`
+
+// DailyCredits returns one entry per UTC day for the days days ending with now's,
+// oldest first, days without movement included as zeros. It reads credit_days, which
+// a trigger keeps beside the ledger: a handful of rows a day, however busy the day was.
+func (db *DB) DailyCredits(ctx context.Context, orgID string, days int, now time.Time) ([]CreditDay, error) {
+	if days < 1 || days > MaxCreditDays {
+		return nil, enrich.Errorf(enrich.KindInvalid, "days must be 1 to %d", MaxCreditDays)
+	}
+	last := dayOf(now)
+	first := last - int64(days) + 1
+	out := make([]CreditDay, days)
+	for i := range out {
+		out[i].Day = time.UnixMilli((first + int64(i)) * msPerDay).UTC()
+	}
+	rows, err := db.read.QueryContext(ctx, dailyCreditsQuery, orgID, first, last)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var day, amount int64
+		var kind string
+		if err := rows.Scan(&day, &kind, &amount); err != nil {
+			return nil, err
+		}
+		d := &out[day-first]
+		switch kind {
+		case LedgerGrant:
+			d.Granted += amount
+		case LedgerCharge:
+			d.Charged += amount
+		case LedgerRefund:
+			d.Refunded += amount
+		case LedgerExpiry:
+			d.Expired += amount
+		}
+	}
+	return out, rows.Err()
+}
+
+// dayOf is t's UTC day as credit_days numbers it: the trigger's integer division of
+// created_at, which Go's truncates the same way.
+func dayOf(t time.Time) int64 { return t.UnixMilli() / msPerDay }

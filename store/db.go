@@ -41,6 +41,7 @@ type DB struct {
 	probe   *writeProbe // the last CheckWritable, under way or done
 	health  storageHealth
 	reopen  atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
+	touches keyTouches  // keys' last use being written
 
 	ops        chan *writeOp // transactions waiting for the writer
 	closing    chan struct{}
@@ -104,6 +105,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 // Close closes both connection pools.
 func (db *DB) Close() error {
 	if db.read != nil { // the writer runs once Open has succeeded
+		db.waitTouches() // they need the writer
 		db.closeOnce.Do(func() { close(db.closing) })
 		<-db.writerDone
 	}

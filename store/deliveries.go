@@ -171,6 +171,65 @@ func (db *DB) ListDeliveries(ctx context.Context, orgID, loopID string, page, pa
 	return deliveries, total, err
 }
 
+// maxTaskDeliveries bounds a task's page: a task sends one event when it settles,
+// and a retry sends it again under the same id.
+const maxTaskDeliveries = 100
+
+const taskDeliveriesQuery = `SELECT ` + deliveryColumns + ` FROM deliveries WHERE task_id = ? AND org_id = ?
+	ORDER BY created_at DESC, id DESC LIMIT ?`
+
+// TaskDeliveries returns the deliveries of one of the organization's tasks, newest
+// first. Another organization's task is not found.
+func (db *DB) TaskDeliveries(ctx context.Context, orgID, taskID string) ([]*Delivery, error) {
+	deliveries := []*Delivery{}
+	err := db.inReadTx(ctx, func(tx *Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE id = ? AND org_id = ?`, taskID, orgID).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return taskNotFound()
+		}
+		rows, err := tx.QueryContext(ctx, taskDeliveriesQuery, taskID, orgID, maxTaskDeliveries)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			d, err := scanDelivery(rows)
+			if err != nil {
+				return err
+			}
+			deliveries = append(deliveries, d)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return deliveries, nil
+}
+
+// GetDelivery returns one of the organization's deliveries and its payload: the exact
+// bytes every attempt sends. Another organization's delivery is not found.
+func (db *DB) GetDelivery(ctx context.Context, orgID, id string) (*Delivery, []byte, error) {
+	var payload string
+	var d Delivery
+	var next, last sql.NullInt64
+	var created int64
+	err := db.read.QueryRowContext(ctx, `SELECT `+deliveryColumns+`, payload FROM deliveries WHERE id = ? AND org_id = ?`, id, orgID).
+		Scan(&d.ID, &d.LoopID, &d.OrgID, &d.Event, &d.TaskID, &d.Status, &d.Attempts, &next, &last,
+			&d.LastStatusCode, &d.LastError, &created, &payload)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, deliveryNotFound()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	d.NextAttemptAt, d.LastAttemptAt, d.CreatedAt = fromNullMS(next), fromNullMS(last), fromMS(created)
+	return &d, []byte(payload), nil
+}
+
 // RetryDelivery makes a failed or pending delivery due now, with the same id: a
 // failed one gets one more attempt, a pending one has its next attempt now instead of
 // later on the schedule (a receiver that was down need not wait hours). A pending one

@@ -18,7 +18,7 @@ import (
 )
 
 // Loop is a webhook destination. Its JSON is the Loop of the API; the signing secret is
-// in it only when the Loop has just been created.
+// in it only when the Loop has just been created or its secret rotated.
 type Loop struct {
 	ID          string      `json:"id"`
 	Name        string      `json:"name"`
@@ -211,8 +211,33 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*L
 	return l, err
 }
 
+// RotateLoopSecret gives the Loop a new signing secret, which the returned Loop carries
+// this once: how a lost or leaked secret is replaced. Every attempt from now on is
+// signed with it, those of deliveries queued before included, since the sender reads
+// the secret when it claims a delivery.
+func (db *DB) RotateLoopSecret(ctx context.Context, orgID, id string) (*Loop, error) {
+	secret, err := newSecret()
+	if err != nil {
+		return nil, err
+	}
+	var l *Loop
+	err = db.inTx(ctx, func(tx *Tx) error {
+		var err error
+		if l, err = findLoop(ctx, tx, orgID, id); err != nil {
+			return err
+		}
+		l.UpdatedAt = db.now()
+		l.Destination.Secret = secret
+		_, err = tx.ExecContext(ctx, `UPDATE loops SET secret = ?, updated_at = ? WHERE id = ?`, secret, ms(l.UpdatedAt), id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
 // DeleteLoop deletes a Loop and its deliveries, sent or not; tasks keep their loop_id.
-// It is how a lost signing secret is replaced: delete, then create a new Loop.
 func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
 	return db.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM loops WHERE id = ? AND org_id = ?`, id, orgID)

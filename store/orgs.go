@@ -10,6 +10,8 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"enrichd/enrich"
@@ -32,6 +34,9 @@ type APIKey struct {
 	Prefix    string     `json:"prefix"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
+	// LastUsedAt is when a request last authenticated with the key, to the minute:
+	// it is written at most once a minute (see Authenticate).
+	LastUsedAt *time.Time `json:"last_used_at"`
 }
 
 const keyPrefixLen = 12
@@ -76,6 +81,21 @@ func findOrg(ctx context.Context, q querier, name string) (*Org, error) {
 	err := q.QueryRowContext(ctx, `SELECT id, name, created_at FROM orgs WHERE name = ?`, name).Scan(&o.ID, &o.Name, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, enrich.Errorf(enrich.KindNotFound, "no organization named %q (create it with: enrichd orgs create %s)", name, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.CreatedAt = fromMS(created)
+	return &o, nil
+}
+
+// GetOrg returns the organization with the given id.
+func (db *DB) GetOrg(ctx context.Context, id string) (*Org, error) {
+	var o Org
+	var created int64
+	err := db.read.QueryRowContext(ctx, `SELECT id, name, created_at FROM orgs WHERE id = ?`, id).Scan(&o.ID, &o.Name, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "organization not found"}
 	}
 	if err != nil {
 		return nil, err
@@ -139,7 +159,8 @@ func (db *DB) ListKeys(ctx context.Context, orgName string) ([]APIKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT id, org_id, name, prefix, created_at, revoked_at FROM api_keys WHERE org_id = ? ORDER BY created_at`, org.ID)
+	rows, err := db.read.QueryContext(ctx, `SELECT id, org_id, name, prefix, created_at, revoked_at, last_used_at
+		FROM api_keys WHERE org_id = ? ORDER BY created_at`, org.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -148,11 +169,11 @@ func (db *DB) ListKeys(ctx context.Context, orgName string) ([]APIKey, error) {
 	for rows.Next() {
 		var k APIKey
 		var created int64
-		var revoked sql.NullInt64
-		if err := rows.Scan(&k.ID, &k.OrgID, &k.Name, &k.Prefix, &created, &revoked); err != nil {
+		var revoked, used sql.NullInt64
+		if err := rows.Scan(&k.ID, &k.OrgID, &k.Name, &k.Prefix, &created, &revoked, &used); err != nil {
 			return nil, err
 		}
-		k.CreatedAt, k.RevokedAt = fromMS(created), fromNullMS(revoked)
+		k.CreatedAt, k.RevokedAt, k.LastUsedAt = fromMS(created), fromNullMS(revoked), fromNullMS(used)
 		out = append(out, k)
 	}
 	return out, rows.Err()
@@ -185,7 +206,8 @@ type Principal struct {
 }
 
 // Authenticate returns the principal of a plaintext API key, or an unauthorized error
-// for a missing, unknown or revoked key.
+// for a missing, unknown or revoked key. It records the key's use when the last one
+// recorded is a minute old or more (see touchKey).
 func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error) {
 	unauthorized := enrich.Errorf(enrich.KindUnauthorized, "Unauthorized")
 	if !strings.HasPrefix(plain, "enr_") {
@@ -194,9 +216,9 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error
 	hash := sha256.Sum256([]byte(plain))
 	var p Principal
 	var stored []byte
-	var revoked sql.NullInt64
-	err := db.read.QueryRowContext(ctx, `SELECT id, org_id, hash, revoked_at FROM api_keys WHERE hash = ?`, hash[:]).
-		Scan(&p.KeyID, &p.OrgID, &stored, &revoked)
+	var revoked, used sql.NullInt64
+	err := db.read.QueryRowContext(ctx, `SELECT id, org_id, hash, revoked_at, last_used_at FROM api_keys WHERE hash = ?`, hash[:]).
+		Scan(&p.KeyID, &p.OrgID, &stored, &revoked, &used)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, unauthorized
 	}
@@ -206,5 +228,69 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error
 	if subtle.ConstantTimeCompare(stored, hash[:]) != 1 || revoked.Valid {
 		return nil, unauthorized
 	}
+	if now := db.now(); !used.Valid || now.Sub(fromMS(used.Int64)) >= keyUseResolution {
+		db.touchKey(p.KeyID, now)
+	}
 	return &p, nil
+}
+
+// keyUseResolution is how stale a key's last use may get before a request writes it
+// again: the one write a minute a busy key costs.
+const keyUseResolution = time.Minute
+
+// keyTouches are the writes of keys' last use under way. They run beside the request
+// that authenticated: a read-only request must not wait for the writer, which may be
+// busy, and a failed write costs nothing but a stale "last used".
+type keyTouches struct {
+	mu       sync.Mutex
+	inFlight map[string]bool // by key id: many requests at the minute's turn make one write
+	closed   bool            // Close has begun: no new write may start
+	wg       sync.WaitGroup
+	started  atomic.Int64 // writes started since Open, for tests
+}
+
+// touchKey records that the key was used at now, unless a write of it is already under
+// way or the storage is failing. The UPDATE checks the age again, so writes that race
+// past the read in Authenticate still make one change a minute.
+func (db *DB) touchKey(keyID string, now time.Time) {
+	t := &db.touches
+	if db.StorageFailing() {
+		return // the probes, not a key's last use, find out when writes work again
+	}
+	t.mu.Lock()
+	if t.closed || t.inFlight[keyID] {
+		t.mu.Unlock()
+		return
+	}
+	if t.inFlight == nil {
+		t.inFlight = map[string]bool{}
+	}
+	t.inFlight[keyID] = true
+	t.wg.Add(1)
+	t.started.Add(1)
+	t.mu.Unlock()
+	go func() {
+		defer t.wg.Done()
+		defer func() {
+			t.mu.Lock()
+			delete(t.inFlight, keyID)
+			t.mu.Unlock()
+		}()
+		// Best effort: the request is already authenticated; a failure is retried by the
+		// next request, and a storage failure is logged by the store once a minute.
+		_ = db.inTx(context.Background(), func(tx *Tx) error {
+			_, err := tx.ExecContext(context.Background(), `UPDATE api_keys SET last_used_at = ?
+				WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`,
+				ms(now), keyID, ms(now.Add(-keyUseResolution)))
+			return err
+		})
+	}()
+}
+
+// waitTouches stops new writes of keys' last use and waits for those under way.
+func (db *DB) waitTouches() {
+	db.touches.mu.Lock()
+	db.touches.closed = true
+	db.touches.mu.Unlock()
+	db.touches.wg.Wait()
 }

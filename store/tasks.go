@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -416,4 +417,141 @@ func taskCount(ctx context.Context, q querier, orgID, status string) (int64, err
 	}
 	err := q.QueryRowContext(ctx, `SELECT coalesce((SELECT n FROM task_counts WHERE org_id = ? AND status = ?), 0)`, orgID, status).Scan(&n)
 	return n, err
+}
+
+// Task list bounds: a page of the dashboard's task list.
+const (
+	DefaultTaskPage = 50
+	MaxTaskPage     = 100
+)
+
+// TaskFilter selects an organization's tasks. Empty fields do not filter.
+type TaskFilter struct {
+	Status     string    // one of the task statuses
+	ObjectType string    // company or person
+	LoopID     string    // the Loop the task runs for; another organization's selects nothing
+	From, To   time.Time // created_at in [From, To); a zero time leaves that end open
+	Before     *TaskCursor
+	Limit      int // 1..MaxTaskPage; 0 means DefaultTaskPage, more than the most means the most
+}
+
+// TaskCursor is where a page of tasks ends: the next page holds the tasks listed after
+// it, newest first by (created_at, id). Keyset paging costs the same on the thousandth
+// page as on the first, which OFFSET does not.
+type TaskCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// String is the cursor as it goes in a URL: the creation time in milliseconds, "_",
+// the task's id.
+func (c TaskCursor) String() string {
+	return strconv.FormatInt(ms(c.CreatedAt), 10) + "_" + c.ID
+}
+
+// ParseTaskCursor reads a cursor written by TaskCursor.String.
+func ParseTaskCursor(s string) (*TaskCursor, error) {
+	invalid := &enrich.Error{Kind: enrich.KindInvalid, Code: "invalid_cursor",
+		Message: "the page cursor is not one this server gave; start again from the first page"}
+	if len(s) > 100 {
+		return nil, invalid
+	}
+	at, id, ok := strings.Cut(s, "_")
+	t, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || t < 0 {
+		return nil, invalid
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return nil, invalid
+	}
+	return &TaskCursor{CreatedAt: fromMS(t), ID: u.String()}, nil
+}
+
+// FindTasks returns a page of the organization's tasks matching the filter, newest
+// first, and the cursor of the next page (nil when this page is the last). Each filter
+// picks the index it walks, the most selective first (Loop, status, type, none); the
+// query names it, so a schema that could no longer serve it fails loudly instead of
+// scanning the table.
+func (db *DB) FindTasks(ctx context.Context, orgID string, f TaskFilter) ([]*Task, *TaskCursor, error) {
+	limit := f.Limit
+	switch {
+	case limit <= 0:
+		limit = DefaultTaskPage
+	case limit > MaxTaskPage:
+		limit = MaxTaskPage
+	}
+	if f.Status != "" && !IsStatus(f.Status) {
+		return nil, nil, enrich.Errorf(enrich.KindInvalid, "status %q is not one of queued, running, succeeded, failed, canceled", f.Status)
+	}
+	if f.ObjectType != "" && f.ObjectType != enrich.ObjectCompany && f.ObjectType != enrich.ObjectPerson {
+		return nil, nil, enrich.Errorf(enrich.KindInvalid, "type %q is neither company nor person", f.ObjectType)
+	}
+	if len(f.LoopID) > 100 {
+		return []*Task{}, nil, nil // no Loop has such an id
+	}
+	query, args := findTasksQuery(orgID, f, limit)
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	tasks := []*Task{}
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if len(tasks) <= limit {
+		return tasks, nil, nil
+	}
+	tasks = tasks[:limit]
+	last := tasks[limit-1]
+	return tasks, &TaskCursor{CreatedAt: last.CreatedAt, ID: last.ID}, nil
+}
+
+// findTasksQuery is the statement FindTasks runs for a filter already checked, and
+// its arguments.
+func findTasksQuery(orgID string, f TaskFilter, limit int) (string, []any) {
+	index := "tasks_org_created"
+	switch {
+	case f.LoopID != "":
+		index = "tasks_org_loop_created"
+	case f.Status != "":
+		index = "tasks_org_status_created"
+	case f.ObjectType != "":
+		index = "tasks_org_type_created"
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + taskColumns + ` FROM tasks INDEXED BY ` + index + ` WHERE org_id = ?`)
+	args := []any{orgID}
+	// Equality first, in the index's column order; the other filters are checked on the
+	// rows the index walk reaches.
+	for _, eq := range []struct{ column, value string }{{"loop_id", f.LoopID}, {"status", f.Status}, {"object_type", f.ObjectType}} {
+		if eq.value != "" {
+			q.WriteString(` AND ` + eq.column + ` = ?`)
+			args = append(args, eq.value)
+		}
+	}
+	if !f.From.IsZero() {
+		q.WriteString(` AND created_at >= ?`)
+		args = append(args, ms(f.From))
+	}
+	// One upper bound, the tighter: given two, SQLite bounds the index walk by one and
+	// checks the other row by row, and a deep page would walk every row above it.
+	if f.Before != nil && (f.To.IsZero() || ms(f.Before.CreatedAt) < ms(f.To)) {
+		q.WriteString(` AND (created_at, id) < (?, ?)`)
+		args = append(args, ms(f.Before.CreatedAt), f.Before.ID)
+	} else if !f.To.IsZero() {
+		q.WriteString(` AND created_at < ?`)
+		args = append(args, ms(f.To))
+	}
+	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
+	args = append(args, limit+1) // one more tells whether a next page exists
+	return q.String(), args
 }

@@ -1,0 +1,26 @@
+package store
+
+// What the tests of package store_test need to see inside the store.
+
+// FindTasksQuery is the statement FindTasks runs for f, and its arguments.
+func FindTasksQuery(orgID string, f TaskFilter, limit int) (string, []any) {
+	return findTasksQuery(orgID, f, limit)
+}
+
+// DashboardQueries are the literal statements of the dashboard's reads, by method, with
+// arguments of the right types, for EXPLAIN QUERY PLAN.
+var DashboardQueries = map[string]struct {
+	Query string
+	Args  []any
+}{
+	"TaskDeliveries": {taskDeliveriesQuery, []any{"t", "o", maxTaskDeliveries}},
+	"ListGrants":     {listGrantsQuery, []any{"o"}},
+	"LedgerPage":     {ledgerPageQuery, []any{"o", int64(100), 50}},
+	"DailyCredits":   {dailyCreditsQuery, []any{"o", int64(20000), int64(20030)}},
+}
+
+// WaitKeyTouches waits for the writes of keys' last use under way.
+func (db *DB) WaitKeyTouches() { db.touches.wg.Wait() }
+
+// KeyTouchesStarted counts the writes of keys' last use started since Open.
+func (db *DB) KeyTouchesStarted() int64 { return db.touches.started.Load() }
