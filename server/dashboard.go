@@ -25,7 +25,7 @@ import (
 // the same store methods as the API, each page readable without JavaScript, with
 // htmx (vendored, embedded) making forms and polling nicer where it runs.
 
-//go:embed dashboard/templates dashboard/static
+//go:embed all:dashboard/templates dashboard/static
 var dashboardFiles embed.FS
 
 // dashboardPages are parsed once, each page with the layout and the shared partials, so

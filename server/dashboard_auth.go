@@ -171,7 +171,7 @@ func (s *Server) dashPage(route string, who int, next http.Handler) http.Handler
 				if errors.As(err, &e) && e.Kind == enrich.KindUnauthorized {
 					s.setSessionCookie(w, r, "", -1)
 					to := "/dashboard/login"
-					if r.Method == http.MethodGet && r.URL.Path != "/dashboard/" {
+					if r.Method == http.MethodGet && r.URL.RequestURI() != "/dashboard/" {
 						to += "?next=" + url.QueryEscape(r.URL.RequestURI())
 					}
 					seeOther(w, r, to, "")

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -142,9 +143,9 @@ func TestDashboardSessionsExpire(t *testing.T) {
 	b = e.newBrowser()
 	b.login("viewer@acme.example", dashPassword)
 	e.clock.Add(61 * time.Minute) // idle past an hour
-	p = b.get("/dashboard/tasks")
+	p = b.get("/dashboard/?notice=hello")
 	is.Equal(p.status, http.StatusSeeOther)
-	is.Equal(p.location, "/dashboard/login?next=%2Fdashboard%2Ftasks") // and back there after signing in
+	is.Equal(p.location, "/dashboard/login?next=%2Fdashboard%2F%3Fnotice%3Dhello") // and back there after signing in
 }
 
 func TestDashboardLogoutEndsTheSessionOnTheServer(t *testing.T) {
@@ -173,8 +174,8 @@ func TestDashboardLoginIsRateLimited(t *testing.T) {
 	e := newEnv(t)
 	e.signIn("acme", "admin")
 
-	// Per account: five tries, from different addresses as far as the limit can tell.
-	for i := range 5 {
+	// Per account: five tries (signing in above was the first), whatever the address.
+	for i := range 4 {
 		p := e.newBrowser().post("/dashboard/login", url.Values{"email": {"admin@acme.example"}, "password": {"guess number " + string(rune('a'+i))}})
 		is.Equal(p.status, http.StatusUnauthorized)
 	}
@@ -185,7 +186,7 @@ func TestDashboardLoginIsRateLimited(t *testing.T) {
 
 	// Per address: the same client walking through accounts.
 	e2 := newEnv(t)
-	var last *page
+	var last *webPage
 	for i := range 11 {
 		last = e2.newBrowser().post("/dashboard/login", url.Values{"email": {"someone" + string(rune('a'+i)) + "@acme.example"}, "password": {"guess guess guess"}})
 	}
@@ -237,4 +238,28 @@ func TestDashboardStaticFilesAreEmbedded(t *testing.T) {
 	is.True(strings.Contains(b.get("/dashboard/static/htmx.min.js").body, `version:"2.0.11"`))
 	is.True(strings.Contains(b.get("/dashboard/static/style.css").body, "prefers-color-scheme: dark"))
 	is.Equal(b.get("/dashboard/static/nothing.js").status, http.StatusNotFound)
+}
+
+func TestDashboardSignInReturnsToThePageAskedForOnThisSiteOnly(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	i := 0
+	for next, want := range map[string]string{
+		"/dashboard/?notice=hello":    "/dashboard/?notice=hello",
+		"//evil.example/dashboard/":   "/dashboard/",
+		"https://evil.example/":       "/dashboard/",
+		"/dashboard/\\evil.example":   "/dashboard/",
+		"/v1/tasks":                   "/dashboard/",
+		"":                            "/dashboard/",
+		"/dashboard//evil.example/x/": "/dashboard/evil.example/x/", // a path on this host, cleaned
+	} {
+		// One user a case: sign-ins are limited per account.
+		i++
+		email := fmt.Sprintf("user%d@acme.example", i)
+		token := e.newUser("acme", email, "viewer")
+		e.newBrowser().post("/dashboard/setup", url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword}})
+		p := e.newBrowser().post("/dashboard/login", url.Values{"email": {email}, "password": {dashPassword}, "next": {next}})
+		is.Equal(p.status, http.StatusSeeOther)
+		is.Equal(p.location, want)
+	}
 }

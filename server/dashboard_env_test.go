@@ -21,8 +21,8 @@ type browser struct {
 	email  string
 }
 
-// page is one answer to a browser.
-type page struct {
+// webPage is one answer to a browser.
+type webPage struct {
 	status   int
 	body     string
 	header   http.Header
@@ -30,7 +30,7 @@ type page struct {
 }
 
 // has says whether the page's HTML holds s.
-func (p *page) has(s string) bool { return strings.Contains(p.body, s) }
+func (p *webPage) has(s string) bool { return strings.Contains(p.body, s) }
 
 // dashPassword is the password every test user sets.
 const dashPassword = "correct horse battery staple"
@@ -82,18 +82,18 @@ func (b *browser) login(email, password string) {
 	b.email = email
 }
 
-func (b *browser) get(path string, headers ...string) *page {
+func (b *browser) get(path string, headers ...string) *webPage {
 	b.t.Helper()
 	return b.do(http.MethodGet, path, nil, headers...)
 }
 
 // post sends a form as the dashboard's own pages do: same-origin.
-func (b *browser) post(path string, form url.Values, headers ...string) *page {
+func (b *browser) post(path string, form url.Values, headers ...string) *webPage {
 	b.t.Helper()
 	return b.do(http.MethodPost, path, form, append([]string{"Sec-Fetch-Site", "same-origin"}, headers...)...)
 }
 
-func (b *browser) do(method, path string, form url.Values, headers ...string) *page {
+func (b *browser) do(method, path string, form url.Values, headers ...string) *webPage {
 	b.t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -118,7 +118,7 @@ func (b *browser) do(method, path string, form url.Values, headers ...string) *p
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	return &page{status: res.StatusCode, body: string(raw), header: res.Header, location: res.Header.Get("Location")}
+	return &webPage{status: res.StatusCode, body: string(raw), header: res.Header, location: res.Header.Get("Location")}
 }
 
 // sessionCookie is the browser's session cookie for the server, nil when it has none.
@@ -135,4 +135,4 @@ func (b *browser) sessionCookie() *http.Cookie {
 var secretPattern = regexp.MustCompile(`(enr_[A-Za-z0-9_-]+|whsec_[A-Za-z0-9_-]+)`)
 
 // shownSecret is the first API key or signing secret a page shows.
-func (p *page) shownSecret() string { return secretPattern.FindString(p.body) }
+func (p *webPage) shownSecret() string { return secretPattern.FindString(p.body) }
