@@ -44,6 +44,9 @@ func newServeCommand() *cobra.Command {
 			cfg.EmailMaxRetrievals, _ = f.GetInt("email-max-retrievals")
 			cfg.ShutdownGrace, _ = f.GetDuration("shutdown-grace")
 			cfg.Addr, _ = f.GetString("addr")
+			cfg.PublicURL, _ = f.GetString("public-url")
+			cfg.SessionIdle, _ = f.GetDuration("session-idle")
+			cfg.SessionMax, _ = f.GetDuration("session-max")
 			cfg.HTTP.ReadHeaderTimeout, _ = f.GetDuration("read-header-timeout")
 			cfg.HTTP.ReadTimeout, _ = f.GetDuration("read-timeout")
 			cfg.HTTP.WriteTimeout, _ = f.GetDuration("write-timeout")
@@ -100,6 +103,10 @@ func newServeCommand() *cobra.Command {
 	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
 	f.String("log-format", "json", "log format: json or text")
 	f.Bool("allow-private-webhooks", false, allowPrivateHelp)
+	f.String("public-url", "", "the URL people reach the service at, when a proxy ends TLS in front of it; "+
+		"https makes the dashboard's session cookie Secure")
+	f.Duration("session-idle", def.SessionIdle, "a dashboard session unused this long ends")
+	f.Duration("session-max", def.SessionMax, "a dashboard session ends this long after sign-in, used or not")
 	addOpsFlags(f, def)
 	addSourceFlags(f)
 	addHTTPFlags(f, def.HTTP)
@@ -134,6 +141,10 @@ func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 		return fmt.Errorf("--workers must be at least 1")
 	case cfg.TaskTTL < time.Second:
 		return fmt.Errorf("--task-ttl must be at least 1s")
+	case cfg.SessionIdle < time.Minute || cfg.SessionMax < cfg.SessionIdle:
+		return fmt.Errorf("--session-idle must be at least 1m and --session-max at least --session-idle")
+	case cfg.PublicURL != "" && !strings.HasPrefix(cfg.PublicURL, "https://") && !strings.HasPrefix(cfg.PublicURL, "http://"):
+		return fmt.Errorf("--public-url must start with https:// or http://")
 	case cfg.Lease < time.Second:
 		return fmt.Errorf("--lease must be at least 1s")
 	case cfg.MaxBacklog < 1:

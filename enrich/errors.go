@@ -13,6 +13,7 @@ const (
 	KindInvalid          Kind = "invalid"            // 400
 	KindUnauthorized     Kind = "unauthorized"       // 401
 	KindPaymentRequired  Kind = "payment_required"   // 402
+	KindForbidden        Kind = "forbidden"          // 403: signed in, but the role or the origin may not do this
 	KindNotFound         Kind = "not_found"          // 404
 	KindMethodNotAllowed Kind = "method_not_allowed" // 405
 	KindConflict         Kind = "conflict"           // 409

@@ -225,6 +225,7 @@ var statusOf = map[enrich.Kind]int{
 	enrich.KindInvalid:          http.StatusBadRequest,
 	enrich.KindUnauthorized:     http.StatusUnauthorized,
 	enrich.KindPaymentRequired:  http.StatusPaymentRequired,
+	enrich.KindForbidden:        http.StatusForbidden,
 	enrich.KindNotFound:         http.StatusNotFound,
 	enrich.KindMethodNotAllowed: http.StatusMethodNotAllowed,
 	enrich.KindConflict:         http.StatusConflict,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -93,47 +94,16 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 		s.error(w, r, err)
 		return
 	}
-	bind := info(r).route + "\n"
-	if loopID != nil {
-		if _, err := uuid.Parse(*loopID); err != nil {
-			s.error(w, r, enrich.Errorf(enrich.KindInvalid, "loop_id must be the uuid of a Loop"))
-			return
-		}
-		bind += *loopID + "\n"
-	}
-	raw, err := json.Marshal(req)
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	// The key is bound to the request as decoded, so the same fields in another order
-	// or spacing are the same request.
-	sum := sha256.Sum256(append([]byte(bind), raw...))
-	nt := store.NewTask{
-		OrgID: principal(r).OrgID, Input: in, RawInput: raw, LoopID: loopID,
-		IdempotencyKey: key, Endpoint: r.Method + " " + r.URL.Path, BodyHash: hex.EncodeToString(sum[:]),
-		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness,
-	}
-	if in.Lookup == enrich.LookupEmail {
-		// Personal-mailbox and role addresses are refused without asking any source.
-		nt.Fail = enrich.Refusal(in.Target)
-	}
-	res, err := s.db.CreateTask(r.Context(), nt)
+	res, err := s.submitTask(r.Context(), taskRequest{OrgID: principal(r).OrgID, Input: in, LoopID: loopID, Fields: req,
+		IdempotencyKey: key, Route: info(r).route, Endpoint: r.Method + " " + r.URL.Path})
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
 	t := res.Task
-	if !res.Replayed {
-		s.metrics.created(t)
-	}
 	status := http.StatusOK
 	if !t.Settled() && !res.Replayed {
 		status = http.StatusAccepted
-		s.wakeWorker()
-	}
-	if t.Settled() && t.LoopID != nil && !res.Replayed {
-		s.sender.Wake()
 	}
 	if !t.Settled() {
 		w.Header().Set("Retry-After", "2")
@@ -143,4 +113,61 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	encode(w, status, enqueueResponse{Task: t, Error: t.Error})
+}
+
+// taskRequest is one enrichment asked for, through the API or the dashboard's forms: the
+// two make exactly the same task, charge and idempotency binding.
+type taskRequest struct {
+	OrgID  string
+	Input  enrich.Input
+	LoopID *string
+	// Fields is the request as decoded, stored as the task's input and bound to its
+	// Idempotency-Key.
+	Fields         any
+	IdempotencyKey string
+	Route          string // the route's name, part of the idempotency binding
+	Endpoint       string // "POST /v1/people/enrich"
+}
+
+// submitTask creates the task, charging for it, and wakes a worker when it is queued
+// and the sender when it settled at once with a Loop to tell.
+func (s *Server) submitTask(ctx context.Context, tr taskRequest) (*store.Enqueued, error) {
+	bind := tr.Route + "\n"
+	if tr.LoopID != nil {
+		if _, err := uuid.Parse(*tr.LoopID); err != nil {
+			return nil, enrich.Errorf(enrich.KindInvalid, "loop_id must be the uuid of a Loop")
+		}
+		bind += *tr.LoopID + "\n"
+	}
+	raw, err := json.Marshal(tr.Fields)
+	if err != nil {
+		return nil, err
+	}
+	// The key is bound to the request as decoded, so the same fields in another order
+	// or spacing are the same request.
+	sum := sha256.Sum256(append([]byte(bind), raw...))
+	nt := store.NewTask{
+		OrgID: tr.OrgID, Input: tr.Input, RawInput: raw, LoopID: tr.LoopID,
+		IdempotencyKey: tr.IdempotencyKey, Endpoint: tr.Endpoint, BodyHash: hex.EncodeToString(sum[:]),
+		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness,
+	}
+	if tr.Input.Lookup == enrich.LookupEmail {
+		// Personal-mailbox and role addresses are refused without asking any source.
+		nt.Fail = enrich.Refusal(tr.Input.Target)
+	}
+	res, err := s.db.CreateTask(ctx, nt)
+	if err != nil {
+		return nil, err
+	}
+	t := res.Task
+	if !res.Replayed {
+		s.metrics.created(t)
+	}
+	if !t.Settled() && !res.Replayed {
+		s.wakeWorker()
+	}
+	if t.Settled() && t.LoopID != nil && !res.Replayed {
+		s.sender.Wake()
+	}
+	return res, nil
 }

@@ -13,7 +13,7 @@ import (
 const purgeBatch = 500
 
 // maintain runs every cfg.MaintenanceInterval until ctx ends: retention deletes what
-// is older than cfg.Retain, then, if nothing happened since the last round, the WAL is
+// is older than cfg.Retain, expired dashboard sessions go, then, if nothing happened since the last round, the WAL is
 // checkpointed and truncated. A round is skipped while the database cannot take
 // writes, and the storage faults of a round are left to the store's log line.
 func (s *Server) maintain(ctx context.Context) {
@@ -31,6 +31,11 @@ func (s *Server) maintain(ctx context.Context) {
 		}
 		if s.cfg.Retain > 0 {
 			s.purge(ctx)
+		}
+		// Sessions past their expiry are refused when used; this deletes the rows of
+		// those never used again.
+		if _, err := s.db.PurgeSessions(ctx, s.cfg.SessionIdle); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
+			s.log.Error("deleting expired dashboard sessions", "err", err)
 		}
 		if now := s.activity.Load(); now == seen {
 			if ok, err := s.db.Checkpoint(ctx); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {

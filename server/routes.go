@@ -29,6 +29,17 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/loops/:id/deliveries", s.route("list_deliveries", s.authed(handleListDeliveries(s))))
 	r.Handler(http.MethodPost, "/v1/deliveries/:id/retry", s.route("retry_delivery", s.authed(handleRetryDelivery(s))))
 
+	// The dashboard: pages for people signed in with a session cookie, which never
+	// authenticates /v1, as an API key never authenticates these.
+	r.Handler(http.MethodGet, "/dashboard", http.RedirectHandler("/dashboard/", http.StatusMovedPermanently))
+	r.Handler(http.MethodGet, "/dashboard/static/*file", s.route("dashboard_static", serveDashboardStatic()))
+	r.Handler(http.MethodGet, "/dashboard/login", s.dashPage("dashboard_login_page", anyone, handleLoginPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/login", s.dashPage("dashboard_login", anyone, handleLogin(s)))
+	r.Handler(http.MethodPost, "/dashboard/logout", s.dashPage("dashboard_logout", anyone, handleLogout(s)))
+	r.Handler(http.MethodGet, "/dashboard/setup", s.dashPage("dashboard_setup_page", anyone, handleSetupPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/setup", s.dashPage("dashboard_setup", anyone, handleSetup(s)))
+	r.Handler(http.MethodGet, "/dashboard/", s.dashPage("dashboard_overview", viewer, handleOverview(s)))
+
 	r.NotFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})))

@@ -59,6 +59,14 @@ type Config struct {
 	// SeparateAdmin leaves /healthz, /readyz and /metrics to AdminHandler, off the API.
 	SeparateAdmin bool
 
+	// PublicURL is the address people reach the service at (https behind a proxy that
+	// ends TLS): the dashboard's session cookie is Secure when it is https.
+	PublicURL string
+	// SessionIdle ends a dashboard session unused this long; SessionMax ends any
+	// session this long after sign-in.
+	SessionIdle time.Duration
+	SessionMax  time.Duration
+
 	// Addr is where serve listens for the API.
 	Addr string
 	// HTTP bounds what one connection may hold of the server, on the API's listener and
@@ -116,6 +124,9 @@ func DefaultConfig() Config {
 		MaintenanceInterval: time.Minute,
 
 		EmailMaxRetrievals: enrich.DefaultMaxRetrievals,
+
+		SessionIdle: 12 * time.Hour,
+		SessionMax:  7 * 24 * time.Hour,
 
 		Addr: "127.0.0.1:8080",
 		HTTP: HTTPLimits{
@@ -183,6 +194,7 @@ type Server struct {
 	sender    *webhook.Sender
 	handler   http.Handler
 	metrics   *serverMetrics
+	dashboard *dashboardState
 	// activity counts API requests and claims; maintenance reads it to find quiet times.
 	activity atomic.Uint64
 }
@@ -220,6 +232,12 @@ func New(db *store.DB, cfg Config) *Server {
 	if cfg.MaintenanceInterval <= 0 {
 		cfg.MaintenanceInterval = def.MaintenanceInterval
 	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = def.SessionIdle
+	}
+	if cfg.SessionMax <= 0 {
+		cfg.SessionMax = def.SessionMax
+	}
 	m := newServerMetrics()
 	db.SetLogger(cfg.Logger) // the store reports storage failures there
 	s := &Server{
@@ -237,6 +255,7 @@ func New(db *store.DB, cfg Config) *Server {
 			Recorded: m.recorded, Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() }}),
 		metrics: m,
 	}
+	s.dashboard = s.newDashboard()
 	router := httprouter.New()
 	router.RedirectTrailingSlash = false
 	router.RedirectFixedPath = false

@@ -1,0 +1,265 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"enrichd/server"
+
+	"github.com/matryer/is"
+)
+
+func TestDashboardSignInFromTheLink(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	token := e.newUser("acme", "lead@acme.example", "admin")
+	b := e.newBrowser()
+
+	p := b.get("/dashboard/")
+	is.Equal(p.status, http.StatusSeeOther) // signed out, the dashboard sends to sign-in
+	is.Equal(p.location, "/dashboard/login")
+
+	p = b.get("/dashboard/setup?token=" + url.QueryEscape(token))
+	is.Equal(p.status, http.StatusOK)
+	is.True(p.has("lead@acme.example"))
+	is.True(p.has(`name="password"`))
+	is.Equal(p.header.Get("Referrer-Policy"), "no-referrer") // the token never leaves in a Referer
+
+	p = b.post("/dashboard/setup", url.Values{"token": {token}, "password": {"too short"}, "confirm": {"too short"}})
+	is.Equal(p.status, http.StatusBadRequest)
+	is.True(p.has("at least 12 characters"))
+	p = b.post("/dashboard/setup", url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword + "!"}})
+	is.Equal(p.status, http.StatusBadRequest)
+	is.True(p.has("differ"))
+
+	p = b.post("/dashboard/setup", url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword}})
+	is.Equal(p.status, http.StatusSeeOther)
+	is.True(strings.HasPrefix(p.location, "/dashboard/login"))
+
+	// The link is used up.
+	p = b.get("/dashboard/setup?token=" + url.QueryEscape(token))
+	is.Equal(p.status, http.StatusNotFound)
+	is.True(p.has("not valid"))
+	p = b.post("/dashboard/setup", url.Values{"token": {token}, "password": {"another long password"}, "confirm": {"another long password"}})
+	is.Equal(p.status, http.StatusNotFound)
+
+	p = b.get("/dashboard/login")
+	is.Equal(p.status, http.StatusOK)
+	is.True(p.has(`name="email"`) && p.has(`name="password"`))
+	b.login("lead@acme.example", dashPassword)
+	p = b.get("/dashboard/")
+	is.Equal(p.status, http.StatusOK)
+	is.True(p.has("Overview"))
+	is.True(p.has(`id="balance">100<`)) // acme's 100 credits
+	is.True(p.has("<svg"))              // the chart is drawn on the server
+}
+
+func TestDashboardWrongSignInSaysNothingOfWhichPart(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.signIn("acme", "admin") // admin@acme.example exists with dashPassword
+	disabled := e.signIn("acme", "viewer")
+	if _, err := e.db.DisableUser(t.Context(), disabled.email); err != nil {
+		t.Fatal(err)
+	}
+	unset := "unset@acme.example"
+	e.newUser("acme", unset, "viewer")
+
+	var bodies []string
+	for _, tc := range []struct{ email, password string }{
+		{"admin@acme.example", "wrong password here"},
+		{"nobody@acme.example", dashPassword},
+		{disabled.email, dashPassword},
+		{unset, dashPassword},
+		{"ADMIN@acme.example", "wrong password here"},
+	} {
+		p := e.newBrowser().post("/dashboard/login", url.Values{"email": {tc.email}, "password": {tc.password}})
+		is.Equal(p.status, http.StatusUnauthorized)
+		is.True(p.has("The email or the password is wrong."))
+		bodies = append(bodies, p.body)
+	}
+	for _, b := range bodies[1:] {
+		is.Equal(b, strings.ReplaceAll(bodies[0], "admin@acme.example", emailIn(b))) // the same page but for the email echoed back
+	}
+	// Case does not matter in the email.
+	e.newBrowser().login("Admin@ACME.example", dashPassword)
+}
+
+// emailIn is the email a sign-in page echoes back in its form.
+func emailIn(body string) string {
+	_, after, _ := strings.Cut(body, `name="email" value="`)
+	v, _, _ := strings.Cut(after, `"`)
+	return v
+}
+
+func TestDashboardCookieFlags(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	token := e.newUser("acme", "lead@acme.example", "admin")
+	b := e.newBrowser()
+	b.post("/dashboard/setup", url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword}})
+	p := b.post("/dashboard/login", url.Values{"email": {"lead@acme.example"}, "password": {dashPassword}})
+	is.Equal(p.status, http.StatusSeeOther)
+	set := p.header.Get("Set-Cookie")
+	is.True(strings.HasPrefix(set, "enrichd_session="))
+	is.True(strings.Contains(set, "HttpOnly"))
+	is.True(strings.Contains(set, "SameSite=Lax"))
+	is.True(strings.Contains(set, "Path=/"))
+	is.True(!strings.Contains(set, "Secure")) // plain http on loopback: a Secure cookie would never come back
+
+	https := newEnv(t, func(c *server.Config) { c.PublicURL = "https://enrich.example.com" })
+	token = https.newUser("acme", "lead@acme.example", "admin")
+	b = https.newBrowser()
+	b.post("/dashboard/setup", url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword}})
+	p = b.post("/dashboard/login", url.Values{"email": {"lead@acme.example"}, "password": {dashPassword}})
+	is.Equal(p.status, http.StatusSeeOther)
+	set = p.header.Get("Set-Cookie")
+	is.True(strings.HasPrefix(set, "__Host-enrichd_session="))
+	is.True(strings.Contains(set, "Secure"))
+	is.True(strings.Contains(set, "HttpOnly"))
+	is.True(strings.Contains(set, "SameSite=Lax"))
+}
+
+func TestDashboardSessionsExpire(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, func(c *server.Config) { c.SessionIdle, c.SessionMax = time.Hour, 3*time.Hour })
+	b := e.signIn("acme", "viewer")
+	is.Equal(b.get("/dashboard/").status, http.StatusOK)
+
+	// Used every 50 minutes, the session lives on until its absolute end.
+	for range 3 {
+		e.clock.Add(50 * time.Minute)
+		is.Equal(b.get("/dashboard/").status, http.StatusOK)
+	}
+	e.clock.Add(40 * time.Minute) // 3 h 10 min after sign-in
+	p := b.get("/dashboard/")
+	is.Equal(p.status, http.StatusSeeOther)
+	is.Equal(p.location, "/dashboard/login")
+
+	b = e.newBrowser()
+	b.login("viewer@acme.example", dashPassword)
+	e.clock.Add(61 * time.Minute) // idle past an hour
+	p = b.get("/dashboard/?notice=hello")
+	is.Equal(p.status, http.StatusSeeOther)
+	is.Equal(p.location, "/dashboard/login?next=%2Fdashboard%2F%3Fnotice%3Dhello") // and back there after signing in
+}
+
+func TestDashboardLogoutEndsTheSessionOnTheServer(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+	stolen := *b.sessionCookie()
+	p := b.post("/dashboard/logout", nil)
+	is.Equal(p.status, http.StatusSeeOther)
+	is.True(strings.HasPrefix(p.location, "/dashboard/login"))
+	is.Equal(b.sessionCookie(), nil) // the browser dropped it
+
+	// A copy of the cookie kept from before is worth nothing now.
+	thief := e.newBrowser()
+	req, _ := http.NewRequest(http.MethodGet, e.http.URL+"/dashboard/", nil)
+	req.AddCookie(&stolen)
+	res, err := thief.client.Do(req)
+	is.NoErr(err)
+	res.Body.Close()
+	is.Equal(res.StatusCode, http.StatusSeeOther)
+	is.Equal(res.Header.Get("Location"), "/dashboard/login")
+}
+
+func TestDashboardLoginIsRateLimited(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.signIn("acme", "admin")
+
+	// Per account: five tries (signing in above was the first), whatever the address.
+	for i := range 4 {
+		p := e.newBrowser().post("/dashboard/login", url.Values{"email": {"admin@acme.example"}, "password": {"guess number " + string(rune('a'+i))}})
+		is.Equal(p.status, http.StatusUnauthorized)
+	}
+	p := e.newBrowser().post("/dashboard/login", url.Values{"email": {"admin@acme.example"}, "password": {dashPassword}})
+	is.Equal(p.status, http.StatusTooManyRequests) // even the right password waits
+	is.True(p.header.Get("Retry-After") != "")
+	is.True(p.has("Too many sign-in attempts"))
+
+	// Per address: the same client walking through accounts.
+	e2 := newEnv(t)
+	var last *webPage
+	for i := range 11 {
+		last = e2.newBrowser().post("/dashboard/login", url.Values{"email": {"someone" + string(rune('a'+i)) + "@acme.example"}, "password": {"guess guess guess"}})
+	}
+	is.Equal(last.status, http.StatusTooManyRequests)
+}
+
+func TestDashboardRefusesCrossSiteWrites(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+	p := b.do(http.MethodPost, "/dashboard/logout", url.Values{}, "Sec-Fetch-Site", "cross-site")
+	is.Equal(p.status, http.StatusForbidden)
+	is.True(p.has("another site"))
+	p = b.do(http.MethodPost, "/dashboard/logout", url.Values{}, "Origin", "https://evil.example")
+	is.Equal(p.status, http.StatusForbidden)
+	is.Equal(b.get("/dashboard/").status, http.StatusOK) // still signed in
+
+	// Signing in from another site's form is refused too.
+	p = e.newBrowser().do(http.MethodPost, "/dashboard/login", url.Values{"email": {"admin@acme.example"}, "password": {dashPassword}},
+		"Sec-Fetch-Site", "cross-site")
+	is.Equal(p.status, http.StatusForbidden)
+}
+
+func TestDashboardAndAPICredentialsDoNotMix(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+
+	// An API key does not open the dashboard.
+	p := e.newBrowser().get("/dashboard/", "Authorization", "Bearer "+e.key)
+	is.Equal(p.status, http.StatusSeeOther)
+	is.Equal(p.location, "/dashboard/login")
+
+	// A session cookie does not authenticate the API.
+	p = b.get("/v1/tasks")
+	is.Equal(p.status, http.StatusUnauthorized)
+	is.Equal(strings.TrimSpace(p.body), "Unauthorized")
+}
+
+func TestDashboardStaticFilesAreEmbedded(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.newBrowser()
+	for _, f := range []string{"htmx.min.js", "style.css", "dashboard.js"} {
+		p := b.get("/dashboard/static/" + f)
+		is.Equal(p.status, http.StatusOK)
+		is.True(len(p.body) > 100)
+	}
+	is.True(strings.Contains(b.get("/dashboard/static/htmx.min.js").body, `version:"2.0.11"`))
+	is.True(strings.Contains(b.get("/dashboard/static/style.css").body, "prefers-color-scheme: dark"))
+	is.Equal(b.get("/dashboard/static/nothing.js").status, http.StatusNotFound)
+}
+
+func TestDashboardSignInReturnsToThePageAskedForOnThisSiteOnly(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	i := 0
+	for next, want := range map[string]string{
+		"/dashboard/?notice=hello":    "/dashboard/?notice=hello",
+		"//evil.example/dashboard/":   "/dashboard/",
+		"https://evil.example/":       "/dashboard/",
+		"/dashboard/\\evil.example":   "/dashboard/",
+		"/v1/tasks":                   "/dashboard/",
+		"":                            "/dashboard/",
+		"/dashboard//evil.example/x/": "/dashboard/evil.example/x/", // a path on this host, cleaned
+	} {
+		// One user a case: sign-ins are limited per account.
+		i++
+		email := fmt.Sprintf("user%d@acme.example", i)
+		token := e.newUser("acme", email, "viewer")
+		e.newBrowser().post("/dashboard/setup", url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword}})
+		p := e.newBrowser().post("/dashboard/login", url.Values{"email": {email}, "password": {dashPassword}, "next": {next}})
+		is.Equal(p.status, http.StatusSeeOther)
+		is.Equal(p.location, want)
+	}
+}
