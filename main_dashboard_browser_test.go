@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+)
+
+// The browser test drives the dashboard as a person would, in a real headless
+// Chromium: what a handler test cannot see (the forms as the browser sends them, htmx,
+// the Content-Security-Policy, cookies as the browser keeps them) is seen here.
+
+// browserBudget bounds the whole browser test, start of Chromium included.
+const browserBudget = 2 * time.Minute
+
+// stepBudget bounds one step, so that a page that never shows what is waited for fails
+// with the step's name long before the whole budget runs out.
+const stepBudget = 30 * time.Second
+
+// Screenshot sizes: a desktop and a phone.
+const (
+	desktopWidth, desktopHeight = 1280, 800
+	phoneWidth, phoneHeight     = 390, 844
+)
+
+// findChromium is the Chromium to drive: ENRICHD_CHROMIUM when set, else the usual
+// names. Without one the test skips on a developer's machine and fails in CI, where
+// .ci/run installs it.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	candidates := []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+	if p := os.Getenv("ENRICHD_CHROMIUM"); p != "" {
+		candidates = []string{p}
+	}
+	for _, name := range candidates {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := fmt.Sprintf("no Chromium found (looked for %s); install it with `apt-get install -y chromium` "+
+		"(Debian, Ubuntu) to run the dashboard's browser test, or name one in ENRICHD_CHROMIUM", strings.Join(candidates, ", "))
+	if os.Getenv("CI") != "" || os.Getenv("ENRICHD_REQUIRE_BROWSER") == "1" {
+		t.Fatal(msg + " (CI or ENRICHD_REQUIRE_BROWSER=1 is set: a missing browser is a failure here)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// browser is one headless Chromium tab on the dashboard at base.
+type browser struct {
+	t    *testing.T
+	ctx  context.Context // the tab; its deadline is the whole test's
+	base string
+
+	mu       sync.Mutex
+	problems []consoleProblem // console errors and uncaught exceptions of the pages
+	expected map[string]bool  // URLs the test loads to see them refused
+
+	shots map[string][]byte // written to docs/screenshots only when the test passes
+}
+
+func newBrowser(t *testing.T, ctx context.Context, chromium, base string) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium),
+		chromedp.NoSandbox, // root in a container has no sandbox to give
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(desktopWidth, desktopHeight),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	tab, cancelTab := chromedp.NewContext(actx)
+	// Cleanups run last in, first out: the tab, then the browser, then the profile
+	// directory it wrote in.
+	t.Cleanup(cancelAlloc)
+	t.Cleanup(cancelTab)
+	b := &browser{t: t, ctx: tab, base: base, shots: map[string][]byte{}, expected: map[string]bool{}}
+	messages := chromedp.Console(tab)
+	if err := chromedp.Do(tab, chromedp.EmulateViewport(desktopWidth, desktopHeight)); err != nil {
+		t.Fatalf("starting %s: %v", chromium, err)
+	}
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				b.mu.Lock()
+				b.problems = append(b.problems, consoleProblem{url: m.URL, text: fmt.Sprintf("%s:%d %s", m.URL, m.Line+1, m)})
+				b.mu.Unlock()
+			}
+		}
+	}()
+	return b
+}
+
+type consoleProblem struct{ url, text string }
+
+// refused loads url, which must answer status: the console error that logs is expected.
+func (b *browser) refused(url string, status int64) {
+	b.t.Helper()
+	b.mu.Lock()
+	b.expected[url] = true
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(url))
+	if err != nil {
+		b.fail("opening "+url, err)
+	}
+	if resp.Status != status {
+		b.t.Errorf("%s: %d, want %d", url, resp.Status, status)
+	}
+}
+
+// step runs actions within stepBudget, failing the test with what was being done.
+func (b *browser) step(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.fail(what, err)
+	}
+}
+
+func (b *browser) fail(what string, err error) {
+	b.t.Helper()
+	loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+	body, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	b.t.Fatalf("%s: %v\npage %s says:\n%s", what, err, loc, clipText(body, 2000))
+}
+
+func clipText(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// open loads a dashboard path and waits for sel on it.
+func (b *browser) open(path, sel string) {
+	b.t.Helper()
+	b.step("opening "+path, chromedp.Navigate(b.base+path), chromedp.WaitVisible(chromedp.CSS(sel)))
+}
+
+// text is the visible text of the first element sel matches, waiting for it.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.fail("reading "+sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// waitUntil waits for a JavaScript condition to hold on the page, across the
+// navigations a form or a redirect makes on the way (a poll does not survive one, so
+// it is started again on the page that follows).
+func (b *browser) waitUntil(what, condition string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](condition,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(stepBudget)))
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || errors.Is(err, chromedp.ErrPollingTimeout) {
+			b.fail("waiting until "+what, err)
+		}
+	}
+}
+
+// waitText waits until the element sel matches shows want in its text.
+func (b *browser) waitText(sel, want string) {
+	b.t.Helper()
+	b.waitUntil(fmt.Sprintf("%s shows %q", sel, want),
+		fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.includes(%q); })()`, sel, want))
+}
+
+// waitPath waits until the tab is on a page whose path (and query) starts with prefix
+// and has finished loading it.
+func (b *browser) waitPath(prefix string) {
+	b.t.Helper()
+	b.waitUntil("the page is "+prefix+"…", fmt.Sprintf(
+		`(location.pathname + location.search).startsWith(%q) && document.readyState === "complete"`, prefix))
+}
+
+// fill types values into the named fields of the form sel matches.
+func (b *browser) fill(form string, fields ...string) {
+	b.t.Helper()
+	var actions []chromedp.Action[chromedp.Void]
+	for i := 0; i+1 < len(fields); i += 2 {
+		field := fmt.Sprintf(`%s [name=%q]`, form, fields[i])
+		actions = append(actions, chromedp.WaitVisible(chromedp.CSS(field)), chromedp.Clear(chromedp.CSS(field)),
+			chromedp.SendKeys(chromedp.CSS(field), fields[i+1]))
+	}
+	b.step("filling "+form, actions...)
+}
+
+// submit clicks the submit button of the form sel matches.
+func (b *browser) submit(form string) {
+	b.t.Helper()
+	b.step("submitting "+form, chromedp.Click(chromedp.CSS(form+` [type=submit], `+form+` button:not([type])`)))
+}
+
+// shot keeps a screenshot of the whole page under name.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.fail("screenshot "+name, err)
+	}
+	b.shots[name] = png
+}
+
+// viewport sets the width pages are laid out at, and the color scheme they see.
+func (b *browser) viewport(width, height int64, scheme string) {
+	b.t.Helper()
+	var mobile []chromedp.EmulateViewportOption
+	if width < 600 {
+		mobile = append(mobile, chromedp.EmulateMobile)
+	}
+	b.step(fmt.Sprintf("a %d px viewport in %s", width, scheme),
+		chromedp.EmulateViewport(width, height, mobile...),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+			return err
+		}))
+}
+
+// saveShots writes the screenshots to docs/screenshots, for the README.
+func (b *browser) saveShots() {
+	b.t.Helper()
+	dir := filepath.Join("docs", "screenshots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	for name, png := range b.shots {
+		if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+// checkConsole fails the test on any error a page logged: a script that broke, a
+// resource refused by the Content-Security-Policy, a request that failed.
+func (b *browser) checkConsole() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		// The dashboard names no icon, so the browser asks for /favicon.ico, which is
+		// not there: not a fault of any page.
+		if b.expected[p.url] || strings.HasSuffix(p.url, "/favicon.ico") {
+			continue
+		}
+		b.t.Errorf("browser console: %s", p.text)
+	}
+}
+
+// TestDashboardInABrowser follows the README from `users create` on: the link it
+// prints sets the password, the dashboard signs in, and every page is used as a team
+// lead would, with screenshots of each for the README.
+func TestDashboardInABrowser(t *testing.T) {
+	chromium := findChromium(t)
+	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
+	defer cancel()
+
+	db := newDBPath(t)
+	mustCLI(t, "orgs", "create", "acme", "--db", db)
+	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "100", "--db", db)
+
+	serveCtx, stopServe := context.WithCancel(ctx)
+	logs, done := startServe(t, serveCtx, "--db", db, "--sources", "sim", "--allow-private-webhooks", "--workers", "2")
+	defer func() {
+		stopServe()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	base := logField(t, logs, "enrichd listening", "addr")
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+
+	out := mustCLI(t, "users", "create", "--org", "acme", "--email", "lead@acme.com", "--role", "admin", "--public-url", base, "--db", db)
+	var link string
+	for _, l := range lines(out) {
+		if strings.HasPrefix(l, base+"/dashboard/setup?token=") {
+			link = l
+		}
+	}
+	if link == "" {
+		t.Fatalf("no set-password link on %s in %q", base, out)
+	}
+
+	b := newBrowser(t, ctx, chromium, base)
+	const password = "correct horse battery staple"
+
+	// The link sets the password, once.
+	b.step("opening the set-password link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=confirm]`)))
+	contains(t, b.text("main"), "lead@acme.com")
+	b.shot("set-password")
+	b.fill(`form[action="/dashboard/setup"]`, "password", password, "confirm", password)
+	b.submit(`form[action="/dashboard/setup"]`)
+	b.waitPath("/dashboard/login")
+	b.waitText(".notice", "Your password is set")
+	b.shot("sign-in")
+	b.refused(link, http.StatusNotFound) // used up
+
+	// Sign in and see the overview.
+	b.open("/dashboard/login", `form[action="/dashboard/login"]`)
+	b.fill(`form[action="/dashboard/login"]`, "email", "lead@acme.com", "password", password)
+	b.submit(`form[action="/dashboard/login"]`)
+	b.waitPath("/dashboard/")
+	b.waitText("#balance", "100")
+	contains(t, b.text("header"), "acme · admin")
+	b.shot("overview")
+
+	b.viewport(phoneWidth, phoneHeight, "light")
+	b.open("/dashboard/", "#balance")
+	b.shot("overview-phone")
+	b.viewport(desktopWidth, desktopHeight, "dark")
+	b.open("/dashboard/", "#balance")
+	b.shot("overview-dark")
+	b.viewport(desktopWidth, desktopHeight, "light")
+
+	// Sign out: the session ends, and the dashboard sends the browser to sign in.
+	b.open("/dashboard/", "#balance")
+	b.step("signing out", chromedp.Click(chromedp.CSS(`header form[action="/dashboard/logout"] button`)))
+	b.waitPath("/dashboard/login")
+	b.waitText(".notice", "signed out")
+	b.open("/dashboard/", `form[action="/dashboard/login"]`)
+	b.waitPath("/dashboard/login")
+
+	b.checkConsole()
+	if !t.Failed() {
+		b.saveShots()
+	}
+}
