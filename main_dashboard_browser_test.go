@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"enrichd/webhook"
+
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	stripewebhook "github.com/stripe/stripe-go/v85/webhook"
 )
 
 // The browser test drives the dashboard as a person would, in a real headless
@@ -222,6 +229,88 @@ func (b *browser) submit(form string) {
 	b.step("submitting "+form, chromedp.Click(chromedp.CSS(form+` [type=submit], `+form+` button:not([type])`)))
 }
 
+// waitVisible waits until an element sel matches is shown.
+func (b *browser) waitVisible(sel string) {
+	b.t.Helper()
+	b.step("waiting for "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
+}
+
+// click clicks the element sel matches.
+func (b *browser) click(sel string) {
+	b.t.Helper()
+	b.step("clicking "+sel, chromedp.Click(chromedp.CSS(sel)))
+}
+
+// check ticks the checkbox sel matches unless it is ticked already.
+func (b *browser) check(sel string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	checked, err := chromedp.Run(ctx, chromedp.JavascriptAttribute[bool](chromedp.CSS(sel), "checked"))
+	if err != nil {
+		b.fail("reading "+sel, err)
+	}
+	if !checked {
+		b.click(sel)
+	}
+}
+
+// attr is the attribute name of the element sel matches.
+func (b *browser) attr(sel, name string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(sel), name))
+	if err != nil || !v.Exists {
+		b.fail(fmt.Sprintf("reading %s's %s", sel, name), err)
+	}
+	return v.Value
+}
+
+// path is the tab's current path.
+func (b *browser) path() string {
+	b.t.Helper()
+	loc, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`location.pathname`))
+	if err != nil {
+		b.fail("reading the location", err)
+	}
+	return loc
+}
+
+// fetch GETs path from the page, with its cookies, as a download link would, and
+// returns the body of a 200.
+func (b *browser) fetch(path string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	body, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(
+		`fetch(%q).then(r => r.ok ? r.text() : Promise.reject(new Error(r.status + " " + r.statusText)))`, path),
+		chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.fail("fetching "+path, err)
+	}
+	return body
+}
+
+// reloadUntil opens path again until the element sel matches shows want: for a page
+// that shows what the server did after it was rendered.
+func (b *browser) reloadUntil(path, sel, want string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	for {
+		b.open(path, sel)
+		if strings.Contains(b.text(sel), want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.fail(fmt.Sprintf("waiting until %s on %s shows %q", sel, path, want), ctx.Err())
+		case <-time.After(100 * time.Millisecond): // a reload ten times a second at most
+		}
+	}
+}
+
 // shot keeps a screenshot of the whole page under name.
 func (b *browser) shot(name string) {
 	b.t.Helper()
@@ -282,16 +371,18 @@ func (b *browser) checkConsole() {
 
 // TestDashboardInABrowser follows the README from `users create` on: the link it
 // prints sets the password, the dashboard signs in, and every page is used as a team
-// lead would, with screenshots of each for the README.
+// lead would, with a screenshot of each for the README, taken only when every step
+// passed.
 func TestDashboardInABrowser(t *testing.T) {
 	chromium := findChromium(t)
 	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
 	defer cancel()
 
+	// The README's setup: an organization with credits, the service on the synthetic
+	// network (deterministic, offline), webhooks allowed to a local receiver.
 	db := newDBPath(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "100", "--db", db)
-
 	serveCtx, stopServe := context.WithCancel(ctx)
 	logs, done := startServe(t, serveCtx, "--db", db, "--sources", "sim", "--allow-private-webhooks", "--workers", "2")
 	defer func() {
@@ -329,15 +420,117 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.shot("sign-in")
 	b.refused(link, http.StatusNotFound) // used up
 
-	// Sign in and see the overview.
+	// Sign in: the overview.
 	b.open("/dashboard/login", `form[action="/dashboard/login"]`)
 	b.fill(`form[action="/dashboard/login"]`, "email", "lead@acme.com", "password", password)
 	b.submit(`form[action="/dashboard/login"]`)
 	b.waitPath("/dashboard/")
 	b.waitText("#balance", "100")
 	contains(t, b.text("header"), "acme · admin")
-	b.shot("overview")
 
+	// Try it: an email lookup with a hint, which the synthetic network resolves to one
+	// person only with the hint. The task's page follows it until it settles.
+	b.open("/dashboard/try", "form#try")
+	b.click(`form#try input[name=kind][value=person_email]`)
+	b.fill("form#try", "email", "edsger@acme.com", "fullName", "Edsger Dijkstra")
+	b.shot("try-it")
+	b.submit("form#try")
+	b.waitPath("/dashboard/tasks/")
+	b.waitText("#task-status", "succeeded")
+	b.waitText("pre#task-result", "Dijkstra")
+	b.waitText("#task-credits", "3")
+	contains(t, b.text("pre#task-input"), `"fullName": "Edsger Dijkstra"`)
+	b.shot("task")
+
+	// Loops: create one against a receiver here, keep the secret shown once, and send
+	// the test event, which the receiver refuses once.
+	rc := newHookReceiver(t)
+	b.open("/dashboard/loops", "form#create-loop")
+	b.fill("form#create-loop", "name", "CRM sync", "webhook_url", rc.srv.URL+"/hooks/enrichd")
+	b.step("choosing companies", chromedp.SetValue(chromedp.CSS(`form#create-loop select[name=object_type]`), "company"))
+	b.check(`form#create-loop input[name=enabled]`)
+	b.submit("form#create-loop")
+	b.waitVisible("code#loop-secret")
+	secret := b.text("code#loop-secret")
+	if !strings.HasPrefix(secret, "whsec_") {
+		t.Fatalf("the Loop's secret is %q", secret)
+	}
+	loopPath := b.path()
+
+	rc.answerNext(http.StatusServiceUnavailable)
+	b.submit("form#test-loop")
+	b.waitText("#test-result", "503")
+	first := rc.next(t, ctx)
+	checkSigned(t, first, secret, "test")
+	deliveryID := first.header.Get(webhook.HeaderDeliveryID)
+	b.waitVisible("#deliveries tr.delivery")
+	b.shot("loop")
+
+	// The delivery the receiver refused: retried now, it succeeds, with the same id.
+	b.step("opening the delivery", chromedp.Click(chromedp.CSS(`#test-result a[href^="/dashboard/deliveries/"]`)))
+	b.waitPath("/dashboard/deliveries/" + deliveryID)
+	b.waitText("#delivery-code", "503")
+	b.waitText("pre#delivery-payload", `"event": "test"`)
+	b.submit("form#retry-delivery")
+	again := rc.next(t, ctx)
+	checkSigned(t, again, secret, "test")
+	if got := again.header.Get(webhook.HeaderDeliveryID); got != deliveryID {
+		t.Errorf("the retry's delivery id is %s, want %s", got, deliveryID)
+	}
+	if !bytes.Equal(again.body, first.body) {
+		t.Errorf("the retry sent %s, the first attempt %s", again.body, first.body)
+	}
+	b.reloadUntil("/dashboard/deliveries/"+deliveryID, "#delivery-status", "succeeded")
+	contains(t, b.text("#delivery-code"), "204")
+	b.shot("delivery")
+	b.open(loopPath, "#deliveries tr.delivery")
+	contains(t, b.text("#deliveries tr.delivery"), "succeeded")
+	b.open("/dashboard/loops", "tr.loop")
+	contains(t, b.text("tr.loop"), "CRM sync")
+	b.shot("loops")
+
+	// Settings → API Keys: a key created here is shown once and works on /v1.
+	b.open("/dashboard/settings/keys", "form#create-key")
+	b.fill("form#create-key", "name", "CI pipeline")
+	b.submit("form#create-key")
+	b.waitVisible("code#new-key")
+	key := b.text("code#new-key")
+	if !strings.HasPrefix(key, "enr_") {
+		t.Fatalf("the new key is %q", key)
+	}
+	b.waitVisible(`[data-copy="#new-key"]`)
+	contains(t, b.text("tr.key"), "CI pipeline")
+	b.shot("keys")
+
+	status, _, raw := call(t, client, http.MethodGet, base+"/v1/tasks", key, "")
+	if status != http.StatusOK {
+		t.Fatalf("GET /v1/tasks with the dashboard's key: %d %s", status, raw)
+	}
+	status, enriched, raw := call(t, client, http.MethodPost, base+"/v1/companies/enrich", key, `{"domain":"globex.com"}`)
+	if status != http.StatusAccepted && status != http.StatusOK {
+		t.Fatalf("POST /v1/companies/enrich with the dashboard's key: %d %s", status, raw)
+	}
+	// What the API started, the dashboard shows.
+	b.open("/dashboard/tasks/"+enriched.Task.ID, "#task-status")
+	b.waitText("#task-status", "succeeded")
+	b.waitText("pre#task-result", "Globex")
+	b.open("/dashboard/tasks", "tr.task")
+	b.waitText("#tasks", "globex.com")
+	b.waitText("#tasks", "edsger@acme.com")
+	b.shot("tasks")
+
+	// Credits: the ledger holds the grant and both charges, and exports as CSV.
+	b.open("/dashboard/credits", "tr.ledger")
+	b.shot("credits")
+	csv := b.fetch(b.attr("a#export-csv", "href"))
+	for _, want := range []string{"grant", "charge"} {
+		contains(t, csv, want)
+	}
+
+	// The overview adds it up: 100 granted, 3 for the email, 1 for the domain.
+	b.open("/dashboard/", "#balance")
+	b.waitText("#balance", "96")
+	b.shot("overview")
 	b.viewport(phoneWidth, phoneHeight, "light")
 	b.open("/dashboard/", "#balance")
 	b.shot("overview-phone")
@@ -346,16 +539,110 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.shot("overview-dark")
 	b.viewport(desktopWidth, desktopHeight, "light")
 
+	// Revoked with its confirmation, the key no longer opens /v1.
+	b.open("/dashboard/settings/keys", "tr.key details.confirm summary")
+	b.step("confirming the revocation", chromedp.Click(chromedp.CSS(`tr.key details.confirm summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr.key details.confirm button.danger`)),
+		chromedp.Click(chromedp.CSS(`tr.key details.confirm button.danger`)))
+	b.waitText("tr.key", "revoked")
+	if status, _, raw := call(t, client, http.MethodGet, base+"/v1/tasks", key, ""); status != http.StatusUnauthorized {
+		t.Errorf("GET /v1/tasks with the revoked key: %d %s", status, raw)
+	}
+
 	// Sign out: the session ends, and the dashboard sends the browser to sign in.
-	b.open("/dashboard/", "#balance")
 	b.step("signing out", chromedp.Click(chromedp.CSS(`header form[action="/dashboard/logout"] button`)))
 	b.waitPath("/dashboard/login")
 	b.waitText(".notice", "signed out")
-	b.open("/dashboard/", `form[action="/dashboard/login"]`)
-	b.waitPath("/dashboard/login")
+	b.open("/dashboard/tasks", `form[action="/dashboard/login"]`)
+	b.waitPath("/dashboard/login?next=")
 
 	b.checkConsole()
 	if !t.Failed() {
 		b.saveShots()
+	}
+}
+
+// checkSigned checks that a delivery is the event named, signed with the Loop's
+// secret as our verifier and Stripe's both accept.
+func checkSigned(t *testing.T, d hookDelivery, secret, event string) {
+	t.Helper()
+	if got := d.header.Get(webhook.HeaderEvent); got != event {
+		t.Errorf("%s = %q, want %q", webhook.HeaderEvent, got, event)
+	}
+	sig := d.header.Get(webhook.HeaderSignature)
+	if err := webhook.Verify(d.body, sig, secret, webhook.DefaultTolerance); err != nil {
+		t.Errorf("the %s event's signature %q: %v", event, sig, err)
+	}
+	if err := stripewebhook.ValidatePayloadWithTolerance(d.body, sig, secret, webhook.DefaultTolerance); err != nil {
+		t.Errorf("Stripe's verifier refuses the %s event's signature %q: %v", event, sig, err)
+	}
+	if webhook.Verify(d.body, sig, "whsec_not-the-secret", webhook.DefaultTolerance) == nil {
+		t.Errorf("the %s event verifies with another secret", event)
+	}
+	var body struct {
+		Event string `json:"event"`
+	}
+	if err := json.Unmarshal(d.body, &body); err != nil || body.Event != event {
+		t.Errorf("the %s event's body: %s (%v)", event, d.body, err)
+	}
+}
+
+// hookReceiver is a Loop's webhook endpoint: it answers each delivery with the next
+// status queued in answers (2xx when none is left) and hands what it got to the test.
+type hookReceiver struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	answers []int
+	got     chan hookDelivery
+}
+
+type hookDelivery struct {
+	header http.Header
+	body   []byte
+	status int // what the receiver answered
+}
+
+func newHookReceiver(t *testing.T) *hookReceiver {
+	rc := &hookReceiver{got: make(chan hookDelivery, 32)}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		rc.mu.Lock()
+		status := http.StatusNoContent
+		if len(rc.answers) > 0 {
+			status, rc.answers = rc.answers[0], rc.answers[1:]
+		}
+		rc.mu.Unlock()
+		select {
+		case rc.got <- hookDelivery{header: r.Header.Clone(), body: body, status: status}:
+		default: // the test reads what it waits for; more would be a fault it sees elsewhere
+		}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+// answerNext makes the receiver answer the next deliveries with these statuses.
+func (rc *hookReceiver) answerNext(statuses ...int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.answers = append(rc.answers, statuses...)
+}
+
+// next is the next delivery the receiver got.
+func (rc *hookReceiver) next(t *testing.T, ctx context.Context) hookDelivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, stepBudget)
+	defer cancel()
+	select {
+	case d := <-rc.got:
+		return d
+	case <-ctx.Done():
+		t.Fatalf("the webhook receiver got nothing: %v", ctx.Err())
+		return hookDelivery{}
 	}
 }
