@@ -149,6 +149,14 @@ func (b *browser) fail(what string, err error) {
 	b.t.Helper()
 	loc, _ := chromedp.Run(b.ctx, chromedp.Location())
 	body, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	if dir := os.Getenv("ENRICHD_BROWSER_ARTIFACTS"); dir != "" {
+		// What the browser showed, and the screenshots taken so far, for a failure
+		// far away (CI) to be seen.
+		if png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)); err == nil {
+			b.shots["failure"] = png
+		}
+		b.saveShots(dir)
+	}
 	b.t.Fatalf("%s: %v\npage %s says:\n%s", what, err, loc, clipText(body, 2000))
 }
 
@@ -162,7 +170,8 @@ func clipText(s string, n int) string {
 // open loads a dashboard path and waits for sel on it.
 func (b *browser) open(path, sel string) {
 	b.t.Helper()
-	b.step("opening "+path, chromedp.Navigate(b.base+path), chromedp.WaitVisible(chromedp.CSS(sel)))
+	b.step("opening "+path, chromedp.Navigate(b.base+path))
+	b.step("waiting on "+path+" for "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
 }
 
 // text is the visible text of the first element sel matches, waiting for it.
@@ -339,10 +348,9 @@ func (b *browser) viewport(width, height int64, scheme string) {
 		}))
 }
 
-// saveShots writes the screenshots to docs/screenshots, for the README.
-func (b *browser) saveShots() {
+// saveShots writes the screenshots to dir.
+func (b *browser) saveShots(dir string) {
 	b.t.Helper()
-	dir := filepath.Join("docs", "screenshots")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.t.Fatal(err)
 	}
@@ -455,7 +463,9 @@ func TestDashboardInABrowser(t *testing.T) {
 	if !strings.HasPrefix(secret, "whsec_") {
 		t.Fatalf("the Loop's secret is %q", secret)
 	}
-	loopPath := b.path()
+	// The page with the secret answers the form's POST, so the address bar still says
+	// /dashboard/loops: the Loop's own address is where its forms post.
+	loopPath := strings.TrimSuffix(b.attr("form#test-loop", "action"), "/test")
 
 	rc.answerNext(http.StatusServiceUnavailable)
 	b.submit("form#test-loop")
@@ -472,6 +482,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.waitText("#delivery-code", "503")
 	b.waitText("pre#delivery-payload", `"event": "test"`)
 	b.submit("form#retry-delivery")
+	b.waitText(".notice", "due now")
 	again := rc.next(t, ctx)
 	checkSigned(t, again, secret, "test")
 	if got := again.header.Get(webhook.HeaderDeliveryID); got != deliveryID {
@@ -558,7 +569,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	b.checkConsole()
 	if !t.Failed() {
-		b.saveShots()
+		b.saveShots(filepath.Join("docs", "screenshots")) // for the README
 	}
 }
 
