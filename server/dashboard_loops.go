@@ -59,7 +59,10 @@ type loopPage struct {
 	Page, Pages int // Page counts from 1
 	// PrevPage and NextPage are the pages the pager links to, 0 for none.
 	PrevPage, NextPage int
-	MaxAttempts int
+	MaxAttempts        int
+	// OOB is set when htmx asked for the test result alone: the deliveries list, which
+	// has a new row, comes along to be swapped out of band.
+	OOB bool
 }
 
 // runForm is the "Run" form: the input sent, and why it was refused.
@@ -314,6 +317,7 @@ func handleTestLoopForm(s *Server) http.Handler {
 		}
 		p.Test = res
 		// With htmx, render sends only the #test-result fragment the form targets.
+		p.OOB = r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-Target") == "test-result"
 		s.render(w, r, http.StatusOK, "loop", view{Title: l.Name, Section: "loops", Data: p})
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -288,8 +289,10 @@ func TestDashboardSendTestEventShowsTheReceiversAnswer(t *testing.T) {
 	is.Equal(p.status, http.StatusOK)
 	is.True(!p.has("<html") && !p.has(`id="edit-loop"`))
 	is.True(strings.HasPrefix(strings.TrimSpace(p.body), `<div id="test-result"`))
+	is.True(p.has(`<section id="deliveries" hx-swap-oob="true">`)) // the list, with the new row, comes along
+	is.Equal(p.deliveryRows(), 2)
 	is.Equal(p.inner("test-code"), "500 Internal Server Error")
-	is.Equal(p.inner("test-error"), "the receiver answered 500 Internal Server Error")
+	is.True(p.has("not acknowledged") && p.has("retried on schedule"))
 	second := rcv.wait(t, 2)[1]
 	is.NoErr(webhook.Verify(second.body, second.header.Get(webhook.HeaderSignature), secret, 0))
 	is.True(p.has(`href="/dashboard/deliveries/` + second.header.Get(webhook.HeaderDeliveryID) + `"`))
@@ -298,6 +301,15 @@ func TestDashboardSendTestEventShowsTheReceiversAnswer(t *testing.T) {
 	is.Equal(d.inner("delivery-status"), "pending") // retried on schedule
 	is.Equal(d.inner("delivery-code"), "500")
 	is.True(d.has("the receiver answered 500 Internal Server Error"))
+
+	// A receiver that is not there: no status code, the reason instead.
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	goneID, _ := e.createLoop("Gone", gone.URL, "company")
+	p = b.post("/dashboard/loops/"+goneID+"/test", url.Values{}, "HX-Request", "true", "HX-Target", "test-result")
+	is.Equal(p.status, http.StatusOK)
+	is.Equal(p.inner("test-code"), "")
+	is.True(strings.HasPrefix(p.inner("test-error"), "could not reach the receiver"))
 }
 
 func TestDashboardRetryNowResendsAFailedDelivery(t *testing.T) {
