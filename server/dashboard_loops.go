@@ -79,9 +79,9 @@ type testResult struct {
 	Waited   string
 }
 
-// formError is the status and message of a refusal a form shows beside itself; ok is
-// false for a failure of ours, which gets the error page instead.
-func formError(w http.ResponseWriter, err error) (status int, msg string, ok bool) {
+// loopRefusal is the status and message of a refusal a form shows beside itself; ok
+// is false for a failure of ours, which gets the error page instead.
+func loopRefusal(w http.ResponseWriter, err error) (status int, msg string, ok bool) {
 	var e *enrich.Error
 	if !errors.As(err, &e) || e.Kind == enrich.KindInternal {
 		return 0, "", false
@@ -92,9 +92,9 @@ func formError(w http.ResponseWriter, err error) (status int, msg string, ok boo
 	return statusOf[e.Kind], e.Message, true
 }
 
-// formField is a form field trimmed, nil only when the form did not have it: a field
-// left empty is sent as empty, to be refused as the API refuses an empty name.
-func formField(r *http.Request, name string) *string {
+// loopFormField is a form field trimmed, nil only when the form did not have it: a
+// field left empty is sent as empty, to be refused as the API refuses an empty name.
+func loopFormField(r *http.Request, name string) *string {
 	if !r.PostForm.Has(name) {
 		return nil
 	}
@@ -102,21 +102,21 @@ func formField(r *http.Request, name string) *string {
 	return &v
 }
 
-// checkbox is a checkbox of a form that always shows it: a browser sends a ticked box
-// and leaves an unticked one out.
-func checkbox(r *http.Request, name string) *bool {
+// loopCheckbox is a checkbox of a form that always shows it: a browser sends a ticked
+// box and leaves an unticked one out.
+func loopCheckbox(r *http.Request, name string) *bool {
 	v := r.PostForm.Has(name)
 	return &v
 }
 
-func text(p *string) string {
+func loopText(p *string) string {
 	if p == nil {
 		return ""
 	}
 	return *p
 }
 
-func editForm(l *store.Loop) loopForm {
+func loopEditForm(l *store.Loop) loopForm {
 	return loopForm{Name: l.Name, WebhookURL: l.Destination.URL, ObjectType: l.ObjectType, Enabled: l.Enabled}
 }
 
@@ -126,13 +126,13 @@ func handleLoopsPage(s *Server) http.Handler {
 	})
 }
 
-func (s *Server) renderLoops(w http.ResponseWriter, r *http.Request, status int, create loopForm, notice string) {
+func (s *Server) renderLoops(w http.ResponseWriter, r *http.Request, status int, create loopForm, note string) {
 	loops, err := s.db.ListLoops(r.Context(), dashUser(r).OrgID)
 	if err != nil {
 		s.dashError(w, r, err)
 		return
 	}
-	s.render(w, r, status, "loops", view{Title: "Loops", Section: "loops", Notice: notice, Data: loopsPage{Loops: loops, Create: create}})
+	s.render(w, r, status, "loops", view{Title: "Loops", Section: "loops", Notice: note, Data: loopsPage{Loops: loops, Create: create}})
 }
 
 func handleCreateLoopForm(s *Server) http.Handler {
@@ -144,8 +144,8 @@ func handleCreateLoopForm(s *Server) http.Handler {
 				return nil, err
 			}
 			req := loopCreate{Name: formValue(r, "name"), WebhookURL: formValue(r, "webhook_url"),
-				ObjectType: formValue(r, "object_type"), Enabled: checkbox(r, "enabled")}
-			form = loopForm{Name: text(req.Name), WebhookURL: text(req.WebhookURL), ObjectType: text(req.ObjectType), Enabled: *req.Enabled}
+				ObjectType: formValue(r, "object_type"), Enabled: loopCheckbox(r, "enabled")}
+			form = loopForm{Name: loopText(req.Name), WebhookURL: loopText(req.WebhookURL), ObjectType: loopText(req.ObjectType), Enabled: *req.Enabled}
 			// The URL check looks the host up: before the store's transaction, as the API does.
 			nl, err := s.newLoop(ctx, u.OrgID, req)
 			if err != nil {
@@ -154,7 +154,7 @@ func handleCreateLoopForm(s *Server) http.Handler {
 			return s.db.CreateLoop(ctx, nl)
 		}()
 		if err != nil {
-			status, msg, ok := formError(w, err)
+			status, msg, ok := loopRefusal(w, err)
 			if !ok {
 				s.dashError(w, r, err)
 				return
@@ -180,7 +180,7 @@ func (s *Server) loopPage(ctx context.Context, l *store.Loop, page int) (*loopPa
 	if err != nil {
 		return nil, err
 	}
-	p := &loopPage{Loop: l, Edit: editForm(l), Deliveries: deliveries, Total: total, Page: page,
+	p := &loopPage{Loop: l, Edit: loopEditForm(l), Deliveries: deliveries, Total: total, Page: page,
 		Pages: max(1, int(math.Ceil(float64(total)/deliveriesPerPage))), MaxAttempts: store.MaxAttempts}
 	if page > 1 {
 		p.PrevPage = min(page-1, p.Pages)
@@ -216,10 +216,10 @@ func handleLoopPage(s *Server) http.Handler {
 	})
 }
 
-// refuse shows a Loop's page again with a form's refusal beside the form; set puts the
-// message in the page. A failure of ours gets the error page.
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, l *store.Loop, err error, set func(p *loopPage, msg string)) {
-	status, msg, ok := formError(w, err)
+// refuseLoopForm shows a Loop's page again with a form's refusal beside the form; set
+// puts the message in the page. A failure of ours gets the error page.
+func (s *Server) refuseLoopForm(w http.ResponseWriter, r *http.Request, l *store.Loop, err error, set func(p *loopPage, msg string)) {
+	status, msg, ok := loopRefusal(w, err)
 	if !ok {
 		s.dashError(w, r, err)
 		return
@@ -241,12 +241,12 @@ func handleEditLoopForm(s *Server) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		sent := editForm(current)
+		sent := loopEditForm(current)
 		l, err := func() (*store.Loop, error) {
 			if err := parseForm(w, r, maxLoopField); err != nil {
 				return nil, err
 			}
-			change := loopChange{Name: formField(r, "name"), WebhookURL: formField(r, "webhook_url"), Enabled: checkbox(r, "enabled")}
+			change := loopChange{Name: loopFormField(r, "name"), WebhookURL: loopFormField(r, "webhook_url"), Enabled: loopCheckbox(r, "enabled")}
 			if change.Name != nil {
 				sent.Name = *change.Name
 			}
@@ -266,7 +266,7 @@ func handleEditLoopForm(s *Server) http.Handler {
 			return s.db.UpdateLoop(ctx, current.OrgID, current.ID, patch)
 		}()
 		if err != nil {
-			s.refuse(w, r, current, err, func(p *loopPage, msg string) { sent.Error = msg; p.Edit = sent })
+			s.refuseLoopForm(w, r, current, err, func(p *loopPage, msg string) { sent.Error = msg; p.Edit = sent })
 			return
 		}
 		seeOther(w, r, "/dashboard/loops/"+l.ID, "The Loop "+l.Name+" is saved.")
@@ -375,7 +375,7 @@ func handleRunLoopForm(s *Server) http.Handler {
 				Route: "run_loop", Endpoint: "POST /v1/loops/" + l.ID + "/run"})
 		}()
 		if err != nil {
-			s.refuse(w, r, l, err, func(p *loopPage, msg string) { p.Run = runForm{Input: req, Error: msg} })
+			s.refuseLoopForm(w, r, l, err, func(p *loopPage, msg string) { p.Run = runForm{Input: req, Error: msg} })
 			return
 		}
 		seeOther(w, r, "/dashboard/tasks/"+res.Task.ID, "The Loop "+l.Name+" runs on "+res.Task.Target+": its result is posted to the webhook when the task settles.")
