@@ -44,6 +44,11 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodPost, "/dashboard/settings/keys/:id/revoke", s.dashPage("dashboard_revoke_key", admin, handleRevokeKey(s)))
 	r.Handler(http.MethodGet, "/dashboard/credits", s.dashPage("dashboard_credits", viewer, handleCredits(s)))
 	r.Handler(http.MethodGet, "/dashboard/credits.csv", s.dashPage("dashboard_credits_csv", viewer, handleCreditsCSV(s)))
+	r.Handler(http.MethodGet, "/dashboard/tasks", s.dashPage("dashboard_tasks", viewer, handleTaskList(s)))
+	r.Handler(http.MethodGet, "/dashboard/tasks/:id", s.dashPage("dashboard_task", viewer, handleTaskPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/tasks/:id/cancel", s.dashPage("dashboard_cancel_task", admin, handleDashCancelTask(s)))
+	r.Handler(http.MethodGet, "/dashboard/try", s.dashPage("dashboard_try_page", viewer, handleTryPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/try", s.dashPage("dashboard_try", admin, handleTry(s)))
 
 	r.NotFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/dashboard/") {
