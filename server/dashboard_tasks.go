@@ -206,10 +206,6 @@ func credits(n int64) string {
 
 // The task pages' template functions, beside the shared ones: registered before
 // newDashboard parses any page.
-func init() {
-	dashboardFuncs["lookupName"] = lookupName
-}
-
 // lookupName words what a task looked its target up by.
 func lookupName(l enrich.Lookup) string {
 	switch l {
