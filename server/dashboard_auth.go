@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -55,6 +56,9 @@ type dashboardState struct {
 	// dummyHash is verified against when the account named does not exist, so that a
 	// wrong email costs the same time as a wrong password.
 	dummyHash string
+	// hashing bounds the password hashes computed at once: each takes 19 MiB, so a
+	// burst of sign-ins from many addresses queues here instead of exhausting memory.
+	hashing chan struct{}
 }
 
 func (s *Server) newDashboard() *dashboardState {
@@ -63,6 +67,7 @@ func (s *Server) newDashboard() *dashboardState {
 		loginByAddr:    newLimiter(loginRateAddr),
 		loginByAccount: newLimiter(loginRateAccount),
 		crossOrigin:    http.NewCrossOriginProtection(),
+		hashing:        make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
 	d.crossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.dashError(w, r, &enrich.Error{Kind: enrich.KindForbidden, Code: "cross_origin",
@@ -70,6 +75,19 @@ func (s *Server) newDashboard() *dashboardState {
 	}))
 	d.dummyHash, _ = hashPassword("not a password of anyone's")
 	return d
+}
+
+// withHashSlot runs f, a password hash, once one of the slots for hashing is free, or
+// fails when the request ends first.
+func (d *dashboardState) withHashSlot(ctx context.Context, f func()) error {
+	select {
+	case d.hashing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-d.hashing }()
+	f()
+	return nil
 }
 
 // hashPassword returns the argon2id hash of a password in the PHC string format.
@@ -277,7 +295,12 @@ func handleLogin(s *Server) http.Handler {
 		if err != nil {
 			hash = s.dashboard.dummyHash // the same work as for a real account
 		}
-		if !passwordMatches(hash, password) || err != nil {
+		var matches bool
+		if err := s.dashboard.withHashSlot(r.Context(), func() { matches = passwordMatches(hash, password) }); err != nil {
+			s.dashError(w, r, err)
+			return
+		}
+		if !matches || err != nil {
 			again(http.StatusUnauthorized, wrong)
 			return
 		}
@@ -340,7 +363,10 @@ func handleSetup(s *Server) http.Handler {
 				Data: map[string]any{"Token": token, "Email": u.Email, "Min": minPassword, "Error": e.Message}})
 			return
 		}
-		hash, err := hashPassword(password)
+		var hash string
+		if slotErr := s.dashboard.withHashSlot(r.Context(), func() { hash, err = hashPassword(password) }); slotErr != nil {
+			err = slotErr
+		}
 		if err != nil {
 			s.dashError(w, r, err)
 			return

@@ -263,3 +263,15 @@ func TestDashboardSignInReturnsToThePageAskedForOnThisSiteOnly(t *testing.T) {
 		is.Equal(p.location, want)
 	}
 }
+
+func TestDashboardUnknownPageIsAPage(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := e.newBrowser().get("/dashboard/no-such-page")
+	is.Equal(p.status, http.StatusNotFound)
+	is.True(strings.HasPrefix(p.header.Get("Content-Type"), "text/html"))
+	is.True(p.has("There is no such page in the dashboard."))
+	p = e.newBrowser().get("/v1/no-such-endpoint")
+	is.Equal(p.status, http.StatusNotFound)
+	is.Equal(p.header.Get("Content-Type"), "application/json") // the API keeps its JSON errors
+}

@@ -371,6 +371,9 @@ func TestDashboardRunCreatesTheTaskTheAPIWould(t *testing.T) {
 	is.Equal(task.get("task.input"), map[string]any{"domain": "acme.com"})
 	is.Equal(task.get("task.credits_charged"), 1.0)
 	is.Equal(task.str("task.object_type"), "company")
+	page := b.get(p.location)
+	is.Equal(page.status, http.StatusOK)
+	is.True(page.has(`<a href="/dashboard/loops/` + companies + `">Companies</a>`)) // the task's page names its Loop
 	viaAPI := e.do("POST", "/v1/loops/"+companies+"/run", map[string]string{"domain": "acme.com"})
 	is.Equal(viaAPI.get("task.input"), task.get("task.input"))
 	is.Equal(viaAPI.get("task.credits_charged"), task.get("task.credits_charged"))

@@ -389,18 +389,31 @@ func TestRenamingALoopKeepsItsSlugWhenTheNameFoldsToIt(t *testing.T) {
 }
 
 // TestDeliveriesGoOutOldestFirstAcrossLoops: when the sender is full, the slot that
-// frees goes to the oldest due delivery, whichever Loop it is for.
+// frees goes to the oldest due delivery, whichever Loop it is for, skipping only a
+// Loop already at its share. The receivers hold every request until the test answers
+// it, so exactly one slot frees at a time and every claim is checked against the
+// oldest due delivery at that moment. (Comparing arrival order across receivers, as
+// this test once did, measured how fast the scheduler ran one in-flight request
+// against another, not which delivery the sender chose.)
 func TestDeliveriesGoOutOldestFirstAcrossLoops(t *testing.T) {
-	is := is.New(t)
 	e := newEnv(t, allowPrivateWebhooks, func(cfg *server.Config) { cfg.DeliveryConcurrency, cfg.DeliveryPerLoop = 2, 1 })
-	var mu sync.Mutex
-	var order []string
+	type delivery struct{ loop, id string }
+	arrived := make(chan delivery, 64)
+	stop := make(chan struct{})
+	answer := map[string]chan struct{}{} // by Loop: with one per Loop in flight, a Loop names the request
 	receiver := func(name string) string {
+		release := make(chan struct{})
+		answer[name] = release
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.ReadAll(r.Body)
-			mu.Lock()
-			order = append(order, name)
-			mu.Unlock()
+			select {
+			case arrived <- delivery{name, r.Header.Get(webhook.HeaderDeliveryID)}:
+			case <-stop:
+			}
+			select {
+			case <-release:
+			case <-stop:
+			}
 		}))
 		t.Cleanup(srv.Close)
 		return srv.URL
@@ -408,38 +421,87 @@ func TestDeliveriesGoOutOldestFirstAcrossLoops(t *testing.T) {
 	a, _ := e.createLoop("A", receiver("A"), "company")
 	b, _ := e.createLoop("B", receiver("B"), "company")
 	c, _ := e.createLoop("C", receiver("C"), "company")
+	t.Cleanup(func() { close(stop) }) // runs before the receivers close: nothing is left hanging
+
+	var due []delivery // oldest first
+	age := map[string]int{}
+	queue := func(name, loopID string) {
+		r := e.do("POST", "/v1/loops/"+loopID+"/test", nil)
+		if r.status != http.StatusAccepted {
+			t.Fatalf("test delivery to %s: %d %s", name, r.status, r.raw)
+		}
+		d := delivery{name, r.str("delivery.id")}
+		age[d.id] = len(due)
+		due = append(due, d)
+		e.clock.Add(time.Millisecond) // each due at its own time, so "oldest" has one answer
+	}
 	for range 3 {
-		e.do("POST", "/v1/loops/"+c+"/test", nil)
-		e.clock.Add(time.Millisecond)
+		queue("C", c)
 	}
 	for range 20 {
-		e.do("POST", "/v1/loops/"+a+"/test", nil)
-		e.do("POST", "/v1/loops/"+b+"/test", nil)
-		e.clock.Add(time.Millisecond)
+		queue("A", a)
+		queue("B", b)
 	}
+	total := len(due)
+
+	inFlight := map[string]delivery{} // by Loop
+	// claim is what the sender must hand out when a slot frees: the oldest due
+	// delivery to a Loop with nothing in flight (the share is one), if any.
+	claim := func() (delivery, bool) {
+		for i, d := range due {
+			if _, busy := inFlight[d.loop]; !busy {
+				due = append(due[:i:i], due[i+1:]...)
+				inFlight[d.loop] = d
+				return d, true
+			}
+		}
+		return delivery{}, false
+	}
+	next := func() delivery {
+		t.Helper()
+		select {
+		case d := <-arrived:
+			return d
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no delivery arrived; %d were still due", len(due))
+			return delivery{}
+		}
+	}
+
 	e.startWorkers()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mu.Lock()
-		n := len(order)
-		mu.Unlock()
-		if n == 43 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 43 deliveries arrived", n)
-		}
-		time.Sleep(2 * time.Millisecond)
+	// Both slots fill at once; the two requests may arrive in either order.
+	want1, _ := claim()
+	want2, _ := claim()
+	got1, got2 := next(), next()
+	if !(got1 == want1 && got2 == want2 || got1 == want2 && got2 == want1) {
+		t.Fatalf("first sent %s %s and %s %s, want %s %s and %s %s",
+			got1.loop, got1.id, got2.loop, got2.id, want1.loop, want1.id, want2.loop, want2.id)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	last := 0
-	for i, name := range order {
-		if name == "C" {
-			last = i
+	sent := 2
+	// Answer the newer and the older in-flight request in turn, so that a slot frees
+	// both while C's oldest are waiting on C's share and when C's own slot frees.
+	for step := 0; len(inFlight) > 0; step++ {
+		var done delivery
+		for _, d := range inFlight {
+			if done.id == "" || (step%2 == 0) == (age[d.id] > age[done.id]) {
+				done = d
+			}
 		}
+		answer[done.loop] <- struct{}{}
+		delete(inFlight, done.loop)
+		want, ok := claim()
+		if !ok {
+			continue // the Loop still in flight has all that is due: the slot stays free
+		}
+		if got := next(); got != want {
+			t.Fatalf("after %s %s was answered, the sender sent %s %s (due #%d), want %s %s (due #%d, the oldest a free Loop has)",
+				done.loop, done.id, got.loop, got.id, age[got.id], want.loop, want.id, age[want.id])
+		}
+		sent++
 	}
-	is.True(last < 8) // C's three, the oldest, went out among the first (one Loop at a time each)
+	if sent != total || len(due) != 0 {
+		t.Fatalf("%d of %d deliveries were sent; %d still due", sent, total, len(due))
+	}
 }
 
 func TestTheNextAttemptIsScheduledFromTheFailure(t *testing.T) {

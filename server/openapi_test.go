@@ -211,6 +211,12 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	if len(registered) == 0 {
 		t.Fatal("no route registrations found in the server's source")
 	}
+	// The dashboard's pages are HTML for people signed in with a session, not the API
+	// the document describes; the dashboard_*_test.go files test them.
+	registered = slices.DeleteFunc(registered, func(r string) bool {
+		_, path, _ := strings.Cut(r, " ")
+		return path == "/dashboard" || strings.HasPrefix(path, "/dashboard/")
+	})
 	var documented []string
 	for path, item := range s.doc.Paths.Map() {
 		for method := range item.Operations() {

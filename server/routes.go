@@ -39,6 +39,16 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodGet, "/dashboard/setup", s.dashPage("dashboard_setup_page", anyone, handleSetupPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/setup", s.dashPage("dashboard_setup", anyone, handleSetup(s)))
 	r.Handler(http.MethodGet, "/dashboard/", s.dashPage("dashboard_overview", viewer, handleOverview(s)))
+	r.Handler(http.MethodGet, "/dashboard/settings/keys", s.dashPage("dashboard_keys", viewer, handleKeys(s)))
+	r.Handler(http.MethodPost, "/dashboard/settings/keys", s.dashPage("dashboard_create_key", admin, handleCreateKey(s)))
+	r.Handler(http.MethodPost, "/dashboard/settings/keys/:id/revoke", s.dashPage("dashboard_revoke_key", admin, handleRevokeKey(s)))
+	r.Handler(http.MethodGet, "/dashboard/credits", s.dashPage("dashboard_credits", viewer, handleCredits(s)))
+	r.Handler(http.MethodGet, "/dashboard/credits.csv", s.dashPage("dashboard_credits_csv", viewer, handleCreditsCSV(s)))
+	r.Handler(http.MethodGet, "/dashboard/tasks", s.dashPage("dashboard_tasks", viewer, handleTaskList(s)))
+	r.Handler(http.MethodGet, "/dashboard/tasks/:id", s.dashPage("dashboard_task", viewer, handleTaskPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/tasks/:id/cancel", s.dashPage("dashboard_cancel_task", admin, handleDashCancelTask(s)))
+	r.Handler(http.MethodGet, "/dashboard/try", s.dashPage("dashboard_try_page", viewer, handleTryPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/try", s.dashPage("dashboard_try", admin, handleTry(s)))
 	r.Handler(http.MethodGet, "/dashboard/loops", s.dashPage("dashboard_loops", viewer, handleLoopsPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/loops", s.dashPage("dashboard_create_loop", admin, handleCreateLoopForm(s)))
 	r.Handler(http.MethodGet, "/dashboard/loops/:id", s.dashPage("dashboard_loop", viewer, handleLoopPage(s)))
@@ -51,6 +61,10 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodPost, "/dashboard/deliveries/:id/retry", s.dashPage("dashboard_retry_delivery", admin, handleRetryDeliveryForm(s)))
 
 	r.NotFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/dashboard/") {
+			s.dashError(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "There is no such page in the dashboard."})
+			return
+		}
 		s.error(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})))
 	r.MethodNotAllowed = s.route("method_not_allowed", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
