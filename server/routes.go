@@ -49,6 +49,16 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodPost, "/dashboard/tasks/:id/cancel", s.dashPage("dashboard_cancel_task", admin, handleDashCancelTask(s)))
 	r.Handler(http.MethodGet, "/dashboard/try", s.dashPage("dashboard_try_page", viewer, handleTryPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/try", s.dashPage("dashboard_try", admin, handleTry(s)))
+	r.Handler(http.MethodGet, "/dashboard/loops", s.dashPage("dashboard_loops", viewer, handleLoopsPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/loops", s.dashPage("dashboard_create_loop", admin, handleCreateLoopForm(s)))
+	r.Handler(http.MethodGet, "/dashboard/loops/:id", s.dashPage("dashboard_loop", viewer, handleLoopPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/loops/:id", s.dashPage("dashboard_update_loop", admin, handleEditLoopForm(s)))
+	r.Handler(http.MethodPost, "/dashboard/loops/:id/rotate", s.dashPage("dashboard_rotate_loop_secret", admin, handleRotateLoopSecret(s)))
+	r.Handler(http.MethodPost, "/dashboard/loops/:id/test", s.dashPage("dashboard_test_loop", admin, handleTestLoopForm(s)))
+	r.Handler(http.MethodPost, "/dashboard/loops/:id/run", s.dashPage("dashboard_run_loop", admin, handleRunLoopForm(s)))
+	r.Handler(http.MethodPost, "/dashboard/loops/:id/delete", s.dashPage("dashboard_delete_loop", admin, handleDeleteLoopForm(s)))
+	r.Handler(http.MethodGet, "/dashboard/deliveries/:id", s.dashPage("dashboard_delivery", viewer, handleDeliveryPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/deliveries/:id/retry", s.dashPage("dashboard_retry_delivery", admin, handleRetryDeliveryForm(s)))
 
 	r.NotFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/dashboard/") {
