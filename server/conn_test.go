@@ -59,8 +59,10 @@ func TestAStalledBodyIsDropped(t *testing.T) {
 	readTimeout := 300 * time.Millisecond
 	addr := serveLimited(t, e, server.HTTPLimits{ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, WriteTimeout: 5 * time.Second, IdleTimeout: time.Minute})
 
-	c := dial(t, addr)
+	// The server's deadline runs from when it starts reading the connection, which can
+	// be before dial returns: the clock starts before dialing.
 	start := time.Now()
+	c := dial(t, addr)
 	fmt.Fprintf(c, "POST /v1/companies/enrich HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"domain\":", e.key)
 	got := closedWithin(t, c, 20*time.Second)
 	is.True(time.Since(start) >= readTimeout) // held no shorter than the timeout

@@ -254,6 +254,7 @@ var dashboardFuncs = template.FuncMap{
 	"addf":           func(a, b float64) float64 { return a + b },
 	"subf":           func(a, b float64) float64 { return a - b },
 	"recentFailures": func() int { return recentFailures },
+	"lookupName":     lookupName,
 	"query": func(pairs ...string) template.URL {
 		q := url.Values{}
 		for i := 0; i+1 < len(pairs); i += 2 {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -36,9 +37,10 @@ func checkLoopName(name string) error {
 }
 
 // checkWebhookURL accepts an https URL whose host resolves only to public addresses.
-func (s *Server) checkWebhookURL(r *http.Request, raw string) error {
-	if _, err := s.cfg.WebhookPolicy.CheckURL(r.Context(), raw); err != nil {
-		if r.Context().Err() != nil {
+// It looks the host up: never call it inside a transaction.
+func (s *Server) checkWebhookURL(ctx context.Context, raw string) error {
+	if _, err := s.cfg.WebhookPolicy.CheckURL(ctx, raw); err != nil {
+		if ctx.Err() != nil {
 			return err // the client hung up, or the request ran out of time, during the lookup
 		}
 		if errors.Is(err, netguard.ErrPlainHTTP) || errors.Is(err, netguard.ErrNotPublic) {
@@ -50,43 +52,86 @@ func (s *Server) checkWebhookURL(r *http.Request, raw string) error {
 	return nil
 }
 
-func handleCreateLoop(s *Server) http.Handler {
-	type request struct {
-		Name       *string `json:"name"`
-		WebhookURL *string `json:"webhook_url"`
-		ObjectType *string `json:"object_type"`
-		Enabled    *bool   `json:"enabled"`
+// loopCreate is a Loop asked for, through the API (as JSON) or the dashboard's form:
+// nil is a field not sent.
+type loopCreate struct {
+	Name       *string `json:"name"`
+	WebhookURL *string `json:"webhook_url"`
+	ObjectType *string `json:"object_type"`
+	Enabled    *bool   `json:"enabled"`
+}
+
+// newLoop checks a Loop asked for and makes it the store's NewLoop, the same for the
+// API and the dashboard. The webhook URL's host is looked up: call it before any
+// transaction.
+func (s *Server) newLoop(ctx context.Context, orgID string, req loopCreate) (store.NewLoop, error) {
+	nl := store.NewLoop{OrgID: orgID, ObjectType: enrich.ObjectCompany, Enabled: true}
+	var err error
+	switch {
+	case req.Name == nil:
+		err = enrich.Errorf(enrich.KindInvalid, "name is required")
+	case req.WebhookURL == nil:
+		err = enrich.Errorf(enrich.KindInvalid, "webhook_url is required: the https URL the Loop's events are posted to")
+	case req.ObjectType != nil && *req.ObjectType != enrich.ObjectCompany && *req.ObjectType != enrich.ObjectPerson:
+		err = enrich.Errorf(enrich.KindInvalid, "object_type must be company or person")
+	default:
+		err = checkLoopName(*req.Name)
 	}
+	if err == nil {
+		err = s.checkWebhookURL(ctx, *req.WebhookURL)
+	}
+	if err != nil {
+		return nl, err
+	}
+	nl.Name, nl.WebhookURL = *req.Name, *req.WebhookURL
+	if req.ObjectType != nil {
+		nl.ObjectType = *req.ObjectType
+	}
+	if req.Enabled != nil {
+		nl.Enabled = *req.Enabled
+	}
+	return nl, nil
+}
+
+// loopChange is a change asked for to a Loop: nil leaves a field as it is.
+type loopChange struct {
+	Name       *string `json:"name"`
+	WebhookURL *string `json:"webhook_url"`
+	Enabled    *bool   `json:"enabled"`
+	ObjectType *string `json:"object_type"`
+}
+
+// loopPatch checks a change to the Loop current and makes it the store's LoopPatch,
+// the same for the API and the dashboard. The webhook URL's host is looked up: call
+// it before any transaction.
+func (s *Server) loopPatch(ctx context.Context, current *store.Loop, req loopChange) (store.LoopPatch, error) {
+	var err error
+	switch {
+	case req.ObjectType != nil && *req.ObjectType != current.ObjectType:
+		err = enrich.Errorf(enrich.KindInvalid, "object_type cannot change; create a new Loop for the other object type")
+	case req.Name != nil:
+		err = checkLoopName(*req.Name)
+	}
+	if err == nil && req.WebhookURL != nil {
+		err = s.checkWebhookURL(ctx, *req.WebhookURL)
+	}
+	if err != nil {
+		return store.LoopPatch{}, err
+	}
+	return store.LoopPatch{Name: req.Name, WebhookURL: req.WebhookURL, Enabled: req.Enabled}, nil
+}
+
+func handleCreateLoop(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, err := decode[request](r)
+		req, err := decode[loopCreate](r)
 		if err != nil {
 			s.error(w, r, err)
 			return
 		}
-		nl := store.NewLoop{OrgID: principal(r).OrgID, ObjectType: enrich.ObjectCompany, Enabled: true}
-		switch {
-		case req.Name == nil:
-			err = enrich.Errorf(enrich.KindInvalid, "name is required")
-		case req.WebhookURL == nil:
-			err = enrich.Errorf(enrich.KindInvalid, "webhook_url is required: the https URL the Loop's events are posted to")
-		case req.ObjectType != nil && *req.ObjectType != enrich.ObjectCompany && *req.ObjectType != enrich.ObjectPerson:
-			err = enrich.Errorf(enrich.KindInvalid, "object_type must be company or person")
-		default:
-			err = checkLoopName(*req.Name)
-		}
-		if err == nil {
-			err = s.checkWebhookURL(r, *req.WebhookURL)
-		}
+		nl, err := s.newLoop(r.Context(), principal(r).OrgID, req)
 		if err != nil {
 			s.error(w, r, err)
 			return
-		}
-		nl.Name, nl.WebhookURL = *req.Name, *req.WebhookURL
-		if req.ObjectType != nil {
-			nl.ObjectType = *req.ObjectType
-		}
-		if req.Enabled != nil {
-			nl.Enabled = *req.Enabled
 		}
 		l, err := s.db.CreateLoop(r.Context(), nl)
 		if err != nil {
@@ -123,14 +168,8 @@ func handleGetLoop(s *Server) http.Handler {
 }
 
 func handleUpdateLoop(s *Server) http.Handler {
-	type request struct {
-		Name       *string `json:"name"`
-		WebhookURL *string `json:"webhook_url"`
-		Enabled    *bool   `json:"enabled"`
-		ObjectType *string `json:"object_type"`
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, err := decode[request](r)
+		req, err := decode[loopChange](r)
 		if err != nil {
 			s.error(w, r, err)
 			return
@@ -141,20 +180,12 @@ func handleUpdateLoop(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		switch {
-		case req.ObjectType != nil && *req.ObjectType != current.ObjectType:
-			err = enrich.Errorf(enrich.KindInvalid, "object_type cannot change; create a new Loop for the other object type")
-		case req.Name != nil:
-			err = checkLoopName(*req.Name)
-		}
-		if err == nil && req.WebhookURL != nil {
-			err = s.checkWebhookURL(r, *req.WebhookURL)
-		}
+		patch, err := s.loopPatch(r.Context(), current, req)
 		if err != nil {
 			s.error(w, r, err)
 			return
 		}
-		l, err := s.db.UpdateLoop(r.Context(), orgID, id, store.LoopPatch{Name: req.Name, WebhookURL: req.WebhookURL, Enabled: req.Enabled})
+		l, err := s.db.UpdateLoop(r.Context(), orgID, id, patch)
 		if err != nil {
 			s.error(w, r, err)
 			return
@@ -173,42 +204,47 @@ func handleDeleteLoop(s *Server) http.Handler {
 	})
 }
 
+// loopRun is an input to run a Loop on, through the API (as JSON) or the dashboard's
+// form: the fields of the direct endpoint of the Loop's object type, without loop_id.
+type loopRun struct {
+	Domain     *string `json:"domain,omitempty"`
+	NetworkURL *string `json:"networkUrl,omitempty"`
+	Email      *string `json:"email,omitempty"`
+	FullName   *string `json:"fullName,omitempty"`
+	Title      *string `json:"title,omitempty"`
+	Location   *string `json:"location,omitempty"`
+}
+
+// loopRunInput checks an input for the Loop l and normalises it the way the direct
+// endpoint of the Loop's object type does.
+func (s *Server) loopRunInput(l *store.Loop, req loopRun) (enrich.Input, error) {
+	if l.ObjectType == enrich.ObjectCompany {
+		if req.Email != nil || req.FullName != nil || req.Title != nil || req.Location != nil {
+			return enrich.Input{}, enrich.Errorf(enrich.KindInvalid, "the Loop %s enriches companies: send domain or networkUrl (a company page)", l.Slug)
+		}
+		return s.norm.CompanyInput(req.Domain, req.NetworkURL)
+	}
+	if req.Domain != nil {
+		return enrich.Input{}, enrich.Errorf(enrich.KindInvalid, "the Loop %s enriches people: send networkUrl (a profile) or email, not domain", l.Slug)
+	}
+	return s.norm.PersonInput(req.NetworkURL, req.Email, enrich.SentHints{FullName: req.FullName, Title: req.Title, Location: req.Location})
+}
+
 // handleRunLoop enriches the input the way the direct endpoint of the Loop's object
 // type does, and delivers the result to the Loop's webhook.
 func handleRunLoop(s *Server) http.Handler {
-	type request struct {
-		Domain     *string `json:"domain,omitempty"`
-		NetworkURL *string `json:"networkUrl,omitempty"`
-		Email      *string `json:"email,omitempty"`
-		FullName   *string `json:"fullName,omitempty"`
-		Title      *string `json:"title,omitempty"`
-		Location   *string `json:"location,omitempty"`
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l, err := s.db.GetLoop(r.Context(), principal(r).OrgID, pathID(r))
 		if err != nil {
 			s.error(w, r, err)
 			return
 		}
-		req, err := decode[request](r)
+		req, err := decode[loopRun](r)
 		if err != nil {
 			s.error(w, r, err)
 			return
 		}
-		var in enrich.Input
-		if l.ObjectType == enrich.ObjectCompany {
-			if req.Email != nil || req.FullName != nil || req.Title != nil || req.Location != nil {
-				err = enrich.Errorf(enrich.KindInvalid, "the Loop %s enriches companies: send domain or networkUrl (a company page)", l.Slug)
-			} else {
-				in, err = s.norm.CompanyInput(req.Domain, req.NetworkURL)
-			}
-		} else {
-			if req.Domain != nil {
-				err = enrich.Errorf(enrich.KindInvalid, "the Loop %s enriches people: send networkUrl (a profile) or email, not domain", l.Slug)
-			} else {
-				in, err = s.norm.PersonInput(req.NetworkURL, req.Email, enrich.SentHints{FullName: req.FullName, Title: req.Title, Location: req.Location})
-			}
-		}
+		in, err := s.loopRunInput(l, req)
 		if err != nil {
 			s.error(w, r, err)
 			return

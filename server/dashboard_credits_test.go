@@ -1,0 +1,389 @@
+package server_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"enrichd/server"
+	"enrichd/store"
+	"enrichd/store/storetest"
+
+	"github.com/matryer/is"
+)
+
+// ledgerOf is an organization's whole ledger, oldest first, straight from the store.
+func (e *env) ledgerOf(org string) []store.LedgerEntry {
+	e.t.Helper()
+	entries, err := e.db.CreditLedger(context.Background(), org)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return entries
+}
+
+// newestFirst is the ids of ledger rows, newest first.
+func newestFirst(entries []store.LedgerEntry) []int64 {
+	ids := make([]int64, len(entries))
+	for i, en := range entries {
+		ids[len(entries)-1-i] = en.ID
+	}
+	return ids
+}
+
+var ledgerRowPattern = regexp.MustCompile(`<tr class="ledger" id="ledger-(\d+)">`)
+
+// ledgerIDs are the ids of the ledger rows a credits page shows, in its order.
+func ledgerIDs(t *testing.T, p *webPage) []int64 {
+	t.Helper()
+	var ids []int64
+	for _, m := range ledgerRowPattern.FindAllStringSubmatch(p.body, -1) {
+		id, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// ledgerRowHTML is the HTML of one ledger row of a credits page.
+func ledgerRowHTML(p *webPage, id int64) string {
+	_, after, ok := strings.Cut(p.body, fmt.Sprintf(`<tr class="ledger" id="ledger-%d">`, id))
+	if !ok {
+		return ""
+	}
+	row, _, _ := strings.Cut(after, "</tr>")
+	return row
+}
+
+var olderPattern = regexp.MustCompile(`<a href="(/dashboard/credits\?before=\d+)" rel="next">Older →</a>`)
+
+// olderLink is the page's "Older →" link, "" on the last page.
+func olderLink(p *webPage) string {
+	m := olderPattern.FindStringSubmatch(p.body)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// everyKind gives acme one ledger row of each kind beside its first grant: a charge
+// and its refund (a task submitted through the API, then canceled) and a grant that
+// expires. It returns the task's id.
+func (e *env) everyKind() string {
+	e.t.Helper()
+	r := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com"})
+	if r.status != http.StatusAccepted {
+		e.t.Fatalf("enrich: %d %s", r.status, r.raw)
+	}
+	taskID := r.str("task.id")
+	if r := e.do("POST", "/v1/tasks/"+taskID+"/cancel", nil); r.status != http.StatusOK {
+		e.t.Fatalf("cancel: %d %s", r.status, r.raw)
+	}
+	expires := e.clock.Now().Add(time.Hour)
+	if _, err := e.db.GrantCredits(context.Background(), "acme", 5, &expires); err != nil {
+		e.t.Fatal(err)
+	}
+	e.clock.Add(2 * time.Hour) // the next balance writes off the 5
+	return taskID
+}
+
+func TestDashboardCreditsPageForBothRoles(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	taskID := e.everyKind()
+	admin, viewer := e.signIn("acme", "admin"), e.signIn("acme", "viewer")
+
+	for _, b := range []*browser{admin, viewer} {
+		p := b.get("/dashboard/credits")
+		is.Equal(p.status, http.StatusOK)
+		is.True(p.has(`id="balance">100<`)) // 100 + 5 - charge + refund - 5
+		is.True(p.has(`<a id="export-csv" href="/dashboard/credits.csv">`))
+		is.True(p.has(`<span class="status failed">expired</span>`)) // the 5 in the grants
+		ledger := e.ledgerOf("acme")
+		is.Equal(ledgerIDs(t, p), newestFirst(ledger))
+		kinds := map[string]int{}
+		for _, en := range ledger {
+			row := ledgerRowHTML(p, en.ID)
+			kinds[en.Kind]++
+			sign := "+"
+			if en.Kind == store.LedgerCharge || en.Kind == store.LedgerExpiry {
+				sign = "−"
+			}
+			is.True(strings.Contains(row, "<td>"+en.Kind+"</td>"))
+			is.True(strings.Contains(row, `<td class="amount">`+sign+strconv.FormatInt(en.Amount, 10)+"</td>"))
+			hasLink := strings.Contains(row, `<a href="/dashboard/tasks/`+taskID+`">`)
+			is.Equal(hasLink, en.TaskID != nil) // charges and refunds lead to their task
+		}
+		is.Equal(kinds, map[string]int{"grant": 2, "charge": 1, "refund": 1, "expiry": 1})
+		is.True(olderLink(p) == "") // one page
+		is.True(!p.has("← Newest"))
+	}
+}
+
+func TestDashboardLedgerIsPagedByIndex(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	ctx := context.Background()
+	for i := range 60 {
+		if _, err := e.db.GrantCredits(ctx, "acme", int64(i+1), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := newestFirst(e.ledgerOf("acme")) // 61 rows
+	b := e.signIn("acme", "viewer")
+
+	p := b.get("/dashboard/credits")
+	is.Equal(p.status, http.StatusOK)
+	is.Equal(ledgerIDs(t, p), want[:50])
+	older := olderLink(p)
+	is.Equal(older, fmt.Sprintf("/dashboard/credits?before=%d", want[49]))
+
+	p = b.get(older)
+	is.Equal(p.status, http.StatusOK)
+	is.Equal(ledgerIDs(t, p), want[50:]) // the rest, none twice, none missed
+	is.Equal(olderLink(p), "")
+	is.True(p.has(`<a href="/dashboard/credits">← Newest</a>`))
+	is.True(p.has(`id="balance">1930<`)) // every page shows the whole balance: 100 + 1 + … + 60
+
+	// Past the oldest row there is nothing, said so.
+	p = b.get(fmt.Sprintf("/dashboard/credits?before=%d", want[len(want)-1]))
+	is.Equal(p.status, http.StatusOK)
+	is.Equal(len(ledgerIDs(t, p)), 0)
+	is.True(p.has("No older rows."))
+
+	for _, bad := range []string{"abc", "-1", "0", "1.5", "99999999999999999999"} {
+		p = b.get("/dashboard/credits?before=" + url.QueryEscape(bad))
+		is.Equal(p.status, http.StatusBadRequest)
+	}
+
+	// Exactly a page of rows: no link to an empty older page.
+	e.newOrg("even", 1)
+	for range 49 {
+		if _, err := e.db.GrantCredits(ctx, "even", 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p = e.signIn("even", "admin").get("/dashboard/credits")
+	is.Equal(len(ledgerIDs(t, p)), 50)
+	is.Equal(olderLink(p), "")
+}
+
+func TestDashboardLedgerPagesStayInTheirOrganization(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.newOrg("other", 7)
+	acmeIDs := newestFirst(e.ledgerOf("acme"))
+	otherIDs := newestFirst(e.ledgerOf("other"))
+
+	// A cursor is only a position: before another org's row, acme still sees acme's.
+	p := e.signIn("acme", "admin").get(fmt.Sprintf("/dashboard/credits?before=%d", otherIDs[0]+1))
+	is.Equal(p.status, http.StatusOK)
+	is.Equal(ledgerIDs(t, p), acmeIDs)
+	p = e.signIn("other", "viewer").get("/dashboard/credits")
+	is.Equal(ledgerIDs(t, p), otherIDs)
+	is.True(p.has(`id="balance">7<`))
+}
+
+// csvExport downloads a browser's ledger export and checks what every export must be.
+func csvExport(t *testing.T, e *env, b *browser, org string) [][]string {
+	t.Helper()
+	is := is.New(t)
+	p := b.get("/dashboard/credits.csv")
+	is.Equal(p.status, http.StatusOK)
+	is.Equal(p.header.Get("Content-Type"), "text/csv; charset=utf-8")
+	is.Equal(p.header.Get("Content-Disposition"),
+		`attachment; filename="enrichd-credits-`+org+`-`+e.clock.Now().UTC().Format("2006-01-02")+`.csv"`)
+	records, err := csv.NewReader(strings.NewReader(p.body)).ReadAll()
+	is.NoErr(err)
+	is.True(len(records) > 0)
+	is.Equal(records[0], []string{"id", "created_at", "kind", "amount", "signed_amount", "grant_id", "task_id"})
+	return records[1:]
+}
+
+func TestDashboardCreditsCSVExport(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	taskID := e.everyKind()
+	ctx := context.Background()
+	// More rows than the export reads at a time, so it goes on past its first page.
+	for range store.MaxLedgerPage + 100 {
+		if _, err := e.db.GrantCredits(ctx, "acme", 2, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.newOrg("other", 7)
+	viewer := e.signIn("acme", "viewer") // reading is enough to export
+
+	rows := csvExport(t, e, viewer, "acme")
+	ledger := e.ledgerOf("acme") // read after the export, which wrote off the expired grant
+	is.Equal(len(rows), len(ledger))
+	byID := map[int64]store.LedgerEntry{}
+	for _, en := range ledger {
+		byID[en.ID] = en
+	}
+	var sum int64
+	var ids []int64
+	for _, row := range rows {
+		is.Equal(len(row), 7)
+		id, err := strconv.ParseInt(row[0], 10, 64)
+		is.NoErr(err)
+		en, ok := byID[id]
+		is.True(ok) // acme's row, no one else's
+		ids = append(ids, id)
+		at, err := time.Parse(time.RFC3339, row[1])
+		is.NoErr(err)
+		is.True(strings.HasSuffix(row[1], "Z")) // UTC
+		is.True(at.Equal(en.CreatedAt))
+		is.Equal(row[2], en.Kind)
+		is.Equal(row[3], strconv.FormatInt(en.Amount, 10))
+		signed, err := strconv.ParseInt(row[4], 10, 64)
+		is.NoErr(err)
+		if en.Kind == store.LedgerCharge || en.Kind == store.LedgerExpiry {
+			is.Equal(signed, -en.Amount)
+		} else {
+			is.Equal(signed, en.Amount)
+		}
+		sum += signed
+		is.Equal(row[5], strconv.FormatInt(en.GrantID, 10))
+		if en.TaskID != nil {
+			is.Equal(row[6], taskID)
+		} else {
+			is.Equal(row[6], "")
+		}
+	}
+	is.Equal(ids, newestFirst(ledger)) // newest first, each row once
+	is.Equal(sum, e.balance("acme").Balance)
+	is.Equal(sum, int64(100+2*(store.MaxLedgerPage+100)))
+
+	// Another organization's export holds its own rows only.
+	other := csvExport(t, e, e.signIn("other", "admin"), "other")
+	is.Equal(len(other), 1)
+	is.Equal(other[0][2], "grant")
+	is.Equal(other[0][4], "7")
+	otherID, _ := strconv.ParseInt(other[0][0], 10, 64)
+	is.Equal(otherID, e.ledgerOf("other")[0].ID)
+	is.True(!slices.Contains(ids, otherID))
+}
+
+func TestDashboardCreditsNeedASession(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.newBrowser()
+	for _, path := range []string{"/dashboard/credits", "/dashboard/credits.csv"} {
+		p := b.get(path, "Authorization", "Bearer "+e.key) // an API key is no session
+		is.Equal(p.status, http.StatusSeeOther)
+		is.True(strings.HasPrefix(p.location, "/dashboard/login"))
+		is.True(!p.has("grant"))
+	}
+}
+
+// BenchmarkDashboardCreditsAndKeys renders the credits and keys pages for an
+// organization with 100,000 tasks and 100,000 ledger rows, and exports its ledger.
+func BenchmarkDashboardCreditsAndKeys(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "enrichd.db")
+	db, err := store.Open(ctx, path, storetest.Schema(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	_, key, err := db.CreateKey(ctx, "acme", "bench", true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	org := key.OrgID
+	grant, err := db.GrantCredits(ctx, "acme", 1<<40, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 100_000
+	if err := db.SeedTasks(ctx, org, n); err != nil {
+		b.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	tx, err := raw.Begin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := db.Now().Add(-60 * 24 * time.Hour)
+	for i := range n {
+		kind := []string{"charge", "charge", "charge", "refund"}[i%4]
+		at := start.Add(time.Duration(i) * (60 * 24 * time.Hour / n))
+		if _, err := tx.Exec(`INSERT INTO credit_ledger (org_id, kind, amount, grant_id, created_at) VALUES (?, ?, 1, ?, ?)`,
+			org, kind, grant, at.UnixMilli()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	u, _, err := db.CreateUser(ctx, "acme", "lead@acme.example", "viewer")
+	if err != nil {
+		b.Fatal(err)
+	}
+	session, err := db.CreateSession(ctx, u.ID, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.RateIP, cfg.RateKey = server.Rate{}, server.Rate{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	srv := server.New(db, cfg)
+	get := func(b *testing.B, path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.AddCookie(&http.Cookie{Name: "enrichd_session", Value: session})
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
+		}
+		return w
+	}
+	page, err := db.LedgerPage(ctx, org, 0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	deep := page[0].ID - n*9/10
+	// The balance alone: it sums the organization's whole ledger, and is most of what
+	// the credits page costs.
+	b.Run("CreditBalance", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := db.CreditBalance(ctx, "acme"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, path := range []string{"/dashboard/credits", fmt.Sprintf("/dashboard/credits?before=%d", deep), "/dashboard/settings/keys"} {
+		b.Run("GET "+path, func(b *testing.B) {
+			for b.Loop() {
+				get(b, path)
+			}
+		})
+	}
+	b.Run("GET /dashboard/credits.csv (100,001 rows)", func(b *testing.B) {
+		for b.Loop() {
+			if w := get(b, "/dashboard/credits.csv"); strings.Count(w.Body.String(), "\n") != n+2 {
+				b.Fatal("rows missing")
+			}
+		}
+	})
+}

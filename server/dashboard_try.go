@@ -1,0 +1,152 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"enrichd/enrich"
+	"enrichd/store"
+)
+
+// tryKind is one thing "Try it" can look up.
+type tryKind struct {
+	Value, Label string
+	Lookup       enrich.Lookup
+}
+
+// Cost is what the lookup charges.
+func (k tryKind) Cost() int64 { return k.Lookup.Cost() }
+
+var tryKinds = []tryKind{
+	{"company_domain", "Company by domain", enrich.LookupDomain},
+	{"company_url", "Company by page URL", enrich.LookupCompanyURL},
+	{"person_url", "Person by profile URL", enrich.LookupPersonURL},
+	{"person_email", "Person by work email", enrich.LookupEmail},
+}
+
+// tryForm is the "Try it" form as sent, shown back with what went wrong.
+type tryForm struct {
+	Kind, Domain, NetworkURL, Email, FullName, Title, Location string
+	Error                                                      string
+	Balance                                                    int64
+	Kinds                                                      []tryKind
+}
+
+// The API's request bodies (handleEnrichCompany, handleEnrichPerson) as the form fills
+// them, without a Loop: stored as the task's input, a task from the form reads exactly
+// like one from the API.
+type (
+	tryCompanyFields struct {
+		Domain     *string `json:"domain,omitempty"`
+		NetworkURL *string `json:"networkUrl,omitempty"`
+	}
+	tryPersonFields struct {
+		NetworkURL *string `json:"networkUrl,omitempty"`
+		Email      *string `json:"email,omitempty"`
+		FullName   *string `json:"fullName,omitempty"`
+		Title      *string `json:"title,omitempty"`
+		Location   *string `json:"location,omitempty"`
+	}
+)
+
+func (s *Server) renderTry(w http.ResponseWriter, r *http.Request, status int, f tryForm) {
+	b, err := s.db.CreditBalance(r.Context(), dashUser(r).OrgName)
+	if err != nil {
+		s.dashError(w, r, err)
+		return
+	}
+	f.Balance, f.Kinds = b.Balance, tryKinds
+	if f.Kind == "" {
+		f.Kind = tryKinds[0].Value
+	}
+	s.render(w, r, status, "try", view{Title: "Try it", Section: "try", Notice: notice(r), Data: f})
+}
+
+func handleTryPage(s *Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.renderTry(w, r, http.StatusOK, tryForm{})
+	})
+}
+
+// handleTry enriches from the form: the input checked as the API checks it, then the
+// same task, charge and queue as POST /v1/companies/enrich or /v1/people/enrich.
+// Whatever is refused is refused before anything is charged, and shown on the form.
+func handleTry(s *Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := parseForm(w, r, enrich.MaxURL); err != nil {
+			s.tryRefused(w, r, readTryForm(r), err)
+			return
+		}
+		f := readTryForm(r)
+		tr, err := s.tryRequest(r, f.Kind)
+		if err != nil {
+			s.tryRefused(w, r, f, err)
+			return
+		}
+		u := dashUser(r)
+		tr.OrgID = u.OrgID
+		res, err := s.submitTask(r.Context(), tr)
+		if err != nil {
+			s.tryRefused(w, r, f, err)
+			return
+		}
+		t := res.Task
+		msg := fmt.Sprintf("Charged %s.", credits(t.CreditsCharged))
+		if t.Status == store.StatusFailed {
+			msg = fmt.Sprintf("The task failed at once; its %s were refunded.", credits(t.CreditsCharged))
+		}
+		if b, err := s.db.CreditBalance(r.Context(), u.OrgName); err == nil {
+			msg += fmt.Sprintf(" Balance: %s.", credits(b.Balance))
+		}
+		seeOther(w, r, "/dashboard/tasks/"+url.PathEscape(t.ID), msg)
+	})
+}
+
+// tryRequest builds the task the form asks for, with the input normalised as the API
+// normalises it, or the API's error for it.
+func (s *Server) tryRequest(r *http.Request, kind string) (taskRequest, error) {
+	company := func(c tryCompanyFields) (taskRequest, error) {
+		in, err := s.norm.CompanyInput(c.Domain, c.NetworkURL)
+		return taskRequest{Input: in, Fields: c, Route: "enrich_company", Endpoint: "POST /v1/companies/enrich"}, err
+	}
+	person := func(p tryPersonFields) (taskRequest, error) {
+		p.FullName, p.Title, p.Location = formValue(r, "fullName"), formValue(r, "title"), formValue(r, "location")
+		in, err := s.norm.PersonInput(p.NetworkURL, p.Email, enrich.SentHints{FullName: p.FullName, Title: p.Title, Location: p.Location})
+		return taskRequest{Input: in, Fields: p, Route: "enrich_person", Endpoint: "POST /v1/people/enrich"}, err
+	}
+	switch kind {
+	case "company_domain":
+		return company(tryCompanyFields{Domain: formValue(r, "domain")})
+	case "company_url":
+		return company(tryCompanyFields{NetworkURL: formValue(r, "networkUrl")})
+	case "person_url":
+		return person(tryPersonFields{NetworkURL: formValue(r, "networkUrl")})
+	case "person_email":
+		return person(tryPersonFields{Email: formValue(r, "email")})
+	}
+	return taskRequest{}, enrich.Errorf(enrich.KindInvalid, "Choose what to look up: a company by domain or page URL, or a person by profile URL or work email.")
+}
+
+// tryRefused shows the form again with why it was refused, in the status the API
+// would have answered; nothing was charged.
+func (s *Server) tryRefused(w http.ResponseWriter, r *http.Request, f tryForm, err error) {
+	var e *enrich.Error
+	if !errors.As(err, &e) || e.Kind == enrich.KindInternal {
+		s.dashError(w, r, err)
+		return
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(e.RetryAfter))
+	}
+	f.Error = e.Message
+	s.renderTry(w, r, statusOf[e.Kind], f)
+}
+
+// readTryForm is the form as sent, each field bounded for showing back.
+func readTryForm(r *http.Request) tryForm {
+	v := func(name string) string { return clip(r.PostFormValue(name), enrich.MaxURL) }
+	return tryForm{Kind: clip(r.PostFormValue("kind"), 40), Domain: v("domain"), NetworkURL: v("networkUrl"), Email: v("email"),
+		FullName: v("fullName"), Title: v("title"), Location: v("location")}
+}
