@@ -376,13 +376,15 @@ func TestDashboardInABrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
 	defer cancel()
 
-	// The README's setup: an organization with credits, the service on the synthetic
-	// network (deterministic, offline), webhooks allowed to a local receiver.
+	// The README's commands: an organization with credits and the example records
+	// (the dataset source), a user, and serve, here with webhooks allowed to a local
+	// receiver. The user is created once serve listens, for the link to name its port.
 	db := newDBPath(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "100", "--db", db)
+	mustCLI(t, "import", "examples/people-and-companies.jsonl", "--db", db)
 	serveCtx, stopServe := context.WithCancel(ctx)
-	logs, done := startServe(t, serveCtx, "--db", db, "--sources", "sim", "--allow-private-webhooks", "--workers", "2")
+	logs, done := startServe(t, serveCtx, "--db", db, "--allow-private-webhooks")
 	defer func() {
 		stopServe()
 		if err := <-done; err != nil {
@@ -426,19 +428,29 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.waitText("#balance", "100")
 	contains(t, b.text("header"), "acme · admin")
 
-	// Try it: an email lookup with a hint, which the synthetic network resolves to one
-	// person only with the hint. The task's page follows it until it settles.
+	// Try it, as the README says: the domain acme.com. The task's page follows it
+	// until it settles, and shows the company and the charge.
 	b.open("/dashboard/try", "form#try")
-	b.click(`form#try input[name=kind][value=person_email]`)
-	b.fill("form#try", "email", "edsger@acme.com", "fullName", "Edsger Dijkstra")
-	b.shot("try-it")
+	b.click(`form#try input[name=kind][value=company_domain]`)
+	b.fill("form#try", "domain", "acme.com")
 	b.submit("form#try")
 	b.waitPath("/dashboard/tasks/")
 	b.waitText("#task-status", "succeeded")
-	b.waitText("pre#task-result", "Dijkstra")
-	b.waitText("#task-credits", "3")
-	contains(t, b.text("pre#task-input"), `"fullName": "Edsger Dijkstra"`)
+	b.waitText("pre#task-result", `"name": "Acme"`)
+	b.waitText("#task-credits", "1")
 	b.shot("task")
+
+	// And a person by work email, with a hint.
+	b.open("/dashboard/try", "form#try")
+	b.click(`form#try input[name=kind][value=person_email]`)
+	b.fill("form#try", "email", "jane@acme.com", "fullName", "Jane Doe", "title", "CTO")
+	b.shot("try")
+	b.submit("form#try")
+	b.waitPath("/dashboard/tasks/")
+	b.waitText("#task-status", "succeeded")
+	b.waitText("pre#task-result", `"full_name": "Jane Doe"`)
+	b.waitText("#task-credits", "3")
+	contains(t, b.text("pre#task-input"), `"fullName": "Jane Doe"`)
 
 	// Loops: create one against a receiver here, keep the secret shown once, and send
 	// the test event, which the receiver refuses once.
@@ -491,7 +503,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.submit("form#run-loop")
 	b.waitPath("/dashboard/tasks/")
 	b.waitText("#task-status", "succeeded")
-	b.waitText("pre#task-result", "Initech")
+	b.waitText("pre#task-result", `"name": "Initech"`)
 	ran := rc.next(t, ctx)
 	checkSigned(t, ran, secret, "task.succeeded")
 	contains(t, string(ran.body), "initech.com")
@@ -527,10 +539,11 @@ func TestDashboardInABrowser(t *testing.T) {
 	// What the API started, the dashboard shows.
 	b.open("/dashboard/tasks/"+enriched.Task.ID, "#task-status")
 	b.waitText("#task-status", "succeeded")
-	b.waitText("pre#task-result", "Globex")
+	b.waitText("pre#task-result", `"name": "Globex"`)
 	b.open("/dashboard/tasks", "tr.task")
 	b.waitText("#tasks", "globex.com")
-	b.waitText("#tasks", "edsger@acme.com")
+	b.waitText("#tasks", "jane@acme.com")
+	b.waitText("#tasks", "acme.com")
 	b.waitText("#tasks", "CRM sync") // the run's Loop
 	b.shot("tasks")
 
@@ -542,10 +555,9 @@ func TestDashboardInABrowser(t *testing.T) {
 		contains(t, csv, want)
 	}
 
-	// The overview adds it up: 100 granted, 3 for the email, 1 for the run, 1 for the
-	// domain.
+	// The overview adds it up: 100 granted, 1 for each domain, 3 for the email.
 	b.open("/dashboard/", "#balance")
-	b.waitText("#balance", "95")
+	b.waitText("#balance", "94")
 	b.shot("overview")
 	b.viewport(phoneWidth, phoneHeight, "light")
 	b.open("/dashboard/", "#balance")
