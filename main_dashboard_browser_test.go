@@ -358,9 +358,7 @@ func (b *browser) checkConsole() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, p := range b.problems {
-		// The dashboard names no icon, so the browser asks for /favicon.ico, which is
-		// not there: not a fault of any page.
-		if b.expected[p.url] || strings.HasSuffix(p.url, "/favicon.ico") {
+		if b.expected[p.url] {
 			continue
 		}
 		b.t.Errorf("browser console: %s", p.text)
