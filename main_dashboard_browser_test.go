@@ -147,12 +147,15 @@ func (b *browser) step(what string, actions ...chromedp.Action[chromedp.Void]) {
 
 func (b *browser) fail(what string, err error) {
 	b.t.Helper()
-	loc, _ := chromedp.Run(b.ctx, chromedp.Location())
-	body, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	// A hung tab must not hold the report back.
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
 	if dir := os.Getenv("ENRICHD_BROWSER_ARTIFACTS"); dir != "" {
 		// What the browser showed, and the screenshots taken so far, for a failure
 		// far away (CI) to be seen.
-		if png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)); err == nil {
+		if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
 			b.shots["failure"] = png
 		}
 		b.saveShots(dir)
