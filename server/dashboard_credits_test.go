@@ -363,8 +363,8 @@ func BenchmarkDashboardCreditsAndKeys(b *testing.B) {
 		b.Fatal(err)
 	}
 	deep := page[0].ID - n*9/10
-	// The balance alone: it sums the organization's whole ledger, and is most of what
-	// the credits page costs.
+	// The balance alone: it adds up the ledger's sums per day, a row per day and kind,
+	// however many charges the days hold.
 	b.Run("CreditBalance", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := db.CreditBalance(ctx, "acme"); err != nil {

@@ -15,7 +15,7 @@ import (
 // forms the way a browser does from the dashboard's own pages. Redirects are not
 // followed, so tests see them.
 type browser struct {
-	t      *testing.T
+	t      testing.TB
 	e      *env
 	client *http.Client
 	email  string

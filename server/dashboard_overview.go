@@ -24,6 +24,10 @@ type failureCount struct {
 	TaskID  string
 }
 
+// tickHalfWidth is half the width of the widest day label ("Nov 30") at the chart's
+// 10px type.
+const tickHalfWidth = 18
+
 // spendChart is the overview's bar chart of credits spent per day, laid out here so the
 // template only draws it: an SVG that needs no script and scales to any width.
 type spendChart struct {
@@ -67,8 +71,10 @@ func newSpendChart(days []store.CreditDay) spendChart {
 		x := left + float64(i)*slot
 		c.Bars = append(c.Bars, chartBar{X: x + 1, Y: c.Top + plot - h, W: max(slot-2, 1), H: h,
 			Title: d.Day.UTC().Format("Mon Jan 2") + ": " + strconv.FormatInt(spent(d), 10) + " credits spent"})
-		if i%7 == 0 || i == len(days)-1 {
-			c.Ticks = append(c.Ticks, chartTick{X: x + slot/2, Label: d.Day.UTC().Format("Jan 2")})
+		// A label a week, counted back from today's, so that no two labels meet; the
+		// last, centred on the last bar, is kept from running off the right edge.
+		if (len(days)-1-i)%7 == 0 {
+			c.Ticks = append(c.Ticks, chartTick{X: min(x+slot/2, c.Width-tickHalfWidth), Label: d.Day.UTC().Format("Jan 2")})
 		}
 	}
 	return c

@@ -26,7 +26,7 @@ import (
 // env is one enrichd: a real database file, the real HTTP handler behind a loopback
 // listener, and workers started on demand. Only the network is fake.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	path    string
 	db      *store.DB
 	cfg     server.Config
@@ -56,7 +56,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // newEnv starts enrichd with the fake network as its only source. Workers are not
 // started: call startWorkers. Each option is a func(*server.Config), applied in
 // order, or a dbAt.
-func newEnv(t *testing.T, opts ...any) *env {
+func newEnv(t testing.TB, opts ...any) *env {
 	t.Helper()
 	e := &env{t: t, net: newFakeNetwork(), logs: &syncBuffer{}}
 	// The clock starts at the real time: task deadlines are real contexts.

@@ -22,7 +22,7 @@ import (
 
 // scrape reads /metrics from base (the API's or the admin listener's URL) as a map
 // from series (name{labels}) to value.
-func scrape(t *testing.T, base string) map[string]float64 {
+func scrape(t testing.TB, base string) map[string]float64 {
 	t.Helper()
 	res, err := http.Get(base + "/metrics")
 	if err != nil {

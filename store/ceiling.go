@@ -72,3 +72,72 @@ func (db *DB) SeedTasks(ctx context.Context, orgID string, n int) error {
 	}
 	return nil
 }
+
+// SeedLedger fills the organization's ledger with n charges of one credit taken from
+// grantID, spread evenly over span before now, one in ten refunded a second later,
+// each naming a task of its own: the ledger a busy month leaves, for measuring the
+// pages that read it. The grant gives up what was charged and not refunded, so grants
+// and ledger still agree.
+func (db *DB) SeedLedger(ctx context.Context, orgID string, grantID int64, n int, span time.Duration) error {
+	const batch = 5000
+	now := db.now()
+	step := span / time.Duration(max(n, 1))
+	for done := 0; done < n; done += batch {
+		err := db.inTx(ctx, func(tx *Tx) error {
+			spent := int64(0)
+			for i := done; i < min(done+batch, n); i++ {
+				at := now.Add(-span + time.Duration(i)*step)
+				taskID := uuid.Must(uuid.NewV7()).String()
+				if err := appendLedger(ctx, tx, orgID, LedgerCharge, 1, grantID, &taskID, at); err != nil {
+					return err
+				}
+				spent++
+				if i%10 == 9 {
+					if err := appendLedger(ctx, tx, orgID, LedgerRefund, 1, grantID, &taskID, at.Add(time.Second)); err != nil {
+						return err
+					}
+					spent--
+				}
+			}
+			_, err := tx.ExecContext(ctx, `UPDATE credit_grants SET remaining = remaining - ? WHERE id = ? AND org_id = ?`,
+				spent, grantID, orgID)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SeedDeliveries gives the organization's Loop n delivered task.succeeded events,
+// created one millisecond apart before now, each acknowledged on its first attempt:
+// the history of a Loop that many tasks ran through, for measuring the pages that
+// list it.
+func (db *DB) SeedDeliveries(ctx context.Context, orgID, loopID string, n int) error {
+	const batch = 5000
+	start := db.now().Add(-time.Duration(n) * time.Millisecond)
+	for done := 0; done < n; done += batch {
+		err := db.inTx(ctx, func(tx *Tx) error {
+			if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
+				return err
+			}
+			for i := done; i < min(done+batch, n); i++ {
+				at := ms(start.Add(time.Duration(i) * time.Millisecond))
+				id, taskID := uuid.Must(uuid.NewV7()).String(), uuid.Must(uuid.NewV7()).String()
+				payload := fmt.Sprintf(`{"event":"task.succeeded","task":{"id":%q,"object_type":"company","status":"succeeded"},`+
+					`"data":{"name":"Seeded","domain":"seed-%d.com","enrichment_status":"enriched"},"error":null}`, taskID, i)
+				if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status,
+					attempts, last_attempt_at, last_status_code, created_at) VALUES (?, ?, ?, 'task.succeeded', ?, ?, 'succeeded', 1, ?, 204, ?)`,
+					id, loopID, orgID, taskID, payload, at, at); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

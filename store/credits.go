@@ -108,18 +108,24 @@ func (db *DB) CreditLedger(ctx context.Context, orgName string) ([]LedgerEntry, 
 	return out, rows.Err()
 }
 
-// balance derives the balance from the ledger alone.
+// balance derives the balance from the ledger alone, through its sums per day in
+// credit_days: the trigger that keeps them adds every ledger row as it is appended, so
+// they add up to the same, and reading a row per day and kind costs the same for an
+// organization with millions of charges as for one with ten, where summing the ledger
+// itself read every row (60 ms on the overview at 100,000 charges).
 func balance(ctx context.Context, tx *Tx, orgID string) (Balance, error) {
 	var b Balance
-	err := tx.QueryRowContext(ctx, `SELECT
+	err := tx.QueryRowContext(ctx, balanceQuery, orgID).Scan(&b.Granted, &b.Charged, &b.Refund, &b.Expired)
+	b.Balance = b.Granted - b.Charged + b.Refund - b.Expired
+	return b, err
+}
+
+const balanceQuery = `SELECT
 		coalesce(sum(CASE kind WHEN 'grant' THEN amount END), 0),
 		coalesce(sum(CASE kind WHEN 'charge' THEN amount END), 0),
 		coalesce(sum(CASE kind WHEN 'refund' THEN amount END), 0),
 		coalesce(sum(CASE kind WHEN 'expiry' THEN amount END), 0)
-		FROM credit_ledger WHERE org_id = ?`, orgID).Scan(&b.Granted, &b.Charged, &b.Refund, &b.Expired)
-	b.Balance = b.Granted - b.Charged + b.Refund - b.Expired
-	return b, err
-}
+		FROM credit_days WHERE org_id = ?`
 
 func appendLedger(ctx context.Context, tx *Tx, orgID, kind string, amount, grantID int64, taskID *string, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)

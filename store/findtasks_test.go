@@ -343,6 +343,7 @@ func TestDashboardQueriesUseIndexes(t *testing.T) {
 		"ListGrants":     "SEARCH credit_grants USING INDEX credit_grants_org (org_id=?)",
 		"LedgerPage":     "SEARCH credit_ledger USING INDEX credit_ledger_org (org_id=? AND id<?)",
 		"DailyCredits":   "SEARCH credit_days USING PRIMARY KEY (org_id=? AND day>? AND day<?)",
+		"CreditBalance":  "SEARCH credit_days USING PRIMARY KEY (org_id=?)",
 	}
 	for name, q := range store.DashboardQueries {
 		plan := explain(t, raw, q.Query, q.Args...)

@@ -244,9 +244,12 @@ const keyUseResolution = time.Minute
 type keyTouches struct {
 	mu       sync.Mutex
 	inFlight map[string]bool // by key id: many requests at the minute's turn make one write
-	closed   bool            // Close has begun: no new write may start
-	wg       sync.WaitGroup
-	started  atomic.Int64 // writes started since Open, for tests
+	// written is the last use written, by key id: a request that read the key just
+	// before that write committed, and asks once it is done, has nothing to write.
+	written map[string]time.Time
+	closed  bool // Close has begun: no new write may start
+	wg      sync.WaitGroup
+	started atomic.Int64 // writes started since Open, for tests
 }
 
 // touchKey records that the key was used at now, unless a write of it is already under
@@ -258,12 +261,12 @@ func (db *DB) touchKey(keyID string, now time.Time) {
 		return // the probes, not a key's last use, find out when writes work again
 	}
 	t.mu.Lock()
-	if t.closed || t.inFlight[keyID] {
+	if t.closed || t.inFlight[keyID] || now.Sub(t.written[keyID]) < keyUseResolution {
 		t.mu.Unlock()
 		return
 	}
 	if t.inFlight == nil {
-		t.inFlight = map[string]bool{}
+		t.inFlight, t.written = map[string]bool{}, map[string]time.Time{}
 	}
 	t.inFlight[keyID] = true
 	t.wg.Add(1)
@@ -271,19 +274,20 @@ func (db *DB) touchKey(keyID string, now time.Time) {
 	t.mu.Unlock()
 	go func() {
 		defer t.wg.Done()
-		defer func() {
-			t.mu.Lock()
-			delete(t.inFlight, keyID)
-			t.mu.Unlock()
-		}()
 		// Best effort: the request is already authenticated; a failure is retried by the
 		// next request, and a storage failure is logged by the store once a minute.
-		_ = db.inTx(context.Background(), func(tx *Tx) error {
+		err := db.inTx(context.Background(), func(tx *Tx) error {
 			_, err := tx.ExecContext(context.Background(), `UPDATE api_keys SET last_used_at = ?
 				WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`,
 				ms(now), keyID, ms(now.Add(-keyUseResolution)))
 			return err
 		})
+		t.mu.Lock()
+		delete(t.inFlight, keyID)
+		if err == nil {
+			t.written[keyID] = now
+		}
+		t.mu.Unlock()
 	}()
 }
 

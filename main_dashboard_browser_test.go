@@ -1,0 +1,677 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"enrichd/webhook"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	stripewebhook "github.com/stripe/stripe-go/v85/webhook"
+)
+
+// The browser test drives the dashboard as a person would, in a real headless
+// Chromium: what a handler test cannot see (the forms as the browser sends them, htmx,
+// the Content-Security-Policy, cookies as the browser keeps them) is seen here.
+
+// browserBudget bounds the whole browser test, start of Chromium included.
+const browserBudget = 2 * time.Minute
+
+// stepBudget bounds one step, so that a page that never shows what is waited for fails
+// with the step's name long before the whole budget runs out.
+const stepBudget = 30 * time.Second
+
+// Screenshot sizes: a desktop and a phone.
+const (
+	desktopWidth, desktopHeight = 1280, 800
+	phoneWidth, phoneHeight     = 390, 844
+)
+
+// findChromium is the Chromium to drive: ENRICHD_CHROMIUM when set, else the usual
+// names. Without one the test skips on a developer's machine and fails in CI, where
+// .ci/run installs it.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	candidates := []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+	if p := os.Getenv("ENRICHD_CHROMIUM"); p != "" {
+		candidates = []string{p}
+	}
+	for _, name := range candidates {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := fmt.Sprintf("no Chromium found (looked for %s); install it with `apt-get install -y chromium` "+
+		"(Debian, Ubuntu) to run the dashboard's browser test, or name one in ENRICHD_CHROMIUM", strings.Join(candidates, ", "))
+	if os.Getenv("CI") != "" || os.Getenv("ENRICHD_REQUIRE_BROWSER") == "1" {
+		t.Fatal(msg + " (CI or ENRICHD_REQUIRE_BROWSER=1 is set: a missing browser is a failure here)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// browser is one headless Chromium tab on the dashboard at base.
+type browser struct {
+	t    *testing.T
+	ctx  context.Context // the tab; its deadline is the whole test's
+	base string
+
+	mu       sync.Mutex
+	problems []consoleProblem // console errors and uncaught exceptions of the pages
+	expected map[string]bool  // URLs the test loads to see them refused
+
+	shots map[string][]byte // written to docs/screenshots only when the test passes
+}
+
+func newBrowser(t *testing.T, ctx context.Context, chromium, base string) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium),
+		chromedp.NoSandbox, // root in a container has no sandbox to give
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(desktopWidth, desktopHeight),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	tab, cancelTab := chromedp.NewContext(actx)
+	// Cleanups run last in, first out: the tab, then the browser, then the profile
+	// directory it wrote in.
+	t.Cleanup(cancelAlloc)
+	t.Cleanup(cancelTab)
+	b := &browser{t: t, ctx: tab, base: base, shots: map[string][]byte{}, expected: map[string]bool{}}
+	messages := chromedp.Console(tab)
+	if err := chromedp.Do(tab, chromedp.EmulateViewport(desktopWidth, desktopHeight)); err != nil {
+		t.Fatalf("starting %s: %v", chromium, err)
+	}
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				b.mu.Lock()
+				b.problems = append(b.problems, consoleProblem{url: m.URL, text: fmt.Sprintf("%s:%d %s", m.URL, m.Line+1, m)})
+				b.mu.Unlock()
+			}
+		}
+	}()
+	return b
+}
+
+type consoleProblem struct{ url, text string }
+
+// refused loads url, which must answer status: the console error that logs is expected.
+func (b *browser) refused(url string, status int64) {
+	b.t.Helper()
+	b.mu.Lock()
+	b.expected[url] = true
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(url))
+	if err != nil {
+		b.fail("opening "+url, err)
+	}
+	if resp.Status != status {
+		b.t.Errorf("%s: %d, want %d", url, resp.Status, status)
+	}
+}
+
+// step runs actions within stepBudget, failing the test with what was being done.
+func (b *browser) step(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.fail(what, err)
+	}
+}
+
+func (b *browser) fail(what string, err error) {
+	b.t.Helper()
+	// A hung tab must not hold the report back.
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	if dir := os.Getenv("ENRICHD_BROWSER_ARTIFACTS"); dir != "" {
+		// What the browser showed, and the screenshots taken so far, for a failure
+		// far away (CI) to be seen.
+		if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			b.shots["failure"] = png
+		}
+		b.saveShots(dir)
+	}
+	b.t.Fatalf("%s: %v\npage %s says:\n%s", what, err, loc, clipText(body, 2000))
+}
+
+func clipText(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// open loads a dashboard path and waits for sel on it.
+func (b *browser) open(path, sel string) {
+	b.t.Helper()
+	b.step("opening "+path, chromedp.Navigate(b.base+path))
+	b.step("waiting on "+path+" for "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
+}
+
+// text is the visible text of the first element sel matches, waiting for it.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.fail("reading "+sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// waitUntil waits for a JavaScript condition to hold on the page, across the
+// navigations a form or a redirect makes on the way (a poll does not survive one, so
+// it is started again on the page that follows).
+func (b *browser) waitUntil(what, condition string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](condition,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(stepBudget)))
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || errors.Is(err, chromedp.ErrPollingTimeout) {
+			b.fail("waiting until "+what, err)
+		}
+	}
+}
+
+// waitText waits until the element sel matches shows want in its text.
+func (b *browser) waitText(sel, want string) {
+	b.t.Helper()
+	b.waitUntil(fmt.Sprintf("%s shows %q", sel, want),
+		fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.includes(%q); })()`, sel, want))
+}
+
+// waitPath waits until the tab is on a page whose path (and query) starts with prefix
+// and has finished loading it.
+func (b *browser) waitPath(prefix string) {
+	b.t.Helper()
+	b.waitUntil("the page is "+prefix+"…", fmt.Sprintf(
+		`(location.pathname + location.search).startsWith(%q) && document.readyState === "complete"`, prefix))
+}
+
+// fill types values into the named fields of the form sel matches.
+func (b *browser) fill(form string, fields ...string) {
+	b.t.Helper()
+	var actions []chromedp.Action[chromedp.Void]
+	for i := 0; i+1 < len(fields); i += 2 {
+		field := fmt.Sprintf(`%s [name=%q]`, form, fields[i])
+		actions = append(actions, chromedp.WaitVisible(chromedp.CSS(field)), chromedp.Clear(chromedp.CSS(field)),
+			chromedp.SendKeys(chromedp.CSS(field), fields[i+1]))
+	}
+	b.step("filling "+form, actions...)
+}
+
+// submit clicks the submit button of the form sel matches.
+func (b *browser) submit(form string) {
+	b.t.Helper()
+	b.step("submitting "+form, chromedp.Click(chromedp.CSS(form+` [type=submit], `+form+` button:not([type])`)))
+}
+
+// waitVisible waits until an element sel matches is shown.
+func (b *browser) waitVisible(sel string) {
+	b.t.Helper()
+	b.step("waiting for "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
+}
+
+// click clicks the element sel matches.
+func (b *browser) click(sel string) {
+	b.t.Helper()
+	b.step("clicking "+sel, chromedp.Click(chromedp.CSS(sel)))
+}
+
+// check ticks the checkbox sel matches unless it is ticked already.
+func (b *browser) check(sel string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	checked, err := chromedp.Run(ctx, chromedp.JavascriptAttribute[bool](chromedp.CSS(sel), "checked"))
+	if err != nil {
+		b.fail("reading "+sel, err)
+	}
+	if !checked {
+		b.click(sel)
+	}
+}
+
+// attr is the attribute name of the element sel matches.
+func (b *browser) attr(sel, name string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(sel), name))
+	if err != nil || !v.Exists {
+		b.fail(fmt.Sprintf("reading %s's %s", sel, name), err)
+	}
+	return v.Value
+}
+
+// fetch GETs path from the page, with its cookies, as a download link would, and
+// returns the body of a 200.
+func (b *browser) fetch(path string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	body, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(
+		`fetch(%q).then(r => r.ok ? r.text() : Promise.reject(new Error(r.status + " " + r.statusText)))`, path),
+		chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.fail("fetching "+path, err)
+	}
+	return body
+}
+
+// reloadUntil opens path again until the element sel matches shows want: for a page
+// that shows what the server did after it was rendered.
+func (b *browser) reloadUntil(path, sel, want string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	for {
+		b.open(path, sel)
+		if strings.Contains(b.text(sel), want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.fail(fmt.Sprintf("waiting until %s on %s shows %q", sel, path, want), ctx.Err())
+		case <-time.After(100 * time.Millisecond): // a reload ten times a second at most
+		}
+	}
+}
+
+// shot keeps a screenshot of the whole page under name.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.fail("screenshot "+name, err)
+	}
+	b.shots[name] = png
+}
+
+// viewport sets the width pages are laid out at, and the color scheme they see.
+func (b *browser) viewport(width, height int64, scheme string) {
+	b.t.Helper()
+	var mobile []chromedp.EmulateViewportOption
+	if width < 600 {
+		mobile = append(mobile, chromedp.EmulateMobile)
+	}
+	b.step(fmt.Sprintf("a %d px viewport in %s", width, scheme),
+		chromedp.EmulateViewport(width, height, mobile...),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+			return err
+		}))
+}
+
+// saveShots writes the screenshots to dir.
+func (b *browser) saveShots(dir string) {
+	b.t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	for name, png := range b.shots {
+		if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+// checkConsole fails the test on any error a page logged: a script that broke, a
+// resource refused by the Content-Security-Policy, a request that failed.
+func (b *browser) checkConsole() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		if b.expected[p.url] {
+			continue
+		}
+		b.t.Errorf("browser console: %s", p.text)
+	}
+}
+
+// TestDashboardInABrowser follows the README from `users create` on: the link it
+// prints sets the password, the dashboard signs in, and every page is used as a team
+// lead would, with a screenshot of each for the README, taken only when every step
+// passed.
+func TestDashboardInABrowser(t *testing.T) {
+	chromium := findChromium(t)
+	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
+	defer cancel()
+
+	// The README's commands: an organization with credits and the example records
+	// (the dataset source), a user, and serve, here with webhooks allowed to a local
+	// receiver. The user is created once serve listens, for the link to name its port.
+	db := newDBPath(t)
+	mustCLI(t, "orgs", "create", "acme", "--db", db)
+	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "100", "--db", db)
+	mustCLI(t, "import", "examples/people-and-companies.jsonl", "--db", db)
+	serveCtx, stopServe := context.WithCancel(ctx)
+	logs, done := startServe(t, serveCtx, "--db", db, "--allow-private-webhooks")
+	defer func() {
+		stopServe()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	base := logField(t, logs, "enrichd listening", "addr")
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+
+	out := mustCLI(t, "users", "create", "--org", "acme", "--email", "lead@acme.com", "--role", "admin", "--public-url", base, "--db", db)
+	var link string
+	for _, l := range lines(out) {
+		if strings.HasPrefix(l, base+"/dashboard/setup?token=") {
+			link = l
+		}
+	}
+	if link == "" {
+		t.Fatalf("no set-password link on %s in %q", base, out)
+	}
+
+	b := newBrowser(t, ctx, chromium, base)
+	const password = "correct horse battery staple"
+
+	// The link sets the password, once.
+	b.step("opening the set-password link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=confirm]`)))
+	contains(t, b.text("main"), "lead@acme.com")
+	b.shot("set-password")
+	b.fill(`form[action="/dashboard/setup"]`, "password", password, "confirm", password)
+	b.submit(`form[action="/dashboard/setup"]`)
+	b.waitPath("/dashboard/login")
+	b.waitText(".notice", "Your password is set")
+	b.shot("sign-in")
+	b.refused(link, http.StatusNotFound) // used up
+
+	// Sign in: the overview.
+	b.open("/dashboard/login", `form[action="/dashboard/login"]`)
+	b.fill(`form[action="/dashboard/login"]`, "email", "lead@acme.com", "password", password)
+	b.submit(`form[action="/dashboard/login"]`)
+	b.waitPath("/dashboard/")
+	b.waitText("#balance", "100")
+	contains(t, b.text("header"), "acme · admin")
+
+	// Try it, as the README says: the domain acme.com. The task's page follows it
+	// until it settles, and shows the company and the charge.
+	b.open("/dashboard/try", "form#try")
+	b.click(`form#try input[name=kind][value=company_domain]`)
+	b.fill("form#try", "domain", "acme.com")
+	b.submit("form#try")
+	b.waitPath("/dashboard/tasks/")
+	b.waitText("#task-status", "succeeded")
+	b.waitText("pre#task-result", `"name": "Acme"`)
+	b.waitText("#task-credits", "1")
+	b.shot("task")
+
+	// And a person by work email, with a hint.
+	b.open("/dashboard/try", "form#try")
+	b.click(`form#try input[name=kind][value=person_email]`)
+	b.fill("form#try", "email", "jane@acme.com", "fullName", "Jane Doe", "title", "CTO")
+	b.shot("try")
+	b.submit("form#try")
+	b.waitPath("/dashboard/tasks/")
+	b.waitText("#task-status", "succeeded")
+	b.waitText("pre#task-result", `"full_name": "Jane Doe"`)
+	b.waitText("#task-credits", "3")
+	contains(t, b.text("pre#task-input"), `"fullName": "Jane Doe"`)
+
+	// Loops: create one against a receiver here, keep the secret shown once, and send
+	// the test event, which the receiver refuses once.
+	rc := newHookReceiver(t)
+	b.open("/dashboard/loops", "form#create-loop")
+	b.fill("form#create-loop", "name", "CRM sync", "webhook_url", rc.srv.URL+"/hooks/enrichd")
+	b.step("choosing companies", chromedp.SetValue(chromedp.CSS(`form#create-loop select[name=object_type]`), "company"))
+	b.check(`form#create-loop input[name=enabled]`)
+	b.submit("form#create-loop")
+	b.waitVisible("code#loop-secret")
+	secret := b.text("code#loop-secret")
+	if !strings.HasPrefix(secret, "whsec_") {
+		t.Fatalf("the Loop's secret is %q", secret)
+	}
+	// The page with the secret answers the form's POST, so the address bar still says
+	// /dashboard/loops: the Loop's own address is where its forms post.
+	loopPath := strings.TrimSuffix(b.attr("form#test-loop", "action"), "/test")
+
+	rc.answerNext(http.StatusServiceUnavailable)
+	b.submit("form#test-loop")
+	b.waitText("#test-result", "503")
+	first := rc.next(t, ctx)
+	checkSigned(t, first, secret, "test")
+	deliveryID := first.header.Get(webhook.HeaderDeliveryID)
+	b.waitVisible("#deliveries tr.delivery")
+	b.shot("loop")
+
+	// The delivery the receiver refused: retried now, it succeeds, with the same id.
+	b.step("opening the delivery", chromedp.Click(chromedp.CSS(`#test-result a[href^="/dashboard/deliveries/"]`)))
+	b.waitPath("/dashboard/deliveries/" + deliveryID)
+	b.waitText("#delivery-code", "503")
+	b.waitText("pre#delivery-payload", `"event": "test"`)
+	b.submit("form#retry-delivery")
+	b.waitText(".notice", "due now")
+	again := rc.next(t, ctx)
+	checkSigned(t, again, secret, "test")
+	if got := again.header.Get(webhook.HeaderDeliveryID); got != deliveryID {
+		t.Errorf("the retry's delivery id is %s, want %s", got, deliveryID)
+	}
+	if !bytes.Equal(again.body, first.body) {
+		t.Errorf("the retry sent %s, the first attempt %s", again.body, first.body)
+	}
+	b.reloadUntil("/dashboard/deliveries/"+deliveryID, "#delivery-status", "succeeded")
+	contains(t, b.text("#delivery-code"), "204")
+	b.shot("delivery")
+
+	// Run: the Loop's input becomes a task, whose result the receiver gets, signed.
+	b.open(loopPath, "form#run-loop")
+	b.fill("form#run-loop", "domain", "initech.com")
+	b.submit("form#run-loop")
+	b.waitPath("/dashboard/tasks/")
+	b.waitText("#task-status", "succeeded")
+	b.waitText("pre#task-result", `"name": "Initech"`)
+	ran := rc.next(t, ctx)
+	checkSigned(t, ran, secret, "task.succeeded")
+	contains(t, string(ran.body), "initech.com")
+	b.reloadUntil(loopPath, "#deliveries", "task.succeeded")
+	b.open("/dashboard/loops", "tr.loop")
+	contains(t, b.text("tr.loop"), "CRM sync")
+	b.shot("loops")
+
+	// Settings → API Keys: a key created here is shown once and works on /v1.
+	b.open("/dashboard/settings/keys", "form#create-key")
+	b.fill("form#create-key", "name", "CI pipeline")
+	b.submit("form#create-key")
+	b.waitVisible("code#new-key")
+	key := b.text("code#new-key")
+	if !strings.HasPrefix(key, "enr_") {
+		t.Fatalf("the new key is %q", key)
+	}
+	// The copy button works under the pages' Content-Security-Policy: it copies, or
+	// where the clipboard is refused, selects the key for Ctrl+C.
+	b.click(`[data-copy="#new-key"]`)
+	b.waitUntil("the copy button answers", `document.querySelector('[data-copy="#new-key"]').textContent.trim() !== "Copy"`)
+	contains(t, b.text("tr.key"), "CI pipeline")
+	b.shot("keys")
+
+	status, _, raw := call(t, client, http.MethodGet, base+"/v1/tasks", key, "")
+	if status != http.StatusOK {
+		t.Fatalf("GET /v1/tasks with the dashboard's key: %d %s", status, raw)
+	}
+	status, enriched, raw := call(t, client, http.MethodPost, base+"/v1/companies/enrich", key, `{"domain":"globex.com"}`)
+	if status != http.StatusAccepted && status != http.StatusOK {
+		t.Fatalf("POST /v1/companies/enrich with the dashboard's key: %d %s", status, raw)
+	}
+	// What the API started, the dashboard shows.
+	b.open("/dashboard/tasks/"+enriched.Task.ID, "#task-status")
+	b.waitText("#task-status", "succeeded")
+	b.waitText("pre#task-result", `"name": "Globex"`)
+	b.open("/dashboard/tasks", "tr.task")
+	b.waitText("#tasks", "globex.com")
+	b.waitText("#tasks", "jane@acme.com")
+	b.waitText("#tasks", "acme.com")
+	b.waitText("#tasks", "CRM sync") // the run's Loop
+	b.shot("tasks")
+
+	// Credits: the ledger holds the grant and both charges, and exports as CSV.
+	b.open("/dashboard/credits", "tr.ledger")
+	b.shot("credits")
+	csv := b.fetch(b.attr("a#export-csv", "href"))
+	for _, want := range []string{"grant", "charge"} {
+		contains(t, csv, want)
+	}
+
+	// The overview adds it up: 100 granted, 1 for each domain, 3 for the email.
+	b.open("/dashboard/", "#balance")
+	b.waitText("#balance", "94")
+	b.shot("overview")
+	b.viewport(phoneWidth, phoneHeight, "light")
+	b.open("/dashboard/", "#balance")
+	b.shot("overview-phone")
+	b.viewport(desktopWidth, desktopHeight, "dark")
+	b.open("/dashboard/", "#balance")
+	b.shot("overview-dark")
+	b.viewport(desktopWidth, desktopHeight, "light")
+
+	// Revoked with its confirmation, the key no longer opens /v1.
+	b.open("/dashboard/settings/keys", "tr.key details.confirm summary")
+	b.step("confirming the revocation", chromedp.Click(chromedp.CSS(`tr.key details.confirm summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr.key details.confirm button.danger`)),
+		chromedp.Click(chromedp.CSS(`tr.key details.confirm button.danger`)))
+	b.waitText("tr.key", "revoked")
+	if status, _, raw := call(t, client, http.MethodGet, base+"/v1/tasks", key, ""); status != http.StatusUnauthorized {
+		t.Errorf("GET /v1/tasks with the revoked key: %d %s", status, raw)
+	}
+
+	// Sign out: the session ends, and the dashboard sends the browser to sign in.
+	b.step("signing out", chromedp.Click(chromedp.CSS(`header form[action="/dashboard/logout"] button`)))
+	b.waitPath("/dashboard/login")
+	b.waitText(".notice", "signed out")
+	b.open("/dashboard/tasks", `form[action="/dashboard/login"]`)
+	b.waitPath("/dashboard/login?next=")
+
+	b.checkConsole()
+	if !t.Failed() {
+		b.saveShots(filepath.Join("docs", "screenshots")) // for the README
+	}
+}
+
+// checkSigned checks that a delivery is the event named, signed with the Loop's
+// secret as our verifier and Stripe's both accept.
+func checkSigned(t *testing.T, d hookDelivery, secret, event string) {
+	t.Helper()
+	if got := d.header.Get(webhook.HeaderEvent); got != event {
+		t.Errorf("%s = %q, want %q", webhook.HeaderEvent, got, event)
+	}
+	sig := d.header.Get(webhook.HeaderSignature)
+	if err := webhook.Verify(d.body, sig, secret, webhook.DefaultTolerance); err != nil {
+		t.Errorf("the %s event's signature %q: %v", event, sig, err)
+	}
+	if err := stripewebhook.ValidatePayloadWithTolerance(d.body, sig, secret, webhook.DefaultTolerance); err != nil {
+		t.Errorf("Stripe's verifier refuses the %s event's signature %q: %v", event, sig, err)
+	}
+	if webhook.Verify(d.body, sig, "whsec_not-the-secret", webhook.DefaultTolerance) == nil {
+		t.Errorf("the %s event verifies with another secret", event)
+	}
+	var body struct {
+		Event string `json:"event"`
+	}
+	if err := json.Unmarshal(d.body, &body); err != nil || body.Event != event {
+		t.Errorf("the %s event's body: %s (%v)", event, d.body, err)
+	}
+}
+
+// hookReceiver is a Loop's webhook endpoint: it answers each delivery with the next
+// status queued in answers (2xx when none is left) and hands what it got to the test.
+type hookReceiver struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	answers []int
+	got     chan hookDelivery
+}
+
+type hookDelivery struct {
+	header http.Header
+	body   []byte
+	status int // what the receiver answered
+}
+
+func newHookReceiver(t *testing.T) *hookReceiver {
+	rc := &hookReceiver{got: make(chan hookDelivery, 32)}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		rc.mu.Lock()
+		status := http.StatusNoContent
+		if len(rc.answers) > 0 {
+			status, rc.answers = rc.answers[0], rc.answers[1:]
+		}
+		rc.mu.Unlock()
+		select {
+		case rc.got <- hookDelivery{header: r.Header.Clone(), body: body, status: status}:
+		default: // the test reads what it waits for; more would be a fault it sees elsewhere
+		}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+// answerNext makes the receiver answer the next deliveries with these statuses.
+func (rc *hookReceiver) answerNext(statuses ...int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.answers = append(rc.answers, statuses...)
+}
+
+// next is the next delivery the receiver got.
+func (rc *hookReceiver) next(t *testing.T, ctx context.Context) hookDelivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, stepBudget)
+	defer cancel()
+	select {
+	case d := <-rc.got:
+		return d
+	case <-ctx.Done():
+		t.Fatalf("the webhook receiver got nothing: %v", ctx.Err())
+		return hookDelivery{}
+	}
+}
