@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"time"
 
 	"enrichd/store"
 )
@@ -15,7 +16,14 @@ type deliveryPage struct {
 	Payload     []byte
 	MaxAttempts int
 	Retryable   bool // the store refuses to retry a delivery that succeeded
+	// PollSeconds, when not zero, is how often the page asks again: while an attempt is
+	// due within deliveryPollWindow, so a retried delivery's answer shows by itself.
+	PollSeconds int
 }
+
+// deliveryPollWindow is how soon a pending delivery's next attempt must be for its page
+// to keep asking; one due in hours is not watched every two seconds.
+const deliveryPollWindow = time.Minute
 
 func handleDeliveryPage(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -30,9 +38,12 @@ func handleDeliveryPage(s *Server) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		s.render(w, r, http.StatusOK, "delivery", view{Title: "Delivery " + d.Event, Section: "loops", Notice: notice(r),
-			Data: deliveryPage{Delivery: d, Loop: l, Payload: payload, MaxAttempts: store.MaxAttempts,
-				Retryable: d.Status != store.DeliverySucceeded}})
+		page := deliveryPage{Delivery: d, Loop: l, Payload: payload, MaxAttempts: store.MaxAttempts,
+			Retryable: d.Status != store.DeliverySucceeded}
+		if d.Status == store.DeliveryPending && (d.NextAttemptAt == nil || d.NextAttemptAt.Sub(s.db.Now()) <= deliveryPollWindow) {
+			page.PollSeconds = 2
+		}
+		s.render(w, r, http.StatusOK, "delivery", view{Title: "Delivery " + d.Event, Section: "loops", Notice: notice(r), Data: page})
 	})
 }
 

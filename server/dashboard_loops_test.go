@@ -540,3 +540,39 @@ func TestDashboardLoopDeliveriesArePaged(t *testing.T) {
 		is.Equal(b.get("/dashboard/loops/"+loopID+"?page="+bad).status, http.StatusBadRequest)
 	}
 }
+
+func TestDashboardDeliveryPageWatchesAnAttemptDueSoon(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks)
+	rcv := newReceiver(t)
+	loopID, _ := e.createLoop("Hooks", rcv.srv.URL, "company")
+	id := e.testDelivery(loopID) // no sender runs: it stays pending, due now
+	b := e.signIn("acme", "viewer")
+
+	p := b.get("/dashboard/deliveries/" + id)
+	is.Equal(p.inner("delivery-status"), "pending")
+	is.True(p.has(`hx-trigger="load delay:2s"`))                                   // htmx asks again...
+	is.True(p.has(`<noscript><meta http-equiv="refresh" content="2"></noscript>`)) // ...and so does a browser without scripts
+	is.True(p.has(`id="delivery-payload"`))
+
+	// What htmx asks for is the changing part alone.
+	frag := b.get("/dashboard/deliveries/"+id, "HX-Request", "true", "HX-Target", "delivery-live")
+	is.Equal(frag.status, http.StatusOK)
+	is.True(strings.HasPrefix(strings.TrimSpace(frag.body), `<section id="delivery-live"`))
+	is.True(!frag.has("<html") && !frag.has(`id="delivery-payload"`))
+	is.Equal(frag.inner("delivery-status"), "pending")
+
+	// An attempt hours away is not watched every two seconds.
+	e.clock.Add(-2 * time.Hour)
+	p = b.get("/dashboard/deliveries/" + id)
+	is.Equal(p.inner("delivery-status"), "pending")
+	is.True(!p.has("hx-trigger") && !p.has("http-equiv"))
+	e.clock.Add(2 * time.Hour)
+
+	// Once it settles, nothing asks again.
+	e.startWorkers()
+	e.waitDelivery(loopID, attempts(1))
+	p = b.get("/dashboard/deliveries/" + id)
+	is.Equal(p.inner("delivery-status"), "succeeded")
+	is.True(!p.has("hx-trigger") && !p.has("http-equiv"))
+}
