@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -274,4 +275,47 @@ func TestDashboardUnknownPageIsAPage(t *testing.T) {
 	p = e.newBrowser().get("/v1/no-such-endpoint")
 	is.Equal(p.status, http.StatusNotFound)
 	is.Equal(p.header.Get("Content-Type"), "application/json") // the API keeps its JSON errors
+}
+
+// TestDashboardSessionOverTLS: a request that came over TLS gets the Secure, __Host-
+// cookie even without an https public URL, and the cookie lasts the session's
+// absolute length at most.
+func TestDashboardSessionOverTLS(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, func(c *server.Config) { c.SessionMax = 2 * time.Hour })
+	tlsSrv := httptest.NewTLSServer(e.srv)
+	defer tlsSrv.Close()
+	token := e.newUser("acme", "lead@acme.example", "admin")
+	b := e.newBrowser()
+	b.client.Transport = tlsSrv.Client().Transport
+	b.e = &env{t: t, http: tlsSrv}
+	b.post("/dashboard/setup", url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword}})
+	p := b.post("/dashboard/login", url.Values{"email": {"lead@acme.example"}, "password": {dashPassword}})
+	is.Equal(p.status, http.StatusSeeOther)
+	set := p.header.Get("Set-Cookie")
+	is.True(strings.HasPrefix(set, "__Host-enrichd_session="))
+	is.True(strings.Contains(set, "; Secure"))
+	is.True(strings.Contains(set, "; HttpOnly"))
+	is.True(strings.Contains(set, "; SameSite=Lax"))
+	is.True(strings.Contains(set, "; Path=/"))
+	is.True(!strings.Contains(set, "Domain="))
+	is.True(strings.Contains(set, "; Max-Age=7200"))
+	is.Equal(b.get("/dashboard/").status, http.StatusOK)
+}
+
+// TestDashboardDisabledUserIsSignedOut: `enrichd users disable` ends the sessions of
+// a user signed in at that moment.
+func TestDashboardDisabledUserIsSignedOut(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+	is.Equal(b.get("/dashboard/").status, http.StatusOK)
+	_, err := e.db.DisableUser(t.Context(), b.email)
+	is.NoErr(err)
+	p := b.get("/dashboard/settings/keys")
+	is.Equal(p.status, http.StatusSeeOther)
+	is.True(strings.HasPrefix(p.location, "/dashboard/login"))
+	p = b.post("/dashboard/settings/keys", url.Values{"name": {"after"}})
+	is.Equal(p.status, http.StatusSeeOther)
+	is.Equal(len(e.keysOf("acme")), 1) // nothing created
 }
