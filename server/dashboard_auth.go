@@ -304,6 +304,12 @@ func handleLogin(s *Server) http.Handler {
 			again(http.StatusUnauthorized, wrong)
 			return
 		}
+		// The session the browser held ends here: its cookie is about to be replaced,
+		// and a session no browser holds is only of use to whoever copied it.
+		if err := s.endSessionOf(r); err != nil {
+			s.dashError(w, r, err)
+			return
+		}
 		token, err := s.db.CreateSession(r.Context(), u.ID, s.cfg.SessionMax)
 		if err != nil {
 			s.dashError(w, r, err)
@@ -317,15 +323,22 @@ func handleLogin(s *Server) http.Handler {
 
 func handleLogout(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, err := r.Cookie(s.sessionCookie(r)); err == nil && c.Value != "" && len(c.Value) <= 100 {
-			if err := s.db.EndSession(r.Context(), c.Value); err != nil {
-				s.dashError(w, r, err)
-				return
-			}
+		if err := s.endSessionOf(r); err != nil {
+			s.dashError(w, r, err)
+			return
 		}
 		s.setSessionCookie(w, r, "", -1)
 		seeOther(w, r, "/dashboard/login", "You are signed out.")
 	})
+}
+
+// endSessionOf ends, on the server, the session of the request's cookie, if it has one.
+func (s *Server) endSessionOf(r *http.Request) error {
+	c, err := r.Cookie(s.sessionCookie(r))
+	if err != nil || c.Value == "" || len(c.Value) > 100 {
+		return nil
+	}
+	return s.db.EndSession(r.Context(), c.Value)
 }
 
 // The set-password page is where the link `enrichd users create` and `users

@@ -319,3 +319,24 @@ func TestDashboardDisabledUserIsSignedOut(t *testing.T) {
 	is.Equal(p.status, http.StatusSeeOther)
 	is.Equal(len(e.keysOf("acme")), 1) // nothing created
 }
+
+// TestDashboardSigningInAgainEndsTheSessionBefore: signing in over a session, as
+// another user or the same, ends the session the browser held; it is not left valid
+// on the server with no one meant to hold it.
+func TestDashboardSigningInAgainEndsTheSessionBefore(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+	before := *b.sessionCookie()
+	b.login(b.email, dashPassword)
+	is.True(b.sessionCookie().Value != before.Value) // a new session, never the old one reused
+
+	stale := e.newBrowser()
+	req, _ := http.NewRequest(http.MethodGet, e.http.URL+"/dashboard/", nil)
+	req.AddCookie(&before)
+	res, err := stale.client.Do(req)
+	is.NoErr(err)
+	res.Body.Close()
+	is.Equal(res.StatusCode, http.StatusSeeOther) // the session before is over
+	is.Equal(b.get("/dashboard/").status, http.StatusOK)
+}
