@@ -340,3 +340,39 @@ func TestDashboardSigningInAgainEndsTheSessionBefore(t *testing.T) {
 	is.Equal(res.StatusCode, http.StatusSeeOther) // the session before is over
 	is.Equal(b.get("/dashboard/").status, http.StatusOK)
 }
+
+// TestDashboardNoticesAreOnlyTheServers: the one-line notice a page shows after a form
+// is what the server said to that user, on that page; a link cannot make the dashboard
+// say something else (a phishing line under the site's own name), nor carry a notice
+// said to someone else.
+func TestDashboardNoticesAreOnlyTheServers(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	admin := e.signIn("acme", "admin")
+	const forged = "Your session is compromised: call 555-0100 now"
+	for _, path := range []string{"/dashboard/", "/dashboard/tasks", "/dashboard/settings/keys", "/dashboard/credits", "/dashboard/loops", "/dashboard/try"} {
+		p := admin.get(path + "?notice=" + url.QueryEscape(forged))
+		is.Equal(p.status, http.StatusOK)
+		is.True(!p.has("555-0100"))
+		is.True(!p.has(`class="notice"`))
+	}
+	p := e.newBrowser().get("/dashboard/login?notice=" + url.QueryEscape(forged))
+	is.True(!p.has("555-0100"))
+
+	// The server's own notice shows where it sent the user.
+	key := e.keyByPrefix("acme", e.key)
+	p = admin.post("/dashboard/settings/keys/"+key.ID+"/revoke", url.Values{})
+	is.Equal(p.status, http.StatusSeeOther)
+	said := key.Prefix + "… revoked"
+	is.True(admin.get(p.location).has(said))
+
+	// Not to someone else, nor on another page.
+	is.True(!e.signIn("acme", "viewer").get(p.location).has(said))
+	is.True(!e.signIn("other", "admin").get(p.location).has(said))
+	moved, _ := url.Parse(p.location)
+	is.True(!admin.get("/dashboard/?" + moved.RawQuery).has(said))
+
+	// Signed out, the sign-in page says so.
+	p = admin.post("/dashboard/logout", nil)
+	is.True(admin.get(p.location).has("You are signed out."))
+}
