@@ -211,15 +211,20 @@ func (s *Server) dashPage(route string, who int, next http.Handler) http.Handler
 	var h http.Handler = guarded
 	h = s.dashboard.crossOrigin.Handler(h) // passes GET and HEAD, refuses cross-site writes
 	return s.route(route, s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hdr := w.Header()
-		hdr.Set("Cache-Control", "no-store")
-		// The set-password link carries its token in the URL: no page sends it on.
-		hdr.Set("Referrer-Policy", "no-referrer")
-		hdr.Set("X-Content-Type-Options", "nosniff")
-		hdr.Set("X-Frame-Options", "DENY")
-		hdr.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		setDashHeaders(w)
 		h.ServeHTTP(w, r)
 	})))
+}
+
+// setDashHeaders sets the headers every dashboard page carries, its error pages too.
+func setDashHeaders(w http.ResponseWriter) {
+	hdr := w.Header()
+	hdr.Set("Cache-Control", "no-store")
+	// The set-password link carries its token in the URL: no page sends it on.
+	hdr.Set("Referrer-Policy", "no-referrer")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("X-Frame-Options", "DENY")
+	hdr.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 }
 
 func (s *Server) sessionUser(r *http.Request) (*store.User, error) {

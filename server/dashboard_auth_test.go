@@ -376,3 +376,35 @@ func TestDashboardNoticesAreOnlyTheServers(t *testing.T) {
 	p = admin.post("/dashboard/logout", nil)
 	is.True(admin.get(p.location).has("You are signed out."))
 }
+
+// TestDashboardErrorPagesCarryTheDashboardsHeaders: the router's own answers under
+// /dashboard/ (no such page, a method the page does not take) are dashboard pages,
+// with the same policy headers as every other page.
+func TestDashboardErrorPagesCarryTheDashboardsHeaders(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{http.MethodGet, "/dashboard/no-such-page", http.StatusNotFound},
+		{http.MethodGet, "/dashboard/logout", http.StatusMethodNotAllowed},
+		{http.MethodPut, "/dashboard/settings/keys", http.StatusMethodNotAllowed},
+	} {
+		p := b.do(tc.method, tc.path, nil)
+		is.Equal(p.status, tc.status)
+		is.True(strings.HasPrefix(p.header.Get("Content-Type"), "text/html"))
+		is.True(strings.Contains(p.header.Get("Content-Security-Policy"), "default-src 'self'"))
+		is.Equal(p.header.Get("X-Frame-Options"), "DENY")
+		is.Equal(p.header.Get("Cache-Control"), "no-store")
+		is.Equal(p.header.Get("X-Content-Type-Options"), "nosniff")
+	}
+	p := b.do(http.MethodGet, "/dashboard/logout", nil)
+	is.True(p.has("This address takes POST only"))
+	is.True(strings.Contains(p.header.Get("Allow"), "POST"))
+	// The API keeps its JSON.
+	r := e.do(http.MethodPut, "/v1/tasks", nil)
+	is.Equal(r.status, http.StatusMethodNotAllowed)
+	is.Equal(r.header.Get("Content-Type"), "application/json")
+}
