@@ -69,6 +69,13 @@ func (s *Server) newDashboard() *dashboardState {
 		crossOrigin:    http.NewCrossOriginProtection(),
 		hashing:        make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
+	// Behind a proxy that passes its own Host on, a browser without Sec-Fetch-Site
+	// sends forms whose Origin is the public URL's, not the Host's: this same site.
+	if u, err := url.Parse(s.cfg.PublicURL); err == nil && u.Scheme != "" && u.Host != "" {
+		if err := d.crossOrigin.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
+			s.log.Warn("the public URL's origin is not trusted for dashboard forms", "public_url", s.cfg.PublicURL, "err", err.Error())
+		}
+	}
 	d.crossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.dashError(w, r, &enrich.Error{Kind: enrich.KindForbidden, Code: "cross_origin",
 			Message: "This form was sent from another site, so it was refused. Open the dashboard and send it from there."})

@@ -408,3 +408,18 @@ func TestDashboardErrorPagesCarryTheDashboardsHeaders(t *testing.T) {
 	is.Equal(r.status, http.StatusMethodNotAllowed)
 	is.Equal(r.header.Get("Content-Type"), "application/json")
 }
+
+// TestDashboardFormsThroughAProxy: behind a proxy that passes its own Host on, a
+// browser too old to send Sec-Fetch-Site still sends its forms from the public URL's
+// origin, which is this site, while any other origin stays refused.
+func TestDashboardFormsThroughAProxy(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, func(c *server.Config) { c.PublicURL = "https://enrich.example.com/" })
+	token := e.newUser("acme", "lead@acme.example", "admin")
+	b := e.newBrowser()
+	form := url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword}}
+	p := b.do(http.MethodPost, "/dashboard/setup", form, "Origin", "https://evil.example")
+	is.Equal(p.status, http.StatusForbidden)
+	p = b.do(http.MethodPost, "/dashboard/setup", form, "Origin", "https://enrich.example.com")
+	is.Equal(p.status, http.StatusSeeOther) // the Host is the loopback listener's, the origin the public one
+}
