@@ -69,6 +69,13 @@ func (s *Server) newDashboard() *dashboardState {
 		crossOrigin:    http.NewCrossOriginProtection(),
 		hashing:        make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
+	// Behind a proxy that passes its own Host on, a browser without Sec-Fetch-Site
+	// sends forms whose Origin is the public URL's, not the Host's: this same site.
+	if u, err := url.Parse(s.cfg.PublicURL); err == nil && u.Scheme != "" && u.Host != "" {
+		if err := d.crossOrigin.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
+			s.log.Warn("the public URL's origin is not trusted for dashboard forms", "public_url", s.cfg.PublicURL, "err", err.Error())
+		}
+	}
 	d.crossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.dashError(w, r, &enrich.Error{Kind: enrich.KindForbidden, Code: "cross_origin",
 			Message: "This form was sent from another site, so it was refused. Open the dashboard and send it from there."})
@@ -211,15 +218,20 @@ func (s *Server) dashPage(route string, who int, next http.Handler) http.Handler
 	var h http.Handler = guarded
 	h = s.dashboard.crossOrigin.Handler(h) // passes GET and HEAD, refuses cross-site writes
 	return s.route(route, s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hdr := w.Header()
-		hdr.Set("Cache-Control", "no-store")
-		// The set-password link carries its token in the URL: no page sends it on.
-		hdr.Set("Referrer-Policy", "no-referrer")
-		hdr.Set("X-Content-Type-Options", "nosniff")
-		hdr.Set("X-Frame-Options", "DENY")
-		hdr.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		setDashHeaders(w)
 		h.ServeHTTP(w, r)
 	})))
+}
+
+// setDashHeaders sets the headers every dashboard page carries, its error pages too.
+func setDashHeaders(w http.ResponseWriter) {
+	hdr := w.Header()
+	hdr.Set("Cache-Control", "no-store")
+	// The set-password link carries its token in the URL: no page sends it on.
+	hdr.Set("Referrer-Policy", "no-referrer")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("X-Frame-Options", "DENY")
+	hdr.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 }
 
 func (s *Server) sessionUser(r *http.Request) (*store.User, error) {
@@ -304,6 +316,12 @@ func handleLogin(s *Server) http.Handler {
 			again(http.StatusUnauthorized, wrong)
 			return
 		}
+		// The session the browser held ends here: its cookie is about to be replaced,
+		// and a session no browser holds is only of use to whoever copied it.
+		if err := s.endSessionOf(r); err != nil {
+			s.dashError(w, r, err)
+			return
+		}
 		token, err := s.db.CreateSession(r.Context(), u.ID, s.cfg.SessionMax)
 		if err != nil {
 			s.dashError(w, r, err)
@@ -317,15 +335,22 @@ func handleLogin(s *Server) http.Handler {
 
 func handleLogout(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, err := r.Cookie(s.sessionCookie(r)); err == nil && c.Value != "" && len(c.Value) <= 100 {
-			if err := s.db.EndSession(r.Context(), c.Value); err != nil {
-				s.dashError(w, r, err)
-				return
-			}
+		if err := s.endSessionOf(r); err != nil {
+			s.dashError(w, r, err)
+			return
 		}
 		s.setSessionCookie(w, r, "", -1)
 		seeOther(w, r, "/dashboard/login", "You are signed out.")
 	})
+}
+
+// endSessionOf ends, on the server, the session of the request's cookie, if it has one.
+func (s *Server) endSessionOf(r *http.Request) error {
+	c, err := r.Cookie(s.sessionCookie(r))
+	if err != nil || c.Value == "" || len(c.Value) > 100 {
+		return nil
+	}
+	return s.db.EndSession(r.Context(), c.Value)
 }
 
 // The set-password page is where the link `enrichd users create` and `users

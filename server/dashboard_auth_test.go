@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -274,4 +275,151 @@ func TestDashboardUnknownPageIsAPage(t *testing.T) {
 	p = e.newBrowser().get("/v1/no-such-endpoint")
 	is.Equal(p.status, http.StatusNotFound)
 	is.Equal(p.header.Get("Content-Type"), "application/json") // the API keeps its JSON errors
+}
+
+// TestDashboardSessionOverTLS: a request that came over TLS gets the Secure, __Host-
+// cookie even without an https public URL, and the cookie lasts the session's
+// absolute length at most.
+func TestDashboardSessionOverTLS(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, func(c *server.Config) { c.SessionMax = 2 * time.Hour })
+	tlsSrv := httptest.NewTLSServer(e.srv)
+	defer tlsSrv.Close()
+	token := e.newUser("acme", "lead@acme.example", "admin")
+	b := e.newBrowser()
+	b.client.Transport = tlsSrv.Client().Transport
+	b.e = &env{t: t, http: tlsSrv}
+	b.post("/dashboard/setup", url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword}})
+	p := b.post("/dashboard/login", url.Values{"email": {"lead@acme.example"}, "password": {dashPassword}})
+	is.Equal(p.status, http.StatusSeeOther)
+	set := p.header.Get("Set-Cookie")
+	is.True(strings.HasPrefix(set, "__Host-enrichd_session="))
+	is.True(strings.Contains(set, "; Secure"))
+	is.True(strings.Contains(set, "; HttpOnly"))
+	is.True(strings.Contains(set, "; SameSite=Lax"))
+	is.True(strings.Contains(set, "; Path=/"))
+	is.True(!strings.Contains(set, "Domain="))
+	is.True(strings.Contains(set, "; Max-Age=7200"))
+	is.Equal(b.get("/dashboard/").status, http.StatusOK)
+}
+
+// TestDashboardDisabledUserIsSignedOut: `enrichd users disable` ends the sessions of
+// a user signed in at that moment.
+func TestDashboardDisabledUserIsSignedOut(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+	is.Equal(b.get("/dashboard/").status, http.StatusOK)
+	_, err := e.db.DisableUser(t.Context(), b.email)
+	is.NoErr(err)
+	p := b.get("/dashboard/settings/keys")
+	is.Equal(p.status, http.StatusSeeOther)
+	is.True(strings.HasPrefix(p.location, "/dashboard/login"))
+	p = b.post("/dashboard/settings/keys", url.Values{"name": {"after"}})
+	is.Equal(p.status, http.StatusSeeOther)
+	is.Equal(len(e.keysOf("acme")), 1) // nothing created
+}
+
+// TestDashboardSigningInAgainEndsTheSessionBefore: signing in over a session, as
+// another user or the same, ends the session the browser held; it is not left valid
+// on the server with no one meant to hold it.
+func TestDashboardSigningInAgainEndsTheSessionBefore(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+	before := *b.sessionCookie()
+	b.login(b.email, dashPassword)
+	is.True(b.sessionCookie().Value != before.Value) // a new session, never the old one reused
+
+	stale := e.newBrowser()
+	req, _ := http.NewRequest(http.MethodGet, e.http.URL+"/dashboard/", nil)
+	req.AddCookie(&before)
+	res, err := stale.client.Do(req)
+	is.NoErr(err)
+	res.Body.Close()
+	is.Equal(res.StatusCode, http.StatusSeeOther) // the session before is over
+	is.Equal(b.get("/dashboard/").status, http.StatusOK)
+}
+
+// TestDashboardNoticesAreOnlyTheServers: the one-line notice a page shows after a form
+// is what the server said to that user, on that page; a link cannot make the dashboard
+// say something else (a phishing line under the site's own name), nor carry a notice
+// said to someone else.
+func TestDashboardNoticesAreOnlyTheServers(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	admin := e.signIn("acme", "admin")
+	const forged = "Your session is compromised: call 555-0100 now"
+	for _, path := range []string{"/dashboard/", "/dashboard/tasks", "/dashboard/settings/keys", "/dashboard/credits", "/dashboard/loops", "/dashboard/try"} {
+		p := admin.get(path + "?notice=" + url.QueryEscape(forged))
+		is.Equal(p.status, http.StatusOK)
+		is.True(!p.has("555-0100"))
+		is.True(!p.has(`class="notice"`))
+	}
+	p := e.newBrowser().get("/dashboard/login?notice=" + url.QueryEscape(forged))
+	is.True(!p.has("555-0100"))
+
+	// The server's own notice shows where it sent the user.
+	key := e.keyByPrefix("acme", e.key)
+	p = admin.post("/dashboard/settings/keys/"+key.ID+"/revoke", url.Values{})
+	is.Equal(p.status, http.StatusSeeOther)
+	said := key.Prefix + "… revoked"
+	is.True(admin.get(p.location).has(said))
+
+	// Not to someone else, nor on another page.
+	is.True(!e.signIn("acme", "viewer").get(p.location).has(said))
+	is.True(!e.signIn("other", "admin").get(p.location).has(said))
+	moved, _ := url.Parse(p.location)
+	is.True(!admin.get("/dashboard/?" + moved.RawQuery).has(said))
+
+	// Signed out, the sign-in page says so.
+	p = admin.post("/dashboard/logout", nil)
+	is.True(admin.get(p.location).has("You are signed out."))
+}
+
+// TestDashboardErrorPagesCarryTheDashboardsHeaders: the router's own answers under
+// /dashboard/ (no such page, a method the page does not take) are dashboard pages,
+// with the same policy headers as every other page.
+func TestDashboardErrorPagesCarryTheDashboardsHeaders(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{http.MethodGet, "/dashboard/no-such-page", http.StatusNotFound},
+		{http.MethodGet, "/dashboard/logout", http.StatusMethodNotAllowed},
+		{http.MethodPut, "/dashboard/settings/keys", http.StatusMethodNotAllowed},
+	} {
+		p := b.do(tc.method, tc.path, nil)
+		is.Equal(p.status, tc.status)
+		is.True(strings.HasPrefix(p.header.Get("Content-Type"), "text/html"))
+		is.True(strings.Contains(p.header.Get("Content-Security-Policy"), "default-src 'self'"))
+		is.Equal(p.header.Get("X-Frame-Options"), "DENY")
+		is.Equal(p.header.Get("Cache-Control"), "no-store")
+		is.Equal(p.header.Get("X-Content-Type-Options"), "nosniff")
+	}
+	p := b.do(http.MethodGet, "/dashboard/logout", nil)
+	is.True(p.has("This address takes POST only"))
+	is.True(strings.Contains(p.header.Get("Allow"), "POST"))
+	// The API keeps its JSON.
+	r := e.do(http.MethodPut, "/v1/tasks", nil)
+	is.Equal(r.status, http.StatusMethodNotAllowed)
+	is.Equal(r.header.Get("Content-Type"), "application/json")
+}
+
+// TestDashboardFormsThroughAProxy: behind a proxy that passes its own Host on, a
+// browser too old to send Sec-Fetch-Site still sends its forms from the public URL's
+// origin, which is this site, while any other origin stays refused.
+func TestDashboardFormsThroughAProxy(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, func(c *server.Config) { c.PublicURL = "https://enrich.example.com/" })
+	token := e.newUser("acme", "lead@acme.example", "admin")
+	b := e.newBrowser()
+	form := url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword}}
+	p := b.do(http.MethodPost, "/dashboard/setup", form, "Origin", "https://evil.example")
+	is.Equal(p.status, http.StatusForbidden)
+	p = b.do(http.MethodPost, "/dashboard/setup", form, "Origin", "https://enrich.example.com")
+	is.Equal(p.status, http.StatusSeeOther) // the Host is the loopback listener's, the origin the public one
 }

@@ -378,7 +378,9 @@ func handleRunLoopForm(s *Server) http.Handler {
 			s.refuseLoopForm(w, r, l, err, func(p *loopPage, msg string) { p.Run = runForm{Input: req, Error: msg} })
 			return
 		}
-		seeOther(w, r, "/dashboard/tasks/"+res.Task.ID, "The Loop "+l.Name+" runs on "+res.Task.Target+": its result is posted to the webhook when the task settles.")
+		// The notice travels in the URL: it names no target, which may be a person's
+		// address, and which the task's page shows anyway.
+		seeOther(w, r, "/dashboard/tasks/"+res.Task.ID, "The Loop "+l.Name+" runs this task: its result is posted to the webhook when the task settles.")
 	})
 }
 

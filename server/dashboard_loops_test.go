@@ -384,6 +384,11 @@ func TestDashboardRunCreatesTheTaskTheAPIWould(t *testing.T) {
 	task = e.do("GET", "/v1/tasks/"+taskID, nil)
 	is.Equal(task.str("task.loop_id"), people)
 	is.Equal(task.get("task.input"), map[string]any{"email": "jane.smith@acme.com", "fullName": "Jane Smith"})
+	// The address is on the task's page, never in its URL (history, proxies' logs).
+	is.True(!strings.Contains(strings.ToLower(p.location), "jane"))
+	page = b.get(p.location)
+	is.True(page.has("jane.smith@acme.com"))
+	is.True(page.has("The Loop People runs"))
 	spent := e.balance("acme").Charged
 
 	// Refused as the API refuses: the Loop's page again, the reason beside the form.

@@ -62,6 +62,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 
 	r.NotFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/dashboard/") {
+			setDashHeaders(w)
 			s.dashError(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "There is no such page in the dashboard."})
 			return
 		}
@@ -71,6 +72,12 @@ func addRoutes(r *httprouter.Router, s *Server) {
 		// The router lists OPTIONS, which the API does not answer.
 		allow := strings.ReplaceAll(strings.ReplaceAll(w.Header().Get("Allow"), ", OPTIONS", ""), "OPTIONS, ", "")
 		w.Header().Set("Allow", allow)
+		if strings.HasPrefix(r.URL.Path, "/dashboard/") {
+			setDashHeaders(w)
+			s.dashError(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
+				Message: "This address takes " + allow + " only: the dashboard's own links, buttons and forms use it that way."})
+			return
+		}
 		s.error(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
 			Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + allow})
 	})))

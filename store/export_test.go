@@ -18,6 +18,7 @@ var DashboardQueries = map[string]struct {
 	"LedgerPage":     {ledgerPageQuery, []any{"o", int64(100), 50}},
 	"DailyCredits":   {dailyCreditsQuery, []any{"o", int64(20000), int64(20030)}},
 	"CreditBalance":  {balanceQuery, []any{"o"}},
+	"ListKeys":       {listKeysQuery, []any{"o"}},
 }
 
 // WaitKeyTouches waits for the writes of keys' last use under way.

@@ -344,6 +344,7 @@ func TestDashboardQueriesUseIndexes(t *testing.T) {
 		"LedgerPage":     "SEARCH credit_ledger USING INDEX credit_ledger_org (org_id=? AND id<?)",
 		"DailyCredits":   "SEARCH credit_days USING PRIMARY KEY (org_id=? AND day>? AND day<?)",
 		"CreditBalance":  "SEARCH credit_days USING PRIMARY KEY (org_id=?)",
+		"ListKeys":       "SEARCH api_keys USING INDEX api_keys_org (org_id=?)",
 	}
 	for name, q := range store.DashboardQueries {
 		plan := explain(t, raw, q.Query, q.Args...)

@@ -153,14 +153,16 @@ func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg 
 	return plain, key, nil
 }
 
+const listKeysQuery = `SELECT id, org_id, name, prefix, created_at, revoked_at, last_used_at
+	FROM api_keys WHERE org_id = ? ORDER BY created_at`
+
 // ListKeys lists an organization's keys, revoked ones included.
 func (db *DB) ListKeys(ctx context.Context, orgName string) ([]APIKey, error) {
 	org, err := db.FindOrg(ctx, orgName)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT id, org_id, name, prefix, created_at, revoked_at, last_used_at
-		FROM api_keys WHERE org_id = ? ORDER BY created_at`, org.ID)
+	rows, err := db.read.QueryContext(ctx, listKeysQuery, org.ID)
 	if err != nil {
 		return nil, err
 	}

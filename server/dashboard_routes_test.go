@@ -1,0 +1,164 @@
+package server_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+// dashboardPublicRoutes are the dashboard's routes that answer without a session: the
+// sign-in and set-password pages, sign-out, the embedded files and the bare prefix.
+var dashboardPublicRoutes = map[string]bool{
+	"GET /dashboard":               true,
+	"GET /dashboard/static/{file}": true,
+	"GET /dashboard/login":         true,
+	"POST /dashboard/login":        true,
+	"POST /dashboard/logout":       true,
+	"GET /dashboard/setup":         true,
+	"POST /dashboard/setup":        true,
+}
+
+// TestDashboardEveryRouteIsGuarded holds every dashboard route registered in the
+// server's source, so a route added later too, to the rules of the issue: a page for
+// both roles, a change for admins only, no change from another site, nothing without
+// a session, and another organization's object not found.
+func TestDashboardEveryRouteIsGuarded(t *testing.T) {
+	e := newEnv(t, allowPrivateWebhooks)
+	acmeLoop, _ := e.createLoop("Acme loop", "http://127.0.0.1:9/hook", "company")
+	acme := map[string]string{
+		"tasks":         e.enrichCompany(map[string]string{"domain": "acme.com"}), // queued: no workers run
+		"loops":         acmeLoop,
+		"deliveries":    e.testDelivery(acmeLoop),
+		"settings/keys": e.keyByPrefix("acme", e.key).ID,
+	}
+	otherKey, _ := e.newOrg("other", 100)
+	asOther := []string{"Authorization", "Bearer " + otherKey}
+	r := e.do("POST", "/v1/loops", map[string]any{"name": "Other loop", "webhook_url": "http://127.0.0.1:9/other", "object_type": "company"}, asOther...)
+	if r.status != http.StatusCreated {
+		t.Fatalf("other's Loop: %d %s", r.status, r.raw)
+	}
+	otherLoop := r.str("data.id")
+	r = e.do("POST", "/v1/loops/"+otherLoop+"/test", nil, asOther...)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("other's test event: %d %s", r.status, r.raw)
+	}
+	otherDelivery := r.str("delivery.id")
+	r = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("other's task: %d %s", r.status, r.raw)
+	}
+	other := map[string]string{
+		"tasks":         r.str("task.id"),
+		"loops":         otherLoop,
+		"deliveries":    otherDelivery,
+		"settings/keys": e.keyByPrefix("other", otherKey).ID,
+	}
+	e.clock.Add(time.Hour) // a change to other's objects would show in their times
+	otherBefore := e.otherState(otherKey, otherLoop, other["tasks"])
+
+	admin, viewer := e.signIn("acme", "admin"), e.signIn("acme", "viewer")
+	// withID fills a route's {id} with the object of ids its path names.
+	withID := func(t *testing.T, route string, ids map[string]string) (string, bool) {
+		t.Helper()
+		before, after, ok := strings.Cut(route, "{id}")
+		if !ok {
+			return route, false
+		}
+		kind := strings.Trim(strings.TrimPrefix(before, "/dashboard/"), "/")
+		id, known := ids[kind]
+		if !known {
+			t.Fatalf("%s: no object to fill {id} with; add one of kind %q to this test", route, kind)
+		}
+		return before + id + after, true
+	}
+
+	var routes int
+	for _, route := range registeredRoutes(t) {
+		method, path, _ := strings.Cut(route, " ")
+		if path != "/dashboard" && !strings.HasPrefix(path, "/dashboard/") {
+			continue
+		}
+		routes++
+		t.Run(route, func(t *testing.T) {
+			is := is.New(t)
+			if method == http.MethodPost {
+				// Every form, the public ones too, is refused from another site.
+				target, _ := withID(t, path, acme)
+				for _, h := range [][]string{{"Sec-Fetch-Site", "cross-site"}, {"Origin", "https://evil.example"}} {
+					p := admin.do(method, target, url.Values{}, h...)
+					is.Equal(p.status, http.StatusForbidden) // a form from another site
+					is.True(p.has("another site"))
+				}
+			}
+			if dashboardPublicRoutes[route] {
+				return
+			}
+			target, hasID := withID(t, path, acme)
+
+			// Without a session, the dashboard sends to sign-in and does nothing.
+			var p *webPage
+			if method == http.MethodGet {
+				p = e.newBrowser().get(target)
+			} else {
+				p = e.newBrowser().post(target, url.Values{})
+			}
+			is.Equal(p.status, http.StatusSeeOther)
+			is.True(strings.HasPrefix(p.location, "/dashboard/login"))
+
+			switch method {
+			case http.MethodGet:
+				// Every page, for both roles, with the dashboard's headers.
+				for _, b := range []*browser{admin, viewer} {
+					p := b.get(target)
+					is.Equal(p.status, http.StatusOK)
+					is.True(strings.Contains(p.header.Get("Content-Security-Policy"), "default-src 'self'"))
+					is.Equal(p.header.Get("Cache-Control"), "no-store")
+					is.Equal(p.header.Get("X-Frame-Options"), "DENY")
+				}
+			case http.MethodPost:
+				// A viewer reads: every change is refused, before it is looked at.
+				p := viewer.post(target, url.Values{})
+				is.Equal(p.status, http.StatusForbidden)
+				is.True(p.has("Your role is viewer"))
+			default:
+				t.Fatalf("a dashboard route with method %s: add its rules to this test", method)
+			}
+
+			if hasID {
+				// Another organization's object, or no object at all, is not found.
+				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope"}} {
+					target, _ := withID(t, path, ids)
+					var p *webPage
+					if method == http.MethodGet {
+						p = admin.get(target)
+					} else {
+						p = admin.post(target, url.Values{"name": {"Taken over"}, "webhook_url": {"http://127.0.0.1:9/mine"}, "domain": {"acme.com"}})
+					}
+					is.Equal(p.status, http.StatusNotFound)
+					is.True(!p.has("Other loop") && !p.has("other.com"))
+				}
+			}
+		})
+	}
+	if routes < 20 {
+		t.Fatalf("only %d dashboard routes found in the source", routes)
+	}
+	is.New(t).Equal(e.otherState(otherKey, otherLoop, other["tasks"]), otherBefore) // nothing of other's changed
+}
+
+// otherState is what an action on another organization's key, Loop, delivery or task
+// could change, as the API shows it to that organization.
+func (e *env) otherState(key, loopID, taskID string) string {
+	e.t.Helper()
+	auth := []string{"Authorization", "Bearer " + key}
+	var b strings.Builder
+	for _, path := range []string{"/v1/loops/" + loopID, "/v1/loops/" + loopID + "/deliveries", "/v1/tasks/" + taskID, "/v1/status"} {
+		r := e.do("GET", path, nil, auth...)
+		b.WriteString(path + " " + http.StatusText(r.status) + " " + string(r.raw) + "\n")
+	}
+	return b.String()
+}
