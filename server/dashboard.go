@@ -115,9 +115,15 @@ func (s *Server) dashError(w http.ResponseWriter, r *http.Request, err error) {
 		msg = "There is nothing here."
 	}
 	t := s.dashboard.pages["error"]
+	// htmx swaps the answer into the part of the page it asked for (the layout sets it
+	// to swap errors too): there, the message alone.
+	name, target := "layout", ""
+	if r.Header.Get("HX-Request") == "true" {
+		name, target = "#error", clip(r.Header.Get("HX-Target"), 100)
+	}
 	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "layout", view{User: dashUser(r), Title: http.StatusText(status), Now: s.db.Now(),
-		Data: map[string]any{"Status": status, "Message": msg}}); err != nil {
+	if err := t.ExecuteTemplate(&buf, name, view{User: dashUser(r), Title: http.StatusText(status), Now: s.db.Now(),
+		Data: map[string]any{"Status": status, "Message": msg, "Target": target}}); err != nil {
 		http.Error(w, msg, status)
 		return
 	}

@@ -423,3 +423,27 @@ func TestDashboardFormsThroughAProxy(t *testing.T) {
 	p = b.do(http.MethodPost, "/dashboard/setup", form, "Origin", "https://enrich.example.com")
 	is.Equal(p.status, http.StatusSeeOther) // the Host is the loopback listener's, the origin the public one
 }
+
+func TestDashboardErrorsAnsweredToHtmxAreTheMessageAlone(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks)
+	loopID, _ := e.createLoop("Hooks", "http://127.0.0.1:1/hook", "company")
+	b := e.signIn("acme", "viewer")
+
+	// The layout tells htmx to swap error answers too, so a refusal shows where the
+	// answer was awaited.
+	is.True(b.get("/dashboard/").has(`{"code": "[45]..", "swap": true, "error": true}`))
+
+	p := b.post("/dashboard/loops/"+loopID+"/test", url.Values{}, "HX-Request", "true", "HX-Target", "test-result")
+	is.Equal(p.status, http.StatusForbidden)
+	is.Equal(strings.TrimSpace(p.body), `<div id="test-result"><p class="error" role="alert">Your role is viewer: you can read everything here but change nothing. An admin of your organization can do this.</p></div>`)
+
+	// Without htmx, the same refusal is a whole page.
+	p = b.post("/dashboard/loops/"+loopID+"/test", url.Values{})
+	is.Equal(p.status, http.StatusForbidden)
+	is.True(p.has("<html") && p.has("Your role is viewer"))
+
+	// A target is only ever an id, escaped.
+	p = b.post("/dashboard/loops/"+loopID+"/test", url.Values{}, "HX-Request", "true", "HX-Target", `x"><script>`)
+	is.True(!p.has("<script>"))
+}
