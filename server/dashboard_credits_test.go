@@ -2,15 +2,10 @@ package server_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/csv"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"enrichd/server"
 	"enrichd/store"
-	"enrichd/store/storetest"
 
 	"github.com/matryer/is"
 )
@@ -290,100 +283,4 @@ func TestDashboardCreditsNeedASession(t *testing.T) {
 		is.True(strings.HasPrefix(p.location, "/dashboard/login"))
 		is.True(!p.has("grant"))
 	}
-}
-
-// BenchmarkDashboardCreditsAndKeys renders the credits and keys pages for an
-// organization with 100,000 tasks and 100,000 ledger rows, and exports its ledger.
-func BenchmarkDashboardCreditsAndKeys(b *testing.B) {
-	ctx := context.Background()
-	path := filepath.Join(b.TempDir(), "enrichd.db")
-	db, err := store.Open(ctx, path, storetest.Schema(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	_, key, err := db.CreateKey(ctx, "acme", "bench", true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	org := key.OrgID
-	grant, err := db.GrantCredits(ctx, "acme", 1<<40, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	const n = 100_000
-	if err := db.SeedTasks(ctx, org, n); err != nil {
-		b.Fatal(err)
-	}
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer raw.Close()
-	tx, err := raw.Begin()
-	if err != nil {
-		b.Fatal(err)
-	}
-	start := db.Now().Add(-60 * 24 * time.Hour)
-	for i := range n {
-		kind := []string{"charge", "charge", "charge", "refund"}[i%4]
-		at := start.Add(time.Duration(i) * (60 * 24 * time.Hour / n))
-		if _, err := tx.Exec(`INSERT INTO credit_ledger (org_id, kind, amount, grant_id, created_at) VALUES (?, ?, 1, ?, ?)`,
-			org, kind, grant, at.UnixMilli()); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		b.Fatal(err)
-	}
-	u, _, err := db.CreateUser(ctx, "acme", "lead@acme.example", "viewer")
-	if err != nil {
-		b.Fatal(err)
-	}
-	session, err := db.CreateSession(ctx, u.ID, time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := server.DefaultConfig()
-	cfg.RateIP, cfg.RateKey = server.Rate{}, server.Rate{}
-	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	srv := server.New(db, cfg)
-	get := func(b *testing.B, path string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		req.AddCookie(&http.Cookie{Name: "enrichd_session", Value: session})
-		w := httptest.NewRecorder()
-		srv.ServeHTTP(w, req)
-		if w.Code != http.StatusOK {
-			b.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
-		}
-		return w
-	}
-	page, err := db.LedgerPage(ctx, org, 0, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	deep := page[0].ID - n*9/10
-	// The balance alone: it adds up the ledger's sums per day, a row per day and kind,
-	// however many charges the days hold.
-	b.Run("CreditBalance", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := db.CreditBalance(ctx, "acme"); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	for _, path := range []string{"/dashboard/credits", fmt.Sprintf("/dashboard/credits?before=%d", deep), "/dashboard/settings/keys"} {
-		b.Run("GET "+path, func(b *testing.B) {
-			for b.Loop() {
-				get(b, path)
-			}
-		})
-	}
-	b.Run("GET /dashboard/credits.csv (100,001 rows)", func(b *testing.B) {
-		for b.Loop() {
-			if w := get(b, "/dashboard/credits.csv"); strings.Count(w.Body.String(), "\n") != n+2 {
-				b.Fatal("rows missing")
-			}
-		}
-	})
 }

@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"html"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,8 +13,6 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/server"
-	"enrichd/store"
-	"enrichd/store/storetest"
 
 	"github.com/matryer/is"
 )
@@ -481,62 +475,4 @@ func TestDashboardTryItRefusesWithoutCharging(t *testing.T) {
 	is.Equal(p.status, http.StatusPaymentRequired)
 	is.True(p.has("not enough credits: this request costs 1 and 0 remain"))
 	is.True(p.has(`id="try-balance">0<`))
-}
-
-// BenchmarkDashboardTaskPages renders the task pages over 100,000 tasks: the list's
-// first page, a deep page, a filtered page, a task's page and the Try it form. The
-// issue asks for every page under 50 ms.
-func BenchmarkDashboardTaskPages(b *testing.B) {
-	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "enrichd.db"), storetest.Schema(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	_, key, err := db.CreateKey(ctx, "acme", "bench", true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := db.GrantCredits(ctx, "acme", 100, nil); err != nil {
-		b.Fatal(err)
-	}
-	cfg := server.DefaultConfig()
-	cfg.RateIP, cfg.RateKey = server.Rate{}, server.Rate{}
-	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	srv := server.New(db, cfg)
-	if err := db.SeedTasks(ctx, key.OrgID, 100_000); err != nil {
-		b.Fatal(err)
-	}
-	u, _, err := db.CreateUser(ctx, "acme", "bench@acme.example", "admin")
-	if err != nil {
-		b.Fatal(err)
-	}
-	session, err := db.CreateSession(ctx, u.ID, time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	middle, _, err := db.FindTasks(ctx, key.OrgID, store.TaskFilter{To: db.Now().Add(-50 * time.Second), Limit: 1})
-	if err != nil || len(middle) != 1 {
-		b.Fatal(err, len(middle))
-	}
-	deep := store.TaskCursor{CreatedAt: middle[0].CreatedAt, ID: middle[0].ID}.String()
-	for _, page := range []struct{ name, path string }{
-		{"list", "/dashboard/tasks"},
-		{"list_deep", "/dashboard/tasks?before=" + deep},
-		{"list_status_type_days", "/dashboard/tasks?status=succeeded&type=company&from=2000-01-01&to=2999-12-31&before=" + deep},
-		{"task", "/dashboard/tasks/" + middle[0].ID},
-		{"try", "/dashboard/try"},
-	} {
-		b.Run(page.name, func(b *testing.B) {
-			for b.Loop() {
-				req := httptest.NewRequest(http.MethodGet, page.path, nil)
-				req.AddCookie(&http.Cookie{Name: "enrichd_session", Value: session})
-				w := httptest.NewRecorder()
-				srv.ServeHTTP(w, req)
-				if w.Code != http.StatusOK {
-					b.Fatal(w.Code, w.Body.String())
-				}
-			}
-		})
-	}
 }
