@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,9 +15,20 @@ import (
 	"github.com/matryer/is"
 )
 
-// startServe runs `enrichd serve` on the database file until the test ends and
+// startEnrichServe runs `enrichd serve` on the database file until the test ends and
 // returns its base URL.
 func startEnrichServe(t *testing.T, db string) string {
+	t.Helper()
+	base, _ := serveEnrich(t, db)
+	return base
+}
+
+// serveEnrich is startEnrichServe that can also be stopped early. stop returns once
+// serve has drained: every request it accepted has been answered, so whatever such a
+// request wrote to the database is there, even when its client gave up waiting for the
+// answer. It returns an error when serve did not drain (its grace ran out, or it did
+// not stop), when the database may still change.
+func serveEnrich(t *testing.T, db string) (base string, stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr syncBuffer
@@ -24,15 +36,24 @@ func startEnrichServe(t *testing.T, db string) string {
 	go func() {
 		done <- run(ctx, []string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--log-format", "json", "--workers", "2"}, &stdout, &stderr)
 	}()
-	t.Cleanup(func() {
+	stop = sync.OnceValue(func() error {
 		cancel()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
-			t.Errorf("serve did not stop within 30s")
+			return errors.New("serve did not stop within 30s")
+		}
+		if strings.Contains(stderr.String(), "shutdown grace ran out") {
+			return fmt.Errorf("serve cut requests still in flight instead of draining them:\n%s", stderr.String())
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
 		}
 	})
-	return waitListening(t, &stderr, done)
+	return waitListening(t, &stderr, done), stop
 }
 
 // companiesDB is a database whose dataset knows the companies named by domain and
@@ -200,43 +221,60 @@ func TestEnrichCSVResumesAfterInterruptionWithoutPayingTwice(t *testing.T) {
 	is := is.New(t)
 	domains := []string{"a1.com", "a2.com", "a3.com", "a4.com", "a5.com", "a6.com", "a7.com", "a8.com"}
 	db, key := companiesDB(t, domains...)
-	base := startEnrichServe(t, db)
+	base, stop := serveEnrich(t, db)
 	in := writeCSV(t, append([]string{"domain"}, domains...)...)
 	out := filepath.Join(t.TempDir(), "out.csv")
-	args := []string{"enrich", "--csv", in, "--out", out, "--column", "domain", "--url", base, "--key", key, "--concurrency", "2"}
+	args := func(base string) []string {
+		return []string{"enrich", "--csv", in, "--out", out, "--column", "domain", "--url", base, "--key", key, "--concurrency", "2"}
+	}
 
 	// Killed once three rows are done.
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stderr := &cancelAfter{line: "enriched 3/8 rows", cancel: cancel}
 	var stdout strings.Builder
-	err := run(ctx, args, &stdout, stderr)
+	err := run(ctx, args(base), &stdout, stderr)
 	is.True(err != nil) // an interrupted run fails
 	contains(t, err.Error(), "run the same command again")
 
 	_, rows := readOut(t, out)
 	done := 0
+	firstTask := map[string]string{} // domain -> task, for rows the first run finished
 	for _, r := range rows {
 		switch r["enrichd_status"] {
 		case "succeeded":
 			done++
+			firstTask[r["domain"]] = r["enrichd_task_id"]
 		case "interrupted":
 		default:
 			t.Errorf("row %v: want succeeded or interrupted", r)
 		}
 	}
 	is.True(done >= 3 && done < 8) // stopped halfway
+
+	// A request the kill abandoned may still be charged by the server after the CLI
+	// has returned, and its row is interrupted with no task id: the CLI never heard
+	// back. Stopping serve waits for such requests, so the ledger read next holds
+	// every charge the first run caused. serve comes back on the same database for
+	// the rerun.
+	is.NoErr(stop())
 	chargedFirst, _ := charges(t, db)
 	is.True(chargedFirst >= done) // rows in flight at the kill were charged too
+	base, _ = serveEnrich(t, db)
 
-	// The rerun finishes the file and charges only rows never sent before.
-	out2, _, err := runCLI(t, args...)
+	// The rerun finishes the file and charges only rows never sent before; what the
+	// first run paid for comes back as replays, whether or not the first run heard
+	// the answer.
+	out2, _, err := runCLI(t, args(base)...)
 	is.NoErr(err)
 	contains(t, out2, "8 rows: 8 succeeded, 0 failed")
-	contains(t, out2, fmt.Sprintf("credits spent: %d", 8-chargedFirst))
+	contains(t, out2, fmt.Sprintf("credits spent: %d (%d results were paid for by an earlier run", 8-chargedFirst, chargedFirst))
 	_, rows = readOut(t, out)
 	for _, r := range rows {
 		is.Equal(r["enrichd_status"], "succeeded")
+		if id, ok := firstTask[r["domain"]]; ok {
+			is.Equal(r["enrichd_task_id"], id) // a row done before is its first task, replayed
+		}
 	}
 	charged, refunded := charges(t, db)
 	is.Equal(charged, 8) // each company paid once over both runs
