@@ -94,18 +94,7 @@ func (db *DB) CreditLedger(ctx context.Context, orgName string) ([]LedgerEntry, 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []LedgerEntry
-	for rows.Next() {
-		var e LedgerEntry
-		var created int64
-		if err := rows.Scan(&e.ID, &e.Kind, &e.Amount, &e.GrantID, &e.TaskID, &created); err != nil {
-			return nil, err
-		}
-		e.CreatedAt = fromMS(created)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return scanLedger(rows)
 }
 
 // balance derives the balance from the ledger alone, through its sums per day in
@@ -353,6 +342,12 @@ func (db *DB) LedgerPage(ctx context.Context, orgID string, beforeID int64, limi
 	if err != nil {
 		return nil, err
 	}
+	return scanLedger(rows)
+}
+
+// scanLedger reads ledger rows selected as id, kind, amount, grant_id, task_id,
+// created_at, and closes them.
+func scanLedger(rows *sql.Rows) ([]LedgerEntry, error) {
 	defer rows.Close()
 	out := []LedgerEntry{}
 	for rows.Next() {

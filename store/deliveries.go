@@ -67,6 +67,20 @@ func scanDelivery(row scanner) (*Delivery, error) {
 	return &d, nil
 }
 
+// scanDeliveries reads the deliveries selected as deliveryColumns, and closes the rows.
+func scanDeliveries(rows *sql.Rows) ([]*Delivery, error) {
+	defer rows.Close()
+	out := []*Delivery{}
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
 func deliveryNotFound() error {
 	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "delivery not found"}
 }
@@ -158,15 +172,8 @@ func (db *DB) ListDeliveries(ctx context.Context, orgID, loopID string, page, pa
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			d, err := scanDelivery(rows)
-			if err != nil {
-				return err
-			}
-			deliveries = append(deliveries, d)
-		}
-		return rows.Err()
+		deliveries, err = scanDeliveries(rows)
+		return err
 	})
 	return deliveries, total, err
 }
@@ -194,15 +201,8 @@ func (db *DB) TaskDeliveries(ctx context.Context, orgID, taskID string) ([]*Deli
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			d, err := scanDelivery(rows)
-			if err != nil {
-				return err
-			}
-			deliveries = append(deliveries, d)
-		}
-		return rows.Err()
+		deliveries, err = scanDeliveries(rows)
+		return err
 	})
 	if err != nil {
 		return nil, err

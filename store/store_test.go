@@ -406,20 +406,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"retention: keys": `SELECT key FROM idempotency_keys WHERE task_id IN ('a', 'b')`,
 	}
 	for name, q := range queries {
-		rows, err := raw.Query("EXPLAIN QUERY PLAN " + q)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := explain(t, raw, q)
 		joined := strings.Join(plan, "; ")
 		if !strings.Contains(joined, "USING") || strings.Contains(joined, "TEMP B-TREE") || strings.Contains(joined, "SCAN tasks") && !strings.Contains(joined, "INDEX") {
 			t.Errorf("%s: plan %q does not use an index without sorting", name, joined)

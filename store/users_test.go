@@ -505,20 +505,7 @@ func TestUserQueriesUseIndexes(t *testing.T) {
 		"purge: idle":    `DELETE FROM sessions WHERE last_seen_at < 5`,
 	}
 	for name, q := range queries {
-		rows, err := raw.Query("EXPLAIN QUERY PLAN " + q)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := explain(t, raw, q)
 		joined := strings.Join(plan, "; ")
 		for _, step := range plan {
 			// Every step is a search by key, or a walk of an index in the order asked for.
