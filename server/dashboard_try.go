@@ -34,23 +34,6 @@ type tryForm struct {
 	Kinds                                                      []tryKind
 }
 
-// The API's request bodies (handleEnrichCompany, handleEnrichPerson) as the form fills
-// them, without a Loop: stored as the task's input, a task from the form reads exactly
-// like one from the API.
-type (
-	tryCompanyFields struct {
-		Domain     *string `json:"domain,omitempty"`
-		NetworkURL *string `json:"networkUrl,omitempty"`
-	}
-	tryPersonFields struct {
-		NetworkURL *string `json:"networkUrl,omitempty"`
-		Email      *string `json:"email,omitempty"`
-		FullName   *string `json:"fullName,omitempty"`
-		Title      *string `json:"title,omitempty"`
-		Location   *string `json:"location,omitempty"`
-	}
-)
-
 func (s *Server) renderTry(w http.ResponseWriter, r *http.Request, status int, f tryForm) {
 	b, err := s.db.CreditBalance(r.Context(), dashUser(r).OrgName)
 	if err != nil {
@@ -107,24 +90,24 @@ func handleTry(s *Server) http.Handler {
 // tryRequest builds the task the form asks for, with the input normalised as the API
 // normalises it, or the API's error for it.
 func (s *Server) tryRequest(r *http.Request, kind string) (taskRequest, error) {
-	company := func(c tryCompanyFields) (taskRequest, error) {
-		in, err := s.norm.CompanyInput(c.Domain, c.NetworkURL)
+	company := func(c companyRequest) (taskRequest, error) {
+		in, err := c.input(s.norm)
 		return taskRequest{Input: in, Fields: c, Route: "enrich_company", Endpoint: "POST /v1/companies/enrich"}, err
 	}
-	person := func(p tryPersonFields) (taskRequest, error) {
+	person := func(p personRequest) (taskRequest, error) {
 		p.FullName, p.Title, p.Location = formValue(r, "fullName"), formValue(r, "title"), formValue(r, "location")
-		in, err := s.norm.PersonInput(p.NetworkURL, p.Email, enrich.SentHints{FullName: p.FullName, Title: p.Title, Location: p.Location})
+		in, err := p.input(s.norm)
 		return taskRequest{Input: in, Fields: p, Route: "enrich_person", Endpoint: "POST /v1/people/enrich"}, err
 	}
 	switch kind {
 	case "company_domain":
-		return company(tryCompanyFields{Domain: formValue(r, "domain")})
+		return company(companyRequest{Domain: formValue(r, "domain")})
 	case "company_url":
-		return company(tryCompanyFields{NetworkURL: formValue(r, "networkUrl")})
+		return company(companyRequest{NetworkURL: formValue(r, "networkUrl")})
 	case "person_url":
-		return person(tryPersonFields{NetworkURL: formValue(r, "networkUrl")})
+		return person(personRequest{NetworkURL: formValue(r, "networkUrl")})
 	case "person_email":
-		return person(tryPersonFields{Email: formValue(r, "email")})
+		return person(personRequest{Email: formValue(r, "email")})
 	}
 	return taskRequest{}, enrich.Errorf(enrich.KindInvalid, "Choose what to look up: a company by domain or page URL, or a person by profile URL or work email.")
 }

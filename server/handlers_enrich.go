@@ -24,19 +24,41 @@ type enqueueResponse struct {
 	Error *enrich.TaskError `json:"error,omitempty"`
 }
 
+// companyRequest is the body of POST /v1/companies/enrich. The dashboard's Try it fills
+// it too, without a Loop, so that a task from the form is stored exactly as one from
+// the API.
+type companyRequest struct {
+	Domain     *string `json:"domain,omitempty"`
+	NetworkURL *string `json:"networkUrl,omitempty"`
+	LoopID     *string `json:"loop_id,omitempty"`
+}
+
+func (req companyRequest) input(norm enrich.Normalizer) (enrich.Input, error) {
+	return norm.CompanyInput(req.Domain, req.NetworkURL)
+}
+
+// personRequest is the body of POST /v1/people/enrich, filled by Try it too.
+type personRequest struct {
+	NetworkURL *string `json:"networkUrl,omitempty"`
+	Email      *string `json:"email,omitempty"`
+	FullName   *string `json:"fullName,omitempty"`
+	Title      *string `json:"title,omitempty"`
+	Location   *string `json:"location,omitempty"`
+	LoopID     *string `json:"loop_id,omitempty"`
+}
+
+func (req personRequest) input(norm enrich.Normalizer) (enrich.Input, error) {
+	return norm.PersonInput(req.NetworkURL, req.Email, enrich.SentHints{FullName: req.FullName, Title: req.Title, Location: req.Location})
+}
+
 func handleEnrichCompany(s *Server) http.Handler {
-	type request struct {
-		Domain     *string `json:"domain,omitempty"`
-		NetworkURL *string `json:"networkUrl,omitempty"`
-		LoopID     *string `json:"loop_id,omitempty"`
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, err := decode[request](r)
+		req, err := decode[companyRequest](r)
 		if err != nil {
 			s.error(w, r, err)
 			return
 		}
-		in, err := s.norm.CompanyInput(req.Domain, req.NetworkURL)
+		in, err := req.input(s.norm)
 		if err != nil {
 			s.error(w, r, err)
 			return
@@ -46,21 +68,13 @@ func handleEnrichCompany(s *Server) http.Handler {
 }
 
 func handleEnrichPerson(s *Server) http.Handler {
-	type request struct {
-		NetworkURL *string `json:"networkUrl,omitempty"`
-		Email      *string `json:"email,omitempty"`
-		FullName   *string `json:"fullName,omitempty"`
-		Title      *string `json:"title,omitempty"`
-		Location   *string `json:"location,omitempty"`
-		LoopID     *string `json:"loop_id,omitempty"`
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, err := decode[request](r)
+		req, err := decode[personRequest](r)
 		if err != nil {
 			s.error(w, r, err)
 			return
 		}
-		in, err := s.norm.PersonInput(req.NetworkURL, req.Email, enrich.SentHints{FullName: req.FullName, Title: req.Title, Location: req.Location})
+		in, err := req.input(s.norm)
 		if err != nil {
 			s.error(w, r, err)
 			return
