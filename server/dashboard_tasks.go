@@ -11,7 +11,6 @@ import (
 	"enrichd/store"
 
 	"github.com/google/uuid"
-	"github.com/julienschmidt/httprouter"
 )
 
 // dateLayout is how the list's date filters travel: what <input type="date"> sends.
@@ -148,7 +147,7 @@ func handleTaskPage(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := dashUser(r)
 		ctx := r.Context()
-		id := httprouter.ParamsFromContext(ctx).ByName("id")
+		id := pathID(r)
 		t, err := s.db.GetTask(ctx, u.OrgID, clip(id, 100))
 		if err != nil {
 			s.dashError(w, r, err)
@@ -184,13 +183,11 @@ func handleTaskPage(s *Server) http.Handler {
 func handleDashCancelTask(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := dashUser(r)
-		id := clip(httprouter.ParamsFromContext(r.Context()).ByName("id"), 100)
-		t, err := s.db.CancelTask(r.Context(), u.OrgID, id)
+		t, err := s.cancelTask(r.Context(), u.OrgID, clip(pathID(r), 100))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
 		}
-		s.metrics.settled(t.ObjectType, t.Status, t.CreditsCharged)
 		seeOther(w, r, "/dashboard/tasks/"+url.PathEscape(t.ID),
 			fmt.Sprintf("The task is canceled and its %s refunded.", credits(t.CreditsCharged)))
 	})
@@ -204,8 +201,6 @@ func credits(n int64) string {
 	return fmt.Sprintf("%d credits", n)
 }
 
-// The task pages' template functions, beside the shared ones: registered before
-// newDashboard parses any page.
 // lookupName words what a task looked its target up by.
 func lookupName(l enrich.Lookup) string {
 	switch l {

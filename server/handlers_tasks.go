@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -109,12 +110,22 @@ func handleCancelTask(s *Server) http.Handler {
 		Task *store.Task `json:"task"`
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t, err := s.db.CancelTask(r.Context(), principal(r).OrgID, httprouter.ParamsFromContext(r.Context()).ByName("id"))
+		t, err := s.cancelTask(r.Context(), principal(r).OrgID, pathID(r))
 		if err != nil {
 			s.error(w, r, err)
 			return
 		}
-		s.metrics.settled(t.ObjectType, t.Status, t.CreditsCharged)
 		encode(w, http.StatusOK, response{Task: t})
 	})
+}
+
+// cancelTask cancels a queued or running task, refunding it, for the API and the
+// dashboard alike.
+func (s *Server) cancelTask(ctx context.Context, orgID, id string) (*store.Task, error) {
+	t, err := s.db.CancelTask(ctx, orgID, id)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.settled(t.ObjectType, t.Status, t.CreditsCharged)
+	return t, nil
 }
