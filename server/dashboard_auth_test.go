@@ -456,3 +456,17 @@ func TestDashboardErrorsAnsweredToHtmxAreTheMessageAlone(t *testing.T) {
 	p = b.post("/dashboard/loops/"+loopID+"/test", url.Values{}, "HX-Request", "true", "HX-Target", `x"><script>`)
 	is.True(!p.has("<script>"))
 }
+
+func TestDashboardSessionsOutliveARestart(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+	ended := e.signIn("acme", "viewer")
+	is.Equal(ended.post("/dashboard/logout", nil).status, http.StatusSeeOther)
+
+	e.restart() // a new process on the same file: sessions live in the database
+	is.Equal(b.get("/dashboard/").status, http.StatusOK)
+	p := ended.get("/dashboard/")
+	is.Equal(p.status, http.StatusSeeOther) // and one ended before stays ended
+	is.Equal(p.location, "/dashboard/login")
+}
