@@ -33,8 +33,8 @@ import (
 // Scenarios in the order they run. growth fills a database with a million tasks
 // (about a minute and half a gigabyte of temporary disk), so it runs only when named.
 var (
-	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "growth"}
-	DefaultScenarios = Scenarios[:5]
+	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "growth"}
+	DefaultScenarios = Scenarios[:7]
 )
 
 // Options is one bench run.
@@ -47,22 +47,37 @@ type Options struct {
 	GrowthTasks int           // tasks the growth scenario stores before measuring again
 	FairBulk    int           // tasks the first organization queues in the fair scenario; 5,000 when 0
 	Progress    io.Writer     // a line per scenario as it starts; nil for none
+
+	// The memory scenario drives the mixed load against a serve process of its own for
+	// MemoryLoad (60 s when 0), then leaves it idle for MemoryIdle (30 s when 0).
+	MemoryLoad, MemoryIdle time.Duration
+	// ServeCommand starts that process: the program and its arguments up to and
+	// including "serve"; this program's own binary when empty. The scenario adds the
+	// flags it needs, then ServeArgs.
+	ServeCommand []string
+	ServeArgs    []string
 }
 
 // Result is one scenario's figures.
 type Result struct {
-	Scenario string  `json:"scenario"`
-	Unit     string  `json:"unit"`  // what Rate counts per second, or "s" for fair
-	Rate     float64 `json:"rate"`  // per second; for fair, the seconds the small org waited
-	Count    int64   `json:"count"` // requests, tasks or deliveries measured
-	Errors   int64   `json:"errors"`
-	P50ms    float64 `json:"p50_ms"`
-	P99ms    float64 `json:"p99_ms"`
+	Scenario string `json:"scenario"`
+	// Unit is what Rate counts per second; or "s" for fair (the seconds the small
+	// organization waited), "MB" for memory (the peak resident set under load), "B/task"
+	// for storage (the file's bytes per stored task).
+	Unit   string  `json:"unit"`
+	Rate   float64 `json:"rate"`
+	Count  int64   `json:"count"` // requests, tasks or deliveries measured; for storage, the tasks stored
+	Errors int64   `json:"errors"`
+	P50ms  float64 `json:"p50_ms"`
+	P99ms  float64 `json:"p99_ms"`
 	// Ceiling is the raw SQLite rate of the same work, CeilingUnit what it counts.
 	Ceiling     float64 `json:"ceiling,omitempty"`
 	CeilingUnit string  `json:"ceiling_unit,omitempty"`
 	Ratio       float64 `json:"ratio,omitempty"` // Rate / Ceiling
 	Note        string  `json:"note,omitempty"`
+
+	Memory  *Memory  `json:"memory,omitempty"`  // the memory scenario's
+	Storage *Storage `json:"storage,omitempty"` // the storage row's
 }
 
 // Report is a whole run.
@@ -124,6 +139,14 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			}
 		case "fair":
 			res, err = fair(ctx, opt)
+		case "mixed":
+			var more []Result
+			if more, err = mixed(ctx, opt, ceil); err == nil {
+				rep.Results = append(rep.Results, more...)
+				continue
+			}
+		case "memory":
+			res, err = memory(ctx, opt)
 		case "growth":
 			var more []Result
 			if more, err = growth(ctx, opt); err == nil {
@@ -244,32 +267,47 @@ func startEnv(ctx context.Context, opt Options) (e *env, key, orgID string, err 
 // post sends a JSON body and returns the status and the task id of an enqueue
 // response (or "" for other bodies).
 func (e *env) post(ctx context.Context, key, path, body string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+path, strings.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	return e.send(req)
+	a, err := e.do(ctx, key, http.MethodPost, path, body, "")
+	return a.status, a.taskID, err
 }
 
 func (e *env) get(ctx context.Context, key, path string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	return e.send(req)
+	a, err := e.do(ctx, key, http.MethodGet, path, "", "")
+	return a.status, a.taskID, err
 }
 
-func (e *env) send(req *http.Request) (int, string, error) {
+// answer is what the load generator reads of a response: no more than it needs.
+type answer struct {
+	status   int
+	taskID   string
+	replayed bool // Idempotent-Replayed: true
+	body     []byte
+}
+
+// do sends a request, with an Idempotency-Key when idemKey is not empty.
+func (e *env) do(ctx context.Context, key, method, path, body, idemKey string) (answer, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, e.base+path, rd)
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return 0, "", err
+		return answer{}, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, taskID(raw), err
+	return answer{status: resp.StatusCode, taskID: taskID(raw), replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: raw}, err
 }
 
 // taskID picks the task id out of an enqueue or task response without a full decode:
@@ -314,36 +352,49 @@ func (e *env) settled(ctx context.Context, orgID string) error {
 // when the time is up runs to its end and counts, so every client measures at least
 // one call however slow the machine is.
 func load(ctx context.Context, n int, d time.Duration, fn func(ctx context.Context, client, i int) bool) (lat latencies, count, errs int64, elapsed time.Duration) {
+	lats, ok, bad, elapsed := loadKinds(ctx, n, 1, d, func(ctx context.Context, client, i int) (int, bool) {
+		return 0, fn(ctx, client, i)
+	})
+	return lats[0], ok[0], bad[0], elapsed
+}
+
+// loadKinds is load for calls of several kinds, told apart by fn's first result (from
+// 0 to kinds-1): the latencies and counts are kept per kind.
+func loadKinds(ctx context.Context, n, kinds int, d time.Duration, fn func(ctx context.Context, client, i int) (kind int, good bool)) (lat []latencies, ok, bad []int64, elapsed time.Duration) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	var ok, bad atomic.Int64
+	lat, ok, bad = make([]latencies, kinds), make([]int64, kinds), make([]int64, kinds)
 	start := time.Now()
 	deadline := start.Add(d)
 	for c := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var mine []time.Duration
+			mine, myOK, myBad := make([]latencies, kinds), make([]int64, kinds), make([]int64, kinds)
 			for i := 0; ctx.Err() == nil && (i == 0 || time.Now().Before(deadline)); i++ {
 				t := time.Now()
-				good := fn(ctx, c, i)
+				kind, good := fn(ctx, c, i)
 				if ctx.Err() != nil {
 					break // the whole bench was stopped
 				}
-				mine = append(mine, time.Since(t))
+				mine[kind] = append(mine[kind], time.Since(t))
 				if good {
-					ok.Add(1)
+					myOK[kind]++
 				} else {
-					bad.Add(1)
+					myBad[kind]++
 				}
 			}
 			mu.Lock()
-			lat = append(lat, mine...)
+			for k := range kinds {
+				lat[k] = append(lat[k], mine[k]...)
+				ok[k] += myOK[k]
+				bad[k] += myBad[k]
+			}
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	return lat, ok.Load(), bad.Load(), time.Since(start)
+	return lat, ok, bad, time.Since(start)
 }
 
 type latencies []time.Duration
@@ -361,16 +412,19 @@ func (l latencies) fill(r *Result) {
 	r.P50ms, r.P99ms = l.percentile(0.50), l.percentile(0.99)
 }
 
-// warm stores n companies, so that enqueueing them again is a store hit.
-func (e *env) warm(ctx context.Context, key string, n int) ([]string, error) {
-	domains := make([]string, n)
+// warm stores n companies, so that enqueueing them again is a store hit, once the
+// tasks it returns the ids of have settled.
+func (e *env) warm(ctx context.Context, key string, n int) (domains, ids []string, err error) {
+	domains, ids = make([]string, n), make([]string, n)
 	for i := range domains {
 		domains[i] = fmt.Sprintf("hit-%d.com", i)
-		if status, _, err := e.post(ctx, key, "/v1/companies/enrich", `{"domain":"`+domains[i]+`"}`); err != nil || status != http.StatusAccepted {
-			return nil, fmt.Errorf("warming the store: %d %v", status, err)
+		status, id, err := e.post(ctx, key, "/v1/companies/enrich", `{"domain":"`+domains[i]+`"}`)
+		if err != nil || status != http.StatusAccepted || id == "" {
+			return nil, nil, fmt.Errorf("warming the store: %d %v", status, err)
 		}
+		ids[i] = id
 	}
-	return domains, nil
+	return domains, ids, nil
 }
 
 func enqueueHit(ctx context.Context, opt Options) (Result, error) {
@@ -379,7 +433,7 @@ func enqueueHit(ctx context.Context, opt Options) (Result, error) {
 		return Result{}, err
 	}
 	defer e.close()
-	domains, err := e.warm(ctx, key, 256)
+	domains, _, err := e.warm(ctx, key, 256)
 	if err != nil {
 		return Result{}, err
 	}
@@ -455,19 +509,37 @@ func read(ctx context.Context, opt Options) (Result, error) {
 	return r, nil
 }
 
-func deliver(ctx context.Context, opt Options) (Result, error) {
-	var received atomic.Int64
-	receiver := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// receiver is a webhook endpoint on loopback that acknowledges everything.
+type receiver struct {
+	url      string
+	received atomic.Int64
+	srv      *http.Server
+}
+
+func startReceiver() (*receiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	rc := &receiver{url: "http://" + ln.Addr().String() + "/hook"}
+	rc.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		received.Add(1)
+		rc.received.Add(1)
 		w.WriteHeader(http.StatusNoContent)
 	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	go rc.srv.Serve(ln)
+	return rc, nil
+}
+
+func (rc *receiver) close() { rc.srv.Close() }
+
+func deliver(ctx context.Context, opt Options) (Result, error) {
+	rc, err := startReceiver()
 	if err != nil {
 		return Result{}, err
 	}
-	go receiver.Serve(ln)
-	defer receiver.Close()
+	defer rc.close()
+	received := &rc.received
 
 	e, key, orgID, err := startEnv(ctx, opt)
 	if err != nil {
@@ -475,11 +547,11 @@ func deliver(ctx context.Context, opt Options) (Result, error) {
 	}
 	defer e.close()
 	loop, err := e.db.CreateLoop(ctx, store.NewLoop{OrgID: orgID, Name: "bench", ObjectType: enrich.ObjectCompany,
-		WebhookURL: "http://" + ln.Addr().String() + "/hook", Enabled: true})
+		WebhookURL: rc.url, Enabled: true})
 	if err != nil {
 		return Result{}, err
 	}
-	domains, err := e.warm(ctx, key, 256)
+	domains, _, err := e.warm(ctx, key, 256)
 	if err != nil {
 		return Result{}, err
 	}

@@ -16,20 +16,26 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, res := range r.Results {
 		ceiling, unit, ratio := "-", "", "-"
 		if res.Ceiling > 0 {
-			ceiling, unit, ratio = thousands(res.Ceiling), res.CeilingUnit, fmt.Sprintf("%.0f%%", 100*res.Ratio)
+			ceiling, unit, ratio = thousands(res.Ceiling), res.CeilingUnit, percent(res.Ratio)
 		}
 		rate := thousands(res.Rate)
 		if res.Unit == "s" {
 			rate = fmt.Sprintf("%.2f", res.Rate)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f ms\t%.1f ms\t%s\t%s\t%s\t%d\t\n", res.Scenario, rate, res.Unit, res.P50ms, res.P99ms, ceiling, unit, ratio, res.Errors)
+		p50, p99 := "-", "-"
+		if res.P50ms > 0 || res.P99ms > 0 { // storage measures no latency
+			p50, p99 = fmt.Sprintf("%.1f ms", res.P50ms), fmt.Sprintf("%.1f ms", res.P99ms)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", res.Scenario, rate, res.Unit, p50, p99, ceiling, unit, ratio, res.Errors)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	for _, res := range r.Results {
-		fmt.Fprintf(w, "%s: %s\n", res.Scenario, res.Note)
+		if res.Note != "" {
+			fmt.Fprintf(w, "%s: %s\n", res.Scenario, res.Note)
+		}
 	}
 	return nil
 }
@@ -44,4 +50,13 @@ func thousands(v float64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// percent shows a ratio in percent, small ones (a share of the mix beside a whole
+// ceiling) with a decimal so they do not read as nothing.
+func percent(r float64) string {
+	if r < 0.1 {
+		return fmt.Sprintf("%.1f%%", 100*r)
+	}
+	return fmt.Sprintf("%.0f%%", 100*r)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"enrichd/bench"
@@ -18,8 +19,10 @@ func newBenchCommand() *cobra.Command {
 		Short: "Measure throughput and latency of the real service against SQLite's own ceiling, on this machine",
 		Long: `bench starts enrichd in-process on a loopback port over a temporary database and the
 synthetic sim source, drives it through real HTTP, and prints each scenario beside the
-raw SQLite ceiling of the same work, measured in the same run. It touches no database
-but its own temporary ones.`,
+raw SQLite ceiling of the same work, measured in the same run. The memory scenario
+instead starts this program's serve as a process of its own, on a free loopback port,
+and reads its resident set from /proc. It touches no database but its own temporary
+ones.`,
 		Annotations: map[string]string{noDB: "yes"},
 		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -31,6 +34,9 @@ but its own temporary ones.`,
 			growthTasks, _ := f.GetInt("growth-tasks")
 			fairBulk, _ := f.GetInt("fair-bulk")
 			asJSON, _ := f.GetBool("json")
+			memoryLoad, _ := f.GetDuration("memory-load")
+			memoryIdle, _ := f.GetDuration("memory-idle")
+			serveArgs, _ := f.GetStringArray("serve-arg")
 			if duration < 100*time.Millisecond || duration > 10*time.Minute {
 				return fmt.Errorf("--duration must be from 100ms to 10m")
 			}
@@ -46,6 +52,12 @@ but its own temporary ones.`,
 			if workers < 1 {
 				return fmt.Errorf("--workers must be at least 1")
 			}
+			if memoryLoad < 100*time.Millisecond || memoryLoad > time.Hour {
+				return fmt.Errorf("--memory-load must be from 100ms to 1h")
+			}
+			if memoryIdle < 100*time.Millisecond || memoryIdle > time.Hour {
+				return fmt.Errorf("--memory-idle must be from 100ms to 1h")
+			}
 			if path, _ := f.GetString("cpuprofile"); path != "" {
 				out, err := os.Create(path)
 				if err != nil {
@@ -57,7 +69,8 @@ but its own temporary ones.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			opt := bench.Options{Schema: program(cmd).Schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks, FairBulk: fairBulk}
+			opt := bench.Options{Schema: program(cmd).Schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks, FairBulk: fairBulk,
+				MemoryLoad: memoryLoad, MemoryIdle: memoryIdle, ServeArgs: serveArgs}
 			if !asJSON {
 				opt.Progress = cmd.ErrOrStderr()
 			}
@@ -74,10 +87,13 @@ but its own temporary ones.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Duration("duration", 5*time.Second, "how long each scenario drives load and each ceiling is measured; growth splits it between its two reads; fair ignores it and runs until its tasks settle")
-	f.Int("concurrency", 32, "clients sending at once (fair: clients sending the first organization's tasks)")
-	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: enqueue-hit, enqueue-miss, read, deliver, fair, growth (all but growth when empty)")
-	f.Int("growth-tasks", 1_000_000, "growth scenario: tasks stored before reads are measured again")
+	f.Duration("duration", 5*time.Second, "how long each scenario drives load and each ceiling is measured; growth gives each of its measurements half of it; fair ignores it and runs until its tasks settle; memory has --memory-load")
+	f.Int("concurrency", 32, "clients sending at once (fair: clients sending the first organization's tasks; mixed and memory: half of it, so 16 by default)")
+	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: "+strings.Join(bench.Scenarios, ", ")+" (all but growth when empty; memory takes --memory-load plus --memory-idle)")
+	f.Int("growth-tasks", 1_000_000, "growth scenario: tasks stored before reads and enqueues are measured again; claims are timed behind as many queued tasks, at most 100,000, and behind a hundredth of that")
+	f.Duration("memory-load", time.Minute, "memory scenario: how long the mixed load runs against the serve process while its RSS is sampled")
+	f.Duration("memory-idle", 30*time.Second, "memory scenario: how long the serve process then stays idle before its RSS is read again")
+	f.StringArray("serve-arg", nil, "memory scenario: a flag for the serve process, as --serve-arg=--flag=value; repeat it for more")
 	f.Int("fair-bulk", 5000, "fair scenario: tasks the first organization queues before the second sends 10")
 	f.Int("workers", 16, "task workers of the service under test")
 	f.Bool("json", false, "print the report as JSON")

@@ -73,6 +73,39 @@ func (db *DB) SeedTasks(ctx context.Context, orgID string, n int) error {
 	return nil
 }
 
+// SeedQueuedTasks queues n tasks for the organization, created one millisecond apart
+// before now and expiring a day later, in transactions of a few thousand rows, and
+// gives the organization its turn in the queue as an enqueue does: the backlog a bulk
+// upload leaves, for measuring whether a claim costs the same behind it as behind a
+// short one. The tasks are not charged.
+func (db *DB) SeedQueuedTasks(ctx context.Context, orgID string, n int) error {
+	const batch = 5000
+	now := db.now()
+	start := now.Add(-time.Duration(n) * time.Millisecond)
+	for done := 0; done < n; done += batch {
+		err := db.inTx(ctx, func(tx *Tx) error {
+			for i := done; i < min(done+batch, n); i++ {
+				at := start.Add(time.Duration(i) * time.Millisecond)
+				id, err := uuid.NewV7()
+				if err != nil {
+					return err
+				}
+				domain := fmt.Sprintf("queued-%d.com", i)
+				if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
+					credits_charged, created_at, queued_at, expires_at) VALUES (?, ?, 'company', 'queued', 'domain', ?, ?, 1, ?, ?, ?)`,
+					id.String(), orgID, `{"domain":"`+domain+`"}`, domain, ms(at), ms(at), ms(now.Add(24*time.Hour))); err != nil {
+					return err
+				}
+			}
+			return joinQueue(ctx, tx, orgID)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // SeedLedger fills the organization's ledger with n charges of one credit taken from
 // grantID, spread evenly over span before now, one in ten refunded a second later,
 // each naming a task of its own: the ledger a busy month leaves, for measuring the

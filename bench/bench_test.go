@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"enrichd/store"
+
+	"github.com/matryer/is"
+)
+
+func testOptions(t *testing.T) Options {
+	t.Helper()
+	raw, err := os.ReadFile("../schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{Schema: string(raw), Duration: 400 * time.Millisecond, Concurrency: 4, Workers: 2, GrowthTasks: 2000}
+}
+
+func TestMixWeightsMakeAHundred(t *testing.T) {
+	sum := 0
+	for _, k := range mixKinds {
+		sum += k.weight
+	}
+	is.New(t).Equal(sum, 100) // the draw in mix.call picks from 0 to 99
+}
+
+// TestMixed runs the mixed scenario briefly: a row for the whole, one per type of call,
+// each compared with its ceiling, then the storage row, and nothing answered otherwise
+// than expected.
+func TestMixed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and loads it")
+	}
+	is := is.New(t)
+	opt := testOptions(t)
+	rep, err := Run(context.Background(), Options{Schema: opt.Schema, Duration: opt.Duration, Concurrency: opt.Concurrency,
+		Workers: opt.Workers, Scenarios: []string{"mixed"}})
+	is.NoErr(err)
+	var names []string
+	for _, r := range rep.Results {
+		names = append(names, r.Scenario)
+		is.True(r.Count > 0) // measured something
+		is.True(r.Rate > 0)
+		is.Equal(r.Errors, int64(0)) // every call got the answer it expects
+	}
+	is.Equal(names, []string{"mixed", "mixed/read", "mixed/list", "mixed/hit", "mixed/miss", "mixed/email", "mixed/loop", "mixed/replay", "storage"})
+	whole := rep.Results[0]
+	var sum, made int64
+	for i, r := range rep.Results[1:8] {
+		sum += r.Count
+		if i != mixRead && i != mixList && i != mixReplay {
+			made += r.Count
+		}
+		is.True(r.P99ms >= r.P50ms)
+		want := "reads/s"
+		if mixKinds[i].post {
+			want = "tx/s"
+		}
+		is.Equal(r.CeilingUnit, want) // POSTs beside the write ceiling, GETs beside the read ceiling
+		is.True(r.Ceiling > 0 && r.Ratio > 0)
+	}
+	is.Equal(whole.Count, sum)
+	is.Equal(whole.Ceiling, 0.0)
+
+	st := rep.Results[8]
+	is.Equal(st.Unit, "B/task")
+	is.True(st.Storage != nil)
+	is.Equal(st.Count, st.Storage.Tasks)
+	is.Equal(st.Storage.Tasks, 256+128+made) // the warm-up's, the replayed requests', and those the load made
+	is.Equal(st.Rate, float64(st.Storage.Bytes)/float64(st.Storage.Tasks))
+	var tasks *StorageObject
+	for i, o := range st.Storage.Objects {
+		if o.Name == "tasks" {
+			tasks = &st.Storage.Objects[i]
+		}
+	}
+	is.True(tasks != nil && tasks.Bytes > 0 && tasks.BytesPerTask < st.Rate)
+	is.True(strings.Contains(st.Note, "tasks "))
+
+	var table strings.Builder
+	is.NoErr(rep.WriteTable(&table))
+	for _, want := range []string{"mixed/replay", "B/task", "storage: the whole file"} {
+		is.True(strings.Contains(table.String(), want))
+	}
+}
+
+// TestMixResolvesWhatItAsks: the email addresses the mix sends are resolved by the sim
+// source and every miss is found, so the workers do the work of real lookups, not of
+// failures; a replay is answered as one.
+func TestMixResolvesWhatItAsks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and loads it")
+	}
+	is := is.New(t)
+	ctx := context.Background()
+	opt := testOptions(t)
+	rc, err := startReceiver()
+	is.NoErr(err)
+	defer rc.close()
+	e, key, orgID, err := startEnv(ctx, opt)
+	is.NoErr(err)
+	defer e.close()
+	loop, err := e.db.CreateLoop(ctx, store.NewLoop{OrgID: orgID, Name: "bench", ObjectType: "company", WebhookURL: rc.url, Enabled: true})
+	is.NoErr(err)
+	m, err := setUpMix(ctx, e, key, loop.ID, 2)
+	is.NoErr(err)
+	for c := range 2 {
+		for i := range 60 {
+			kind, ok := m.call(ctx, c, i)
+			if !ok {
+				t.Fatalf("client %d call %d (%s) did not get the answer expected", c, i, mixKinds[kind].name)
+			}
+		}
+	}
+	for range 3 { // a few more addresses than the calls above drew
+		a, err := e.do(ctx, key, "POST", "/v1/people/enrich", `{"email":"`+m.nextEmail()+`"}`, "")
+		is.NoErr(err)
+		is.Equal(a.status, 202)
+	}
+	is.NoErr(e.settled(ctx, orgID))
+	failed, err := e.db.CountTasks(ctx, orgID, store.StatusFailed)
+	is.NoErr(err)
+	is.Equal(failed, int64(0))
+	deadline := time.Now().Add(time.Minute)
+	for rc.received.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	is.True(rc.received.Load() > 0) // the Loop's runs reached the receiver
+}
+
+// TestGrowth runs the growth scenario small: each figure on the grown database as a
+// ratio to the same on the small one, claims included.
+func TestGrowth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and loads it")
+	}
+	is := is.New(t)
+	opt := testOptions(t)
+	opt.Scenarios = []string{"growth"}
+	rep, err := Run(context.Background(), opt)
+	is.NoErr(err)
+	var names []string
+	for _, r := range rep.Results {
+		names = append(names, r.Scenario)
+		is.True(r.Count > 0)
+		is.Equal(r.Errors, int64(0))
+		is.True(r.Rate > 0 && r.Ceiling > 0 && r.Ratio > 0) // beside its small baseline
+		is.Equal(r.CeilingUnit, r.Unit)
+	}
+	is.Equal(names, []string{"growth-list", "growth-get", "growth-hit", "growth-miss", "growth-claim"})
+	claim := rep.Results[4]
+	is.Equal(claim.Unit, "claims/s")
+	is.True(strings.Contains(claim.Note, "behind 2000 queued tasks") && strings.Contains(claim.Note, "behind 20 "))
+}
+
+func TestReadProcMemory(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc")
+	}
+	is := is.New(t)
+	m, err := readProcMemory(os.Getpid())
+	is.NoErr(err)
+	is.True(m.rss > 0 && m.hwm >= m.rss && m.anon > 0)
+	is.True(m.anon+m.file <= m.rss+1024) // RssShmem is the rest
+	_, err = readProcMemory(-1)
+	is.True(err != nil)
+}

@@ -1,0 +1,94 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"enrichd/bench"
+	"enrichd/cli"
+
+	"github.com/matryer/is"
+)
+
+// serveChildEnv, set, makes this test binary the enrichd program: the memory scenario
+// starts the program's own binary as `serve`, and in a test that binary is this one.
+const serveChildEnv = "ENRICHD_CLI_TEST_RUN_COMMAND"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(serveChildEnv) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		cmd := cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, os.Stdout, os.Stderr)
+		cmd.SetArgs(os.Args[1:])
+		err := cmd.ExecuteContext(ctx)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "enrichd:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+var schema = func() string {
+	raw, err := os.ReadFile("../schema.sql")
+	if err != nil {
+		panic(err)
+	}
+	return string(raw)
+}()
+
+// TestBenchMemory runs the memory scenario through the real command, briefly: it
+// starts this binary as serve (see TestMain) with the flags passed through
+// --serve-arg, fills the row from the child's /proc, and leaves no child behind.
+func TestBenchMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the memory scenario reads /proc")
+	}
+	if testing.Short() {
+		t.Skip("starts a serve process and loads it for seconds")
+	}
+	is := is.New(t)
+	t.Setenv(serveChildEnv, "1") // for the child; this process has passed TestMain
+	var out, errOut strings.Builder
+	cmd := cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, &out, &errOut)
+	cmd.SetArgs([]string{"bench", "--json", "--scenario", "memory", "--memory-load", "2s", "--memory-idle", "1s",
+		"--concurrency", "4", "--workers", "2", "--serve-arg=--lease=45s", "--serve-arg", "--task-ttl=20m"})
+	is.NoErr(cmd.ExecuteContext(context.Background()))
+
+	var rep bench.Report
+	is.NoErr(json.Unmarshal([]byte(out.String()), &rep))
+	is.Equal(len(rep.Results), 1)
+	r := rep.Results[0]
+	is.Equal(r.Scenario, "memory")
+	is.Equal(r.Unit, "MB")
+	is.True(r.Memory != nil)
+	m := r.Memory
+	is.True(r.Count > 0)         // the load was answered
+	is.Equal(r.Errors, int64(0)) // as expected
+	is.True(m.LoadRate > 0)
+	is.True(m.Samples >= 2) // a second's ticks, and the end of the load
+	is.Equal(r.Rate, m.PeakMB)
+	is.True(m.PeakMB > 1 && m.IdleMB > 1 && m.HWMMB >= m.PeakMB)
+	is.True(m.PeakAnonMB > 0 && m.PeakFileMB > 0 && m.IdleAnonMB > 0)
+	is.True(slices.Contains(m.Args, "--lease=45s") && slices.Contains(m.Args, "--task-ttl=20m")) // passed through
+	is.True(slices.Contains(m.Args, "--allow-private-webhooks"))
+	is.True(strings.Contains(r.Note, "--lease=45s"))
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", m.PID))
+	is.True(errors.Is(err, fs.ErrNotExist)) // the child is gone
+
+	cmd = cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, &out, &errOut)
+	cmd.SetArgs([]string{"bench", "--scenario", "memory", "--memory-load", "0s"})
+	err = cmd.ExecuteContext(context.Background())
+	is.True(err != nil && strings.Contains(err.Error(), "--memory-load"))
+}
