@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"enrichd/enrich"
+	"enrichd/store"
 )
 
 // maxBody is the largest request body accepted.
@@ -25,6 +26,46 @@ func encode(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
+}
+
+// encodeTask writes {"task": ..., "data": ..., "error": ...}, data and error left out
+// when empty, as encode writes it, without reflection: the answer to every enqueue and
+// every task read (see store.Task.AppendJSON).
+func encodeTask(w http.ResponseWriter, status int, t *store.Task, data json.RawMessage, taskErr *enrich.TaskError) {
+	b := make([]byte, 0, 512+len(t.Input)+len(data))
+	b = append(b, `{"task":`...)
+	b = t.AppendJSON(b)
+	if len(data) > 0 {
+		b = append(b, `,"data":`...)
+		b = append(b, data...)
+	}
+	if taskErr != nil {
+		raw, _ := json.Marshal(taskErr) // strings and numbers: it always marshals
+		b = append(b, `,"error":`...)
+		b = append(b, raw...)
+	}
+	writeJSON(w, status, append(b, "}\n"...))
+}
+
+// encodeTaskList writes {"data": [tasks...], "total": total} as encode writes it.
+func encodeTaskList(w http.ResponseWriter, tasks []*store.Task, total int64) {
+	b := make([]byte, 0, 64+400*len(tasks))
+	b = append(b, `{"data":[`...)
+	for i, t := range tasks {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = t.AppendJSON(b)
+	}
+	b = append(b, `],"total":`...)
+	b = strconv.AppendInt(b, total, 10)
+	writeJSON(w, http.StatusOK, append(b, "}\n"...))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
 }
 
 // decode reads a JSON request body into a T: a JSON object of known fields, at most

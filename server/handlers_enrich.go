@@ -17,13 +17,6 @@ import (
 // maxIdempotencyKey is the longest Idempotency-Key accepted, in characters.
 const maxIdempotencyKey = 255
 
-// enqueueResponse is the TaskEnqueueResponse: the task, and its error when it already
-// failed. It never carries data.
-type enqueueResponse struct {
-	Task  *store.Task       `json:"task"`
-	Error *enrich.TaskError `json:"error,omitempty"`
-}
-
 // companyRequest is the body of POST /v1/companies/enrich. The dashboard's Try it fills
 // it too, without a Loop, so that a task from the form is stored exactly as one from
 // the API.
@@ -126,7 +119,9 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input
 		// Tells a replay from a task settled by this request, which both answer 200.
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	encode(w, status, enqueueResponse{Task: t, Error: t.Error})
+	// The TaskEnqueueResponse: the task, and its error when it already failed; never
+	// data.
+	encodeTask(w, status, t, nil, t.Error)
 }
 
 // taskRequest is one enrichment asked for, through the API or the dashboard's forms: the

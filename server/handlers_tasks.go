@@ -22,12 +22,8 @@ const (
 	maxPageOffset = 10_000
 )
 
+// handleGetTask answers {task, data, error}: data once succeeded, error once failed.
 func handleGetTask(s *Server) http.Handler {
-	type response struct {
-		Task  *store.Task       `json:"task"`
-		Data  json.RawMessage   `json:"data,omitempty"`
-		Error *enrich.TaskError `json:"error,omitempty"`
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, err := s.db.GetTask(r.Context(), principal(r).OrgID, httprouter.ParamsFromContext(r.Context()).ByName("id"))
 		if err != nil {
@@ -37,19 +33,16 @@ func handleGetTask(s *Server) http.Handler {
 		if !t.Settled() {
 			w.Header().Set("Retry-After", "2")
 		}
-		resp := response{Task: t, Error: t.Error}
+		var data json.RawMessage
 		if t.Status == store.StatusSucceeded {
-			resp.Data = t.Data
+			data = t.Data
 		}
-		encode(w, http.StatusOK, resp)
+		encodeTask(w, http.StatusOK, t, data, t.Error)
 	})
 }
 
+// handleListTasks answers {data: [tasks], total}.
 func handleListTasks(s *Server) http.Handler {
-	type response struct {
-		Data  []*store.Task `json:"data"`
-		Total int64         `json:"total"`
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		status := q.Get("status")
@@ -67,10 +60,7 @@ func handleListTasks(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		if tasks == nil {
-			tasks = []*store.Task{}
-		}
-		encode(w, http.StatusOK, response{Data: tasks, Total: total})
+		encodeTaskList(w, tasks, total)
 	})
 }
 

@@ -27,7 +27,8 @@ func (s *Server) storageWait(ctx context.Context, tick <-chan time.Time) bool {
 }
 
 // storageMetrics sets the storage figures of /metrics: writes refused for storage
-// since start, and whether the database is failing now.
+// since start, whether the database is failing now, and the writer's transactions
+// and commits (their ratio is the group commit's average batch).
 func (s *Server) storageMetrics() {
 	m := s.metrics
 	m.counter("enrichd_storage_write_failures_total").Set(s.db.StorageFailures())
@@ -36,4 +37,7 @@ func (s *Server) storageMetrics() {
 		failing = 1
 	}
 	m.set.GetOrCreateGauge("enrichd_storage_failing", nil).Set(failing)
+	transactions, commits := s.db.WriteStats()
+	m.counter("enrichd_db_write_transactions_total").Set(uint64(transactions))
+	m.counter("enrichd_db_commits_total").Set(uint64(commits))
 }

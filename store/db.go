@@ -42,11 +42,20 @@ type DB struct {
 	health  storageHealth
 	reopen  atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
 	touches keyTouches  // keys' last use being written
+	keys    keyCache    // valid keys by the hash of their token
 
 	ops        chan *writeOp // transactions waiting for the writer
 	closing    chan struct{}
 	closeOnce  sync.Once
 	writerDone chan struct{}
+	watchDone  chan struct{} // watchForeignWrites has returned
+	// checkpointDone is closed when checkpointLoop has returned; commits counts the
+	// writer's commits, which tell it there is something to copy.
+	checkpointDone chan struct{}
+	commits        atomic.Int64
+	// grouped counts the transactions callers handed to the writer that it committed
+	// or rolled back; with commits, how many a commit carries on average.
+	grouped atomic.Int64
 
 	// Now is the clock of every timestamp the store writes; tests move it.
 	Now func() time.Time
@@ -73,9 +82,8 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 		}
 		return "file:" + path + "?" + q.Encode()
 	}
-	// A checkpoint every 10,000 pages instead of 1,000: fewer, larger copies from the WAL
-	// into the file, off the path of most commits.
-	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit(67108864)", "wal_autocheckpoint(10000)")+"&_txlock=immediate")
+	// The writer checkpoints nothing itself: checkpointLoop does, off its path.
+	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit(67108864)", "wal_autocheckpoint(0)")+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
 	}
@@ -84,7 +92,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
 	db := &DB{write: write, writes: newStmtCache(write), dsn: dsn, path: path, Now: time.Now,
-		ops: make(chan *writeOp, maxBatch), closing: make(chan struct{}), writerDone: make(chan struct{})}
+		ops: make(chan *writeOp, maxBatch), closing: make(chan struct{}), writerDone: make(chan struct{}), watchDone: make(chan struct{}), checkpointDone: make(chan struct{})}
 	// The writer connection turns WAL on before any reader opens the file.
 	if err := db.migrate(ctx, schema); err != nil {
 		write.Close()
@@ -98,7 +106,22 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	read.SetMaxOpenConns(4)
 	read.SetMaxIdleConns(4)
 	db.read = &readPool{DB: read, cache: newStmtCache(read)}
+	version, err := db.dataVersion()
+	if err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("cannot read the database %s: %w", path, err)
+	}
+	checkpointer, err := sql.Open("sqlite", dsn())
+	if err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
+	}
+	checkpointer.SetMaxOpenConns(1)
 	go db.writeLoop()
+	go db.watchForeignWrites(version)
+	go db.checkpointLoop(checkpointer)
 	return db, nil
 }
 
@@ -108,6 +131,8 @@ func (db *DB) Close() error {
 		db.waitTouches() // they need the writer
 		db.closeOnce.Do(func() { close(db.closing) })
 		<-db.writerDone
+		<-db.watchDone
+		<-db.checkpointDone
 	}
 	db.writes.close()
 	err := db.write.Close()
@@ -284,7 +309,14 @@ func guarded(fn func(*Tx) error) func(*Tx) error {
 	}
 }
 
+// WriteStats are the writer's totals since Open: transactions handed to it, and
+// commits it made (fewer when group commit carries several in one).
+func (db *DB) WriteStats() (transactions, commits int64) {
+	return db.grouped.Load(), db.commits.Load()
+}
+
 func (db *DB) commit(batch []*writeOp) {
+	db.grouped.Add(int64(len(batch)))
 	if len(batch) == 1 {
 		op := batch[0]
 		if err := op.ctx.Err(); err != nil {
@@ -296,20 +328,23 @@ func (db *DB) commit(batch []*writeOp) {
 	}
 	errs := make([]error, len(batch))
 	err := db.runTx(context.Background(), func(tx *Tx) error {
+		bg := context.Background()
 		for i, op := range batch {
 			if errs[i] = op.ctx.Err(); errs[i] != nil {
 				continue
 			}
-			if _, err := tx.Tx.ExecContext(context.Background(), `SAVEPOINT op`); err != nil {
+			// Through tx, so that the three statements are prepared once, not parsed for
+			// every transaction of every batch.
+			if _, err := tx.ExecContext(bg, `SAVEPOINT op`); err != nil {
 				return err
 			}
 			errs[i] = guarded(op.fn)(&Tx{Tx: tx.Tx, cache: tx.cache, detached: context.WithoutCancel(op.ctx)})
 			if errs[i] != nil {
-				if _, err := tx.Tx.ExecContext(context.Background(), `ROLLBACK TO op`); err != nil {
+				if _, err := tx.ExecContext(bg, `ROLLBACK TO op`); err != nil {
 					return err
 				}
 			}
-			if _, err := tx.Tx.ExecContext(context.Background(), `RELEASE op`); err != nil {
+			if _, err := tx.ExecContext(bg, `RELEASE op`); err != nil {
 				return err
 			}
 		}
@@ -345,6 +380,7 @@ func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing to the database: %w", err)
 	}
+	db.commits.Add(1)
 	if wrote {
 		db.storageRecovered()
 	}

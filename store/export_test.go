@@ -26,3 +26,6 @@ func (db *DB) WaitKeyTouches() { db.touches.wg.Wait() }
 
 // KeyTouchesStarted counts the writes of keys' last use started since Open.
 func (db *DB) KeyTouchesStarted() int64 { return db.touches.started.Load() }
+
+// KeyReads counts the API keys Authenticate read from the database since Open.
+func (db *DB) KeyReads() int64 { return db.keys.reads.Load() }

@@ -182,8 +182,13 @@ func (db *DB) ListKeys(ctx context.Context, orgName string) ([]APIKey, error) {
 }
 
 // RevokeKey revokes the organization's key named by its id or its prefix. It takes
-// effect on the next request.
+// effect on the next request (on a request to another process on the same file, within
+// foreignWritePoll).
 func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
+	// Emptied again once the revoke is committed: a request that read the key in
+	// between must not have put it back.
+	db.keys.invalidate()
+	defer db.keys.invalidate()
 	return db.inTx(ctx, func(tx *Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
@@ -216,6 +221,15 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error
 		return nil, unauthorized
 	}
 	hash := sha256.Sum256([]byte(plain))
+	now := db.now()
+	if p, touch, ok := db.keys.use(hash, now); ok {
+		if touch {
+			db.touchKey(p.KeyID, now)
+		}
+		return &p, nil
+	}
+	gen := db.keys.generation()
+	db.keys.reads.Add(1)
 	var p Principal
 	var stored []byte
 	var revoked, used sql.NullInt64
@@ -230,9 +244,15 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error
 	if subtle.ConstantTimeCompare(stored, hash[:]) != 1 || revoked.Valid {
 		return nil, unauthorized
 	}
-	if now := db.now(); !used.Valid || now.Sub(fromMS(used.Int64)) >= keyUseResolution {
-		db.touchKey(p.KeyID, now)
+	lastUse := time.Time{}
+	if used.Valid {
+		lastUse = fromMS(used.Int64)
 	}
+	if now.Sub(lastUse) >= keyUseResolution {
+		db.touchKey(p.KeyID, now)
+		lastUse = now
+	}
+	db.keys.put(gen, hash, p, lastUse)
 	return &p, nil
 }
 
@@ -288,6 +308,10 @@ func (db *DB) touchKey(keyID string, now time.Time) {
 		delete(t.inFlight, keyID)
 		if err == nil {
 			t.written[keyID] = now
+		} else {
+			// The cache took the use as written; forgetting the keys makes the next
+			// request read the stale use and try again.
+			db.keys.invalidate()
 		}
 		t.mu.Unlock()
 	}()

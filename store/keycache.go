@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Authenticating a request read the key's row through a reader: a read transaction,
+// with its locks on the WAL index, for every request, about a sixth of a store hit's
+// CPU. Keys change rarely, so the valid ones are kept in memory by the SHA-256 of
+// their token. The cache is emptied when this process revokes a key, and when another
+// process (the CLI's `keys revoke`, say) commits anything at all: PRAGMA
+// data_version, polled on the writer's connection, tells that connection that
+// another one has committed, and ignores its own commits.
+
+// foreignWritePoll is how often the database is asked whether another process
+// committed: a key revoked from the CLI stops working within about this long.
+const foreignWritePoll = 500 * time.Millisecond
+
+// keyCacheMax bounds the keys kept; past it the cache starts again empty, which costs
+// each key one read.
+const keyCacheMax = 10_000
+
+type keyCache struct {
+	mu   sync.Mutex
+	keys map[[32]byte]*cachedKey
+	// gen counts the invalidations: a read of the database that began before one
+	// must not put what it read back into the cache.
+	gen   uint64
+	reads atomic.Int64 // keys read from the database, for tests
+}
+
+// cachedKey is a valid key and its last use as far as this process knows it.
+type cachedKey struct {
+	p    Principal
+	used time.Time
+}
+
+// use returns the key's principal, and whether its use at now is due to be written:
+// then it counts as written, so that one request a minute asks for the write.
+func (c *keyCache) use(hash [32]byte, now time.Time) (p Principal, touch, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.keys[hash]
+	if k == nil {
+		return Principal{}, false, false
+	}
+	if now.Sub(k.used) >= keyUseResolution {
+		k.used, touch = now, true
+	}
+	return k.p, touch, true
+}
+
+// generation is read before the database is, and given back to put.
+func (c *keyCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+func (c *keyCache) put(gen uint64, hash [32]byte, p Principal, used time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if c.keys == nil || len(c.keys) >= keyCacheMax {
+		c.keys = map[[32]byte]*cachedKey{}
+	}
+	c.keys[hash] = &cachedKey{p: p, used: used}
+}
+
+func (c *keyCache) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	clear(c.keys)
+}
+
+// dataVersion reads PRAGMA data_version on the writer's one connection, between two
+// of its transactions: a number no commit of this process changes, and every commit
+// of another one does.
+func (db *DB) dataVersion() (int64, error) {
+	var v int64
+	err := db.write.QueryRowContext(context.Background(), `PRAGMA data_version`).Scan(&v)
+	return v, err
+}
+
+// watchForeignWrites empties the key cache whenever another process has committed
+// since the version read before the cache was first used, checking every
+// foreignWritePoll until the database closes.
+func (db *DB) watchForeignWrites(last int64) {
+	defer close(db.watchDone)
+	tick := time.NewTicker(foreignWritePoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-db.closing:
+			return
+		case <-tick.C:
+		}
+		v, err := db.dataVersion()
+		if err != nil || v != last {
+			db.keys.invalidate() // on an error, trust nothing kept until a read succeeds
+		}
+		if err == nil {
+			last = v
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store/storetest"
+
+	"github.com/matryer/is"
+)
+
+// TestAuthenticateReadsAKeyOnce: a key is read from the database once, then answered
+// from memory, and a revoke in this process takes effect on the next request.
+func TestAuthenticateReadsAKeyOnce(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, _ := openDB(t)
+	plain, key, err := db.CreateKey(ctx, "acme", "ci", true)
+	is.NoErr(err)
+	for range 5 {
+		p, err := db.Authenticate(ctx, plain)
+		is.NoErr(err)
+		is.Equal(p.KeyID, key.ID)
+	}
+	is.Equal(db.KeyReads(), int64(1))
+
+	_, err = db.Authenticate(ctx, "enr_nosuchkey")
+	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized)
+	_, err = db.Authenticate(ctx, "enr_nosuchkey")
+	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized)
+	is.Equal(db.KeyReads(), int64(3)) // an unknown key is not kept
+
+	is.NoErr(db.RevokeKey(ctx, "acme", key.ID))
+	_, err = db.Authenticate(ctx, plain)
+	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized)
+	_, err = db.Authenticate(ctx, plain)
+	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized) // a revoked key is not kept either
+}
+
+// TestARevokeFromAnotherProcessTakesEffect: `enrichd keys revoke` runs in a process of
+// its own, on the same file; the serving process, which holds the key in memory, must
+// refuse it within about a second.
+func TestARevokeFromAnotherProcessTakesEffect(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	serving, path, clk := openDB(t)
+	plain, key, err := serving.CreateKey(ctx, "acme", "ci", true)
+	is.NoErr(err)
+	_, err = serving.Authenticate(ctx, plain)
+	is.NoErr(err)
+
+	cli := storetest.Open(t, path, clk)
+	is.NoErr(cli.RevokeKey(ctx, "acme", key.ID))
+	is.NoErr(cli.Close())
+
+	// The poll runs every half second; a loaded machine gets a generous margin.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := serving.Authenticate(ctx, plain)
+		if enrich.KindOf(err) == enrich.KindUnauthorized {
+			break
+		}
+		is.NoErr(err)
+		if time.Now().After(deadline) {
+			t.Fatal("the serving process still accepts a key another process revoked")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	is.True(serving.KeyReads() >= 2) // the key was read again, not answered from memory
+}
+
+// TestWriteStatsCountEveryTransaction: every transaction handed to the writer is
+// counted once, and no commit carries none.
+func TestWriteStatsCountEveryTransaction(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, _ := openDB(t)
+	tx0, c0 := db.WriteStats()
+	errs := make(chan error, 50)
+	for i := range cap(errs) {
+		go func() {
+			_, err := db.CreateOrg(ctx, fmt.Sprintf("org-%d", i))
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		is.NoErr(<-errs)
+	}
+	tx1, c1 := db.WriteStats()
+	is.Equal(tx1-tx0, int64(50))
+	is.True(c1-c0 >= 1 && c1-c0 <= 50)
+}
