@@ -34,6 +34,8 @@ func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (st
 			VALUES (?, ?, '', ?, ?)`, orgID, id, id, now)
 		return err
 	})
+	// Prepared from the second on, as the writer prepares the service's statements.
+	db.writes.preparePending(ctx)
 	return id, err
 }
 
