@@ -170,7 +170,8 @@ type env struct {
 	srv    *server.Server
 	http   *http.Server
 	base   string
-	client *http.Client
+	client *http.Client // for the few requests outside the load (readiness)
+	raw    *rawClient   // the load's
 	stop   context.CancelFunc
 	done   chan struct{}
 }
@@ -207,6 +208,7 @@ func newEnv(ctx context.Context, opt Options, configure func(*server.Config)) (*
 	go e.http.Serve(ln)
 	e.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
+	e.raw = newRawClient(ln.Addr().String())
 	return e, nil
 }
 
@@ -234,6 +236,9 @@ func (e *env) close() {
 	}
 	if e.client != nil {
 		e.client.CloseIdleConnections()
+	}
+	if e.raw != nil {
+		e.raw.closeIdle()
 	}
 	if e.db != nil {
 		e.db.Close()
@@ -284,30 +289,10 @@ type answer struct {
 	body     []byte
 }
 
-// do sends a request, with an Idempotency-Key when idemKey is not empty.
+// do sends a request, with an Idempotency-Key when idemKey is not empty, through the
+// bench's lean client (see rawClient).
 func (e *env) do(ctx context.Context, key, method, path, body, idemKey string) (answer, error) {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, e.base+path, rd)
-	if err != nil {
-		return answer{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	return answer{status: resp.StatusCode, taskID: taskID(raw), replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: raw}, err
+	return e.raw.do(ctx, key, method, path, body, idemKey)
 }
 
 // taskID picks the task id out of an enqueue or task response without a full decode:

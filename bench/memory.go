@@ -79,8 +79,9 @@ func memory(ctx context.Context, opt Options) (Result, error) {
 	}
 	defer srv.stop()
 	e := &env{dir: dir, base: "http://" + addr, client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}}
+		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}, raw: newRawClient(addr)}
 	defer e.client.CloseIdleConnections()
+	defer e.raw.closeIdle()
 	if err := srv.waitReady(ctx, e.client, e.base); err != nil {
 		return Result{}, err
 	}
@@ -132,6 +133,7 @@ func memory(ctx context.Context, opt Options) (Result, error) {
 
 	// Idle means no client either: their connections go, as they would.
 	e.client.CloseIdleConnections()
+	e.raw.closeIdle()
 	select {
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
