@@ -316,3 +316,81 @@ CREATE TRIGGER credit_days_insert AFTER INSERT ON credit_ledger BEGIN
     INSERT INTO credit_days (org_id, day, kind, amount) VALUES (NEW.org_id, NEW.created_at / 86400000, NEW.kind, NEW.amount)
         ON CONFLICT (org_id, day, kind) DO UPDATE SET amount = amount + excluded.amount;
 END;
+
+-- migration 8: fewer bytes per task
+-- A DESC index takes every new row at its left edge, where a page that splits keeps
+-- half of its rows and never fills again: tasks_org_created had half of its pages
+-- empty. An ascending one takes new rows at the right edge of their range, and SQLite
+-- walks it backwards for ORDER BY created_at DESC, id DESC all the same.
+DROP INDEX tasks_org_created;
+CREATE INDEX tasks_org_created ON tasks(org_id, created_at, id);
+DROP INDEX deliveries_loop_created;
+CREATE INDEX deliveries_loop_created ON deliveries(loop_id, created_at, id);
+
+-- A task's result, kept once however many tasks have the same one: every store hit
+-- on a company gives the same bytes, and was a copy of them. hash is the sha256 of
+-- data. refs counts the tasks that point here; the triggers below keep it with every
+-- change of tasks.result_id and delete a result once no task points at it (retention
+-- deletes tasks in small batches, and their results with them). A count costs a write
+-- to the result's row per task; an index on tasks(result_id), its alternative, costs
+-- an index entry per task, kept as long as the task is, to find the same thing.
+-- tasks.result_id has no REFERENCES clause for the same reason: deleting a result
+-- would look its tasks up by result_id, which only that index could serve.
+CREATE TABLE task_results (
+    id     INTEGER PRIMARY KEY,
+    hash   BLOB NOT NULL UNIQUE,
+    refs   INTEGER NOT NULL CHECK (refs >= 0),
+    data   TEXT NOT NULL                  -- the Company or Person (JSON), as the task shows it
+);
+
+INSERT INTO task_results (hash, refs, data)
+    SELECT sha256(result), 1, result FROM tasks WHERE result IS NOT NULL ORDER BY rowid
+    ON CONFLICT (hash) DO UPDATE SET refs = refs + 1;
+ALTER TABLE tasks ADD COLUMN result_id INTEGER;
+UPDATE tasks SET result_id = (SELECT id FROM task_results WHERE hash = sha256(tasks.result)) WHERE result IS NOT NULL;
+ALTER TABLE tasks DROP COLUMN result;
+-- Every task enriches: the column said so on every row. A second operation would add
+-- it back with a DEFAULT of 'enrich', which costs the rows already there nothing.
+ALTER TABLE tasks DROP COLUMN operation;
+
+CREATE TRIGGER task_results_insert AFTER INSERT ON tasks WHEN NEW.result_id IS NOT NULL BEGIN
+    UPDATE task_results SET refs = refs + 1 WHERE id = NEW.result_id;
+END;
+
+CREATE TRIGGER task_results_update AFTER UPDATE OF result_id ON tasks WHEN OLD.result_id IS NOT NEW.result_id BEGIN
+    UPDATE task_results SET refs = refs + 1 WHERE id = NEW.result_id;
+    UPDATE task_results SET refs = refs - 1 WHERE id = OLD.result_id;
+    DELETE FROM task_results WHERE id = OLD.result_id AND refs = 0;
+END;
+
+CREATE TRIGGER task_results_delete AFTER DELETE ON tasks WHEN OLD.result_id IS NOT NULL BEGIN
+    UPDATE task_results SET refs = refs - 1 WHERE id = OLD.result_id;
+    DELETE FROM task_results WHERE id = OLD.result_id AND refs = 0;
+END;
+
+-- An idempotency key's binding keeps the sha256 of the request as its 32 bytes, not as
+-- 64 hex digits, and the endpoint beside it rather than in front of it ("POST /v1/...
+-- <hex>", or the hex alone for a key kept before endpoints were: NULL endpoint now).
+-- A hash that is not 64 hex digits (never the server's) is kept as its bytes.
+-- The key no longer REFERENCES its task: checking that on every deletion of a task
+-- took an index on task_id, a copy of every key; retention finds a task's key by
+-- tasks.idempotency_key instead, which the primary key serves.
+CREATE TABLE idempotency_keys_8 (
+    org_id       TEXT NOT NULL REFERENCES orgs(id),
+    key          TEXT NOT NULL,
+    endpoint     TEXT,
+    body_hash    BLOB NOT NULL,
+    task_id      TEXT NOT NULL,
+    created_at   INTEGER NOT NULL,
+    PRIMARY KEY (org_id, key)
+) WITHOUT ROWID;
+
+-- rtrim(b, replace(b, ' ', '')) is b up to its last space, that space included.
+INSERT INTO idempotency_keys_8 (org_id, key, endpoint, body_hash, task_id, created_at)
+    SELECT org_id, key, nullif(substr(prefix, 1, length(prefix) - 1), ''),
+        CASE WHEN length(hash) = 64 AND unhex(hash) IS NOT NULL THEN unhex(hash) ELSE CAST(hash AS BLOB) END,
+        task_id, created_at
+    FROM (SELECT *, substr(body_hash, length(prefix) + 1) AS hash
+        FROM (SELECT *, rtrim(body_hash, replace(body_hash, ' ', '')) AS prefix FROM idempotency_keys));
+DROP TABLE idempotency_keys;
+ALTER TABLE idempotency_keys_8 RENAME TO idempotency_keys;

@@ -22,8 +22,8 @@ func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (st
 	err := db.runTx(context.WithoutCancel(ctx), func(tx *Tx) error {
 		now := ms(db.now())
 		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
-			credits_charged, created_at, queued_at, expires_at) VALUES (?, ?, 'company', 'queued', 'domain', '{}', ?, 1, ?, ?, ?)`,
-			id, orgID, id+".example", now, now, now+600_000); err != nil {
+			credits_charged, idempotency_key, created_at, queued_at, expires_at) VALUES (?, ?, 'company', 'queued', 'domain', '{}', ?, 1, ?, ?, ?, ?)`,
+			id, orgID, id+".example", id, now, now, now+600_000); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)
@@ -31,7 +31,7 @@ func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (st
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, body_hash, task_id, created_at)
-			VALUES (?, ?, '', ?, ?)`, orgID, id, id, now)
+			VALUES (?, ?, x'', ?, ?)`, orgID, id, id, now)
 		return err
 	})
 	return id, err
@@ -51,6 +51,10 @@ func (db *DB) SeedTasks(ctx context.Context, orgID string, n int) error {
 	start := db.now().Add(-time.Duration(n) * time.Millisecond)
 	for done := 0; done < n; done += batch {
 		err := db.inTx(ctx, func(tx *Tx) error {
+			result, err := keepResult(ctx, tx, []byte(`{"name":"Seeded","enrichment_status":"enriched"}`))
+			if err != nil {
+				return err
+			}
 			for i := done; i < min(done+batch, n); i++ {
 				at := start.Add(time.Duration(i) * time.Millisecond)
 				id, err := uuid.NewV7()
@@ -58,9 +62,9 @@ func (db *DB) SeedTasks(ctx context.Context, orgID string, n int) error {
 					return err
 				}
 				if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
-					credits_charged, created_at, queued_at, started_at, finished_at, expires_at, result)
-					VALUES (?, ?, 'company', 'succeeded', 'domain', '{}', ?, 1, ?, ?, ?, ?, ?, '{"name":"Seeded","enrichment_status":"enriched"}')`,
-					id.String(), orgID, fmt.Sprintf("seed-%d.com", i), ms(at), ms(at), ms(at), ms(at), ms(at.Add(10*time.Minute))); err != nil {
+					credits_charged, created_at, queued_at, started_at, finished_at, expires_at, result_id)
+					VALUES (?, ?, 'company', 'succeeded', 'domain', '{}', ?, 1, ?, ?, ?, ?, ?, ?)`,
+					id.String(), orgID, fmt.Sprintf("seed-%d.com", i), ms(at), ms(at), ms(at), ms(at), ms(at.Add(10*time.Minute)), result); err != nil {
 					return err
 				}
 			}
