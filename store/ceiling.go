@@ -22,8 +22,8 @@ func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (st
 	err := db.runTx(context.WithoutCancel(ctx), func(tx *Tx) error {
 		now := ms(db.now())
 		if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
-			credits_charged, idempotency_key, created_at, queued_at, expires_at) VALUES (?, ?, 'company', 'queued', 'domain', '{}', ?, 1, ?, ?, ?, ?)`,
-			id, orgID, id+".example", id, now, now, now+600_000); err != nil {
+			credits_charged, created_at, queued_at, expires_at) VALUES (?, ?, 'company', 'queued', 'domain', '{}', ?, 1, ?, ?, ?)`,
+			id, orgID, id+".example", now, now, now+600_000); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)
@@ -31,7 +31,7 @@ func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (st
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, body_hash, task_id, created_at)
-			VALUES (?, ?, x'', ?, ?)`, orgID, id, id, now)
+			VALUES (?, ?, '', ?, ?)`, orgID, id, id, now)
 		return err
 	})
 	return id, err
