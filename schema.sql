@@ -316,3 +316,139 @@ CREATE TRIGGER credit_days_insert AFTER INSERT ON credit_ledger BEGIN
     INSERT INTO credit_days (org_id, day, kind, amount) VALUES (NEW.org_id, NEW.created_at / 86400000, NEW.kind, NEW.amount)
         ON CONFLICT (org_id, day, kind) DO UPDATE SET amount = amount + excluded.amount;
 END;
+
+-- migration 8: fewer bytes per task
+-- A task's result, kept once however many tasks have the same one: every store hit
+-- on a company gives the same bytes, and each task row had a copy of them. hash is the
+-- sha256 of data. refs counts the tasks that point here; triggers (below, with the
+-- tasks table) keep it with every change of tasks.result_id, and delete a result once
+-- no task points at it: retention deletes tasks in small batches, and with them the
+-- results only they had. A count costs a write to the result's row per task; an index
+-- on tasks(result_id), its alternative, would cost an entry per task, kept as long as
+-- the task is, to find the same thing. tasks.result_id has no REFERENCES clause for
+-- the same reason: deleting a result would look its tasks up by result_id, which only
+-- that index could serve.
+CREATE TABLE task_results (
+    id     INTEGER PRIMARY KEY,
+    hash   BLOB NOT NULL UNIQUE,
+    refs   INTEGER NOT NULL CHECK (refs >= 0),
+    data   TEXT NOT NULL                  -- the Company or Person (JSON), as the task shows it
+);
+
+INSERT INTO task_results (hash, refs, data)
+    SELECT sha256(result), 1, result FROM tasks WHERE result IS NOT NULL ORDER BY rowid
+    ON CONFLICT (hash) DO UPDATE SET refs = refs + 1;
+
+-- An idempotency key's binding keeps the sha256 of the request as its 32 bytes, not as
+-- 64 hex digits, and the endpoint beside it rather than in front of it ("POST /v1/...
+-- <hex>", or the hex alone for a key kept before endpoints were: NULL endpoint now).
+-- A hash that is not 64 hex digits (never the server's) is kept as its bytes.
+-- The key no longer REFERENCES its task: checking that on every deletion of a task
+-- took an index on task_id, a copy of every key; retention finds a task's key by
+-- tasks.idempotency_key instead, which the primary key serves.
+CREATE TABLE idempotency_keys_8 (
+    org_id       TEXT NOT NULL REFERENCES orgs(id),
+    key          TEXT NOT NULL,
+    endpoint     TEXT,
+    body_hash    BLOB NOT NULL,
+    task_id      TEXT NOT NULL,
+    created_at   INTEGER NOT NULL,
+    PRIMARY KEY (org_id, key)
+) WITHOUT ROWID;
+
+-- rtrim(b, replace(b, ' ', '')) is b up to its last space, that space included.
+INSERT INTO idempotency_keys_8 (org_id, key, endpoint, body_hash, task_id, created_at)
+    SELECT org_id, key, nullif(substr(prefix, 1, length(prefix) - 1), ''),
+        CASE WHEN length(hash) = 64 AND unhex(hash) IS NOT NULL THEN unhex(hash) ELSE CAST(hash AS BLOB) END,
+        task_id, created_at
+    FROM (SELECT *, substr(body_hash, length(prefix) + 1) AS hash
+        FROM (SELECT *, rtrim(body_hash, replace(body_hash, ' ', '')) AS prefix FROM idempotency_keys));
+DROP TABLE idempotency_keys;
+ALTER TABLE idempotency_keys_8 RENAME TO idempotency_keys;
+
+-- The tasks table, copied into a new one: without its results, which task_results
+-- keeps, and without operation, which said 'enrich' on every row (a second operation
+-- would add it back with that DEFAULT, which costs the rows already there nothing).
+-- Dropping the two columns in place would leave every page of the table as long as
+-- before and mostly empty; a copy is written packed, and so are its indexes, built
+-- anew. Nothing refers to tasks any more, so the old table can be dropped; its
+-- triggers go with it and are made again below, as they were.
+CREATE TABLE tasks_8 (
+    id                TEXT PRIMARY KEY,          -- UUIDv7: time-ordered
+    org_id            TEXT NOT NULL REFERENCES orgs(id),
+    object_type       TEXT NOT NULL CHECK (object_type IN ('company', 'person')),
+    status            TEXT NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'canceled')),
+    lookup            TEXT NOT NULL,             -- domain, company_url, person_url or email
+    input             TEXT NOT NULL,             -- the request fields as sent (JSON)
+    target            TEXT NOT NULL,
+    credits_charged   INTEGER NOT NULL,
+    loop_id           TEXT,
+    idempotency_key   TEXT,
+    created_at        INTEGER NOT NULL,
+    queued_at         INTEGER,
+    started_at        INTEGER,
+    finished_at       INTEGER,
+    expires_at        INTEGER NOT NULL,
+    lease_token       TEXT,
+    lease_until       INTEGER,
+    attempts          INTEGER NOT NULL DEFAULT 0,
+    result_id         INTEGER,                   -- task_results(id) once succeeded
+    error             TEXT                       -- TaskError (JSON) once failed
+);
+
+INSERT INTO tasks_8 (rowid, id, org_id, object_type, status, lookup, input, target, credits_charged, loop_id,
+        idempotency_key, created_at, queued_at, started_at, finished_at, expires_at, lease_token, lease_until,
+        attempts, result_id, error)
+    SELECT rowid, id, org_id, object_type, status, lookup, input, target, credits_charged, loop_id,
+        idempotency_key, created_at, queued_at, started_at, finished_at, expires_at, lease_token, lease_until,
+        attempts, (SELECT id FROM task_results WHERE hash = sha256(tasks.result)), error
+    FROM tasks ORDER BY rowid;
+DROP TABLE tasks;
+ALTER TABLE tasks_8 RENAME TO tasks;
+
+-- The indexes of migrations 1, 5 and 7, but tasks_org_created ascending: a DESC
+-- index takes every new row at its left edge, where a page that splits keeps half of
+-- its rows and never fills again (half of its pages were empty). An ascending one
+-- takes new rows at the right edge of their range, and SQLite walks it backwards for
+-- ORDER BY created_at DESC, id DESC all the same.
+CREATE INDEX tasks_org_created ON tasks(org_id, created_at, id);
+CREATE INDEX tasks_org_status_created ON tasks(org_id, status, created_at, id);
+CREATE INDEX tasks_unsettled_expiry ON tasks(expires_at) WHERE status IN ('queued', 'running');
+CREATE INDEX tasks_running_lease ON tasks(lease_until) WHERE status = 'running';
+CREATE INDEX tasks_settled_finished ON tasks(finished_at) WHERE status IN ('succeeded', 'failed', 'canceled');
+CREATE INDEX tasks_org_type_created ON tasks(org_id, object_type, created_at, id);
+CREATE INDEX tasks_org_loop_created ON tasks(org_id, loop_id, created_at, id) WHERE loop_id IS NOT NULL;
+
+CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+    INSERT INTO task_counts (org_id, status, n) VALUES (NEW.org_id, NEW.status, 1)
+        ON CONFLICT (org_id, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER task_counts_update AFTER UPDATE OF status ON tasks WHEN OLD.status IS NOT NEW.status BEGIN
+    UPDATE task_counts SET n = n - 1 WHERE org_id = OLD.org_id AND status = OLD.status;
+    INSERT INTO task_counts (org_id, status, n) VALUES (NEW.org_id, NEW.status, 1)
+        ON CONFLICT (org_id, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+    UPDATE task_counts SET n = n - 1 WHERE org_id = OLD.org_id AND status = OLD.status;
+END;
+
+CREATE TRIGGER task_results_insert AFTER INSERT ON tasks WHEN NEW.result_id IS NOT NULL BEGIN
+    UPDATE task_results SET refs = refs + 1 WHERE id = NEW.result_id;
+END;
+
+CREATE TRIGGER task_results_update AFTER UPDATE OF result_id ON tasks WHEN OLD.result_id IS NOT NEW.result_id BEGIN
+    UPDATE task_results SET refs = refs + 1 WHERE id = NEW.result_id;
+    UPDATE task_results SET refs = refs - 1 WHERE id = OLD.result_id;
+    DELETE FROM task_results WHERE id = OLD.result_id AND refs = 0;
+END;
+
+CREATE TRIGGER task_results_delete AFTER DELETE ON tasks WHEN OLD.result_id IS NOT NULL BEGIN
+    UPDATE task_results SET refs = refs - 1 WHERE id = OLD.result_id;
+    DELETE FROM task_results WHERE id = OLD.result_id AND refs = 0;
+END;
+
+-- GET /v1/loops/{id}/deliveries newest first, ascending for the same reason.
+DROP INDEX deliveries_loop_created;
+CREATE INDEX deliveries_loop_created ON deliveries(loop_id, created_at, id);

@@ -53,6 +53,10 @@ func (db *DB) SeedTasks(ctx context.Context, orgID string, n int) error {
 	start := db.now().Add(-time.Duration(n) * time.Millisecond)
 	for done := 0; done < n; done += batch {
 		err := db.inTx(ctx, func(tx *Tx) error {
+			result, err := keepResult(ctx, tx, []byte(`{"name":"Seeded","enrichment_status":"enriched"}`))
+			if err != nil {
+				return err
+			}
 			for i := done; i < min(done+batch, n); i++ {
 				at := start.Add(time.Duration(i) * time.Millisecond)
 				id, err := uuid.NewV7()
@@ -60,9 +64,9 @@ func (db *DB) SeedTasks(ctx context.Context, orgID string, n int) error {
 					return err
 				}
 				if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
-					credits_charged, created_at, queued_at, started_at, finished_at, expires_at, result)
-					VALUES (?, ?, 'company', 'succeeded', 'domain', '{}', ?, 1, ?, ?, ?, ?, ?, '{"name":"Seeded","enrichment_status":"enriched"}')`,
-					id.String(), orgID, fmt.Sprintf("seed-%d.com", i), ms(at), ms(at), ms(at), ms(at), ms(at.Add(10*time.Minute))); err != nil {
+					credits_charged, created_at, queued_at, started_at, finished_at, expires_at, result_id)
+					VALUES (?, ?, 'company', 'succeeded', 'domain', '{}', ?, 1, ?, ?, ?, ?, ?, ?)`,
+					id.String(), orgID, fmt.Sprintf("seed-%d.com", i), ms(at), ms(at), ms(at), ms(at), ms(at.Add(10*time.Minute)), result); err != nil {
 					return err
 				}
 			}

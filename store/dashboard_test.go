@@ -381,6 +381,18 @@ func TestCreditDaysBackfillAndTrigger(t *testing.T) {
 	old, err := store.Open(ctx, path, before)
 	is.NoErr(err)
 	old.Now = clk.Now
+	// The old file gets its ledger without tasks: the code writes tasks as the newest
+	// schema has them.
+	clk.Add(4 * time.Hour) // two in the morning: the last 4 hours cross midnight
+	for _, name := range []string{"acme", "other"} {
+		org, err := old.CreateOrg(ctx, name)
+		is.NoErr(err)
+		grant, err := old.GrantCredits(ctx, name, 50, nil)
+		is.NoErr(err)
+		is.NoErr(old.SeedLedger(ctx, org.ID, grant, 20, 4*time.Hour)) // charges, and a refund each day
+	}
+	is.NoErr(old.Close())
+
 	workload := func(db *store.DB) {
 		t.Helper()
 		for _, name := range []string{"acme", "other"} {
@@ -403,9 +415,6 @@ func TestCreditDaysBackfillAndTrigger(t *testing.T) {
 			}
 		}
 	}
-	workload(old)
-	is.NoErr(old.Close())
-
 	db := storetest.Open(t, path, clk)
 	raw, err := sql.Open("sqlite", path)
 	is.NoErr(err)

@@ -155,6 +155,9 @@ func (db *DB) CreateTestDelivery(ctx context.Context, orgID, loopID string) (*De
 	return d, err
 }
 
+const listDeliveriesQuery = `SELECT ` + deliveryColumns + ` FROM deliveries WHERE loop_id = ?
+	ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`
+
 // ListDeliveries returns a page of a Loop's deliveries, newest first, and how many it
 // has in all.
 func (db *DB) ListDeliveries(ctx context.Context, orgID, loopID string, page, pageSize int) ([]*Delivery, int64, error) {
@@ -167,8 +170,7 @@ func (db *DB) ListDeliveries(ctx context.Context, orgID, loopID string, page, pa
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE loop_id = ?`, loopID).Scan(&total); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE loop_id = ?
-			ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, loopID, pageSize, page*pageSize)
+		rows, err := tx.QueryContext(ctx, listDeliveriesQuery, loopID, pageSize, page*pageSize)
 		if err != nil {
 			return err
 		}

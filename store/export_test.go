@@ -1,5 +1,7 @@
 package store
 
+import "database/sql"
+
 // What the tests of package store_test need to see inside the store.
 
 // FindTasksQuery is the statement FindTasks runs for f, and its arguments.
@@ -19,6 +21,20 @@ var DashboardQueries = map[string]struct {
 	"DailyCredits":   {dailyCreditsQuery, []any{"o", int64(20000), int64(20030)}},
 	"CreditBalance":  {balanceQuery, []any{"o"}},
 	"ListKeys":       {listKeysQuery, []any{"o"}},
+}
+
+// PlanQueries are statements whose plans the tests check, by name, with arguments of
+// the right types.
+var PlanQueries = map[string]struct {
+	Query string
+	Args  []any
+}{
+	"GetTask":           {getTaskQuery, []any{"t", "o"}},
+	"ListTasks":         {listTasksQuery, []any{"o", 50, 0}},
+	"ListTasksByStatus": {listTasksByStatusQuery, []any{"o", "queued", 50, 0}},
+	"ListDeliveries":    {listDeliveriesQuery, []any{"l", 50, 0}},
+	"PurgeKeys":         {purgeKeysQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
+	"PurgeTasks":        {purgeTasksQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
 }
 
 // WaitKeyTouches waits for the writes of keys' last use under way.

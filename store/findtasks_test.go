@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -328,8 +330,10 @@ func TestDashboardQueriesUseIndexes(t *testing.T) {
 							}
 							q, args := store.FindTasksQuery("o", f, 50)
 							plan := explain(t, raw, q, args...)
-							want := "SEARCH tasks USING INDEX " + index + " (" + bounds + ")"
-							if len(plan) != 1 || plan[0] != want {
+							// Each task's result is read by its id, from task_results.
+							want := []string{"SEARCH tasks USING INDEX " + index + " (" + bounds + ")",
+								"CORRELATED SCALAR SUBQUERY 1", "SEARCH task_results USING INTEGER PRIMARY KEY (rowid=?)"}
+							if !slices.Equal(plan, want) {
 								t.Errorf("%+v: plan %q, want %q", f, plan, want)
 							}
 						}
@@ -357,6 +361,39 @@ func TestDashboardQueriesUseIndexes(t *testing.T) {
 			if name != "TaskDeliveries" || line != "USE TEMP B-TREE FOR ORDER BY" {
 				t.Errorf("%s: plan %q", name, plan)
 			}
+		}
+	}
+}
+
+var subqueryNumber = regexp.MustCompile(`SUBQUERY \d+`)
+
+// TestTaskQueryPlans checks the plans of the statements migration 8 changed: the task
+// reads find each result by its id, the lists newest first walk their ascending index
+// backwards without sorting, and retention finds keys through the tasks it deletes.
+func TestTaskQueryPlans(t *testing.T) {
+	_, path, _ := openDB(t)
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	result := []string{"CORRELATED SCALAR SUBQUERY", "SEARCH task_results USING INTEGER PRIMARY KEY (rowid=?)"}
+	settled := []string{"LIST SUBQUERY", "SEARCH tasks USING INDEX tasks_settled_finished (finished_at<?)"}
+	wants := map[string][]string{
+		"GetTask":           append([]string{"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id=?)"}, result...),
+		"ListTasks":         append([]string{"SEARCH tasks USING INDEX tasks_org_created (org_id=?)"}, result...),
+		"ListTasksByStatus": append([]string{"SEARCH tasks USING INDEX tasks_org_status_created (org_id=? AND status=?)"}, result...),
+		"ListDeliveries":    {"SEARCH deliveries USING INDEX deliveries_loop_created (loop_id=?)"},
+		"PurgeKeys":         append([]string{"SEARCH idempotency_keys USING PRIMARY KEY (org_id=? AND key=?)"}, settled...),
+		"PurgeTasks":        append([]string{"SEARCH tasks USING COVERING INDEX sqlite_autoindex_tasks_1 (id=?)"}, settled...),
+	}
+	for name, q := range store.PlanQueries {
+		plan := explain(t, raw, q.Query, q.Args...)
+		for i, line := range plan {
+			plan[i] = subqueryNumber.ReplaceAllString(line, "SUBQUERY") // numbered in the order SQLite meets them
+		}
+		if !slices.Equal(plan, wants[name]) {
+			t.Errorf("%s: plan %q, want %q", name, plan, wants[name])
 		}
 	}
 }

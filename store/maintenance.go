@@ -182,6 +182,16 @@ func syncFile(path string) error {
 	return f.Sync()
 }
 
+// The oldest settled tasks, a batch at a time, and their keys.
+const (
+	purgeKeysQuery = `DELETE FROM idempotency_keys WHERE (org_id, key) IN (
+		SELECT org_id, idempotency_key FROM tasks WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < :cutoff
+		ORDER BY finished_at LIMIT :limit)`
+	purgeTasksQuery = `DELETE FROM tasks WHERE id IN (
+		SELECT id FROM tasks WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < :cutoff
+		ORDER BY finished_at LIMIT :limit)`
+)
+
 // Purged is what one PurgeSettled batch deleted.
 type Purged struct {
 	Tasks      int
@@ -189,25 +199,23 @@ type Purged struct {
 }
 
 // PurgeSettled deletes up to limit settled tasks (succeeded, failed or canceled) that
-// settled before cutoff, with their idempotency keys, and up to limit settled
-// deliveries (succeeded or failed) whose last attempt was before cutoff, oldest first,
-// in one short transaction. Unsettled tasks and pending deliveries are never touched.
-// The credit ledger keeps its rows: it names tasks by id without referring to them, so
-// an organization's balance and history stay whole. Call it again until it deletes
-// fewer than limit of each.
+// settled before cutoff, with their idempotency keys and the results no other task
+// shares, and up to limit settled deliveries (succeeded or failed) whose last attempt
+// was before cutoff, oldest first, in one short transaction. Unsettled tasks and
+// pending deliveries are never touched. The credit ledger keeps its rows: it names
+// tasks by id without referring to them, so an organization's balance and history
+// stay whole. Call it again until it deletes fewer than limit of each.
 func (db *DB) PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Purged, error) {
 	var p Purged
 	err := db.inTx(ctx, func(tx *Tx) error {
 		p = Purged{}
-		// Keys first: an idempotency key refers to its task.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE task_id IN (
-			SELECT id FROM tasks WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < :cutoff
-			ORDER BY finished_at LIMIT :limit)`, sql.Named("cutoff", ms(cutoff)), sql.Named("limit", limit)); err != nil {
+		// Keys first, found through the tasks' own: a key left without its task would
+		// answer a replay with a task that is gone. Deleting a task deletes its result too
+		// once no other task shares it (the trigger task_results_delete).
+		if _, err := tx.ExecContext(ctx, purgeKeysQuery, sql.Named("cutoff", ms(cutoff)), sql.Named("limit", limit)); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE id IN (
-			SELECT id FROM tasks WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < :cutoff
-			ORDER BY finished_at LIMIT :limit)`, sql.Named("cutoff", ms(cutoff)), sql.Named("limit", limit))
+		res, err := tx.ExecContext(ctx, purgeTasksQuery, sql.Named("cutoff", ms(cutoff)), sql.Named("limit", limit))
 		if err != nil {
 			return err
 		}

@@ -197,9 +197,13 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 	return settled && err == nil, err
 }
 
-func finishTask(ctx context.Context, tx *Tx, id, status string, result, taskErr []byte, now time.Time) error {
-	_, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, result = ?, error = ?, finished_at = ?,
-		lease_token = NULL, lease_until = NULL WHERE id = ?`, status, nullText(result), nullText(taskErr), ms(now), id)
+func finishTask(ctx context.Context, tx *Tx, id, status string, data, taskErr []byte, now time.Time) error {
+	result, err := resultID(ctx, tx, data)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE tasks SET status = ?, result_id = ?, error = ?, finished_at = ?,
+		lease_token = NULL, lease_until = NULL WHERE id = ?`, status, result, nullText(taskErr), ms(now), id)
 	return err
 }
 

@@ -403,7 +403,8 @@ func TestListQueriesUseIndexes(t *testing.T) {
 			ORDER BY finished_at LIMIT 500`,
 		"retention: deliveries": `SELECT id FROM deliveries WHERE status IN ('succeeded', 'failed') AND last_attempt_at < 5
 			ORDER BY last_attempt_at LIMIT 500`,
-		"retention: keys": `SELECT key FROM idempotency_keys WHERE task_id IN ('a', 'b')`,
+		"retention: keys": `SELECT key FROM idempotency_keys WHERE (org_id, key) IN (SELECT org_id, idempotency_key FROM tasks
+			WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < 5 ORDER BY finished_at LIMIT 500)`,
 	}
 	for name, q := range queries {
 		plan := explain(t, raw, q)

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,8 +64,12 @@ func (t *Task) Settled() bool {
 	return t.Status == StatusSucceeded || t.Status == StatusFailed || t.Status == StatusCanceled
 }
 
-const taskColumns = `id, org_id, object_type, operation, status, lookup, input, target, credits_charged,
-	loop_id, idempotency_key, created_at, queued_at, started_at, finished_at, expires_at, result, error`
+// taskOperation is every task's operation. The column that said so on every row was
+// dropped (migration 8); a second operation would bring it back.
+const taskOperation = "enrich"
+
+const taskColumns = `id, org_id, object_type, status, lookup, input, target, credits_charged,
+	loop_id, idempotency_key, created_at, queued_at, started_at, finished_at, expires_at, ` + resultColumn + `, error`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -71,11 +78,12 @@ func scanTask(row scanner) (*Task, error) {
 	var input, result, taskErr sql.NullString
 	var created, expires int64
 	var queued, started, finished sql.NullInt64
-	if err := row.Scan(&t.ID, &t.OrgID, &t.ObjectType, &t.Operation, &t.Status, &t.Lookup, &input, &t.Target,
+	if err := row.Scan(&t.ID, &t.OrgID, &t.ObjectType, &t.Status, &t.Lookup, &input, &t.Target,
 		&t.CreditsCharged, &t.LoopID, &t.IdempotencyKey, &created, &queued, &started, &finished, &expires,
 		&result, &taskErr); err != nil {
 		return nil, err
 	}
+	t.Operation = taskOperation
 	t.Input = json.RawMessage(input.String)
 	t.CreatedAt, t.ExpiresAt = fromMS(created), fromMS(expires)
 	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullMS(queued), fromNullMS(started), fromNullMS(finished)
@@ -138,7 +146,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		}
 		t := &Task{
 			ID: uuid.Must(uuid.NewV7()).String(), OrgID: nt.OrgID, ObjectType: nt.Input.Lookup.ObjectType(),
-			Operation: "enrich", Status: StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
+			Operation: taskOperation, Status: StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
 			CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
 		}
 		if nt.IdempotencyKey != "" {
@@ -200,8 +208,12 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 			return err
 		}
 		if nt.IdempotencyKey != "" {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, body_hash, task_id, created_at)
-				VALUES (?, ?, ?, ?, ?)`, nt.OrgID, nt.IdempotencyKey, boundTo(nt), t.ID, ms(now)); err != nil {
+			var endpoint *string
+			if nt.Endpoint != "" {
+				endpoint = &nt.Endpoint
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, endpoint, body_hash, task_id, created_at)
+				VALUES (?, ?, ?, ?, ?, ?)`, nt.OrgID, nt.IdempotencyKey, endpoint, bodyHash(nt.BodyHash), t.ID, ms(now)); err != nil {
 				return err
 			}
 		}
@@ -241,44 +253,43 @@ func stillEmployed(ctx context.Context, tx *Tx, person *record, address string, 
 	return enrich.EmployerAt(company, domain).CurrentPosition(held.Person) != nil, nil
 }
 
-// boundTo is what idempotency_keys.body_hash holds for a new key: the endpoint, a
-// space, then the hash of the request. A key stored before endpoints were kept is the
-// hash alone, which covers the endpoint too.
-func boundTo(nt NewTask) string {
-	if nt.Endpoint == "" {
-		return nt.BodyHash
+// bodyHash is what idempotency_keys.body_hash holds for a request's hash: the 32 bytes
+// of a sha256 given in hex, as the server gives it; any other text as it is.
+func bodyHash(h string) []byte {
+	if len(h) == 2*sha256.Size {
+		if b, err := hex.DecodeString(h); err == nil {
+			return b
+		}
 	}
-	return nt.Endpoint + " " + nt.BodyHash
+	return []byte(h)
 }
 
 func findIdempotent(ctx context.Context, tx *Tx, nt NewTask) (*Task, error) {
-	var bound, taskID string
-	err := tx.QueryRowContext(ctx, `SELECT body_hash, task_id FROM idempotency_keys WHERE org_id = ? AND key = ?`,
-		nt.OrgID, nt.IdempotencyKey).Scan(&bound, &taskID)
+	var endpoint sql.NullString
+	var hash []byte
+	var taskID string
+	err := tx.QueryRowContext(ctx, `SELECT endpoint, body_hash, task_id FROM idempotency_keys WHERE org_id = ? AND key = ?`,
+		nt.OrgID, nt.IdempotencyKey).Scan(&endpoint, &hash, &taskID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	endpoint, hash := "", bound
-	if i := strings.LastIndexByte(bound, ' '); i >= 0 {
-		endpoint, hash = bound[:i], bound[i+1:]
-	}
 	// The hash, which covers the endpoint, decides; the endpoint only says which of the
-	// two differs.
-	switch {
-	case hash == nt.BodyHash:
-	case endpoint != "" && nt.Endpoint != "" && !strings.EqualFold(endpoint, nt.Endpoint):
+	// two differs. A key stored before endpoints were kept has none.
+	switch first := endpoint.String; {
+	case bytes.Equal(hash, bodyHash(nt.BodyHash)):
+	case first != "" && nt.Endpoint != "" && !strings.EqualFold(first, nt.Endpoint):
 		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
 			Message: fmt.Sprintf("this Idempotency-Key was first used on %s, not on %s; a key names one request: send a new key for this one",
-				endpoint, nt.Endpoint)}
-	case endpoint == "":
+				first, nt.Endpoint)}
+	case first == "":
 		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
 			Message: "this Idempotency-Key was first used with another request (another endpoint or body); send a new key for a new request"}
 	default:
 		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
-			Message: "this Idempotency-Key was first used on " + endpoint + " with a different request body; send that body again to get the original task back, or a new key for a new request"}
+			Message: "this Idempotency-Key was first used on " + first + " with a different request body; send that body again to get the original task back, or a new key for a new request"}
 	}
 	return scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
 }
@@ -306,11 +317,15 @@ func insertTask(ctx context.Context, tx *Tx, t *Task) error {
 			return err
 		}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, operation, status, lookup, input, target,
-		credits_charged, loop_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.ID, t.OrgID, t.ObjectType, t.Operation, t.Status, t.Lookup, string(t.Input), t.Target, t.CreditsCharged,
-		t.LoopID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), nullText(t.Data), nullText(taskErr))
+	result, err := resultID(ctx, tx, t.Data)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
+		credits_charged, loop_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result_id, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.OrgID, t.ObjectType, t.Status, t.Lookup, string(t.Input), t.Target, t.CreditsCharged,
+		t.LoopID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, nullText(taskErr))
 	return err
 }
 
@@ -332,15 +347,24 @@ func taskNotFound() error {
 	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "task not found"}
 }
 
+const getTaskQuery = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ? AND org_id = ?`
+
 // GetTask returns one of the organization's tasks; another organization's task is
 // not found, the same as one that does not exist.
 func (db *DB) GetTask(ctx context.Context, orgID, id string) (*Task, error) {
-	t, err := scanTask(db.read.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ? AND org_id = ?`, id, orgID))
+	t, err := scanTask(db.read.QueryRowContext(ctx, getTaskQuery, id, orgID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, taskNotFound()
 	}
 	return t, err
 }
+
+const (
+	listTasksQuery = `SELECT ` + taskColumns + ` FROM tasks WHERE org_id = ?
+		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`
+	listTasksByStatusQuery = `SELECT ` + taskColumns + ` FROM tasks WHERE org_id = ? AND status = ?
+		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`
+)
 
 // ListTasks returns a page of the organization's tasks, newest first, and how many
 // tasks match the filter in all. status "" lists every status.
@@ -348,16 +372,15 @@ func (db *DB) ListTasks(ctx context.Context, orgID, status string, page, pageSiz
 	var tasks []*Task
 	var total int64
 	err := db.inReadTx(ctx, func(tx *Tx) error {
-		where, args := `org_id = ?`, []any{orgID}
+		query, args := listTasksQuery, []any{orgID}
 		if status != "" {
-			where, args = `org_id = ? AND status = ?`, append(args, status)
+			query, args = listTasksByStatusQuery, append(args, status)
 		}
 		var err error
 		if total, err = taskCount(ctx, tx, orgID, status); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE `+where+
-			` ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, append(args, pageSize, page*pageSize)...)
+		rows, err := tx.QueryContext(ctx, query, append(args, pageSize, page*pageSize)...)
 		if err != nil {
 			return err
 		}

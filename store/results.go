@@ -1,0 +1,56 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql/driver"
+	"fmt"
+
+	"modernc.org/sqlite"
+)
+
+// Task results are kept once in task_results, by the sha256 of their bytes, however
+// many tasks have the same one (schema.sql, migration 8): a task row points at its
+// result, and reads put the bytes back in its place.
+
+// resultColumn is the task's result, as it was stored, in a column list of tasks.
+const resultColumn = `(SELECT data FROM task_results WHERE task_results.id = tasks.result_id)`
+
+func init() {
+	// Migration 8 moves the results already stored into task_results, keyed by the same
+	// hash keepResult gives them; SQLite has no sha256 of its own.
+	sqlite.MustRegisterDeterministicScalarFunction("sha256", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		var b []byte
+		switch v := args[0].(type) {
+		case nil:
+			return nil, nil
+		case string:
+			b = []byte(v)
+		case []byte:
+			b = v
+		default:
+			return nil, fmt.Errorf("sha256 takes text or a blob, not %T", v)
+		}
+		sum := sha256.Sum256(b)
+		return sum[:], nil
+	})
+}
+
+// keepResult returns the id of the task_results row holding data, adding it if no task
+// has had the same bytes yet. The task that points at it is counted by a trigger.
+func keepResult(ctx context.Context, tx *Tx, data []byte) (int64, error) {
+	sum := sha256.Sum256(data)
+	var id int64
+	// The no-op update makes RETURNING answer for a row already there too.
+	err := tx.QueryRowContext(ctx, `INSERT INTO task_results (hash, refs, data) VALUES (?, 0, ?)
+		ON CONFLICT (hash) DO UPDATE SET refs = refs RETURNING id`, sum[:], string(data)).Scan(&id)
+	return id, err
+}
+
+// resultID is keepResult for a task that may have no result: nil then.
+func resultID(ctx context.Context, tx *Tx, data []byte) (any, error) {
+	if data == nil {
+		return nil, nil
+	}
+	return keepResult(ctx, tx, data)
+}
