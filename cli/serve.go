@@ -70,7 +70,10 @@ func newServeCommand() *cobra.Command {
 			}
 			// The database is opened, and created when missing, only once every flag
 			// is known good, so a refused command leaves no file behind.
-			db, err := openDB(cmd)
+			cacheMiB, _ := f.GetInt("cache-size")
+			readers, _ := f.GetInt("readers")
+			path, _ := f.GetString("db")
+			db, err := store.Open(cmd.Context(), path, program(cmd).Schema, store.WithCacheSize(cacheMiB), store.WithReaders(readers))
 			if err != nil {
 				return err
 			}
@@ -107,6 +110,9 @@ func newServeCommand() *cobra.Command {
 		"https makes the dashboard's session cookie Secure")
 	f.Duration("session-idle", def.SessionIdle, "a dashboard session unused this long ends")
 	f.Duration("session-max", def.SessionMax, "a dashboard session ends this long after sign-in, used or not")
+	f.Int("cache-size", store.DefaultCacheSize, "SQLite page cache in MiB, over all database connections: the writer takes half, the readers share the rest; "+
+		"resident memory under load is up to about twice it, given back when the service is idle")
+	f.Int("readers", store.DefaultReaders(), "database connections for reads: one a core, from 2 to 16, unless given")
 	addOpsFlags(f, def)
 	addSourceFlags(f)
 	addHTTPFlags(f, def.HTTP)
@@ -136,6 +142,8 @@ func rateString(r server.Rate) string {
 func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 	latency, _ := cmd.Flags().GetDuration("sim-latency")
 	failures, _ := cmd.Flags().GetFloat64("sim-failure-rate")
+	cacheMiB, _ := cmd.Flags().GetInt("cache-size")
+	readers, _ := cmd.Flags().GetInt("readers")
 	switch {
 	case cfg.Workers < 1:
 		return fmt.Errorf("--workers must be at least 1")
@@ -165,6 +173,10 @@ func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 		return fmt.Errorf("--sim-latency cannot be negative")
 	case !(failures >= 0 && failures <= 1):
 		return fmt.Errorf("--sim-failure-rate must be from 0 to 1")
+	case cacheMiB < 1 || cacheMiB > store.MaxCacheSize:
+		return fmt.Errorf("--cache-size must be from 1 to %d (MiB), not %d", store.MaxCacheSize, cacheMiB)
+	case readers < 1 || readers > store.MaxReaders:
+		return fmt.Errorf("--readers must be from 1 to %d, not %d", store.MaxReaders, readers)
 	}
 	return nil
 }

@@ -40,22 +40,28 @@ func addAdminRoutes(r *httprouter.Router, s *Server, limit bool) {
 }
 
 // AdminHandler serves /healthz, /readyz and /metrics alone, for a listener of their
-// own (serve --admin-addr). With Config.SeparateAdmin the API's handler does not
-// serve them.
+// own (serve --admin-addr), and Go's profiles under /debug/pprof/. With
+// Config.SeparateAdmin the API's handler does not serve the first three; it never
+// serves the profiles.
 func (s *Server) AdminHandler() http.Handler {
 	router := httprouter.New()
 	router.RedirectTrailingSlash = false
 	router.RedirectFixedPath = false
 	router.HandleOPTIONS = false
 	addAdminRoutes(router, s, false)
+	addPprofRoutes(router, s)
 	router.NotFound = s.route("not_found", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found",
-			Message: "no such endpoint: " + r.Method + " " + r.URL.Path + "; this address serves /healthz, /readyz and /metrics"})
+			Message: "no such endpoint: " + r.Method + " " + r.URL.Path + "; this address serves /healthz, /readyz, /metrics and /debug/pprof/"})
 	}))
 	router.MethodNotAllowed = s.route("method_not_allowed", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", "GET")
+		allowed := "GET"
+		if r.URL.Path == "/debug/pprof/symbol" {
+			allowed = "GET, POST"
+		}
+		w.Header().Set("Allow", allowed)
 		s.error(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
-			Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: GET"})
+			Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + allowed})
 	}))
 	return s.logRequests(router)
 }

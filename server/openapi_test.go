@@ -212,10 +212,11 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		t.Fatal("no route registrations found in the server's source")
 	}
 	// The dashboard's pages are HTML for people signed in with a session, not the API
-	// the document describes; the dashboard_*_test.go files test them.
+	// the document describes; the dashboard_*_test.go files test them. Go's profiles
+	// are served on the admin listener alone (pprof_test.go).
 	registered = slices.DeleteFunc(registered, func(r string) bool {
 		_, path, _ := strings.Cut(r, " ")
-		return path == "/dashboard" || strings.HasPrefix(path, "/dashboard/")
+		return path == "/dashboard" || strings.HasPrefix(path, "/dashboard/") || strings.HasPrefix(path, "/debug/pprof/")
 	})
 	var documented []string
 	for path, item := range s.doc.Paths.Map() {

@@ -56,6 +56,10 @@ type Config struct {
 	Retain time.Duration
 	// MaintenanceInterval is how often retention and the WAL checkpoint run.
 	MaintenanceInterval time.Duration
+	// IdleRelease is how long the service is idle (no API request, no task claimed)
+	// before the database's writer cache and Go's free heap are given back to the
+	// system; it happens between one and two IdleRelease after the last activity.
+	IdleRelease time.Duration
 	// SeparateAdmin leaves /healthz, /readyz and /metrics to AdminHandler, off the API.
 	SeparateAdmin bool
 
@@ -122,6 +126,7 @@ func DefaultConfig() Config {
 		Retain:        90 * 24 * time.Hour,
 
 		MaintenanceInterval: time.Minute,
+		IdleRelease:         10 * time.Second,
 
 		EmailMaxRetrievals: enrich.DefaultMaxRetrievals,
 
@@ -231,6 +236,9 @@ func New(db *store.DB, cfg Config) *Server {
 	}
 	if cfg.MaintenanceInterval <= 0 {
 		cfg.MaintenanceInterval = def.MaintenanceInterval
+	}
+	if cfg.IdleRelease <= 0 {
+		cfg.IdleRelease = def.IdleRelease
 	}
 	if cfg.SessionIdle <= 0 {
 		cfg.SessionIdle = def.SessionIdle

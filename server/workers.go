@@ -11,8 +11,8 @@ import (
 
 // RunWorkers processes the queue until ctx is canceled: cfg.Workers workers claim and
 // enrich tasks, a sweeper fails expired tasks and requeues the claims of workers that
-// died, maintenance applies retention and checkpoints the WAL, and the webhook sender
-// delivers the Loops' events.
+// died, maintenance applies retention and checkpoints the WAL, memory is given back
+// when idle, and the webhook sender delivers the Loops' events.
 //
 // Once ctx ends nothing new is claimed, and the tasks already claimed get
 // cfg.ShutdownGrace to settle; those still running then go back to the queue,
@@ -24,7 +24,7 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	hard, stopHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHard()
 	var workers, others sync.WaitGroup
-	others.Add(3)
+	others.Add(4)
 	go func() {
 		defer others.Done()
 		s.keepRunning(ctx, "sweep", s.sweep)
@@ -32,6 +32,10 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	go func() {
 		defer others.Done()
 		s.keepRunning(ctx, "maintenance", s.maintain)
+	}()
+	go func() {
+		defer others.Done()
+		s.keepRunning(ctx, "idle memory release", s.releaseIdleMemory)
 	}()
 	go func() {
 		defer others.Done()

@@ -62,11 +62,17 @@ type DB struct {
 }
 
 // Open opens (creating if needed) the database file at path and applies the pending
-// migrations of schema, the text of schema.sql.
-func Open(ctx context.Context, path, schema string) (*DB, error) {
+// migrations of schema, the text of schema.sql. The options size its page caches and
+// its reader pool; without them it takes DefaultCacheSize and DefaultReaders.
+func Open(ctx context.Context, path, schema string, opts ...Option) (*DB, error) {
 	if path == "" {
 		return nil, fmt.Errorf("no database path")
 	}
+	o, err := openOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	writerKiB, readerKiB := o.cacheSplit()
 	// The file holds the Loops' signing secrets: it is created readable by its owner
 	// only (SQLite gives its -wal and -shm files the same permissions).
 	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
@@ -74,7 +80,7 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 	} else if !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("cannot create the database %s: %w", path, StripPath(err))
 	}
-	pragmas := []string{"busy_timeout(10000)", "foreign_keys(ON)", "synchronous(NORMAL)", "cache_size(-65536)"}
+	pragmas := []string{"busy_timeout(10000)", "foreign_keys(ON)", "synchronous(NORMAL)"}
 	dsn := func(extra ...string) string {
 		q := url.Values{}
 		for _, p := range append(pragmas, extra...) {
@@ -83,7 +89,8 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 		return "file:" + path + "?" + q.Encode()
 	}
 	// The writer checkpoints nothing itself: checkpointLoop does, off its path.
-	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit(67108864)", "wal_autocheckpoint(0)")+"&_txlock=immediate")
+	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit(67108864)", "wal_autocheckpoint(0)",
+		cacheSize(writerKiB))+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
 	}
@@ -98,13 +105,14 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 		write.Close()
 		return nil, err
 	}
-	read, err := sql.Open("sqlite", dsn("query_only(1)"))
+	read, err := sql.Open("sqlite", dsn("query_only(1)", cacheSize(readerKiB)))
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
 	}
-	read.SetMaxOpenConns(4)
-	read.SetMaxIdleConns(4)
+	read.SetMaxOpenConns(o.readers)
+	read.SetMaxIdleConns(o.readers)
+	read.SetConnMaxIdleTime(readerIdle)
 	db.read = &readPool{DB: read, cache: newStmtCache(read)}
 	version, err := db.dataVersion()
 	if err != nil {
@@ -112,7 +120,8 @@ func Open(ctx context.Context, path, schema string) (*DB, error) {
 		read.Close()
 		return nil, fmt.Errorf("cannot read the database %s: %w", path, err)
 	}
-	checkpointer, err := sql.Open("sqlite", dsn())
+	// A checkpoint copies frames from the log to the file without the page cache.
+	checkpointer, err := sql.Open("sqlite", dsn(cacheSize(256)))
 	if err != nil {
 		write.Close()
 		read.Close()
