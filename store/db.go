@@ -351,7 +351,7 @@ func (db *DB) commit(batch []*writeOp) {
 			if _, err := tx.ExecContext(bg, `SAVEPOINT op`); err != nil {
 				return err
 			}
-			errs[i] = guarded(op.fn)(&Tx{Tx: tx.Tx, cache: tx.cache, detached: context.WithoutCancel(op.ctx)})
+			errs[i] = guarded(op.fn)(&Tx{Tx: tx.Tx, cache: tx.cache, detached: context.WithoutCancel(op.ctx), bound: tx.bound})
 			if errs[i] != nil {
 				if _, err := tx.ExecContext(bg, `ROLLBACK TO op`); err != nil {
 					return err
@@ -386,7 +386,7 @@ func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
 	if db.health.failing.Load() {
 		before = changes(tx)
 	}
-	if err := fn(&Tx{Tx: tx, cache: db.writes, detached: ctx}); err != nil {
+	if err := fn(&Tx{Tx: tx, cache: db.writes, detached: ctx, bound: map[*sql.Stmt]*sql.Stmt{}}); err != nil {
 		return err
 	}
 	wrote := before >= 0 && changes(tx) > before
@@ -411,7 +411,7 @@ func (db *DB) inReadTx(ctx context.Context, fn func(*Tx) error) error {
 		return fmt.Errorf("starting a database read: %w", err)
 	}
 	defer tx.Rollback()
-	return fn(&Tx{Tx: tx, cache: db.read.cache, detached: ctx})
+	return fn(&Tx{Tx: tx, cache: db.read.cache, detached: ctx, bound: map[*sql.Stmt]*sql.Stmt{}})
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 
 	"modernc.org/sqlite"
@@ -41,9 +43,14 @@ func init() {
 func keepResult(ctx context.Context, tx *Tx, data []byte) (int64, error) {
 	sum := sha256.Sum256(data)
 	var id int64
-	// The no-op update makes RETURNING answer for a row already there too.
-	err := tx.QueryRowContext(ctx, `INSERT INTO task_results (hash, refs, data) VALUES (?, 0, ?)
-		ON CONFLICT (hash) DO UPDATE SET refs = refs RETURNING id`, sum[:], string(data)).Scan(&id)
+	// Most results are already there (every store hit on a company shares one): a read
+	// of the hash's index finds them without writing the row.
+	err := tx.QueryRowContext(ctx, `SELECT id FROM task_results WHERE hash = ?`, sum[:]).Scan(&id)
+	if !errors.Is(err, sql.ErrNoRows) {
+		return id, err
+	}
+	err = tx.QueryRowContext(ctx, `INSERT INTO task_results (hash, refs, data) VALUES (?, 0, ?) RETURNING id`,
+		sum[:], string(data)).Scan(&id)
 	return id, err
 }
 

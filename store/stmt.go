@@ -96,6 +96,9 @@ type Tx struct {
 	// detached, when set, replaces the context of every statement: the transaction is
 	// shared by a group commit and must not be interrupted by one caller.
 	detached context.Context
+	// bound holds the statements already bound to this transaction, shared by the
+	// callers of a group commit.
+	bound map[*sql.Stmt]*sql.Stmt
 }
 
 func (t *Tx) context(ctx context.Context) context.Context {
@@ -111,7 +114,16 @@ func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
 		t.cache.later(query)
 		return nil
 	}
-	return t.Tx.StmtContext(ctx, st)
+	// database/sql makes a new transaction-bound copy of the statement, and records
+	// it until the transaction ends, on every call: once per transaction is enough.
+	if bound := t.bound[st]; bound != nil {
+		return bound
+	}
+	bound := t.Tx.StmtContext(ctx, st)
+	if t.bound != nil {
+		t.bound[st] = bound
+	}
+	return bound
 }
 
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {

@@ -134,8 +134,12 @@ type Enqueued struct {
 // its event like any other. A refusal (400, 402, 409, 422, 429) creates and charges
 // nothing.
 func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
+	hit, err := db.answerAhead(ctx, nt)
+	if err != nil {
+		return nil, err
+	}
 	var out *Enqueued
-	err := db.inTx(ctx, func(tx *Tx) error {
+	err = db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		if nt.IdempotencyKey != "" {
 			replay, err := findIdempotent(ctx, tx, nt)
@@ -175,12 +179,11 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		if nt.Fail != nil {
 			t.Status, t.FinishedAt, t.Error = StatusFailed, &now, nt.Fail
 		} else if rec != nil && now.Sub(rec.lastEnriched) < nt.Freshness {
-			res, err := rec.result(nt.Input)
-			if err != nil {
-				return err
-			}
-			if t.Data, err = resultJSON(res); err != nil {
-				return err
+			if t.Data = hit.answer(rec); t.Data == nil {
+				var err error
+				if t.Data, err = answerFrom(rec, nt.Input); err != nil {
+					return err
+				}
 			}
 			t.Status, t.FinishedAt = StatusSucceeded, &now
 		} else {
@@ -224,6 +227,51 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// storedAnswer is a store hit's result worked out from the record as the reader pool
+// saw it before the transaction: decoding the record and encoding the result took an
+// eighth of the single writer's time for each hit, and need not hold it up. The
+// transaction reads the record again and uses the answer only if it is the same
+// record with the same bytes.
+type storedAnswer struct {
+	rec    *record
+	result []byte
+}
+
+// answerAhead works out a store hit's result before the transaction, or returns nil
+// when the input is not a plain store hit (an email lookup also checks employment
+// inside the transaction, and a refused or failed task has no result).
+func (db *DB) answerAhead(ctx context.Context, nt NewTask) (*storedAnswer, error) {
+	if nt.Fail != nil || nt.Input.Lookup == enrich.LookupEmail {
+		return nil, nil
+	}
+	rec, err := findRecord(ctx, db.read, originStore, recordKey(nt.Input.Lookup, nt.Input.Target))
+	if err != nil || rec == nil || db.now().Sub(rec.lastEnriched) >= nt.Freshness {
+		return nil, err
+	}
+	result, err := answerFrom(rec, nt.Input)
+	if err != nil {
+		return nil, nil // the transaction tries again, and reports it
+	}
+	return &storedAnswer{rec: rec, result: result}, nil
+}
+
+// answer is the result worked out ahead, if rec, read inside the transaction, is the
+// record it was worked out from.
+func (a *storedAnswer) answer(rec *record) []byte {
+	if a == nil || a.rec.id != rec.id || a.rec.redirect != rec.redirect || !bytes.Equal(a.rec.data, rec.data) {
+		return nil
+	}
+	return a.result
+}
+
+func answerFrom(rec *record, in enrich.Input) ([]byte, error) {
+	res, err := rec.result(in)
+	if err != nil {
+		return nil, err
+	}
+	return resultJSON(res)
 }
 
 // stillEmployed reports whether the person an address is on record for holds a
