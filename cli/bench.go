@@ -58,6 +58,7 @@ ones.`,
 			if memoryIdle < 100*time.Millisecond || memoryIdle > time.Hour {
 				return fmt.Errorf("--memory-idle must be from 100ms to 1h")
 			}
+			tuneGC(os.Getenv) // the service runs in this process, set as serve sets it
 			if path, _ := f.GetString("cpuprofile"); path != "" {
 				out, err := os.Create(path)
 				if err != nil {

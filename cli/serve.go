@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,7 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			tuneGC(os.Getenv)
 			cfg := server.DefaultConfig()
 			cfg.Logger = logger
 			cfg.Workers, _ = f.GetInt("workers")
