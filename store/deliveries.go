@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"enrichd/enrich"
@@ -283,22 +284,26 @@ type Dispatch struct {
 //
 // The statements are fixed text with plain parameters: an earlier single statement
 // passed the Loops' counts as JSON to json_each, and SQLite compiled it anew on every
-// run because the plan depended on that parameter, which cost the writer a tenth of
-// its time under a mixed load. A claim with nothing due does not take the writer.
+// run because its plan depended on that parameter, which cost the writer a tenth of
+// its time under a mixed load. The Loops that have their share are left out by a
+// fixed list of parameters instead, and a claim with nothing due does not take the
+// writer.
 func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight map[string]int, lease time.Duration) ([]*Dispatch, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
+	full := fullLoops(perLoop, inFlight)
 	now := ms(db.now())
 	var due int
 	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM deliveries
-		WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?) LIMIT 1)`, now, now).Scan(&due)
+		WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
+		  AND loop_id NOT IN (`+skipLoopsList+`) LIMIT 1)`, append([]any{now, now}, full...)...).Scan(&due)
 	if err != nil || due == 0 {
 		return nil, err
 	}
 	var out []*Dispatch
 	err = db.inTx(ctx, func(tx *Tx) error {
-		ids, err := pickDue(ctx, tx, ms(db.now()), limit, perLoop, inFlight)
+		ids, err := pickDue(ctx, tx, ms(db.now()), limit, perLoop, inFlight, full)
 		if err != nil {
 			return err
 		}
@@ -325,48 +330,53 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 	return out, nil
 }
 
-// pickDue chooses the deliveries to claim: due ones in (next_attempt_at, id) order,
-// skipping those of a Loop that has its share, until limit are chosen. The due scan
-// walks the index a window at a time, past the backlog of Loops that have their share
-// if it must: a slow receiver's backlog never hides another Loop's due delivery.
-func pickDue(ctx context.Context, tx *Tx, now int64, limit, perLoop int, inFlight map[string]int) ([]string, error) {
-	window := max(4*limit, 64)
-	taken := map[string]int{}
-	var ids []string
-	afterAt, afterID := int64(-1<<62), ""
-	for {
-		rows, err := tx.QueryContext(ctx, `SELECT id, loop_id, next_attempt_at FROM deliveries
-			WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
-			  AND (next_attempt_at > ? OR (next_attempt_at = ? AND id > ?))
-			ORDER BY next_attempt_at, id LIMIT ?`, now, now, afterAt, afterAt, afterID, window)
-		if err != nil {
-			return nil, err
-		}
-		seen := 0
-		for rows.Next() {
-			var id, loop string
-			if err := rows.Scan(&id, &loop, &afterAt); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			afterID = id
-			seen++
-			if len(ids) < limit && inFlight[loop]+taken[loop] < perLoop {
-				taken[loop]++
-				ids = append(ids, id)
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if len(ids) == limit || seen < window {
-			break
+// skipLoops is how many Loops that have their share the due scan leaves out by
+// itself: the sender's 64 deliveries in flight, at most 8 to one Loop, make at most 8
+// such Loops. Past that many, the rest are skipped as the scan reads them.
+const skipLoops = 16
+
+var skipLoopsList = strings.TrimSuffix(strings.Repeat("?, ", skipLoops), ", ")
+
+// fullLoops lists the Loops that have their share in flight, as skipLoops parameters:
+// the first skipLoops of them, then empty ids that match no Loop.
+func fullLoops(perLoop int, inFlight map[string]int) []any {
+	full := make([]any, 0, skipLoops)
+	for loop, n := range inFlight {
+		if n >= perLoop && len(full) < skipLoops {
+			full = append(full, loop)
 		}
 	}
-	return ids, nil
+	for len(full) < skipLoops {
+		full = append(full, "")
+	}
+	return full
+}
+
+// pickDue chooses the deliveries to claim from a window of the oldest due ones of
+// Loops that do not have their share (four claims' worth, as SQLite walks the due
+// index): in (next_attempt_at, id) order, each Loop up to its share.
+func pickDue(ctx context.Context, tx *Tx, now int64, limit, perLoop int, inFlight map[string]int, full []any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, loop_id FROM deliveries
+		WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
+		  AND loop_id NOT IN (`+skipLoopsList+`)
+		ORDER BY next_attempt_at, id LIMIT ?`, append(append([]any{now, now}, full...), 4*limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	taken := map[string]int{}
+	var ids []string
+	for rows.Next() && len(ids) < limit {
+		var id, loop string
+		if err := rows.Scan(&id, &loop); err != nil {
+			return nil, err
+		}
+		if inFlight[loop]+taken[loop] < perLoop {
+			taken[loop]++
+			ids = append(ids, id)
+		}
+	}
+	return ids, rows.Err()
 }
 
 // Attempt is how one attempt to send a delivery went.
