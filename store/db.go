@@ -41,8 +41,10 @@ type DB struct {
 	probe   *writeProbe // the last CheckWritable, under way or done
 	health  storageHealth
 	reopen  atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
-	touches keyTouches  // keys' last use being written
-	keys    keyCache    // valid keys by the hash of their token
+	// writerEpoch counts the writer's connections closed by reopenIfAsked.
+	writerEpoch atomic.Int64
+	touches     keyTouches // keys' last use being written
+	keys        keyCache   // valid keys by the hash of their token
 
 	ops        chan *writeOp // transactions waiting for the writer
 	closing    chan struct{}

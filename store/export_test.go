@@ -45,3 +45,7 @@ func (db *DB) KeyTouchesStarted() int64 { return db.touches.started.Load() }
 
 // KeyReads counts the API keys Authenticate read from the database since Open.
 func (db *DB) KeyReads() int64 { return db.keys.reads.Load() }
+
+// ReopenWriter makes the writer open its connection anew after its next batch, as a
+// write refused as read-only does.
+func (db *DB) ReopenWriter() { db.reopenWriter() }

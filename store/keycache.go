@@ -90,23 +90,32 @@ func (db *DB) dataVersion() (int64, error) {
 
 // watchForeignWrites empties the key cache whenever another process has committed
 // since the version read before the cache was first used, checking every
-// foreignWritePoll until the database closes.
+// foreignWritePoll until the database closes. data_version is a count of the one
+// connection that answers it: when the writer's connection is opened anew
+// (reopenWriter), the first reading on the new one is a new starting point, and the
+// cache is emptied after it, since another process may have committed in between.
 func (db *DB) watchForeignWrites(last int64) {
 	defer close(db.watchDone)
 	tick := time.NewTicker(foreignWritePoll)
 	defer tick.Stop()
+	lastEpoch := db.writerEpoch.Load()
 	for {
 		select {
 		case <-db.closing:
 			return
 		case <-tick.C:
 		}
+		epoch := db.writerEpoch.Load()
 		v, err := db.dataVersion()
-		if err != nil || v != last {
-			db.keys.invalidate() // on an error, trust nothing kept until a read succeeds
-		}
-		if err == nil {
+		switch {
+		case err != nil || db.writerEpoch.Load() != epoch:
+			db.keys.invalidate() // unknown, or read across a reopening: trust nothing kept
+		case epoch != lastEpoch:
+			last, lastEpoch = v, epoch
+			db.keys.invalidate()
+		case v != last:
 			last = v
+			db.keys.invalidate()
 		}
 	}
 }

@@ -70,3 +70,36 @@ func TestARevokeFromAnotherProcessTakesEffect(t *testing.T) {
 	}
 	is.True(serving.KeyReads() >= 2) // the key was read again, not answered from memory
 }
+
+// TestARevokeFromAnotherProcessTakesEffectAfterTheWriterReopens: data_version counts
+// per connection, so a revoke committed just after the writer's connection was opened
+// anew (as a read-only write makes it) must still empty the cache.
+func TestARevokeFromAnotherProcessTakesEffectAfterTheWriterReopens(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	serving, path, clk := openDB(t)
+	plain, key, err := serving.CreateKey(ctx, "acme", "ci", true)
+	is.NoErr(err)
+	_, err = serving.Authenticate(ctx, plain)
+	is.NoErr(err)
+
+	cli := storetest.Open(t, path, clk) // the CLI process, on the file already
+	serving.ReopenWriter()
+	_, err = serving.CreateOrg(ctx, "other") // the writer closes its connection after this batch
+	is.NoErr(err)
+	is.NoErr(cli.RevokeKey(ctx, "acme", key.ID))
+	is.NoErr(cli.Close())
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := serving.Authenticate(ctx, plain)
+		if enrich.KindOf(err) == enrich.KindUnauthorized {
+			break
+		}
+		is.NoErr(err)
+		if time.Now().After(deadline) {
+			t.Fatal("the serving process still accepts a key another process revoked after its writer reopened")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -190,6 +190,7 @@ func (db *DB) reopenIfAsked() {
 	// A connection whose Raw returns ErrBadConn is closed, not put back in the pool.
 	conn.Raw(func(any) error { return driver.ErrBadConn })
 	conn.Close()
+	db.writerEpoch.Add(1) // after the close: see watchForeignWrites
 }
 
 // changes is the number of rows the writer connection changed since it was opened
