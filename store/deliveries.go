@@ -293,12 +293,9 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 		return nil, nil
 	}
 	full := fullLoops(perLoop, inFlight)
-	now := ms(db.now())
-	var due int
-	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM deliveries
-		WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
-		  AND loop_id NOT IN (`+skipLoopsList+`) LIMIT 1)`, append([]any{now, now}, full...)...).Scan(&due)
-	if err != nil || due == 0 {
+	var due bool
+	err := db.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 `+dueDeliveries+`)`, dueArgs(ms(db.now()), full)...).Scan(&due)
+	if err != nil || !due {
 		return nil, err
 	}
 	var out []*Dispatch
@@ -335,7 +332,16 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 // such Loops. Past that many, the rest are skipped as the scan reads them.
 const skipLoops = 16
 
-var skipLoopsList = strings.TrimSuffix(strings.Repeat("?, ", skipLoops), ", ")
+// dueDeliveries is the FROM and WHERE of the deliveries a claim may take: pending,
+// due, not leased, of a Loop that is not among the full ones; dueArgs gives its
+// parameters.
+var dueDeliveries = `FROM deliveries
+	WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
+	  AND loop_id NOT IN (` + strings.TrimSuffix(strings.Repeat("?, ", skipLoops), ", ") + `)`
+
+func dueArgs(now int64, full []any) []any {
+	return append([]any{now, now}, full...)
+}
 
 // fullLoops lists the Loops that have their share in flight, as skipLoops parameters:
 // the first skipLoops of them, then empty ids that match no Loop.
@@ -356,10 +362,8 @@ func fullLoops(perLoop int, inFlight map[string]int) []any {
 // Loops that do not have their share (four claims' worth, as SQLite walks the due
 // index): in (next_attempt_at, id) order, each Loop up to its share.
 func pickDue(ctx context.Context, tx *Tx, now int64, limit, perLoop int, inFlight map[string]int, full []any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id, loop_id FROM deliveries
-		WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
-		  AND loop_id NOT IN (`+skipLoopsList+`)
-		ORDER BY next_attempt_at, id LIMIT ?`, append(append([]any{now, now}, full...), 4*limit)...)
+	rows, err := tx.QueryContext(ctx, `SELECT id, loop_id `+dueDeliveries+`
+		ORDER BY next_attempt_at, id LIMIT ?`, append(dueArgs(now, full), 4*limit)...)
 	if err != nil {
 		return nil, err
 	}
