@@ -163,14 +163,8 @@ func handleCreateLoopForm(s *Server) http.Handler {
 			s.renderLoops(w, r, status, form, "")
 			return
 		}
-		p, err := s.loopPage(ctx, l, 1)
-		if err != nil {
-			s.dashError(w, r, err)
-			return
-		}
-		p.Secret = l.Destination.Secret
-		s.render(w, r, http.StatusCreated, "loop", view{Title: l.Name, Section: "loops", Data: p,
-			Notice: "The Loop " + l.Name + " is created. Copy its signing secret now: it is not shown again."})
+		s.showLoop(w, r, http.StatusCreated, l, 1, "The Loop "+l.Name+" is created. Copy its signing secret now: it is not shown again.",
+			func(p *loopPage) { p.Secret = l.Destination.Secret })
 	})
 }
 
@@ -207,12 +201,7 @@ func handleLoopPage(s *Server) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		p, err := s.loopPage(r.Context(), l, page)
-		if err != nil {
-			s.dashError(w, r, err)
-			return
-		}
-		s.render(w, r, http.StatusOK, "loop", view{Title: l.Name, Section: "loops", Notice: notice(r), Data: p})
+		s.showLoop(w, r, http.StatusOK, l, page, notice(r), nil)
 	})
 }
 
@@ -224,13 +213,21 @@ func (s *Server) refuseLoopForm(w http.ResponseWriter, r *http.Request, l *store
 		s.dashError(w, r, err)
 		return
 	}
-	p, err := s.loopPage(r.Context(), l, 1)
+	s.showLoop(w, r, status, l, 1, "", func(p *loopPage) { set(p, msg) })
+}
+
+// showLoop renders the page of the Loop l at its page of deliveries, with a notice,
+// after set (when not nil) has added what the answer to a form shows.
+func (s *Server) showLoop(w http.ResponseWriter, r *http.Request, status int, l *store.Loop, page int, notice string, set func(p *loopPage)) {
+	p, err := s.loopPage(r.Context(), l, page)
 	if err != nil {
 		s.dashError(w, r, err)
 		return
 	}
-	set(p, msg)
-	s.render(w, r, status, "loop", view{Title: l.Name, Section: "loops", Data: p})
+	if set != nil {
+		set(p)
+	}
+	s.render(w, r, status, "loop", view{Title: l.Name, Section: "loops", Notice: notice, Data: p})
 }
 
 func handleEditLoopForm(s *Server) http.Handler {
@@ -280,14 +277,9 @@ func handleRotateLoopSecret(s *Server) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		p, err := s.loopPage(r.Context(), l, 1)
-		if err != nil {
-			s.dashError(w, r, err)
-			return
-		}
-		p.Secret = l.Destination.Secret
-		s.render(w, r, http.StatusOK, "loop", view{Title: l.Name, Section: "loops", Data: p,
-			Notice: "The signing secret is replaced. Every attempt from now on is signed with the new one, those of deliveries already queued included."})
+		s.showLoop(w, r, http.StatusOK, l, 1,
+			"The signing secret is replaced. Every attempt from now on is signed with the new one, those of deliveries already queued included.",
+			func(p *loopPage) { p.Secret = l.Destination.Secret })
 	})
 }
 
@@ -310,15 +302,11 @@ func handleTestLoopForm(s *Server) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		p, err := s.loopPage(ctx, l, 1)
-		if err != nil {
-			s.dashError(w, r, err)
-			return
-		}
-		p.Test = res
-		// With htmx, render sends only the #test-result fragment the form targets.
-		p.OOB = r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-Target") == "test-result"
-		s.render(w, r, http.StatusOK, "loop", view{Title: l.Name, Section: "loops", Data: p})
+		s.showLoop(w, r, http.StatusOK, l, 1, "", func(p *loopPage) {
+			p.Test = res
+			// With htmx, render sends only the #test-result fragment the form targets.
+			p.OOB = r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-Target") == "test-result"
+		})
 	})
 }
 
