@@ -134,12 +134,9 @@ type Enqueued struct {
 // its event like any other. A refusal (400, 402, 409, 422, 429) creates and charges
 // nothing.
 func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
-	hit, err := db.answerAhead(ctx, nt)
-	if err != nil {
-		return nil, err
-	}
+	hit := db.answerAhead(ctx, nt)
 	var out *Enqueued
-	err = db.inTx(ctx, func(tx *Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		if nt.IdempotencyKey != "" {
 			replay, err := findIdempotent(ctx, tx, nt)
@@ -241,20 +238,22 @@ type storedAnswer struct {
 
 // answerAhead works out a store hit's result before the transaction, or returns nil
 // when the input is not a plain store hit (an email lookup also checks employment
-// inside the transaction, and a refused or failed task has no result).
-func (db *DB) answerAhead(ctx context.Context, nt NewTask) (*storedAnswer, error) {
+// inside the transaction, and a refused or failed task has no result). It is only a
+// head start: whatever fails here, the transaction reads and decides again, and
+// reports its own errors.
+func (db *DB) answerAhead(ctx context.Context, nt NewTask) *storedAnswer {
 	if nt.Fail != nil || nt.Input.Lookup == enrich.LookupEmail {
-		return nil, nil
+		return nil
 	}
 	rec, err := findRecord(ctx, db.read, originStore, recordKey(nt.Input.Lookup, nt.Input.Target))
 	if err != nil || rec == nil || db.now().Sub(rec.lastEnriched) >= nt.Freshness {
-		return nil, err
+		return nil
 	}
 	result, err := answerFrom(rec, nt.Input)
 	if err != nil {
-		return nil, nil // the transaction tries again, and reports it
+		return nil
 	}
-	return &storedAnswer{rec: rec, result: result}, nil
+	return &storedAnswer{rec: rec, result: result}
 }
 
 // answer is the result worked out ahead, if rec, read inside the transaction, is the
