@@ -78,7 +78,7 @@ const noDB = "enrichd-no-db"
 // addDBFlag gives every runnable command under c, but those marked noDB, the --db flag.
 func addDBFlag(c *cobra.Command) {
 	if c.Runnable() && c.Annotations[noDB] == "" {
-		c.Flags().String("db", "./enrichd.db", "path of the SQLite database file")
+		c.Flags().String("db", "./enrichd.db", "path of the SQLite database file, or a postgres:// URL")
 	}
 	for _, sub := range c.Commands() {
 		addDBFlag(sub)
@@ -116,9 +116,13 @@ func openExistingDB(cmd *cobra.Command) (*store.DB, error) {
 	return openDB(cmd)
 }
 
-// checkDBExists fails unless --db names an existing regular file.
+// checkDBExists fails unless --db names an existing regular file. A PostgreSQL
+// database exists if it can be connected to, which opening it finds out.
 func checkDBExists(cmd *cobra.Command) error {
 	path, _ := cmd.Flags().GetString("db")
+	if store.Engine(path) != "sqlite" {
+		return nil
+	}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -207,21 +207,41 @@ func rateLimited(wait time.Duration, who string) error {
 		Message: "too many requests from " + who + "; wait Retry-After seconds and try again"}
 }
 
-// limiter keeps one token bucket per key (a client address or an API key).
+// limiter keeps one token bucket per key (a client address or an API key). With
+// share n it lets each key through at 1/n of its rate and burst (a burst of at least
+// one): the limit of a key that n replicas serve is split between them.
 type limiter struct {
 	rate    Rate
 	mu      sync.Mutex
+	share   int
 	buckets map[string]*bucket
 	swept   time.Time
 }
 
 type bucket struct {
-	lim  *rate.Limiter
-	seen time.Time
+	lim   *rate.Limiter
+	share int // the share lim was set for
+	seen  time.Time
 }
 
 func newLimiter(r Rate) *limiter {
-	return &limiter{rate: r, buckets: map[string]*bucket{}}
+	return &limiter{rate: r, share: 1, buckets: map[string]*bucket{}}
+}
+
+// setShare sets how many replicas share each key's limit, and returns the share it
+// had; buckets take the new share the next time they are used.
+func (l *limiter) setShare(n int) int {
+	n = max(n, 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.share
+	l.share = n
+	return old
+}
+
+// shared is r divided among n replicas.
+func shared(r Rate, n int) (rate.Limit, int) {
+	return r.Limit / rate.Limit(n), max(1, r.Burst/n)
 }
 
 // allow takes a token from key's bucket, or says how long until one is there.
@@ -232,9 +252,15 @@ func (l *limiter) allow(key string) (time.Duration, bool) {
 	now := time.Now()
 	l.mu.Lock()
 	b, ok := l.buckets[key]
-	if !ok {
-		b = &bucket{lim: rate.NewLimiter(l.rate.Limit, max(1, l.rate.Burst))}
+	limit, burst := shared(l.rate, l.share)
+	switch {
+	case !ok:
+		b = &bucket{lim: rate.NewLimiter(limit, burst), share: l.share}
 		l.buckets[key] = b
+	case b.share != l.share:
+		b.lim.SetLimitAt(now, limit)
+		b.lim.SetBurstAt(now, burst)
+		b.share = l.share
 	}
 	b.seen = now
 	// A bucket idle long enough to be full again is the same as a new one: drop it.

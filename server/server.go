@@ -6,10 +6,12 @@
 package server
 
 import (
+	"fmt"
 	"log"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"enrichd/store"
 	"enrichd/webhook"
 
+	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
 	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
@@ -196,6 +199,7 @@ type Server struct {
 	ipLimits  *limiter
 	keyLimits *limiter
 	wake      chan struct{} // an enqueue wakes an idle worker
+	replica   string        // this process among the replicas that share the database
 	sender    *webhook.Sender
 	handler   http.Handler
 	metrics   *serverMetrics
@@ -258,6 +262,7 @@ func New(db *store.DB, cfg Config) *Server {
 		ipLimits:  newLimiter(cfg.RateIP),
 		keyLimits: newLimiter(cfg.RateKey),
 		wake:      make(chan struct{}, cfg.Workers),
+		replica:   replicaName(),
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
 			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,
 			Recorded: m.recorded, Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() }}),
@@ -277,3 +282,10 @@ func New(db *store.DB, cfg Config) *Server {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// replicaName names this process among the replicas of one database: its host, its
+// pid and a random part, since a restarted process must not count as the one before.
+func replicaName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+}

@@ -24,7 +24,11 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	hard, stopHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHard()
 	var workers, others sync.WaitGroup
-	others.Add(4)
+	others.Add(5)
+	go func() {
+		defer others.Done()
+		s.keepRunning(ctx, "replica heartbeat", s.heartbeat)
+	}()
 	go func() {
 		defer others.Done()
 		s.keepRunning(ctx, "sweep", s.sweep)
@@ -99,7 +103,37 @@ func (s *Server) work(ctx, hard context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-s.wake:
+		case <-s.db.Wakeups(): // another replica enqueued a task
 		case <-poll.C:
+		}
+	}
+}
+
+// heartbeatEvery is how often a replica says it is alive; a replica that has not for
+// three of them no longer counts.
+const heartbeatEvery = 5 * time.Second
+
+// heartbeat records this replica as alive and gives each API key's limiter its share
+// of the limit: with n replicas alive, each lets a key through at 1/n of its rate, so
+// that a key's requests spread over them by a load balancer meet the limit as a
+// whole. On SQLite there is one replica, and the share is the whole.
+func (s *Server) heartbeat(ctx context.Context) {
+	tick := time.NewTicker(heartbeatEvery)
+	defer tick.Stop()
+	for {
+		live, err := s.db.Heartbeat(ctx, s.replica, 3*heartbeatEvery)
+		switch {
+		case err != nil && ctx.Err() == nil && !store.IsStorageFault(err):
+			s.log.Error("recording this replica's heartbeat", "err", err)
+		case err == nil:
+			if old := s.keyLimits.setShare(live); old != live {
+				s.log.Info("replicas alive changed: each enforces its share of a key's rate limit", "replicas", live)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }
