@@ -1,0 +1,13 @@
+package postgres
+
+import (
+	"errors"
+
+	"enrichd/store"
+)
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+func storeBalance(granted, charged, refunded, expired int64) store.Balance {
+	return store.Balance{Balance: granted - charged + refunded - expired, Granted: granted, Charged: charged, Refund: refunded, Expired: expired}
+}
