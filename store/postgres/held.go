@@ -121,7 +121,7 @@ func currentStaff(ctx context.Context, q querier, origin string, e enrich.Employ
 
 func (h held) Gathering(ctx context.Context, address string, since time.Time) (*enrich.Gathering, error) {
 	var g enrich.Gathering
-	err := h.db.inSnapshot(ctx, func(tx pgx.Tx) error {
+	err := h.db.readTx(ctx, func(tx pgx.Tx) error {
 		g = enrich.Gathering{}
 		var company string
 		var at int64

@@ -16,7 +16,7 @@ import (
 func (db *DB) QueueDepth(ctx context.Context) (queued, running int64, err error) {
 	err = db.pool.QueryRow(ctx, `SELECT coalesce(sum(CASE status WHEN 'queued' THEN n END), 0)::bigint,
 		coalesce(sum(CASE status WHEN 'running' THEN n END), 0)::bigint FROM task_counts`).Scan(&queued, &running)
-	return queued, running, err
+	return queued, running, db.readChecked(err)
 }
 
 // Backup refuses: a copy of a PostgreSQL database is the server's to make, consistent
@@ -116,7 +116,7 @@ func (db *DB) PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (st
 // much of a table's pages is unused without the pgstattuple extension: Unused is 0.
 func (db *DB) SpaceUsage(ctx context.Context) (*store.Space, error) {
 	sp := &store.Space{}
-	err := db.inSnapshot(ctx, func(tx pgx.Tx) error {
+	err := db.readTx(ctx, func(tx pgx.Tx) error {
 		sp.Objects = nil
 		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM tasks), pg_database_size(current_database())`).Scan(&sp.Tasks, &sp.Bytes); err != nil {
 			return err

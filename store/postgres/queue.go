@@ -29,11 +29,11 @@ import (
 //     it, so a turn is never dropped under a task about to be queued.
 
 // Advisory locks of the sweeps, one at a time across replicas (pg_try_advisory_xact_lock).
-// The high half reads "enrq" (enrichd queue), the low half names the sweep.
+// The keys from 0x10 up of db.go's lockBase are the queue's.
 const (
-	lockExpireTasks      int64 = 0x656e7271_00000001
-	lockRequeueAbandoned int64 = 0x656e7271_00000002
-	lockPurgeSettled     int64 = 0x656e7271_00000003
+	lockExpireTasks      = lockBase | 0x10
+	lockRequeueAbandoned = lockBase | 0x11
+	lockPurgeSettled     = lockBase | 0x12
 )
 
 // claimQuery hands out the oldest queued task of one organization: FIFO within it.
@@ -53,52 +53,59 @@ func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*store.Claim,
 	if _, err := rand.Read(tok[:]); err != nil {
 		return nil, err
 	}
-	c := &store.Claim{Token: hex.EncodeToString(tok[:])}
-	var claimed bool
+	var c *store.Claim
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		claimed = false
-		now := db.now()
-		// The turns this claim found nothing to take from: not read again by it. Not
-		// nil: `<> ALL(NULL)` is never true.
-		passed := []string{}
-		for {
-			var org string
-			err := tx.QueryRow(ctx, `SELECT org_id FROM queue_turns WHERE org_id <> ALL($1)
-				ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`, passed).Scan(&org)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			var input string
-			var expires, queued int64
-			err = tx.QueryRow(ctx, claimQuery, ms(now), c.Token, ms(now.Add(lease)), org).
-				Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued)
-			if errors.Is(err, pgx.ErrNoRows) {
-				if err := leaveQueue(ctx, tx, org); err != nil {
-					return err
-				}
-				passed = append(passed, org)
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			c.ExpiresAt, c.QueuedAt, claimed = fromMS(expires), fromMS(queued), true
-			// The hints are the only thing read from the input as sent; an input that
-			// cannot be read must not stop the queue: the task runs without hints.
-			if json.Unmarshal([]byte(input), &c.Input.Hints) != nil {
-				c.Input.Hints = enrich.Hints{}
-			}
-			_, err = tx.Exec(ctx, `UPDATE queue_turns SET seq = nextval('queue_turns_seq') WHERE org_id = $1`, org)
-			return err
-		}
+		var err error
+		c, err = db.claimTask(ctx, tx, lease, hex.EncodeToString(tok[:]))
+		return err
 	})
-	if err != nil || !claimed {
+	if err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+func (db *DB) claimTask(ctx context.Context, tx pgx.Tx, lease time.Duration, token string) (*store.Claim, error) {
+	now := db.now()
+	c := &store.Claim{Token: token}
+	// The turns this claim found nothing to take from: not read again by it. Not nil:
+	// `<> ALL(NULL)` is never true.
+	passed := []string{}
+	for {
+		var org string
+		err := tx.QueryRow(ctx, `SELECT org_id FROM queue_turns WHERE org_id <> ALL($1)
+			ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`, passed).Scan(&org)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var input string
+		var expires, queued int64
+		err = tx.QueryRow(ctx, claimQuery, ms(now), c.Token, ms(now.Add(lease)), org).
+			Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if err := leaveQueue(ctx, tx, org); err != nil {
+				return nil, err
+			}
+			passed = append(passed, org)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.ExpiresAt, c.QueuedAt = fromMS(expires), fromMS(queued)
+		// The hints are the only thing read from the input as sent; an input that cannot
+		// be read must not stop the queue: the task runs without hints.
+		if json.Unmarshal([]byte(input), &c.Input.Hints) != nil {
+			c.Input.Hints = enrich.Hints{}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE queue_turns SET seq = nextval('queue_turns_seq') WHERE org_id = $1`, org); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 }
 
 // leaveQueue drops the organization's turn, which the caller holds, when it has no

@@ -50,7 +50,7 @@ func findRecord(ctx context.Context, q querier, origin, key string) (*record, er
 func (db *DB) FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error) {
 	rec, err := findRecord(ctx, db.pool, originStore, recordKey(in.Lookup, in.Target))
 	if err != nil || rec == nil {
-		return nil, err
+		return nil, db.readChecked(err)
 	}
 	res, err := rec.result(in)
 	return &res, err

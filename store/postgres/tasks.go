@@ -16,12 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// querier is what reads need of a transaction or of the pool.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // resultColumn is the task's result, kept once in task_results (migration 8 of the
 // SQLite schema, mirrored), put back in its place in a column list of tasks.
 const resultColumn = `(SELECT data FROM task_results WHERE task_results.id = tasks.result_id)`
@@ -43,7 +37,7 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 	t.Operation = taskOperation
 	t.Input = json.RawMessage(input)
 	t.CreatedAt, t.ExpiresAt = fromMS(created), fromMS(expires)
-	t.QueuedAt, t.StartedAt, t.FinishedAt = fromMSPtr(queued), fromMSPtr(started), fromMSPtr(finished)
+	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullMS(queued), fromNullMS(started), fromNullMS(finished)
 	if result != nil {
 		t.Data = json.RawMessage(*result)
 	}
@@ -54,14 +48,6 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 		}
 	}
 	return &t, nil
-}
-
-func fromMSPtr(v *int64) *time.Time {
-	if v == nil {
-		return nil
-	}
-	t := fromMS(*v)
-	return &t
 }
 
 // CreateTask creates, charges and either settles or queues a task, in one transaction,
@@ -84,101 +70,104 @@ func fromMSPtr(v *int64) *time.Time {
 func (db *DB) CreateTask(ctx context.Context, nt store.NewTask) (*store.Enqueued, error) {
 	var out *store.Enqueued
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		out = nil
-		now := db.now()
-		t := &store.Task{
-			ID: uuid.Must(uuid.NewV7()).String(), OrgID: nt.OrgID, ObjectType: nt.Input.Lookup.ObjectType(),
-			Operation: taskOperation, Status: store.StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
-			CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
-		}
-		if nt.IdempotencyKey != "" {
-			t.IdempotencyKey = &nt.IdempotencyKey
-			claimed, err := claimIdempotencyKey(ctx, tx, nt, t.ID, now)
-			if err != nil {
-				return err
-			}
-			if !claimed {
-				replay, err := findIdempotent(ctx, tx, nt)
-				if err != nil {
-					return err
-				}
-				out = &store.Enqueued{Task: replay, Replayed: true}
-				return nil
-			}
-		}
-		if nt.LoopID != nil {
-			if err := checkLoopForRun(ctx, tx, nt.OrgID, *nt.LoopID, t.ObjectType); err != nil {
-				return err
-			}
-		}
-		var rec *record
-		if nt.Fail == nil {
-			var err error
-			if rec, err = findRecord(ctx, tx, originStore, recordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
-				return err
-			}
-		}
-		if rec != nil && nt.Input.Lookup == enrich.LookupEmail {
-			if ok, err := stillEmployed(ctx, tx, rec, nt.Input.Target, now, nt.Freshness); err != nil || !ok {
-				rec = nil // the workers resolve the address afresh
-				if err != nil {
-					return err
-				}
-			}
-		}
-		switch {
-		case nt.Fail != nil:
-			t.Status, t.FinishedAt, t.Error = store.StatusFailed, &now, nt.Fail
-		case rec != nil && now.Sub(rec.lastEnriched) < nt.Freshness:
-			res, err := rec.result(nt.Input)
-			if err != nil {
-				return err
-			}
-			if t.Data, err = resultJSON(res); err != nil {
-				return err
-			}
-			t.Status, t.FinishedAt = store.StatusSucceeded, &now
-		default:
-			if err := lockOrg(ctx, tx, nt.OrgID); err != nil {
-				return err
-			}
-			if err := checkBacklog(ctx, tx, nt.OrgID, nt.MaxBacklog); err != nil {
-				return err
-			}
-			if err := joinQueue(ctx, tx, nt.OrgID); err != nil {
-				return err
-			}
-			t.QueuedAt = &now
-		}
-		if err := insertTask(ctx, tx, t); err != nil {
-			return err
-		}
-		if err := chargeCredits(ctx, tx, nt.OrgID, t.ID, t.CreditsCharged, now); err != nil {
-			return err
-		}
-		switch t.Status {
-		case store.StatusQueued:
-			// Sent at commit, to the workers of every replica.
-			if err := notifyTasks(ctx, tx); err != nil {
-				return err
-			}
-		case store.StatusFailed:
-			if err := refundCredits(ctx, tx, t.ID, now); err != nil {
-				return err
-			}
-			fallthrough
-		default:
-			if err := deliverSettled(ctx, tx, t.ID, t.LoopID, now); err != nil {
-				return err
-			}
-		}
-		out = &store.Enqueued{Task: t}
-		return nil
+		var err error
+		out, err = db.createTask(ctx, tx, nt)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+func (db *DB) createTask(ctx context.Context, tx pgx.Tx, nt store.NewTask) (*store.Enqueued, error) {
+	now := db.now()
+	t := &store.Task{
+		ID: uuid.Must(uuid.NewV7()).String(), OrgID: nt.OrgID, ObjectType: nt.Input.Lookup.ObjectType(),
+		Operation: taskOperation, Status: store.StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
+		CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
+	}
+	if nt.IdempotencyKey != "" {
+		t.IdempotencyKey = &nt.IdempotencyKey
+		claimed, err := claimIdempotencyKey(ctx, tx, nt, t.ID, now)
+		if err != nil {
+			return nil, err
+		}
+		if !claimed {
+			replay, err := findIdempotent(ctx, tx, nt)
+			if err != nil {
+				return nil, err
+			}
+			return &store.Enqueued{Task: replay, Replayed: true}, nil
+		}
+	}
+	if nt.LoopID != nil {
+		if err := checkLoopForRun(ctx, tx, nt.OrgID, *nt.LoopID, t.ObjectType); err != nil {
+			return nil, err
+		}
+	}
+	var rec *record
+	if nt.Fail == nil {
+		var err error
+		if rec, err = findRecord(ctx, tx, originStore, recordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
+			return nil, err
+		}
+	}
+	if rec != nil && nt.Input.Lookup == enrich.LookupEmail {
+		if ok, err := stillEmployed(ctx, tx, rec, nt.Input.Target, now, nt.Freshness); err != nil || !ok {
+			rec = nil // the workers resolve the address afresh
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	switch {
+	case nt.Fail != nil:
+		t.Status, t.FinishedAt, t.Error = store.StatusFailed, &now, nt.Fail
+	case rec != nil && now.Sub(rec.lastEnriched) < nt.Freshness:
+		res, err := rec.result(nt.Input)
+		if err != nil {
+			return nil, err
+		}
+		if t.Data, err = resultJSON(res); err != nil {
+			return nil, err
+		}
+		t.Status, t.FinishedAt = store.StatusSucceeded, &now
+	default:
+		if err := lockOrg(ctx, tx, nt.OrgID); err != nil {
+			return nil, err
+		}
+		if err := checkBacklog(ctx, tx, nt.OrgID, nt.MaxBacklog); err != nil {
+			return nil, err
+		}
+		if err := joinQueue(ctx, tx, nt.OrgID); err != nil {
+			return nil, err
+		}
+		t.QueuedAt = &now
+	}
+	if err := insertTask(ctx, tx, t); err != nil {
+		return nil, err
+	}
+	if err := chargeCredits(ctx, tx, nt.OrgID, t.ID, t.CreditsCharged, now); err != nil {
+		return nil, err
+	}
+	switch t.Status {
+	case store.StatusQueued:
+		// Sent at commit, to the workers of every replica.
+		if err := notifyTasks(ctx, tx); err != nil {
+			return nil, err
+		}
+	case store.StatusFailed:
+		if err := refundCredits(ctx, tx, t.ID, now); err != nil {
+			return nil, err
+		}
+		fallthrough
+	default:
+		if err := deliverSettled(ctx, tx, t.ID, t.LoopID, now); err != nil {
+			return nil, err
+		}
+	}
+	return &store.Enqueued{Task: t}, nil
 }
 
 // lockOrg locks the organization's row against the other enqueues of its tasks and
@@ -304,7 +293,7 @@ func (db *DB) GetTask(ctx context.Context, orgID, id string) (*store.Task, error
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, taskNotFound()
 	}
-	return t, err
+	return t, db.readChecked(err)
 }
 
 const (
@@ -319,7 +308,7 @@ const (
 func (db *DB) ListTasks(ctx context.Context, orgID, status string, page, pageSize int) ([]*store.Task, int64, error) {
 	var tasks []*store.Task
 	var total int64
-	err := db.inSnapshot(ctx, func(tx pgx.Tx) error {
+	err := db.readTx(ctx, func(tx pgx.Tx) error {
 		tasks = nil
 		query, args := listTasksQuery, []any{orgID, pageSize, page * pageSize}
 		if status != "" {
@@ -350,11 +339,6 @@ func collectTasks(rows pgx.Rows, err error) ([]*store.Task, error) {
 		tasks = append(tasks, t)
 	}
 	return tasks, rows.Err()
-}
-
-// inSnapshot runs fn in a read-only transaction that sees one snapshot throughout.
-func (db *DB) inSnapshot(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
 // CancelTask cancels a queued or running task and refunds it; a late result is then
@@ -388,7 +372,8 @@ func (db *DB) CancelTask(ctx context.Context, orgID, id string) (*store.Task, er
 
 // CountTasks counts the organization's tasks in one status.
 func (db *DB) CountTasks(ctx context.Context, orgID, status string) (int64, error) {
-	return taskCount(ctx, db.pool, orgID, status)
+	n, err := taskCount(ctx, db.pool, orgID, status)
+	return n, db.readChecked(err)
 }
 
 // taskCount reads the organization's count of tasks in a status ("" for all) from
@@ -425,7 +410,7 @@ func (db *DB) FindTasks(ctx context.Context, orgID string, f store.TaskFilter) (
 	query, args := findTasksQuery(orgID, f, limit)
 	tasks, err := collectTasks(db.pool.Query(ctx, query, args...))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, db.readChecked(err)
 	}
 	if len(tasks) <= limit {
 		return tasks, nil, nil
@@ -465,4 +450,3 @@ func findTasksQuery(orgID string, f store.TaskFilter, limit int) (string, []any)
 	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)) // one more tells whether a next page exists
 	return q.String(), args
 }
-
