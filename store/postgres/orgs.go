@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,10 +34,6 @@ func isUniqueViolation(err error, constraint string) bool {
 	return errors.As(err, &pe) && pe.Code == "23505" && (constraint == "" || pe.ConstraintName == constraint)
 }
 
-const keyPrefixLen = 12
-
-var orgName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
-
 // CreateOrg creates an organization. Names are 1-100 letters, digits, '.', '_', '-'.
 func (db *DB) CreateOrg(ctx context.Context, name string) (*store.Org, error) {
 	var org *store.Org
@@ -48,10 +43,6 @@ func (db *DB) CreateOrg(ctx context.Context, name string) (*store.Org, error) {
 		return err
 	})
 	return org, err
-}
-
-func orgExists(name string) error {
-	return &enrich.Error{Kind: enrich.KindConflict, Code: "org_exists", Message: "organization " + name + " already exists"}
 }
 
 // createOrg inserts the organization. Two transactions creating the same name at once
