@@ -377,3 +377,18 @@ func (db *DB) ReleaseTask(ctx context.Context, c *store.Claim) error {
 		return err
 	})
 }
+
+// deliverSettled queues the task.succeeded or task.failed event of a task that has just
+// settled, in the transaction that settled it (deliverTaskEvent). The caller passes
+// the task's loop_id, which it has read anyway: most tasks have none, and then nothing
+// more is read.
+func deliverSettled(ctx context.Context, tx pgx.Tx, taskID string, loopID *string, now time.Time) error {
+	if loopID == nil {
+		return nil
+	}
+	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, taskID))
+	if err != nil {
+		return err
+	}
+	return deliverTaskEvent(ctx, tx, t, now)
+}

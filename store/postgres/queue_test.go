@@ -741,3 +741,101 @@ func TestMaintenanceOnPostgres(t *testing.T) {
 	is.True(sp.Bytes > 0)
 	is.True(len(sp.Objects) > 5)
 }
+
+// A task with a Loop sends its event in the transaction that settles it, whichever way
+// it settles: by a worker, inside the request (a store hit), or by the expiry sweep.
+func TestSettledTasksOfALoopSendTheirEvent(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := newTestDB(t)
+	org := newOrg(t, db, "acme", 100)
+	loop, err := db.CreateLoop(ctx, store.NewLoop{OrgID: org.ID, Name: "crm", ObjectType: enrich.ObjectCompany,
+		WebhookURL: "https://example.com/hook", Enabled: true})
+	is.NoErr(err)
+	event := func(taskID string) (string, map[string]any) {
+		t.Helper()
+		ds, err := db.TaskDeliveries(ctx, org.ID, taskID)
+		is.NoErr(err)
+		is.Equal(len(ds), 1)
+		_, payload, err := db.GetDelivery(ctx, org.ID, ds[0].ID)
+		is.NoErr(err)
+		var body map[string]any
+		is.NoErr(json.Unmarshal(payload, &body))
+		return ds[0].Event, body
+	}
+
+	nt := domainTask(org.ID, "stripe.com")
+	nt.LoopID = &loop.ID
+	worked := enqueue(t, db, nt)
+	c, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	_, err = db.Settle(ctx, c, store.Outcome{Result: company("stripe.com"), Fetched: true})
+	is.NoErr(err)
+	kind, body := event(worked.ID)
+	is.Equal(kind, store.EventTaskSucceeded)
+	is.Equal(body["data"].(map[string]any)["name"], "stripe")
+	is.Equal(body["task"].(map[string]any)["loop_id"], loop.ID)
+
+	nt.Freshness = time.Hour
+	hit := enqueue(t, db, nt)
+	is.Equal(hit.Status, store.StatusSucceeded)
+	kind, _ = event(hit.ID)
+	is.Equal(kind, store.EventTaskSucceeded)
+
+	nt.Freshness = 0
+	late := enqueue(t, db, nt)
+	clk.Add(11 * time.Minute)
+	expired, err := db.ExpireTasks(ctx)
+	is.NoErr(err)
+	is.Equal(len(expired), 1)
+	is.Equal(*expired[0].LoopID, loop.ID)
+	kind, body = event(late.ID)
+	is.Equal(kind, store.EventTaskFailed)
+	is.Equal(body["error"].(map[string]any)["code"], string(enrich.CodeTimedOut))
+
+	// A Loop of another type refuses the task, creating and charging nothing.
+	pt := store.NewTask{OrgID: org.ID, Input: enrich.Input{Lookup: enrich.LookupPersonURL, Target: "https://www.linkedin.com/in/x"},
+		RawInput: json.RawMessage(`{}`), TTL: time.Minute, LoopID: &loop.ID}
+	_, err = db.CreateTask(ctx, pt)
+	var e *enrich.Error
+	is.True(errorsAs(err, &e))
+	is.Equal(e.Kind, enrich.KindInvalid)
+}
+
+// An address on record answers an email lookup inside the request only while the
+// person still works at the company behind the domain.
+func TestEmailLookupIsAnsweredFromTheStoreWhileStillEmployed(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	org := newOrg(t, db, "acme", 100)
+	emailTask := func(addr string) store.NewTask {
+		return store.NewTask{OrgID: org.ID, Input: enrich.Input{Lookup: enrich.LookupEmail, Target: addr},
+			RawInput: json.RawMessage(`{"email":"` + addr + `"}`), TTL: 10 * time.Minute, Freshness: time.Hour}
+	}
+	enqueue(t, db, emailTask("jane@acme.com"))
+	c, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	url, domain, name := "https://www.linkedin.com/in/jane", "acme.com", "Jane"
+	person := &enrich.Person{NetworkURL: &url, FullName: &name, Positions: []enrich.Position{
+		{CompanyName: &name, Company: &enrich.PositionCompany{Domain: &domain}, IsCurrent: true}}}
+	ok, err := db.Settle(ctx, c, store.Outcome{Result: &enrich.Result{Person: person}, Fetched: true})
+	is.NoErr(err)
+	is.True(ok)
+
+	hit := enqueue(t, db, emailTask("jane@acme.com"))
+	is.Equal(hit.Status, store.StatusSucceeded)
+	var p enrich.Person
+	is.NoErr(json.Unmarshal(hit.Data, &p))
+	is.Equal(p.EmailMatch.Method, enrich.MatchExact)
+	is.Equal(hit.CreditsCharged, int64(3))
+
+	// Gone from the company: the workers resolve the address afresh.
+	person.Positions[0].IsCurrent = false
+	is.NoErr(db.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := storeFetched(ctx, tx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: url}, enrich.Result{Person: person}, true, db.now(), db.now())
+		return err
+	}))
+	queued := enqueue(t, db, emailTask("jane@acme.com"))
+	is.Equal(queued.Status, store.StatusQueued)
+}
