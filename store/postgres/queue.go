@@ -315,18 +315,23 @@ func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUpOn []st
 			return err
 		}
 		now := db.now()
-		var err error
-		gaveUpOn, err = failTasks(ctx, tx, now, gaveUp,
-			`status = 'running' AND lease_until < $3 AND attempts >= $4`, ms(now), store.MaxTaskAttempts)
-		if err != nil {
-			return err
-		}
 		rows, err := tx.Query(ctx, `SELECT DISTINCT org_id FROM tasks WHERE status = 'running' AND lease_until < $1`, ms(now))
 		if err != nil {
 			return err
 		}
 		orgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil || len(orgs) == 0 {
+			return err
+		}
+		// The organizations first, before the refunds below lock their grants: an
+		// enqueue takes the organization and then the grants, and this must not hold
+		// grants while it waits for an organization.
+		if err := lockOrgs(ctx, tx, orgs); err != nil {
+			return err
+		}
+		gaveUpOn, err = failTasks(ctx, tx, now, gaveUp,
+			`status = 'running' AND lease_until < $3 AND attempts >= $4`, ms(now), store.MaxTaskAttempts)
+		if err != nil {
 			return err
 		}
 		requeued, err = requeue(ctx, tx, orgs, "", `status = 'running' AND lease_until < $2`, ms(now))
@@ -343,9 +348,7 @@ func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUpOn []st
 // put back. The organizations' rows are locked first, in one order, as an enqueue
 // locks its own (see ClaimTask).
 func requeue(ctx context.Context, tx pgx.Tx, orgs []string, set, where string, args ...any) (int, error) {
-	orgs = slices.Clone(orgs)
-	slices.Sort(orgs)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM orgs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, orgs); err != nil {
+	if err := lockOrgs(ctx, tx, orgs); err != nil {
 		return 0, err
 	}
 	rows, err := tx.Query(ctx, `UPDATE tasks SET status = 'queued', started_at = NULL, lease_token = NULL, lease_until = NULL`+set+`
@@ -365,6 +368,14 @@ func requeue(ctx context.Context, tx pgx.Tx, orgs []string, set, where string, a
 		}
 	}
 	return len(back), notifyTasks(ctx, tx)
+}
+
+// lockOrgs is lockOrg for several organizations, locked in one order.
+func lockOrgs(ctx context.Context, tx pgx.Tx, orgs []string) error {
+	orgs = slices.Clone(orgs)
+	slices.Sort(orgs)
+	_, err := tx.Exec(ctx, `SELECT 1 FROM orgs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, orgs)
+	return err
 }
 
 // ReleaseTask puts a claimed task back in the queue untouched, for a worker that stops
