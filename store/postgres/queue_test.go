@@ -839,3 +839,112 @@ func TestEmailLookupIsAnsweredFromTheStoreWhileStillEmployed(t *testing.T) {
 	queued := enqueue(t, db, emailTask("jane@acme.com"))
 	is.Equal(queued.Status, store.StatusQueued)
 }
+
+// Enqueues, claims, settles, cancels, releases and every sweep at once, from two
+// replicas: afterwards every task was charged once and refunded at most once, the
+// counts the triggers keep match the tasks, and no queued task is left without its
+// organization's turn.
+func TestMixedLoadOnTwoReplicasKeepsTheBooks(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := freshDSN(t)
+	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
+	orgs := []*store.Org{newOrg(t, a, "o1", 10000), newOrg(t, a, "o2", 10000), newOrg(t, a, "o3", 10000)}
+	var wg sync.WaitGroup
+	fail := func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for w := range 4 { // enqueuers, some with a short life so that expiry has work
+		db := []*DB{a, b}[w%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				org := orgs[(w+i)%len(orgs)]
+				nt := domainTask(org.ID, fmt.Sprintf("w%d-%d.com", w, i%10))
+				nt.Freshness = time.Hour // repeats are store hits once one settled
+				if i%7 == 0 {
+					nt.TTL = 0
+				}
+				e, err := db.CreateTask(ctx, nt)
+				fail(err)
+				if err == nil && i%5 == 0 {
+					_, err := db.CancelTask(ctx, org.ID, e.Task.ID)
+					var ee *enrich.Error
+					if err != nil && !(errorsAs(err, &ee) && ee.Code == "task_settled") {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	for w := range 4 { // workers: settle most, fail some, release some
+		db := []*DB{a, b}[w%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				cl, err := db.ClaimTask(ctx, time.Minute)
+				fail(err)
+				if cl == nil {
+					continue
+				}
+				switch i % 4 {
+				case 0:
+					_, err = db.Settle(ctx, cl, store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeNotFound, Message: "no"}})
+				case 1:
+					err = db.ReleaseTask(ctx, cl)
+				default:
+					_, err = db.Settle(ctx, cl, store.Outcome{Result: company(cl.Input.Target), Fetched: true})
+				}
+				fail(err)
+			}
+		}()
+	}
+	for w := range 2 { // sweeps on both replicas
+		db := []*DB{a, b}[w]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				_, err := db.ExpireTasks(ctx)
+				fail(err)
+				_, _, err = db.RequeueAbandoned(ctx)
+				fail(err)
+				_, err = db.PurgeSettled(ctx, c.Now().Add(-time.Hour), 50)
+				fail(err)
+			}
+		}()
+	}
+	wg.Wait()
+
+	for _, status := range []string{store.StatusSucceeded, store.StatusFailed} {
+		var n int
+		is.NoErr(a.pool.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE status = $1`, status).Scan(&n))
+		is.True(n > 0) // the load did settle tasks both ways
+	}
+	var bad int
+	is.NoErr(a.pool.QueryRow(ctx, `SELECT count(*) FROM tasks t WHERE
+		(SELECT count(*) FROM credit_ledger l WHERE l.task_id = t.id AND kind = 'charge') <> 1
+		OR (SELECT count(*) FROM credit_ledger l WHERE l.task_id = t.id AND kind = 'refund') > 1
+		OR ((SELECT count(*) FROM credit_ledger l WHERE l.task_id = t.id AND kind = 'refund') = 1) <> (t.status IN ('failed', 'canceled'))`).Scan(&bad))
+	is.Equal(bad, 0) // charged once; refunded once exactly when failed or canceled
+	is.NoErr(a.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT org_id, status, count(*) AS n FROM tasks GROUP BY org_id, status) t
+		FULL JOIN (SELECT * FROM task_counts WHERE n <> 0) c USING (org_id, status) WHERE t.n IS DISTINCT FROM c.n`).Scan(&bad))
+	is.Equal(bad, 0) // the counts match the tasks
+	is.NoErr(a.pool.QueryRow(ctx, `SELECT count(DISTINCT org_id) FROM tasks WHERE status = 'queued'
+		AND org_id NOT IN (SELECT org_id FROM queue_turns)`).Scan(&bad))
+	is.Equal(bad, 0) // every queued task can be claimed
+	is.NoErr(a.pool.QueryRow(ctx, `SELECT count(*) FROM task_results r WHERE refs <> (SELECT count(*) FROM tasks WHERE result_id = r.id)`).Scan(&bad))
+	is.Equal(bad, 0)
+	for _, org := range orgs {
+		bal, err := a.CreditBalance(ctx, org.Name)
+		is.NoErr(err)
+		var held int64
+		is.NoErr(a.pool.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0)::bigint FROM credit_grants WHERE org_id = $1`, org.ID).Scan(&held))
+		is.Equal(bal.Balance, held) // the grants agree with the ledger
+	}
+}
