@@ -5,6 +5,8 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/store"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
@@ -20,3 +22,5 @@ func errCode(err error) string {
 	}
 	return ""
 }
+
+type pgxTx = pgx.Tx
