@@ -62,11 +62,12 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 //     and so a claimer does not drop the organization's turn under it (see ClaimTask);
 //   - the charge is pgcore's chargeCredits, guarded on the grants' rows.
 //
-// Locks are taken in one order everywhere in this package (orgs, queue_turns, tasks
-// with their task_counts, task_results, credit_grants) so that two transactions do
-// not wait for each other; inTx retries the deadlock that an order missed would give.
-// The task is inserted before it is charged for that reason: a cancel or a refund
-// takes task_counts before credit_grants too.
+// Locks are taken in one order everywhere in this package (orgs, queue_turns, tasks,
+// task_results, task_counts through the trigger, credit_grants) so that two
+// transactions do not wait for each other in a circle; inTx retries the deadlock an
+// order missed would give. The task is inserted before it is charged for that reason:
+// a cancel or a refund takes task_counts before credit_grants too. A claimer, which
+// holds a turn, never waits for an organization's row (it skips a locked one).
 func (db *DB) CreateTask(ctx context.Context, nt store.NewTask) (*store.Enqueued, error) {
 	var out *store.Enqueued
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
