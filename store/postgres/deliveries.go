@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -63,18 +62,11 @@ func deliverTaskEvent(ctx context.Context, tx pgx.Tx, t *store.Task, now time.Ti
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loops WHERE id = $1 FOR KEY SHARE)`, *t.LoopID).Scan(&exists); err != nil || !exists {
 		return err
 	}
-	body := eventBody{Event: store.EventTaskSucceeded, Task: t, Data: t.Data, Error: t.Error}
-	if t.Status == store.StatusFailed {
-		body.Event, body.Data = store.EventTaskFailed, nil
-	}
-	if body.Data == nil {
-		body.Data = json.RawMessage("null")
-	}
-	payload, err := json.Marshal(body)
-	if err != nil {
+	event, payload, err := store.SettledEvent(t)
+	if err != nil || event == "" {
 		return err
 	}
-	_, err = insertDelivery(ctx, tx, *t.LoopID, t.OrgID, body.Event, &t.ID, payload, now)
+	_, err = insertDelivery(ctx, tx, *t.LoopID, t.OrgID, event, &t.ID, payload, now)
 	return err
 }
 
@@ -86,7 +78,7 @@ func (db *DB) CreateTestDelivery(ctx context.Context, orgID, loopID string) (*st
 		if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
 			return err
 		}
-		payload, err := json.Marshal(eventBody{Event: store.EventTest, Data: json.RawMessage("null")})
+		payload, err := store.TestEventPayload()
 		if err != nil {
 			return err
 		}
@@ -136,7 +128,7 @@ func (db *DB) TaskDeliveries(ctx context.Context, orgID, taskID string) ([]*stor
 			return err
 		}
 		if !exists {
-			return deliveryTaskNotFound()
+			return store.TaskNotFound()
 		}
 		rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE task_id = $1 AND org_id = $2
 			ORDER BY created_at DESC, id DESC LIMIT $3`, taskID, orgID, maxTaskDeliveries)
@@ -158,7 +150,7 @@ func (db *DB) GetDelivery(ctx context.Context, orgID, id string) (*store.Deliver
 	var payload string
 	d, err := scanDelivery(db.pool.QueryRow(ctx, `SELECT `+deliveryColumns+`, payload FROM deliveries WHERE id = $1 AND org_id = $2`, id, orgID), &payload)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, deliveryNotFound()
+		return nil, nil, store.DeliveryNotFound()
 	}
 	if err != nil {
 		return nil, nil, db.readChecked(err)
@@ -177,7 +169,7 @@ func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*store.Deliv
 		var err error
 		d, err = scanDelivery(tx.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = $1 AND org_id = $2 FOR UPDATE`, id, orgID))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return deliveryNotFound()
+			return store.DeliveryNotFound()
 		}
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/store"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -20,8 +21,8 @@ func (db *DB) Held() enrich.Held { return held{db} }
 type held struct{ db *DB }
 
 func (h held) PersonByEmail(ctx context.Context, address string) (*enrich.HeldPerson, error) {
-	for _, origin := range []string{originStore, originDataset} {
-		rec, err := findRecord(ctx, h.db.pool, origin, recordKey(enrich.LookupEmail, address))
+	for _, origin := range []string{store.OriginStore, store.OriginDataset} {
+		rec, err := findRecord(ctx, h.db.pool, origin, store.RecordKey(enrich.LookupEmail, address))
 		if err != nil {
 			return nil, err
 		}
@@ -38,7 +39,7 @@ func (h held) PersonByEmail(ctx context.Context, address string) (*enrich.HeldPe
 }
 
 func (h held) CompanyByDomain(ctx context.Context, domain string) (*enrich.HeldCompany, error) {
-	rec, err := findRecord(ctx, h.db.pool, originStore, recordKey(enrich.LookupDomain, domain))
+	rec, err := findRecord(ctx, h.db.pool, store.OriginStore, store.RecordKey(enrich.LookupDomain, domain))
 	if err != nil || rec == nil || rec.objectType != enrich.ObjectCompany {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func (h held) CompanyByDomain(ctx context.Context, domain string) (*enrich.HeldC
 }
 
 func (h held) CurrentStaff(ctx context.Context, e enrich.Employer, limit int) ([]enrich.HeldPerson, error) {
-	return currentStaff(ctx, h.db.pool, originStore, e, limit)
+	return currentStaff(ctx, h.db.pool, store.OriginStore, e, limit)
 }
 
 // staffQueries find people by a current position's company page, domain or name; each

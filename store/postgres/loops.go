@@ -49,7 +49,7 @@ func lockOrgLoops(ctx context.Context, tx pgx.Tx, orgID string) error {
 // CreateLoop creates a Loop with a new signing secret, which the returned Loop carries
 // this once. Its slug is unique in the organization: "-2", "-3", ... are appended.
 func (db *DB) CreateLoop(ctx context.Context, nl store.NewLoop) (*store.Loop, error) {
-	secret, err := newSecret()
+	secret, err := store.NewLoopSecret()
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (db *DB) GetLoop(ctx context.Context, orgID, id string) (*store.Loop, error
 func findLoop(ctx context.Context, q querier, orgID, id string) (*store.Loop, error) {
 	l, err := scanLoop(q.QueryRow(ctx, `SELECT `+loopColumns+` FROM loops WHERE id = $1 AND org_id = $2`, id, orgID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, loopNotFound()
+		return nil, store.LoopNotFound()
 	}
 	return l, err
 }
@@ -157,7 +157,7 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p store.LoopPatc
 // this once. Every attempt from now on is signed with it, since the sender reads the
 // secret when it claims a delivery.
 func (db *DB) RotateLoopSecret(ctx context.Context, orgID, id string) (*store.Loop, error) {
-	secret, err := newSecret()
+	secret, err := store.NewLoopSecret()
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return loopNotFound()
+			return store.LoopNotFound()
 		}
 		return nil
 	})

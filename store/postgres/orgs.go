@@ -50,11 +50,11 @@ func (db *DB) CreateOrg(ctx context.Context, name string) (*store.Org, error) {
 // inserts nothing (ON CONFLICT DO NOTHING, which leaves its transaction usable) and
 // gets org_exists.
 func (db *DB) createOrg(ctx context.Context, tx pgx.Tx, name string) (*store.Org, error) {
-	if !orgName.MatchString(name) {
-		return nil, enrich.Errorf(enrich.KindInvalid, "organization name %q must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	if err := store.CheckOrgName(name); err != nil {
+		return nil, err
 	}
 	if _, err := findOrg(ctx, tx, name); err == nil {
-		return nil, orgExists(name)
+		return nil, store.OrgExists(name)
 	}
 	org := &store.Org{ID: uuid.NewString(), Name: name, CreatedAt: db.now()}
 	tag, err := tx.Exec(ctx, `INSERT INTO orgs (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING`,
@@ -63,7 +63,7 @@ func (db *DB) createOrg(ctx context.Context, tx pgx.Tx, name string) (*store.Org
 		return nil, err
 	}
 	if tag.RowsAffected() == 0 {
-		return nil, orgExists(name)
+		return nil, store.OrgExists(name)
 	}
 	return org, nil
 }
@@ -128,7 +128,7 @@ func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg 
 	}
 	plain := "enr_" + base64.RawURLEncoding.EncodeToString(secret[:])
 	hash := sha256.Sum256([]byte(plain))
-	key := &store.APIKey{ID: uuid.NewString(), Name: keyName, Prefix: plain[:keyPrefixLen], CreatedAt: db.now()}
+	key := &store.APIKey{ID: uuid.NewString(), Name: keyName, Prefix: plain[:store.KeyPrefixLen], CreatedAt: db.now()}
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if enrich.KindOf(err) == enrich.KindNotFound && createOrg {

@@ -204,7 +204,7 @@ func (db *DB) Settle(ctx context.Context, c *store.Claim, out store.Outcome) (bo
 				return err
 			}
 		}
-		data, err := resultJSON(res)
+		data, err := store.ResultJSON(res)
 		if err != nil {
 			return err
 		}
@@ -260,7 +260,7 @@ func (db *DB) expireTasks(ctx context.Context) ([]store.ExpiredTask, error) {
 		}
 		now := db.now()
 		var err error
-		expired, err = failTasks(ctx, tx, now, timedOut, `status IN ('queued', 'running') AND expires_at <= $3
+		expired, err = failTasks(ctx, tx, now, store.TimedOut, `status IN ('queued', 'running') AND expires_at <= $3
 			ORDER BY expires_at LIMIT $4`, ms(now), expireBatch)
 		return err
 	})
@@ -329,7 +329,7 @@ func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUpOn []st
 		if err := lockOrgs(ctx, tx, orgs); err != nil {
 			return err
 		}
-		gaveUpOn, err = failTasks(ctx, tx, now, gaveUp,
+		gaveUpOn, err = failTasks(ctx, tx, now, store.GaveUp,
 			`status = 'running' AND lease_until < $3 AND attempts >= $4`, ms(now), store.MaxTaskAttempts)
 		if err != nil {
 			return err

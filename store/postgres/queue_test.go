@@ -695,7 +695,7 @@ func TestImportServesTheDatasetAndStaff(t *testing.T) {
 	staff, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	is.NoErr(err)
 	is.Equal(staff, []string{"dataset"}) // the name found whatever its case
-	found, err := currentStaff(ctx, db.pool, originDataset, enrich.Employer{Name: "Acme"}, 10)
+	found, err := currentStaff(ctx, db.pool, store.OriginDataset, enrich.Employer{Name: "Acme"}, 10)
 	is.NoErr(err)
 	is.Equal(len(found), 1)
 

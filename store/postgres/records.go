@@ -26,7 +26,7 @@ type record struct {
 }
 
 func (r *record) result(in enrich.Input) (enrich.Result, error) {
-	return recordResult(r.objectType, r.data, r.redirect, in)
+	return store.RecordResult(r.objectType, r.data, r.redirect.Valid && r.redirect.Int64 == 1, in)
 }
 
 func findRecord(ctx context.Context, q querier, origin, key string) (*record, error) {
@@ -48,7 +48,7 @@ func findRecord(ctx context.Context, q querier, origin, key string) (*record, er
 
 // FindStored returns the stored record for the input, whatever its age, or nil.
 func (db *DB) FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error) {
-	rec, err := findRecord(ctx, db.pool, originStore, recordKey(in.Lookup, in.Target))
+	rec, err := findRecord(ctx, db.pool, store.OriginStore, store.RecordKey(in.Lookup, in.Target))
 	if err != nil || rec == nil {
 		return nil, db.readChecked(err)
 	}
@@ -60,7 +60,7 @@ func (db *DB) FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, 
 // as store.saveRecord does. The keys are written in their sorted order: two
 // transactions saving records that share keys then lock them in the same order, and
 // the second waits for the first instead of deadlocking with it.
-func saveRecord(ctx context.Context, tx pgx.Tx, origin string, res enrich.Result, keys recordKeys, identity string, lastEnriched, now time.Time) error {
+func saveRecord(ctx context.Context, tx pgx.Tx, origin string, res enrich.Result, keys store.RecordKeys, identity string, lastEnriched, now time.Time) error {
 	objectType := enrich.ObjectCompany
 	var data any = res.Company
 	if res.Person != nil {
@@ -120,8 +120,12 @@ func saveRecord(ctx context.Context, tx pgx.Tx, origin string, res enrich.Result
 		if p.Company != nil {
 			domain = p.Company.Domain
 		}
+		isCurrent := 0 // kept as SQLite keeps it, so rows copy between the engines as they are
+		if p.IsCurrent {
+			isCurrent = 1
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO positions (record_id, ord, title, company_name, company_network_url, company_domain, is_current)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, i, p.Title, p.CompanyName, p.CompanyNetworkURL, domain, boolInt(p.IsCurrent)); err != nil {
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, i, p.Title, p.CompanyName, p.CompanyNetworkURL, domain, isCurrent); err != nil {
 			return err
 		}
 	}
@@ -156,17 +160,17 @@ func pointKey(ctx context.Context, tx pgx.Tx, origin, key string, id int64, redi
 // storeFetched saves what an enrichment of in fetched at fetchedAt into the 30-day
 // store and returns the result as the task shows it (store.storeFetched).
 func storeFetched(ctx context.Context, tx pgx.Tx, in enrich.Input, res enrich.Result, byTarget bool, fetchedAt, now time.Time) (enrich.Result, error) {
-	stored, shown, keys := fetchedRecord(in, res, byTarget, fetchedAt, now)
-	identity := identityKey(stored, recordKey(in.Lookup, in.Target))
+	stored, shown, keys := store.FetchedRecord(in, res, byTarget, fetchedAt, now)
+	identity := store.IdentityKey(stored, store.RecordKey(in.Lookup, in.Target))
 	// A profile retrieved earlier never replaces a newer record of the same subject.
-	held, err := findRecord(ctx, tx, originStore, identity)
+	held, err := findRecord(ctx, tx, store.OriginStore, identity)
 	if err != nil {
 		return shown, err
 	}
 	if held != nil && held.lastEnriched.After(fetchedAt) {
 		return shown, nil
 	}
-	return shown, saveRecord(ctx, tx, originStore, stored, keys, identity, fetchedAt, now)
+	return shown, saveRecord(ctx, tx, store.OriginStore, stored, keys, identity, fetchedAt, now)
 }
 
 // Dataset returns the `dataset` source: the records imported with Import.
@@ -192,7 +196,7 @@ func (s datasetSource) PersonByURL(ctx context.Context, networkURL string) (*enr
 }
 
 func (s datasetSource) find(ctx context.Context, in enrich.Input) (enrich.Result, error) {
-	rec, err := findRecord(ctx, s.db.pool, originDataset, recordKey(in.Lookup, in.Target))
+	rec, err := findRecord(ctx, s.db.pool, store.OriginDataset, store.RecordKey(in.Lookup, in.Target))
 	if err != nil {
 		return enrich.Result{}, fmt.Errorf("dataset: %v: %w", err, enrich.ErrUnavailable)
 	}
@@ -213,7 +217,7 @@ func (s datasetSource) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]
 		domain = *q.Company.Domain
 	}
 	e := enrich.EmployerOf(q.Company, domain)
-	staff, err := currentStaff(ctx, s.db.pool, originDataset, e, datasetStaffScan)
+	staff, err := currentStaff(ctx, s.db.pool, store.OriginDataset, e, datasetStaffScan)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %v: %w", err, enrich.ErrUnavailable)
 	}
@@ -246,7 +250,7 @@ const datasetStaffScan = 5000
 // checked before anything is written, and the whole file is written in one
 // transaction: a bad line, reported with its number, leaves the dataset untouched.
 func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (store.ImportStats, error) {
-	lines, stats, err := parseImport(r, norm)
+	lines, stats, err := store.ParseImport(r, norm)
 	if err != nil {
 		return store.ImportStats{}, err
 	}
@@ -254,15 +258,15 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 		now := db.now()
 		for _, p := range lines {
 			last := now
-			if p.lastEnriched != nil {
-				last = *p.lastEnriched
+			if p.LastEnriched != nil {
+				last = *p.LastEnriched
 			}
 			// A copy of the keys: a retried transaction starts from the same ones.
-			keys := make(recordKeys, len(p.keys))
-			for k, v := range p.keys {
+			keys := make(store.RecordKeys, len(p.Keys))
+			for k, v := range p.Keys {
 				keys[k] = v
 			}
-			if err := saveRecord(ctx, tx, originDataset, p.res, keys, identityKey(p.res, ""), last, now); err != nil {
+			if err := saveRecord(ctx, tx, store.OriginDataset, p.Result, keys, store.IdentityKey(p.Result, ""), last, now); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -34,7 +35,7 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 		&result, &taskErr); err != nil {
 		return nil, err
 	}
-	t.Operation = taskOperation
+	t.Operation = store.TaskOperation
 	t.Input = json.RawMessage(input)
 	t.CreatedAt, t.ExpiresAt = fromMS(created), fromMS(expires)
 	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullMS(queued), fromNullMS(started), fromNullMS(finished)
@@ -85,7 +86,7 @@ func (db *DB) createTask(ctx context.Context, tx pgx.Tx, nt store.NewTask) (*sto
 	now := db.now()
 	t := &store.Task{
 		ID: uuid.Must(uuid.NewV7()).String(), OrgID: nt.OrgID, ObjectType: nt.Input.Lookup.ObjectType(),
-		Operation: taskOperation, Status: store.StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
+		Operation: store.TaskOperation, Status: store.StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
 		CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
 	}
 	if nt.IdempotencyKey != "" {
@@ -110,7 +111,7 @@ func (db *DB) createTask(ctx context.Context, tx pgx.Tx, nt store.NewTask) (*sto
 	var rec *record
 	if nt.Fail == nil {
 		var err error
-		if rec, err = findRecord(ctx, tx, originStore, recordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
+		if rec, err = findRecord(ctx, tx, store.OriginStore, store.RecordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
 			return nil, err
 		}
 	}
@@ -130,7 +131,7 @@ func (db *DB) createTask(ctx context.Context, tx pgx.Tx, nt store.NewTask) (*sto
 		if err != nil {
 			return nil, err
 		}
-		if t.Data, err = resultJSON(res); err != nil {
+		if t.Data, err = store.ResultJSON(res); err != nil {
 			return nil, err
 		}
 		t.Status, t.FinishedAt = store.StatusSucceeded, &now
@@ -195,7 +196,7 @@ func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, nt store.NewTask, taskI
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (org_id, key, endpoint, body_hash, task_id, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (org_id, key) DO NOTHING`,
-		nt.OrgID, nt.IdempotencyKey, endpoint, bodyHash(nt.BodyHash), taskID, ms(now))
+		nt.OrgID, nt.IdempotencyKey, endpoint, store.BodyHash(nt.BodyHash), taskID, ms(now))
 	if err != nil {
 		return false, err
 	}
@@ -214,12 +215,13 @@ func findIdempotent(ctx context.Context, tx pgx.Tx, nt store.NewTask) (*store.Ta
 		// The key was there a statement ago; only its task's purge in between removes it.
 		return nil, fmt.Errorf("reading idempotency key: %w", err)
 	}
-	if err := idempotencyMismatch(endpoint, hash, nt); err != nil {
-		return nil, err
+	// The hash, which covers the endpoint, decides.
+	if !bytes.Equal(hash, store.BodyHash(nt.BodyHash)) {
+		return nil, store.IdempotencyKeyReused(endpoint.String, nt.Endpoint)
 	}
 	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, taskID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, taskNotFound()
+		return nil, store.TaskNotFound()
 	}
 	return t, err
 }
@@ -231,7 +233,7 @@ func stillEmployed(ctx context.Context, tx pgx.Tx, person *record, address strin
 		return false, nil
 	}
 	var company *enrich.Company
-	stored, err := findRecord(ctx, tx, originStore, recordKey(enrich.LookupDomain, domain))
+	stored, err := findRecord(ctx, tx, store.OriginStore, store.RecordKey(enrich.LookupDomain, domain))
 	if err != nil {
 		return false, err
 	}
@@ -258,7 +260,7 @@ func checkBacklog(ctx context.Context, tx pgx.Tx, orgID string, limit int64) err
 		return err
 	}
 	if queued >= limit {
-		return queueFull(queued)
+		return store.QueueFull(queued)
 	}
 	return nil
 }
@@ -292,7 +294,7 @@ const getTaskQuery = `SELECT ` + taskColumns + ` FROM tasks WHERE id = $1 AND or
 func (db *DB) GetTask(ctx context.Context, orgID, id string) (*store.Task, error) {
 	t, err := scanTask(db.pool.QueryRow(ctx, getTaskQuery, id, orgID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, taskNotFound()
+		return nil, store.TaskNotFound()
 	}
 	return t, db.readChecked(err)
 }
@@ -352,13 +354,13 @@ func (db *DB) CancelTask(ctx context.Context, orgID, id string) (*store.Task, er
 		var err error
 		t, err = scanTask(tx.QueryRow(ctx, getTaskQuery+` FOR UPDATE`, id, orgID))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return taskNotFound()
+			return store.TaskNotFound()
 		}
 		if err != nil {
 			return err
 		}
 		if t.Settled() {
-			return taskSettled(t.Status)
+			return store.TaskSettled(t.Status)
 		}
 		now := db.now()
 		if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'canceled', finished_at = $1, lease_token = NULL, lease_until = NULL

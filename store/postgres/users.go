@@ -36,8 +36,8 @@ func scanUser(row pgx.Row, extra ...any) (*store.User, error) {
 // A role of "" is a viewer. Two creations of one email at once make one user: the
 // unique email lets one in, and the other gets user_exists.
 func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*store.User, string, error) {
-	email = normalEmail(email)
-	if err := checkEmail(email); err != nil {
+	email = store.NormalEmail(email)
+	if err := store.CheckEmail(email); err != nil {
 		return nil, "", err
 	}
 	if role == "" {
@@ -46,7 +46,7 @@ func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*sto
 	if role != store.RoleAdmin && role != store.RoleViewer {
 		return nil, "", enrich.Errorf(enrich.KindInvalid, "role %q must be %s or %s", role, store.RoleAdmin, store.RoleViewer)
 	}
-	plain, hash, err := newToken()
+	plain, hash, err := store.NewToken()
 	if err != nil {
 		return nil, "", err
 	}
@@ -63,7 +63,7 @@ func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*sto
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return userExists(email)
+			return store.UserExists(email)
 		}
 		return db.addLink(ctx, tx, u.ID, hash)
 	})
@@ -110,8 +110,8 @@ func (db *DB) ListUsers(ctx context.Context, orgName string) ([]store.User, erro
 // userByEmail reads the user; forUpdate locks its row, so that what the caller decides
 // from it (disabled or not) holds until the transaction ends.
 func userByEmail(ctx context.Context, q querier, email string, forUpdate bool) (*store.User, error) {
-	if len(email) > maxEmail {
-		return nil, userNotFound(email[:maxEmail] + "…")
+	if len(email) > store.MaxEmail {
+		return nil, store.UserNotFound(email[:store.MaxEmail] + "…")
 	}
 	lock := ""
 	if forUpdate {
@@ -119,7 +119,7 @@ func userByEmail(ctx context.Context, q querier, email string, forUpdate bool) (
 	}
 	u, err := scanUser(q.QueryRow(ctx, `SELECT `+userColumns+` FROM users u JOIN orgs o ON o.id = u.org_id WHERE u.email = $1`+lock, email))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, userNotFound(email)
+		return nil, store.UserNotFound(email)
 	}
 	return u, err
 }
@@ -136,7 +136,7 @@ func endAccess(ctx context.Context, tx pgx.Tx, userID string) error {
 // DisableUser disables the user for good: its sessions end at once and its links no
 // longer work. Disabling a disabled user keeps the first date.
 func (db *DB) DisableUser(ctx context.Context, email string) (*store.User, error) {
-	email = normalEmail(email)
+	email = store.NormalEmail(email)
 	var u *store.User
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -162,8 +162,8 @@ func (db *DB) DisableUser(ctx context.Context, email string) (*store.User, error
 // earlier links stop working. A disabled user gets no link. The user's row is locked,
 // so a DisableUser at the same moment cannot leave a link behind it.
 func (db *DB) NewSetupLink(ctx context.Context, email string) (string, error) {
-	email = normalEmail(email)
-	plain, hash, err := newToken()
+	email = store.NormalEmail(email)
+	plain, hash, err := store.NewToken()
 	if err != nil {
 		return "", err
 	}
@@ -173,7 +173,7 @@ func (db *DB) NewSetupLink(ctx context.Context, email string) (string, error) {
 			return err
 		}
 		if u.DisabledAt != nil {
-			return userDisabled(email)
+			return store.UserDisabled(email)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM user_links WHERE user_id = $1`, u.ID); err != nil {
 			return err
@@ -196,9 +196,9 @@ func (db *DB) LinkUser(ctx context.Context, token string) (*store.User, error) {
 // linkUser reads the link's user; forUpdate locks the link, so that of two uses of one
 // link at once the second waits, finds it deleted, and is refused.
 func (db *DB) linkUser(ctx context.Context, q querier, token string, forUpdate bool) (*store.User, error) {
-	hash := tokenHash(token)
+	hash := store.TokenHash(token)
 	if hash == nil {
-		return nil, linkInvalid()
+		return nil, store.LinkInvalid()
 	}
 	lock := ""
 	if forUpdate {
@@ -209,13 +209,13 @@ func (db *DB) linkUser(ctx context.Context, q querier, token string, forUpdate b
 	u, err := scanUser(q.QueryRow(ctx, `SELECT `+userColumns+`, l.hash, l.expires_at FROM user_links l
 		JOIN users u ON u.id = l.user_id JOIN orgs o ON o.id = u.org_id WHERE l.hash = $1`+lock, hash), &stored, &expires)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, linkInvalid()
+		return nil, store.LinkInvalid()
 	}
 	if err != nil {
 		return nil, err
 	}
 	if subtle.ConstantTimeCompare(stored, hash) != 1 || !db.now().Before(fromMS(expires)) || u.DisabledAt != nil {
-		return nil, linkInvalid()
+		return nil, store.LinkInvalid()
 	}
 	return u, nil
 }
@@ -223,8 +223,8 @@ func (db *DB) linkUser(ctx context.Context, q querier, token string, forUpdate b
 // SetPassword uses a set-password link: it stores passwordHash as the user's, voids all
 // the user's links, this one included, and ends all its sessions, in one transaction.
 func (db *DB) SetPassword(ctx context.Context, token, passwordHash string) (*store.User, error) {
-	if passwordHash == "" || len(passwordHash) > maxPasswordHash {
-		return nil, fmt.Errorf("a password hash of %d bytes: want 1 to %d", len(passwordHash), maxPasswordHash)
+	if passwordHash == "" || len(passwordHash) > store.MaxPasswordHash {
+		return nil, fmt.Errorf("a password hash of %d bytes: want 1 to %d", len(passwordHash), store.MaxPasswordHash)
 	}
 	var u *store.User
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
@@ -249,21 +249,21 @@ func (db *DB) SetPassword(ctx context.Context, token, passwordHash string) (*sto
 // to check a password against. An unknown email, a disabled user and one without a
 // password yet all get the same unauthorized error.
 func (db *DB) UserForLogin(ctx context.Context, email string) (*store.User, string, error) {
-	email = normalEmail(email)
-	if len(email) > maxEmail {
-		return nil, "", loginFailed()
+	email = store.NormalEmail(email)
+	if len(email) > store.MaxEmail {
+		return nil, "", store.LoginFailed()
 	}
 	var hash *string
 	u, err := scanUser(db.pool.QueryRow(ctx, `SELECT `+userColumns+`, u.password_hash FROM users u
 		JOIN orgs o ON o.id = u.org_id WHERE u.email = $1`, email), &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, "", loginFailed()
+		return nil, "", store.LoginFailed()
 	}
 	if err != nil {
 		return nil, "", db.readChecked(err)
 	}
 	if u.DisabledAt != nil || hash == nil {
-		return nil, "", loginFailed()
+		return nil, "", store.LoginFailed()
 	}
 	return u, *hash, nil
 }
@@ -275,7 +275,7 @@ func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Du
 	if absolute <= 0 {
 		return "", fmt.Errorf("a session of %v: want a positive length", absolute)
 	}
-	plain, hash, err := newToken()
+	plain, hash, err := store.NewToken()
 	if err != nil {
 		return "", err
 	}
@@ -286,7 +286,7 @@ func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Du
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return loginFailed()
+			return store.LoginFailed()
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO sessions (hash, user_id, created_at, last_seen_at, expires_at) VALUES ($1, $2, $3, $4, $5)`,
 			hash, userID, ms(now), ms(now), ms(now.Add(absolute)))
@@ -306,16 +306,16 @@ func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration)
 	if idle <= 0 {
 		return nil, fmt.Errorf("an idle timeout of %v: want a positive one", idle)
 	}
-	hash := tokenHash(token)
+	hash := store.TokenHash(token)
 	if hash == nil {
-		return nil, sessionInvalid()
+		return nil, store.SessionInvalid()
 	}
 	var stored []byte
 	var lastSeen, expires int64
 	u, err := scanUser(db.pool.QueryRow(ctx, `SELECT `+userColumns+`, s.hash, s.last_seen_at, s.expires_at FROM sessions s
 		JOIN users u ON u.id = s.user_id JOIN orgs o ON o.id = u.org_id WHERE s.hash = $1`, hash), &stored, &lastSeen, &expires)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, sessionInvalid()
+		return nil, store.SessionInvalid()
 	}
 	if err != nil {
 		return nil, db.readChecked(err)
@@ -323,7 +323,7 @@ func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration)
 	now := db.now()
 	if subtle.ConstantTimeCompare(stored, hash) != 1 || u.DisabledAt != nil ||
 		!now.Before(fromMS(expires)) || now.Sub(fromMS(lastSeen)) > idle {
-		return nil, sessionInvalid()
+		return nil, store.SessionInvalid()
 	}
 	if now.Sub(fromMS(lastSeen)) >= sessionRefresh {
 		db.inTx(ctx, func(tx pgx.Tx) error {
@@ -338,7 +338,7 @@ func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration)
 
 // EndSession ends the session of the token (logout). An unknown token is no error.
 func (db *DB) EndSession(ctx context.Context, token string) error {
-	hash := tokenHash(token)
+	hash := store.TokenHash(token)
 	if hash == nil {
 		return nil
 	}
