@@ -42,4 +42,8 @@ var conformanceTests = []conformanceTest{
 	{"SessionLastSeenIsWrittenAtMostOnceAMinute", testSessionLastSeenIsWrittenAtMostOnceAMinute},
 	{"EndSession", testEndSession},
 	{"PurgeSessions", testPurgeSessions},
+	{"TwoWritersChargingTheLastCredit", testTwoWritersChargingTheLastCredit},
+	{"OneIdempotencyKeyFromTwoHandles", testOneIdempotencyKeyFromTwoHandles},
+	{"TwoClaimersNeverTakeTheSameTask", testTwoClaimersNeverTakeTheSameTask},
+	{"AnExpiredLeaseIsClaimedAgainOnceAndSettlesOnce", testAnExpiredLeaseIsClaimedAgainOnceAndSettlesOnce},
 }
