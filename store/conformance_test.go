@@ -9,11 +9,6 @@ import (
 
 func TestMain(m *testing.M) { storetest.PostgresMain(m) }
 
-// postgresDriverLinked says whether this test binary can open postgres:// DSNs. It is
-// false until the PostgreSQL driver is merged: then import _ "enrichd/store/postgres"
-// and _ "enrichd/store/sqlite" here and set it to true.
-const postgresDriverLinked = false
-
 // TestConformance runs everything the store promises on each engine.
 func TestConformance(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
@@ -22,9 +17,7 @@ func TestConformance(t *testing.T) {
 		})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		if !postgresDriverLinked {
-			t.Skip("the PostgreSQL driver is not in this build yet")
-		}
+		storetest.SkipUnlessPostgresDriver(t)
 		storetest.Conformance(t, storetest.PostgresURL)
 	})
 }
