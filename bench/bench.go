@@ -6,7 +6,8 @@ package bench
 
 import (
 	"context"
-	_ "enrichd/store/sqlite" // the default engine
+	_ "enrichd/store/postgres" // the engine several replicas share
+	_ "enrichd/store/sqlite"   // the default engine
 	"errors"
 	"fmt"
 	"io"
