@@ -16,6 +16,7 @@ import (
 
 	"enrichd/bench"
 	"enrichd/cli"
+	"enrichd/store/storetest"
 
 	"github.com/matryer/is"
 )
@@ -37,7 +38,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// The cluster the PostgreSQL tests start, if any, stops with the binary.
+	storetest.PostgresMain(m)
 }
 
 var schema = func() string {
