@@ -13,9 +13,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"enrichd/store"
+	"enrichd/store/postgres"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -107,16 +107,18 @@ func (r *migrateReport) write(w io.Writer) {
 	if len(r.tables) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "TABLE\tSQLITE\tPOSTGRESQL\t")
+	width := len("TABLE")
+	for _, t := range r.tables {
+		width = max(width, len(t.name))
+	}
+	fmt.Fprintf(w, "%-*s  %10s  %10s\n", width, "TABLE", "SQLITE", "POSTGRESQL")
 	for _, t := range r.tables {
 		mark := ""
 		if t.sqlite != t.postgres {
 			mark = "  DIFFERS"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.name, t.sqlite, t.postgres, mark)
+		fmt.Fprintf(w, "%-*s  %10d  %10d%s\n", width, t.name, t.sqlite, t.postgres, mark)
 	}
-	tw.Flush()
 	if r.sqliteOrgs == nil {
 		return
 	}
@@ -157,7 +159,7 @@ func migrateToPostgres(ctx context.Context, from, to, schema string) (*migrateRe
 		return nil, err
 	}
 	// The postgres driver creates, or brings up to date, enrichd's schema.
-	pgdb, err := store.Open(ctx, to, schema)
+	pgdb, err := postgres.Open(ctx, to, nil)
 	if err != nil {
 		return nil, fmt.Errorf("creating enrichd's tables in %s: %w", redactURL(to), err)
 	}
@@ -439,14 +441,11 @@ func copyTables(ctx context.Context, src *sqliteSnapshot, tx pgx.Tx, tables []*m
 		if _, err := tx.Exec(ctx, `ALTER TABLE `+pgx.Identifier{t.name}.Sanitize()+` ENABLE TRIGGER USER`); err != nil {
 			return fmt.Errorf("table %s: %w", t.name, err)
 		}
-		if err := resetSequences(ctx, tx, t); err != nil {
-			return fmt.Errorf("table %s: %w", t.name, err)
-		}
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{t.name}.Sanitize()).Scan(&t.postgres); err != nil {
 			return err
 		}
 	}
-	return nil
+	return resetSequences(ctx, tx)
 }
 
 // pgColumnTypes reads the PostgreSQL type of each of t's columns, and refuses a table
@@ -568,20 +567,58 @@ func pgValue(v any, pgType string) (any, error) {
 	return nil, fmt.Errorf("a %T value for a %s column", v, pgType)
 }
 
-// resetSequences sets the sequence behind each of t's serial or identity columns past
-// the largest id copied, so the next row PostgreSQL numbers does not collide with one.
-func resetSequences(ctx context.Context, tx pgx.Tx, t *migrateTable) error {
-	for _, c := range t.columns {
-		var seq *string
-		if err := tx.QueryRow(ctx, `SELECT pg_get_serial_sequence($1, $2)`, pgx.Identifier{t.name}.Sanitize(), c).Scan(&seq); err != nil {
-			return err
+// sequenceColumns names, for each sequence that numbers no column of its own (neither
+// an identity nor a serial's, nor a column's DEFAULT), the column whose values it hands
+// out. A sequence found in neither way fails the migration rather than go unset.
+var sequenceColumns = map[string][2]string{
+	"queue_turns_seq": {"queue_turns", "seq"}, // fair-queue positions, taken by nextval
+}
+
+// sequencesQuery finds, for each sequence of the schema, the column it belongs to (an
+// identity or a serial, through pg_depend) or else the first whose DEFAULT calls it.
+const sequencesQuery = `SELECT s.relname::text,
+		coalesce(owner.relname, dflt.table_name), coalesce(owner.attname, dflt.column_name)
+	FROM pg_class s
+	JOIN pg_namespace n ON n.oid = s.relnamespace AND n.nspname = current_schema()
+	LEFT JOIN LATERAL (SELECT t.relname::text AS relname, a.attname::text AS attname FROM pg_depend d
+		JOIN pg_class t ON t.oid = d.refobjid
+		JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+		WHERE d.classid = 'pg_class'::regclass AND d.objid = s.oid AND d.deptype IN ('a', 'i') LIMIT 1) owner ON true
+	LEFT JOIN LATERAL (SELECT c.table_name::text AS table_name, c.column_name::text AS column_name FROM information_schema.columns c
+		WHERE c.table_schema = current_schema() AND c.column_default LIKE '%nextval(''' || s.relname || '''%' LIMIT 1) dflt ON true
+	WHERE s.relkind = 'S'`
+
+// resetSequences sets every sequence of the schema past the largest value copied into
+// the column it numbers, so that the next row PostgreSQL numbers collides with none.
+func resetSequences(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, sequencesQuery)
+	if err != nil {
+		return err
+	}
+	type numbered struct{ seq, table, column string }
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (numbered, error) {
+		var n numbered
+		var table, column *string
+		err := r.Scan(&n.seq, &table, &column)
+		if table != nil && column != nil {
+			n.table, n.column = *table, *column
 		}
-		if seq == nil {
-			continue
+		return n, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, n := range found {
+		if n.table == "" {
+			tc, ok := sequenceColumns[n.seq]
+			if !ok {
+				return fmt.Errorf("the PostgreSQL sequence %s numbers no column migrate knows of: it cannot be set past the rows copied", n.seq)
+			}
+			n.table, n.column = tc[0], tc[1]
 		}
-		col := pgx.Identifier{c}.Sanitize()
-		if _, err := tx.Exec(ctx, `SELECT setval($1::regclass, coalesce((SELECT max(`+col+`) FROM `+pgx.Identifier{t.name}.Sanitize()+`), 0) + 1, false)`, *seq); err != nil {
-			return err
+		if _, err := tx.Exec(ctx, `SELECT setval($1::regclass, coalesce((SELECT max(`+pgx.Identifier{n.column}.Sanitize()+`) FROM `+
+			pgx.Identifier{n.table}.Sanitize()+`), 0) + 1, false)`, pgx.Identifier{n.seq}.Sanitize()); err != nil {
+			return fmt.Errorf("setting the sequence %s past %s.%s: %w", n.seq, n.table, n.column, err)
 		}
 	}
 	return nil

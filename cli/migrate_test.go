@@ -33,8 +33,8 @@ func runCommand(t *testing.T, args ...string) (stdout, stderr string, err error)
 
 // migrated is what fillForMigration made that the test reads back after the move.
 type migrated struct {
-	orgs  []string // names
-	tasks map[string]string
+	orgs  []string          // names
+	tasks map[string]string // organization id by task id
 }
 
 // fillForMigration fills a SQLite deployment through the store: organizations with
@@ -102,26 +102,28 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 			Name: strings.ToUpper(name[:1]) + name[1:], EnrichmentStatus: "complete", Domain: &domain}}})
 		is.NoErr(err)
 		is.True(ok)
-		m.tasks[name+"/succeeded"] = c.TaskID
+		m.tasks[c.TaskID] = c.OrgID
 		// The same domain again: a store hit, settled inside the request.
 		hit := task(domain, nil, "")
 		is.Equal(hit.Task.Status, store.StatusSucceeded)
-		m.tasks[name+"/hit"] = hit.Task.ID
+		m.tasks[hit.Task.ID] = org
 		// Failed, and refunded.
 		task("failing-"+domain, nil, "")
 		c = claim()
 		ok, err = db.Settle(ctx, c, store.Outcome{Err: &enrich.TaskError{Code: "not_found", Message: "nobody knows it"}})
 		is.NoErr(err)
 		is.True(ok)
-		m.tasks[name+"/failed"] = c.TaskID
+		m.tasks[c.TaskID] = c.OrgID
 		// Canceled while queued, and refunded.
 		canceled := task("canceled-"+domain, nil, "")
 		_, err = db.CancelTask(ctx, org, canceled.Task.ID)
 		is.NoErr(err)
 		// Running under a lease, and queued behind it (an idempotent one).
 		task("running-"+domain, nil, "")
-		m.tasks[name+"/running"] = claim().TaskID
-		m.tasks[name+"/queued"] = task("queued-"+domain, nil, "key-"+strconv.Itoa(i)).Task.ID
+		c = claim()
+		m.tasks[c.TaskID] = c.OrgID
+		m.tasks[task("queued-"+domain, nil, "key-"+strconv.Itoa(i)).Task.ID] = org
+		m.tasks[canceled.Task.ID] = org
 	}
 	return m
 }
@@ -168,6 +170,9 @@ func TestMigrateToPostgres(t *testing.T) {
 		is.NoErr(lite.QueryRowContext(ctx, `SELECT count(*) FROM `+table).Scan(&n))
 		return n
 	})
+	var statuses int
+	is.NoErr(lite.QueryRowContext(ctx, `SELECT count(DISTINCT status) FROM tasks`).Scan(&statuses))
+	is.Equal(statuses, 5) // tasks of every status
 	for table, n := range sqliteCounts {
 		// Only the email lookups' gatherings are left empty by the fill.
 		if n == 0 && !strings.HasPrefix(table, "email_") {
@@ -213,21 +218,16 @@ func TestMigrateToPostgres(t *testing.T) {
 		pgLedger, err := dst.CreditLedger(ctx, name)
 		is.NoErr(err)
 		is.Equal(pgLedger, ledger)
-		org, err := src.FindOrg(ctx, name)
+	}
+	for id, org := range filled.tasks {
+		want, err := src.GetTask(ctx, org, id)
 		is.NoErr(err)
-		for what, id := range filled.tasks {
-			if !strings.HasPrefix(what, name+"/") {
-				continue
-			}
-			want, err := src.GetTask(ctx, org.ID, id)
-			is.NoErr(err)
-			got, err := dst.GetTask(ctx, org.ID, id)
-			is.NoErr(err)
-			wantJSON, _ := json.Marshal(want)
-			gotJSON, _ := json.Marshal(got)
-			is.Equal(string(gotJSON), string(wantJSON)) // the task reads the same
-			is.Equal(string(got.Data), string(want.Data))
-		}
+		got, err := dst.GetTask(ctx, org, id)
+		is.NoErr(err)
+		wantJSON, _ := json.Marshal(want)
+		gotJSON, _ := json.Marshal(got)
+		is.Equal(string(gotJSON), string(wantJSON)) // the task reads the same
+		is.Equal(string(got.Data), string(want.Data))
 	}
 	grantID, err := dst.GrantCredits(ctx, "acme", 7, nil)
 	is.NoErr(err) // a new grant's id does not collide with a copied one
