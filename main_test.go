@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	_ "enrichd/store/sqlite" // the default engine
 	"errors"
 	"fmt"
 	"io"

@@ -6,6 +6,7 @@ package bench
 
 import (
 	"context"
+	_ "enrichd/store/sqlite" // the default engine
 	"errors"
 	"fmt"
 	"io"

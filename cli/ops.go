@@ -9,6 +9,7 @@ import (
 
 	"enrichd/server"
 	"enrichd/store"
+	"enrichd/store/sqlite"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -46,7 +47,7 @@ database's -wal and -shm files, and start serve again.`,
 			if err := db.Backup(cmd.Context(), to, force); err != nil {
 				return err
 			}
-			if err := store.CheckIntegrity(cmd.Context(), to); err != nil {
+			if err := sqlite.CheckIntegrity(cmd.Context(), to); err != nil {
 				return fmt.Errorf("the backup at %s is damaged: %w", to, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "backed up to %s in %s; integrity check ok\n", to, time.Since(start).Round(time.Millisecond))

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	_ "enrichd/store/sqlite" // the default engine
 	"errors"
 	"fmt"
 	"io"

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	_ "enrichd/store/sqlite" // the default engine
 	"io"
 	"log/slog"
 	"net/http"

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	_ "enrichd/store/sqlite" // the default engine
 	"io"
 	"log/slog"
 	"net/http"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	_ "enrichd/store/sqlite" // the default engine
 	"log/slog"
 	"net/http"
 	"net/http/httptest"

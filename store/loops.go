@@ -1,19 +1,10 @@
 package store
 
 import (
-	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/base64"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 	"unicode"
 
-	"enrichd/enrich"
-
-	"github.com/google/uuid"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -59,33 +50,6 @@ type LoopPatch struct {
 	Enabled    *bool
 }
 
-const loopColumns = `id, org_id, name, slug, object_type, operation, enabled, webhook_url, created_at, updated_at`
-
-func scanLoop(row scanner) (*Loop, error) {
-	var l Loop
-	var created, updated int64
-	if err := row.Scan(&l.ID, &l.OrgID, &l.Name, &l.Slug, &l.ObjectType, &l.Operation, &l.Enabled,
-		&l.Destination.URL, &created, &updated); err != nil {
-		return nil, err
-	}
-	l.CreatedAt, l.UpdatedAt = fromMS(created), fromMS(updated)
-	l.Destination.Kind, l.Destination.Enabled = "webhook", true
-	return &l, nil
-}
-
-func loopNotFound() error {
-	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "loop not found"}
-}
-
-// newSecret is a Loop's signing secret: "whsec_" and 32 random bytes.
-func newSecret() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return "whsec_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
 // Slugify derives a Loop's slug from its name: lower case, accents dropped, runs of
 // anything but letters and digits folded to one "-".
 func Slugify(name string) string {
@@ -108,169 +72,4 @@ func Slugify(name string) string {
 		return "loop"
 	}
 	return b.String()
-}
-
-// CreateLoop creates a Loop with a new signing secret, which the returned Loop carries
-// this once. Its slug is unique in the organization: "-2", "-3", ... are appended.
-func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
-	secret, err := newSecret()
-	if err != nil {
-		return nil, err
-	}
-	var l *Loop
-	err = db.inTx(ctx, func(tx *Tx) error {
-		now := db.now()
-		slug, err := uniqueSlug(ctx, tx, nl.OrgID, "", Slugify(nl.Name))
-		if err != nil {
-			return err
-		}
-		l = &Loop{ID: uuid.Must(uuid.NewV7()).String(), OrgID: nl.OrgID, Name: nl.Name, Slug: slug,
-			ObjectType: nl.ObjectType, Operation: "enrich", Enabled: nl.Enabled, CreatedAt: now, UpdatedAt: now,
-			Destination: Destination{Kind: "webhook", URL: nl.WebhookURL, Enabled: true, Secret: secret}}
-		_, err = tx.ExecContext(ctx, `INSERT INTO loops (id, org_id, name, slug, object_type, operation, enabled, webhook_url,
-			secret, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			l.ID, l.OrgID, l.Name, l.Slug, l.ObjectType, l.Operation, l.Enabled, l.Destination.URL, secret, ms(now), ms(now))
-		return err
-	})
-	return l, err
-}
-
-// uniqueSlug is base, or base-2, base-3, ...: the first no other Loop of the
-// organization holds (self, the Loop being renamed, may keep its own).
-func uniqueSlug(ctx context.Context, tx *Tx, orgID, self, base string) (string, error) {
-	slug := base
-	for n := 2; ; n++ {
-		var taken int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM loops WHERE org_id = ? AND slug = ? AND id != ?`, orgID, slug, self).Scan(&taken); err != nil {
-			return "", err
-		}
-		if taken == 0 {
-			return slug, nil
-		}
-		slug = fmt.Sprintf("%s-%d", base, n)
-	}
-}
-
-// GetLoop returns one of the organization's Loops, without its secret.
-func (db *DB) GetLoop(ctx context.Context, orgID, id string) (*Loop, error) {
-	return findLoop(ctx, db.read, orgID, id)
-}
-
-func findLoop(ctx context.Context, q querier, orgID, id string) (*Loop, error) {
-	l, err := scanLoop(q.QueryRowContext(ctx, `SELECT `+loopColumns+` FROM loops WHERE id = ? AND org_id = ?`, id, orgID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, loopNotFound()
-	}
-	return l, err
-}
-
-// ListLoops returns the organization's Loops, oldest first, without their secrets.
-func (db *DB) ListLoops(ctx context.Context, orgID string) ([]*Loop, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+loopColumns+` FROM loops WHERE org_id = ? ORDER BY created_at, id`, orgID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	loops := []*Loop{}
-	for rows.Next() {
-		l, err := scanLoop(rows)
-		if err != nil {
-			return nil, err
-		}
-		loops = append(loops, l)
-	}
-	return loops, rows.Err()
-}
-
-// UpdateLoop changes what the patch sets. A disabled Loop takes no new runs; the tasks
-// it has in flight still deliver.
-func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*Loop, error) {
-	var l *Loop
-	err := db.inTx(ctx, func(tx *Tx) error {
-		var err error
-		if l, err = findLoop(ctx, tx, orgID, id); err != nil {
-			return err
-		}
-		if p.Name != nil && *p.Name != l.Name {
-			l.Name = *p.Name
-			if l.Slug, err = uniqueSlug(ctx, tx, orgID, id, Slugify(l.Name)); err != nil {
-				return err
-			}
-		}
-		if p.WebhookURL != nil {
-			l.Destination.URL = *p.WebhookURL
-		}
-		if p.Enabled != nil {
-			l.Enabled = *p.Enabled
-		}
-		l.UpdatedAt = db.now()
-		_, err = tx.ExecContext(ctx, `UPDATE loops SET name = ?, slug = ?, webhook_url = ?, enabled = ?, updated_at = ? WHERE id = ?`,
-			l.Name, l.Slug, l.Destination.URL, l.Enabled, ms(l.UpdatedAt), id)
-		return err
-	})
-	return l, err
-}
-
-// RotateLoopSecret gives the Loop a new signing secret, which the returned Loop carries
-// this once: how a lost or leaked secret is replaced. Every attempt from now on is
-// signed with it, those of deliveries queued before included, since the sender reads
-// the secret when it claims a delivery.
-func (db *DB) RotateLoopSecret(ctx context.Context, orgID, id string) (*Loop, error) {
-	secret, err := newSecret()
-	if err != nil {
-		return nil, err
-	}
-	var l *Loop
-	err = db.inTx(ctx, func(tx *Tx) error {
-		var err error
-		if l, err = findLoop(ctx, tx, orgID, id); err != nil {
-			return err
-		}
-		l.UpdatedAt = db.now()
-		l.Destination.Secret = secret
-		_, err = tx.ExecContext(ctx, `UPDATE loops SET secret = ?, updated_at = ? WHERE id = ?`, secret, ms(l.UpdatedAt), id)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-// DeleteLoop deletes a Loop and its deliveries, sent or not; tasks keep their loop_id.
-func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
-	return db.inTx(ctx, func(tx *Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM loops WHERE id = ? AND org_id = ?`, id, orgID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			if err == nil {
-				err = loopNotFound()
-			}
-			return err
-		}
-		return nil
-	})
-}
-
-// checkLoopForRun is the check a new task naming a Loop must pass: the Loop is the
-// organization's, takes the task's object type, and is enabled.
-func checkLoopForRun(ctx context.Context, tx *Tx, orgID, loopID, objectType string) error {
-	l, err := findLoop(ctx, tx, orgID, loopID)
-	if err != nil {
-		var e *enrich.Error
-		if errors.As(err, &e) && e.Kind == enrich.KindNotFound {
-			return enrich.Errorf(enrich.KindInvalid, "loop_id %s names no Loop of your organization", loopID)
-		}
-		return err
-	}
-	if l.ObjectType != objectType {
-		return enrich.Errorf(enrich.KindInvalid, "the Loop %s takes %s enrichments, not %s ones", l.Slug, l.ObjectType, objectType)
-	}
-	if !l.Enabled {
-		return &enrich.Error{Kind: enrich.KindConflict, Code: "loop_disabled",
-			Message: fmt.Sprintf("the Loop %s is disabled; enable it (PATCH {\"enabled\": true}) to run it", l.Slug)}
-	}
-	return nil
 }

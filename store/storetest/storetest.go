@@ -4,6 +4,7 @@ package storetest
 
 import (
 	"context"
+	_ "enrichd/store/sqlite" // the default engine
 	"os"
 	"path/filepath"
 	"runtime"

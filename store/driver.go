@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"enrichd/enrich"
+)
+
+// Driver is what an engine implements: each method one named operation, most of them
+// one transaction. The rules that are the same on every engine (what a webhook's
+// body is, which errors a refusal answers, how a record is keyed) are package store's,
+// and drivers call them; a driver holds SQL and the locking its engine needs for the
+// same guarantees: a charge never takes a grant below zero, an Idempotency-Key makes
+// one task, a task or delivery is claimed by one worker at a time, and a sweep is run
+// by one process at a time.
+type Driver interface {
+	Close() error
+
+	// Organizations, API keys, users and sessions.
+	CreateOrg(ctx context.Context, name string) (*Org, error)
+	FindOrg(ctx context.Context, name string) (*Org, error)
+	GetOrg(ctx context.Context, id string) (*Org, error)
+	ListOrgs(ctx context.Context) ([]Org, error)
+	CreateKey(ctx context.Context, orgName, keyName string, createOrg bool) (string, *APIKey, error)
+	ListKeys(ctx context.Context, orgName string) ([]APIKey, error)
+	RevokeKey(ctx context.Context, orgName, idOrPrefix string) error
+	Authenticate(ctx context.Context, plain string) (*Principal, error)
+	CreateUser(ctx context.Context, orgName, email, role string) (*User, string, error)
+	ListUsers(ctx context.Context, orgName string) ([]User, error)
+	DisableUser(ctx context.Context, email string) (*User, error)
+	NewSetupLink(ctx context.Context, email string) (string, error)
+	LinkUser(ctx context.Context, token string) (*User, error)
+	SetPassword(ctx context.Context, token, passwordHash string) (*User, error)
+	UserForLogin(ctx context.Context, email string) (*User, string, error)
+	CreateSession(ctx context.Context, userID string, absolute time.Duration) (string, error)
+	SessionUser(ctx context.Context, token string, idle time.Duration) (*User, error)
+	EndSession(ctx context.Context, token string) error
+	PurgeSessions(ctx context.Context, idle time.Duration) (int, error)
+
+	// Credits.
+	GrantCredits(ctx context.Context, orgName string, amount int64, expiresAt *time.Time) (int64, error)
+	CreditBalance(ctx context.Context, orgName string) (Balance, error)
+	CreditLedger(ctx context.Context, orgName string) ([]LedgerEntry, error)
+	ListGrants(ctx context.Context, orgID string) ([]Grant, error)
+	LedgerPage(ctx context.Context, orgID string, beforeID int64, limit int) ([]LedgerEntry, error)
+	DailyCredits(ctx context.Context, orgID string, days int, now time.Time) ([]CreditDay, error)
+
+	// Tasks and their queue.
+	CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error)
+	GetTask(ctx context.Context, orgID, id string) (*Task, error)
+	ListTasks(ctx context.Context, orgID, status string, page, pageSize int) ([]*Task, int64, error)
+	FindTasks(ctx context.Context, orgID string, f TaskFilter) ([]*Task, *TaskCursor, error)
+	CountTasks(ctx context.Context, orgID, status string) (int64, error)
+	CancelTask(ctx context.Context, orgID, id string) (*Task, error)
+	ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error)
+	ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (bool, error)
+	Settle(ctx context.Context, c *Claim, out Outcome) (bool, error)
+	ReleaseTask(ctx context.Context, c *Claim) error
+	ExpireTasks(ctx context.Context) ([]ExpiredTask, error)
+	RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []ExpiredTask, err error)
+	QueueDepth(ctx context.Context) (queued, running int64, err error)
+
+	// Records: the 30-day store, the imported dataset, what email lookups hold.
+	FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error)
+	Held() enrich.Held
+	Dataset() enrich.Source
+	Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (ImportStats, error)
+
+	// Loops and their deliveries.
+	CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error)
+	GetLoop(ctx context.Context, orgID, id string) (*Loop, error)
+	ListLoops(ctx context.Context, orgID string) ([]*Loop, error)
+	UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*Loop, error)
+	RotateLoopSecret(ctx context.Context, orgID, id string) (*Loop, error)
+	DeleteLoop(ctx context.Context, orgID, id string) error
+	CreateTestDelivery(ctx context.Context, orgID, loopID string) (*Delivery, error)
+	ListDeliveries(ctx context.Context, orgID, loopID string, page, pageSize int) ([]*Delivery, int64, error)
+	TaskDeliveries(ctx context.Context, orgID, taskID string) ([]*Delivery, error)
+	GetDelivery(ctx context.Context, orgID, id string) (*Delivery, []byte, error)
+	RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, error)
+	ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight map[string]int, lease time.Duration) ([]*Dispatch, error)
+	RecordAttempts(ctx context.Context, done []Attempted) error
+
+	// The database itself: its schema, health, upkeep and size.
+	SchemaVersion(ctx context.Context) (int, error)
+	Migrations(ctx context.Context) (applied, known int, err error)
+	SetLogger(l *slog.Logger)
+	StorageFailing() bool
+	StorageFailures() uint64
+	CheckWritable(ctx context.Context) error
+	Writable(ctx context.Context) bool
+	PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Purged, error)
+	Backup(ctx context.Context, path string, overwrite bool) error
+	Checkpoint(ctx context.Context) (bool, error)
+	ReleaseMemory(ctx context.Context) error
+	SpaceUsage(ctx context.Context) (*Space, error)
+	WriteStats() (transactions, commits int64)
+
+	// For benchmarks: rows made in bulk, and the engine's bare write and read.
+	SeedTasks(ctx context.Context, orgID string, n int) error
+	SeedQueuedTasks(ctx context.Context, orgID string, n int) error
+	SeedLedger(ctx context.Context, orgID string, grantID int64, n int, span time.Duration) error
+	SeedDeliveries(ctx context.Context, orgID, loopID string, n int) error
+	CeilingWrite(ctx context.Context, orgID string, grantID int64) (string, error)
+	CeilingRead(ctx context.Context, id string) error
+}

@@ -1,0 +1,149 @@
+package sqlite_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+)
+
+// BenchmarkClaimTask claims from a queue of 10,000 tasks spread over 100 organizations,
+// each claim followed by the settle-free release that puts the task back, so the queue
+// stays the same size however many iterations run.
+func BenchmarkClaimTask(b *testing.B) {
+	ctx := context.Background()
+	db, _, _ := openDB(b)
+	for o := range 100 {
+		org := newOrg(b, db, fmt.Sprintf("org-%d", o))
+		grantCredits(b, db, fmt.Sprintf("org-%d", o), 1000)
+		for i := range 100 {
+			if _, err := db.CreateTask(ctx, newTask(org, fmt.Sprintf("d%d-%d.com", o, i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for b.Loop() {
+		c, err := db.ClaimTask(ctx, time.Minute)
+		if err != nil || c == nil {
+			b.Fatal(c, err)
+		}
+		if err := db.ReleaseTask(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCreateTaskStoreHit is the transaction behind a 200 from the store: the
+// idempotency check, the record lookup, the charge, the task row.
+func BenchmarkCreateTaskStoreHit(b *testing.B) {
+	ctx := context.Background()
+	db, _, _ := openDB(b)
+	org := newOrg(b, db, "acme")
+	grantCredits(b, db, "acme", 1<<40)
+	storeCompany(b, db, org, "acme.com")
+	nt := newTask(org, "acme.com")
+	for b.Loop() {
+		if _, err := db.CreateTask(ctx, nt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func grantCredits(b *testing.B, db *store.DB, org string, amount int64) {
+	b.Helper()
+	if _, err := db.GrantCredits(context.Background(), org, amount, nil); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// storeCompany fetches a company into the 30-day store the way a worker does.
+func storeCompany(b *testing.B, db *store.DB, org, domain string) {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := db.CreateTask(ctx, newTask(org, domain)); err != nil {
+		b.Fatal(err)
+	}
+	c, err := db.ClaimTask(ctx, time.Minute)
+	if err != nil || c == nil {
+		b.Fatal(c, err)
+	}
+	res := enrich.Result{Company: &enrich.Company{Name: "Acme", EnrichmentStatus: enrich.StatusEnriched, Domain: &domain}}
+	if _, err := db.Settle(ctx, c, store.Outcome{Result: &res, Fetched: true}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkDashboard measures the dashboard's reads on an organization with 100,000
+// tasks and 100,000 ledger rows over 60 days: each must cost the same as on an empty
+// database, since each walks an index from where it starts, never the table.
+func BenchmarkDashboard(b *testing.B) {
+	ctx := context.Background()
+	db, _, clk := openDB(b)
+	org := newOrg(b, db, "acme")
+	const n = 100_000
+	if err := db.SeedTasks(ctx, org, n); err != nil {
+		b.Fatal(err)
+	}
+	grant, err := db.GrantCredits(ctx, "acme", 1<<40, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := db.SeedLedger(ctx, org, grant, n, 60*24*time.Hour); err != nil {
+		b.Fatal(err)
+	}
+
+	// The page 90% of the way down the list, and one as deep inside a date window.
+	deep, _, err := db.FindTasks(ctx, org, store.TaskFilter{To: clk.Now().Add(-n * 9 / 10 * time.Millisecond), Limit: 1})
+	if err != nil || len(deep) != 1 {
+		b.Fatal(deep, err)
+	}
+	deepCursor := &store.TaskCursor{CreatedAt: deep[0].CreatedAt, ID: deep[0].ID}
+	ledger, err := db.LedgerPage(ctx, org, 0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	deepLedger := ledger[0].ID - n*9/10
+
+	for _, c := range []struct {
+		name string
+		f    store.TaskFilter
+	}{
+		{"FindTasks/first page", store.TaskFilter{}},
+		{"FindTasks/deep page", store.TaskFilter{Before: deepCursor}},
+		{"FindTasks/by status, deep page", store.TaskFilter{Status: store.StatusSucceeded, Before: deepCursor}},
+		{"FindTasks/by type and date, deep page", store.TaskFilter{ObjectType: enrich.ObjectCompany,
+			From: clk.Now().Add(-n * time.Millisecond), To: clk.Now(), Before: deepCursor}},
+		{"FindTasks/status with no task", store.TaskFilter{Status: store.StatusFailed}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				tasks, _, err := db.FindTasks(ctx, org, c.f)
+				if err != nil || (len(tasks) != store.DefaultTaskPage && c.f.Status != store.StatusFailed) {
+					b.Fatal(len(tasks), err)
+				}
+			}
+		})
+	}
+	b.Run("DailyCredits/30 days", func(b *testing.B) {
+		for b.Loop() {
+			if days, err := db.DailyCredits(ctx, org, 30, clk.Now()); err != nil || days[0].Charged == 0 {
+				b.Fatal(days, err)
+			}
+		}
+	})
+	for _, c := range []struct {
+		name   string
+		before int64
+	}{{"LedgerPage/first page", 0}, {"LedgerPage/deep page", deepLedger}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if page, err := db.LedgerPage(ctx, org, c.before, store.DefaultLedgerPage); err != nil || len(page) != store.DefaultLedgerPage {
+					b.Fatal(len(page), err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,435 @@
+// Package sqlite is the store's driver for one SQLite file, the default engine: the
+// SQL of every store.Driver operation, and the file itself: its migrations (the root
+// schema.sql), backups, retention, checkpoints, page caches. It also implements the
+// `dataset` source (DB.Dataset): the enrich.Source over the imported records.
+//
+// All writes go through one connection whose transactions begin IMMEDIATE, and one
+// writer goroutine that commits them in groups, so writers queue in Go instead of
+// failing with SQLITE_BUSY; reads use a separate pool. That single writer is what
+// makes a charge, a queue position or an idempotency check safe here without row
+// locks; store/postgres says the same things with locks.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"enrichd/store"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// DB is the enrichd database.
+type DB struct {
+	write  *sql.DB
+	read   *readPool
+	writes *stmtCache
+	dsn    func(extra ...string) string // the connection string of the file, with the pragmas every connection sets
+	path   string                       // the database file
+
+	known int // migrations in the schema this binary embeds
+
+	probeMu sync.Mutex
+	probe   *writeProbe // the last CheckWritable, under way or done
+	health  storageHealth
+	reopen  atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
+	// writerEpoch counts the writer's connections closed by reopenIfAsked.
+	writerEpoch atomic.Int64
+	touches     keyTouches // keys' last use being written
+	keys        keyCache   // valid keys by the hash of their token
+
+	ops        chan *writeOp // transactions waiting for the writer
+	closing    chan struct{}
+	closeOnce  sync.Once
+	writerDone chan struct{}
+	watchDone  chan struct{} // watchForeignWrites has returned
+	// checkpointDone is closed when checkpointLoop has returned; commits counts the
+	// writer's commits, which tell it there is something to copy.
+	checkpointDone chan struct{}
+	commits        atomic.Int64
+	// grouped counts the transactions callers handed to the writer that it committed
+	// or rolled back; with commits, how many a commit carries on average.
+	grouped atomic.Int64
+
+	// Now is the clock of every timestamp the store writes; tests move it.
+	Now func() time.Time
+}
+
+// Open opens (creating if needed) the database file at path and applies the pending
+// migrations of schema, the text of schema.sql. The options size its page caches and
+// its reader pool; without them it takes DefaultCacheSize and DefaultReaders.
+func Open(ctx context.Context, path, schema string, now func() time.Time, opts ...Option) (*DB, error) {
+	if now == nil {
+		now = time.Now
+	}
+	if path == "" {
+		return nil, fmt.Errorf("no database path")
+	}
+	o, err := store.ApplyOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	writerKiB, readerKiB := cacheSplit(o)
+	// The file holds the Loops' signing secrets: it is created readable by its owner
+	// only (SQLite gives its -wal and -shm files the same permissions).
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("cannot create the database %s: %w", path, store.StripPath(err))
+	}
+	pragmas := []string{"busy_timeout(10000)", "foreign_keys(ON)", "synchronous(NORMAL)"}
+	dsn := func(extra ...string) string {
+		q := url.Values{}
+		for _, p := range append(pragmas, extra...) {
+			q.Add("_pragma", p)
+		}
+		return "file:" + path + "?" + q.Encode()
+	}
+	// The writer checkpoints nothing itself: checkpointLoop does, off its path. Its
+	// statement journal stays in memory (temp_store): group commit runs each caller's
+	// writes in a savepoint, which copies every page it changes to that journal first,
+	// and on disk those copies were a third of the writer's time, most of them in a
+	// temporary file opened anew for each batch.
+	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit(67108864)", "wal_autocheckpoint(0)",
+		"temp_store(MEMORY)", cacheSize(writerKiB))+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+	db := &DB{write: write, writes: newStmtCache(write), dsn: dsn, path: path, Now: now,
+		ops: make(chan *writeOp, maxBatch), closing: make(chan struct{}), writerDone: make(chan struct{}), watchDone: make(chan struct{}), checkpointDone: make(chan struct{})}
+	// The writer connection turns WAL on before any reader opens the file.
+	if err := db.migrate(ctx, schema); err != nil {
+		write.Close()
+		return nil, err
+	}
+	read, err := sql.Open("sqlite", dsn("query_only(1)", cacheSize(readerKiB)))
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
+	}
+	read.SetMaxOpenConns(o.Readers)
+	read.SetMaxIdleConns(o.Readers)
+	read.SetConnMaxIdleTime(readerIdle)
+	db.read = &readPool{DB: read, cache: newStmtCache(read)}
+	version, err := db.dataVersion()
+	if err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("cannot read the database %s: %w", path, err)
+	}
+	// A checkpoint copies frames from the log to the file without the page cache.
+	checkpointer, err := sql.Open("sqlite", dsn(cacheSize(256)))
+	if err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
+	}
+	checkpointer.SetMaxOpenConns(1)
+	go db.writeLoop()
+	go db.watchForeignWrites(version)
+	go db.checkpointLoop(checkpointer)
+	return db, nil
+}
+
+// Close closes both connection pools.
+func (db *DB) Close() error {
+	if db.read != nil { // the writer runs once Open has succeeded
+		db.waitTouches() // they need the writer
+		db.closeOnce.Do(func() { close(db.closing) })
+		<-db.writerDone
+		<-db.watchDone
+		<-db.checkpointDone
+	}
+	db.writes.close()
+	err := db.write.Close()
+	if db.read != nil {
+		db.read.cache.close()
+		if rerr := db.read.Close(); err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// now is the store's clock at the millisecond precision it stores, so what a call
+// returns equals what a later read of the same row gives.
+func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Millisecond) }
+
+// migration is one "-- migration N: title" section of schema.sql.
+type migration struct {
+	version int
+	title   string
+	sql     string
+}
+
+var migrationHeader = regexp.MustCompile(`(?m)^-- migration (\d+): (.*)$`)
+
+func parseMigrations(schema string) ([]migration, error) {
+	heads := migrationHeader.FindAllStringSubmatchIndex(schema, -1)
+	if len(heads) == 0 {
+		return nil, fmt.Errorf("the schema has no \"-- migration N: title\" sections")
+	}
+	var out []migration
+	for i, h := range heads {
+		end := len(schema)
+		if i+1 < len(heads) {
+			end = heads[i+1][0]
+		}
+		v, _ := strconv.Atoi(schema[h[2]:h[3]])
+		if v != i+1 {
+			return nil, fmt.Errorf("schema: migration %d found where %d was expected", v, i+1)
+		}
+		out = append(out, migration{version: v, title: strings.TrimSpace(schema[h[4]:h[5]]), sql: schema[h[1]:end]})
+	}
+	return out, nil
+}
+
+func (db *DB) migrate(ctx context.Context, schema string) error {
+	migrations, err := parseMigrations(schema)
+	if err != nil {
+		return err
+	}
+	db.known = len(migrations)
+	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, title TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("database %s: creating the migrations table: %w", db.path, err)
+	}
+	for _, m := range migrations {
+		err := db.runTx(ctx, func(tx *Tx) error {
+			var applied int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&applied); err != nil {
+				return err
+			}
+			if applied > 0 {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, title, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.title, ms(db.now()))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("database %s: migration %d (%s): %w", db.path, m.version, m.title, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion returns the newest applied migration.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := db.read.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
+
+// inTx runs fn in a write transaction on the single writer: its changes are committed
+// when fn returns nil and undone otherwise. Transactions that arrive while the writer
+// is busy are committed together (group commit), each inside its own savepoint, so one
+// that fails undoes only its own changes; their statements ignore the callers'
+// cancellation, which would otherwise interrupt, and so roll back, the shared
+// transaction. fn must not call inTx. A write the file cannot take (see storageFault)
+// fails with a storage_unavailable *enrich.Error.
+func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
+	return db.storageChecked(db.write1(ctx, fn))
+}
+
+// write1 is inTx without the translation of storage faults.
+func (db *DB) write1(ctx context.Context, fn func(*Tx) error) error {
+	select {
+	case <-db.closing:
+		return errClosed
+	default:
+	}
+	op := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case db.ops <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-db.closing:
+		return errClosed
+	}
+	// Wait even if ctx ends meanwhile: fn may be running.
+	select {
+	case err := <-op.done:
+		return err
+	case <-db.writerDone:
+		// The writer answers every transaction it takes before it stops.
+		select {
+		case err := <-op.done:
+			return err
+		default:
+			return errClosed
+		}
+	}
+}
+
+var errClosed = errors.New("the database is closed")
+
+// maxBatch is the most transactions committed together.
+const maxBatch = 128
+
+type writeOp struct {
+	ctx  context.Context
+	fn   func(*Tx) error
+	done chan error
+}
+
+// writeLoop is the writer: it takes what is waiting, commits it, and goes back for more.
+func (db *DB) writeLoop() {
+	defer close(db.writerDone)
+	for {
+		var batch []*writeOp
+		select {
+		case op := <-db.ops:
+			batch = append(batch, op)
+		case <-db.closing:
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case op := <-db.ops:
+				batch = append(batch, op)
+			default:
+				break more
+			}
+		}
+		db.commit(batch)
+		db.reopenIfAsked()
+		db.writes.preparePending(context.Background())
+	}
+}
+
+// guarded turns a panic in fn into its error: fn runs on the writer, where a panic
+// would end the process and every transaction committed with it.
+func guarded(fn func(*Tx) error) func(*Tx) error {
+	return func(tx *Tx) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("a database transaction panicked: %v\n%s", p, debug.Stack())
+			}
+		}()
+		return fn(tx)
+	}
+}
+
+// WriteStats are the writer's totals since Open: transactions handed to it, and
+// commits it made (fewer when group commit carries several in one).
+func (db *DB) WriteStats() (transactions, commits int64) {
+	return db.grouped.Load(), db.commits.Load()
+}
+
+func (db *DB) commit(batch []*writeOp) {
+	db.grouped.Add(int64(len(batch)))
+	if len(batch) == 1 {
+		op := batch[0]
+		if err := op.ctx.Err(); err != nil {
+			op.done <- err
+			return
+		}
+		op.done <- db.runTx(context.WithoutCancel(op.ctx), guarded(op.fn))
+		return
+	}
+	errs := make([]error, len(batch))
+	err := db.runTx(context.Background(), func(tx *Tx) error {
+		bg := context.Background()
+		for i, op := range batch {
+			if errs[i] = op.ctx.Err(); errs[i] != nil {
+				continue
+			}
+			// Through tx, so that the three statements are prepared once, not parsed for
+			// every transaction of every batch.
+			if _, err := tx.ExecContext(bg, `SAVEPOINT op`); err != nil {
+				return err
+			}
+			errs[i] = guarded(op.fn)(&Tx{Tx: tx.Tx, cache: tx.cache, detached: context.WithoutCancel(op.ctx), bound: tx.bound})
+			if errs[i] != nil {
+				if _, err := tx.ExecContext(bg, `ROLLBACK TO op`); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.ExecContext(bg, `RELEASE op`); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for i, op := range batch {
+		if err != nil && errs[i] == nil {
+			errs[i] = err // nothing of the batch was committed
+		}
+		op.done <- errs[i]
+	}
+}
+
+// runTx runs fn in a transaction of its own. Its statements run on ctx, whatever
+// context fn passes them: a caller gives up on a write by not starting it, never by
+// interrupting it (which also costs every statement a goroutine that waits for ctx).
+func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("starting a database transaction: %w", err)
+	}
+	defer tx.Rollback()
+	// While the file fails, a commit that changed rows proves it takes writes again. One
+	// that changed none proves nothing: it writes no page, and commits on a full disk.
+	before := int64(-1)
+	if db.health.failing.Load() {
+		before = changes(tx)
+	}
+	if err := fn(&Tx{Tx: tx, cache: db.writes, detached: ctx, bound: map[*sql.Stmt]*sql.Stmt{}}); err != nil {
+		return err
+	}
+	wrote := before >= 0 && changes(tx) > before
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing to the database: %w", err)
+	}
+	db.commits.Add(1)
+	if wrote {
+		db.storageRecovered()
+	}
+	return nil
+}
+
+// inReadTx runs fn in a read transaction of the reader pool, for a consistent view
+// across several queries.
+func (db *DB) inReadTx(ctx context.Context, fn func(*Tx) error) error {
+	defer db.read.cache.preparePending(ctx)
+	// Reads are short and index-served: they are not interrupted (see readPool).
+	ctx = context.WithoutCancel(ctx)
+	tx, err := db.read.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("starting a database read: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(&Tx{Tx: tx, cache: db.read.cache, detached: ctx, bound: map[*sql.Stmt]*sql.Stmt{}})
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func fromNullMS(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMS(v.Int64)
+	return &t
+}

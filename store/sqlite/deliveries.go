@@ -1,0 +1,376 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"enrichd/enrich"
+
+	"github.com/google/uuid"
+)
+
+const deliveryColumns = `id, loop_id, org_id, event, task_id, status, attempts, next_attempt_at, last_attempt_at,
+	last_status_code, last_error, created_at`
+
+func scanDelivery(row scanner) (*Delivery, error) {
+	var d Delivery
+	var next, last sql.NullInt64
+	var created int64
+	if err := row.Scan(&d.ID, &d.LoopID, &d.OrgID, &d.Event, &d.TaskID, &d.Status, &d.Attempts, &next, &last,
+		&d.LastStatusCode, &d.LastError, &created); err != nil {
+		return nil, err
+	}
+	d.NextAttemptAt, d.LastAttemptAt, d.CreatedAt = fromNullMS(next), fromNullMS(last), fromMS(created)
+	return &d, nil
+}
+
+// scanDeliveries reads the deliveries selected as deliveryColumns, and closes the rows.
+func scanDeliveries(rows *sql.Rows) ([]*Delivery, error) {
+	defer rows.Close()
+	out := []*Delivery{}
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+func deliveryNotFound() error {
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "delivery not found"}
+}
+
+// eventBody is the body of every webhook: {event, task, data, error}.
+type eventBody struct {
+	Event string            `json:"event"`
+	Task  *Task             `json:"task"`
+	Data  json.RawMessage   `json:"data"`
+	Error *enrich.TaskError `json:"error"`
+}
+
+// insertDelivery writes a pending delivery, due at once.
+func insertDelivery(ctx context.Context, tx *Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*Delivery, error) {
+	d := &Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID,
+		Status: DeliveryPending, NextAttemptAt: &now, CreatedAt: now}
+	_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status, next_attempt_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`, d.ID, loopID, orgID, event, taskID, string(payload), ms(now), ms(now))
+	return d, err
+}
+
+// deliverSettled queues the task.succeeded or task.failed event of a task that has just
+// settled, in the transaction that settled it, so that no crash can lose it. A task
+// without a Loop, or whose Loop was deleted, sends nothing; a canceled one neither.
+// The caller passes the task's loop_id, which it has read anyway: most tasks have
+// none, and then nothing more is read.
+func deliverSettled(ctx context.Context, tx *Tx, taskID string, loopID *string, now time.Time) error {
+	if loopID == nil {
+		return nil
+	}
+	t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
+	if err != nil {
+		return err
+	}
+	if t.LoopID == nil || (t.Status != StatusSucceeded && t.Status != StatusFailed) {
+		return nil
+	}
+	var exists int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM loops WHERE id = ?`, *t.LoopID).Scan(&exists); err != nil || exists == 0 {
+		return err
+	}
+	body := eventBody{Event: EventTaskSucceeded, Task: t, Data: t.Data, Error: t.Error}
+	if t.Status == StatusFailed {
+		body.Event, body.Data = EventTaskFailed, nil
+	}
+	if body.Data == nil {
+		body.Data = json.RawMessage("null")
+	}
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	_, err = insertDelivery(ctx, tx, *t.LoopID, t.OrgID, body.Event, &t.ID, payload, now)
+	return err
+}
+
+// CreateTestDelivery queues a `test` event to the Loop: body {event: "test", task:
+// null, data: null, error: null}. A disabled Loop can still be tested.
+func (db *DB) CreateTestDelivery(ctx context.Context, orgID, loopID string) (*Delivery, error) {
+	var d *Delivery
+	err := db.inTx(ctx, func(tx *Tx) error {
+		if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
+			return err
+		}
+		payload, err := json.Marshal(eventBody{Event: EventTest, Data: json.RawMessage("null")})
+		if err != nil {
+			return err
+		}
+		d, err = insertDelivery(ctx, tx, loopID, orgID, EventTest, nil, payload, db.now())
+		return err
+	})
+	return d, err
+}
+
+const listDeliveriesQuery = `SELECT ` + deliveryColumns + ` FROM deliveries WHERE loop_id = ?
+	ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`
+
+// ListDeliveries returns a page of a Loop's deliveries, newest first, and how many it
+// has in all.
+func (db *DB) ListDeliveries(ctx context.Context, orgID, loopID string, page, pageSize int) ([]*Delivery, int64, error) {
+	deliveries := []*Delivery{}
+	var total int64
+	err := db.inReadTx(ctx, func(tx *Tx) error {
+		if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE loop_id = ?`, loopID).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, listDeliveriesQuery, loopID, pageSize, page*pageSize)
+		if err != nil {
+			return err
+		}
+		deliveries, err = scanDeliveries(rows)
+		return err
+	})
+	return deliveries, total, err
+}
+
+// maxTaskDeliveries bounds a task's page: a task sends one event when it settles,
+// and a retry sends it again under the same id.
+const maxTaskDeliveries = 100
+
+const taskDeliveriesQuery = `SELECT ` + deliveryColumns + ` FROM deliveries WHERE task_id = ? AND org_id = ?
+	ORDER BY created_at DESC, id DESC LIMIT ?`
+
+// TaskDeliveries returns the deliveries of one of the organization's tasks, newest
+// first. Another organization's task is not found.
+func (db *DB) TaskDeliveries(ctx context.Context, orgID, taskID string) ([]*Delivery, error) {
+	deliveries := []*Delivery{}
+	err := db.inReadTx(ctx, func(tx *Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE id = ? AND org_id = ?`, taskID, orgID).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return taskNotFound()
+		}
+		rows, err := tx.QueryContext(ctx, taskDeliveriesQuery, taskID, orgID, maxTaskDeliveries)
+		if err != nil {
+			return err
+		}
+		deliveries, err = scanDeliveries(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return deliveries, nil
+}
+
+// GetDelivery returns one of the organization's deliveries and its payload: the exact
+// bytes every attempt sends. Another organization's delivery is not found.
+func (db *DB) GetDelivery(ctx context.Context, orgID, id string) (*Delivery, []byte, error) {
+	var payload string
+	var d Delivery
+	var next, last sql.NullInt64
+	var created int64
+	err := db.read.QueryRowContext(ctx, `SELECT `+deliveryColumns+`, payload FROM deliveries WHERE id = ? AND org_id = ?`, id, orgID).
+		Scan(&d.ID, &d.LoopID, &d.OrgID, &d.Event, &d.TaskID, &d.Status, &d.Attempts, &next, &last,
+			&d.LastStatusCode, &d.LastError, &created, &payload)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, deliveryNotFound()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	d.NextAttemptAt, d.LastAttemptAt, d.CreatedAt = fromNullMS(next), fromNullMS(last), fromMS(created)
+	return &d, []byte(payload), nil
+}
+
+// RetryDelivery makes a failed or pending delivery due now, with the same id: a
+// failed one gets one more attempt, a pending one has its next attempt now instead of
+// later on the schedule (a receiver that was down need not wait hours). A pending one
+// being attempted right now is left to that attempt. A delivery that succeeded cannot
+// be retried (409 delivery_not_failed).
+func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, error) {
+	var d *Delivery
+	err := db.inTx(ctx, func(tx *Tx) error {
+		var err error
+		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ? AND org_id = ?`, id, orgID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return deliveryNotFound()
+		}
+		if err != nil {
+			return err
+		}
+		if d.Status == DeliverySucceeded {
+			return &enrich.Error{Kind: enrich.KindConflict, Code: "delivery_not_failed",
+				Message: "the delivery already succeeded (its receiver acknowledged it); there is nothing to retry"}
+		}
+		now := db.now()
+		if d.Status == DeliveryPending && d.NextAttemptAt != nil && !d.NextAttemptAt.After(now) {
+			return nil // already due, or being attempted: that attempt is the retry
+		}
+		d.Status, d.NextAttemptAt = DeliveryPending, &now
+		// A pending delivery is not leased here: its next attempt was later, and a
+		// lease is taken only when an attempt is due.
+		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = 'pending', next_attempt_at = ?, lease_until = NULL WHERE id = ?`, ms(now), id)
+		return err
+	})
+	return d, err
+}
+
+// ClaimDeliveries hands out up to limit due deliveries, oldest due first, under a lease
+// of the given length, never more to one Loop than perLoop less what the sender already
+// has in flight to it (inFlight, by Loop): a slow receiver holds up only its own.
+//
+// The statements are fixed text with plain parameters: an earlier single statement
+// passed the Loops' counts as JSON to json_each, and SQLite compiled it anew on every
+// run because its plan depended on that parameter, which cost the writer a tenth of
+// its time under a mixed load. The Loops that have their share are left out by a
+// fixed list of parameters instead, and a claim with nothing due does not take the
+// writer.
+func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight map[string]int, lease time.Duration) ([]*Dispatch, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	full := fullLoops(perLoop, inFlight)
+	var due bool
+	err := db.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 `+dueDeliveries+`)`, dueArgs(ms(db.now()), full)...).Scan(&due)
+	if err != nil || !due {
+		return nil, err
+	}
+	var out []*Dispatch
+	err = db.inTx(ctx, func(tx *Tx) error {
+		ids, err := pickDue(ctx, tx, ms(db.now()), limit, perLoop, inFlight, full)
+		if err != nil {
+			return err
+		}
+		leaseUntil := ms(db.now().Add(lease))
+		for _, id := range ids {
+			var d Dispatch
+			var payload string
+			err := tx.QueryRowContext(ctx, `UPDATE deliveries SET lease_until = ? WHERE id = ?
+				RETURNING id, loop_id, event, payload, attempts + 1,
+					(SELECT webhook_url FROM loops WHERE loops.id = deliveries.loop_id),
+					(SELECT secret FROM loops WHERE loops.id = deliveries.loop_id)`, leaseUntil, id).
+				Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret)
+			if err != nil {
+				return err
+			}
+			d.Payload = []byte(payload)
+			out = append(out, &d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err // nothing was leased: nothing may be sent
+	}
+	return out, nil
+}
+
+// skipLoops is how many Loops that have their share the due scan leaves out by
+// itself: the sender's 64 deliveries in flight, at most 8 to one Loop, make at most 8
+// such Loops. Past that many, the rest are skipped as the scan reads them.
+const skipLoops = 16
+
+// dueDeliveries is the FROM and WHERE of the deliveries a claim may take: pending,
+// due, not leased, of a Loop that is not among the full ones; dueArgs gives its
+// parameters.
+var dueDeliveries = `FROM deliveries
+	WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
+	  AND loop_id NOT IN (` + strings.TrimSuffix(strings.Repeat("?, ", skipLoops), ", ") + `)`
+
+func dueArgs(now int64, full []any) []any {
+	return append([]any{now, now}, full...)
+}
+
+// fullLoops lists the Loops that have their share in flight, as skipLoops parameters:
+// the first skipLoops of them, then empty ids that match no Loop.
+func fullLoops(perLoop int, inFlight map[string]int) []any {
+	full := make([]any, 0, skipLoops)
+	for loop, n := range inFlight {
+		if n >= perLoop && len(full) < skipLoops {
+			full = append(full, loop)
+		}
+	}
+	for len(full) < skipLoops {
+		full = append(full, "")
+	}
+	return full
+}
+
+// pickDue chooses the deliveries to claim from a window of the oldest due ones of
+// Loops that do not have their share (four claims' worth, as SQLite walks the due
+// index): in (next_attempt_at, id) order, each Loop up to its share.
+func pickDue(ctx context.Context, tx *Tx, now int64, limit, perLoop int, inFlight map[string]int, full []any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, loop_id `+dueDeliveries+`
+		ORDER BY next_attempt_at, id LIMIT ?`, append(dueArgs(now, full), 4*limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	taken := map[string]int{}
+	var ids []string
+	for rows.Next() && len(ids) < limit {
+		var id, loop string
+		if err := rows.Scan(&id, &loop); err != nil {
+			return nil, err
+		}
+		if inFlight[loop]+taken[loop] < perLoop {
+			taken[loop]++
+			ids = append(ids, id)
+		}
+	}
+	return ids, rows.Err()
+}
+
+// RecordAttempts writes the outcomes of attempts, in one transaction: acknowledged, the
+// delivery succeeded; otherwise the next attempt is scheduled, or the delivery failed
+// after the last one.
+func (db *DB) RecordAttempts(ctx context.Context, done []Attempted) error {
+	return db.inTx(ctx, func(tx *Tx) error {
+		for _, a := range done {
+			if err := recordAttempt(ctx, tx, a.Dispatch, a.Attempt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func recordAttempt(ctx context.Context, tx *Tx, d *Dispatch, a *Attempt) error {
+	if a == nil {
+		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET lease_until = NULL WHERE id = ? AND status = 'pending'`, d.ID)
+		return err
+	}
+	status, next := DeliverySucceeded, sql.NullInt64{}
+	if a.Err != "" {
+		status = DeliveryFailed
+		if d.Attempt < MaxAttempts {
+			status = DeliveryPending
+			ended := a.Ended
+			if ended.IsZero() {
+				ended = a.At
+			}
+			next = sql.NullInt64{Int64: ms(ended.Add(RetrySchedule[d.Attempt-1])), Valid: true}
+		}
+	}
+	var code, lastErr any
+	if a.StatusCode != 0 {
+		code = a.StatusCode
+	}
+	if a.Err != "" {
+		lastErr = a.Err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL,
+		last_attempt_at = ?, last_status_code = ?, last_error = ? WHERE id = ?`,
+		status, d.Attempt, next, ms(a.At), code, lastErr, d.ID)
+	return err
+}

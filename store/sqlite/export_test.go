@@ -1,0 +1,51 @@
+package sqlite
+
+import "database/sql"
+
+// What the tests of package store_test need to see inside the store.
+
+// FindTasksQuery is the statement FindTasks runs for f, and its arguments.
+func FindTasksQuery(orgID string, f TaskFilter, limit int) (string, []any) {
+	return findTasksQuery(orgID, f, limit)
+}
+
+// DashboardQueries are the literal statements of the dashboard's reads, by method, with
+// arguments of the right types, for EXPLAIN QUERY PLAN.
+var DashboardQueries = map[string]struct {
+	Query string
+	Args  []any
+}{
+	"TaskDeliveries": {taskDeliveriesQuery, []any{"t", "o", maxTaskDeliveries}},
+	"ListGrants":     {listGrantsQuery, []any{"o"}},
+	"LedgerPage":     {ledgerPageQuery, []any{"o", int64(100), 50}},
+	"DailyCredits":   {dailyCreditsQuery, []any{"o", int64(20000), int64(20030)}},
+	"CreditBalance":  {balanceQuery, []any{"o"}},
+	"ListKeys":       {listKeysQuery, []any{"o"}},
+}
+
+// PlanQueries are statements whose plans the tests check, by name, with arguments of
+// the right types.
+var PlanQueries = map[string]struct {
+	Query string
+	Args  []any
+}{
+	"GetTask":           {getTaskQuery, []any{"t", "o"}},
+	"ListTasks":         {listTasksQuery, []any{"o", 50, 0}},
+	"ListTasksByStatus": {listTasksByStatusQuery, []any{"o", "queued", 50, 0}},
+	"ListDeliveries":    {listDeliveriesQuery, []any{"l", 50, 0}},
+	"PurgeKeys":         {purgeKeysQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
+	"PurgeTasks":        {purgeTasksQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
+}
+
+// WaitKeyTouches waits for the writes of keys' last use under way.
+func (db *DB) WaitKeyTouches() { db.touches.wg.Wait() }
+
+// KeyTouchesStarted counts the writes of keys' last use started since Open.
+func (db *DB) KeyTouchesStarted() int64 { return db.touches.started.Load() }
+
+// KeyReads counts the API keys Authenticate read from the database since Open.
+func (db *DB) KeyReads() int64 { return db.keys.reads.Load() }
+
+// ReopenWriter makes the writer open its connection anew after its next batch, as a
+// write refused as read-only does.
+func (db *DB) ReopenWriter() { db.reopenWriter() }

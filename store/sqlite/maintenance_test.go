@@ -1,0 +1,370 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+	"enrichd/store/sqlite"
+	"enrichd/store/storetest"
+
+	"github.com/matryer/is"
+)
+
+// ledgerAddsUp checks the invariants of the ledger of one organization in the database
+// file at path: the balance derived from it, and the grants' spendable remainder that
+// charges draw on, agree.
+func ledgerAddsUp(t *testing.T, path, orgID string) (balance int64) {
+	t.Helper()
+	raw, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var granted, charged, refunded, expired, spendable int64
+	if err := raw.QueryRow(`SELECT
+		coalesce(sum(CASE kind WHEN 'grant' THEN amount END), 0), coalesce(sum(CASE kind WHEN 'charge' THEN amount END), 0),
+		coalesce(sum(CASE kind WHEN 'refund' THEN amount END), 0), coalesce(sum(CASE kind WHEN 'expiry' THEN amount END), 0)
+		FROM credit_ledger WHERE org_id = ?`, orgID).Scan(&granted, &charged, &refunded, &expired); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.QueryRow(`SELECT coalesce(sum(remaining), 0) FROM credit_grants WHERE org_id = ? AND expired_at IS NULL`, orgID).Scan(&spendable); err != nil {
+		t.Fatal(err)
+	}
+	balance = granted - charged + refunded - expired
+	if balance != spendable {
+		t.Fatalf("ledger says %d, grants hold %d", balance, spendable)
+	}
+	return balance
+}
+
+// TestBackupUnderWriteLoad copies the database while goroutines keep creating,
+// settling and granting through the store: the copy passes integrity_check, its ledger
+// adds up, and it holds at least what was written before the copy began.
+func TestBackupUnderWriteLoad(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, _ := openDB(t)
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 1_000_000, nil)
+	is.NoErr(err)
+
+	var written atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var err error
+				switch i % 3 {
+				case 0, 1:
+					_, err = db.CreateTask(ctx, newTask(org, fmt.Sprintf("w%d-%d.com", w, i)))
+				case 2:
+					var c *store.Claim
+					if c, err = db.ClaimTask(ctx, time.Minute); c != nil && err == nil {
+						_, err = db.Settle(ctx, c, store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeNotFound, Message: "no"}})
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				written.Add(1)
+			}
+		}()
+	}
+	for written.Load() < 200 { // the copy starts with writes behind it and around it
+		time.Sleep(time.Millisecond)
+	}
+	raw, err := sql.Open("sqlite", path)
+	is.NoErr(err)
+	defer raw.Close()
+	var before int64
+	is.NoErr(raw.QueryRow(`SELECT count(*) FROM tasks`).Scan(&before))
+	dir := t.TempDir()
+	to := filepath.Join(dir, "copy.db")
+	is.NoErr(db.Backup(ctx, to, false))
+	again := filepath.Join(dir, "again.db")
+	is.NoErr(db.Backup(ctx, again, false))
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a writer failed during the backup: %v", err)
+	}
+
+	for _, copyPath := range []string{to, again} {
+		is.NoErr(sqlite.CheckIntegrity(ctx, copyPath))
+		st, err := os.Stat(copyPath)
+		is.NoErr(err)
+		is.Equal(st.Mode().Perm(), os.FileMode(0o600)) // it holds the secrets too
+		ledgerAddsUp(t, copyPath, org)
+		copied := storetest.Open(t, copyPath, storetest.NewClock(time.Now()))
+		_, total, err := copied.ListTasks(ctx, org, "", 0, 1)
+		is.NoErr(err)
+		is.True(total >= before) // everything committed before the copy is in it
+	}
+	leftovers, err := filepath.Glob(filepath.Join(dir, ".*"))
+	is.NoErr(err)
+	is.Equal(len(leftovers), 0) // no temporary file is left behind
+}
+
+func TestBackupRefusesToOverwrite(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, _ := openDB(t)
+	newOrg(t, db, "acme")
+	to := filepath.Join(t.TempDir(), "copy.db")
+	is.NoErr(os.WriteFile(to, []byte("keep me"), 0o600))
+
+	err := db.Backup(ctx, to, false)
+	is.True(errors.Is(err, store.ErrBackupExists))
+	kept, err := os.ReadFile(to)
+	is.NoErr(err)
+	is.Equal(string(kept), "keep me") // untouched
+
+	is.NoErr(db.Backup(ctx, to, true)) // --force replaces it
+	is.NoErr(sqlite.CheckIntegrity(ctx, to))
+	copied := storetest.Open(t, to, storetest.NewClock(time.Now()))
+	_, err = copied.FindOrg(ctx, "acme")
+	is.NoErr(err)
+}
+
+func TestBackupRefusesTheDatabaseItself(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, _ := openDB(t)
+	newOrg(t, db, "acme")
+	for _, to := range []string{path, path + "-wal"} {
+		err := db.Backup(ctx, to, true)
+		is.True(err != nil && strings.Contains(err.Error(), "the database itself"))
+	}
+	_, err := db.FindOrg(ctx, "acme") // untouched
+	is.NoErr(err)
+}
+
+// TestRetentionDeletesOnlyOldSettledRows settles tasks and deliveries, moves the clock
+// past the retention window, adds recent ones, and purges in small batches: the old
+// settled rows go, with their idempotency keys; unsettled tasks, pending deliveries
+// and recent rows stay; the ledger keeps every row and still adds up.
+func TestRetentionDeletesOnlyOldSettledRows(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, clk := openDB(t)
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 100, nil)
+	is.NoErr(err)
+	loop, err := db.CreateLoop(ctx, store.NewLoop{OrgID: org, Name: "crm", ObjectType: "company", Enabled: true, WebhookURL: "https://example.com/hook"})
+	is.NoErr(err)
+
+	// create makes a task; with settle it is claimed and settled (failed when fail).
+	create := func(domain, key string) string {
+		nt := newTask(org, domain)
+		nt.LoopID, nt.IdempotencyKey, nt.BodyHash = &loop.ID, key, "h-"+domain
+		nt.TTL = 365 * 24 * time.Hour
+		res, err := db.CreateTask(ctx, nt)
+		is.NoErr(err)
+		return res.Task.ID
+	}
+	settleNext := func(fail bool) {
+		c, err := db.ClaimTask(ctx, time.Minute)
+		is.NoErr(err)
+		out := store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: "X", Domain: enrich.Ptr(c.Input.Target)}}, Fetched: true}
+		if fail {
+			out = store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeNotFound, Message: "no"}}
+		}
+		ok, err := db.Settle(ctx, c, out)
+		is.NoErr(err)
+		is.True(ok)
+	}
+	// deliverAll sends every due delivery once: acknowledged, or failed for good.
+	deliverAll := func(ack bool) {
+		ds, err := db.ClaimDeliveries(ctx, 100, 100, map[string]int{}, time.Minute)
+		is.NoErr(err)
+		var done []store.Attempted
+		for _, d := range ds {
+			a := &store.Attempt{At: clk.Now(), StatusCode: 200}
+			if !ack {
+				d.Attempt, a.StatusCode, a.Err = store.MaxAttempts, 500, "the receiver answered 500"
+			}
+			done = append(done, store.Attempted{Dispatch: d, Attempt: a})
+		}
+		is.NoErr(db.RecordAttempts(ctx, done))
+	}
+
+	oldOK := create("old-ok.com", "k-old")
+	settleNext(false)
+	deliverAll(true)
+	oldFailed := create("old-failed.com", "")
+	settleNext(true)
+	deliverAll(false)
+	oldCanceled := create("old-canceled.com", "")
+	_, err = db.CancelTask(ctx, org, oldCanceled)
+	is.NoErr(err)
+	oldQueued := create("old-queued.com", "k-queued")
+	pending, err := db.CreateTestDelivery(ctx, org, loop.ID) // never sent
+	is.NoErr(err)
+
+	clk.Add(100 * 24 * time.Hour)
+	recent := create("recent.com", "k-recent")
+	_, err = db.CancelTask(ctx, org, recent)
+	is.NoErr(err)
+	recentDelivery, err := db.CreateTestDelivery(ctx, org, loop.ID)
+	is.NoErr(err)
+	// Sends recentDelivery, and the old pending one too: its last attempt is recent,
+	// so it stays, however old it is.
+	deliverAll(true)
+	stillPending, err := db.CreateTestDelivery(ctx, org, loop.ID)
+	is.NoErr(err)
+
+	ledgerBefore, err := db.CreditLedger(ctx, "acme")
+	is.NoErr(err)
+	balanceBefore := ledgerAddsUp(t, path, org)
+
+	cutoff := clk.Now().Add(-90 * 24 * time.Hour)
+	var total store.Purged
+	for batches := 0; ; batches++ {
+		p, err := db.PurgeSettled(ctx, cutoff, 2)
+		is.NoErr(err)
+		is.True(p.Tasks <= 2 && p.Deliveries <= 2) // each batch stays small
+		total.Tasks += p.Tasks
+		total.Deliveries += p.Deliveries
+		if p.Tasks < 2 && p.Deliveries < 2 {
+			break
+		}
+		is.True(batches < 10)
+	}
+	is.Equal(total, store.Purged{Tasks: 3, Deliveries: 2}) // old ok, failed, canceled; their two deliveries
+
+	for _, id := range []string{oldOK, oldFailed, oldCanceled} {
+		_, err := db.GetTask(ctx, org, id)
+		is.Equal(enrich.KindOf(err), enrich.KindNotFound)
+	}
+	for _, id := range []string{oldQueued, recent} {
+		_, err := db.GetTask(ctx, org, id)
+		is.NoErr(err) // unsettled or recent: kept
+	}
+	list, n, err := db.ListDeliveries(ctx, org, loop.ID, 0, 10)
+	is.NoErr(err)
+	is.Equal(n, int64(3))
+	kept := map[string]string{}
+	for _, d := range list {
+		kept[d.ID] = d.Status
+	}
+	is.Equal(kept, map[string]string{pending.ID: "succeeded", recentDelivery.ID: "succeeded", stillPending.ID: "pending"})
+
+	// The ledger lost nothing: same rows, same balance, still adding up.
+	ledgerAfter, err := db.CreditLedger(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(ledgerAfter, ledgerBefore)
+	is.Equal(ledgerAddsUp(t, path, org), balanceBefore)
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Balance, balanceBefore)
+
+	// A purged task's idempotency key went with it: the same key starts a new task.
+	// The unsettled task's key still replays.
+	nt := newTask(org, "old-ok.com")
+	nt.LoopID, nt.IdempotencyKey, nt.BodyHash = &loop.ID, "k-old", "h-old-ok.com"
+	res, err := db.CreateTask(ctx, nt)
+	is.NoErr(err)
+	is.True(!res.Replayed)
+	nt = newTask(org, "old-queued.com")
+	nt.LoopID, nt.IdempotencyKey, nt.BodyHash = &loop.ID, "k-queued", "h-old-queued.com"
+	res, err = db.CreateTask(ctx, nt)
+	is.NoErr(err)
+	is.True(res.Replayed)
+	is.Equal(res.Task.ID, oldQueued)
+}
+
+func TestReadinessChecks(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, _ := openDB(t)
+	is.NoErr(db.CheckWritable(ctx))
+	applied, known, err := db.Migrations(ctx)
+	is.NoErr(err)
+	is.True(known >= 5)
+	is.Equal(applied, known)
+
+	// A write lock held by another connection makes the probe fail once its context
+	// ends, instead of waiting out the busy timeout.
+	raw, err := sql.Open("sqlite", path)
+	is.NoErr(err)
+	defer raw.Close()
+	conn, err := raw.Conn(ctx)
+	is.NoErr(err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, `BEGIN IMMEDIATE`)
+	is.NoErr(err)
+	time.Sleep(1100 * time.Millisecond) // the probe that committed is shared for a second
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	is.True(db.CheckWritable(short) != nil)
+	_, err = conn.ExecContext(ctx, `ROLLBACK`)
+	is.NoErr(err)
+	is.NoErr(db.CheckWritable(ctx))
+
+	// A file migrated further by a newer binary is not this binary's schema.
+	_, err = raw.Exec(`INSERT INTO schema_migrations (version, title, applied_at) VALUES (?, 'from the future', 0)`, known+1)
+	is.NoErr(err)
+	applied, known2, err := db.Migrations(ctx)
+	is.NoErr(err)
+	is.Equal(known2, known)
+	is.Equal(applied, known+1)
+}
+
+// TestQueueDepthReadsTheCounts checks that the depth /metrics shows comes from the
+// per-organization counts, a table of a few rows, and agrees with the tasks.
+func TestQueueDepthReadsTheCounts(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, path, _ := openDB(t)
+	for _, name := range []string{"acme", "globex"} {
+		org := newOrg(t, db, name)
+		_, err := db.GrantCredits(ctx, name, 10, nil)
+		is.NoErr(err)
+		for _, d := range []string{"a.com", "b.com", "c.com"} {
+			_, err := db.CreateTask(ctx, newTask(org, d))
+			is.NoErr(err)
+		}
+	}
+	c, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	queued, running, err := db.QueueDepth(ctx)
+	is.NoErr(err)
+	is.Equal(queued, int64(5))
+	is.Equal(running, int64(1))
+	_, err = db.Settle(ctx, c, store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeNotFound, Message: "no"}})
+	is.NoErr(err)
+	queued, running, err = db.QueueDepth(ctx)
+	is.NoErr(err)
+	is.Equal([]int64{queued, running}, []int64{5, 0})
+
+	raw, err := sql.Open("sqlite", path)
+	is.NoErr(err)
+	defer raw.Close()
+	var id, parent, notused int
+	var plan string
+	is.NoErr(raw.QueryRow(`EXPLAIN QUERY PLAN SELECT coalesce(sum(CASE status WHEN 'queued' THEN n END), 0),
+		coalesce(sum(CASE status WHEN 'running' THEN n END), 0) FROM task_counts`).Scan(&id, &parent, &notused, &plan))
+	is.Equal(plan, "SCAN task_counts") // the counts, never the tasks
+}

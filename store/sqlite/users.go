@@ -1,0 +1,448 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+	"time"
+
+	"enrichd/enrich"
+
+	"github.com/google/uuid"
+)
+
+const (
+	// maxEmail is the longest address RFC 5321 lets through a mail server.
+	maxEmail = 254
+	// maxPasswordHash bounds what is stored: an argon2id or bcrypt string is about 100 bytes.
+	maxPasswordHash = 512
+	// maxToken bounds a token before it is hashed; ours are 43 characters.
+	maxToken = 128
+	// sessionRefresh is how stale last_seen_at may get before a request writes it: a
+	// write per page view would be most of the dashboard's writes.
+	sessionRefresh = time.Minute
+)
+
+const userColumns = `u.id, u.org_id, o.name, u.email, u.role, u.password_hash IS NOT NULL, u.created_at, u.disabled_at, u.last_login_at`
+
+func scanUser(row scanner, extra ...any) (*User, error) {
+	var u User
+	var created int64
+	var disabled, lastLogin sql.NullInt64
+	dest := append([]any{&u.ID, &u.OrgID, &u.OrgName, &u.Email, &u.Role, &u.PasswordSet, &created, &disabled, &lastLogin}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	u.CreatedAt, u.DisabledAt, u.LastLoginAt = fromMS(created), fromNullMS(disabled), fromNullMS(lastLogin)
+	return &u, nil
+}
+
+// normalEmail is the form an address is stored and looked up in.
+func normalEmail(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+
+// checkEmail refuses what cannot be someone's address. It does not check the domain
+// further: a self-hosted team may well sign in as admin@localhost.
+func checkEmail(email string) error {
+	if len(email) > maxEmail {
+		return enrich.Errorf(enrich.KindInvalid, "email is longer than %d bytes, the most an address may have", maxEmail)
+	}
+	addr, err := mail.ParseAddress(email)
+	if err != nil || addr.Name != "" || addr.Address != email {
+		return enrich.Errorf(enrich.KindInvalid, "email %q is not a plain email address such as jane@acme.com", email)
+	}
+	return nil
+}
+
+// newToken returns a token to hand out and the hash to store in its place.
+func newToken() (string, []byte, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, err
+	}
+	plain := base64.RawURLEncoding.EncodeToString(b[:])
+	hash := sha256.Sum256([]byte(plain))
+	return plain, hash[:], nil
+}
+
+// tokenHash is the hash a token is looked up by, or nil for a string that cannot be
+// one of ours.
+func tokenHash(plain string) []byte {
+	if plain == "" || len(plain) > maxToken {
+		return nil
+	}
+	hash := sha256.Sum256([]byte(plain))
+	return hash[:]
+}
+
+func userNotFound(email string) error {
+	return enrich.Errorf(enrich.KindNotFound, "no user with email %q (see: enrichd users list)", email)
+}
+
+func linkInvalid() error {
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "link_invalid",
+		Message: "this set-password link is not valid: it was used already, has expired or was replaced by a newer one; ask an administrator for a new one"}
+}
+
+// loginFailed is the one answer to a failed login, whatever the reason, so a failure
+// says nothing about which accounts exist.
+func loginFailed() error {
+	return enrich.Errorf(enrich.KindUnauthorized, "email or password is wrong")
+}
+
+func sessionInvalid() error {
+	return enrich.Errorf(enrich.KindUnauthorized, "the session has ended; sign in again")
+}
+
+// CreateUser adds a user to the organization, without a password, and returns it with
+// the plaintext token of its set-password link (valid SetupLinkTTL, for one use). A
+// role of "" is a viewer.
+func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*User, string, error) {
+	email = normalEmail(email)
+	if err := checkEmail(email); err != nil {
+		return nil, "", err
+	}
+	if role == "" {
+		role = RoleViewer
+	}
+	if role != RoleAdmin && role != RoleViewer {
+		return nil, "", enrich.Errorf(enrich.KindInvalid, "role %q must be %s or %s", role, RoleAdmin, RoleViewer)
+	}
+	plain, hash, err := newToken()
+	if err != nil {
+		return nil, "", err
+	}
+	u := &User{ID: uuid.NewString(), Email: email, Role: role, CreatedAt: db.now()}
+	err = db.inTx(ctx, func(tx *Tx) error {
+		org, err := findOrg(ctx, tx, orgName)
+		if err != nil {
+			return err
+		}
+		u.OrgID, u.OrgName = org.ID, org.Name
+		var taken int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE email = ?`, email).Scan(&taken); err != nil {
+			return err
+		}
+		if taken > 0 {
+			return &enrich.Error{Kind: enrich.KindConflict, Code: "user_exists", Message: "a user with email " + email + " already exists"}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO users (id, org_id, email, role, created_at) VALUES (?, ?, ?, ?, ?)`,
+			u.ID, u.OrgID, u.Email, u.Role, ms(u.CreatedAt)); err != nil {
+			return err
+		}
+		return db.addLink(ctx, tx, u.ID, hash)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return u, plain, nil
+}
+
+func (db *DB) addLink(ctx context.Context, tx *Tx, userID string, hash []byte) error {
+	now := db.now()
+	_, err := tx.ExecContext(ctx, `INSERT INTO user_links (hash, user_id, expires_at, created_at) VALUES (?, ?, ?, ?)`,
+		hash, userID, ms(now.Add(SetupLinkTTL)), ms(now))
+	return err
+}
+
+// ListUsers lists the organization's users by email, or with orgName "" every
+// organization's, by organization name and email.
+func (db *DB) ListUsers(ctx context.Context, orgName string) ([]User, error) {
+	var rows *sql.Rows
+	var err error
+	if orgName == "" {
+		rows, err = db.read.QueryContext(ctx, `SELECT `+userColumns+` FROM orgs o JOIN users u ON u.org_id = o.id ORDER BY o.name, u.email`)
+	} else {
+		var org *Org
+		if org, err = db.FindOrg(ctx, orgName); err != nil {
+			return nil, err
+		}
+		rows, err = db.read.QueryContext(ctx, `SELECT `+userColumns+` FROM users u JOIN orgs o ON o.id = u.org_id WHERE u.org_id = ? ORDER BY u.email`, org.ID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []User
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *u)
+	}
+	return out, rows.Err()
+}
+
+func userByEmail(ctx context.Context, q querier, email string) (*User, error) {
+	if len(email) > maxEmail {
+		return nil, userNotFound(email[:maxEmail] + "…")
+	}
+	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users u JOIN orgs o ON o.id = u.org_id WHERE u.email = ?`, email))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, userNotFound(email)
+	}
+	return u, err
+}
+
+// endAccess ends every session of the user and voids every link.
+func endAccess(ctx context.Context, tx *Tx, userID string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, userID); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM user_links WHERE user_id = ?`, userID)
+	return err
+}
+
+// DisableUser disables the user for good: its sessions end at once and its links no
+// longer work. Disabling a disabled user keeps the first date.
+func (db *DB) DisableUser(ctx context.Context, email string) (*User, error) {
+	email = normalEmail(email)
+	var u *User
+	err := db.inTx(ctx, func(tx *Tx) error {
+		var err error
+		if u, err = userByEmail(ctx, tx, email); err != nil {
+			return err
+		}
+		if u.DisabledAt == nil {
+			now := db.now()
+			if _, err := tx.ExecContext(ctx, `UPDATE users SET disabled_at = ? WHERE id = ?`, ms(now), u.ID); err != nil {
+				return err
+			}
+			u.DisabledAt = &now
+		}
+		return endAccess(ctx, tx, u.ID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// NewSetupLink gives the user a new set-password link and returns its plaintext token;
+// earlier links stop working. The current password keeps working until the link is
+// used. A disabled user gets no link: it could not use one.
+func (db *DB) NewSetupLink(ctx context.Context, email string) (string, error) {
+	email = normalEmail(email)
+	plain, hash, err := newToken()
+	if err != nil {
+		return "", err
+	}
+	err = db.inTx(ctx, func(tx *Tx) error {
+		u, err := userByEmail(ctx, tx, email)
+		if err != nil {
+			return err
+		}
+		if u.DisabledAt != nil {
+			return &enrich.Error{Kind: enrich.KindConflict, Code: "user_disabled", Message: "user " + email + " is disabled: a disabled user cannot sign in again, so gets no link"}
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM user_links WHERE user_id = ?`, u.ID); err != nil {
+			return err
+		}
+		return db.addLink(ctx, tx, u.ID, hash)
+	})
+	if err != nil {
+		return "", err
+	}
+	return plain, nil
+}
+
+// LinkUser returns the user a set-password link is for, while the link is unused and
+// unexpired and the user enabled; any other token is a not_found link_invalid error.
+func (db *DB) LinkUser(ctx context.Context, token string) (*User, error) {
+	return db.linkUser(ctx, db.read, token)
+}
+
+func (db *DB) linkUser(ctx context.Context, q querier, token string) (*User, error) {
+	hash := tokenHash(token)
+	if hash == nil {
+		return nil, linkInvalid()
+	}
+	var stored []byte
+	var expires int64
+	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+`, l.hash, l.expires_at FROM user_links l
+		JOIN users u ON u.id = l.user_id JOIN orgs o ON o.id = u.org_id WHERE l.hash = ?`, hash), &stored, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, linkInvalid()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(stored, hash) != 1 || !db.now().Before(fromMS(expires)) || u.DisabledAt != nil {
+		return nil, linkInvalid()
+	}
+	return u, nil
+}
+
+// SetPassword uses a set-password link: it stores passwordHash (made by the caller;
+// the store never sees a password) as the user's, voids all the user's links, this
+// one included, and ends all its sessions, all in one transaction.
+func (db *DB) SetPassword(ctx context.Context, token, passwordHash string) (*User, error) {
+	if passwordHash == "" || len(passwordHash) > maxPasswordHash {
+		return nil, fmt.Errorf("a password hash of %d bytes: want 1 to %d", len(passwordHash), maxPasswordHash)
+	}
+	var u *User
+	err := db.inTx(ctx, func(tx *Tx) error {
+		var err error
+		if u, err = db.linkUser(ctx, tx, token); err != nil {
+			return err
+		}
+		if err := endAccess(ctx, tx, u.ID); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE users SET password_hash = ? WHERE id = ?`, passwordHash, u.ID)
+		u.PasswordSet = true
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// UserForLogin returns the user with the email and its password hash, for the caller
+// to check a password against. An unknown email, a disabled user and one without a
+// password yet all get the same unauthorized error.
+func (db *DB) UserForLogin(ctx context.Context, email string) (*User, string, error) {
+	email = normalEmail(email)
+	if len(email) > maxEmail {
+		return nil, "", loginFailed()
+	}
+	var hash sql.NullString
+	u, err := scanUser(db.read.QueryRowContext(ctx, `SELECT `+userColumns+`, u.password_hash FROM users u
+		JOIN orgs o ON o.id = u.org_id WHERE u.email = ?`, email), &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, "", loginFailed()
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if u.DisabledAt != nil || !hash.Valid {
+		return nil, "", loginFailed()
+	}
+	return u, hash.String, nil
+}
+
+// CreateSession starts a session of the user that ends after absolute at the latest,
+// records the login, and returns the session's plaintext token. A user disabled
+// meanwhile gets the login's unauthorized error.
+func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Duration) (string, error) {
+	if absolute <= 0 {
+		return "", fmt.Errorf("a session of %v: want a positive length", absolute)
+	}
+	plain, hash, err := newToken()
+	if err != nil {
+		return "", err
+	}
+	err = db.inTx(ctx, func(tx *Tx) error {
+		now := db.now()
+		res, err := tx.ExecContext(ctx, `UPDATE users SET last_login_at = ? WHERE id = ? AND disabled_at IS NULL`, ms(now), userID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return loginFailed()
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (hash, user_id, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+			hash, userID, ms(now), ms(now), ms(now.Add(absolute)))
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return plain, nil
+}
+
+// SessionUser returns the user of a session token. An unknown token, a session idle
+// for longer than idle or past its absolute end, and a disabled user's session are
+// unauthorized. The session's last_seen_at is written only once it is a minute old;
+// that write is best effort, since a dashboard that reads should not fail because
+// the file takes no writes for a moment (the session then merely ages sooner).
+func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration) (*User, error) {
+	if idle <= 0 {
+		return nil, fmt.Errorf("an idle timeout of %v: want a positive one", idle)
+	}
+	hash := tokenHash(token)
+	if hash == nil {
+		return nil, sessionInvalid()
+	}
+	var stored []byte
+	var lastSeen, expires int64
+	u, err := scanUser(db.read.QueryRowContext(ctx, `SELECT `+userColumns+`, s.hash, s.last_seen_at, s.expires_at FROM sessions s
+		JOIN users u ON u.id = s.user_id JOIN orgs o ON o.id = u.org_id WHERE s.hash = ?`, hash), &stored, &lastSeen, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, sessionInvalid()
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := db.now()
+	if subtle.ConstantTimeCompare(stored, hash) != 1 || u.DisabledAt != nil ||
+		!now.Before(fromMS(expires)) || now.Sub(fromMS(lastSeen)) > idle {
+		return nil, sessionInvalid()
+	}
+	if now.Sub(fromMS(lastSeen)) >= sessionRefresh {
+		db.inTx(ctx, func(tx *Tx) error {
+			// The condition keeps two requests that race here from writing twice.
+			_, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seen_at = ? WHERE hash = ? AND last_seen_at <= ?`,
+				ms(now), hash, ms(now.Add(-sessionRefresh)))
+			return err
+		})
+	}
+	return u, nil
+}
+
+// EndSession ends the session of the token (logout). An unknown token is no error:
+// the session is ended either way.
+func (db *DB) EndSession(ctx context.Context, token string) error {
+	hash := tokenHash(token)
+	if hash == nil {
+		return nil
+	}
+	return db.inTx(ctx, func(tx *Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash)
+		return err
+	})
+}
+
+// PurgeSessions deletes the sessions SessionUser would refuse for age (past their
+// absolute end, or idle for longer than idle) and the expired set-password links, and
+// returns how many rows it deleted in all.
+func (db *DB) PurgeSessions(ctx context.Context, idle time.Duration) (int, error) {
+	if idle <= 0 {
+		return 0, fmt.Errorf("an idle timeout of %v: want a positive one", idle)
+	}
+	var n int
+	err := db.inTx(ctx, func(tx *Tx) error {
+		n = 0
+		now := db.now()
+		for _, del := range []struct {
+			query string
+			at    time.Time
+		}{
+			{`DELETE FROM sessions WHERE expires_at <= ?`, now},
+			{`DELETE FROM sessions WHERE last_seen_at < ?`, now.Add(-idle)},
+			{`DELETE FROM user_links WHERE expires_at <= ?`, now},
+		} {
+			res, err := tx.ExecContext(ctx, del.query, ms(del.at))
+			if err != nil {
+				return err
+			}
+			deleted, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += int(deleted)
+		}
+		return nil
+	})
+	return n, err
+}
