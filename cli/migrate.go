@@ -417,11 +417,16 @@ func nonEmptyTables(ctx context.Context, q pgQuerier, tables []*migrateTable, mu
 // triggers would add every copied row to them a second time. ALTER TABLE also locks
 // each table against other writers until the commit.
 func copyTables(ctx context.Context, src *sqliteSnapshot, tx pgx.Tx, tables []*migrateTable) error {
+	if _, err := nonEmptyTables(ctx, tx, tables, true); err != nil {
+		return err // a table missing
+	}
 	for _, t := range tables {
 		if _, err := tx.Exec(ctx, `ALTER TABLE `+pgx.Identifier{t.name}.Sanitize()+` DISABLE TRIGGER USER`); err != nil {
 			return fmt.Errorf("table %s: %w", t.name, err)
 		}
 	}
+	// Again, now that the tables are locked: a writer may have come in since the check
+	// before the schema was created.
 	full, err := nonEmptyTables(ctx, tx, tables, true)
 	if err != nil {
 		return err
