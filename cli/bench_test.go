@@ -106,6 +106,7 @@ func TestBenchReplicas(t *testing.T) {
 	}
 	is := is.New(t)
 	dsn := storetest.PostgresURL(t)
+	openPostgresStore(t, dsn)    // skips until the driver is in the build
 	t.Setenv(serveChildEnv, "1") // for the children; this process has passed TestMain
 	run := func(args ...string) (string, error) {
 		var out, errOut strings.Builder
