@@ -3,12 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"strings"
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/store"
 
 	"github.com/google/uuid"
 )
@@ -42,18 +42,6 @@ func scanDeliveries(rows *sql.Rows) ([]*Delivery, error) {
 	return out, rows.Err()
 }
 
-func deliveryNotFound() error {
-	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "delivery not found"}
-}
-
-// eventBody is the body of every webhook: {event, task, data, error}.
-type eventBody struct {
-	Event string            `json:"event"`
-	Task  *Task             `json:"task"`
-	Data  json.RawMessage   `json:"data"`
-	Error *enrich.TaskError `json:"error"`
-}
-
 // insertDelivery writes a pending delivery, due at once.
 func insertDelivery(ctx context.Context, tx *Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*Delivery, error) {
 	d := &Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID,
@@ -76,25 +64,18 @@ func deliverSettled(ctx context.Context, tx *Tx, taskID string, loopID *string, 
 	if err != nil {
 		return err
 	}
-	if t.LoopID == nil || (t.Status != StatusSucceeded && t.Status != StatusFailed) {
+	if t.LoopID == nil {
 		return nil
 	}
 	var exists int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM loops WHERE id = ?`, *t.LoopID).Scan(&exists); err != nil || exists == 0 {
 		return err
 	}
-	body := eventBody{Event: EventTaskSucceeded, Task: t, Data: t.Data, Error: t.Error}
-	if t.Status == StatusFailed {
-		body.Event, body.Data = EventTaskFailed, nil
-	}
-	if body.Data == nil {
-		body.Data = json.RawMessage("null")
-	}
-	payload, err := json.Marshal(body)
-	if err != nil {
+	event, payload, err := store.SettledEvent(t)
+	if err != nil || event == "" {
 		return err
 	}
-	_, err = insertDelivery(ctx, tx, *t.LoopID, t.OrgID, body.Event, &t.ID, payload, now)
+	_, err = insertDelivery(ctx, tx, *t.LoopID, t.OrgID, event, &t.ID, payload, now)
 	return err
 }
 
@@ -106,7 +87,7 @@ func (db *DB) CreateTestDelivery(ctx context.Context, orgID, loopID string) (*De
 		if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
 			return err
 		}
-		payload, err := json.Marshal(eventBody{Event: EventTest, Data: json.RawMessage("null")})
+		payload, err := store.TestEventPayload()
 		if err != nil {
 			return err
 		}
@@ -158,7 +139,7 @@ func (db *DB) TaskDeliveries(ctx context.Context, orgID, taskID string) ([]*Deli
 			return err
 		}
 		if n == 0 {
-			return taskNotFound()
+			return store.TaskNotFound()
 		}
 		rows, err := tx.QueryContext(ctx, taskDeliveriesQuery, taskID, orgID, maxTaskDeliveries)
 		if err != nil {
@@ -184,7 +165,7 @@ func (db *DB) GetDelivery(ctx context.Context, orgID, id string) (*Delivery, []b
 		Scan(&d.ID, &d.LoopID, &d.OrgID, &d.Event, &d.TaskID, &d.Status, &d.Attempts, &next, &last,
 			&d.LastStatusCode, &d.LastError, &created, &payload)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, deliveryNotFound()
+		return nil, nil, store.DeliveryNotFound()
 	}
 	if err != nil {
 		return nil, nil, err
@@ -204,7 +185,7 @@ func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, e
 		var err error
 		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
-			return deliveryNotFound()
+			return store.DeliveryNotFound()
 		}
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/store"
 )
 
 // Held returns what email lookups read of the records held: the people addresses are
@@ -20,7 +21,7 @@ type held struct{ db *DB }
 
 func (h held) PersonByEmail(ctx context.Context, address string) (*enrich.HeldPerson, error) {
 	for _, origin := range []string{originStore, originDataset} {
-		rec, err := findRecord(ctx, h.db.read, origin, recordKey(enrich.LookupEmail, address))
+		rec, err := findRecord(ctx, h.db.read, origin, store.RecordKey(enrich.LookupEmail, address))
 		if err != nil {
 			return nil, err
 		}
@@ -37,7 +38,7 @@ func (h held) PersonByEmail(ctx context.Context, address string) (*enrich.HeldPe
 }
 
 func (h held) CompanyByDomain(ctx context.Context, domain string) (*enrich.HeldCompany, error) {
-	rec, err := findRecord(ctx, h.db.read, originStore, recordKey(enrich.LookupDomain, domain))
+	rec, err := findRecord(ctx, h.db.read, originStore, store.RecordKey(enrich.LookupDomain, domain))
 	if err != nil || rec == nil || rec.objectType != enrich.ObjectCompany {
 		return nil, err
 	}

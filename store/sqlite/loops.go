@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/base64"
 	"errors"
 	"fmt"
 
@@ -28,23 +26,10 @@ func scanLoop(row scanner) (*Loop, error) {
 	return &l, nil
 }
 
-func loopNotFound() error {
-	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "loop not found"}
-}
-
-// newSecret is a Loop's signing secret: "whsec_" and 32 random bytes.
-func newSecret() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return "whsec_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
 // CreateLoop creates a Loop with a new signing secret, which the returned Loop carries
 // this once. Its slug is unique in the organization: "-2", "-3", ... are appended.
 func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
-	secret, err := newSecret()
+	secret, err := store.NewLoopSecret()
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +75,7 @@ func (db *DB) GetLoop(ctx context.Context, orgID, id string) (*Loop, error) {
 func findLoop(ctx context.Context, q querier, orgID, id string) (*Loop, error) {
 	l, err := scanLoop(q.QueryRowContext(ctx, `SELECT `+loopColumns+` FROM loops WHERE id = ? AND org_id = ?`, id, orgID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, loopNotFound()
+		return nil, store.LoopNotFound()
 	}
 	return l, err
 }
@@ -147,7 +132,7 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*L
 // signed with it, those of deliveries queued before included, since the sender reads
 // the secret when it claims a delivery.
 func (db *DB) RotateLoopSecret(ctx context.Context, orgID, id string) (*Loop, error) {
-	secret, err := newSecret()
+	secret, err := store.NewLoopSecret()
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +162,7 @@ func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			if err == nil {
-				err = loopNotFound()
+				err = store.LoopNotFound()
 			}
 			return err
 		}

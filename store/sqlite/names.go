@@ -55,6 +55,7 @@ const (
 	LedgerRefund           = store.LedgerRefund
 	MaxCacheSize           = store.MaxCacheSize
 	MaxCreditDays          = store.MaxCreditDays
+	MaxEmail               = store.MaxEmail
 	MaxLedgerPage          = store.MaxLedgerPage
 	MaxReaders             = store.MaxReaders
 	MaxTaskAttempts        = store.MaxTaskAttempts

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/store"
 )
 
 // claimQuery hands out the oldest queued task of one organization: FIFO within it.
@@ -155,7 +156,7 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 				return err
 			}
 		}
-		data, err := resultJSON(res)
+		data, err := store.ResultJSON(res)
 		if err != nil {
 			return err
 		}
@@ -206,8 +207,7 @@ func (db *DB) expireTasks(ctx context.Context) ([]ExpiredTask, error) {
 	err := db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		var err error
-		expired, err = failTasks(ctx, tx, now, enrich.TaskError{Code: enrich.CodeTimedOut,
-			Message: "the enrichment did not finish within the task's lifetime; retrying is safe"},
+		expired, err = failTasks(ctx, tx, now, store.TimedOut,
 			`id IN (SELECT id FROM tasks WHERE status IN ('queued', 'running') AND expires_at <= ? LIMIT ?)`, ms(now), expireBatch)
 		return err
 	})

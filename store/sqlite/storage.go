@@ -4,14 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"enrichd/store"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"enrichd/enrich"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -76,8 +74,7 @@ func (db *DB) storageChecked(err error) error {
 		return err
 	}
 	db.storageFailed(err)
-	return &enrich.Error{Kind: enrich.KindUnavailable, Code: CodeStorageUnavailable, RetryAfter: StorageRetryAfter,
-		Message: fmt.Sprintf("the service cannot store anything right now (its database does not take writes); nothing was done or charged; retry in %d seconds", StorageRetryAfter)}
+	return store.StorageUnavailable()
 }
 
 // storageFailed records a write refused for storage, and logs it at most once per

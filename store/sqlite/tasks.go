@@ -3,9 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,7 +87,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		var rec *record
 		if nt.Fail == nil {
 			var err error
-			if rec, err = findRecord(ctx, tx, originStore, recordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
+			if rec, err = findRecord(ctx, tx, originStore, store.RecordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
 				return err
 			}
 		}
@@ -141,7 +139,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 				endpoint = &nt.Endpoint
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (org_id, key, endpoint, body_hash, task_id, created_at)
-				VALUES (?, ?, ?, ?, ?, ?)`, nt.OrgID, nt.IdempotencyKey, endpoint, bodyHash(nt.BodyHash), t.ID, ms(now)); err != nil {
+				VALUES (?, ?, ?, ?, ?, ?)`, nt.OrgID, nt.IdempotencyKey, endpoint, store.BodyHash(nt.BodyHash), t.ID, ms(now)); err != nil {
 				return err
 			}
 		}
@@ -173,7 +171,7 @@ func (db *DB) answerAhead(ctx context.Context, nt NewTask) *storedAnswer {
 	if nt.Fail != nil || nt.Input.Lookup == enrich.LookupEmail {
 		return nil
 	}
-	rec, err := findRecord(ctx, db.read, originStore, recordKey(nt.Input.Lookup, nt.Input.Target))
+	rec, err := findRecord(ctx, db.read, originStore, store.RecordKey(nt.Input.Lookup, nt.Input.Target))
 	if err != nil || rec == nil || db.now().Sub(rec.lastEnriched) >= nt.Freshness {
 		return nil
 	}
@@ -198,7 +196,7 @@ func answerFrom(rec *record, in enrich.Input) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return resultJSON(res)
+	return store.ResultJSON(res)
 }
 
 // stillEmployed reports whether the person an address is on record for holds a
@@ -210,7 +208,7 @@ func stillEmployed(ctx context.Context, tx *Tx, person *record, address string, 
 		return false, nil
 	}
 	var company *enrich.Company
-	stored, err := findRecord(ctx, tx, originStore, recordKey(enrich.LookupDomain, domain))
+	stored, err := findRecord(ctx, tx, originStore, store.RecordKey(enrich.LookupDomain, domain))
 	if err != nil {
 		return false, err
 	}
@@ -228,17 +226,6 @@ func stillEmployed(ctx context.Context, tx *Tx, person *record, address string, 
 	return enrich.EmployerAt(company, domain).CurrentPosition(held.Person) != nil, nil
 }
 
-// bodyHash is what idempotency_keys.body_hash holds for a request's hash: the 32 bytes
-// of a sha256 given in hex, as the server gives it; any other text as it is.
-func bodyHash(h string) []byte {
-	if len(h) == 2*sha256.Size {
-		if b, err := hex.DecodeString(h); err == nil {
-			return b
-		}
-	}
-	return []byte(h)
-}
-
 func findIdempotent(ctx context.Context, tx *Tx, nt NewTask) (*Task, error) {
 	var endpoint sql.NullString
 	var hash []byte
@@ -251,20 +238,10 @@ func findIdempotent(ctx context.Context, tx *Tx, nt NewTask) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The hash, which covers the endpoint, decides; the endpoint only says which of the
-	// two differs. A key stored before endpoints were kept has none.
-	switch first := endpoint.String; {
-	case bytes.Equal(hash, bodyHash(nt.BodyHash)):
-	case first != "" && nt.Endpoint != "" && !strings.EqualFold(first, nt.Endpoint):
-		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
-			Message: fmt.Sprintf("this Idempotency-Key was first used on %s, not on %s; a key names one request: send a new key for this one",
-				first, nt.Endpoint)}
-	case first == "":
-		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
-			Message: "this Idempotency-Key was first used with another request (another endpoint or body); send a new key for a new request"}
-	default:
-		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
-			Message: "this Idempotency-Key was first used on " + first + " with a different request body; send that body again to get the original task back, or a new key for a new request"}
+	// The hash, which covers the endpoint, decides. A key stored before endpoints were
+	// kept has none.
+	if !bytes.Equal(hash, store.BodyHash(nt.BodyHash)) {
+		return nil, store.IdempotencyKeyReused(endpoint.String, nt.Endpoint)
 	}
 	return scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
 }
@@ -278,8 +255,7 @@ func checkBacklog(ctx context.Context, tx *Tx, orgID string, limit int64) error 
 		return err
 	}
 	if queued >= limit {
-		return &enrich.Error{Kind: enrich.KindTooManyRequests, Code: "queue_full", QueuedTasks: &queued, RetryAfter: 10,
-			Message: fmt.Sprintf("your organization already has %d queued tasks, the most it may have; let them drain and try again", queued)}
+		return store.QueueFull(queued)
 	}
 	return nil
 }
@@ -311,17 +287,6 @@ func nullMS(t *time.Time) any {
 	return ms(*t)
 }
 
-func resultJSON(res enrich.Result) (json.RawMessage, error) {
-	if res.Person != nil {
-		return json.Marshal(res.Person)
-	}
-	return json.Marshal(res.Company)
-}
-
-func taskNotFound() error {
-	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "task not found"}
-}
-
 const getTaskQuery = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ? AND org_id = ?`
 
 // GetTask returns one of the organization's tasks; another organization's task is
@@ -329,7 +294,7 @@ const getTaskQuery = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ? AND org
 func (db *DB) GetTask(ctx context.Context, orgID, id string) (*Task, error) {
 	t, err := scanTask(db.read.QueryRowContext(ctx, getTaskQuery, id, orgID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, taskNotFound()
+		return nil, store.TaskNotFound()
 	}
 	return t, err
 }
@@ -380,7 +345,7 @@ func (db *DB) CancelTask(ctx context.Context, orgID, id string) (*Task, error) {
 		var err error
 		t, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
-			return taskNotFound()
+			return store.TaskNotFound()
 		}
 		if err != nil {
 			return err

@@ -2,29 +2,21 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"database/sql"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/mail"
-	"strings"
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/store"
 
 	"github.com/google/uuid"
 )
 
 const (
-	// maxEmail is the longest address RFC 5321 lets through a mail server.
-	maxEmail = 254
 	// maxPasswordHash bounds what is stored: an argon2id or bcrypt string is about 100 bytes.
 	maxPasswordHash = 512
-	// maxToken bounds a token before it is hashed; ours are 43 characters.
-	maxToken = 128
 	// sessionRefresh is how stale last_seen_at may get before a request writes it: a
 	// write per page view would be most of the dashboard's writes.
 	sessionRefresh = time.Minute
@@ -44,68 +36,12 @@ func scanUser(row scanner, extra ...any) (*User, error) {
 	return &u, nil
 }
 
-// normalEmail is the form an address is stored and looked up in.
-func normalEmail(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
-
-// checkEmail refuses what cannot be someone's address. It does not check the domain
-// further: a self-hosted team may well sign in as admin@localhost.
-func checkEmail(email string) error {
-	if len(email) > maxEmail {
-		return enrich.Errorf(enrich.KindInvalid, "email is longer than %d bytes, the most an address may have", maxEmail)
-	}
-	addr, err := mail.ParseAddress(email)
-	if err != nil || addr.Name != "" || addr.Address != email {
-		return enrich.Errorf(enrich.KindInvalid, "email %q is not a plain email address such as jane@acme.com", email)
-	}
-	return nil
-}
-
-// newToken returns a token to hand out and the hash to store in its place.
-func newToken() (string, []byte, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", nil, err
-	}
-	plain := base64.RawURLEncoding.EncodeToString(b[:])
-	hash := sha256.Sum256([]byte(plain))
-	return plain, hash[:], nil
-}
-
-// tokenHash is the hash a token is looked up by, or nil for a string that cannot be
-// one of ours.
-func tokenHash(plain string) []byte {
-	if plain == "" || len(plain) > maxToken {
-		return nil
-	}
-	hash := sha256.Sum256([]byte(plain))
-	return hash[:]
-}
-
-func userNotFound(email string) error {
-	return enrich.Errorf(enrich.KindNotFound, "no user with email %q (see: enrichd users list)", email)
-}
-
-func linkInvalid() error {
-	return &enrich.Error{Kind: enrich.KindNotFound, Code: "link_invalid",
-		Message: "this set-password link is not valid: it was used already, has expired or was replaced by a newer one; ask an administrator for a new one"}
-}
-
-// loginFailed is the one answer to a failed login, whatever the reason, so a failure
-// says nothing about which accounts exist.
-func loginFailed() error {
-	return enrich.Errorf(enrich.KindUnauthorized, "email or password is wrong")
-}
-
-func sessionInvalid() error {
-	return enrich.Errorf(enrich.KindUnauthorized, "the session has ended; sign in again")
-}
-
 // CreateUser adds a user to the organization, without a password, and returns it with
 // the plaintext token of its set-password link (valid SetupLinkTTL, for one use). A
 // role of "" is a viewer.
 func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*User, string, error) {
-	email = normalEmail(email)
-	if err := checkEmail(email); err != nil {
+	email = store.NormalEmail(email)
+	if err := store.CheckEmail(email); err != nil {
 		return nil, "", err
 	}
 	if role == "" {
@@ -114,7 +50,7 @@ func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*Use
 	if role != RoleAdmin && role != RoleViewer {
 		return nil, "", enrich.Errorf(enrich.KindInvalid, "role %q must be %s or %s", role, RoleAdmin, RoleViewer)
 	}
-	plain, hash, err := newToken()
+	plain, hash, err := store.NewToken()
 	if err != nil {
 		return nil, "", err
 	}
@@ -181,12 +117,12 @@ func (db *DB) ListUsers(ctx context.Context, orgName string) ([]User, error) {
 }
 
 func userByEmail(ctx context.Context, q querier, email string) (*User, error) {
-	if len(email) > maxEmail {
-		return nil, userNotFound(email[:maxEmail] + "…")
+	if len(email) > MaxEmail {
+		return nil, store.UserNotFound(email[:MaxEmail] + "…")
 	}
 	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users u JOIN orgs o ON o.id = u.org_id WHERE u.email = ?`, email))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, userNotFound(email)
+		return nil, store.UserNotFound(email)
 	}
 	return u, err
 }
@@ -203,7 +139,7 @@ func endAccess(ctx context.Context, tx *Tx, userID string) error {
 // DisableUser disables the user for good: its sessions end at once and its links no
 // longer work. Disabling a disabled user keeps the first date.
 func (db *DB) DisableUser(ctx context.Context, email string) (*User, error) {
-	email = normalEmail(email)
+	email = store.NormalEmail(email)
 	var u *User
 	err := db.inTx(ctx, func(tx *Tx) error {
 		var err error
@@ -229,8 +165,8 @@ func (db *DB) DisableUser(ctx context.Context, email string) (*User, error) {
 // earlier links stop working. The current password keeps working until the link is
 // used. A disabled user gets no link: it could not use one.
 func (db *DB) NewSetupLink(ctx context.Context, email string) (string, error) {
-	email = normalEmail(email)
-	plain, hash, err := newToken()
+	email = store.NormalEmail(email)
+	plain, hash, err := store.NewToken()
 	if err != nil {
 		return "", err
 	}
@@ -260,22 +196,22 @@ func (db *DB) LinkUser(ctx context.Context, token string) (*User, error) {
 }
 
 func (db *DB) linkUser(ctx context.Context, q querier, token string) (*User, error) {
-	hash := tokenHash(token)
+	hash := store.TokenHash(token)
 	if hash == nil {
-		return nil, linkInvalid()
+		return nil, store.LinkInvalid()
 	}
 	var stored []byte
 	var expires int64
 	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+`, l.hash, l.expires_at FROM user_links l
 		JOIN users u ON u.id = l.user_id JOIN orgs o ON o.id = u.org_id WHERE l.hash = ?`, hash), &stored, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, linkInvalid()
+		return nil, store.LinkInvalid()
 	}
 	if err != nil {
 		return nil, err
 	}
 	if subtle.ConstantTimeCompare(stored, hash) != 1 || !db.now().Before(fromMS(expires)) || u.DisabledAt != nil {
-		return nil, linkInvalid()
+		return nil, store.LinkInvalid()
 	}
 	return u, nil
 }
@@ -310,21 +246,21 @@ func (db *DB) SetPassword(ctx context.Context, token, passwordHash string) (*Use
 // to check a password against. An unknown email, a disabled user and one without a
 // password yet all get the same unauthorized error.
 func (db *DB) UserForLogin(ctx context.Context, email string) (*User, string, error) {
-	email = normalEmail(email)
-	if len(email) > maxEmail {
-		return nil, "", loginFailed()
+	email = store.NormalEmail(email)
+	if len(email) > MaxEmail {
+		return nil, "", store.LoginFailed()
 	}
 	var hash sql.NullString
 	u, err := scanUser(db.read.QueryRowContext(ctx, `SELECT `+userColumns+`, u.password_hash FROM users u
 		JOIN orgs o ON o.id = u.org_id WHERE u.email = ?`, email), &hash)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, "", loginFailed()
+		return nil, "", store.LoginFailed()
 	}
 	if err != nil {
 		return nil, "", err
 	}
 	if u.DisabledAt != nil || !hash.Valid {
-		return nil, "", loginFailed()
+		return nil, "", store.LoginFailed()
 	}
 	return u, hash.String, nil
 }
@@ -336,7 +272,7 @@ func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Du
 	if absolute <= 0 {
 		return "", fmt.Errorf("a session of %v: want a positive length", absolute)
 	}
-	plain, hash, err := newToken()
+	plain, hash, err := store.NewToken()
 	if err != nil {
 		return "", err
 	}
@@ -349,7 +285,7 @@ func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Du
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return loginFailed()
+			return store.LoginFailed()
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (hash, user_id, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
 			hash, userID, ms(now), ms(now), ms(now.Add(absolute)))
@@ -370,16 +306,16 @@ func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration)
 	if idle <= 0 {
 		return nil, fmt.Errorf("an idle timeout of %v: want a positive one", idle)
 	}
-	hash := tokenHash(token)
+	hash := store.TokenHash(token)
 	if hash == nil {
-		return nil, sessionInvalid()
+		return nil, store.SessionInvalid()
 	}
 	var stored []byte
 	var lastSeen, expires int64
 	u, err := scanUser(db.read.QueryRowContext(ctx, `SELECT `+userColumns+`, s.hash, s.last_seen_at, s.expires_at FROM sessions s
 		JOIN users u ON u.id = s.user_id JOIN orgs o ON o.id = u.org_id WHERE s.hash = ?`, hash), &stored, &lastSeen, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, sessionInvalid()
+		return nil, store.SessionInvalid()
 	}
 	if err != nil {
 		return nil, err
@@ -387,7 +323,7 @@ func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration)
 	now := db.now()
 	if subtle.ConstantTimeCompare(stored, hash) != 1 || u.DisabledAt != nil ||
 		!now.Before(fromMS(expires)) || now.Sub(fromMS(lastSeen)) > idle {
-		return nil, sessionInvalid()
+		return nil, store.SessionInvalid()
 	}
 	if now.Sub(fromMS(lastSeen)) >= sessionRefresh {
 		db.inTx(ctx, func(tx *Tx) error {
@@ -403,7 +339,7 @@ func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration)
 // EndSession ends the session of the token (logout). An unknown token is no error:
 // the session is ended either way.
 func (db *DB) EndSession(ctx context.Context, token string) error {
-	hash := tokenHash(token)
+	hash := store.TokenHash(token)
 	if hash == nil {
 		return nil
 	}

@@ -1,0 +1,431 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"enrichd/enrich"
+	"fmt"
+	"io"
+	"net/mail"
+	"strings"
+	"time"
+)
+
+// The rules every engine keeps the same way: how records are keyed and read back, what
+// a webhook's body is, which error each refusal is, how addresses, tokens and secrets
+// are made and checked. Drivers call these; none writes its own.
+
+const (
+	// MaxEmail is the longest address RFC 5321 lets through a mail server.
+	MaxEmail = 254
+	// maxToken bounds a token before it is hashed; ours are 43 characters.
+	maxToken = 128
+)
+
+// RecordKeys are the keys a record is saved under, each with its redirect mark: set
+// (0 or 1, confirmed) for a domain that is an alias of the company's own.
+type RecordKeys map[string]sql.NullInt64
+
+func RecordKey(lookup enrich.Lookup, target string) string {
+	switch lookup {
+	case enrich.LookupDomain:
+		return "domain:" + target
+	case enrich.LookupCompanyURL:
+		return "company:" + target
+	case enrich.LookupPersonURL:
+		return "person:" + target
+	}
+	return "email:" + enrich.AddressKey(target)
+}
+
+// IdentityKey is the key that names a record itself: a company by its network page,
+// else its canonical domain; a person by profile. fallback serves a record that has
+// neither.
+func IdentityKey(res enrich.Result, fallback string) string {
+	if c := res.Company; c != nil && c.NetworkURL != nil {
+		return "company:" + *c.NetworkURL
+	}
+	if c := res.Company; c != nil && c.Domain != nil {
+		return "domain:" + *c.Domain
+	}
+	if p := res.Person; p != nil && p.NetworkURL != nil {
+		return "person:" + *p.NetworkURL
+	}
+	return fallback
+}
+
+func ResultJSON(res enrich.Result) (json.RawMessage, error) {
+	if res.Person != nil {
+		return json.Marshal(res.Person)
+	}
+	return json.Marshal(res.Company)
+}
+
+func AddCompanyKeys(keys RecordKeys, c *enrich.Company) {
+	if c.Domain != nil {
+		keys["domain:"+*c.Domain] = sql.NullInt64{}
+	}
+	if c.NetworkURL != nil {
+		keys["company:"+*c.NetworkURL] = sql.NullInt64{}
+	}
+}
+
+func normalizeCompany(norm enrich.Normalizer, c *enrich.Company) error {
+	if c.Domain != nil {
+		d, err := norm.Domain(*c.Domain)
+		if err != nil {
+			return err
+		}
+		c.Domain = &d
+	}
+	if c.NetworkURL != nil {
+		u, err := norm.CompanyURL(*c.NetworkURL)
+		if err != nil {
+			return err
+		}
+		c.NetworkURL = &u
+	}
+	if c.EnrichmentStatus == "" {
+		c.EnrichmentStatus = enrich.StatusEnriched
+	}
+	return nil
+}
+
+func normalizePerson(norm enrich.Normalizer, p *enrich.Person) error {
+	u, err := norm.PersonURL(*p.NetworkURL)
+	if err != nil {
+		return err
+	}
+	p.NetworkURL = &u
+	if p.EnrichmentStatus == "" {
+		p.EnrichmentStatus = enrich.StatusEnriched
+	}
+	if p.Positions == nil {
+		p.Positions = []enrich.Position{}
+	}
+	for i := range p.Positions {
+		pos := &p.Positions[i]
+		if pos.CompanyNetworkURL != nil {
+			u, err := norm.CompanyURL(*pos.CompanyNetworkURL)
+			if err != nil {
+				return fmt.Errorf("positions[%d].company_network_url: %v", i, err)
+			}
+			pos.CompanyNetworkURL = &u
+		}
+		if pos.Company != nil && pos.Company.Domain != nil {
+			d, err := norm.Domain(*pos.Company.Domain)
+			if err != nil {
+				return fmt.Errorf("positions[%d].company.domain: %v", i, err)
+			}
+			pos.Company.Domain = &d
+		}
+		for _, d := range []struct {
+			name            string
+			date, precision *string
+		}{{"start_date", pos.StartDate, pos.StartDatePrecision}, {"end_date", pos.EndDate, pos.EndDatePrecision}} {
+			if d.date != nil && !validDate(*d.date) {
+				return fmt.Errorf("positions[%d].%s %q is not a YYYY-MM-DD date", i, d.name, *d.date)
+			}
+			if d.precision != nil && *d.precision != "year" && *d.precision != "month" && *d.precision != "day" {
+				return fmt.Errorf("positions[%d].%s_precision must be year, month or day", i, d.name)
+			}
+		}
+	}
+	return nil
+}
+
+func validDate(s string) bool {
+	_, err := time.Parse(time.DateOnly, s)
+	return err == nil
+}
+
+type importCompany struct {
+	Type string `json:"type"`
+	enrich.Company
+	Domains []string `json:"domains"`
+}
+
+type importPerson struct {
+	Type string `json:"type"`
+	enrich.Person
+	Emails []string `json:"emails"`
+}
+
+func TaskNotFound() error {
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "task not found"}
+}
+
+func LoopNotFound() error {
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "loop not found"}
+}
+
+func DeliveryNotFound() error {
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "delivery not found"}
+}
+
+func UserNotFound(email string) error {
+	return enrich.Errorf(enrich.KindNotFound, "no user with email %q (see: enrichd users list)", email)
+}
+
+func LinkInvalid() error {
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "link_invalid",
+		Message: "this set-password link is not valid: it was used already, has expired or was replaced by a newer one; ask an administrator for a new one"}
+}
+
+// LoginFailed is the one answer to a failed login, whatever the reason, so a failure
+// says nothing about which accounts exist.
+func LoginFailed() error {
+	return enrich.Errorf(enrich.KindUnauthorized, "email or password is wrong")
+}
+
+func SessionInvalid() error {
+	return enrich.Errorf(enrich.KindUnauthorized, "the session has ended; sign in again")
+}
+
+// NormalEmail is the form an address is stored and looked up in.
+func NormalEmail(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+
+// CheckEmail refuses what cannot be someone's address. It does not check the domain
+// further: a self-hosted team may well sign in as admin@localhost.
+func CheckEmail(email string) error {
+	if len(email) > MaxEmail {
+		return enrich.Errorf(enrich.KindInvalid, "email is longer than %d bytes, the most an address may have", MaxEmail)
+	}
+	addr, err := mail.ParseAddress(email)
+	if err != nil || addr.Name != "" || addr.Address != email {
+		return enrich.Errorf(enrich.KindInvalid, "email %q is not a plain email address such as jane@acme.com", email)
+	}
+	return nil
+}
+
+// NewToken returns a token to hand out and the hash to store in its place.
+func NewToken() (string, []byte, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, err
+	}
+	plain := base64.RawURLEncoding.EncodeToString(b[:])
+	hash := sha256.Sum256([]byte(plain))
+	return plain, hash[:], nil
+}
+
+// TokenHash is the hash a token is looked up by, or nil for a string that cannot be
+// one of ours.
+func TokenHash(plain string) []byte {
+	if plain == "" || len(plain) > maxToken {
+		return nil
+	}
+	hash := sha256.Sum256([]byte(plain))
+	return hash[:]
+}
+
+// NewLoopSecret is a Loop's signing secret: "whsec_" and 32 random bytes.
+func NewLoopSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "whsec_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// BodyHash is what idempotency_keys.body_hash holds for a request's hash: the 32 bytes
+// of a sha256 given in hex, as the server gives it; any other text as it is.
+func BodyHash(h string) []byte {
+	if len(h) == 2*sha256.Size {
+		if b, err := hex.DecodeString(h); err == nil {
+			return b
+		}
+	}
+	return []byte(h)
+}
+
+// eventBody is the body of every webhook: {event, task, data, error}.
+type eventBody struct {
+	Event string            `json:"event"`
+	Task  *Task             `json:"task"`
+	Data  json.RawMessage   `json:"data"`
+	Error *enrich.TaskError `json:"error"`
+}
+
+// SettledEvent is the event a settled task sends to its Loop, task.succeeded or
+// task.failed, and its body; event is "" for a task that sends none (one not
+// settled, or canceled).
+func SettledEvent(t *Task) (event string, payload []byte, err error) {
+	body := eventBody{Event: EventTaskSucceeded, Task: t, Data: t.Data, Error: t.Error}
+	switch t.Status {
+	case StatusSucceeded:
+	case StatusFailed:
+		body.Event, body.Data = EventTaskFailed, nil
+	default:
+		return "", nil, nil
+	}
+	if body.Data == nil {
+		body.Data = json.RawMessage("null")
+	}
+	payload, err = json.Marshal(body)
+	return body.Event, payload, err
+}
+
+// TestEventPayload is the body of a Loop's `test` event: {event: "test", task: null,
+// data: null, error: null}.
+func TestEventPayload() ([]byte, error) {
+	return json.Marshal(eventBody{Event: EventTest, Data: json.RawMessage("null")})
+}
+
+// ImportRecord is one line of an import, checked and normalized: the record, the keys
+// it is found by, and when it was last enriched (nil: at the import).
+type ImportRecord struct {
+	Result       enrich.Result
+	Keys         RecordKeys
+	LastEnriched *time.Time
+}
+
+// ParseImport reads and checks every line of a JSON Lines import of companies and
+// people, normalizing them with norm; the first bad line fails it, with its number.
+func ParseImport(r io.Reader, norm enrich.Normalizer) ([]ImportRecord, ImportStats, error) {
+	var lines []ImportRecord
+	var stats ImportStats
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		lineErr := func(format string, args ...any) error {
+			return enrich.Errorf(enrich.KindInvalid, "line %d: %s", n, fmt.Sprintf(format, args...))
+		}
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(line, &head); err != nil {
+			return nil, ImportStats{}, lineErr("not a JSON object: %v", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		p := ImportRecord{Keys: RecordKeys{}}
+		switch head.Type {
+		case enrich.ObjectCompany:
+			var c importCompany
+			if err := dec.Decode(&c); err != nil {
+				return nil, ImportStats{}, lineErr("%v", err)
+			}
+			if strings.TrimSpace(c.Name) == "" {
+				return nil, ImportStats{}, lineErr("a company needs a name")
+			}
+			if c.Domain == nil && c.NetworkURL == nil {
+				return nil, ImportStats{}, lineErr("a company needs a domain or a network_url")
+			}
+			if err := normalizeCompany(norm, &c.Company); err != nil {
+				return nil, ImportStats{}, lineErr("%v", err)
+			}
+			AddCompanyKeys(p.Keys, &c.Company)
+			for _, alias := range c.Domains {
+				d, err := norm.Domain(alias)
+				if err != nil {
+					return nil, ImportStats{}, lineErr("domains: %v", err)
+				}
+				if c.Domain == nil || d != *c.Domain {
+					p.Keys["domain:"+d] = sql.NullInt64{Valid: true, Int64: 0}
+				}
+			}
+			c.Redirect = nil
+			p.Result, p.LastEnriched = enrich.Result{Company: &c.Company}, c.UpdatedAt
+			stats.Companies++
+		case enrich.ObjectPerson:
+			var ps importPerson
+			if err := dec.Decode(&ps); err != nil {
+				return nil, ImportStats{}, lineErr("%v", err)
+			}
+			if ps.NetworkURL == nil {
+				return nil, ImportStats{}, lineErr("a person needs a network_url")
+			}
+			if err := normalizePerson(norm, &ps.Person); err != nil {
+				return nil, ImportStats{}, lineErr("%v", err)
+			}
+			p.Keys["person:"+*ps.NetworkURL] = sql.NullInt64{}
+			for _, e := range ps.Emails {
+				addr, err := norm.Email(e)
+				if err != nil {
+					return nil, ImportStats{}, lineErr("emails: %v", err)
+				}
+				p.Keys[RecordKey(enrich.LookupEmail, addr)] = sql.NullInt64{}
+			}
+			ps.EmailMatch = nil
+			p.Result, p.LastEnriched = enrich.Result{Person: &ps.Person}, ps.LastEnrichedAt
+			stats.People++
+		default:
+			return nil, ImportStats{}, lineErr(`"type" must be "company" or "person", not %q`, head.Type)
+		}
+		lines = append(lines, p)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, ImportStats{}, fmt.Errorf("reading the import: %w", err)
+	}
+	return lines, stats, nil
+}
+
+// RecordResult decodes a stored record (of objectType, its JSON data) as the result of
+// looking up in: a company found through an alias domain carries redirect, confirmed
+// when the alias is; a person found by an address on record carries email_match exact.
+func RecordResult(objectType string, data []byte, confirmedAlias bool, in enrich.Input) (enrich.Result, error) {
+	if objectType == enrich.ObjectPerson {
+		var p enrich.Person
+		err := json.Unmarshal(data, &p)
+		if in.Lookup == enrich.LookupEmail {
+			p.EmailMatch = &enrich.EmailMatch{Method: enrich.MatchExact, Email: in.Target}
+		}
+		return enrich.Result{Person: &p}, err
+	}
+	var c enrich.Company
+	if err := json.Unmarshal(data, &c); err != nil {
+		return enrich.Result{}, err
+	}
+	if in.Lookup == enrich.LookupDomain && c.Domain != nil && *c.Domain != in.Target {
+		c.Redirect = &enrich.Redirect{From: in.Target, To: *c.Domain, Confirmed: confirmedAlias}
+	}
+	return enrich.Result{Company: &c}, nil
+}
+
+// QueueFull is the refusal of a task when the organization already has queued tasks,
+// the most it may have.
+func QueueFull(queued int64) error {
+	return &enrich.Error{Kind: enrich.KindTooManyRequests, Code: "queue_full", QueuedTasks: &queued, RetryAfter: 10,
+		Message: fmt.Sprintf("your organization already has %d queued tasks, the most it may have; let them drain and try again", queued)}
+}
+
+// IdempotencyKeyReused is the refusal of a request whose Idempotency-Key was first
+// used, on firstEndpoint ("" when that was not kept), with another body. The hash,
+// which covers the endpoint, decides that it is another request; the endpoints only
+// say which of the two differs.
+func IdempotencyKeyReused(firstEndpoint, endpoint string) error {
+	switch {
+	case firstEndpoint != "" && endpoint != "" && !strings.EqualFold(firstEndpoint, endpoint):
+		return &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
+			Message: fmt.Sprintf("this Idempotency-Key was first used on %s, not on %s; a key names one request: send a new key for this one",
+				firstEndpoint, endpoint)}
+	case firstEndpoint == "":
+		return &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
+			Message: "this Idempotency-Key was first used with another request (another endpoint or body); send a new key for a new request"}
+	}
+	return &enrich.Error{Kind: enrich.KindUnprocessable, Code: "idempotency_key_reused",
+		Message: "this Idempotency-Key was first used on " + firstEndpoint + " with a different request body; send that body again to get the original task back, or a new key for a new request"}
+}
+
+// StorageUnavailable is the answer to a write the database cannot take (a full disk,
+// a read-only file, a lost server): nothing was done, and the same request may be
+// sent again.
+func StorageUnavailable() error {
+	return &enrich.Error{Kind: enrich.KindUnavailable, Code: CodeStorageUnavailable, RetryAfter: StorageRetryAfter,
+		Message: fmt.Sprintf("the service cannot store anything right now (its database does not take writes); nothing was done or charged; retry in %d seconds", StorageRetryAfter)}
+}
+
+// TimedOut is the error of a task failed for outliving its expires_at.
+var TimedOut = enrich.TaskError{Code: enrich.CodeTimedOut,
+	Message: "the enrichment did not finish within the task's lifetime; retrying is safe"}
