@@ -107,7 +107,7 @@ func Open(ctx context.Context, dsn string, now func() time.Time) (*DB, error) {
 // Close stops the LISTEN connection and the key touches, and closes the pool.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() { close(db.closing) })
-	db.touches.wg.Wait()
+	db.waitTouches()
 	db.listen.stop()
 	db.pool.Close()
 	return nil

@@ -264,7 +264,7 @@ CREATE TABLE deliveries (
     created_at         BIGINT NOT NULL
 );
 -- the sender's "what is due" scan
-CREATE INDEX deliveries_due ON deliveries(next_attempt_at) WHERE status = 'pending';
+CREATE INDEX deliveries_due ON deliveries(next_attempt_at, id) WHERE status = 'pending';
 -- GET /v1/loops/{id}/deliveries newest first
 CREATE INDEX deliveries_loop_created ON deliveries(loop_id, created_at, id);
 -- retention deletes settled deliveries oldest first
