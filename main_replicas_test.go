@@ -48,28 +48,32 @@ type replica struct {
 	name string
 	cmd  *exec.Cmd
 	base string // http://127.0.0.1:PORT
-	log  *syncBuffer
-	done chan error
+	log    *syncBuffer
+	exited chan struct{} // closed once the process has exited
 }
 
 func startReplica(t *testing.T, bin, name string, args ...string) *replica {
 	t.Helper()
-	r := &replica{name: name, log: &syncBuffer{}, done: make(chan error, 1)}
+	r := &replica{name: name, log: &syncBuffer{}, exited: make(chan struct{})}
 	r.cmd = exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)...)
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	r.cmd.Env = append(os.Environ(), "ENRICHLAYER_API_KEY=replica-test-key")
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { r.done <- r.cmd.Wait() }()
+	done := make(chan error, 1) // for waitListening
+	go func() {
+		done <- r.cmd.Wait()
+		close(r.exited)
+	}()
 	t.Cleanup(func() {
 		r.cmd.Process.Kill()
-		<-r.done
+		<-r.exited
 		if t.Failed() {
 			t.Logf("replica %s's log:\n%s", r.name, r.log.String())
 		}
 	})
-	r.base = waitListening(t, r.log, r.done)
+	r.base = waitListening(t, r.log, done)
 	return r
 }
 
@@ -295,7 +299,7 @@ func TestReplicasSurviveAKill(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	is.NoErr(replicas[0].cmd.Process.Signal(syscall.SIGKILL))
-	<-replicas[0].done
+	<-replicas[0].exited
 	vendor.open("r1", "r2")
 	survivors := replicas[1:]
 	burst(perOrg/2, perOrg, survivors)
