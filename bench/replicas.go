@@ -109,7 +109,7 @@ func replicaRun(ctx context.Context, opt Options, n int) (Result, error) {
 	}
 	rows := m.drive(ctx, fmt.Sprintf("replicas-%d", n), opt.Duration)
 	r := rows[0]
-	r.Note = fmt.Sprintf("the realistic mix from %d clients, spread in turn over %d serve processes (%d workers each) on one PostgreSQL database",
+	r.Note = fmt.Sprintf("the realistic mix from %d clients, spread in turn over %d serve process(es), %d workers each, on one PostgreSQL database",
 		len(m.clients), n, opt.Workers)
 	return r, nil
 }

@@ -113,13 +113,12 @@ func TestBenchReplicas(t *testing.T) {
 		cmd := cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, &out, &errOut)
 		cmd.SetArgs(args)
 		err := cmd.ExecuteContext(context.Background())
-		if err != nil {
-			t.Logf("stderr:\n%s", errOut.String())
-		}
-		return out.String(), err
+		return out.String() + errOut.String(), err
 	}
 	out, err := run("bench", "--json", "--db", dsn, "--replicas", "1,2", "--duration", "500ms", "--concurrency", "4", "--workers", "2")
-	is.NoErr(err)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
 	var rep bench.Report
 	is.NoErr(json.Unmarshal([]byte(out), &rep))
 	is.Equal(len(rep.Results), 2)
