@@ -45,9 +45,9 @@ func buildEnrichd(t *testing.T) string {
 
 // replica is one `enrichd serve` process of the test.
 type replica struct {
-	name string
-	cmd  *exec.Cmd
-	base string // http://127.0.0.1:PORT
+	name   string
+	cmd    *exec.Cmd
+	base   string // http://127.0.0.1:PORT
 	log    *syncBuffer
 	exited chan struct{} // closed once the process has exited
 }
