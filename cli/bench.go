@@ -117,7 +117,7 @@ that it drops.`,
 	f.Int("growth-tasks", 1_000_000, "growth scenario: tasks stored before reads and enqueues are measured again; claims are timed behind as many queued tasks, at most 100,000, and behind a hundredth of that")
 	f.Duration("memory-load", time.Minute, "memory scenario: how long the mixed load runs against the serve process while its RSS is sampled")
 	f.Duration("memory-idle", 30*time.Second, "memory scenario: how long the serve process then stays idle before its RSS is read again")
-	f.StringArray("serve-arg", nil, "memory scenario: a flag for the serve process, as --serve-arg=--flag=value; repeat it for more")
+	f.StringArray("serve-arg", nil, "memory scenario: a flag for the serve process (the replicas scenario's too), as --serve-arg=--flag=value; repeat it for more")
 	f.Int("fair-bulk", 5000, "fair scenario: tasks the first organization queues before the second sends 10")
 	f.Int("workers", 16, "task workers of the service under test")
 	f.Bool("json", false, "print the report as JSON")
