@@ -214,9 +214,6 @@ func TestReplicasSurviveAKill(t *testing.T) {
 	ctx := t.Context()
 	dsn := storetest.PostgresURL(t)
 	db, err := store.Open(ctx, dsn, schema)
-	if err != nil && strings.Contains(err.Error(), "no postgres driver") && os.Getenv(storetest.EnvRequirePostgres) != "1" {
-		t.Skipf("%v: the store's PostgreSQL driver is not in the build yet", err)
-	}
 	is.NoErr(err)
 	defer db.Close()
 	bin := buildEnrichd(t)

@@ -294,14 +294,10 @@ func TestMigrateRefusesWhatItCannotCopy(t *testing.T) {
 	is.Equal(after, before) // untouched
 }
 
-// openPostgresStore opens dsn through the store. Until the PostgreSQL driver
-// registers itself the test skips there, or fails when ENRICHD_REQUIRE_POSTGRES=1.
+// openPostgresStore opens dsn through the store, closing it when the test ends.
 func openPostgresStore(t *testing.T, dsn string) *store.DB {
 	t.Helper()
 	db, err := store.Open(t.Context(), dsn, schema)
-	if err != nil && strings.Contains(err.Error(), "no postgres driver") && os.Getenv(storetest.EnvRequirePostgres) != "1" {
-		t.Skipf("%v: the store's PostgreSQL driver is not in the build yet", err)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
