@@ -2,20 +2,12 @@ package postgres
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
+	"enrichd/store/storetest/pgcluster"
 )
-
-// testServerEnv names the DSN of a PostgreSQL server where the tests may create
-// databases. Without it the tests of this package skip.
-const testServerEnv = "ENRICHD_TEST_POSTGRES"
 
 // testClock is a clock tests move by hand.
 type testClock struct {
@@ -35,35 +27,12 @@ func (c *testClock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// freshDSN creates an empty database for t on the test server, dropped when t ends,
-// and returns its DSN; it skips t without a server.
+func TestMain(m *testing.M) { pgcluster.Main(m) }
+
+// freshDSN is an empty database for t, dropped when t ends (see pgcluster.URL).
 func freshDSN(t testing.TB) string {
 	t.Helper()
-	server := os.Getenv(testServerEnv)
-	if server == "" {
-		t.Skipf("no PostgreSQL server: set %s to the DSN of one where databases may be created", testServerEnv)
-	}
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, server)
-	if err != nil {
-		t.Fatalf("%s: %v", testServerEnv, err)
-	}
-	name := "enrichd_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		admin.Close(ctx)
-		t.Fatalf("creating a test database: %v", err)
-	}
-	t.Cleanup(func() {
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("dropping the test database %s: %v", name, err)
-		}
-	})
-	cfg, err := pgx.ParseConfig(server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
+	return pgcluster.URL(t)
 }
 
 // openTest opens a DB on dsn with clock c, closed when t ends.

@@ -1,26 +1,26 @@
-package storetest_test
+package pgcluster_test
 
 import (
 	"context"
 	"testing"
 
-	"enrichd/store/storetest"
+	"enrichd/store/storetest/pgcluster"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 )
 
-func TestMain(m *testing.M) { storetest.PostgresMain(m) }
+func TestMain(m *testing.M) { pgcluster.Main(m) }
 
 // Each test gets its own empty database, and it is gone once the test ends.
-func TestPostgresURLGivesEachTestAFreshDatabase(t *testing.T) {
+func TestURLGivesEachTestAFreshDatabase(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	var names []string
 	for range 2 {
 		t.Run("", func(t *testing.T) {
 			is := is.New(t)
-			conn, err := pgx.Connect(ctx, storetest.PostgresURL(t))
+			conn, err := pgx.Connect(ctx, pgcluster.URL(t))
 			is.NoErr(err)
 			defer conn.Close(ctx)
 			var name string
@@ -36,7 +36,7 @@ func TestPostgresURLGivesEachTestAFreshDatabase(t *testing.T) {
 	is.Equal(len(names), 2)
 	is.True(names[0] != names[1])
 
-	conn, err := pgx.Connect(ctx, storetest.PostgresServerURL(t))
+	conn, err := pgx.Connect(ctx, pgcluster.ServerURL(t))
 	is.NoErr(err)
 	defer conn.Close(ctx)
 	var left int
