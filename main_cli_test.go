@@ -160,8 +160,9 @@ func TestRateWithoutBurstLogsTheBurst(t *testing.T) {
 	contains(t, help, "a rate alone has a burst of twice it (50 is 50/100)")
 }
 
-// bench --help lists no flag bench ignores (no --db: it uses temporary databases of its
-// own), and says which scenario a flag applies to when not all of them use it.
+// bench --help lists no flag bench ignores (its --db is the replicas scenario's
+// PostgreSQL alone: the others use temporary databases of their own), and says which
+// scenario a flag applies to when not all of them use it.
 func TestBenchHelpSaysWhichScenarioUsesAFlag(t *testing.T) {
 	t.Parallel()
 	help := map[string]string{}
@@ -179,6 +180,8 @@ func TestBenchHelpSaysWhichScenarioUsesAFlag(t *testing.T) {
 		"memory-load":  "memory scenario:",
 		"memory-idle":  "memory scenario:",
 		"serve-arg":    "memory scenario:",
+		"db":           "replicas scenario:",
+		"replicas":     "replicas scenario:",
 		"scenario":     "all but growth",
 		"workers":      "task workers",
 		"json":         "JSON",

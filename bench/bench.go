@@ -6,7 +6,8 @@ package bench
 
 import (
 	"context"
-	_ "enrichd/store/sqlite" // the default engine
+	_ "enrichd/store/postgres" // the engine several replicas share
+	_ "enrichd/store/sqlite"   // the default engine
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +33,10 @@ import (
 )
 
 // Scenarios in the order they run. growth fills a database with a million tasks
-// (about a minute and half a gigabyte of temporary disk), so it runs only when named.
+// (about a minute and half a gigabyte of temporary disk), and replicas needs a
+// PostgreSQL database (Options.DB), so they run only when named.
 var (
-	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "growth"}
+	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "growth", "replicas"}
 	DefaultScenarios = Scenarios[:7]
 )
 
@@ -57,6 +59,12 @@ type Options struct {
 	// flags it needs, then ServeArgs.
 	ServeCommand []string
 	ServeArgs    []string
+
+	// The replicas scenario starts, for each count in Replicas (1, 2 and 3 when empty),
+	// that many serve processes on the PostgreSQL database DB, each on a schema of its
+	// own that is dropped afterwards, and spreads the mixed load over them in turn.
+	DB       string
+	Replicas []int
 }
 
 // Result is one scenario's figures.
@@ -154,6 +162,12 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 				rep.Results = append(rep.Results, more...)
 				continue
 			}
+		case "replicas":
+			var more []Result
+			if more, err = replicaRuns(ctx, opt); err == nil {
+				rep.Results = append(rep.Results, more...)
+				continue
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -173,6 +187,7 @@ type env struct {
 	base   string
 	client *http.Client // for the few requests outside the load (readiness)
 	raw    *rawClient   // the load's
+	spread *spread      // instead of raw, when the load goes to several processes
 	stop   context.CancelFunc
 	done   chan struct{}
 }
@@ -293,6 +308,9 @@ type answer struct {
 // do sends a request, with an Idempotency-Key when idemKey is not empty, through the
 // bench's lean client (see rawClient).
 func (e *env) do(ctx context.Context, key, method, path, body, idemKey string) (answer, error) {
+	if e.spread != nil {
+		return e.spread.pick().do(ctx, key, method, path, body, idemKey)
+	}
 	return e.raw.do(ctx, key, method, path, body, idemKey)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,8 +22,11 @@ func newBenchCommand() *cobra.Command {
 synthetic sim source, drives it through real HTTP, and prints each scenario beside the
 raw SQLite ceiling of the same work, measured in the same run. The memory scenario
 instead starts this program's serve as a process of its own, on a free loopback port,
-and reads its resident set from /proc. It touches no database but its own temporary
-ones.`,
+and reads its resident set from /proc. The replicas scenario (--db postgres://...)
+starts --replicas serve processes on that PostgreSQL database and spreads the mixed
+load over them in turn, as a load balancer would: one row per replica count. It
+touches no database but its own temporary ones, and on PostgreSQL a schema of its own
+that it drops.`,
 		Annotations: map[string]string{noDB: "yes"},
 		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -37,6 +41,25 @@ ones.`,
 			memoryLoad, _ := f.GetDuration("memory-load")
 			memoryIdle, _ := f.GetDuration("memory-idle")
 			serveArgs, _ := f.GetStringArray("serve-arg")
+			pgURL, _ := f.GetString("db")
+			if env := os.Getenv("ENRICHD_DB"); pgURL == env && !strings.HasPrefix(env, "postgres") {
+				pgURL = "" // the SQLite file serve is given in the environment: not bench's
+			}
+			replicas, _ := f.GetIntSlice("replicas")
+			if pgURL != "" && len(scenarios) == 0 {
+				scenarios = []string{"replicas"}
+			}
+			switch {
+			case pgURL != "" && !slices.Equal(scenarios, []string{"replicas"}):
+				return fmt.Errorf("--db is the PostgreSQL database of the replicas scenario alone: the other scenarios measure SQLite on temporary files")
+			case pgURL == "" && slices.Contains(scenarios, "replicas"):
+				return fmt.Errorf("the replicas scenario needs --db postgres://... (a database it may create a schema in)")
+			}
+			for _, n := range replicas {
+				if n < 1 || n > 16 {
+					return fmt.Errorf("--replicas must be counts from 1 to 16, not %d", n)
+				}
+			}
 			if duration < 100*time.Millisecond || duration > 10*time.Minute {
 				return fmt.Errorf("--duration must be from 100ms to 10m")
 			}
@@ -71,7 +94,7 @@ ones.`,
 				defer pprof.StopCPUProfile()
 			}
 			opt := bench.Options{Schema: program(cmd).Schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks, FairBulk: fairBulk,
-				MemoryLoad: memoryLoad, MemoryIdle: memoryIdle, ServeArgs: serveArgs}
+				MemoryLoad: memoryLoad, MemoryIdle: memoryIdle, ServeArgs: serveArgs, DB: pgURL, Replicas: replicas}
 			if !asJSON {
 				opt.Progress = cmd.ErrOrStderr()
 			}
@@ -90,14 +113,16 @@ ones.`,
 	f := cmd.Flags()
 	f.Duration("duration", 5*time.Second, "how long each scenario drives load and each ceiling is measured; growth gives each of its measurements half of it; fair ignores it and runs until its tasks settle; memory has --memory-load")
 	f.Int("concurrency", 32, "clients sending at once (fair: clients sending the first organization's tasks; mixed and memory: half of it, so 16 by default)")
-	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: "+strings.Join(bench.Scenarios, ", ")+" (all but growth when empty; memory takes --memory-load plus --memory-idle)")
+	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: "+strings.Join(bench.Scenarios, ", ")+" (all but growth and replicas when empty; memory takes --memory-load plus --memory-idle)")
 	f.Int("growth-tasks", 1_000_000, "growth scenario: tasks stored before reads and enqueues are measured again; claims are timed behind as many queued tasks, at most 100,000, and behind a hundredth of that")
 	f.Duration("memory-load", time.Minute, "memory scenario: how long the mixed load runs against the serve process while its RSS is sampled")
 	f.Duration("memory-idle", 30*time.Second, "memory scenario: how long the serve process then stays idle before its RSS is read again")
-	f.StringArray("serve-arg", nil, "memory scenario: a flag for the serve process, as --serve-arg=--flag=value; repeat it for more")
+	f.StringArray("serve-arg", nil, "memory scenario: a flag for the serve process (the replicas scenario's too), as --serve-arg=--flag=value; repeat it for more")
 	f.Int("fair-bulk", 5000, "fair scenario: tasks the first organization queues before the second sends 10")
 	f.Int("workers", 16, "task workers of the service under test")
 	f.Bool("json", false, "print the report as JSON")
+	f.String("db", "", "replicas scenario: a PostgreSQL URL, postgres://user:password@host/database; each run makes a schema of its own there, dropped afterwards, so other data is left alone. Given alone, it runs the replicas scenario")
+	f.IntSlice("replicas", []int{1, 2, 3}, "replicas scenario: how many serve processes share the load, one run per count in turn (--replicas 3, or --replicas 1,2,3)")
 	f.String("cpuprofile", "", "write a CPU profile of the whole run (service and load generator) to this file, for go tool pprof")
 	return cmd
 }

@@ -16,7 +16,9 @@ import (
 
 	"enrichd/bench"
 	"enrichd/cli"
+	"enrichd/store/storetest"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 )
 
@@ -37,7 +39,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// The cluster the PostgreSQL tests start, if any, stops with the binary.
+	storetest.PostgresMain(m)
 }
 
 var schema = func() string {
@@ -91,4 +94,51 @@ func TestBenchMemory(t *testing.T) {
 	cmd.SetArgs([]string{"bench", "--scenario", "memory", "--memory-load", "0s"})
 	err = cmd.ExecuteContext(context.Background())
 	is.True(err != nil && strings.Contains(err.Error(), "--memory-load"))
+}
+
+// TestBenchReplicas runs the replicas scenario through the real command, briefly, on a
+// throwaway PostgreSQL: a row per replica count, every call answered as expected, and
+// the schema it worked in dropped afterwards. --db is refused beside another scenario,
+// and the scenario without --db.
+func TestBenchReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts serve processes and loads them")
+	}
+	is := is.New(t)
+	dsn := storetest.PostgresURL(t)
+	openPostgresStore(t, dsn)    // skips until the driver is in the build
+	t.Setenv(serveChildEnv, "1") // for the children; this process has passed TestMain
+	run := func(args ...string) (string, error) {
+		var out, errOut strings.Builder
+		cmd := cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, &out, &errOut)
+		cmd.SetArgs(args)
+		err := cmd.ExecuteContext(context.Background())
+		return out.String() + errOut.String(), err
+	}
+	out, err := run("bench", "--json", "--db", dsn, "--replicas", "1,2", "--duration", "500ms", "--concurrency", "4", "--workers", "2")
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	var rep bench.Report
+	is.NoErr(json.Unmarshal([]byte(out), &rep))
+	is.Equal(len(rep.Results), 2)
+	for i, r := range rep.Results {
+		is.Equal(r.Scenario, fmt.Sprintf("replicas-%d", i+1))
+		is.Equal(r.Unit, "req/s")
+		is.True(r.Count > 0 && r.Rate > 0)
+		is.Equal(r.Errors, int64(0)) // every call answered as expected, whichever process took it
+		is.True(r.P99ms >= r.P50ms)
+	}
+
+	conn, err := pgx.Connect(t.Context(), dsn)
+	is.NoErr(err)
+	defer conn.Close(context.Background())
+	var left int
+	is.NoErr(conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'enrichd_bench_%'`).Scan(&left))
+	is.Equal(left, 0) // the schemas were dropped
+
+	_, err = run("bench", "--db", dsn, "--scenario", "mixed")
+	is.True(err != nil && strings.Contains(err.Error(), "--db is the PostgreSQL database of the replicas scenario alone"))
+	_, err = run("bench", "--scenario", "replicas")
+	is.True(err != nil && strings.Contains(err.Error(), "needs --db postgres://"))
 }

@@ -3,7 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	_ "enrichd/store/sqlite" // the default engine
+	_ "enrichd/store/postgres" // the engine several replicas share
+	_ "enrichd/store/sqlite"   // the default engine
 	"errors"
 	"fmt"
 	"io"
@@ -64,6 +65,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newDeliveriesCommand(),
 		newBenchCommand(),
 		newBackupCommand(),
+		newMigrateCommand(),
 		newVersionCommand(),
 		newEnrichCommand(),
 	)

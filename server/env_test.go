@@ -24,11 +24,12 @@ import (
 	"enrichd/store/storetest"
 )
 
-// env is one enrichd: a real database file, the real HTTP handler behind a loopback
-// listener, and workers started on demand. Only the network is fake.
+// env is one enrichd: a real database (a SQLite file, or a fresh PostgreSQL database
+// when ENRICHD_TEST_ENGINE=postgres), the real HTTP handler behind a loopback listener,
+// and workers started on demand. Only the network is fake.
 type env struct {
 	t       testing.TB
-	path    string
+	path    string // the database's DSN: a file path, or a postgres:// URL
 	db      *store.DB
 	cfg     server.Config
 	srv     *server.Server
@@ -73,10 +74,14 @@ func newEnv(t testing.TB, opts ...any) *env {
 		case func(*server.Config):
 			o(&e.cfg)
 		case dbAt:
+			sqliteOnly(t, "the test names the database file")
 			e.path = string(o)
 		default:
 			t.Fatalf("newEnv: an option is a func(*server.Config) or a dbAt, not a %T", o)
 		}
+	}
+	if e.path == "" && onPostgres() {
+		e.path = storetest.PostgresURL(t)
 	}
 	if e.path == "" {
 		e.path = filepath.Join(t.TempDir(), "enrichd.db")
@@ -91,7 +96,7 @@ func newEnv(t testing.TB, opts ...any) *env {
 // temporary directory.
 type dbAt string
 
-// open opens the database file and builds the server on it.
+// open opens the database and builds the server on it.
 func (e *env) open() {
 	// Closed by env.close, which a restart calls in the middle of a test.
 	db, err := store.Open(context.Background(), e.path, storetest.Schema(e.t))
@@ -120,7 +125,7 @@ func (e *env) close() {
 	}
 }
 
-// restart closes everything and opens the same database file again.
+// restart closes everything and opens the same database again.
 func (e *env) restart() {
 	e.close()
 	e.open()

@@ -11,6 +11,7 @@ import (
 // released once the service is idle, not again while it stays idle (a slow machine
 // only makes fewer ticks), and once more after a request ends the spell.
 func TestIdleMemoryIsReleased(t *testing.T) {
+	sqliteOnly(t, "what is released is SQLite's page cache")
 	e := newEnv(t, func(c *server.Config) { c.IdleRelease = 20 * time.Millisecond })
 	e.startWorkers()
 	e.waitMetric("enrichd_idle_memory_releases_total", 1)

@@ -148,29 +148,34 @@ func TestHealthAndReadiness(t *testing.T) {
 	is.Equal(r.status, http.StatusOK)
 	is.Equal(r.str("status"), "ready")
 	is.Equal(r.str("database"), "writable")
-	is.True(r.get("schema.applied").(float64) >= 4)
+	is.True(r.get("schema.applied").(float64) >= 1) // each engine numbers its own migrations
 	is.Equal(r.get("schema.applied"), r.get("schema.known"))
 	sources := r.get("sources").([]any)
 	is.Equal(sources[0].(map[string]any)["name"], "fake-network")
 
-	// A newer binary migrated the file further: this one is not ready for it.
-	raw, err := sql.Open("sqlite", e.path)
-	is.NoErr(err)
-	defer raw.Close()
-	known := int(r.get("schema.known").(float64))
-	_, err = raw.Exec(`INSERT INTO schema_migrations (version, title, applied_at) VALUES (?, 'from the future', 0)`, known+1)
-	is.NoErr(err)
-	r = e.do("GET", "/readyz", nil, "Authorization", "")
-	is.Equal(r.status, http.StatusServiceUnavailable)
-	is.Equal(r.str("status"), "not_ready")
-	is.True(strings.Contains(r.str("reason"), "newer than this binary"))
-	is.Equal(e.do("GET", "/healthz", nil).status, http.StatusOK) // alive all the same
-
+	// A newer binary migrated the database further: this one is not ready for it. The
+	// row is written by hand into the SQLite file; on PostgreSQL this is the driver's
+	// own test.
+	if !onPostgres() {
+		raw, err := sql.Open("sqlite", e.path)
+		is.NoErr(err)
+		defer raw.Close()
+		known := int(r.get("schema.known").(float64))
+		_, err = raw.Exec(`INSERT INTO schema_migrations (version, title, applied_at) VALUES (?, 'from the future', 0)`, known+1)
+		is.NoErr(err)
+		r = e.do("GET", "/readyz", nil, "Authorization", "")
+		is.Equal(r.status, http.StatusServiceUnavailable)
+		is.Equal(r.str("status"), "not_ready")
+		is.True(strings.Contains(r.str("reason"), "newer than this binary"))
+		is.Equal(e.do("GET", "/healthz", nil).status, http.StatusOK) // alive all the same
+	}
 	is.Equal(e.do("POST", "/healthz", nil).status, http.StatusMethodNotAllowed)
 
 	// Probes are logged at debug level only, so they do not flood the log.
 	is.True(!strings.Contains(e.logs.String(), `"route":"healthz"`))
-	is.True(strings.Contains(e.logs.String(), `"route":"readyz","path":"/readyz","status":503`)) // a failure is logged
+	if !onPostgres() {
+		is.True(strings.Contains(e.logs.String(), `"route":"readyz","path":"/readyz","status":503`)) // a failure is logged
+	}
 }
 
 func TestAdminRoutesCanLeaveTheAPI(t *testing.T) {

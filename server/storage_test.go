@@ -68,6 +68,7 @@ func checkStorageUnavailable(t *testing.T, r *response) {
 // not ready, the failures are logged once with a count and counted in /metrics, and
 // once space is freed /readyz is ready again by itself and writes succeed.
 func TestStorageFullDisk(t *testing.T) {
+	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
@@ -142,6 +143,7 @@ func TestStorageFullDisk(t *testing.T) {
 // root cannot write): writes answer 503 and charge nothing, /readyz says not ready,
 // and once the file is writable again both recover by themselves.
 func TestStorageReadOnlyFile(t *testing.T) {
+	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	e := newEnv(t, twoWorkers)
 	e.net.addCompany(company("After", "after.example"))
@@ -181,6 +183,7 @@ func TestStorageReadOnlyFile(t *testing.T) {
 // stays queued and charged once, a due delivery waits, nothing is logged per attempt,
 // and both go out once space is back.
 func TestStorageWorkersAndSenderWait(t *testing.T) {
+	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, allowPrivateWebhooks)
@@ -247,6 +250,7 @@ func readOnly(t *testing.T, path string) (undo func()) {
 // volume mounted read-only): it serves reads, answers writes 503 and charges nothing,
 // says not ready, and once the file is writable again recovers without a restart.
 func TestStorageReadOnlyFileAtStart(t *testing.T) {
+	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	e := newEnv(t, twoWorkers)
 	e.net.addCompany(company("After", "after.example"))
@@ -308,6 +312,7 @@ func waitFailures(t *testing.T, e *env, n uint64) {
 // retention that cannot delete, and the checkpoint, leave the log to the store's one
 // line, and rounds are skipped while the database does not take writes.
 func TestStorageMaintenanceStaysQuiet(t *testing.T) {
+	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, func(c *server.Config) {
@@ -347,6 +352,7 @@ func TestStorageMaintenanceStaysQuiet(t *testing.T) {
 // A task whose result cannot be stored (the disk filled while it ran) is not logged
 // by the worker: the store's line says it once.
 func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
+	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, func(c *server.Config) { c.Lease = time.Hour })

@@ -26,8 +26,8 @@ const (
 // Option sets how Open opens the database.
 type Option func(*Options)
 
-// Options are what Open's options set, for the driver to apply. PostgreSQL takes
-// Readers as its connection pool's size; the page cache is SQLite's alone.
+// Options are what Open's options set, for the driver to apply: both are SQLite's
+// (PostgreSQL's pool is sized by its URL's pool_max_conns).
 type Options struct {
 	CacheMiB int
 	Readers  int

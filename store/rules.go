@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -429,3 +430,107 @@ func StorageUnavailable() error {
 // TimedOut is the error of a task failed for outliving its expires_at.
 var TimedOut = enrich.TaskError{Code: enrich.CodeTimedOut,
 	Message: "the enrichment did not finish within the task's lifetime; retrying is safe"}
+
+// TaskOperation is every task's operation. The column that said so on every row was
+// dropped (SQLite's migration 8); a second operation would bring it back.
+const TaskOperation = "enrich"
+
+// The origins of records: the 30-day store of enriched records, and what the team
+// imported, which the dataset source reads.
+const (
+	OriginStore   = "store"
+	OriginDataset = "dataset"
+)
+
+// KeyPrefixLen is how much of an API key is kept in the clear, to tell keys apart.
+const KeyPrefixLen = 12
+
+// MaxPasswordHash bounds what is stored: an argon2id or bcrypt string is about 100
+// bytes.
+const MaxPasswordHash = 512
+
+var orgName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+
+// CheckOrgName refuses a name that is not 1-100 letters, digits, '.', '_', '-',
+// starting with a letter or digit.
+func CheckOrgName(name string) error {
+	if !orgName.MatchString(name) {
+		return enrich.Errorf(enrich.KindInvalid, "organization name %q must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// OrgExists refuses a second organization of the same name.
+func OrgExists(name string) error {
+	return &enrich.Error{Kind: enrich.KindConflict, Code: "org_exists", Message: "organization " + name + " already exists"}
+}
+
+// UserExists refuses a second user of the same address.
+func UserExists(email string) error {
+	return &enrich.Error{Kind: enrich.KindConflict, Code: "user_exists", Message: "a user with email " + email + " already exists"}
+}
+
+// UserDisabled refuses a set-password link for a disabled user.
+func UserDisabled(email string) error {
+	return &enrich.Error{Kind: enrich.KindConflict, Code: "user_disabled", Message: "user " + email + " is disabled: a disabled user cannot sign in again, so gets no link"}
+}
+
+// TaskSettled refuses to cancel a task that has already settled with status.
+func TaskSettled(status string) error {
+	return &enrich.Error{Kind: enrich.KindConflict, Code: "task_settled",
+		Message: fmt.Sprintf("the task has already %s and can no longer be canceled", status)}
+}
+
+// GaveUp is the error of a task whose claims ran out MaxTaskAttempts times.
+var GaveUp = enrich.TaskError{Code: enrich.CodeInternalError, Message: fmt.Sprintf(
+	"the task was started %d times and each time its claim ran out before it finished (the service stopped, or could not extend its lease); it is not tried again", MaxTaskAttempts)}
+
+// FetchedRecord is what a result fetched from a source is kept as in the 30-day
+// store (stored), what the task shows (shown), and the keys it is saved under: the
+// input looked up when byTarget, the company's domain and page, an alias domain with
+// its redirect mark, the person's profile.
+func FetchedRecord(in enrich.Input, res enrich.Result, byTarget bool, fetchedAt, now time.Time) (stored, shown enrich.Result, keys RecordKeys) {
+	keys = RecordKeys{}
+	if byTarget {
+		keys[RecordKey(in.Lookup, in.Target)] = sql.NullInt64{}
+	}
+	if c := res.Company; c != nil {
+		c = ptrCopy(c)
+		c.EnrichmentStatus = enrich.StatusEnriched
+		if c.CreatedAt == nil {
+			c.CreatedAt = &now
+		}
+		if c.UpdatedAt == nil {
+			c.UpdatedAt = &now
+		}
+		AddCompanyKeys(keys, c)
+		if in.Lookup == enrich.LookupDomain && (c.Domain == nil || *c.Domain != in.Target) {
+			confirmed := int64(0)
+			if c.Redirect != nil && c.Redirect.Confirmed {
+				confirmed = 1
+			}
+			keys["domain:"+in.Target] = sql.NullInt64{Valid: true, Int64: confirmed}
+		}
+		shown = enrich.Result{Company: c}
+		c = ptrCopy(c)
+		c.Redirect = nil // belongs to the domain looked up, not to the company
+		stored = enrich.Result{Company: c}
+	}
+	if p := res.Person; p != nil {
+		p = ptrCopy(p)
+		p.EnrichmentStatus, p.LastEnrichedAt = enrich.StatusEnriched, &fetchedAt
+		if p.Positions == nil {
+			p.Positions = []enrich.Position{}
+		}
+		if p.NetworkURL != nil {
+			keys["person:"+*p.NetworkURL] = sql.NullInt64{}
+		}
+		shown = enrich.Result{Person: p}
+		p = ptrCopy(p)
+		p.EmailMatch = nil // belongs to the address looked up, not to the person
+		stored = enrich.Result{Person: p}
+	}
+	return stored, shown, keys
+}
+
+func ptrCopy[T any](v *T) *T { c := *v; return &c }

@@ -20,7 +20,7 @@ func (db *DB) Held() enrich.Held { return held{db} }
 type held struct{ db *DB }
 
 func (h held) PersonByEmail(ctx context.Context, address string) (*enrich.HeldPerson, error) {
-	for _, origin := range []string{originStore, originDataset} {
+	for _, origin := range []string{store.OriginStore, store.OriginDataset} {
 		rec, err := findRecord(ctx, h.db.read, origin, store.RecordKey(enrich.LookupEmail, address))
 		if err != nil {
 			return nil, err
@@ -38,7 +38,7 @@ func (h held) PersonByEmail(ctx context.Context, address string) (*enrich.HeldPe
 }
 
 func (h held) CompanyByDomain(ctx context.Context, domain string) (*enrich.HeldCompany, error) {
-	rec, err := findRecord(ctx, h.db.read, originStore, store.RecordKey(enrich.LookupDomain, domain))
+	rec, err := findRecord(ctx, h.db.read, store.OriginStore, store.RecordKey(enrich.LookupDomain, domain))
 	if err != nil || rec == nil || rec.objectType != enrich.ObjectCompany {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (h held) CompanyByDomain(ctx context.Context, domain string) (*enrich.HeldC
 }
 
 func (h held) CurrentStaff(ctx context.Context, e enrich.Employer, limit int) ([]enrich.HeldPerson, error) {
-	return currentStaff(ctx, h.db.read, originStore, e, limit)
+	return currentStaff(ctx, h.db.read, store.OriginStore, e, limit)
 }
 
 type rowsQuerier interface {
@@ -215,7 +215,7 @@ func (s datasetSource) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]
 		domain = *q.Company.Domain
 	}
 	e := enrich.EmployerOf(q.Company, domain)
-	staff, err := currentStaff(ctx, s.db.read, originDataset, e, datasetStaffScan)
+	staff, err := currentStaff(ctx, s.db.read, store.OriginDataset, e, datasetStaffScan)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %v: %w", err, enrich.ErrUnavailable)
 	}

@@ -8,20 +8,16 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"errors"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/store"
 
 	"github.com/google/uuid"
 )
-
-const keyPrefixLen = 12
-
-var orgName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
 // CreateOrg creates an organization. Names are 1-100 letters, digits, '.', '_', '-'.
 func (db *DB) CreateOrg(ctx context.Context, name string) (*Org, error) {
@@ -35,11 +31,11 @@ func (db *DB) CreateOrg(ctx context.Context, name string) (*Org, error) {
 }
 
 func (db *DB) createOrg(ctx context.Context, tx *Tx, name string) (*Org, error) {
-	if !orgName.MatchString(name) {
-		return nil, enrich.Errorf(enrich.KindInvalid, "organization name %q must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	if err := store.CheckOrgName(name); err != nil {
+		return nil, err
 	}
 	if _, err := findOrg(ctx, tx, name); err == nil {
-		return nil, &enrich.Error{Kind: enrich.KindConflict, Code: "org_exists", Message: "organization " + name + " already exists"}
+		return nil, store.OrgExists(name)
 	}
 	org := &Org{ID: uuid.NewString(), Name: name, CreatedAt: db.now()}
 	_, err := tx.ExecContext(ctx, `INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?)`, org.ID, org.Name, ms(org.CreatedAt))
@@ -113,7 +109,7 @@ func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg 
 	}
 	plain := "enr_" + base64.RawURLEncoding.EncodeToString(secret[:])
 	hash := sha256.Sum256([]byte(plain))
-	key := &APIKey{ID: uuid.NewString(), Name: keyName, Prefix: plain[:keyPrefixLen], CreatedAt: db.now()}
+	key := &APIKey{ID: uuid.NewString(), Name: keyName, Prefix: plain[:store.KeyPrefixLen], CreatedAt: db.now()}
 	err := db.inTx(ctx, func(tx *Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if enrich.KindOf(err) == enrich.KindNotFound && createOrg {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"enrichd/enrich"
@@ -264,8 +263,7 @@ func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []Expi
 	err = db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
 		var err error
-		gaveUp, err = failTasks(ctx, tx, now, enrich.TaskError{Code: enrich.CodeInternalError, Message: fmt.Sprintf(
-			"the task was started %d times and each time its claim ran out before it finished (the service stopped, or could not extend its lease); it is not tried again", MaxTaskAttempts)},
+		gaveUp, err = failTasks(ctx, tx, now, store.GaveUp,
 			`status = 'running' AND lease_until < ? AND attempts >= ?`, ms(now), MaxTaskAttempts)
 		if err != nil {
 			return err

@@ -14,10 +14,6 @@ import (
 )
 
 // Record origins.
-const (
-	originStore   = "store"   // the 30-day store of enriched records
-	originDataset = "dataset" // what the team imported; read by the dataset source
-)
 
 // record is a stored company or person as found by one of its keys.
 type record struct {
@@ -51,7 +47,7 @@ func (r *record) result(in enrich.Input) (enrich.Result, error) {
 
 // FindStored returns the stored record for the input, whatever its age, or nil.
 func (db *DB) FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error) {
-	rec, err := findRecord(ctx, db.read, originStore, store.RecordKey(in.Lookup, in.Target))
+	rec, err := findRecord(ctx, db.read, store.OriginStore, store.RecordKey(in.Lookup, in.Target))
 	if err != nil || rec == nil {
 		return nil, err
 	}
@@ -142,55 +138,19 @@ func saveRecord(ctx context.Context, tx *Tx, origin string, res enrich.Result, k
 // looked up when byTarget is set: a person found by email then has the address on
 // record, and the next lookup of it is exact.
 func storeFetched(ctx context.Context, tx *Tx, in enrich.Input, res enrich.Result, byTarget bool, fetchedAt, now time.Time) (enrich.Result, error) {
-	keys := recordKeys{}
-	if byTarget {
-		keys[store.RecordKey(in.Lookup, in.Target)] = sql.NullInt64{}
-	}
-	var stored, shown enrich.Result
-	if c := res.Company; c != nil {
-		c = ptrCopy(c)
-		c.EnrichmentStatus = enrich.StatusEnriched
-		if c.CreatedAt == nil {
-			c.CreatedAt = &now
-		}
-		if c.UpdatedAt == nil {
-			c.UpdatedAt = &now
-		}
-		store.AddCompanyKeys(keys, c)
-		if in.Lookup == enrich.LookupDomain && (c.Domain == nil || *c.Domain != in.Target) {
-			keys["domain:"+in.Target] = sql.NullInt64{Valid: true, Int64: boolInt(c.Redirect != nil && c.Redirect.Confirmed)}
-		}
-		shown = enrich.Result{Company: c}
-		c = ptrCopy(c)
-		c.Redirect = nil // belongs to the domain looked up, not to the company
-		stored = enrich.Result{Company: c}
-	}
-	if p := res.Person; p != nil {
-		p = ptrCopy(p)
-		p.EnrichmentStatus, p.LastEnrichedAt = enrich.StatusEnriched, &fetchedAt
-		if p.Positions == nil {
-			p.Positions = []enrich.Position{}
-		}
-		if p.NetworkURL != nil {
-			keys["person:"+*p.NetworkURL] = sql.NullInt64{}
-		}
-		shown = enrich.Result{Person: p}
-		p = ptrCopy(p)
-		p.EmailMatch = nil // belongs to the address looked up, not to the person
-		stored = enrich.Result{Person: p}
-	}
+	stored, shown, keys := store.FetchedRecord(in, res, byTarget, fetchedAt, now)
 	lookedUp := store.RecordKey(in.Lookup, in.Target)
 	identity := store.IdentityKey(stored, lookedUp)
 	// A profile retrieved earlier (one gathered for an ambiguous address, settled
 	// later by a hint) never replaces a newer record of the same subject.
-	held, err := findRecord(ctx, tx, originStore, identity)
+	held, err := findRecord(ctx, tx, store.OriginStore, identity)
 	if err != nil {
 		return shown, err
 	}
 	if held != nil && held.lastEnriched.After(fetchedAt) {
 		return shown, nil
 	}
-	return shown, saveRecord(ctx, tx, originStore, stored, keys, identity, fetchedAt, now)
+	return shown, saveRecord(ctx, tx, store.OriginStore, stored, keys, identity, fetchedAt, now)
 }
 
 func boolInt(b bool) int64 {
@@ -223,7 +183,7 @@ func (s datasetSource) PersonByURL(ctx context.Context, networkURL string) (*enr
 }
 
 func (s datasetSource) find(ctx context.Context, in enrich.Input) (enrich.Result, error) {
-	rec, err := findRecord(ctx, s.db.read, originDataset, store.RecordKey(in.Lookup, in.Target))
+	rec, err := findRecord(ctx, s.db.read, store.OriginDataset, store.RecordKey(in.Lookup, in.Target))
 	if err != nil {
 		return enrich.Result{}, fmt.Errorf("dataset: %v: %w", err, enrich.ErrUnavailable)
 	}
@@ -248,7 +208,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 			if p.LastEnriched != nil {
 				last = *p.LastEnriched
 			}
-			if err := saveRecord(ctx, tx, originDataset, p.Result, p.Keys, store.IdentityKey(p.Result, ""), last, now); err != nil {
+			if err := saveRecord(ctx, tx, store.OriginDataset, p.Result, p.Keys, store.IdentityKey(p.Result, ""), last, now); err != nil {
 				return err
 			}
 		}

@@ -50,6 +50,11 @@ func resultsAddUp(t *testing.T, path string) int {
 	return rows
 }
 
+func hexSum(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
 // settleCompany claims the next task and settles it with a company fetched from a
 // source, as a worker does.
 func settleCompany(t *testing.T, db *store.DB, name string) {
@@ -63,127 +68,6 @@ func settleCompany(t *testing.T, db *store.DB, name string) {
 	if ok, err := db.Settle(ctx, c, store.Outcome{Result: &res, Fetched: true}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-}
-
-func hexSum(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-// TestTaskReadsKeepTheirBytes settles a task through a worker, answers the same
-// company from the store, replays that request and refuses another inside the
-// request: each task reads back as it was answered, through every read, and the one
-// result the first three share is kept once.
-func TestTaskReadsKeepTheirBytes(t *testing.T) {
-	is := is.New(t)
-	ctx := context.Background()
-	db, path, clk := openDB(t)
-	org := newOrg(t, db, "acme")
-	_, err := db.GrantCredits(ctx, "acme", 100, nil)
-	is.NoErr(err)
-
-	miss, err := db.CreateTask(ctx, newTask(org, "acme.com"))
-	is.NoErr(err)
-	is.Equal(miss.Task.Status, store.StatusQueued)
-	settleCompany(t, db, "Acme")
-	settled, err := db.GetTask(ctx, org, miss.Task.ID)
-	is.NoErr(err)
-	is.Equal(settled.Status, store.StatusSucceeded)
-	// The bytes a task has always stored: the record as the store gives it, marshaled.
-	stored, err := db.FindStored(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
-	is.NoErr(err)
-	want, err := json.Marshal(stored.Company)
-	is.NoErr(err)
-	is.Equal(string(settled.Data), string(want))
-
-	clk.Add(time.Minute)
-	nt := newTask(org, "acme.com")
-	nt.IdempotencyKey, nt.Endpoint, nt.BodyHash = "k1", "POST /v1/companies/enrich", hexSum(`{"domain":"acme.com"}`)
-	hit, err := db.CreateTask(ctx, nt)
-	is.NoErr(err)
-	is.Equal(hit.Task.Status, store.StatusSucceeded) // from the store, inside the request
-	is.Equal(string(hit.Task.Data), string(want))
-	replay, err := db.CreateTask(ctx, nt)
-	is.NoErr(err)
-	is.True(replay.Replayed)
-	is.Equal(replay.Task, hit.Task)
-
-	refused := newTask(org, "info@acme.com")
-	refused.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "info@acme.com"}
-	refused.Fail = &enrich.TaskError{Code: enrich.CodeNotFound, Message: "a role address"}
-	failed, err := db.CreateTask(ctx, refused)
-	is.NoErr(err)
-	is.Equal(failed.Task.Status, store.StatusFailed)
-	is.Equal(failed.Task.Data, nil)
-
-	answered := map[string]*store.Task{settled.ID: settled, hit.Task.ID: hit.Task, failed.Task.ID: failed.Task}
-	for id, task := range answered {
-		got, err := db.GetTask(ctx, org, id)
-		is.NoErr(err)
-		is.Equal(got, task)
-	}
-	listed, total, err := db.ListTasks(ctx, org, "", 0, 10)
-	is.NoErr(err)
-	is.Equal(total, int64(3))
-	found, _, err := db.FindTasks(ctx, org, store.TaskFilter{})
-	is.NoErr(err)
-	is.Equal(found, listed)
-	for _, task := range listed {
-		is.Equal(task, answered[task.ID])
-	}
-	is.Equal(resultsAddUp(t, path), 1) // the settled task's and the hit's: the same bytes, kept once
-	ledgerAddsUp(t, path, org)         // the refusal was charged and refunded
-}
-
-// TestRetentionDeletesResultsNoTaskShares purges old tasks: a result that only they
-// had goes with them, one a recent task shares stays, and goes with the last task.
-func TestRetentionDeletesResultsNoTaskShares(t *testing.T) {
-	is := is.New(t)
-	ctx := context.Background()
-	db, path, clk := openDB(t)
-	org := newOrg(t, db, "acme")
-	_, err := db.GrantCredits(ctx, "acme", 100, nil)
-	is.NoErr(err)
-
-	_, err = db.CreateTask(ctx, newTask(org, "shared.com"))
-	is.NoErr(err)
-	settleCompany(t, db, "Shared")
-	oldHit, err := db.CreateTask(ctx, newTask(org, "shared.com"))
-	is.NoErr(err)
-	is.Equal(oldHit.Task.Status, store.StatusSucceeded)
-	_, err = db.CreateTask(ctx, newTask(org, "alone.com"))
-	is.NoErr(err)
-	settleCompany(t, db, "Alone")
-	is.Equal(resultsAddUp(t, path), 2)
-
-	clk.Add(100 * 24 * time.Hour)
-	nt := newTask(org, "shared.com")
-	nt.Freshness = 365 * 24 * time.Hour // still answered from the store
-	recent, err := db.CreateTask(ctx, nt)
-	is.NoErr(err)
-	is.Equal(recent.Task.Status, store.StatusSucceeded)
-	is.Equal(recent.Task.Data, oldHit.Task.Data)
-
-	purge := func(cutoff time.Time) (tasks int) {
-		t.Helper()
-		for {
-			p, err := db.PurgeSettled(ctx, cutoff, 2)
-			is.NoErr(err)
-			tasks += p.Tasks
-			if p.Tasks < 2 {
-				return tasks
-			}
-		}
-	}
-	is.Equal(purge(clk.Now().Add(-90*24*time.Hour)), 3)
-	is.Equal(resultsAddUp(t, path), 1) // alone.com's went; shared.com's is still read
-	got, err := db.GetTask(ctx, org, recent.Task.ID)
-	is.NoErr(err)
-	is.Equal(got, recent.Task)
-
-	clk.Add(100 * 24 * time.Hour)
-	is.Equal(purge(clk.Now().Add(-90*24*time.Hour)), 1)
-	is.Equal(resultsAddUp(t, path), 0)
 }
 
 // TestNoIndexIsDescending keeps DESC out of the schema's indexes: new rows land at the

@@ -16,10 +16,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// taskOperation is every task's operation. The column that said so on every row was
-// dropped (migration 8); a second operation would bring it back.
-const taskOperation = "enrich"
-
 const taskColumns = `id, org_id, object_type, status, lookup, input, target, credits_charged,
 	loop_id, idempotency_key, created_at, queued_at, started_at, finished_at, expires_at, ` + resultColumn + `, error`
 
@@ -35,7 +31,7 @@ func scanTask(row scanner) (*Task, error) {
 		&result, &taskErr); err != nil {
 		return nil, err
 	}
-	t.Operation = taskOperation
+	t.Operation = store.TaskOperation
 	t.Input = json.RawMessage(input.String)
 	t.CreatedAt, t.ExpiresAt = fromMS(created), fromMS(expires)
 	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullMS(queued), fromNullMS(started), fromNullMS(finished)
@@ -73,7 +69,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		}
 		t := &Task{
 			ID: uuid.Must(uuid.NewV7()).String(), OrgID: nt.OrgID, ObjectType: nt.Input.Lookup.ObjectType(),
-			Operation: taskOperation, Status: StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
+			Operation: store.TaskOperation, Status: StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
 			CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
 		}
 		if nt.IdempotencyKey != "" {
@@ -87,7 +83,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		var rec *record
 		if nt.Fail == nil {
 			var err error
-			if rec, err = findRecord(ctx, tx, originStore, store.RecordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
+			if rec, err = findRecord(ctx, tx, store.OriginStore, store.RecordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
 				return err
 			}
 		}
@@ -171,7 +167,7 @@ func (db *DB) answerAhead(ctx context.Context, nt NewTask) *storedAnswer {
 	if nt.Fail != nil || nt.Input.Lookup == enrich.LookupEmail {
 		return nil
 	}
-	rec, err := findRecord(ctx, db.read, originStore, store.RecordKey(nt.Input.Lookup, nt.Input.Target))
+	rec, err := findRecord(ctx, db.read, store.OriginStore, store.RecordKey(nt.Input.Lookup, nt.Input.Target))
 	if err != nil || rec == nil || db.now().Sub(rec.lastEnriched) >= nt.Freshness {
 		return nil
 	}
@@ -208,7 +204,7 @@ func stillEmployed(ctx context.Context, tx *Tx, person *record, address string, 
 		return false, nil
 	}
 	var company *enrich.Company
-	stored, err := findRecord(ctx, tx, originStore, store.RecordKey(enrich.LookupDomain, domain))
+	stored, err := findRecord(ctx, tx, store.OriginStore, store.RecordKey(enrich.LookupDomain, domain))
 	if err != nil {
 		return false, err
 	}
@@ -351,8 +347,7 @@ func (db *DB) CancelTask(ctx context.Context, orgID, id string) (*Task, error) {
 			return err
 		}
 		if t.Settled() {
-			return &enrich.Error{Kind: enrich.KindConflict, Code: "task_settled",
-				Message: fmt.Sprintf("the task has already %s and can no longer be canceled", t.Status)}
+			return store.TaskSettled(t.Status)
 		}
 		now := db.now()
 		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'canceled', finished_at = ?, lease_token = NULL, lease_until = NULL

@@ -15,8 +15,6 @@ import (
 )
 
 const (
-	// maxPasswordHash bounds what is stored: an argon2id or bcrypt string is about 100 bytes.
-	maxPasswordHash = 512
 	// sessionRefresh is how stale last_seen_at may get before a request writes it: a
 	// write per page view would be most of the dashboard's writes.
 	sessionRefresh = time.Minute
@@ -66,7 +64,7 @@ func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*Use
 			return err
 		}
 		if taken > 0 {
-			return &enrich.Error{Kind: enrich.KindConflict, Code: "user_exists", Message: "a user with email " + email + " already exists"}
+			return store.UserExists(email)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO users (id, org_id, email, role, created_at) VALUES (?, ?, ?, ?, ?)`,
 			u.ID, u.OrgID, u.Email, u.Role, ms(u.CreatedAt)); err != nil {
@@ -176,7 +174,7 @@ func (db *DB) NewSetupLink(ctx context.Context, email string) (string, error) {
 			return err
 		}
 		if u.DisabledAt != nil {
-			return &enrich.Error{Kind: enrich.KindConflict, Code: "user_disabled", Message: "user " + email + " is disabled: a disabled user cannot sign in again, so gets no link"}
+			return store.UserDisabled(email)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM user_links WHERE user_id = ?`, u.ID); err != nil {
 			return err
@@ -220,8 +218,8 @@ func (db *DB) linkUser(ctx context.Context, q querier, token string) (*User, err
 // the store never sees a password) as the user's, voids all the user's links, this
 // one included, and ends all its sessions, all in one transaction.
 func (db *DB) SetPassword(ctx context.Context, token, passwordHash string) (*User, error) {
-	if passwordHash == "" || len(passwordHash) > maxPasswordHash {
-		return nil, fmt.Errorf("a password hash of %d bytes: want 1 to %d", len(passwordHash), maxPasswordHash)
+	if passwordHash == "" || len(passwordHash) > store.MaxPasswordHash {
+		return nil, fmt.Errorf("a password hash of %d bytes: want 1 to %d", len(passwordHash), store.MaxPasswordHash)
 	}
 	var u *User
 	err := db.inTx(ctx, func(tx *Tx) error {

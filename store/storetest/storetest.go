@@ -4,7 +4,8 @@ package storetest
 
 import (
 	"context"
-	_ "enrichd/store/sqlite" // the default engine
+	_ "enrichd/store/postgres" // the engine several replicas share
+	_ "enrichd/store/sqlite"   // the default engine
 	"os"
 	"path/filepath"
 	"runtime"

@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/matryer/is"
 )
 
-// TestSeedLedgerAddsUp seeds a month of charges: the ledger, the grants and the
+// testSeedLedgerAddsUp seeds a month of charges: the ledger, the grants and the
 // balance (read from the daily sums) agree, and every day of the month was charged.
-func TestSeedLedgerAddsUp(t *testing.T) {
+func testSeedLedgerAddsUp(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, path, clk := openDB(t)
+	db, clk := env.DB, env.Clock
 	org := newOrg(t, db, "acme")
 	grant, err := db.GrantCredits(ctx, "acme", 10_000, nil)
 	is.NoErr(err)
@@ -28,7 +28,7 @@ func TestSeedLedgerAddsUp(t *testing.T) {
 	is.Equal(b.Charged, int64(3000))
 	is.Equal(b.Refund, int64(300)) // one in ten
 	is.Equal(b.Balance, int64(10_000-3000+300))
-	is.Equal(ledgerAddsUp(t, path, org), b.Balance) // the raw ledger, and the grant's remaining
+	is.Equal(ledgerAddsUp(t, env, org), b.Balance) // the raw ledger, and the grant's remaining
 
 	days, err := db.DailyCredits(ctx, org, 30, clk.Now())
 	is.NoErr(err)
@@ -43,12 +43,12 @@ func TestSeedLedgerAddsUp(t *testing.T) {
 	is.True(page[0].TaskID != nil)
 }
 
-// TestSeedDeliveries seeds a Loop's history: listed newest first, all delivered, none
+// testSeedDeliveries seeds a Loop's history: listed newest first, all delivered, none
 // due for the sender, and another organization cannot seed into the Loop.
-func TestSeedDeliveries(t *testing.T) {
+func testSeedDeliveries(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, _, _ := openDB(t)
+	db := env.DB
 	org := newOrg(t, db, "acme")
 	other := newOrg(t, db, "other")
 	loop, err := db.CreateLoop(ctx, store.NewLoop{OrgID: org, Name: "crm", ObjectType: "company", Enabled: true, WebhookURL: "https://example.com/hook"})

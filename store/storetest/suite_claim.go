@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"github.com/matryer/is"
 )
 
-// TestClaimLooksPastALoopThatHasItsShare: a Loop with a long due backlog and all its
+// testClaimLooksPastALoopThatHasItsShare: a Loop with a long due backlog and all its
 // share in flight must not hide another Loop's due delivery behind it.
-func TestClaimLooksPastALoopThatHasItsShare(t *testing.T) {
+func testClaimLooksPastALoopThatHasItsShare(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, _, clk := openDB(t)
+	db, clk := env.DB, env.Clock
 	org := newOrg(t, db, "acme")
 	slow := newLoop(t, db, org, "slow", enrich.ObjectCompany)
 	fast := newLoop(t, db, org, "fast", enrich.ObjectCompany)

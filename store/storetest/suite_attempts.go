@@ -1,4 +1,4 @@
-package sqlite_test
+package storetest
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 
 // A task whose claims keep being lost (its worker's process dies each time, so the
 // lease runs out) is not claimed for ever: after MaxTaskAttempts it fails, refunded.
-func TestATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt(t *testing.T) {
+func testATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, _, clk := openDB(t)
+	db, clk := env.DB, env.Clock
 	org := newOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
@@ -61,10 +61,10 @@ func TestATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt(t *testing.T) {
 
 // A claim given back at a shutdown is not a lost one: a task released any number of
 // times is still claimed, and its lost claims are counted from zero.
-func TestReleasedClaimsDoNotCountAsAttempts(t *testing.T) {
+func testReleasedClaimsDoNotCountAsAttempts(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, _, clk := openDB(t)
+	db, clk := env.DB, env.Clock
 	org := newOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)

@@ -1,0 +1,398 @@
+// Package postgres is enrichd's store on PostgreSQL: the same operations as the SQLite
+// store, with the same signatures and the same types (package store), for several
+// enrichd replicas sharing one database.
+//
+// SQLite's single writer made read-then-write safe; here many writers run at once, so
+// every rule that rested on it rests on the database instead: grants are locked (FOR
+// UPDATE) before a charge, claims skip rows another replica holds (FOR UPDATE SKIP
+// LOCKED), a Loop's delivery cap is counted over the deliveries leased in the
+// database, idempotency rests on a unique key, and sweeps run on one replica at a time
+// (pg_try_advisory_xact_lock). A task enqueued on one replica wakes the workers of all
+// of them through LISTEN/NOTIFY (DB.Wakeups), polling staying the fallback.
+//
+// Transactions run at READ COMMITTED; a serialization failure or a deadlock is retried
+// a few times (inTx). Times are BIGINT milliseconds since the epoch, UTC.
+package postgres
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed schema.sql
+var schema string
+
+// DefaultPoolSize is the connections a replica keeps at most when the DSN does not say
+// (pool_max_conns=N). pgxpool's own default, the number of CPUs and at least 4, is too
+// few: a transaction holds its connection for every round trip it makes, and the
+// workers, the webhook sender and the API's requests all wait on the pool at once. Ten
+// keeps ten replicas, with their LISTEN connections, inside PostgreSQL's default
+// max_connections of 100 with room for an operator's psql and backups.
+const DefaultPoolSize = 10
+
+// Advisory lock keys: "enrichd" in ASCII in the high bytes, the purpose in the lowest,
+// so they do not collide with another program's locks on the same database. Keys
+// 0x10 and above are for the queue's sweeps.
+const (
+	lockBase          int64 = 0x656e7269636864 << 8
+	lockMigrate             = lockBase | 0x01
+	lockPurgeSessions       = lockBase | 0x02
+)
+
+// DB is the enrichd store on a PostgreSQL database.
+type DB struct {
+	pool *pgxpool.Pool
+	// nowFn is the clock of every timestamp the store writes; tests move it.
+	nowFn func() time.Time
+	known int // migrations in the schema this binary embeds
+
+	health  storageHealth
+	probeMu sync.Mutex
+	probe   *writeProbe // the last CheckWritable, under way or done
+
+	transactions atomic.Int64 // inTx calls since Open
+	commits      atomic.Int64 // of them, the ones that committed
+
+	touches keyTouches // keys' last use being written
+
+	listen    listener
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// Open connects to the database at dsn (a postgres:// URL or key=value string) and
+// applies the migrations it lacks. now is the clock of every timestamp it writes.
+func Open(ctx context.Context, dsn string, now func() time.Time) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("the PostgreSQL connection string: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = DefaultPoolSize
+	}
+	if now == nil {
+		now = time.Now
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to PostgreSQL: %w", err)
+	}
+	db := &DB{pool: pool, nowFn: now, closing: make(chan struct{})}
+	if err := db.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Close stops the LISTEN connection and the key touches, and closes the pool.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() { close(db.closing) })
+	db.waitTouches()
+	db.listen.stop()
+	db.pool.Close()
+	return nil
+}
+
+// now is the store's clock at the millisecond precision it stores, so what a call
+// returns equals what a later read of the same row gives.
+func (db *DB) now() time.Time { return db.nowFn().UTC().Truncate(time.Millisecond) }
+
+// migration is one "-- migration N: title" section of schema.sql.
+type migration struct {
+	version int
+	title   string
+	sql     string
+}
+
+var migrationHeader = regexp.MustCompile(`(?m)^-- migration (\d+): (.*)$`)
+
+func parseMigrations(schema string) ([]migration, error) {
+	heads := migrationHeader.FindAllStringSubmatchIndex(schema, -1)
+	if len(heads) == 0 {
+		return nil, fmt.Errorf("the schema has no \"-- migration N: title\" sections")
+	}
+	var out []migration
+	for i, h := range heads {
+		end := len(schema)
+		if i+1 < len(heads) {
+			end = heads[i+1][0]
+		}
+		v, _ := strconv.Atoi(schema[h[2]:h[3]])
+		if v != i+1 {
+			return nil, fmt.Errorf("schema: migration %d found where %d was expected", v, i+1)
+		}
+		out = append(out, migration{version: v, title: strings.TrimSpace(schema[h[4]:h[5]]), sql: schema[h[1]:end]})
+	}
+	return out, nil
+}
+
+// migrate applies the embedded migrations the database lacks. Replicas started together
+// would each find a migration missing and apply it twice: a session advisory lock,
+// held on one connection across all of them, makes the others wait and then find
+// nothing to do.
+func (db *DB) migrate(ctx context.Context) error {
+	migrations, err := parseMigrations(schema)
+	if err != nil {
+		return err
+	}
+	db.known = len(migrations)
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return db.storageChecked(fmt.Errorf("cannot connect to PostgreSQL: %w", err))
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockMigrate); err != nil {
+		return fmt.Errorf("PostgreSQL: waiting for the migration lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockMigrate)
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version BIGINT PRIMARY KEY, title TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("PostgreSQL: creating the migrations table: %w", err)
+	}
+	for _, m := range migrations {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var applied bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&applied); err != nil {
+				return err
+			}
+			if applied {
+				return nil
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, title, applied_at) VALUES ($1, $2, $3)`,
+				m.version, m.title, ms(db.now()))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("PostgreSQL: migration %d (%s): %w", m.version, m.title, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion returns the newest applied migration.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := db.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, db.readChecked(err)
+}
+
+// Migrations returns the newest migration applied to the database and the newest this
+// binary knows. They differ when another binary migrated the database further, as
+// during a rolling upgrade of the replicas.
+func (db *DB) Migrations(ctx context.Context) (applied, known int, err error) {
+	applied, err = db.SchemaVersion(ctx)
+	return applied, db.known, err
+}
+
+// WriteStats are the totals since Open: write transactions run (inTx), and commits.
+// Without group commit they differ only by the transactions that failed.
+func (db *DB) WriteStats() (transactions, commits int64) {
+	return db.transactions.Load(), db.commits.Load()
+}
+
+// writeTimeout bounds a write transaction. Its statements do not stop when the caller
+// gives up (see inTx), so a database that stops answering would otherwise hold the
+// caller, and a pooled connection, for as long as the TCP connection lives.
+const writeTimeout = 30 * time.Second
+
+// maxTxAttempts is how many times a transaction is run when it fails on a
+// serialization failure or a deadlock, which another attempt usually does not meet.
+const maxTxAttempts = 4
+
+// inTx runs fn in a read-write transaction (READ COMMITTED): its changes are committed
+// when fn returns nil and undone otherwise. A caller gives up on a write by not starting
+// it, never by interrupting it, as with the SQLite store: once begun, fn runs to its end
+// whatever becomes of ctx (bounded by writeTimeout). A serialization failure or a
+// deadlock (40001, 40P01) runs fn again, so fn must have no effect outside the
+// transaction. A write the database cannot take (see storageFault) fails with the
+// store's storage_unavailable *enrich.Error.
+func (db *DB) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	db.transactions.Add(1)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = db.tx1(ctx, fn)
+		if attempt == maxTxAttempts || !retryable(err) {
+			break
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * time.Duration(1+rand.IntN(10)) * time.Millisecond):
+		case <-ctx.Done():
+			return db.storageChecked(err)
+		}
+	}
+	return db.storageChecked(err)
+}
+
+func (db *DB) tx1(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return fmt.Errorf("starting a database transaction: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := guarded(fn)(tx); err != nil {
+		return err
+	}
+	// While the database fails, a commit that wrote proves it takes writes again; one
+	// that wrote nothing proves nothing.
+	wrote := false
+	if db.health.failing.Load() {
+		if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned() IS NOT NULL`).Scan(&wrote); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing to the database: %w", err)
+	}
+	db.commits.Add(1)
+	if wrote {
+		db.storageRecovered()
+	}
+	return nil
+}
+
+// readTx runs fn in a read-only REPEATABLE READ transaction, for one consistent view
+// across several queries. A single query needs none: it reads db.pool directly (and
+// passes its error through readChecked).
+func (db *DB) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+	return db.readChecked(err)
+}
+
+// guarded turns a panic in fn into its error, rolling its transaction back.
+func guarded(fn func(pgx.Tx) error) func(pgx.Tx) error {
+	return func(tx pgx.Tx) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("a database transaction panicked: %v\n%s", p, debug.Stack())
+			}
+		}()
+		return fn(tx)
+	}
+}
+
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// storageFault reports whether err says the database cannot take writes or cannot be
+// reached: the server shutting down or not yet up (57P01-57P03), a full disk (53100),
+// a read-only server (25006, a standby after a fail-over), an I/O error or damage
+// (58030, XX001, XX002), a lost or refused connection (class 08, a failed connect, a
+// network error). Constraint violations, lock waits and the caller's own cancellation
+// are not.
+func storageFault(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", "57P02", "57P03", "53100", "25006", "58030", "XX001", "XX002":
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08")
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err) // a connection found closed before anything was sent
+}
+
+// storageUnavailable is the error a caller sees for a storage fault, the same the
+// SQLite store returns.
+func storageUnavailable() error {
+	return &enrich.Error{Kind: enrich.KindUnavailable, Code: store.CodeStorageUnavailable, RetryAfter: store.StorageRetryAfter,
+		Message: fmt.Sprintf("the service cannot store anything right now (its database does not take writes); nothing was done or charged; retry in %d seconds", store.StorageRetryAfter)}
+}
+
+// storageChecked turns err, the outcome of a write transaction, into the error its
+// caller sees: a storage fault becomes storage_unavailable and is recorded; anything
+// else is returned as it is.
+func (db *DB) storageChecked(err error) error {
+	if err == nil || !storageFault(err) {
+		return err
+	}
+	db.storageFailed(err)
+	return storageUnavailable()
+}
+
+// readChecked is storageChecked for a read: an unreachable database answers
+// storage_unavailable (503, retry) rather than an internal error, but a read does not
+// count as a write refused (StorageFailures).
+func (db *DB) readChecked(err error) error {
+	if err == nil || !storageFault(err) {
+		return err
+	}
+	return storageUnavailable()
+}
+
+// tryAdvisoryXactLock takes the transaction-scoped advisory lock key if no other
+// transaction holds it: a sweep that one replica runs at a time returns having done
+// nothing when it gets false, another replica being at it.
+func (db *DB) tryAdvisoryXactLock(ctx context.Context, tx pgx.Tx, key int64) (bool, error) {
+	var ok bool
+	err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, key).Scan(&ok)
+	return ok, err
+}
+
+// tasksChannel is the NOTIFY channel of enqueued tasks.
+const tasksChannel = "enrichd_tasks"
+
+// notifyTasks tells every replica's listener (DB.Wakeups) that a task was enqueued.
+// Call it inside the enqueue transaction: PostgreSQL delivers the notification when
+// it commits, and not at all if it rolls back; notifications of one transaction are
+// folded into one.
+func notifyTasks(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, tasksChannel)
+	return err
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// nullMS is t as a nullable BIGINT parameter.
+func nullMS(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+// fromNullMS is a nullable BIGINT column read into *int64, as a time.
+func fromNullMS(v *int64) *time.Time {
+	if v == nil {
+		return nil
+	}
+	t := fromMS(*v)
+	return &t
+}

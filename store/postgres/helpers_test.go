@@ -1,0 +1,26 @@
+package postgres
+
+import (
+	"errors"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+func storeBalance(granted, charged, refunded, expired int64) store.Balance {
+	return store.Balance{Balance: granted - charged + refunded - expired, Granted: granted, Charged: charged, Refund: refunded, Expired: expired}
+}
+
+func errCode(err error) string {
+	var e *enrich.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+type pgxTx = pgx.Tx

@@ -1,0 +1,50 @@
+package postgres
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+)
+
+// queueOps are the operations of this package's task, queue, records and maintenance
+// files, with the signatures *store.DB has: both types must satisfy it, so a signature
+// that drifts from the SQLite store's fails to compile here.
+type queueOps interface {
+	CreateTask(ctx context.Context, nt store.NewTask) (*store.Enqueued, error)
+	GetTask(ctx context.Context, orgID, id string) (*store.Task, error)
+	ListTasks(ctx context.Context, orgID, status string, page, pageSize int) ([]*store.Task, int64, error)
+	CancelTask(ctx context.Context, orgID, id string) (*store.Task, error)
+	CountTasks(ctx context.Context, orgID, status string) (int64, error)
+	FindTasks(ctx context.Context, orgID string, f store.TaskFilter) ([]*store.Task, *store.TaskCursor, error)
+	ClaimTask(ctx context.Context, lease time.Duration) (*store.Claim, error)
+	ExtendLease(ctx context.Context, c *store.Claim, lease time.Duration) (bool, error)
+	Settle(ctx context.Context, c *store.Claim, out store.Outcome) (bool, error)
+	ExpireTasks(ctx context.Context) ([]store.ExpiredTask, error)
+	RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []store.ExpiredTask, err error)
+	ReleaseTask(ctx context.Context, c *store.Claim) error
+	FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error)
+	Held() enrich.Held
+	Dataset() enrich.Source
+	Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (store.ImportStats, error)
+	PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (store.Purged, error)
+	QueueDepth(ctx context.Context) (queued, running int64, err error)
+	SpaceUsage(ctx context.Context) (*store.Space, error)
+	Backup(ctx context.Context, path string, overwrite bool) error
+	Checkpoint(ctx context.Context) (bool, error)
+	ReleaseMemory(ctx context.Context) error
+	CeilingWrite(ctx context.Context, orgID string, grantID int64) (string, error)
+	CeilingRead(ctx context.Context, id string) error
+	SeedTasks(ctx context.Context, orgID string, n int) error
+	SeedQueuedTasks(ctx context.Context, orgID string, n int) error
+}
+
+var (
+	_ queueOps = (*store.DB)(nil)
+	_ queueOps = (*DB)(nil)
+)
+
+// The dataset source searches staff as SQLite's does.
+var _ enrich.StaffSearcher = datasetSource{}

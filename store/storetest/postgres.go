@@ -1,0 +1,23 @@
+package storetest
+
+import (
+	"testing"
+
+	"enrichd/store/storetest/pgcluster"
+)
+
+// Environment variables the PostgreSQL tests read (see package pgcluster).
+const (
+	EnvPostgres        = pgcluster.EnvPostgres
+	EnvRequirePostgres = pgcluster.EnvRequirePostgres
+)
+
+// PostgresMain is TestMain for a package whose tests call PostgresURL: it stops the
+// cluster the tests started once they have run.
+func PostgresMain(m *testing.M) { pgcluster.Main(m) }
+
+// PostgresURL is a fresh, empty database for this test (pgcluster.URL).
+func PostgresURL(t testing.TB) string { return pgcluster.URL(t) }
+
+// PostgresServerURL is the server PostgresURL makes its databases on (pgcluster.ServerURL).
+func PostgresServerURL(t testing.TB) string { return pgcluster.ServerURL(t) }

@@ -1,0 +1,195 @@
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"github.com/matryer/is"
+)
+
+// resultsAddUp checks the invariants of task_results in the test's database: each row
+// counts exactly the tasks that point at it, none is left that no task points at, each
+// is keyed by the sha256 of its bytes, and no task points at a row that is not there.
+// It returns how many rows there are.
+func resultsAddUp(t *testing.T, env *Env) int {
+	t.Helper()
+	raw := env.Raw()
+	for what, q := range map[string]string{
+		"miscounted": `SELECT count(*) FROM task_results r WHERE refs != (SELECT count(*) FROM tasks WHERE result_id = r.id)`,
+		"orphaned":   `SELECT count(*) FROM task_results WHERE refs = 0`,
+		"dangling":   `SELECT count(*) FROM tasks WHERE result_id IS NOT NULL AND result_id NOT IN (SELECT id FROM task_results)`,
+	} {
+		var n int
+		if err := raw.QueryRow(q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("task_results: %d rows %s", n, what)
+		}
+	}
+	// The hash is checked here, not in SQL: the engines' sha256 functions differ.
+	rows, err := raw.Query(`SELECT id, hash, data FROM task_results`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id int64
+		var hash, data []byte
+		if err := rows.Scan(&id, &hash, &data); err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(data); string(hash) != string(sum[:]) {
+			t.Errorf("task_results: row %d misfiled: hash %x, sha256 of its data %x", id, hash, sum)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// settleCompany claims the next task and settles it with a company fetched from a
+// source, as a worker does.
+func settleCompany(t *testing.T, db *store.DB, name string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := db.ClaimTask(ctx, time.Minute)
+	if err != nil || c == nil {
+		t.Fatal(c, err)
+	}
+	res := enrich.Result{Company: &enrich.Company{Name: name, EnrichmentStatus: enrich.StatusEnriched, Domain: enrich.Ptr(c.Input.Target)}}
+	if ok, err := db.Settle(ctx, c, store.Outcome{Result: &res, Fetched: true}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+}
+
+func hexSum(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// testTaskReadsKeepTheirBytes settles a task through a worker, answers the same
+// company from the store, replays that request and refuses another inside the
+// request: each task reads back as it was answered, through every read, and the one
+// result the first three share is kept once.
+func testTaskReadsKeepTheirBytes(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 100, nil)
+	is.NoErr(err)
+
+	miss, err := db.CreateTask(ctx, newTask(org, "acme.com"))
+	is.NoErr(err)
+	is.Equal(miss.Task.Status, store.StatusQueued)
+	settleCompany(t, db, "Acme")
+	settled, err := db.GetTask(ctx, org, miss.Task.ID)
+	is.NoErr(err)
+	is.Equal(settled.Status, store.StatusSucceeded)
+	// The bytes a task has always stored: the record as the store gives it, marshaled.
+	stored, err := db.FindStored(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
+	is.NoErr(err)
+	want, err := json.Marshal(stored.Company)
+	is.NoErr(err)
+	is.Equal(string(settled.Data), string(want))
+
+	clk.Add(time.Minute)
+	nt := newTask(org, "acme.com")
+	nt.IdempotencyKey, nt.Endpoint, nt.BodyHash = "k1", "POST /v1/companies/enrich", hexSum(`{"domain":"acme.com"}`)
+	hit, err := db.CreateTask(ctx, nt)
+	is.NoErr(err)
+	is.Equal(hit.Task.Status, store.StatusSucceeded) // from the store, inside the request
+	is.Equal(string(hit.Task.Data), string(want))
+	replay, err := db.CreateTask(ctx, nt)
+	is.NoErr(err)
+	is.True(replay.Replayed)
+	is.Equal(replay.Task, hit.Task)
+
+	refused := newTask(org, "info@acme.com")
+	refused.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "info@acme.com"}
+	refused.Fail = &enrich.TaskError{Code: enrich.CodeNotFound, Message: "a role address"}
+	failed, err := db.CreateTask(ctx, refused)
+	is.NoErr(err)
+	is.Equal(failed.Task.Status, store.StatusFailed)
+	is.Equal(failed.Task.Data, nil)
+
+	answered := map[string]*store.Task{settled.ID: settled, hit.Task.ID: hit.Task, failed.Task.ID: failed.Task}
+	for id, task := range answered {
+		got, err := db.GetTask(ctx, org, id)
+		is.NoErr(err)
+		is.Equal(got, task)
+	}
+	listed, total, err := db.ListTasks(ctx, org, "", 0, 10)
+	is.NoErr(err)
+	is.Equal(total, int64(3))
+	found, _, err := db.FindTasks(ctx, org, store.TaskFilter{})
+	is.NoErr(err)
+	is.Equal(found, listed)
+	for _, task := range listed {
+		is.Equal(task, answered[task.ID])
+	}
+	is.Equal(resultsAddUp(t, env), 1) // the settled task's and the hit's: the same bytes, kept once
+	ledgerAddsUp(t, env, org)         // the refusal was charged and refunded
+}
+
+// testRetentionDeletesResultsNoTaskShares purges old tasks: a result that only they
+// had goes with them, one a recent task shares stays, and goes with the last task.
+func testRetentionDeletesResultsNoTaskShares(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 100, nil)
+	is.NoErr(err)
+
+	_, err = db.CreateTask(ctx, newTask(org, "shared.com"))
+	is.NoErr(err)
+	settleCompany(t, db, "Shared")
+	oldHit, err := db.CreateTask(ctx, newTask(org, "shared.com"))
+	is.NoErr(err)
+	is.Equal(oldHit.Task.Status, store.StatusSucceeded)
+	_, err = db.CreateTask(ctx, newTask(org, "alone.com"))
+	is.NoErr(err)
+	settleCompany(t, db, "Alone")
+	is.Equal(resultsAddUp(t, env), 2)
+
+	clk.Add(100 * 24 * time.Hour)
+	nt := newTask(org, "shared.com")
+	nt.Freshness = 365 * 24 * time.Hour // still answered from the store
+	recent, err := db.CreateTask(ctx, nt)
+	is.NoErr(err)
+	is.Equal(recent.Task.Status, store.StatusSucceeded)
+	is.Equal(recent.Task.Data, oldHit.Task.Data)
+
+	purge := func(cutoff time.Time) (tasks int) {
+		t.Helper()
+		for {
+			p, err := db.PurgeSettled(ctx, cutoff, 2)
+			is.NoErr(err)
+			tasks += p.Tasks
+			if p.Tasks < 2 {
+				return tasks
+			}
+		}
+	}
+	is.Equal(purge(clk.Now().Add(-90*24*time.Hour)), 3)
+	is.Equal(resultsAddUp(t, env), 1) // alone.com's went; shared.com's is still read
+	got, err := db.GetTask(ctx, org, recent.Task.ID)
+	is.NoErr(err)
+	is.Equal(got, recent.Task)
+
+	clk.Add(100 * 24 * time.Hour)
+	is.Equal(purge(clk.Now().Add(-90*24*time.Hour)), 1)
+	is.Equal(resultsAddUp(t, env), 0)
+}

@@ -1,0 +1,540 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"github.com/matryer/is"
+)
+
+func testChargesTakeTheGrantThatExpiresFirst(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := newOrg(t, db, "acme")
+	later := clk.Now().Add(48 * time.Hour)
+	sooner := clk.Now().Add(24 * time.Hour)
+	_, err := db.GrantCredits(ctx, "acme", 5, nil)
+	is.NoErr(err)
+	laterID, err := db.GrantCredits(ctx, "acme", 1, &later)
+	is.NoErr(err)
+	soonerID, err := db.GrantCredits(ctx, "acme", 1, &sooner)
+	is.NoErr(err)
+
+	first, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	is.NoErr(err)
+	second, err := db.CreateTask(ctx, newTask(org, "b.com"))
+	is.NoErr(err)
+
+	ledger, err := db.CreditLedger(ctx, "acme")
+	is.NoErr(err)
+	charges := map[string]int64{}
+	for _, e := range ledger {
+		if e.Kind == store.LedgerCharge {
+			charges[*e.TaskID] = e.GrantID
+		}
+	}
+	is.Equal(charges[first.Task.ID], soonerID) // the grant expiring first pays first
+	is.Equal(charges[second.Task.ID], laterID)
+}
+
+func testInsufficientAndExpiredCredits(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := newOrg(t, db, "acme")
+
+	_, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	var e *enrich.Error
+	is.True(errors.As(err, &e))
+	is.Equal(e.Kind, enrich.KindPaymentRequired)
+	is.Equal(e.Code, "insufficient_credits")
+	is.Equal(*e.CreditsRemaining, int64(0))
+
+	exp := clk.Now().Add(time.Hour)
+	_, err = db.GrantCredits(ctx, "acme", 3, &exp)
+	is.NoErr(err)
+	clk.Add(2 * time.Hour)
+	_, err = db.CreateTask(ctx, newTask(org, "a.com"))
+	is.True(errors.As(err, &e))
+	is.Equal(e.Code, "credits_expired")
+	is.Equal(*e.CreditsRemaining, int64(0))
+
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b, store.Balance{Balance: 0, Granted: 3, Expired: 3})
+	tasks, total, err := db.ListTasks(ctx, org, "", 0, 10)
+	is.NoErr(err)
+	is.Equal(total, int64(0)) // a refused request creates no task
+	is.Equal(len(tasks), 0)
+}
+
+func testRefundToAGrantThatExpiredMeanwhileExpiresAtOnce(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := newOrg(t, db, "acme")
+	exp := clk.Now().Add(time.Minute)
+	_, err := db.GrantCredits(ctx, "acme", 2, &exp)
+	is.NoErr(err)
+	created, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	is.NoErr(err)
+	clk.Add(2 * time.Minute)
+	_, err = db.CancelTask(ctx, org, created.Task.ID)
+	is.NoErr(err)
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Balance, int64(0))
+	is.Equal(b, store.Balance{Balance: 0, Granted: 2, Charged: 1, Refund: 1, Expired: 2})
+}
+
+// testLedgerAddsUpAfterAMixedWorkload drives charges, refunds (failures, cancels,
+// expiries) and expiring grants at random and checks that the ledger's sums equal the
+// balance the store spends from.
+func testLedgerAddsUpAfterAMixedWorkload(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := newOrg(t, db, "acme")
+	r := rand.New(rand.NewPCG(1, 2))
+	var open []string
+	for i := range 400 {
+		switch op := r.IntN(10); {
+		case op == 0:
+			exp := clk.Now().Add(time.Duration(r.IntN(120)) * time.Minute)
+			_, err := db.GrantCredits(ctx, "acme", int64(1+r.IntN(20)), &exp)
+			is.NoErr(err)
+		case op == 1:
+			_, err := db.GrantCredits(ctx, "acme", int64(1+r.IntN(5)), nil)
+			is.NoErr(err)
+		case op <= 5:
+			nt := newTask(org, "d"+string(rune('a'+i%26))+".com")
+			if r.IntN(3) == 0 {
+				nt.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"} // costs 3
+			}
+			res, err := db.CreateTask(ctx, nt)
+			if err != nil {
+				is.Equal(enrich.KindOf(err), enrich.KindPaymentRequired)
+				continue
+			}
+			open = append(open, res.Task.ID)
+		case op == 6 && len(open) > 0:
+			_, err := db.CancelTask(ctx, org, open[0])
+			if err != nil {
+				is.Equal(enrich.KindOf(err), enrich.KindConflict) // settled by a claim meanwhile
+			}
+			open = open[1:]
+		case op == 7:
+			c, err := db.ClaimTask(ctx, time.Minute)
+			is.NoErr(err)
+			if c != nil && r.IntN(4) == 0 {
+				continue // a worker that dies holding it: requeued once the lease runs out
+			}
+			if c != nil {
+				out := store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeNotFound, Message: "no"}}
+				if r.IntN(2) == 0 {
+					out = store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: "X", Domain: enrich.Ptr(c.Input.Target)}}, Fetched: true}
+				}
+				ok, err := db.Settle(ctx, c, out)
+				is.NoErr(err)
+				is.True(ok)
+			}
+		default:
+			clk.Add(time.Duration(r.IntN(15)) * time.Minute)
+			_, _, err := db.RequeueAbandoned(ctx)
+			is.NoErr(err)
+			_, err = db.ExpireTasks(ctx)
+			is.NoErr(err)
+		}
+	}
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Balance, b.Granted-b.Charged+b.Refund-b.Expired)
+	is.True(b.Charged > 0 && b.Refund > 0 && b.Expired > 0) // the workload did exercise every kind
+
+	// The grants' spendable remainder, which charges draw on, equals the ledger's sum.
+	raw := env.Raw()
+	var spendable int64
+	is.NoErr(raw.QueryRow(`SELECT coalesce(sum(remaining), 0) FROM credit_grants WHERE org_id = ? AND expired_at IS NULL`, org).Scan(&spendable))
+	is.Equal(spendable, b.Balance)
+	// Every failed or canceled task was refunded exactly what it was charged.
+	var unbalanced int
+	is.NoErr(raw.QueryRow(`SELECT count(*) FROM tasks t WHERE t.status IN ('failed', 'canceled') AND t.credits_charged !=
+		(SELECT coalesce(sum(amount), 0) FROM credit_ledger l WHERE l.task_id = t.id AND l.kind = 'refund')`).Scan(&unbalanced))
+	is.Equal(unbalanced, 0)
+
+	// The counts behind list totals and the backlog check agree with the table.
+	var drift int
+	is.NoErr(raw.QueryRow(`SELECT count(*) FROM (
+		SELECT org_id, status, count(*) AS n FROM tasks GROUP BY org_id, status
+		EXCEPT SELECT org_id, status, n FROM task_counts WHERE n > 0) AS drifted`).Scan(&drift))
+	is.Equal(drift, 0)
+	is.NoErr(raw.QueryRow(`SELECT count(*) FROM task_counts c WHERE n != (SELECT count(*) FROM tasks t WHERE t.org_id = c.org_id AND t.status = c.status)`).Scan(&drift))
+	is.Equal(drift, 0)
+	// The daily sums the dashboard's chart reads agree with the ledger they summarize.
+	fromLedger, kept := creditSums(t, raw)
+	is.Equal(kept, fromLedger)
+	var all int64
+	is.NoErr(raw.QueryRow(`SELECT count(*) FROM tasks WHERE org_id = ?`, org).Scan(&all))
+	_, total, err := db.ListTasks(ctx, org, "", 0, 1)
+	is.NoErr(err)
+	is.Equal(total, all)
+	for _, status := range []string{store.StatusQueued, store.StatusRunning, store.StatusSucceeded, store.StatusFailed, store.StatusCanceled} {
+		var want int64
+		is.NoErr(raw.QueryRow(`SELECT count(*) FROM tasks WHERE org_id = ? AND status = ?`, org, status).Scan(&want))
+		got, err := db.CountTasks(ctx, org, status)
+		is.NoErr(err)
+		is.Equal(got, want)
+	}
+}
+
+func testClaimsAreRoundRobinAcrossOrgsAndFIFOWithin(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	big, small := newOrg(t, db, "big"), newOrg(t, db, "small")
+	for _, name := range []string{"big", "small"} {
+		_, err := db.GrantCredits(ctx, name, 100, nil)
+		is.NoErr(err)
+	}
+	for i := range 20 {
+		_, err := db.CreateTask(ctx, newTask(big, "big"+string(rune('a'+i))+".com"))
+		is.NoErr(err)
+		clk.Add(time.Millisecond)
+	}
+	for _, d := range []string{"s1.com", "s2.com"} {
+		_, err := db.CreateTask(ctx, newTask(small, d))
+		is.NoErr(err)
+		clk.Add(time.Millisecond)
+	}
+	var order []string
+	for range 6 {
+		c, err := db.ClaimTask(ctx, time.Minute)
+		is.NoErr(err)
+		order = append(order, c.Input.Target)
+	}
+	// Turns alternate between the organizations, whichever went first, so the small
+	// one's two tasks are among the first four claims despite the other's backlog; each
+	// organization's tasks come out in the order they were sent.
+	var bigOnes, smallOnes []string
+	for i, target := range order {
+		if strings.HasPrefix(target, "s") {
+			smallOnes = append(smallOnes, target)
+			is.True(i < 4)
+		} else {
+			bigOnes = append(bigOnes, target)
+		}
+	}
+	is.Equal(smallOnes, []string{"s1.com", "s2.com"})
+	is.Equal(bigOnes, []string{"biga.com", "bigb.com", "bigc.com", "bigd.com"})
+	is.True(order[0][0] != order[1][0]) // the first two claims went to different organizations
+}
+
+func testAbandonedClaimsAreRequeuedAndSettleOnce(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+	created, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	is.NoErr(err)
+
+	dead, err := db.ClaimTask(ctx, 30*time.Second)
+	is.NoErr(err)
+	n, _, err := db.RequeueAbandoned(ctx)
+	is.NoErr(err)
+	is.Equal(n, 0) // the lease still holds
+
+	clk.Add(31 * time.Second)
+	n, _, err = db.RequeueAbandoned(ctx)
+	is.NoErr(err)
+	is.Equal(n, 1)
+	alive, err := db.ClaimTask(ctx, 30*time.Second)
+	is.NoErr(err)
+	is.Equal(alive.TaskID, created.Task.ID)
+
+	out := store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: "A", Domain: enrich.Ptr("a.com")}}, Fetched: true}
+	ok, err := db.Settle(ctx, dead, out) // the first worker woke up late: its claim is gone
+	is.NoErr(err)
+	is.True(!ok)
+	ok, err = db.ExtendLease(ctx, dead, time.Minute)
+	is.NoErr(err)
+	is.True(!ok)
+	ok, err = db.Settle(ctx, alive, out)
+	is.NoErr(err)
+	is.True(ok)
+	ok, err = db.Settle(ctx, alive, out) // and only once
+	is.NoErr(err)
+	is.True(!ok)
+
+	task, err := db.GetTask(ctx, org, created.Task.ID)
+	is.NoErr(err)
+	is.Equal(task.Status, store.StatusSucceeded)
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Charged, int64(1))
+}
+
+func testImportIsAllOrNothing(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	good := `{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}` + "\n"
+	for _, badLine := range []string{
+		`{"type":"person","full_name":"No URL"}`,
+		`{"type":"person","network_url":"https://www.linkedin.com/in/x","positions":[{"start_date":"2020-13-45"}]}`,
+		`{"type":"person","network_url":"https://www.linkedin.com/in/x","positions":[{"start_date":"2020-01-01","start_date_precision":"week"}]}`,
+	} {
+		_, err := db.Import(ctx, strings.NewReader(good+"\n"+badLine+"\n"), enrich.Normalizer{})
+		is.True(err != nil)
+		is.True(strings.Contains(err.Error(), "line 3"))
+	}
+	_, err := db.Dataset().CompanyByDomain(ctx, "acme.com")
+	is.True(errors.Is(err, enrich.ErrNotFound)) // line 1 was not imported either
+
+	stats, err := db.Import(ctx, strings.NewReader(good), enrich.Normalizer{})
+	is.NoErr(err)
+	is.Equal(stats, store.ImportStats{Companies: 1})
+	c, err := db.Dataset().CompanyByDomain(ctx, "acme.io")
+	is.NoErr(err)
+	is.Equal(*c.Domain, "acme.com")
+	is.Equal(*c.Redirect, enrich.Redirect{From: "acme.io", To: "acme.com", Confirmed: false})
+	c, err = db.Dataset().CompanyByDomain(ctx, "acme.com")
+	is.NoErr(err)
+	is.Equal(c.Redirect, nil)
+}
+
+// testAChangedDomainStaysAnAlias re-imports a company under a new canonical domain:
+// its old domain answers with a redirect instead of passing the company off as its own,
+// and a record whose every key moved elsewhere is gone.
+func testAChangedDomainStaysAnAlias(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	imp := func(lines ...string) {
+		t.Helper()
+		_, err := db.Import(ctx, strings.NewReader(strings.Join(lines, "\n")), enrich.Normalizer{})
+		is.NoErr(err)
+	}
+	imp(`{"type":"company","name":"Acme","domain":"acme.com"}`)
+	imp(`{"type":"company","name":"Acme","domain":"acme.com","network_url":"https://www.linkedin.com/company/acme"}`)
+	imp(`{"type":"company","name":"Acme Inc","domain":"acme.net","network_url":"https://www.linkedin.com/company/acme"}`)
+
+	c, err := db.Dataset().CompanyByDomain(ctx, "acme.com")
+	is.NoErr(err)
+	is.Equal(c.Name, "Acme Inc")
+	is.Equal(*c.Redirect, enrich.Redirect{From: "acme.com", To: "acme.net", Confirmed: false})
+	c, err = db.Dataset().CompanyByDomain(ctx, "acme.net")
+	is.NoErr(err)
+	is.Equal(c.Redirect, nil)
+
+	raw := env.Raw()
+	var records int
+	is.NoErr(raw.QueryRow(`SELECT count(*) FROM records`).Scan(&records))
+	is.Equal(records, 1) // the first, domain-only record lost its key to the second and is gone
+}
+
+func testClaimSkipsOrganizationsWithNothingLeftQueued(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	first, second := newOrg(t, db, "first"), newOrg(t, db, "second")
+	for _, name := range []string{"first", "second"} {
+		_, err := db.GrantCredits(ctx, name, 10, nil)
+		is.NoErr(err)
+	}
+	gone, err := db.CreateTask(ctx, newTask(first, "a.com"))
+	is.NoErr(err)
+	waiting, err := db.CreateTask(ctx, newTask(second, "b.com"))
+	is.NoErr(err)
+	_, err = db.CancelTask(ctx, first, gone.Task.ID) // first keeps its turn with nothing queued
+	is.NoErr(err)
+
+	c, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c.TaskID, waiting.Task.ID)
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c, nil) // nothing is left
+
+	// A released task gets back in line and keeps no start time.
+	again, err := db.CreateTask(ctx, newTask(first, "c.com"))
+	is.NoErr(err)
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.NoErr(db.ReleaseTask(ctx, c))
+	task, err := db.GetTask(ctx, first, again.Task.ID)
+	is.NoErr(err)
+	is.Equal(task.Status, store.StatusQueued)
+	is.Equal(task.StartedAt, nil)
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c.TaskID, again.Task.ID)
+}
+
+func testPaymentRequiredShowsWhatRemains(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 2, nil)
+	is.NoErr(err)
+	nt := newTask(org, "jane@acme.com")
+	nt.Input.Lookup = enrich.LookupEmail // costs 3
+	_, err = db.CreateTask(ctx, nt)
+	var e *enrich.Error
+	is.True(errors.As(err, &e))
+	is.Equal(e.Code, "insufficient_credits")
+	is.Equal(*e.CreditsRemaining, int64(2))
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Balance, int64(2))
+}
+
+// testATaskCanFailInsideTheRequest creates a task that is refused before any lookup:
+// it is failed at once, charged and refunded in the same transaction, never queued.
+func testATaskCanFailInsideTheRequest(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+
+	nt := newTask(org, "x")
+	nt.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "info@acme.com"}
+	nt.Fail = &enrich.TaskError{Code: enrich.CodeNotFound, Message: "a role address"}
+	res, err := db.CreateTask(ctx, nt)
+	is.NoErr(err)
+	is.Equal(res.Task.Status, store.StatusFailed)
+	is.Equal(res.Task.Error, nt.Fail)
+	is.Equal(res.Task.CreditsCharged, int64(3))
+	is.True(res.Task.FinishedAt != nil && res.Task.QueuedAt == nil)
+
+	got, err := db.GetTask(ctx, org, res.Task.ID)
+	is.NoErr(err)
+	is.Equal(got.Status, store.StatusFailed)
+	is.Equal(got.Error, nt.Fail) // the error is stored with the task
+
+	ledger, err := db.CreditLedger(ctx, "acme")
+	is.NoErr(err)
+	var kinds []string
+	for _, l := range ledger {
+		if l.TaskID != nil && *l.TaskID == res.Task.ID {
+			kinds = append(kinds, l.Kind+":"+strconv.FormatInt(l.Amount, 10))
+		}
+	}
+	is.Equal(kinds, []string{"charge:3", "refund:3"})
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Balance, int64(10))
+
+	claim, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(claim, nil) // nothing was queued
+}
+
+// testHeldDataForEmailLookups imports a person with an address and
+// finds them by it in another case and with a +tag; what an ambiguous lookup gathered
+// is read back within the window only.
+func testHeldDataForEmailLookups(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	_, err := db.Import(ctx, strings.NewReader(`{"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe","emails":["Jane.Doe@Acme.com"]}`), enrich.Normalizer{})
+	is.NoErr(err)
+	h, err := db.Held().PersonByEmail(ctx, "jane.doe+x@acme.com")
+	is.NoErr(err)
+	is.True(h != nil)
+	is.Equal(*h.Person.FullName, "Jane Doe")
+	h, err = db.Held().PersonByEmail(ctx, "john.doe@acme.com")
+	is.NoErr(err)
+	is.Equal(h, nil)
+
+	g, err := db.Held().Gathering(ctx, "j@acme.com", clk.Now().Add(-time.Hour))
+	is.NoErr(err)
+	is.Equal(g, nil)
+}
+
+// testExpiryOfABacklogRefundsEveryTask expires more tasks than one transaction takes.
+func testExpiryOfABacklogRefundsEveryTask(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 5000, nil)
+	is.NoErr(err)
+	for i := range 1200 {
+		_, err := db.CreateTask(ctx, newTask(org, fmt.Sprintf("d%d.com", i)))
+		is.NoErr(err)
+	}
+	clk.Add(11 * time.Minute)
+	expired, err := db.ExpireTasks(ctx)
+	is.NoErr(err)
+	is.Equal(len(expired), 1200)
+	failed, err := db.CountTasks(ctx, org, store.StatusFailed)
+	is.NoErr(err)
+	is.Equal(failed, int64(1200))
+	b, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(b.Charged, int64(1200))
+	is.Equal(b.Refund, int64(1200))
+	is.Equal(b.Balance, int64(5000))
+}
+
+// testATaskWhoseInputCannotBeReadDoesNotStopTheQueue: a row whose input is not JSON
+// (written by hand, or by another version) is claimed without hints, and the other
+// organizations keep being served.
+func testATaskWhoseInputCannotBeReadDoesNotStopTheQueue(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	first, second := newOrg(t, db, "first"), newOrg(t, db, "second")
+	for _, org := range []string{"first", "second"} {
+		_, err := db.GrantCredits(ctx, org, 10, nil)
+		is.NoErr(err)
+	}
+	bad, err := db.CreateTask(ctx, newTask(first, "bad.com"))
+	is.NoErr(err)
+	_, err = db.CreateTask(ctx, newTask(second, "good.com"))
+	is.NoErr(err)
+	raw := env.Raw()
+	_, err = raw.Exec(`UPDATE tasks SET input = '' WHERE id = ?`, bad.Task.ID)
+	is.NoErr(err)
+
+	c1, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c1.TaskID, bad.Task.ID)
+	is.Equal(c1.Input.Hints, enrich.Hints{})
+	c2, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c2.Input.Target, "good.com")
+}
+
+func newOrg(t testing.TB, db *store.DB, name string) string {
+	t.Helper()
+	org, err := db.CreateOrg(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return org.ID
+}
+
+func newTask(orgID, domain string) store.NewTask {
+	raw, _ := json.Marshal(map[string]string{"domain": domain})
+	return store.NewTask{
+		OrgID: orgID, Input: enrich.Input{Lookup: enrich.LookupDomain, Target: domain}, RawInput: raw,
+		TTL: 10 * time.Minute, MaxBacklog: 10000, Freshness: 30 * 24 * time.Hour,
+	}
+}
