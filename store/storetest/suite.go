@@ -16,6 +16,7 @@ var conformanceTests = []conformanceTest{
 	{"ExpiryOfABacklogRefundsEveryTask", testExpiryOfABacklogRefundsEveryTask},
 	{"ATaskWhoseInputCannotBeReadDoesNotStopTheQueue", testATaskWhoseInputCannotBeReadDoesNotStopTheQueue},
 	{"ATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt", testATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt},
+	{"ALateAttemptDoesNotOverwriteANewerOutcome", testALateAttemptDoesNotOverwriteANewerOutcome},
 	{"ReleasedClaimsDoNotCountAsAttempts", testReleasedClaimsDoNotCountAsAttempts},
 	{"ClaimLooksPastALoopThatHasItsShare", testClaimLooksPastALoopThatHasItsShare},
 	{"GetOrg", testGetOrg},
