@@ -17,6 +17,7 @@ var conformanceTests = []conformanceTest{
 	{"ATaskWhoseInputCannotBeReadDoesNotStopTheQueue", testATaskWhoseInputCannotBeReadDoesNotStopTheQueue},
 	{"ATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt", testATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt},
 	{"ALateAttemptDoesNotOverwriteANewerOutcome", testALateAttemptDoesNotOverwriteANewerOutcome},
+	{"ARecordWithTextNoIndexTakesWholeIsKept", testARecordWithTextNoIndexTakesWholeIsKept},
 	{"ReleasedClaimsDoNotCountAsAttempts", testReleasedClaimsDoNotCountAsAttempts},
 	{"ClaimLooksPastALoopThatHasItsShare", testClaimLooksPastALoopThatHasItsShare},
 	{"GetOrg", testGetOrg},
