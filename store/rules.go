@@ -428,6 +428,15 @@ func StorageUnavailable() error {
 		Message: fmt.Sprintf("the service cannot store anything right now (its database does not take writes); nothing was done or charged; retry in %d seconds", StorageRetryAfter)}
 }
 
+// CommitUnknown is the answer to a write whose commit was cut off (the connection to
+// the database server was lost while it committed): the server may have kept it or
+// not, so unlike StorageUnavailable it promises nothing, and says how to retry safely.
+func CommitUnknown() error {
+	return &enrich.Error{Kind: enrich.KindUnavailable, Code: CodeStorageUnavailable, RetryAfter: StorageRetryAfter,
+		Message: fmt.Sprintf("the connection to the database was lost while this request was being stored: it may or may not have been kept; "+
+			"retry in %d seconds with the same Idempotency-Key to get the same task (without one, it may be done, and charged, twice)", StorageRetryAfter)}
+}
+
 // TimedOut is the error of a task failed for outliving its expires_at.
 var TimedOut = enrich.TaskError{Code: enrich.CodeTimedOut,
 	Message: "the enrichment did not finish within the task's lifetime; retrying is safe"}
