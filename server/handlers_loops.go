@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"enrichd/enrich"
@@ -32,6 +33,9 @@ func pathID(r *http.Request) string {
 func checkLoopName(name string) error {
 	if strings.TrimSpace(name) == "" || utf8.RuneCountInString(name) > maxLoopName {
 		return enrich.Errorf(enrich.KindInvalid, "name must be 1 to %d characters, not blank", maxLoopName)
+	}
+	if strings.IndexFunc(name, unicode.IsControl) >= 0 {
+		return enrich.Errorf(enrich.KindInvalid, "name must be one line of text, without control characters")
 	}
 	return nil
 }

@@ -245,6 +245,8 @@ func TestLoopCreateAndPatchRefuseBadInput(t *testing.T) {
 		{"no name", "POST", "/v1/loops", map[string]any{"webhook_url": rcv.srv.URL}, "name is required"},
 		{"blank name", "POST", "/v1/loops", map[string]any{"name": "  ", "webhook_url": rcv.srv.URL}, "name must be"},
 		{"long name", "POST", "/v1/loops", map[string]any{"name": long, "webhook_url": rcv.srv.URL}, "name must be"},
+		{"control character in name", "POST", "/v1/loops", map[string]any{"name": "crm\x00sync", "webhook_url": rcv.srv.URL}, "without control characters"},
+		{"control character in a new name", "PATCH", "/v1/loops/" + id, map[string]any{"name": "crm\nsync"}, "without control characters"},
 		{"no URL", "POST", "/v1/loops", map[string]any{"name": "x"}, "webhook_url is required"},
 		{"not a URL", "POST", "/v1/loops", map[string]any{"name": "x", "webhook_url": "hooks"}, "webhook_url"},
 		{"ftp URL", "POST", "/v1/loops", map[string]any{"name": "x", "webhook_url": "ftp://example.com/"}, "https"},

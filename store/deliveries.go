@@ -54,6 +54,10 @@ type Dispatch struct {
 	Secret  string
 	Payload []byte
 	Attempt int // 1 for the first
+	// LeaseUntil is the lease this claim holds (ms since the epoch). Recording the
+	// attempt checks it: a sender whose lease ran out, and whose delivery another
+	// sender claimed and sent since, must not overwrite that sender's outcome.
+	LeaseUntil int64
 }
 
 // Attempt is how one attempt to send a delivery went.

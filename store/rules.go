@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The rules every engine keeps the same way: how records are keyed and read back, what
@@ -36,13 +37,13 @@ type RecordKeys map[string]sql.NullInt64
 func RecordKey(lookup enrich.Lookup, target string) string {
 	switch lookup {
 	case enrich.LookupDomain:
-		return "domain:" + target
+		return Key("domain", target)
 	case enrich.LookupCompanyURL:
-		return "company:" + target
+		return Key("company", target)
 	case enrich.LookupPersonURL:
-		return "person:" + target
+		return Key("person", target)
 	}
-	return "email:" + enrich.AddressKey(target)
+	return Key("email", enrich.AddressKey(target))
 }
 
 // IdentityKey is the key that names a record itself: a company by its network page,
@@ -50,13 +51,13 @@ func RecordKey(lookup enrich.Lookup, target string) string {
 // neither.
 func IdentityKey(res enrich.Result, fallback string) string {
 	if c := res.Company; c != nil && c.NetworkURL != nil {
-		return "company:" + *c.NetworkURL
+		return Key("company", *c.NetworkURL)
 	}
 	if c := res.Company; c != nil && c.Domain != nil {
-		return "domain:" + *c.Domain
+		return Key("domain", *c.Domain)
 	}
 	if p := res.Person; p != nil && p.NetworkURL != nil {
-		return "person:" + *p.NetworkURL
+		return Key("person", *p.NetworkURL)
 	}
 	return fallback
 }
@@ -70,10 +71,10 @@ func ResultJSON(res enrich.Result) (json.RawMessage, error) {
 
 func AddCompanyKeys(keys RecordKeys, c *enrich.Company) {
 	if c.Domain != nil {
-		keys["domain:"+*c.Domain] = sql.NullInt64{}
+		keys[Key("domain", *c.Domain)] = sql.NullInt64{}
 	}
 	if c.NetworkURL != nil {
-		keys["company:"+*c.NetworkURL] = sql.NullInt64{}
+		keys[Key("company", *c.NetworkURL)] = sql.NullInt64{}
 	}
 }
 
@@ -333,7 +334,7 @@ func ParseImport(r io.Reader, norm enrich.Normalizer) ([]ImportRecord, ImportSta
 					return nil, ImportStats{}, lineErr("domains: %v", err)
 				}
 				if c.Domain == nil || d != *c.Domain {
-					p.Keys["domain:"+d] = sql.NullInt64{Valid: true, Int64: 0}
+					p.Keys[Key("domain", d)] = sql.NullInt64{Valid: true, Int64: 0}
 				}
 			}
 			c.Redirect = nil
@@ -350,7 +351,7 @@ func ParseImport(r io.Reader, norm enrich.Normalizer) ([]ImportRecord, ImportSta
 			if err := normalizePerson(norm, &ps.Person); err != nil {
 				return nil, ImportStats{}, lineErr("%v", err)
 			}
-			p.Keys["person:"+*ps.NetworkURL] = sql.NullInt64{}
+			p.Keys[Key("person", *ps.NetworkURL)] = sql.NullInt64{}
 			for _, e := range ps.Emails {
 				addr, err := norm.Email(e)
 				if err != nil {
@@ -425,6 +426,15 @@ func IdempotencyKeyReused(firstEndpoint, endpoint string) error {
 func StorageUnavailable() error {
 	return &enrich.Error{Kind: enrich.KindUnavailable, Code: CodeStorageUnavailable, RetryAfter: StorageRetryAfter,
 		Message: fmt.Sprintf("the service cannot store anything right now (its database does not take writes); nothing was done or charged; retry in %d seconds", StorageRetryAfter)}
+}
+
+// CommitUnknown is the answer to a write whose commit was cut off (the connection to
+// the database server was lost while it committed): the server may have kept it or
+// not, so unlike StorageUnavailable it promises nothing, and says how to retry safely.
+func CommitUnknown() error {
+	return &enrich.Error{Kind: enrich.KindUnavailable, Code: CodeStorageUnavailable, RetryAfter: StorageRetryAfter,
+		Message: fmt.Sprintf("the connection to the database was lost while this request was being stored: it may or may not have been kept; "+
+			"retry in %d seconds with the same Idempotency-Key to get the same task (without one, it may be done, and charged, twice)", StorageRetryAfter)}
 }
 
 // TimedOut is the error of a task failed for outliving its expires_at.
@@ -509,7 +519,7 @@ func FetchedRecord(in enrich.Input, res enrich.Result, byTarget bool, fetchedAt,
 			if c.Redirect != nil && c.Redirect.Confirmed {
 				confirmed = 1
 			}
-			keys["domain:"+in.Target] = sql.NullInt64{Valid: true, Int64: confirmed}
+			keys[Key("domain", in.Target)] = sql.NullInt64{Valid: true, Int64: confirmed}
 		}
 		shown = enrich.Result{Company: c}
 		c = ptrCopy(c)
@@ -523,7 +533,7 @@ func FetchedRecord(in enrich.Input, res enrich.Result, byTarget bool, fetchedAt,
 			p.Positions = []enrich.Position{}
 		}
 		if p.NetworkURL != nil {
-			keys["person:"+*p.NetworkURL] = sql.NullInt64{}
+			keys[Key("person", *p.NetworkURL)] = sql.NullInt64{}
 		}
 		shown = enrich.Result{Person: p}
 		p = ptrCopy(p)
@@ -534,3 +544,43 @@ func FetchedRecord(in enrich.Input, res enrich.Result, byTarget bool, fetchedAt,
 }
 
 func ptrCopy[T any](v *T) *T { c := *v; return &c }
+
+// maxIndexedText bounds a text value kept in an indexed column: PostgreSQL refuses a
+// b-tree entry past about 2,700 bytes, and a vendor may send a company name or a URL
+// of any length.
+const maxIndexedText = 1000
+
+// Key is the record key of a value of kind (domain, company, person, email): "kind:value".
+// A key too long to index ends in the sha256 of the whole instead, and a NUL, which
+// PostgreSQL cannot keep in text, becomes U+FFFD: every engine keys the same value the
+// same way.
+func Key(kind, value string) string {
+	k := strings.ReplaceAll(kind+":"+value, "\x00", "\uFFFD")
+	if len(k) <= maxIndexedText {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return truncate(k, maxIndexedText-1-2*sha256.Size) + "#" + hex.EncodeToString(sum[:])
+}
+
+// IndexedText is s as an indexed column keeps it (a position's title, company name,
+// company page or domain): without NULs, and at most maxIndexedText bytes, cut at a
+// character's boundary. The record itself keeps the text whole.
+func IndexedText(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	t := truncate(strings.ReplaceAll(*s, "\x00", "\uFFFD"), maxIndexedText)
+	return &t
+}
+
+// truncate cuts s to at most n bytes, at a character's boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -30,7 +30,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"enrichd/enrich"
 	"enrichd/store"
 
 	"github.com/jackc/pgx/v5"
@@ -269,7 +268,7 @@ func (db *DB) tx1(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing to the database: %w", err)
+		return &commitError{err}
 	}
 	db.commits.Add(1)
 	if wrote {
@@ -327,12 +326,12 @@ func storageFault(err error) bool {
 		pgconn.SafeToRetry(err) // a connection found closed before anything was sent
 }
 
-// storageUnavailable is the error a caller sees for a storage fault, the same the
-// SQLite store returns.
-func storageUnavailable() error {
-	return &enrich.Error{Kind: enrich.KindUnavailable, Code: store.CodeStorageUnavailable, RetryAfter: store.StorageRetryAfter,
-		Message: fmt.Sprintf("the service cannot store anything right now (its database does not take writes); nothing was done or charged; retry in %d seconds", store.StorageRetryAfter)}
-}
+// commitError is a COMMIT that failed. When the connection was lost on the way, the
+// server may have committed or not: the caller cannot be told "nothing was done".
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "committing to the database: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
 
 // storageChecked turns err, the outcome of a write transaction, into the error its
 // caller sees: a storage fault becomes storage_unavailable and is recorded; anything
@@ -342,7 +341,10 @@ func (db *DB) storageChecked(err error) error {
 		return err
 	}
 	db.storageFailed(err)
-	return storageUnavailable()
+	if ce := (*commitError)(nil); errors.As(err, &ce) {
+		return store.CommitUnknown()
+	}
+	return store.StorageUnavailable()
 }
 
 // readChecked is storageChecked for a read: an unreachable database answers
@@ -352,7 +354,7 @@ func (db *DB) readChecked(err error) error {
 	if err == nil || !storageFault(err) {
 		return err
 	}
-	return storageUnavailable()
+	return store.StorageUnavailable()
 }
 
 // tryAdvisoryXactLock takes the transaction-scoped advisory lock key if no other

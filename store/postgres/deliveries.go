@@ -290,7 +290,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 			var d store.Dispatch
 			var payload string
 			err := r.Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret)
-			d.Payload = []byte(payload)
+			d.Payload, d.LeaseUntil = []byte(payload), now+lease.Milliseconds()
 			byID[d.ID] = &d
 			return struct{}{}, err
 		}); err != nil {
@@ -336,7 +336,8 @@ func (db *DB) RecordAttempts(ctx context.Context, done []store.Attempted) error 
 
 func recordAttempt(ctx context.Context, tx pgx.Tx, d *store.Dispatch, a *store.Attempt) error {
 	if a == nil {
-		_, err := tx.Exec(ctx, `UPDATE deliveries SET lease_until = NULL WHERE id = $1 AND status = 'pending'`, d.ID)
+		_, err := tx.Exec(ctx, `UPDATE deliveries SET lease_until = NULL WHERE id = $1 AND status = 'pending' AND lease_until = $2`,
+			d.ID, d.LeaseUntil)
 		return err
 	}
 	status, next := store.DeliverySucceeded, (*int64)(nil)
@@ -360,8 +361,8 @@ func recordAttempt(ctx context.Context, tx pgx.Tx, d *store.Dispatch, a *store.A
 		lastErr = a.Err
 	}
 	_, err := tx.Exec(ctx, `UPDATE deliveries SET status = $1, attempts = $2, next_attempt_at = $3, lease_until = NULL,
-		last_attempt_at = $4, last_status_code = $5, last_error = $6 WHERE id = $7`,
-		status, d.Attempt, next, ms(a.At), code, lastErr, d.ID)
+		last_attempt_at = $4, last_status_code = $5, last_error = $6 WHERE id = $7 AND status = 'pending' AND lease_until = $8`,
+		status, d.Attempt, next, ms(a.At), code, lastErr, d.ID, d.LeaseUntil)
 	return err
 }
 

@@ -160,7 +160,7 @@ func (db *DB) ListKeys(ctx context.Context, orgName string) ([]store.APIKey, err
 		return nil, err
 	}
 	rows, err := db.pool.Query(ctx, `SELECT id, org_id, name, prefix, created_at, revoked_at, last_used_at
-		FROM api_keys WHERE org_id = $1 ORDER BY created_at`, org.ID)
+		FROM api_keys WHERE org_id = $1 ORDER BY created_at, id`, org.ID)
 	if err != nil {
 		return nil, db.readChecked(err)
 	}

@@ -71,10 +71,20 @@ func (db *DB) claimTask(ctx context.Context, tx pgx.Tx, lease time.Duration, tok
 	// The turns this claim found nothing to take from: not read again by it. Not nil:
 	// `<> ALL(NULL)` is never true.
 	passed := []string{}
+	waited := false
 	for {
 		var org string
 		err := tx.QueryRow(ctx, `SELECT org_id FROM queue_turns WHERE org_id <> ALL($1)
 			ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`, passed).Scan(&org)
+		if errors.Is(err, pgx.ErrNoRows) && len(passed) == 0 && !waited {
+			// Every turn is held by other claimers. Their transactions are short (a
+			// claim, a settle), and the organization may well have more queued tasks:
+			// wait for the first turn rather than report an empty queue and sleep
+			// until the next poll, which left one busy tenant's tasks to one claim at
+			// a time. This transaction holds no turn yet, so it waits in no cycle.
+			waited = true
+			err = tx.QueryRow(ctx, `SELECT org_id FROM queue_turns ORDER BY seq LIMIT 1 FOR UPDATE`).Scan(&org)
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil
 		}

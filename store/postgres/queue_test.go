@@ -948,3 +948,38 @@ func TestMixedLoadOnTwoReplicasKeepsTheBooks(t *testing.T) {
 		is.Equal(bal.Balance, held) // the grants agree with the ledger
 	}
 }
+
+// A claimer that finds every turn held by other claimers waits for one instead of
+// reporting an empty queue: the organization has more queued tasks than the other
+// claimer takes.
+func TestAClaimWaitsForATurnAnotherClaimerHolds(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	org := newOrg(t, db, "acme", 10)
+	enqueue(t, db, domainTask(org.ID, "a.com"))
+	enqueue(t, db, domainTask(org.ID, "b.com"))
+
+	holder, err := db.pool.Begin(ctx) // what another claimer holds while it claims
+	is.NoErr(err)
+	defer holder.Rollback(ctx)
+	var held string
+	is.NoErr(holder.QueryRow(ctx, `SELECT org_id FROM queue_turns ORDER BY seq LIMIT 1 FOR UPDATE`).Scan(&held))
+
+	claimed := make(chan *store.Claim, 1)
+	go func() {
+		c, err := db.ClaimTask(ctx, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		claimed <- c
+	}()
+	select {
+	case c := <-claimed:
+		t.Fatalf("the claim returned %v while the only turn was held; it should wait for it", c)
+	case <-time.After(200 * time.Millisecond):
+	}
+	is.NoErr(holder.Commit(ctx))
+	c := <-claimed
+	is.True(c != nil) // two tasks were queued
+}

@@ -106,7 +106,7 @@ func saveRecord(ctx context.Context, tx pgx.Tx, origin string, res enrich.Result
 	if c := res.Company; c != nil {
 		canonical := ""
 		if c.Domain != nil {
-			canonical = "domain:" + *c.Domain
+			canonical = store.Key("domain", *c.Domain)
 		}
 		_, err := tx.Exec(ctx, `UPDATE record_keys SET redirect = 0
 			WHERE record_id = $1 AND key LIKE 'domain:%' AND key <> $2 AND redirect IS NULL`, id, canonical)
@@ -125,7 +125,7 @@ func saveRecord(ctx context.Context, tx pgx.Tx, origin string, res enrich.Result
 			isCurrent = 1
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO positions (record_id, ord, title, company_name, company_network_url, company_domain, is_current)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, i, p.Title, p.CompanyName, p.CompanyNetworkURL, domain, isCurrent); err != nil {
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, i, store.IndexedText(p.Title), store.IndexedText(p.CompanyName), store.IndexedText(p.CompanyNetworkURL), store.IndexedText(domain), isCurrent); err != nil {
 			return err
 		}
 	}

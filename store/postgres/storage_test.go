@@ -2,10 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
+	"enrichd/enrich"
 	"enrichd/store"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 )
 
@@ -49,4 +53,27 @@ func waitProbe(db *DB) {
 	db.probeMu.Lock()
 	db.probe = nil
 	db.probeMu.Unlock()
+}
+
+// A commit cut off with its connection is not "nothing was done": the server may have
+// committed before the connection went. The answer says the outcome is unknown and
+// how to retry without a second task.
+func TestACommitCutOffPromisesNothing(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		var pid int
+		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			return err
+		}
+		// Another connection ends this one's session, as a failover or a network cut does.
+		_, err := db.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+		return err
+	})
+	var e *enrich.Error
+	is.True(errors.As(err, &e))
+	is.Equal(e.Code, store.CodeStorageUnavailable)
+	is.True(strings.Contains(e.Message, "may or may not have been kept"))
+	is.True(strings.Contains(e.Message, "Idempotency-Key"))
 }

@@ -91,12 +91,20 @@ func (db *DB) createTask(ctx context.Context, tx pgx.Tx, nt store.NewTask) (*sto
 	}
 	if nt.IdempotencyKey != "" {
 		t.IdempotencyKey = &nt.IdempotencyKey
-		claimed, err := claimIdempotencyKey(ctx, tx, nt, t.ID, now)
-		if err != nil {
-			return nil, err
-		}
-		if !claimed {
+		// A key taken by a task that retention deletes between the two statements is
+		// free again: try to take it once more, as a new request would.
+		for attempt := 1; ; attempt++ {
+			claimed, err := claimIdempotencyKey(ctx, tx, nt, t.ID, now)
+			if err != nil {
+				return nil, err
+			}
+			if claimed {
+				break
+			}
 			replay, err := findIdempotent(ctx, tx, nt)
+			if errors.Is(err, errKeyGone) && attempt < 3 {
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -203,6 +211,10 @@ func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, nt store.NewTask, taskI
 	return tag.RowsAffected() == 1, nil
 }
 
+// errKeyGone is an Idempotency-Key deleted with its task (retention) after the
+// insert that found it taken.
+var errKeyGone = errors.New("the idempotency key was deleted with its task")
+
 // findIdempotent returns the task the key is bound to, or the 422 when the key was
 // first used for another request.
 func findIdempotent(ctx context.Context, tx pgx.Tx, nt store.NewTask) (*store.Task, error) {
@@ -211,8 +223,11 @@ func findIdempotent(ctx context.Context, tx pgx.Tx, nt store.NewTask) (*store.Ta
 	var taskID string
 	err := tx.QueryRow(ctx, `SELECT endpoint, body_hash, task_id FROM idempotency_keys WHERE org_id = $1 AND key = $2`,
 		nt.OrgID, nt.IdempotencyKey).Scan(&endpoint, &hash, &taskID)
-	if err != nil {
+	if errors.Is(err, pgx.ErrNoRows) {
 		// The key was there a statement ago; only its task's purge in between removes it.
+		return nil, errKeyGone
+	}
+	if err != nil {
 		return nil, fmt.Errorf("reading idempotency key: %w", err)
 	}
 	// The hash, which covers the endpoint, decides.

@@ -245,7 +245,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 			if err != nil {
 				return err
 			}
-			d.Payload = []byte(payload)
+			d.Payload, d.LeaseUntil = []byte(payload), leaseUntil
 			out = append(out, &d)
 		}
 		return nil
@@ -328,7 +328,8 @@ func (db *DB) RecordAttempts(ctx context.Context, done []Attempted) error {
 
 func recordAttempt(ctx context.Context, tx *Tx, d *Dispatch, a *Attempt) error {
 	if a == nil {
-		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET lease_until = NULL WHERE id = ? AND status = 'pending'`, d.ID)
+		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET lease_until = NULL WHERE id = ? AND status = 'pending' AND lease_until = ?`,
+			d.ID, d.LeaseUntil)
 		return err
 	}
 	status, next := DeliverySucceeded, sql.NullInt64{}
@@ -351,7 +352,7 @@ func recordAttempt(ctx context.Context, tx *Tx, d *Dispatch, a *Attempt) error {
 		lastErr = a.Err
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL,
-		last_attempt_at = ?, last_status_code = ?, last_error = ? WHERE id = ?`,
-		status, d.Attempt, next, ms(a.At), code, lastErr, d.ID)
+		last_attempt_at = ?, last_status_code = ?, last_error = ? WHERE id = ? AND status = 'pending' AND lease_until = ?`,
+		status, d.Attempt, next, ms(a.At), code, lastErr, d.ID, d.LeaseUntil)
 	return err
 }

@@ -108,7 +108,7 @@ func saveRecord(ctx context.Context, tx *Tx, origin string, res enrich.Result, k
 	if c := res.Company; c != nil {
 		canonical := ""
 		if c.Domain != nil {
-			canonical = "domain:" + *c.Domain
+			canonical = store.Key("domain", *c.Domain)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE record_keys SET redirect = 0
 			WHERE record_id = ? AND key LIKE 'domain:%' AND key != ? AND redirect IS NULL`, id, canonical); err != nil {
@@ -125,7 +125,7 @@ func saveRecord(ctx context.Context, tx *Tx, origin string, res enrich.Result, k
 			domain = p.Company.Domain
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO positions (record_id, ord, title, company_name, company_network_url, company_domain, is_current)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, id, i, p.Title, p.CompanyName, p.CompanyNetworkURL, domain, p.IsCurrent); err != nil {
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, id, i, store.IndexedText(p.Title), store.IndexedText(p.CompanyName), store.IndexedText(p.CompanyNetworkURL), store.IndexedText(domain), p.IsCurrent); err != nil {
 			return err
 		}
 	}

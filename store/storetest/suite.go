@@ -16,6 +16,8 @@ var conformanceTests = []conformanceTest{
 	{"ExpiryOfABacklogRefundsEveryTask", testExpiryOfABacklogRefundsEveryTask},
 	{"ATaskWhoseInputCannotBeReadDoesNotStopTheQueue", testATaskWhoseInputCannotBeReadDoesNotStopTheQueue},
 	{"ATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt", testATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt},
+	{"ALateAttemptDoesNotOverwriteANewerOutcome", testALateAttemptDoesNotOverwriteANewerOutcome},
+	{"ARecordWithTextNoIndexTakesWholeIsKept", testARecordWithTextNoIndexTakesWholeIsKept},
 	{"ReleasedClaimsDoNotCountAsAttempts", testReleasedClaimsDoNotCountAsAttempts},
 	{"ClaimLooksPastALoopThatHasItsShare", testClaimLooksPastALoopThatHasItsShare},
 	{"GetOrg", testGetOrg},

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,4 +193,46 @@ func testRetentionDeletesResultsNoTaskShares(t *testing.T, env *Env) {
 	clk.Add(100 * 24 * time.Hour)
 	is.Equal(purge(clk.Now().Add(-90*24*time.Hour)), 1)
 	is.Equal(resultsAddUp(t, env), 0)
+}
+
+// A vendor's record may hold text no index takes whole: a NUL (PostgreSQL keeps none
+// in text) or a company name and page of thousands of bytes (a b-tree entry holds
+// about 2,700). The task still settles, the record reads back whole, and it is found
+// again by its page.
+func testARecordWithTextNoIndexTakesWholeIsKept(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	org := newOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+	long := strings.Repeat("Überlang Holdings ", 250) // 4,750 bytes, some of them two to a letter
+	page := "https://network.example/company/" + strings.Repeat("x", 3000)
+	nt := newPersonTask(org, "jane")
+	_, err = db.CreateTask(ctx, nt)
+	is.NoErr(err)
+	c, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.True(c != nil)
+	person := &enrich.Person{NetworkURL: enrich.Ptr(nt.Input.Target), FullName: enrich.Ptr("Jane\x00 Doe"),
+		EnrichmentStatus: enrich.StatusEnriched, Positions: []enrich.Position{{
+			Title: enrich.Ptr("CEO\x00"), CompanyName: enrich.Ptr(long), CompanyNetworkURL: enrich.Ptr(page), IsCurrent: true}}}
+	ok, err := db.Settle(ctx, c, store.Outcome{Result: &enrich.Result{Person: person}, Fetched: true})
+	is.NoErr(err)
+	is.True(ok)
+
+	got, err := db.FindStored(ctx, nt.Input)
+	is.NoErr(err)
+	is.True(got != nil && got.Person != nil)
+	is.Equal(*got.Person.FullName, "Jane\x00 Doe") // the record keeps its text as it came
+	is.Equal(*got.Person.Positions[0].CompanyName, long)
+	is.Equal(*got.Person.Positions[0].CompanyNetworkURL, page)
+	task, err := db.GetTask(ctx, org, c.TaskID)
+	is.NoErr(err)
+	is.Equal(task.Status, store.StatusSucceeded)
+
+	// Keys past what an index takes are the same key on every engine and every read.
+	is.True(len(store.Key("company", page)) <= 1000)
+	is.Equal(store.Key("company", page), store.Key("company", page))
+	is.True(store.Key("company", page) != store.Key("company", page+"y"))
 }
