@@ -190,10 +190,7 @@ func exactFieldNames(body []byte, t reflect.Type) error {
 		return nil
 	}
 	known := map[string]bool{}
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		known[name] = true
-	}
+	jsonNames(t, known)
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil // not an object: the decoder says what is wrong
@@ -224,6 +221,20 @@ func exactFieldNames(body []byte, t reflect.Type) error {
 	return nil
 }
 
+// jsonNames adds the JSON names of a struct's fields to known, those of an embedded
+// struct without a name of its own too, as encoding/json promotes them: a request
+// that shares its input fields with others (enrichInput) embeds them.
+func jsonNames(t reflect.Type, known map[string]bool) {
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			jsonNames(f.Type, known)
+			continue
+		}
+		known[name] = true
+	}
+}
+
 // jsonProblem says what is wrong with a body in the API's field names.
 func jsonProblem(err error) string {
 	var syntax *json.SyntaxError
@@ -248,6 +259,10 @@ func jsonType(goType string) string {
 		return "string"
 	case "bool":
 		return "boolean"
+	case "int", "int64":
+		return "integer"
+	case "[]string":
+		return "array of strings"
 	}
 	return "value of type " + goType
 }
