@@ -29,6 +29,15 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/loops/:id/deliveries", s.route("list_deliveries", s.authed(handleListDeliveries(s))))
 	r.Handler(http.MethodPost, "/v1/deliveries/:id/retry", s.route("retry_delivery", s.authed(handleRetryDelivery(s))))
 
+	r.Handler(http.MethodPost, "/v1/watches", s.route("create_watch", s.authed(handleCreateWatch(s))))
+	r.Handler(http.MethodGet, "/v1/watches", s.route("list_watches", s.authed(handleListWatches(s))))
+	r.Handler(http.MethodGet, "/v1/watches/:id", s.route("get_watch", s.authed(handleGetWatch(s))))
+	r.Handler(http.MethodPatch, "/v1/watches/:id", s.route("update_watch", s.authed(handleUpdateWatch(s))))
+	r.Handler(http.MethodDelete, "/v1/watches/:id", s.route("delete_watch", s.authed(handleDeleteWatch(s))))
+	r.Handler(http.MethodPost, "/v1/watches/:id/run", s.route("run_watch", s.authed(handleRunWatch(s))))
+	// POST /v1/watches/import: see handleWatchPost for why it is routed as an id.
+	r.Handler(http.MethodPost, "/v1/watches/:id", s.route("import_watches", s.authed(handleWatchPost(s))))
+
 	// The dashboard: pages for people signed in with a session cookie, which never
 	// authenticates /v1, as an API key never authenticates these.
 	r.Handler(http.MethodGet, "/dashboard", http.RedirectHandler("/dashboard/", http.StatusMovedPermanently))
