@@ -262,7 +262,7 @@ func jsonProblem(err error) string {
 		if typ.Field == "" {
 			return "the request body must be a JSON object"
 		}
-		return fmt.Sprintf("%s must be a %s, not a JSON %s", typ.Field, jsonType(typ.Type.String()), typ.Value)
+		return fmt.Sprintf("%s must be %s, not a JSON %s", typ.Field, jsonType(typ.Type.String()), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
 	}
@@ -272,15 +272,15 @@ func jsonProblem(err error) string {
 func jsonType(goType string) string {
 	switch strings.TrimPrefix(goType, "*") {
 	case "string":
-		return "string"
+		return "a string"
 	case "bool":
-		return "boolean"
+		return "a boolean"
 	case "int", "int64":
-		return "integer"
+		return "an integer"
 	case "[]string":
-		return "array of strings"
+		return "an array of strings"
 	}
-	return "value of type " + goType
+	return "a value of type " + goType
 }
 
 // errorBody is the JSON body of every error but 401.
