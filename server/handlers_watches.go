@@ -121,10 +121,35 @@ func watchTaskInput(w *store.Watch) enrich.Input {
 	return in
 }
 
+// CheckWatch checks a body of POST /v1/watches as the API does and makes it the
+// store's NewWatch: the CLI creates watches through it, so that a watch made there is
+// exactly one made through the API. networkHost is serve's --network-host.
+func CheckWatch(networkHost, orgID string, body []byte, now time.Time) (store.NewWatch, error) {
+	req, err := decodeObject[watchCreate](body)
+	if err != nil {
+		return store.NewWatch{}, err
+	}
+	return newWatch(enrich.Normalizer{NetworkHost: networkHost}, orgID, req, now)
+}
+
+// CheckWatchChange checks a body of PATCH /v1/watches/{id} for the watch current as
+// the API does and makes it the store's WatchPatch, for the CLI.
+func CheckWatchChange(current *store.Watch, body []byte, now time.Time) (store.WatchPatch, error) {
+	req, err := decodeObject[watchChange](body)
+	if err != nil {
+		return store.WatchPatch{}, err
+	}
+	return watchPatch(current, req, now)
+}
+
 // newWatch checks a watch asked for and makes it the store's NewWatch, the same for
-// the API, an import's rows and the dashboard. The Loop is the store's to check: it
-// answers 404 for another organization's, as for one that does not exist.
+// the API, an import's rows, the dashboard and the CLI. The Loop is the store's to
+// check: it answers 404 for another organization's, as for one that does not exist.
 func (s *Server) newWatch(orgID string, req watchCreate, now time.Time) (store.NewWatch, error) {
+	return newWatch(s.norm, orgID, req, now)
+}
+
+func newWatch(norm enrich.Normalizer, orgID string, req watchCreate, now time.Time) (store.NewWatch, error) {
 	nw := store.NewWatch{OrgID: orgID, EveryDays: store.DefaultWatchDays, Enabled: true}
 	switch {
 	case req.ObjectType == nil:
@@ -133,7 +158,7 @@ func (s *Server) newWatch(orgID string, req watchCreate, now time.Time) (store.N
 		return nw, enrich.Errorf(enrich.KindInvalid, "object_type must be company or person")
 	}
 	nw.ObjectType = *req.ObjectType
-	in, err := req.enrichInput.normalize(s.norm, nw.ObjectType, "object_type "+nw.ObjectType+" watches")
+	in, err := req.enrichInput.normalize(norm, nw.ObjectType, "object_type "+nw.ObjectType+" watches")
 	if err != nil {
 		return nw, err
 	}
