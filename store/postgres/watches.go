@@ -9,6 +9,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/store"
+	"enrichd/watch"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -430,8 +431,7 @@ func (db *DB) DueWatches(ctx context.Context, now time.Time, limit, perOrg int) 
 			limit *int64
 		}
 		spends := map[string]spend{}
-		utc := now.UTC()
-		monthStart := time.Date(utc.Year(), utc.Month(), 1, 0, 0, 0, 0, time.UTC)
+		monthStart := watch.MonthStart(now)
 		for _, id := range ids {
 			w := byID[id]
 			if w == nil {

@@ -12,6 +12,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/store"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 )
 
@@ -161,8 +162,9 @@ func TestASecondSchedulerReturnsNilWhileOneIsAtIt(t *testing.T) {
 }
 
 // Two tasks of one watch settling at once take the watch in turn: the first keeps the
-// baseline, the second is compared with it and sends the change. Were the watch read
-// without its lock, both would find no baseline and neither would send anything.
+// baseline, the second is compared with it and sends the change. (Settles of one
+// organization already queue on its task_counts row; settleWatch's own lock is tested
+// apart below.)
 func TestTwoTasksOfOneWatchSettleInTurn(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
@@ -278,4 +280,63 @@ func TestWatchTaskKeepsItsWatchID(t *testing.T) {
 	ok, err := db.Settle(ctx, c, store.Outcome{Result: company("stripe.com"), Fetched: true})
 	is.NoErr(err)
 	is.True(ok) // its watch gone, the task settles all the same
+}
+
+// settleWatch locks the watch itself rather than count on the settles of its tasks
+// being ordered by another row: two at once, each in its own transaction, apply both.
+// Were the watch read without its lock, both would find no baseline, each would keep
+// its own, and neither would send the change.
+func TestSettleWatchTakesTheWatchInTurn(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := newTestDB(t)
+	org := newOrg(t, db, "acme", 100)
+	loop := companyLoop(t, db, org.ID)
+	w, err := db.CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now()))
+	is.NoErr(err)
+	var tasks []string
+	for _, name := range []string{"Stripe", "Stripe, Inc."} {
+		// Settled tasks without a watch_id, so that Settle leaves the watch to this test.
+		task := enqueue(t, db, domainTask(org.ID, "stripe.com"))
+		c, err := db.ClaimTask(ctx, time.Minute)
+		is.NoErr(err)
+		domain := "stripe.com"
+		_, err = db.Settle(ctx, c, store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: name, Domain: &domain}}})
+		is.NoErr(err)
+		tasks = append(tasks, task.ID)
+	}
+
+	hold, err := db.pool.Begin(ctx)
+	is.NoErr(err)
+	_, err = hold.Exec(ctx, `SELECT 1 FROM watches WHERE id = $1 FOR UPDATE`, w.ID)
+	is.NoErr(err)
+	var wg sync.WaitGroup
+	for _, id := range tasks {
+		wg.Go(func() {
+			err := db.inTx(ctx, func(tx pgx.Tx) error { return settleWatch(ctx, tx, w.ID, id, true, clk.Now()) })
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitForLockWaits(t, db, 2)
+	is.NoErr(hold.Rollback(ctx))
+	wg.Wait()
+
+	var events []string
+	var sentBy string
+	rows, err := db.pool.Query(ctx, `SELECT event, task_id FROM deliveries WHERE loop_id = $1`, loop.ID)
+	is.NoErr(err)
+	for rows.Next() {
+		var event string
+		is.NoErr(rows.Scan(&event, &sentBy))
+		events = append(events, event)
+	}
+	is.NoErr(rows.Err())
+	is.Equal(events, []string{store.EventRecordChanged})
+	last, err := db.GetTask(ctx, org.ID, sentBy)
+	is.NoErr(err)
+	var baseline string
+	is.NoErr(db.pool.QueryRow(ctx, `SELECT baseline FROM watches WHERE id = $1`, w.ID).Scan(&baseline))
+	is.Equal(baseline, string(last.Data))
 }
