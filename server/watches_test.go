@@ -96,7 +96,7 @@ func TestWatchPersonByEmailKeepsItsHints(t *testing.T) {
 	loopID, _ := e.createLoop("People", rcv.srv.URL, "person")
 	created := e.createWatch(map[string]any{"object_type": "person", "email": " Jane.Doe@Acme.com ", "fullName": "Jane Doe", "loop_id": loopID,
 		"every_days": 365, "fields": []string{"positions"}})
-	is.Equal(created.get("data.input"), map[string]any{"email": "jane.doe@acme.com", "fullName": "Jane Doe"})
+	is.Equal(created.get("data.input"), map[string]any{"email": "Jane.Doe@acme.com", "fullName": "Jane Doe"})
 	is.Equal(created.get("data.every_days"), float64(365))
 	is.Equal(created.get("data.fields"), []any{"positions"})
 }
