@@ -66,6 +66,12 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodPost, "/dashboard/loops/:id/test", s.dashPage("dashboard_test_loop", admin, handleTestLoopForm(s)))
 	r.Handler(http.MethodPost, "/dashboard/loops/:id/run", s.dashPage("dashboard_run_loop", admin, handleRunLoopForm(s)))
 	r.Handler(http.MethodPost, "/dashboard/loops/:id/delete", s.dashPage("dashboard_delete_loop", admin, handleDeleteLoopForm(s)))
+	r.Handler(http.MethodGet, "/dashboard/watches", s.dashPage("dashboard_watches", viewer, handleWatchesPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/watches", s.dashPage("dashboard_create_watch", admin, handleCreateWatchForm(s)))
+	r.Handler(http.MethodPost, "/dashboard/watches/:id/pause", s.dashPage("dashboard_pause_watch", admin, handleSetWatchEnabled(s, false)))
+	r.Handler(http.MethodPost, "/dashboard/watches/:id/resume", s.dashPage("dashboard_resume_watch", admin, handleSetWatchEnabled(s, true)))
+	r.Handler(http.MethodPost, "/dashboard/watches/:id/run", s.dashPage("dashboard_run_watch", admin, handleRunWatchForm(s)))
+	r.Handler(http.MethodPost, "/dashboard/watches/:id/delete", s.dashPage("dashboard_delete_watch", admin, handleDeleteWatchForm(s)))
 	r.Handler(http.MethodGet, "/dashboard/deliveries/:id", s.dashPage("dashboard_delivery", viewer, handleDeliveryPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/deliveries/:id/retry", s.dashPage("dashboard_retry_delivery", admin, handleRetryDeliveryForm(s)))
 
