@@ -41,7 +41,7 @@ func TestWatchesCommands(t *testing.T) {
 		EveryDays int `json:"every_days"`
 		Fields    []string
 		Enabled   bool
-		LoopID    string `json:"loop_id"`
+		LoopID    string  `json:"loop_id"`
 		NextRunAt *string `json:"next_run_at"`
 	}
 	is.NoErr(json.Unmarshal([]byte(run("watches", "create", "--org", "acme", "--loop", loop.Slug, "--object-type", "person",
