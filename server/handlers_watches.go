@@ -162,6 +162,12 @@ func newWatch(norm enrich.Normalizer, orgID string, req watchCreate, now time.Ti
 	if err != nil {
 		return nw, err
 	}
+	if in.Lookup == enrich.LookupEmail {
+		// Every check of such an address would fail at once: it is no person to watch.
+		if refused := enrich.Refusal(in.Target); refused != nil {
+			return nw, enrich.Errorf(enrich.KindInvalid, "email: %s", refused.Message)
+		}
+	}
 	nw.Input, nw.RawInput = in, watchInput(in)
 	if req.LoopID == nil {
 		return nw, enrich.Errorf(enrich.KindInvalid, "loop_id is required: the Loop a watch sends what changed to")

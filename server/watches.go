@@ -67,13 +67,18 @@ func (s *Server) runDueWatches(ctx context.Context) {
 			}
 			continue
 		}
+		if refused[w.OrgID] {
+			// What refused one of the organization's checks (no credits, a full queue)
+			// refuses the next: they wait for their claim's retry too.
+			continue
+		}
 		res, err := s.submitTask(ctx, taskRequest{OrgID: w.OrgID, Input: in, Fields: w.Input, WatchID: &w.ID,
 			Route: "watch", Endpoint: "watch"})
 		if err != nil {
 			// The claim makes it due again in WatchRetry: no credits, a full queue or a
 			// storage fault is retried then.
-			if !refused[w.OrgID] && ctx.Err() == nil && !store.IsStorageFault(err) {
-				refused[w.OrgID] = true
+			refused[w.OrgID] = true
+			if ctx.Err() == nil && !store.IsStorageFault(err) {
 				level, e := s.log.Warn, (*enrich.Error)(nil)
 				if !errors.As(err, &e) || e.Kind == enrich.KindInternal {
 					level = s.log.Error

@@ -10,6 +10,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/server"
+	"enrichd/store"
 	"enrichd/webhook"
 
 	"github.com/matryer/is"
@@ -300,4 +301,39 @@ func TestWatchMonthlyCap(t *testing.T) {
 		return id != "" && id != run.str("task.id") && id != first
 	})
 	is.Equal(e.balance("acme").Charged, int64(3))
+}
+
+// TestWatchRefusedCheckIsRetried: a scheduled check the ledger refuses (no credits)
+// creates nothing; the watch is due again WatchRetry later, and runs once the
+// organization has credits.
+func TestWatchRefusedCheckIsRetried(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks, watchesOften)
+	key, _ := e.newOrg("broke", 0)
+	as := []string{"Authorization", "Bearer " + key}
+	rcv := newReceiver(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	loopID := e.do("POST", "/v1/loops", map[string]any{"name": "Companies", "webhook_url": rcv.srv.URL}, as...).str("data.id")
+	w := e.do("POST", "/v1/watches", map[string]any{"object_type": "company", "domain": "acme.com", "loop_id": loopID}, as...)
+	is.Equal(w.status, http.StatusCreated)
+	id := w.str("data.id")
+	next, _ := time.Parse(time.RFC3339Nano, w.str("data.next_run_at"))
+	e.startWorkers()
+
+	e.clock.Add(next.Sub(e.clock.Now()) + time.Second)
+	due := e.clock.Now()
+	retried := e.waitWatch(id, func(r *response) bool {
+		at, err := time.Parse(time.RFC3339Nano, r.str("data.next_run_at"))
+		// The refusal is logged after the claim is made: wait for both.
+		return err == nil && at.After(due) && strings.Contains(e.logs.String(), "a watch's task was refused")
+	}, as...)
+	at, _ := time.Parse(time.RFC3339Nano, retried.str("data.next_run_at"))
+	is.True(!at.After(due.Add(store.WatchRetry))) // the claim's retry, not a whole interval later
+	is.Equal(retried.get("data.last_task_id"), nil)
+	is.Equal(e.do("GET", "/v1/tasks", nil, as...).get("total"), float64(0))
+
+	_, err := e.db.GrantCredits(context.Background(), "broke", 10, nil)
+	is.NoErr(err)
+	is.Equal(e.nextCheck(id, as...).str("task.status"), "succeeded")
+	is.Equal(e.balance("broke").Charged, int64(1))
 }

@@ -154,6 +154,7 @@ func TestWatchRefusesBadInput(t *testing.T) {
 		{"unknown field", company("webhook_url", "https://example.com"), `unknown field "webhook_url"`},
 		{"a field in another case", company("domain", nil, "DOMAIN", "acme.com"), `unknown field "DOMAIN"`},
 		{"null", `{"object_type":"company","domain":"acme.com","loop_id":"` + companyLoop + `","fields":null}`, "fields must not be null"},
+		{"personal mailbox", map[string]any{"object_type": "person", "email": "jane@gmail.com", "loop_id": personLoop}, "email: jane@gmail.com is a personal mailbox"},
 		{"notify_unchanged not a boolean", company("notify_unchanged", "yes"), "notify_unchanged must be a boolean"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
