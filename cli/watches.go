@@ -105,7 +105,7 @@ func newWatchesCommand() *cobra.Command {
 
 	list := listCommand(&cobra.Command{
 		Use:   "list",
-		Short: "List an organization's watches, oldest first, and the month's watch spend",
+		Short: "List an organization's watches, newest first, and the month's watch spend",
 		Args:  cobra.NoArgs,
 		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
 			ctx := cmd.Context()
