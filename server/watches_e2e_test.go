@@ -115,6 +115,7 @@ func TestWatchSeesAJobChange(t *testing.T) {
 	is.Equal(second.str("task.status"), "succeeded")
 
 	got := rcv.wait(t, 1)[0]
+	t.Logf("the event: %s", got.body)
 	is.Equal(got.header.Get("X-Service-Event"), "person.job_changed")
 	// Signed with the Loop's secret at the store's clock, which the test moved.
 	is.NoErr(webhook.Verify(got.body, got.header.Get(webhook.HeaderSignature), secret, time.Since(began)+e.clock.Now().Sub(began)+time.Hour))
