@@ -11,8 +11,9 @@ import (
 
 // RunWorkers processes the queue until ctx is canceled: cfg.Workers workers claim and
 // enrich tasks, a sweeper fails expired tasks and requeues the claims of workers that
-// died, maintenance applies retention and checkpoints the WAL, memory is given back
-// when idle, and the webhook sender delivers the Loops' events.
+// died, the watch scheduler enqueues the tasks of the watches that are due,
+// maintenance applies retention and checkpoints the WAL, memory is given back when
+// idle, and the webhook sender delivers the Loops' events.
 //
 // Once ctx ends nothing new is claimed, and the tasks already claimed get
 // cfg.ShutdownGrace to settle; those still running then go back to the queue,
@@ -24,7 +25,11 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	hard, stopHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHard()
 	var workers, others sync.WaitGroup
-	others.Add(5)
+	others.Add(6)
+	go func() {
+		defer others.Done()
+		s.keepRunning(ctx, "watch scheduler", s.scheduleWatches)
+	}()
 	go func() {
 		defer others.Done()
 		s.keepRunning(ctx, "replica heartbeat", s.heartbeat)
@@ -264,7 +269,7 @@ func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result,
 	out := store.Outcome{Result: &res, Fetched: true}
 	if taskErr != nil {
 		out = store.Outcome{Err: taskErr}
-		if taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound {
+		if (taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound) && !s.watchTask(ctx, c) {
 			stored, err := s.db.FindStored(ctx, c.Input)
 			if err != nil {
 				s.log.Error("reading the stored record", "task", c.TaskID, "err", err)
@@ -275,6 +280,19 @@ func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result,
 		}
 	}
 	return out
+}
+
+// watchTask reports whether a claimed task is a watch's. A watch compares what the
+// source says now with what it said last time, so a stored record is no substitute:
+// its not_found must count towards pausing the watch, and a source that cannot be
+// reached fails (refunded) and changes nothing. Asked only when the source failed.
+func (s *Server) watchTask(ctx context.Context, c *store.Claim) bool {
+	t, err := s.db.GetTask(ctx, c.OrgID, c.TaskID)
+	if err != nil {
+		s.log.Error("reading a failed task", "task", c.TaskID, "err", err)
+		return false
+	}
+	return t.WatchID != nil
 }
 
 // keepLease extends the claim's lease while the task runs, and cancels the task once

@@ -84,6 +84,20 @@ type Driver interface {
 	ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight map[string]int, lease time.Duration) ([]*Dispatch, error)
 	RecordAttempts(ctx context.Context, done []Attempted) error
 
+	// Watches: what they are, and the scheduler's claims on them. Settle applies
+	// WatchSettled to the watch of a watch task in its own transaction.
+	CreateWatch(ctx context.Context, nw NewWatch) (*Watch, error)
+	CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult, error)
+	GetWatch(ctx context.Context, orgID, id string) (*Watch, error)
+	ListWatches(ctx context.Context, orgID string, f WatchFilter) ([]*Watch, int64, error)
+	UpdateWatch(ctx context.Context, orgID, id string, p WatchPatch) (*Watch, error)
+	DeleteWatch(ctx context.Context, orgID, id string) error
+	SetWatchCap(ctx context.Context, orgName string, cap *int64) error
+	WatchSpend(ctx context.Context, orgID string, monthStart time.Time) (spent int64, cap *int64, err error)
+	DueWatches(ctx context.Context, now time.Time, limit, perOrg int) ([]DueWatch, error)
+	WatchScheduled(ctx context.Context, orgID, id, taskID string, ranAt, next time.Time) error
+	DeferWatch(ctx context.Context, orgID, id string, next time.Time) error
+
 	// The database itself: its schema, health, upkeep and size.
 	SchemaVersion(ctx context.Context) (int, error)
 	Migrations(ctx context.Context) (applied, known int, err error)

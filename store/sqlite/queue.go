@@ -102,17 +102,18 @@ func (db *DB) ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (b
 }
 
 // Settle finishes a claimed task in one transaction: the task's status and result, the
-// refund of a failure, the record for the store, and the webhook delivery of a task
-// that has a Loop. It reports false, and changes
-// nothing, when the claim is no longer the task's.
+// refund of a failure, the record for the store, the webhook delivery of a task that
+// has a Loop, and for a watch's task what it changes on the watch and sends to the
+// watch's Loop (store.WatchSettled). It reports false, and changes nothing, when the
+// claim is no longer the task's.
 func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 	var settled bool
 	err := db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
-		// Owning the claim and the task's Loop, in one read.
-		var loopID *string
-		err := tx.QueryRowContext(ctx, `SELECT loop_id FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running'`,
-			c.TaskID, c.Token).Scan(&loopID)
+		// Owning the claim, the task's Loop and its watch, in one read.
+		var loopID, watchID *string
+		err := tx.QueryRowContext(ctx, `SELECT loop_id, watch_id FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running'`,
+			c.TaskID, c.Token).Scan(&loopID, &watchID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -135,6 +136,11 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 			}
 			if err := refund(ctx, tx, c.TaskID, now); err != nil {
 				return err
+			}
+			if watchID != nil {
+				if err := settleWatch(ctx, tx, c.TaskID, *watchID, false, now); err != nil {
+					return err
+				}
 			}
 			return deliverSettled(ctx, tx, c.TaskID, loopID, now)
 		}
@@ -161,6 +167,11 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 		}
 		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, now); err != nil {
 			return err
+		}
+		if watchID != nil {
+			if err := settleWatch(ctx, tx, c.TaskID, *watchID, out.Fetched, now); err != nil {
+				return err
+			}
 		}
 		return deliverSettled(ctx, tx, c.TaskID, loopID, now)
 	})
