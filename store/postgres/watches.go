@@ -77,6 +77,9 @@ func fieldsColumn(fields []string) (any, error) {
 // then takes the watch with it), and checks it takes the watch's object type.
 // Another organization's Loop is not found, the same as one that does not exist.
 func lockWatchLoop(ctx context.Context, tx pgx.Tx, orgID, loopID, objectType string) error {
+	if len(loopID) > 100 {
+		return store.LoopNotFound() // no Loop has such an id
+	}
 	var slug, loopType string
 	err := tx.QueryRow(ctx, `SELECT slug, object_type FROM loops WHERE id = $1 AND org_id = $2 FOR KEY SHARE`,
 		loopID, orgID).Scan(&slug, &loopType)
@@ -92,7 +95,9 @@ func lockWatchLoop(ctx context.Context, tx pgx.Tx, orgID, loopID, objectType str
 	return nil
 }
 
-// CreateWatch creates a watch; an enabled one is first due at nw.FirstRunAt.
+// CreateWatch creates a watch for one of the organization's Loops, which must take the
+// watch's object type. An enabled watch is first due at nw.FirstRunAt (now if unset);
+// a disabled one is not due until it is enabled.
 func (db *DB) CreateWatch(ctx context.Context, nw store.NewWatch) (*store.Watch, error) {
 	var w *store.Watch
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
@@ -110,6 +115,9 @@ func (db *DB) CreateWatch(ctx context.Context, nw store.NewWatch) (*store.Watch,
 // created (its Loop, a duplicate) fails alone, with its error in its result. Only a
 // database error fails them all.
 func (db *DB) CreateWatches(ctx context.Context, nws []store.NewWatch) ([]store.WatchResult, error) {
+	if len(nws) > store.MaxWatchImport {
+		return nil, enrich.Errorf(enrich.KindInvalid, "watches: at most %d in one import, not %d", store.MaxWatchImport, len(nws))
+	}
 	var out []store.WatchResult
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		out = make([]store.WatchResult, len(nws))
@@ -141,6 +149,9 @@ func (db *DB) CreateWatches(ctx context.Context, nws []store.NewWatch) ([]store.
 // abort the transaction (CreateWatches goes on after a duplicate). A second request
 // for the same key at once waits for the first's transaction, then finds it taken.
 func (db *DB) createWatch(ctx context.Context, tx pgx.Tx, nw store.NewWatch, now time.Time) (*store.Watch, error) {
+	if err := store.CheckNewWatch(nw); err != nil {
+		return nil, err
+	}
 	if err := lockWatchLoop(ctx, tx, nw.OrgID, nw.LoopID, nw.ObjectType); err != nil {
 		return nil, err
 	}
@@ -149,8 +160,14 @@ func (db *DB) createWatch(ctx context.Context, tx pgx.Tx, nw store.NewWatch, now
 		Target: nw.Input.Target, Input: nw.RawInput, LoopID: nw.LoopID, EveryDays: nw.EveryDays, Fields: nw.Fields,
 		NotifyUnchanged: nw.NotifyUnchanged, Enabled: nw.Enabled, CreatedAt: now, UpdatedAt: now,
 	}
+	if len(w.Input) == 0 {
+		w.Input = json.RawMessage("{}")
+	}
 	if nw.Enabled {
 		first := nw.FirstRunAt.UTC().Truncate(time.Millisecond)
+		if nw.FirstRunAt.IsZero() {
+			first = now
+		}
 		w.NextRunAt = &first
 	}
 	fields, err := fieldsColumn(w.Fields)
@@ -187,30 +204,33 @@ func (db *DB) GetWatch(ctx context.Context, orgID, id string) (*store.Watch, err
 	return w, db.readChecked(err)
 }
 
-// ListWatches returns a page of the organization's watches, oldest first, optionally
+const (
+	listWatchesQuery = `SELECT ` + watchColumns + ` FROM watches WHERE org_id = $1
+		ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`
+	listLoopWatchesQuery = `SELECT ` + watchColumns + ` FROM watches WHERE org_id = $1 AND loop_id = $4
+		ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`
+)
+
+// ListWatches returns a page of the organization's watches, newest first, optionally
 // of one Loop, and how many match in all, from one snapshot.
 func (db *DB) ListWatches(ctx context.Context, orgID string, f store.WatchFilter) ([]*store.Watch, int64, error) {
-	size := f.PageSize
-	switch {
-	case size <= 0:
-		size = store.DefaultWatchPage
-	case size > store.MaxWatchPage:
-		size = store.MaxWatchPage
-	}
-	page := max(f.Page, 0)
+	page, size := store.WatchPage(f)
 	watches := []*store.Watch{}
 	var total int64
+	if len(f.LoopID) > 100 {
+		return watches, 0, nil // no Loop has such an id
+	}
 	err := db.readTx(ctx, func(tx pgx.Tx) error {
-		where, args := `org_id = $1`, []any{orgID}
+		count, list, countArgs := `SELECT count(*) FROM watches WHERE org_id = $1`, listWatchesQuery, []any{orgID}
 		if f.LoopID != "" {
-			where, args = `org_id = $1 AND loop_id = $2`, append(args, f.LoopID)
+			count, list = `SELECT count(*) FROM watches WHERE org_id = $1 AND loop_id = $2`, listLoopWatchesQuery
+			countArgs = append(countArgs, f.LoopID)
 		}
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM watches WHERE `+where, args...).Scan(&total); err != nil {
+		args := append([]any{orgID, size, page * size}, countArgs[1:]...)
+		if err := tx.QueryRow(ctx, count, countArgs...).Scan(&total); err != nil {
 			return err
 		}
-		n := len(args)
-		rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT %s FROM watches WHERE %s ORDER BY created_at, id LIMIT $%d OFFSET $%d`,
-			watchColumns, where, n+1, n+2), append(args, size, page*size)...)
+		rows, err := tx.Query(ctx, list, args...)
 		if err != nil {
 			return err
 		}
@@ -226,24 +246,31 @@ func (db *DB) ListWatches(ctx context.Context, orgID string, f store.WatchFilter
 	return watches, total, nil
 }
 
-// UpdateWatch changes what the patch sets. Enabling a watch resumes a paused one: its
-// paused_reason and not_found streak are cleared (the caller plans p.NextRunAt).
+// UpdateWatch changes what the patch sets (store.ApplyWatchPatch): enabling a watch
+// clears why it paused and its not_found streak; a disabled or paused watch has no
+// next run; the caller plans the next run when it enables the watch or changes
+// every_days.
 func (db *DB) UpdateWatch(ctx context.Context, orgID, id string, p store.WatchPatch) (*store.Watch, error) {
+	if err := store.CheckWatchPatch(p); err != nil {
+		return nil, err
+	}
 	var w *store.Watch
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		if p.LoopID != nil {
-			// The new Loop before the watch (see the lock order above). The object
+			// A new Loop is taken before the watch (the lock order above). The object
 			// type never changes, so it is read without a lock.
-			var objectType string
-			err := tx.QueryRow(ctx, `SELECT object_type FROM watches WHERE id = $1 AND org_id = $2`, id, orgID).Scan(&objectType)
+			var objectType, loopID string
+			err := tx.QueryRow(ctx, `SELECT object_type, loop_id FROM watches WHERE id = $1 AND org_id = $2`, id, orgID).Scan(&objectType, &loopID)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return store.WatchNotFound()
 			}
 			if err != nil {
 				return err
 			}
-			if err := lockWatchLoop(ctx, tx, orgID, *p.LoopID, objectType); err != nil {
-				return err
+			if *p.LoopID != loopID {
+				if err := lockWatchLoop(ctx, tx, orgID, *p.LoopID, objectType); err != nil {
+					return err
+				}
 			}
 		}
 		var err error
@@ -259,28 +286,13 @@ func (db *DB) UpdateWatch(ctx context.Context, orgID, id string, p store.WatchPa
 			if taken {
 				return store.WatchExists()
 			}
-			w.LoopID = *p.LoopID
-		}
-		if p.EveryDays != nil {
-			w.EveryDays = *p.EveryDays
 		}
 		if p.Fields != nil {
-			w.Fields = *p.Fields
-		}
-		if p.NotifyUnchanged != nil {
-			w.NotifyUnchanged = *p.NotifyUnchanged
-		}
-		if p.Enabled != nil {
-			w.Enabled = *p.Enabled
-			if w.Enabled {
-				w.PausedReason, w.NotFoundStreak = nil, 0
+			if err := store.CheckWatchFields(w.ObjectType, *p.Fields); err != nil {
+				return err
 			}
 		}
-		if p.NextRunAt != nil {
-			next := p.NextRunAt.UTC().Truncate(time.Millisecond)
-			w.NextRunAt = &next
-		}
-		w.UpdatedAt = db.now()
+		store.ApplyWatchPatch(w, p, db.now())
 		fields, err := fieldsColumn(w.Fields)
 		if err != nil {
 			return err
@@ -290,7 +302,8 @@ func (db *DB) UpdateWatch(ctx context.Context, orgID, id string, p store.WatchPa
 			w.LoopID, w.EveryDays, fields, b2i(w.NotifyUnchanged), b2i(w.Enabled), w.PausedReason, w.NotFoundStreak,
 			nullMS(w.NextRunAt), ms(w.UpdatedAt), id)
 		if isUniqueViolation(err, "") {
-			// Another watch moved to the same Loop and input since the check above.
+			// Another watch of the same input moved to, or was created for, that Loop
+			// since the check above.
 			return store.WatchExists()
 		}
 		return err
@@ -318,8 +331,8 @@ func (db *DB) DeleteWatch(ctx context.Context, orgID, id string) error {
 // SetWatchCap sets the most credits the organization's watch tasks may spend in a UTC
 // month; nil takes the cap away.
 func (db *DB) SetWatchCap(ctx context.Context, orgName string, limit *int64) error {
-	if limit != nil && *limit < 0 {
-		return enrich.Errorf(enrich.KindInvalid, "the monthly watch cap must be zero or a positive number of credits")
+	if err := store.CheckWatchCap(limit); err != nil {
+		return err
 	}
 	return db.inTx(ctx, func(tx pgx.Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
@@ -335,7 +348,7 @@ func (db *DB) SetWatchCap(ctx context.Context, orgName string, limit *int64) err
 // refunds deducted: a failed or canceled task gave its credits back. It reads the
 // partial index tasks_org_watch_created, which holds watch tasks only.
 const watchSpendQuery = `SELECT coalesce(sum(credits_charged), 0)::bigint FROM tasks
-	WHERE org_id = $1 AND created_at >= $2 AND watch_id IS NOT NULL AND status NOT IN ('failed', 'canceled')`
+	WHERE org_id = $1 AND created_at >= $2 AND watch_id IS NOT NULL AND status IN ('queued', 'running', 'succeeded')`
 
 // WatchSpend returns what the organization's watch tasks have spent since monthStart,
 // and its monthly cap (nil: none).
@@ -356,10 +369,7 @@ func (db *DB) WatchSpend(ctx context.Context, orgID string, monthStart time.Time
 func watchSpend(ctx context.Context, q querier, orgID string, monthStart time.Time) (int64, *int64, error) {
 	var limit *int64
 	err := q.QueryRow(ctx, `SELECT watch_monthly_cap FROM orgs WHERE id = $1`, orgID).Scan(&limit)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil, fmt.Errorf("organization %s: not found", orgID)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil, err
 	}
 	var spent int64
@@ -455,21 +465,24 @@ func (db *DB) DueWatches(ctx context.Context, now time.Time, limit, perOrg int) 
 }
 
 // WatchScheduled records the task the scheduler enqueued for a watch it claimed: when
-// it ran, the task, and when the watch is due next.
+// it ran, the task, and when the watch is due next. A watch disabled or paused
+// meanwhile keeps no next run.
 func (db *DB) WatchScheduled(ctx context.Context, orgID, id, taskID string, ranAt, next time.Time) error {
-	return db.setWatchRun(ctx, `UPDATE watches SET last_run_at = $3, last_task_id = $4, next_run_at = $5
-		WHERE id = $1 AND org_id = $2`, id, orgID, ms(ranAt), taskID, ms(next))
+	return db.setWatchRun(ctx, `last_run_at = $4, last_task_id = $5,`, orgID, id, next, ms(ranAt), taskID)
 }
 
 // DeferWatch moves a claimed watch's next run to next and changes nothing else: its
 // organization's monthly cap holds it until then.
 func (db *DB) DeferWatch(ctx context.Context, orgID, id string, next time.Time) error {
-	return db.setWatchRun(ctx, `UPDATE watches SET next_run_at = $3 WHERE id = $1 AND org_id = $2`, id, orgID, ms(next))
+	return db.setWatchRun(ctx, ``, orgID, id, next)
 }
 
-func (db *DB) setWatchRun(ctx context.Context, update string, args ...any) error {
+// setWatchRun sets next_run_at, and what set says (arguments from $4), on a watch.
+func (db *DB) setWatchRun(ctx context.Context, set, orgID, id string, next time.Time, args ...any) error {
 	return db.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, update, args...)
+		tag, err := tx.Exec(ctx, `UPDATE watches SET `+set+`
+			next_run_at = CASE WHEN enabled = 1 AND paused_reason IS NULL THEN $3 ELSE next_run_at END
+			WHERE id = $1 AND org_id = $2`, append([]any{id, orgID, ms(next)}, args...)...)
 		if err != nil {
 			return err
 		}
