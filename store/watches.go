@@ -61,8 +61,9 @@ type WatchPatch struct {
 	NextRunAt *time.Time
 }
 
-// WatchFilter selects a page of an organization's watches, oldest first. LoopID ""
-// does not filter; another organization's Loop selects nothing.
+// WatchFilter selects a page of an organization's watches, newest first, paged like
+// ListTasks (WatchPage bounds it). LoopID "" does not filter; another organization's
+// Loop selects nothing.
 type WatchFilter struct {
 	LoopID   string
 	Page     int // 0 for the first
@@ -70,7 +71,11 @@ type WatchFilter struct {
 }
 
 // DueWatch is a watch the scheduler has claimed, with what its organization has spent
-// on watch tasks this UTC month and the cap it set (nil: none).
+// on watch tasks this UTC month (refunds deducted) and the cap it set (nil: none).
+// Watch.NextRunAt is the time the watch was due, not the claim's retry time that the
+// database now holds: the scheduler plans the next run from it (watch.NextRun), so a
+// watch keeps its offset. MonthSpend is read once per organization per DueWatches
+// call: the scheduler adds the cost of each task it enqueues in the same round.
 type DueWatch struct {
 	Watch      *Watch
 	MonthSpend int64

@@ -312,7 +312,7 @@ func testWatchImportHasPerRowResults(t *testing.T, env *Env) {
 }
 
 // testDueWatchesAreClaimedOnce: two handles asking for the due watches at the same
-// time never get the same one; what they claimed is not due again until
+// time never get the same one (on PostgreSQL one of them may get none); what they claimed is not due again until
 // store.WatchRetry has passed without a WatchScheduled. Only enabled, unpaused, due
 // watches are handed out, each with the next_run_at it was due at.
 func testDueWatchesAreClaimedOnce(t *testing.T, env *Env) {
@@ -335,8 +335,10 @@ func testDueWatchesAreClaimedOnce(t *testing.T, env *Env) {
 	clk.Add(time.Minute)
 	now := clk.Now()
 
+	// Rounds until everything due was handed out: on PostgreSQL a handle that finds the
+	// other scheduling gets nothing that round, by design.
 	seen := map[string]int{}
-	for range 5 {
+	for round := 0; len(seen) < n && round < 4*n; round++ {
 		var gotA, gotB []store.DueWatch
 		var errA, errB error
 		together(
