@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"enrichd/enrich"
@@ -72,8 +73,16 @@ func (s *Server) runDueWatches(ctx context.Context) {
 			// refuses the next: they wait for their claim's retry too.
 			continue
 		}
+		prevDue := now
+		if w.NextRunAt != nil {
+			prevDue = *w.NextRunAt
+		}
+		// The check of one due time has a key of its own: should the process stop
+		// between the enqueue and WatchScheduled, the claim's retry finds that task
+		// again instead of charging for a second one.
+		key := "watch-" + w.ID + "-" + strconv.FormatInt(prevDue.UnixMilli(), 10)
 		res, err := s.submitTask(ctx, taskRequest{OrgID: w.OrgID, Input: in, Fields: w.Input, WatchID: &w.ID,
-			Route: "watch", Endpoint: "watch"})
+			IdempotencyKey: key, Route: "watch", Endpoint: "watch"})
 		if err != nil {
 			// The claim makes it due again in WatchRetry: no credits, a full queue or a
 			// storage fault is retried then.
@@ -88,10 +97,8 @@ func (s *Server) runDueWatches(ctx context.Context) {
 			}
 			continue
 		}
-		spent[w.OrgID] += res.Task.CreditsCharged
-		prevDue := now
-		if w.NextRunAt != nil {
-			prevDue = *w.NextRunAt
+		if !res.Replayed {
+			spent[w.OrgID] += res.Task.CreditsCharged
 		}
 		if err := s.db.WatchScheduled(ctx, w.OrgID, w.ID, res.Task.ID, now, watch.NextRun(prevDue, w.EveryDays, now)); err != nil &&
 			ctx.Err() == nil && !store.IsStorageFault(err) {

@@ -338,3 +338,35 @@ func TestWatchRefusedCheckIsRetried(t *testing.T) {
 	is.Equal(e.nextCheck(id, as...).str("task.status"), "succeeded")
 	is.Equal(e.balance("broke").Charged, int64(1))
 }
+
+// TestWatchCheckIsNotMadeTwiceForOneDueTime: a process that stops between making a
+// check's task and recording it leaves the watch claimed but not rescheduled; the
+// claim's retry finds the same task again (the check's key names its due time) rather
+// than charging for a second one.
+func TestWatchCheckIsNotMadeTwiceForOneDueTime(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	e := newEnv(t, allowPrivateWebhooks, watchesOften)
+	key, orgID := e.newOrg("acme", 10)
+	as := []string{"Authorization", "Bearer " + key}
+	rcv := newReceiver(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	loopID := e.do("POST", "/v1/loops", map[string]any{"name": "Companies", "webhook_url": rcv.srv.URL}, as...).str("data.id")
+	w := e.do("POST", "/v1/watches", map[string]any{"object_type": "company", "domain": "acme.com", "loop_id": loopID}, as...)
+	is.Equal(w.status, http.StatusCreated)
+	id := w.str("data.id")
+	due, _ := time.Parse(time.RFC3339Nano, w.str("data.next_run_at"))
+	e.startWorkers()
+	first := e.nextCheck(id, as...)
+	is.Equal(first.str("task.status"), "succeeded")
+
+	// As if the check's task had been made but never recorded: due at the same time again.
+	_, err := e.db.UpdateWatch(ctx, orgID, id, store.WatchPatch{NextRunAt: &due})
+	is.NoErr(err)
+	e.waitWatch(id, func(r *response) bool {
+		at, err := time.Parse(time.RFC3339Nano, r.str("data.next_run_at"))
+		return err == nil && at.After(e.clock.Now().Add(24*time.Hour)) // scheduled again, a whole interval on
+	}, as...)
+	is.Equal(e.do("GET", "/v1/tasks", nil, as...).get("total"), float64(1)) // the same task, found again
+	is.Equal(e.balance("acme").Charged, int64(1))
+}
