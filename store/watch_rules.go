@@ -42,7 +42,8 @@ func WatchSettled(w *Watch, t *Task, fetched bool) WatchUpdate {
 		var payload []byte
 		event := EventRecordUnchanged
 		switch {
-		case len(changes) > 0 && w.ObjectType == enrich.ObjectPerson:
+		case len(changes) > 0 && w.ObjectType == enrich.ObjectPerson && (len(w.Fields) == 0 || slices.Contains(w.Fields, "positions")):
+			// A job change is news only to a watch of the positions it is read from.
 			if from, to, moved := watch.JobChanged(w.Baseline, t.Data); moved {
 				event = EventJobChanged
 				payload, err = JobChangedPayload(w, t, changes, from, to)

@@ -13,10 +13,11 @@ import (
 
 func TestWatchSettled(t *testing.T) {
 	const (
-		atAcme   = `{"full_name":"Jane","positions":[{"company_name":"Acme","company_network_url":"https://net/company/acme","title":"Engineer","is_current":true}]}`
-		promoted = `{"full_name":"Jane","positions":[{"company_name":"Acme","company_network_url":"https://net/company/acme","title":"Lead","is_current":true}]}`
-		atGlobex = `{"full_name":"Jane","positions":[{"company_name":"Globex","company_network_url":"https://net/company/globex","title":"CTO","is_current":true}]}`
-		renamed  = `{"full_name":"Jane Smith","positions":[{"company_name":"Acme","company_network_url":"https://net/company/acme","title":"Engineer","is_current":true}]}`
+		atAcme          = `{"full_name":"Jane","positions":[{"company_name":"Acme","company_network_url":"https://net/company/acme","title":"Engineer","is_current":true}]}`
+		promoted        = `{"full_name":"Jane","positions":[{"company_name":"Acme","company_network_url":"https://net/company/acme","title":"Lead","is_current":true}]}`
+		atGlobex        = `{"full_name":"Jane","positions":[{"company_name":"Globex","company_network_url":"https://net/company/globex","title":"CTO","is_current":true}]}`
+		renamed         = `{"full_name":"Jane Smith","positions":[{"company_name":"Acme","company_network_url":"https://net/company/acme","title":"Engineer","is_current":true}]}`
+		renamedAtGlobex = `{"full_name":"Jane Smith","positions":[{"company_name":"Globex","company_network_url":"https://net/company/globex","title":"CTO","is_current":true}]}`
 	)
 	succeeded := func(data string) *store.Task {
 		return &store.Task{ID: "t1", ObjectType: enrich.ObjectPerson, Status: store.StatusSucceeded, Input: json.RawMessage(`{}`),
@@ -57,6 +58,8 @@ func TestWatchSettled(t *testing.T) {
 			task: succeeded(renamed), fetched: true, wantBaseline: renamed},
 		{name: "a new employer outside the watched fields: nothing sent", baseline: atAcme, fields: []string{"full_name"},
 			task: succeeded(atGlobex), fetched: true, wantBaseline: atGlobex},
+		{name: "a new employer with positions unwatched is no job change", baseline: atAcme, fields: []string{"full_name"},
+			task: succeeded(renamedAtGlobex), fetched: true, wantBaseline: renamedAtGlobex, wantEvents: []string{store.EventRecordChanged}},
 		{name: "a stored record served when the source failed changes nothing", baseline: atAcme, streak: 1,
 			task: succeeded(atGlobex), fetched: false, wantStreak: 1},
 		{name: "a first not_found counts", baseline: atAcme, task: failed(enrich.CodeNotFound), wantStreak: 1},
