@@ -64,9 +64,7 @@ type DB struct {
 	nowFn func() time.Time
 	known int // migrations in the schema this binary embeds
 
-	health  storageHealth
-	probeMu sync.Mutex
-	probe   *writeProbe // the last CheckWritable, under way or done
+	store.Health // storage failures, and the probe write (probeWrite)
 
 	transactions atomic.Int64 // inTx calls since Open
 	commits      atomic.Int64 // of them, the ones that committed
@@ -96,6 +94,7 @@ func Open(ctx context.Context, dsn string, now func() time.Time) (*DB, error) {
 		return nil, fmt.Errorf("cannot connect to PostgreSQL: %w", err)
 	}
 	db := &DB{pool: pool, nowFn: now, closing: make(chan struct{})}
+	db.Health.Init(func() time.Time { return db.nowFn() }, db.probeWrite)
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -262,7 +261,7 @@ func (db *DB) tx1(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	// While the database fails, a commit that wrote proves it takes writes again; one
 	// that wrote nothing proves nothing.
 	wrote := false
-	if db.health.failing.Load() {
+	if db.StorageFailing() {
 		if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned() IS NOT NULL`).Scan(&wrote); err != nil {
 			return err
 		}
@@ -272,7 +271,7 @@ func (db *DB) tx1(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	}
 	db.commits.Add(1)
 	if wrote {
-		db.storageRecovered()
+		db.Recovered()
 	}
 	return nil
 }
@@ -340,7 +339,7 @@ func (db *DB) storageChecked(err error) error {
 	if err == nil || !storageFault(err) {
 		return err
 	}
-	db.storageFailed(err)
+	db.Failed(err)
 	if ce := (*commitError)(nil); errors.As(err, &ce) {
 		return store.CommitUnknown()
 	}

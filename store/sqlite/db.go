@@ -40,10 +40,8 @@ type DB struct {
 
 	known int // migrations in the schema this binary embeds
 
-	probeMu sync.Mutex
-	probe   *writeProbe // the last CheckWritable, under way or done
-	health  storageHealth
-	reopen  atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
+	store.Health             // storage failures, and the probe write (probeWrite)
+	reopen       atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
 	// writerEpoch counts the writer's connections closed by reopenIfAsked.
 	writerEpoch atomic.Int64
 	touches     keyTouches // keys' last use being written
@@ -112,6 +110,7 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 	write.SetConnMaxIdleTime(0)
 	db := &DB{write: write, writes: newStmtCache(write), dsn: dsn, path: path, Now: now,
 		ops: make(chan *writeOp, maxBatch), closing: make(chan struct{}), writerDone: make(chan struct{}), watchDone: make(chan struct{}), checkpointDone: make(chan struct{})}
+	db.Health.Init(func() time.Time { return db.Now() }, db.probeWrite)
 	// The writer connection turns WAL on before any reader opens the file.
 	if err := db.migrate(ctx, schema); err != nil {
 		write.Close()
@@ -391,7 +390,7 @@ func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
 	// While the file fails, a commit that changed rows proves it takes writes again. One
 	// that changed none proves nothing: it writes no page, and commits on a full disk.
 	before := int64(-1)
-	if db.health.failing.Load() {
+	if db.StorageFailing() {
 		before = changes(tx)
 	}
 	if err := fn(&Tx{Tx: tx, cache: db.writes, detached: ctx, bound: map[*sql.Stmt]*sql.Stmt{}}); err != nil {
@@ -403,7 +402,7 @@ func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
 	}
 	db.commits.Add(1)
 	if wrote {
-		db.storageRecovered()
+		db.Recovered()
 	}
 	return nil
 }
