@@ -22,9 +22,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"regexp"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,41 +113,12 @@ func (db *DB) Close() error {
 // returns equals what a later read of the same row gives.
 func (db *DB) now() time.Time { return db.nowFn().UTC().Truncate(time.Millisecond) }
 
-// migration is one "-- migration N: title" section of schema.sql.
-type migration struct {
-	version int
-	title   string
-	sql     string
-}
-
-var migrationHeader = regexp.MustCompile(`(?m)^-- migration (\d+): (.*)$`)
-
-func parseMigrations(schema string) ([]migration, error) {
-	heads := migrationHeader.FindAllStringSubmatchIndex(schema, -1)
-	if len(heads) == 0 {
-		return nil, fmt.Errorf("the schema has no \"-- migration N: title\" sections")
-	}
-	var out []migration
-	for i, h := range heads {
-		end := len(schema)
-		if i+1 < len(heads) {
-			end = heads[i+1][0]
-		}
-		v, _ := strconv.Atoi(schema[h[2]:h[3]])
-		if v != i+1 {
-			return nil, fmt.Errorf("schema: migration %d found where %d was expected", v, i+1)
-		}
-		out = append(out, migration{version: v, title: strings.TrimSpace(schema[h[4]:h[5]]), sql: schema[h[1]:end]})
-	}
-	return out, nil
-}
-
 // migrate applies the embedded migrations the database lacks. Replicas started together
 // would each find a migration missing and apply it twice: a session advisory lock,
 // held on one connection across all of them, makes the others wait and then find
 // nothing to do.
 func (db *DB) migrate(ctx context.Context) error {
-	migrations, err := parseMigrations(schema)
+	migrations, err := store.ParseMigrations(schema)
 	if err != nil {
 		return err
 	}
@@ -170,21 +139,21 @@ func (db *DB) migrate(ctx context.Context) error {
 	for _, m := range migrations {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			var applied bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&applied); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&applied); err != nil {
 				return err
 			}
 			if applied {
 				return nil
 			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, title, applied_at) VALUES ($1, $2, $3)`,
-				m.version, m.title, ms(db.now()))
+				m.Version, m.Title, ms(db.now()))
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("PostgreSQL: migration %d (%s): %w", m.version, m.title, err)
+			return fmt.Errorf("PostgreSQL: migration %d (%s): %w", m.Version, m.Title, err)
 		}
 	}
 	return nil

@@ -19,10 +19,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"regexp"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,37 +166,8 @@ func (db *DB) Close() error {
 // returns equals what a later read of the same row gives.
 func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Millisecond) }
 
-// migration is one "-- migration N: title" section of schema.sql.
-type migration struct {
-	version int
-	title   string
-	sql     string
-}
-
-var migrationHeader = regexp.MustCompile(`(?m)^-- migration (\d+): (.*)$`)
-
-func parseMigrations(schema string) ([]migration, error) {
-	heads := migrationHeader.FindAllStringSubmatchIndex(schema, -1)
-	if len(heads) == 0 {
-		return nil, fmt.Errorf("the schema has no \"-- migration N: title\" sections")
-	}
-	var out []migration
-	for i, h := range heads {
-		end := len(schema)
-		if i+1 < len(heads) {
-			end = heads[i+1][0]
-		}
-		v, _ := strconv.Atoi(schema[h[2]:h[3]])
-		if v != i+1 {
-			return nil, fmt.Errorf("schema: migration %d found where %d was expected", v, i+1)
-		}
-		out = append(out, migration{version: v, title: strings.TrimSpace(schema[h[4]:h[5]]), sql: schema[h[1]:end]})
-	}
-	return out, nil
-}
-
 func (db *DB) migrate(ctx context.Context, schema string) error {
-	migrations, err := parseMigrations(schema)
+	migrations, err := store.ParseMigrations(schema)
 	if err != nil {
 		return err
 	}
@@ -211,21 +179,21 @@ func (db *DB) migrate(ctx context.Context, schema string) error {
 	for _, m := range migrations {
 		err := db.runTx(ctx, func(tx *Tx) error {
 			var applied int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&applied); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&applied); err != nil {
 				return err
 			}
 			if applied > 0 {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, title, applied_at) VALUES (?, ?, ?)`,
-				m.version, m.title, ms(db.now()))
+				m.Version, m.Title, ms(db.now()))
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("database %s: migration %d (%s): %w", db.path, m.version, m.title, err)
+			return fmt.Errorf("database %s: migration %d (%s): %w", db.path, m.Version, m.Title, err)
 		}
 	}
 	return nil
