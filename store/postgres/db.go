@@ -67,7 +67,7 @@ type DB struct {
 	transactions atomic.Int64 // inTx calls since Open
 	commits      atomic.Int64 // of them, the ones that committed
 
-	touches keyTouches // keys' last use being written
+	touches store.KeyTouches // keys' last use being written
 
 	listen    listener
 	closing   chan struct{}
@@ -103,7 +103,7 @@ func Open(ctx context.Context, dsn string, now func() time.Time) (*DB, error) {
 // Close stops the LISTEN connection and the key touches, and closes the pool.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() { close(db.closing) })
-	db.waitTouches()
+	db.touches.Close()
 	db.listen.stop()
 	db.pool.Close()
 	return nil

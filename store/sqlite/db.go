@@ -41,8 +41,8 @@ type DB struct {
 	reopen       atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
 	// writerEpoch counts the writer's connections closed by reopenIfAsked.
 	writerEpoch atomic.Int64
-	touches     keyTouches // keys' last use being written
-	keys        keyCache   // valid keys by the hash of their token
+	touches     store.KeyTouches // keys' last use being written
+	keys        keyCache         // valid keys by the hash of their token
 
 	ops        chan *writeOp // transactions waiting for the writer
 	closing    chan struct{}
@@ -145,7 +145,7 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 // Close closes both connection pools.
 func (db *DB) Close() error {
 	if db.read != nil { // the writer runs once Open has succeeded
-		db.waitTouches() // they need the writer
+		db.touches.Close() // they need the writer
 		db.closeOnce.Do(func() { close(db.closing) })
 		<-db.writerDone
 		<-db.watchDone
