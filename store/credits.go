@@ -2,6 +2,8 @@ package store
 
 import (
 	"time"
+
+	"enrichd/enrich"
 )
 
 // Ledger row kinds.
@@ -58,3 +60,37 @@ type CreditDay struct {
 
 // MaxCreditDays is the longest period DailyCredits reports.
 const MaxCreditDays = 366
+
+// msPerDay is a day as credit_days numbers days: milliseconds since the epoch divided
+// by it (the trigger's integer division, which Go's truncates the same way).
+const msPerDay = 24 * 60 * 60 * 1000
+
+// CreditDays is the frame of a DailyCredits answer: days zero days, oldest first,
+// ending with now's UTC day, and the numbers credit_days gives the first and the
+// last, for the driver's query. Days outside 1 to MaxCreditDays are refused.
+func CreditDays(days int, now time.Time) (out []CreditDay, first, last int64, err error) {
+	if days < 1 || days > MaxCreditDays {
+		return nil, 0, 0, enrich.Errorf(enrich.KindInvalid, "days must be 1 to %d", MaxCreditDays)
+	}
+	last = now.UnixMilli() / msPerDay
+	first = last - int64(days) + 1
+	out = make([]CreditDay, days)
+	for i := range out {
+		out[i].Day = time.UnixMilli((first + int64(i)) * msPerDay).UTC()
+	}
+	return out, first, last, nil
+}
+
+// Add counts amount moved by a ledger entry of kind on the day.
+func (d *CreditDay) Add(kind string, amount int64) {
+	switch kind {
+	case LedgerGrant:
+		d.Granted += amount
+	case LedgerCharge:
+		d.Charged += amount
+	case LedgerRefund:
+		d.Refunded += amount
+	case LedgerExpiry:
+		d.Expired += amount
+	}
+}
