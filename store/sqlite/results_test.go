@@ -50,26 +50,6 @@ func resultsAddUp(t *testing.T, path string) int {
 	return rows
 }
 
-func hexSum(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-// settleCompany claims the next task and settles it with a company fetched from a
-// source, as a worker does.
-func settleCompany(t *testing.T, db *store.DB, name string) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := db.ClaimTask(ctx, time.Minute)
-	if err != nil || c == nil {
-		t.Fatal(c, err)
-	}
-	res := enrich.Result{Company: &enrich.Company{Name: name, EnrichmentStatus: enrich.StatusEnriched, Domain: enrich.Ptr(c.Input.Target)}}
-	if ok, err := db.Settle(ctx, c, store.Outcome{Result: &res, Fetched: true}); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
-}
-
 // TestNoIndexIsDescending keeps DESC out of the schema's indexes: new rows land at the
 // left edge of one, where split pages stay half empty, and SQLite walks an ascending
 // index backwards for a descending order all the same.
