@@ -15,13 +15,18 @@ import (
 	"github.com/matryer/is"
 )
 
-// resultsAddUp checks the invariants of task_results in the test's database: each row
-// counts exactly the tasks that point at it, none is left that no task points at, each
-// is keyed by the sha256 of its bytes, and no task points at a row that is not there.
-// It returns how many rows there are.
+// resultsAddUp is ResultsAddUp on the test's database.
 func resultsAddUp(t *testing.T, env *Env) int {
 	t.Helper()
-	raw := env.Raw()
+	return ResultsAddUp(t, env.Raw())
+}
+
+// ResultsAddUp checks the invariants of task_results: each row counts exactly the
+// tasks that point at it, none is left that no task points at, each is keyed by the
+// sha256 of its bytes, and no task points at a row that is not there. It returns how
+// many rows there are.
+func ResultsAddUp(t *testing.T, raw Querier) int {
+	t.Helper()
 	for what, q := range map[string]string{
 		"miscounted": `SELECT count(*) FROM task_results r WHERE refs != (SELECT count(*) FROM tasks WHERE result_id = r.id)`,
 		"orphaned":   `SELECT count(*) FROM task_results WHERE refs = 0`,
