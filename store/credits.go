@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"time"
 
 	"enrichd/enrich"
@@ -93,4 +94,22 @@ func (d *CreditDay) Add(kind string, amount int64) {
 	case LedgerExpiry:
 		d.Expired += amount
 	}
+}
+
+// LedgerPageBounds is what a LedgerPage(beforeID, limit) reads: rows before the id
+// (0: from the newest), at most limit (0: DefaultLedgerPage; past MaxLedgerPage, that).
+func LedgerPageBounds(beforeID int64, limit int) (int64, int, error) {
+	if beforeID < 0 {
+		return 0, 0, enrich.Errorf(enrich.KindInvalid, "a ledger page starts before a row id, which is positive")
+	}
+	if beforeID == 0 {
+		beforeID = math.MaxInt64
+	}
+	switch {
+	case limit <= 0:
+		limit = DefaultLedgerPage
+	case limit > MaxLedgerPage:
+		limit = MaxLedgerPage
+	}
+	return beforeID, limit, nil
 }

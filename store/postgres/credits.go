@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"enrichd/enrich"
@@ -311,17 +310,9 @@ func (db *DB) ListGrants(ctx context.Context, orgID string) ([]store.Grant, erro
 // the row before beforeID (0: from the newest). limit 0 means store.DefaultLedgerPage;
 // more than store.MaxLedgerPage means the most.
 func (db *DB) LedgerPage(ctx context.Context, orgID string, beforeID int64, limit int) ([]store.LedgerEntry, error) {
-	if beforeID < 0 {
-		return nil, enrich.Errorf(enrich.KindInvalid, "a ledger page starts before a row id, which is positive")
-	}
-	if beforeID == 0 {
-		beforeID = math.MaxInt64
-	}
-	switch {
-	case limit <= 0:
-		limit = store.DefaultLedgerPage
-	case limit > store.MaxLedgerPage:
-		limit = store.MaxLedgerPage
+	beforeID, limit, err := store.LedgerPageBounds(beforeID, limit)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := db.pool.Query(ctx, `SELECT id, kind, amount, grant_id, task_id, created_at
 		FROM credit_ledger WHERE org_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, orgID, beforeID, limit)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"time"
 
 	"enrichd/enrich"
@@ -284,17 +283,9 @@ const ledgerPageQuery = `SELECT id, kind, amount, grant_id, task_id, created_at
 // the row before beforeID (0: from the newest). The next page starts before the last
 // row's ID. limit 0 means DefaultLedgerPage; more than MaxLedgerPage means the most.
 func (db *DB) LedgerPage(ctx context.Context, orgID string, beforeID int64, limit int) ([]LedgerEntry, error) {
-	if beforeID < 0 {
-		return nil, enrich.Errorf(enrich.KindInvalid, "a ledger page starts before a row id, which is positive")
-	}
-	if beforeID == 0 {
-		beforeID = math.MaxInt64
-	}
-	switch {
-	case limit <= 0:
-		limit = DefaultLedgerPage
-	case limit > MaxLedgerPage:
-		limit = MaxLedgerPage
+	beforeID, limit, err := store.LedgerPageBounds(beforeID, limit)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := db.read.QueryContext(ctx, ledgerPageQuery, orgID, beforeID, limit)
 	if err != nil {
