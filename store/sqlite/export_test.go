@@ -52,10 +52,10 @@ var WatchQueries = map[string]struct {
 }
 
 // WaitKeyTouches waits for the writes of keys' last use under way.
-func (db *DB) WaitKeyTouches() { db.touches.wg.Wait() }
+func (db *DB) WaitKeyTouches() { db.touches.Wait() }
 
 // KeyTouchesStarted counts the writes of keys' last use started since Open.
-func (db *DB) KeyTouchesStarted() int64 { return db.touches.started.Load() }
+func (db *DB) KeyTouchesStarted() int64 { return db.touches.Started() }
 
 // KeyReads counts the API keys Authenticate read from the database since Open.
 func (db *DB) KeyReads() int64 { return db.keys.reads.Load() }
