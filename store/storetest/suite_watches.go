@@ -66,7 +66,7 @@ func testWatchesCreateGetListUpdateDelete(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	loopA := newLoop(t, db, org, "a", enrich.ObjectCompany)
 	loopB := newLoop(t, db, org, "b", enrich.ObjectCompany)
 	first := clk.Now().Add(17 * time.Minute)
@@ -164,7 +164,7 @@ func testWatchesOfAnotherOrganizationAreNotFound(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org, other := newOrg(t, db, "acme"), newOrg(t, db, "other")
+	org, other := NewOrg(t, db, "acme"), NewOrg(t, db, "other")
 	mine := newLoop(t, db, org, "mine", enrich.ObjectCompany)
 	theirs := newLoop(t, db, other, "theirs", enrich.ObjectCompany)
 	w := mustWatch(t, db, newCompanyWatch(org, mine.ID, "acme.com", clk.Now()))
@@ -205,7 +205,7 @@ func testWatchRefusals(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	companies := newLoop(t, db, org, "companies", enrich.ObjectCompany)
 	companies2 := newLoop(t, db, org, "companies-2", enrich.ObjectCompany)
 	people := newLoop(t, db, org, "people", enrich.ObjectPerson)
@@ -270,7 +270,7 @@ func testWatchImportHasPerRowResults(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org, other := newOrg(t, db, "acme"), newOrg(t, db, "other")
+	org, other := NewOrg(t, db, "acme"), NewOrg(t, db, "other")
 	loop := newLoop(t, db, org, "companies", enrich.ObjectCompany)
 	people := newLoop(t, db, org, "people", enrich.ObjectPerson)
 	theirs := newLoop(t, db, other, "theirs", enrich.ObjectCompany)
@@ -319,7 +319,7 @@ func testDueWatchesAreClaimedOnce(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	a, b, clk := env.DB, env.Open(), env.Clock
-	org := newOrg(t, a, "acme")
+	org := NewOrg(t, a, "acme")
 	loop := newLoop(t, a, org, "companies", enrich.ObjectCompany)
 	start := clk.Now()
 	const n = 40
@@ -407,7 +407,7 @@ func testDueWatchesPerOrganization(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	big, small := newOrg(t, db, "big"), newOrg(t, db, "small")
+	big, small := NewOrg(t, db, "big"), NewOrg(t, db, "small")
 	bigLoop := newLoop(t, db, big, "companies", enrich.ObjectCompany)
 	smallLoop := newLoop(t, db, small, "companies", enrich.ObjectCompany)
 	start := clk.Now()
@@ -481,7 +481,7 @@ func testSettleAppliesWatchSettled(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 100, nil)
 	is.NoErr(err)
 	loop := newLoop(t, db, org, "people", enrich.ObjectPerson)
@@ -627,7 +627,7 @@ func testNotifyUnchangedAndDeletedWatches(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 100, nil)
 	is.NoErr(err)
 	loop := newLoop(t, db, org, "companies", enrich.ObjectCompany)
@@ -638,7 +638,7 @@ func testNotifyUnchangedAndDeletedWatches(t *testing.T, env *Env) {
 		t.Helper()
 		created, err := db.CreateTask(ctx, watchTask(w))
 		is.NoErr(err)
-		settleCompany(t, db, name)
+		SettleCompany(t, db, name)
 		ds, err := db.TaskDeliveries(ctx, org, created.Task.ID)
 		is.NoErr(err)
 		return ds
@@ -662,7 +662,7 @@ func testNotifyUnchangedAndDeletedWatches(t *testing.T, env *Env) {
 	created, err := db.CreateTask(ctx, watchTask(w))
 	is.NoErr(err)
 	is.NoErr(db.DeleteWatch(ctx, org, w.ID))
-	settleCompany(t, db, "Globex")
+	SettleCompany(t, db, "Globex")
 	task, err := db.GetTask(ctx, org, created.Task.ID)
 	is.NoErr(err)
 	is.Equal(task.Status, store.StatusSucceeded)
@@ -680,7 +680,7 @@ func testWatchSpendCountsWatchTasksOnly(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org, other := newOrg(t, db, "acme"), newOrg(t, db, "other")
+	org, other := NewOrg(t, db, "acme"), NewOrg(t, db, "other")
 	for _, name := range []string{"acme", "other"} {
 		_, err := db.GrantCredits(ctx, name, 1000, nil)
 		is.NoErr(err)
@@ -700,7 +700,7 @@ func testWatchSpendCountsWatchTasksOnly(t *testing.T, env *Env) {
 	is.Equal(spent, int64(0))
 	is.Equal(limit, nil)
 
-	for _, nt := range []store.NewTask{watchTask(company), watchTask(person), watchTask(theirs), newTask(org, "plain.com")} {
+	for _, nt := range []store.NewTask{watchTask(company), watchTask(person), watchTask(theirs), NewTask(org, "plain.com")} {
 		_, err := db.CreateTask(ctx, nt)
 		is.NoErr(err)
 	}
@@ -762,7 +762,7 @@ func testDeletingALoopDeletesItsWatches(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
 	doomed := newLoop(t, db, org, "doomed", enrich.ObjectCompany)
