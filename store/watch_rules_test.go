@@ -17,6 +17,7 @@ func TestWatchSettled(t *testing.T) {
 		promoted        = `{"full_name":"Jane","positions":[{"company_name":"Acme","company_network_url":"https://net/company/acme","title":"Lead","is_current":true}]}`
 		atGlobex        = `{"full_name":"Jane","positions":[{"company_name":"Globex","company_network_url":"https://net/company/globex","title":"CTO","is_current":true}]}`
 		renamed         = `{"full_name":"Jane Smith","positions":[{"company_name":"Acme","company_network_url":"https://net/company/acme","title":"Engineer","is_current":true}]}`
+		withBoardSeat   = `{"full_name":"Jane","positions":[{"company_name":"Acme","company_network_url":"https://net/company/acme","title":"Engineer","is_current":true},{"company_name":"Board Co","company_network_url":"https://net/company/board","title":"Advisor","start_date":"2026-05","is_current":true}]}`
 		renamedAtGlobex = `{"full_name":"Jane Smith","positions":[{"company_name":"Globex","company_network_url":"https://net/company/globex","title":"CTO","is_current":true}]}`
 	)
 	succeeded := func(data string) *store.Task {
@@ -58,6 +59,8 @@ func TestWatchSettled(t *testing.T) {
 			task: succeeded(renamed), fetched: true, wantBaseline: renamed},
 		{name: "a new employer outside the watched fields: nothing sent", baseline: atAcme, fields: []string{"full_name"},
 			task: succeeded(atGlobex), fetched: true, wantBaseline: atGlobex},
+		{name: "a further role while keeping the job: record.changed", baseline: atAcme, task: succeeded(withBoardSeat), fetched: true,
+			wantBaseline: withBoardSeat, wantEvents: []string{store.EventRecordChanged}},
 		{name: "a new employer with positions unwatched is no job change", baseline: atAcme, fields: []string{"full_name"},
 			task: succeeded(renamedAtGlobex), fetched: true, wantBaseline: renamedAtGlobex, wantEvents: []string{store.EventRecordChanged}},
 		{name: "a stored record served when the source failed changes nothing", baseline: atAcme, streak: 1,

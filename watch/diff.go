@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -280,26 +281,33 @@ type Employer struct {
 // latest start_date among several, the first listed among equals), or nil when the
 // person has none or the JSON is not a person's.
 func CurrentEmployer(person json.RawMessage) *Employer {
+	if cur := currentEmployers(person); len(cur) > 0 {
+		return &cur[0]
+	}
+	return nil
+}
+
+// currentEmployers are the employers of a person's current positions, the latest
+// started first (the first listed among equals).
+func currentEmployers(person json.RawMessage) []Employer {
 	var p struct {
 		Positions []enrich.Position `json:"positions"`
 	}
 	if len(bytes.TrimSpace(person)) == 0 || json.Unmarshal(person, &p) != nil {
 		return nil
 	}
-	var cur *enrich.Position
+	var cur []*enrich.Position
 	for i := range p.Positions {
-		pos := &p.Positions[i]
-		if !pos.IsCurrent {
-			continue
-		}
-		if cur == nil || startDate(pos) > startDate(cur) {
-			cur = pos
+		if p.Positions[i].IsCurrent {
+			cur = append(cur, &p.Positions[i])
 		}
 	}
-	if cur == nil {
-		return nil
+	slices.SortStableFunc(cur, func(a, b *enrich.Position) int { return strings.Compare(startDate(b), startDate(a)) })
+	out := make([]Employer, len(cur))
+	for i, pos := range cur {
+		out[i] = Employer{CompanyName: pos.CompanyName, CompanyNetworkURL: pos.CompanyNetworkURL, Title: pos.Title}
 	}
-	return &Employer{CompanyName: cur.CompanyName, CompanyNetworkURL: cur.CompanyNetworkURL, Title: cur.Title}
+	return out
 }
 
 func startDate(p *enrich.Position) string {
@@ -309,13 +317,37 @@ func startDate(p *enrich.Position) string {
 	return *p.StartDate
 }
 
-// JobChanged compares the current employers of two results of a person: changed when
-// the company differs (by network page when both have one, else by name in any case),
-// or when one side has a current employer and the other none. A new title at the same
-// company is not a job change.
+// JobChanged compares the current employers of two results of a person, as sets
+// (their order in the list, and titles, do not matter): a job changed when an
+// employer current before is no longer current, or when a person with none has one
+// now. from is the employer left (the latest started, if several), to the employer
+// current after that was not before (the latest started), else the one they stay
+// with, else nil; without a change, each side's CurrentEmployer. Taking on a further
+// role while keeping the job, a board seat or an advisory role, is no job change: the
+// watch sends record.changed for it.
 func JobChanged(before, after json.RawMessage) (from, to *Employer, changed bool) {
-	from, to = CurrentEmployer(before), CurrentEmployer(after)
-	return from, to, !sameEmployer(from, to)
+	olds, news := currentEmployers(before), currentEmployers(after)
+	held := func(set []Employer, e Employer) bool {
+		return slices.ContainsFunc(set, func(o Employer) bool { return sameEmployer(&o, &e) })
+	}
+	for i := range olds {
+		if !held(news, olds[i]) {
+			from = &olds[i]
+			break
+		}
+	}
+	if from == nil && (len(olds) > 0 || len(news) == 0) {
+		return CurrentEmployer(before), CurrentEmployer(after), false // no change: who they were and are with
+	}
+	for i := range news {
+		if !held(olds, news[i]) {
+			return from, &news[i], true
+		}
+	}
+	if len(news) > 0 {
+		to = &news[0]
+	}
+	return from, to, true
 }
 
 func sameEmployer(a, b *Employer) bool {

@@ -297,9 +297,21 @@ func TestJobChanged(t *testing.T) {
 		{"among several current positions the latest start wins",
 			person(pos("Side", "https://net/company/side", "Advisor", "2015-01-01", true), acme),
 			person(acme, pos("Side", "https://net/company/side", "Advisor", "2015-01-01", true)), false, "Acme", "Acme", "Engineer"},
-		{"a new latest current position is a job change",
+		{"a further role while keeping the job is no job change",
 			person(acme),
-			person(acme, pos("Globex", "https://net/company/globex", "Founder", "2026-02-01", true)), true, "Acme", "Globex", "Engineer"},
+			person(acme, pos("Board Co", "https://net/company/board", "Advisor", "2026-02-01", true)), false, "Acme", "Board Co", "Engineer"},
+		{"listed in another order, with no dates, the same jobs are no job change",
+			person(pos("Acme", "", "CTO", "", true), pos("Board", "", "Advisor", "", true)),
+			person(pos("Board", "", "Advisor", "", true), pos("Acme", "", "CTO", "", true)), false, "Acme", "Board", "CTO"},
+		{"leaving the job while keeping a further role is a job change",
+			person(acme, pos("Board Co", "https://net/company/board", "Advisor", "2020-02-01", true)),
+			person(pos("Acme", "https://net/company/acme", "Engineer", "2021-01-01", false), pos("Board Co", "https://net/company/board", "Advisor", "2020-02-01", true)),
+			true, "Acme", "Board Co", "Engineer"},
+		{"a new job beside the old, the old one ended, is a job change to the new",
+			person(acme),
+			person(pos("Acme", "https://net/company/acme", "Engineer", "2021-01-01", false), pos("Globex", "https://net/company/globex", "CTO", "2026-02-01", true),
+				pos("Board Co", "https://net/company/board", "Advisor", "2019-01-01", true)),
+			true, "Acme", "Globex", "Engineer"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
