@@ -195,7 +195,13 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 		if c.Input.Lookup == enrich.LookupEmail {
 			// An email lookup serves its own stale fallbacks: a stored record is not a
 			// substitute for resolving an address.
-			o := s.pipeline.ResolveEmail(taskCtx, c.Input)
+			p := s.pipeline
+			if c.WatchID != nil {
+				fresh := *s.pipeline // a watch's check: nothing held is served in the sources' place
+				fresh.Fresh = true
+				p = &fresh
+			}
+			o := p.ResolveEmail(taskCtx, c.Input)
 			out = store.Outcome{Err: o.Err, Gathered: o.Gathered, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken}
 			if o.Err == nil {
 				out.Result, out.Fetched, out.FetchedAt = &o.Result, true, o.FetchedAt
@@ -269,7 +275,7 @@ func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result,
 	out := store.Outcome{Result: &res, Fetched: true}
 	if taskErr != nil {
 		out = store.Outcome{Err: taskErr}
-		if (taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound) && !s.watchTask(ctx, c) {
+		if (taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound) && c.WatchID == nil {
 			stored, err := s.db.FindStored(ctx, c.Input)
 			if err != nil {
 				s.log.Error("reading the stored record", "task", c.TaskID, "err", err)
@@ -280,19 +286,6 @@ func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result,
 		}
 	}
 	return out
-}
-
-// watchTask reports whether a claimed task is a watch's. A watch compares what the
-// source says now with what it said last time, so a stored record is no substitute:
-// its not_found must count towards pausing the watch, and a source that cannot be
-// reached fails (refunded) and changes nothing. Asked only when the source failed.
-func (s *Server) watchTask(ctx context.Context, c *store.Claim) bool {
-	t, err := s.db.GetTask(ctx, c.OrgID, c.TaskID)
-	if err != nil {
-		s.log.Error("reading a failed task", "task", c.TaskID, "err", err)
-		return false
-	}
-	return t.WatchID != nil
 }
 
 // keepLease extends the claim's lease while the task runs, and cancels the task once

@@ -43,7 +43,7 @@ SET status = 'running', started_at = $1, lease_token = $2, lease_until = $3, att
 WHERE id = (
     SELECT id FROM tasks WHERE org_id = $4 AND status = 'queued'
     ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at)`
+RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at), watch_id`
 
 // ClaimTask takes the next queued task, if any, under a lease of the given length.
 // Organizations take turns (round-robin). It returns nil when nothing is queued that
@@ -94,7 +94,7 @@ func (db *DB) claimTask(ctx context.Context, tx pgx.Tx, lease time.Duration, tok
 		var input string
 		var expires, queued int64
 		err = tx.QueryRow(ctx, claimQuery, ms(now), c.Token, ms(now.Add(lease)), org).
-			Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued)
+			Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued, &c.WatchID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			if err := leaveQueue(ctx, tx, org); err != nil {
 				return nil, err

@@ -21,7 +21,7 @@ SET status = 'running', started_at = :now, lease_token = :token, lease_until = :
 WHERE id = (
     SELECT id FROM tasks WHERE org_id = :org AND status = 'queued'
     ORDER BY created_at, id LIMIT 1)
-RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at)`
+RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at), watch_id`
 
 // ClaimTask takes the next queued task, if any, under a lease of the given length.
 // Organizations take turns (round-robin), so one with a few tasks is served between
@@ -48,7 +48,7 @@ func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error
 			var expires, queued int64
 			err = tx.QueryRowContext(ctx, claimQuery, sql.Named("now", ms(now)), sql.Named("token", c.Token),
 				sql.Named("lease_until", ms(now.Add(lease))), sql.Named("org", org)).
-				Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued)
+				Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued, &c.WatchID)
 			if errors.Is(err, sql.ErrNoRows) {
 				// Its queued tasks were canceled or expired since it got in line.
 				if _, err := tx.ExecContext(ctx, `DELETE FROM queue_turns WHERE org_id = ?`, org); err != nil {
