@@ -473,6 +473,7 @@ CREATE TABLE watches (
     paused_reason      TEXT,
     not_found_streak   INTEGER NOT NULL DEFAULT 0,
     next_run_at        INTEGER,
+    claimed_due_at     INTEGER,                   -- the due time a claim took, until its check is recorded
     last_run_at        INTEGER,
     last_task_id       TEXT,
     baseline           TEXT,                      -- the last result kept (JSON)

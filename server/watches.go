@@ -43,6 +43,16 @@ func (s *Server) scheduleWatches(ctx context.Context) {
 // gets its task or, when its organization's monthly cap would be passed, waits for
 // next month, unpaid.
 func (s *Server) runDueWatches(ctx context.Context) {
+	// One replica schedules a round from its claims to its last task: the spend it
+	// reads at the start must not be spent by another replica meanwhile.
+	release, ok, err := s.db.HoldWatchScheduler(ctx)
+	if err != nil || !ok {
+		if err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
+			s.log.Error("taking the watch scheduler's lock", "err", err)
+		}
+		return
+	}
+	defer release()
 	now := s.db.Now()
 	due, err := s.db.DueWatches(ctx, now, watchBatch, watchPerOrg)
 	if err != nil {

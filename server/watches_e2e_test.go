@@ -340,9 +340,10 @@ func TestWatchRefusedCheckIsRetried(t *testing.T) {
 }
 
 // TestWatchCheckIsNotMadeTwiceForOneDueTime: a process that stops between making a
-// check's task and recording it leaves the watch claimed but not rescheduled; the
-// claim's retry finds the same task again (the check's key names its due time) rather
-// than charging for a second one.
+// check's task and recording it leaves the watch claimed but not rescheduled, and the
+// claim's retry hands it out with the same due time (the store's
+// AClaimNeverRecordedKeepsItsDueTime); a check of the same due time finds the same
+// task again (its key names that time) rather than charging for a second one.
 func TestWatchCheckIsNotMadeTwiceForOneDueTime(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
@@ -369,4 +370,29 @@ func TestWatchCheckIsNotMadeTwiceForOneDueTime(t *testing.T) {
 	}, as...)
 	is.Equal(e.do("GET", "/v1/tasks", nil, as...).get("total"), float64(1)) // the same task, found again
 	is.Equal(e.balance("acme").Charged, int64(1))
+}
+
+// TestEmailWatchAsksTheSource: an email watch's check asks the source for the person
+// the address is on record for, however recently the store got them: a check of
+// what the store already holds would be charged and would miss the change.
+func TestEmailWatchAsksTheSource(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks, watchesOften)
+	acmeNetwork(e)
+	e.net.addPerson(employee("zed-quux", "Zed", "Quux", acmeURL, "Sales Director", "London", "GB", false))
+	rcv := newReceiver(t)
+	loopID, _ := e.createLoop("People", rcv.srv.URL+"/hook", "person")
+	w := e.createWatch(map[string]any{"object_type": "person", "email": "zed.quux@acme.com", "loop_id": loopID, "every_days": 7})
+	id := w.str("data.id")
+	e.startWorkers()
+	is.Equal(e.nextCheck(id).str("task.status"), "succeeded")
+
+	e.net.addPerson(employee("zed-quux", "Zed", "Quux", acmeURL, "VP Sales", "London", "GB", false))
+	second := e.nextCheck(id) // seven days on: the stored profile is still within the 30-day store
+	is.Equal(second.str("task.status"), "succeeded")
+	is.True(strings.Contains(string(second.raw), "VP Sales"))
+
+	e.net.removePerson("https://www.linkedin.com/in/zed-quux")
+	gone := e.nextCheck(id) // the source no longer has them: not served from the store
+	is.Equal(gone.str("task.status"), "failed")
 }

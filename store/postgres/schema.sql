@@ -356,6 +356,7 @@ CREATE TABLE watches (
     paused_reason      TEXT COLLATE "C",
     not_found_streak   INTEGER NOT NULL DEFAULT 0,
     next_run_at        BIGINT,
+    claimed_due_at     BIGINT,                                -- the due time a claim took, until its check is recorded
     last_run_at        BIGINT,
     last_task_id       TEXT COLLATE "C",
     baseline           TEXT,                                  -- the last result kept (JSON)

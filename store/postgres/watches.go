@@ -27,6 +27,32 @@ import (
 // a time (db.go's lockBase; 0x10 and up are the queue's).
 const lockDueWatches = lockBase | 0x20
 
+// lockWatchRound is held, on a connection of its own, for a whole scheduling round
+// (HoldWatchScheduler): the round reads each organization's spend once and makes its
+// tasks after DueWatches commits, so two replicas' rounds at once could each spend an
+// organization's monthly cap.
+const lockWatchRound = lockBase | 0x21
+
+// HoldWatchScheduler makes this replica the one scheduling watches until release is
+// called, or reports false when another replica is: its session's advisory lock is
+// released with release, or with the connection should the process die.
+func (db *DB) HoldWatchScheduler(ctx context.Context) (release func(), ok bool, err error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, db.readChecked(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockWatchRound).Scan(&ok); err != nil || !ok {
+		conn.Release()
+		return nil, false, db.readChecked(err)
+	}
+	return func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockWatchRound); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) // closing the session releases its locks
+		}
+		conn.Release()
+	}, true, nil
+}
+
 const watchColumns = `id, org_id, object_type, lookup, target, input, loop_id, every_days, fields, notify_unchanged,
 	enabled, paused_reason, not_found_streak, next_run_at, last_run_at, last_task_id, baseline, created_at, updated_at`
 
@@ -427,9 +453,27 @@ func (db *DB) DueWatches(ctx context.Context, now time.Time, limit, perOrg int) 
 		for i, w := range claimed {
 			claimedIDs[i] = w.ID
 		}
-		if _, err := tx.Exec(ctx, `UPDATE watches SET next_run_at = $1 WHERE id = ANY($2)`,
-			ms(now.Add(store.WatchRetry)), claimedIDs); err != nil {
+		// A watch claimed before and never recorded (its process stopped, or its check
+		// was refused) keeps the due time of that first claim: the check's key names
+		// it, and the next run is planned from it.
+		rows, err = tx.Query(ctx, `UPDATE watches SET claimed_due_at = coalesce(claimed_due_at, next_run_at), next_run_at = $1
+			WHERE id = ANY($2) RETURNING id, claimed_due_at`, ms(now.Add(store.WatchRetry)), claimedIDs)
+		if err != nil {
 			return err
+		}
+		dueAt := map[string]int64{}
+		if _, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
+			var id string
+			var due int64
+			err := r.Scan(&id, &due)
+			dueAt[id] = due
+			return struct{}{}, err
+		}); err != nil {
+			return err
+		}
+		for _, w := range claimed {
+			due := fromMS(dueAt[w.ID])
+			w.NextRunAt = &due
 		}
 		// In the order they were picked.
 		byID := make(map[string]*store.Watch, len(claimed))
@@ -480,7 +524,7 @@ func (db *DB) DeferWatch(ctx context.Context, orgID, id string, next time.Time) 
 // setWatchRun sets next_run_at, and what set says (arguments from $4), on a watch.
 func (db *DB) setWatchRun(ctx context.Context, set, orgID, id string, next time.Time, args ...any) error {
 	return db.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE watches SET `+set+`
+		tag, err := tx.Exec(ctx, `UPDATE watches SET `+set+` claimed_due_at = NULL,
 			next_run_at = CASE WHEN enabled = 1 AND paused_reason IS NULL THEN $3 ELSE next_run_at END
 			WHERE id = $1 AND org_id = $2`, append([]any{id, orgID, ms(next)}, args...)...)
 		if err != nil {

@@ -340,3 +340,25 @@ func TestSettleWatchTakesTheWatchInTurn(t *testing.T) {
 	is.NoErr(db.pool.QueryRow(ctx, `SELECT baseline FROM watches WHERE id = $1`, w.ID).Scan(&baseline))
 	is.Equal(baseline, string(last.Data))
 }
+
+// One replica schedules a round at a time, from its claims to its last task: a
+// second replica is told no until the first releases its hold.
+func TestOneReplicaHoldsTheWatchScheduler(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := freshDSN(t)
+	c := &testClock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
+	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
+
+	release, ok, err := a.HoldWatchScheduler(ctx)
+	is.NoErr(err)
+	is.True(ok)
+	_, ok, err = b.HoldWatchScheduler(ctx)
+	is.NoErr(err)
+	is.True(!ok) // a is scheduling
+	release()
+	releaseB, ok, err := b.HoldWatchScheduler(ctx)
+	is.NoErr(err)
+	is.True(ok) // a's round is over
+	releaseB()
+}

@@ -386,9 +386,16 @@ func (db *DB) DueWatches(ctx context.Context, now time.Time, limit, perOrg int) 
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE watches SET next_run_at = ? WHERE id = ?`, retry, id); err != nil {
+			// A watch claimed before and never recorded (its process stopped, or its
+			// check was refused) keeps the due time of that first claim: the check's
+			// key names it, and the next run is planned from it.
+			var claimedDue int64
+			if err := tx.QueryRowContext(ctx, `UPDATE watches SET claimed_due_at = coalesce(claimed_due_at, next_run_at), next_run_at = ?
+				WHERE id = ? RETURNING claimed_due_at`, retry, id).Scan(&claimedDue); err != nil {
 				return err
 			}
+			dueAt := fromMS(claimedDue)
+			w.NextRunAt = &dueAt
 			s, ok := spends[w.OrgID]
 			if !ok {
 				if s.spent, s.limit, err = watchSpend(ctx, tx, w.OrgID, watch.MonthStart(now)); err != nil {
@@ -420,7 +427,7 @@ func (db *DB) DeferWatch(ctx context.Context, orgID, id string, next time.Time) 
 
 func (db *DB) updateWatchRun(ctx context.Context, orgID, id, set string, args []any, next time.Time) error {
 	return db.inTx(ctx, func(tx *Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE watches SET `+set+`
+		res, err := tx.ExecContext(ctx, `UPDATE watches SET `+set+` claimed_due_at = NULL,
 			next_run_at = CASE WHEN enabled = 1 AND paused_reason IS NULL THEN ? ELSE next_run_at END
 			WHERE id = ? AND org_id = ?`, append(args, ms(next), id, orgID)...)
 		if err != nil {

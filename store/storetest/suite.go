@@ -53,6 +53,7 @@ var conformanceTests = []conformanceTest{
 	{"WatchRefusals", testWatchRefusals},
 	{"WatchImportHasPerRowResults", testWatchImportHasPerRowResults},
 	{"DueWatchesAreClaimedOnce", testDueWatchesAreClaimedOnce},
+	{"AClaimNeverRecordedKeepsItsDueTime", testAClaimNeverRecordedKeepsItsDueTime},
 	{"DueWatchesPerOrganization", testDueWatchesPerOrganization},
 	{"SettleAppliesWatchSettled", testSettleAppliesWatchSettled},
 	{"NotifyUnchangedAndDeletedWatches", testNotifyUnchangedAndDeletedWatches},

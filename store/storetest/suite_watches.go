@@ -381,7 +381,7 @@ func testDueWatchesAreClaimedOnce(t *testing.T, env *Env) {
 	is.Equal(len(back), n-1)
 	for _, d := range back {
 		is.True(d.Watch.ID != scheduled)
-		is.Equal(*d.Watch.NextRunAt, now.Add(store.WatchRetry))
+		is.Equal(*d.Watch.NextRunAt, dueAt[d.Watch.ID]) // due as first claimed (AClaimNeverRecordedKeepsItsDueTime)
 	}
 	// A paused or disabled watch is never due, and keeps no next run when its task is
 	// recorded meanwhile.
@@ -784,4 +784,42 @@ func testDeletingALoopDeletesItsWatches(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.Equal(len(due), 1)
 	is.Equal(due[0].Watch.ID, stays.ID)
+}
+
+// A watch claimed and never recorded (the process stopped between the check's task
+// and WatchScheduled, or the check was refused) is handed out again WatchRetry later
+// with the due time of its first claim, not the retry's: the check's key names that
+// time, so the same task is found again, and the next run is planned from it. Once
+// recorded, the next claim has the next due time.
+func testAClaimNeverRecordedKeepsItsDueTime(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := NewOrg(t, db, "acme")
+	loop := newLoop(t, db, org, "companies", enrich.ObjectCompany)
+	due := clk.Now().Add(time.Minute)
+	w := mustWatch(t, db, newCompanyWatch(org, loop.ID, "acme.com", due))
+
+	clk.Add(2 * time.Minute)
+	first, err := db.DueWatches(ctx, clk.Now(), 10, 10)
+	is.NoErr(err)
+	is.Equal(len(first), 1)
+	is.Equal(*first[0].Watch.NextRunAt, due)
+
+	for range 2 { // stopped, then refused: each retry is the same due time
+		clk.Add(store.WatchRetry + time.Second)
+		again, err := db.DueWatches(ctx, clk.Now(), 10, 10)
+		is.NoErr(err)
+		is.Equal(len(again), 1)
+		is.Equal(again[0].Watch.ID, w.ID)
+		is.Equal(*again[0].Watch.NextRunAt, due)
+	}
+
+	next := due.Add(30 * 24 * time.Hour)
+	is.NoErr(db.WatchScheduled(ctx, org, w.ID, "task", clk.Now(), next))
+	clk.Add(next.Add(time.Second).Sub(clk.Now()))
+	later, err := db.DueWatches(ctx, clk.Now(), 10, 10)
+	is.NoErr(err)
+	is.Equal(len(later), 1)
+	is.Equal(*later[0].Watch.NextRunAt, next) // recorded: the claim starts from the new due time
 }
