@@ -452,3 +452,45 @@ END;
 -- GET /v1/loops/{id}/deliveries newest first, ascending for the same reason.
 DROP INDEX deliveries_loop_created;
 CREATE INDEX deliveries_loop_created ON deliveries(loop_id, created_at, id);
+
+-- migration 9: watches
+-- A watch enqueues a task for its target every every_days and sends its Loop what
+-- changed since the result it kept (baseline). Deleting the Loop deletes its watches;
+-- a deleted watch leaves its tasks (tasks.watch_id has no foreign key). The same
+-- columns as PostgreSQL's migration 2, so that enrichd migrate copies rows unchanged.
+CREATE TABLE watches (
+    id                 TEXT PRIMARY KEY,          -- UUIDv7
+    org_id             TEXT NOT NULL REFERENCES orgs(id),
+    object_type        TEXT NOT NULL CHECK (object_type IN ('company', 'person')),
+    lookup             TEXT NOT NULL,             -- domain, company_url, person_url or email
+    target             TEXT NOT NULL,             -- the normalized input
+    input              TEXT NOT NULL,             -- the request fields, normalized (JSON)
+    loop_id            TEXT NOT NULL REFERENCES loops(id) ON DELETE CASCADE,
+    every_days         INTEGER NOT NULL,
+    fields             TEXT,                      -- JSON array; NULL watches every field
+    notify_unchanged   INTEGER NOT NULL,
+    enabled            INTEGER NOT NULL,
+    paused_reason      TEXT,
+    not_found_streak   INTEGER NOT NULL DEFAULT 0,
+    next_run_at        INTEGER,
+    claimed_due_at     INTEGER,                   -- the due time a claim took, until its check is recorded
+    last_run_at        INTEGER,
+    last_task_id       TEXT,
+    baseline           TEXT,                      -- the last result kept (JSON)
+    created_at         INTEGER NOT NULL,
+    updated_at         INTEGER NOT NULL,
+    UNIQUE (org_id, loop_id, lookup, target)
+);
+-- GET /v1/watches, and the same filtered by Loop
+CREATE INDEX watches_org_created ON watches(org_id, created_at, id);
+CREATE INDEX watches_org_loop_created ON watches(org_id, loop_id, created_at, id);
+-- the scheduler's "what is due": only the watches that can run are in it
+CREATE INDEX watches_due ON watches(next_run_at) WHERE enabled = 1 AND paused_reason IS NULL;
+-- deleting a Loop finds its watches here (the other indexes start with org_id)
+CREATE INDEX watches_loop ON watches(loop_id);
+
+ALTER TABLE tasks ADD COLUMN watch_id TEXT;
+-- the month's spend of an organization's watch tasks, against its cap
+CREATE INDEX tasks_org_watch_created ON tasks(org_id, created_at) WHERE watch_id IS NOT NULL;
+
+ALTER TABLE orgs ADD COLUMN watch_monthly_cap INTEGER;

@@ -68,6 +68,11 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		is.NoErr(err)
 		_, err = db.CreateTestDelivery(ctx, org, loop.ID)
 		is.NoErr(err)
+		watched := "watched-" + name + ".example"
+		_, err = db.CreateWatch(ctx, store.NewWatch{OrgID: org, ObjectType: enrich.ObjectCompany,
+			Input: enrich.Input{Lookup: enrich.LookupDomain, Target: watched}, RawInput: json.RawMessage(`{"domain":"` + watched + `"}`),
+			LoopID: loop.ID, EveryDays: 30, Fields: []string{"employee_count"}, Enabled: true, FirstRunAt: db.Now()})
+		is.NoErr(err)
 		_, _, err = db.CreateUser(ctx, name, "admin@"+name+".example", "admin")
 		is.NoErr(err)
 		u, _, err := db.CreateUser(ctx, name, "viewer@"+name+".example", "viewer")

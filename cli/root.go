@@ -63,6 +63,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newTasksCommand(),
 		newLoopsCommand(),
 		newDeliveriesCommand(),
+		newWatchesCommand(),
 		newBenchCommand(),
 		newBackupCommand(),
 		newMigrateCommand(),

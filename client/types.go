@@ -46,6 +46,7 @@ type Task struct {
 	Target         string          `json:"target"` // the normalized domain, network URL or email
 	CreditsCharged int64           `json:"credits_charged"`
 	LoopID         *string         `json:"loop_id"`
+	WatchID        *string         `json:"watch_id"` // the watch this task checks, if any
 	IdempotencyKey *string         `json:"idempotency_key"`
 	CreatedAt      time.Time       `json:"created_at"`
 	QueuedAt       *time.Time      `json:"queued_at"`

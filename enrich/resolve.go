@@ -149,12 +149,15 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain string, now time.Time) (EmailOutcome, bool) {
 	match := &EmailMatch{Method: MatchExact, Email: in.Target}
 	person, at := held.Person, held.LastEnriched
+	if p.Fresh && person.NetworkURL == nil {
+		return EmailOutcome{}, false // no profile to ask the sources for: resolve the address afresh
+	}
 	if now.Sub(held.LastEnriched) >= p.freshness() && person.NetworkURL != nil {
 		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL})
 		switch {
 		case terr == nil:
 			person, at = res.Person, now
-		case terr.Code == CodeTimedOut:
+		case terr.Code == CodeTimedOut, p.Fresh:
 			return EmailOutcome{Err: terr}, true
 		}
 	}
@@ -447,6 +450,9 @@ func (p *Pipeline) now() time.Time {
 }
 
 func (p *Pipeline) freshness() time.Duration {
+	if p.Fresh {
+		return 0 // nothing held is fresh enough
+	}
 	if p.Freshness > 0 {
 		return p.Freshness
 	}

@@ -104,6 +104,11 @@ type Pipeline struct {
 	Freshness time.Duration
 	// Now is the clock freshness is measured on; time.Now when nil.
 	Now func() time.Time
+	// Fresh makes ResolveEmail ask the sources for everything it answers with: no
+	// held profile, company or gathering is served as it is, and a profile whose
+	// refresh fails fails the lookup instead of being served from what is held. A
+	// watch's check is made this way: it compares what the source says now.
+	Fresh bool
 }
 
 // Enrich looks a company or a profile up. It returns a result, or the TaskError the

@@ -47,6 +47,12 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 		t.Fatalf("other's test event: %d %s", r.status, r.raw)
 	}
 	otherDelivery := r.str("delivery.id")
+	acme["watches"] = e.createWatch(map[string]any{"object_type": "company", "domain": "acme.com", "loop_id": acmeLoop}).str("data.id")
+	r = e.do("POST", "/v1/watches", map[string]any{"object_type": "company", "domain": "other.com", "loop_id": otherLoop}, asOther...)
+	if r.status != http.StatusCreated {
+		t.Fatalf("other's watch: %d %s", r.status, r.raw)
+	}
+	otherWatch := r.str("data.id")
 	r = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
 	if r.status != http.StatusAccepted {
 		t.Fatalf("other's task: %d %s", r.status, r.raw)
@@ -56,6 +62,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 		"loops":         otherLoop,
 		"deliveries":    otherDelivery,
 		"settings/keys": e.keyByPrefix("other", otherKey).ID,
+		"watches":       otherWatch,
 	}
 	e.clock.Add(time.Hour) // a change to other's objects would show in their times
 	otherBefore := e.otherState(otherKey, otherLoop, other["tasks"])
@@ -130,7 +137,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 
 			if hasID {
 				// Another organization's object, or no object at all, is not found.
-				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope"}} {
+				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope", "watches": "nope"}} {
 					target, _ := withID(t, path, ids)
 					var p *webPage
 					if method == http.MethodGet {
@@ -150,13 +157,13 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 	is.New(t).Equal(e.otherState(otherKey, otherLoop, other["tasks"]), otherBefore) // nothing of other's changed
 }
 
-// otherState is what an action on another organization's key, Loop, delivery or task
+// otherState is what an action on another organization's key, Loop, delivery, task or watch
 // could change, as the API shows it to that organization.
 func (e *env) otherState(key, loopID, taskID string) string {
 	e.t.Helper()
 	auth := []string{"Authorization", "Bearer " + key}
 	var b strings.Builder
-	for _, path := range []string{"/v1/loops/" + loopID, "/v1/loops/" + loopID + "/deliveries", "/v1/tasks/" + taskID, "/v1/status"} {
+	for _, path := range []string{"/v1/loops/" + loopID, "/v1/loops/" + loopID + "/deliveries", "/v1/tasks/" + taskID, "/v1/status", "/v1/watches"} {
 		r := e.do("GET", path, nil, auth...)
 		b.WriteString(path + " " + http.StatusText(r.status) + " " + string(r.raw) + "\n")
 	}

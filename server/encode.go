@@ -71,6 +71,11 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 // decode reads a JSON request body into a T: a JSON object of known fields, at most
 // 64 KiB, sent as application/json.
 func decode[T any](r *http.Request) (T, error) {
+	return decodeUpTo[T](r, maxBody)
+}
+
+// decodeUpTo is decode with a body of at most limit bytes.
+func decodeUpTo[T any](r *http.Request, limit int64) (T, error) {
 	var v T
 	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mediaType != "application/json" || err != nil {
@@ -81,10 +86,10 @@ func decode[T any](r *http.Request) (T, error) {
 	if charset, ok := params["charset"]; ok && !strings.EqualFold(charset, "utf-8") {
 		return v, enrich.Errorf(enrich.KindInvalid, "the body must be UTF-8: send Content-Type: application/json or application/json; charset=utf-8, not charset=%s", clip(charset, 40))
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return v, enrich.Errorf(enrich.KindInvalid, "the request body is larger than %d KiB", maxBody>>10)
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body is larger than %d KiB", limit>>10)
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
@@ -101,6 +106,22 @@ func decode[T any](r *http.Request) (T, error) {
 	if !utf8.Valid(body) {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body is not valid UTF-8 (first bad byte at offset %d); send JSON encoded as UTF-8", invalidUTF8At(body))
 	}
+	if v, err = decodeObject[T](body); err != nil {
+		return v, err
+	}
+	// An escaped half of a surrogate pair names no character; encoding/json would
+	// quietly turn it into U+FFFD, as it does invalid bytes.
+	if at := loneSurrogateAt(body); at >= 0 {
+		return v, enrich.Errorf(enrich.KindInvalid, "the request body is not valid UTF-8: the escape at offset %d is half of a surrogate pair; escape a character outside the BMP as a pair (\\ud83d\\ude00) or send it as UTF-8", at)
+	}
+	return v, nil
+}
+
+// decodeObject reads one JSON object of known fields into a T: the part of decode that
+// a row of a bulk request (a watch import) goes through again on its own, so that a
+// row is refused for what a single request is refused for.
+func decodeObject[T any](body []byte) (T, error) {
+	var v T
 	if err := exactFieldNames(body, reflect.TypeFor[T]()); err != nil {
 		return v, err
 	}
@@ -111,11 +132,6 @@ func decode[T any](r *http.Request) (T, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body must hold a single JSON object")
-	}
-	// An escaped half of a surrogate pair names no character; encoding/json would
-	// quietly turn it into U+FFFD, as it does invalid bytes.
-	if at := loneSurrogateAt(body); at >= 0 {
-		return v, enrich.Errorf(enrich.KindInvalid, "the request body is not valid UTF-8: the escape at offset %d is half of a surrogate pair; escape a character outside the BMP as a pair (\\ud83d\\ude00) or send it as UTF-8", at)
 	}
 	return v, nil
 }
@@ -190,10 +206,7 @@ func exactFieldNames(body []byte, t reflect.Type) error {
 		return nil
 	}
 	known := map[string]bool{}
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		known[name] = true
-	}
+	jsonNames(t, known)
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil // not an object: the decoder says what is wrong
@@ -224,6 +237,20 @@ func exactFieldNames(body []byte, t reflect.Type) error {
 	return nil
 }
 
+// jsonNames adds the JSON names of a struct's fields to known, those of an embedded
+// struct without a name of its own too, as encoding/json promotes them: a request
+// that shares its input fields with others (enrichInput) embeds them.
+func jsonNames(t reflect.Type, known map[string]bool) {
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			jsonNames(f.Type, known)
+			continue
+		}
+		known[name] = true
+	}
+}
+
 // jsonProblem says what is wrong with a body in the API's field names.
 func jsonProblem(err error) string {
 	var syntax *json.SyntaxError
@@ -235,7 +262,7 @@ func jsonProblem(err error) string {
 		if typ.Field == "" {
 			return "the request body must be a JSON object"
 		}
-		return fmt.Sprintf("%s must be a %s, not a JSON %s", typ.Field, jsonType(typ.Type.String()), typ.Value)
+		return fmt.Sprintf("%s must be %s, not a JSON %s", typ.Field, jsonType(typ.Type.String()), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
 	}
@@ -245,11 +272,15 @@ func jsonProblem(err error) string {
 func jsonType(goType string) string {
 	switch strings.TrimPrefix(goType, "*") {
 	case "string":
-		return "string"
+		return "a string"
 	case "bool":
-		return "boolean"
+		return "a boolean"
+	case "int", "int64":
+		return "an integer"
+	case "[]string":
+		return "an array of strings"
 	}
-	return "value of type " + goType
+	return "a value of type " + goType
 }
 
 // errorBody is the JSON body of every error but 401.

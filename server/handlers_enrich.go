@@ -92,17 +92,23 @@ func idempotencyKey(r *http.Request) (string, error) {
 }
 
 // enqueue creates the task for a validated input and answers with the enqueue
-// response: 200 when the task settled inside the request (a fresh stored record, or a
-// refused email address, failed and refunded at once) or is an idempotent replay, 202
-// when it was queued.
+// response (see answerEnqueue).
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, in enrich.Input, loopID *string, req any) {
+	s.answerEnqueue(w, r, taskRequest{Input: in, LoopID: loopID, Fields: req})
+}
+
+// answerEnqueue submits tr for the request's organization, bound to its
+// Idempotency-Key, and answers with the enqueue response: 200 when the task settled
+// inside the request (a fresh stored record, or a refused email address, failed and
+// refunded at once) or is an idempotent replay, 202 when it was queued.
+func (s *Server) answerEnqueue(w http.ResponseWriter, r *http.Request, tr taskRequest) {
 	key, err := idempotencyKey(r)
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
-	res, err := s.submitTask(r.Context(), taskRequest{OrgID: principal(r).OrgID, Input: in, LoopID: loopID, Fields: req,
-		IdempotencyKey: key, Route: info(r).route, Endpoint: r.Method + " " + r.URL.Path})
+	tr.OrgID, tr.IdempotencyKey, tr.Route, tr.Endpoint = principal(r).OrgID, key, info(r).route, r.Method+" "+r.URL.Path
+	res, err := s.submitTask(r.Context(), tr)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -130,6 +136,10 @@ type taskRequest struct {
 	OrgID  string
 	Input  enrich.Input
 	LoopID *string
+	// WatchID makes the task a watch's check: it asks the source afresh, never the
+	// 30-day store, since the watch compares what the source says now with what it
+	// said last time.
+	WatchID *string
 	// Fields is the request as decoded, stored as the task's input and bound to its
 	// Idempotency-Key.
 	Fields         any
@@ -148,6 +158,11 @@ func (s *Server) submitTask(ctx context.Context, tr taskRequest) (*store.Enqueue
 		}
 		bind += *tr.LoopID + "\n"
 	}
+	freshness := s.cfg.Freshness
+	if tr.WatchID != nil {
+		bind += "watch " + *tr.WatchID + "\n"
+		freshness = 0
+	}
 	raw, err := json.Marshal(tr.Fields)
 	if err != nil {
 		return nil, err
@@ -156,9 +171,9 @@ func (s *Server) submitTask(ctx context.Context, tr taskRequest) (*store.Enqueue
 	// or spacing are the same request.
 	sum := sha256.Sum256(append([]byte(bind), raw...))
 	nt := store.NewTask{
-		OrgID: tr.OrgID, Input: tr.Input, RawInput: raw, LoopID: tr.LoopID,
+		OrgID: tr.OrgID, Input: tr.Input, RawInput: raw, LoopID: tr.LoopID, WatchID: tr.WatchID,
 		IdempotencyKey: tr.IdempotencyKey, Endpoint: tr.Endpoint, BodyHash: hex.EncodeToString(sum[:]),
-		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness,
+		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: freshness,
 	}
 	if tr.Input.Lookup == enrich.LookupEmail {
 		// Personal-mailbox and role addresses are refused without asking any source.

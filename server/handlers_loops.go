@@ -208,9 +208,11 @@ func handleDeleteLoop(s *Server) http.Handler {
 	})
 }
 
-// loopRun is an input to run a Loop on, through the API (as JSON) or the dashboard's
-// form: the fields of the direct endpoint of the Loop's object type, without loop_id.
-type loopRun struct {
+// enrichInput is the input of an enrichment of either object type, as a Loop's run
+// and a watch take it: the fields of the direct endpoint of the object type. The
+// direct endpoints, a Loop's run and a watch normalize it with the same Normalizer
+// calls, so one input names one record whichever way it came.
+type enrichInput struct {
 	Domain     *string `json:"domain,omitempty"`
 	NetworkURL *string `json:"networkUrl,omitempty"`
 	Email      *string `json:"email,omitempty"`
@@ -219,19 +221,30 @@ type loopRun struct {
 	Location   *string `json:"location,omitempty"`
 }
 
+// loopRun is an input to run a Loop on, through the API (as JSON) or the dashboard's
+// form, without loop_id.
+type loopRun = enrichInput
+
+// normalize checks the input for objectType and normalizes it the way the direct
+// endpoint of that object type does. who starts the refusal of a field of the other
+// object type: "the Loop acme-sync enriches" (companies: send ...).
+func (req enrichInput) normalize(norm enrich.Normalizer, objectType, who string) (enrich.Input, error) {
+	if objectType == enrich.ObjectCompany {
+		if req.Email != nil || req.FullName != nil || req.Title != nil || req.Location != nil {
+			return enrich.Input{}, enrich.Errorf(enrich.KindInvalid, "%s companies: send domain or networkUrl (a company page)", who)
+		}
+		return norm.CompanyInput(req.Domain, req.NetworkURL)
+	}
+	if req.Domain != nil {
+		return enrich.Input{}, enrich.Errorf(enrich.KindInvalid, "%s people: send networkUrl (a profile) or email, not domain", who)
+	}
+	return norm.PersonInput(req.NetworkURL, req.Email, enrich.SentHints{FullName: req.FullName, Title: req.Title, Location: req.Location})
+}
+
 // loopRunInput checks an input for the Loop l and normalises it the way the direct
 // endpoint of the Loop's object type does.
 func (s *Server) loopRunInput(l *store.Loop, req loopRun) (enrich.Input, error) {
-	if l.ObjectType == enrich.ObjectCompany {
-		if req.Email != nil || req.FullName != nil || req.Title != nil || req.Location != nil {
-			return enrich.Input{}, enrich.Errorf(enrich.KindInvalid, "the Loop %s enriches companies: send domain or networkUrl (a company page)", l.Slug)
-		}
-		return s.norm.CompanyInput(req.Domain, req.NetworkURL)
-	}
-	if req.Domain != nil {
-		return enrich.Input{}, enrich.Errorf(enrich.KindInvalid, "the Loop %s enriches people: send networkUrl (a profile) or email, not domain", l.Slug)
-	}
-	return s.norm.PersonInput(req.NetworkURL, req.Email, enrich.SentHints{FullName: req.FullName, Title: req.Title, Location: req.Location})
+	return req.normalize(s.norm, l.ObjectType, "the Loop "+l.Slug+" enriches")
 }
 
 // handleRunLoop enriches the input the way the direct endpoint of the Loop's object

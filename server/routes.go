@@ -29,6 +29,15 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/loops/:id/deliveries", s.route("list_deliveries", s.authed(handleListDeliveries(s))))
 	r.Handler(http.MethodPost, "/v1/deliveries/:id/retry", s.route("retry_delivery", s.authed(handleRetryDelivery(s))))
 
+	r.Handler(http.MethodPost, "/v1/watches", s.route("create_watch", s.authed(handleCreateWatch(s))))
+	r.Handler(http.MethodGet, "/v1/watches", s.route("list_watches", s.authed(handleListWatches(s))))
+	r.Handler(http.MethodGet, "/v1/watches/:id", s.route("get_watch", s.authed(handleGetWatch(s))))
+	r.Handler(http.MethodPatch, "/v1/watches/:id", s.route("update_watch", s.authed(handleUpdateWatch(s))))
+	r.Handler(http.MethodDelete, "/v1/watches/:id", s.route("delete_watch", s.authed(handleDeleteWatch(s))))
+	r.Handler(http.MethodPost, "/v1/watches/:id/run", s.route("run_watch", s.authed(handleRunWatch(s))))
+	// POST /v1/watches/import: see handleWatchPost for why it is routed as an id.
+	r.Handler(http.MethodPost, "/v1/watches/:id", s.route("import_watches", s.authed(handleWatchPost(s))))
+
 	// The dashboard: pages for people signed in with a session cookie, which never
 	// authenticates /v1, as an API key never authenticates these.
 	r.Handler(http.MethodGet, "/dashboard", http.RedirectHandler("/dashboard/", http.StatusMovedPermanently))
@@ -57,6 +66,12 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodPost, "/dashboard/loops/:id/test", s.dashPage("dashboard_test_loop", admin, handleTestLoopForm(s)))
 	r.Handler(http.MethodPost, "/dashboard/loops/:id/run", s.dashPage("dashboard_run_loop", admin, handleRunLoopForm(s)))
 	r.Handler(http.MethodPost, "/dashboard/loops/:id/delete", s.dashPage("dashboard_delete_loop", admin, handleDeleteLoopForm(s)))
+	r.Handler(http.MethodGet, "/dashboard/watches", s.dashPage("dashboard_watches", viewer, handleWatchesPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/watches", s.dashPage("dashboard_create_watch", admin, handleCreateWatchForm(s)))
+	r.Handler(http.MethodPost, "/dashboard/watches/:id/pause", s.dashPage("dashboard_pause_watch", admin, handleSetWatchEnabled(s, false)))
+	r.Handler(http.MethodPost, "/dashboard/watches/:id/resume", s.dashPage("dashboard_resume_watch", admin, handleSetWatchEnabled(s, true)))
+	r.Handler(http.MethodPost, "/dashboard/watches/:id/run", s.dashPage("dashboard_run_watch", admin, handleRunWatchForm(s)))
+	r.Handler(http.MethodPost, "/dashboard/watches/:id/delete", s.dashPage("dashboard_delete_watch", admin, handleDeleteWatchForm(s)))
 	r.Handler(http.MethodGet, "/dashboard/deliveries/:id", s.dashPage("dashboard_delivery", viewer, handleDeliveryPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/deliveries/:id/retry", s.dashPage("dashboard_retry_delivery", admin, handleRetryDeliveryForm(s)))
 

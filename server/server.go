@@ -57,6 +57,9 @@ type Config struct {
 	// Retain is how long settled tasks and delivery history are kept; zero keeps them
 	// for ever (unlike the other fields, zero is not replaced by the default).
 	Retain time.Duration
+	// WatchInterval is how often the watches that are due are looked for and their
+	// tasks enqueued.
+	WatchInterval time.Duration
 	// MaintenanceInterval is how often retention and the WAL checkpoint run.
 	MaintenanceInterval time.Duration
 	// IdleRelease is how long the service is idle (no API request, no task claimed)
@@ -129,6 +132,7 @@ func DefaultConfig() Config {
 		Retain:        90 * 24 * time.Hour,
 
 		MaintenanceInterval: time.Minute,
+		WatchInterval:       10 * time.Second,
 		IdleRelease:         10 * time.Second,
 
 		EmailMaxRetrievals: enrich.DefaultMaxRetrievals,
@@ -240,6 +244,9 @@ func New(db *store.DB, cfg Config) *Server {
 	}
 	if cfg.MaintenanceInterval <= 0 {
 		cfg.MaintenanceInterval = def.MaintenanceInterval
+	}
+	if cfg.WatchInterval <= 0 {
+		cfg.WatchInterval = def.WatchInterval
 	}
 	if cfg.IdleRelease <= 0 {
 		cfg.IdleRelease = def.IdleRelease

@@ -11,8 +11,9 @@ import (
 
 // RunWorkers processes the queue until ctx is canceled: cfg.Workers workers claim and
 // enrich tasks, a sweeper fails expired tasks and requeues the claims of workers that
-// died, maintenance applies retention and checkpoints the WAL, memory is given back
-// when idle, and the webhook sender delivers the Loops' events.
+// died, the watch scheduler enqueues the tasks of the watches that are due,
+// maintenance applies retention and checkpoints the WAL, memory is given back when
+// idle, and the webhook sender delivers the Loops' events.
 //
 // Once ctx ends nothing new is claimed, and the tasks already claimed get
 // cfg.ShutdownGrace to settle; those still running then go back to the queue,
@@ -24,7 +25,11 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	hard, stopHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHard()
 	var workers, others sync.WaitGroup
-	others.Add(5)
+	others.Add(6)
+	go func() {
+		defer others.Done()
+		s.keepRunning(ctx, "watch scheduler", s.scheduleWatches)
+	}()
 	go func() {
 		defer others.Done()
 		s.keepRunning(ctx, "replica heartbeat", s.heartbeat)
@@ -190,7 +195,13 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 		if c.Input.Lookup == enrich.LookupEmail {
 			// An email lookup serves its own stale fallbacks: a stored record is not a
 			// substitute for resolving an address.
-			o := s.pipeline.ResolveEmail(taskCtx, c.Input)
+			p := s.pipeline
+			if c.WatchID != nil {
+				fresh := *s.pipeline // a watch's check: nothing held is served in the sources' place
+				fresh.Fresh = true
+				p = &fresh
+			}
+			o := p.ResolveEmail(taskCtx, c.Input)
 			out = store.Outcome{Err: o.Err, Gathered: o.Gathered, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken}
 			if o.Err == nil {
 				out.Result, out.Fetched, out.FetchedAt = &o.Result, true, o.FetchedAt
@@ -264,7 +275,7 @@ func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result,
 	out := store.Outcome{Result: &res, Fetched: true}
 	if taskErr != nil {
 		out = store.Outcome{Err: taskErr}
-		if taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound {
+		if (taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound) && c.WatchID == nil {
 			stored, err := s.db.FindStored(ctx, c.Input)
 			if err != nil {
 				s.log.Error("reading the stored record", "task", c.TaskID, "err", err)

@@ -113,6 +113,18 @@ func (db *DB) Heartbeat(ctx context.Context, replica string, ttl time.Duration) 
 	return 1, nil
 }
 
+// HoldWatchScheduler makes this process the one scheduling watches until release is
+// called, or reports false when another replica is scheduling. An engine that only one
+// process serves always says yes.
+func (db *DB) HoldWatchScheduler(ctx context.Context) (release func(), ok bool, err error) {
+	if h, ok := db.Driver.(interface {
+		HoldWatchScheduler(context.Context) (func(), bool, error)
+	}); ok {
+		return h.HoldWatchScheduler(ctx)
+	}
+	return func() {}, true, nil
+}
+
 // StripPath drops the operation and path of an *fs.PathError, for a message that
 // already names the path once.
 func StripPath(err error) error {

@@ -63,10 +63,16 @@ type Driver interface {
 	RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []ExpiredTask, err error)
 	QueueDepth(ctx context.Context) (queued, running int64, err error)
 
-	// Records: the 30-day store, the imported dataset, what email lookups hold.
-	FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error)
-	Held() enrich.Held
-	Dataset() enrich.Source
+	// Records: the 30-day store, the imported dataset, what email lookups hold. The
+	// facade builds FindStored, Held and Dataset on these.
+	//
+	// FindRecord returns the record of origin that key names (see RecordKey), or nil.
+	FindRecord(ctx context.Context, origin, key string) (*StoredRecord, error)
+	// FindStaff returns up to limit records of origin, people, with a current position
+	// whose company's by is value: a shortlist, in no order.
+	FindStaff(ctx context.Context, origin string, by StaffBy, value string, limit int) ([]StoredRecord, error)
+	// Gathering is enrich.Held's: what a lookup of address gathered at or after since.
+	Gathering(ctx context.Context, address string, since time.Time) (*enrich.Gathering, error)
 	Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (ImportStats, error)
 
 	// Loops and their deliveries.
@@ -83,6 +89,20 @@ type Driver interface {
 	RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, error)
 	ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight map[string]int, lease time.Duration) ([]*Dispatch, error)
 	RecordAttempts(ctx context.Context, done []Attempted) error
+
+	// Watches: what they are, and the scheduler's claims on them. Settle applies
+	// WatchSettled to the watch of a watch task in its own transaction.
+	CreateWatch(ctx context.Context, nw NewWatch) (*Watch, error)
+	CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult, error)
+	GetWatch(ctx context.Context, orgID, id string) (*Watch, error)
+	ListWatches(ctx context.Context, orgID string, f WatchFilter) ([]*Watch, int64, error)
+	UpdateWatch(ctx context.Context, orgID, id string, p WatchPatch) (*Watch, error)
+	DeleteWatch(ctx context.Context, orgID, id string) error
+	SetWatchCap(ctx context.Context, orgName string, cap *int64) error
+	WatchSpend(ctx context.Context, orgID string, monthStart time.Time) (spent int64, cap *int64, err error)
+	DueWatches(ctx context.Context, now time.Time, limit, perOrg int) ([]DueWatch, error)
+	WatchScheduled(ctx context.Context, orgID, id, taskID string, ranAt, next time.Time) error
+	DeferWatch(ctx context.Context, orgID, id string, next time.Time) error
 
 	// The database itself: its schema, health, upkeep and size.
 	SchemaVersion(ctx context.Context) (int, error)

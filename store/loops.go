@@ -1,9 +1,12 @@
 package store
 
 import (
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
+
+	"enrichd/enrich"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -72,4 +75,53 @@ func Slugify(name string) string {
 		return "loop"
 	}
 	return b.String()
+}
+
+// Apply sets on l what the patch sets, and stamps it updated at now. renamed tells
+// the caller the name changed, so the slug is to be derived again (UniqueSlug).
+func (p LoopPatch) Apply(l *Loop, now time.Time) (renamed bool) {
+	if p.Name != nil && *p.Name != l.Name {
+		l.Name, renamed = *p.Name, true
+	}
+	if p.WebhookURL != nil {
+		l.Destination.URL = *p.WebhookURL
+	}
+	if p.Enabled != nil {
+		l.Enabled = *p.Enabled
+	}
+	l.UpdatedAt = now
+	return renamed
+}
+
+// UniqueSlug is base, or the first of base-2, base-3... that taken (a query of the
+// organization's other Loops) reports free.
+func UniqueSlug(base string, taken func(slug string) (bool, error)) (string, error) {
+	slug := base
+	for n := 2; ; n++ {
+		t, err := taken(slug)
+		if err != nil || !t {
+			return slug, err
+		}
+		slug = fmt.Sprintf("%s-%d", base, n)
+	}
+}
+
+// CheckLoopForRun is the check a new task naming a Loop must pass, given what finding
+// the organization's Loop loopID gave (l, err): the Loop is the organization's, takes
+// the task's object type, and is enabled.
+func CheckLoopForRun(l *Loop, err error, loopID, objectType string) error {
+	if err != nil {
+		if enrich.KindOf(err) == enrich.KindNotFound {
+			return enrich.Errorf(enrich.KindInvalid, "loop_id %s names no Loop of your organization", loopID)
+		}
+		return err
+	}
+	if l.ObjectType != objectType {
+		return enrich.Errorf(enrich.KindInvalid, "the Loop %s takes %s enrichments, not %s ones", l.Slug, l.ObjectType, objectType)
+	}
+	if !l.Enabled {
+		return &enrich.Error{Kind: enrich.KindConflict, Code: "loop_disabled",
+			Message: fmt.Sprintf("the Loop %s is disabled; enable it (PATCH {\"enabled\": true}) to run it", l.Slug)}
+	}
+	return nil
 }

@@ -16,6 +16,9 @@ type Claim struct {
 	// QueuedAt is when the task entered the queue; a task put back keeps it, so the
 	// claim lag it shows counts the whole wait.
 	QueuedAt time.Time
+	// WatchID is the watch whose check this task is, if it is one: a check asks the
+	// sources afresh and never serves a stored record in their place.
+	WatchID *string
 }
 
 // Outcome is how a claimed task ends: with a result or with an error.

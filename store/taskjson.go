@@ -34,6 +34,8 @@ func (t *Task) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, t.CreditsCharged, 10)
 	b = append(b, `,"loop_id":`...)
 	b = appendJSONStringPtr(b, t.LoopID)
+	b = append(b, `,"watch_id":`...)
+	b = appendJSONStringPtr(b, t.WatchID)
 	b = append(b, `,"idempotency_key":`...)
 	b = appendJSONStringPtr(b, t.IdempotencyKey)
 	b = append(b, `,"created_at":`...)

@@ -39,6 +39,7 @@ type Task struct {
 	Target         string          `json:"target"`
 	CreditsCharged int64           `json:"credits_charged"`
 	LoopID         *string         `json:"loop_id"`
+	WatchID        *string         `json:"watch_id"` // the watch this task checks, if any
 	IdempotencyKey *string         `json:"idempotency_key"`
 	CreatedAt      time.Time       `json:"created_at"`
 	QueuedAt       *time.Time      `json:"queued_at"`
@@ -59,10 +60,13 @@ func (t *Task) Settled() bool {
 
 // NewTask is a request to create a task.
 type NewTask struct {
-	OrgID          string
-	Input          enrich.Input
-	RawInput       json.RawMessage // the request fields as sent, shown as the task's input
-	LoopID         *string
+	OrgID    string
+	Input    enrich.Input
+	RawInput json.RawMessage // the request fields as sent, shown as the task's input
+	LoopID   *string
+	// WatchID marks a watch's task: when it settles, its result is compared with the
+	// watch's baseline (WatchSettled). Such a task has Freshness 0 and no LoopID.
+	WatchID        *string
 	IdempotencyKey string // "" when none was sent
 	// Endpoint is the method and path the request was sent to ("POST /v1/people/enrich"),
 	// kept with the key so a reuse on another endpoint is told apart from another body.

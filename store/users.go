@@ -1,7 +1,13 @@
 package store
 
 import (
+	"crypto/subtle"
+	"fmt"
 	"time"
+
+	"enrichd/enrich"
+
+	"github.com/google/uuid"
 )
 
 // Dashboard roles: an admin may change what the organization has (keys, Loops,
@@ -26,4 +32,64 @@ type User struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	DisabledAt  *time.Time `json:"disabled_at"`
 	LastLoginAt *time.Time `json:"last_login_at"`
+}
+
+// NewUser is the user CreateUser adds for email and role, before its organization is
+// set: the address normalized and checked, a role of "" made a viewer, any other
+// than admin or viewer refused.
+func NewUser(email, role string, now time.Time) (*User, error) {
+	email = NormalEmail(email)
+	if err := CheckEmail(email); err != nil {
+		return nil, err
+	}
+	if role == "" {
+		role = RoleViewer
+	}
+	if role != RoleAdmin && role != RoleViewer {
+		return nil, enrich.Errorf(enrich.KindInvalid, "role %q must be %s or %s", role, RoleAdmin, RoleViewer)
+	}
+	return &User{ID: uuid.NewString(), Email: email, Role: role, CreatedAt: now}, nil
+}
+
+// CheckPasswordHash refuses a hash SetPassword would not store.
+func CheckPasswordHash(h string) error {
+	if h == "" || len(h) > MaxPasswordHash {
+		return fmt.Errorf("a password hash of %d bytes: want 1 to %d", len(h), MaxPasswordHash)
+	}
+	return nil
+}
+
+// CheckSessionLength refuses a session's absolute length that is not positive.
+func CheckSessionLength(absolute time.Duration) error {
+	if absolute <= 0 {
+		return fmt.Errorf("a session of %v: want a positive length", absolute)
+	}
+	return nil
+}
+
+// CheckIdleTimeout refuses a sessions' idle timeout that is not positive.
+func CheckIdleTimeout(idle time.Duration) error {
+	if idle <= 0 {
+		return fmt.Errorf("an idle timeout of %v: want a positive one", idle)
+	}
+	return nil
+}
+
+// LinkUsable reports whether a set-password link of u, whose stored hash is stored
+// and which expires at expires, may be used at now by a token of hash: unexpired, and
+// for a user who is not disabled.
+func LinkUsable(u *User, stored, hash []byte, expires, now time.Time) bool {
+	return subtle.ConstantTimeCompare(stored, hash) == 1 && now.Before(expires) && u.DisabledAt == nil
+}
+
+// SessionRefresh is how stale a session's last_seen_at may get before a request writes
+// it: a write per page view would be most of the dashboard's writes.
+const SessionRefresh = time.Minute
+
+// SessionLive reports whether a session of u (stored hash stored, last seen at
+// lastSeen, ending at expires) still admits a token of hash at now: the user enabled,
+// the session neither past its end nor idle for longer than idle.
+func SessionLive(u *User, stored, hash []byte, lastSeen, expires, now time.Time, idle time.Duration) bool {
+	return subtle.ConstantTimeCompare(stored, hash) == 1 && u.DisabledAt == nil &&
+		now.Before(expires) && now.Sub(lastSeen) <= idle
 }

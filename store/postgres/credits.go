@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"enrichd/enrich"
@@ -311,17 +310,9 @@ func (db *DB) ListGrants(ctx context.Context, orgID string) ([]store.Grant, erro
 // the row before beforeID (0: from the newest). limit 0 means store.DefaultLedgerPage;
 // more than store.MaxLedgerPage means the most.
 func (db *DB) LedgerPage(ctx context.Context, orgID string, beforeID int64, limit int) ([]store.LedgerEntry, error) {
-	if beforeID < 0 {
-		return nil, enrich.Errorf(enrich.KindInvalid, "a ledger page starts before a row id, which is positive")
-	}
-	if beforeID == 0 {
-		beforeID = math.MaxInt64
-	}
-	switch {
-	case limit <= 0:
-		limit = store.DefaultLedgerPage
-	case limit > store.MaxLedgerPage:
-		limit = store.MaxLedgerPage
+	beforeID, limit, err := store.LedgerPageBounds(beforeID, limit)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := db.pool.Query(ctx, `SELECT id, kind, amount, grant_id, task_id, created_at
 		FROM credit_ledger WHERE org_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, orgID, beforeID, limit)
@@ -348,19 +339,12 @@ func scanLedger(rows pgx.Rows) ([]store.LedgerEntry, error) {
 	return out, err
 }
 
-const msPerDay = 24 * 60 * 60 * 1000
-
 // DailyCredits returns one entry per UTC day for the days days ending with now's,
 // oldest first, days without movement included as zeros, from credit_days.
 func (db *DB) DailyCredits(ctx context.Context, orgID string, days int, now time.Time) ([]store.CreditDay, error) {
-	if days < 1 || days > store.MaxCreditDays {
-		return nil, enrich.Errorf(enrich.KindInvalid, "days must be 1 to %d", store.MaxCreditDays)
-	}
-	last := now.UnixMilli() / msPerDay
-	first := last - int64(days) + 1
-	out := make([]store.CreditDay, days)
-	for i := range out {
-		out[i].Day = time.UnixMilli((first + int64(i)) * msPerDay).UTC()
+	out, first, last, err := store.CreditDays(days, now)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := db.pool.Query(ctx, `SELECT day, kind, amount FROM credit_days
 		WHERE org_id = $1 AND day >= $2 AND day <= $3 ORDER BY day`, orgID, first, last)
@@ -374,17 +358,7 @@ func (db *DB) DailyCredits(ctx context.Context, orgID string, days int, now time
 		if err := rows.Scan(&day, &kind, &amount); err != nil {
 			return nil, err
 		}
-		d := &out[day-first]
-		switch kind {
-		case store.LedgerGrant:
-			d.Granted += amount
-		case store.LedgerCharge:
-			d.Charged += amount
-		case store.LedgerRefund:
-			d.Refunded += amount
-		case store.LedgerExpiry:
-			d.Expired += amount
-		}
+		out[day-first].Add(kind, amount)
 	}
 	return out, db.readChecked(rows.Err())
 }

@@ -22,9 +22,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"regexp"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,14 +62,12 @@ type DB struct {
 	nowFn func() time.Time
 	known int // migrations in the schema this binary embeds
 
-	health  storageHealth
-	probeMu sync.Mutex
-	probe   *writeProbe // the last CheckWritable, under way or done
+	store.Health // storage failures, and the probe write (probeWrite)
 
 	transactions atomic.Int64 // inTx calls since Open
 	commits      atomic.Int64 // of them, the ones that committed
 
-	touches keyTouches // keys' last use being written
+	touches store.KeyTouches // keys' last use being written
 
 	listen    listener
 	closing   chan struct{}
@@ -96,6 +92,7 @@ func Open(ctx context.Context, dsn string, now func() time.Time) (*DB, error) {
 		return nil, fmt.Errorf("cannot connect to PostgreSQL: %w", err)
 	}
 	db := &DB{pool: pool, nowFn: now, closing: make(chan struct{})}
+	db.Health.Init(func() time.Time { return db.nowFn() }, db.probeWrite)
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -106,7 +103,7 @@ func Open(ctx context.Context, dsn string, now func() time.Time) (*DB, error) {
 // Close stops the LISTEN connection and the key touches, and closes the pool.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() { close(db.closing) })
-	db.waitTouches()
+	db.touches.Close()
 	db.listen.stop()
 	db.pool.Close()
 	return nil
@@ -116,41 +113,12 @@ func (db *DB) Close() error {
 // returns equals what a later read of the same row gives.
 func (db *DB) now() time.Time { return db.nowFn().UTC().Truncate(time.Millisecond) }
 
-// migration is one "-- migration N: title" section of schema.sql.
-type migration struct {
-	version int
-	title   string
-	sql     string
-}
-
-var migrationHeader = regexp.MustCompile(`(?m)^-- migration (\d+): (.*)$`)
-
-func parseMigrations(schema string) ([]migration, error) {
-	heads := migrationHeader.FindAllStringSubmatchIndex(schema, -1)
-	if len(heads) == 0 {
-		return nil, fmt.Errorf("the schema has no \"-- migration N: title\" sections")
-	}
-	var out []migration
-	for i, h := range heads {
-		end := len(schema)
-		if i+1 < len(heads) {
-			end = heads[i+1][0]
-		}
-		v, _ := strconv.Atoi(schema[h[2]:h[3]])
-		if v != i+1 {
-			return nil, fmt.Errorf("schema: migration %d found where %d was expected", v, i+1)
-		}
-		out = append(out, migration{version: v, title: strings.TrimSpace(schema[h[4]:h[5]]), sql: schema[h[1]:end]})
-	}
-	return out, nil
-}
-
 // migrate applies the embedded migrations the database lacks. Replicas started together
 // would each find a migration missing and apply it twice: a session advisory lock,
 // held on one connection across all of them, makes the others wait and then find
 // nothing to do.
 func (db *DB) migrate(ctx context.Context) error {
-	migrations, err := parseMigrations(schema)
+	migrations, err := store.ParseMigrations(schema)
 	if err != nil {
 		return err
 	}
@@ -171,21 +139,21 @@ func (db *DB) migrate(ctx context.Context) error {
 	for _, m := range migrations {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			var applied bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&applied); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&applied); err != nil {
 				return err
 			}
 			if applied {
 				return nil
 			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, title, applied_at) VALUES ($1, $2, $3)`,
-				m.version, m.title, ms(db.now()))
+				m.Version, m.Title, ms(db.now()))
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("PostgreSQL: migration %d (%s): %w", m.version, m.title, err)
+			return fmt.Errorf("PostgreSQL: migration %d (%s): %w", m.Version, m.Title, err)
 		}
 	}
 	return nil
@@ -262,7 +230,7 @@ func (db *DB) tx1(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	// While the database fails, a commit that wrote proves it takes writes again; one
 	// that wrote nothing proves nothing.
 	wrote := false
-	if db.health.failing.Load() {
+	if db.StorageFailing() {
 		if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned() IS NOT NULL`).Scan(&wrote); err != nil {
 			return err
 		}
@@ -272,7 +240,7 @@ func (db *DB) tx1(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	}
 	db.commits.Add(1)
 	if wrote {
-		db.storageRecovered()
+		db.Recovered()
 	}
 	return nil
 }
@@ -340,7 +308,7 @@ func (db *DB) storageChecked(err error) error {
 	if err == nil || !storageFault(err) {
 		return err
 	}
-	db.storageFailed(err)
+	db.Failed(err)
 	if ce := (*commitError)(nil); errors.As(err, &ce) {
 		return store.CommitUnknown()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"enrichd/enrich"
@@ -13,49 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Held returns what email lookups read of the records held: the people addresses are
-// on record for, stored companies, people by current employer, and what ambiguous
-// lookups gathered.
-func (db *DB) Held() enrich.Held { return held{db} }
-
-type held struct{ db *DB }
-
-func (h held) PersonByEmail(ctx context.Context, address string) (*enrich.HeldPerson, error) {
-	for _, origin := range []string{store.OriginStore, store.OriginDataset} {
-		rec, err := findRecord(ctx, h.db.pool, origin, store.RecordKey(enrich.LookupEmail, address))
-		if err != nil {
-			return nil, err
-		}
-		if rec == nil || rec.objectType != enrich.ObjectPerson {
-			continue
-		}
-		var p enrich.Person
-		if err := json.Unmarshal(rec.data, &p); err != nil {
-			return nil, err
-		}
-		return &enrich.HeldPerson{Person: &p, LastEnriched: rec.lastEnriched}, nil
-	}
-	return nil, nil
-}
-
-func (h held) CompanyByDomain(ctx context.Context, domain string) (*enrich.HeldCompany, error) {
-	rec, err := findRecord(ctx, h.db.pool, store.OriginStore, store.RecordKey(enrich.LookupDomain, domain))
-	if err != nil || rec == nil || rec.objectType != enrich.ObjectCompany {
-		return nil, err
-	}
-	var c enrich.Company
-	if err := json.Unmarshal(rec.data, &c); err != nil {
-		return nil, err
-	}
-	return &enrich.HeldCompany{Company: &c, LastEnriched: rec.lastEnriched}, nil
-}
-
-func (h held) CurrentStaff(ctx context.Context, e enrich.Employer, limit int) ([]enrich.HeldPerson, error) {
-	return currentStaff(ctx, h.db.pool, store.OriginStore, e, limit)
-}
-
-// staffQueries find people by a current position's company page, domain or name; each
-// is served by one index of positions. The name is compared by lower(), served by an
+// staffQueries find people by a current position's company page, domain or name, by
+// store.StaffBy; each is served by one index of positions. The name is compared by lower(), served by an
 // index on lower(company_name) (SQLite's is COLLATE NOCASE, which folds ASCII only;
 // the shortlist is checked in Go either way).
 var staffQueries = []string{
@@ -67,62 +25,33 @@ var staffQueries = []string{
 		WHERE lower(p.company_name) = lower($1) AND p.is_current = 1 AND r.origin = $2 LIMIT $3`,
 }
 
-// currentStaff lists the people of origin with a current position that may be at the
-// employer: by its page, any of its domains, or its name; at most limit people.
-func currentStaff(ctx context.Context, q querier, origin string, e enrich.Employer, limit int) ([]enrich.HeldPerson, error) {
-	type lookup struct {
-		query int
-		value string
+// FindStaff returns up to limit people of origin with a current position at the
+// company whose page, domain or name (by) is value.
+func (db *DB) FindStaff(ctx context.Context, origin string, by store.StaffBy, value string, limit int) ([]store.StoredRecord, error) {
+	rows, err := db.pool.Query(ctx, staffQueries[by], value, origin, limit)
+	if err != nil {
+		return nil, db.readChecked(err)
 	}
-	var lookups []lookup
-	if e.NetworkURL != "" {
-		lookups = append(lookups, lookup{0, e.NetworkURL})
-	}
-	for _, d := range e.Domains {
-		lookups = append(lookups, lookup{1, d})
-	}
-	if e.Name != "" {
-		lookups = append(lookups, lookup{2, e.Name})
-	}
-	seen := map[int64]bool{}
-	var out []enrich.HeldPerson
-	for _, l := range lookups {
-		if len(out) >= limit {
-			break
+	defer rows.Close()
+	var out []store.StoredRecord
+	for rows.Next() {
+		r := store.StoredRecord{ObjectType: enrich.ObjectPerson}
+		var last int64
+		var data string
+		if err := rows.Scan(&r.ID, &data, &last); err != nil {
+			return nil, db.readChecked(err)
 		}
-		rows, err := q.Query(ctx, staffQueries[l.query], l.value, origin, limit)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id, last int64
-			var data string
-			if err := rows.Scan(&id, &data, &last); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			if seen[id] || len(out) >= limit {
-				continue
-			}
-			seen[id] = true
-			var p enrich.Person
-			if err := json.Unmarshal([]byte(data), &p); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("record %d: %w", id, err)
-			}
-			out = append(out, enrich.HeldPerson{Person: &p, LastEnriched: fromMS(last)})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+		r.Data, r.LastEnriched = []byte(data), fromMS(last)
+		out = append(out, r)
 	}
-	return out, nil
+	return out, db.readChecked(rows.Err())
 }
 
-func (h held) Gathering(ctx context.Context, address string, since time.Time) (*enrich.Gathering, error) {
+// Gathering returns what a lookup of the address gathered at or after since; nil when
+// nothing was.
+func (db *DB) Gathering(ctx context.Context, address string, since time.Time) (*enrich.Gathering, error) {
 	var g enrich.Gathering
-	err := h.db.readTx(ctx, func(tx pgx.Tx) error {
+	err := db.readTx(ctx, func(tx pgx.Tx) error {
 		g = enrich.Gathering{}
 		var company string
 		var at int64

@@ -24,3 +24,7 @@ func errCode(err error) string {
 }
 
 type pgxTx = pgx.Tx
+
+// facade is db behind package store's facade, for what the facade builds on the
+// driver's operations (Held, Dataset, FindStored).
+func facade(db *DB) *store.DB { return &store.DB{Driver: db} }

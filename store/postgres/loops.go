@@ -3,9 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 
-	"enrichd/enrich"
 	"enrichd/store"
 
 	"github.com/google/uuid"
@@ -78,18 +76,12 @@ func (db *DB) CreateLoop(ctx context.Context, nl store.NewLoop) (*store.Loop, er
 // organization holds (self, the Loop being renamed, may keep its own). The caller
 // holds the organization's lock (lockOrg).
 func uniqueSlug(ctx context.Context, tx pgx.Tx, orgID, self, base string) (string, error) {
-	slug := base
-	for n := 2; ; n++ {
+	return store.UniqueSlug(base, func(slug string) (bool, error) {
 		var taken bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loops WHERE org_id = $1 AND slug = $2 AND id <> $3)`,
-			orgID, slug, self).Scan(&taken); err != nil {
-			return "", err
-		}
-		if !taken {
-			return slug, nil
-		}
-		slug = fmt.Sprintf("%s-%d", base, n)
-	}
+		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loops WHERE org_id = $1 AND slug = $2 AND id <> $3)`,
+			orgID, slug, self).Scan(&taken)
+		return taken, err
+	})
 }
 
 // GetLoop returns one of the organization's Loops, without its secret.
@@ -133,19 +125,11 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p store.LoopPatc
 		if l, err = findLoop(ctx, tx, orgID, id); err != nil {
 			return err
 		}
-		if p.Name != nil && *p.Name != l.Name {
-			l.Name = *p.Name
+		if p.Apply(l, db.now()) {
 			if l.Slug, err = uniqueSlug(ctx, tx, orgID, id, store.Slugify(l.Name)); err != nil {
 				return err
 			}
 		}
-		if p.WebhookURL != nil {
-			l.Destination.URL = *p.WebhookURL
-		}
-		if p.Enabled != nil {
-			l.Enabled = *p.Enabled
-		}
-		l.UpdatedAt = db.now()
 		_, err = tx.Exec(ctx, `UPDATE loops SET name = $1, slug = $2, webhook_url = $3, enabled = $4, updated_at = $5 WHERE id = $6`,
 			l.Name, l.Slug, l.Destination.URL, b2i(l.Enabled), ms(l.UpdatedAt), id)
 		return err
@@ -196,18 +180,5 @@ func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
 // organization's, takes the task's object type, and is enabled. (For CreateTask.)
 func checkLoopForRun(ctx context.Context, tx pgx.Tx, orgID, loopID, objectType string) error {
 	l, err := findLoop(ctx, tx, orgID, loopID)
-	if err != nil {
-		if enrich.KindOf(err) == enrich.KindNotFound {
-			return enrich.Errorf(enrich.KindInvalid, "loop_id %s names no Loop of your organization", loopID)
-		}
-		return err
-	}
-	if l.ObjectType != objectType {
-		return enrich.Errorf(enrich.KindInvalid, "the Loop %s takes %s enrichments, not %s ones", l.Slug, l.ObjectType, objectType)
-	}
-	if !l.Enabled {
-		return &enrich.Error{Kind: enrich.KindConflict, Code: "loop_disabled",
-			Message: fmt.Sprintf("the Loop %s is disabled; enable it (PATCH {\"enabled\": true}) to run it", l.Slug)}
-	}
-	return nil
+	return store.CheckLoopForRun(l, err, loopID, objectType)
 }

@@ -2,14 +2,8 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"enrichd/enrich"
@@ -79,7 +73,7 @@ func findOrg(ctx context.Context, q querier, name string) (*store.Org, error) {
 	var created int64
 	err := q.QueryRow(ctx, `SELECT id, name, created_at FROM orgs WHERE name = $1`, name).Scan(&o.ID, &o.Name, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, enrich.Errorf(enrich.KindNotFound, "no organization named %q (create it with: enrichd orgs create %s)", name, name)
+		return nil, store.OrgNotFound(name)
 	}
 	if err != nil {
 		return nil, err
@@ -94,7 +88,7 @@ func (db *DB) GetOrg(ctx context.Context, id string) (*store.Org, error) {
 	var created int64
 	err := db.pool.QueryRow(ctx, `SELECT id, name, created_at FROM orgs WHERE id = $1`, id).Scan(&o.ID, &o.Name, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "organization not found"}
+		return nil, store.OrgIDNotFound()
 	}
 	if err != nil {
 		return nil, db.readChecked(err)
@@ -122,14 +116,11 @@ func (db *DB) ListOrgs(ctx context.Context) ([]store.Org, error) {
 // CreateKey makes a new API key for the organization and returns it: the only time
 // the key is ever seen. With createOrg, a missing organization is created first.
 func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg bool) (string, *store.APIKey, error) {
-	var secret [32]byte
-	if _, err := rand.Read(secret[:]); err != nil {
+	plain, hash, key, err := store.NewAPIKey(keyName, db.now())
+	if err != nil {
 		return "", nil, err
 	}
-	plain := "enr_" + base64.RawURLEncoding.EncodeToString(secret[:])
-	hash := sha256.Sum256([]byte(plain))
-	key := &store.APIKey{ID: uuid.NewString(), Name: keyName, Prefix: plain[:store.KeyPrefixLen], CreatedAt: db.now()}
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if enrich.KindOf(err) == enrich.KindNotFound && createOrg {
 			org, err = db.createOrg(ctx, tx, orgName)
@@ -189,7 +180,7 @@ func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return enrich.Errorf(enrich.KindNotFound, "organization %s has no key %q (see: enrichd keys list --org %s)", orgName, idOrPrefix, orgName)
+			return store.KeyNotFound(orgName, idOrPrefix)
 		}
 		return nil
 	})
@@ -205,11 +196,11 @@ func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
 // would need its invalidations sent to every replica (LISTEN) and a rule for the time
 // the listener is reconnecting.
 func (db *DB) Authenticate(ctx context.Context, plain string) (*store.Principal, error) {
-	unauthorized := enrich.Errorf(enrich.KindUnauthorized, "Unauthorized")
-	if !strings.HasPrefix(plain, "enr_") {
+	unauthorized := store.Unauthorized()
+	hash, ok := store.APIKeyHash(plain)
+	if !ok {
 		return nil, unauthorized
 	}
-	hash := sha256.Sum256([]byte(plain))
 	now := db.now()
 	var p store.Principal
 	var stored []byte
@@ -225,77 +216,25 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*store.Principal,
 	if subtle.ConstantTimeCompare(stored, hash[:]) != 1 || revoked != nil {
 		return nil, unauthorized
 	}
-	if used == nil || now.Sub(fromMS(*used)) >= keyUseResolution {
+	if store.KeyUseDue(fromNullMS(used), now) {
 		db.touchKey(p.KeyID, now)
 	}
 	return &p, nil
 }
 
-// keyUseResolution is how stale a key's last use may get before a request writes it
-// again: the one write a minute a busy key costs.
-const keyUseResolution = time.Minute
-
-// keyTouches are the writes of keys' last use under way. They run beside the request
-// that authenticated: a read-only request must not wait for a write, and a failed write
-// costs nothing but a stale "last used".
-type keyTouches struct {
-	mu       sync.Mutex
-	inFlight map[string]bool // by key id: many requests at the minute's turn make one write
-	// written is the last use written, by key id: a request that read the key just
-	// before that write committed has nothing to write.
-	written map[string]time.Time
-	closed  bool // Close has begun: no new write may start
-	wg      sync.WaitGroup
-	started atomic.Int64 // writes started since Open, for tests
-}
-
-// touchKeysMax bounds the last uses remembered; past it the map starts again empty,
-// which costs a key at most one redundant UPDATE, which its age check makes a no-op.
-const touchKeysMax = 10_000
-
 // touchKey records that the key was used at now, unless a write of it is already under
 // way here or the storage is failing. The UPDATE checks the age again, so replicas
 // that touch the same key at the same minute still make one change.
 func (db *DB) touchKey(keyID string, now time.Time) {
-	t := &db.touches
 	if db.StorageFailing() {
 		return // the probes, not a key's last use, find out when writes work again
 	}
-	t.mu.Lock()
-	if t.closed || t.inFlight[keyID] || now.Sub(t.written[keyID]) < keyUseResolution {
-		t.mu.Unlock()
-		return
-	}
-	if t.inFlight == nil || len(t.written) >= touchKeysMax {
-		t.inFlight, t.written = map[string]bool{}, map[string]time.Time{}
-	}
-	t.inFlight[keyID] = true
-	t.wg.Add(1)
-	t.started.Add(1)
-	t.mu.Unlock()
-	go func() {
-		defer t.wg.Done()
-		// Best effort: the request is already authenticated; a failure is retried by the
-		// next request, and a storage failure is logged by the store once a minute.
-		err := db.inTx(context.Background(), func(tx pgx.Tx) error {
-			_, err := tx.Exec(context.Background(), `UPDATE api_keys SET last_used_at = $1
+	db.touches.Touch(keyID, now, func(ctx context.Context) error {
+		return db.inTx(ctx, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `UPDATE api_keys SET last_used_at = $1
 				WHERE id = $2 AND (last_used_at IS NULL OR last_used_at <= $3)`,
-				ms(now), keyID, ms(now.Add(-keyUseResolution)))
+				ms(now), keyID, ms(now.Add(-store.KeyUseResolution)))
 			return err
 		})
-		t.mu.Lock()
-		delete(t.inFlight, keyID)
-		if err == nil {
-			t.written[keyID] = now
-		}
-		t.mu.Unlock()
-	}()
-}
-
-// waitTouches stops new writes of keys' last use and waits for those under way.
-func (db *DB) waitTouches() {
-	db.touches.mu.Lock()
-	db.touches.closed = true
-	db.touches.mu.Unlock()
-	db.touches.wg.Wait()
+	}, nil)
 }

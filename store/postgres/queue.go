@@ -43,7 +43,7 @@ SET status = 'running', started_at = $1, lease_token = $2, lease_until = $3, att
 WHERE id = (
     SELECT id FROM tasks WHERE org_id = $4 AND status = 'queued'
     ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at)`
+RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at), watch_id`
 
 // ClaimTask takes the next queued task, if any, under a lease of the given length.
 // Organizations take turns (round-robin). It returns nil when nothing is queued that
@@ -94,7 +94,7 @@ func (db *DB) claimTask(ctx context.Context, tx pgx.Tx, lease time.Duration, tok
 		var input string
 		var expires, queued int64
 		err = tx.QueryRow(ctx, claimQuery, ms(now), c.Token, ms(now.Add(lease)), org).
-			Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued)
+			Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued, &c.WatchID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			if err := leaveQueue(ctx, tx, org); err != nil {
 				return nil, err
@@ -159,19 +159,21 @@ func (db *DB) ExtendLease(ctx context.Context, c *store.Claim, lease time.Durati
 }
 
 // Settle finishes a claimed task in one transaction: the task's status and result, the
-// refund of a failure, the record for the store, and the webhook delivery of a task
-// that has a Loop. It reports false, and changes nothing, when the claim is no longer
-// the task's. The task's row is locked first, so a cancel, an expiry or a requeue of
-// it at the same moment either waits for this and finds it settled, or settles it
-// first and this finds the claim gone: the task settles, and is refunded, once.
+// refund of a failure, the record for the store, the webhook delivery of a task that
+// has a Loop, and for a watch's task its watch's baseline and events (settleWatch,
+// which takes the watch's row last). It reports false, and changes nothing, when the
+// claim is no longer the task's. The task's row is locked first, so a cancel, an
+// expiry or a requeue of it at the same moment either waits for this and finds it
+// settled, or settles it first and this finds the claim gone: the task settles, and
+// is refunded, once.
 func (db *DB) Settle(ctx context.Context, c *store.Claim, out store.Outcome) (bool, error) {
 	var settled bool
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		settled = false
 		now := db.now()
-		var loopID *string
-		err := tx.QueryRow(ctx, `SELECT loop_id FROM tasks WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE`,
-			c.TaskID, c.Token).Scan(&loopID)
+		var loopID, watchID *string
+		err := tx.QueryRow(ctx, `SELECT loop_id, watch_id FROM tasks WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE`,
+			c.TaskID, c.Token).Scan(&loopID, &watchID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -195,7 +197,10 @@ func (db *DB) Settle(ctx context.Context, c *store.Claim, out store.Outcome) (bo
 			if err := refundCredits(ctx, tx, c.TaskID, now); err != nil {
 				return err
 			}
-			return deliverSettled(ctx, tx, c.TaskID, loopID, now)
+			if err := deliverSettled(ctx, tx, c.TaskID, loopID, now); err != nil {
+				return err
+			}
+			return settleWatchTask(ctx, tx, watchID, c.TaskID, false, now)
 		}
 		res := *out.Result
 		if out.Fetched {
@@ -221,7 +226,10 @@ func (db *DB) Settle(ctx context.Context, c *store.Claim, out store.Outcome) (bo
 		if err := finishTask(ctx, tx, c.TaskID, store.StatusSucceeded, data, nil, now); err != nil {
 			return err
 		}
-		return deliverSettled(ctx, tx, c.TaskID, loopID, now)
+		if err := deliverSettled(ctx, tx, c.TaskID, loopID, now); err != nil {
+			return err
+		}
+		return settleWatchTask(ctx, tx, watchID, c.TaskID, out.Fetched, now)
 	})
 	return settled && err == nil, err
 }

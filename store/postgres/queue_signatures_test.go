@@ -25,9 +25,6 @@ type queueOps interface {
 	ExpireTasks(ctx context.Context) ([]store.ExpiredTask, error)
 	RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []store.ExpiredTask, err error)
 	ReleaseTask(ctx context.Context, c *store.Claim) error
-	FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error)
-	Held() enrich.Held
-	Dataset() enrich.Source
 	Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (store.ImportStats, error)
 	PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (store.Purged, error)
 	QueueDepth(ctx context.Context) (queued, running int64, err error)
@@ -45,6 +42,3 @@ var (
 	_ queueOps = (*store.DB)(nil)
 	_ queueOps = (*DB)(nil)
 )
-
-// The dataset source searches staff as SQLite's does.
-var _ enrich.StaffSearcher = datasetSource{}

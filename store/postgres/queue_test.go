@@ -128,7 +128,7 @@ func TestTaskIsQueuedClaimedAndSettledThenServedFromTheStore(t *testing.T) {
 	is.NoErr(db.pool.QueryRow(ctx, `SELECT count(*) FROM task_results WHERE refs = 2`).Scan(&results))
 	is.Equal(results, 1) // both tasks point at one copy of the result
 
-	stored, err := db.FindStored(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "stripe.com"})
+	stored, err := facade(db).FindStored(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "stripe.com"})
 	is.NoErr(err)
 	is.Equal(stored.Company.Name, "stripe")
 	n, err := db.CountTasks(ctx, org.ID, store.StatusSucceeded)
@@ -680,13 +680,13 @@ func TestImportServesTheDatasetAndStaff(t *testing.T) {
 {"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe","emails":["Jane.Doe@Acme.com"],"positions":[{"title":"CEO","company_name":"ACME","is_current":true}]}`), enrich.Normalizer{})
 	is.NoErr(err)
 	is.Equal(stats, store.ImportStats{Companies: 1, People: 1})
-	co, err := db.Dataset().CompanyByDomain(ctx, "acme.io")
+	co, err := facade(db).Dataset().CompanyByDomain(ctx, "acme.io")
 	is.NoErr(err)
 	is.Equal(*co.Redirect, enrich.Redirect{From: "acme.io", To: "acme.com", Confirmed: false})
-	h, err := db.Held().PersonByEmail(ctx, "jane.doe@acme.com")
+	h, err := facade(db).Held().PersonByEmail(ctx, "jane.doe@acme.com")
 	is.NoErr(err)
 	is.Equal(*h.Person.FullName, "Jane Doe")
-	_, err = db.Held().CurrentStaff(ctx, enrich.Employer{Name: "acme"}, 10)
+	_, err = facade(db).Held().CurrentStaff(ctx, enrich.Employer{Name: "acme"}, 10)
 	is.NoErr(err)
 	var staff []string
 	rows, err := db.pool.Query(ctx, `SELECT r.origin FROM positions p JOIN records r ON r.id = p.record_id
@@ -695,7 +695,7 @@ func TestImportServesTheDatasetAndStaff(t *testing.T) {
 	staff, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	is.NoErr(err)
 	is.Equal(staff, []string{"dataset"}) // the name found whatever its case
-	found, err := currentStaff(ctx, db.pool, store.OriginDataset, enrich.Employer{Name: "Acme"}, 10)
+	found, err := db.FindStaff(ctx, store.OriginDataset, store.StaffByName, "Acme", 10)
 	is.NoErr(err)
 	is.Equal(len(found), 1)
 
@@ -703,7 +703,7 @@ func TestImportServesTheDatasetAndStaff(t *testing.T) {
 		Candidates: []enrich.Candidate{{Method: "inferred", Pattern: "first", RetrievedAt: clk.Now()}}}
 	is.NoErr(db.inTx(ctx, func(tx pgx.Tx) error { return keepGathering(ctx, tx, g, clk.Now().Add(-time.Hour)) }))
 	is.NoErr(db.inTx(ctx, func(tx pgx.Tx) error { return keepGathering(ctx, tx, g, clk.Now().Add(-time.Hour)) }))
-	got, err := db.Held().Gathering(ctx, "j@acme.com", clk.Now().Add(-time.Hour))
+	got, err := facade(db).Held().Gathering(ctx, "j@acme.com", clk.Now().Add(-time.Hour))
 	is.NoErr(err)
 	is.Equal(len(got.Candidates), 1)
 }

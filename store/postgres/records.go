@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
 	"time"
@@ -23,6 +22,12 @@ type record struct {
 	data         []byte
 	lastEnriched time.Time
 	redirect     sql.NullInt64 // set when the key is a domain alias
+}
+
+// stored is the record as package store has it.
+func (r *record) stored() *store.StoredRecord {
+	return &store.StoredRecord{ID: r.id, ObjectType: r.objectType, Data: r.data, LastEnriched: r.lastEnriched,
+		ConfirmedAlias: r.redirect.Valid && r.redirect.Int64 == 1}
 }
 
 func (r *record) result(in enrich.Input) (enrich.Result, error) {
@@ -46,14 +51,13 @@ func findRecord(ctx context.Context, q querier, origin, key string) (*record, er
 	return &r, nil
 }
 
-// FindStored returns the stored record for the input, whatever its age, or nil.
-func (db *DB) FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error) {
-	rec, err := findRecord(ctx, db.pool, store.OriginStore, store.RecordKey(in.Lookup, in.Target))
+// FindRecord returns the record of origin that key names, or nil.
+func (db *DB) FindRecord(ctx context.Context, origin, key string) (*store.StoredRecord, error) {
+	rec, err := findRecord(ctx, db.pool, origin, key)
 	if err != nil || rec == nil {
 		return nil, db.readChecked(err)
 	}
-	res, err := rec.result(in)
-	return &res, err
+	return rec.stored(), nil
 }
 
 // saveRecord inserts or replaces the record named by identity and points keys at it,
@@ -172,79 +176,6 @@ func storeFetched(ctx context.Context, tx pgx.Tx, in enrich.Input, res enrich.Re
 	}
 	return shown, saveRecord(ctx, tx, store.OriginStore, stored, keys, identity, fetchedAt, now)
 }
-
-// Dataset returns the `dataset` source: the records imported with Import.
-func (db *DB) Dataset() enrich.Source { return datasetSource{db} }
-
-type datasetSource struct{ db *DB }
-
-func (datasetSource) Name() string { return "dataset" }
-
-func (s datasetSource) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	res, err := s.find(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: domain})
-	return res.Company, err
-}
-
-func (s datasetSource) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
-	res, err := s.find(ctx, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: networkURL})
-	return res.Company, err
-}
-
-func (s datasetSource) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
-	res, err := s.find(ctx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: networkURL})
-	return res.Person, err
-}
-
-func (s datasetSource) find(ctx context.Context, in enrich.Input) (enrich.Result, error) {
-	rec, err := findRecord(ctx, s.db.pool, store.OriginDataset, store.RecordKey(in.Lookup, in.Target))
-	if err != nil {
-		return enrich.Result{}, fmt.Errorf("dataset: %v: %w", err, enrich.ErrUnavailable)
-	}
-	if rec == nil || rec.objectType != in.Lookup.ObjectType() {
-		return enrich.Result{}, fmt.Errorf("dataset: %s: %w", in.Target, enrich.ErrNotFound)
-	}
-	return rec.result(in)
-}
-
-// SearchStaff lists the imported people with a current position at the company whose
-// names may be among q.Names.
-func (s datasetSource) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
-	if q.Company == nil {
-		return nil, fmt.Errorf("dataset: staff search without a company: %w", enrich.ErrNotFound)
-	}
-	domain := ""
-	if q.Company.Domain != nil {
-		domain = *q.Company.Domain
-	}
-	e := enrich.EmployerOf(q.Company, domain)
-	staff, err := currentStaff(ctx, s.db.pool, store.OriginDataset, e, datasetStaffScan)
-	if err != nil {
-		return nil, fmt.Errorf("dataset: %v: %w", err, enrich.ErrUnavailable)
-	}
-	var out []enrich.StaffMember
-	for _, h := range staff {
-		p := h.Person
-		if p.NetworkURL == nil || e.CurrentPosition(p) == nil {
-			continue
-		}
-		n := enrich.NameOf(p)
-		if !q.Matches(n.First, n.Last) {
-			continue
-		}
-		m := enrich.StaffMember{NetworkURL: *p.NetworkURL}
-		if p.FullName != nil {
-			m.FullName = *p.FullName
-		}
-		out = append(out, m)
-		if q.Limit > 0 && len(out) >= q.Limit {
-			break
-		}
-	}
-	return out, nil
-}
-
-// datasetStaffScan bounds how many imported people of one company a staff search reads.
-const datasetStaffScan = 5000
 
 // Import reads JSON Lines of companies and people into the dataset. Every line is
 // checked before anything is written, and the whole file is written in one

@@ -336,3 +336,45 @@ CREATE TABLE replicas (
     expires_at   BIGINT NOT NULL
 );
 CREATE INDEX replicas_expires ON replicas(expires_at);
+
+-- migration 2: watches (the SQLite schema's migration 9)
+-- A watch enqueues a task for its target every every_days and sends its Loop what
+-- changed since the result it kept (baseline). Deleting the Loop deletes its watches;
+-- a deleted watch leaves its tasks (tasks.watch_id has no foreign key).
+CREATE TABLE watches (
+    id                 TEXT COLLATE "C" PRIMARY KEY,          -- UUIDv7
+    org_id             TEXT COLLATE "C" NOT NULL REFERENCES orgs(id),
+    object_type        TEXT COLLATE "C" NOT NULL CHECK (object_type IN ('company', 'person')),
+    lookup             TEXT COLLATE "C" NOT NULL,             -- domain, company_url, person_url or email
+    target             TEXT COLLATE "C" NOT NULL,             -- the normalized input
+    input              TEXT NOT NULL,                         -- the request fields, normalized (JSON)
+    loop_id            TEXT COLLATE "C" NOT NULL REFERENCES loops(id) ON DELETE CASCADE,
+    every_days         INTEGER NOT NULL,
+    fields             TEXT,                                  -- JSON array; NULL watches every field
+    notify_unchanged   INTEGER NOT NULL,
+    enabled            INTEGER NOT NULL,
+    paused_reason      TEXT COLLATE "C",
+    not_found_streak   INTEGER NOT NULL DEFAULT 0,
+    next_run_at        BIGINT,
+    claimed_due_at     BIGINT,                                -- the due time a claim took, until its check is recorded
+    last_run_at        BIGINT,
+    last_task_id       TEXT COLLATE "C",
+    baseline           TEXT,                                  -- the last result kept (JSON)
+    created_at         BIGINT NOT NULL,
+    updated_at         BIGINT NOT NULL,
+    UNIQUE (org_id, loop_id, lookup, target)
+);
+-- GET /v1/watches, and the same filtered by Loop
+CREATE INDEX watches_org_created ON watches(org_id, created_at, id);
+CREATE INDEX watches_org_loop_created ON watches(org_id, loop_id, created_at, id);
+-- the scheduler's "what is due": only the watches that can run are in it
+CREATE INDEX watches_due ON watches(next_run_at) WHERE enabled = 1 AND paused_reason IS NULL;
+-- PostgreSQL does not index a foreign key's referencing column: deleting a Loop finds
+-- its watches here (the UNIQUE index starts with org_id).
+CREATE INDEX watches_loop ON watches(loop_id);
+
+ALTER TABLE tasks ADD COLUMN watch_id TEXT COLLATE "C";
+-- the month's spend of an organization's watch tasks, against its cap
+CREATE INDEX tasks_org_watch_created ON tasks(org_id, created_at) WHERE watch_id IS NOT NULL;
+
+ALTER TABLE orgs ADD COLUMN watch_monthly_cap BIGINT;

@@ -43,16 +43,9 @@ func TestReadOnlyDatabaseIsStorageUnavailable(t *testing.T) {
 	is.NoErr(err)
 	conn.Release()
 	db.pool.Reset()
-	waitProbe(db)
+	db.ForgetProbe()
 	is.NoErr(db.CheckWritable(ctx))
 	is.True(!db.StorageFailing())
-}
-
-// waitProbe lets the last probe's second of reuse pass by forgetting it.
-func waitProbe(db *DB) {
-	db.probeMu.Lock()
-	db.probe = nil
-	db.probeMu.Unlock()
 }
 
 // A commit cut off with its connection is not "nothing was done": the server may have

@@ -22,7 +22,7 @@ import (
 const resultColumn = `(SELECT data FROM task_results WHERE task_results.id = tasks.result_id)`
 
 const taskColumns = `id, org_id, object_type, status, lookup, input, target, credits_charged,
-	loop_id, idempotency_key, created_at, queued_at, started_at, finished_at, expires_at, ` + resultColumn + `, error`
+	loop_id, watch_id, idempotency_key, created_at, queued_at, started_at, finished_at, expires_at, ` + resultColumn + `, error`
 
 func scanTask(row pgx.Row) (*store.Task, error) {
 	var t store.Task
@@ -31,7 +31,7 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 	var created, expires int64
 	var queued, started, finished *int64
 	if err := row.Scan(&t.ID, &t.OrgID, &t.ObjectType, &t.Status, &t.Lookup, &input, &t.Target,
-		&t.CreditsCharged, &t.LoopID, &t.IdempotencyKey, &created, &queued, &started, &finished, &expires,
+		&t.CreditsCharged, &t.LoopID, &t.WatchID, &t.IdempotencyKey, &created, &queued, &started, &finished, &expires,
 		&result, &taskErr); err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (db *DB) createTask(ctx context.Context, tx pgx.Tx, nt store.NewTask) (*sto
 	t := &store.Task{
 		ID: uuid.Must(uuid.NewV7()).String(), OrgID: nt.OrgID, ObjectType: nt.Input.Lookup.ObjectType(),
 		Operation: store.TaskOperation, Status: store.StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
-		CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
+		CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, WatchID: nt.WatchID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
 	}
 	if nt.IdempotencyKey != "" {
 		t.IdempotencyKey = &nt.IdempotencyKey
@@ -295,10 +295,10 @@ func insertTask(ctx context.Context, tx pgx.Tx, t *store.Task) error {
 		return err
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
-		credits_charged, loop_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result_id, error)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		credits_charged, loop_id, watch_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result_id, error)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 		t.ID, t.OrgID, t.ObjectType, t.Status, string(t.Lookup), string(t.Input), t.Target, t.CreditsCharged,
-		t.LoopID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, taskErr)
+		t.LoopID, t.WatchID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, taskErr)
 	return err
 }
 

@@ -2,20 +2,13 @@ package postgres
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
-	"fmt"
 	"time"
 
-	"enrichd/enrich"
 	"enrichd/store"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
-
-// sessionRefresh is how stale last_seen_at may get before a request writes it.
-const sessionRefresh = time.Minute
 
 const userColumns = `u.id, u.org_id, o.name, u.email, u.role, u.password_hash IS NOT NULL, u.created_at, u.disabled_at, u.last_login_at`
 
@@ -36,21 +29,14 @@ func scanUser(row pgx.Row, extra ...any) (*store.User, error) {
 // A role of "" is a viewer. Two creations of one email at once make one user: the
 // unique email lets one in, and the other gets user_exists.
 func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*store.User, string, error) {
-	email = store.NormalEmail(email)
-	if err := store.CheckEmail(email); err != nil {
+	u, err := store.NewUser(email, role, db.now())
+	if err != nil {
 		return nil, "", err
-	}
-	if role == "" {
-		role = store.RoleViewer
-	}
-	if role != store.RoleAdmin && role != store.RoleViewer {
-		return nil, "", enrich.Errorf(enrich.KindInvalid, "role %q must be %s or %s", role, store.RoleAdmin, store.RoleViewer)
 	}
 	plain, hash, err := store.NewToken()
 	if err != nil {
 		return nil, "", err
 	}
-	u := &store.User{ID: uuid.NewString(), Email: email, Role: role, CreatedAt: db.now()}
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
@@ -63,7 +49,7 @@ func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*sto
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return store.UserExists(email)
+			return store.UserExists(u.Email)
 		}
 		return db.addLink(ctx, tx, u.ID, hash)
 	})
@@ -214,7 +200,7 @@ func (db *DB) linkUser(ctx context.Context, q querier, token string, forUpdate b
 	if err != nil {
 		return nil, err
 	}
-	if subtle.ConstantTimeCompare(stored, hash) != 1 || !db.now().Before(fromMS(expires)) || u.DisabledAt != nil {
+	if !store.LinkUsable(u, stored, hash, fromMS(expires), db.now()) {
 		return nil, store.LinkInvalid()
 	}
 	return u, nil
@@ -223,8 +209,8 @@ func (db *DB) linkUser(ctx context.Context, q querier, token string, forUpdate b
 // SetPassword uses a set-password link: it stores passwordHash as the user's, voids all
 // the user's links, this one included, and ends all its sessions, in one transaction.
 func (db *DB) SetPassword(ctx context.Context, token, passwordHash string) (*store.User, error) {
-	if passwordHash == "" || len(passwordHash) > store.MaxPasswordHash {
-		return nil, fmt.Errorf("a password hash of %d bytes: want 1 to %d", len(passwordHash), store.MaxPasswordHash)
+	if err := store.CheckPasswordHash(passwordHash); err != nil {
+		return nil, err
 	}
 	var u *store.User
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
@@ -272,8 +258,8 @@ func (db *DB) UserForLogin(ctx context.Context, email string) (*store.User, stri
 // records the login, and returns the session's plaintext token. A user disabled
 // meanwhile gets the login's unauthorized error.
 func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Duration) (string, error) {
-	if absolute <= 0 {
-		return "", fmt.Errorf("a session of %v: want a positive length", absolute)
+	if err := store.CheckSessionLength(absolute); err != nil {
+		return "", err
 	}
 	plain, hash, err := store.NewToken()
 	if err != nil {
@@ -303,8 +289,8 @@ func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Du
 // unauthorized. The session's last_seen_at is written only once it is a minute old,
 // best effort.
 func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration) (*store.User, error) {
-	if idle <= 0 {
-		return nil, fmt.Errorf("an idle timeout of %v: want a positive one", idle)
+	if err := store.CheckIdleTimeout(idle); err != nil {
+		return nil, err
 	}
 	hash := store.TokenHash(token)
 	if hash == nil {
@@ -321,15 +307,14 @@ func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration)
 		return nil, db.readChecked(err)
 	}
 	now := db.now()
-	if subtle.ConstantTimeCompare(stored, hash) != 1 || u.DisabledAt != nil ||
-		!now.Before(fromMS(expires)) || now.Sub(fromMS(lastSeen)) > idle {
+	if !store.SessionLive(u, stored, hash, fromMS(lastSeen), fromMS(expires), now, idle) {
 		return nil, store.SessionInvalid()
 	}
-	if now.Sub(fromMS(lastSeen)) >= sessionRefresh {
+	if now.Sub(fromMS(lastSeen)) >= store.SessionRefresh {
 		db.inTx(ctx, func(tx pgx.Tx) error {
 			// The condition keeps two requests that race here from writing twice.
 			_, err := tx.Exec(ctx, `UPDATE sessions SET last_seen_at = $1 WHERE hash = $2 AND last_seen_at <= $3`,
-				ms(now), hash, ms(now.Add(-sessionRefresh)))
+				ms(now), hash, ms(now.Add(-store.SessionRefresh)))
 			return err
 		})
 	}
@@ -353,8 +338,8 @@ func (db *DB) EndSession(ctx context.Context, token string) error {
 // returns how many rows it deleted in all. One replica purges at a time: another that
 // asks meanwhile deletes nothing and returns 0.
 func (db *DB) PurgeSessions(ctx context.Context, idle time.Duration) (int, error) {
-	if idle <= 0 {
-		return 0, fmt.Errorf("an idle timeout of %v: want a positive one", idle)
+	if err := store.CheckIdleTimeout(idle); err != nil {
+		return 0, err
 	}
 	var n int
 	err := db.inTx(ctx, func(tx pgx.Tx) error {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/store"
 )
 
 // GrantCredits adds a grant of amount credits to the organization, expiring at
@@ -283,17 +283,9 @@ const ledgerPageQuery = `SELECT id, kind, amount, grant_id, task_id, created_at
 // the row before beforeID (0: from the newest). The next page starts before the last
 // row's ID. limit 0 means DefaultLedgerPage; more than MaxLedgerPage means the most.
 func (db *DB) LedgerPage(ctx context.Context, orgID string, beforeID int64, limit int) ([]LedgerEntry, error) {
-	if beforeID < 0 {
-		return nil, enrich.Errorf(enrich.KindInvalid, "a ledger page starts before a row id, which is positive")
-	}
-	if beforeID == 0 {
-		beforeID = math.MaxInt64
-	}
-	switch {
-	case limit <= 0:
-		limit = DefaultLedgerPage
-	case limit > MaxLedgerPage:
-		limit = MaxLedgerPage
+	beforeID, limit, err := store.LedgerPageBounds(beforeID, limit)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := db.read.QueryContext(ctx, ledgerPageQuery, orgID, beforeID, limit)
 	if err != nil {
@@ -319,22 +311,15 @@ func scanLedger(rows *sql.Rows) ([]LedgerEntry, error) {
 	return out, rows.Err()
 }
 
-const msPerDay = 24 * 60 * 60 * 1000
-
 const dailyCreditsQuery = `SELECT day, kind, amount FROM credit_days WHERE org_id = ? AND day >= ? AND day <= ? ORDER BY day`
 
 // DailyCredits returns one entry per UTC day for the days days ending with now's,
 // oldest first, days without movement included as zeros. It reads credit_days, which
 // a trigger keeps beside the ledger: a handful of rows a day, however busy the day was.
 func (db *DB) DailyCredits(ctx context.Context, orgID string, days int, now time.Time) ([]CreditDay, error) {
-	if days < 1 || days > MaxCreditDays {
-		return nil, enrich.Errorf(enrich.KindInvalid, "days must be 1 to %d", MaxCreditDays)
-	}
-	last := dayOf(now)
-	first := last - int64(days) + 1
-	out := make([]CreditDay, days)
-	for i := range out {
-		out[i].Day = time.UnixMilli((first + int64(i)) * msPerDay).UTC()
+	out, first, last, err := store.CreditDays(days, now)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := db.read.QueryContext(ctx, dailyCreditsQuery, orgID, first, last)
 	if err != nil {
@@ -347,21 +332,7 @@ func (db *DB) DailyCredits(ctx context.Context, orgID string, days int, now time
 		if err := rows.Scan(&day, &kind, &amount); err != nil {
 			return nil, err
 		}
-		d := &out[day-first]
-		switch kind {
-		case LedgerGrant:
-			d.Granted += amount
-		case LedgerCharge:
-			d.Charged += amount
-		case LedgerRefund:
-			d.Refunded += amount
-		case LedgerExpiry:
-			d.Expired += amount
-		}
+		out[day-first].Add(kind, amount)
 	}
 	return out, rows.Err()
 }
-
-// dayOf is t's UTC day as credit_days numbers it: the trigger's integer division of
-// created_at, which Go's truncates the same way.
-func dayOf(t time.Time) int64 { return t.UnixMilli() / msPerDay }

@@ -133,31 +133,6 @@ func TestKeyLastUseFailureDoesNotFailAuthentication(t *testing.T) {
 	is.Equal(*lastUsed(t, db, "acme", key.ID), clk.Now())
 }
 
-// creditSums are the ledger's amounts by organization, day and kind, as computed from
-// the ledger itself and as credit_days holds them.
-func creditSums(t *testing.T, raw *sql.DB) (fromLedger, kept map[string]int64) {
-	t.Helper()
-	read := func(q string) map[string]int64 {
-		rows, err := raw.Query(q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		out := map[string]int64{}
-		for rows.Next() {
-			var org, kind string
-			var day, amount int64
-			if err := rows.Scan(&org, &day, &kind, &amount); err != nil {
-				t.Fatal(err)
-			}
-			out[org+"/"+kind+"/"+time.UnixMilli(day*86400000).UTC().Format(time.DateOnly)] = amount
-		}
-		return out
-	}
-	return read(`SELECT org_id, created_at / 86400000, kind, sum(amount) FROM credit_ledger GROUP BY 1, 2, 3`),
-		read(`SELECT org_id, day, kind, amount FROM credit_days`)
-}
-
 // TestCreditDaysBackfillAndTrigger opens a database made before migration 7 holding a
 // ledger over several days: the migration adds up what is there, and the trigger
 // then keeps the sums with every row appended.
@@ -211,7 +186,7 @@ func TestCreditDaysBackfillAndTrigger(t *testing.T) {
 	raw, err := sql.Open("sqlite", path)
 	is.NoErr(err)
 	defer raw.Close()
-	fromLedger, kept := creditSums(t, raw)
+	fromLedger, kept := storetest.CreditSums(t, raw)
 	is.True(len(fromLedger) >= 7) // two organizations, three kinds, across midnight
 	is.Equal(kept, fromLedger)
 
@@ -219,7 +194,7 @@ func TestCreditDaysBackfillAndTrigger(t *testing.T) {
 	clk.Add(24 * time.Hour)
 	_, err = db.CreditBalance(ctx, "acme") // expiry rows
 	is.NoErr(err)
-	fromLedger, kept = creditSums(t, raw)
+	fromLedger, kept = storetest.CreditSums(t, raw)
 	is.Equal(kept, fromLedger)
 	is.True(strings.Contains(strings.Join(keys(kept), " "), "/expiry/"))
 }

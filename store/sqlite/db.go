@@ -19,10 +19,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"regexp"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,14 +37,12 @@ type DB struct {
 
 	known int // migrations in the schema this binary embeds
 
-	probeMu sync.Mutex
-	probe   *writeProbe // the last CheckWritable, under way or done
-	health  storageHealth
-	reopen  atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
+	store.Health             // storage failures, and the probe write (probeWrite)
+	reopen       atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
 	// writerEpoch counts the writer's connections closed by reopenIfAsked.
 	writerEpoch atomic.Int64
-	touches     keyTouches // keys' last use being written
-	keys        keyCache   // valid keys by the hash of their token
+	touches     store.KeyTouches // keys' last use being written
+	keys        keyCache         // valid keys by the hash of their token
 
 	ops        chan *writeOp // transactions waiting for the writer
 	closing    chan struct{}
@@ -112,6 +107,7 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 	write.SetConnMaxIdleTime(0)
 	db := &DB{write: write, writes: newStmtCache(write), dsn: dsn, path: path, Now: now,
 		ops: make(chan *writeOp, maxBatch), closing: make(chan struct{}), writerDone: make(chan struct{}), watchDone: make(chan struct{}), checkpointDone: make(chan struct{})}
+	db.Health.Init(func() time.Time { return db.Now() }, db.probeWrite)
 	// The writer connection turns WAL on before any reader opens the file.
 	if err := db.migrate(ctx, schema); err != nil {
 		write.Close()
@@ -149,7 +145,7 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 // Close closes both connection pools.
 func (db *DB) Close() error {
 	if db.read != nil { // the writer runs once Open has succeeded
-		db.waitTouches() // they need the writer
+		db.touches.Close() // they need the writer
 		db.closeOnce.Do(func() { close(db.closing) })
 		<-db.writerDone
 		<-db.watchDone
@@ -170,37 +166,8 @@ func (db *DB) Close() error {
 // returns equals what a later read of the same row gives.
 func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Millisecond) }
 
-// migration is one "-- migration N: title" section of schema.sql.
-type migration struct {
-	version int
-	title   string
-	sql     string
-}
-
-var migrationHeader = regexp.MustCompile(`(?m)^-- migration (\d+): (.*)$`)
-
-func parseMigrations(schema string) ([]migration, error) {
-	heads := migrationHeader.FindAllStringSubmatchIndex(schema, -1)
-	if len(heads) == 0 {
-		return nil, fmt.Errorf("the schema has no \"-- migration N: title\" sections")
-	}
-	var out []migration
-	for i, h := range heads {
-		end := len(schema)
-		if i+1 < len(heads) {
-			end = heads[i+1][0]
-		}
-		v, _ := strconv.Atoi(schema[h[2]:h[3]])
-		if v != i+1 {
-			return nil, fmt.Errorf("schema: migration %d found where %d was expected", v, i+1)
-		}
-		out = append(out, migration{version: v, title: strings.TrimSpace(schema[h[4]:h[5]]), sql: schema[h[1]:end]})
-	}
-	return out, nil
-}
-
 func (db *DB) migrate(ctx context.Context, schema string) error {
-	migrations, err := parseMigrations(schema)
+	migrations, err := store.ParseMigrations(schema)
 	if err != nil {
 		return err
 	}
@@ -212,21 +179,21 @@ func (db *DB) migrate(ctx context.Context, schema string) error {
 	for _, m := range migrations {
 		err := db.runTx(ctx, func(tx *Tx) error {
 			var applied int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&applied); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&applied); err != nil {
 				return err
 			}
 			if applied > 0 {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, title, applied_at) VALUES (?, ?, ?)`,
-				m.version, m.title, ms(db.now()))
+				m.Version, m.Title, ms(db.now()))
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("database %s: migration %d (%s): %w", db.path, m.version, m.title, err)
+			return fmt.Errorf("database %s: migration %d (%s): %w", db.path, m.Version, m.Title, err)
 		}
 	}
 	return nil
@@ -391,7 +358,7 @@ func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
 	// While the file fails, a commit that changed rows proves it takes writes again. One
 	// that changed none proves nothing: it writes no page, and commits on a full disk.
 	before := int64(-1)
-	if db.health.failing.Load() {
+	if db.StorageFailing() {
 		before = changes(tx)
 	}
 	if err := fn(&Tx{Tx: tx, cache: db.writes, detached: ctx, bound: map[*sql.Stmt]*sql.Stmt{}}); err != nil {
@@ -403,7 +370,7 @@ func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
 	}
 	db.commits.Add(1)
 	if wrote {
-		db.storageRecovered()
+		db.Recovered()
 	}
 	return nil
 }

@@ -37,11 +37,25 @@ var PlanQueries = map[string]struct {
 	"PurgeTasks":        {purgeTasksQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
 }
 
+// WatchQueries are the watches' list, count, scheduler and spend statements, by name,
+// with arguments of the right types, for EXPLAIN QUERY PLAN.
+var WatchQueries = map[string]struct {
+	Query string
+	Args  []any
+}{
+	"ListWatches":      {listWatchesQuery, []any{"o", 50, 0}},
+	"ListLoopWatches":  {listLoopWatchesQuery, []any{"o", "l", 50, 0}},
+	"CountWatches":     {countWatchesQuery, []any{"o"}},
+	"CountLoopWatches": {countLoopWatchesQuery, []any{"o", "l"}},
+	"DueWatches":       {dueWatchesQuery, []any{int64(5), 10, 200}},
+	"WatchSpend":       {watchSpendQuery, []any{"o", int64(5)}},
+}
+
 // WaitKeyTouches waits for the writes of keys' last use under way.
-func (db *DB) WaitKeyTouches() { db.touches.wg.Wait() }
+func (db *DB) WaitKeyTouches() { db.touches.Wait() }
 
 // KeyTouchesStarted counts the writes of keys' last use started since Open.
-func (db *DB) KeyTouchesStarted() int64 { return db.touches.started.Load() }
+func (db *DB) KeyTouchesStarted() int64 { return db.touches.Started() }
 
 // KeyReads counts the API keys Authenticate read from the database since Open.
 func (db *DB) KeyReads() int64 { return db.keys.reads.Load() }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"enrichd/store"
 )
 
 // foreignWritePoll is how often the database is asked whether another process
@@ -39,7 +41,7 @@ func (c *keyCache) use(hash [32]byte, now time.Time) (p Principal, touch, ok boo
 	if k == nil {
 		return Principal{}, false, false
 	}
-	if now.Sub(k.used) >= keyUseResolution {
+	if now.Sub(k.used) >= store.KeyUseResolution {
 		k.used, touch = now, true
 	}
 	return k.p, touch, true

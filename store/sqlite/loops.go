@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
-	"enrichd/enrich"
 	"enrichd/store"
 
 	"github.com/google/uuid"
@@ -54,17 +52,11 @@ func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
 // uniqueSlug is base, or base-2, base-3, ...: the first no other Loop of the
 // organization holds (self, the Loop being renamed, may keep its own).
 func uniqueSlug(ctx context.Context, tx *Tx, orgID, self, base string) (string, error) {
-	slug := base
-	for n := 2; ; n++ {
+	return store.UniqueSlug(base, func(slug string) (bool, error) {
 		var taken int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM loops WHERE org_id = ? AND slug = ? AND id != ?`, orgID, slug, self).Scan(&taken); err != nil {
-			return "", err
-		}
-		if taken == 0 {
-			return slug, nil
-		}
-		slug = fmt.Sprintf("%s-%d", base, n)
-	}
+		err := tx.QueryRowContext(ctx, `SELECT count(*) FROM loops WHERE org_id = ? AND slug = ? AND id != ?`, orgID, slug, self).Scan(&taken)
+		return taken > 0, err
+	})
 }
 
 // GetLoop returns one of the organization's Loops, without its secret.
@@ -107,19 +99,11 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*L
 		if l, err = findLoop(ctx, tx, orgID, id); err != nil {
 			return err
 		}
-		if p.Name != nil && *p.Name != l.Name {
-			l.Name = *p.Name
+		if p.Apply(l, db.now()) {
 			if l.Slug, err = uniqueSlug(ctx, tx, orgID, id, store.Slugify(l.Name)); err != nil {
 				return err
 			}
 		}
-		if p.WebhookURL != nil {
-			l.Destination.URL = *p.WebhookURL
-		}
-		if p.Enabled != nil {
-			l.Enabled = *p.Enabled
-		}
-		l.UpdatedAt = db.now()
 		_, err = tx.ExecContext(ctx, `UPDATE loops SET name = ?, slug = ?, webhook_url = ?, enabled = ?, updated_at = ? WHERE id = ?`,
 			l.Name, l.Slug, l.Destination.URL, l.Enabled, ms(l.UpdatedAt), id)
 		return err
@@ -174,19 +158,5 @@ func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
 // organization's, takes the task's object type, and is enabled.
 func checkLoopForRun(ctx context.Context, tx *Tx, orgID, loopID, objectType string) error {
 	l, err := findLoop(ctx, tx, orgID, loopID)
-	if err != nil {
-		var e *enrich.Error
-		if errors.As(err, &e) && e.Kind == enrich.KindNotFound {
-			return enrich.Errorf(enrich.KindInvalid, "loop_id %s names no Loop of your organization", loopID)
-		}
-		return err
-	}
-	if l.ObjectType != objectType {
-		return enrich.Errorf(enrich.KindInvalid, "the Loop %s takes %s enrichments, not %s ones", l.Slug, l.ObjectType, objectType)
-	}
-	if !l.Enabled {
-		return &enrich.Error{Kind: enrich.KindConflict, Code: "loop_disabled",
-			Message: fmt.Sprintf("the Loop %s is disabled; enable it (PATCH {\"enabled\": true}) to run it", l.Slug)}
-	}
-	return nil
+	return store.CheckLoopForRun(l, err, loopID, objectType)
 }

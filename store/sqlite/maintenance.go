@@ -15,55 +15,27 @@ import (
 	"time"
 )
 
-// CheckWritable proves the database takes writes by committing one: it adds a row to
+// probeWrite is the write of CheckWritable (store.Health): it adds a row to
 // schema_migrations and deletes it in the same transaction, which readers never see
 // but which makes the page dirty, so the commit appends it to the write-ahead log as
 // any write does. A full disk, a read-only file or failing I/O make it fail, where
 // merely taking the write lock (BEGIN IMMEDIATE, then ROLLBACK) would not, nor would
-// rewriting a row unchanged (SQLite skips writing a cell that is already as written). A
-// probe that commits ends a run of storage failures (StorageFailing turns false).
-//
-// Probes are shared: one runs at a time, and callers within a second of the last one
-// get its result, committed or failed, so workers waiting for the disk, or a flood of
-// unauthenticated /readyz requests, cost at most one small write a second however many
-// they are. The probe goes through the writer, behind the transactions already
-// waiting; SQLite's busy timeout, which no context interrupts, may hold it when another
-// process holds the lock, so it runs on its own and callers wait for it only as long
-// as their context lets them.
-func (db *DB) CheckWritable(ctx context.Context) error {
-	db.probeMu.Lock()
-	p := db.probe
-	// A probe that committed is not reused once a write has failed for storage since.
-	if p == nil || (p.finished() && (time.Since(p.ended) >= probeEvery || p.err == nil && db.StorageFailures() != p.failures)) {
-		p = &writeProbe{done: make(chan struct{})}
-		db.probe = p
-		go func() {
-			err := db.write1(context.Background(), func(tx *Tx) error {
-				if _, err := tx.Tx.ExecContext(context.Background(), probeInsert, ms(db.now())); err != nil {
-					return err
-				}
-				_, err := tx.Tx.ExecContext(context.Background(), probeDelete)
-				return err
-			})
-			if err == nil {
-				db.storageRecovered()
-			} else if db.storageChecked(err); needsReopen(err) {
-				db.reopenWriter()
-			}
-			p.err, p.ended, p.failures = err, time.Now(), db.StorageFailures()
-			close(p.done)
-		}()
-	}
-	db.probeMu.Unlock()
-	select {
-	case <-p.done:
-		if p.err != nil {
-			return fmt.Errorf("the database does not take writes: %w", p.err)
+// rewriting a row unchanged (SQLite skips writing a cell that is already as written).
+// It goes through the writer, behind the transactions already waiting.
+func (db *DB) probeWrite(ctx context.Context) error {
+	err := db.write1(ctx, func(tx *Tx) error {
+		if _, err := tx.Tx.ExecContext(ctx, probeInsert, ms(db.now())); err != nil {
+			return err
 		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("the database write lock could not be taken in time (held by a long transaction?): %w", ctx.Err())
+		_, err := tx.Tx.ExecContext(ctx, probeDelete)
+		return err
+	})
+	if err != nil {
+		if db.storageChecked(err); needsReopen(err) {
+			db.reopenWriter()
+		}
 	}
+	return err
 }
 
 // The probe's row: version 0 is never a migration's.
@@ -71,23 +43,6 @@ const (
 	probeInsert = `INSERT INTO schema_migrations (version, title, applied_at) VALUES (0, 'write probe', ?)`
 	probeDelete = `DELETE FROM schema_migrations WHERE version = 0`
 )
-
-// writeProbe is one CheckWritable, under way or done.
-type writeProbe struct {
-	done     chan struct{}
-	err      error     // once done
-	ended    time.Time // once done
-	failures uint64    // StorageFailures once done
-}
-
-func (p *writeProbe) finished() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
 
 // Migrations returns the newest migration applied to the file and the newest this
 // binary knows. They differ when another binary migrated the file further, as during

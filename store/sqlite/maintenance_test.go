@@ -21,31 +21,15 @@ import (
 	"github.com/matryer/is"
 )
 
-// ledgerAddsUp checks the invariants of the ledger of one organization in the database
-// file at path: the balance derived from it, and the grants' spendable remainder that
-// charges draw on, agree.
-func ledgerAddsUp(t *testing.T, path, orgID string) (balance int64) {
+// ledgerAddsUp is storetest.LedgerAddsUp on the database file at path (a backup).
+func ledgerAddsUp(t *testing.T, path, orgID string) int64 {
 	t.Helper()
 	raw, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	var granted, charged, refunded, expired, spendable int64
-	if err := raw.QueryRow(`SELECT
-		coalesce(sum(CASE kind WHEN 'grant' THEN amount END), 0), coalesce(sum(CASE kind WHEN 'charge' THEN amount END), 0),
-		coalesce(sum(CASE kind WHEN 'refund' THEN amount END), 0), coalesce(sum(CASE kind WHEN 'expiry' THEN amount END), 0)
-		FROM credit_ledger WHERE org_id = ?`, orgID).Scan(&granted, &charged, &refunded, &expired); err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.QueryRow(`SELECT coalesce(sum(remaining), 0) FROM credit_grants WHERE org_id = ? AND expired_at IS NULL`, orgID).Scan(&spendable); err != nil {
-		t.Fatal(err)
-	}
-	balance = granted - charged + refunded - expired
-	if balance != spendable {
-		t.Fatalf("ledger says %d, grants hold %d", balance, spendable)
-	}
-	return balance
+	return storetest.LedgerAddsUp(t, raw, orgID)
 }
 
 // TestBackupUnderWriteLoad copies the database while goroutines keep creating,

@@ -2,15 +2,9 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"database/sql"
-	"encoding/base64"
 	"errors"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"enrichd/enrich"
@@ -56,7 +50,7 @@ func findOrg(ctx context.Context, q querier, name string) (*Org, error) {
 	var created int64
 	err := q.QueryRowContext(ctx, `SELECT id, name, created_at FROM orgs WHERE name = ?`, name).Scan(&o.ID, &o.Name, &created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, enrich.Errorf(enrich.KindNotFound, "no organization named %q (create it with: enrichd orgs create %s)", name, name)
+		return nil, store.OrgNotFound(name)
 	}
 	if err != nil {
 		return nil, err
@@ -71,7 +65,7 @@ func (db *DB) GetOrg(ctx context.Context, id string) (*Org, error) {
 	var created int64
 	err := db.read.QueryRowContext(ctx, `SELECT id, name, created_at FROM orgs WHERE id = ?`, id).Scan(&o.ID, &o.Name, &created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "organization not found"}
+		return nil, store.OrgIDNotFound()
 	}
 	if err != nil {
 		return nil, err
@@ -103,14 +97,11 @@ func (db *DB) ListOrgs(ctx context.Context) ([]Org, error) {
 // CreateKey makes a new API key for the organization and returns it: the only time
 // the key is ever seen. With createOrg, a missing organization is created first.
 func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg bool) (string, *APIKey, error) {
-	var secret [32]byte
-	if _, err := rand.Read(secret[:]); err != nil {
+	plain, hash, key, err := store.NewAPIKey(keyName, db.now())
+	if err != nil {
 		return "", nil, err
 	}
-	plain := "enr_" + base64.RawURLEncoding.EncodeToString(secret[:])
-	hash := sha256.Sum256([]byte(plain))
-	key := &APIKey{ID: uuid.NewString(), Name: keyName, Prefix: plain[:store.KeyPrefixLen], CreatedAt: db.now()}
-	err := db.inTx(ctx, func(tx *Tx) error {
+	err = db.inTx(ctx, func(tx *Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if enrich.KindOf(err) == enrich.KindNotFound && createOrg {
 			org, err = db.createOrg(ctx, tx, orgName)
@@ -176,7 +167,7 @@ func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return enrich.Errorf(enrich.KindNotFound, "organization %s has no key %q (see: enrichd keys list --org %s)", orgName, idOrPrefix, orgName)
+			return store.KeyNotFound(orgName, idOrPrefix)
 		}
 		return nil
 	})
@@ -186,11 +177,11 @@ func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
 // for a missing, unknown or revoked key. It records the key's use when the last one
 // recorded is a minute old or more (see touchKey).
 func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error) {
-	unauthorized := enrich.Errorf(enrich.KindUnauthorized, "Unauthorized")
-	if !strings.HasPrefix(plain, "enr_") {
+	unauthorized := store.Unauthorized()
+	hash, ok := store.APIKeyHash(plain)
+	if !ok {
 		return nil, unauthorized
 	}
-	hash := sha256.Sum256([]byte(plain))
 	now := db.now()
 	if p, touch, ok := db.keys.use(hash, now); ok {
 		if touch {
@@ -218,7 +209,7 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error
 	if used.Valid {
 		lastUse = fromMS(used.Int64)
 	}
-	if now.Sub(lastUse) >= keyUseResolution {
+	if now.Sub(lastUse) >= store.KeyUseResolution {
 		db.touchKey(p.KeyID, now)
 		lastUse = now
 	}
@@ -226,71 +217,19 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error
 	return &p, nil
 }
 
-// keyUseResolution is how stale a key's last use may get before a request writes it
-// again: the one write a minute a busy key costs.
-const keyUseResolution = time.Minute
-
-// keyTouches are the writes of keys' last use under way. They run beside the request
-// that authenticated: a read-only request must not wait for the writer, which may be
-// busy, and a failed write costs nothing but a stale "last used".
-type keyTouches struct {
-	mu       sync.Mutex
-	inFlight map[string]bool // by key id: many requests at the minute's turn make one write
-	// written is the last use written, by key id: a request that read the key just
-	// before that write committed, and asks once it is done, has nothing to write.
-	written map[string]time.Time
-	closed  bool // Close has begun: no new write may start
-	wg      sync.WaitGroup
-	started atomic.Int64 // writes started since Open, for tests
-}
-
 // touchKey records that the key was used at now, unless a write of it is already under
 // way or the storage is failing. The UPDATE checks the age again, so writes that race
 // past the read in Authenticate still make one change a minute.
 func (db *DB) touchKey(keyID string, now time.Time) {
-	t := &db.touches
 	if db.StorageFailing() {
 		return // the probes, not a key's last use, find out when writes work again
 	}
-	t.mu.Lock()
-	if t.closed || t.inFlight[keyID] || now.Sub(t.written[keyID]) < keyUseResolution {
-		t.mu.Unlock()
-		return
-	}
-	if t.inFlight == nil {
-		t.inFlight, t.written = map[string]bool{}, map[string]time.Time{}
-	}
-	t.inFlight[keyID] = true
-	t.wg.Add(1)
-	t.started.Add(1)
-	t.mu.Unlock()
-	go func() {
-		defer t.wg.Done()
-		// Best effort: the request is already authenticated; a failure is retried by the
-		// next request, and a storage failure is logged by the store once a minute.
-		err := db.inTx(context.Background(), func(tx *Tx) error {
-			_, err := tx.ExecContext(context.Background(), `UPDATE api_keys SET last_used_at = ?
+	db.touches.Touch(keyID, now, func(ctx context.Context) error {
+		return db.inTx(ctx, func(tx *Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE api_keys SET last_used_at = ?
 				WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`,
-				ms(now), keyID, ms(now.Add(-keyUseResolution)))
+				ms(now), keyID, ms(now.Add(-store.KeyUseResolution)))
 			return err
 		})
-		t.mu.Lock()
-		delete(t.inFlight, keyID)
-		if err == nil {
-			t.written[keyID] = now
-		} else {
-			// The cache took the use as written; forgetting the keys makes the next
-			// request read the stale use and try again.
-			db.keys.invalidate()
-		}
-		t.mu.Unlock()
-	}()
-}
-
-// waitTouches stops new writes of keys' last use and waits for those under way.
-func (db *DB) waitTouches() {
-	db.touches.mu.Lock()
-	db.touches.closed = true
-	db.touches.mu.Unlock()
-	db.touches.wg.Wait()
+	}, db.keys.invalidate) // the cache took the use as written: the next request reads the stale one and tries again
 }

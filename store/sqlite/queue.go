@@ -21,7 +21,7 @@ SET status = 'running', started_at = :now, lease_token = :token, lease_until = :
 WHERE id = (
     SELECT id FROM tasks WHERE org_id = :org AND status = 'queued'
     ORDER BY created_at, id LIMIT 1)
-RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at)`
+RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at), watch_id`
 
 // ClaimTask takes the next queued task, if any, under a lease of the given length.
 // Organizations take turns (round-robin), so one with a few tasks is served between
@@ -48,7 +48,7 @@ func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error
 			var expires, queued int64
 			err = tx.QueryRowContext(ctx, claimQuery, sql.Named("now", ms(now)), sql.Named("token", c.Token),
 				sql.Named("lease_until", ms(now.Add(lease))), sql.Named("org", org)).
-				Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued)
+				Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued, &c.WatchID)
 			if errors.Is(err, sql.ErrNoRows) {
 				// Its queued tasks were canceled or expired since it got in line.
 				if _, err := tx.ExecContext(ctx, `DELETE FROM queue_turns WHERE org_id = ?`, org); err != nil {
@@ -102,17 +102,18 @@ func (db *DB) ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (b
 }
 
 // Settle finishes a claimed task in one transaction: the task's status and result, the
-// refund of a failure, the record for the store, and the webhook delivery of a task
-// that has a Loop. It reports false, and changes
-// nothing, when the claim is no longer the task's.
+// refund of a failure, the record for the store, the webhook delivery of a task that
+// has a Loop, and for a watch's task what it changes on the watch and sends to the
+// watch's Loop (store.WatchSettled). It reports false, and changes nothing, when the
+// claim is no longer the task's.
 func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 	var settled bool
 	err := db.inTx(ctx, func(tx *Tx) error {
 		now := db.now()
-		// Owning the claim and the task's Loop, in one read.
-		var loopID *string
-		err := tx.QueryRowContext(ctx, `SELECT loop_id FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running'`,
-			c.TaskID, c.Token).Scan(&loopID)
+		// Owning the claim, the task's Loop and its watch, in one read.
+		var loopID, watchID *string
+		err := tx.QueryRowContext(ctx, `SELECT loop_id, watch_id FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running'`,
+			c.TaskID, c.Token).Scan(&loopID, &watchID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -135,6 +136,11 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 			}
 			if err := refund(ctx, tx, c.TaskID, now); err != nil {
 				return err
+			}
+			if watchID != nil {
+				if err := settleWatch(ctx, tx, c.TaskID, *watchID, false, now); err != nil {
+					return err
+				}
 			}
 			return deliverSettled(ctx, tx, c.TaskID, loopID, now)
 		}
@@ -161,6 +167,11 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 		}
 		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, now); err != nil {
 			return err
+		}
+		if watchID != nil {
+			if err := settleWatch(ctx, tx, c.TaskID, *watchID, out.Fetched, now); err != nil {
+				return err
+			}
 		}
 		return deliverSettled(ctx, tx, c.TaskID, loopID, now)
 	})

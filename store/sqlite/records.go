@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"time"
 
@@ -40,19 +39,24 @@ func findRecord(ctx context.Context, q querier, origin, key string) (*record, er
 	return &r, nil
 }
 
+// stored is the record as package store has it.
+func (r *record) stored() *store.StoredRecord {
+	return &store.StoredRecord{ID: r.id, ObjectType: r.objectType, Data: r.data, LastEnriched: r.lastEnriched,
+		ConfirmedAlias: r.redirect.Valid && r.redirect.Int64 == 1}
+}
+
 // result decodes a record as the result of looking up in (see store.RecordResult).
 func (r *record) result(in enrich.Input) (enrich.Result, error) {
 	return store.RecordResult(r.objectType, r.data, r.redirect.Valid && r.redirect.Int64 == 1, in)
 }
 
-// FindStored returns the stored record for the input, whatever its age, or nil.
-func (db *DB) FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error) {
-	rec, err := findRecord(ctx, db.read, store.OriginStore, store.RecordKey(in.Lookup, in.Target))
+// FindRecord returns the record of origin that key names, or nil.
+func (db *DB) FindRecord(ctx context.Context, origin, key string) (*store.StoredRecord, error) {
+	rec, err := findRecord(ctx, db.read, origin, key)
 	if err != nil || rec == nil {
 		return nil, err
 	}
-	res, err := rec.result(in)
-	return &res, err
+	return rec.stored(), nil
 }
 
 type recordKeys = store.RecordKeys
@@ -158,39 +162,6 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
-}
-
-// Dataset returns the `dataset` source: the records imported with Import.
-func (db *DB) Dataset() enrich.Source { return datasetSource{db} }
-
-type datasetSource struct{ db *DB }
-
-func (datasetSource) Name() string { return "dataset" }
-
-func (s datasetSource) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	res, err := s.find(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: domain})
-	return res.Company, err
-}
-
-func (s datasetSource) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
-	res, err := s.find(ctx, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: networkURL})
-	return res.Company, err
-}
-
-func (s datasetSource) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
-	res, err := s.find(ctx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: networkURL})
-	return res.Person, err
-}
-
-func (s datasetSource) find(ctx context.Context, in enrich.Input) (enrich.Result, error) {
-	rec, err := findRecord(ctx, s.db.read, store.OriginDataset, store.RecordKey(in.Lookup, in.Target))
-	if err != nil {
-		return enrich.Result{}, fmt.Errorf("dataset: %v: %w", err, enrich.ErrUnavailable)
-	}
-	if rec == nil || rec.objectType != in.Lookup.ObjectType() {
-		return enrich.Result{}, fmt.Errorf("dataset: %s: %w", in.Target, enrich.ErrNotFound)
-	}
-	return rec.result(in)
 }
 
 // Import reads JSON Lines of companies and people into the dataset (store.ParseImport

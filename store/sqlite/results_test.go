@@ -18,10 +18,7 @@ import (
 	"github.com/matryer/is"
 )
 
-// resultsAddUp checks the invariants of task_results in the database file at path:
-// each row counts exactly the tasks that point at it, none is left that no task
-// points at, each is keyed by the sha256 of its bytes, and no task points at a row
-// that is not there. It returns how many rows there are.
+// resultsAddUp is storetest.ResultsAddUp on the database file at path.
 func resultsAddUp(t *testing.T, path string) int {
 	t.Helper()
 	raw, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
@@ -29,45 +26,7 @@ func resultsAddUp(t *testing.T, path string) int {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	for what, q := range map[string]string{
-		"miscounted": `SELECT count(*) FROM task_results r WHERE refs != (SELECT count(*) FROM tasks WHERE result_id = r.id)`,
-		"orphaned":   `SELECT count(*) FROM task_results WHERE refs = 0`,
-		"misfiled":   `SELECT count(*) FROM task_results WHERE hash != sha256(data)`,
-		"dangling":   `SELECT count(*) FROM tasks WHERE result_id IS NOT NULL AND result_id NOT IN (SELECT id FROM task_results)`,
-	} {
-		var n int
-		if err := raw.QueryRow(q).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != 0 {
-			t.Errorf("task_results: %d rows %s", n, what)
-		}
-	}
-	var rows int
-	if err := raw.QueryRow(`SELECT count(*) FROM task_results`).Scan(&rows); err != nil {
-		t.Fatal(err)
-	}
-	return rows
-}
-
-func hexSum(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-// settleCompany claims the next task and settles it with a company fetched from a
-// source, as a worker does.
-func settleCompany(t *testing.T, db *store.DB, name string) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := db.ClaimTask(ctx, time.Minute)
-	if err != nil || c == nil {
-		t.Fatal(c, err)
-	}
-	res := enrich.Result{Company: &enrich.Company{Name: name, EnrichmentStatus: enrich.StatusEnriched, Domain: enrich.Ptr(c.Input.Target)}}
-	if ok, err := db.Settle(ctx, c, store.Outcome{Result: &res, Fetched: true}); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	return storetest.ResultsAddUp(t, raw)
 }
 
 // TestNoIndexIsDescending keeps DESC out of the schema's indexes: new rows land at the

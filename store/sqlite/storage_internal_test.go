@@ -3,14 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"log/slog"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/matryer/is"
-	"modernc.org/sqlite"
 )
 
 // storageFault tells SQLite's storage errors, as SQLite itself returns them, from the
@@ -51,34 +47,4 @@ func TestStorageFaultClassification(t *testing.T) {
 
 	is.True(!storageFault(context.Canceled))
 	is.True(!storageFault(nil))
-}
-
-// A disk that flaps (a probe that fits, then writes that do not) is logged once per
-// StorageLogInterval, with the count of the failures in between.
-func TestStorageFailuresAreLoggedOncePerInterval(t *testing.T) {
-	is := is.New(t)
-	var logs strings.Builder
-	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	db := &DB{Now: func() time.Time { return now }}
-	db.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
-	full := &sqlite.Error{}
-	lines := func(msg string) int { return strings.Count(logs.String(), msg) }
-
-	for range 50 {
-		db.storageFailed(full)
-		db.storageFailed(full)
-		is.True(db.StorageFailing())
-		db.storageRecovered()
-		is.True(!db.StorageFailing())
-		now = now.Add(time.Second)
-	}
-	is.Equal(lines("cannot take writes"), 1) // the first failure
-	is.Equal(lines("takes writes again"), 1) // the end of the run that was logged
-	is.True(strings.Contains(logs.String(), "failures=1 "))
-	is.Equal(db.StorageFailures(), uint64(100))
-
-	now = now.Add(StorageLogInterval)
-	db.storageFailed(full)
-	is.Equal(lines("cannot take writes"), 2)
-	is.True(strings.Contains(logs.String(), "failures=99 ")) // the 98 in between, and this one
 }

@@ -37,7 +37,7 @@ func TestTaskAppendJSONIsEncodingJSON(t *testing.T) {
 	inputs := []json.RawMessage{nil, json.RawMessage(`{"domain":"acme.com"}`), json.RawMessage(`{"email":"a@b.c","full_name":"J\u00fcrgen"}`)}
 	for i := range 2000 {
 		task := &store.Task{ID: pick(), ObjectType: pick(), Operation: pick(), Status: pick(), Input: inputs[i%len(inputs)],
-			Target: pick(), CreditsCharged: rng.Int64N(5) - 1, LoopID: ptr(), IdempotencyKey: ptr(),
+			Target: pick(), CreditsCharged: rng.Int64N(5) - 1, LoopID: ptr(), WatchID: ptr(), IdempotencyKey: ptr(),
 			CreatedAt: *tm2(tm(), at), QueuedAt: tm(), StartedAt: tm(), FinishedAt: tm(), ExpiresAt: *tm2(tm(), whole),
 			Data: json.RawMessage(`{"x":1}`)}
 		want, err := json.Marshal(task)

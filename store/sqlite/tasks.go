@@ -17,7 +17,7 @@ import (
 )
 
 const taskColumns = `id, org_id, object_type, status, lookup, input, target, credits_charged,
-	loop_id, idempotency_key, created_at, queued_at, started_at, finished_at, expires_at, ` + resultColumn + `, error`
+	loop_id, watch_id, idempotency_key, created_at, queued_at, started_at, finished_at, expires_at, ` + resultColumn + `, error`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -27,7 +27,7 @@ func scanTask(row scanner) (*Task, error) {
 	var created, expires int64
 	var queued, started, finished sql.NullInt64
 	if err := row.Scan(&t.ID, &t.OrgID, &t.ObjectType, &t.Status, &t.Lookup, &input, &t.Target,
-		&t.CreditsCharged, &t.LoopID, &t.IdempotencyKey, &created, &queued, &started, &finished, &expires,
+		&t.CreditsCharged, &t.LoopID, &t.WatchID, &t.IdempotencyKey, &created, &queued, &started, &finished, &expires,
 		&result, &taskErr); err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		t := &Task{
 			ID: uuid.Must(uuid.NewV7()).String(), OrgID: nt.OrgID, ObjectType: nt.Input.Lookup.ObjectType(),
 			Operation: store.TaskOperation, Status: StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
-			CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
+			CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, WatchID: nt.WatchID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
 		}
 		if nt.IdempotencyKey != "" {
 			t.IdempotencyKey = &nt.IdempotencyKey
@@ -269,10 +269,10 @@ func insertTask(ctx context.Context, tx *Tx, t *Task) error {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
-		credits_charged, loop_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result_id, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		credits_charged, loop_id, watch_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result_id, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.OrgID, t.ObjectType, t.Status, t.Lookup, string(t.Input), t.Target, t.CreditsCharged,
-		t.LoopID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, nullText(taskErr))
+		t.LoopID, t.WatchID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, nullText(taskErr))
 	return err
 }
 

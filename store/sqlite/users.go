@@ -2,22 +2,11 @@ package sqlite
 
 import (
 	"context"
-	"crypto/subtle"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
-	"enrichd/enrich"
 	"enrichd/store"
-
-	"github.com/google/uuid"
-)
-
-const (
-	// sessionRefresh is how stale last_seen_at may get before a request writes it: a
-	// write per page view would be most of the dashboard's writes.
-	sessionRefresh = time.Minute
 )
 
 const userColumns = `u.id, u.org_id, o.name, u.email, u.role, u.password_hash IS NOT NULL, u.created_at, u.disabled_at, u.last_login_at`
@@ -38,21 +27,14 @@ func scanUser(row scanner, extra ...any) (*User, error) {
 // the plaintext token of its set-password link (valid SetupLinkTTL, for one use). A
 // role of "" is a viewer.
 func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*User, string, error) {
-	email = store.NormalEmail(email)
-	if err := store.CheckEmail(email); err != nil {
+	u, err := store.NewUser(email, role, db.now())
+	if err != nil {
 		return nil, "", err
-	}
-	if role == "" {
-		role = RoleViewer
-	}
-	if role != RoleAdmin && role != RoleViewer {
-		return nil, "", enrich.Errorf(enrich.KindInvalid, "role %q must be %s or %s", role, RoleAdmin, RoleViewer)
 	}
 	plain, hash, err := store.NewToken()
 	if err != nil {
 		return nil, "", err
 	}
-	u := &User{ID: uuid.NewString(), Email: email, Role: role, CreatedAt: db.now()}
 	err = db.inTx(ctx, func(tx *Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
@@ -60,11 +42,11 @@ func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*Use
 		}
 		u.OrgID, u.OrgName = org.ID, org.Name
 		var taken int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE email = ?`, email).Scan(&taken); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE email = ?`, u.Email).Scan(&taken); err != nil {
 			return err
 		}
 		if taken > 0 {
-			return store.UserExists(email)
+			return store.UserExists(u.Email)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO users (id, org_id, email, role, created_at) VALUES (?, ?, ?, ?, ?)`,
 			u.ID, u.OrgID, u.Email, u.Role, ms(u.CreatedAt)); err != nil {
@@ -208,7 +190,7 @@ func (db *DB) linkUser(ctx context.Context, q querier, token string) (*User, err
 	if err != nil {
 		return nil, err
 	}
-	if subtle.ConstantTimeCompare(stored, hash) != 1 || !db.now().Before(fromMS(expires)) || u.DisabledAt != nil {
+	if !store.LinkUsable(u, stored, hash, fromMS(expires), db.now()) {
 		return nil, store.LinkInvalid()
 	}
 	return u, nil
@@ -218,8 +200,8 @@ func (db *DB) linkUser(ctx context.Context, q querier, token string) (*User, err
 // the store never sees a password) as the user's, voids all the user's links, this
 // one included, and ends all its sessions, all in one transaction.
 func (db *DB) SetPassword(ctx context.Context, token, passwordHash string) (*User, error) {
-	if passwordHash == "" || len(passwordHash) > store.MaxPasswordHash {
-		return nil, fmt.Errorf("a password hash of %d bytes: want 1 to %d", len(passwordHash), store.MaxPasswordHash)
+	if err := store.CheckPasswordHash(passwordHash); err != nil {
+		return nil, err
 	}
 	var u *User
 	err := db.inTx(ctx, func(tx *Tx) error {
@@ -267,8 +249,8 @@ func (db *DB) UserForLogin(ctx context.Context, email string) (*User, string, er
 // records the login, and returns the session's plaintext token. A user disabled
 // meanwhile gets the login's unauthorized error.
 func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Duration) (string, error) {
-	if absolute <= 0 {
-		return "", fmt.Errorf("a session of %v: want a positive length", absolute)
+	if err := store.CheckSessionLength(absolute); err != nil {
+		return "", err
 	}
 	plain, hash, err := store.NewToken()
 	if err != nil {
@@ -301,8 +283,8 @@ func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Du
 // that write is best effort, since a dashboard that reads should not fail because
 // the file takes no writes for a moment (the session then merely ages sooner).
 func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration) (*User, error) {
-	if idle <= 0 {
-		return nil, fmt.Errorf("an idle timeout of %v: want a positive one", idle)
+	if err := store.CheckIdleTimeout(idle); err != nil {
+		return nil, err
 	}
 	hash := store.TokenHash(token)
 	if hash == nil {
@@ -319,15 +301,14 @@ func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration)
 		return nil, err
 	}
 	now := db.now()
-	if subtle.ConstantTimeCompare(stored, hash) != 1 || u.DisabledAt != nil ||
-		!now.Before(fromMS(expires)) || now.Sub(fromMS(lastSeen)) > idle {
+	if !store.SessionLive(u, stored, hash, fromMS(lastSeen), fromMS(expires), now, idle) {
 		return nil, store.SessionInvalid()
 	}
-	if now.Sub(fromMS(lastSeen)) >= sessionRefresh {
+	if now.Sub(fromMS(lastSeen)) >= store.SessionRefresh {
 		db.inTx(ctx, func(tx *Tx) error {
 			// The condition keeps two requests that race here from writing twice.
 			_, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seen_at = ? WHERE hash = ? AND last_seen_at <= ?`,
-				ms(now), hash, ms(now.Add(-sessionRefresh)))
+				ms(now), hash, ms(now.Add(-store.SessionRefresh)))
 			return err
 		})
 	}
@@ -351,8 +332,8 @@ func (db *DB) EndSession(ctx context.Context, token string) error {
 // absolute end, or idle for longer than idle) and the expired set-password links, and
 // returns how many rows it deleted in all.
 func (db *DB) PurgeSessions(ctx context.Context, idle time.Duration) (int, error) {
-	if idle <= 0 {
-		return 0, fmt.Errorf("an idle timeout of %v: want a positive one", idle)
+	if err := store.CheckIdleTimeout(idle); err != nil {
+		return 0, err
 	}
 	var n int
 	err := db.inTx(ctx, func(tx *Tx) error {

@@ -18,10 +18,10 @@ func testATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt(t *testing.T, env
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
-	created, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	created, err := db.CreateTask(ctx, NewTask(org, "a.com"))
 	is.NoErr(err)
 
 	for attempt := 1; attempt <= store.MaxTaskAttempts; attempt++ {
@@ -65,10 +65,10 @@ func testReleasedClaimsDoNotCountAsAttempts(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
-	created, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	created, err := db.CreateTask(ctx, NewTask(org, "a.com"))
 	is.NoErr(err)
 	for range 2 * store.MaxTaskAttempts {
 		c, err := db.ClaimTask(ctx, 30*time.Second)

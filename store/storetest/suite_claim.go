@@ -17,7 +17,7 @@ func testClaimLooksPastALoopThatHasItsShare(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	slow := newLoop(t, db, org, "slow", enrich.ObjectCompany)
 	fast := newLoop(t, db, org, "fast", enrich.ObjectCompany)
 	var backlog []string
@@ -54,7 +54,7 @@ func testALateAttemptDoesNotOverwriteANewerOutcome(t *testing.T, env *Env) {
 	ctx := context.Background()
 	clk := env.Clock
 	a, b := env.DB, env.Open()
-	org := newOrg(t, a, "acme")
+	org := NewOrg(t, a, "acme")
 	loop := newLoop(t, a, org, "crm", enrich.ObjectCompany)
 	_, err := a.CreateTestDelivery(ctx, org, loop.ID)
 	is.NoErr(err)

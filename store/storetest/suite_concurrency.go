@@ -44,15 +44,15 @@ func testTwoWritersChargingTheLastCredit(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	a, b := env.DB, env.Open()
-	org := newOrg(t, a, "acme")
+	org := NewOrg(t, a, "acme")
 	const rounds = 20
 	for round := range rounds {
 		_, err := a.GrantCredits(ctx, "acme", 1, nil)
 		is.NoErr(err)
 		var errA, errB error
 		together(
-			func() { _, errA = a.CreateTask(ctx, newTask(org, fmt.Sprintf("a%d.com", round))) },
-			func() { _, errB = b.CreateTask(ctx, newTask(org, fmt.Sprintf("b%d.com", round))) },
+			func() { _, errA = a.CreateTask(ctx, NewTask(org, fmt.Sprintf("a%d.com", round))) },
+			func() { _, errB = b.CreateTask(ctx, NewTask(org, fmt.Sprintf("b%d.com", round))) },
 		)
 		refused := 0
 		for _, err := range []error{errA, errB} {
@@ -81,12 +81,12 @@ func testOneIdempotencyKeyFromTwoHandles(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	a, b := env.DB, env.Open()
-	org := newOrg(t, a, "acme")
+	org := NewOrg(t, a, "acme")
 	_, err := a.GrantCredits(ctx, "acme", 1000, nil)
 	is.NoErr(err)
 	const rounds = 20
 	for round := range rounds {
-		nt := newTask(org, fmt.Sprintf("d%d.com", round))
+		nt := NewTask(org, fmt.Sprintf("d%d.com", round))
 		nt.IdempotencyKey, nt.Endpoint, nt.BodyHash = fmt.Sprintf("key-%d", round), "POST /v1/companies/enrich", fmt.Sprintf("body-%d", round)
 		var resA, resB *store.Enqueued
 		var errA, errB error
@@ -118,11 +118,11 @@ func testTwoClaimersNeverTakeTheSameTask(t *testing.T, env *Env) {
 	want := map[string]bool{}
 	for i := range 3 {
 		name := fmt.Sprintf("org%d", i)
-		org := newOrg(t, a, name)
+		org := NewOrg(t, a, name)
 		_, err := a.GrantCredits(ctx, name, tasks, nil)
 		is.NoErr(err)
 		for j := range tasks / 3 {
-			res, err := a.CreateTask(ctx, newTask(org, fmt.Sprintf("d%d.com", j)))
+			res, err := a.CreateTask(ctx, NewTask(org, fmt.Sprintf("d%d.com", j)))
 			is.NoErr(err)
 			want[res.Task.ID] = true
 		}
@@ -172,12 +172,12 @@ func testAnExpiredLeaseIsClaimedAgainOnceAndSettlesOnce(t *testing.T, env *Env) 
 	is := is.New(t)
 	ctx := context.Background()
 	a, b := env.DB, env.Open()
-	org := newOrg(t, a, "acme")
+	org := NewOrg(t, a, "acme")
 	_, err := a.GrantCredits(ctx, "acme", 100, nil)
 	is.NoErr(err)
 	const rounds = 10
 	for round := range rounds {
-		created, err := a.CreateTask(ctx, newTask(org, fmt.Sprintf("d%d.com", round)))
+		created, err := a.CreateTask(ctx, NewTask(org, fmt.Sprintf("d%d.com", round)))
 		is.NoErr(err)
 		dead, err := a.ClaimTask(ctx, 30*time.Second)
 		is.NoErr(err)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ func testGetOrg(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	id := newOrg(t, db, "acme")
+	id := NewOrg(t, db, "acme")
 	org, err := db.GetOrg(ctx, id)
 	is.NoErr(err)
 	is.Equal(*org, store.Org{ID: id, Name: "acme", CreatedAt: clk.Now()})
@@ -99,8 +100,8 @@ func testRotateLoopSecret(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
-	other := newOrg(t, db, "other")
+	org := NewOrg(t, db, "acme")
+	other := NewOrg(t, db, "other")
 	l := newLoop(t, db, org, "hooks", enrich.ObjectCompany)
 	queued, err := db.CreateTestDelivery(ctx, org, l.ID)
 	is.NoErr(err)
@@ -149,8 +150,8 @@ func testDailyCredits(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
-	newOrg(t, db, "other")
+	org := NewOrg(t, db, "acme")
+	NewOrg(t, db, "other")
 	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
 
 	// 2026-11-01 12:00: 10 granted, one expiring on the 3rd at noon.
@@ -164,10 +165,10 @@ func testDailyCredits(t *testing.T, env *Env) {
 	// The last millisecond of the 1st: a charge; the first of the 2nd: a charge and
 	// its refund (a cancel).
 	clk.Add(day(2026, 11, 2).Sub(clk.Now()) - time.Millisecond)
-	_, err = db.CreateTask(ctx, newTask(org, "a.com"))
+	_, err = db.CreateTask(ctx, NewTask(org, "a.com"))
 	is.NoErr(err)
 	clk.Add(time.Millisecond)
-	e, err := db.CreateTask(ctx, newTask(org, "b.com"))
+	e, err := db.CreateTask(ctx, NewTask(org, "b.com"))
 	is.NoErr(err)
 	_, err = db.CancelTask(ctx, org, e.Task.ID)
 	is.NoErr(err)
@@ -179,7 +180,7 @@ func testDailyCredits(t *testing.T, env *Env) {
 	// The other organization spends on the 2nd and the 4th: none of it is acme's.
 	otherID, err := db.FindOrg(ctx, "other")
 	is.NoErr(err)
-	_, err = db.CreateTask(ctx, newTask(otherID.ID, "c.com"))
+	_, err = db.CreateTask(ctx, NewTask(otherID.ID, "c.com"))
 	is.NoErr(err)
 
 	now := clk.Now() // 2026-11-04 05:00
@@ -220,9 +221,15 @@ func testDailyCredits(t *testing.T, env *Env) {
 	}
 }
 
-// creditSums are the ledger's amounts by organization, day and kind, as computed from
+// Querier is what CreditSums and LedgerAddsUp read through: a *Raw, or a *sql.DB.
+type Querier interface {
+	Query(q string, args ...any) (*sql.Rows, error)
+	QueryRow(q string, args ...any) *sql.Row
+}
+
+// CreditSums are the ledger's amounts by organization, day and kind, as computed from
 // the ledger itself and as credit_days holds them.
-func creditSums(t *testing.T, raw *Raw) (fromLedger, kept map[string]int64) {
+func CreditSums(t *testing.T, raw Querier) (fromLedger, kept map[string]int64) {
 	t.Helper()
 	read := func(q string) map[string]int64 {
 		rows, err := raw.Query(q)
@@ -251,8 +258,8 @@ func testGrantsAndLedgerPages(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
-	other := newOrg(t, db, "other")
+	org := NewOrg(t, db, "acme")
+	other := NewOrg(t, db, "other")
 
 	grants, err := db.ListGrants(ctx, org)
 	is.NoErr(err)
@@ -264,7 +271,7 @@ func testGrantsAndLedgerPages(t *testing.T, env *Env) {
 	second, err := db.GrantCredits(ctx, "acme", 50, nil)
 	is.NoErr(err)
 	for i := range 5 {
-		_, err := db.CreateTask(ctx, newTask(org, string(rune('a'+i))+".com"))
+		_, err := db.CreateTask(ctx, NewTask(org, string(rune('a'+i))+".com"))
 		is.NoErr(err)
 	}
 	clk.Add(2 * time.Hour)
@@ -322,7 +329,7 @@ func testLedgerPageBound(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	for range store.MaxLedgerPage + 5 {
 		_, err := db.GrantCredits(ctx, "acme", 1, nil)
 		is.NoErr(err)

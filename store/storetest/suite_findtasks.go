@@ -115,7 +115,7 @@ func testFindTasksBoundsAndRefusals(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	is.NoErr(db.SeedTasks(ctx, org, 130))
 
 	page, next, err := db.FindTasks(ctx, org, store.TaskFilter{})
@@ -139,7 +139,7 @@ func testFindTasksBoundsAndRefusals(t *testing.T, env *Env) {
 	}
 	// Another organization sees none of these tasks, and a Loop id of any length
 	// selects nothing.
-	other := newOrg(t, db, "other")
+	other := NewOrg(t, db, "other")
 	page, next, err = db.FindTasks(ctx, other, store.TaskFilter{})
 	is.NoErr(err)
 	is.Equal(len(page), 0)
@@ -185,7 +185,7 @@ func seedVariety(t *testing.T, env *Env) variety {
 	t.Helper()
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	v := variety{db: db, org: newOrg(t, db, "acme"), other: newOrg(t, db, "other"), start: clk.Now()}
+	v := variety{db: db, org: NewOrg(t, db, "acme"), other: NewOrg(t, db, "other"), start: clk.Now()}
 	for _, name := range []string{"acme", "other"} {
 		if _, err := db.GrantCredits(ctx, name, 10000, nil); err != nil {
 			t.Fatal(err)
@@ -197,7 +197,7 @@ func seedVariety(t *testing.T, env *Env) variety {
 
 	create := func(org string, i int, loop func(objectType string) string) {
 		t.Helper()
-		nt := newTask(org, fmt.Sprintf("d%d-%s.com", i, org[:8]))
+		nt := NewTask(org, fmt.Sprintf("d%d-%s.com", i, org[:8]))
 		if i%2 == 1 {
 			nt = newPersonTask(org, fmt.Sprintf("p%d-%s", i, org[:8]))
 		}

@@ -11,12 +11,16 @@ import (
 	"github.com/matryer/is"
 )
 
-// ledgerAddsUp checks the invariants of the ledger of one organization in the test's
-// database: the balance derived from it, and the grants' spendable remainder that
-// charges draw on, agree.
+// ledgerAddsUp is LedgerAddsUp on the test's database.
 func ledgerAddsUp(t *testing.T, env *Env, orgID string) (balance int64) {
 	t.Helper()
-	raw := env.Raw()
+	return LedgerAddsUp(t, env.Raw(), orgID)
+}
+
+// LedgerAddsUp checks the invariants of the ledger of one organization: the balance
+// derived from it, and the grants' spendable remainder that charges draw on, agree.
+func LedgerAddsUp(t *testing.T, raw Querier, orgID string) (balance int64) {
+	t.Helper()
 	var granted, charged, refunded, expired, spendable int64
 	if err := raw.QueryRow(`SELECT
 		coalesce(sum(CASE kind WHEN 'grant' THEN amount END), 0), coalesce(sum(CASE kind WHEN 'charge' THEN amount END), 0),
@@ -42,7 +46,7 @@ func testRetentionDeletesOnlyOldSettledRows(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 100, nil)
 	is.NoErr(err)
 	loop, err := db.CreateLoop(ctx, store.NewLoop{OrgID: org, Name: "crm", ObjectType: "company", Enabled: true, WebhookURL: "https://example.com/hook"})
@@ -50,7 +54,7 @@ func testRetentionDeletesOnlyOldSettledRows(t *testing.T, env *Env) {
 
 	// create makes a task; with settle it is claimed and settled (failed when fail).
 	create := func(domain, key string) string {
-		nt := newTask(org, domain)
+		nt := NewTask(org, domain)
 		nt.LoopID, nt.IdempotencyKey, nt.BodyHash = &loop.ID, key, "h-"+domain
 		nt.TTL = 365 * 24 * time.Hour
 		res, err := db.CreateTask(ctx, nt)
@@ -155,12 +159,12 @@ func testRetentionDeletesOnlyOldSettledRows(t *testing.T, env *Env) {
 
 	// A purged task's idempotency key went with it: the same key starts a new task.
 	// The unsettled task's key still replays.
-	nt := newTask(org, "old-ok.com")
+	nt := NewTask(org, "old-ok.com")
 	nt.LoopID, nt.IdempotencyKey, nt.BodyHash = &loop.ID, "k-old", "h-old-ok.com"
 	res, err := db.CreateTask(ctx, nt)
 	is.NoErr(err)
 	is.True(!res.Replayed)
-	nt = newTask(org, "old-queued.com")
+	nt = NewTask(org, "old-queued.com")
 	nt.LoopID, nt.IdempotencyKey, nt.BodyHash = &loop.ID, "k-queued", "h-old-queued.com"
 	res, err = db.CreateTask(ctx, nt)
 	is.NoErr(err)

@@ -15,13 +15,18 @@ import (
 	"github.com/matryer/is"
 )
 
-// resultsAddUp checks the invariants of task_results in the test's database: each row
-// counts exactly the tasks that point at it, none is left that no task points at, each
-// is keyed by the sha256 of its bytes, and no task points at a row that is not there.
-// It returns how many rows there are.
+// resultsAddUp is ResultsAddUp on the test's database.
 func resultsAddUp(t *testing.T, env *Env) int {
 	t.Helper()
-	raw := env.Raw()
+	return ResultsAddUp(t, env.Raw())
+}
+
+// ResultsAddUp checks the invariants of task_results: each row counts exactly the
+// tasks that point at it, none is left that no task points at, each is keyed by the
+// sha256 of its bytes, and no task points at a row that is not there. It returns how
+// many rows there are.
+func ResultsAddUp(t *testing.T, raw Querier) int {
+	t.Helper()
 	for what, q := range map[string]string{
 		"miscounted": `SELECT count(*) FROM task_results r WHERE refs != (SELECT count(*) FROM tasks WHERE result_id = r.id)`,
 		"orphaned":   `SELECT count(*) FROM task_results WHERE refs = 0`,
@@ -59,9 +64,9 @@ func resultsAddUp(t *testing.T, env *Env) int {
 	return n
 }
 
-// settleCompany claims the next task and settles it with a company fetched from a
+// SettleCompany claims the next task and settles it with a company fetched from a
 // source, as a worker does.
-func settleCompany(t *testing.T, db *store.DB, name string) {
+func SettleCompany(t *testing.T, db *store.DB, name string) {
 	t.Helper()
 	ctx := context.Background()
 	c, err := db.ClaimTask(ctx, time.Minute)
@@ -74,7 +79,8 @@ func settleCompany(t *testing.T, db *store.DB, name string) {
 	}
 }
 
-func hexSum(s string) string {
+// HexSum is the hex sha256 of s, as request hashes are given.
+func HexSum(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
@@ -87,14 +93,14 @@ func testTaskReadsKeepTheirBytes(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 100, nil)
 	is.NoErr(err)
 
-	miss, err := db.CreateTask(ctx, newTask(org, "acme.com"))
+	miss, err := db.CreateTask(ctx, NewTask(org, "acme.com"))
 	is.NoErr(err)
 	is.Equal(miss.Task.Status, store.StatusQueued)
-	settleCompany(t, db, "Acme")
+	SettleCompany(t, db, "Acme")
 	settled, err := db.GetTask(ctx, org, miss.Task.ID)
 	is.NoErr(err)
 	is.Equal(settled.Status, store.StatusSucceeded)
@@ -106,8 +112,8 @@ func testTaskReadsKeepTheirBytes(t *testing.T, env *Env) {
 	is.Equal(string(settled.Data), string(want))
 
 	clk.Add(time.Minute)
-	nt := newTask(org, "acme.com")
-	nt.IdempotencyKey, nt.Endpoint, nt.BodyHash = "k1", "POST /v1/companies/enrich", hexSum(`{"domain":"acme.com"}`)
+	nt := NewTask(org, "acme.com")
+	nt.IdempotencyKey, nt.Endpoint, nt.BodyHash = "k1", "POST /v1/companies/enrich", HexSum(`{"domain":"acme.com"}`)
 	hit, err := db.CreateTask(ctx, nt)
 	is.NoErr(err)
 	is.Equal(hit.Task.Status, store.StatusSucceeded) // from the store, inside the request
@@ -117,7 +123,7 @@ func testTaskReadsKeepTheirBytes(t *testing.T, env *Env) {
 	is.True(replay.Replayed)
 	is.Equal(replay.Task, hit.Task)
 
-	refused := newTask(org, "info@acme.com")
+	refused := NewTask(org, "info@acme.com")
 	refused.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "info@acme.com"}
 	refused.Fail = &enrich.TaskError{Code: enrich.CodeNotFound, Message: "a role address"}
 	failed, err := db.CreateTask(ctx, refused)
@@ -150,23 +156,23 @@ func testRetentionDeletesResultsNoTaskShares(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 100, nil)
 	is.NoErr(err)
 
-	_, err = db.CreateTask(ctx, newTask(org, "shared.com"))
+	_, err = db.CreateTask(ctx, NewTask(org, "shared.com"))
 	is.NoErr(err)
-	settleCompany(t, db, "Shared")
-	oldHit, err := db.CreateTask(ctx, newTask(org, "shared.com"))
+	SettleCompany(t, db, "Shared")
+	oldHit, err := db.CreateTask(ctx, NewTask(org, "shared.com"))
 	is.NoErr(err)
 	is.Equal(oldHit.Task.Status, store.StatusSucceeded)
-	_, err = db.CreateTask(ctx, newTask(org, "alone.com"))
+	_, err = db.CreateTask(ctx, NewTask(org, "alone.com"))
 	is.NoErr(err)
-	settleCompany(t, db, "Alone")
+	SettleCompany(t, db, "Alone")
 	is.Equal(resultsAddUp(t, env), 2)
 
 	clk.Add(100 * 24 * time.Hour)
-	nt := newTask(org, "shared.com")
+	nt := NewTask(org, "shared.com")
 	nt.Freshness = 365 * 24 * time.Hour // still answered from the store
 	recent, err := db.CreateTask(ctx, nt)
 	is.NoErr(err)
@@ -203,7 +209,7 @@ func testARecordWithTextNoIndexTakesWholeIsKept(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
 	long := strings.Repeat("Überlang Holdings ", 250) // 4,750 bytes, some of them two to a letter

@@ -18,7 +18,7 @@ func testSeedLedgerAddsUp(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	grant, err := db.GrantCredits(ctx, "acme", 10_000, nil)
 	is.NoErr(err)
 	is.NoErr(db.SeedLedger(ctx, org, grant, 3000, 30*24*time.Hour))
@@ -49,8 +49,8 @@ func testSeedDeliveries(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	org := newOrg(t, db, "acme")
-	other := newOrg(t, db, "other")
+	org := NewOrg(t, db, "acme")
+	other := NewOrg(t, db, "other")
 	loop, err := db.CreateLoop(ctx, store.NewLoop{OrgID: org, Name: "crm", ObjectType: "company", Enabled: true, WebhookURL: "https://example.com/hook"})
 	is.NoErr(err)
 	is.NoErr(db.SeedDeliveries(ctx, org, loop.ID, 120))

@@ -21,7 +21,7 @@ func testChargesTakeTheGrantThatExpiresFirst(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	later := clk.Now().Add(48 * time.Hour)
 	sooner := clk.Now().Add(24 * time.Hour)
 	_, err := db.GrantCredits(ctx, "acme", 5, nil)
@@ -31,9 +31,9 @@ func testChargesTakeTheGrantThatExpiresFirst(t *testing.T, env *Env) {
 	soonerID, err := db.GrantCredits(ctx, "acme", 1, &sooner)
 	is.NoErr(err)
 
-	first, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	first, err := db.CreateTask(ctx, NewTask(org, "a.com"))
 	is.NoErr(err)
-	second, err := db.CreateTask(ctx, newTask(org, "b.com"))
+	second, err := db.CreateTask(ctx, NewTask(org, "b.com"))
 	is.NoErr(err)
 
 	ledger, err := db.CreditLedger(ctx, "acme")
@@ -52,9 +52,9 @@ func testInsufficientAndExpiredCredits(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 
-	_, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	_, err := db.CreateTask(ctx, NewTask(org, "a.com"))
 	var e *enrich.Error
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, enrich.KindPaymentRequired)
@@ -65,7 +65,7 @@ func testInsufficientAndExpiredCredits(t *testing.T, env *Env) {
 	_, err = db.GrantCredits(ctx, "acme", 3, &exp)
 	is.NoErr(err)
 	clk.Add(2 * time.Hour)
-	_, err = db.CreateTask(ctx, newTask(org, "a.com"))
+	_, err = db.CreateTask(ctx, NewTask(org, "a.com"))
 	is.True(errors.As(err, &e))
 	is.Equal(e.Code, "credits_expired")
 	is.Equal(*e.CreditsRemaining, int64(0))
@@ -83,11 +83,11 @@ func testRefundToAGrantThatExpiredMeanwhileExpiresAtOnce(t *testing.T, env *Env)
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	exp := clk.Now().Add(time.Minute)
 	_, err := db.GrantCredits(ctx, "acme", 2, &exp)
 	is.NoErr(err)
-	created, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	created, err := db.CreateTask(ctx, NewTask(org, "a.com"))
 	is.NoErr(err)
 	clk.Add(2 * time.Minute)
 	_, err = db.CancelTask(ctx, org, created.Task.ID)
@@ -105,7 +105,7 @@ func testLedgerAddsUpAfterAMixedWorkload(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	r := rand.New(rand.NewPCG(1, 2))
 	var open []string
 	for i := range 400 {
@@ -118,7 +118,7 @@ func testLedgerAddsUpAfterAMixedWorkload(t *testing.T, env *Env) {
 			_, err := db.GrantCredits(ctx, "acme", int64(1+r.IntN(5)), nil)
 			is.NoErr(err)
 		case op <= 5:
-			nt := newTask(org, "d"+string(rune('a'+i%26))+".com")
+			nt := NewTask(org, "d"+string(rune('a'+i%26))+".com")
 			if r.IntN(3) == 0 {
 				nt.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"} // costs 3
 			}
@@ -182,7 +182,7 @@ func testLedgerAddsUpAfterAMixedWorkload(t *testing.T, env *Env) {
 	is.NoErr(raw.QueryRow(`SELECT count(*) FROM task_counts c WHERE n != (SELECT count(*) FROM tasks t WHERE t.org_id = c.org_id AND t.status = c.status)`).Scan(&drift))
 	is.Equal(drift, 0)
 	// The daily sums the dashboard's chart reads agree with the ledger they summarize.
-	fromLedger, kept := creditSums(t, raw)
+	fromLedger, kept := CreditSums(t, raw)
 	is.Equal(kept, fromLedger)
 	var all int64
 	is.NoErr(raw.QueryRow(`SELECT count(*) FROM tasks WHERE org_id = ?`, org).Scan(&all))
@@ -202,18 +202,18 @@ func testClaimsAreRoundRobinAcrossOrgsAndFIFOWithin(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	big, small := newOrg(t, db, "big"), newOrg(t, db, "small")
+	big, small := NewOrg(t, db, "big"), NewOrg(t, db, "small")
 	for _, name := range []string{"big", "small"} {
 		_, err := db.GrantCredits(ctx, name, 100, nil)
 		is.NoErr(err)
 	}
 	for i := range 20 {
-		_, err := db.CreateTask(ctx, newTask(big, "big"+string(rune('a'+i))+".com"))
+		_, err := db.CreateTask(ctx, NewTask(big, "big"+string(rune('a'+i))+".com"))
 		is.NoErr(err)
 		clk.Add(time.Millisecond)
 	}
 	for _, d := range []string{"s1.com", "s2.com"} {
-		_, err := db.CreateTask(ctx, newTask(small, d))
+		_, err := db.CreateTask(ctx, NewTask(small, d))
 		is.NoErr(err)
 		clk.Add(time.Millisecond)
 	}
@@ -244,10 +244,10 @@ func testAbandonedClaimsAreRequeuedAndSettleOnce(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
-	created, err := db.CreateTask(ctx, newTask(org, "a.com"))
+	created, err := db.CreateTask(ctx, NewTask(org, "a.com"))
 	is.NoErr(err)
 
 	dead, err := db.ClaimTask(ctx, 30*time.Second)
@@ -349,14 +349,14 @@ func testClaimSkipsOrganizationsWithNothingLeftQueued(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	first, second := newOrg(t, db, "first"), newOrg(t, db, "second")
+	first, second := NewOrg(t, db, "first"), NewOrg(t, db, "second")
 	for _, name := range []string{"first", "second"} {
 		_, err := db.GrantCredits(ctx, name, 10, nil)
 		is.NoErr(err)
 	}
-	gone, err := db.CreateTask(ctx, newTask(first, "a.com"))
+	gone, err := db.CreateTask(ctx, NewTask(first, "a.com"))
 	is.NoErr(err)
-	waiting, err := db.CreateTask(ctx, newTask(second, "b.com"))
+	waiting, err := db.CreateTask(ctx, NewTask(second, "b.com"))
 	is.NoErr(err)
 	_, err = db.CancelTask(ctx, first, gone.Task.ID) // first keeps its turn with nothing queued
 	is.NoErr(err)
@@ -369,7 +369,7 @@ func testClaimSkipsOrganizationsWithNothingLeftQueued(t *testing.T, env *Env) {
 	is.Equal(c, nil) // nothing is left
 
 	// A released task gets back in line and keeps no start time.
-	again, err := db.CreateTask(ctx, newTask(first, "c.com"))
+	again, err := db.CreateTask(ctx, NewTask(first, "c.com"))
 	is.NoErr(err)
 	c, err = db.ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
@@ -387,10 +387,10 @@ func testPaymentRequiredShowsWhatRemains(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 2, nil)
 	is.NoErr(err)
-	nt := newTask(org, "jane@acme.com")
+	nt := NewTask(org, "jane@acme.com")
 	nt.Input.Lookup = enrich.LookupEmail // costs 3
 	_, err = db.CreateTask(ctx, nt)
 	var e *enrich.Error
@@ -408,11 +408,11 @@ func testATaskCanFailInsideTheRequest(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
 
-	nt := newTask(org, "x")
+	nt := NewTask(org, "x")
 	nt.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "info@acme.com"}
 	nt.Fail = &enrich.TaskError{Code: enrich.CodeNotFound, Message: "a role address"}
 	res, err := db.CreateTask(ctx, nt)
@@ -472,11 +472,11 @@ func testExpiryOfABacklogRefundsEveryTask(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	org := newOrg(t, db, "acme")
+	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 5000, nil)
 	is.NoErr(err)
 	for i := range 1200 {
-		_, err := db.CreateTask(ctx, newTask(org, fmt.Sprintf("d%d.com", i)))
+		_, err := db.CreateTask(ctx, NewTask(org, fmt.Sprintf("d%d.com", i)))
 		is.NoErr(err)
 	}
 	clk.Add(11 * time.Minute)
@@ -500,14 +500,14 @@ func testATaskWhoseInputCannotBeReadDoesNotStopTheQueue(t *testing.T, env *Env) 
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	first, second := newOrg(t, db, "first"), newOrg(t, db, "second")
+	first, second := NewOrg(t, db, "first"), NewOrg(t, db, "second")
 	for _, org := range []string{"first", "second"} {
 		_, err := db.GrantCredits(ctx, org, 10, nil)
 		is.NoErr(err)
 	}
-	bad, err := db.CreateTask(ctx, newTask(first, "bad.com"))
+	bad, err := db.CreateTask(ctx, NewTask(first, "bad.com"))
 	is.NoErr(err)
-	_, err = db.CreateTask(ctx, newTask(second, "good.com"))
+	_, err = db.CreateTask(ctx, NewTask(second, "good.com"))
 	is.NoErr(err)
 	raw := env.Raw()
 	_, err = raw.Exec(`UPDATE tasks SET input = '' WHERE id = ?`, bad.Task.ID)
@@ -522,7 +522,8 @@ func testATaskWhoseInputCannotBeReadDoesNotStopTheQueue(t *testing.T, env *Env) 
 	is.Equal(c2.Input.Target, "good.com")
 }
 
-func newOrg(t testing.TB, db *store.DB, name string) string {
+// NewOrg creates the organization name and returns its id.
+func NewOrg(t testing.TB, db *store.DB, name string) string {
 	t.Helper()
 	org, err := db.CreateOrg(context.Background(), name)
 	if err != nil {
@@ -531,7 +532,8 @@ func newOrg(t testing.TB, db *store.DB, name string) string {
 	return org.ID
 }
 
-func newTask(orgID, domain string) store.NewTask {
+// NewTask is a task of the organization looking up domain.
+func NewTask(orgID, domain string) store.NewTask {
 	raw, _ := json.Marshal(map[string]string{"domain": domain})
 	return store.NewTask{
 		OrgID: orgID, Input: enrich.Input{Lookup: enrich.LookupDomain, Target: domain}, RawInput: raw,

@@ -30,8 +30,8 @@ func testCreateAndListUsers(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	acme := newOrg(t, db, "acme")
-	newOrg(t, db, "beta")
+	acme := NewOrg(t, db, "acme")
+	NewOrg(t, db, "beta")
 
 	u, token, err := db.CreateUser(ctx, "acme", "  Jane.Doe@Acme.COM ", store.RoleAdmin)
 	is.NoErr(err)
@@ -74,8 +74,8 @@ func testCreateAndListUsers(t *testing.T, env *Env) {
 func testCreateUserRefusals(t *testing.T, env *Env) {
 	ctx := context.Background()
 	db := env.DB
-	newOrg(t, db, "acme")
-	newOrg(t, db, "beta")
+	NewOrg(t, db, "acme")
+	NewOrg(t, db, "beta")
 	_, _, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleViewer)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func testSetupLinkIsSingleUseAndExpires(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	newOrg(t, db, "acme")
+	NewOrg(t, db, "acme")
 	created, token, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleViewer)
 	is.NoErr(err)
 
@@ -155,7 +155,7 @@ func testNewSetupLinkVoidsEarlierOnes(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	newOrg(t, db, "acme")
+	NewOrg(t, db, "acme")
 	_, first, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleViewer)
 	is.NoErr(err)
 	second, err := db.NewSetupLink(ctx, " JANE@acme.com")
@@ -178,7 +178,7 @@ func testSetPasswordEndsSessionsAndVoidsLinks(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	newOrg(t, db, "acme")
+	NewOrg(t, db, "acme")
 	_, token, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleAdmin)
 	is.NoErr(err)
 	u, err := db.SetPassword(ctx, token, "$argon2id$one")
@@ -216,7 +216,7 @@ func testUserForLoginFailsTheSameWayForEveryReason(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	newOrg(t, db, "acme")
+	NewOrg(t, db, "acme")
 	_, token, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleAdmin)
 	is.NoErr(err)
 	_, err = db.SetPassword(ctx, token, "$argon2id$jane")
@@ -253,7 +253,7 @@ func testDisableUser(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	newOrg(t, db, "acme")
+	NewOrg(t, db, "acme")
 	_, token, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleAdmin)
 	is.NoErr(err)
 	u, err := db.SetPassword(ctx, token, "$argon2id$jane")
@@ -316,7 +316,7 @@ func testSessionsIdleAndAbsoluteExpiry(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
-	newOrg(t, db, "acme")
+	NewOrg(t, db, "acme")
 	const idle = 10 * time.Minute
 	start := clk.Now()
 	u, session := sessionUser(t, db, "jane@acme.com", time.Hour)
@@ -358,7 +358,7 @@ func testSessionLastSeenIsWrittenAtMostOnceAMinute(t *testing.T, env *Env) {
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
 	raw := env.Raw()
-	newOrg(t, db, "acme")
+	NewOrg(t, db, "acme")
 	start := clk.Now()
 	_, session := sessionUser(t, db, "jane@acme.com", time.Hour)
 	lastSeen := func() time.Time {
@@ -401,7 +401,7 @@ func testEndSession(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
 	db := env.DB
-	newOrg(t, db, "acme")
+	NewOrg(t, db, "acme")
 	u, session := sessionUser(t, db, "jane@acme.com", time.Hour)
 	other, err := db.CreateSession(ctx, u.ID, time.Hour) // the same user on another device
 	is.NoErr(err)
@@ -421,7 +421,7 @@ func testPurgeSessions(t *testing.T, env *Env) {
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
 	raw := env.Raw()
-	newOrg(t, db, "acme")
+	NewOrg(t, db, "acme")
 	const idle = time.Hour
 	count := func(table string) (n int) {
 		t.Helper()
