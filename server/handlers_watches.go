@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"time"
 
 	"enrichd/enrich"
@@ -53,38 +52,17 @@ func checkLoopID(id string) error {
 	return nil
 }
 
-func checkEveryDays(n int) error {
-	if n < store.MinWatchDays || n > store.MaxWatchDays {
-		return enrich.Errorf(enrich.KindInvalid, "every_days must be an integer from %d to %d (the days between two checks), not %d",
-			store.MinWatchDays, store.MaxWatchDays, n)
-	}
-	return nil
-}
-
-// watchFields checks the fields a watch compares: top-level fields of the object
-// type's record, each once, at most MaxWatchFields. An empty list is every field, as
-// is a list not sent: JSON null is refused everywhere, so [] is how a PATCH goes back
-// to every field.
+// watchFields checks the fields a watch compares (store.CheckWatchFields). An empty
+// list is every field, as is a list not sent: JSON null is refused everywhere, so []
+// is how a PATCH goes back to every field.
 func watchFields(objectType string, fields *[]string) ([]string, error) {
 	if fields == nil || len(*fields) == 0 {
 		return nil, nil
 	}
-	if len(*fields) > store.MaxWatchFields {
-		return nil, enrich.Errorf(enrich.KindInvalid, "fields names %d fields; name at most %d, or leave it out to compare every field",
-			len(*fields), store.MaxWatchFields)
+	if err := store.CheckWatchFields(objectType, *fields); err != nil {
+		return nil, err
 	}
-	known := watch.KnownFields(objectType)
-	out := make([]string, 0, len(*fields))
-	for _, f := range *fields {
-		if !slices.Contains(known, f) {
-			return nil, enrich.Errorf(enrich.KindInvalid, "fields: %q is not a field of a %s record; the fields are %v", clip(f, 64), objectType, known)
-		}
-		if slices.Contains(out, f) {
-			return nil, enrich.Errorf(enrich.KindInvalid, "fields names %q twice", f)
-		}
-		out = append(out, f)
-	}
-	return out, nil
+	return *fields, nil
 }
 
 // watchInput is the input a watch keeps and gives its tasks: the request's input
@@ -177,7 +155,7 @@ func newWatch(norm enrich.Normalizer, orgID string, req watchCreate, now time.Ti
 	}
 	nw.LoopID = *req.LoopID
 	if req.EveryDays != nil {
-		if err := checkEveryDays(*req.EveryDays); err != nil {
+		if err := store.CheckEveryDays(*req.EveryDays); err != nil {
 			return nw, err
 		}
 		nw.EveryDays = *req.EveryDays
@@ -208,7 +186,7 @@ func watchPatch(current *store.Watch, req watchChange, now time.Time) (store.Wat
 		}
 	}
 	if req.EveryDays != nil {
-		if err := checkEveryDays(*req.EveryDays); err != nil {
+		if err := store.CheckEveryDays(*req.EveryDays); err != nil {
 			return p, err
 		}
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"encoding/json"
 	"slices"
-	"strings"
 	"time"
 
 	"enrichd/enrich"
@@ -132,20 +131,27 @@ func CheckNewWatch(nw NewWatch) error {
 	if nw.LoopID == "" {
 		return enrich.Errorf(enrich.KindInvalid, "loop_id is required: the Loop is where a watch sends what changed")
 	}
-	if err := checkWatchSettings(nw.EveryDays, nw.Fields); err != nil {
+	if err := CheckEveryDays(nw.EveryDays); err != nil {
 		return err
 	}
 	return CheckWatchFields(nw.ObjectType, nw.Fields)
 }
 
-// CheckWatchFields refuses a field that is not a top-level field of objectType's
-// result a watch can compare (watch.KnownFields).
+// CheckWatchFields refuses a list of fields a watch cannot compare: one that is not a
+// top-level field of objectType's result (watch.KnownFields), a field named twice, or
+// more than MaxWatchFields.
 func CheckWatchFields(objectType string, fields []string) error {
+	if len(fields) > MaxWatchFields {
+		return enrich.Errorf(enrich.KindInvalid, "fields names %d fields; name at most %d, or leave it out to compare every field",
+			len(fields), MaxWatchFields)
+	}
 	known := watch.KnownFields(objectType)
-	for _, f := range fields {
+	for i, f := range fields {
 		if !slices.Contains(known, f) {
-			return enrich.Errorf(enrich.KindInvalid, "fields: %q is not a field of a %s a watch can compare (one of: %s)",
-				clipField(f), objectType, strings.Join(known, ", "))
+			return enrich.Errorf(enrich.KindInvalid, "fields: %q is not a field of a %s record; the fields are %v", clipField(f), objectType, known)
+		}
+		if slices.Contains(fields[:i], f) {
+			return enrich.Errorf(enrich.KindInvalid, "fields names %q twice", f)
 		}
 	}
 	return nil
@@ -158,27 +164,25 @@ func clipField(f string) string {
 	return f
 }
 
-// CheckWatchPatch refuses a patch that sets every_days out of bounds or too many fields.
+// CheckEveryDays refuses a number of days between two checks out of
+// MinWatchDays..MaxWatchDays.
+func CheckEveryDays(n int) error {
+	if n < MinWatchDays || n > MaxWatchDays {
+		return enrich.Errorf(enrich.KindInvalid, "every_days must be an integer from %d to %d (the days between two checks), not %d",
+			MinWatchDays, MaxWatchDays, n)
+	}
+	return nil
+}
+
+// CheckWatchPatch refuses a patch that sets every_days out of bounds or empties
+// loop_id; its fields are checked against the watch's object type where it is read
+// (CheckWatchFields).
 func CheckWatchPatch(p WatchPatch) error {
-	days, fields := DefaultWatchDays, []string(nil)
-	if p.EveryDays != nil {
-		days = *p.EveryDays
-	}
-	if p.Fields != nil {
-		fields = *p.Fields
-	}
 	if p.LoopID != nil && *p.LoopID == "" {
 		return enrich.Errorf(enrich.KindInvalid, "loop_id cannot be empty: a watch needs a Loop")
 	}
-	return checkWatchSettings(days, fields)
-}
-
-func checkWatchSettings(everyDays int, fields []string) error {
-	if everyDays < MinWatchDays || everyDays > MaxWatchDays {
-		return enrich.Errorf(enrich.KindInvalid, "every_days must be a whole number of days from %d to %d", MinWatchDays, MaxWatchDays)
-	}
-	if len(fields) > MaxWatchFields {
-		return enrich.Errorf(enrich.KindInvalid, "fields may name at most %d fields", MaxWatchFields)
+	if p.EveryDays != nil {
+		return CheckEveryDays(*p.EveryDays)
 	}
 	return nil
 }
