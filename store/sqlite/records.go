@@ -157,13 +157,6 @@ func storeFetched(ctx context.Context, tx *Tx, in enrich.Input, res enrich.Resul
 	return shown, saveRecord(ctx, tx, store.OriginStore, stored, keys, identity, fetchedAt, now)
 }
 
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // Import reads JSON Lines of companies and people into the dataset (store.ParseImport
 // checks every line before anything is written) and writes the whole file in one
 // transaction: a bad line, reported with its number, leaves the dataset untouched.
@@ -190,5 +183,3 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 	}
 	return stats, nil
 }
-
-func ptrCopy[T any](v *T) *T { c := *v; return &c }

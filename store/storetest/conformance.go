@@ -27,9 +27,6 @@ func Conformance(t *testing.T, fresh func(t testing.TB) string) {
 	}
 }
 
-// ConformanceCount is how many tests Conformance runs on each engine.
-func ConformanceCount() int { return len(conformanceTests) }
-
 type conformanceTest struct {
 	name string
 	run  func(t *testing.T, e *Env)

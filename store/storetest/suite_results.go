@@ -237,8 +237,7 @@ func testARecordWithTextNoIndexTakesWholeIsKept(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.Equal(task.Status, store.StatusSucceeded)
 
-	// Keys past what an index takes are the same key on every engine and every read.
+	// A key past what an index takes is cut with a hash of the whole: still one key a value.
 	is.True(len(store.Key("company", page)) <= 1000)
-	is.Equal(store.Key("company", page), store.Key("company", page))
 	is.True(store.Key("company", page) != store.Key("company", page+"y"))
 }
