@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -391,6 +392,30 @@ func TestRateLimits(t *testing.T) {
 		// Another key has its own bucket.
 		other, _ := e.newOrg("other", 10)
 		is.Equal(e.do("GET", "/v1/tasks", nil, "Authorization", "Bearer "+other).status, 200)
+	})
+	t.Run("per key, shared with the other replicas alive", func(t *testing.T) {
+		is := is.New(t)
+		e := newEnv(t, func(c *server.Config) { c.RateKey = server.Rate{Limit: 0.001, Burst: 6} })
+		// Another replica of the same database is alive (on SQLite there is none: a
+		// file is served by one process, and the share is the whole).
+		others, err := e.db.Heartbeat(context.Background(), "another-replica", time.Hour)
+		is.NoErr(err)
+		e.startWorkers() // this replica's first heartbeat sets its share
+		want := 6 / (others + 1)
+		if !onPostgres() {
+			want = 6
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for onPostgres() && !strings.Contains(e.logs.String(), "replicas alive changed") && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		allowed := 0
+		for range 10 {
+			if e.do("GET", "/v1/tasks", nil).status == http.StatusOK {
+				allowed++
+			}
+		}
+		is.Equal(allowed, want) // 3 of the burst of 6 on each of two replicas
 	})
 	t.Run("per client address", func(t *testing.T) {
 		is := is.New(t)
