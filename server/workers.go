@@ -215,8 +215,9 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 	cancel()
 	<-leaseDone
 
-	// Settling must finish even while the service shuts down.
-	settleCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// Settling must finish even while the service shuts down; one the disk refuses is
+	// tried again for as long as the lease lasts (settle).
+	settleCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second+s.cfg.Lease)
 	defer done()
 	if ctx.Err() != nil {
 		if err := s.db.ReleaseTask(settleCtx, c); err != nil && !store.IsStorageFault(err) { // the store logs those
@@ -227,7 +228,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 	if c.Input.Lookup != enrich.LookupEmail {
 		out = s.outcome(settleCtx, c, res, taskErr)
 	}
-	s.settle(settleCtx, c, out)
+	s.settle(settleCtx, c, out, ctx.Done())
 }
 
 // processSafely is process, where a panic outside the enrichment (which process
@@ -237,13 +238,34 @@ func (s *Server) processSafely(ctx context.Context, c *store.Claim) {
 	if failed := s.runSafely(c.TaskID, func() { s.process(ctx, c) }); failed != nil {
 		settleCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer done()
-		s.settle(settleCtx, c, store.Outcome{Err: failed}) // a no-op if it was settled before the panic
+		s.settle(settleCtx, c, store.Outcome{Err: failed}, ctx.Done()) // a no-op if it was settled before the panic
 	}
 }
 
-// settle records how a claimed task ended, if the claim is still its worker's.
-func (s *Server) settle(ctx context.Context, c *store.Claim, out store.Outcome) {
+// settle records how a claimed task ended, if the claim is still its worker's. A
+// settle the disk refused is tried again once the database takes writes, for as long
+// as the claim's lease lasts or until stop is closed (a shutdown out of grace): the
+// result in hand is kept rather than the task run again. Past that the sweeper puts
+// the task back in the queue once the database takes writes.
+func (s *Server) settle(ctx context.Context, c *store.Claim, out store.Outcome, stop <-chan struct{}) {
+	leaseEnd := s.db.Now().Add(s.cfg.Lease)
 	settled, err := s.db.Settle(ctx, c, out)
+	if store.IsStorageFault(err) {
+		retry := time.NewTicker(store.ProbeEvery)
+		defer retry.Stop()
+		for store.IsStorageFault(err) && s.db.Now().Before(leaseEnd) {
+			select {
+			case <-retry.C:
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			}
+			if s.db.Writable(ctx) {
+				settled, err = s.db.Settle(ctx, c, out)
+			}
+		}
+	}
 	if err != nil && !store.IsStorageFault(err) { // the store logs those
 		s.log.Error("settling a task", "task", c.TaskID, "err", err)
 	}

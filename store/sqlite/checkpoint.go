@@ -3,12 +3,25 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"os"
 	"time"
 )
 
-// checkpointEvery is how often the background checkpoint runs while there are writes.
+// checkpointEvery is how often the background checkpoint runs.
 const checkpointEvery = time.Second
 
+// walSizeLimit is the size the write-ahead log file is cut back to once a checkpoint
+// has copied all of it (journal_size_limit): a burst of writes grows it, and without
+// a limit it keeps its largest size on disk for good.
+const walSizeLimit = 4 << 20
+
+// checkpointLoop copies the write-ahead log into the database file every second that
+// saw commits (PASSIVE: it never waits). It also empties the log and gives its space
+// back (TRUNCATE), once a second, while writes fail for storage, since the space the
+// log holds is what a full disk needs back; and in the first quiet second after
+// writes, so that the log does not hold the space of a burst while nothing is written.
+// TRUNCATE waits for readers and holds writers off, briefly: the connection's busy
+// timeout is short, and a checkpoint that could not run is tried again next second.
 func (db *DB) checkpointLoop(conn *sql.DB) {
 	defer close(db.checkpointDone)
 	defer conn.Close()
@@ -21,11 +34,25 @@ func (db *DB) checkpointLoop(conn *sql.DB) {
 			return
 		case <-tick.C:
 		}
-		if n := db.commits.Load(); n != seen {
+		// A failure (a full disk, say) is the writer's to report: it fails the same way,
+		// and the next round tries again.
+		switch n := db.commits.Load(); {
+		case db.StorageFailing():
+			conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
+		case n != seen:
 			seen = n
-			// A failure (a full disk, say) is the writer's to report: it fails the
-			// same way, and the next round tries again.
 			conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+		case db.walBytes() > 0:
+			conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
 		}
 	}
+}
+
+// walBytes is the size of the write-ahead log file, 0 if it cannot be read.
+func (db *DB) walBytes() int64 {
+	st, err := os.Stat(db.path + "-wal")
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }

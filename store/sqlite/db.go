@@ -20,6 +20,9 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +55,7 @@ type DB struct {
 	// checkpointDone is closed when checkpointLoop has returned; commits counts the
 	// writer's commits, which tell it there is something to copy.
 	checkpointDone chan struct{}
+	checkpointer   *sql.DB // the connection of checkpointLoop, and of makeHeadroom
 	commits        atomic.Int64
 	// grouped counts the transactions callers handed to the writer that it committed
 	// or rolled back; with commits, how many a commit carries on average.
@@ -83,9 +87,14 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 	} else if !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("cannot create the database %s: %w", path, store.StripPath(err))
 	}
-	pragmas := []string{"busy_timeout(10000)", "foreign_keys(ON)", "synchronous(NORMAL)"}
+	pragmas := []string{"foreign_keys(ON)", "synchronous(NORMAL)"}
 	dsn := func(extra ...string) string {
 		q := url.Values{}
+		// A busy timeout among extra replaces the default one: the driver runs the two
+		// in no set order.
+		if !slices.ContainsFunc(extra, func(p string) bool { return strings.HasPrefix(p, "busy_timeout") }) {
+			q.Add("_pragma", "busy_timeout(10000)")
+		}
 		for _, p := range append(pragmas, extra...) {
 			q.Add("_pragma", p)
 		}
@@ -96,7 +105,7 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 	// writes in a savepoint, which copies every page it changes to that journal first,
 	// and on disk those copies were a third of the writer's time, most of them in a
 	// temporary file opened anew for each batch.
-	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit(67108864)", "wal_autocheckpoint(0)",
+	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit("+strconv.Itoa(walSizeLimit)+")", "wal_autocheckpoint(0)",
 		"temp_store(MEMORY)", cacheSize(writerKiB))+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
@@ -113,6 +122,10 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 		write.Close()
 		return nil, err
 	}
+	// The migrations of a new file write its whole schema to the log, several times
+	// over: copied to the file now, it does not hold a small disk's space until the
+	// first checkpoint. Failing here is left to the first write to report.
+	write.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	read, err := sql.Open("sqlite", dsn("query_only(1)", cacheSize(readerKiB)))
 	if err != nil {
 		write.Close()
@@ -129,13 +142,15 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 		return nil, fmt.Errorf("cannot read the database %s: %w", path, err)
 	}
 	// A checkpoint copies frames from the log to the file without the page cache.
-	checkpointer, err := sql.Open("sqlite", dsn(cacheSize(256)))
+	// It waits for readers and the writer a little only: it is tried again next second.
+	checkpointer, err := sql.Open("sqlite", dsn(cacheSize(256), "busy_timeout(100)"))
 	if err != nil {
 		write.Close()
 		read.Close()
 		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
 	}
 	checkpointer.SetMaxOpenConns(1)
+	db.checkpointer = checkpointer
 	go db.writeLoop()
 	go db.watchForeignWrites(version)
 	go db.checkpointLoop(checkpointer)
@@ -278,7 +293,14 @@ func (db *DB) writeLoop() {
 				break more
 			}
 		}
-		db.commit(batch)
+		if err := db.makeHeadroom(); err != nil {
+			db.grouped.Add(int64(len(batch)))
+			for _, op := range batch {
+				op.done <- err
+			}
+		} else {
+			db.commit(batch)
+		}
 		db.reopenIfAsked()
 		db.writes.preparePending(context.Background())
 	}

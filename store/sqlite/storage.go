@@ -12,10 +12,13 @@ import (
 )
 
 // storageFault reports whether err is SQLite saying that the file cannot be written:
-// full (SQLITE_FULL), read-only (SQLITE_READONLY), failing I/O (SQLITE_IOERR), not
+// full (SQLITE_FULL, or the writer's own errNoHeadroom), read-only (SQLITE_READONLY), failing I/O (SQLITE_IOERR), not
 // openable (SQLITE_CANTOPEN), or damaged (SQLITE_CORRUPT, SQLITE_NOTADB). Constraint
 // violations, busy locks and the like are not storage faults.
 func storageFault(err error) bool {
+	if errors.Is(err, errNoHeadroom) {
+		return true
+	}
 	var e *sqlite.Error
 	if !errors.As(err, &e) {
 		return false
