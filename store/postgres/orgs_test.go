@@ -158,12 +158,17 @@ func TestWakeupsSignalACommittedNotify(t *testing.T) {
 	wake := b.Wakeups()
 	// The listener may not be listening yet: notify until it hears one. A notify of a
 	// rolled-back transaction is never delivered, which is what the enqueue relies on.
+	// The listener connects within a second or two; past 30 seconds it never will.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		is.NoErr(a.inTx(ctx, func(tx pgxTx) error { return notifyTasks(ctx, tx) }))
 		select {
 		case <-wake:
 			return
 		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no wakeup in 30 s of committed notifies: the listener does not hear them")
 		}
 	}
 }
