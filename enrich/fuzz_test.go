@@ -2,6 +2,7 @@ package enrich
 
 import (
 	"errors"
+	"net/url"
 	"runtime"
 	"slices"
 	"strings"
@@ -97,6 +98,9 @@ func FuzzDomain(f *testing.F) {
 			return
 		}
 		checkDomain(t, d)
+		if CheckText("", d) != nil {
+			t.Fatalf("normalized %q to %q, which is not text", raw, d)
+		}
 	})
 }
 
@@ -123,6 +127,9 @@ func FuzzEmail(f *testing.F) {
 		if err != nil {
 			refusal(t, err, raw)
 			return
+		}
+		if CheckText("", out) != nil {
+			t.Fatalf("normalized %q to %q, which is not text", raw, out)
 		}
 		at := strings.LastIndex(out, "@")
 		local, domain := out[:at], out[at+1:]
@@ -170,8 +177,12 @@ func FuzzNetworkURL(f *testing.F) {
 			prefix := "https://" + DefaultNetworkHost + "/" + c.section + "/"
 			slug := SlugOf(out)
 			if len(out) > MaxURL || !strings.HasPrefix(out, prefix) || out != prefix+slug || slug == "" ||
-				strings.ContainsAny(slug, "/?#%") || strings.ToLower(slug) != slug || !utf8.ValidString(out) {
+				strings.ContainsAny(slug, "/?#%") || strings.ToLower(slug) != slug || CheckText("", out) != nil {
 				t.Fatalf("normalized %q to %q", raw, out)
+			}
+			// Bytes that are not UTF-8 are refused, not lower-cased into U+FFFD.
+			if unescaped, _ := url.PathUnescape(raw); strings.Contains(out, "\uFFFD") && !strings.Contains(unescaped, "\uFFFD") {
+				t.Fatalf("normalized %q to %q: bytes that are not UTF-8 became U+FFFD", raw, out)
 			}
 			if again, err := c.norm(out); err != nil || again != out {
 				t.Fatalf("normalizing %q again gave %q, %v", out, again, err)

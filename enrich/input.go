@@ -88,6 +88,9 @@ func (n Normalizer) PersonInput(networkURL, email *string, sent SentHints) (Inpu
 		if utf8.RuneCountInString(*h.sent) > MaxHintLength {
 			return Input{}, Errorf(KindInvalid, "%s is longer than %d characters", h.name, MaxHintLength)
 		}
+		if err := CheckText(h.name, *h.sent); err != nil {
+			return Input{}, err
+		}
 		*h.dst = *h.sent
 	}
 	switch {
@@ -115,6 +118,9 @@ func (n Normalizer) domain(raw, field string) (string, error) {
 	raw = s // quoted in the messages: the input less its surrounding space
 	if s == "" {
 		return "", Errorf(KindInvalid, "%s is empty", field)
+	}
+	if err := CheckText(field, s); err != nil {
+		return "", err
 	}
 	if len(s) > MaxURL {
 		return "", Errorf(KindInvalid, "%s is longer than %d bytes, the most a website address may have", field, MaxURL)
@@ -215,6 +221,9 @@ func (n Normalizer) networkURL(raw, section, help string) (string, error) {
 	if len(raw) > MaxURL {
 		return "", Errorf(KindInvalid, "networkUrl is longer than %d bytes, the most a URL may have here", MaxURL)
 	}
+	if err := CheckText("networkUrl", raw); err != nil {
+		return "", err
+	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
 		return "", Errorf(KindInvalid, "%s", help)
@@ -233,8 +242,15 @@ func (n Normalizer) networkURL(raw, section, help string) (string, error) {
 		return "", Errorf(KindInvalid, "%s", help)
 	}
 	slug, err := url.PathUnescape(parts[1])
+	if err != nil {
+		return "", Errorf(KindInvalid, "%s", help)
+	}
+	// Lower-casing would turn bytes that are not UTF-8 into U+FFFD: a name never sent.
+	if err := CheckText("networkUrl's path, percent-decoded,", slug); err != nil {
+		return "", err
+	}
 	slug = strings.ToLower(slug)
-	if err != nil || slug == "" || slug == "." || slug == ".." || strings.ContainsAny(slug, "/?#%") ||
+	if slug == "" || slug == "." || slug == ".." || strings.ContainsAny(slug, "/?#%") ||
 		strings.ContainsFunc(slug, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return "", Errorf(KindInvalid, "%s", help)
 	}
@@ -256,6 +272,9 @@ func (n Normalizer) Email(raw string) (string, error) {
 	s := strings.TrimSpace(raw)
 	raw = s // quoted in the messages: the input less its surrounding space
 	if err := checkAddressLength(s); err != nil {
+		return "", err
+	}
+	if err := CheckText("email", s); err != nil {
 		return "", err
 	}
 	addr, err := mail.ParseAddress(s)

@@ -76,8 +76,8 @@ func handleEnrichPerson(s *Server) http.Handler {
 	})
 }
 
-// idempotencyKey reads the Idempotency-Key header: at most 255 characters, sent at
-// most once (of two keys, which one binds the request would be a guess).
+// idempotencyKey reads the Idempotency-Key header: at most 255 characters of text
+// (enrich.CheckText), sent at most once (of two keys, which one binds the request would be a guess).
 func idempotencyKey(r *http.Request) (string, error) {
 	keys := r.Header.Values("Idempotency-Key")
 	switch {
@@ -87,6 +87,10 @@ func idempotencyKey(r *http.Request) (string, error) {
 		return "", enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is sent %d times; send it once", len(keys))
 	case utf8.RuneCountInString(keys[0]) > maxIdempotencyKey:
 		return "", enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is longer than %d characters (%d sent)", maxIdempotencyKey, utf8.RuneCountInString(keys[0]))
+	}
+	// It is stored: PostgreSQL would refuse bytes that are not UTF-8, SQLite keep them.
+	if err := enrich.CheckText("Idempotency-Key", keys[0]); err != nil {
+		return "", err
 	}
 	return keys[0], nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"enrichd/enrich"
@@ -34,10 +33,7 @@ func checkLoopName(name string) error {
 	if strings.TrimSpace(name) == "" || utf8.RuneCountInString(name) > maxLoopName {
 		return enrich.Errorf(enrich.KindInvalid, "name must be 1 to %d characters, not blank", maxLoopName)
 	}
-	if strings.IndexFunc(name, unicode.IsControl) >= 0 {
-		return enrich.Errorf(enrich.KindInvalid, "name must be one line of text, without control characters")
-	}
-	return nil
+	return enrich.CheckText("name", name)
 }
 
 // checkWebhookURL accepts an https URL whose host resolves only to public addresses.

@@ -199,6 +199,9 @@ func CheckEmail(email string) error {
 	if len(email) > MaxEmail {
 		return enrich.Errorf(enrich.KindInvalid, "email is longer than %d bytes, the most an address may have", MaxEmail)
 	}
+	if err := enrich.CheckText("email", email); err != nil {
+		return err
+	}
 	addr, err := mail.ParseAddress(email)
 	if err != nil || addr.Name != "" || addr.Address != email {
 		return enrich.Errorf(enrich.KindInvalid, "email %q is not a plain email address such as jane@acme.com", email)
@@ -302,6 +305,11 @@ func ParseImport(r io.Reader, norm enrich.Normalizer) ([]ImportRecord, ImportSta
 		}
 		lineErr := func(format string, args ...any) error {
 			return enrich.Errorf(enrich.KindInvalid, "line %d: %s", n, fmt.Sprintf(format, args...))
+		}
+		// encoding/json would turn bytes that are not UTF-8 into U+FFFD, and store a name
+		// never sent.
+		if !utf8.Valid(line) {
+			return nil, ImportStats{}, lineErr("not valid UTF-8; send JSON Lines encoded as UTF-8")
 		}
 		var head struct {
 			Type string `json:"type"`

@@ -295,6 +295,9 @@ func testImportIsAllOrNothing(t *testing.T, env *Env) {
 		`{"type":"person","full_name":"No URL"}`,
 		`{"type":"person","network_url":"https://www.linkedin.com/in/x","positions":[{"start_date":"2020-13-45"}]}`,
 		`{"type":"person","network_url":"https://www.linkedin.com/in/x","positions":[{"start_date":"2020-01-01","start_date_precision":"week"}]}`,
+		"{\"type\":\"company\",\"name\":\"Ac\xffme\",\"domain\":\"acme.org\"}",                 // not UTF-8
+		`{"type":"person","network_url":"https://www.linkedin.com/in/%ff%fe","full_name":"X"}`, // decoded, not UTF-8
+		`{"type":"person","network_url":"https://www.linkedin.com/in/x","emails":["ja\u0007ne@acme.com"]}`,
 	} {
 		_, err := db.Import(ctx, strings.NewReader(good+"\n"+badLine+"\n"), enrich.Normalizer{})
 		is.True(err != nil)

@@ -1,0 +1,63 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+// Bytes that are not UTF-8, or control characters, in anything a client sends that
+// would be stored are refused by one rule, 400 invalid_input, before anything is
+// charged or stored, and with the same answer on SQLite and PostgreSQL (where they
+// answered 500 or were stored as sent, or a decoded URL became U+FFFD).
+func TestTextThatIsNotValidIsRefusedOnEitherEngine(t *testing.T) {
+	e := newEnv(t, allowPrivateWebhooks)
+	rcv := newReceiver(t)
+	companyLoop, _ := e.createLoop("Companies", rcv.srv.URL, "company")
+	before := e.balance("acme")
+	tasksBefore := e.do("GET", "/v1/tasks", nil).get("total")
+	for _, tt := range []struct {
+		name, path string
+		body       any
+		headers    []string
+		want       string
+	}{
+		{"Idempotency-Key not UTF-8", "/v1/companies/enrich", map[string]any{"domain": "acme.com"},
+			[]string{"Idempotency-Key", "ab\xff\xfe"}, "Idempotency-Key is not valid UTF-8"},
+		{"Idempotency-Key with a tab", "/v1/companies/enrich", map[string]any{"domain": "acme.com"},
+			[]string{"Idempotency-Key", "ab\tcd"}, "Idempotency-Key holds a control character"},
+		{"company slug not UTF-8", "/v1/companies/enrich", map[string]any{"networkUrl": "https://www.linkedin.com/company/%ff%fe"},
+			nil, "percent-decoded, is not valid UTF-8"},
+		{"profile slug not UTF-8", "/v1/people/enrich", map[string]any{"networkUrl": "https://www.linkedin.com/in/%c3%28"},
+			nil, "percent-decoded, is not valid UTF-8"},
+		{"profile slug with a control character", "/v1/people/enrich", map[string]any{"networkUrl": "https://www.linkedin.com/in/jane%01doe"},
+			nil, "holds a control character"},
+		{"domain with a control character", "/v1/companies/enrich", map[string]any{"domain": "acme\u0000.com"},
+			nil, "domain holds a control character"},
+		{"email with a control character", "/v1/people/enrich", map[string]any{"email": "ja\u0007ne@acme.com"},
+			nil, "email holds a control character"},
+		{"hint with a control character", "/v1/people/enrich", map[string]any{"email": "jane@acme.com", "fullName": "Jane\u001bDoe"},
+			nil, "fullName holds a control character"},
+		{"Loop name with a control character", "/v1/loops", map[string]any{"name": "CRM\u0085", "webhook_url": rcv.srv.URL, "object_type": "company"},
+			nil, "name holds a control character"},
+		{"watch on a slug not UTF-8", "/v1/watches", map[string]any{"object_type": "company", "networkUrl": "https://www.linkedin.com/company/%ff", "loop_id": companyLoop},
+			nil, "not valid UTF-8"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			r := e.do("POST", tt.path, tt.body, tt.headers...)
+			is.Equal(r.status, http.StatusBadRequest)
+			is.Equal(r.str("code"), "invalid_input")
+			if !strings.Contains(r.str("error"), tt.want) {
+				t.Errorf("error %q does not say %q", r.str("error"), tt.want)
+			}
+		})
+	}
+	is := is.New(t)
+	is.Equal(e.balance("acme"), before)                                 // nothing charged
+	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), tasksBefore)   // no task
+	is.Equal(len(e.do("GET", "/v1/loops", nil).get("data").([]any)), 1) // no Loop but the first
+	is.Equal(e.watchTotal(), float64(0))                                // no watch
+}
