@@ -152,6 +152,13 @@ func handleMetrics(s *Server) http.Handler {
 		m.set.GetOrCreateGauge(`enrichd_queue_depth{state="queued"}`, nil).Set(float64(queued))
 		m.set.GetOrCreateGauge(`enrichd_queue_depth{state="running"}`, nil).Set(float64(running))
 		s.storageMetrics()
+		s.listenersMu.Lock()
+		open := 0
+		for _, l := range s.listeners {
+			open += l.Open()
+		}
+		s.listenersMu.Unlock()
+		m.set.GetOrCreateGauge("enrichd_http_connections_open", nil).Set(float64(open))
 		for _, src := range s.cfg.Sources {
 			st := enrich.StatsOf(src)
 			if st.Calls == nil {
