@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -22,6 +23,8 @@ import (
 //     with none idle, new connections wait (in the kernel's backlog) until one closes.
 //
 // It knows which connections are idle from the http.Server that HTTPServer builds.
+// It also answers the requests net/http refuses before any handler sees them (headers
+// too large, a malformed request) with the API's JSON error (see parserError).
 type Listener struct {
 	net.Listener
 	limits HTTPLimits
@@ -43,6 +46,7 @@ type Listener struct {
 type listenerEvents struct {
 	refused    func(addr netip.Addr, limit int) // over the per-address cap
 	idleClosed func()                           // closed to make room for a new connection
+	malformed  func(status int)                 // a request net/http refused, answered as JSON
 }
 
 // listenerEvents counts what s's listeners refuse in its metrics, and logs refused
@@ -56,6 +60,9 @@ func (s *Server) listenerEvents() *listenerEvents {
 			s.refusals.note(s.log, addr, limit)
 		},
 		idleClosed: idleClosed.Inc,
+		malformed: func(status int) {
+			s.metrics.counter("enrichd_http_malformed_requests_total", "status", strconv.Itoa(status)).Inc()
+		},
 	}
 }
 
