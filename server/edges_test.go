@@ -136,6 +136,10 @@ func TestRequestsNetHTTPRefusesAreAnsweredInJSON(t *testing.T) {
 			http.StatusBadRequest, "invalid_input", "not valid HTTP/1.1"},
 		{"an unknown transfer coding", enrich + "Transfer-Encoding: gzip\r\n\r\n" + body,
 			http.StatusNotImplemented, "unsupported_transfer_encoding", "Transfer-Encoding"},
+		{"an Expect other than 100-continue", enrich + "Expect: 200-ok\r\nContent-Length: 21\r\n\r\n" + body,
+			http.StatusExpectationFailed, "expectation_failed", "Expect"},
+		{"HTTP/2.0 in the request line", "GET /v1/tasks HTTP/2.0\r\nHost: x\r\n\r\n",
+			http.StatusHTTPVersionNotSupported, "unsupported_http_version", "HTTP version"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			is := is.New(t)
@@ -157,6 +161,8 @@ func TestRequestsNetHTTPRefusesAreAnsweredInJSON(t *testing.T) {
 	is.Equal(m[`enrichd_http_malformed_requests_total{status="400"}`], 5.0)
 	is.Equal(m[`enrichd_http_malformed_requests_total{status="431"}`], 1.0)
 	is.Equal(m[`enrichd_http_malformed_requests_total{status="501"}`], 1.0)
+	is.Equal(m[`enrichd_http_malformed_requests_total{status="417"}`], 1.0)
+	is.Equal(m[`enrichd_http_malformed_requests_total{status="505"}`], 1.0)
 
 	// A handler's own plain-text answer is left as it is: 401.
 	res, err := http.Get("http://" + addr + "/v1/tasks")

@@ -30,9 +30,24 @@ const (
 	unsupportedTE      = "Unsupported transfer encoding"
 )
 
-// parserError reads net/http's own answer to an unparsable request: its status and, for
-// a 400, net/http's reason ("invalid header value"), if any.
+// net/http answers a request whose Expect header is not 100-continue with this, and
+// closes the connection, before any handler; the Date header between the two parts.
+// Every answer of a handler has an X-Request-Id header.
+const (
+	expectationFailed     = "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: "
+	expectationFailedTail = "\r\nContent-Length: 0\r\n\r\n"
+)
+
+// parserError reads net/http's own answer to a request it refused before any handler:
+// its status and, for a 400, net/http's reason ("invalid header name"), if any.
 func parserError(p []byte) (status int, reason string, ok bool) {
+	if date, found := bytes.CutPrefix(p, []byte(expectationFailed)); found {
+		date, found = bytes.CutSuffix(date, []byte(expectationFailedTail))
+		if found && len(date) < 64 && !bytes.Contains(date, []byte("\r\n")) {
+			return http.StatusExpectationFailed, "", true
+		}
+		return 0, "", false
+	}
 	rest, found := bytes.CutPrefix(p, []byte("HTTP/1.1 "))
 	if !found || len(rest) < 4 || rest[3] != ' ' || (rest[0] != '4' && rest[0] != '5') {
 		return 0, "", false
@@ -60,6 +75,8 @@ func (l *Listener) jsonParserError(status int, reason string) []byte {
 	case http.StatusNotImplemented:
 		e = errorBody{Code: "unsupported_transfer_encoding",
 			Error: "the request's Transfer-Encoding is not supported; send the body with Content-Length, or chunked"}
+	case http.StatusExpectationFailed:
+		e = errorBody{Code: "expectation_failed", Error: "the request's Expect header is not supported; send Expect: 100-continue, or none"}
 	case http.StatusHTTPVersionNotSupported:
 		e = errorBody{Code: "unsupported_http_version", Error: "the request's HTTP version is not supported; use HTTP/1.1"}
 	default:
