@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -580,4 +581,39 @@ func TestMCPToolCallNeedsNoSession(t *testing.T) {
 	sc, _ := r.get("result.structuredContent").(map[string]any)
 	is.Equal(sc["data"].(map[string]any)["name"], "Acme")
 	is.Equal(e.balance("acme").Charged, int64(1))
+}
+
+// serveMCP sends one JSON-RPC message to /mcp straight to the handler.
+func serveMCP(srv *server.Server, key, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, req)
+	return w
+}
+
+// BenchmarkMCPEnrichStoreHit is BenchmarkEnqueueStoreHit through the enrich_company
+// tool: the same task, plus the protocol, a session a request, and reading the result.
+func BenchmarkMCPEnrichStoreHit(b *testing.B) {
+	srv, key := benchServer(b)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"enrich_company","arguments":{"domain":"acme.com"}}}`
+	for b.Loop() {
+		if w := serveMCP(srv, key, body); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"succeeded"`) {
+			b.Fatal(w.Code, w.Body.String())
+		}
+	}
+}
+
+// BenchmarkMCPGetTask is BenchmarkGetTask through the get_task tool.
+func BenchmarkMCPGetTask(b *testing.B) {
+	srv, key := benchServer(b)
+	id := taskIDOf(b, serve(srv, "POST", "/v1/companies/enrich", key, `{"domain":"acme.com"}`))
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_task","arguments":{"task_id":"` + id + `"}}}`
+	for b.Loop() {
+		if w := serveMCP(srv, key, body); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"Acme"`) {
+			b.Fatal(w.Code, w.Body.String())
+		}
+	}
 }
