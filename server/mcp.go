@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"runtime/debug"
@@ -36,13 +37,16 @@ var mcpPoll = struct{ first, max time.Duration }{25 * time.Millisecond, 500 * ti
 // whole exchange, authenticated and rate-limited on its own, so any replica of a
 // scale-out can answer any request and no session outlives its request.
 func handleMCP(s *Server) http.Handler {
+	// The SDK tells of each session it opens and closes at INFO, which is every request
+	// here; its warnings and errors are worth a line, beside the request's own.
+	sdkLog := slog.New(minLevel{s.log.Handler(), slog.LevelWarn})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "enrichd", Title: "enrichd enrichment", Version: buildVersion()},
-		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: s.log})
+		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: sdkLog})
 	s.addMCPTools(srv)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true,
-		Logger:       s.log,
+		Logger:       sdkLog,
 		// The protection is against a web page reaching a local server through DNS
 		// rebinding; every request here carries an API key, which such a page does not
 		// have, and a reverse proxy on the same host sends its own Host header.
@@ -55,6 +59,24 @@ func handleMCP(s *Server) http.Handler {
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxMCPWait + s.cfg.HTTP.withDefaults().WriteTimeout))
 		h.ServeHTTP(w, r)
 	})
+}
+
+// minLevel passes on the records of its handler's at or above min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(attrs), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }
 
 const mcpInstructions = `enrichd enriches companies and people from a company domain, a company page URL, a person's profile URL or a work email address. Each enrichment is charged in credits (company 1, profile URL 1, email 3) and refunded when it fails; get_balance says what is left. Pass an idempotency_key that you keep for the same request, so a retry after a timeout or an error is answered with the first task instead of paying again.`

@@ -581,6 +581,13 @@ func TestMCPToolCallNeedsNoSession(t *testing.T) {
 	sc, _ := r.get("result.structuredContent").(map[string]any)
 	is.Equal(sc["data"].(map[string]any)["name"], "Acme")
 	is.Equal(e.balance("acme").Charged, int64(1))
+
+	// One log line for the request, as for any other; the SDK's INFO lines of the
+	// session each request opens and closes are left out.
+	logs := e.logs.String()
+	is.Equal(strings.Count(logs, `"route":"mcp"`), 1)
+	is.True(strings.Contains(logs, `"route":"mcp","path":"/mcp","status":200`))
+	is.True(!strings.Contains(logs, "session"))
 }
 
 // serveMCP sends one JSON-RPC message to /mcp straight to the handler.
