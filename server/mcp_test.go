@@ -306,7 +306,7 @@ func TestMCPTaskNotSettledIsPolledWithGetTask(t *testing.T) {
 }
 
 // TestMCPWaitOutlastsTheWriteTimeout: a tool's wait is not cut off by the listener's
-// write timeout, which is shorter than the longest wait.
+// write or read timeout, which are shorter than the longest wait.
 func TestMCPWaitOutlastsTheWriteTimeout(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
@@ -314,7 +314,7 @@ func TestMCPWaitOutlastsTheWriteTimeout(t *testing.T) {
 	release := e.net.hold()
 	defer release()
 	e.startWorkers()
-	addr := serveLimited(t, e, server.HTTPLimits{WriteTimeout: 500 * time.Millisecond})
+	addr := serveLimited(t, e, server.HTTPLimits{WriteTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
 	cs, err := mcpConnect(t, "http://"+addr, e.key)
 	is.NoErr(err)
 	go func() {
