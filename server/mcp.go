@@ -307,12 +307,16 @@ func (s *Server) mcpEnrich(ctx context.Context, p *store.Principal, a mcpEnrichA
 	return taskResult(t, res.Replayed), nil
 }
 
-// awaitTask reads the task until it settles or wait runs out, and returns it as it
-// was last read, with its result once settled. A task settled by another replica is
-// seen as well as one settled here.
+// awaitTask reads the task until it settles, wait runs out or the workers stop, and
+// returns it as it was last read, with its result once settled. A task settled by
+// another replica is seen as well as one settled here.
 func (s *Server) awaitTask(ctx context.Context, orgID string, t *store.Task, wait time.Duration) (*store.Task, error) {
 	deadline := time.Now().Add(wait)
 	poll := mcpPoll.first
+	var stopping <-chan struct{} // nil, which never fires, when no workers run
+	if ch := s.stopping.Load(); ch != nil {
+		stopping = *ch
+	}
 	for {
 		if t.Settled() {
 			// The enqueue answer holds no result; the stored task does.
@@ -325,6 +329,10 @@ func (s *Server) awaitTask(ctx context.Context, orgID string, t *store.Task, wai
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-stopping:
+			// Shutting down: the task is answered as it is, to be read with get_task
+			// from a replica still running, or from this one once it is back.
+			return s.db.GetTask(ctx, orgID, t.ID)
 		case <-time.After(min(poll, left)):
 		}
 		poll = min(poll*2, mcpPoll.max)

@@ -326,6 +326,42 @@ func TestMCPWaitOutlastsTheWriteTimeout(t *testing.T) {
 	is.Equal(r.str("data.name"), "Acme")
 }
 
+// TestMCPWaitEndsWhenTheWorkersStop: a process shutting down settles no more tasks, so
+// a tool waiting for one answers at once with the task as it is and how to poll.
+func TestMCPWaitEndsWhenTheWorkersStop(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	release := e.net.hold()
+	defer release()
+	e.startWorkers()
+	cs := e.mcp(e.key)
+	answered := make(chan *toolResult, 1)
+	began := time.Now()
+	go func() {
+		answered <- call(t, cs, "enrich_company", map[string]any{"domain": "acme.com", "wait_seconds": 30})
+	}()
+	for e.net.calls.Load() == 0 { // the task is in a worker's hands
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.stopWorkers() // as serve does on SIGTERM, with no grace: the task goes back to the queue
+	r := (<-answered).ok(t)
+	is.True(time.Since(began) < 10*time.Second)
+	is.True(r.str("task.status") == "running" || r.str("task.status") == "queued") // on its way back to the queue
+	is.True(strings.Contains(r.str("next"), "get_task"))
+	is.Equal(e.balance("acme").Charged, int64(1)) // charged once; it settles when a worker takes it again
+
+	release()
+	e.startWorkers()
+	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
+	// Workers running again, a tool waits again.
+	e.net.addCompany(company("Other", "other.com"))
+	release = e.net.hold()
+	time.AfterFunc(300*time.Millisecond, release)
+	again := call(t, cs, "enrich_company", map[string]any{"domain": "other.com", "wait_seconds": 10}).ok(t)
+	is.Equal(again.str("task.status"), "succeeded")
+}
+
 // TestMCPRefusesWhatTheAPIRefuses: each input the API answers 400 is a tool error with
 // the same sentence and code, and costs nothing.
 func TestMCPRefusesWhatTheAPIRefuses(t *testing.T) {

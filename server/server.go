@@ -211,6 +211,8 @@ type Server struct {
 	dashboard *dashboardState
 	// activity counts API requests and claims; maintenance reads it to find quiet times.
 	activity atomic.Uint64
+	// stopping is closed when the running RunWorkers' context ends; nil before any.
+	stopping atomic.Pointer[chan struct{}]
 }
 
 // New builds the server. Call RunWorkers to process the queue.
