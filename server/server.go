@@ -1,5 +1,6 @@
-// Package server owns enrichd's HTTP API and its task workers: routes, handlers,
-// authentication, rate limits, JSON errors, the MCP endpoint that offers the same
+// Package server owns enrichd's HTTP API and its task workers: the listener that
+// caps connections in all and per client address, routes, handlers, authentication,
+// rate limits, JSON errors, the MCP endpoint that offers the same
 // enrichments to AI agents as tools, the workers that claim queued tasks, run
 // the enrichment pipeline and settle them, and the webhook sender beside them; and what
 // an operator sees of it: health, readiness and metrics, and the maintenance that keeps
