@@ -34,9 +34,10 @@ type Listener struct {
 	open    int                        // connections accepted and not closed
 	perAddr map[netip.Addr]int         // by client address, with the one an Accept waits room for
 	idle    map[*limitedConn]time.Time // keep-alive connections between requests, since when
-	// changed is closed, and replaced, when a connection closes or turns idle: what
-	// Accept waits for when the listener is full.
+	// changed is closed, and replaced, when a connection closes or turns idle while
+	// an Accept waits for room (waiting says so): what that Accept waits for.
 	changed chan struct{}
+	waiting bool
 	closed  chan struct{}
 	once    sync.Once
 }
@@ -192,6 +193,7 @@ func (l *Listener) takeSlot() error {
 		}
 		victim := l.longestIdle(netip.Addr{}, false)
 		changed := l.changed
+		l.waiting = victim == nil
 		l.mu.Unlock()
 		if victim != nil {
 			victim.Close() // gives back its slot, which the loop takes
@@ -235,10 +237,13 @@ func (l *Listener) longestIdle(addr netip.Addr, only bool) *limitedConn {
 	return victim
 }
 
-// signal wakes an Accept waiting for room. Called with mu held.
+// signal wakes an Accept waiting for room, if one is. Called with mu held.
 func (l *Listener) signal() {
-	close(l.changed)
-	l.changed = make(chan struct{})
+	if l.waiting {
+		close(l.changed)
+		l.changed = make(chan struct{})
+		l.waiting = false
+	}
 }
 
 // connState is the http.Server's ConnState hook: it keeps the set of idle connections.
