@@ -187,6 +187,13 @@ func TestDashboardCreateLoopRefusesWhatTheAPIRefuses(t *testing.T) {
 		})
 	}
 	is.New(t).Equal(len(e.loopsOf(e.key)), 0) // nothing created
+
+	// A message that quotes a command, as Markdown does, shows it as code: no backticks.
+	p := b.post("/dashboard/loops", url.Values{"name": {"Plain"}, "webhook_url": {"http://hooks.example.com/in"}})
+	is := is.New(t)
+	is.Equal(p.status, http.StatusBadRequest)
+	is.True(p.has("<code>enrichd serve --allow-private-webhooks</code>"))
+	is.True(!p.has("`"))
 }
 
 func TestDashboardEditLoop(t *testing.T) {

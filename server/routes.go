@@ -78,6 +78,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.NotFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/dashboard/") {
 			setDashHeaders(w)
+			r = s.withSessionUser(r)
 			s.dashError(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "There is no such page in the dashboard."})
 			return
 		}
@@ -89,6 +90,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 		w.Header().Set("Allow", allow)
 		if strings.HasPrefix(r.URL.Path, "/dashboard/") {
 			setDashHeaders(w)
+			r = s.withSessionUser(r)
 			s.dashError(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
 				Message: "This address takes " + allow + " only: the dashboard's own links, buttons and forms use it that way."})
 			return
