@@ -435,6 +435,11 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.waitText("#balance", "100")
 	contains(t, b.text("header"), "acme · admin")
 	b.axe("overview")
+	// The first Tab reaches the skip link, shown once focused, and it leads to the content.
+	b.step("pressing Tab", chromedp.KeyEvent("\t"))
+	b.waitUntil("the skip link has focus and shows", `document.activeElement.matches("a.skip") && document.activeElement.getBoundingClientRect().top >= 0`)
+	b.step("pressing Enter", chromedp.KeyEvent("\r"))
+	b.waitUntil("the content has focus", `document.activeElement.id === "main"`)
 
 	// Try it, as the README says: the domain acme.com. The task's page follows it
 	// until it settles, and shows the company and the charge.
@@ -594,8 +599,14 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.waitText("#balance", "94")
 	b.shot("overview")
 
-	// Watches, and a page that is not there, which keeps the navigation.
+	// Watches: one created from the form is listed (its first check, charged, comes
+	// after the sums above), and a page that is not there keeps the navigation.
 	b.open("/dashboard/watches", "form#create-watch")
+	b.fill("form#create-watch", "domain", "globex.com", "every_days", "30")
+	b.submit("form#create-watch")
+	b.waitText(".notice", "The watch is created")
+	contains(t, b.text("#watches"), "globex.com")
+	contains(t, b.text("main"), "1 watch.")
 	b.axe("watches")
 	b.refused(base+"/dashboard/no-such-page", http.StatusNotFound)
 	b.waitVisible(`header nav a[href="/dashboard/tasks"]`)
@@ -613,7 +624,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		{"loops", "/dashboard/loops", "tr.loop"},
 		{"loop", loopPath, "#deliveries"},
 		{"delivery", "/dashboard/deliveries/" + deliveryID, "#delivery-status"},
-		{"watches", "/dashboard/watches", "form#create-watch"},
+		{"watches", "/dashboard/watches", "#watches"},
 		{"credits", "/dashboard/credits", "tr.ledger"},
 		{"keys", "/dashboard/settings/keys", "tr.key"},
 	} {
