@@ -303,6 +303,11 @@ func handleRotateLoopSecret(s *Server) http.Handler {
 // answered 410 Gone), or disables it: the form's enabled is "true" or "false".
 func handleLoopDestinationForm(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		current, err := s.db.GetLoop(r.Context(), dashUser(r).OrgID, pathID(r))
+		if err != nil {
+			s.dashError(w, r, err)
+			return
+		}
 		if err := parseForm(w, r, maxLoopField); err != nil {
 			s.dashError(w, r, err)
 			return
@@ -312,7 +317,7 @@ func handleLoopDestinationForm(s *Server) http.Handler {
 			s.dashError(w, r, enrich.Errorf(enrich.KindInvalid, "enabled must be true or false."))
 			return
 		}
-		l, err := s.db.UpdateLoop(r.Context(), dashUser(r).OrgID, pathID(r), store.LoopPatch{DestinationEnabled: &enabled})
+		l, err := s.db.UpdateLoop(r.Context(), current.OrgID, current.ID, store.LoopPatch{DestinationEnabled: &enabled})
 		if err != nil {
 			s.dashError(w, r, err)
 			return
