@@ -63,4 +63,6 @@ var conformanceTests = []conformanceTest{
 	{"NotifyUnchangedAndDeletedWatches", testNotifyUnchangedAndDeletedWatches},
 	{"WatchSpendCountsWatchTasksOnly", testWatchSpendCountsWatchTasksOnly},
 	{"DeletingALoopDeletesItsWatches", testDeletingALoopDeletesItsWatches},
+	{"AnIdempotencyKeyReusedWithAnotherBodyIsRefused", testAnIdempotencyKeyReusedWithAnotherBodyIsRefused},
+	{"ATaskIsReadOnlyByItsOrganization", testATaskIsReadOnlyByItsOrganization},
 }
