@@ -85,14 +85,19 @@ func idempotencyKey(r *http.Request) (string, error) {
 		return "", nil
 	case len(keys) > 1:
 		return "", enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is sent %d times; send it once", len(keys))
-	case utf8.RuneCountInString(keys[0]) > maxIdempotencyKey:
-		return "", enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is longer than %d characters (%d sent)", maxIdempotencyKey, utf8.RuneCountInString(keys[0]))
 	}
-	// It is stored: PostgreSQL would refuse bytes that are not UTF-8, SQLite keep them.
-	if err := enrich.CheckText("Idempotency-Key", keys[0]); err != nil {
-		return "", err
+	return keys[0], checkIdempotencyKey("Idempotency-Key", keys[0])
+}
+
+// checkIdempotencyKey bounds an idempotency key, sent as the header or as an MCP tool's
+// argument (named so in the refusal), and holds it to the rule of text
+// (enrich.CheckText): it is stored, and PostgreSQL would refuse bytes that are not
+// UTF-8 where SQLite keeps them.
+func checkIdempotencyKey(name, key string) error {
+	if n := utf8.RuneCountInString(key); n > maxIdempotencyKey {
+		return enrich.Errorf(enrich.KindInvalid, "%s is longer than %d characters (%d sent)", name, maxIdempotencyKey, n)
 	}
-	return keys[0], nil
+	return enrich.CheckText(name, key)
 }
 
 // enqueue creates the task for a validated input and answers with the enqueue
