@@ -293,14 +293,7 @@ func (db *DB) writeLoop() {
 				break more
 			}
 		}
-		if err := db.makeHeadroom(); err != nil {
-			db.grouped.Add(int64(len(batch)))
-			for _, op := range batch {
-				op.done <- err
-			}
-		} else {
-			db.commit(batch)
-		}
+		db.commit(batch, db.makeHeadroom())
 		db.reopenIfAsked()
 		db.writes.preparePending(context.Background())
 	}
@@ -325,7 +318,11 @@ func (db *DB) WriteStats() (transactions, commits int64) {
 	return db.grouped.Load(), db.commits.Load()
 }
 
-func (db *DB) commit(batch []*writeOp) {
+// commit runs batch in one transaction, or, if there is a single op, in its own. With
+// cramped set (the disk lacks the room makeHeadroom keeps), a transaction that changed
+// a row is rolled back with that error, and one that changed nothing commits, as it
+// would on a full disk.
+func (db *DB) commit(batch []*writeOp, cramped error) {
 	db.grouped.Add(int64(len(batch)))
 	if len(batch) == 1 {
 		op := batch[0]
@@ -333,11 +330,11 @@ func (db *DB) commit(batch []*writeOp) {
 			op.done <- err
 			return
 		}
-		op.done <- db.runTx(context.WithoutCancel(op.ctx), guarded(op.fn))
+		op.done <- db.runTxWithin(context.WithoutCancel(op.ctx), guarded(op.fn), cramped)
 		return
 	}
 	errs := make([]error, len(batch))
-	err := db.runTx(context.Background(), func(tx *Tx) error {
+	err := db.runTxWithin(context.Background(), func(tx *Tx) error {
 		bg := context.Background()
 		for i, op := range batch {
 			if errs[i] = op.ctx.Err(); errs[i] != nil {
@@ -359,7 +356,7 @@ func (db *DB) commit(batch []*writeOp) {
 			}
 		}
 		return nil
-	})
+	}, cramped)
 	for i, op := range batch {
 		if err != nil && errs[i] == nil {
 			errs[i] = err // nothing of the batch was committed
@@ -372,6 +369,12 @@ func (db *DB) commit(batch []*writeOp) {
 // context fn passes them: a caller gives up on a write by not starting it, never by
 // interrupting it (which also costs every statement a goroutine that waits for ctx).
 func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
+	return db.runTxWithin(ctx, fn, nil)
+}
+
+// runTxWithin is runTx on a disk that lacks room (cramped, see commit) if cramped is
+// not nil.
+func (db *DB) runTxWithin(ctx context.Context, fn func(*Tx) error, cramped error) error {
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("starting a database transaction: %w", err)
@@ -380,13 +383,16 @@ func (db *DB) runTx(ctx context.Context, fn func(*Tx) error) error {
 	// While the file fails, a commit that changed rows proves it takes writes again. One
 	// that changed none proves nothing: it writes no page, and commits on a full disk.
 	before := int64(-1)
-	if db.StorageFailing() {
+	if db.StorageFailing() || cramped != nil {
 		before = changes(tx)
 	}
 	if err := fn(&Tx{Tx: tx, cache: db.writes, detached: ctx, bound: map[*sql.Stmt]*sql.Stmt{}}); err != nil {
 		return err
 	}
 	wrote := before >= 0 && changes(tx) > before
+	if wrote && cramped != nil {
+		return cramped
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing to the database: %w", err)
 	}
