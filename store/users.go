@@ -38,6 +38,10 @@ type User struct {
 // set: the address normalized and checked, a role of "" made a viewer, any other
 // than admin or viewer refused.
 func NewUser(email, role string, now time.Time) (*User, error) {
+	// Before lower-casing, which would turn bytes that are not UTF-8 into U+FFFD.
+	if err := enrich.CheckText("email", email); err != nil {
+		return nil, err
+	}
 	email = NormalEmail(email)
 	if err := CheckEmail(email); err != nil {
 		return nil, err
