@@ -114,6 +114,12 @@ type Heard struct {
 	Gone bool
 }
 
+// AllAcknowledged reports whether every attempt of the batch was acknowledged: then
+// only a failure streak is cleared. Otherwise, even with an acknowledged attempt after
+// the failed ones, the Loop's last error is written, a 410 Gone among them disables
+// the destination, and the failed ones rescheduled to a disabled destination fail.
+func (h Heard) AllAcknowledged() bool { return h.LastError == "" }
+
 // HeardFrom sums up a batch of attempts by Loop, in Loop id order (the order drivers
 // lock Loops in). Attempts cut short say nothing.
 func HeardFrom(batch []Attempted) []Heard {

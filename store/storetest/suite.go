@@ -27,6 +27,7 @@ var conformanceTests = []conformanceTest{
 	{"AGoneReceiverDisablesTheDestination", testAGoneReceiverDisablesTheDestination},
 	{"RetryAfterDelaysTheNextAttempt", testRetryAfterDelaysTheNextAttempt},
 	{"ALoopWhoseAttemptsAllFailIsFailing", testALoopWhoseAttemptsAllFailIsFailing},
+	{"AGoneBeforeAnAcknowledgementInOneBatchStillDisables", testAGoneBeforeAnAcknowledgementInOneBatchStillDisables},
 	{"DailyCredits", testDailyCredits},
 	{"GrantsAndLedgerPages", testGrantsAndLedgerPages},
 	{"LedgerPageBound", testLedgerPageBound},
