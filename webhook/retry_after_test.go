@@ -54,6 +54,7 @@ func TestADeliveryOfADisabledDestinationIsNotSent(t *testing.T) {
 	is.True(a.Attempt != nil)
 	is.Equal(a.Attempt.Err, store.NotSentError(store.ReasonGone))
 	is.Equal(a.Attempt.StatusCode, 0)
+	is.True(a.Attempt.NotSent)
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

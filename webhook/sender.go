@@ -180,7 +180,7 @@ func (s *Sender) attempt(ctx context.Context, d *store.Dispatch) store.Attempted
 	if d.DisabledReason != "" {
 		// Queued as its Loop's destination was being disabled: not sent.
 		at = at.Truncate(time.Millisecond)
-		return store.Attempted{Dispatch: d, Attempt: &store.Attempt{At: at, Ended: at, Err: store.NotSentError(d.DisabledReason)}}
+		return store.Attempted{Dispatch: d, Attempt: &store.Attempt{At: at, Ended: at, Err: store.NotSentError(d.DisabledReason), NotSent: true}}
 	}
 	status, retryAfter, err := s.send(ctx, d, at)
 	if err != nil && ctx.Err() != nil {

@@ -369,6 +369,13 @@ func recordAttempt(ctx context.Context, tx pgx.Tx, d *store.Dispatch, a *store.A
 			d.ID, d.LeaseUntil)
 		return err
 	}
+	if a.NotSent {
+		// As failPending fails the destination's other pending deliveries.
+		_, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'failed', next_attempt_at = NULL, lease_until = NULL,
+			last_error = $1, last_attempt_at = coalesce(last_attempt_at, $2) WHERE id = $3 AND status = 'pending' AND lease_until = $4`,
+			a.Err, ms(a.At), d.ID, d.LeaseUntil)
+		return err
+	}
 	status, nextAt := a.Outcome(d)
 	var next *int64
 	if nextAt != nil {

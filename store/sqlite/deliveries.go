@@ -361,6 +361,13 @@ func recordAttempt(ctx context.Context, tx *Tx, d *Dispatch, a *Attempt) error {
 			d.ID, d.LeaseUntil)
 		return err
 	}
+	if a.NotSent {
+		// As failPending fails the destination's other pending deliveries.
+		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = 'failed', next_attempt_at = NULL, lease_until = NULL,
+			last_error = ?, last_attempt_at = coalesce(last_attempt_at, ?) WHERE id = ? AND status = 'pending' AND lease_until = ?`,
+			a.Err, ms(a.At), d.ID, d.LeaseUntil)
+		return err
+	}
 	status, nextAt := a.Outcome(d)
 	next := sql.NullInt64{}
 	if nextAt != nil {

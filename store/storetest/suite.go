@@ -28,6 +28,7 @@ var conformanceTests = []conformanceTest{
 	{"RetryAfterDelaysTheNextAttempt", testRetryAfterDelaysTheNextAttempt},
 	{"ALoopWhoseAttemptsAllFailIsFailing", testALoopWhoseAttemptsAllFailIsFailing},
 	{"AGoneBeforeAnAcknowledgementInOneBatchStillDisables", testAGoneBeforeAnAcknowledgementInOneBatchStillDisables},
+	{"ADeliveryNotSentToADisabledDestinationIsNoAttempt", testADeliveryNotSentToADisabledDestinationIsNoAttempt},
 	{"DailyCredits", testDailyCredits},
 	{"GrantsAndLedgerPages", testGrantsAndLedgerPages},
 	{"LedgerPageBound", testLedgerPageBound},

@@ -373,3 +373,46 @@ func testAGoneBeforeAnAcknowledgementInOneBatchStillDisables(t *testing.T, env *
 	is.Equal(*got.LastError, store.NotSentError(store.ReasonDisabledOnRequest))
 	is.Equal(deliveryOf(t, db, org, byLoop[off.ID][1].ID).Status, store.DeliverySucceeded)
 }
+
+// A delivery claimed after its Loop's destination was disabled (its earlier claim's
+// lease ran out while the destination was being disabled) is not sent: recording that
+// fails it as the destination's other pending deliveries failed, without counting an
+// attempt, and without touching the Loop's failure streak or last error, which say
+// what the receiver answered.
+func testADeliveryNotSentToADisabledDestinationIsNoAttempt(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := NewOrg(t, db, "acme")
+	l := newLoop(t, db, org, "gone", enrich.ObjectCompany)
+	first, err := db.CreateTestDelivery(ctx, org, l.ID)
+	is.NoErr(err)
+	clk.Add(time.Millisecond)
+	stranded, err := db.CreateTestDelivery(ctx, org, l.ID)
+	is.NoErr(err)
+	ds, err := db.ClaimDeliveries(ctx, 2, 8, nil, time.Minute)
+	is.NoErr(err)
+	is.Equal(len(ds), 2)
+	clk.Add(time.Second)
+	record(t, db, clk.Now(), failed(ds[0], http.StatusGone, 0)) // the other attempt is never recorded
+
+	clk.Add(time.Minute) // its lease runs out
+	d := claimOne(t, db)
+	is.Equal(d.ID, stranded.ID)
+	is.Equal(d.DisabledReason, store.ReasonGone)
+	at := clk.Now()
+	is.NoErr(db.RecordAttempts(ctx, []store.Attempted{{Dispatch: d,
+		Attempt: &store.Attempt{At: at, Ended: at, Err: store.NotSentError(d.DisabledReason), NotSent: true}}}))
+
+	got := deliveryOf(t, db, org, stranded.ID)
+	is.Equal(got.Status, store.DeliveryFailed)
+	is.Equal(got.Attempts, 0) // nothing was sent
+	is.Equal(got.NextAttemptAt, nil)
+	is.Equal(*got.LastError, store.NotSentError(store.ReasonGone))
+	is.True(got.LastAttemptAt != nil) // retention deletes it in time
+	loop, err := db.GetLoop(ctx, org, l.ID)
+	is.NoErr(err)
+	is.Equal(loop.ConsecutiveFailures, 1) // the 410 alone
+	is.Equal(*loop.LastDeliveryError, "the receiver answered Gone")
+	is.Equal(deliveryOf(t, db, org, first.ID).Attempts, 1)
+}
