@@ -494,3 +494,14 @@ ALTER TABLE tasks ADD COLUMN watch_id TEXT;
 CREATE INDEX tasks_org_watch_created ON tasks(org_id, created_at) WHERE watch_id IS NOT NULL;
 
 ALTER TABLE orgs ADD COLUMN watch_monthly_cap INTEGER;
+
+-- migration 10: the first-start link
+-- While the database has no user, each start of `enrichd serve` prints a link whose
+-- page creates the first organization and its admin. Only the sha256 of its token is
+-- kept, as for the other links; a new link voids the earlier one, so there is at most
+-- one row.
+CREATE TABLE install_links (
+    hash         BLOB PRIMARY KEY,
+    expires_at   INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL
+) WITHOUT ROWID;

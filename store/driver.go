@@ -40,6 +40,15 @@ type Driver interface {
 	EndSession(ctx context.Context, token string) error
 	PurgeSessions(ctx context.Context, idle time.Duration) (int, error)
 
+	// The first start: while the database has no user, NewInstallLink makes a new
+	// first-start link (valid InstallLinkTTL; earlier ones stop working) and returns its
+	// token, or "" once a user exists. CheckInstallLink refuses a token Install would
+	// refuse; Install uses the link, in one transaction: the organization (created
+	// unless it exists), its admin with the password, every first-start link voided.
+	NewInstallLink(ctx context.Context) (string, error)
+	CheckInstallLink(ctx context.Context, token string) error
+	Install(ctx context.Context, token string, in NewInstall) (*User, error)
+
 	// Credits.
 	GrantCredits(ctx context.Context, orgName string, amount int64, expiresAt *time.Time) (int64, error)
 	CreditBalance(ctx context.Context, orgName string) (Balance, error)

@@ -378,3 +378,12 @@ ALTER TABLE tasks ADD COLUMN watch_id TEXT COLLATE "C";
 CREATE INDEX tasks_org_watch_created ON tasks(org_id, created_at) WHERE watch_id IS NOT NULL;
 
 ALTER TABLE orgs ADD COLUMN watch_monthly_cap BIGINT;
+
+-- migration 3: the first-start link (the SQLite schema's migration 10)
+-- While the database has no user, each start of `enrichd serve` prints a link whose
+-- page creates the first organization and its admin; a new link voids the earlier one.
+CREATE TABLE install_links (
+    hash         BYTEA PRIMARY KEY,
+    expires_at   BIGINT NOT NULL,
+    created_at   BIGINT NOT NULL
+);
