@@ -83,6 +83,9 @@ type Driver interface {
 	// Gathering is enrich.Held's: what a lookup of address gathered at or after since.
 	Gathering(ctx context.Context, address string, since time.Time) (*enrich.Gathering, error)
 	Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (ImportStats, error)
+	// HasRecords reports whether origin holds any record: the dashboard's getting
+	// started list asks it of the dataset.
+	HasRecords(ctx context.Context, origin string) (bool, error)
 
 	// Loops and their deliveries.
 	CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error)
