@@ -11,7 +11,8 @@ import (
 )
 
 // dashboardPublicRoutes are the dashboard's routes that answer without a session: the
-// sign-in and set-password pages, sign-out, the embedded files and the bare prefix.
+// sign-in, set-password and first-start pages, sign-out, the embedded files and the
+// bare prefix.
 var dashboardPublicRoutes = map[string]bool{
 	"GET /dashboard":               true,
 	"GET /dashboard/static/{file}": true,
@@ -20,6 +21,8 @@ var dashboardPublicRoutes = map[string]bool{
 	"POST /dashboard/logout":       true,
 	"GET /dashboard/setup":         true,
 	"POST /dashboard/setup":        true,
+	"GET /dashboard/install":       true,
+	"POST /dashboard/install":      true,
 }
 
 // TestDashboardEveryRouteIsGuarded holds every dashboard route registered in the

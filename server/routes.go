@@ -41,12 +41,18 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	// The dashboard: pages for people signed in with a session cookie, which never
 	// authenticates /v1, as an API key never authenticates these.
 	r.Handler(http.MethodGet, "/dashboard", http.RedirectHandler("/dashboard/", http.StatusMovedPermanently))
+	// The site's root is the dashboard for whoever opens the address serve printed; a
+	// 302, not a 301, so that no browser keeps it should the root ever answer itself.
+	r.Handler(http.MethodGet, "/", s.route("root", s.limitIP(http.RedirectHandler("/dashboard/", http.StatusFound))))
+	r.Handler(http.MethodGet, "/favicon.ico", s.route("favicon", s.limitIP(handleFavicon())))
 	r.Handler(http.MethodGet, "/dashboard/static/*file", s.route("dashboard_static", serveDashboardStatic()))
 	r.Handler(http.MethodGet, "/dashboard/login", s.dashPage("dashboard_login_page", anyone, handleLoginPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/login", s.dashPage("dashboard_login", anyone, handleLogin(s)))
 	r.Handler(http.MethodPost, "/dashboard/logout", s.dashPage("dashboard_logout", anyone, handleLogout(s)))
 	r.Handler(http.MethodGet, "/dashboard/setup", s.dashPage("dashboard_setup_page", anyone, handleSetupPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/setup", s.dashPage("dashboard_setup", anyone, handleSetup(s)))
+	r.Handler(http.MethodGet, "/dashboard/install", s.dashPage("dashboard_install_page", anyone, handleInstallPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/install", s.dashPage("dashboard_install", anyone, handleInstall(s)))
 	r.Handler(http.MethodGet, "/dashboard/", s.dashPage("dashboard_overview", viewer, handleOverview(s)))
 	r.Handler(http.MethodGet, "/dashboard/settings/keys", s.dashPage("dashboard_keys", viewer, handleKeys(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/keys", s.dashPage("dashboard_create_key", admin, handleCreateKey(s)))
