@@ -61,14 +61,21 @@ func (s *servedOnce) stop(t *testing.T) string {
 // link waits for the first-start link on stderr.
 func (s *servedOnce) link(t *testing.T) string {
 	t.Helper()
+	return waitFirstStartLink(t, s.stderr)
+}
+
+// waitFirstStartLink waits for the first-start link serve prints on stderr just after
+// it logs that it listens.
+func waitFirstStartLink(t *testing.T, stderr *syncBuffer) string {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if l := firstStartLink.FindString(s.stderr.String()); l != "" {
+		if l := firstStartLink.FindString(stderr.String()); l != "" {
 			return l
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("no first-start link on stderr:\n%s", s.stderr.String())
+	t.Fatalf("no first-start link on stderr:\n%s", stderr.String())
 	return ""
 }
 
