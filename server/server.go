@@ -115,7 +115,7 @@ type Rate struct {
 	Burst int
 }
 
-// DefaultConfig returns the defaults documented in the README.
+// DefaultConfig returns the defaults documented in docs/cli.md.
 func DefaultConfig() Config {
 	return Config{
 		Workers:       16,
