@@ -39,8 +39,8 @@ type migrated struct {
 
 // fillForMigration fills a SQLite deployment through the store: organizations with
 // keys, grants (one expiring), a dataset, tasks of every status (a store hit among the
-// succeeded, an idempotent one), a Loop with deliveries, users with a link and a
-// session.
+// succeeded, an idempotent one), a Loop with deliveries, a first-start link, users
+// with a link and a session.
 func fillForMigration(t *testing.T, db *store.DB) migrated {
 	t.Helper()
 	is := is.New(t)
@@ -49,6 +49,10 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 	is.NoErr(err)
 	_, err = db.Import(ctx, strings.NewReader(string(raw)), enrich.Normalizer{NetworkHost: enrich.DefaultNetworkHost})
 	is.NoErr(err)
+	// The first start's link, printed while nobody could sign in yet.
+	first, err := db.NewInstallLink(ctx)
+	is.NoErr(err)
+	is.True(first != "")
 
 	m := migrated{tasks: map[string]string{}}
 	for i, name := range []string{"acme", "globex", "initech"} {
