@@ -49,6 +49,6 @@ func InstallLinkUsable(stored, hash []byte, expires, now time.Time, hasUsers boo
 func InstallLinkInvalid() error {
 	return &enrich.Error{Kind: enrich.KindNotFound, Code: "link_invalid",
 		Message: "This first-start link is not valid: it was used already, is more than an hour old, " +
-			"or a newer one was printed since. While the database has no user, every start of `enrichd serve` prints a new one; " +
-			"once it has one, add users with `enrichd users create`."}
+			"or a newer one was printed since. While the database has no user, every start of enrichd serve prints a new one; " +
+			"once it has one, an admin adds users with enrichd users create."}
 }
