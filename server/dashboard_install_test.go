@@ -26,7 +26,11 @@ func TestDashboardFirstStartLink(t *testing.T) {
 	b := e.newBrowser()
 	link := "/dashboard/install?token=" + url.QueryEscape(token)
 
-	p := b.get(link)
+	p := b.get("/dashboard/login") // nobody can sign in: the page says where the first admin comes from
+	is.Equal(p.status, http.StatusOK)
+	is.True(p.has(`id="first-start-hint"`))
+
+	p = b.get(link)
 	is.Equal(p.status, http.StatusOK)
 	is.True(p.has(`name="org"`) && p.has(`name="email"`) && p.has(`name="confirm"`))
 	is.Equal(p.header.Get("Referrer-Policy"), "no-referrer") // the token never leaves in a Referer
@@ -100,8 +104,12 @@ func TestDashboardFirstStartLink(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(len(users), 1)
 
-	// The password set is the one to sign in with.
-	e.newBrowser().login("owner@beta.example", dashPassword)
+	// The password set is the one to sign in with, and the hint is gone.
+	other := e.newBrowser()
+	p = other.get("/dashboard/login")
+	is.True(!p.has(`id="first-start-hint"`))
+	is.True(p.has("enrichd users create"))
+	other.login("owner@beta.example", dashPassword)
 }
 
 // TestDashboardGettingStarted: an organization without credits or a key sees the

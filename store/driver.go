@@ -45,7 +45,9 @@ type Driver interface {
 	// token, or "" once a user exists. CheckInstallLink refuses a token Install would
 	// refuse; Install uses the link, in one transaction: the organization (created
 	// unless it exists), its admin with the password, every first-start link voided.
+	// HasUsers reports whether anyone, disabled or not, is a user yet.
 	NewInstallLink(ctx context.Context) (string, error)
+	HasUsers(ctx context.Context) (bool, error)
 	CheckInstallLink(ctx context.Context, token string) error
 	Install(ctx context.Context, token string, in NewInstall) (*User, error)
 

@@ -45,6 +45,13 @@ func (db *DB) NewInstallLink(ctx context.Context) (string, error) {
 	return plain, nil
 }
 
+// HasUsers reports whether the database has any user, disabled or not.
+func (db *DB) HasUsers(ctx context.Context) (bool, error) {
+	var has bool
+	err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users)`).Scan(&has)
+	return has, db.readChecked(err)
+}
+
 // CheckInstallLink refuses a first-start token that Install would refuse.
 func (db *DB) CheckInstallLink(ctx context.Context, token string) error {
 	return db.readChecked(checkInstallLink(ctx, db.pool, token, db.now()))

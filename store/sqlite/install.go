@@ -36,6 +36,11 @@ func (db *DB) NewInstallLink(ctx context.Context) (string, error) {
 	return plain, nil
 }
 
+// HasUsers reports whether the database has any user, disabled or not.
+func (db *DB) HasUsers(ctx context.Context) (bool, error) {
+	return hasUsers(ctx, db.read)
+}
+
 func hasUsers(ctx context.Context, q querier) (bool, error) {
 	var has bool
 	err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users)`).Scan(&has)

@@ -24,6 +24,9 @@ func testFirstStartLink(t *testing.T, env *Env) {
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
 
+	has, err := db.HasUsers(ctx)
+	is.NoErr(err)
+	is.True(!has)
 	first, err := db.NewInstallLink(ctx)
 	is.NoErr(err)
 	is.Equal(len(first), 43)
@@ -93,6 +96,10 @@ func testFirstStartLink(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.Equal(hash, installHash)
 	is.Equal(*got, *u) // what Install returned is what is stored
+
+	has, err = db.HasUsers(ctx)
+	is.NoErr(err)
+	is.True(has)
 
 	// Used once: refused, and no new link is made now that a user exists.
 	errKind(t, db.CheckInstallLink(ctx, token), enrich.KindNotFound, "link_invalid")
