@@ -495,7 +495,25 @@ CREATE INDEX tasks_org_watch_created ON tasks(org_id, created_at) WHERE watch_id
 
 ALTER TABLE orgs ADD COLUMN watch_monthly_cap INTEGER;
 
--- migration 10: the first-start link
+-- migration 10: webhook receivers heard, and secrets rotated with a grace period
+-- previous_secret is the secret the last rotation replaced; it signs deliveries beside
+-- the new one until previous_secret_expires_at. A receiver's 410 Gone (or a request)
+-- disables the destination: destination_disabled_at and its reason, NULL when enabled.
+-- delivery_failures counts the failed attempts since the last acknowledged one.
+ALTER TABLE loops ADD COLUMN previous_secret TEXT;
+ALTER TABLE loops ADD COLUMN previous_secret_expires_at INTEGER;
+ALTER TABLE loops ADD COLUMN destination_disabled_at INTEGER;
+ALTER TABLE loops ADD COLUMN destination_disabled_reason TEXT;
+ALTER TABLE loops ADD COLUMN delivery_failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE loops ADD COLUMN last_delivery_error TEXT;
+ALTER TABLE loops ADD COLUMN last_delivery_error_at INTEGER;
+-- /metrics counts the failing Loops and those whose destination is disabled.
+CREATE INDEX loops_failing ON loops(id) WHERE delivery_failures >= 3;
+CREATE INDEX loops_destination_disabled ON loops(id) WHERE destination_disabled_at IS NOT NULL;
+-- Disabling a destination fails the Loop's pending deliveries.
+CREATE INDEX deliveries_loop_pending ON deliveries(loop_id) WHERE status = 'pending';
+
+-- migration 11: the first-start link
 -- While the database has no user, each start of `enrichd serve` prints a link whose
 -- page creates the first organization and its admin. Only the sha256 of its token is
 -- kept, as for the other links; a new link voids the earlier one, so there is at most

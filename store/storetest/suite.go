@@ -23,6 +23,10 @@ var conformanceTests = []conformanceTest{
 	{"GetOrg", testGetOrg},
 	{"TaskDeliveriesAndPayload", testTaskDeliveriesAndPayload},
 	{"RotateLoopSecret", testRotateLoopSecret},
+	{"RotationKeepsTheOldSecretForItsGracePeriod", testRotationKeepsTheOldSecretForItsGracePeriod},
+	{"AGoneReceiverDisablesTheDestination", testAGoneReceiverDisablesTheDestination},
+	{"RetryAfterDelaysTheNextAttempt", testRetryAfterDelaysTheNextAttempt},
+	{"ALoopWhoseAttemptsAllFailIsFailing", testALoopWhoseAttemptsAllFailIsFailing},
 	{"DailyCredits", testDailyCredits},
 	{"GrantsAndLedgerPages", testGrantsAndLedgerPages},
 	{"LedgerPageBound", testLedgerPageBound},
@@ -63,4 +67,6 @@ var conformanceTests = []conformanceTest{
 	{"NotifyUnchangedAndDeletedWatches", testNotifyUnchangedAndDeletedWatches},
 	{"WatchSpendCountsWatchTasksOnly", testWatchSpendCountsWatchTasksOnly},
 	{"DeletingALoopDeletesItsWatches", testDeletingALoopDeletesItsWatches},
+	{"AnIdempotencyKeyReusedWithAnotherBodyIsRefused", testAnIdempotencyKeyReusedWithAnotherBodyIsRefused},
+	{"ATaskIsReadOnlyByItsOrganization", testATaskIsReadOnlyByItsOrganization},
 }
