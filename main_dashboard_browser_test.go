@@ -403,13 +403,19 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("the first-start link %q is not on %s", install, base)
 	}
 	b.step("opening the first-start link", chromedp.Navigate(install), chromedp.WaitVisible(chromedp.CSS(`input[name=org]`)))
+	b.axe("first-start")
 	b.shot("first-start")
 	b.fill(`form[action="/dashboard/install"]`, "org", "acme", "email", "owner@acme.com", "password", password, "confirm", password)
 	b.submit(`form[action="/dashboard/install"]`)
 	b.waitPath("/dashboard/")
 	b.waitText(".start", "Getting started")
 	contains(t, b.text("header"), "acme · admin")
+	b.axe("getting started")
 	b.shot("getting-started")
+	b.viewport(phoneWidth, phoneHeight, "light") // the commands fit a phone too
+	b.open("/dashboard/", ".start")
+	b.fitsWidth("getting started")
+	b.viewport(desktopWidth, desktopHeight, "light")
 	b.refused(install, http.StatusNotFound) // used up
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "100", "--db", db)
 	mustCLI(t, "import", "examples/people-and-companies.jsonl", "--db", db)
