@@ -354,7 +354,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 				return nil, staffSearch{}, timedOut()
 			}
 			members, err = ss.SearchStaff(ctx, StaffQuery{Company: company, Names: names, Limit: ask})
-			if err == nil && len(members) >= ask {
+			if (err == nil || errors.Is(err, ErrSearchIncomplete)) && len(members) >= ask {
 				if ask == StaffSearchMax {
 					s.cutOff = true // a whole page: there may be more
 				}

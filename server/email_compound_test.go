@@ -55,3 +55,28 @@ func TestACompoundSurnameIsNeverAnsweredWithAPersonHeld(t *testing.T) {
 		})
 	}
 }
+
+// Addresses that fit one current employee each are answered, whatever their shape
+// (the sim spells a profile read from its slug Mccarthy):
+// a given name joined to a Mc surname, a part of a compound surname, a nickname's
+// initial that is not the person's own.
+func TestUniqueFitsAreFound(t *testing.T) {
+	e := newEnv(t, withSim)
+	e.startWorkers()
+	for _, tt := range []struct{ address, want string }{
+		{"dennismccarthy@company-41.com", "Dennis Mccarthy"},    // the search splits at the given name
+		{"vint_mccarthy@company-41.com", "Vint Mccarthy"},       // among 11 people named Vint or McCarthy
+		{"mccarthyvint@company-41.com", "Vint Mccarthy"},        // lastfirst
+		{"barbara.lee@company-22.com", "Barbara Berners-Lee"},   // a part of the compound
+		{"b.berners.lee@company-22.com", "Barbara Berners-Lee"}, // the compound with a dot
+		{"ghopper@company-1.com", "Grace Hopper"},               // not Margaret: Greta's g is not hers
+		{"mhopper@company-1.com", "Margaret Hopper"},
+	} {
+		t.Run(tt.address, func(t *testing.T) {
+			is := is.New(t)
+			_, done := e.emailLookup(tt.address)
+			is.Equal(done.str("task.status")+" "+done.str("error.code"), "succeeded ")
+			is.Equal(done.str("data.full_name"), tt.want)
+		})
+	}
+}
