@@ -17,6 +17,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/tasks/:id", s.route("get_task", s.authed(handleGetTask(s))))
 	r.Handler(http.MethodPost, "/v1/tasks/:id/cancel", s.route("cancel_task", s.authed(handleCancelTask(s))))
 	r.Handler(http.MethodGet, "/v1/status", s.route("status", s.authed(handleStatus(s))))
+	r.Handler(http.MethodPost, "/mcp", s.route("mcp", s.authed(handleMCP(s))))
 	r.Handler(http.MethodGet, "/v1/openapi.json", s.route("openapi", s.limitIP(handleOpenAPI())))
 
 	r.Handler(http.MethodPost, "/v1/loops", s.route("create_loop", s.authed(handleCreateLoop(s))))

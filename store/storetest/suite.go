@@ -59,4 +59,6 @@ var conformanceTests = []conformanceTest{
 	{"NotifyUnchangedAndDeletedWatches", testNotifyUnchangedAndDeletedWatches},
 	{"WatchSpendCountsWatchTasksOnly", testWatchSpendCountsWatchTasksOnly},
 	{"DeletingALoopDeletesItsWatches", testDeletingALoopDeletesItsWatches},
+	{"AnIdempotencyKeyReusedWithAnotherBodyIsRefused", testAnIdempotencyKeyReusedWithAnotherBodyIsRefused},
+	{"ATaskIsReadOnlyByItsOrganization", testATaskIsReadOnlyByItsOrganization},
 }
