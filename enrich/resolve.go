@@ -78,15 +78,18 @@ type EmailOutcome struct {
 //     decided against the people gathered then, by its hints, without a new search;
 //  3. the company behind the domain is identified (the store, else the sources, as a
 //     company lookup would: aliases and redirects included); none -> not_found;
-//  4. resolved: the company's staff is searched on every source that can, each
-//     plausible profile retrieved and kept when it holds a current position at that
-//     company under a name the local part fits. A search that shows more plausible
-//     people than MaxRetrievals confirms nobody: not_found, whatever is held;
+//  4. resolved: the company's staff is searched on every source that can, with the
+//     names the local part describes (LocalPartNames); each plausible profile is
+//     read (from what is held when it is younger than the freshness window, else
+//     retrieved) and kept when it holds a current position at that company under a
+//     name the local part fits. A search whose whole page is full, or that shows more
+//     plausible people than MaxRetrievals, confirms nobody: not_found, whatever is
+//     held;
 //  5. inferred: held people with a current position at that company whose name the
-//     local part fits, and whose profile the search did not retrieve. They add to
-//     the people the search confirmed, never stand in for it: what was looked up
-//     before must not change whom an address fits. Stale ones are refreshed with
-//     what is left of MaxRetrievals, which the whole step 4 and 5 shares.
+//     local part fits, and whom the search did not decide. They add to the people
+//     the search confirmed, never stand in for it, and decide nothing unless the
+//     search saw everyone the address may stand for (see fits). Stale ones are
+//     refreshed with what is left of MaxRetrievals, which steps 4 and 5 share.
 //
 // One person -> success; none -> not_found; several -> the hints sent break the tie,
 // else ambiguous with the count and the hints that would. Hints never change the
