@@ -115,8 +115,8 @@ that it drops.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Duration("duration", 5*time.Second, "how long each scenario drives load and each ceiling is measured; growth gives each of its measurements half of it; fair ignores it and runs until its tasks settle; memory has --memory-load")
-	f.Int("concurrency", 32, "clients sending at once (fair: clients sending the first organization's tasks; mixed and memory: half of it, so 16 by default)")
+	f.Duration("duration", 5*time.Second, "how long each scenario drives load and each ceiling is measured; growth gives each of its measurements half of it; fair ignores it and runs until its tasks settle; memory has --memory-load; email-quality runs until every address is answered")
+	f.Int("concurrency", 32, "clients sending at once (fair: clients sending the first organization's tasks; mixed and memory: half of it, so 16 by default; email-quality: companies answered side by side, at most 8)")
 	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: "+strings.Join(bench.Scenarios, ", ")+" (all but growth, replicas and email-quality when empty; memory takes --memory-load plus --memory-idle)")
 	f.Int("growth-tasks", 1_000_000, "growth scenario: tasks stored before reads and enqueues are measured again; claims are timed behind as many queued tasks, at most 100,000, and behind a hundredth of that")
 	f.Duration("memory-load", time.Minute, "memory scenario: how long the mixed load runs against the serve process while its RSS is sampled")
