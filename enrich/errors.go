@@ -81,4 +81,8 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrUnavailable: the source could not answer now; asking again later may work.
 	ErrUnavailable = errors.New("provider unavailable")
+	// ErrSearchIncomplete: a staff search answered, but could not ask for every name it
+	// was given (a vendor's length limit): its hits are returned with it, and people
+	// the address may stand for may be missing from them.
+	ErrSearchIncomplete = errors.New("the staff search could not ask for every name")
 )
