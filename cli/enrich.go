@@ -20,6 +20,7 @@ import (
 
 	"enrichd/client"
 	"enrichd/enrich"
+	"enrichd/flatten"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -467,59 +468,10 @@ func retryable(status string, e *client.TaskError) bool {
 	return false
 }
 
-// Result columns, after the input's. The prefix keeps them apart from input columns
-// of the same name (a company file usually has a "domain" column already).
-var (
-	commonColumns  = []string{"enrichd_status", "enrichd_error_code", "enrichd_error_message", "enrichd_task_id"}
-	companyColumns = []string{"enrichd_name", "enrichd_domain", "enrichd_network_url", "enrichd_employee_count",
-		"enrichd_employee_range", "enrichd_industry", "enrichd_year_founded", "enrichd_hq_city", "enrichd_hq_country"}
-	personColumns = []string{"enrichd_full_name", "enrichd_headline", "enrichd_current_title", "enrichd_current_company",
-		"enrichd_city", "enrichd_country_code", "enrichd_network_url", "enrichd_email_match_method"}
-)
-
+// resultColumns is the row's outcome in the columns every enriched CSV has.
 func resultColumns(res *rowResult, object string) []string {
-	out := []string{res.status, res.code, res.message, res.taskID}
-	if object == client.ObjectCompany {
-		c := res.company
-		if c == nil {
-			return append(out, make([]string, len(companyColumns))...)
-		}
-		return append(out, c.Name, str(c.Domain), str(c.NetworkURL), num(c.EmployeeCount), str(c.EmployeeRange),
-			str(c.PrimaryIndustry), num(c.YearFounded), anyStr(c.Headquarters["city"]), anyStr(c.Headquarters["country"]))
-	}
-	p := res.person
-	if p == nil {
-		return append(out, make([]string, len(personColumns))...)
-	}
-	var title, company, method string
-	if pos := p.Current(); pos != nil {
-		title, company = str(pos.Title), str(pos.CompanyName)
-	}
-	if p.EmailMatch != nil {
-		method = p.EmailMatch.Method
-	}
-	return append(out, str(p.FullName), str(p.Headline), title, company, str(p.City), str(p.CountryCode), str(p.NetworkURL), method)
-}
-
-func str(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
-func num[T int | int64](p *T) string {
-	if p == nil {
-		return ""
-	}
-	return strconv.FormatInt(int64(*p), 10)
-}
-
-func anyStr(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	return ""
+	return flatten.Row(flatten.Outcome{Status: res.status, Code: res.code, Message: res.message, TaskID: res.taskID,
+		Company: res.company, Person: res.person}, object)
 }
 
 // writeOutput writes the whole output next to its final place and renames it there,
@@ -531,12 +483,7 @@ func writeOutput(path string, head []string, records [][]string, results []*rowR
 	}
 	defer os.Remove(tmp.Name())
 	w := csv.NewWriter(tmp)
-	cols := append(append([]string{}, head...), commonColumns...)
-	if object == client.ObjectCompany {
-		cols = append(cols, companyColumns...)
-	} else {
-		cols = append(cols, personColumns...)
-	}
+	cols := append(append([]string{}, head...), flatten.Columns(object)...)
 	w.Write(cols)
 	for i, rec := range records {
 		w.Write(append(append([]string{}, rec...), resultColumns(results[i], object)...))

@@ -16,6 +16,10 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/tasks", s.route("list_tasks", s.authed(handleListTasks(s))))
 	r.Handler(http.MethodGet, "/v1/tasks/:id", s.route("get_task", s.authed(handleGetTask(s))))
 	r.Handler(http.MethodPost, "/v1/tasks/:id/cancel", s.route("cancel_task", s.authed(handleCancelTask(s))))
+	r.Handler(http.MethodPost, "/v1/batches", s.route("create_batch", s.authed(handleCreateBatch(s))))
+	r.Handler(http.MethodGet, "/v1/batches", s.route("list_batches", s.authed(handleListBatches(s))))
+	r.Handler(http.MethodGet, "/v1/batches/:id", s.route("get_batch", s.authed(handleGetBatch(s))))
+	r.Handler(http.MethodGet, "/v1/batches/:id/results", s.route("batch_results", s.authed(handleBatchResults(s))))
 	r.Handler(http.MethodGet, "/v1/status", s.route("status", s.authed(handleStatus(s))))
 	r.Handler(http.MethodGet, "/v1/openapi.json", s.route("openapi", s.limitIP(handleOpenAPI())))
 
