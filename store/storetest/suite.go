@@ -59,4 +59,7 @@ var conformanceTests = []conformanceTest{
 	{"NotifyUnchangedAndDeletedWatches", testNotifyUnchangedAndDeletedWatches},
 	{"WatchSpendCountsWatchTasksOnly", testWatchSpendCountsWatchTasksOnly},
 	{"DeletingALoopDeletesItsWatches", testDeletingALoopDeletesItsWatches},
+	{"BatchRowsGetTheirTasks", testBatchRowsGetTheirTasks},
+	{"BatchIdempotencyKeyAndCredits", testBatchIdempotencyKeyAndCredits},
+	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
 }
