@@ -367,7 +367,6 @@ func refusedRows(refused []enrich.RowError, rows int) error {
 	return &enrich.Error{Kind: enrich.KindInvalid, Code: enrich.CodeInvalidInput, Message: msg, Rows: refused}
 }
 
-
 // rowRequest decodes a batch row's stored request back into the endpoint's request
 // and checks it again, as the endpoint would.
 func (s *Server) rowRequest(objectType string, raw json.RawMessage) (enrich.Input, any, error) {
