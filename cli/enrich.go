@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,11 +83,10 @@ type rowResult struct {
 	code     string // the task's or the API's error code
 	message  string
 	taskID   string
-	company  *client.Company
-	person   *client.Person
-	charged  int64 // credits this run spent on it, once settled
-	held     int64 // credits charged for a task still in flight when the run ended
-	replayed bool  // settled by an earlier run
+	data     json.RawMessage // the result, once succeeded
+	charged  int64           // credits this run spent on it, once settled
+	held     int64           // credits charged for a task still in flight when the run ended
+	replayed bool            // settled by an earlier run
 }
 
 type enrichRun struct {
@@ -425,14 +425,16 @@ func (r *enrichRun) enrichOne(ctx context.Context, value string) (*rowResult, er
 			if !replay {
 				res.charged = tr.Task.CreditsCharged
 			}
+			// Decoding checks that the result is the API's, before it is flattened.
 			if tr.Task.ObjectType == client.ObjectCompany {
-				res.company, err = tr.Company()
+				_, err = tr.Company()
 			} else {
-				res.person, err = tr.Person()
+				_, err = tr.Person()
 			}
 			if err != nil {
 				return nil, err
 			}
+			res.data = tr.Data
 		}
 		return res, nil
 	}
@@ -471,7 +473,7 @@ func retryable(status string, e *client.TaskError) bool {
 // resultColumns is the row's outcome in the columns every enriched CSV has.
 func resultColumns(res *rowResult, object string) []string {
 	return flatten.Row(flatten.Outcome{Status: res.status, Code: res.code, Message: res.message, TaskID: res.taskID,
-		Company: res.company, Person: res.person}, object)
+		Data: res.data}, object)
 }
 
 // writeOutput writes the whole output next to its final place and renames it there,

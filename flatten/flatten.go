@@ -1,13 +1,19 @@
 // Package flatten turns an enrichment's outcome into the flat columns of a CSV row:
 // `enrichd enrich --csv` and GET /v1/batches/{id}/results write the same columns, in
-// the same order, from the API's JSON (package client's types), so a file enriched
-// either way reads the same.
+// the same order, from the result's JSON as the API gives it, so a file enriched
+// either way reads the same. It imports nothing of enrichd, so that the client's
+// programs and the server can both use it.
 package flatten
 
 import (
+	"encoding/json"
 	"strconv"
+)
 
-	"enrichd/client"
+// Object types, as the API names them.
+const (
+	ObjectCompany = "company"
+	ObjectPerson  = "person"
 )
 
 // Result columns, after the input's. The prefix keeps them apart from input columns of
@@ -20,11 +26,10 @@ var (
 		"enrichd_city", "enrichd_country_code", "enrichd_network_url", "enrichd_email_match_method"}
 )
 
-// Columns are the result columns of objectType (client.ObjectCompany or
-// client.ObjectPerson).
+// Columns are the result columns of objectType (ObjectCompany or ObjectPerson).
 func Columns(objectType string) []string {
 	out := append([]string{}, commonColumns...)
-	if objectType == client.ObjectCompany {
+	if objectType == ObjectCompany {
 		return append(out, companyColumns...)
 	}
 	return append(out, personColumns...)
@@ -32,39 +37,70 @@ func Columns(objectType string) []string {
 
 // Outcome is what became of one input: its status (a task status, or a word of the
 // caller's such as "interrupted"), the error's code and message when it failed, the
-// task, and the result when it succeeded (Company or Person, by the object type).
+// task, and the result's JSON (the API's Company or Person) when it succeeded.
 type Outcome struct {
 	Status  string
 	Code    string
 	Message string
 	TaskID  string
-	Company *client.Company
-	Person  *client.Person
+	Data    json.RawMessage
 }
 
-// Row is the outcome's values for Columns(objectType), in that order.
+// The fields of the API's results that the columns show.
+type company struct {
+	Name            string         `json:"name"`
+	Domain          *string        `json:"domain"`
+	NetworkURL      *string        `json:"network_url"`
+	EmployeeCount   *int64         `json:"employee_count"`
+	EmployeeRange   *string        `json:"employee_range"`
+	PrimaryIndustry *string        `json:"primary_industry"`
+	YearFounded     *int64         `json:"year_founded"`
+	Headquarters    map[string]any `json:"headquarters"`
+}
+
+type person struct {
+	FullName    *string `json:"full_name"`
+	Headline    *string `json:"headline"`
+	City        *string `json:"city"`
+	CountryCode *string `json:"country_code"`
+	NetworkURL  *string `json:"network_url"`
+	Positions   []struct {
+		Title       *string `json:"title"`
+		CompanyName *string `json:"company_name"`
+		IsCurrent   bool    `json:"is_current"`
+	} `json:"positions"`
+	EmailMatch *struct {
+		Method string `json:"method"`
+	} `json:"email_match"`
+}
+
+// Row is the outcome's values for Columns(objectType), in that order. A result that
+// is absent or cannot be read leaves its columns empty.
 func Row(o Outcome, objectType string) []string {
 	out := []string{o.Status, o.Code, o.Message, o.TaskID}
-	if objectType == client.ObjectCompany {
-		c := o.Company
-		if c == nil {
+	if objectType == ObjectCompany {
+		var c company
+		if len(o.Data) == 0 || json.Unmarshal(o.Data, &c) != nil {
 			return append(out, make([]string, len(companyColumns))...)
 		}
 		return append(out, c.Name, str(c.Domain), str(c.NetworkURL), num(c.EmployeeCount), str(c.EmployeeRange),
 			str(c.PrimaryIndustry), num(c.YearFounded), anyStr(c.Headquarters["city"]), anyStr(c.Headquarters["country"]))
 	}
-	p := o.Person
-	if p == nil {
+	var p person
+	if len(o.Data) == 0 || json.Unmarshal(o.Data, &p) != nil {
 		return append(out, make([]string, len(personColumns))...)
 	}
-	var title, company, method string
-	if pos := p.Current(); pos != nil {
-		title, company = str(pos.Title), str(pos.CompanyName)
+	var title, employer, method string
+	for _, pos := range p.Positions { // current roles come first
+		if pos.IsCurrent {
+			title, employer = str(pos.Title), str(pos.CompanyName)
+			break
+		}
 	}
 	if p.EmailMatch != nil {
 		method = p.EmailMatch.Method
 	}
-	return append(out, str(p.FullName), str(p.Headline), title, company, str(p.City), str(p.CountryCode), str(p.NetworkURL), method)
+	return append(out, str(p.FullName), str(p.Headline), title, employer, str(p.City), str(p.CountryCode), str(p.NetworkURL), method)
 }
 
 func str(p *string) string {
@@ -74,11 +110,11 @@ func str(p *string) string {
 	return *p
 }
 
-func num[T int | int64](p *T) string {
+func num(p *int64) string {
 	if p == nil {
 		return ""
 	}
-	return strconv.FormatInt(int64(*p), 10)
+	return strconv.FormatInt(*p, 10)
 }
 
 func anyStr(v any) string {

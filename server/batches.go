@@ -18,7 +18,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"enrichd/client"
 	"enrichd/enrich"
 	"enrichd/flatten"
 	"enrichd/store"
@@ -518,18 +517,8 @@ func batchOutcome(r store.BatchResult, objectType string) flatten.Outcome {
 		o.Code, o.Message = t.Error.Code, t.Error.Message
 	case t.Status == store.StatusCanceled:
 		o.Code, o.Message = store.StatusCanceled, "the task was canceled"
-	case t.Status == store.StatusSucceeded && len(t.Data) > 0:
-		if objectType == enrich.ObjectCompany {
-			o.Company = &client.Company{}
-			if json.Unmarshal(t.Data, o.Company) != nil {
-				o.Company = nil
-			}
-		} else {
-			o.Person = &client.Person{}
-			if json.Unmarshal(t.Data, o.Person) != nil {
-				o.Person = nil
-			}
-		}
+	case t.Status == store.StatusSucceeded:
+		o.Data = t.Data
 	}
 	return o
 }
