@@ -76,6 +76,11 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodPost, "/dashboard/watches/:id/resume", s.dashPage("dashboard_resume_watch", admin, handleSetWatchEnabled(s, true)))
 	r.Handler(http.MethodPost, "/dashboard/watches/:id/run", s.dashPage("dashboard_run_watch", admin, handleRunWatchForm(s)))
 	r.Handler(http.MethodPost, "/dashboard/watches/:id/delete", s.dashPage("dashboard_delete_watch", admin, handleDeleteWatchForm(s)))
+	r.Handler(http.MethodGet, "/dashboard/batches", s.dashPage("dashboard_batches", viewer, handleBatchesPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/batches", s.dashPage("dashboard_create_batch", admin, handleCreateBatchForm(s)))
+	r.Handler(http.MethodPost, "/dashboard/batches/preview", s.dashPage("dashboard_preview_batch", admin, handleBatchPreview(s)))
+	r.Handler(http.MethodGet, "/dashboard/batches/:id", s.dashPage("dashboard_batch", viewer, handleBatchPage(s)))
+	r.Handler(http.MethodGet, "/dashboard/batches/:id/results", s.dashPage("dashboard_batch_results", viewer, handleDashBatchResults(s)))
 	r.Handler(http.MethodGet, "/dashboard/deliveries/:id", s.dashPage("dashboard_delivery", viewer, handleDeliveryPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/deliveries/:id/retry", s.dashPage("dashboard_retry_delivery", admin, handleRetryDeliveryForm(s)))
 

@@ -168,3 +168,9 @@ func BatchKeyReused() error {
 func RowIdempotencyKey(batchID string, row int) string {
 	return fmt.Sprintf("batch:%s:%d", batchID, row)
 }
+
+// Settled counts the rows whose outcome is final: their tasks settled (or deleted by
+// retention since), or the row refused.
+func (b *Batch) Settled() int64 {
+	return b.Counts.Succeeded + b.Counts.Failed + b.Counts.Canceled + b.Counts.Purged
+}
