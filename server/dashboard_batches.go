@@ -264,4 +264,3 @@ func handleDashBatchResults(s *Server) http.Handler {
 		s.writeBatchResults(r.Context(), w, b, format)
 	})
 }
-
