@@ -98,6 +98,13 @@ func decodeUpTo[T any](r *http.Request, limit int64) (T, error) {
 	if err != nil {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body could not be read: %v", err)
 	}
+	return decodeBody[T](body)
+}
+
+// decodeBody reads a JSON text, a request's body or an MCP tool call's arguments,
+// into a T as decode does once the body is read: the same refusals, in the same words.
+func decodeBody[T any](body []byte) (T, error) {
+	var v T
 	if len(bytes.TrimSpace(body)) == 0 {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body is empty; send a JSON object")
 	}
@@ -106,7 +113,8 @@ func decodeUpTo[T any](r *http.Request, limit int64) (T, error) {
 	if !utf8.Valid(body) {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body is not valid UTF-8 (first bad byte at offset %d); send JSON encoded as UTF-8", invalidUTF8At(body))
 	}
-	if v, err = decodeObject[T](body); err != nil {
+	v, err := decodeObject[T](body)
+	if err != nil {
 		return v, err
 	}
 	// An escaped half of a surrogate pair names no character; encoding/json would
@@ -128,7 +136,7 @@ func decodeObject[T any](body []byte) (T, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
-		return v, enrich.Errorf(enrich.KindInvalid, "%s", jsonProblem(err))
+		return v, enrich.Errorf(enrich.KindInvalid, "%s", jsonProblem(err, reflect.TypeFor[T]()))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body must hold a single JSON object")
@@ -252,7 +260,7 @@ func jsonNames(t reflect.Type, known map[string]bool) {
 }
 
 // jsonProblem says what is wrong with a body in the API's field names.
-func jsonProblem(err error) string {
+func jsonProblem(err error, t reflect.Type) string {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -262,11 +270,29 @@ func jsonProblem(err error) string {
 		if typ.Field == "" {
 			return "the request body must be a JSON object"
 		}
-		return fmt.Sprintf("%s must be %s, not a JSON %s", typ.Field, jsonType(typ.Type.String()), typ.Value)
+		return fmt.Sprintf("%s must be %s, not a JSON %s", jsonFieldName(t, typ.Field), jsonType(typ.Type.String()), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
 	}
 	return "the request body could not be read: " + err.Error()
+}
+
+// jsonFieldName is the field a decoding error names as the sender wrote it:
+// encoding/json puts the Go name of each embedded struct it went through in the path
+// ("companyRequest.domain"), which no request has.
+func jsonFieldName(t reflect.Type, path string) string {
+	var names []string
+	for _, name := range strings.Split(path, ".") {
+		if t != nil && t.Kind() == reflect.Struct {
+			if f, ok := t.FieldByName(name); ok && f.Anonymous {
+				t = f.Type
+				continue
+			}
+		}
+		names = append(names, name)
+		t = nil // the requests' fields are plain values: nothing embedded below them
+	}
+	return strings.Join(names, ".")
 }
 
 func jsonType(goType string) string {
@@ -328,7 +354,7 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 		})
 		return
 	}
-	status := statusOf[e.Kind]
+	status, body := errorBodyOf(e)
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -339,11 +365,18 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
+	encode(w, status, body)
+}
+
+// errorBodyOf is the status and body an API error answers with: the API's responses
+// and the MCP tools' errors say the same.
+func errorBodyOf(e *enrich.Error) (int, errorBody) {
+	status := statusOf[e.Kind]
 	code := e.Code
 	if code == "" && status == http.StatusBadRequest {
 		// Every refused input carries the one code a program can branch on; the
 		// sentence says which field or header and which limit.
 		code = enrich.CodeInvalidInput
 	}
-	encode(w, status, errorBody{Error: e.Message, Code: code, CreditsRemaining: e.CreditsRemaining, QueuedTasks: e.QueuedTasks, Rows: e.Rows})
+	return status, errorBody{Error: e.Message, Code: code, CreditsRemaining: e.CreditsRemaining, QueuedTasks: e.QueuedTasks, Rows: e.Rows}
 }

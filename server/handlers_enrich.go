@@ -85,10 +85,17 @@ func idempotencyKey(r *http.Request) (string, error) {
 		return "", nil
 	case len(keys) > 1:
 		return "", enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is sent %d times; send it once", len(keys))
-	case utf8.RuneCountInString(keys[0]) > maxIdempotencyKey:
-		return "", enrich.Errorf(enrich.KindInvalid, "Idempotency-Key is longer than %d characters (%d sent)", maxIdempotencyKey, utf8.RuneCountInString(keys[0]))
 	}
-	return keys[0], nil
+	return keys[0], checkIdempotencyKey("Idempotency-Key", keys[0])
+}
+
+// checkIdempotencyKey bounds an idempotency key, sent as the header or as an MCP tool's
+// argument (named so in the refusal).
+func checkIdempotencyKey(name, key string) error {
+	if n := utf8.RuneCountInString(key); n > maxIdempotencyKey {
+		return enrich.Errorf(enrich.KindInvalid, "%s is longer than %d characters (%d sent)", name, maxIdempotencyKey, n)
+	}
+	return nil
 }
 
 // enqueue creates the task for a validated input and answers with the enqueue

@@ -44,13 +44,7 @@ func handleGetTask(s *Server) http.Handler {
 // handleListTasks answers {data: [tasks], total}.
 func handleListTasks(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		status := q.Get("status")
-		if q.Has("status") && !store.IsStatus(status) {
-			s.error(w, r, enrich.Errorf(enrich.KindInvalid, "status must be one of queued, running, succeeded, failed, canceled"))
-			return
-		}
-		page, size, err := pageParams(r)
+		status, page, size, err := taskListParams(r.URL.Query())
 		if err != nil {
 			s.error(w, r, err)
 			return
@@ -64,10 +58,24 @@ func handleListTasks(s *Server) http.Handler {
 	})
 }
 
+// taskListParams reads what a task list asks for: a status, or "" for all, and the
+// paging (see pageParams). GET /v1/tasks and the MCP tool list_tasks read it so.
+func taskListParams(q url.Values) (status string, page, size int, err error) {
+	status = q.Get("status")
+	if q.Has("status") && !store.IsStatus(status) {
+		return "", 0, 0, enrich.Errorf(enrich.KindInvalid, "status must be one of queued, running, succeeded, failed, canceled")
+	}
+	page, size, err = pageParamsOf(q)
+	return status, page, size, err
+}
+
 // pageParams reads the paging of a list: page from 0, pageSize from 1 to 100, 25 when
 // absent, and page × pageSize at most maxPageOffset.
 func pageParams(r *http.Request) (page, size int, err error) {
-	q := r.URL.Query()
+	return pageParamsOf(r.URL.Query())
+}
+
+func pageParamsOf(q url.Values) (page, size int, err error) {
 	if page, err = intParam(q, "page", 0, 0, maxPageOffset); err != nil {
 		return 0, 0, err
 	}

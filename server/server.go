@@ -1,5 +1,6 @@
 // Package server owns enrichd's HTTP API and its task workers: routes, handlers,
-// authentication, rate limits, JSON errors, the workers that claim queued tasks, run
+// authentication, rate limits, JSON errors, the MCP endpoint that offers the same
+// enrichments to AI agents as tools, the workers that claim queued tasks, run
 // the enrichment pipeline and settle them, and the webhook sender beside them; and what
 // an operator sees of it: health, readiness and metrics, and the maintenance that keeps
 // the database bounded. It knows no SQL: all state is in store.
@@ -115,7 +116,7 @@ type Rate struct {
 	Burst int
 }
 
-// DefaultConfig returns the defaults documented in the README.
+// DefaultConfig returns the defaults documented in docs/cli.md.
 func DefaultConfig() Config {
 	return Config{
 		Workers:       16,
@@ -211,6 +212,8 @@ type Server struct {
 	dashboard *dashboardState
 	// activity counts API requests and claims; maintenance reads it to find quiet times.
 	activity atomic.Uint64
+	// stopping is closed when the running RunWorkers' context ends; nil before any.
+	stopping atomic.Pointer[chan struct{}]
 }
 
 // New builds the server. Call RunWorkers to process the queue.

@@ -168,6 +168,9 @@ func TestWatchRefusesBadInput(t *testing.T) {
 		})
 	}
 	is := is.New(t)
+	// A field shared with the other inputs is named as sent, not through the Go struct
+	// that holds it.
+	is.Equal(e.do("POST", "/v1/watches", company("domain", 42)).str("error"), "domain must be a string, not a JSON number")
 	is.Equal(e.watchTotal(), float64(0))
 	is.Equal(e.balance("acme"), before)
 

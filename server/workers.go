@@ -25,6 +25,10 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	// as the workers are done.
 	hard, stopHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHard()
+	// A tool waiting for a task stops waiting: this process settles no more tasks.
+	stopping := make(chan struct{})
+	s.stopping.Store(&stopping)
+	defer context.AfterFunc(ctx, func() { close(stopping) })()
 	var workers, others sync.WaitGroup
 	others.Add(7)
 	go func() {

@@ -59,6 +59,8 @@ var conformanceTests = []conformanceTest{
 	{"NotifyUnchangedAndDeletedWatches", testNotifyUnchangedAndDeletedWatches},
 	{"WatchSpendCountsWatchTasksOnly", testWatchSpendCountsWatchTasksOnly},
 	{"DeletingALoopDeletesItsWatches", testDeletingALoopDeletesItsWatches},
+	{"AnIdempotencyKeyReusedWithAnotherBodyIsRefused", testAnIdempotencyKeyReusedWithAnotherBodyIsRefused},
+	{"ATaskIsReadOnlyByItsOrganization", testATaskIsReadOnlyByItsOrganization},
 	{"BatchRowsGetTheirTasks", testBatchRowsGetTheirTasks},
 	{"BatchIdempotencyKeyAndCredits", testBatchIdempotencyKeyAndCredits},
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
