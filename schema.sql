@@ -515,6 +515,8 @@ CREATE TABLE batches (
 );
 -- GET /v1/batches, newest first
 CREATE INDEX batches_org_created ON batches(org_id, created_at, id);
+-- retention: the oldest batches first
+CREATE INDEX batches_created ON batches(created_at);
 
 CREATE TABLE batch_rows (
     batch_id    TEXT NOT NULL REFERENCES batches(id) ON DELETE CASCADE,

@@ -45,6 +45,7 @@ func TestListQueriesUseAnIndex(t *testing.T) {
 		{"batchCounts", batchCountsQuery, []any{"b"}},
 		{"nextPendingBatch", nextPendingBatchQuery, []any{"a"}},
 		{"pendingRows", pendingRowsQuery, []any{"b", 200}},
+		{"purgeBatches", `SELECT id FROM batches WHERE created_at < $1 ORDER BY created_at LIMIT $2`, []any{5, 1}},
 		{"findBatchByKey", `SELECT id FROM batches WHERE org_id = $1 AND idempotency_key = $2`, []any{"o", "k"}},
 	} {
 		var plan strings.Builder

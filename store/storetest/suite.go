@@ -64,4 +64,5 @@ var conformanceTests = []conformanceTest{
 	{"BatchRowsGetTheirTasks", testBatchRowsGetTheirTasks},
 	{"BatchIdempotencyKeyAndCredits", testBatchIdempotencyKeyAndCredits},
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
+	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
 }

@@ -209,3 +209,32 @@ func testOneBatchKeyFromTwoHandles(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.Equal(total, int64(10))
 }
+
+// testRetentionDeletesOldBatches: a batch uploaded before the cutoff goes with its
+// rows, a newer one stays.
+func testRetentionDeletesOldBatches(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+	old, _, err := db.CreateBatch(ctx, newBatch(org, "a.com", "b.com"))
+	is.NoErr(err)
+	clk.Add(48 * time.Hour)
+	kept, _, err := db.CreateBatch(ctx, newBatch(org, "c.com"))
+	is.NoErr(err)
+	p, err := db.PurgeSettled(ctx, clk.Now().Add(-24*time.Hour), 500)
+	is.NoErr(err)
+	is.Equal(p.Batches, 1)
+	_, err = db.GetBatch(ctx, org, old.ID)
+	is.Equal(enrich.KindOf(err), enrich.KindNotFound)
+	_, err = db.GetBatch(ctx, org, kept.ID)
+	is.NoErr(err)
+	var rows int
+	is.NoErr(env.Raw().QueryRow(`SELECT count(*) FROM batch_rows`).Scan(&rows))
+	is.Equal(rows, 1) // the old batch's rows went with it
+	pending, err := db.PendingBatchRows(ctx, 10, 10)
+	is.NoErr(err)
+	is.Equal(len(pending), 1)
+}
