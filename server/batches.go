@@ -388,7 +388,10 @@ func (s *Server) rowRequest(objectType string, raw json.RawMessage) (enrich.Inpu
 // createBatch checks an upload and makes the batch, for the API and the dashboard
 // alike; the feeder makes the rows' tasks after.
 func (s *Server) createBatch(ctx context.Context, orgID string, body []byte, up *upload, objectType, name, key string) (*store.Batch, bool, error) {
-	if utf8.RuneCountInString(name) > maxBatchName {
+	switch {
+	case !utf8.ValidString(name) || strings.ContainsRune(name, 0):
+		return nil, false, enrich.Errorf(enrich.KindInvalid, "name must be UTF-8 text without NUL characters")
+	case utf8.RuneCountInString(name) > maxBatchName:
 		return nil, false, enrich.Errorf(enrich.KindInvalid, "name is longer than %d characters", maxBatchName)
 	}
 	plan, err := s.planBatch(up, objectType)

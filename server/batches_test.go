@@ -198,6 +198,8 @@ func TestBatchBoundsAndRefusals(t *testing.T) {
 		{"bad quote", "text/csv", "domain\n\"acme.com\n", "", 400, "invalid_input", "not CSV"},
 		{"bad object_type", "text/csv", "domain\nacme.com\n", "?object_type=robot", 400, "invalid_input", "object_type"},
 		{"long name", "text/csv", "domain\nacme.com\n", "?name=" + strings.Repeat("n", 201), 400, "invalid_input", "name is longer"},
+		{"name not UTF-8", "text/csv", "domain\nacme.com\n", "?name=%FF", 400, "invalid_input", "name must be UTF-8"},
+		{"name with NUL", "text/csv", "domain\nacme.com\n", "?name=a%00b", 400, "invalid_input", "without NUL"},
 		{"not UTF-8", "text/csv", "domain\nacme\xff.com\n", "", 400, "invalid_input", "not valid UTF-8"},
 		{"JSON line not an object", "application/x-ndjson", "[1]\n", "", 400, "invalid_input", "1 of 1 rows are refused"},
 		{"too many rows", "text/csv", "domain\n" + strings.Repeat("acme.com\n", 10001), "", 400, "invalid_input", "more than 10000 rows"},
@@ -213,8 +215,9 @@ func TestBatchBoundsAndRefusals(t *testing.T) {
 	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), float64(0))
 	is.Equal(e.balance("acme").Balance, int64(100))
 
-	// Another organization's batch, and an id that is none, are not found.
-	r := e.uploadCSV("domain\nacme.com\n", "")
+	// Another organization's batch, and an id that is none, are not found. (A kept
+	// column may hold any text, a NUL too: it is kept as sent.)
+	r := e.uploadCSV("domain,note\nacme.com,a\x00b\n", "")
 	is.Equal(r.status, 202)
 	otherKey, _ := e.newOrg("other", 10)
 	for _, path := range []string{"/v1/batches/" + r.str("data.id"), "/v1/batches/" + r.str("data.id") + "/results", "/v1/batches/nope"} {

@@ -122,7 +122,8 @@ func handleBatchPreview(s *Server) http.Handler {
 		}
 		objectType := r.FormValue("object_type")
 		format := uploadFormatOf(header.Filename, content)
-		s.previewBatch(w, r, clip(path.Base(header.Filename), maxBatchName), objectType, format, content)
+		name := strings.ReplaceAll(strings.ToValidUTF8(path.Base(header.Filename), ""), "\x00", "")
+		s.previewBatch(w, r, clip(name, maxBatchName-3), objectType, format, content)
 	})
 }
 
