@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"enrichd/enrich"
 	"enrichd/flatten"
 	"enrichd/server"
 
@@ -301,59 +300,4 @@ func TestBatchResumesAfterARestart(t *testing.T) {
 	is.Equal(count(done, "succeeded"), 10)
 	is.Equal(done.get("data.credits_spent"), float64(10))
 	is.Equal(e.balance("acme").Balance, int64(100-10-1))
-}
-
-// A batch as large as one may be: every row is accounted for, and the results add up
-// with the ledger.
-func TestBatchOfTenThousandRowsAddsUp(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: 10,000 tasks")
-	}
-	is := is.New(t)
-	e := newEnv(t, func(c *server.Config) { c.Workers = 8 })
-	if _, err := e.db.GrantCredits(t.Context(), "acme", 20000, nil); err != nil {
-		t.Fatal(err)
-	}
-	var file strings.Builder
-	file.WriteString("domain,row\n")
-	found := 0
-	for i := range 10000 {
-		domain := fmt.Sprintf("company-%d.com", i)
-		if i%10 != 0 { // one in ten is unknown: not_found, refunded
-			e.net.addCompany(&enrich.Company{Name: fmt.Sprintf("Company %d", i), EnrichmentStatus: "enriched", Domain: &domain})
-			found++
-		}
-		fmt.Fprintf(&file, "%s,%d\n", domain, i+1)
-	}
-	before := e.balance("acme")
-	e.startWorkers()
-	began := time.Now()
-	r := e.uploadCSV(file.String(), "?name=big.csv")
-	is.Equal(r.status, 202)
-	is.Equal(r.get("data.credits_estimate"), float64(10000))
-	done := e.waitBatchDone(r.str("data.id"))
-	t.Logf("10,000 rows enriched in %v", time.Since(began).Round(time.Millisecond))
-	is.Equal(count(done, "succeeded"), found)
-	is.Equal(count(done, "failed"), 10000-found)
-	is.Equal(done.get("data.credits_spent"), float64(found))
-	after := e.balance("acme")
-	is.Equal(before.Balance-after.Balance, int64(found))
-	is.Equal(after.Charged-before.Charged, int64(10000))
-	is.Equal(after.Refund-before.Refund, int64(10000-found))
-
-	res := e.do("GET", "/v1/batches/"+r.str("data.id")+"/results", nil)
-	is.Equal(res.status, 200)
-	recs := readCSV(t, res.raw)
-	is.Equal(len(recs), 10001)
-	succeeded, tasks := 0, map[string]bool{}
-	for i, rec := range recs[1:] {
-		is.Equal(rec[1], fmt.Sprint(i+1)) // in upload order
-		if rec[2] == "succeeded" {
-			succeeded++
-			is.Equal(rec[6], fmt.Sprintf("Company %d", i))
-		}
-		tasks[rec[5]] = true
-	}
-	is.Equal(succeeded, found)
-	is.Equal(len(tasks), 10000) // a task per row
 }
