@@ -260,7 +260,7 @@ func TestBatchIdempotencyKeyReplaysTheBatch(t *testing.T) {
 // A row's task is made as any enrichment's: a restart in the middle of a batch (the
 // feeder stopped before every row had its task) makes the rest, and no row is
 // charged twice.
-func TestBatchResumesAfterARestart(t *testing.T) {
+func TestBatchKeepsToHalfTheBacklogAndResumesAfterARestart(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t, func(c *server.Config) { c.MaxBacklog = 6 })
 	release := e.net.hold()
@@ -300,4 +300,50 @@ func TestBatchResumesAfterARestart(t *testing.T) {
 	is.Equal(count(done, "succeeded"), 10)
 	is.Equal(done.get("data.credits_spent"), float64(10))
 	is.Equal(e.balance("acme").Balance, int64(100-10-1))
+}
+
+// A batch is one organization's bulk upload: another organization's task, sent after
+// it, is claimed in turn, not after the whole batch.
+func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, func(c *server.Config) { c.Workers = 1 })
+	if _, err := e.db.GrantCredits(t.Context(), "acme", 1000, nil); err != nil {
+		t.Fatal(err)
+	}
+	var file strings.Builder
+	file.WriteString("domain\n")
+	for i := range 300 {
+		domain := fmt.Sprintf("co%d.com", i)
+		e.net.addCompany(company(fmt.Sprintf("Co%d", i), domain))
+		file.WriteString(domain + "\n")
+	}
+	e.net.addCompany(company("Other", "other.com"))
+	release := e.net.hold()
+	e.startWorkers()
+	r := e.uploadCSV(file.String(), "")
+	is.Equal(r.status, 202)
+	// The batch's rows are queued before the other organization sends its task.
+	deadline := time.Now().Add(10 * time.Second)
+	for count(e.do("GET", "/v1/batches/"+r.str("data.id"), nil), "queued") < 100 {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch's rows were not queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	otherKey, _ := e.newOrg("other", 10)
+	asOther := []string{"Authorization", "Bearer " + otherKey}
+	q := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
+	is.Equal(q.status, 202)
+	// The claims that follow: the other organization's task comes in the first two,
+	// ahead of the batch's hundreds of queued rows.
+	e.stopWorkers() // the held claim goes back to the queue
+	release()
+	var claimed []string
+	for range 2 {
+		c, err := e.db.ClaimTask(t.Context(), time.Minute)
+		is.NoErr(err)
+		claimed = append(claimed, c.TaskID)
+	}
+	is.True(claimed[0] == q.str("task.id") || claimed[1] == q.str("task.id"))
+	is.True(count(e.do("GET", "/v1/batches/"+r.str("data.id"), nil), "queued") >= 98)
 }
