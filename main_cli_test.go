@@ -31,6 +31,8 @@ func TestReadCommandsNeedAnExistingDatabase(t *testing.T) {
 		{"loops", "get", "--org", "acme", "hooks"},
 		{"loops", "create", "--org", "acme", "--name", "n", "--url", "https://example.com/h"},
 		{"loops", "delete", "--org", "acme", "hooks"},
+		{"loops", "rotate", "--org", "acme", "hooks"},
+		{"loops", "enable-destination", "--org", "acme", "hooks"},
 		{"deliveries", "list", "--org", "acme", "--loop", "hooks"},
 		{"deliveries", "retry", "--org", "acme", "dlv_x"},
 		{"backup", "--to", filepath.Join(t.TempDir(), "b.db")},

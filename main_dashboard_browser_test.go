@@ -413,11 +413,17 @@ func TestDashboardInABrowser(t *testing.T) {
 	// The link sets the password, once.
 	b.step("opening the set-password link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=confirm]`)))
 	contains(t, b.text("main"), "lead@acme.com")
+	b.axe("set-password")
 	b.shot("set-password")
 	b.fill(`form[action="/dashboard/setup"]`, "password", password, "confirm", password)
 	b.submit(`form[action="/dashboard/setup"]`)
 	b.waitPath("/dashboard/login")
 	b.waitText(".notice", "Your password is set")
+	// The sign-in form carries the address the password was set for.
+	if got := evalIn[string](b, "reading the email field", `document.querySelector("input[name=email]").value`); got != "lead@acme.com" {
+		t.Errorf("the sign-in form after setting the password says %q, want lead@acme.com", got)
+	}
+	b.axe("sign-in")
 	b.shot("sign-in")
 	b.refused(link, http.StatusNotFound) // used up
 
@@ -428,6 +434,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.waitPath("/dashboard/")
 	b.waitText("#balance", "100")
 	contains(t, b.text("header"), "acme · admin")
+	b.axe("overview")
+	// The first Tab reaches the skip link, shown once focused, and it leads to the content.
+	b.step("pressing Tab", chromedp.KeyEvent("\t"))
+	b.waitUntil("the skip link has focus and shows", `document.activeElement.matches("a.skip") && document.activeElement.getBoundingClientRect().top >= 0`)
+	b.step("pressing Enter", chromedp.KeyEvent("\r"))
+	b.waitUntil("the content has focus", `document.activeElement.id === "main"`)
 
 	// Try it, as the README says: the domain acme.com. The task's page follows it
 	// until it settles, and shows the company and the charge.
@@ -439,12 +451,23 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.waitText("#task-status", "succeeded")
 	b.waitText("pre#task-result", `"name": "Acme"`)
 	b.waitText("#task-credits", "1")
+	// The result as a card, its JSON a click away.
+	for _, want := range []string{"Acme", "acme.com", "Industrial Machinery", "120 employees", "Berlin, DE", "1998", "Company page"} {
+		contains(t, b.text("#company-card"), want)
+	}
+	if evalIn[bool](b, "reading the JSON toggle", `document.querySelector("details#task-json").open`) {
+		t.Error("the result's JSON is shown open; it belongs behind its toggle")
+	}
+	b.click("details#task-json summary")
+	b.waitVisible("pre#task-result")
+	b.axe("task (company)")
 	b.shot("task")
 
 	// And a person by work email, with a hint.
 	b.open("/dashboard/try", "form#try")
 	b.click(`form#try input[name=kind][value=person_email]`)
 	b.fill("form#try", "email", "jane@acme.com", "fullName", "Jane Doe", "title", "CTO")
+	b.axe("try") // with the fields an email lookup does not read dimmed
 	b.shot("try")
 	b.submit("form#try")
 	b.waitPath("/dashboard/tasks/")
@@ -452,6 +475,15 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.waitText("pre#task-result", `"full_name": "Jane Doe"`)
 	b.waitText("#task-credits", "3")
 	contains(t, b.text("pre#task-input"), `"fullName": "Jane Doe"`)
+	personTask := evalIn[string](b, "reading the address", "location.pathname")
+	contains(t, b.text("#person-card h3"), "Jane Doe")
+	contains(t, b.text("#person-card .headline"), "CTO at Acme")
+	contains(t, b.text("#current-roles"), "CTO · Acme")
+	contains(t, b.text("#role-history"), "Engineering Manager · Initech")
+	contains(t, b.text("#role-history"), "Mar 2015 – Dec 31, 2019")
+	contains(t, b.text("#email-match"), "jane@acme.com")
+	b.axe("task (person)")
+	b.look("task-person")
 
 	// Loops: create one against a receiver here, keep the secret shown once, and send
 	// the test event, which the receiver refuses once.
@@ -477,6 +509,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	checkSigned(t, first, secret, "test")
 	deliveryID := first.header.Get(webhook.HeaderDeliveryID)
 	b.waitVisible("#deliveries tr.delivery")
+	b.axe("loop")
 	b.shot("loop")
 
 	// The delivery the receiver refused: retried now, it succeeds, with the same id.
@@ -496,6 +529,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	b.reloadUntil("/dashboard/deliveries/"+deliveryID, "#delivery-status", "succeeded")
 	contains(t, b.text("#delivery-code"), "204")
+	b.axe("delivery")
 	b.shot("delivery")
 
 	// Run: the Loop's input becomes a task, whose result the receiver gets, signed.
@@ -511,6 +545,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.reloadUntil(loopPath, "#deliveries", "task.succeeded")
 	b.open("/dashboard/loops", "tr.loop")
 	contains(t, b.text("tr.loop"), "CRM sync")
+	b.axe("loops")
 	b.shot("loops")
 
 	// Settings → API Keys: a key created here is shown once and works on /v1.
@@ -527,6 +562,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.click(`[data-copy="#new-key"]`)
 	b.waitUntil("the copy button answers", `document.querySelector('[data-copy="#new-key"]').textContent.trim() !== "Copy"`)
 	contains(t, b.text("tr.key"), "CI pipeline")
+	b.axe("keys")
 	b.shot("keys")
 
 	status, _, raw := call(t, client, http.MethodGet, base+"/v1/tasks", key, "")
@@ -546,10 +582,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.waitText("#tasks", "jane@acme.com")
 	b.waitText("#tasks", "acme.com")
 	b.waitText("#tasks", "CRM sync") // the run's Loop
+	b.axe("tasks")
 	b.shot("tasks")
 
 	// Credits: the ledger holds the grant and both charges, and exports as CSV.
 	b.open("/dashboard/credits", "tr.ledger")
+	b.axe("credits")
 	b.shot("credits")
 	csv := b.fetch(b.attr("a#export-csv", "href"))
 	for _, want := range []string{"grant", "charge"} {
@@ -560,12 +598,49 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.open("/dashboard/", "#balance")
 	b.waitText("#balance", "94")
 	b.shot("overview")
+
+	// Watches: one created from the form is listed (its first check, charged, comes
+	// after the sums above), and a page that is not there keeps the navigation.
+	b.open("/dashboard/watches", "form#create-watch")
+	b.fill("form#create-watch", "domain", "globex.com", "every_days", "30")
+	b.submit("form#create-watch")
+	b.waitText(".notice", "The watch is created")
+	contains(t, b.text("#watches"), "globex.com")
+	contains(t, b.text("main"), "1 watch.")
+	b.axe("watches")
+	b.refused(base+"/dashboard/no-such-page", http.StatusNotFound)
+	b.waitVisible(`header nav a[href="/dashboard/tasks"]`)
+	b.axe("not found")
+
+	// At a phone's width every page fits, tables included, and passes axe-core again.
 	b.viewport(phoneWidth, phoneHeight, "light")
 	b.open("/dashboard/", "#balance")
 	b.shot("overview-phone")
+	for _, page := range []struct{ name, path, sel string }{
+		{"overview", "/dashboard/", "#balance"},
+		{"tasks", "/dashboard/tasks", "tr.task"},
+		{"task", personTask, "#person-card"},
+		{"try", "/dashboard/try", "form#try"},
+		{"loops", "/dashboard/loops", "tr.loop"},
+		{"loop", loopPath, "#deliveries"},
+		{"delivery", "/dashboard/deliveries/" + deliveryID, "#delivery-status"},
+		{"watches", "/dashboard/watches", "#watches"},
+		{"credits", "/dashboard/credits", "tr.ledger"},
+		{"keys", "/dashboard/settings/keys", "tr.key"},
+	} {
+		b.open(page.path, page.sel)
+		b.fitsWidth(page.name)
+		b.axe(page.name + " (phone)")
+		b.look("phone-" + page.name)
+	}
 	b.viewport(desktopWidth, desktopHeight, "dark")
 	b.open("/dashboard/", "#balance")
+	b.axe("overview (dark)")
 	b.shot("overview-dark")
+	b.open(personTask, "#person-card")
+	b.axe("task (dark)")
+	b.open("/dashboard/try", "form#try")
+	b.axe("try (dark)")
 	b.viewport(desktopWidth, desktopHeight, "light")
 
 	// Upload: a list from a CRM, previewed (its columns, first rows and credits),

@@ -178,10 +178,61 @@ func newLoopsCommand() *cobra.Command {
 	}
 	requiredOrg(test)
 
+	rotate := &cobra.Command{
+		Use:   "rotate ID|SLUG",
+		Short: "Give a Loop a new signing secret; prints the Loop as JSON with it, shown this once",
+		Long: "Give a Loop a new signing secret; prints the Loop as JSON with it, shown this once.\n\n" +
+			"For the grace period (--grace, 24h unless given, at most 168h) every delivery is signed with both the new\n" +
+			"secret and the old one, so a receiver keeps verifying until it is given the new one. --grace 0 replaces\n" +
+			"the secret at once (a leaked secret). A Loop created before the Standard Webhooks headers rotates once to\n" +
+			"get a secret the Standard Webhooks libraries decode.",
+		Args: cobra.ExactArgs(1),
+		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+			grace, _ := cmd.Flags().GetDuration("grace")
+			if grace < 0 || grace > store.MaxSecretGrace {
+				return fmt.Errorf("--grace must be from 0 to %s", store.MaxSecretGrace)
+			}
+			l, err := findLoopArg(cmd, db, args[0])
+			if err != nil {
+				return err
+			}
+			rotated, err := db.RotateLoopSecret(cmd.Context(), l.OrgID, l.ID, grace)
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd, rotated)
+		}),
+	}
+	requiredOrg(rotate)
+	rotate.Flags().Duration("grace", store.DefaultSecretGrace, "how long the old secret keeps signing beside the new one (0 to 168h)")
+
+	setDestination := func(use, short string, enabled bool) *cobra.Command {
+		c := &cobra.Command{
+			Use:   use + " ID|SLUG",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+				l, err := findLoopArg(cmd, db, args[0])
+				if err != nil {
+					return err
+				}
+				if _, err := db.UpdateLoop(cmd.Context(), l.OrgID, l.ID, store.LoopPatch{DestinationEnabled: &enabled}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%sd the destination of loop %s (%s)\n", strings.TrimSuffix(use, "-destination"), l.Slug, l.ID)
+				return nil
+			}),
+		}
+		requiredOrg(c)
+		return c
+	}
+
 	loops.AddCommand(create, list, get,
 		setEnabled("enable", "Enable a Loop: it takes new runs again", true),
 		setEnabled("disable", "Disable a Loop: it takes no new runs; tasks in flight still deliver", false),
-		del, test)
+		setDestination("enable-destination", "Send a Loop's deliveries again after its receiver answered 410 Gone", true),
+		setDestination("disable-destination", "Stop sending a Loop's deliveries: pending ones fail, new ones fail at once", false),
+		rotate, del, test)
 	return loops
 }
 

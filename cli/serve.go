@@ -55,6 +55,7 @@ func newServeCommand() *cobra.Command {
 			cfg.HTTP.IdleTimeout, _ = f.GetDuration("idle-timeout")
 			cfg.HTTP.MaxHeaderBytes, _ = f.GetInt("max-header-bytes")
 			cfg.HTTP.MaxConns, _ = f.GetInt("max-conns")
+			cfg.HTTP.MaxConnsPerAddr, _ = f.GetInt("max-conns-per-addr")
 			cfg.Retain = time.Duration(*f.Lookup("retain").Value.(*days))
 			adminAddr, _ := f.GetString("admin-addr")
 			cfg.SeparateAdmin = adminAddr != ""
@@ -128,7 +129,9 @@ func addHTTPFlags(f *pflag.FlagSet, def server.HTTPLimits) {
 	f.Duration("write-timeout", def.WriteTimeout, "a connection is dropped when its response is not written this long after the request headers; must exceed --read-timeout")
 	f.Duration("idle-timeout", def.IdleTimeout, "a keep-alive connection is closed after waiting this long for its next request")
 	f.Int("max-header-bytes", def.MaxHeaderBytes, "largest request line and headers accepted, in bytes; larger gets 431")
-	f.Int("max-conns", def.MaxConns, "connections open at once, per listener; more wait until one closes")
+	f.Int("max-conns", def.MaxConns, "connections open at once, per listener; past it the longest idle keep-alive connection is closed, and with none idle new ones wait until one closes")
+	f.Int("max-conns-per-addr", def.MaxConnsPerAddr, "connections one client address may hold open at once, per listener; one more is closed at once "+
+		"(behind a reverse proxy every client has the proxy's address: raise it to --max-conns)")
 }
 
 // rateString is the flag form of r, the inverse of rateFlag.
@@ -171,6 +174,8 @@ func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 		return fmt.Errorf("--max-header-bytes must be at least 4096")
 	case cfg.HTTP.MaxConns < 1:
 		return fmt.Errorf("--max-conns must be at least 1")
+	case cfg.HTTP.MaxConnsPerAddr < 1:
+		return fmt.Errorf("--max-conns-per-addr must be at least 1")
 	case latency < 0:
 		return fmt.Errorf("--sim-latency cannot be negative")
 	case !(failures >= 0 && failures <= 1):
@@ -257,20 +262,20 @@ func sources(cmd *cobra.Command) ([]enrich.Source, error) {
 // /metrics are served there instead of on addr.
 func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Config) error {
 	srv := server.New(db, cfg)
-	ln, err := cfg.HTTP.Listen(cfg.Addr)
+	ln, err := srv.Listen(cfg.Addr, cfg.HTTP)
 	if err != nil {
 		return err
 	}
 	errLog := slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
-	servers := []*http.Server{cfg.HTTP.HTTPServer(srv, errLog)}
+	servers := []*http.Server{ln.HTTPServer(srv, errLog)}
 	listeners := []net.Listener{ln}
 	if adminAddr != "" {
-		adminLn, err := cfg.HTTP.Listen(adminAddr)
+		adminLn, err := srv.Listen(adminAddr, cfg.HTTP)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("--admin-addr: %w", err)
 		}
-		servers = append(servers, cfg.HTTP.HTTPServer(srv.AdminHandler(), errLog))
+		servers = append(servers, adminLn.HTTPServer(srv.AdminHandler(), errLog))
 		listeners = append(listeners, adminLn)
 	}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))

@@ -2,7 +2,8 @@
 // a running enrichd: one typed method per endpoint, the API's JSON as Go types, the
 // Idempotency-Key header on enrichment calls, waiting out 429 answers as their
 // Retry-After says, polling a task until it settles, and the typed *Error every refusal
-// becomes. VerifyWebhook checks the signature of the deliveries a Loop posts.
+// becomes. VerifyWebhook and VerifyWebhookHeaders check the signatures of the
+// deliveries a Loop posts (ours, or the Standard Webhooks headers).
 //
 // The package links nothing of the server (no SQL driver, no sources), so it is cheap
 // to import into any program:

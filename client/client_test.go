@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,6 +407,13 @@ func TestLoops(t *testing.T) {
 	is.NoErr(VerifyWebhook(d.body, d.header.Get(HeaderSignature), secret, 0))
 	is.True(errors.Is(VerifyWebhook(d.body, d.header.Get(HeaderSignature), "whsec_other", 0), ErrSignatureInvalid))
 	is.True(errors.Is(VerifyWebhook(d.body, "", secret, 0), ErrNoSignature))
+	// Either header set verifies.
+	is.NoErr(VerifyWebhookHeaders(d.body, d.header, secret, 0))
+	standardOnly := d.header.Clone()
+	standardOnly.Del(HeaderSignature)
+	is.Equal(standardOnly.Get(HeaderWebhookID), d.header.Get(HeaderDeliveryID))
+	is.NoErr(VerifyWebhookHeaders(d.body, standardOnly, secret, 0))
+	is.True(errors.Is(VerifyWebhookHeaders(d.body, standardOnly, "whsec_other", 0), ErrSignatureInvalid))
 
 	test, err := e.c.TestLoop(ctx, l.ID)
 	is.NoErr(err)
@@ -432,6 +440,33 @@ func TestLoops(t *testing.T) {
 	// Only a failed delivery can be retried.
 	_, err = e.c.RetryDelivery(ctx, test.ID)
 	is.True(IsCode(err, "delivery_not_failed"))
+
+	// A rotation with a grace period: the next delivery verifies with either secret.
+	rotated, err := e.c.RotateLoopSecret(ctx, l.ID, time.Hour)
+	is.NoErr(err)
+	is.True(rotated.Destination.Secret != "" && rotated.Destination.Secret != secret)
+	is.True(rotated.Destination.PreviousSecretExpiresAt != nil)
+	is.True(rotated.Destination.Enabled)
+	is.True(!rotated.Failing)
+	_, err = e.c.TestLoop(ctx, l.ID)
+	is.NoErr(err)
+	var both delivery
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		rcv.mu.Lock()
+		if n := len(rcv.got); n >= 3 {
+			both = rcv.got[n-1]
+		}
+		rcv.mu.Unlock()
+		if both.body != nil {
+			break
+		}
+	}
+	is.NoErr(VerifyWebhookHeaders(both.body, both.header, secret, 0))
+	is.NoErr(VerifyWebhookHeaders(both.body, both.header, rotated.Destination.Secret, 0))
+	_, err = e.c.RotateLoopSecret(ctx, l.ID, -time.Second)
+	var refused *Error
+	is.True(errors.As(err, &refused))
+	is.Equal(refused.Status, http.StatusBadRequest)
 
 	name, off := "CRM nightly", false
 	up, err := e.c.UpdateLoop(ctx, l.ID, LoopPatch{Name: &name, Enabled: &off})
@@ -506,4 +541,46 @@ func TestRetryDelivery(t *testing.T) {
 	d = waitAttempts(8)
 	is.Equal(d.Status, "succeeded")
 	is.Equal(*d.LastStatusCode, http.StatusNoContent)
+}
+
+// A receiver that answers 410 Gone disables the Loop's destination; the client sees
+// why, and EnableDestination sends again.
+func TestAGoneReceiverDisablesTheDestination(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	e := newEnv(t)
+	var gone atomic.Bool
+	gone.Store(true)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if gone.Load() {
+			w.WriteHeader(http.StatusGone)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	e.startWorkers()
+	ctx := t.Context()
+	l, err := e.c.CreateLoop(ctx, NewLoop{Name: "Gone", WebhookURL: hook.URL})
+	is.NoErr(err)
+	test, err := e.c.TestLoop(ctx, l.ID)
+	is.NoErr(err)
+	var got *Loop
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if got, err = e.c.Loop(ctx, l.ID); err == nil && !got.Destination.Enabled {
+			break
+		}
+	}
+	is.NoErr(err)
+	is.True(!got.Destination.Enabled)
+	is.Equal(*got.Destination.DisabledReason, "the receiver answered 410 Gone")
+	_, err = e.c.RetryDelivery(ctx, test.ID)
+	is.True(IsCode(err, "destination_disabled"))
+
+	gone.Store(false)
+	got, err = e.c.EnableDestination(ctx, l.ID)
+	is.NoErr(err)
+	is.True(got.Destination.Enabled)
+	_, err = e.c.RetryDelivery(ctx, test.ID)
+	is.NoErr(err)
 }

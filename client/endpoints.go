@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -209,14 +210,40 @@ func (c *Client) Loop(ctx context.Context, id string) (*Loop, error) {
 
 // LoopPatch changes the fields it sets; the object type of a Loop cannot change.
 type LoopPatch struct {
-	Name       *string `json:"name,omitempty"`
-	WebhookURL *string `json:"webhook_url,omitempty"`
-	Enabled    *bool   `json:"enabled,omitempty"` // a disabled Loop takes no new runs
+	Name        *string           `json:"name,omitempty"`
+	WebhookURL  *string           `json:"webhook_url,omitempty"`
+	Enabled     *bool             `json:"enabled,omitempty"` // a disabled Loop takes no new runs
+	Destination *DestinationPatch `json:"destination,omitempty"`
+	// RotateSecret replaces the signing secret: the returned Loop carries the new one,
+	// this once. The old one keeps signing beside it for SecretGraceSeconds (24 h when
+	// nil, 0 to 604800).
+	RotateSecret       bool   `json:"rotate_secret,omitempty"`
+	SecretGraceSeconds *int64 `json:"secret_grace_seconds,omitempty"`
+}
+
+// DestinationPatch enables a Loop's destination again (after a 410 Gone) or
+// disables it.
+type DestinationPatch struct {
+	Enabled bool `json:"enabled"`
 }
 
 // UpdateLoop changes a Loop and returns it as it is now.
 func (c *Client) UpdateLoop(ctx context.Context, id string, p LoopPatch) (*Loop, error) {
 	return c.loop(ctx, http.MethodPatch, "/v1/loops/"+url.PathEscape(id), p)
+}
+
+// RotateLoopSecret gives the Loop a new signing secret, returned this once in
+// Destination.Secret; for grace the old one keeps signing every delivery beside it, so
+// a receiver holding either verifies it (0 replaces it at once).
+func (c *Client) RotateLoopSecret(ctx context.Context, id string, grace time.Duration) (*Loop, error) {
+	secs := int64(grace / time.Second)
+	return c.UpdateLoop(ctx, id, LoopPatch{RotateSecret: true, SecretGraceSeconds: &secs})
+}
+
+// EnableDestination sends a Loop's deliveries again after its receiver answered 410
+// Gone; the deliveries failed meanwhile can be retried (RetryDelivery).
+func (c *Client) EnableDestination(ctx context.Context, id string) (*Loop, error) {
+	return c.UpdateLoop(ctx, id, LoopPatch{Destination: &DestinationPatch{Enabled: true}})
 }
 
 func (c *Client) loop(ctx context.Context, method, path string, body any) (*Loop, error) {

@@ -231,15 +231,29 @@ type Loop struct {
 	CreatedAt   time.Time   `json:"created_at"`
 	UpdatedAt   time.Time   `json:"updated_at"`
 	Destination Destination `json:"destination"`
+	// Failing: the Loop's last 3 delivery attempts all failed (an acknowledged one
+	// clears it); ConsecutiveFailures counts them, LastDeliveryError is the last.
+	Failing             bool       `json:"failing"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	LastDeliveryError   *string    `json:"last_delivery_error"`
+	LastDeliveryErrorAt *time.Time `json:"last_delivery_error_at"`
 }
 
 // Destination is where a Loop's events go.
 type Destination struct {
-	Kind    string `json:"kind"` // webhook
-	URL     string `json:"url"`
-	Enabled bool   `json:"enabled"`
-	// Secret signs the deliveries. Only CreateLoop returns it, once: keep it.
+	Kind string `json:"kind"` // webhook
+	URL  string `json:"url"`
+	// Enabled is false once the receiver answered 410 Gone (DisabledReason and
+	// DisabledAt say so): nothing is sent until EnableDestination.
+	Enabled        bool       `json:"enabled"`
+	DisabledReason *string    `json:"disabled_reason,omitempty"`
+	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
+	// Secret signs the deliveries. Only CreateLoop and a rotation return it, once:
+	// keep it.
 	Secret string `json:"secret,omitempty"`
+	// PreviousSecretExpiresAt is when the secret the last rotation replaced stops
+	// (or stopped) signing deliveries beside the new one.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
 }
 
 // Delivery is one event sent, or to be sent, to a Loop's webhook.

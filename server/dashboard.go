@@ -138,6 +138,10 @@ const maxForm = 64 << 10
 // parseForm reads a urlencoded form of at most maxForm bytes whose every value is valid
 // UTF-8 and at most maxLen characters.
 func parseForm(w http.ResponseWriter, r *http.Request, maxLen int) error {
+	// A declared length over the limit is refused unread, before 100 Continue.
+	if r.ContentLength > maxForm {
+		return enrich.Errorf(enrich.KindInvalid, "the form is larger than %d KiB", maxForm>>10)
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
 		var tooLarge *http.MaxBytesError
@@ -293,6 +297,8 @@ var dashboardFuncs = template.FuncMap{
 		}
 		return strconv.FormatFloat(math.Round(float64(part)*1000/float64(whole))/10, 'f', -1, 64) + "%"
 	},
+	"prose":          prose,
+	"plural":         plural,
 	"addi":           func(a, b int64) int64 { return a + b },
 	"addf":           func(a, b float64) float64 { return a + b },
 	"subf":           func(a, b float64) float64 { return a - b },
@@ -307,6 +313,33 @@ var dashboardFuncs = template.FuncMap{
 		}
 		return template.URL(q.Encode())
 	},
+}
+
+// prose shows a message meant for people, whose commands and names are quoted as
+// Markdown quotes code (`enrichd serve`), with those quotes shown as code.
+func prose(msg string) template.HTML {
+	parts := strings.Split(msg, "`")
+	if len(parts)%2 == 0 { // an unpaired quote: shown as it is
+		return template.HTML(template.HTMLEscapeString(msg))
+	}
+	var b strings.Builder
+	for i, part := range parts {
+		if i%2 == 1 && part != "" {
+			b.WriteString("<code>" + template.HTMLEscapeString(part) + "</code>")
+			continue
+		}
+		b.WriteString(template.HTMLEscapeString(part))
+	}
+	return template.HTML(b.String())
+}
+
+// plural words a count of things: "1 watch", "2 watches".
+func plural(n any, one, many string) string {
+	s := fmt.Sprint(n)
+	if s == "1" {
+		return "1 " + one
+	}
+	return s + " " + many
 }
 
 func ago(now, t time.Time) string {

@@ -234,6 +234,18 @@ func setDashHeaders(w http.ResponseWriter) {
 	hdr.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 }
 
+// withSessionUser is r with its signed-in user, when its session cookie holds one: for
+// the answers outside any page (no such page, no such method), which show the
+// navigation to someone signed in and nothing more to anyone else.
+func (s *Server) withSessionUser(r *http.Request) *http.Request {
+	u, err := s.sessionUser(r)
+	if err != nil || u == nil {
+		return r
+	}
+	info(r).orgID = u.OrgID
+	return r.WithContext(context.WithValue(r.Context(), dashUserKey{}, u))
+}
+
 func (s *Server) sessionUser(r *http.Request) (*store.User, error) {
 	c, err := r.Cookie(s.sessionCookie(r))
 	if err != nil || c.Value == "" || len(c.Value) > 100 {
@@ -266,8 +278,18 @@ func handleLoginPage(s *Server) http.Handler {
 			return
 		}
 		s.render(w, r, http.StatusOK, "login", view{Title: "Sign in", Notice: notice(r),
-			Data: map[string]any{"Next": safeNext(r.URL.Query().Get("next"))}})
+			Data: map[string]any{"Next": safeNext(r.URL.Query().Get("next")), "Email": prefillEmail(r.URL.Query().Get("email"))}})
 	})
+}
+
+// prefillEmail is the address the sign-in form starts with, from its link (the
+// set-password page sends people on with theirs): a plausible address only, else none.
+func prefillEmail(email string) string {
+	if len(email) > maxEmail || !utf8.ValidString(email) || !strings.Contains(email, "@") ||
+		strings.IndexFunc(email, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
+		return ""
+	}
+	return email
 }
 
 func handleLogin(s *Server) http.Handler {
@@ -400,7 +422,7 @@ func handleSetup(s *Server) http.Handler {
 			s.dashError(w, r, linkError(err))
 			return
 		}
-		seeOther(w, r, "/dashboard/login", "Your password is set. Sign in with it.")
+		seeOther(w, r, "/dashboard/login?email="+url.QueryEscape(u.Email), "Your password is set. Sign in with it.")
 	})
 }
 

@@ -39,7 +39,13 @@ func TestDashboardSignInFromTheLink(t *testing.T) {
 
 	p = b.post("/dashboard/setup", url.Values{"token": {token}, "password": {dashPassword}, "confirm": {dashPassword}})
 	is.Equal(p.status, http.StatusSeeOther)
-	is.True(strings.HasPrefix(p.location, "/dashboard/login"))
+	is.True(strings.HasPrefix(p.location, "/dashboard/login?"))
+	// The sign-in form it leads to carries the address, and asks for the password first.
+	signIn := b.get(p.location)
+	is.Equal(signIn.status, http.StatusOK)
+	is.True(signIn.has(`name="email" value="lead@acme.example" autocomplete="username" required maxlength="254">`))
+	is.True(signIn.has(`name="password" autocomplete="current-password" required maxlength="256" autofocus>`))
+	is.True(signIn.has("Your password is set."))
 
 	// The link is used up.
 	p = b.get("/dashboard/setup?token=" + url.QueryEscape(token))
@@ -281,6 +287,18 @@ func TestDashboardUnknownPageIsAPage(t *testing.T) {
 	is.Equal(p.status, http.StatusNotFound)
 	is.True(strings.HasPrefix(p.header.Get("Content-Type"), "text/html"))
 	is.True(p.has("There is no such page in the dashboard."))
+	is.True(!p.has(`<nav aria-label="Main">`)) // signed out: no navigation, nor anyone's name
+	// Signed in, the page keeps the navigation, to go on from there; for a method the
+	// address does not take, too.
+	b := e.signIn("acme", "viewer")
+	p = b.get("/dashboard/no-such-page")
+	is.Equal(p.status, http.StatusNotFound)
+	is.True(p.has(`<nav aria-label="Main">`))
+	is.True(p.has(`href="/dashboard/tasks"`))
+	is.True(p.has("acme · viewer"))
+	p = b.post("/dashboard/credits", url.Values{})
+	is.Equal(p.status, http.StatusMethodNotAllowed)
+	is.True(p.has(`<nav aria-label="Main">`))
 	p = e.newBrowser().get("/v1/no-such-endpoint")
 	is.Equal(p.status, http.StatusNotFound)
 	is.Equal(p.header.Get("Content-Type"), "application/json") // the API keeps its JSON errors
@@ -469,4 +487,25 @@ func TestDashboardSessionsOutliveARestart(t *testing.T) {
 	p := ended.get("/dashboard/")
 	is.Equal(p.status, http.StatusSeeOther) // and one ended before stays ended
 	is.Equal(p.location, "/dashboard/login")
+}
+
+// The sign-in page fills in an address from its link only when it is one: anything
+// else is left out rather than shown.
+func TestDashboardSignInPrefillsOnlyAnAddress(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.newBrowser()
+	for email, want := range map[string]string{
+		"lead@acme.example":                 `value="lead@acme.example"`,
+		"<script>@x":                        `value="&lt;script&gt;@x"`, // escaped, as any value
+		"no-at-sign":                        `value=""`,
+		"lead@acme.example\nBcc: x@y":       `value=""`, // a control character
+		strings.Repeat("a", 250) + "@b.com": `value=""`,
+	} {
+		p := b.get("/dashboard/login?email=" + url.QueryEscape(email))
+		is.Equal(p.status, http.StatusOK)
+		is.True(p.has(want))
+	}
+	p := b.get("/dashboard/login?email=" + url.QueryEscape("a@b\x00c"))
+	is.True(p.has(`value=""`))
 }

@@ -117,8 +117,8 @@ func TestDashboardCreditsPageForBothRoles(t *testing.T) {
 			if en.Kind == store.LedgerCharge || en.Kind == store.LedgerExpiry {
 				sign = "−"
 			}
-			is.True(strings.Contains(row, "<td>"+en.Kind+"</td>"))
-			is.True(strings.Contains(row, `<td class="amount">`+sign+strconv.FormatInt(en.Amount, 10)+"</td>"))
+			is.True(strings.Contains(row, `<td class="lead">`+en.Kind+"</td>"))
+			is.True(strings.Contains(row, `<td class="amount st">`+sign+strconv.FormatInt(en.Amount, 10)+"</td>"))
 			hasLink := strings.Contains(row, `<a href="/dashboard/tasks/`+taskID+`">`)
 			is.Equal(hasLink, en.TaskID != nil) // charges and refunds lead to their task
 		}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -132,7 +133,9 @@ func (b *browser) sessionCookie() *http.Cookie {
 	return nil
 }
 
-var secretPattern = regexp.MustCompile(`(enr_[A-Za-z0-9_-]+|whsec_[A-Za-z0-9_-]+)`)
+// A signing secret is standard base64 (older ones URL-safe): its "+" is escaped in
+// the page's HTML, which shownSecret reads as the browser shows it.
+var secretPattern = regexp.MustCompile(`(enr_[A-Za-z0-9_-]+|whsec_[A-Za-z0-9_+/=-]+)`)
 
 // shownSecret is the first API key or signing secret a page shows.
-func (p *webPage) shownSecret() string { return secretPattern.FindString(p.body) }
+func (p *webPage) shownSecret() string { return secretPattern.FindString(html.UnescapeString(p.body)) }

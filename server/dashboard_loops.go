@@ -272,14 +272,61 @@ func handleEditLoopForm(s *Server) http.Handler {
 
 func handleRotateLoopSecret(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l, err := s.db.RotateLoopSecret(r.Context(), dashUser(r).OrgID, pathID(r))
+		grace := store.DefaultSecretGrace
+		if err := parseForm(w, r, maxLoopField); err != nil {
+			s.dashError(w, r, err)
+			return
+		}
+		if v := strings.TrimSpace(r.PostFormValue("grace_hours")); v != "" {
+			hours, err := strconv.ParseFloat(v, 64)
+			if err != nil || math.IsNaN(hours) || hours < 0 || hours > store.MaxSecretGrace.Hours() {
+				s.dashError(w, r, enrich.Errorf(enrich.KindInvalid, "The grace period is a number of hours from 0 to %d.", int(store.MaxSecretGrace.Hours())))
+				return
+			}
+			grace = time.Duration(hours * float64(time.Hour)).Round(time.Second)
+		}
+		l, err := s.db.RotateLoopSecret(r.Context(), dashUser(r).OrgID, pathID(r), grace)
 		if err != nil {
 			s.dashError(w, r, err)
 			return
 		}
-		s.showLoop(w, r, http.StatusOK, l, 1,
-			"The signing secret is replaced. Every attempt from now on is signed with the new one, those of deliveries already queued included.",
-			func(p *loopPage) { p.Secret = l.Destination.Secret })
+		msg := "The signing secret is replaced. Every attempt from now on is signed with the new one, those of deliveries already queued included."
+		if grace > 0 {
+			msg = "The signing secret is replaced. Until " + l.Destination.PreviousSecretExpiresAt.Format("2006-01-02 15:04 UTC") +
+				" every delivery is signed with both the new secret and the old one, so your receiver can move to the new one in that time; after it, with the new one only."
+		}
+		s.showLoop(w, r, http.StatusOK, l, 1, msg, func(p *loopPage) { p.Secret = l.Destination.Secret })
+	})
+}
+
+// handleLoopDestinationForm enables a Loop's destination again (after its receiver
+// answered 410 Gone), or disables it: the form's enabled is "true" or "false".
+func handleLoopDestinationForm(s *Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		current, err := s.db.GetLoop(r.Context(), dashUser(r).OrgID, pathID(r))
+		if err != nil {
+			s.dashError(w, r, err)
+			return
+		}
+		if err := parseForm(w, r, maxLoopField); err != nil {
+			s.dashError(w, r, err)
+			return
+		}
+		enabled, err := strconv.ParseBool(r.PostFormValue("enabled"))
+		if err != nil {
+			s.dashError(w, r, enrich.Errorf(enrich.KindInvalid, "enabled must be true or false."))
+			return
+		}
+		l, err := s.db.UpdateLoop(r.Context(), current.OrgID, current.ID, store.LoopPatch{DestinationEnabled: &enabled})
+		if err != nil {
+			s.dashError(w, r, err)
+			return
+		}
+		msg := "The destination is enabled: new deliveries are sent to it. Retry the failed ones from the list below."
+		if !enabled {
+			msg = "The destination is disabled: nothing is sent to it until it is enabled again."
+		}
+		seeOther(w, r, "/dashboard/loops/"+l.ID, msg)
 	})
 }
 

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -27,7 +28,7 @@ func (p *webPage) inner(id string) string {
 }
 
 // loopSecret is the signing secret a page shows in code#loop-secret.
-func (p *webPage) loopSecret() string { return p.inner("loop-secret") }
+func (p *webPage) loopSecret() string { return html.UnescapeString(p.inner("loop-secret")) }
 
 // deliveryRows counts the deliveries a Loop's page lists.
 func (p *webPage) deliveryRows() int { return strings.Count(p.body, `<tr class="delivery">`) }
@@ -187,6 +188,13 @@ func TestDashboardCreateLoopRefusesWhatTheAPIRefuses(t *testing.T) {
 		})
 	}
 	is.New(t).Equal(len(e.loopsOf(e.key)), 0) // nothing created
+
+	// A message that quotes a command, as Markdown does, shows it as code: no backticks.
+	p := b.post("/dashboard/loops", url.Values{"name": {"Plain"}, "webhook_url": {"http://hooks.example.com/in"}})
+	is := is.New(t)
+	is.Equal(p.status, http.StatusBadRequest)
+	is.True(p.has("<code>enrichd serve --allow-private-webhooks</code>"))
+	is.True(!p.has("`"))
 }
 
 func TestDashboardEditLoop(t *testing.T) {
@@ -242,7 +250,8 @@ func TestDashboardRotatingTheSecretSignsTheNextDeliveryWithTheNewOne(t *testing.
 	old := created.loopSecret()
 	id := e.onlyLoopID()
 
-	p := b.post("/dashboard/loops/"+id+"/rotate", url.Values{})
+	// No grace period: the old secret stops signing at once.
+	p := b.post("/dashboard/loops/"+id+"/rotate", url.Values{"grace_hours": {"0"}})
 	is.Equal(p.status, http.StatusOK)
 	fresh := p.loopSecret()
 	is.True(strings.HasPrefix(fresh, "whsec_"))

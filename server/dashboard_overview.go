@@ -25,8 +25,8 @@ type failureCount struct {
 }
 
 // tickHalfWidth is half the width of the widest day label ("Nov 30") at the chart's
-// 10px type.
-const tickHalfWidth = 18
+// largest type: 20 units, what a phone's layout draws it at (see style.css).
+const tickHalfWidth = 42
 
 // spendChart is the overview's bar chart of credits spent per day, laid out here so the
 // template only draws it: an SVG that needs no script and scales to any width.

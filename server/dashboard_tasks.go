@@ -137,6 +137,11 @@ type taskPage struct {
 	Balance *int64
 	// Refunded says the task's charge was given back: it failed or was canceled.
 	Refunded bool
+	// Card is the result as people read it, once the task succeeded.
+	Card *resultCard
+	// Polled says the page is answering htmx's poll of the part that changes: once the
+	// task settled, that answer also takes away what only an unsettled task offers.
+	Polled bool
 }
 
 // PollSeconds is how often the page asks again while the task is unsettled: what the
@@ -153,7 +158,8 @@ func handleTaskPage(s *Server) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		p := taskPage{Task: t, Refunded: t.Status == store.StatusFailed || t.Status == store.StatusCanceled}
+		p := taskPage{Task: t, Refunded: t.Status == store.StatusFailed || t.Status == store.StatusCanceled,
+			Card: newResultCard(t), Polled: r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-Target") == "task-live"}
 		if t.LoopID != nil {
 			p.Loop, err = s.db.GetLoop(ctx, u.OrgID, *t.LoopID)
 			var e *enrich.Error
@@ -199,6 +205,14 @@ func credits(n int64) string {
 		return "1 credit"
 	}
 	return fmt.Sprintf("%d credits", n)
+}
+
+// creditsWere words an amount of credits as the subject of "were": "1 credit was".
+func creditsWere(n int64) string {
+	if n == 1 {
+		return "1 credit was"
+	}
+	return credits(n) + " were"
 }
 
 // lookupName words what a task looked its target up by.

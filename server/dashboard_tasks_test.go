@@ -255,8 +255,10 @@ func TestDashboardTaskPage(t *testing.T) {
 	e.waitSettled(id)
 	p := viewer.get("/dashboard/tasks/" + id)
 	is.Equal(p.taskStatus(), "succeeded")
-	is.True(p.has(`<pre id="task-result">{`))
+	is.True(p.has(`<pre id="task-result" tabindex="0" aria-label="The result, as JSON">{`))
 	is.True(p.has(`  &#34;name&#34;: &#34;Acme&#34;,`))
+	is.True(p.has(`<details class="raw" id="task-json">`)) // the JSON behind its toggle, the card in front
+	is.True(p.has(`<h3 id="company-name">Acme</h3>`))
 	is.True(!p.has("hx-get") && !p.has("hx-trigger"))
 	is.True(!p.has(`http-equiv="refresh"`))
 	is.True(p.has(`id="task-balance">99<`))
@@ -372,11 +374,11 @@ func TestDashboardTryItEndToEnd(t *testing.T) {
 	is.Equal(p.status, http.StatusSeeOther)
 	to, err := url.Parse(p.location)
 	is.NoErr(err)
-	is.Equal(to.Query().Get("notice"), "Charged 1 credit. Balance: 99 credits.")
+	is.Equal(to.Query().Get("notice"), "Sent: charged 1 credit, refunded if the task fails.")
 	id := strings.TrimPrefix(to.Path, "/dashboard/tasks/")
 	page := b.waitPage(id)
 	is.Equal(page.taskStatus(), "succeeded")
-	is.True(page.has(`<pre id="task-result">{`))
+	is.True(page.has(`<pre id="task-result" tabindex="0"`))
 	is.True(page.has(`&#34;name&#34;: &#34;Acme&#34;`))
 	is.True(page.has(`id="task-credits">1<`))
 	is.True(page.has(`id="task-balance">99<`))
@@ -399,7 +401,7 @@ func TestDashboardTryItEndToEnd(t *testing.T) {
 	p = b.post("/dashboard/try", tryForm("person_email", "email", "jane@gmail.com", "fullName", "Jane Doe"))
 	is.Equal(p.status, http.StatusSeeOther)
 	to, _ = url.Parse(p.location)
-	is.Equal(to.Query().Get("notice"), "The task failed at once; its 3 credits were refunded. Balance: 98 credits.")
+	is.Equal(to.Query().Get("notice"), "The task failed at once; its 3 credits were refunded.")
 	page = b.get(p.location)
 	is.Equal(page.taskStatus(), "failed")
 	is.True(page.has(`id="task-credits">3<`))
@@ -475,4 +477,60 @@ func TestDashboardTryItRefusesWithoutCharging(t *testing.T) {
 	is.Equal(p.status, http.StatusPaymentRequired)
 	is.True(p.has("not enough credits: this request costs 1 and 0 remain"))
 	is.True(p.has(`id="try-balance">0<`))
+}
+
+// A task page opened while the task ran, and polled until it settled: the answer that
+// shows it settled also takes away the offer to cancel it (htmx swaps the empty
+// #task-cancel it carries out of band), for an admin, the one offered it.
+func TestDashboardTaskPageWithdrawsCancelOnceSettled(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	id := e.enrichCompany(map[string]string{"domain": "acme.com"})
+	admin, viewer := e.signIn("acme", "admin"), e.signIn("acme", "viewer")
+	poll := func(b *browser) *webPage {
+		return b.get("/dashboard/tasks/"+id, "HX-Request", "true", "HX-Target", "task-live")
+	}
+	withdraw := `<div id="task-cancel" hx-swap-oob="true" hidden></div>`
+
+	is.True(admin.get("/dashboard/tasks/" + id).has(`<details class="confirm" id="task-cancel">`))
+	is.True(!poll(admin).has(withdraw)) // queued: the offer stands
+
+	e.startWorkers()
+	e.waitSettled(id)
+	frag := poll(admin)
+	is.Equal(frag.taskStatus(), "succeeded")
+	is.True(frag.has(withdraw))
+	is.True(!frag.has("hx-trigger"))
+	// A viewer was offered nothing: an out-of-band swap with no target would be an
+	// error in the browser's console.
+	is.True(!poll(viewer).has(`id="task-cancel"`))
+	// The whole page, settled, neither offers nor withdraws anything.
+	p := admin.get("/dashboard/tasks/" + id)
+	is.True(!p.has(`id="task-cancel"`))
+}
+
+// Try it sends the browser to the task's page with a notice; a task that fails after
+// that (here: the network knows no such company) must not sit under a notice that
+// contradicts the page: no charge without its refund, no balance that is no longer so.
+func TestDashboardTryNoticeHoldsWhenTheTaskFailsLater(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.signIn("acme", "admin")
+	p := b.post("/dashboard/try", tryForm("company_domain", "domain", "nowhere.com"))
+	is.Equal(p.status, http.StatusSeeOther)
+	to, err := url.Parse(p.location)
+	is.NoErr(err)
+	is.Equal(to.Query().Get("notice"), "Sent: charged 1 credit, refunded if the task fails.")
+	id := strings.TrimPrefix(to.Path, "/dashboard/tasks/")
+	e.startWorkers()
+	e.waitSettled(id)
+
+	page := b.get(p.location)
+	is.Equal(page.taskStatus(), "failed")
+	is.True(page.has(`<p class="notice" role="status">Sent: charged 1 credit, refunded if the task fails.</p>`))
+	is.True(page.has(`id="task-balance">100<`))
+	is.True(page.has(">refunded<"))
+	is.True(!page.has("Balance: ")) // the notice states no balance to go stale
+	is.Equal(e.balance("acme").Balance, int64(100))
 }

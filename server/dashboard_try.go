@@ -76,12 +76,16 @@ func handleTry(s *Server) http.Handler {
 			return
 		}
 		t := res.Task
-		msg := fmt.Sprintf("Charged %s.", credits(t.CreditsCharged))
-		if t.Status == store.StatusFailed {
-			msg = fmt.Sprintf("The task failed at once; its %s were refunded.", credits(t.CreditsCharged))
-		}
-		if b, err := s.db.CreditBalance(r.Context(), u.OrgName); err == nil {
-			msg += fmt.Sprintf(" Balance: %s.", credits(b.Balance))
+		// The notice says only what stays true: the task page's cards show the charge,
+		// the refund and the balance as they are, and a queued task may yet fail.
+		var msg string
+		switch t.Status {
+		case store.StatusFailed:
+			msg = fmt.Sprintf("The task failed at once; its %s refunded.", creditsWere(t.CreditsCharged))
+		case store.StatusSucceeded:
+			msg = fmt.Sprintf("Done: charged %s.", credits(t.CreditsCharged))
+		default:
+			msg = fmt.Sprintf("Sent: charged %s, refunded if the task fails.", credits(t.CreditsCharged))
 		}
 		seeOther(w, r, "/dashboard/tasks/"+url.PathEscape(t.ID), msg)
 	})

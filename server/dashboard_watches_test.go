@@ -43,6 +43,7 @@ func TestDashboardWatches(t *testing.T) {
 	p = admin.get(p.location)
 	is.True(p.has("The watch is created"))
 	is.True(p.has("acme.com") && p.has("Company changes") && p.has("14 days") && p.has("Check now"))
+	is.True(p.has(`<p class="muted">1 watch.`)) // not "1 watches"
 
 	// A viewer sees the list, not the buttons.
 	v := viewer.get("/dashboard/watches")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -99,10 +100,44 @@ func (s *Server) newLoop(ctx context.Context, orgID string, req loopCreate) (sto
 
 // loopChange is a change asked for to a Loop: nil leaves a field as it is.
 type loopChange struct {
-	Name       *string `json:"name"`
-	WebhookURL *string `json:"webhook_url"`
-	Enabled    *bool   `json:"enabled"`
-	ObjectType *string `json:"object_type"`
+	Name        *string            `json:"name"`
+	WebhookURL  *string            `json:"webhook_url"`
+	Enabled     *bool              `json:"enabled"`
+	ObjectType  *string            `json:"object_type"`
+	Destination *destinationChange `json:"destination"`
+	// RotateSecret replaces the signing secret; the old one keeps signing beside it
+	// for SecretGraceSeconds (store.DefaultSecretGrace when not sent).
+	RotateSecret       *bool  `json:"rotate_secret"`
+	SecretGraceSeconds *int64 `json:"secret_grace_seconds"`
+}
+
+// destinationChange is a change to a Loop's destination: enabling it again after the
+// receiver answered 410 Gone, or disabling it.
+type destinationChange struct {
+	Enabled *bool `json:"enabled"`
+}
+
+// secretRotation checks a rotation asked for and makes the new secret: nil when none
+// was asked for.
+func (req loopChange) secretRotation() (*store.SecretRotation, error) {
+	if req.RotateSecret == nil || !*req.RotateSecret {
+		if req.SecretGraceSeconds != nil {
+			return nil, enrich.Errorf(enrich.KindInvalid, "secret_grace_seconds goes with rotate_secret: true")
+		}
+		return nil, nil
+	}
+	grace := store.DefaultSecretGrace
+	if g := req.SecretGraceSeconds; g != nil {
+		if *g < 0 || *g > int64(store.MaxSecretGrace/time.Second) {
+			return nil, enrich.Errorf(enrich.KindInvalid, "secret_grace_seconds must be 0 to %d (7 days)", int64(store.MaxSecretGrace/time.Second))
+		}
+		grace = time.Duration(*g) * time.Second
+	}
+	secret, err := store.NewLoopSecret()
+	if err != nil {
+		return nil, err
+	}
+	return &store.SecretRotation{Secret: secret, Grace: grace}, nil
 }
 
 // loopPatch checks a change to the Loop current and makes it the store's LoopPatch,
@@ -119,10 +154,21 @@ func (s *Server) loopPatch(ctx context.Context, current *store.Loop, req loopCha
 	if err == nil && req.WebhookURL != nil {
 		err = s.checkWebhookURL(ctx, *req.WebhookURL)
 	}
+	if err == nil && req.Destination != nil && req.Destination.Enabled == nil {
+		err = enrich.Errorf(enrich.KindInvalid, "destination takes enabled (true or false) only")
+	}
+	var rotation *store.SecretRotation
+	if err == nil {
+		rotation, err = req.secretRotation()
+	}
 	if err != nil {
 		return store.LoopPatch{}, err
 	}
-	return store.LoopPatch{Name: req.Name, WebhookURL: req.WebhookURL, Enabled: req.Enabled}, nil
+	p := store.LoopPatch{Name: req.Name, WebhookURL: req.WebhookURL, Enabled: req.Enabled, Rotate: rotation}
+	if req.Destination != nil {
+		p.DestinationEnabled = req.Destination.Enabled
+	}
+	return p, nil
 }
 
 func handleCreateLoop(s *Server) http.Handler {

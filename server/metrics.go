@@ -125,15 +125,14 @@ func (m *serverMetrics) recorded(batch []store.Attempted) {
 		if a.Attempt == nil {
 			continue // cut short by a shutdown: not an attempt
 		}
-		switch {
-		case a.Attempt.Err == "":
-			m.counter("enrichd_webhook_attempts_total", "result", "ok").Inc()
-			m.counter("enrichd_webhook_deliveries_total", "result", store.DeliverySucceeded).Inc()
-		case a.Dispatch.Attempt >= store.MaxAttempts:
-			m.counter("enrichd_webhook_attempts_total", "result", "error").Inc()
-			m.counter("enrichd_webhook_deliveries_total", "result", store.DeliveryFailed).Inc()
-		default:
-			m.counter("enrichd_webhook_attempts_total", "result", "error").Inc()
+		result := "error"
+		if a.Attempt.Err == "" {
+			result = "ok"
+		}
+		m.counter("enrichd_webhook_attempts_total", "result", result).Inc()
+		// A 410 Gone finishes its delivery as failed at once, like the last attempt.
+		if status, _ := a.Attempt.Outcome(a.Dispatch); status != store.DeliveryPending {
+			m.counter("enrichd_webhook_deliveries_total", "result", status).Inc()
 		}
 	}
 }
@@ -151,7 +150,21 @@ func handleMetrics(s *Server) http.Handler {
 		}
 		m.set.GetOrCreateGauge(`enrichd_queue_depth{state="queued"}`, nil).Set(float64(queued))
 		m.set.GetOrCreateGauge(`enrichd_queue_depth{state="running"}`, nil).Set(float64(running))
+		failing, disabled, err := s.db.LoopTrouble(r.Context())
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		m.set.GetOrCreateGauge(`enrichd_loops_failing`, nil).Set(float64(failing))
+		m.set.GetOrCreateGauge(`enrichd_loops_destination_disabled`, nil).Set(float64(disabled))
 		s.storageMetrics()
+		s.listenersMu.Lock()
+		open := 0
+		for _, l := range s.listeners {
+			open += l.Open()
+		}
+		s.listenersMu.Unlock()
+		m.set.GetOrCreateGauge("enrichd_http_connections_open", nil).Set(float64(open))
 		for _, src := range s.cfg.Sources {
 			st := enrich.StatsOf(src)
 			if st.Calls == nil {

@@ -67,6 +67,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodPost, "/dashboard/loops", s.dashPage("dashboard_create_loop", admin, handleCreateLoopForm(s)))
 	r.Handler(http.MethodGet, "/dashboard/loops/:id", s.dashPage("dashboard_loop", viewer, handleLoopPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/loops/:id", s.dashPage("dashboard_update_loop", admin, handleEditLoopForm(s)))
+	r.Handler(http.MethodPost, "/dashboard/loops/:id/destination", s.dashPage("dashboard_loop_destination", admin, handleLoopDestinationForm(s)))
 	r.Handler(http.MethodPost, "/dashboard/loops/:id/rotate", s.dashPage("dashboard_rotate_loop_secret", admin, handleRotateLoopSecret(s)))
 	r.Handler(http.MethodPost, "/dashboard/loops/:id/test", s.dashPage("dashboard_test_loop", admin, handleTestLoopForm(s)))
 	r.Handler(http.MethodPost, "/dashboard/loops/:id/run", s.dashPage("dashboard_run_loop", admin, handleRunLoopForm(s)))
@@ -88,6 +89,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.NotFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/dashboard/") {
 			setDashHeaders(w)
+			r = s.withSessionUser(r)
 			s.dashError(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "There is no such page in the dashboard."})
 			return
 		}
@@ -99,6 +101,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 		w.Header().Set("Allow", allow)
 		if strings.HasPrefix(r.URL.Path, "/dashboard/") {
 			setDashHeaders(w)
+			r = s.withSessionUser(r)
 			s.dashError(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
 				Message: "This address takes " + allow + " only: the dashboard's own links, buttons and forms use it that way."})
 			return

@@ -227,13 +227,15 @@ func TokenHash(plain string) []byte {
 	return hash[:]
 }
 
-// NewLoopSecret is a Loop's signing secret: "whsec_" and 32 random bytes.
+// NewLoopSecret is a Loop's signing secret: "whsec_" and 32 random bytes in standard
+// base64, the form the Standard Webhooks libraries decode their key from. (Secrets
+// made before were unpadded URL-safe base64; they sign as they always did.)
 func NewLoopSecret() (string, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	return "whsec_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+	return "whsec_" + base64.StdEncoding.EncodeToString(b[:]), nil
 }
 
 // BodyHash is what idempotency_keys.body_hash holds for a request's hash: the 32 bytes

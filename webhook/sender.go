@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
 	"enrichd/netguard"
 	"enrichd/store"
+	"enrichd/webhook/signature"
 )
 
 // DefaultAttemptTimeout is how long one attempt may take before it counts as failed.
@@ -175,11 +177,17 @@ func (s *Sender) record(ctx context.Context, batch []store.Attempted) {
 // attempt makes one attempt of the delivery.
 func (s *Sender) attempt(ctx context.Context, d *store.Dispatch) store.Attempted {
 	at := s.db.Now().UTC()
-	status, err := s.send(ctx, d, at)
+	if d.DisabledReason != "" {
+		// Queued as its Loop's destination was being disabled: not sent.
+		at = at.Truncate(time.Millisecond)
+		return store.Attempted{Dispatch: d, Attempt: &store.Attempt{At: at, Ended: at, Err: store.NotSentError(d.DisabledReason)}}
+	}
+	status, retryAfter, err := s.send(ctx, d, at)
 	if err != nil && ctx.Err() != nil {
 		return store.Attempted{Dispatch: d} // cut short: not counted
 	}
-	a := &store.Attempt{At: at.Truncate(time.Millisecond), Ended: s.db.Now().UTC().Truncate(time.Millisecond), StatusCode: status}
+	a := &store.Attempt{At: at.Truncate(time.Millisecond), Ended: s.db.Now().UTC().Truncate(time.Millisecond), StatusCode: status,
+		RetryAfter: retryAfter}
 	if err != nil {
 		a.Err = err.Error()
 		s.log.Warn("webhook delivery attempt failed", "delivery", d.ID, "loop", d.LoopID, "attempt", d.Attempt, "status", status, "err", a.Err)
@@ -205,40 +213,76 @@ func (s *Sender) attemptSafely(ctx context.Context, d *store.Dispatch) (a store.
 	return s.attempt(ctx, d)
 }
 
-// send posts the delivery, signed at the given time. Any 2xx acknowledges.
-func (s *Sender) send(ctx context.Context, d *store.Dispatch, at time.Time) (int, error) {
+// send posts the delivery, signed at the given time with the Loop's secret (and the
+// one a rotation replaced, during its grace period), in both header sets. Any 2xx
+// acknowledges; a redirect is not followed and fails the attempt like any other
+// answer. retryAfter is what a 429 or 503 asked for in Retry-After.
+func (s *Sender) send(ctx context.Context, d *store.Dispatch, at time.Time) (status int, retryAfter time.Duration, err error) {
 	if !s.allowHTTP && !strings.HasPrefix(d.URL, "https://") {
 		// A URL accepted under a development setting is not sent in the clear by a
 		// server running without it.
-		return 0, errors.New("the webhook URL does not use https; give the Loop an https URL")
+		return 0, 0, errors.New("the webhook URL does not use https; give the Loop an https URL")
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, d.URL, bytes.NewReader(d.Payload))
 	if err != nil {
-		return 0, fmt.Errorf("the webhook URL cannot be used: %v", err)
+		return 0, 0, fmt.Errorf("the webhook URL cannot be used: %v", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
 	req.Header.Set(HeaderEvent, d.Event)
-	req.Header.Set(HeaderDeliveryID, d.ID)
-	req.Header.Set(HeaderSignature, Sign(d.Payload, d.Secret, at))
+	secrets := []string{d.Secret}
+	if d.PreviousSecret != "" {
+		secrets = append(secrets, d.PreviousSecret)
+	}
+	signature.SetHeaders(req.Header, d.ID, d.Payload, at, secrets...)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		switch {
 		case errors.Is(err, netguard.ErrNotPublic):
-			return 0, errors.New("the webhook URL resolves to an address that is not publicly reachable")
+			return 0, 0, errors.New("the webhook URL resolves to an address that is not publicly reachable")
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-			return 0, fmt.Errorf("no response within %s", s.timeout)
+			return 0, 0, fmt.Errorf("no response within %s", s.timeout)
 		}
-		return 0, fmt.Errorf("could not reach the receiver: %v", unwrapURLError(err))
+		return 0, 0, fmt.Errorf("could not reach the receiver: %v", unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("the receiver answered %s", resp.Status)
+	switch code := resp.StatusCode; {
+	case code >= 200 && code <= 299:
+		return code, 0, nil
+	case code == http.StatusGone:
+		return code, 0, fmt.Errorf("the receiver answered %s; the Loop's destination is disabled", resp.Status)
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		wait := ParseRetryAfter(resp.Header.Get("Retry-After"), s.db.Now())
+		if wait > 0 {
+			return code, wait, fmt.Errorf("the receiver answered %s, Retry-After %s", resp.Status, wait)
+		}
+	case code >= 300 && code <= 399:
+		return code, 0, fmt.Errorf("the receiver answered %s; redirects are not followed: give the Loop the URL that answers 2xx", resp.Status)
 	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, 0, fmt.Errorf("the receiver answered %s", resp.Status)
+}
+
+// ParseRetryAfter reads a Retry-After header: whole seconds, or an HTTP date, which
+// is measured from now. 0 when absent, unreadable or not in the future. The caller
+// caps it (store.Attempt.Outcome caps it at the schedule's longest delay).
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, int64(7*24*time.Hour/time.Second))) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return at.Sub(now).Round(time.Second)
+	}
+	return 0
 }
 
 // unwrapURLError drops the "Post <url>:" prefix the client adds: the URL is the Loop's.

@@ -38,12 +38,26 @@ func scanDeliveries(rows pgx.Rows) ([]*store.Delivery, error) {
 	return out, err
 }
 
-// insertDelivery writes a pending delivery, due at once.
+// insertDelivery writes a pending delivery, due at once; or, when the Loop's
+// destination is disabled, a failed one that says why (retried once it is enabled).
 func insertDelivery(ctx context.Context, tx pgx.Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*store.Delivery, error) {
-	d := &store.Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID,
-		Status: store.DeliveryPending, NextAttemptAt: &now, CreatedAt: now}
-	_, err := tx.Exec(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status, next_attempt_at, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)`, d.ID, loopID, orgID, event, taskID, string(payload), ms(now), ms(now))
+	d := &store.Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID, CreatedAt: now}
+	before, after := store.NotSentErrorParts()
+	var next, last *int64
+	err := tx.QueryRow(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status, next_attempt_at,
+			last_error, last_attempt_at, created_at)
+		SELECT $1, id, $2, $3, $4, $5, CASE WHEN destination_disabled_at IS NULL THEN 'pending' ELSE 'failed' END,
+			CASE WHEN destination_disabled_at IS NULL THEN $6::bigint END,
+			CASE WHEN destination_disabled_at IS NOT NULL THEN $7::text || destination_disabled_reason || $8::text END,
+			CASE WHEN destination_disabled_at IS NOT NULL THEN $6::bigint END, $6
+		FROM loops WHERE id = $9
+		RETURNING status, next_attempt_at, last_error, last_attempt_at`,
+		d.ID, orgID, event, taskID, string(payload), ms(now), before, after, loopID).
+		Scan(&d.Status, &next, &d.LastError, &last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.LoopNotFound()
+	}
+	d.NextAttemptAt, d.LastAttemptAt = fromNullMS(next), fromNullMS(last)
 	return d, err
 }
 
@@ -178,6 +192,13 @@ func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*store.Deliv
 			return &enrich.Error{Kind: enrich.KindConflict, Code: "delivery_not_failed",
 				Message: "the delivery already succeeded (its receiver acknowledged it); there is nothing to retry"}
 		}
+		var reason *string
+		if err := tx.QueryRow(ctx, `SELECT destination_disabled_reason FROM loops WHERE id = $1`, d.LoopID).Scan(&reason); err != nil {
+			return err
+		}
+		if reason != nil {
+			return store.DestinationDisabled(*reason)
+		}
 		now := db.now()
 		if d.Status == store.DeliveryPending && d.NextAttemptAt != nil && !d.NextAttemptAt.After(now) {
 			return nil // already due, or being attempted: that attempt is the retry
@@ -281,7 +302,9 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 		}
 		rows, err = tx.Query(ctx, `UPDATE deliveries d SET lease_until = $1 FROM loops l
 			WHERE d.id = ANY($2) AND l.id = d.loop_id
-			RETURNING d.id, d.loop_id, d.event, d.payload, d.attempts + 1, l.webhook_url, l.secret`, now+lease.Milliseconds(), ids)
+			RETURNING d.id, d.loop_id, d.event, d.payload, d.attempts + 1, l.webhook_url, l.secret,
+				CASE WHEN l.previous_secret_expires_at > $3 THEN coalesce(l.previous_secret, '') ELSE '' END,
+				coalesce(l.destination_disabled_reason, '')`, now+lease.Milliseconds(), ids, now)
 		if err != nil {
 			return err
 		}
@@ -289,7 +312,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 		if _, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
 			var d store.Dispatch
 			var payload string
-			err := r.Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret)
+			err := r.Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret, &d.PreviousSecret, &d.DisabledReason)
 			d.Payload, d.LeaseUntil = []byte(payload), now+lease.Milliseconds()
 			byID[d.ID] = &d
 			return struct{}{}, err
@@ -309,10 +332,11 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 	return out, nil
 }
 
-// RecordAttempts writes the outcomes of attempts, in one transaction: acknowledged, the
-// delivery succeeded; otherwise the next attempt is scheduled, or the delivery failed
-// after the last one. Rows are updated in id order, so two replicas recording the same
-// deliveries (a lease that ran out mid-send) wait on each other rather than deadlock.
+// RecordAttempts writes the outcomes of attempts, in one transaction (see
+// Attempt.Outcome), and what they say of each Loop's receiver (see recordHeard).
+// Deliveries are updated in id order, then Loops in id order, so two replicas
+// recording the same deliveries (a lease that ran out mid-send) or the same Loops wait
+// on each other rather than deadlock.
 func (db *DB) RecordAttempts(ctx context.Context, done []store.Attempted) error {
 	sorted := slices.Clone(done)
 	slices.SortFunc(sorted, func(a, b store.Attempted) int {
@@ -330,6 +354,11 @@ func (db *DB) RecordAttempts(ctx context.Context, done []store.Attempted) error 
 				return err
 			}
 		}
+		for _, h := range store.HeardFrom(done) {
+			if err := recordHeard(ctx, tx, h, db.now()); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }
@@ -340,18 +369,11 @@ func recordAttempt(ctx context.Context, tx pgx.Tx, d *store.Dispatch, a *store.A
 			d.ID, d.LeaseUntil)
 		return err
 	}
-	status, next := store.DeliverySucceeded, (*int64)(nil)
-	if a.Err != "" {
-		status = store.DeliveryFailed
-		if d.Attempt < store.MaxAttempts {
-			status = store.DeliveryPending
-			ended := a.Ended
-			if ended.IsZero() {
-				ended = a.At
-			}
-			at := ms(ended.Add(store.RetrySchedule[d.Attempt-1]))
-			next = &at
-		}
+	status, nextAt := a.Outcome(d)
+	var next *int64
+	if nextAt != nil {
+		at := ms(*nextAt)
+		next = &at
 	}
 	var code, lastErr any
 	if a.StatusCode != 0 {
@@ -364,6 +386,32 @@ func recordAttempt(ctx context.Context, tx pgx.Tx, d *store.Dispatch, a *store.A
 		last_attempt_at = $4, last_status_code = $5, last_error = $6 WHERE id = $7 AND status = 'pending' AND lease_until = $8`,
 		status, d.Attempt, next, ms(a.At), code, lastErr, d.ID, d.LeaseUntil)
 	return err
+}
+
+// recordHeard keeps a Loop's failure streak and last error, and on a 410 Gone
+// disables its destination. An attempt that failed while the destination was being
+// disabled was rescheduled by recordAttempt: its Loop's pending deliveries are failed
+// here. A batch all acknowledged writes only when a streak is to be cleared.
+func recordHeard(ctx context.Context, tx pgx.Tx, h store.Heard, now time.Time) error {
+	if h.Failures == 0 {
+		_, err := tx.Exec(ctx, `UPDATE loops SET delivery_failures = 0 WHERE id = $1 AND delivery_failures <> 0`, h.LoopID)
+		return err
+	}
+	var reason *string
+	err := tx.QueryRow(ctx, `UPDATE loops SET delivery_failures = CASE WHEN $1 THEN $2 ELSE delivery_failures + $2 END,
+		last_delivery_error = $3, last_delivery_error_at = $4 WHERE id = $5 RETURNING destination_disabled_reason`,
+		h.Acknowledged, h.Failures, h.LastError, ms(h.LastErrorAt), h.LoopID).Scan(&reason)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil // the Loop was deleted
+	case err != nil:
+		return err
+	case h.Gone:
+		return disableDestination(ctx, tx, h.LoopID, store.ReasonGone, now)
+	case reason != nil:
+		return failPending(ctx, tx, h.LoopID, *reason, now)
+	}
+	return nil
 }
 
 // seedBatchRows is how many rows a seeding transaction writes.

@@ -224,7 +224,7 @@ func TestLoopsGetUniqueSlugsUnderConcurrentCreates(t *testing.T) {
 	got, err := b.GetLoop(ctx, org.ID, l.ID)
 	is.NoErr(err)
 	is.Equal(got.Enabled, false)
-	rotated, err := a.RotateLoopSecret(ctx, org.ID, l.ID)
+	rotated, err := facade(a).RotateLoopSecret(ctx, org.ID, l.ID, 0)
 	is.NoErr(err)
 	is.True(rotated.Destination.Secret != "")
 }

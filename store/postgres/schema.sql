@@ -379,7 +379,26 @@ CREATE INDEX tasks_org_watch_created ON tasks(org_id, created_at) WHERE watch_id
 
 ALTER TABLE orgs ADD COLUMN watch_monthly_cap BIGINT;
 
--- migration 3: batches (the SQLite schema's migration 10)
+-- migration 3: webhook receivers heard, and secrets rotated with a grace period (the
+-- SQLite schema's migration 10)
+-- previous_secret is the secret the last rotation replaced; it signs deliveries beside
+-- the new one until previous_secret_expires_at. A receiver's 410 Gone (or a request)
+-- disables the destination: destination_disabled_at and its reason, NULL when enabled.
+-- delivery_failures counts the failed attempts since the last acknowledged one.
+ALTER TABLE loops ADD COLUMN previous_secret TEXT;
+ALTER TABLE loops ADD COLUMN previous_secret_expires_at BIGINT;
+ALTER TABLE loops ADD COLUMN destination_disabled_at BIGINT;
+ALTER TABLE loops ADD COLUMN destination_disabled_reason TEXT;
+ALTER TABLE loops ADD COLUMN delivery_failures BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE loops ADD COLUMN last_delivery_error TEXT;
+ALTER TABLE loops ADD COLUMN last_delivery_error_at BIGINT;
+-- /metrics counts the failing Loops and those whose destination is disabled.
+CREATE INDEX loops_failing ON loops(id) WHERE delivery_failures >= 3;
+CREATE INDEX loops_destination_disabled ON loops(id) WHERE destination_disabled_at IS NOT NULL;
+-- Disabling a destination fails the Loop's pending deliveries.
+CREATE INDEX deliveries_loop_pending ON deliveries(loop_id) WHERE status = 'pending';
+
+-- migration 4: batches (the SQLite schema's migration 11)
 -- An uploaded list (CSV or JSON Lines), one row each in batch_rows with its values as
 -- uploaded and the request its task is made from. A row is pending until its task is
 -- made (task_id, set in the task's own transaction) or it is refused then (error).

@@ -42,12 +42,26 @@ func scanDeliveries(rows *sql.Rows) ([]*Delivery, error) {
 	return out, rows.Err()
 }
 
-// insertDelivery writes a pending delivery, due at once.
+// insertDelivery writes a pending delivery, due at once; or, when the Loop's
+// destination is disabled, a failed one that says why (retried once it is enabled).
 func insertDelivery(ctx context.Context, tx *Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*Delivery, error) {
-	d := &Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID,
-		Status: DeliveryPending, NextAttemptAt: &now, CreatedAt: now}
-	_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status, next_attempt_at, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`, d.ID, loopID, orgID, event, taskID, string(payload), ms(now), ms(now))
+	d := &Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID, CreatedAt: now}
+	before, after := store.NotSentErrorParts()
+	var next, last sql.NullInt64
+	err := tx.QueryRowContext(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status, next_attempt_at,
+			last_error, last_attempt_at, created_at)
+		SELECT ?, id, ?, ?, ?, ?, CASE WHEN destination_disabled_at IS NULL THEN 'pending' ELSE 'failed' END,
+			CASE WHEN destination_disabled_at IS NULL THEN ? END,
+			CASE WHEN destination_disabled_at IS NOT NULL THEN ? || destination_disabled_reason || ? END,
+			CASE WHEN destination_disabled_at IS NOT NULL THEN ? END, ?
+		FROM loops WHERE id = ?
+		RETURNING status, next_attempt_at, last_error, last_attempt_at`,
+		d.ID, orgID, event, taskID, string(payload), ms(now), before, after, ms(now), ms(now), loopID).
+		Scan(&d.Status, &next, &d.LastError, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.LoopNotFound()
+	}
+	d.NextAttemptAt, d.LastAttemptAt = fromNullMS(next), fromNullMS(last)
 	return d, err
 }
 
@@ -194,6 +208,13 @@ func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, e
 			return &enrich.Error{Kind: enrich.KindConflict, Code: "delivery_not_failed",
 				Message: "the delivery already succeeded (its receiver acknowledged it); there is nothing to retry"}
 		}
+		var reason sql.NullString
+		if err := tx.QueryRowContext(ctx, `SELECT destination_disabled_reason FROM loops WHERE id = ?`, d.LoopID).Scan(&reason); err != nil {
+			return err
+		}
+		if reason.Valid {
+			return store.DestinationDisabled(reason.String)
+		}
 		now := db.now()
 		if d.Status == DeliveryPending && d.NextAttemptAt != nil && !d.NextAttemptAt.After(now) {
 			return nil // already due, or being attempted: that attempt is the retry
@@ -240,8 +261,12 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 			err := tx.QueryRowContext(ctx, `UPDATE deliveries SET lease_until = ? WHERE id = ?
 				RETURNING id, loop_id, event, payload, attempts + 1,
 					(SELECT webhook_url FROM loops WHERE loops.id = deliveries.loop_id),
-					(SELECT secret FROM loops WHERE loops.id = deliveries.loop_id)`, leaseUntil, id).
-				Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret)
+					(SELECT secret FROM loops WHERE loops.id = deliveries.loop_id),
+					(SELECT CASE WHEN previous_secret_expires_at > ? THEN coalesce(previous_secret, '') ELSE '' END
+						FROM loops WHERE loops.id = deliveries.loop_id),
+					(SELECT coalesce(destination_disabled_reason, '') FROM loops WHERE loops.id = deliveries.loop_id)`,
+				leaseUntil, id, ms(db.now())).
+				Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret, &d.PreviousSecret, &d.DisabledReason)
 			if err != nil {
 				return err
 			}
@@ -312,13 +337,17 @@ func pickDue(ctx context.Context, tx *Tx, now int64, limit, perLoop int, inFligh
 	return ids, rows.Err()
 }
 
-// RecordAttempts writes the outcomes of attempts, in one transaction: acknowledged, the
-// delivery succeeded; otherwise the next attempt is scheduled, or the delivery failed
-// after the last one.
+// RecordAttempts writes the outcomes of attempts, in one transaction (see
+// Attempt.Outcome), and what they say of each Loop's receiver (see recordHeard).
 func (db *DB) RecordAttempts(ctx context.Context, done []Attempted) error {
 	return db.inTx(ctx, func(tx *Tx) error {
 		for _, a := range done {
 			if err := recordAttempt(ctx, tx, a.Dispatch, a.Attempt); err != nil {
+				return err
+			}
+		}
+		for _, h := range store.HeardFrom(done) {
+			if err := recordHeard(ctx, tx, h, db.now()); err != nil {
 				return err
 			}
 		}
@@ -332,17 +361,10 @@ func recordAttempt(ctx context.Context, tx *Tx, d *Dispatch, a *Attempt) error {
 			d.ID, d.LeaseUntil)
 		return err
 	}
-	status, next := DeliverySucceeded, sql.NullInt64{}
-	if a.Err != "" {
-		status = DeliveryFailed
-		if d.Attempt < MaxAttempts {
-			status = DeliveryPending
-			ended := a.Ended
-			if ended.IsZero() {
-				ended = a.At
-			}
-			next = sql.NullInt64{Int64: ms(ended.Add(RetrySchedule[d.Attempt-1])), Valid: true}
-		}
+	status, nextAt := a.Outcome(d)
+	next := sql.NullInt64{}
+	if nextAt != nil {
+		next = sql.NullInt64{Int64: ms(*nextAt), Valid: true}
 	}
 	var code, lastErr any
 	if a.StatusCode != 0 {
@@ -355,4 +377,30 @@ func recordAttempt(ctx context.Context, tx *Tx, d *Dispatch, a *Attempt) error {
 		last_attempt_at = ?, last_status_code = ?, last_error = ? WHERE id = ? AND status = 'pending' AND lease_until = ?`,
 		status, d.Attempt, next, ms(a.At), code, lastErr, d.ID, d.LeaseUntil)
 	return err
+}
+
+// recordHeard keeps a Loop's failure streak and last error, and on a 410 Gone
+// disables its destination. An attempt that failed while the destination was being
+// disabled was rescheduled by recordAttempt: its Loop's pending deliveries are failed
+// here. A batch all acknowledged writes only when a streak is to be cleared.
+func recordHeard(ctx context.Context, tx *Tx, h store.Heard, now time.Time) error {
+	if h.Failures == 0 {
+		_, err := tx.ExecContext(ctx, `UPDATE loops SET delivery_failures = 0 WHERE id = ? AND delivery_failures <> 0`, h.LoopID)
+		return err
+	}
+	var reason sql.NullString
+	err := tx.QueryRowContext(ctx, `UPDATE loops SET delivery_failures = CASE WHEN ? THEN ? ELSE delivery_failures + ? END,
+		last_delivery_error = ?, last_delivery_error_at = ? WHERE id = ? RETURNING destination_disabled_reason`,
+		h.Acknowledged, h.Failures, h.Failures, h.LastError, ms(h.LastErrorAt), h.LoopID).Scan(&reason)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // the Loop was deleted
+	case err != nil:
+		return err
+	case h.Gone:
+		return disableDestination(ctx, tx, h.LoopID, store.ReasonGone, now)
+	case reason.Valid:
+		return failPending(ctx, tx, h.LoopID, reason.String, now)
+	}
+	return nil
 }

@@ -4,23 +4,30 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"enrichd/store"
 
 	"github.com/google/uuid"
 )
 
-const loopColumns = `id, org_id, name, slug, object_type, operation, enabled, webhook_url, created_at, updated_at`
+const loopColumns = `id, org_id, name, slug, object_type, operation, enabled, webhook_url, created_at, updated_at,
+	destination_disabled_at, destination_disabled_reason, previous_secret_expires_at, delivery_failures,
+	last_delivery_error, last_delivery_error_at`
 
 func scanLoop(row scanner) (*Loop, error) {
 	var l Loop
 	var created, updated int64
+	var disabledAt, previousExpires, lastErrAt sql.NullInt64
+	var reason, lastErr *string
+	var failures int
 	if err := row.Scan(&l.ID, &l.OrgID, &l.Name, &l.Slug, &l.ObjectType, &l.Operation, &l.Enabled,
-		&l.Destination.URL, &created, &updated); err != nil {
+		&l.Destination.URL, &created, &updated, &disabledAt, &reason, &previousExpires, &failures, &lastErr, &lastErrAt); err != nil {
 		return nil, err
 	}
 	l.CreatedAt, l.UpdatedAt = fromMS(created), fromMS(updated)
-	l.Destination.Kind, l.Destination.Enabled = "webhook", true
+	l.Destination.Kind = "webhook"
+	l.SetState(fromNullMS(disabledAt), reason, fromNullMS(previousExpires), failures, lastErr, fromNullMS(lastErrAt))
 	return &l, nil
 }
 
@@ -90,8 +97,11 @@ func (db *DB) ListLoops(ctx context.Context, orgID string) ([]*Loop, error) {
 	return loops, rows.Err()
 }
 
-// UpdateLoop changes what the patch sets. A disabled Loop takes no new runs; the tasks
-// it has in flight still deliver.
+// UpdateLoop changes what the patch sets, in one transaction. A disabled Loop takes no
+// new runs; the tasks it has in flight still deliver. A rotation keeps the replaced
+// secret for its grace period (none when 0: a leaked secret is not kept). Disabling
+// the destination fails the Loop's pending deliveries that are not being sent (those
+// are failed as their attempt is recorded).
 func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*Loop, error) {
 	var l *Loop
 	err := db.inTx(ctx, func(tx *Tx) error {
@@ -99,42 +109,58 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*L
 		if l, err = findLoop(ctx, tx, orgID, id); err != nil {
 			return err
 		}
+		wasEnabled := l.Destination.Enabled
 		if p.Apply(l, db.now()) {
 			if l.Slug, err = uniqueSlug(ctx, tx, orgID, id, store.Slugify(l.Name)); err != nil {
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE loops SET name = ?, slug = ?, webhook_url = ?, enabled = ?, updated_at = ? WHERE id = ?`,
-			l.Name, l.Slug, l.Destination.URL, l.Enabled, ms(l.UpdatedAt), id)
+		if _, err = tx.ExecContext(ctx, `UPDATE loops SET name = ?, slug = ?, webhook_url = ?, enabled = ?, updated_at = ? WHERE id = ?`,
+			l.Name, l.Slug, l.Destination.URL, l.Enabled, ms(l.UpdatedAt), id); err != nil {
+			return err
+		}
+		if r := p.Rotate; r != nil {
+			// The right-hand secret is the one being replaced.
+			if _, err = tx.ExecContext(ctx, `UPDATE loops SET previous_secret = CASE WHEN ? > 0 THEN secret END,
+				previous_secret_expires_at = ?, secret = ? WHERE id = ?`, r.Grace, ms(*l.Destination.PreviousSecretExpiresAt), r.Secret, id); err != nil {
+				return err
+			}
+		}
+		switch {
+		case !wasEnabled && l.Destination.Enabled:
+			_, err = tx.ExecContext(ctx, `UPDATE loops SET destination_disabled_at = NULL, destination_disabled_reason = NULL,
+				delivery_failures = 0 WHERE id = ?`, id)
+		case wasEnabled && !l.Destination.Enabled:
+			err = disableDestination(ctx, tx, id, *l.Destination.DisabledReason, l.UpdatedAt)
+		}
 		return err
 	})
 	return l, err
 }
 
-// RotateLoopSecret gives the Loop a new signing secret, which the returned Loop carries
-// this once: how a lost or leaked secret is replaced. Every attempt from now on is
-// signed with it, those of deliveries queued before included, since the sender reads
-// the secret when it claims a delivery.
-func (db *DB) RotateLoopSecret(ctx context.Context, orgID, id string) (*Loop, error) {
-	secret, err := store.NewLoopSecret()
-	if err != nil {
-		return nil, err
-	}
-	var l *Loop
-	err = db.inTx(ctx, func(tx *Tx) error {
-		var err error
-		if l, err = findLoop(ctx, tx, orgID, id); err != nil {
-			return err
-		}
-		l.UpdatedAt = db.now()
-		l.Destination.Secret = secret
-		_, err = tx.ExecContext(ctx, `UPDATE loops SET secret = ?, updated_at = ? WHERE id = ?`, secret, ms(l.UpdatedAt), id)
+// disableDestination disables the Loop's destination, if it is not already, and fails
+// its pending deliveries that are not being sent.
+func disableDestination(ctx context.Context, tx *Tx, loopID, reason string, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE loops SET destination_disabled_at = ?, destination_disabled_reason = ?
+		WHERE id = ? AND destination_disabled_at IS NULL`, ms(now), reason, loopID); err != nil {
 		return err
-	})
-	if err != nil {
-		return nil, err
 	}
-	return l, nil
+	var current string
+	if err := tx.QueryRowContext(ctx, `SELECT destination_disabled_reason FROM loops WHERE id = ?`, loopID).Scan(&current); err != nil {
+		return err
+	}
+	return failPending(ctx, tx, loopID, current, now)
+}
+
+// failPending fails the Loop's pending deliveries that are not being sent, because its
+// destination is disabled for reason. Each keeps its attempts; last_attempt_at is set
+// when there was none, so that retention deletes it in time.
+func failPending(ctx context.Context, tx *Tx, loopID, reason string, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = 'failed', next_attempt_at = NULL, lease_until = NULL,
+		last_error = ?, last_attempt_at = coalesce(last_attempt_at, ?)
+		WHERE loop_id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`,
+		store.NotSentError(reason), ms(now), loopID, ms(now))
+	return err
 }
 
 // DeleteLoop deletes a Loop and its deliveries, sent or not; tasks keep their loop_id.
@@ -159,4 +185,12 @@ func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
 func checkLoopForRun(ctx context.Context, tx *Tx, orgID, loopID, objectType string) error {
 	l, err := findLoop(ctx, tx, orgID, loopID)
 	return store.CheckLoopForRun(l, err, loopID, objectType)
+}
+
+// LoopTrouble counts the failing Loops and those whose destination is disabled; each
+// count reads a partial index that holds only those Loops.
+func (db *DB) LoopTrouble(ctx context.Context) (failing, disabled int64, err error) {
+	err = db.read.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM loops WHERE delivery_failures >= 3),
+		(SELECT count(*) FROM loops WHERE destination_disabled_at IS NOT NULL)`).Scan(&failing, &disabled)
+	return failing, disabled, err
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,20 +75,28 @@ func TestMigration8KeepsWhatTasksRead(t *testing.T) {
 	old.Now = clk.Now
 	org, err := old.CreateOrg(ctx, "acme")
 	is.NoErr(err)
-	loop, err := old.CreateLoop(ctx, store.NewLoop{OrgID: org.ID, Name: "crm", ObjectType: "company", Enabled: true, WebhookURL: "https://example.com/hook"})
-	is.NoErr(err)
-	var deliveries []string
-	for range 3 {
-		d, err := old.CreateTestDelivery(ctx, org.ID, loop.ID)
-		is.NoErr(err)
-		deliveries = append([]string{d.ID}, deliveries...) // newest first
-		clk.Add(time.Millisecond)
-	}
 	is.NoErr(old.Close())
 
 	raw, err := sql.Open("sqlite", path)
 	is.NoErr(err)
 	defer raw.Close()
+	// A Loop and its deliveries as that schema kept them (the store of today writes
+	// columns it did not have).
+	loop := struct{ ID string }{"0193a1b2-0000-7000-8000-0000000000a1"}
+	_, err = raw.Exec(`INSERT INTO loops (id, org_id, name, slug, object_type, operation, enabled, webhook_url, secret, created_at, updated_at)
+		VALUES (?, ?, 'crm', 'crm', 'company', 'enrich', 1, 'https://example.com/hook', 'whsec_x', ?, ?)`,
+		loop.ID, org.ID, clk.Now().UnixMilli(), clk.Now().UnixMilli())
+	is.NoErr(err)
+	var deliveries []string
+	for i := range 3 {
+		id := fmt.Sprintf("0193a1b2-0000-7000-8000-0000000000b%d", i)
+		_, err = raw.Exec(`INSERT INTO deliveries (id, loop_id, org_id, event, payload, status, next_attempt_at, created_at)
+			VALUES (?, ?, ?, 'test', '{"event":"test","task":null,"data":null,"error":null}', 'pending', ?, ?)`,
+			id, loop.ID, org.ID, clk.Now().UnixMilli(), clk.Now().UnixMilli())
+		is.NoErr(err)
+		deliveries = append([]string{id}, deliveries...) // newest first
+		clk.Add(time.Millisecond)
+	}
 	acme := `{"name":"Acme","enrichment_status":"enriched","domain":"acme.com","about":"Caf\u00e9 \u0026 co"}`
 	beta := `{"name":"Beta","enrichment_status":"enriched","domain":"beta.com"}`
 	at := clk.Now().UnixMilli()

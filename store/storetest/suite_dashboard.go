@@ -107,7 +107,7 @@ func testRotateLoopSecret(t *testing.T, env *Env) {
 	is.NoErr(err)
 
 	clk.Add(time.Minute)
-	rotated, err := db.RotateLoopSecret(ctx, org, l.ID)
+	rotated, err := db.RotateLoopSecret(ctx, org, l.ID, 0)
 	is.NoErr(err)
 	is.True(strings.HasPrefix(rotated.Destination.Secret, "whsec_"))
 	is.True(rotated.Destination.Secret != l.Destination.Secret)
@@ -126,13 +126,13 @@ func testRotateLoopSecret(t *testing.T, env *Env) {
 	is.Equal(dispatched[0].ID, queued.ID)
 	is.Equal(dispatched[0].Secret, rotated.Destination.Secret)
 
-	twice, err := db.RotateLoopSecret(ctx, org, l.ID)
+	twice, err := db.RotateLoopSecret(ctx, org, l.ID, 0)
 	is.NoErr(err)
 	is.True(twice.Destination.Secret != rotated.Destination.Secret)
 
-	_, err = db.RotateLoopSecret(ctx, other, l.ID)
+	_, err = db.RotateLoopSecret(ctx, other, l.ID, 0)
 	is.Equal(enrich.KindOf(err), enrich.KindNotFound)
-	_, err = db.RotateLoopSecret(ctx, org, "no-such-loop")
+	_, err = db.RotateLoopSecret(ctx, org, "no-such-loop", 0)
 	is.Equal(enrich.KindOf(err), enrich.KindNotFound)
 	// The refused rotation changed nothing.
 	test, err := db.CreateTestDelivery(ctx, org, l.ID)
