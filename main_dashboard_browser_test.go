@@ -668,6 +668,33 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.axe("try (dark)")
 	b.viewport(desktopWidth, desktopHeight, "light")
 
+	// Upload: a list from a CRM, previewed (its columns, first rows and credits),
+	// confirmed, followed to the end on its page, and its results downloaded.
+	list := filepath.Join(t.TempDir(), "crm-export.csv")
+	if err := os.WriteFile(list, []byte("domain,owner\nacme.com,ann\ninitech.com,bob\nnowhere.example,cy\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.open("/dashboard/batches", "form#upload")
+	b.step("choosing the file", chromedp.SetUploadFiles(chromedp.CSS(`form#upload input[name=file]`), []string{list}))
+	b.submit("form#upload")
+	b.waitPath("/dashboard/batches/preview")
+	b.waitText("#preview-estimate", "3")
+	contains(t, b.text("#preview-columns"), "read as domain")
+	contains(t, b.text("#preview-columns"), "kept as it is")
+	contains(t, b.text("#preview-rows"), "nowhere.example")
+	b.shot("upload")
+	b.submit("form#confirm-upload")
+	b.waitUntil("the batch's page is open", `/^\/dashboard\/batches\/[0-9a-f]{8}-/.test(location.pathname) && document.readyState === "complete"`)
+	b.waitText("#batch-status", "done") // htmx polls the progress until then
+	b.waitText("#batch-done", "3 of 3")
+	b.waitUntil("the bar is full", `document.querySelector("#batch-bar").value === 3`)
+	b.waitText("#batch-credits", "2") // nowhere.example is not found: refunded
+	b.shot("batch")
+	results := b.fetch(b.attr("a#download-csv", "href"))
+	contains(t, results, "domain,owner,enrichd_status")
+	contains(t, results, "initech.com,bob,succeeded")
+	contains(t, results, "nowhere.example,cy,failed,not_found")
+
 	// Revoked with its confirmation, the key no longer opens /v1.
 	b.open("/dashboard/settings/keys", "tr.key details.confirm summary")
 	b.step("confirming the revocation", chromedp.Click(chromedp.CSS(`tr.key details.confirm summary`)),

@@ -56,6 +56,12 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 		t.Fatalf("other's watch: %d %s", r.status, r.raw)
 	}
 	otherWatch := r.str("data.id")
+	acme["batches"] = e.uploadCSV("domain\nacme.com\n", "").str("data.id")
+	r = e.do("POST", "/v1/batches", "domain\nother.com\n", append([]string{"Content-Type", "text/csv"}, asOther...)...)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("other's batch: %d %s", r.status, r.raw)
+	}
+	otherBatch := r.str("data.id")
 	r = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
 	if r.status != http.StatusAccepted {
 		t.Fatalf("other's task: %d %s", r.status, r.raw)
@@ -66,6 +72,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 		"deliveries":    otherDelivery,
 		"settings/keys": e.keyByPrefix("other", otherKey).ID,
 		"watches":       otherWatch,
+		"batches":       otherBatch,
 	}
 	e.clock.Add(time.Hour) // a change to other's objects would show in their times
 	otherBefore := e.otherState(otherKey, otherLoop, other["tasks"])
@@ -140,7 +147,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 
 			if hasID {
 				// Another organization's object, or no object at all, is not found.
-				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope", "watches": "nope"}} {
+				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope", "watches": "nope", "batches": "nope"}} {
 					target, _ := withID(t, path, ids)
 					var p *webPage
 					if method == http.MethodGet {

@@ -153,6 +153,10 @@ type taskRequest struct {
 	IdempotencyKey string
 	Route          string // the route's name, part of the idempotency binding
 	Endpoint       string // "POST /v1/people/enrich"
+	// Batch is the batch row the task is made for, if any; MaxBacklog, when set,
+	// is a lower backlog limit than the organization's (see feedBatches).
+	Batch      *store.BatchRowRef
+	MaxBacklog int64
 }
 
 // submitTask creates the task, charging for it, and wakes a worker when it is queued
@@ -180,7 +184,10 @@ func (s *Server) submitTask(ctx context.Context, tr taskRequest) (*store.Enqueue
 	nt := store.NewTask{
 		OrgID: tr.OrgID, Input: tr.Input, RawInput: raw, LoopID: tr.LoopID, WatchID: tr.WatchID,
 		IdempotencyKey: tr.IdempotencyKey, Endpoint: tr.Endpoint, BodyHash: hex.EncodeToString(sum[:]),
-		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: freshness,
+		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: freshness, Batch: tr.Batch,
+	}
+	if tr.MaxBacklog > 0 {
+		nt.MaxBacklog = min(nt.MaxBacklog, tr.MaxBacklog)
 	}
 	if tr.Input.Lookup == enrich.LookupEmail {
 		// Personal-mailbox and role addresses are refused without asking any source.

@@ -54,6 +54,11 @@ func loadOpenAPI(t testing.TB) *openAPISpec {
 // t.Fatal must not be called.
 func openAPI() (*openAPISpec, error) {
 	specOnce.Do(func() {
+		// A batch is uploaded, and its results downloaded, as JSON Lines: text to the
+		// document, as text/csv is.
+		for _, jsonl := range []string{"application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines"} {
+			openapi3filter.RegisterBodyDecoder(jsonl, openapi3filter.PlainBodyDecoder)
+		}
 		spec.raw, spec.err = os.ReadFile(openAPIFile)
 		if spec.err != nil {
 			return

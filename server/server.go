@@ -203,6 +203,7 @@ type Server struct {
 	ipLimits  *limiter
 	keyLimits *limiter
 	wake      chan struct{} // an enqueue wakes an idle worker
+	feedWake  chan struct{} // a new batch wakes the feeder
 	replica   string        // this process among the replicas that share the database
 	sender    *webhook.Sender
 	handler   http.Handler
@@ -275,6 +276,7 @@ func New(db *store.DB, cfg Config) *Server {
 		ipLimits:  newLimiter(cfg.RateIP),
 		keyLimits: newLimiter(cfg.RateKey),
 		wake:      make(chan struct{}, cfg.Workers),
+		feedWake:  make(chan struct{}, 1),
 		replica:   replicaName(),
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
 			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,

@@ -122,6 +122,20 @@ type Driver interface {
 	WatchScheduled(ctx context.Context, orgID, id, taskID string, ranAt, next time.Time) error
 	DeferWatch(ctx context.Context, orgID, id string, next time.Time) error
 
+	// Batches: uploaded lists, a task per row. CreateBatch writes the batch and its
+	// rows, no task; the server makes each row's task (CreateTask with NewTask.Batch).
+	CreateBatch(ctx context.Context, nb NewBatch) (b *Batch, replayed bool, err error)
+	GetBatch(ctx context.Context, orgID, id string) (*Batch, error)
+	ListBatches(ctx context.Context, orgID string, page, pageSize int) ([]*Batch, int64, error)
+	// PendingBatchRows returns the rows still without a task, up to perBatch of each
+	// of up to batches batches, oldest batch first, each batch's in row order.
+	PendingBatchRows(ctx context.Context, batches, perBatch int) ([]PendingBatchRow, error)
+	// FailBatchRow records why a row gets no task; the row is no longer pending.
+	FailBatchRow(ctx context.Context, batchID string, row int, e *enrich.TaskError) error
+	// BatchResults returns up to limit rows after afterRow, in row order, with their
+	// tasks and results.
+	BatchResults(ctx context.Context, orgID, id string, afterRow, limit int) ([]BatchResult, error)
+
 	// The database itself: its schema, health, upkeep and size.
 	SchemaVersion(ctx context.Context) (int, error)
 	Migrations(ctx context.Context) (applied, known int, err error)

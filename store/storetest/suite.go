@@ -69,4 +69,8 @@ var conformanceTests = []conformanceTest{
 	{"DeletingALoopDeletesItsWatches", testDeletingALoopDeletesItsWatches},
 	{"AnIdempotencyKeyReusedWithAnotherBodyIsRefused", testAnIdempotencyKeyReusedWithAnotherBodyIsRefused},
 	{"ATaskIsReadOnlyByItsOrganization", testATaskIsReadOnlyByItsOrganization},
+	{"BatchRowsGetTheirTasks", testBatchRowsGetTheirTasks},
+	{"BatchIdempotencyKeyAndCredits", testBatchIdempotencyKeyAndCredits},
+	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
+	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
 }
