@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -57,8 +59,38 @@ func handleMCP(s *Server) http.Handler {
 		// An enrichment tool may wait up to maxMCPWait before it answers, which the
 		// listener's write timeout, sized for the API's quick answers, would cut off.
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxMCPWait + s.cfg.HTTP.withDefaults().WriteTimeout))
+		// A batch would run its every call on one request of the key's rate limit. The
+		// protocol dropped batches in 2025-06-18, and the SDK refuses them from then on,
+		// but it reads a request without Mcp-Protocol-Version as an older protocol.
+		body := bufio.NewReader(http.MaxBytesReader(w, r.Body, maxBody))
+		if isBatch(body) {
+			http.Error(w, "a JSON-RPC batch is not accepted: send one message a request", http.StatusBadRequest)
+			return
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{body, r.Body}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// isBatch reports whether a JSON text starts as an array, a JSON-RPC batch, reading
+// only the white space before its first byte. A read error is left for the SDK to
+// read again and answer.
+func isBatch(body *bufio.Reader) bool {
+	for {
+		b, err := body.ReadByte()
+		if err != nil {
+			return false
+		}
+		switch b {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		body.UnreadByte()
+		return b == '['
+	}
 }
 
 // minLevel passes on the records of its handler's at or above min.

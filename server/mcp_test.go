@@ -601,6 +601,41 @@ func TestMCPSharesTheKeysRateLimit(t *testing.T) {
 	is.Equal(e.balance("acme").Charged, int64(0))
 }
 
+// TestMCPRefusesABatch: a JSON-RPC batch would run many tool calls on one request of
+// the key's rate limit (the protocol before 2025-06-18 allowed them, and a request
+// without its version header is read as that protocol). One message a request.
+func TestMCPRefusesABatch(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	enrich := func(id int, domain string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"enrich_company","arguments":{"domain":%q,"wait_seconds":0}}}`, id, domain)
+	}
+	batch := "[" + enrich(1, "a.com") + "," + enrich(2, "b.com") + "," + enrich(3, "c.com") + "]"
+	for name, headers := range map[string][]string{
+		"no protocol version": nil,
+		"2025-03-26":          {"Mcp-Protocol-Version", "2025-03-26"},
+		"white space first":   nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			body := batch
+			if name == "white space first" {
+				body = " \r\n\t" + batch
+			}
+			r := e.do("POST", "/mcp", body, append([]string{"Accept", "application/json, text/event-stream"}, headers...)...)
+			is.Equal(r.status, http.StatusBadRequest)
+			is.Equal(strings.TrimSpace(string(r.raw)), "a JSON-RPC batch is not accepted: send one message a request")
+		})
+	}
+	e.nothingCharged()
+
+	// One message, white space before it or not, is answered.
+	r := e.do("POST", "/mcp", "\n  "+enrich(4, "d.com"), "Accept", "application/json, text/event-stream")
+	is.Equal(r.status, http.StatusOK)
+	is.Equal(r.get("id"), 4.0)
+	is.Equal(e.balance("acme").Charged, int64(1))
+}
+
 // TestMCPToolCallNeedsNoSession: a tool call is one POST, answered by whichever
 // replica gets it; no session id is given or needed.
 func TestMCPToolCallNeedsNoSession(t *testing.T) {
