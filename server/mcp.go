@@ -31,6 +31,11 @@ const (
 	maxMCPWait     = 60 * time.Second
 )
 
+// mcpHold is how long an /mcp request may hold its connection past the listener's
+// write timeout: a tool's longest wait. A variable only so that a test of the bound
+// need not take a minute.
+var mcpHold = maxMCPWait
+
 // mcpPoll is how often a waiting tool looks at its task: often at first, when a task
 // served from the store or a quick source settles, then less.
 var mcpPoll = struct{ first, max time.Duration }{25 * time.Millisecond, 500 * time.Millisecond}
@@ -58,7 +63,15 @@ func handleMCP(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// An enrichment tool may wait up to maxMCPWait before it answers, which the
 		// listener's write timeout, sized for the API's quick answers, would cut off.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxMCPWait + s.cfg.HTTP.withDefaults().WriteTimeout))
+		hold := mcpHold + s.cfg.HTTP.withDefaults().WriteTimeout
+		// And no request holds its connection longer: the SDK keeps the stream of a
+		// subscriptions/listen open until the client leaves, and enrichd, whose tools
+		// never change, has nothing to send on it. The stream ends at hold, and the
+		// second after it is for writing its end.
+		ctx, cancel := context.WithTimeout(r.Context(), hold)
+		defer cancel()
+		r = r.WithContext(ctx)
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(hold + time.Second))
 		// A batch would run its every call on one request of the key's rate limit. The
 		// protocol dropped batches in 2025-06-18, and the SDK refuses them from then on,
 		// but it reads a request without Mcp-Protocol-Version as an older protocol.

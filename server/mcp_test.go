@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -324,6 +325,37 @@ func TestMCPWaitOutlastsTheWriteTimeout(t *testing.T) {
 	r := call(t, cs, "enrich_company", map[string]any{"domain": "acme.com", "wait_seconds": 10}).ok(t)
 	is.Equal(r.str("task.status"), "succeeded")
 	is.Equal(r.str("data.name"), "Acme")
+}
+
+// TestMCPHoldsAConnectionNoLongerThanAWait: the protocol's subscriptions/listen opens
+// a stream the SDK keeps until the client leaves. enrichd has nothing to send on it
+// (its tools never change), and a connection held without end is one the listener
+// cannot give to anyone else: it ends when a tool's longest wait would.
+func TestMCPHoldsAConnectionNoLongerThanAWait(t *testing.T) {
+	is := is.New(t)
+	limits := server.HTTPLimits{WriteTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond}
+	e := newEnv(t, func(c *server.Config) { c.HTTP = limits })
+	server.SetMCPHold(t, 200*time.Millisecond)
+	addr := serveLimited(t, e, limits)
+	const version = "2026-07-28"
+	listen := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"` + version + `","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"x","version":"1"}}}}`
+	req, err := http.NewRequest("POST", "http://"+addr+"/mcp", strings.NewReader(listen))
+	is.NoErr(err)
+	for k, v := range map[string]string{"Authorization": "Bearer " + e.key, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": version, "Mcp-Method": "subscriptions/listen"} {
+		req.Header.Set(k, v)
+	}
+	began := time.Now()
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	is.NoErr(err)
+	defer res.Body.Close()
+	is.Equal(res.StatusCode, http.StatusOK)
+	is.Equal(res.Header.Get("Content-Type"), "text/event-stream") // the stream was opened
+	_, err = io.ReadAll(res.Body)
+	is.NoErr(err) // ended by the server, not by the client's timeout
+	is.True(time.Since(began) < 5*time.Second)
 }
 
 // TestMCPWaitEndsWhenTheWorkersStop: a process shutting down settles no more tasks, so
