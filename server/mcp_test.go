@@ -514,6 +514,22 @@ func TestMCPIdempotencyKey(t *testing.T) {
 	is.True(theirs.str("task.id") != first.str("task.id"))
 	is.True(!theirs.has("replayed"))
 	is.Equal(e.balance("other").Charged, int64(1))
+
+	// A person's key is the API's too, whichever came first. (A personal mailbox settles
+	// at once, refused and refunded: no network is needed for the task to exist.)
+	person := call(t, cs, "enrich_person", map[string]any{"email": "jane@gmail.com", "idempotency_key": "agent-p"}).ok(t)
+	charged := e.balance("acme").Charged
+	apiAgain := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane@gmail.com"}, "Idempotency-Key", "agent-p")
+	is.Equal(apiAgain.status, http.StatusOK)
+	is.Equal(apiAgain.header.Get("Idempotent-Replayed"), "true")
+	is.Equal(apiAgain.str("task.id"), person.str("task.id"))
+	is.Equal(e.balance("acme").Charged, charged)
+	httpPerson := e.do("POST", "/v1/people/enrich", map[string]string{"email": "john@gmail.com"}, "Idempotency-Key", "http-p")
+	charged = e.balance("acme").Charged
+	personViaMCP := call(t, cs, "enrich_person", map[string]any{"email": "john@gmail.com", "idempotency_key": "http-p"}).ok(t)
+	is.Equal(personViaMCP.str("task.id"), httpPerson.str("task.id"))
+	is.Equal(personViaMCP.get("replayed"), true)
+	is.Equal(e.balance("acme").Charged, charged)
 }
 
 func TestMCPListTasksAndBalance(t *testing.T) {
