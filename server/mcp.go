@@ -210,12 +210,11 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 		if err != nil {
 			return nil, err
 		}
-		in, err := a.input(s.norm)
+		tr, err := a.companyRequest.task(s.norm)
 		if err != nil {
 			return nil, err
 		}
-		return s.mcpEnrich(ctx, p, a.mcpEnrichArgs, taskRequest{Input: in, LoopID: a.LoopID, Fields: a.companyRequest,
-			Route: "enrich_company", Endpoint: "POST /v1/companies/enrich"})
+		return s.mcpEnrich(ctx, p, a.mcpEnrichArgs, tr)
 	}))
 
 	srv.AddTool(&mcp.Tool{
@@ -233,12 +232,11 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 		if err != nil {
 			return nil, err
 		}
-		in, err := a.input(s.norm)
+		tr, err := a.personRequest.task(s.norm)
 		if err != nil {
 			return nil, err
 		}
-		return s.mcpEnrich(ctx, p, a.mcpEnrichArgs, taskRequest{Input: in, LoopID: a.LoopID, Fields: a.personRequest,
-			Route: "enrich_person", Endpoint: "POST /v1/people/enrich"})
+		return s.mcpEnrich(ctx, p, a.mcpEnrichArgs, tr)
 	}))
 
 	srv.AddTool(&mcp.Tool{
