@@ -203,7 +203,7 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 			"Waits up to wait_seconds for the result; if the task has not settled by then, call get_task with the task id later. " +
 			"Results younger than 30 days are served from the store at once.",
 		InputSchema:  json.RawMessage(mcpCompanySchema),
-		OutputSchema: json.RawMessage(mcpTaskSchema),
+		OutputSchema: mcpOutputSchema(mcpTaskSchema),
 		Annotations:  enrichAnnotations,
 	}, s.mcpTool(func(ctx context.Context, p *store.Principal, args json.RawMessage) (any, error) {
 		a, err := decodeBody[mcpCompanyArgs](args)
@@ -225,7 +225,7 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 			"Personal-mailbox and role addresses are refused, and a miss or an ambiguous address is refunded. " +
 			"Waits up to wait_seconds for the result (an email lookup may take longer); if the task has not settled by then, call get_task with the task id later.",
 		InputSchema:  json.RawMessage(mcpPersonSchema),
-		OutputSchema: json.RawMessage(mcpTaskSchema),
+		OutputSchema: mcpOutputSchema(mcpTaskSchema),
 		Annotations:  enrichAnnotations,
 	}, s.mcpTool(func(ctx context.Context, p *store.Principal, args json.RawMessage) (any, error) {
 		a, err := decodeBody[mcpPersonArgs](args)
@@ -245,7 +245,7 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 		Description: "Read an enrichment task by its id: its status (queued, running, succeeded, failed, canceled), the credits charged, " +
 			"the result in data once succeeded, and the reason in error once failed. Free of charge.",
 		InputSchema:  json.RawMessage(mcpGetTaskSchema),
-		OutputSchema: json.RawMessage(mcpTaskSchema),
+		OutputSchema: mcpOutputSchema(mcpTaskSchema),
 		Annotations:  readAnnotations,
 	}, s.mcpTool(func(ctx context.Context, p *store.Principal, args json.RawMessage) (any, error) {
 		a, err := decodeBody[mcpGetTaskArgs](args)
@@ -268,7 +268,7 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 		Description: "List the organization's enrichment tasks, newest first, optionally only those of one status, a page at a time " +
 			"(page from 0, pageSize 1 to 100, 25 by default); total counts them all. Results are not included: read one with get_task. Free of charge.",
 		InputSchema:  json.RawMessage(mcpListTasksSchema),
-		OutputSchema: json.RawMessage(mcpTaskListSchema),
+		OutputSchema: mcpOutputSchema(mcpTaskListSchema),
 		Annotations:  readAnnotations,
 	}, s.mcpTool(func(ctx context.Context, p *store.Principal, args json.RawMessage) (any, error) {
 		a, err := decodeBody[mcpListTasksArgs](args)
@@ -310,7 +310,7 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 		Description: "Read the organization's credit balance (what enrichments can still spend) and the ledger's totals it is derived from: " +
 			"granted, charged, refunded and expired. Free of charge.",
 		InputSchema:  json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
-		OutputSchema: json.RawMessage(mcpBalanceSchema),
+		OutputSchema: mcpOutputSchema(mcpBalanceSchema),
 		Annotations:  readAnnotations,
 	}, s.mcpTool(func(ctx context.Context, p *store.Principal, args json.RawMessage) (any, error) {
 		if _, err := decodeBody[struct{}](args); err != nil {
@@ -457,6 +457,29 @@ func (s *Server) mcpError(ctx context.Context, ri *requestInfo, err error) *mcp.
 	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out}
 }
+
+// mcpOutputSchema is a tool's output schema: its answer, or the tool error any tool may
+// answer instead. A client may hold a tool error's structured content to the schema
+// too (the TypeScript SDK's client does, and throws where it does not fit), so the
+// schema admits both.
+func mcpOutputSchema(answer string) json.RawMessage {
+	return json.RawMessage(`{"type": "object", "anyOf": [` + answer + `, ` + mcpToolErrorSchema + `]}`)
+}
+
+const mcpToolErrorSchema = `{
+  "type": "object",
+  "description": "A tool error (isError true): the API's error body, and the HTTP status the API would have answered.",
+  "properties": {
+    "error": {"type": "string", "description": "What is wrong, in the API's words."},
+    "code": {"type": "string", "description": "The API's error code, such as invalid_input, insufficient_credits or not_found."},
+    "status": {"type": "integer"},
+    "creditsRemaining": {"type": "integer"},
+    "queuedTasks": {"type": "integer"},
+    "retryAfter": {"type": "integer", "description": "Seconds to wait before trying again."},
+    "requestId": {"type": "string"}
+  },
+  "required": ["error", "status"]
+}`
 
 const mcpEnrichProps = `
     "idempotency_key": {"type": "string", "maxLength": 255, "description": "Any string you choose for this request, at most 255 characters. Calling again with the same key and the same input returns the first task instead of creating and charging another; the same key with another input is refused. Shared with the HTTP API's Idempotency-Key header."},

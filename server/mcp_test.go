@@ -8,11 +8,13 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"enrichd/server"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/matryer/is"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
@@ -84,7 +86,41 @@ func call(t testing.TB, cs *mcp.ClientSession, tool string, args any) *toolResul
 	if err := json.Unmarshal(out.raw, &out.body); err != nil {
 		t.Fatalf("%s: the structured content is not an object: %s", tool, out.raw)
 	}
+	// The TypeScript SDK's client, which most agents run, checks the structured content
+	// against the tool's output schema, a tool error's too, and throws where it does not
+	// fit: the agent would read a protocol error instead of the answer.
+	if err := outputSchemaOf(t, cs, tool).Validate(out.body); err != nil {
+		t.Fatalf("%s: the structured content does not fit the tool's output schema: %v: %s", tool, err, out.raw)
+	}
 	return out
+}
+
+// outputSchemas holds each session's tools' output schemas, resolved, as a client
+// keeps them from tools/list.
+var outputSchemas sync.Map // *mcp.ClientSession → map[string]*jsonschema.Resolved
+
+func outputSchemaOf(t testing.TB, cs *mcp.ClientSession, tool string) *jsonschema.Resolved {
+	t.Helper()
+	if m, ok := outputSchemas.Load(cs); ok {
+		return m.(map[string]*jsonschema.Resolved)[tool]
+	}
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]*jsonschema.Resolved{}
+	for _, tl := range list.Tools {
+		raw, _ := json.Marshal(tl.OutputSchema)
+		var schema jsonschema.Schema
+		if err := json.Unmarshal(raw, &schema); err != nil {
+			t.Fatalf("%s's output schema: %v", tl.Name, err)
+		}
+		if m[tl.Name], err = schema.Resolve(nil); err != nil {
+			t.Fatalf("%s's output schema: %v", tl.Name, err)
+		}
+	}
+	outputSchemas.Store(cs, m)
+	return m[tool]
 }
 
 // succeeded fails the test unless the call answered without a tool error.
