@@ -720,6 +720,25 @@ func TestMCPRefusesABatch(t *testing.T) {
 	is.Equal(e.balance("acme").Charged, int64(1))
 }
 
+// TestMCPTransportRefusals: what the transport refuses before any tool runs is answered
+// as the OpenAPI document says (e.do checks each answer against it), and costs nothing.
+func TestMCPTransportRefusals(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	accept := "application/json, text/event-stream"
+	call := func(domain string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"enrich_company","arguments":{"domain":"` + domain + `"}}}`
+	}
+	big := e.do("POST", "/mcp", call(strings.Repeat("a", 64<<10)+".com"), "Accept", accept)
+	is.Equal(big.status, http.StatusRequestEntityTooLarge)
+	is.Equal(strings.TrimSpace(string(big.raw)), "request body exceeds 65536 bytes")
+	plain := e.do("POST", "/mcp", call("acme.com"), "Accept", accept, "Content-Type", "text/plain")
+	is.Equal(plain.status, http.StatusUnsupportedMediaType)
+	noSSE := e.do("POST", "/mcp", call("acme.com"), "Accept", "application/json")
+	is.Equal(noSSE.status, http.StatusBadRequest)
+	e.nothingCharged()
+}
+
 // TestMCPToolCallNeedsNoSession: a tool call is one POST, answered by whichever
 // replica gets it; no session id is given or needed.
 func TestMCPToolCallNeedsNoSession(t *testing.T) {
