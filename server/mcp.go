@@ -70,7 +70,7 @@ func handleMCP(s *Server) http.Handler {
 		// second after it is for writing its end.
 		ctx, cancel := context.WithTimeout(r.Context(), hold)
 		defer cancel()
-		r = r.WithContext(ctx)
+		r = r.WithContext(context.WithValue(ctx, mcpRequestKey{}, ctx))
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(hold + time.Second))
 		// A batch would run its every call on one request of the key's rate limit. The
 		// protocol dropped batches in 2025-06-18, and the SDK refuses them from then on,
@@ -85,7 +85,34 @@ func handleMCP(s *Server) http.Handler {
 			io.Closer
 		}{body, r.Body}
 		h.ServeHTTP(w, r)
+		if info(r).clientClosed {
+			w.WriteHeader(statusClientClosed) // logged and counted as the API's hang-ups are
+		}
 	})
+}
+
+// mcpRequestKey holds the context of the HTTP request a tool is called in. The SDK
+// runs a tool in a context that the request's end does not cancel, so a tool that
+// waits watches this one to stop when its client has left.
+type mcpRequestKey struct{}
+
+// mcpRequestDone is closed when the request a tool is called in has ended (nil, which
+// never fires, outside one).
+func mcpRequestDone(ctx context.Context) <-chan struct{} {
+	if rc, ok := ctx.Value(mcpRequestKey{}).(context.Context); ok {
+		return rc.Done()
+	}
+	return nil
+}
+
+// mcpClientLeft reports whether the request a tool is called in has ended.
+func mcpClientLeft(ctx context.Context) bool {
+	select {
+	case <-mcpRequestDone(ctx):
+		return true
+	default:
+		return false
+	}
 }
 
 // isBatch reports whether a JSON text starts as an array, a JSON-RPC batch, reading
@@ -372,6 +399,9 @@ func (s *Server) awaitTask(ctx context.Context, orgID string, t *store.Task, wai
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-mcpRequestDone(ctx):
+			// Nobody is left to answer; the task carries on, for get_task.
+			return nil, errors.New("the client left while the tool waited for its task")
 		case <-stopping:
 			// Shutting down: the task is answered as it is, to be read with get_task
 			// from a replica still running, or from this one once it is back.
@@ -413,6 +443,7 @@ func (s *Server) mcpTool(run func(ctx context.Context, p *store.Principal, args 
 		defer func() {
 			if v := recover(); v != nil {
 				s.panicked("mcp tool "+req.Params.Name, v, "requestId", ri.id)
+				ri.panicked = true // a bug of ours, even when the client has gone
 				res, err = s.mcpError(ctx, ri, fmt.Errorf("panic: %v", v)), nil
 			}
 		}()
@@ -445,9 +476,8 @@ func (s *Server) mcpError(ctx context.Context, ri *requestInfo, err error) *mcp.
 		out.Status, out.errorBody = errorBodyOf(e)
 		out.RetryAfter = e.RetryAfter
 	} else {
-		if ctx.Err() == nil { // not the client hanging up: the request's log line says why
-			ri.err = err
-		}
+		// The request's log line says why; a client that left is its own doing.
+		ri.err, ri.clientClosed = err, mcpClientLeft(ctx) && !ri.panicked
 		out.Status = http.StatusInternalServerError
 		out.errorBody = errorBody{Error: "something went wrong on our side; retrying is safe, and quoting the requestId helps us find it", RequestID: ri.id}
 	}

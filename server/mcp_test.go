@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -428,6 +429,52 @@ func TestMCPWaitEndsWhenTheWorkersStop(t *testing.T) {
 	time.AfterFunc(300*time.Millisecond, release)
 	again := call(t, cs, "enrich_company", map[string]any{"domain": "other.com", "wait_seconds": 10}).ok(t)
 	is.Equal(again.str("task.status"), "succeeded")
+}
+
+// TestMCPWaitEndsWhenTheClientLeaves: an agent that gives up on a call (its own
+// timeout, a cancel) leaves nobody to answer; the tool stops waiting at once rather
+// than polling the task for the rest of wait_seconds, and the request ends.
+func TestMCPWaitEndsWhenTheClientLeaves(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	release := e.net.hold()
+	defer release()
+	e.startWorkers()
+	cs := e.mcp(e.key)
+	// The requests that are calls: a notification (the client's cancel is one) is 202.
+	logged := func() int {
+		logs := e.logs.String()
+		return strings.Count(logs, `"route":"mcp"`) - strings.Count(logs, `"route":"mcp","path":"/mcp","status":202`)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "enrich_company", Arguments: map[string]any{"domain": "acme.com", "wait_seconds": 30}})
+		gaveUp <- err
+	}()
+	for e.net.calls.Load() == 0 { // the task is in a worker's hands, the tool waiting
+		time.Sleep(5 * time.Millisecond)
+	}
+	before := logged()
+	cancel()
+	is.True(<-gaveUp != nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for logged() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the request of a client that left did not end: its tool is still waiting")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Logged as the API logs a hang-up: the client's doing, not an error of ours.
+	is.True(strings.Contains(e.logs.String(), `"level":"INFO","msg":"request","method":"POST","route":"mcp","path":"/mcp","status":499`))
+	is.True(strings.Contains(e.logs.String(), `"err":"client closed the request: the client left while the tool waited for its task"`))
+	is.True(!strings.Contains(e.logs.String(), `"level":"ERROR"`))
+	// The task carries on, charged once, for get_task to read.
+	release()
+	task := e.do("GET", "/v1/tasks", nil).get("data").([]any)[0].(map[string]any)
+	is.Equal(e.waitSettled(task["id"].(string)).str("task.status"), "succeeded")
+	is.Equal(e.balance("acme").Charged, int64(1))
 }
 
 // TestMCPRefusesWhatTheAPIRefuses: each input the API answers 400 is a tool error with
