@@ -615,6 +615,37 @@ func TestMCPIdempotencyKey(t *testing.T) {
 	is.Equal(e.balance("acme").Charged, charged)
 }
 
+// TestMCPLoopID: loop_id posts the result to the organization's own Loop, as the API's
+// field does, and names no other organization's.
+func TestMCPLoopID(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks)
+	e.net.addCompany(company("Acme", "acme.com"))
+	rcv := newReceiver(t)
+	loopID, _ := e.createLoop("Companies", rcv.srv.URL+"/hook", "company")
+	e.startWorkers()
+	cs := e.mcp(e.key)
+
+	r := call(t, cs, "enrich_company", map[string]any{"domain": "acme.com", "loop_id": loopID}).ok(t)
+	is.Equal(r.str("task.status"), "succeeded")
+	is.Equal(r.str("task.loop_id"), loopID)
+	var sent map[string]any
+	is.NoErr(json.Unmarshal(rcv.wait(t, 1)[0].body, &sent))
+	is.Equal(sent["task"].(map[string]any)["id"], r.str("task.id"))
+
+	// A person to a company Loop, and another organization naming this one's Loop, are
+	// refused as the API refuses them, and charge nothing.
+	api := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane@acme.com", "loop_id": loopID})
+	is.True(api.status >= 400)
+	toolRefused(t, call(t, cs, "enrich_person", map[string]any{"email": "jane@acme.com", "loop_id": loopID}), api.status, api.str("code"), api.str("error"))
+	otherKey, _ := e.newOrg("other", 10)
+	api = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com", "loop_id": loopID}, "Authorization", "Bearer "+otherKey)
+	is.True(api.status >= 400)
+	toolRefused(t, call(t, e.mcp(otherKey), "enrich_company", map[string]any{"domain": "acme.com", "loop_id": loopID}), api.status, api.str("code"), api.str("error"))
+	is.Equal(e.balance("other").Charged, int64(0))
+	is.Equal(e.balance("acme").Charged, int64(1))
+}
+
 func TestMCPListTasksAndBalance(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
