@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"enrichd/server"
+	"enrichd/store/storetest"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/matryer/is"
@@ -644,6 +645,29 @@ func TestMCPLoopID(t *testing.T) {
 	toolRefused(t, call(t, e.mcp(otherKey), "enrich_company", map[string]any{"domain": "acme.com", "loop_id": loopID}), api.status, api.str("code"), api.str("error"))
 	is.Equal(e.balance("other").Charged, int64(0))
 	is.Equal(e.balance("acme").Charged, int64(1))
+}
+
+// TestMCPStorageUnavailable: a database that takes no writes is the API's 503 for a
+// tool too, with its code and Retry-After, no requestId and no internals; nothing is
+// charged, and the reads still answer.
+func TestMCPStorageUnavailable(t *testing.T) {
+	sqliteOnly(t, "storage faults are made on the database file")
+	is := is.New(t)
+	e := newEnv(t)
+	cs := e.mcp(e.key)
+	files := []string{e.path, e.path + "-wal"} // not -shm: it is mapped in memory
+	storetest.Chattr(t, "+i", files...)
+	defer storetest.Chattr(t, "-i", files...)
+
+	api := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "acme.com"})
+	checkStorageUnavailable(t, api)
+	r := call(t, cs, "enrich_company", map[string]any{"domain": "acme.com", "idempotency_key": "ro-1"})
+	toolRefused(t, r, http.StatusServiceUnavailable, "storage_unavailable", api.str("error"))
+	is.Equal(r.get("retryAfter"), 5.0)
+	is.True(!r.has("requestId"))
+	is.True(!strings.Contains(strings.ToUpper(r.text), "SQLITE"))
+	is.Equal(call(t, cs, "list_tasks", nil).ok(t).get("total"), 0.0)
+	is.Equal(call(t, cs, "get_balance", nil).ok(t).get("balance"), 100.0)
 }
 
 func TestMCPListTasksAndBalance(t *testing.T) {
