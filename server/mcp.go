@@ -70,7 +70,7 @@ func handleMCP(s *Server) http.Handler {
 		// second after it is for writing its end.
 		ctx, cancel := context.WithTimeout(r.Context(), hold)
 		defer cancel()
-		r = r.WithContext(context.WithValue(ctx, mcpRequestKey{}, ctx))
+		r = r.WithContext(context.WithValue(ctx, mcpRequestKey{}, r.Context()))
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(hold + time.Second))
 		// A batch would run its every call on one request of the key's rate limit. The
 		// protocol dropped batches in 2025-06-18, and the SDK refuses them from then on,
@@ -91,9 +91,9 @@ func handleMCP(s *Server) http.Handler {
 	})
 }
 
-// mcpRequestKey holds the context of the HTTP request a tool is called in. The SDK
-// runs a tool in a context that the request's end does not cancel, so a tool that
-// waits watches this one to stop when its client has left.
+// mcpRequestKey holds the context of the HTTP request a tool is called in, as the
+// server gave it: done when the client has left. The SDK runs a tool in a context that
+// the request's end does not cancel, so a tool that waits watches this one.
 type mcpRequestKey struct{}
 
 // mcpRequestDone is closed when the request a tool is called in has ended (nil, which
