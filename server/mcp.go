@@ -96,8 +96,8 @@ func handleMCP(s *Server) http.Handler {
 // the request's end does not cancel, so a tool that waits watches this one.
 type mcpRequestKey struct{}
 
-// mcpRequestDone is closed when the request a tool is called in has ended (nil, which
-// never fires, outside one).
+// mcpRequestDone is closed when the client of the request a tool is called in has left
+// (nil, which never fires, outside one).
 func mcpRequestDone(ctx context.Context) <-chan struct{} {
 	if rc, ok := ctx.Value(mcpRequestKey{}).(context.Context); ok {
 		return rc.Done()
@@ -105,7 +105,7 @@ func mcpRequestDone(ctx context.Context) <-chan struct{} {
 	return nil
 }
 
-// mcpClientLeft reports whether the request a tool is called in has ended.
+// mcpClientLeft reports whether the client of the request a tool is called in has left.
 func mcpClientLeft(ctx context.Context) bool {
 	select {
 	case <-mcpRequestDone(ctx):
