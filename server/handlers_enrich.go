@@ -30,6 +30,14 @@ func (req companyRequest) input(norm enrich.Normalizer) (enrich.Input, error) {
 	return norm.CompanyInput(req.Domain, req.NetworkURL)
 }
 
+// task is the task POST /v1/companies/enrich makes of the request, bound to an
+// Idempotency-Key as that endpoint binds it: the dashboard's Try it and the MCP tool
+// make theirs so, and a key sent any of the three ways names one task.
+func (req companyRequest) task(norm enrich.Normalizer) (taskRequest, error) {
+	in, err := req.input(norm)
+	return taskRequest{Input: in, LoopID: req.LoopID, Fields: req, Route: "enrich_company", Endpoint: "POST /v1/companies/enrich"}, err
+}
+
 // personRequest is the body of POST /v1/people/enrich, filled by Try it too.
 type personRequest struct {
 	NetworkURL *string `json:"networkUrl,omitempty"`
@@ -42,6 +50,12 @@ type personRequest struct {
 
 func (req personRequest) input(norm enrich.Normalizer) (enrich.Input, error) {
 	return norm.PersonInput(req.NetworkURL, req.Email, enrich.SentHints{FullName: req.FullName, Title: req.Title, Location: req.Location})
+}
+
+// task is the task POST /v1/people/enrich makes of the request (see companyRequest.task).
+func (req personRequest) task(norm enrich.Normalizer) (taskRequest, error) {
+	in, err := req.input(norm)
+	return taskRequest{Input: in, LoopID: req.LoopID, Fields: req, Route: "enrich_person", Endpoint: "POST /v1/people/enrich"}, err
 }
 
 func handleEnrichCompany(s *Server) http.Handler {
