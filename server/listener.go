@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"log"
 	"log/slog"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -121,8 +123,22 @@ func newListener(ln net.Listener, limits HTTPLimits, events *listenerEvents) *Li
 func (l *Listener) HTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
 	hs := l.limits.HTTPServer(h, errorLog)
 	hs.ConnState = l.connState
+	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// From here until the connection turns idle, what is written to it is the
+		// handler's answer, never net/http's refusal of a request (see Write).
+		if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+			lc.responding.Store(true)
+		}
+		h.ServeHTTP(w, r)
+	})
 	return hs
 }
+
+// connKey is the context key under which HTTPServer's handler finds its connection.
+type connKey struct{}
 
 // Open is the number of connections open now.
 func (l *Listener) Open() int {
@@ -252,6 +268,9 @@ func (l *Listener) connState(c net.Conn, state http.ConnState) {
 	if !ok {
 		return
 	}
+	if state == http.StateIdle {
+		lc.responding.Store(false) // the answer is written; the next request is read
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if state == http.StateIdle && !lc.isClosed() {
@@ -285,6 +304,9 @@ type limitedConn struct {
 	addr   netip.Addr
 	once   sync.Once
 	closed bool // under l.mu
+	// responding is set while a handler answers a request on it, until the answer is
+	// written: its writes then are the handler's, whatever they look like.
+	responding atomic.Bool
 }
 
 func (c *limitedConn) Close() error {
