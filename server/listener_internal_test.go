@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -138,4 +139,88 @@ func TestAnIPv6NetworkIsOneAddress(t *testing.T) {
 			t.Errorf("%s: accepted %v, want %v", c.addr, got, c.want)
 		}
 	}
+}
+
+// Every way a connection ends gives back what it counted: closed by its client,
+// refused over its address's cap, closed idle to make room, refused by net/http,
+// and at shutdown, which also ends an Accept waiting for room.
+func TestEveryClosedConnectionIsUncounted(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newListener(inner, HTTPLimits{MaxConns: 3, MaxConnsPerAddr: 2, IdleTimeout: time.Minute},
+		&listenerEvents{refused: func(netip.Addr, int) {}, idleClosed: func() {}, malformed: func(int) {}})
+	hs := l.HTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), nil)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(l) }()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	dial := func(local, send string) net.Conn {
+		t.Helper()
+		c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}).Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, send)
+		return c
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				t.Fatalf("%s: open %d, by address %v, idle %d", what, l.open, l.perAddr, len(l.idle))
+			}
+		}
+	}
+	counted := func(open, addrs, idle int) func() bool {
+		return func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return l.open == open && len(l.perAddr) == addrs && len(l.idle) == idle
+		}
+	}
+	get := "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+
+	// Two idle keep-alive connections from 127.0.0.1, then a third from it: the
+	// older idle one is closed for it, and the third is served and closed.
+	a := dial("127.0.0.1", get)
+	bufio.NewReader(a).ReadString('k')
+	b := dial("127.0.0.1", get)
+	bufio.NewReader(b).ReadString('k')
+	waitFor("two idle", counted(2, 1, 2))
+	io.ReadAll(dial("127.0.0.1", "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+	waitFor("one idle left", counted(1, 1, 1))
+	// A request net/http refuses.
+	io.ReadAll(dial("127.0.0.2", "GARBAGE\r\n\r\n"))
+	// A client that goes away.
+	dial("127.0.0.3", "GET / HT").Close()
+	waitFor("the idle one only", counted(1, 1, 1))
+
+	// Full: b idle is closed for the first of these; then an Accept waits for room.
+	dial("127.0.0.4", "GET / HT")
+	dial("127.0.0.4", "GET / HT")
+	dial("127.0.0.5", "GET / HT")
+	waitFor("full of stalled ones", counted(3, 2, 0))
+	dial("127.0.0.6", "GET / HT")
+	waitFor("one waiting for room", counted(3, 3, 0))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go hs.Shutdown(ctx)
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return: its Accept still waits for room")
+	}
+	hs.Close() // the stalled ones, which Shutdown would wait for
+	waitFor("all closed", counted(0, 0, 0))
 }
