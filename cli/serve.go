@@ -132,7 +132,7 @@ func addHTTPFlags(f *pflag.FlagSet, def server.HTTPLimits) {
 	f.Duration("idle-timeout", def.IdleTimeout, "a keep-alive connection is closed after waiting this long for its next request")
 	f.Int("max-header-bytes", def.MaxHeaderBytes, "largest request line and headers accepted, in bytes; larger gets 431")
 	f.Int("max-conns", def.MaxConns, "connections open at once, per listener; past it the longest idle keep-alive connection is closed, and with none idle new ones wait until one closes")
-	f.Int("max-conns-per-addr", def.MaxConnsPerAddr, "connections one client address may hold open at once, per listener; one more is closed at once "+
+	f.Int("max-conns-per-addr", def.MaxConnsPerAddr, "connections one client address (an IPv6 client: its /64) may hold open at once, per listener; one more is closed at once "+
 		"(behind a reverse proxy every client has the proxy's address: raise it to --max-conns)")
 }
 

@@ -104,8 +104,8 @@ type HTTPLimits struct {
 	// idle the longest is closed to make room, and with none idle new connections wait
 	// in the kernel's backlog until one closes.
 	MaxConns int
-	// MaxConnsPerAddr caps the connections one client address holds open at once; one
-	// more is closed as soon as it is accepted (see Listener).
+	// MaxConnsPerAddr caps the connections one client address (for IPv6, a /64) holds
+	// open at once; one more is closed as soon as it is accepted (see Listener).
 	MaxConnsPerAddr int
 }
 
