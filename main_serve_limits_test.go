@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -64,6 +66,7 @@ func TestServeRefusesUnboundedConnections(t *testing.T) {
 		{[]string{"--read-header-timeout", "0s"}, "--read-header-timeout"},
 		{[]string{"--read-timeout", "90s"}, "--write-timeout (1m0s) must be longer than --read-timeout (1m30s)"},
 		{[]string{"--max-conns", "0"}, "--max-conns"},
+		{[]string{"--max-conns-per-addr", "0"}, "--max-conns-per-addr must be at least 1"},
 		{[]string{"--max-header-bytes", "100"}, "--max-header-bytes must be at least 4096"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -88,8 +91,58 @@ func TestServeHelpShowsTheDefaults(t *testing.T) {
 		`--idle-timeout duration`, `(default 1m0s)`,
 		`--max-header-bytes int`, `(default 32768)`,
 		`--max-conns int`, `(default 1024)`,
+		`--max-conns-per-addr int`, `(default 64)`,
 		`--shutdown-grace duration`, `(default 30s)`,
 	} {
 		contains(t, help, want)
 	}
+}
+
+// TestServeCapsConnectionsPerAddress runs serve with --max-conns-per-addr 2: a third
+// connection from one address is closed at once and counted on the admin listener's
+// /metrics, and the log says so; another address is still served.
+func TestServeCapsConnectionsPerAddress(t *testing.T) {
+	is := is.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	logs, done := startServe(t, ctx, "--db", newDBPath(t), "--max-conns-per-addr", "2", "--admin-addr", "127.0.0.1:0")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close() // first, or the shutdown waits for the stalled ones
+		}
+		cancel()
+		<-done
+	}()
+	api := strings.TrimPrefix(logField(t, logs, "enrichd listening", "addr"), "http://")
+	admin := logField(t, logs, "enrichd listening", "admin_addr")
+
+	from := func(ip string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		c, err := d.Dial("tcp", api)
+		is.NoErr(err)
+		conns = append(conns, c)
+		return c
+	}
+	for range 2 {
+		io.WriteString(from("127.0.0.1"), "GET /healthz HTTP/1.1\r\n") // stalled in its headers
+	}
+	third := from("127.0.0.1")
+	third.SetReadDeadline(time.Now().Add(3 * time.Second))
+	n, err := third.Read(make([]byte, 1))
+	is.Equal(n, 0)
+	is.True(err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) // closed, not left waiting
+
+	other := from("127.0.0.2")
+	io.WriteString(other, "GET /v1/tasks HTTP/1.1\r\nHost: x\r\n\r\n")
+	other.SetReadDeadline(time.Now().Add(5 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(other), nil)
+	is.NoErr(err)
+	is.Equal(res.StatusCode, http.StatusUnauthorized) // served: it reached the API
+
+	metrics, err := http.Get(admin + "/metrics")
+	is.NoErr(err)
+	defer metrics.Body.Close()
+	body, _ := io.ReadAll(metrics.Body)
+	contains(t, string(body), `enrichd_http_connections_refused_total{reason="per_address"} 1`)
+	contains(t, logs.String(), `"msg":"connections refused: a client address already holds as many as --max-conns-per-addr allows","addr":"127.0.0.1","limit":2`)
 }

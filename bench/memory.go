@@ -216,6 +216,9 @@ func startServe(opt Options, path, addr string) (*serveProcess, error) {
 	}
 	args := append(append([]string(nil), command[1:]...),
 		"--db", path, "--addr", addr, "--sources", "sim", "--rate-ip", "0", "--rate-key", "0",
+		// Every client of the load is on one address: the per-address cap would refuse
+		// all but 64 of them.
+		"--max-conns-per-addr", "1024",
 		"--max-backlog", strconv.FormatInt(1<<40, 10), "--allow-private-webhooks", "--workers", strconv.Itoa(opt.Workers))
 	args = append(args, opt.ServeArgs...)
 	// Its log goes nowhere (no Stdout or Stderr: /dev/null), as in the in-process

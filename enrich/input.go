@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/mail"
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -131,7 +132,12 @@ func (n Normalizer) domain(raw, field string) (string, error) {
 	if strings.Contains(s, "@") {
 		return "", Errorf(KindInvalid, "domain %q looks like an email address; send it as email to /v1/people/enrich", raw)
 	}
-	if host, _, err := net.SplitHostPort(s); err == nil {
+	if host, port, err := net.SplitHostPort(s); err == nil {
+		// A website address's port is dropped, but only a port: acme.com:99999 and
+		// acme.com:http name no website, and are not taken for acme.com.
+		if !isPort(port) {
+			return "", Errorf(KindInvalid, "domain %q has a port that is not a number from 1 to 65535; send the domain alone, such as acme.com", raw)
+		}
 		s = host
 	}
 	s = strings.TrimSuffix(s, ".")
@@ -162,6 +168,15 @@ func (n Normalizer) domain(raw, field string) (string, error) {
 		return "", Errorf(KindInvalid, "domain %q is not a registrable domain name", raw)
 	}
 	return registrable, nil
+}
+
+// isPort reports whether s is a TCP port: decimal digits, from 1 to 65535.
+func isPort(s string) bool {
+	if s == "" || len(s) > 5 || strings.Trim(s, "0123456789") != "" {
+		return false
+	}
+	n, _ := strconv.Atoi(s)
+	return n >= 1 && n <= 65535
 }
 
 // isNumber reports whether a label is a number as the WHATWG URL parser reads an IPv4

@@ -44,7 +44,18 @@ func TestMatchPattern(t *testing.T) {
 		{"nickname in the address", enrich.PersonName{First: "Robert", Last: "Jones"}, "bob.jones", enrich.PatternFirstDotLast},
 		{"formal name in the address", enrich.PersonName{First: "Bill", Last: "Gates"}, "william.gates", enrich.PatternFirstDotLast},
 		{"two nicknames of one name", enrich.PersonName{First: "Liz", Last: "Taylor"}, "beth.taylor", enrich.PatternFirstDotLast},
-		{"nickname initial", enrich.PersonName{First: "Bob", Last: "Jones"}, "rjones", enrich.PatternFLast},
+		{"the formal name's initial", enrich.PersonName{First: "Bob", Last: "Jones"}, "rjones", enrich.PatternFLast},
+		{"the name's own initial", enrich.PersonName{First: "Bob", Last: "Jones"}, "bjones", enrich.PatternFLast},
+		{"another nickname's initial is not a first initial", enrich.PersonName{First: "Margaret", Last: "Hopper"}, "ghopper", ""},
+		{"nor is a nickname's initial of a formal name", enrich.PersonName{First: "Robert", Last: "Jones"}, "bjones", ""},
+		{"compound surname joined", enrich.PersonName{First: "Ken", Last: "Berners-Lee"}, "k.bernerslee", enrich.PatternFDotLast},
+		{"compound surname dotted", enrich.PersonName{First: "Ken", Last: "Berners-Lee"}, "ken.berners.lee", enrich.PatternFirstDotLast},
+		{"compound surname by a part", enrich.PersonName{First: "Barbara", Last: "Berners-Lee"}, "barbara.lee", enrich.PatternFirstDotLast},
+		{"mc written apart", enrich.PersonName{First: "Dennis", Last: "McCarthy"}, "dennis.mc-carthy", enrich.PatternFirstDotLast},
+		{"mc apart in the name", enrich.PersonName{First: "Dennis", Last: "Mc Carthy"}, "dmccarthy", enrich.PatternFLast},
+		{"apostrophe written with a dot", enrich.PersonName{First: "Sean", Last: "O'Brien"}, "sean.o.brien", enrich.PatternFirstDotLast},
+		{"particles joined", enrich.PersonName{First: "Jan", Last: "van der Berg"}, "jvanderberg", enrich.PatternFLast},
+		{"particles left out", enrich.PersonName{First: "Jan", Last: "van der Berg"}, "jan.berg", enrich.PatternFirstDotLast},
 		{"nicknames do not chain across names", enrich.PersonName{First: "Robert", Last: "Jones"}, "albert.jones", ""},
 		{"unrelated first name", enrich.PersonName{First: "Robert", Last: "Jones"}, "tom.jones", ""},
 
@@ -119,8 +130,25 @@ func TestLocalPartNames(t *testing.T) {
 	is.True(slices.Contains(names, "smith"))  // flast
 	is.True(slices.Contains(names, "jsmith")) // a single word
 	names = enrich.LocalPartNames("johnsmith")
-	is.True(slices.Contains(names, "john") && slices.Contains(names, "smith")) // a split into two words
+	is.True(slices.Contains(names, "john") && slices.Contains(names, "smith")) // a split at a given name
 	is.Equal(len(enrich.LocalPartNames("123")), 0)
+
+	// Only plausible names: no fragments of two letters, no pieces that are no name.
+	is.Equal(enrich.LocalPartNames("rjones"), []string{"rjones", "jones", "rjone"})
+	names = enrich.LocalPartNames("dennismccarthy")
+	for _, want := range []string{"dennismccarthy", "dennis", "mccarthy", "carthy"} {
+		is.True(slices.Contains(names, want)) // the given name split off, the particle left out
+	}
+	is.True(slices.Contains(enrich.LocalPartNames("mccarthyvint"), "mccarthy")) // lastfirst
+	is.True(!slices.Contains(names, "de") && !slices.Contains(names, "ennismccarthy"[:3]))
+	is.True(slices.Contains(enrich.LocalPartNames("k.bernerslee"), "bernerslee"))
+	is.True(slices.Contains(enrich.LocalPartNames("jan.van.der.berg"), "vanderberg")) // particles join the name after them
+	is.True(!slices.Contains(enrich.LocalPartNames("jan.van.der.berg"), "van"))
+	is.True(slices.Contains(enrich.LocalPartNames("jvanderberg"), "berg"))
+	is.True(slices.Contains(enrich.LocalPartNames("ghopper"), "hopper"))
+	for _, n := range enrich.LocalPartNames("rjones") {
+		is.True(len(n) > 2) // never a fragment of two letters
+	}
 }
 
 func TestRefusal(t *testing.T) {

@@ -138,6 +138,10 @@ const maxForm = 64 << 10
 // parseForm reads a urlencoded form of at most maxForm bytes whose every value is valid
 // UTF-8 and at most maxLen characters.
 func parseForm(w http.ResponseWriter, r *http.Request, maxLen int) error {
+	// A declared length over the limit is refused unread, before 100 Continue.
+	if r.ContentLength > maxForm {
+		return enrich.Errorf(enrich.KindInvalid, "the form is larger than %d KiB", maxForm>>10)
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
 		var tooLarge *http.MaxBytesError

@@ -86,10 +86,15 @@ func decodeUpTo[T any](r *http.Request, limit int64) (T, error) {
 	if charset, ok := params["charset"]; ok && !strings.EqualFold(charset, "utf-8") {
 		return v, enrich.Errorf(enrich.KindInvalid, "the body must be UTF-8: send Content-Type: application/json or application/json; charset=utf-8, not charset=%s", clip(charset, 40))
 	}
+	// A declared length over the limit is refused before the body is read, and so
+	// before a client that sent Expect: 100-continue is told to send it.
+	if r.ContentLength > limit {
+		return v, bodyTooLarge(limit)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return v, enrich.Errorf(enrich.KindInvalid, "the request body is larger than %d KiB", limit>>10)
+		return v, bodyTooLarge(limit)
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
@@ -123,6 +128,10 @@ func decodeBody[T any](body []byte) (T, error) {
 		return v, enrich.Errorf(enrich.KindInvalid, "the request body is not valid UTF-8: the escape at offset %d is half of a surrogate pair; escape a character outside the BMP as a pair (\\ud83d\\ude00) or send it as UTF-8", at)
 	}
 	return v, nil
+}
+
+func bodyTooLarge(limit int64) error {
+	return enrich.Errorf(enrich.KindInvalid, "the request body is larger than %d KiB", limit>>10)
 }
 
 // decodeObject reads one JSON object of known fields into a T: the part of decode that
@@ -316,6 +325,8 @@ type errorBody struct {
 	CreditsRemaining *int64 `json:"creditsRemaining,omitempty"`
 	QueuedTasks      *int64 `json:"queuedTasks,omitempty"`
 	RequestID        string `json:"requestId,omitempty"`
+	// Rows are the refused rows of an upload (POST /v1/batches).
+	Rows []enrich.RowError `json:"rows,omitempty"`
 }
 
 // statusOf is the one place an error kind becomes an HTTP status.
@@ -376,5 +387,5 @@ func errorBodyOf(e *enrich.Error) (int, errorBody) {
 		// sentence says which field or header and which limit.
 		code = enrich.CodeInvalidInput
 	}
-	return status, errorBody{Error: e.Message, Code: code, CreditsRemaining: e.CreditsRemaining, QueuedTasks: e.QueuedTasks}
+	return status, errorBody{Error: e.Message, Code: code, CreditsRemaining: e.CreditsRemaining, QueuedTasks: e.QueuedTasks, Rows: e.Rows}
 }

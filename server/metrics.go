@@ -163,6 +163,13 @@ func handleMetrics(s *Server) http.Handler {
 		m.set.GetOrCreateGauge(`enrichd_loops_failing`, nil).Set(float64(failing))
 		m.set.GetOrCreateGauge(`enrichd_loops_destination_disabled`, nil).Set(float64(disabled))
 		s.storageMetrics()
+		s.listenersMu.Lock()
+		open := 0
+		for _, l := range s.listeners {
+			open += l.Open()
+		}
+		s.listenersMu.Unlock()
+		m.set.GetOrCreateGauge("enrichd_http_connections_open", nil).Set(float64(open))
 		for _, src := range s.cfg.Sources {
 			st := enrich.StatsOf(src)
 			if st.Calls == nil {

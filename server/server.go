@@ -1,5 +1,6 @@
-// Package server owns enrichd's HTTP API and its task workers: routes, handlers,
-// authentication, rate limits, JSON errors, the MCP endpoint that offers the same
+// Package server owns enrichd's HTTP API and its task workers: the listener that
+// caps connections in all and per client address, routes, handlers, authentication,
+// rate limits, JSON errors, the MCP endpoint that offers the same
 // enrichments to AI agents as tools, the workers that claim queued tasks, run
 // the enrichment pipeline and settle them, and the webhook sender beside them; and what
 // an operator sees of it: health, readiness and metrics, and the maintenance that keeps
@@ -10,9 +11,9 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +24,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
-	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 )
 
@@ -88,7 +88,7 @@ type Config struct {
 // HTTPLimits bounds the connections of a listener, so that no client can hold the
 // server open: a connection is dropped when its request headers or body arrive too
 // slowly, its response cannot be written in time, or it idles too long, and the
-// connections open at once are capped.
+// connections open at once are capped, in all and per client address.
 type HTTPLimits struct {
 	ReadHeaderTimeout time.Duration // to read a request's headers
 	// ReadTimeout is the time to read a whole request, body included.
@@ -100,9 +100,13 @@ type HTTPLimits struct {
 	WriteTimeout   time.Duration
 	IdleTimeout    time.Duration // a keep-alive connection waiting for its next request
 	MaxHeaderBytes int           // request line and headers
-	// MaxConns caps the connections open at once; past it, new connections wait in the
-	// kernel's backlog until one closes.
+	// MaxConns caps the connections open at once; past it, the keep-alive connection
+	// idle the longest is closed to make room, and with none idle new connections wait
+	// in the kernel's backlog until one closes.
 	MaxConns int
+	// MaxConnsPerAddr caps the connections one client address (for IPv6, a /64) holds
+	// open at once; one more is closed as soon as it is accepted (see Listener).
+	MaxConnsPerAddr int
 }
 
 // DefaultShutdownGrace is serve's default Config.ShutdownGrace. DefaultConfig leaves
@@ -149,6 +153,7 @@ func DefaultConfig() Config {
 			IdleTimeout:       60 * time.Second,
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          1024,
+			MaxConnsPerAddr:   64,
 		},
 	}
 }
@@ -168,15 +173,6 @@ func (l HTTPLimits) HTTPServer(h http.Handler, errorLog *log.Logger) *http.Serve
 	}
 }
 
-// Listen listens on addr and accepts at most MaxConns connections at once.
-func (l HTTPLimits) Listen(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	return netutil.LimitListener(ln, l.withDefaults().MaxConns), nil
-}
-
 func (l HTTPLimits) withDefaults() HTTPLimits {
 	def := DefaultConfig().HTTP
 	for _, f := range []struct{ v, def *time.Duration }{{&l.ReadHeaderTimeout, &def.ReadHeaderTimeout},
@@ -191,6 +187,9 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 	if l.MaxConns <= 0 {
 		l.MaxConns = def.MaxConns
 	}
+	if l.MaxConnsPerAddr <= 0 {
+		l.MaxConnsPerAddr = def.MaxConnsPerAddr
+	}
 	return l
 }
 
@@ -204,6 +203,7 @@ type Server struct {
 	ipLimits  *limiter
 	keyLimits *limiter
 	wake      chan struct{} // an enqueue wakes an idle worker
+	feedWake  chan struct{} // a new batch wakes the feeder
 	replica   string        // this process among the replicas that share the database
 	sender    *webhook.Sender
 	handler   http.Handler
@@ -211,6 +211,10 @@ type Server struct {
 	dashboard *dashboardState
 	// activity counts API requests and claims; maintenance reads it to find quiet times.
 	activity atomic.Uint64
+	// listeners are those Listen made, whose open connections /metrics shows.
+	listenersMu sync.Mutex
+	listeners   []*Listener
+	refusals    refusalLog
 	// stopping is closed when the running RunWorkers' context ends; nil before any.
 	stopping atomic.Pointer[chan struct{}]
 }
@@ -272,6 +276,7 @@ func New(db *store.DB, cfg Config) *Server {
 		ipLimits:  newLimiter(cfg.RateIP),
 		keyLimits: newLimiter(cfg.RateKey),
 		wake:      make(chan struct{}, cfg.Workers),
+		feedWake:  make(chan struct{}, 1),
 		replica:   replicaName(),
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
 			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,
