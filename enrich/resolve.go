@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultMaxRetrievals is how many profiles one email lookup retrieves at most.
@@ -333,7 +334,8 @@ type staffSearch struct {
 }
 
 // resolved searches the company's staff on the sources that can, retrieves the
-// plausible profiles (those whose shown name the address fits) and keeps those that
+// plausible profiles (those whose shown name the address fits, or that show no whole
+// name: see mayFit) and keeps those that
 // confirm. A profile held younger than the freshness window is read from what is held
 // instead of being retrieved again. Each source is first asked for one hit more than
 // the lookup retrieves; a search that returns that many is asked again for a whole
@@ -384,7 +386,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			}
 			s.listed[m.NetworkURL] = true
 			// A name shown that the address cannot stand for is not worth a retrieval.
-			if strings.TrimSpace(m.FullName) != "" && MatchPattern(SplitFullName(m.FullName), local) == "" {
+			if !mayFit(m.FullName, local) {
 				continue
 			}
 			hits = append(hits, m.NetworkURL)
@@ -444,6 +446,25 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 	}
 	return out, s, nil
+}
+
+// mayFit reports whether a search hit shown under this name may be a person the local
+// part fits. Only a whole name rules a person out: one shown cut short ("Jonathan S.",
+// a first name alone) or not at all may be anyone's, and is retrieved, so the answer
+// does not depend on whether the person was held before.
+func mayFit(shown, local string) bool {
+	n := SplitFullName(strings.TrimSpace(shown))
+	if n.First == "" || n.Last == "" {
+		return true
+	}
+	for _, part := range []string{n.First, n.Last} {
+		for _, w := range nameWords(Fold(part)) {
+			if utf8.RuneCountInString(w) < 2 {
+				return true
+			}
+		}
+	}
+	return MatchPattern(n, local) != ""
 }
 
 // decide turns the people the address fits into the lookup's outcome.

@@ -66,9 +66,9 @@ func TestAPersonShownUnderAnotherURLIsCountedOnce(t *testing.T) {
 	}
 }
 
-// The search shows a name cut short ("Jonathan S.") that the address does not fit, so
-// the profile is not retrieved; the person is held under their whole name, which it
-// fits. They still count, so Jane Smith is not returned alone.
+// The search shows a name cut short ("Jonathan S."), which rules nobody out: the
+// person, held under their whole name, still counts, so Jane Smith is not returned
+// alone.
 func TestAHeldPersonTheSearchShowsUnderAShortNameStillCounts(t *testing.T) {
 	now := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
@@ -115,4 +115,21 @@ func who(out EmailOutcome) string {
 		return "nobody"
 	}
 	return *out.Result.Person.FullName + " (" + out.Result.Person.EmailMatch.Method + ")"
+}
+
+// A name shown shortened ("Jonathan S.", or a first name alone) cannot rule the
+// person out: their profile is read, so the answer is the same whether or not they
+// were held before. Otherwise jsmith@ would be Jane's, charged, on a fresh store.
+func TestAShortenedShownNameIsRetrievedWhetherHeldOrNot(t *testing.T) {
+	for _, shown := range []string{"Jonathan S.", "Jonathan S", "Jonathan"} {
+		jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+		jon := revPerson("jonathan-smith", "Jonathan", "Smith", "Sales", "London", "GB", "", false)
+		net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *jon.NetworkURL: jon},
+			shownAs: map[string]string{*jon.NetworkURL: shown}}
+		p := &Pipeline{Sources: []Source{net}, Held: revHeld{}}
+		out := revEmail(p, "jsmith@acme.com", Hints{})
+		if out.Err == nil || out.Err.Code != CodeAmbiguous || *out.Err.Candidates != 2 {
+			t.Errorf("shown as %q, nothing held: got %s (err %+v), want ambiguous 2", shown, who(out), out.Err)
+		}
+	}
 }
