@@ -2,6 +2,7 @@ package enrich
 
 import (
 	_ "embed"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -481,6 +482,25 @@ var searchParticles = func() map[string]bool {
 	return m
 }()
 
+// prefixParticles are the particles withoutParticles takes off a joined surname: those
+// of three letters or more, and mc; the longest first, so the same surname always loses
+// the same ones (dellarosa -> rosa, never larosa).
+var prefixParticles = func() []string {
+	var out []string
+	for p := range searchParticles {
+		if len(p) >= 3 || p == "mc" {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	return out
+}()
+
 // withoutParticles takes the particles of three letters or more (and mc) off the front
 // of a joined surname, as long as four letters are left: vanderberg -> berg, mccarthy
 // -> carthy. A given name is left alone (dennis is not den nis).
@@ -490,8 +510,8 @@ func withoutParticles(w string) string {
 	}
 	for {
 		cut := false
-		for p := range searchParticles {
-			if (len(p) >= 3 || p == "mc") && strings.HasPrefix(w, p) && utf8.RuneCountInString(w[len(p):]) >= 4 {
+		for _, p := range prefixParticles {
+			if strings.HasPrefix(w, p) && utf8.RuneCountInString(w[len(p):]) >= 4 {
 				w, cut = w[len(p):], true
 				break
 			}

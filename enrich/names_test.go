@@ -251,3 +251,14 @@ func TestCurrentPositionOnly(t *testing.T) {
 	is.True(ok)
 	is.Equal(c.Pattern, enrich.PatternFirstDotLast)
 }
+
+// A surname's particles come off the same way every time, the longest first:
+// dellarosa asks for rosa (Della Rosa), never sometimes larosa.
+func TestParticlesComeOffTheSameWayEveryTime(t *testing.T) {
+	for range 200 {
+		names := enrich.LocalPartNames("dellarosa")
+		if !slices.Contains(names, "rosa") || slices.Contains(names, "larosa") {
+			t.Fatalf("dellarosa searches %v, want rosa and not larosa", names)
+		}
+	}
+}
