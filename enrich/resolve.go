@@ -335,12 +335,13 @@ type staffSearch struct {
 
 // resolved searches the company's staff on the sources that can, retrieves the
 // plausible profiles (those whose shown name the address fits, or that show no whole
-// name: see mayFit) and keeps those that
-// confirm. A profile held younger than the freshness window is read from what is held
-// instead of being retrieved again. Each source is first asked for one hit more than
-// the lookup retrieves; a search that returns that many is asked again for a whole
-// page (StaffSearchMax), and only one whose whole page is full may have left people
-// out: the names that cannot fit are dropped before anything is counted.
+// name: see mayFit) and keeps those that confirm. A profile held younger than the
+// freshness window is read from what is held instead of being retrieved again. Each
+// source is first asked for one hit more than the lookup retrieves, and a search that
+// returns that many is asked again for a whole page (StaffSearchMax); a source billed
+// by the call (SearchBilledPerCall) is asked for the whole page at once. Only a search
+// whose whole page is full may have left people out: the names that cannot fit are
+// dropped before anything is counted.
 func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, staffSearch, *TaskError) {
 	names := LocalPartNames(local)
 	limit := p.maxRetrievals()
@@ -354,7 +355,11 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		s.searchers++
 		var members []StaffMember
 		var err error
-		for _, ask := range []int{min(limit+1, StaffSearchMax), StaffSearchMax} {
+		asks := []int{min(limit+1, StaffSearchMax), StaffSearchMax}
+		if _, perCall := src.(SearchBilledPerCall); perCall {
+			asks = asks[1:] // a short page costs as much as a whole one
+		}
+		for _, ask := range asks {
 			if ctx.Err() != nil {
 				return nil, staffSearch{}, timedOut()
 			}
