@@ -315,8 +315,8 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 type staffSearch struct {
 	searchers int // sources that can search staff
 	// decided holds the profiles the search retrieved (or read fresh from what is
-	// held), by the URL it showed and the URL the profile names: the search, not
-	// what is held, decides those people.
+	// held, or that their source no longer has), by the URL it showed and the URL the
+	// profile names: the search, not what is held, decides those people.
 	decided map[string]bool
 	// listed holds every profile URL a search showed, fitting or not.
 	listed      map[string]bool
@@ -438,6 +438,10 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 				return nil, staffSearch{}, terr
 			case CodeProviderUnavailable:
 				s.unavailable = true
+			case CodeNotFound:
+				// The source no longer has the profile: a copy held does not answer for
+				// it (a store without one would not), nor is it asked for again.
+				s.decided[u] = true
 			}
 			continue
 		}
