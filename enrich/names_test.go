@@ -262,3 +262,30 @@ func TestParticlesComeOffTheSameWayEveryTime(t *testing.T) {
 		}
 	}
 }
+
+// An elided particle written apart (o.brien, d.angelo) joins the name after it, as the
+// person's surname is spelled: the search asks for obrien, so it lists Sean O'Brien,
+// whom the address fits. A run of particles joins once, from its start: van.der.berg
+// asks for vanderberg, not also derberg.
+func TestElidedParticlesWrittenApartAreSearchedJoined(t *testing.T) {
+	for _, tt := range []struct {
+		local, first, last string
+	}{
+		{"s.o.brien", "Sean", "O'Brien"},
+		{"o.brien", "Sean", "O'Brien"},
+		{"sean.o.brien", "Sean", "O'Brien"},
+		{"a.d.angelo", "Anna", "D'Angelo"},
+		{"d.angelo", "Anna", "D'Angelo"},
+	} {
+		if enrich.MatchPattern(enrich.PersonName{First: tt.first, Last: tt.last}, tt.local) == "" {
+			t.Fatalf("%s does not fit %s %s", tt.local, tt.first, tt.last)
+		}
+		q := enrich.StaffQuery{Names: enrich.LocalPartNames(tt.local)}
+		if !q.Matches(tt.first, tt.last) {
+			t.Errorf("%s fits %s %s, but the search asks for %v", tt.local, tt.first, tt.last, q.Names)
+		}
+	}
+	if names := enrich.LocalPartNames("jan.van.der.berg"); slices.Contains(names, "derberg") {
+		t.Errorf("jan.van.der.berg asks for %v, a piece that is no name", names)
+	}
+}
