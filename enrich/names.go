@@ -514,7 +514,8 @@ func joinsNext(piece string) bool {
 
 // withoutParticles takes the particles of three letters or more (and mc) off the front
 // of a joined surname, as long as four letters are left: vanderberg -> berg, mccarthy
-// -> carthy. A given name is left alone (dennis is not den nis).
+// -> carthy. A given name is left alone, and so is one that begins the word (dennis
+// and dennismccarthy are not den nis...).
 func withoutParticles(w string) string {
 	if isGivenName(w) {
 		return w
@@ -522,7 +523,7 @@ func withoutParticles(w string) string {
 	for {
 		cut := false
 		for _, p := range prefixParticles {
-			if strings.HasPrefix(w, p) && utf8.RuneCountInString(w[len(p):]) >= 4 {
+			if strings.HasPrefix(w, p) && utf8.RuneCountInString(w[len(p):]) >= 4 && !givenNameBegins(w, len(p)) {
 				w, cut = w[len(p):], true
 				break
 			}
@@ -531,6 +532,16 @@ func withoutParticles(w string) string {
 			return w
 		}
 	}
+}
+
+// givenNameBegins reports whether a given name longer than n bytes begins w.
+func givenNameBegins(w string, n int) bool {
+	for i := range w {
+		if i > n && isGivenName(w[:i]) {
+			return true
+		}
+	}
+	return false
 }
 
 //go:embed data/givennames.txt

@@ -289,3 +289,22 @@ func TestElidedParticlesWrittenApartAreSearchedJoined(t *testing.T) {
 		t.Errorf("jan.van.der.berg asks for %v, a piece that is no name", names)
 	}
 }
+
+// A particle is not taken off a given name that begins a joined local part:
+// dennismccarthy asks for dennis and mccarthy, never nismccarthy.
+func TestAGivenNameLosesNoParticle(t *testing.T) {
+	names := enrich.LocalPartNames("dennismccarthy")
+	for _, junk := range []string{"nismccarthy", "nismccarth"} {
+		if slices.Contains(names, junk) {
+			t.Errorf("dennismccarthy asks for %v, with %s, which is no name", names, junk)
+		}
+	}
+	for _, want := range []string{"dennis", "mccarthy", "carthy"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("dennismccarthy asks for %v, without %s", names, want)
+		}
+	}
+	if names := enrich.LocalPartNames("vanderberg"); !slices.Contains(names, "berg") {
+		t.Errorf("vanderberg asks for %v, without berg", names)
+	}
+}
