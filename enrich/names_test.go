@@ -308,3 +308,20 @@ func TestAGivenNameLosesNoParticle(t *testing.T) {
 		t.Errorf("vanderberg asks for %v, without berg", names)
 	}
 }
+
+// The most common given names are split out of a joined local part, so the search
+// lists the person: seanobrien asks for sean and obrien.
+func TestCommonGivenNamesAreSplitOut(t *testing.T) {
+	for _, tt := range []struct{ local, first, last string }{
+		{"seanobrien", "Sean", "O'Brien"},
+		{"paulsmith", "Paul", "Smith"},
+		{"kevinjones", "Kevin", "Jones"},
+		{"georgewu", "George", "Wu"},
+		{"millerryan", "Ryan", "Miller"},
+	} {
+		q := enrich.StaffQuery{Names: enrich.LocalPartNames(tt.local)}
+		if !q.Matches(tt.first, tt.last) || !slices.Contains(q.Names, enrich.Fold(tt.first)) {
+			t.Errorf("%s asks for %v, which does not list %s %s", tt.local, q.Names, tt.first, tt.last)
+		}
+	}
+}
