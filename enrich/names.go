@@ -2,6 +2,7 @@ package enrich
 
 import (
 	_ "embed"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -408,7 +409,7 @@ func MatchPattern(n PersonName, local string) string {
 // LocalPartNames lists the names a staff search asks for: the plausible names the
 // local part describes, never fragments. A local part with separators gives each
 // piece of two letters or more (an initial alone is not searched) and the surname its
-// particle pieces join into (mc.carthy: mccarthy). One without separators gives the
+// particle pieces join into (mc.carthy: mccarthy; o.brien: obrien). One without separators gives the
 // whole; the whole without its first letter or its last, when three letters or more
 // are left (flast, lastf, firstl: rjones gives jones); and, where a known given name
 // begins or ends it (givennames.txt, nicknames.txt), that name and the rest
@@ -430,9 +431,13 @@ func LocalPartNames(local string) []string {
 	if len(parts) > 1 {
 		for i, p := range parts {
 			add(p, 2)
-			// Particles written apart belong to the name after them: van.der.berg.
+			// Particles written apart belong to the name after them, joined once from
+			// the start of their run: van.der.berg is vanderberg, o.brien obrien.
+			if i > 0 && joinsNext(parts[i-1]) {
+				continue
+			}
 			j := i
-			for j+1 < len(parts) && searchParticles[parts[j]] {
+			for j+1 < len(parts) && joinsNext(parts[j]) {
 				j++
 			}
 			if j > i {
@@ -481,17 +486,44 @@ var searchParticles = func() map[string]bool {
 	return m
 }()
 
+// prefixParticles are the particles withoutParticles takes off a joined surname: those
+// of three letters or more, and mc; the longest first, so the same surname always loses
+// the same ones (dellarosa -> rosa, never larosa).
+var prefixParticles = func() []string {
+	var out []string
+	for p := range searchParticles {
+		if len(p) >= 3 || p == "mc" {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	return out
+}()
+
+// joinsNext says a piece of a local part written apart is a particle of the surname
+// after it: a particle, or the O' or D' of O'Brien and D'Angelo, whose apostrophe an
+// address cannot carry.
+func joinsNext(piece string) bool {
+	return searchParticles[piece] || piece == "o" || piece == "d"
+}
+
 // withoutParticles takes the particles of three letters or more (and mc) off the front
 // of a joined surname, as long as four letters are left: vanderberg -> berg, mccarthy
-// -> carthy. A given name is left alone (dennis is not den nis).
+// -> carthy. A given name is left alone, and so is one that begins the word (dennis
+// and dennismccarthy are not den nis...).
 func withoutParticles(w string) string {
 	if isGivenName(w) {
 		return w
 	}
 	for {
 		cut := false
-		for p := range searchParticles {
-			if (len(p) >= 3 || p == "mc") && strings.HasPrefix(w, p) && utf8.RuneCountInString(w[len(p):]) >= 4 {
+		for _, p := range prefixParticles {
+			if strings.HasPrefix(w, p) && utf8.RuneCountInString(w[len(p):]) >= 4 && !givenNameBegins(w, len(p)) {
 				w, cut = w[len(p):], true
 				break
 			}
@@ -500,6 +532,16 @@ func withoutParticles(w string) string {
 			return w
 		}
 	}
+}
+
+// givenNameBegins reports whether a given name longer than n bytes begins w.
+func givenNameBegins(w string, n int) bool {
+	for i := range w {
+		if i > n && isGivenName(w[:i]) {
+			return true
+		}
+	}
+	return false
 }
 
 //go:embed data/givennames.txt

@@ -251,3 +251,77 @@ func TestCurrentPositionOnly(t *testing.T) {
 	is.True(ok)
 	is.Equal(c.Pattern, enrich.PatternFirstDotLast)
 }
+
+// A surname's particles come off the same way every time, the longest first:
+// dellarosa asks for rosa (Della Rosa), never sometimes larosa.
+func TestParticlesComeOffTheSameWayEveryTime(t *testing.T) {
+	for range 200 {
+		names := enrich.LocalPartNames("dellarosa")
+		if !slices.Contains(names, "rosa") || slices.Contains(names, "larosa") {
+			t.Fatalf("dellarosa searches %v, want rosa and not larosa", names)
+		}
+	}
+}
+
+// An elided particle written apart (o.brien, d.angelo) joins the name after it, as the
+// person's surname is spelled: the search asks for obrien, so it lists Sean O'Brien,
+// whom the address fits. A run of particles joins once, from its start: van.der.berg
+// asks for vanderberg, not also derberg.
+func TestElidedParticlesWrittenApartAreSearchedJoined(t *testing.T) {
+	for _, tt := range []struct {
+		local, first, last string
+	}{
+		{"s.o.brien", "Sean", "O'Brien"},
+		{"o.brien", "Sean", "O'Brien"},
+		{"sean.o.brien", "Sean", "O'Brien"},
+		{"a.d.angelo", "Anna", "D'Angelo"},
+		{"d.angelo", "Anna", "D'Angelo"},
+	} {
+		if enrich.MatchPattern(enrich.PersonName{First: tt.first, Last: tt.last}, tt.local) == "" {
+			t.Fatalf("%s does not fit %s %s", tt.local, tt.first, tt.last)
+		}
+		q := enrich.StaffQuery{Names: enrich.LocalPartNames(tt.local)}
+		if !q.Matches(tt.first, tt.last) {
+			t.Errorf("%s fits %s %s, but the search asks for %v", tt.local, tt.first, tt.last, q.Names)
+		}
+	}
+	if names := enrich.LocalPartNames("jan.van.der.berg"); slices.Contains(names, "derberg") {
+		t.Errorf("jan.van.der.berg asks for %v, a piece that is no name", names)
+	}
+}
+
+// A particle is not taken off a given name that begins a joined local part:
+// dennismccarthy asks for dennis and mccarthy, never nismccarthy.
+func TestAGivenNameLosesNoParticle(t *testing.T) {
+	names := enrich.LocalPartNames("dennismccarthy")
+	for _, junk := range []string{"nismccarthy", "nismccarth"} {
+		if slices.Contains(names, junk) {
+			t.Errorf("dennismccarthy asks for %v, with %s, which is no name", names, junk)
+		}
+	}
+	for _, want := range []string{"dennis", "mccarthy", "carthy"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("dennismccarthy asks for %v, without %s", names, want)
+		}
+	}
+	if names := enrich.LocalPartNames("vanderberg"); !slices.Contains(names, "berg") {
+		t.Errorf("vanderberg asks for %v, without berg", names)
+	}
+}
+
+// The most common given names are split out of a joined local part, so the search
+// lists the person: seanobrien asks for sean and obrien.
+func TestCommonGivenNamesAreSplitOut(t *testing.T) {
+	for _, tt := range []struct{ local, first, last string }{
+		{"seanobrien", "Sean", "O'Brien"},
+		{"paulsmith", "Paul", "Smith"},
+		{"kevinjones", "Kevin", "Jones"},
+		{"georgewu", "George", "Wu"},
+		{"millerryan", "Ryan", "Miller"},
+	} {
+		q := enrich.StaffQuery{Names: enrich.LocalPartNames(tt.local)}
+		if !q.Matches(tt.first, tt.last) || !slices.Contains(q.Names, enrich.Fold(tt.first)) {
+			t.Errorf("%s asks for %v, which does not list %s %s", tt.local, q.Names, tt.first, tt.last)
+		}
+	}
+}

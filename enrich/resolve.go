@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultMaxRetrievals is how many profiles one email lookup retrieves at most.
@@ -314,8 +315,8 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 type staffSearch struct {
 	searchers int // sources that can search staff
 	// decided holds the profiles the search retrieved (or read fresh from what is
-	// held), by the URL it showed and the URL the profile names: the search, not
-	// what is held, decides those people.
+	// held, or that their source no longer has), by the URL it showed and the URL the
+	// profile names: the search, not what is held, decides those people.
 	decided map[string]bool
 	// listed holds every profile URL a search showed, fitting or not.
 	listed      map[string]bool
@@ -333,12 +334,14 @@ type staffSearch struct {
 }
 
 // resolved searches the company's staff on the sources that can, retrieves the
-// plausible profiles (those whose shown name the address fits) and keeps those that
-// confirm. A profile held younger than the freshness window is read from what is held
-// instead of being retrieved again. Each source is first asked for one hit more than
-// the lookup retrieves; a search that returns that many is asked again for a whole
-// page (StaffSearchMax), and only one whose whole page is full may have left people
-// out: the names that cannot fit are dropped before anything is counted.
+// plausible profiles (those whose shown name the address fits, or that show no whole
+// name: see mayFit) and keeps those that confirm. A profile held younger than the
+// freshness window is read from what is held instead of being retrieved again. Each
+// source is first asked for one hit more than the lookup retrieves, and a search that
+// returns that many is asked again for a whole page (StaffSearchMax); a source billed
+// by the call (SearchBilledPerCall) is asked for the whole page at once. Only a search
+// whose whole page is full may have left people out: the names that cannot fit are
+// dropped before anything is counted.
 func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, staffSearch, *TaskError) {
 	names := LocalPartNames(local)
 	limit := p.maxRetrievals()
@@ -352,7 +355,11 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		s.searchers++
 		var members []StaffMember
 		var err error
-		for _, ask := range []int{min(limit+1, StaffSearchMax), StaffSearchMax} {
+		asks := []int{min(limit+1, StaffSearchMax), StaffSearchMax}
+		if _, perCall := src.(SearchBilledPerCall); perCall {
+			asks = asks[1:] // a short page costs as much as a whole one
+		}
+		for _, ask := range asks {
 			if ctx.Err() != nil {
 				return nil, staffSearch{}, timedOut()
 			}
@@ -384,7 +391,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			}
 			s.listed[m.NetworkURL] = true
 			// A name shown that the address cannot stand for is not worth a retrieval.
-			if strings.TrimSpace(m.FullName) != "" && MatchPattern(SplitFullName(m.FullName), local) == "" {
+			if !mayFit(m.FullName, local) {
 				continue
 			}
 			hits = append(hits, m.NetworkURL)
@@ -431,6 +438,10 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 				return nil, staffSearch{}, terr
 			case CodeProviderUnavailable:
 				s.unavailable = true
+			case CodeNotFound:
+				// The source no longer has the profile: a copy held does not answer for
+				// it (a store without one would not), nor is it asked for again.
+				s.decided[u] = true
 			}
 			continue
 		}
@@ -444,6 +455,25 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 	}
 	return out, s, nil
+}
+
+// mayFit reports whether a search hit shown under this name may be a person the local
+// part fits. Only a whole name rules a person out: one shown cut short ("Jonathan S.",
+// a first name alone) or not at all may be anyone's, and is retrieved, so the answer
+// does not depend on whether the person was held before.
+func mayFit(shown, local string) bool {
+	n := SplitFullName(strings.TrimSpace(shown))
+	if n.First == "" || n.Last == "" {
+		return true
+	}
+	for _, part := range []string{n.First, n.Last} {
+		for _, w := range nameWords(Fold(part)) {
+			if utf8.RuneCountInString(w) < 2 {
+				return true
+			}
+		}
+	}
+	return MatchPattern(n, local) != ""
 }
 
 // decide turns the people the address fits into the lookup's outcome.

@@ -33,6 +33,14 @@ type StaffSearcher interface {
 	SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error)
 }
 
+// SearchBilledPerCall is a StaffSearcher whose search costs the same whatever the
+// page size asked (a vendor that bills by the call, not by the record): an email
+// lookup asks it for a whole page at once, never for a short page and then again.
+type SearchBilledPerCall interface {
+	StaffSearcher
+	SearchBilledPerCall()
+}
+
 // StaffQuery asks for the people at one company who may carry one of a few names.
 type StaffQuery struct {
 	// Company is the company the email's domain was identified as; its Domain and

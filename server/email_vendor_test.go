@@ -154,3 +154,27 @@ func TestAnEmailLookupDoesNotPayTwiceForAProfileHeldFresh(t *testing.T) {
 	}
 	is.Equal(profiles, 2)
 }
+
+// Enrich Layer bills its staff search by the call, whatever the page size: an email
+// lookup asks it once for a whole page, never for a short page and then the same
+// names again. Twelve people named Jones, one of them Robert.
+func TestAnEmailLookupPaysEnrichLayersStaffSearchOnce(t *testing.T) {
+	is := is.New(t)
+	staff := []elPerson{{"robert-jones", "Robert", "Jones"}}
+	for _, first := range []string{"Ann", "Tom", "Tim", "Eve", "Ida", "Max", "Sam", "Lea", "Kai", "Mia", "Zoe"} {
+		staff = append(staff, elPerson{strings.ToLower(first) + "-jones", first, "Jones"})
+	}
+	el := newFakeEnrichLayer(t, staff...)
+	e := newEnv(t, withEnrichLayer(t, el))
+	e.startWorkers()
+	_, done := e.emailLookup("robert.jones@globex.com")
+	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+	is.Equal(done.str("data.full_name"), "Robert Jones")
+	var searches []string
+	for _, u := range el.since(0) {
+		if u.Path == "/api/v2/company/employee/search/" {
+			searches = append(searches, u.Query().Get("page_size"))
+		}
+	}
+	is.Equal(searches, []string{"100"}) // one call, a whole page
+}

@@ -25,9 +25,10 @@ type EnrichLayer struct {
 }
 
 var (
-	_ enrich.Source        = (*EnrichLayer)(nil)
-	_ enrich.StaffSearcher = (*EnrichLayer)(nil)
-	_ enrich.Metered       = (*EnrichLayer)(nil)
+	_ enrich.Source              = (*EnrichLayer)(nil)
+	_ enrich.StaffSearcher       = (*EnrichLayer)(nil)
+	_ enrich.SearchBilledPerCall = (*EnrichLayer)(nil)
+	_ enrich.Metered             = (*EnrichLayer)(nil)
 )
 
 // NewEnrichLayer builds the adapter. Defaults: https://enrichlayer.com, 5 requests a
@@ -240,6 +241,10 @@ func countryCode(s *string) *string {
 	}
 	return enrich.Ptr(strings.ToUpper(*t))
 }
+
+// SearchBilledPerCall: the employee search costs 10 credits a call, whatever its
+// page_size, so email lookups ask for a whole page at once.
+func (e *EnrichLayer) SearchBilledPerCall() {}
 
 // SearchStaff asks the employee search (GET /api/v2/company/employee/search/) for the
 // company's page, with the names as a boolean keyword ("smith OR john"). The hits are
