@@ -41,3 +41,35 @@ func TestBenchRuns(t *testing.T) {
 	contains(t, failCLI(t, "bench", "--scenario", "nope"), `unknown scenario "nope"`)
 	contains(t, failCLI(t, "bench", "--concurrency", "0"), "--concurrency")
 }
+
+// The email-quality scenario answers every address through the real server and scores
+// it against the sim's staff: on a few companies, no wrong person, every unique fit
+// found, the same answers in a shuffled order.
+func TestBenchEmailQuality(t *testing.T) {
+	if testing.Short() {
+		t.Skip("answers hundreds of email lookups")
+	}
+	is := is.New(t)
+	out := mustCLI(t, "bench", "--json", "--scenario", "email-quality", "--email-companies", "3", "--concurrency", "3", "--workers", "4")
+	var rep bench.Report
+	is.NoErr(json.Unmarshal([]byte(out), &rep))
+	is.Equal(len(rep.Results), 1)
+	r := rep.Results[0]
+	q := r.EmailQuality
+	is.True(q != nil)
+	is.Equal(q.Companies, 3)
+	is.Equal(len(q.Runs), 2)
+	for _, run := range q.Runs {
+		is.Equal(run.Wrong, []string(nil)) // no wrong person
+		is.Equal(run.Total.RightUnique, run.Total.UniqueFit)
+		is.True(run.Total.UniqueFit > 100)
+		nobody := run.PerPattern[len(run.PerPattern)-1]
+		is.Equal(nobody.Pattern, "nobody")
+		is.Equal(nobody.Addresses, 18)
+		is.Equal(nobody.NotFound, 18)
+	}
+	is.Equal(q.Changed, []string(nil)) // the order changes no answer
+	is.Equal(r.Errors, int64(0))
+	is.Equal(r.Rate, 100.0)
+	contains(t, failCLI(t, "bench", "--scenario", "email-quality", "--email-companies", "0"), "--email-companies")
+}

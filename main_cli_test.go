@@ -175,20 +175,21 @@ func TestBenchHelpSaysWhichScenarioUsesAFlag(t *testing.T) {
 		}
 	}
 	for flag, want := range map[string]string{
-		"duration":     "fair ignores it",
-		"concurrency":  "fair: clients sending",
-		"growth-tasks": "growth scenario:",
-		"fair-bulk":    "fair scenario:",
-		"memory-load":  "memory scenario:",
-		"memory-idle":  "memory scenario:",
-		"serve-arg":    "memory scenario:",
-		"db":           "replicas scenario:",
-		"replicas":     "replicas scenario:",
-		"scenario":     "all but growth",
-		"workers":      "task workers",
-		"json":         "JSON",
-		"cpuprofile":   "CPU profile",
-		"help":         "help",
+		"duration":        "fair ignores it",
+		"concurrency":     "fair: clients sending",
+		"growth-tasks":    "growth scenario:",
+		"fair-bulk":       "fair scenario:",
+		"memory-load":     "memory scenario:",
+		"memory-idle":     "memory scenario:",
+		"serve-arg":       "memory scenario:",
+		"db":              "replicas scenario:",
+		"replicas":        "replicas scenario:",
+		"email-companies": "email-quality scenario:",
+		"scenario":        "all but growth",
+		"workers":         "task workers",
+		"json":            "JSON",
+		"cpuprofile":      "CPU profile",
+		"help":            "help",
 	} {
 		contains(t, help[flag], want)
 		delete(help, flag)

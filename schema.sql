@@ -512,3 +512,49 @@ CREATE INDEX loops_failing ON loops(id) WHERE delivery_failures >= 3;
 CREATE INDEX loops_destination_disabled ON loops(id) WHERE destination_disabled_at IS NOT NULL;
 -- Disabling a destination fails the Loop's pending deliveries.
 CREATE INDEX deliveries_loop_pending ON deliveries(loop_id) WHERE status = 'pending';
+
+-- migration 11: the first-start link
+-- While the database has no user, each start of `enrichd serve` prints a link whose
+-- page creates the first organization and its admin. Only the sha256 of its token is
+-- kept, as for the other links; a new link voids the earlier one, so there is at most
+-- one row.
+CREATE TABLE install_links (
+    hash         BLOB PRIMARY KEY,
+    expires_at   INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- migration 12: batches
+-- An uploaded list (CSV or JSON Lines), one row each in batch_rows with its values as
+-- uploaded and the request its task is made from. A row is pending until its task is
+-- made (task_id, set in the task's own transaction) or it is refused then (error).
+-- The same columns as PostgreSQL's migration 5.
+CREATE TABLE batches (
+    id                TEXT PRIMARY KEY,          -- UUIDv7
+    org_id            TEXT NOT NULL REFERENCES orgs(id),
+    object_type       TEXT NOT NULL CHECK (object_type IN ('company', 'person')),
+    name              TEXT NOT NULL,
+    columns           TEXT NOT NULL,             -- JSON array of the header
+    row_count         INTEGER NOT NULL,
+    credits_estimate  INTEGER NOT NULL,
+    idempotency_key   TEXT,
+    body_hash         BLOB,
+    created_at        INTEGER NOT NULL,
+    UNIQUE (org_id, idempotency_key)
+);
+-- GET /v1/batches, newest first
+CREATE INDEX batches_org_created ON batches(org_id, created_at, id);
+-- retention: the oldest batches first
+CREATE INDEX batches_created ON batches(created_at);
+
+CREATE TABLE batch_rows (
+    batch_id    TEXT NOT NULL REFERENCES batches(id) ON DELETE CASCADE,
+    row_number  INTEGER NOT NULL,               -- from 1, in upload order
+    vals        TEXT NOT NULL,                  -- JSON array, one value per column
+    request     TEXT NOT NULL,                  -- the enrichment request's fields (JSON)
+    task_id     TEXT,
+    error       TEXT,                           -- why the row got no task (JSON)
+    PRIMARY KEY (batch_id, row_number)
+) WITHOUT ROWID;
+-- the feeder's "rows still without a task": only those are in it
+CREATE INDEX batch_rows_pending ON batch_rows(batch_id, row_number) WHERE task_id IS NULL AND error IS NULL;

@@ -36,7 +36,7 @@ import (
 // (about a minute and half a gigabyte of temporary disk), and replicas needs a
 // PostgreSQL database (Options.DB), so they run only when named.
 var (
-	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "growth", "replicas"}
+	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "growth", "replicas", "email-quality"}
 	DefaultScenarios = Scenarios[:7]
 )
 
@@ -65,6 +65,10 @@ type Options struct {
 	// own that is dropped afterwards, and spreads the mixed load over them in turn.
 	DB       string
 	Replicas []int
+
+	// EmailCompanies is how many sim companies the email-quality scenario writes
+	// addresses for; 50 when 0.
+	EmailCompanies int
 }
 
 // Result is one scenario's figures.
@@ -87,6 +91,8 @@ type Result struct {
 
 	Memory  *Memory  `json:"memory,omitempty"`  // the memory scenario's
 	Storage *Storage `json:"storage,omitempty"` // the storage row's
+
+	EmailQuality *EmailQuality `json:"email_quality,omitempty"` // the email-quality scenario's
 }
 
 // Report is a whole run.
@@ -156,6 +162,8 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			}
 		case "memory":
 			res, err = memory(ctx, opt)
+		case "email-quality":
+			res, err = emailQuality(ctx, opt)
 		case "growth":
 			var more []Result
 			if more, err = growth(ctx, opt); err == nil {

@@ -37,6 +37,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "%s: %s\n", res.Scenario, res.Note)
 		}
 	}
+	for _, res := range r.Results {
+		if res.EmailQuality != nil {
+			writeEmailQuality(w, res.EmailQuality)
+		}
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 
 	"enrichd/client"
 	"enrichd/enrich"
+	"enrichd/flatten"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -81,11 +83,10 @@ type rowResult struct {
 	code     string // the task's or the API's error code
 	message  string
 	taskID   string
-	company  *client.Company
-	person   *client.Person
-	charged  int64 // credits this run spent on it, once settled
-	held     int64 // credits charged for a task still in flight when the run ended
-	replayed bool  // settled by an earlier run
+	data     json.RawMessage // the result, once succeeded
+	charged  int64           // credits this run spent on it, once settled
+	held     int64           // credits charged for a task still in flight when the run ended
+	replayed bool            // settled by an earlier run
 }
 
 type enrichRun struct {
@@ -424,14 +425,16 @@ func (r *enrichRun) enrichOne(ctx context.Context, value string) (*rowResult, er
 			if !replay {
 				res.charged = tr.Task.CreditsCharged
 			}
+			// Decoding checks that the result is the API's, before it is flattened.
 			if tr.Task.ObjectType == client.ObjectCompany {
-				res.company, err = tr.Company()
+				_, err = tr.Company()
 			} else {
-				res.person, err = tr.Person()
+				_, err = tr.Person()
 			}
 			if err != nil {
 				return nil, err
 			}
+			res.data = tr.Data
 		}
 		return res, nil
 	}
@@ -467,59 +470,10 @@ func retryable(status string, e *client.TaskError) bool {
 	return false
 }
 
-// Result columns, after the input's. The prefix keeps them apart from input columns
-// of the same name (a company file usually has a "domain" column already).
-var (
-	commonColumns  = []string{"enrichd_status", "enrichd_error_code", "enrichd_error_message", "enrichd_task_id"}
-	companyColumns = []string{"enrichd_name", "enrichd_domain", "enrichd_network_url", "enrichd_employee_count",
-		"enrichd_employee_range", "enrichd_industry", "enrichd_year_founded", "enrichd_hq_city", "enrichd_hq_country"}
-	personColumns = []string{"enrichd_full_name", "enrichd_headline", "enrichd_current_title", "enrichd_current_company",
-		"enrichd_city", "enrichd_country_code", "enrichd_network_url", "enrichd_email_match_method"}
-)
-
+// resultColumns is the row's outcome in the columns every enriched CSV has.
 func resultColumns(res *rowResult, object string) []string {
-	out := []string{res.status, res.code, res.message, res.taskID}
-	if object == client.ObjectCompany {
-		c := res.company
-		if c == nil {
-			return append(out, make([]string, len(companyColumns))...)
-		}
-		return append(out, c.Name, str(c.Domain), str(c.NetworkURL), num(c.EmployeeCount), str(c.EmployeeRange),
-			str(c.PrimaryIndustry), num(c.YearFounded), anyStr(c.Headquarters["city"]), anyStr(c.Headquarters["country"]))
-	}
-	p := res.person
-	if p == nil {
-		return append(out, make([]string, len(personColumns))...)
-	}
-	var title, company, method string
-	if pos := p.Current(); pos != nil {
-		title, company = str(pos.Title), str(pos.CompanyName)
-	}
-	if p.EmailMatch != nil {
-		method = p.EmailMatch.Method
-	}
-	return append(out, str(p.FullName), str(p.Headline), title, company, str(p.City), str(p.CountryCode), str(p.NetworkURL), method)
-}
-
-func str(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
-func num[T int | int64](p *T) string {
-	if p == nil {
-		return ""
-	}
-	return strconv.FormatInt(int64(*p), 10)
-}
-
-func anyStr(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	return ""
+	return flatten.Row(flatten.Outcome{Status: res.status, Code: res.code, Message: res.message, TaskID: res.taskID,
+		Data: res.data}, object)
 }
 
 // writeOutput writes the whole output next to its final place and renames it there,
@@ -531,12 +485,7 @@ func writeOutput(path string, head []string, records [][]string, results []*rowR
 	}
 	defer os.Remove(tmp.Name())
 	w := csv.NewWriter(tmp)
-	cols := append(append([]string{}, head...), commonColumns...)
-	if object == client.ObjectCompany {
-		cols = append(cols, companyColumns...)
-	} else {
-		cols = append(cols, personColumns...)
-	}
+	cols := append(append([]string{}, head...), flatten.Columns(object)...)
 	w.Write(cols)
 	for i, rec := range records {
 		w.Write(append(append([]string{}, rec...), resultColumns(results[i], object)...))

@@ -39,8 +39,8 @@ type migrated struct {
 
 // fillForMigration fills a SQLite deployment through the store: organizations with
 // keys, grants (one expiring), a dataset, tasks of every status (a store hit among the
-// succeeded, an idempotent one), a Loop with deliveries, users with a link and a
-// session.
+// succeeded, an idempotent one), a Loop with deliveries, a first-start link, users
+// with a link and a session.
 func fillForMigration(t *testing.T, db *store.DB) migrated {
 	t.Helper()
 	is := is.New(t)
@@ -49,6 +49,10 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 	is.NoErr(err)
 	_, err = db.Import(ctx, strings.NewReader(string(raw)), enrich.Normalizer{NetworkHost: enrich.DefaultNetworkHost})
 	is.NoErr(err)
+	// The first start's link, printed while nobody could sign in yet.
+	first, err := db.NewInstallLink(ctx)
+	is.NoErr(err)
+	is.True(first != "")
 
 	m := migrated{tasks: map[string]string{}}
 	for i, name := range []string{"acme", "globex", "initech"} {
@@ -129,6 +133,22 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		m.tasks[c.TaskID] = c.OrgID
 		m.tasks[task("queued-"+domain, nil, "key-"+strconv.Itoa(i)).Task.ID] = org
 		m.tasks[canceled.Task.ID] = org
+		// A batch: a row with its task (a store hit), a row refused, a row pending.
+		rowReq := func(d string) store.NewBatchRow {
+			return store.NewBatchRow{Values: []string{d, "x"}, Request: json.RawMessage(`{"domain":"` + d + `"}`)}
+		}
+		b, _, err := db.CreateBatch(ctx, store.NewBatch{OrgID: org, ObjectType: enrich.ObjectCompany, Name: "crm.csv",
+			Columns: []string{"domain", "owner"}, Rows: []store.NewBatchRow{rowReq(domain), rowReq("a-" + domain), rowReq("b-" + domain)},
+			CreditsEstimate: 3, IdempotencyKey: "upload-" + name, BodyHash: strings.Repeat("cd", 32)})
+		is.NoErr(err)
+		body, _ := json.Marshal(map[string]string{"domain": domain})
+		row, err := db.CreateTask(ctx, store.NewTask{OrgID: org, Input: enrich.Input{Lookup: enrich.LookupDomain, Target: domain}, RawInput: body,
+			TTL: 10 * time.Minute, MaxBacklog: 1000, Freshness: 30 * 24 * time.Hour, Batch: &store.BatchRowRef{BatchID: b.ID, Row: 1},
+			IdempotencyKey: store.RowIdempotencyKey(b.ID, 1), Endpoint: "POST /v1/batches", BodyHash: strings.Repeat("ef", 32)})
+		is.NoErr(err)
+		is.Equal(row.Task.Status, store.StatusSucceeded)
+		m.tasks[row.Task.ID] = org
+		is.NoErr(db.FailBatchRow(ctx, b.ID, 2, &enrich.TaskError{Code: "insufficient_credits", Message: "not enough credits"}))
 	}
 	return m
 }

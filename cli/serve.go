@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -91,7 +93,7 @@ func newServeCommand() *cobra.Command {
 			if cfg.WebhookPolicy.AllowPrivate {
 				logger.Warn("--allow-private-webhooks is on: webhooks may be sent over plain http and to loopback and private addresses; use it only for local development")
 			}
-			return serve(cmd.Context(), adminAddr, db, cfg)
+			return serve(cmd.Context(), adminAddr, db, cfg, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -130,7 +132,7 @@ func addHTTPFlags(f *pflag.FlagSet, def server.HTTPLimits) {
 	f.Duration("idle-timeout", def.IdleTimeout, "a keep-alive connection is closed after waiting this long for its next request")
 	f.Int("max-header-bytes", def.MaxHeaderBytes, "largest request line and headers accepted, in bytes; larger gets 431")
 	f.Int("max-conns", def.MaxConns, "connections open at once, per listener; past it the longest idle keep-alive connection is closed, and with none idle new ones wait until one closes")
-	f.Int("max-conns-per-addr", def.MaxConnsPerAddr, "connections one client address may hold open at once, per listener; one more is closed at once "+
+	f.Int("max-conns-per-addr", def.MaxConnsPerAddr, "connections one client address (an IPv6 client: its /64) may hold open at once, per listener; one more is closed at once "+
 		"(behind a reverse proxy every client has the proxy's address: raise it to --max-conns)")
 }
 
@@ -259,8 +261,9 @@ func sources(cmd *cobra.Command) ([]enrich.Source, error) {
 // serve runs the API on cfg.Addr and the workers until ctx ends, then stops accepting, and gives
 // requests in flight and tasks already claimed cfg.ShutdownGrace to finish; tasks
 // still running then go back to the queue. With an adminAddr, /healthz, /readyz and
-// /metrics are served there instead of on addr.
-func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Config) error {
+// /metrics are served there instead of on addr. On a database with no user yet, it
+// prints to stderr where the API and the dashboard are and the first-start link.
+func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Config, stderr io.Writer) error {
 	srv := server.New(db, cfg)
 	ln, err := srv.Listen(cfg.Addr, cfg.HTTP)
 	if err != nil {
@@ -298,6 +301,10 @@ func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Confi
 		attrs = append(attrs, "admin_addr", "http://"+listeners[1].Addr().String())
 	}
 	cfg.Logger.Info("enrichd listening", attrs...)
+	if err := printFirstStart(ctx, stderr, db, siteURL(cfg.PublicURL, ln.Addr())); err != nil {
+		// The service runs all the same: the next start tries again.
+		cfg.Logger.Error("making the first-start link", "err", err.Error())
+	}
 
 	select {
 	case err = <-serveErr:
@@ -327,4 +334,48 @@ func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Confi
 		cfg.Logger.Info("stopped")
 	}
 	return err
+}
+
+// printFirstStart prints, in plain words and once, on a database that has no user yet,
+// the addresses of the API and the dashboard and a new first-start link (valid
+// store.InstallLinkTTL, for one use) whose page creates the first organization and its
+// admin. Once a user exists it prints nothing.
+func printFirstStart(ctx context.Context, w io.Writer, db *store.DB, base string) error {
+	token, err := db.NewInstallLink(ctx)
+	if err != nil || token == "" {
+		return err
+	}
+	_, err = fmt.Fprintf(w, `
+enrichd is running. This database has no user yet.
+
+  API:        %[1]s/v1/
+  Dashboard:  %[1]s/dashboard/
+
+Open this link to create your organization and its first admin. It works once, for
+%[3]d hour; until someone has used it, each start of enrichd prints a new one:
+
+  %[1]s/dashboard/install?token=%[2]s
+
+`, base, url.QueryEscape(token), int(store.InstallLinkTTL.Hours()))
+	return err
+}
+
+// siteURL is the address people open the service at: the --public-url when given,
+// else the listener's, with a wildcard host made the loopback one a browser on this
+// machine can open.
+func siteURL(publicURL string, addr net.Addr) string {
+	if publicURL != "" {
+		return strings.TrimRight(publicURL, "/")
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

@@ -100,6 +100,8 @@ type Error struct {
 	RequestID        string // the body's requestId (500), else the X-Request-Id header
 	CreditsRemaining *int64 // 402
 	QueuedTasks      *int64 // 429 queue_full
+	// Rows are the refused rows of an upload (CreateBatch's 400), each with why.
+	Rows []RowRefusal
 	// RetryAfter is the Retry-After header (429): how long the server asked to wait.
 	RetryAfter time.Duration
 }
@@ -162,6 +164,12 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 			return nil, fmt.Errorf("enrichd: encoding the %s %s body: %w", method, path, err)
 		}
 	}
+	return c.doRaw(ctx, method, path, query, raw, into, headers...)
+}
+
+// doRaw is do with the body as bytes, sent as JSON unless headers name another
+// Content-Type.
+func (c *Client) doRaw(ctx context.Context, method, path string, query url.Values, raw []byte, into any, headers ...string) (*response, error) {
 	target := c.base + path
 	if len(query) > 0 {
 		target += "?" + query.Encode()
@@ -240,14 +248,15 @@ func parseRetryAfter(v string) time.Duration {
 func apiError(res *response) *Error {
 	e := &Error{Status: res.status, RequestID: res.header.Get("X-Request-Id"), RetryAfter: res.retryAfter}
 	var body struct {
-		Error            string `json:"error"`
-		Code             string `json:"code"`
-		RequestID        string `json:"requestId"`
-		CreditsRemaining *int64 `json:"creditsRemaining"`
-		QueuedTasks      *int64 `json:"queuedTasks"`
+		Error            string       `json:"error"`
+		Code             string       `json:"code"`
+		RequestID        string       `json:"requestId"`
+		CreditsRemaining *int64       `json:"creditsRemaining"`
+		QueuedTasks      *int64       `json:"queuedTasks"`
+		Rows             []RowRefusal `json:"rows"`
 	}
 	if strings.HasPrefix(res.header.Get("Content-Type"), "application/json") && json.Unmarshal(res.body, &body) == nil {
-		e.Message, e.Code, e.CreditsRemaining, e.QueuedTasks = body.Error, body.Code, body.CreditsRemaining, body.QueuedTasks
+		e.Message, e.Code, e.CreditsRemaining, e.QueuedTasks, e.Rows = body.Error, body.Code, body.CreditsRemaining, body.QueuedTasks, body.Rows
 		if body.RequestID != "" {
 			e.RequestID = body.RequestID
 		}

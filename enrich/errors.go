@@ -34,6 +34,16 @@ type Error struct {
 	CreditsRemaining *int64 // 402
 	QueuedTasks      *int64 // 429 queue_full
 	RetryAfter       int    // 429 and 503: whole seconds, at least 1
+	// Rows are the refused rows of an upload (a batch), each with why.
+	Rows []RowError
+}
+
+// RowError is why one row of an upload is refused: Row counts the data rows from 1,
+// Line is the line of the file it starts on.
+type RowError struct {
+	Row     int    `json:"row"`
+	Line    int    `json:"line"`
+	Message string `json:"error"`
 }
 
 func (e *Error) Error() string {
@@ -81,4 +91,8 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrUnavailable: the source could not answer now; asking again later may work.
 	ErrUnavailable = errors.New("provider unavailable")
+	// ErrSearchIncomplete: a staff search answered, but could not ask for every name it
+	// was given (a vendor's length limit): its hits are returned with it, and people
+	// the address may stand for may be missing from them.
+	ErrSearchIncomplete = errors.New("the staff search could not ask for every name")
 )

@@ -2,6 +2,7 @@ package enrich
 
 import (
 	_ "embed"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -141,6 +142,33 @@ var nicknameGroups = sync.OnceValue(func() map[string][]int {
 	return groups
 })
 
+// nicknameFormal is the formal name of each group: the name before the colon.
+var nicknameFormal = sync.OnceValue(func() map[int]string {
+	out := map[int]string{}
+	n := 0
+	for _, line := range strings.Split(nicknamesData, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		formal, _, _ := strings.Cut(line, ":")
+		out[n] = Fold(strings.TrimSpace(formal))
+		n++
+	}
+	return out
+})
+
+// formalNames are the formal names a folded first name is short for (bob: robert).
+func formalNames(name string) []string {
+	var out []string
+	for _, g := range nicknameGroups()[name] {
+		if f := nicknameFormal()[g]; f != name {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // nicknameNames lists every name on a group, by group.
 var nicknameNames = sync.OnceValue(func() map[int][]string {
 	out := map[int][]string{}
@@ -261,6 +289,10 @@ func SplitFullName(full string) PersonName {
 // variants are the spellings an address may use for a person's first and last names.
 type variants struct {
 	firsts, lasts []string
+	// initials are the first letters of the first name as the person has it (each
+	// word of it) and of the formal name it is short for (Bob: b and r), never of
+	// another nickname: Margaret's initial is m, not the g of Greta.
+	initials []string
 }
 
 func (n PersonName) variants() variants {
@@ -273,6 +305,10 @@ func (n PersonName) variants() variants {
 		v.firsts = append(v.firsts, strings.Join(words, ""), strings.Join(words, "-"))
 		for _, w := range words {
 			v.firsts = append(v.firsts, equivalents(w)...)
+			v.initials = append(v.initials, initial(w))
+			for _, formal := range formalNames(w) {
+				v.initials = append(v.initials, initial(formal))
+			}
 		}
 	}
 	for _, l := range foldings(n.Last) {
@@ -338,21 +374,31 @@ func MatchPattern(n PersonName, local string) string {
 	sets := [4]map[string]bool{firstNames: {}, lastNames: {}, firstInitials: {}, lastInitials: {}}
 	for _, f := range v.firsts {
 		sets[firstNames][f] = true
-		sets[firstInitials][initial(f)] = true
+	}
+	for _, i := range v.initials {
+		sets[firstInitials][i] = true
 	}
 	for _, l := range v.lasts {
 		sets[lastNames][l] = true
 		sets[lastInitials][initial(l)] = true
 	}
+	// A last name is compared without the separators the address may put inside it:
+	// berners.lee, berners_lee, mc-carthy and o.brien are the joined name.
+	in := func(set nameSet, s string) bool {
+		if sets[set][s] {
+			return true
+		}
+		return set == lastNames && strings.ContainsAny(s, "._-") && sets[set][stripSeparators(s)]
+	}
 	for _, p := range patterns {
 		if p.single {
-			if sets[p.left][clean] {
+			if in(p.left, clean) {
 				return p.name
 			}
 			continue
 		}
 		for i := 0; i+len(p.sep) <= len(clean); i++ {
-			if clean[i:i+len(p.sep)] == p.sep && sets[p.left][clean[:i]] && sets[p.right][clean[i+len(p.sep):]] {
+			if clean[i:i+len(p.sep)] == p.sep && in(p.left, clean[:i]) && in(p.right, clean[i+len(p.sep):]) {
 				return p.name
 			}
 		}
@@ -360,10 +406,15 @@ func MatchPattern(n PersonName, local string) string {
 	return ""
 }
 
-// LocalPartNames lists the name words a local part may stand for, to search a
-// company's staff with: each word between separators, or for a local part without
-// any, the whole, the whole without its first or last letter (flast, firstl) and
-// every split into two words; each with the names that are the same first name. A
+// LocalPartNames lists the names a staff search asks for: the plausible names the
+// local part describes, never fragments. A local part with separators gives each
+// piece of two letters or more (an initial alone is not searched) and the surname its
+// particle pieces join into (mc.carthy: mccarthy; o.brien: obrien). One without separators gives the
+// whole; the whole without its first letter or its last, when three letters or more
+// are left (flast, lastf, firstl: rjones gives jones); and, where a known given name
+// begins or ends it (givennames.txt, nicknames.txt), that name and the rest
+// (dennismccarthy: dennis, mccarthy). Each name comes with the names that are the
+// same first name, and a surname with its particles left out (vanderberg: berg). A
 // local part longer than MaxLocalPart stands for none.
 func LocalPartNames(local string) []string {
 	if len(local) > MaxLocalPart {
@@ -372,32 +423,155 @@ func LocalPartNames(local string) []string {
 	clean := CleanLocalPart(local)
 	parts := strings.FieldsFunc(clean, func(r rune) bool { return r == '.' || r == '_' || r == '-' })
 	var words []string
+	add := func(w string, least int) {
+		if utf8.RuneCountInString(w) >= least && !searchParticles[w] {
+			words = append(words, w)
+		}
+	}
 	if len(parts) > 1 {
-		for _, p := range parts {
-			if utf8.RuneCountInString(p) > 1 {
-				words = append(words, p)
+		for i, p := range parts {
+			add(p, 2)
+			// Particles written apart belong to the name after them, joined once from
+			// the start of their run: van.der.berg is vanderberg, o.brien obrien.
+			if i > 0 && joinsNext(parts[i-1]) {
+				continue
+			}
+			j := i
+			for j+1 < len(parts) && joinsNext(parts[j]) {
+				j++
+			}
+			if j > i {
+				add(strings.Join(parts[i:j+1], ""), 2)
 			}
 		}
 	} else if len(parts) == 1 {
 		w := parts[0]
-		words = append(words, w)
-		if utf8.RuneCountInString(w) > 2 {
-			_, first := utf8.DecodeRuneInString(w)
-			_, last := utf8.DecodeLastRuneInString(w)
-			words = append(words, w[first:], w[:len(w)-last])
-		}
-		// Every split into two words of at least two letters each, as substrings of w.
-		var bounds []int // byte offsets of the rune boundaries inside w
+		add(w, 2)
+		_, first := utf8.DecodeRuneInString(w)
+		_, last := utf8.DecodeLastRuneInString(w)
+		add(w[first:], 3)
+		add(w[:len(w)-last], 3)
+		// A given name joined to a surname, either way round.
 		for i := range w {
-			bounds = append(bounds, i)
-		}
-		for k := 2; k+2 <= len(bounds); k++ {
-			words = append(words, w[:bounds[k]], w[bounds[k]:])
+			if i == 0 {
+				continue
+			}
+			head, tail := w[:i], w[i:]
+			if utf8.RuneCountInString(head) < 2 || utf8.RuneCountInString(tail) < 2 {
+				continue
+			}
+			if isGivenName(head) || isGivenName(tail) {
+				add(head, 2)
+				add(tail, 2)
+			}
 		}
 	}
 	var out []string
 	for _, w := range words {
 		out = append(out, equivalents(w)...)
+		if s := withoutParticles(w); s != w {
+			out = append(out, s)
+		}
 	}
 	return dedupe(out)
+}
+
+// searchParticles are the particles a surname may be joined with in an address, which
+// a staff search never asks for alone: too short, or too common, to name anyone.
+var searchParticles = func() map[string]bool {
+	m := map[string]bool{"mc": true}
+	for p := range lastNameParticles {
+		m[p] = true
+	}
+	return m
+}()
+
+// prefixParticles are the particles withoutParticles takes off a joined surname: those
+// of three letters or more, and mc; the longest first, so the same surname always loses
+// the same ones (dellarosa -> rosa, never larosa).
+var prefixParticles = func() []string {
+	var out []string
+	for p := range searchParticles {
+		if len(p) >= 3 || p == "mc" {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	return out
+}()
+
+// joinsNext says a piece of a local part written apart is a particle of the surname
+// after it: a particle, or the O' or D' of O'Brien and D'Angelo, whose apostrophe an
+// address cannot carry.
+func joinsNext(piece string) bool {
+	return searchParticles[piece] || piece == "o" || piece == "d"
+}
+
+// withoutParticles takes the particles of three letters or more (and mc) off the front
+// of a joined surname, as long as four letters are left: vanderberg -> berg, mccarthy
+// -> carthy. A given name is left alone, and so is one that begins the word (dennis
+// and dennismccarthy are not den nis...).
+func withoutParticles(w string) string {
+	if isGivenName(w) {
+		return w
+	}
+	for {
+		cut := false
+		for _, p := range prefixParticles {
+			if strings.HasPrefix(w, p) && utf8.RuneCountInString(w[len(p):]) >= 4 && !givenNameBegins(w, len(p)) {
+				w, cut = w[len(p):], true
+				break
+			}
+		}
+		if !cut {
+			return w
+		}
+	}
+}
+
+// givenNameBegins reports whether a given name longer than n bytes begins w.
+func givenNameBegins(w string, n int) bool {
+	for i := range w {
+		if i > n && isGivenName(w[:i]) {
+			return true
+		}
+	}
+	return false
+}
+
+//go:embed data/givennames.txt
+var givenNamesData string
+
+// givenNames are the given names a joined local part is split at: those of
+// givennames.txt and every name of nicknames.txt.
+var givenNames = sync.OnceValue(func() map[string]bool {
+	set := map[string]bool{}
+	for _, line := range strings.Split(givenNamesData, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		for _, w := range strings.Fields(line) {
+			set[Fold(w)] = true
+		}
+	}
+	for name := range nicknameGroups() {
+		set[name] = true
+	}
+	return set
+})
+
+func isGivenName(s string) bool { return givenNames()[s] }
+
+func stripSeparators(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '_' || r == '-' {
+			return -1
+		}
+		return r
+	}, s)
 }

@@ -44,7 +44,18 @@ func TestMatchPattern(t *testing.T) {
 		{"nickname in the address", enrich.PersonName{First: "Robert", Last: "Jones"}, "bob.jones", enrich.PatternFirstDotLast},
 		{"formal name in the address", enrich.PersonName{First: "Bill", Last: "Gates"}, "william.gates", enrich.PatternFirstDotLast},
 		{"two nicknames of one name", enrich.PersonName{First: "Liz", Last: "Taylor"}, "beth.taylor", enrich.PatternFirstDotLast},
-		{"nickname initial", enrich.PersonName{First: "Bob", Last: "Jones"}, "rjones", enrich.PatternFLast},
+		{"the formal name's initial", enrich.PersonName{First: "Bob", Last: "Jones"}, "rjones", enrich.PatternFLast},
+		{"the name's own initial", enrich.PersonName{First: "Bob", Last: "Jones"}, "bjones", enrich.PatternFLast},
+		{"another nickname's initial is not a first initial", enrich.PersonName{First: "Margaret", Last: "Hopper"}, "ghopper", ""},
+		{"nor is a nickname's initial of a formal name", enrich.PersonName{First: "Robert", Last: "Jones"}, "bjones", ""},
+		{"compound surname joined", enrich.PersonName{First: "Ken", Last: "Berners-Lee"}, "k.bernerslee", enrich.PatternFDotLast},
+		{"compound surname dotted", enrich.PersonName{First: "Ken", Last: "Berners-Lee"}, "ken.berners.lee", enrich.PatternFirstDotLast},
+		{"compound surname by a part", enrich.PersonName{First: "Barbara", Last: "Berners-Lee"}, "barbara.lee", enrich.PatternFirstDotLast},
+		{"mc written apart", enrich.PersonName{First: "Dennis", Last: "McCarthy"}, "dennis.mc-carthy", enrich.PatternFirstDotLast},
+		{"mc apart in the name", enrich.PersonName{First: "Dennis", Last: "Mc Carthy"}, "dmccarthy", enrich.PatternFLast},
+		{"apostrophe written with a dot", enrich.PersonName{First: "Sean", Last: "O'Brien"}, "sean.o.brien", enrich.PatternFirstDotLast},
+		{"particles joined", enrich.PersonName{First: "Jan", Last: "van der Berg"}, "jvanderberg", enrich.PatternFLast},
+		{"particles left out", enrich.PersonName{First: "Jan", Last: "van der Berg"}, "jan.berg", enrich.PatternFirstDotLast},
 		{"nicknames do not chain across names", enrich.PersonName{First: "Robert", Last: "Jones"}, "albert.jones", ""},
 		{"unrelated first name", enrich.PersonName{First: "Robert", Last: "Jones"}, "tom.jones", ""},
 
@@ -119,8 +130,25 @@ func TestLocalPartNames(t *testing.T) {
 	is.True(slices.Contains(names, "smith"))  // flast
 	is.True(slices.Contains(names, "jsmith")) // a single word
 	names = enrich.LocalPartNames("johnsmith")
-	is.True(slices.Contains(names, "john") && slices.Contains(names, "smith")) // a split into two words
+	is.True(slices.Contains(names, "john") && slices.Contains(names, "smith")) // a split at a given name
 	is.Equal(len(enrich.LocalPartNames("123")), 0)
+
+	// Only plausible names: no fragments of two letters, no pieces that are no name.
+	is.Equal(enrich.LocalPartNames("rjones"), []string{"rjones", "jones", "rjone"})
+	names = enrich.LocalPartNames("dennismccarthy")
+	for _, want := range []string{"dennismccarthy", "dennis", "mccarthy", "carthy"} {
+		is.True(slices.Contains(names, want)) // the given name split off, the particle left out
+	}
+	is.True(slices.Contains(enrich.LocalPartNames("mccarthyvint"), "mccarthy")) // lastfirst
+	is.True(!slices.Contains(names, "de") && !slices.Contains(names, "ennismccarthy"[:3]))
+	is.True(slices.Contains(enrich.LocalPartNames("k.bernerslee"), "bernerslee"))
+	is.True(slices.Contains(enrich.LocalPartNames("jan.van.der.berg"), "vanderberg")) // particles join the name after them
+	is.True(!slices.Contains(enrich.LocalPartNames("jan.van.der.berg"), "van"))
+	is.True(slices.Contains(enrich.LocalPartNames("jvanderberg"), "berg"))
+	is.True(slices.Contains(enrich.LocalPartNames("ghopper"), "hopper"))
+	for _, n := range enrich.LocalPartNames("rjones") {
+		is.True(len(n) > 2) // never a fragment of two letters
+	}
 }
 
 func TestRefusal(t *testing.T) {
@@ -222,4 +250,78 @@ func TestCurrentPositionOnly(t *testing.T) {
 	c, ok := acme.Confirm(former, "jane.smith", enrich.MatchResolved)
 	is.True(ok)
 	is.Equal(c.Pattern, enrich.PatternFirstDotLast)
+}
+
+// A surname's particles come off the same way every time, the longest first:
+// dellarosa asks for rosa (Della Rosa), never sometimes larosa.
+func TestParticlesComeOffTheSameWayEveryTime(t *testing.T) {
+	for range 200 {
+		names := enrich.LocalPartNames("dellarosa")
+		if !slices.Contains(names, "rosa") || slices.Contains(names, "larosa") {
+			t.Fatalf("dellarosa searches %v, want rosa and not larosa", names)
+		}
+	}
+}
+
+// An elided particle written apart (o.brien, d.angelo) joins the name after it, as the
+// person's surname is spelled: the search asks for obrien, so it lists Sean O'Brien,
+// whom the address fits. A run of particles joins once, from its start: van.der.berg
+// asks for vanderberg, not also derberg.
+func TestElidedParticlesWrittenApartAreSearchedJoined(t *testing.T) {
+	for _, tt := range []struct {
+		local, first, last string
+	}{
+		{"s.o.brien", "Sean", "O'Brien"},
+		{"o.brien", "Sean", "O'Brien"},
+		{"sean.o.brien", "Sean", "O'Brien"},
+		{"a.d.angelo", "Anna", "D'Angelo"},
+		{"d.angelo", "Anna", "D'Angelo"},
+	} {
+		if enrich.MatchPattern(enrich.PersonName{First: tt.first, Last: tt.last}, tt.local) == "" {
+			t.Fatalf("%s does not fit %s %s", tt.local, tt.first, tt.last)
+		}
+		q := enrich.StaffQuery{Names: enrich.LocalPartNames(tt.local)}
+		if !q.Matches(tt.first, tt.last) {
+			t.Errorf("%s fits %s %s, but the search asks for %v", tt.local, tt.first, tt.last, q.Names)
+		}
+	}
+	if names := enrich.LocalPartNames("jan.van.der.berg"); slices.Contains(names, "derberg") {
+		t.Errorf("jan.van.der.berg asks for %v, a piece that is no name", names)
+	}
+}
+
+// A particle is not taken off a given name that begins a joined local part:
+// dennismccarthy asks for dennis and mccarthy, never nismccarthy.
+func TestAGivenNameLosesNoParticle(t *testing.T) {
+	names := enrich.LocalPartNames("dennismccarthy")
+	for _, junk := range []string{"nismccarthy", "nismccarth"} {
+		if slices.Contains(names, junk) {
+			t.Errorf("dennismccarthy asks for %v, with %s, which is no name", names, junk)
+		}
+	}
+	for _, want := range []string{"dennis", "mccarthy", "carthy"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("dennismccarthy asks for %v, without %s", names, want)
+		}
+	}
+	if names := enrich.LocalPartNames("vanderberg"); !slices.Contains(names, "berg") {
+		t.Errorf("vanderberg asks for %v, without berg", names)
+	}
+}
+
+// The most common given names are split out of a joined local part, so the search
+// lists the person: seanobrien asks for sean and obrien.
+func TestCommonGivenNamesAreSplitOut(t *testing.T) {
+	for _, tt := range []struct{ local, first, last string }{
+		{"seanobrien", "Sean", "O'Brien"},
+		{"paulsmith", "Paul", "Smith"},
+		{"kevinjones", "Kevin", "Jones"},
+		{"georgewu", "George", "Wu"},
+		{"millerryan", "Ryan", "Miller"},
+	} {
+		q := enrich.StaffQuery{Names: enrich.LocalPartNames(tt.local)}
+		if !q.Matches(tt.first, tt.last) || !slices.Contains(q.Names, enrich.Fold(tt.first)) {
+			t.Errorf("%s asks for %v, which does not list %s %s", tt.local, q.Names, tt.first, tt.last)
+		}
+	}
 }

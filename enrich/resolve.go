@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultMaxRetrievals is how many profiles one email lookup retrieves at most.
@@ -78,15 +79,18 @@ type EmailOutcome struct {
 //     decided against the people gathered then, by its hints, without a new search;
 //  3. the company behind the domain is identified (the store, else the sources, as a
 //     company lookup would: aliases and redirects included); none -> not_found;
-//  4. resolved: the company's staff is searched on every source that can, each
-//     plausible profile retrieved and kept when it holds a current position at that
-//     company under a name the local part fits. A search that shows more plausible
-//     people than MaxRetrievals confirms nobody: not_found, whatever is held;
+//  4. resolved: the company's staff is searched on every source that can, with the
+//     names the local part describes (LocalPartNames); each plausible profile is
+//     read (from what is held when it is younger than the freshness window, else
+//     retrieved) and kept when it holds a current position at that company under a
+//     name the local part fits. A search whose whole page is full, or that shows more
+//     plausible people than MaxRetrievals, confirms nobody: not_found, whatever is
+//     held;
 //  5. inferred: held people with a current position at that company whose name the
-//     local part fits, and whose profile the search did not retrieve. They add to
-//     the people the search confirmed, never stand in for it: what was looked up
-//     before must not change whom an address fits. Stale ones are refreshed with
-//     what is left of MaxRetrievals, which the whole step 4 and 5 shares.
+//     local part fits, and whom the search did not decide. They add to the people
+//     the search confirmed, never stand in for it, and decide nothing unless the
+//     search saw everyone the address may stand for (see fits). Stale ones are
+//     refreshed with what is left of MaxRetrievals, which steps 4 and 5 share.
 //
 // One person -> success; none -> not_found; several -> the hints sent break the tie,
 // else ambiguous with the count and the hints that would. Hints never change the
@@ -194,10 +198,15 @@ func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time) (
 }
 
 // fits returns the current employees of the company the local part fits: those the
-// staff search shows, retrieved and confirmed (resolved), and the people held whom
-// it did not decide (inferred). One of them is an answer only if nobody else the
-// address may stand for went unchecked. Without a source that can search staff, the
-// people held are all there is to go by.
+// staff search shows, confirmed against their profiles (resolved), and the people held
+// whom it did not decide (inferred).
+//
+// A person held is an answer only if the search saw everyone the address may stand
+// for: a search that was cut off, that failed, that could not ask for every name, or
+// that did not even list a person held who fits (so it cannot see the form the
+// address takes) leaves the held people unable to decide alone. The lookup then fails:
+// ambiguous when two or more people fit, not_found otherwise, never a person picked
+// among others unseen. Without a source that can search staff, nothing is seen.
 func (p *Pipeline) fits(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, *TaskError) {
 	found, s, terr := p.resolved(ctx, employer, company, local, now)
 	if terr != nil {
@@ -210,16 +219,29 @@ func (p *Pipeline) fits(ctx context.Context, employer Employer, company *Company
 			"the staff search shows more people at %s the address may stand for than this server retrieves for one lookup (%d), so nobody could be confirmed",
 			company.Name, p.maxRetrievals())}
 	}
-	held, terr := p.inferred(ctx, employer, local, now, s.decided, p.maxRetrievals()-s.retrievals)
+	held, unseen, terr := p.inferred(ctx, employer, local, now, s, p.maxRetrievals()-s.retrievals)
 	if terr != nil {
 		return nil, terr
 	}
 	all := distinct(append(found, held...))
-	switch {
-	case s.searchers == 0 && len(held) == 0:
-		return nil, &TaskError{Code: CodeNotFound, Message: "none of this server's sources can search a company's staff, so the address cannot be resolved"}
-	case len(all) < 2 && s.unavailable:
+	if s.unavailable && len(all) < 2 {
 		return nil, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached while resolving the address, so nobody could be confirmed; retrying later is safe"}
+	}
+	if s.searchers == 0 || s.partial || unseen {
+		why := "the staff search could not see everyone the address may stand for"
+		switch {
+		case s.searchers == 0:
+			why = "none of this server's sources can search a company's staff"
+		case s.partial:
+			why = "the staff search could not ask for every name the address may stand for"
+		}
+		if len(all) < 2 {
+			return nil, &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
+				"%s, so nobody at %s could be confirmed as the only person it fits", why, company.Name)}
+		}
+		n := len(all)
+		return nil, &TaskError{Code: CodeAmbiguous, Candidates: &n, HintsAccepted: []string{}, Message: fmt.Sprintf(
+			"the address fits at least %d current employees of %s, and %s, so no hint can pick one", n, company.Name, why)}
 	}
 	return all, nil
 }
@@ -242,22 +264,29 @@ func distinct(cands []Candidate) []Candidate {
 }
 
 // inferred returns the held people at the company the local part fits, but for those
-// whose profile the staff search retrieved (decided): the search decided them. A
-// profile older than the freshness window is retrieved again, within budget
-// retrievals, and must still fit.
-func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string, now time.Time, decided map[string]bool, budget int) ([]Candidate, *TaskError) {
-	staff, err := p.Held.CurrentStaff(ctx, employer, heldStaffLimit)
-	if err != nil {
-		return nil, &TaskError{Code: CodeInternalError, Message: "the people held could not be read"}
+// the staff search decided (whose profile it retrieved or read fresh from what is
+// held). unseen says one of them was not even listed by the search: the search cannot
+// see the form the address takes, so the held people cannot decide alone. A profile
+// older than the freshness window is retrieved again, within budget retrievals, and
+// must still fit.
+func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string, now time.Time, s staffSearch, budget int) (out []Candidate, unseen bool, terr *TaskError) {
+	staff := s.held
+	if !s.heldRead {
+		var err error
+		if staff, err = p.Held.CurrentStaff(ctx, employer, heldStaffLimit); err != nil {
+			return nil, false, &TaskError{Code: CodeInternalError, Message: "the people held could not be read"}
+		}
 	}
-	var out []Candidate
 	for _, h := range staff {
-		if h.Person.NetworkURL != nil && decided[*h.Person.NetworkURL] {
+		if h.Person.NetworkURL != nil && s.decided[*h.Person.NetworkURL] {
 			continue
 		}
 		c, ok := employer.Confirm(h.Person, local, MatchInferred)
 		if !ok {
 			continue
+		}
+		if h.Person.NetworkURL == nil || !s.listed[*h.Person.NetworkURL] {
+			unseen = true
 		}
 		c.RetrievedAt = h.LastEnriched
 		// A stale profile is retrieved again and must still fit. One that cannot be
@@ -274,49 +303,78 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 				}
 				c.RetrievedAt = now
 			case terr.Code == CodeTimedOut:
-				return nil, terr
+				return nil, false, terr
 			}
 		}
 		out = append(out, c)
 	}
-	return out, nil
+	return out, unseen, nil
 }
 
 // staffSearch is what a staff search went through, beyond the people it confirmed.
 type staffSearch struct {
 	searchers int // sources that can search staff
-	// decided holds the profiles the search retrieved, by the URL it showed and the
-	// URL the profile names: the search, not what is held, decides those people.
-	decided     map[string]bool
+	// decided holds the profiles the search retrieved (or read fresh from what is
+	// held, or that their source no longer has), by the URL it showed and the URL the
+	// profile names: the search, not what is held, decides those people.
+	decided map[string]bool
+	// listed holds every profile URL a search showed, fitting or not.
+	listed      map[string]bool
 	unavailable bool // a search or a retrieval could not be made
-	// cutOff says the search showed more people the address may stand for than one
-	// lookup retrieves (or a source's search stopped at the number asked): nobody
+	// partial: a source could not ask for every name the local part stands for.
+	partial bool
+	// cutOff says the search may have left out people the address fits (its last
+	// page was full), or shows more people it fits than one lookup retrieves: nobody
 	// can be confirmed, and nothing was retrieved.
 	cutOff     bool
 	retrievals int // profiles retrieved
+	// held is the company's current staff held, read once for the lookup.
+	held     []HeldPerson
+	heldRead bool
 }
 
 // resolved searches the company's staff on the sources that can, retrieves the
-// plausible profiles and keeps those that confirm. Each source is asked for one hit
-// more than the lookup retrieves: a search that returns that many stopped before the
-// end, so people the address may stand for went unseen.
+// plausible profiles (those whose shown name the address fits, or that show no whole
+// name: see mayFit) and keeps those that confirm. A profile held younger than the
+// freshness window is read from what is held instead of being retrieved again. Each
+// source is first asked for one hit more than the lookup retrieves, and a search that
+// returns that many is asked again for a whole page (StaffSearchMax); a source billed
+// by the call (SearchBilledPerCall) is asked for the whole page at once. Only a search
+// whose whole page is full may have left people out: the names that cannot fit are
+// dropped before anything is counted.
 func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, staffSearch, *TaskError) {
 	names := LocalPartNames(local)
 	limit := p.maxRetrievals()
-	ask := min(limit+1, StaffSearchMax)
 	var hits []string
-	seen := map[string]bool{}
-	var s staffSearch
+	s := staffSearch{listed: map[string]bool{}}
 	for _, src := range p.Sources {
 		ss, ok := src.(StaffSearcher)
 		if !ok {
 			continue
 		}
 		s.searchers++
-		if ctx.Err() != nil {
-			return nil, staffSearch{}, timedOut()
+		var members []StaffMember
+		var err error
+		asks := []int{min(limit+1, StaffSearchMax), StaffSearchMax}
+		if _, perCall := src.(SearchBilledPerCall); perCall {
+			asks = asks[1:] // a short page costs as much as a whole one
 		}
-		members, err := ss.SearchStaff(ctx, StaffQuery{Company: company, Names: names, Limit: ask})
+		for _, ask := range asks {
+			if ctx.Err() != nil {
+				return nil, staffSearch{}, timedOut()
+			}
+			members, err = ss.SearchStaff(ctx, StaffQuery{Company: company, Names: names, Limit: ask})
+			if (err == nil || errors.Is(err, ErrSearchIncomplete)) && len(members) >= ask {
+				if ask == StaffSearchMax {
+					s.cutOff = true // a whole page: there may be more
+				}
+				continue // a page the size asked: ask for a whole one
+			}
+			break
+		}
+		if errors.Is(err, ErrSearchIncomplete) {
+			s.partial, err = true, nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, staffSearch{}, timedOut()
@@ -327,16 +385,13 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			}
 			continue
 		}
-		if len(members) >= ask {
-			s.cutOff = true
-		}
 		for _, m := range members {
-			if m.NetworkURL == "" || seen[m.NetworkURL] {
+			if m.NetworkURL == "" || s.listed[m.NetworkURL] {
 				continue
 			}
-			seen[m.NetworkURL] = true
+			s.listed[m.NetworkURL] = true
 			// A name shown that the address cannot stand for is not worth a retrieval.
-			if strings.TrimSpace(m.FullName) != "" && MatchPattern(SplitFullName(m.FullName), local) == "" {
+			if !mayFit(m.FullName, local) {
 				continue
 			}
 			hits = append(hits, m.NetworkURL)
@@ -349,11 +404,31 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		s.cutOff = true
 		return nil, s, nil
 	}
+	staff, err := p.Held.CurrentStaff(ctx, employer, heldStaffLimit)
+	if err != nil {
+		return nil, staffSearch{}, &TaskError{Code: CodeInternalError, Message: "the people held could not be read"}
+	}
+	s.held, s.heldRead = staff, true
+	fresh := map[string]HeldPerson{}
+	for _, h := range staff {
+		if h.Person.NetworkURL != nil && !p.Fresh && now.Sub(h.LastEnriched) < p.freshness() {
+			fresh[*h.Person.NetworkURL] = h
+		}
+	}
 	s.decided = map[string]bool{}
 	var out []Candidate
 	for _, u := range hits {
 		if s.decided[u] {
 			continue // the profile another hit retrieved names this URL as its own
+		}
+		if h, ok := fresh[u]; ok {
+			// Held and fresh: what the source would say is what is held.
+			s.decided[u] = true
+			if c, ok := employer.Confirm(h.Person, local, MatchInferred); ok {
+				c.RetrievedAt = h.LastEnriched
+				out = append(out, c)
+			}
+			continue
 		}
 		s.retrievals++
 		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: u})
@@ -363,6 +438,10 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 				return nil, staffSearch{}, terr
 			case CodeProviderUnavailable:
 				s.unavailable = true
+			case CodeNotFound:
+				// The source no longer has the profile: a copy held does not answer for
+				// it (a store without one would not), nor is it asked for again.
+				s.decided[u] = true
 			}
 			continue
 		}
@@ -376,6 +455,25 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 	}
 	return out, s, nil
+}
+
+// mayFit reports whether a search hit shown under this name may be a person the local
+// part fits. Only a whole name rules a person out: one shown cut short ("Jonathan S.",
+// a first name alone) or not at all may be anyone's, and is retrieved, so the answer
+// does not depend on whether the person was held before.
+func mayFit(shown, local string) bool {
+	n := SplitFullName(strings.TrimSpace(shown))
+	if n.First == "" || n.Last == "" {
+		return true
+	}
+	for _, part := range []string{n.First, n.Last} {
+		for _, w := range nameWords(Fold(part)) {
+			if utf8.RuneCountInString(w) < 2 {
+				return true
+			}
+		}
+	}
+	return MatchPattern(n, local) != ""
 }
 
 // decide turns the people the address fits into the lookup's outcome.

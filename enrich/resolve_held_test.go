@@ -35,18 +35,26 @@ func TestAPersonHeldIsCountedBesideTheStaffSearched(t *testing.T) {
 		t.Fatalf("jsmith fits Jane and John Smith, John is held: got %+v", out)
 	}
 
-	// Someone held whom the search does not show (a profile the network no longer
-	// lists) still counts: held Ada is inferred, as nobody else fits.
+	// Someone held whom the search does not even list: the search cannot see the
+	// form the address takes, so others it fits may be unseen too. Held Ada does not
+	// decide alone: not_found, and ambiguous when two held people fit.
 	ada := revPerson("ada-lovelace", "Ada", "Lovelace", "Engineer", "London", "GB", "", false)
+	alan := revPerson("alan-lovelace", "Alan", "Lovelace", "Engineer", "Paris", "FR", "", false)
 	p.Held = revHeld{staff: []HeldPerson{{Person: ada, LastEnriched: now.Add(-time.Hour)}}}
 	out = revEmail(p, "alovelace@acme.com", Hints{})
-	if out.Err != nil || out.Result.Person.EmailMatch.Method != MatchInferred {
-		t.Fatalf("alovelace: got %+v, want Ada Lovelace inferred", out)
+	if out.Err == nil || out.Err.Code != CodeNotFound {
+		t.Fatalf("alovelace: got %+v, want not_found: Ada is held but the search did not list her", out)
+	}
+	p.Held = revHeld{staff: []HeldPerson{{Person: ada, LastEnriched: now.Add(-time.Hour)}, {Person: alan, LastEnriched: now.Add(-time.Hour)}}}
+	out = revEmail(p, "alovelace@acme.com", Hints{FullName: "Ada Lovelace"})
+	if out.Err == nil || out.Err.Code != CodeAmbiguous || *out.Err.Candidates != 2 || len(out.Err.HintsAccepted) != 0 || out.Gathered != nil {
+		t.Fatalf("alovelace: got %+v, want ambiguous with no hint accepted: others may be unseen", out)
 	}
 }
 
-// Without a source that can search staff, the people held are all there is to go by.
-func TestWithoutAStaffSearchThePeopleHeldDecide(t *testing.T) {
+// Without a source that can search staff nobody is seen: a person held never decides
+// an address alone.
+func TestWithoutAStaffSearchThePeopleHeldNeverDecideAlone(t *testing.T) {
 	now := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
 	net := profilesOnly{revNet{company: revCompany(), people: map[string]*Person{*john.NetworkURL: john}}}
@@ -56,8 +64,8 @@ func TestWithoutAStaffSearchThePeopleHeldDecide(t *testing.T) {
 	p := &Pipeline{Sources: []Source{net}, Now: func() time.Time { return now },
 		Held: revHeld{staff: []HeldPerson{{Person: john, LastEnriched: now.Add(-time.Hour)}}}}
 	out := revEmail(p, "jsmith@acme.com", Hints{})
-	if out.Err != nil || out.Result.Person.EmailMatch.Method != MatchInferred {
-		t.Fatalf("got %+v, want John Smith inferred", out)
+	if out.Err == nil || out.Err.Code != CodeNotFound {
+		t.Fatalf("got %+v, want not_found: John is held, but nobody else could be seen", out)
 	}
 	p.Held = revHeld{}
 	out = p.ResolveEmail(context.Background(), Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})

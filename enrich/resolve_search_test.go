@@ -1,6 +1,7 @@
 package enrich
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,9 +67,9 @@ func TestAPersonShownUnderAnotherURLIsCountedOnce(t *testing.T) {
 	}
 }
 
-// The search shows a name cut short ("Jonathan S.") that the address does not fit, so
-// the profile is not retrieved; the person is held under their whole name, which it
-// fits. They still count, so Jane Smith is not returned alone.
+// The search shows a name cut short ("Jonathan S."), which rules nobody out: the
+// person, held under their whole name, still counts, so Jane Smith is not returned
+// alone.
 func TestAHeldPersonTheSearchShowsUnderAShortNameStillCounts(t *testing.T) {
 	now := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
@@ -115,4 +116,60 @@ func who(out EmailOutcome) string {
 		return "nobody"
 	}
 	return *out.Result.Person.FullName + " (" + out.Result.Person.EmailMatch.Method + ")"
+}
+
+// A name shown shortened ("Jonathan S.", or a first name alone) cannot rule the
+// person out: their profile is read, so the answer is the same whether or not they
+// were held before. Otherwise jsmith@ would be Jane's, charged, on a fresh store.
+func TestAShortenedShownNameIsRetrievedWhetherHeldOrNot(t *testing.T) {
+	for _, shown := range []string{"Jonathan S.", "Jonathan S", "Jonathan"} {
+		jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+		jon := revPerson("jonathan-smith", "Jonathan", "Smith", "Sales", "London", "GB", "", false)
+		net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *jon.NetworkURL: jon},
+			shownAs: map[string]string{*jon.NetworkURL: shown}}
+		p := &Pipeline{Sources: []Source{net}, Held: revHeld{}}
+		out := revEmail(p, "jsmith@acme.com", Hints{})
+		if out.Err == nil || out.Err.Code != CodeAmbiguous || *out.Err.Candidates != 2 {
+			t.Errorf("shown as %q, nothing held: got %s (err %+v), want ambiguous 2", shown, who(out), out.Err)
+		}
+	}
+}
+
+// goneNet answers like revNet, but the profiles gone are not found any more, though
+// its search still lists them.
+type goneNet struct {
+	revNet
+	gone map[string]bool
+}
+
+func (n goneNet) PersonByURL(ctx context.Context, u string) (*Person, error) {
+	if n.gone[u] {
+		if n.retrievals != nil {
+			n.retrievals.Add(1)
+		}
+		return nil, ErrNotFound
+	}
+	return n.revNet.PersonByURL(ctx, u)
+}
+
+// A profile the search lists but its source no longer has is nobody's answer, held
+// or not: a stale copy held does not answer for it (which a fresh store would not
+// do), and it is asked for once.
+func TestAProfileGoneIsNoAnswerWhetherHeldOrNot(t *testing.T) {
+	now := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	var retrievals atomic.Int64
+	net := goneNet{revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane}, retrievals: &retrievals},
+		map[string]bool{*jane.NetworkURL: true}}
+	for _, held := range []revHeld{{}, {staff: []HeldPerson{{Person: jane, LastEnriched: now.Add(-40 * 24 * time.Hour)}}}} {
+		retrievals.Store(0)
+		p := &Pipeline{Sources: []Source{net}, Held: held, Now: func() time.Time { return now }}
+		out := revEmail(p, "jane.smith@acme.com", Hints{})
+		if out.Err == nil || out.Err.Code != CodeNotFound {
+			t.Errorf("%d held: got %s (err %+v), want not_found", len(held.staff), who(out), out.Err)
+		}
+		if n := retrievals.Load(); n != 1 {
+			t.Errorf("%d held: %d retrievals of the one profile, want 1", len(held.staff), n)
+		}
+	}
 }

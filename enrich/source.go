@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 )
 
@@ -34,6 +33,14 @@ type StaffSearcher interface {
 	SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error)
 }
 
+// SearchBilledPerCall is a StaffSearcher whose search costs the same whatever the
+// page size asked (a vendor that bills by the call, not by the record): an email
+// lookup asks it for a whole page at once, never for a short page and then again.
+type SearchBilledPerCall interface {
+	StaffSearcher
+	SearchBilledPerCall()
+}
+
 // StaffQuery asks for the people at one company who may carry one of a few names.
 type StaffQuery struct {
 	// Company is the company the email's domain was identified as; its Domain and
@@ -53,25 +60,24 @@ type StaffQuery struct {
 const StaffSearchMax = 100
 
 // Matches reports whether a person of this first and last name may be one the
-// query names: one of their name words (or a nickname of the first name) is among
-// q.Names. Sources use it to filter their staff.
+// query names: one of q.Names is one of the forms their name takes in an address
+// (PersonName.variants: a name word, a nickname of the first name, a compound or
+// particle surname joined, hyphenated or without its particles). So bernerslee
+// finds Berners-Lee, and berg finds van der Berg. Sources use it to filter staff.
 func (q StaffQuery) Matches(first, last string) bool {
-	var words []string
-	for _, s := range []string{first, last} {
-		for _, f := range foldings(s) {
-			words = append(words, nameWords(f)...)
-		}
-	}
-	if len(words) == 0 || len(q.Names) == 0 {
+	if len(q.Names) == 0 {
 		return false
 	}
 	names := make(map[string]bool, len(q.Names))
 	for _, n := range q.Names {
 		names[n] = true
 	}
-	for _, w := range words {
-		if slices.ContainsFunc(equivalents(w), func(e string) bool { return names[e] }) {
-			return true
+	v := PersonName{First: first, Last: last}.variants()
+	for _, forms := range [][]string{v.firsts, v.lasts} {
+		for _, f := range forms {
+			if names[f] {
+				return true
+			}
 		}
 	}
 	return false

@@ -277,8 +277,12 @@ func handleLoginPage(s *Server) http.Handler {
 			http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
 			return
 		}
+		// Nobody to sign in yet: the page says where the first admin comes from. The
+		// hint is left out, not the page failed, when the database cannot tell.
+		has, err := s.db.HasUsers(r.Context())
 		s.render(w, r, http.StatusOK, "login", view{Title: "Sign in", Notice: notice(r),
-			Data: map[string]any{"Next": safeNext(r.URL.Query().Get("next")), "Email": prefillEmail(r.URL.Query().Get("email"))}})
+			Data: map[string]any{"Next": safeNext(r.URL.Query().Get("next")), "Email": prefillEmail(r.URL.Query().Get("email")),
+				"NoUsers": err == nil && !has}})
 	})
 }
 

@@ -451,6 +451,7 @@ func adminActions(loopID, deliveryID string) []struct {
 		{"/dashboard/loops", url.Values{"name": {"Mine"}, "webhook_url": {"http://127.0.0.1:9/hook"}, "enabled": {"on"}}},
 		{"/dashboard/loops/" + loopID, url.Values{"name": {"Renamed"}, "webhook_url": {"http://127.0.0.1:9/other"}}},
 		{"/dashboard/loops/" + loopID + "/rotate", url.Values{}},
+		{"/dashboard/loops/" + loopID + "/destination", url.Values{"enabled": {"false"}}},
 		{"/dashboard/loops/" + loopID + "/test", url.Values{}},
 		{"/dashboard/loops/" + loopID + "/run", url.Values{"domain": {"acme.com"}}},
 		{"/dashboard/loops/" + loopID + "/delete", url.Values{}},

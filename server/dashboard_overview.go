@@ -92,6 +92,7 @@ func handleOverview(s *Server) http.Handler {
 		Succeeded        int64
 		Failed, Canceled int64
 		Failures         []failureCount
+		Start            []startStep
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := dashUser(r)
@@ -128,6 +129,10 @@ func handleOverview(s *Server) http.Handler {
 			return
 		}
 		d.Failures = countFailures(failed)
+		if d.Start, err = s.gettingStarted(ctx, u, d.Balance.Balance); err != nil {
+			s.dashError(w, r, err)
+			return
+		}
 		s.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Section: "overview", Notice: notice(r), Data: d})
 	})
 }

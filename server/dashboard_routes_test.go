@@ -11,7 +11,8 @@ import (
 )
 
 // dashboardPublicRoutes are the dashboard's routes that answer without a session: the
-// sign-in and set-password pages, sign-out, the embedded files and the bare prefix.
+// sign-in, set-password and first-start pages, sign-out, the embedded files and the
+// bare prefix.
 var dashboardPublicRoutes = map[string]bool{
 	"GET /dashboard":               true,
 	"GET /dashboard/static/{file}": true,
@@ -20,6 +21,8 @@ var dashboardPublicRoutes = map[string]bool{
 	"POST /dashboard/logout":       true,
 	"GET /dashboard/setup":         true,
 	"POST /dashboard/setup":        true,
+	"GET /dashboard/install":       true,
+	"POST /dashboard/install":      true,
 }
 
 // TestDashboardEveryRouteIsGuarded holds every dashboard route registered in the
@@ -53,6 +56,12 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 		t.Fatalf("other's watch: %d %s", r.status, r.raw)
 	}
 	otherWatch := r.str("data.id")
+	acme["batches"] = e.uploadCSV("domain\nacme.com\n", "").str("data.id")
+	r = e.do("POST", "/v1/batches", "domain\nother.com\n", append([]string{"Content-Type", "text/csv"}, asOther...)...)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("other's batch: %d %s", r.status, r.raw)
+	}
+	otherBatch := r.str("data.id")
 	r = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
 	if r.status != http.StatusAccepted {
 		t.Fatalf("other's task: %d %s", r.status, r.raw)
@@ -63,6 +72,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 		"deliveries":    otherDelivery,
 		"settings/keys": e.keyByPrefix("other", otherKey).ID,
 		"watches":       otherWatch,
+		"batches":       otherBatch,
 	}
 	e.clock.Add(time.Hour) // a change to other's objects would show in their times
 	otherBefore := e.otherState(otherKey, otherLoop, other["tasks"])
@@ -137,7 +147,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 
 			if hasID {
 				// Another organization's object, or no object at all, is not found.
-				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope", "watches": "nope"}} {
+				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope", "watches": "nope", "batches": "nope"}} {
 					target, _ := withID(t, path, ids)
 					var p *webPage
 					if method == http.MethodGet {

@@ -95,13 +95,11 @@ func handleTry(s *Server) http.Handler {
 // normalises it, or the API's error for it.
 func (s *Server) tryRequest(r *http.Request, kind string) (taskRequest, error) {
 	company := func(c companyRequest) (taskRequest, error) {
-		in, err := c.input(s.norm)
-		return taskRequest{Input: in, Fields: c, Route: "enrich_company", Endpoint: "POST /v1/companies/enrich"}, err
+		return c.task(s.norm)
 	}
 	person := func(p personRequest) (taskRequest, error) {
 		p.FullName, p.Title, p.Location = formValue(r, "fullName"), formValue(r, "title"), formValue(r, "location")
-		in, err := p.input(s.norm)
-		return taskRequest{Input: in, Fields: p, Route: "enrich_person", Endpoint: "POST /v1/people/enrich"}, err
+		return p.task(s.norm)
 	}
 	switch kind {
 	case "company_domain":

@@ -325,6 +325,8 @@ type errorBody struct {
 	CreditsRemaining *int64 `json:"creditsRemaining,omitempty"`
 	QueuedTasks      *int64 `json:"queuedTasks,omitempty"`
 	RequestID        string `json:"requestId,omitempty"`
+	// Rows are the refused rows of an upload (POST /v1/batches).
+	Rows []enrich.RowError `json:"rows,omitempty"`
 }
 
 // statusOf is the one place an error kind becomes an HTTP status.
@@ -385,5 +387,5 @@ func errorBodyOf(e *enrich.Error) (int, errorBody) {
 		// sentence says which field or header and which limit.
 		code = enrich.CodeInvalidInput
 	}
-	return status, errorBody{Error: e.Message, Code: code, CreditsRemaining: e.CreditsRemaining, QueuedTasks: e.QueuedTasks}
+	return status, errorBody{Error: e.Message, Code: code, CreditsRemaining: e.CreditsRemaining, QueuedTasks: e.QueuedTasks, Rows: e.Rows}
 }

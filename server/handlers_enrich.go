@@ -30,6 +30,14 @@ func (req companyRequest) input(norm enrich.Normalizer) (enrich.Input, error) {
 	return norm.CompanyInput(req.Domain, req.NetworkURL)
 }
 
+// task is the task POST /v1/companies/enrich makes of the request, bound to an
+// Idempotency-Key as that endpoint binds it: the dashboard's Try it and the MCP tool
+// make theirs so, and a key sent any of the three ways names one task.
+func (req companyRequest) task(norm enrich.Normalizer) (taskRequest, error) {
+	in, err := req.input(norm)
+	return taskRequest{Input: in, LoopID: req.LoopID, Fields: req, Route: "enrich_company", Endpoint: "POST /v1/companies/enrich"}, err
+}
+
 // personRequest is the body of POST /v1/people/enrich, filled by Try it too.
 type personRequest struct {
 	NetworkURL *string `json:"networkUrl,omitempty"`
@@ -42,6 +50,12 @@ type personRequest struct {
 
 func (req personRequest) input(norm enrich.Normalizer) (enrich.Input, error) {
 	return norm.PersonInput(req.NetworkURL, req.Email, enrich.SentHints{FullName: req.FullName, Title: req.Title, Location: req.Location})
+}
+
+// task is the task POST /v1/people/enrich makes of the request (see companyRequest.task).
+func (req personRequest) task(norm enrich.Normalizer) (taskRequest, error) {
+	in, err := req.input(norm)
+	return taskRequest{Input: in, LoopID: req.LoopID, Fields: req, Route: "enrich_person", Endpoint: "POST /v1/people/enrich"}, err
 }
 
 func handleEnrichCompany(s *Server) http.Handler {
@@ -155,6 +169,10 @@ type taskRequest struct {
 	IdempotencyKey string
 	Route          string // the route's name, part of the idempotency binding
 	Endpoint       string // "POST /v1/people/enrich"
+	// Batch is the batch row the task is made for, if any; MaxBacklog, when set,
+	// is a lower backlog limit than the organization's (see feedBatches).
+	Batch      *store.BatchRowRef
+	MaxBacklog int64
 }
 
 // submitTask creates the task, charging for it, and wakes a worker when it is queued
@@ -182,7 +200,10 @@ func (s *Server) submitTask(ctx context.Context, tr taskRequest) (*store.Enqueue
 	nt := store.NewTask{
 		OrgID: tr.OrgID, Input: tr.Input, RawInput: raw, LoopID: tr.LoopID, WatchID: tr.WatchID,
 		IdempotencyKey: tr.IdempotencyKey, Endpoint: tr.Endpoint, BodyHash: hex.EncodeToString(sum[:]),
-		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: freshness,
+		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: freshness, Batch: tr.Batch,
+	}
+	if tr.MaxBacklog > 0 {
+		nt.MaxBacklog = min(nt.MaxBacklog, tr.MaxBacklog)
 	}
 	if tr.Input.Lookup == enrich.LookupEmail {
 		// Personal-mailbox and role addresses are refused without asking any source.

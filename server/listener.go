@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"log"
 	"log/slog"
 	"net"
@@ -8,16 +9,18 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Listener accepts the connections of one address within HTTPLimits, so that no client
 // address can take the connections every other client needs:
 //
-//   - A client address may hold at most MaxConnsPerAddr connections. One more is
-//     closed as soon as it is accepted, before anything is read from it, unless that
-//     address has a keep-alive connection waiting idle for its next request: that one
-//     is closed instead, since it is the same client's.
+//   - A client address (for IPv6, a /64: see peerAddr) may hold at most
+//     MaxConnsPerAddr connections. One more is closed as soon as it is accepted,
+//     before anything is read from it, unless that address has a keep-alive
+//     connection waiting idle for its next request: that one is closed instead, since
+//     it is the same client's.
 //   - At most MaxConns connections are open at once. When that many are open, the
 //     keep-alive connection idle the longest is closed to make room for a new one;
 //     with none idle, new connections wait (in the kernel's backlog) until one closes.
@@ -86,8 +89,12 @@ func (r *refusalLog) note(logger *slog.Logger, addr netip.Addr, limit int) {
 	n := r.since
 	r.logged, r.since = now, 0
 	r.mu.Unlock()
+	shown := addr.String()
+	if addr.Is6() {
+		shown += "/64"
+	}
 	logger.Warn("connections refused: a client address already holds as many as --max-conns-per-addr allows",
-		"addr", addr.String(), "limit", limit, "refused", n)
+		"addr", shown, "limit", limit, "refused", n)
 }
 
 // Listen listens on addr for connections bounded by limits; what it refuses and closes
@@ -121,8 +128,22 @@ func newListener(ln net.Listener, limits HTTPLimits, events *listenerEvents) *Li
 func (l *Listener) HTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
 	hs := l.limits.HTTPServer(h, errorLog)
 	hs.ConnState = l.connState
+	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// From here until the connection turns idle, what is written to it is the
+		// handler's answer, never net/http's refusal of a request (see Write).
+		if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+			lc.responding.Store(true)
+		}
+		h.ServeHTTP(w, r)
+	})
 	return hs
 }
+
+// connKey is the context key under which HTTPServer's handler finds its connection.
+type connKey struct{}
 
 // Open is the number of connections open now.
 func (l *Listener) Open() int {
@@ -252,6 +273,9 @@ func (l *Listener) connState(c net.Conn, state http.ConnState) {
 	if !ok {
 		return
 	}
+	if state == http.StateIdle {
+		lc.responding.Store(false) // the answer is written; the next request is read
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if state == http.StateIdle && !lc.isClosed() {
@@ -269,13 +293,20 @@ func (l *Listener) Close() error {
 	return l.Listener.Close()
 }
 
-// peerAddr is the address a connection comes from, an IPv4 address mapped into IPv6
-// read as IPv4; the zero Addr for a connection that is not TCP, which has no cap.
+// peerAddr is the client address a connection counts against: the peer's IPv4
+// address (one mapped into IPv6 read as IPv4), or for IPv6 the first address of the
+// peer's /64, since one host or subscriber is given a whole /64 and can dial from any
+// address in it; the zero Addr for a connection that is not TCP, which has no cap.
 func peerAddr(c net.Conn) netip.Addr {
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.AddrPort().Addr().Unmap()
+	a, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}
 	}
-	return netip.Addr{}
+	addr := a.AddrPort().Addr().Unmap()
+	if addr.Is6() {
+		addr = netip.PrefixFrom(addr.WithZone(""), 64).Masked().Addr()
+	}
+	return addr
 }
 
 // limitedConn is an accepted connection: closing it gives its slot back.
@@ -285,6 +316,9 @@ type limitedConn struct {
 	addr   netip.Addr
 	once   sync.Once
 	closed bool // under l.mu
+	// responding is set while a handler answers a request on it, until the answer is
+	// written: its writes then are the handler's, whatever they look like.
+	responding atomic.Bool
 }
 
 func (c *limitedConn) Close() error {

@@ -66,7 +66,8 @@ func (s *Server) purge(ctx context.Context) {
 		deliveries += p.Deliveries
 		s.metrics.counter("enrichd_retention_deleted_total", "kind", "tasks").Add(p.Tasks)
 		s.metrics.counter("enrichd_retention_deleted_total", "kind", "deliveries").Add(p.Deliveries)
-		if p.Tasks < purgeBatch && p.Deliveries < purgeBatch {
+		s.metrics.counter("enrichd_retention_deleted_total", "kind", "batches").Add(p.Batches)
+		if p.Tasks < purgeBatch && p.Deliveries < purgeBatch && p.Batches < store.BatchesPerPurge(purgeBatch) {
 			break
 		}
 	}

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -28,6 +30,11 @@ const (
 	defaultMCPWait = 20 * time.Second
 	maxMCPWait     = 60 * time.Second
 )
+
+// mcpHold is how long an /mcp request may hold its connection past the listener's
+// write timeout: a tool's longest wait. A variable only so that a test of the bound
+// need not take a minute.
+var mcpHold = maxMCPWait
 
 // mcpPoll is how often a waiting tool looks at its task: often at first, when a task
 // served from the store or a quick source settles, then less.
@@ -56,9 +63,74 @@ func handleMCP(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// An enrichment tool may wait up to maxMCPWait before it answers, which the
 		// listener's write timeout, sized for the API's quick answers, would cut off.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxMCPWait + s.cfg.HTTP.withDefaults().WriteTimeout))
+		hold := mcpHold + s.cfg.HTTP.withDefaults().WriteTimeout
+		// And no request holds its connection longer: the SDK keeps the stream of a
+		// subscriptions/listen open until the client leaves, and enrichd, whose tools
+		// never change, has nothing to send on it. The stream ends at hold, and the
+		// second after it is for writing its end.
+		ctx, cancel := context.WithTimeout(r.Context(), hold)
+		defer cancel()
+		r = r.WithContext(context.WithValue(ctx, mcpRequestKey{}, r.Context()))
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(hold + time.Second))
+		// A batch would run its every call on one request of the key's rate limit. The
+		// protocol dropped batches in 2025-06-18, and the SDK refuses them from then on,
+		// but it reads a request without Mcp-Protocol-Version as an older protocol.
+		body := bufio.NewReader(http.MaxBytesReader(w, r.Body, maxBody))
+		if isBatch(body) {
+			http.Error(w, "a JSON-RPC batch is not accepted: send one message a request", http.StatusBadRequest)
+			return
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{body, r.Body}
 		h.ServeHTTP(w, r)
+		if info(r).clientClosed {
+			w.WriteHeader(statusClientClosed) // logged and counted as the API's hang-ups are
+		}
 	})
+}
+
+// mcpRequestKey holds the context of the HTTP request a tool is called in, as the
+// server gave it: done when the client has left. The SDK runs a tool in a context that
+// the request's end does not cancel, so a tool that waits watches this one.
+type mcpRequestKey struct{}
+
+// mcpRequestDone is closed when the client of the request a tool is called in has left
+// (nil, which never fires, outside one).
+func mcpRequestDone(ctx context.Context) <-chan struct{} {
+	if rc, ok := ctx.Value(mcpRequestKey{}).(context.Context); ok {
+		return rc.Done()
+	}
+	return nil
+}
+
+// mcpClientLeft reports whether the client of the request a tool is called in has left.
+func mcpClientLeft(ctx context.Context) bool {
+	select {
+	case <-mcpRequestDone(ctx):
+		return true
+	default:
+		return false
+	}
+}
+
+// isBatch reports whether a JSON text starts as an array, a JSON-RPC batch, reading
+// only the white space before its first byte. A read error is left for the SDK to
+// read again and answer.
+func isBatch(body *bufio.Reader) bool {
+	for {
+		b, err := body.ReadByte()
+		if err != nil {
+			return false
+		}
+		switch b {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		body.UnreadByte()
+		return b == '['
+	}
 }
 
 // minLevel passes on the records of its handler's at or above min.
@@ -158,19 +230,18 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 			"Waits up to wait_seconds for the result; if the task has not settled by then, call get_task with the task id later. " +
 			"Results younger than 30 days are served from the store at once.",
 		InputSchema:  json.RawMessage(mcpCompanySchema),
-		OutputSchema: json.RawMessage(mcpTaskSchema),
+		OutputSchema: mcpOutputSchema(mcpTaskSchema),
 		Annotations:  enrichAnnotations,
 	}, s.mcpTool(func(ctx context.Context, p *store.Principal, args json.RawMessage) (any, error) {
 		a, err := decodeBody[mcpCompanyArgs](args)
 		if err != nil {
 			return nil, err
 		}
-		in, err := a.input(s.norm)
+		tr, err := a.companyRequest.task(s.norm)
 		if err != nil {
 			return nil, err
 		}
-		return s.mcpEnrich(ctx, p, a.mcpEnrichArgs, taskRequest{Input: in, LoopID: a.LoopID, Fields: a.companyRequest,
-			Route: "enrich_company", Endpoint: "POST /v1/companies/enrich"})
+		return s.mcpEnrich(ctx, p, a.mcpEnrichArgs, tr)
 	}))
 
 	srv.AddTool(&mcp.Tool{
@@ -181,19 +252,18 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 			"Personal-mailbox and role addresses are refused, and a miss or an ambiguous address is refunded. " +
 			"Waits up to wait_seconds for the result (an email lookup may take longer); if the task has not settled by then, call get_task with the task id later.",
 		InputSchema:  json.RawMessage(mcpPersonSchema),
-		OutputSchema: json.RawMessage(mcpTaskSchema),
+		OutputSchema: mcpOutputSchema(mcpTaskSchema),
 		Annotations:  enrichAnnotations,
 	}, s.mcpTool(func(ctx context.Context, p *store.Principal, args json.RawMessage) (any, error) {
 		a, err := decodeBody[mcpPersonArgs](args)
 		if err != nil {
 			return nil, err
 		}
-		in, err := a.input(s.norm)
+		tr, err := a.personRequest.task(s.norm)
 		if err != nil {
 			return nil, err
 		}
-		return s.mcpEnrich(ctx, p, a.mcpEnrichArgs, taskRequest{Input: in, LoopID: a.LoopID, Fields: a.personRequest,
-			Route: "enrich_person", Endpoint: "POST /v1/people/enrich"})
+		return s.mcpEnrich(ctx, p, a.mcpEnrichArgs, tr)
 	}))
 
 	srv.AddTool(&mcp.Tool{
@@ -202,7 +272,7 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 		Description: "Read an enrichment task by its id: its status (queued, running, succeeded, failed, canceled), the credits charged, " +
 			"the result in data once succeeded, and the reason in error once failed. Free of charge.",
 		InputSchema:  json.RawMessage(mcpGetTaskSchema),
-		OutputSchema: json.RawMessage(mcpTaskSchema),
+		OutputSchema: mcpOutputSchema(mcpTaskSchema),
 		Annotations:  readAnnotations,
 	}, s.mcpTool(func(ctx context.Context, p *store.Principal, args json.RawMessage) (any, error) {
 		a, err := decodeBody[mcpGetTaskArgs](args)
@@ -225,7 +295,7 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 		Description: "List the organization's enrichment tasks, newest first, optionally only those of one status, a page at a time " +
 			"(page from 0, pageSize 1 to 100, 25 by default); total counts them all. Results are not included: read one with get_task. Free of charge.",
 		InputSchema:  json.RawMessage(mcpListTasksSchema),
-		OutputSchema: json.RawMessage(mcpTaskListSchema),
+		OutputSchema: mcpOutputSchema(mcpTaskListSchema),
 		Annotations:  readAnnotations,
 	}, s.mcpTool(func(ctx context.Context, p *store.Principal, args json.RawMessage) (any, error) {
 		a, err := decodeBody[mcpListTasksArgs](args)
@@ -267,7 +337,7 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 		Description: "Read the organization's credit balance (what enrichments can still spend) and the ledger's totals it is derived from: " +
 			"granted, charged, refunded and expired. Free of charge.",
 		InputSchema:  json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
-		OutputSchema: json.RawMessage(mcpBalanceSchema),
+		OutputSchema: mcpOutputSchema(mcpBalanceSchema),
 		Annotations:  readAnnotations,
 	}, s.mcpTool(func(ctx context.Context, p *store.Principal, args json.RawMessage) (any, error) {
 		if _, err := decodeBody[struct{}](args); err != nil {
@@ -329,6 +399,9 @@ func (s *Server) awaitTask(ctx context.Context, orgID string, t *store.Task, wai
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-mcpRequestDone(ctx):
+			// Nobody is left to answer; the task carries on, for get_task.
+			return nil, errors.New("the client left while the tool waited for its task")
 		case <-stopping:
 			// Shutting down: the task is answered as it is, to be read with get_task
 			// from a replica still running, or from this one once it is back.
@@ -370,6 +443,7 @@ func (s *Server) mcpTool(run func(ctx context.Context, p *store.Principal, args 
 		defer func() {
 			if v := recover(); v != nil {
 				s.panicked("mcp tool "+req.Params.Name, v, "requestId", ri.id)
+				ri.panicked = true // a bug of ours, even when the client has gone
 				res, err = s.mcpError(ctx, ri, fmt.Errorf("panic: %v", v)), nil
 			}
 		}()
@@ -402,9 +476,8 @@ func (s *Server) mcpError(ctx context.Context, ri *requestInfo, err error) *mcp.
 		out.Status, out.errorBody = errorBodyOf(e)
 		out.RetryAfter = e.RetryAfter
 	} else {
-		if ctx.Err() == nil { // not the client hanging up: the request's log line says why
-			ri.err = err
-		}
+		// The request's log line says why; a client that left is its own doing.
+		ri.err, ri.clientClosed = err, mcpClientLeft(ctx) && !ri.panicked
 		out.Status = http.StatusInternalServerError
 		out.errorBody = errorBody{Error: "something went wrong on our side; retrying is safe, and quoting the requestId helps us find it", RequestID: ri.id}
 	}
@@ -414,6 +487,29 @@ func (s *Server) mcpError(ctx context.Context, ri *requestInfo, err error) *mcp.
 	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out}
 }
+
+// mcpOutputSchema is a tool's output schema: its answer, or the tool error any tool may
+// answer instead. A client may hold a tool error's structured content to the schema
+// too (the TypeScript SDK's client does, and throws where it does not fit), so the
+// schema admits both.
+func mcpOutputSchema(answer string) json.RawMessage {
+	return json.RawMessage(`{"type": "object", "anyOf": [` + answer + `, ` + mcpToolErrorSchema + `]}`)
+}
+
+const mcpToolErrorSchema = `{
+  "type": "object",
+  "description": "A tool error (isError true): the API's error body, and the HTTP status the API would have answered.",
+  "properties": {
+    "error": {"type": "string", "description": "What is wrong, in the API's words."},
+    "code": {"type": "string", "description": "The API's error code, such as invalid_input, insufficient_credits or not_found."},
+    "status": {"type": "integer"},
+    "creditsRemaining": {"type": "integer"},
+    "queuedTasks": {"type": "integer"},
+    "retryAfter": {"type": "integer", "description": "Seconds to wait before trying again."},
+    "requestId": {"type": "string"}
+  },
+  "required": ["error", "status"]
+}`
 
 const mcpEnrichProps = `
     "idempotency_key": {"type": "string", "maxLength": 255, "description": "Any string you choose for this request, at most 255 characters. Calling again with the same key and the same input returns the first task instead of creating and charging another; the same key with another input is refused. Shared with the HTTP API's Idempotency-Key header."},

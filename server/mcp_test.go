@@ -1,17 +1,22 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"enrichd/server"
+	"enrichd/store/storetest"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/matryer/is"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
@@ -83,7 +88,41 @@ func call(t testing.TB, cs *mcp.ClientSession, tool string, args any) *toolResul
 	if err := json.Unmarshal(out.raw, &out.body); err != nil {
 		t.Fatalf("%s: the structured content is not an object: %s", tool, out.raw)
 	}
+	// The TypeScript SDK's client, which most agents run, checks the structured content
+	// against the tool's output schema, a tool error's too, and throws where it does not
+	// fit: the agent would read a protocol error instead of the answer.
+	if err := outputSchemaOf(t, cs, tool).Validate(out.body); err != nil {
+		t.Fatalf("%s: the structured content does not fit the tool's output schema: %v: %s", tool, err, out.raw)
+	}
 	return out
+}
+
+// outputSchemas holds each session's tools' output schemas, resolved, as a client
+// keeps them from tools/list.
+var outputSchemas sync.Map // *mcp.ClientSession → map[string]*jsonschema.Resolved
+
+func outputSchemaOf(t testing.TB, cs *mcp.ClientSession, tool string) *jsonschema.Resolved {
+	t.Helper()
+	if m, ok := outputSchemas.Load(cs); ok {
+		return m.(map[string]*jsonschema.Resolved)[tool]
+	}
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]*jsonschema.Resolved{}
+	for _, tl := range list.Tools {
+		raw, _ := json.Marshal(tl.OutputSchema)
+		var schema jsonschema.Schema
+		if err := json.Unmarshal(raw, &schema); err != nil {
+			t.Fatalf("%s's output schema: %v", tl.Name, err)
+		}
+		if m[tl.Name], err = schema.Resolve(nil); err != nil {
+			t.Fatalf("%s's output schema: %v", tl.Name, err)
+		}
+	}
+	outputSchemas.Store(cs, m)
+	return m[tool]
 }
 
 // succeeded fails the test unless the call answered without a tool error.
@@ -326,6 +365,37 @@ func TestMCPWaitOutlastsTheWriteTimeout(t *testing.T) {
 	is.Equal(r.str("data.name"), "Acme")
 }
 
+// TestMCPHoldsAConnectionNoLongerThanAWait: the protocol's subscriptions/listen opens
+// a stream the SDK keeps until the client leaves. enrichd has nothing to send on it
+// (its tools never change), and a connection held without end is one the listener
+// cannot give to anyone else: it ends when a tool's longest wait would.
+func TestMCPHoldsAConnectionNoLongerThanAWait(t *testing.T) {
+	is := is.New(t)
+	limits := server.HTTPLimits{WriteTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond}
+	e := newEnv(t, func(c *server.Config) { c.HTTP = limits })
+	server.SetMCPHold(t, 200*time.Millisecond)
+	addr := serveLimited(t, e, limits)
+	const version = "2026-07-28"
+	listen := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"` + version + `","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"x","version":"1"}}}}`
+	req, err := http.NewRequest("POST", "http://"+addr+"/mcp", strings.NewReader(listen))
+	is.NoErr(err)
+	for k, v := range map[string]string{"Authorization": "Bearer " + e.key, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": version, "Mcp-Method": "subscriptions/listen"} {
+		req.Header.Set(k, v)
+	}
+	began := time.Now()
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	is.NoErr(err)
+	defer res.Body.Close()
+	is.Equal(res.StatusCode, http.StatusOK)
+	is.Equal(res.Header.Get("Content-Type"), "text/event-stream") // the stream was opened
+	_, err = io.ReadAll(res.Body)
+	is.NoErr(err) // ended by the server, not by the client's timeout
+	is.True(time.Since(began) < 5*time.Second)
+}
+
 // TestMCPWaitEndsWhenTheWorkersStop: a process shutting down settles no more tasks, so
 // a tool waiting for one answers at once with the task as it is and how to poll.
 func TestMCPWaitEndsWhenTheWorkersStop(t *testing.T) {
@@ -360,6 +430,52 @@ func TestMCPWaitEndsWhenTheWorkersStop(t *testing.T) {
 	time.AfterFunc(300*time.Millisecond, release)
 	again := call(t, cs, "enrich_company", map[string]any{"domain": "other.com", "wait_seconds": 10}).ok(t)
 	is.Equal(again.str("task.status"), "succeeded")
+}
+
+// TestMCPWaitEndsWhenTheClientLeaves: an agent that gives up on a call (its own
+// timeout, a cancel) leaves nobody to answer; the tool stops waiting at once rather
+// than polling the task for the rest of wait_seconds, and the request ends.
+func TestMCPWaitEndsWhenTheClientLeaves(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	release := e.net.hold()
+	defer release()
+	e.startWorkers()
+	cs := e.mcp(e.key)
+	// The requests that are calls: a notification (the client's cancel is one) is 202.
+	logged := func() int {
+		logs := e.logs.String()
+		return strings.Count(logs, `"route":"mcp"`) - strings.Count(logs, `"route":"mcp","path":"/mcp","status":202`)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "enrich_company", Arguments: map[string]any{"domain": "acme.com", "wait_seconds": 30}})
+		gaveUp <- err
+	}()
+	for e.net.calls.Load() == 0 { // the task is in a worker's hands, the tool waiting
+		time.Sleep(5 * time.Millisecond)
+	}
+	before := logged()
+	cancel()
+	is.True(<-gaveUp != nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for logged() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the request of a client that left did not end: its tool is still waiting")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Logged as the API logs a hang-up: the client's doing, not an error of ours.
+	is.True(strings.Contains(e.logs.String(), `"level":"INFO","msg":"request","method":"POST","route":"mcp","path":"/mcp","status":499`))
+	is.True(strings.Contains(e.logs.String(), `"err":"client closed the request: the client left while the tool waited for its task"`))
+	is.True(!strings.Contains(e.logs.String(), `"level":"ERROR"`))
+	// The task carries on, charged once, for get_task to read.
+	release()
+	task := e.do("GET", "/v1/tasks", nil).get("data").([]any)[0].(map[string]any)
+	is.Equal(e.waitSettled(task["id"].(string)).str("task.status"), "succeeded")
+	is.Equal(e.balance("acme").Charged, int64(1))
 }
 
 // TestMCPRefusesWhatTheAPIRefuses: each input the API answers 400 is a tool error with
@@ -482,6 +598,76 @@ func TestMCPIdempotencyKey(t *testing.T) {
 	is.True(theirs.str("task.id") != first.str("task.id"))
 	is.True(!theirs.has("replayed"))
 	is.Equal(e.balance("other").Charged, int64(1))
+
+	// A person's key is the API's too, whichever came first. (A personal mailbox settles
+	// at once, refused and refunded: no network is needed for the task to exist.)
+	person := call(t, cs, "enrich_person", map[string]any{"email": "jane@gmail.com", "idempotency_key": "agent-p"}).ok(t)
+	charged := e.balance("acme").Charged
+	apiAgain := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane@gmail.com"}, "Idempotency-Key", "agent-p")
+	is.Equal(apiAgain.status, http.StatusOK)
+	is.Equal(apiAgain.header.Get("Idempotent-Replayed"), "true")
+	is.Equal(apiAgain.str("task.id"), person.str("task.id"))
+	is.Equal(e.balance("acme").Charged, charged)
+	httpPerson := e.do("POST", "/v1/people/enrich", map[string]string{"email": "john@gmail.com"}, "Idempotency-Key", "http-p")
+	charged = e.balance("acme").Charged
+	personViaMCP := call(t, cs, "enrich_person", map[string]any{"email": "john@gmail.com", "idempotency_key": "http-p"}).ok(t)
+	is.Equal(personViaMCP.str("task.id"), httpPerson.str("task.id"))
+	is.Equal(personViaMCP.get("replayed"), true)
+	is.Equal(e.balance("acme").Charged, charged)
+}
+
+// TestMCPLoopID: loop_id posts the result to the organization's own Loop, as the API's
+// field does, and names no other organization's.
+func TestMCPLoopID(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks)
+	e.net.addCompany(company("Acme", "acme.com"))
+	rcv := newReceiver(t)
+	loopID, _ := e.createLoop("Companies", rcv.srv.URL+"/hook", "company")
+	e.startWorkers()
+	cs := e.mcp(e.key)
+
+	r := call(t, cs, "enrich_company", map[string]any{"domain": "acme.com", "loop_id": loopID}).ok(t)
+	is.Equal(r.str("task.status"), "succeeded")
+	is.Equal(r.str("task.loop_id"), loopID)
+	var sent map[string]any
+	is.NoErr(json.Unmarshal(rcv.wait(t, 1)[0].body, &sent))
+	is.Equal(sent["task"].(map[string]any)["id"], r.str("task.id"))
+
+	// A person to a company Loop, and another organization naming this one's Loop, are
+	// refused as the API refuses them, and charge nothing.
+	api := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane@acme.com", "loop_id": loopID})
+	is.True(api.status >= 400)
+	toolRefused(t, call(t, cs, "enrich_person", map[string]any{"email": "jane@acme.com", "loop_id": loopID}), api.status, api.str("code"), api.str("error"))
+	otherKey, _ := e.newOrg("other", 10)
+	api = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com", "loop_id": loopID}, "Authorization", "Bearer "+otherKey)
+	is.True(api.status >= 400)
+	toolRefused(t, call(t, e.mcp(otherKey), "enrich_company", map[string]any{"domain": "acme.com", "loop_id": loopID}), api.status, api.str("code"), api.str("error"))
+	is.Equal(e.balance("other").Charged, int64(0))
+	is.Equal(e.balance("acme").Charged, int64(1))
+}
+
+// TestMCPStorageUnavailable: a database that takes no writes is the API's 503 for a
+// tool too, with its code and Retry-After, no requestId and no internals; nothing is
+// charged, and the reads still answer.
+func TestMCPStorageUnavailable(t *testing.T) {
+	sqliteOnly(t, "storage faults are made on the database file")
+	is := is.New(t)
+	e := newEnv(t)
+	cs := e.mcp(e.key)
+	files := []string{e.path, e.path + "-wal"} // not -shm: it is mapped in memory
+	storetest.Chattr(t, "+i", files...)
+	defer storetest.Chattr(t, "-i", files...)
+
+	api := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "acme.com"})
+	checkStorageUnavailable(t, api)
+	r := call(t, cs, "enrich_company", map[string]any{"domain": "acme.com", "idempotency_key": "ro-1"})
+	toolRefused(t, r, http.StatusServiceUnavailable, "storage_unavailable", api.str("error"))
+	is.Equal(r.get("retryAfter"), 5.0)
+	is.True(!r.has("requestId"))
+	is.True(!strings.Contains(strings.ToUpper(r.text), "SQLITE"))
+	is.Equal(call(t, cs, "list_tasks", nil).ok(t).get("total"), 0.0)
+	is.Equal(call(t, cs, "get_balance", nil).ok(t).get("balance"), 100.0)
 }
 
 func TestMCPListTasksAndBalance(t *testing.T) {
@@ -599,6 +785,60 @@ func TestMCPSharesTheKeysRateLimit(t *testing.T) {
 	_, err := mcpConnect(t, e.http.URL, e.key)
 	is.True(err != nil)
 	is.Equal(e.balance("acme").Charged, int64(0))
+}
+
+// TestMCPRefusesABatch: a JSON-RPC batch would run many tool calls on one request of
+// the key's rate limit (the protocol before 2025-06-18 allowed them, and a request
+// without its version header is read as that protocol). One message a request.
+func TestMCPRefusesABatch(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	enrich := func(id int, domain string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"enrich_company","arguments":{"domain":%q,"wait_seconds":0}}}`, id, domain)
+	}
+	batch := "[" + enrich(1, "a.com") + "," + enrich(2, "b.com") + "," + enrich(3, "c.com") + "]"
+	for name, headers := range map[string][]string{
+		"no protocol version": nil,
+		"2025-03-26":          {"Mcp-Protocol-Version", "2025-03-26"},
+		"white space first":   nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			body := batch
+			if name == "white space first" {
+				body = " \r\n\t" + batch
+			}
+			r := e.do("POST", "/mcp", body, append([]string{"Accept", "application/json, text/event-stream"}, headers...)...)
+			is.Equal(r.status, http.StatusBadRequest)
+			is.Equal(strings.TrimSpace(string(r.raw)), "a JSON-RPC batch is not accepted: send one message a request")
+		})
+	}
+	e.nothingCharged()
+
+	// One message, white space before it or not, is answered.
+	r := e.do("POST", "/mcp", "\n  "+enrich(4, "d.com"), "Accept", "application/json, text/event-stream")
+	is.Equal(r.status, http.StatusOK)
+	is.Equal(r.get("id"), 4.0)
+	is.Equal(e.balance("acme").Charged, int64(1))
+}
+
+// TestMCPTransportRefusals: what the transport refuses before any tool runs is answered
+// as the OpenAPI document says (e.do checks each answer against it), and costs nothing.
+func TestMCPTransportRefusals(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	accept := "application/json, text/event-stream"
+	call := func(domain string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"enrich_company","arguments":{"domain":"` + domain + `"}}}`
+	}
+	big := e.do("POST", "/mcp", call(strings.Repeat("a", 64<<10)+".com"), "Accept", accept)
+	is.Equal(big.status, http.StatusRequestEntityTooLarge)
+	is.Equal(strings.TrimSpace(string(big.raw)), "request body exceeds 65536 bytes")
+	plain := e.do("POST", "/mcp", call("acme.com"), "Accept", accept, "Content-Type", "text/plain")
+	is.Equal(plain.status, http.StatusUnsupportedMediaType)
+	noSSE := e.do("POST", "/mcp", call("acme.com"), "Accept", "application/json")
+	is.Equal(noSSE.status, http.StatusBadRequest)
+	e.nothingCharged()
 }
 
 // TestMCPToolCallNeedsNoSession: a tool call is one POST, answered by whichever

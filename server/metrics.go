@@ -125,6 +125,11 @@ func (m *serverMetrics) recorded(batch []store.Attempted) {
 		if a.Attempt == nil {
 			continue // cut short by a shutdown: not an attempt
 		}
+		if a.Attempt.NotSent {
+			// Its destination was disabled: no request, yet the delivery is finished.
+			m.counter("enrichd_webhook_deliveries_total", "result", store.DeliveryFailed).Inc()
+			continue
+		}
 		result := "error"
 		if a.Attempt.Err == "" {
 			result = "ok"

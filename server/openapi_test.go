@@ -54,6 +54,11 @@ func loadOpenAPI(t testing.TB) *openAPISpec {
 // t.Fatal must not be called.
 func openAPI() (*openAPISpec, error) {
 	specOnce.Do(func() {
+		// A batch is uploaded, and its results downloaded, as JSON Lines: text to the
+		// document, as text/csv is.
+		for _, jsonl := range []string{"application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines"} {
+			openapi3filter.RegisterBodyDecoder(jsonl, openapi3filter.PlainBodyDecoder)
+		}
 		spec.raw, spec.err = os.ReadFile(openAPIFile)
 		if spec.err != nil {
 			return
@@ -213,10 +218,12 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	}
 	// The dashboard's pages are HTML for people signed in with a session, not the API
 	// the document describes; the dashboard_*_test.go files test them. Go's profiles
-	// are served on the admin listener alone (pprof_test.go).
+	// are served on the admin listener alone (pprof_test.go). The root, which leads to
+	// the dashboard, and the icon are for browsers (dashboard_install_test.go).
 	registered = slices.DeleteFunc(registered, func(r string) bool {
 		_, path, _ := strings.Cut(r, " ")
-		return path == "/dashboard" || strings.HasPrefix(path, "/dashboard/") || strings.HasPrefix(path, "/debug/pprof/")
+		return path == "/dashboard" || strings.HasPrefix(path, "/dashboard/") || strings.HasPrefix(path, "/debug/pprof/") ||
+			path == "/" || path == "/favicon.ico"
 	})
 	var documented []string
 	for path, item := range s.doc.Paths.Map() {

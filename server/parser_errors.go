@@ -9,8 +9,13 @@ import (
 )
 
 // Write passes the server's writes on, except net/http's own answer to a request it
-// refused before any handler: that is rewritten as the API's JSON error.
+// refused before any handler: that is rewritten as the API's JSON error. A handler's
+// writes are never taken for one: a large body reaches the connection in writes of its
+// own, whose bytes a client may choose.
 func (c *limitedConn) Write(p []byte) (int, error) {
+	if c.responding.Load() {
+		return c.Conn.Write(p)
+	}
 	if status, text, ok := parserError(p); ok {
 		c.l.events.malformed(status)
 		if _, err := c.Conn.Write(c.l.jsonParserError(status, text)); err != nil {

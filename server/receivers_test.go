@@ -230,6 +230,7 @@ func TestRetryAfterDelaysTheNextAttempt(t *testing.T) {
 		answer(http.StatusServiceUnavailable, "Retry-After", start.Add(120*time.Second+time.Hour).UTC().Format(http.TimeFormat)),
 		answer(http.StatusTooManyRequests, "Retry-After", "86400"),
 		answer(http.StatusServiceUnavailable, "Retry-After", "soon"),
+		answer(http.StatusTooManyRequests, "Retry-After", "99999999999999999999"),
 	)
 	loopID, _ := e.createLoop("Busy", rcv.srv.URL, "company")
 	e.startWorkers()
@@ -254,7 +255,10 @@ func TestRetryAfterDelaysTheNextAttempt(t *testing.T) {
 	e.clock.Add(at.Sub(e.clock.Now()))
 	at = next(4)
 	is.Equal(at.Sub(e.clock.Now().Truncate(time.Millisecond)), 30*time.Minute) // unreadable: the schedule
-	is.Equal(rcv.calls.Load(), int64(4))
+	e.clock.Add(at.Sub(e.clock.Now()))
+	at = next(5)
+	is.Equal(at.Sub(e.clock.Now().Truncate(time.Millisecond)), 6*time.Hour) // more seconds than an int64 holds: 6 h, not the schedule's 2 h
+	is.Equal(rcv.calls.Load(), int64(5))
 }
 
 // A redirect is not followed: it is a failed attempt, retried on schedule, and the

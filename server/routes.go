@@ -16,6 +16,10 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/tasks", s.route("list_tasks", s.authed(handleListTasks(s))))
 	r.Handler(http.MethodGet, "/v1/tasks/:id", s.route("get_task", s.authed(handleGetTask(s))))
 	r.Handler(http.MethodPost, "/v1/tasks/:id/cancel", s.route("cancel_task", s.authed(handleCancelTask(s))))
+	r.Handler(http.MethodPost, "/v1/batches", s.route("create_batch", s.authed(handleCreateBatch(s))))
+	r.Handler(http.MethodGet, "/v1/batches", s.route("list_batches", s.authed(handleListBatches(s))))
+	r.Handler(http.MethodGet, "/v1/batches/:id", s.route("get_batch", s.authed(handleGetBatch(s))))
+	r.Handler(http.MethodGet, "/v1/batches/:id/results", s.route("batch_results", s.authed(handleBatchResults(s))))
 	r.Handler(http.MethodGet, "/v1/status", s.route("status", s.authed(handleStatus(s))))
 	r.Handler(http.MethodPost, "/mcp", s.route("mcp", s.authed(handleMCP(s))))
 	r.Handler(http.MethodGet, "/v1/openapi.json", s.route("openapi", s.limitIP(handleOpenAPI())))
@@ -42,12 +46,18 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	// The dashboard: pages for people signed in with a session cookie, which never
 	// authenticates /v1, as an API key never authenticates these.
 	r.Handler(http.MethodGet, "/dashboard", http.RedirectHandler("/dashboard/", http.StatusMovedPermanently))
+	// The site's root is the dashboard for whoever opens the address serve printed; a
+	// 302, not a 301, so that no browser keeps it should the root ever answer itself.
+	r.Handler(http.MethodGet, "/", s.route("root", s.limitIP(http.RedirectHandler("/dashboard/", http.StatusFound))))
+	r.Handler(http.MethodGet, "/favicon.ico", s.route("favicon", s.limitIP(handleFavicon())))
 	r.Handler(http.MethodGet, "/dashboard/static/*file", s.route("dashboard_static", serveDashboardStatic()))
 	r.Handler(http.MethodGet, "/dashboard/login", s.dashPage("dashboard_login_page", anyone, handleLoginPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/login", s.dashPage("dashboard_login", anyone, handleLogin(s)))
 	r.Handler(http.MethodPost, "/dashboard/logout", s.dashPage("dashboard_logout", anyone, handleLogout(s)))
 	r.Handler(http.MethodGet, "/dashboard/setup", s.dashPage("dashboard_setup_page", anyone, handleSetupPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/setup", s.dashPage("dashboard_setup", anyone, handleSetup(s)))
+	r.Handler(http.MethodGet, "/dashboard/install", s.dashPage("dashboard_install_page", anyone, handleInstallPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/install", s.dashPage("dashboard_install", anyone, handleInstall(s)))
 	r.Handler(http.MethodGet, "/dashboard/", s.dashPage("dashboard_overview", viewer, handleOverview(s)))
 	r.Handler(http.MethodGet, "/dashboard/settings/keys", s.dashPage("dashboard_keys", viewer, handleKeys(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/keys", s.dashPage("dashboard_create_key", admin, handleCreateKey(s)))
@@ -74,6 +84,11 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodPost, "/dashboard/watches/:id/resume", s.dashPage("dashboard_resume_watch", admin, handleSetWatchEnabled(s, true)))
 	r.Handler(http.MethodPost, "/dashboard/watches/:id/run", s.dashPage("dashboard_run_watch", admin, handleRunWatchForm(s)))
 	r.Handler(http.MethodPost, "/dashboard/watches/:id/delete", s.dashPage("dashboard_delete_watch", admin, handleDeleteWatchForm(s)))
+	r.Handler(http.MethodGet, "/dashboard/batches", s.dashPage("dashboard_batches", viewer, handleBatchesPage(s)))
+	r.Handler(http.MethodPost, "/dashboard/batches", s.dashPage("dashboard_create_batch", admin, handleCreateBatchForm(s)))
+	r.Handler(http.MethodPost, "/dashboard/batches/preview", s.dashPage("dashboard_preview_batch", admin, handleBatchPreview(s)))
+	r.Handler(http.MethodGet, "/dashboard/batches/:id", s.dashPage("dashboard_batch", viewer, handleBatchPage(s)))
+	r.Handler(http.MethodGet, "/dashboard/batches/:id/results", s.dashPage("dashboard_batch_results", viewer, handleDashBatchResults(s)))
 	r.Handler(http.MethodGet, "/dashboard/deliveries/:id", s.dashPage("dashboard_delivery", viewer, handleDeliveryPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/deliveries/:id/retry", s.dashPage("dashboard_retry_delivery", admin, handleRetryDeliveryForm(s)))
 

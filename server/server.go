@@ -104,8 +104,8 @@ type HTTPLimits struct {
 	// idle the longest is closed to make room, and with none idle new connections wait
 	// in the kernel's backlog until one closes.
 	MaxConns int
-	// MaxConnsPerAddr caps the connections one client address holds open at once; one
-	// more is closed as soon as it is accepted (see Listener).
+	// MaxConnsPerAddr caps the connections one client address (for IPv6, a /64) holds
+	// open at once; one more is closed as soon as it is accepted (see Listener).
 	MaxConnsPerAddr int
 }
 
@@ -203,6 +203,7 @@ type Server struct {
 	ipLimits  *limiter
 	keyLimits *limiter
 	wake      chan struct{} // an enqueue wakes an idle worker
+	feedWake  chan struct{} // a new batch wakes the feeder
 	replica   string        // this process among the replicas that share the database
 	sender    *webhook.Sender
 	handler   http.Handler
@@ -275,6 +276,7 @@ func New(db *store.DB, cfg Config) *Server {
 		ipLimits:  newLimiter(cfg.RateIP),
 		keyLimits: newLimiter(cfg.RateKey),
 		wake:      make(chan struct{}, cfg.Workers),
+		feedWake:  make(chan struct{}, 1),
 		replica:   replicaName(),
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
 			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,

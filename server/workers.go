@@ -11,7 +11,8 @@ import (
 
 // RunWorkers processes the queue until ctx is canceled: cfg.Workers workers claim and
 // enrich tasks, a sweeper fails expired tasks and requeues the claims of workers that
-// died, the watch scheduler enqueues the tasks of the watches that are due,
+// died, the watch scheduler enqueues the tasks of the watches that are due, the batch
+// feeder those of the batches' rows,
 // maintenance applies retention and checkpoints the WAL, memory is given back when
 // idle, and the webhook sender delivers the Loops' events.
 //
@@ -29,10 +30,14 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	s.stopping.Store(&stopping)
 	defer context.AfterFunc(ctx, func() { close(stopping) })()
 	var workers, others sync.WaitGroup
-	others.Add(6)
+	others.Add(7)
 	go func() {
 		defer others.Done()
 		s.keepRunning(ctx, "watch scheduler", s.scheduleWatches)
+	}()
+	go func() {
+		defer others.Done()
+		s.keepRunning(ctx, "batch feeder", s.feedBatches)
 	}()
 	go func() {
 		defer others.Done()

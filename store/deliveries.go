@@ -77,10 +77,16 @@ type Attempt struct {
 	Err        string    // "" when the receiver acknowledged
 	// RetryAfter is what a 429 or 503 answer's Retry-After asked for (0: nothing).
 	RetryAfter time.Duration
+	// NotSent: no request left, because the Loop's destination was disabled when the
+	// delivery was claimed (Dispatch.DisabledReason). The delivery fails as the
+	// destination's pending ones did, and no attempt is counted, of the delivery or of
+	// the Loop's failure streak.
+	NotSent bool
 }
 
 // Outcome is what recording the attempt of d writes: acknowledged, the delivery
-// succeeded; a 410 Gone, it failed (and the destination is disabled: see Heard);
+// succeeded; a 410 Gone, it failed (and the destination is disabled: see Heard), as
+// it did when it was not sent to a disabled destination;
 // otherwise the next attempt is due on the schedule, no sooner than the receiver's
 // Retry-After (capped at the schedule's longest delay), or after the last attempt
 // the delivery failed.
@@ -88,7 +94,7 @@ func (a *Attempt) Outcome(d *Dispatch) (status string, next *time.Time) {
 	switch {
 	case a.Err == "":
 		return DeliverySucceeded, nil
-	case a.StatusCode == http.StatusGone || d.Attempt >= MaxAttempts:
+	case a.NotSent || a.StatusCode == http.StatusGone || d.Attempt >= MaxAttempts:
 		return DeliveryFailed, nil
 	}
 	ended := a.Ended
@@ -114,12 +120,18 @@ type Heard struct {
 	Gone bool
 }
 
+// AllAcknowledged reports whether every attempt of the batch was acknowledged: then
+// only a failure streak is cleared. Otherwise, even with an acknowledged attempt after
+// the failed ones, the Loop's last error is written, a 410 Gone among them disables
+// the destination, and the failed ones rescheduled to a disabled destination fail.
+func (h Heard) AllAcknowledged() bool { return h.LastError == "" }
+
 // HeardFrom sums up a batch of attempts by Loop, in Loop id order (the order drivers
-// lock Loops in). Attempts cut short say nothing.
+// lock Loops in). Attempts cut short, and those not sent, say nothing.
 func HeardFrom(batch []Attempted) []Heard {
 	done := make([]Attempted, 0, len(batch))
 	for _, a := range batch {
-		if a.Attempt != nil {
+		if a.Attempt != nil && !a.Attempt.NotSent {
 			done = append(done, a)
 		}
 	}

@@ -40,6 +40,17 @@ type Driver interface {
 	EndSession(ctx context.Context, token string) error
 	PurgeSessions(ctx context.Context, idle time.Duration) (int, error)
 
+	// The first start: while the database has no user, NewInstallLink makes a new
+	// first-start link (valid InstallLinkTTL; earlier ones stop working) and returns its
+	// token, or "" once a user exists. CheckInstallLink refuses a token Install would
+	// refuse; Install uses the link, in one transaction: the organization (created
+	// unless it exists), its admin with the password, every first-start link voided.
+	// HasUsers reports whether anyone, disabled or not, is a user yet.
+	NewInstallLink(ctx context.Context) (string, error)
+	HasUsers(ctx context.Context) (bool, error)
+	CheckInstallLink(ctx context.Context, token string) error
+	Install(ctx context.Context, token string, in NewInstall) (*User, error)
+
 	// Credits.
 	GrantCredits(ctx context.Context, orgName string, amount int64, expiresAt *time.Time) (int64, error)
 	CreditBalance(ctx context.Context, orgName string) (Balance, error)
@@ -74,6 +85,9 @@ type Driver interface {
 	// Gathering is enrich.Held's: what a lookup of address gathered at or after since.
 	Gathering(ctx context.Context, address string, since time.Time) (*enrich.Gathering, error)
 	Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (ImportStats, error)
+	// HasRecords reports whether origin holds any record: the dashboard's getting
+	// started list asks it of the dataset.
+	HasRecords(ctx context.Context, origin string) (bool, error)
 
 	// Loops and their deliveries.
 	CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error)
@@ -107,6 +121,20 @@ type Driver interface {
 	DueWatches(ctx context.Context, now time.Time, limit, perOrg int) ([]DueWatch, error)
 	WatchScheduled(ctx context.Context, orgID, id, taskID string, ranAt, next time.Time) error
 	DeferWatch(ctx context.Context, orgID, id string, next time.Time) error
+
+	// Batches: uploaded lists, a task per row. CreateBatch writes the batch and its
+	// rows, no task; the server makes each row's task (CreateTask with NewTask.Batch).
+	CreateBatch(ctx context.Context, nb NewBatch) (b *Batch, replayed bool, err error)
+	GetBatch(ctx context.Context, orgID, id string) (*Batch, error)
+	ListBatches(ctx context.Context, orgID string, page, pageSize int) ([]*Batch, int64, error)
+	// PendingBatchRows returns the rows still without a task, up to perBatch of each
+	// of up to batches batches, oldest batch first, each batch's in row order.
+	PendingBatchRows(ctx context.Context, batches, perBatch int) ([]PendingBatchRow, error)
+	// FailBatchRow records why a row gets no task; the row is no longer pending.
+	FailBatchRow(ctx context.Context, batchID string, row int, e *enrich.TaskError) error
+	// BatchResults returns up to limit rows after afterRow, in row order, with their
+	// tasks and results.
+	BatchResults(ctx context.Context, orgID, id string, afterRow, limit int) ([]BatchResult, error)
 
 	// The database itself: its schema, health, upkeep and size.
 	SchemaVersion(ctx context.Context) (int, error)

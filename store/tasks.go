@@ -79,6 +79,9 @@ type NewTask struct {
 	// address): it is created failed with this error, charged and refunded at once,
 	// and never queued.
 	Fail *enrich.TaskError
+	// Batch, when set, is the batch row the task is made for: the row is linked to
+	// the task in the task's transaction. A replay links nothing (the first did).
+	Batch *BatchRowRef
 }
 
 // Enqueued is what CreateTask did.

@@ -27,7 +27,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"-3", 0},
 		{"1.5", 0},
 		{"soon", 0},
-		{"99999999999999999999", 0},
+		{"99999999999999999999", 7 * 24 * time.Hour}, // valid delay-seconds, however long
+		{"-99999999999999999999", 0},
 		{"9999999999", 7 * 24 * time.Hour}, // bounded before any arithmetic
 		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
 		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
@@ -53,6 +54,7 @@ func TestADeliveryOfADisabledDestinationIsNotSent(t *testing.T) {
 	is.True(a.Attempt != nil)
 	is.Equal(a.Attempt.Err, store.NotSentError(store.ReasonGone))
 	is.Equal(a.Attempt.StatusCode, 0)
+	is.True(a.Attempt.NotSent)
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

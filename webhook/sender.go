@@ -180,7 +180,7 @@ func (s *Sender) attempt(ctx context.Context, d *store.Dispatch) store.Attempted
 	if d.DisabledReason != "" {
 		// Queued as its Loop's destination was being disabled: not sent.
 		at = at.Truncate(time.Millisecond)
-		return store.Attempted{Dispatch: d, Attempt: &store.Attempt{At: at, Ended: at, Err: store.NotSentError(d.DisabledReason)}}
+		return store.Attempted{Dispatch: d, Attempt: &store.Attempt{At: at, Ended: at, Err: store.NotSentError(d.DisabledReason), NotSent: true}}
 	}
 	status, retryAfter, err := s.send(ctx, d, at)
 	if err != nil && ctx.Err() != nil {
@@ -265,19 +265,27 @@ func (s *Sender) send(ctx context.Context, d *store.Dispatch, at time.Time) (sta
 	return resp.StatusCode, 0, fmt.Errorf("the receiver answered %s", resp.Status)
 }
 
-// ParseRetryAfter reads a Retry-After header: whole seconds, or an HTTP date, which
-// is measured from now. 0 when absent, unreadable or not in the future. The caller
-// caps it (store.Attempt.Outcome caps it at the schedule's longest delay).
+// maxRetryAfterSeconds bounds Retry-After before any arithmetic: a week, more than the
+// schedule's longest delay, which is the cap that applies.
+const maxRetryAfterSeconds = int64(7 * 24 * time.Hour / time.Second)
+
+// ParseRetryAfter reads a Retry-After header: whole seconds (at most a week, however
+// many digits), or an HTTP date, which is measured from now. 0 when absent,
+// unreadable (a sign or a fraction included) or not in the future. The caller caps it
+// (store.Attempt.Outcome caps it at the schedule's longest delay).
 func ParseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
 	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
+	if strings.Trim(v, "0123456789") == "" {
+		// delay-seconds: digits only, however many. One too long for an int64 asks
+		// for longer than any bound, not for nothing.
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			secs = maxRetryAfterSeconds
 		}
-		return time.Duration(min(secs, int64(7*24*time.Hour/time.Second))) * time.Second
+		return time.Duration(min(secs, maxRetryAfterSeconds)) * time.Second
 	}
 	if at, err := http.ParseTime(v); err == nil && at.After(now) {
 		return at.Sub(now).Round(time.Second)

@@ -25,9 +25,10 @@ type EnrichLayer struct {
 }
 
 var (
-	_ enrich.Source        = (*EnrichLayer)(nil)
-	_ enrich.StaffSearcher = (*EnrichLayer)(nil)
-	_ enrich.Metered       = (*EnrichLayer)(nil)
+	_ enrich.Source              = (*EnrichLayer)(nil)
+	_ enrich.StaffSearcher       = (*EnrichLayer)(nil)
+	_ enrich.SearchBilledPerCall = (*EnrichLayer)(nil)
+	_ enrich.Metered             = (*EnrichLayer)(nil)
 )
 
 // NewEnrichLayer builds the adapter. Defaults: https://enrichlayer.com, 5 requests a
@@ -241,11 +242,17 @@ func countryCode(s *string) *string {
 	return enrich.Ptr(strings.ToUpper(*t))
 }
 
+// SearchBilledPerCall: the employee search costs 10 credits a call, whatever its
+// page_size, so email lookups ask for a whole page at once.
+func (e *EnrichLayer) SearchBilledPerCall() {}
+
 // SearchStaff asks the employee search (GET /api/v2/company/employee/search/) for the
 // company's page, with the names as a boolean keyword ("smith OR john"). The hits are
-// leads: the caller reads each profile and confirms it.
+// leads: the caller reads each profile and confirms it. Names that do not fit in the
+// vendor's 255 characters are not asked for: the hits come with
+// enrich.ErrSearchIncomplete, so nobody held is taken for the only fit.
 func (e *EnrichLayer) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
-	keyword := booleanOr(q.Names, 255)
+	keyword, complete := booleanOr(q.Names, 255)
 	if q.Company == nil || keyword == "" {
 		return nil, nil
 	}
@@ -296,12 +303,16 @@ func (e *EnrichLayer) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]e
 			break
 		}
 	}
+	if !complete {
+		return out, fmt.Errorf("enrichlayer: %d names do not fit in one keyword: %w", len(q.Names), enrich.ErrSearchIncomplete)
+	}
 	return out, nil
 }
 
 // booleanOr joins words as "a OR b", quoting none (the names are folded words), and
-// stops before the vendor's length limit.
-func booleanOr(words []string, limit int) string {
+// stops before the vendor's length limit; complete says every word is in it.
+func booleanOr(words []string, limit int) (keyword string, complete bool) {
+	complete = true
 	var b strings.Builder
 	for _, w := range words {
 		w = strings.TrimSpace(w)
@@ -313,9 +324,9 @@ func booleanOr(words []string, limit int) string {
 			next = " OR " + w
 		}
 		if b.Len()+len(next) > limit {
-			break
+			return b.String(), false
 		}
 		b.WriteString(next)
 	}
-	return b.String()
+	return b.String(), complete
 }

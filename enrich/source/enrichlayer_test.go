@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -324,4 +325,24 @@ func TestVendorConcurrencyCap(t *testing.T) {
 	wg.Wait()
 	is.Equal(arrived.Load(), int64(6))
 	is.Equal(most.Load(), int64(2))
+}
+
+// The keyword asks for the names a local part describes, never fragments of it; names
+// past the vendor's 255 characters are not sent, and the hits then say so.
+func TestEnrichLayerSearchStaffKeyword(t *testing.T) {
+	is := is.New(t)
+	el, f, _ := newEnrichLayer(t, map[string][]reply{"/api/v2/company/employee/search/": {{status: 200, fixture: "enrichlayer/employee_search.json"}}})
+	acme := &enrich.Company{Name: "Acme", NetworkURL: strp("https://www.linkedin.com/company/acme")}
+	_, err := el.SearchStaff(context.Background(), enrich.StaffQuery{Company: acme, Names: enrich.LocalPartNames("rjones"), Limit: 11})
+	is.NoErr(err)
+	is.Equal(f.requests()[0].URL.Query().Get("keyword_boolean"), "rjones OR jones OR rjone")
+
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("name%02d", i))
+	}
+	hits, err := el.SearchStaff(context.Background(), enrich.StaffQuery{Company: acme, Names: many, Limit: 11})
+	is.True(errors.Is(err, enrich.ErrSearchIncomplete)) // not every name was asked for
+	is.Equal(len(hits), 2)                              // the hits are still leads
+	is.True(len(f.requests()[1].URL.Query().Get("keyword_boolean")) <= 255)
 }

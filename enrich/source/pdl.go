@@ -200,7 +200,8 @@ func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*enrich.Perso
 
 // SearchStaff runs POST /v5/person/search: people whose current employer is the
 // company (by website, else by its network page) and whose first or last name is one
-// of the names.
+// of the names. Names past the 100 a terms array may hold are not asked for: the hits
+// come with enrich.ErrSearchIncomplete, so nobody held is taken for the only fit.
 func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	if q.Company == nil || len(q.Names) == 0 {
 		return nil, nil
@@ -225,6 +226,8 @@ func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 	if len(names) == 0 {
 		return nil, nil
 	}
+	complete := len(names) <= pdlMaxTerms
+	names = names[:min(len(names), pdlMaxTerms)]
 	q.Limit = min(max(q.Limit, 1), enrich.StaffSearchMax)
 	body := map[string]any{
 		"query": map[string]any{"bool": map[string]any{"must": []any{
@@ -264,5 +267,12 @@ func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 			break
 		}
 	}
+	if !complete {
+		return out, fmt.Errorf("pdl: %d names do not fit in one query: %w", len(q.Names), enrich.ErrSearchIncomplete)
+	}
 	return out, nil
 }
+
+// pdlMaxTerms is the most elements PDL accepts in one array of a query: it rejects a
+// query with a longer terms array.
+const pdlMaxTerms = 100

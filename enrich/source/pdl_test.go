@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -191,4 +192,41 @@ func TestPDLSearchStaffNoMatch(t *testing.T) {
 	is.NoErr(err) // PDL's 404 means no record matched: no hits
 	is.Equal(len(hits), 0)
 	is.True(strings.Contains(f.bodies[0], `{"term":{"job_company_linkedin_url":"linkedin.com/company/acme"}}`)) // PDL's form of the page
+}
+
+// PDL rejects a query whose terms array holds more than 100 elements: names past that
+// are not sent, and the hits then say the search could not ask for every name.
+func TestPDLSearchStaffTermsBound(t *testing.T) {
+	is := is.New(t)
+	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search.json"}}})
+	var many []string
+	for i := range 150 {
+		many = append(many, fmt.Sprintf("name%03d", i))
+	}
+	hits, err := p.SearchStaff(context.Background(), enrich.StaffQuery{
+		Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")}, Names: many, Limit: 3,
+	})
+	is.True(errors.Is(err, enrich.ErrSearchIncomplete)) // not every name was asked for
+	is.Equal(len(hits), 1)                              // the hits are still leads
+	var body struct {
+		Query struct {
+			Bool struct {
+				Must []struct {
+					Bool struct {
+						Should []struct {
+							Terms map[string][]string `json:"terms"`
+						} `json:"should"`
+					} `json:"bool"`
+				} `json:"must"`
+			} `json:"bool"`
+		} `json:"query"`
+	}
+	is.NoErr(json.Unmarshal([]byte(f.bodies[0]), &body))
+	should := body.Query.Bool.Must[1].Bool.Should
+	is.Equal(len(should), 2)
+	for _, s := range should {
+		for _, names := range s.Terms {
+			is.Equal(len(names), 100)
+		}
+	}
 }

@@ -106,10 +106,20 @@ func (db *DB) PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (st
 			return err
 		}
 		p.Deliveries = int(tag.RowsAffected())
+		// A batch goes when its retention is up: its tasks settled long before. Its
+		// rows come after the tasks here, as in CreateTask.
+		tag, err = tx.Exec(ctx, purgeBatchesQuery, ms(cutoff), store.BatchesPerPurge(limit))
+		if err != nil {
+			return err
+		}
+		p.Batches = int(tag.RowsAffected())
 		return nil
 	})
 	return p, err
 }
+
+const purgeBatchesQuery = `DELETE FROM batches WHERE id IN (
+	SELECT id FROM batches WHERE created_at < $1 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
 
 // SpaceUsage reports the database's size and each table's, indexes and TOAST
 // included (pg_total_relation_size), the biggest first. PostgreSQL does not say how

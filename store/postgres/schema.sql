@@ -397,3 +397,46 @@ CREATE INDEX loops_failing ON loops(id) WHERE delivery_failures >= 3;
 CREATE INDEX loops_destination_disabled ON loops(id) WHERE destination_disabled_at IS NOT NULL;
 -- Disabling a destination fails the Loop's pending deliveries.
 CREATE INDEX deliveries_loop_pending ON deliveries(loop_id) WHERE status = 'pending';
+
+-- migration 4: the first-start link (the SQLite schema's migration 11)
+-- While the database has no user, each start of `enrichd serve` prints a link whose
+-- page creates the first organization and its admin; a new link voids the earlier one.
+CREATE TABLE install_links (
+    hash         BYTEA PRIMARY KEY,
+    expires_at   BIGINT NOT NULL,
+    created_at   BIGINT NOT NULL
+);
+
+-- migration 5: batches (the SQLite schema's migration 12)
+-- An uploaded list (CSV or JSON Lines), one row each in batch_rows with its values as
+-- uploaded and the request its task is made from. A row is pending until its task is
+-- made (task_id, set in the task's own transaction) or it is refused then (error).
+CREATE TABLE batches (
+    id                TEXT COLLATE "C" PRIMARY KEY,          -- UUIDv7
+    org_id            TEXT COLLATE "C" NOT NULL REFERENCES orgs(id),
+    object_type       TEXT COLLATE "C" NOT NULL CHECK (object_type IN ('company', 'person')),
+    name              TEXT NOT NULL,
+    columns           TEXT NOT NULL,                         -- JSON array of the header
+    row_count         INTEGER NOT NULL,
+    credits_estimate  BIGINT NOT NULL,
+    idempotency_key   TEXT COLLATE "C",
+    body_hash         BYTEA,
+    created_at        BIGINT NOT NULL,
+    UNIQUE (org_id, idempotency_key)
+);
+-- GET /v1/batches, newest first
+CREATE INDEX batches_org_created ON batches(org_id, created_at, id);
+-- retention: the oldest batches first
+CREATE INDEX batches_created ON batches(created_at);
+
+CREATE TABLE batch_rows (
+    batch_id    TEXT COLLATE "C" NOT NULL REFERENCES batches(id) ON DELETE CASCADE,
+    row_number  INTEGER NOT NULL,                            -- from 1, in upload order
+    vals        TEXT NOT NULL,                               -- JSON array, one value per column
+    request     TEXT NOT NULL,                               -- the enrichment request's fields (JSON)
+    task_id     TEXT COLLATE "C",
+    error       TEXT,                                        -- why the row got no task (JSON)
+    PRIMARY KEY (batch_id, row_number)
+);
+-- the feeder's "rows still without a task": only those are in it
+CREATE INDEX batch_rows_pending ON batch_rows(batch_id, row_number) WHERE task_id IS NULL AND error IS NULL;

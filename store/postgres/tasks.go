@@ -158,6 +158,11 @@ func (db *DB) createTask(ctx context.Context, tx pgx.Tx, nt store.NewTask) (*sto
 	if err := insertTask(ctx, tx, t); err != nil {
 		return nil, err
 	}
+	if nt.Batch != nil {
+		if err := linkBatchRow(ctx, tx, nt.Batch, t.ID); err != nil {
+			return nil, err
+		}
+	}
 	if err := chargeCredits(ctx, tx, nt.OrgID, t.ID, t.CreditsCharged, now); err != nil {
 		return nil, err
 	}

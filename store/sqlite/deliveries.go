@@ -361,6 +361,13 @@ func recordAttempt(ctx context.Context, tx *Tx, d *Dispatch, a *Attempt) error {
 			d.ID, d.LeaseUntil)
 		return err
 	}
+	if a.NotSent {
+		// As failPending fails the destination's other pending deliveries.
+		_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = 'failed', next_attempt_at = NULL, lease_until = NULL,
+			last_error = ?, last_attempt_at = coalesce(last_attempt_at, ?) WHERE id = ? AND status = 'pending' AND lease_until = ?`,
+			a.Err, ms(a.At), d.ID, d.LeaseUntil)
+		return err
+	}
 	status, nextAt := a.Outcome(d)
 	next := sql.NullInt64{}
 	if nextAt != nil {
@@ -382,9 +389,10 @@ func recordAttempt(ctx context.Context, tx *Tx, d *Dispatch, a *Attempt) error {
 // recordHeard keeps a Loop's failure streak and last error, and on a 410 Gone
 // disables its destination. An attempt that failed while the destination was being
 // disabled was rescheduled by recordAttempt: its Loop's pending deliveries are failed
-// here. A batch all acknowledged writes only when a streak is to be cleared.
+// here. A batch all acknowledged writes only when a streak is to be cleared; one with
+// a failure writes, whatever was acknowledged after it (see Heard.AllAcknowledged).
 func recordHeard(ctx context.Context, tx *Tx, h store.Heard, now time.Time) error {
-	if h.Failures == 0 {
+	if h.AllAcknowledged() {
 		_, err := tx.ExecContext(ctx, `UPDATE loops SET delivery_failures = 0 WHERE id = ? AND delivery_failures <> 0`, h.LoopID)
 		return err
 	}

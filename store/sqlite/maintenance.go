@@ -177,11 +177,23 @@ func (db *DB) PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Pu
 			return err
 		}
 		n, err = res.RowsAffected()
+		if err != nil {
+			return err
+		}
 		p.Deliveries = int(n)
+		// A batch goes when its retention is up: its tasks settled long before.
+		res, err = tx.ExecContext(ctx, purgeBatchesQuery, ms(cutoff), store.BatchesPerPurge(limit))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		p.Batches = int(n)
 		return err
 	})
 	return p, err
 }
+
+const purgeBatchesQuery = `DELETE FROM batches WHERE id IN (SELECT id FROM batches WHERE created_at < ? ORDER BY created_at LIMIT ?)`
 
 // Checkpoint copies the write-ahead log into the database file and truncates it to
 // nothing, through the writer connection. Under steady reads SQLite's automatic

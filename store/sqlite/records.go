@@ -183,3 +183,10 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 	}
 	return stats, nil
 }
+
+// HasRecords reports whether origin holds any record, by the first of its keys.
+func (db *DB) HasRecords(ctx context.Context, origin string) (bool, error) {
+	var has bool
+	err := db.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM record_keys WHERE origin = ?)`, origin).Scan(&has)
+	return has, err
+}

@@ -92,6 +92,13 @@ func TestListQueriesUseIndexes(t *testing.T) {
 			ORDER BY finished_at LIMIT 500`,
 		"retention: deliveries": `SELECT id FROM deliveries WHERE status IN ('succeeded', 'failed') AND last_attempt_at < 5
 			ORDER BY last_attempt_at LIMIT 500`,
+		"batches":            `SELECT id FROM batches WHERE org_id = 'o' ORDER BY created_at DESC, id DESC LIMIT 25 OFFSET 25`,
+		"batch results":      `SELECT row_number, vals FROM batch_rows WHERE batch_id = 'b' AND row_number > 500 ORDER BY row_number LIMIT 500`,
+		"batch counts":       `SELECT r.row_number, t.status FROM batch_rows r LEFT JOIN tasks t ON t.id = r.task_id WHERE r.batch_id = 'b'`,
+		"pending batch":      `SELECT batch_id FROM batch_rows WHERE task_id IS NULL AND error IS NULL AND batch_id > 'a' ORDER BY batch_id LIMIT 1`,
+		"pending rows":       `SELECT row_number, request FROM batch_rows WHERE batch_id = 'b' AND task_id IS NULL AND error IS NULL ORDER BY row_number LIMIT 200`,
+		"batch by key":       `SELECT id FROM batches WHERE org_id = 'o' AND idempotency_key = 'k'`,
+		"retention: batches": `SELECT id FROM batches WHERE created_at < 5 ORDER BY created_at LIMIT 1`,
 		"retention: keys": `SELECT key FROM idempotency_keys WHERE (org_id, key) IN (SELECT org_id, idempotency_key FROM tasks
 			WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < 5 ORDER BY finished_at LIMIT 500)`,
 	}

@@ -117,6 +117,11 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		if err := insertTask(ctx, tx, t); err != nil {
 			return err
 		}
+		if nt.Batch != nil {
+			if err := linkBatchRow(ctx, tx, nt.Batch, t.ID); err != nil {
+				return err
+			}
+		}
 		if t.Status == StatusFailed {
 			if err := refund(ctx, tx, t.ID, now); err != nil {
 				return err

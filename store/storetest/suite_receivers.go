@@ -316,3 +316,103 @@ func testALoopWhoseAttemptsAllFailIsFailing(t *testing.T, env *Env) {
 	is.Equal(loop.ConsecutiveFailures, 1)
 	is.Equal(*loop.LastDeliveryError, "the receiver answered Service Unavailable")
 }
+
+// Attempts that end together are recorded in one batch: a 410 Gone in it disables the
+// destination even when another delivery of the same Loop was acknowledged after it,
+// and an attempt that failed before that acknowledgement, on a destination disabled
+// meanwhile, is failed rather than rescheduled. The Loop's last error is the batch's.
+func testAGoneBeforeAnAcknowledgementInOneBatchStillDisables(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := NewOrg(t, db, "acme")
+	gone := newLoop(t, db, org, "gone", enrich.ObjectCompany)
+	off := newLoop(t, db, org, "off", enrich.ObjectCompany)
+	for _, l := range []*store.Loop{gone, gone, off, off} {
+		_, err := db.CreateTestDelivery(ctx, org, l.ID)
+		is.NoErr(err)
+		clk.Add(time.Millisecond)
+	}
+	ds, err := db.ClaimDeliveries(ctx, 4, 8, nil, time.Minute)
+	is.NoErr(err)
+	is.Equal(len(ds), 4)
+	byLoop := map[string][]*store.Dispatch{}
+	for _, d := range ds {
+		byLoop[d.LoopID] = append(byLoop[d.LoopID], d)
+	}
+	no := false
+	_, err = db.UpdateLoop(ctx, org, off.ID, store.LoopPatch{DestinationEnabled: &no}) // while its two are being sent
+	is.NoErr(err)
+
+	clk.Add(time.Second)
+	at := clk.Now()
+	ended := func(a store.Attempted, after time.Duration) store.Attempted {
+		a.Attempt.At, a.Attempt.Ended = at, at.Add(after)
+		return a
+	}
+	is.NoErr(db.RecordAttempts(ctx, []store.Attempted{
+		ended(failed(byLoop[gone.ID][0], http.StatusGone, 0), 0),
+		ended(acknowledged(byLoop[gone.ID][1]), time.Millisecond),
+		ended(failed(byLoop[off.ID][0], http.StatusBadGateway, 0), 0),
+		ended(acknowledged(byLoop[off.ID][1]), time.Millisecond),
+	}))
+
+	loop, err := db.GetLoop(ctx, org, gone.ID)
+	is.NoErr(err)
+	is.Equal(loop.Destination.Enabled, false) // the receiver said 410 Gone
+	is.Equal(*loop.Destination.DisabledReason, store.ReasonGone)
+	is.Equal(loop.ConsecutiveFailures, 0)
+	is.Equal(*loop.LastDeliveryError, "the receiver answered Gone")
+	is.Equal(deliveryOf(t, db, org, byLoop[gone.ID][0].ID).Status, store.DeliveryFailed)
+
+	loop, err = db.GetLoop(ctx, org, off.ID)
+	is.NoErr(err)
+	is.Equal(*loop.LastDeliveryError, "the receiver answered Bad Gateway")
+	got := deliveryOf(t, db, org, byLoop[off.ID][0].ID)
+	is.Equal(got.Status, store.DeliveryFailed) // not rescheduled to a disabled destination
+	is.Equal(*got.LastError, store.NotSentError(store.ReasonDisabledOnRequest))
+	is.Equal(deliveryOf(t, db, org, byLoop[off.ID][1].ID).Status, store.DeliverySucceeded)
+}
+
+// A delivery claimed after its Loop's destination was disabled (its earlier claim's
+// lease ran out while the destination was being disabled) is not sent: recording that
+// fails it as the destination's other pending deliveries failed, without counting an
+// attempt, and without touching the Loop's failure streak or last error, which say
+// what the receiver answered.
+func testADeliveryNotSentToADisabledDestinationIsNoAttempt(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := NewOrg(t, db, "acme")
+	l := newLoop(t, db, org, "gone", enrich.ObjectCompany)
+	first, err := db.CreateTestDelivery(ctx, org, l.ID)
+	is.NoErr(err)
+	clk.Add(time.Millisecond)
+	stranded, err := db.CreateTestDelivery(ctx, org, l.ID)
+	is.NoErr(err)
+	ds, err := db.ClaimDeliveries(ctx, 2, 8, nil, time.Minute)
+	is.NoErr(err)
+	is.Equal(len(ds), 2)
+	clk.Add(time.Second)
+	record(t, db, clk.Now(), failed(ds[0], http.StatusGone, 0)) // the other attempt is never recorded
+
+	clk.Add(time.Minute) // its lease runs out
+	d := claimOne(t, db)
+	is.Equal(d.ID, stranded.ID)
+	is.Equal(d.DisabledReason, store.ReasonGone)
+	at := clk.Now()
+	is.NoErr(db.RecordAttempts(ctx, []store.Attempted{{Dispatch: d,
+		Attempt: &store.Attempt{At: at, Ended: at, Err: store.NotSentError(d.DisabledReason), NotSent: true}}}))
+
+	got := deliveryOf(t, db, org, stranded.ID)
+	is.Equal(got.Status, store.DeliveryFailed)
+	is.Equal(got.Attempts, 0) // nothing was sent
+	is.Equal(got.NextAttemptAt, nil)
+	is.Equal(*got.LastError, store.NotSentError(store.ReasonGone))
+	is.True(got.LastAttemptAt != nil) // retention deletes it in time
+	loop, err := db.GetLoop(ctx, org, l.ID)
+	is.NoErr(err)
+	is.Equal(loop.ConsecutiveFailures, 1) // the 410 alone
+	is.Equal(*loop.LastDeliveryError, "the receiver answered Gone")
+	is.Equal(deliveryOf(t, db, org, first.ID).Attempts, 1)
+}

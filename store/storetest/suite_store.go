@@ -305,10 +305,19 @@ func testImportIsAllOrNothing(t *testing.T, env *Env) {
 	}
 	_, err := db.Dataset().CompanyByDomain(ctx, "acme.com")
 	is.True(errors.Is(err, enrich.ErrNotFound)) // line 1 was not imported either
+	has, err := db.HasRecords(ctx, store.OriginDataset)
+	is.NoErr(err)
+	is.True(!has)
 
 	stats, err := db.Import(ctx, strings.NewReader(good), enrich.Normalizer{})
 	is.NoErr(err)
 	is.Equal(stats, store.ImportStats{Companies: 1})
+	has, err = db.HasRecords(ctx, store.OriginDataset)
+	is.NoErr(err)
+	is.True(has)
+	has, err = db.HasRecords(ctx, store.OriginStore) // an import is the dataset's only
+	is.NoErr(err)
+	is.True(!has)
 	c, err := db.Dataset().CompanyByDomain(ctx, "acme.io")
 	is.NoErr(err)
 	is.Equal(*c.Domain, "acme.com")

@@ -1,0 +1,39 @@
+package flatten
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+func TestRowFollowsColumns(t *testing.T) {
+	company := json.RawMessage(`{"name":"Acme","domain":"acme.com","network_url":"https://www.linkedin.com/company/acme",
+		"employee_count":42,"employee_range":"11-50","primary_industry":"Software","year_founded":1999,
+		"headquarters":{"city":"Lyon","country":"FR"},"about":"not a column"}`)
+	person := json.RawMessage(`{"full_name":"Jane Doe","headline":"CTO at Acme","city":"Berlin","country_code":"DE",
+		"network_url":"https://www.linkedin.com/in/jane-doe",
+		"positions":[{"title":"Advisor","company_name":"Old Co","is_current":false},{"title":"CTO","company_name":"Acme","is_current":true}],
+		"email_match":{"method":"resolved"}}`)
+	for _, c := range []struct {
+		object string
+		o      Outcome
+		want   []string
+	}{
+		{ObjectCompany, Outcome{Status: "succeeded", TaskID: "t1", Data: company},
+			[]string{"succeeded", "", "", "t1", "Acme", "acme.com", "https://www.linkedin.com/company/acme", "42", "11-50", "Software", "1999", "Lyon", "FR"}},
+		{ObjectPerson, Outcome{Status: "succeeded", TaskID: "t2", Data: person},
+			[]string{"succeeded", "", "", "t2", "Jane Doe", "CTO at Acme", "CTO", "Acme", "Berlin", "DE", "https://www.linkedin.com/in/jane-doe", "resolved"}},
+		{ObjectCompany, Outcome{Status: "failed", Code: "not_found", Message: "nobody knows it", TaskID: "t3"},
+			[]string{"failed", "not_found", "nobody knows it", "t3", "", "", "", "", "", "", "", "", ""}},
+		{ObjectPerson, Outcome{Status: "succeeded", Data: json.RawMessage(`not json`)},
+			[]string{"succeeded", "", "", "", "", "", "", "", "", "", "", ""}},
+	} {
+		got := Row(c.o, c.object)
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s %s:\n got %q\nwant %q", c.object, c.o.Status, got, c.want)
+		}
+		if len(got) != len(Columns(c.object)) {
+			t.Errorf("%s: %d values for %d columns", c.object, len(got), len(Columns(c.object)))
+		}
+	}
+}

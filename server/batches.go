@@ -1,0 +1,608 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"enrichd/enrich"
+	"enrichd/flatten"
+	"enrichd/store"
+)
+
+// Bounds of an upload beyond its rows and bytes (store.MaxBatchRows, MaxBatchBytes).
+const (
+	maxBatchColumns   = 200
+	maxBatchName      = 200
+	maxRowRefusals    = 1000 // listed in a 400; the message counts them all
+	batchResultsPage  = 500
+	batchFeedBatches  = 50  // batches a feeding round takes rows from
+	batchFeedPerBatch = 200 // rows of one batch a round makes tasks for
+)
+
+// The columns a batch reads, matched without regard to case; any other column is
+// kept as it is and written back with the results.
+var batchInputColumns = []string{"domain", "networkUrl", "email", "fullName", "title", "location"}
+
+// batchFormat is what an upload or a download is written in.
+type batchFormat int
+
+const (
+	formatCSV batchFormat = iota
+	formatJSONL
+)
+
+// uploadFormat reads the Content-Type of an upload: text/csv, or JSON Lines under any
+// of its usual names; UTF-8 only.
+func uploadFormat(r *http.Request) (batchFormat, error) {
+	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err == nil {
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return 0, enrich.Errorf(enrich.KindInvalid, "the upload must be UTF-8, not charset=%s", clip(cs, 40))
+		}
+		switch mediaType {
+		case "text/csv":
+			return formatCSV, nil
+		case "application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines":
+			return formatJSONL, nil
+		}
+	}
+	return 0, enrich.Errorf(enrich.KindInvalid, "send the file with Content-Type: text/csv (a header row, then one row per input) or application/x-ndjson (JSON Lines: one object per line)")
+}
+
+// uploadRow is one data row: its values by column, and the line it starts on.
+type uploadRow struct {
+	line   int
+	values []string
+}
+
+// upload is a parsed file: its columns, in order, and its rows.
+type upload struct {
+	columns []string
+	rows    []uploadRow
+	refused []enrich.RowError // rows that could not be read as rows
+}
+
+// readUpload reads and parses the body of POST /v1/batches, bounded in bytes and rows.
+func readUpload(r *http.Request, format batchFormat) ([]byte, *upload, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, store.MaxBatchBytes))
+	var tooLarge *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, nil, enrich.Errorf(enrich.KindInvalid, "the file is larger than %d MiB; split it into several batches", store.MaxBatchBytes>>20)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return nil, nil, enrich.Errorf(enrich.KindInvalid, "the file did not arrive within the server's read timeout")
+	case err != nil:
+		return nil, nil, enrich.Errorf(enrich.KindInvalid, "the file could not be read: %v", err)
+	}
+	if !utf8.Valid(body) {
+		return nil, nil, enrich.Errorf(enrich.KindInvalid, "the file is not valid UTF-8 (first bad byte at offset %d); save it as UTF-8", invalidUTF8At(body))
+	}
+	text := bytes.TrimPrefix(body, []byte("\ufeff")) // a spreadsheet's byte order mark
+	var up *upload
+	if format == formatCSV {
+		up, err = parseCSVUpload(text)
+	} else {
+		up, err = parseJSONLUpload(text)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return body, up, nil
+}
+
+func parseCSVUpload(text []byte) (*upload, error) {
+	rd := csv.NewReader(bytes.NewReader(text))
+	rd.FieldsPerRecord = -1 // a row of another width is that row's refusal
+	head, err := rd.Read()
+	if err == io.EOF {
+		return nil, enrich.Errorf(enrich.KindInvalid, "the file is empty: send a header row, then one row per input")
+	}
+	if err != nil {
+		return nil, enrich.Errorf(enrich.KindInvalid, "the header row: %v", err)
+	}
+	up := &upload{}
+	for _, h := range head {
+		up.columns = append(up.columns, strings.TrimSpace(h))
+	}
+	for {
+		rec, err := rd.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, enrich.Errorf(enrich.KindInvalid, "the file is not CSV the server can read: %v", err)
+		}
+		line, _ := rd.FieldPos(0)
+		if len(up.rows)+len(up.refused) >= store.MaxBatchRows {
+			return nil, enrich.Errorf(enrich.KindInvalid, "the file has more than %d rows; split it into several batches", store.MaxBatchRows)
+		}
+		if len(rec) != len(head) {
+			up.refused = append(up.refused, enrich.RowError{Row: len(up.rows) + len(up.refused) + 1, Line: line,
+				Message: fmt.Sprintf("has %d fields where the header has %d", len(rec), len(head))})
+			up.rows = append(up.rows, uploadRow{line: line}) // keeps the numbering
+			continue
+		}
+		up.rows = append(up.rows, uploadRow{line: line, values: rec})
+	}
+	return up, nil
+}
+
+func parseJSONLUpload(text []byte) (*upload, error) {
+	up := &upload{}
+	index := map[string]int{}
+	for n, line := range bytes.Split(text, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if len(up.rows) >= store.MaxBatchRows {
+			return nil, enrich.Errorf(enrich.KindInvalid, "the file has more than %d rows; split it into several batches", store.MaxBatchRows)
+		}
+		row := uploadRow{line: n + 1}
+		fields, err := orderedObject(line)
+		if err != nil {
+			up.refused = append(up.refused, enrich.RowError{Row: len(up.rows) + 1, Line: n + 1, Message: err.Error()})
+			up.rows = append(up.rows, row)
+			continue
+		}
+		for _, f := range fields {
+			i, ok := index[f.key]
+			if !ok {
+				if len(up.columns) >= maxBatchColumns {
+					return nil, enrich.Errorf(enrich.KindInvalid, "the file has more than %d distinct fields", maxBatchColumns)
+				}
+				i = len(up.columns)
+				index[f.key] = i
+				up.columns = append(up.columns, f.key)
+			}
+			for len(row.values) <= i {
+				row.values = append(row.values, "")
+			}
+			row.values[i] = f.value
+		}
+		up.rows = append(up.rows, row)
+	}
+	// Rows before a field first appeared have it empty.
+	for i := range up.rows {
+		for len(up.rows[i].values) < len(up.columns) {
+			up.rows[i].values = append(up.rows[i].values, "")
+		}
+	}
+	return up, nil
+}
+
+type field struct{ key, value string }
+
+// orderedObject reads one JSON object's fields in the order written. A string is its
+// text, null is empty, any other value its JSON.
+func orderedObject(line []byte) ([]field, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("is not a JSON object")
+	}
+	var out []field
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, errors.New("is not valid JSON")
+		}
+		key := tok.(string)
+		if seen[key] {
+			return nil, fmt.Errorf("has the field %q twice", clip(key, 40))
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, errors.New("is not valid JSON")
+		}
+		v := string(raw)
+		switch {
+		case v == "null":
+			v = ""
+		case strings.HasPrefix(v, `"`):
+			json.Unmarshal(raw, &v)
+		}
+		out = append(out, field{key, v})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, errors.New("is not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("holds more than one JSON value; put one object on each line")
+	}
+	return out, nil
+}
+
+// batchPlan is an upload checked: what the batch is made of.
+type batchPlan struct {
+	objectType string
+	rows       []store.NewBatchRow
+	estimate   int64
+}
+
+// planBatch checks every row of an upload as the enrichment endpoint of its object
+// type checks a body, and collects every refusal: nothing is made unless every row
+// passes. objectType "" is detected from the columns.
+func (s *Server) planBatch(up *upload, objectType string) (*batchPlan, error) {
+	if len(up.columns) > maxBatchColumns {
+		return nil, enrich.Errorf(enrich.KindInvalid, "the file has %d columns; at most %d", len(up.columns), maxBatchColumns)
+	}
+	col := map[string]int{}
+	seen := map[string]bool{}
+	for i, c := range up.columns {
+		if seen[c] && c != "" {
+			return nil, enrich.Errorf(enrich.KindInvalid, "the column %q appears twice in the header", clip(c, 40))
+		}
+		seen[c] = true
+		for _, name := range batchInputColumns {
+			if strings.EqualFold(c, name) {
+				if _, dup := col[name]; dup {
+					return nil, enrich.Errorf(enrich.KindInvalid, "two columns are %s (the names are read without regard to case)", name)
+				}
+				col[name] = i
+			}
+		}
+	}
+	_, hasDomain := col["domain"]
+	_, hasURL := col["networkUrl"]
+	_, hasEmail := col["email"]
+	if !hasDomain && !hasURL && !hasEmail && len(up.refused) > 0 {
+		return nil, refusedRows(up.refused, len(up.rows))
+	}
+	if !hasDomain && !hasURL && !hasEmail {
+		return nil, enrich.Errorf(enrich.KindInvalid, "the file has no domain, networkUrl or email column (its columns: %s)", clip(strings.Join(up.columns, ", "), 200))
+	}
+	if len(up.rows) == 0 {
+		return nil, enrich.Errorf(enrich.KindInvalid, "the file has a header and no rows")
+	}
+	get := func(row uploadRow, name string) *string {
+		i, ok := col[name]
+		if !ok || i >= len(row.values) || strings.TrimSpace(row.values[i]) == "" {
+			return nil
+		}
+		v := row.values[i]
+		return &v
+	}
+	switch objectType {
+	case "":
+		objectType = enrich.ObjectCompany
+		if hasEmail {
+			objectType = enrich.ObjectPerson
+		} else if !hasDomain {
+			for _, row := range up.rows {
+				if u := get(row, "networkUrl"); u != nil {
+					if strings.Contains(strings.ToLower(*u), "/in/") {
+						objectType = enrich.ObjectPerson
+					}
+					break
+				}
+			}
+		}
+	case enrich.ObjectCompany, enrich.ObjectPerson:
+	default:
+		return nil, enrich.Errorf(enrich.KindInvalid, "object_type must be company or person")
+	}
+	plan := &batchPlan{objectType: objectType}
+	refused := append([]enrich.RowError{}, up.refused...)
+	unreadable := map[int]bool{}
+	for _, r := range up.refused {
+		unreadable[r.Row] = true
+	}
+	for i, row := range up.rows {
+		if unreadable[i+1] {
+			continue
+		}
+		var req any
+		var in enrich.Input
+		var err error
+		if objectType == enrich.ObjectCompany {
+			var cr companyRequest
+			if cr.Domain = get(row, "domain"); cr.Domain == nil {
+				cr.NetworkURL = get(row, "networkUrl")
+			}
+			if cr.Domain == nil && cr.NetworkURL == nil {
+				err = errors.New("has neither a domain nor a networkUrl")
+			} else {
+				in, err = cr.input(s.norm)
+			}
+			req = cr
+		} else {
+			var pr personRequest
+			if pr.NetworkURL = get(row, "networkUrl"); pr.NetworkURL == nil {
+				if pr.Email = get(row, "email"); pr.Email != nil {
+					pr.FullName, pr.Title, pr.Location = get(row, "fullName"), get(row, "title"), get(row, "location")
+				}
+			}
+			if pr.NetworkURL == nil && pr.Email == nil {
+				err = errors.New("has neither a networkUrl nor an email")
+			} else {
+				in, err = pr.input(s.norm)
+			}
+			req = pr
+		}
+		if err != nil {
+			refused = append(refused, enrich.RowError{Row: i + 1, Line: row.line, Message: err.Error()})
+			continue
+		}
+		raw, err := json.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		plan.rows = append(plan.rows, store.NewBatchRow{Values: row.values, Request: raw})
+		plan.estimate += in.Lookup.Cost()
+	}
+	if len(refused) > 0 {
+		return nil, refusedRows(refused, len(up.rows))
+	}
+	return plan, nil
+}
+
+// refusedRows is the 400 of an upload with refused rows: every one, in row order, up
+// to maxRowRefusals listed.
+func refusedRows(refused []enrich.RowError, rows int) error {
+	slices.SortFunc(refused, func(a, b enrich.RowError) int { return a.Row - b.Row })
+	msg := fmt.Sprintf("%d of %d rows are refused, listed in rows; nothing was created or charged: fix them and upload the file again", len(refused), rows)
+	if len(refused) > maxRowRefusals {
+		msg = fmt.Sprintf("%d of %d rows are refused, the first %d listed in rows; nothing was created or charged: fix them and upload the file again", len(refused), rows, maxRowRefusals)
+		refused = refused[:maxRowRefusals]
+	}
+	return &enrich.Error{Kind: enrich.KindInvalid, Code: enrich.CodeInvalidInput, Message: msg, Rows: refused}
+}
+
+// rowRequest decodes a batch row's stored request back into the endpoint's request
+// and checks it again, as the endpoint would.
+func (s *Server) rowRequest(objectType string, raw json.RawMessage) (enrich.Input, any, error) {
+	if objectType == enrich.ObjectCompany {
+		var cr companyRequest
+		if err := json.Unmarshal(raw, &cr); err != nil {
+			return enrich.Input{}, nil, err
+		}
+		in, err := cr.input(s.norm)
+		return in, cr, err
+	}
+	var pr personRequest
+	if err := json.Unmarshal(raw, &pr); err != nil {
+		return enrich.Input{}, nil, err
+	}
+	in, err := pr.input(s.norm)
+	return in, pr, err
+}
+
+// createBatch checks an upload and makes the batch, for the API and the dashboard
+// alike; the feeder makes the rows' tasks after.
+func (s *Server) createBatch(ctx context.Context, orgID string, body []byte, up *upload, objectType, name, key string) (*store.Batch, bool, error) {
+	switch {
+	case !utf8.ValidString(name) || strings.ContainsRune(name, 0):
+		return nil, false, enrich.Errorf(enrich.KindInvalid, "name must be UTF-8 text without NUL characters")
+	case utf8.RuneCountInString(name) > maxBatchName:
+		return nil, false, enrich.Errorf(enrich.KindInvalid, "name is longer than %d characters", maxBatchName)
+	}
+	plan, err := s.planBatch(up, objectType)
+	if err != nil {
+		return nil, false, err
+	}
+	// The key is bound to the file and the parameters as sent.
+	h := sha256.New()
+	fmt.Fprintf(h, "batch\n%s\n%s\n", objectType, name)
+	h.Write(body)
+	b, replayed, err := s.db.CreateBatch(ctx, store.NewBatch{OrgID: orgID, ObjectType: plan.objectType, Name: name,
+		Columns: up.columns, Rows: plan.rows, CreditsEstimate: plan.estimate, IdempotencyKey: key, BodyHash: hex.EncodeToString(h.Sum(nil))})
+	if err != nil {
+		return nil, false, err
+	}
+	if !replayed {
+		s.wakeFeeder()
+	}
+	return b, replayed, nil
+}
+
+func (s *Server) wakeFeeder() {
+	select {
+	case s.feedWake <- struct{}{}:
+	default:
+	}
+}
+
+// feedBacklog is the most queued tasks an organization may have for a batch row's task
+// to be made: half its backlog, so that its own calls keep room while a batch runs.
+func (s *Server) feedBacklog() int64 { return max(1, s.cfg.MaxBacklog/2) }
+
+// feedBatches makes the tasks of batch rows until ctx ends: a round takes the rows
+// still without a task and makes each one's task through the path every enrichment
+// takes (charged, fair-queued, an Idempotency-Key derived from the batch and the row,
+// so a row tried twice, by two replicas or after a restart, makes one task). An
+// organization whose backlog is full waits for the next round.
+func (s *Server) feedBatches(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		if s.storageWait(ctx, tick.C) {
+			continue
+		}
+		if s.feedRound(ctx) && ctx.Err() == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.feedWake:
+		case <-tick.C:
+		}
+	}
+}
+
+// feedRound is one round of feedBatches; it reports whether it made a task.
+func (s *Server) feedRound(ctx context.Context) bool {
+	pending, err := s.db.PendingBatchRows(ctx, batchFeedBatches, batchFeedPerBatch)
+	if err != nil {
+		if ctx.Err() == nil && !store.IsStorageFault(err) {
+			s.log.Error("reading batch rows to enqueue", "err", err)
+		}
+		return false
+	}
+	full := map[string]bool{} // organizations whose backlog is full this round
+	made := false
+	for _, p := range pending {
+		if ctx.Err() != nil {
+			return made
+		}
+		if full[p.OrgID] {
+			continue
+		}
+		in, fields, err := s.rowRequest(p.ObjectType, p.Request)
+		if err == nil {
+			_, err = s.submitTask(ctx, taskRequest{OrgID: p.OrgID, Input: in, Fields: fields,
+				IdempotencyKey: store.RowIdempotencyKey(p.BatchID, p.Row), Route: "create_batch", Endpoint: "POST /v1/batches",
+				Batch: &store.BatchRowRef{BatchID: p.BatchID, Row: p.Row}, MaxBacklog: s.feedBacklog()})
+		}
+		var e *enrich.Error
+		switch {
+		case err == nil:
+			made = true
+			continue
+		case !errors.As(err, &e) || e.Kind == enrich.KindInternal || e.Kind == enrich.KindUnavailable:
+			if ctx.Err() == nil && !store.IsStorageFault(err) {
+				s.log.Error("enqueuing a batch row", "batch", p.BatchID, "row", p.Row, "err", err)
+			}
+			return made
+		case e.Kind == enrich.KindTooManyRequests:
+			full[p.OrgID] = true
+			continue
+		}
+		// The row cannot have its task (credits ran out since the upload, say): it
+		// fails alone, uncharged, and the batch goes on.
+		code := e.Code
+		if code == "" {
+			code = enrich.CodeInvalidInput
+		}
+		if err := s.db.FailBatchRow(ctx, p.BatchID, p.Row, &enrich.TaskError{Code: code, Message: e.Message}); err != nil {
+			if ctx.Err() == nil && !store.IsStorageFault(err) {
+				s.log.Error("failing a batch row", "batch", p.BatchID, "row", p.Row, "err", err)
+			}
+			return made
+		}
+		made = true
+	}
+	return made
+}
+
+// batchOutcome is a result row as the flattened columns show it.
+func batchOutcome(r store.BatchResult, objectType string) flatten.Outcome {
+	switch {
+	case r.Error != nil:
+		return flatten.Outcome{Status: store.StatusFailed, Code: r.Error.Code, Message: r.Error.Message}
+	case r.Purged:
+		return flatten.Outcome{Status: "purged", Message: "the task was deleted by retention (serve --retain)"}
+	case r.Task == nil:
+		return flatten.Outcome{Status: "pending"}
+	}
+	t := r.Task
+	o := flatten.Outcome{Status: t.Status, TaskID: t.ID}
+	switch {
+	case t.Error != nil:
+		o.Code, o.Message = t.Error.Code, t.Error.Message
+	case t.Status == store.StatusCanceled:
+		o.Code, o.Message = store.StatusCanceled, "the task was canceled"
+	case t.Status == store.StatusSucceeded:
+		o.Data = t.Data
+	}
+	return o
+}
+
+// resultsFormat is the download's format: JSON Lines when Accept asks for it (or
+// ?format=jsonl), CSV otherwise.
+func resultsFormat(r *http.Request) batchFormat {
+	if f := r.URL.Query().Get("format"); f != "" {
+		if f == "jsonl" {
+			return formatJSONL
+		}
+		return formatCSV
+	}
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+		switch mt {
+		case "application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines":
+			return formatJSONL
+		case "text/csv":
+			return formatCSV
+		}
+	}
+	return formatCSV
+}
+
+// writeBatchResults streams a batch's rows, the input columns then the result's
+// flattened columns, a page of rows at a time. Once the first byte is written a
+// failure can only cut the download short; it is logged.
+func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b *store.Batch, format batchFormat) {
+	base := b.Name
+	if base == "" {
+		base = "batch-" + b.ID
+	}
+	base = strings.TrimSuffix(strings.TrimSuffix(base, ".csv"), ".jsonl")
+	ext := ".csv"
+	if format == formatJSONL {
+		ext = ".jsonl"
+		w.Header().Set("Content-Type", "application/x-ndjson")
+	} else {
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	}
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": base + "-results" + ext}))
+	columns := append(append([]string{}, b.Columns...), flatten.Columns(b.ObjectType)...)
+	cw := csv.NewWriter(w)
+	if format == formatCSV {
+		cw.Write(columns)
+	}
+	after := 0
+	for {
+		page, err := s.db.BatchResults(ctx, b.OrgID, b.ID, after, batchResultsPage)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("writing a batch's results", "batch", b.ID, "after_row", after, "err", err)
+			}
+			break
+		}
+		for _, r := range page {
+			values := make([]string, len(b.Columns), len(columns))
+			copy(values, r.Values)
+			values = append(values, flatten.Row(batchOutcome(r, b.ObjectType), b.ObjectType)...)
+			if format == formatCSV {
+				cw.Write(values)
+				continue
+			}
+			line := make([]byte, 0, 512)
+			line = append(line, '{')
+			for i, c := range columns {
+				if i > 0 {
+					line = append(line, ',')
+				}
+				k, _ := json.Marshal(c)
+				v, _ := json.Marshal(values[i])
+				line = append(append(append(line, k...), ':'), v...)
+			}
+			w.Write(append(line, "}\n"...))
+		}
+		cw.Flush()
+		if len(page) < batchResultsPage {
+			break
+		}
+		after = page[len(page)-1].Row
+	}
+	cw.Flush()
+}

@@ -1,0 +1,38 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// BenchmarkBatchUpload10k measures POST /v1/batches of a 10,000-row CSV file: every
+// row read and checked, the batch and its rows written in one transaction. The rows'
+// tasks are made after the answer (no workers run here).
+func BenchmarkBatchUpload10k(b *testing.B) {
+	e := newEnv(b)
+	if _, err := e.db.GrantCredits(b.Context(), "acme", 1<<40, nil); err != nil {
+		b.Fatal(err)
+	}
+	var file strings.Builder
+	file.WriteString("domain,owner,notes\n")
+	for i := range 10000 {
+		fmt.Fprintf(&file, "company-%d.com,owner %d,some notes about row %d\n", i, i, i)
+	}
+	body := file.String()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/batches", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e.key)
+		req.Header.Set("Content-Type", "text/csv")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusAccepted {
+			b.Fatalf("POST /v1/batches: %d", res.StatusCode)
+		}
+	}
+}

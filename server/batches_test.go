@@ -1,0 +1,349 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"enrichd/flatten"
+	"enrichd/server"
+
+	"github.com/matryer/is"
+)
+
+// uploadCSV posts a CSV file as a batch; query is added to the path as is.
+func (e *env) uploadCSV(file, query string, headers ...string) *response {
+	e.t.Helper()
+	return e.do("POST", "/v1/batches"+query, file, append([]string{"Content-Type", "text/csv"}, headers...)...)
+}
+
+// waitBatchDone polls a batch until every row's task has settled.
+func (e *env) waitBatchDone(id string) *response {
+	e.t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		r := e.do("GET", "/v1/batches/"+id, nil)
+		if r.status != 200 {
+			e.t.Fatalf("GET batch %s: %d %s", id, r.status, r.raw)
+		}
+		if r.str("data.status") == "done" {
+			return r
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("batch %s did not finish: %s", id, r.raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func count(r *response, status string) int {
+	n, _ := r.get("data.counts." + status).(float64)
+	return int(n)
+}
+
+func readCSV(t *testing.T, raw []byte) [][]string {
+	t.Helper()
+	recs, err := csv.NewReader(bytes.NewReader(raw)).ReadAll()
+	if err != nil {
+		t.Fatalf("results are not CSV: %v\n%s", err, raw)
+	}
+	return recs
+}
+
+func TestBatchEnrichesEveryRowAndWritesTheResults(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	e.net.addCompany(company("Globex", "globex.com"))
+	e.startWorkers()
+
+	file := "Company,domain,owner\nAcme,https://www.Acme.com/about,ann\nGlobex,globex.com,bob\nNobody,nobody-here.com,cy\n"
+	r := e.uploadCSV(file, "?name=crm.csv")
+	is.Equal(r.status, http.StatusAccepted)
+	id := r.str("data.id")
+	is.Equal(r.header.Get("Location"), "/v1/batches/"+id)
+	is.Equal(r.str("data.object_type"), "company")
+	is.Equal(r.str("data.name"), "crm.csv")
+	is.Equal(r.get("data.rows"), float64(3))
+	is.Equal(r.get("data.credits_estimate"), float64(3))
+	is.Equal(r.get("data.columns"), []any{"Company", "domain", "owner"})
+
+	done := e.waitBatchDone(id)
+	is.Equal(count(done, "succeeded"), 2)
+	is.Equal(count(done, "failed"), 1)
+	is.Equal(count(done, "pending"), 0)
+	is.Equal(done.get("data.credits_spent"), float64(2)) // the not_found row was refunded
+	is.Equal(e.balance("acme").Balance, int64(98))
+
+	res := e.do("GET", "/v1/batches/"+id+"/results", nil)
+	is.Equal(res.status, 200)
+	is.True(strings.HasPrefix(res.header.Get("Content-Type"), "text/csv"))
+	is.True(strings.Contains(res.header.Get("Content-Disposition"), `filename=crm-results.csv`))
+	recs := readCSV(t, res.raw)
+	is.Equal(recs[0], append([]string{"Company", "domain", "owner"}, flatten.Columns("company")...))
+	is.Equal(len(recs), 4)
+	is.Equal(recs[1][:3], []string{"Acme", "https://www.Acme.com/about", "ann"}) // the input as uploaded
+	col := func(name string) int {
+		for i, c := range recs[0] {
+			if c == name {
+				return i
+			}
+		}
+		t.Fatalf("no column %s", name)
+		return -1
+	}
+	is.Equal(recs[1][col("enrichd_status")], "succeeded")
+	is.Equal(recs[1][col("enrichd_name")], "Acme")
+	is.Equal(recs[1][col("enrichd_employee_count")], "42")
+	is.Equal(recs[2][col("enrichd_domain")], "globex.com")
+	is.Equal(recs[3][col("enrichd_status")], "failed")
+	is.Equal(recs[3][col("enrichd_error_code")], "not_found")
+
+	// Each row's task carries the key derived from the batch and the row.
+	task := e.do("GET", "/v1/tasks/"+recs[1][col("enrichd_task_id")], nil)
+	is.Equal(task.str("task.idempotency_key"), "batch:"+id+":1")
+
+	// JSON Lines, asked for with Accept: the same columns, in order, every value a string.
+	jl := e.do("GET", "/v1/batches/"+id+"/results", nil, "Accept", "application/x-ndjson")
+	is.Equal(jl.status, 200)
+	is.Equal(jl.header.Get("Content-Type"), "application/x-ndjson")
+	lines := strings.Split(strings.TrimSpace(string(jl.raw)), "\n")
+	is.Equal(len(lines), 3)
+	dec := json.NewDecoder(strings.NewReader(lines[1]))
+	var keys []string
+	dec.Token()
+	for dec.More() {
+		k, _ := dec.Token()
+		keys = append(keys, k.(string))
+		var v string
+		is.NoErr(dec.Decode(&v))
+	}
+	is.Equal(keys, recs[0])
+
+	list := e.do("GET", "/v1/batches", nil)
+	is.Equal(list.status, 200)
+	is.Equal(list.get("total"), float64(1))
+}
+
+func TestBatchOfPeopleFromJSONLines(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	companyURL := "https://www.linkedin.com/company/acme"
+	e.net.addPerson(employee("ann-lee", "Ann", "Lee", companyURL, "CTO", "Berlin", "DE", false))
+	e.startWorkers()
+	file := `{"networkUrl":"https://www.linkedin.com/in/ann-lee","crm_id":7}` + "\n\n" + `{"networkUrl":"https://www.linkedin.com/in/nobody","note":null}` + "\n"
+	r := e.do("POST", "/v1/batches", file, "Content-Type", "application/x-ndjson")
+	is.Equal(r.status, http.StatusAccepted)
+	is.Equal(r.str("data.object_type"), "person") // a profile URL
+	is.Equal(r.get("data.columns"), []any{"networkUrl", "crm_id", "note"})
+	done := e.waitBatchDone(r.str("data.id"))
+	is.Equal(count(done, "succeeded"), 1)
+	is.Equal(count(done, "failed"), 1)
+	recs := readCSV(t, e.do("GET", "/v1/batches/"+r.str("data.id")+"/results?format=csv", nil).raw)
+	is.Equal(recs[0], append([]string{"networkUrl", "crm_id", "note"}, flatten.Columns("person")...))
+	is.Equal(recs[1][1], "7")
+	is.Equal(recs[1][3], "succeeded")
+	is.Equal(recs[1][3+4], "Ann Lee")
+	is.Equal(recs[1][3+6], "CTO")
+}
+
+// Every refused row is listed, numbered, and nothing is made or charged.
+func TestBatchRefusesBadRowsAndChargesNothing(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.startWorkers()
+	file := "domain,name\nacme.com,Acme\n,Empty\nnot a domain!,Bad\n\"multi\nline.com\",Two lines\nglobex.com\nok.com,Fine\n"
+	r := e.uploadCSV(file, "")
+	is.Equal(r.status, http.StatusBadRequest)
+	is.Equal(r.str("code"), "invalid_input")
+	rows := r.get("rows").([]any)
+	is.Equal(len(rows), 4)
+	row := func(i int) map[string]any { return rows[i].(map[string]any) }
+	is.Equal(row(0)["row"], float64(2))
+	is.Equal(row(0)["line"], float64(3))
+	is.True(strings.Contains(row(0)["error"].(string), "neither a domain nor a networkUrl"))
+	is.Equal(row(1)["row"], float64(3))
+	is.Equal(row(2)["row"], float64(4)) // the row of two lines
+	is.Equal(row(2)["line"], float64(5))
+	is.Equal(row(3)["row"], float64(5))
+	is.True(strings.Contains(row(3)["error"].(string), "has 1 fields where the header has 2"))
+	is.True(strings.Contains(r.str("error"), "4 of 6 rows are refused"))
+
+	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(0))
+	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), float64(0))
+	is.Equal(e.balance("acme").Balance, int64(100))
+}
+
+func TestBatchBoundsAndRefusals(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.startWorkers()
+	for _, c := range []struct {
+		name, contentType, body, query string
+		status                         int
+		code, says                     string
+	}{
+		{"JSON", "application/json", `{"domain":"acme.com"}`, "", 400, "invalid_input", "Content-Type: text/csv"},
+		{"Latin-1", "text/csv; charset=iso-8859-1", "domain\nacme.com\n", "", 400, "invalid_input", "UTF-8"},
+		{"empty", "text/csv", "", "", 400, "invalid_input", "empty"},
+		{"header only", "text/csv", "domain\n", "", 400, "invalid_input", "no rows"},
+		{"no input column", "text/csv", "company,owner\nAcme,ann\n", "", 400, "invalid_input", "no domain, networkUrl or email column"},
+		{"duplicate column", "text/csv", "domain,Domain\nacme.com,acme.com\n", "", 400, "invalid_input", "two columns are domain"},
+		{"bad quote", "text/csv", "domain\n\"acme.com\n", "", 400, "invalid_input", "not CSV"},
+		{"bad object_type", "text/csv", "domain\nacme.com\n", "?object_type=robot", 400, "invalid_input", "object_type"},
+		{"long name", "text/csv", "domain\nacme.com\n", "?name=" + strings.Repeat("n", 201), 400, "invalid_input", "name is longer"},
+		{"name not UTF-8", "text/csv", "domain\nacme.com\n", "?name=%FF", 400, "invalid_input", "name must be UTF-8"},
+		{"name with NUL", "text/csv", "domain\nacme.com\n", "?name=a%00b", 400, "invalid_input", "without NUL"},
+		{"not UTF-8", "text/csv", "domain\nacme\xff.com\n", "", 400, "invalid_input", "not valid UTF-8"},
+		{"JSON line not an object", "application/x-ndjson", "[1]\n", "", 400, "invalid_input", "1 of 1 rows are refused"},
+		{"too many rows", "text/csv", "domain\n" + strings.Repeat("acme.com\n", 10001), "", 400, "invalid_input", "more than 10000 rows"},
+		{"too large", "text/csv", "domain,pad\n" + strings.Repeat("acme.com,"+strings.Repeat("x", 600)+"\n", 9000), "", 400, "invalid_input", "larger than 5 MiB"},
+		{"more than the balance", "text/csv", "email\n" + strings.Repeat("ann@acme.com\n", 34), "", 402, "insufficient_credits", "costs 102 and 100 remain"},
+	} {
+		r := e.do("POST", "/v1/batches"+c.query, c.body, "Content-Type", c.contentType)
+		if r.status != c.status || r.str("code") != c.code || !strings.Contains(r.str("error"), c.says) {
+			t.Errorf("%s: %d %s", c.name, r.status, r.raw)
+		}
+	}
+	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(0))
+	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), float64(0))
+	is.Equal(e.balance("acme").Balance, int64(100))
+
+	// Another organization's batch, and an id that is none, are not found. (A kept
+	// column may hold any text, a NUL too: it is kept as sent.)
+	r := e.uploadCSV("domain,note\nacme.com,a\x00b\n", "")
+	is.Equal(r.status, 202)
+	otherKey, _ := e.newOrg("other", 10)
+	for _, path := range []string{"/v1/batches/" + r.str("data.id"), "/v1/batches/" + r.str("data.id") + "/results", "/v1/batches/nope"} {
+		got := e.do("GET", path, nil, "Authorization", "Bearer "+otherKey)
+		if got.status != 404 || got.str("code") != "not_found" {
+			t.Errorf("%s: %d %s", path, got.status, got.raw)
+		}
+	}
+	is.Equal(e.do("GET", "/v1/batches", nil, "Authorization", "Bearer "+otherKey).get("total"), float64(0))
+}
+
+// The batch's Idempotency-Key: sent again, the same batch, and nothing charged twice.
+func TestBatchIdempotencyKeyReplaysTheBatch(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	e.net.addCompany(company("Globex", "globex.com"))
+	e.startWorkers()
+	file := "domain\nacme.com\nglobex.com\n"
+	first := e.uploadCSV(file, "", "Idempotency-Key", "crm-export-1")
+	is.Equal(first.status, 202)
+	is.Equal(first.str("data.idempotency_key"), "crm-export-1")
+	e.waitBatchDone(first.str("data.id"))
+
+	again := e.uploadCSV(file, "", "Idempotency-Key", "crm-export-1")
+	is.Equal(again.status, 200)
+	is.Equal(again.header.Get("Idempotent-Replayed"), "true")
+	is.Equal(again.str("data.id"), first.str("data.id"))
+	is.Equal(again.str("data.status"), "done")
+	time.Sleep(100 * time.Millisecond) // a feeder woken by mistake would have made tasks by now
+	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), float64(2))
+	is.Equal(e.balance("acme").Balance, int64(98))
+	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(1))
+
+	other := e.uploadCSV("domain\nacme.com\n", "", "Idempotency-Key", "crm-export-1")
+	is.Equal(other.status, 422)
+	is.Equal(other.str("code"), "idempotency_key_reused")
+	is.Equal(e.balance("acme").Balance, int64(98))
+}
+
+// A row's task is made as any enrichment's: a restart in the middle of a batch (the
+// feeder stopped before every row had its task) makes the rest, and no row is
+// charged twice.
+func TestBatchKeepsToHalfTheBacklogAndResumesAfterARestart(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, func(c *server.Config) { c.MaxBacklog = 6 })
+	release := e.net.hold()
+	var file strings.Builder
+	file.WriteString("domain\n")
+	for i := range 10 {
+		domain := fmt.Sprintf("co%d.com", i)
+		e.net.addCompany(company(fmt.Sprintf("Co%d", i), domain))
+		file.WriteString(domain + "\n")
+	}
+	e.startWorkers()
+	r := e.uploadCSV(file.String(), "")
+	is.Equal(r.status, 202)
+	id := r.str("data.id")
+	// Half the backlog: 3 queued at most, and the workers hold up to 4 running.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b := e.do("GET", "/v1/batches/"+id, nil)
+		is.True(count(b, "queued") <= 3)
+		if count(b, "pending") < 10 && count(b, "queued") == 3 || time.Now().After(deadline) {
+			is.True(count(b, "pending") > 0)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Another organization is not held up behind the batch: its call is taken.
+	otherKey, _ := e.newOrg("other", 10)
+	is.Equal(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "co1.com"}, "Authorization", "Bearer "+otherKey).status, 202)
+	// Nor is the organization's own call: the batch leaves it room in the backlog.
+	is.Equal(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "co2.com"}).status, 202)
+
+	e.stopWorkers()
+	release()
+	e.restart()
+	e.startWorkers()
+	done := e.waitBatchDone(id)
+	is.Equal(count(done, "succeeded"), 10)
+	is.Equal(done.get("data.credits_spent"), float64(10))
+	is.Equal(e.balance("acme").Balance, int64(100-10-1))
+}
+
+// A batch is one organization's bulk upload: another organization's task, sent after
+// it, is claimed in turn, not after the whole batch.
+func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, func(c *server.Config) { c.Workers = 1 })
+	if _, err := e.db.GrantCredits(t.Context(), "acme", 1000, nil); err != nil {
+		t.Fatal(err)
+	}
+	var file strings.Builder
+	file.WriteString("domain\n")
+	for i := range 300 {
+		domain := fmt.Sprintf("co%d.com", i)
+		e.net.addCompany(company(fmt.Sprintf("Co%d", i), domain))
+		file.WriteString(domain + "\n")
+	}
+	e.net.addCompany(company("Other", "other.com"))
+	release := e.net.hold()
+	e.startWorkers()
+	r := e.uploadCSV(file.String(), "")
+	is.Equal(r.status, 202)
+	// The batch's rows are queued before the other organization sends its task.
+	deadline := time.Now().Add(10 * time.Second)
+	for count(e.do("GET", "/v1/batches/"+r.str("data.id"), nil), "queued") < 100 {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch's rows were not queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	otherKey, _ := e.newOrg("other", 10)
+	asOther := []string{"Authorization", "Bearer " + otherKey}
+	q := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
+	is.Equal(q.status, 202)
+	// The claims that follow: the other organization's task comes in the first two,
+	// ahead of the batch's hundreds of queued rows.
+	e.stopWorkers() // the held claim goes back to the queue
+	release()
+	var claimed []string
+	for range 2 {
+		c, err := e.db.ClaimTask(t.Context(), time.Minute)
+		is.NoErr(err)
+		claimed = append(claimed, c.TaskID)
+	}
+	is.True(claimed[0] == q.str("task.id") || claimed[1] == q.str("task.id"))
+	is.True(count(e.do("GET", "/v1/batches/"+r.str("data.id"), nil), "queued") >= 98)
+}

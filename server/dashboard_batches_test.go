@@ -1,0 +1,110 @@
+package server_test
+
+import (
+	"bytes"
+	"html"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+// upload sends a file through the Upload page's form, as a browser does.
+func (b *browser) upload(name, content, objectType string) *webPage {
+	b.t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormFile("file", name)
+	io.WriteString(fw, content)
+	mw.WriteField("object_type", objectType)
+	mw.Close()
+	req, _ := http.NewRequest(http.MethodPost, b.e.http.URL+"/dashboard/batches/preview", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	res, err := b.client.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return &webPage{status: res.StatusCode, body: string(raw), header: res.Header, location: res.Header.Get("Location")}
+}
+
+var hiddenField = regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`)
+
+// confirmForm is the preview's confirm form, as the browser would send it.
+func confirmForm(p *webPage) url.Values {
+	form := url.Values{}
+	for _, m := range hiddenField.FindAllStringSubmatch(p.body, -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	return form
+}
+
+// TestDashboardUpload: a file is previewed (columns, first rows, credits) without
+// anything made or charged; refused rows are listed; confirming makes the batch once
+// however often it is sent; its page shows the progress and the results download.
+func TestDashboardUpload(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	admin, viewer := e.signIn("acme", "admin"), e.signIn("acme", "viewer")
+
+	p := admin.get("/dashboard/batches")
+	is.Equal(p.status, 200)
+	is.True(p.has(`id="upload"`) && p.has("No batches yet"))
+	is.True(!viewer.get("/dashboard/batches").has(`id="upload"`))
+
+	bad := admin.upload("crm.csv", "domain,owner\nacme.com,ann\nnot a domain,bob\n", "")
+	is.Equal(bad.status, http.StatusBadRequest)
+	is.True(bad.has("1 of 2 rows are refused"))
+	is.True(bad.has(`id="upload-refused"`) && bad.has("<td>2</td><td>3</td>"))
+
+	file := "domain,owner\nhttps://www.acme.com/,ann\nglobex.com,bob\n"
+	p = admin.upload("crm.csv", file, "")
+	is.Equal(p.status, 200)
+	is.True(p.has("<strong>crm.csv</strong>: 2 rows of companies"))
+	is.True(p.has(`<strong id="preview-estimate">2</strong>`))
+	is.True(p.has("<code>domain</code></td><td>read as domain") && p.has("<code>owner</code></td><td>kept as it is"))
+	is.True(p.has("<td>https://www.acme.com/</td><td>ann</td>"))
+	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(0)) // a preview makes nothing
+	is.Equal(e.balance("acme").Balance, int64(100))
+
+	form := confirmForm(p)
+	is.Equal(form.Get("name"), "crm.csv")
+	is.Equal(viewer.post("/dashboard/batches", form).status, http.StatusForbidden)
+	c := admin.post("/dashboard/batches", form)
+	is.Equal(c.status, http.StatusSeeOther)
+	is.True(strings.HasPrefix(c.location, "/dashboard/batches/"))
+	again := admin.post("/dashboard/batches", form) // a second click
+	is.Equal(again.location, c.location)
+	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(1))
+
+	p = admin.get(c.location)
+	is.Equal(p.status, 200)
+	is.True(p.has(`id="batch-bar" max="2" value="0"`))
+	is.True(p.has(`hx-trigger="every 1s"`)) // htmx polls while it runs
+
+	e.startWorkers()
+	id := strings.TrimPrefix(c.location, "/dashboard/batches/")
+	e.waitBatchDone(id)
+	p = admin.get(c.location, "HX-Request", "true", "HX-Target", "batch-progress")
+	is.True(strings.HasPrefix(strings.TrimSpace(p.body), `<section id="batch-progress"`)) // the fragment alone
+	is.True(p.has(`value="2"`) && p.has("Done.") && !p.has("hx-trigger"))
+	is.True(p.has(`<strong id="batch-credits">1</strong>`)) // globex.com is not found: refunded
+
+	dl := viewer.get(c.location + "/results")
+	is.Equal(dl.status, 200)
+	is.True(strings.HasPrefix(dl.header.Get("Content-Type"), "text/csv"))
+	recs := readCSV(t, []byte(dl.body))
+	is.Equal(len(recs), 3)
+	is.Equal(recs[1][:3], []string{"https://www.acme.com/", "ann", "succeeded"})
+	is.Equal(recs[2][2], "failed")
+	list := viewer.get("/dashboard/batches")
+	is.True(list.has("crm.csv") && list.has(`value="2"`))
+}

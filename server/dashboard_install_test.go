@@ -1,0 +1,187 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"image/png"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+// TestDashboardFirstStartLink follows the link serve prints on a database with no
+// user: every refusal leaves the database as it was, the good form creates the
+// organization's admin and signs them in, and the link then works no more.
+func TestDashboardFirstStartLink(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t) // acme, with a key and credits, and nobody to sign in
+	ctx := context.Background()
+	token, err := e.db.NewInstallLink(ctx)
+	is.NoErr(err)
+	b := e.newBrowser()
+	link := "/dashboard/install?token=" + url.QueryEscape(token)
+
+	p := b.get("/dashboard/login") // nobody can sign in: the page says where the first admin comes from
+	is.Equal(p.status, http.StatusOK)
+	is.True(p.has(`id="first-start-hint"`))
+
+	p = b.get(link)
+	is.Equal(p.status, http.StatusOK)
+	is.True(p.has(`name="org"`) && p.has(`name="email"`) && p.has(`name="confirm"`))
+	is.Equal(p.header.Get("Referrer-Policy"), "no-referrer") // the token never leaves in a Referer
+	is.Equal(p.header.Get("Cache-Control"), "no-store")
+	for _, bad := range []string{"", "nope", token + "x"} {
+		p = b.get("/dashboard/install?token=" + url.QueryEscape(bad))
+		is.Equal(p.status, http.StatusNotFound)
+		is.True(p.has("first-start link is not valid"))
+	}
+
+	good := url.Values{"token": {token}, "org": {"beta"}, "email": {" Owner@Beta.example "}, "password": {dashPassword}, "confirm": {dashPassword}}
+	with := func(name, value string) url.Values {
+		f := url.Values{}
+		for k, v := range good {
+			f[k] = v
+		}
+		f.Set(name, value)
+		return f
+	}
+	for _, c := range []struct {
+		form url.Values
+		want string
+	}{
+		{with("org", ""), "organization name"},
+		{with("org", "no spaces allowed"), "organization name"},
+		{with("email", "not an address"), "email"},
+		{with("password", "too short"), "at least 12 characters"},
+		{with("confirm", dashPassword+"!"), "differ"},
+	} {
+		p = b.post("/dashboard/install", c.form)
+		is.Equal(p.status, http.StatusBadRequest)
+		is.True(strings.Contains(p.body, c.want))
+		is.True(p.has(`role="alert"`))
+		is.True(!p.has(dashPassword)) // a password is never sent back
+	}
+	p = b.post("/dashboard/install", with("token", "nope"))
+	is.Equal(p.status, http.StatusNotFound)
+	// A form from another site is refused before anything is read.
+	p = b.do(http.MethodPost, "/dashboard/install", good, "Sec-Fetch-Site", "cross-site")
+	is.Equal(p.status, http.StatusForbidden)
+	users, err := e.db.ListUsers(ctx, "")
+	is.NoErr(err)
+	is.Equal(len(users), 0) // nothing refused made a user
+	orgs, err := e.db.ListOrgs(ctx)
+	is.NoErr(err)
+	is.Equal(len(orgs), 1) // nor an organization
+	is.True(b.sessionCookie() == nil)
+
+	p = b.post("/dashboard/install", good)
+	is.Equal(p.status, http.StatusSeeOther)
+	is.True(strings.HasPrefix(p.location, "/dashboard/?notice="))
+	is.True(b.sessionCookie() != nil) // signed in
+	p = b.get(p.location)
+	is.Equal(p.status, http.StatusOK)
+	is.True(p.has("beta · admin"))
+	is.True(p.has("Welcome: beta and its admin owner@beta.example are set up"))
+	users, err = e.db.ListUsers(ctx, "")
+	is.NoErr(err)
+	is.Equal(len(users), 1)
+	is.Equal(users[0].Role, "admin")
+
+	// Used once: refused, and no new link is made.
+	p = e.newBrowser().get(link)
+	is.Equal(p.status, http.StatusNotFound)
+	p = e.newBrowser().post("/dashboard/install", with("email", "eve@beta.example"))
+	is.Equal(p.status, http.StatusNotFound)
+	again, err := e.db.NewInstallLink(ctx)
+	is.NoErr(err)
+	is.Equal(again, "")
+	users, err = e.db.ListUsers(ctx, "")
+	is.NoErr(err)
+	is.Equal(len(users), 1)
+
+	// The password set is the one to sign in with, and the hint is gone.
+	other := e.newBrowser()
+	p = other.get("/dashboard/login")
+	is.True(!p.has(`id="first-start-hint"`))
+	is.True(p.has("enrichd users create"))
+	other.login("owner@beta.example", dashPassword)
+}
+
+// TestDashboardGettingStarted: an organization without credits or a key sees the
+// list with the exact commands, each ticked once done, and the list goes away once
+// nothing is left to do.
+func TestDashboardGettingStarted(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	ctx := context.Background()
+	b := e.signIn("fresh", "admin") // fresh has 100 credits and a key
+	p := b.get("/dashboard/")
+	is.Equal(p.status, http.StatusOK)
+	is.True(!p.has("Getting started")) // credits, a key, and the fake network as a source
+
+	e.newOrg("bare", 0)
+	k := e.keysOf("bare")
+	is.Equal(len(k), 1)
+	is.NoErr(e.db.RevokeKey(ctx, "bare", k[0].ID))
+	bare := e.signIn("bare", "viewer")
+	p = bare.get("/dashboard/")
+	is.Equal(p.status, http.StatusOK)
+	is.True(p.has("Getting started"))
+	is.True(p.has("./enrichd credits grant --org bare --amount 1000"))
+	is.True(p.has("./enrichd keys create --org bare --name first"))
+	is.Equal(strings.Count(p.body, `<li class="todo">`), 2)
+	is.Equal(strings.Count(p.body, `<li class="done">`), 1) // the source: the fake network finds things
+
+	_, err := e.db.GrantCredits(ctx, "bare", 10, nil)
+	is.NoErr(err)
+	p = bare.get("/dashboard/")
+	is.Equal(strings.Count(p.body, `<li class="todo">`), 1)
+	is.Equal(strings.Count(p.body, `<li class="done">`), 2)
+
+	_, _, err = e.db.CreateKey(ctx, "bare", "first", false)
+	is.NoErr(err)
+	p = bare.get("/dashboard/")
+	is.Equal(p.status, http.StatusOK)
+	is.True(!p.has("Getting started"))
+}
+
+// TestRootAndFavicon: the site's root leads to the dashboard, and /favicon.ico is an
+// icon browsers read.
+func TestRootAndFavicon(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.newBrowser()
+	p := b.get("/")
+	is.Equal(p.status, http.StatusFound)
+	is.Equal(p.location, "/dashboard/")
+
+	res, err := http.Get(e.http.URL + "/favicon.ico")
+	is.NoErr(err)
+	defer res.Body.Close()
+	ico, err := io.ReadAll(res.Body)
+	is.NoErr(err)
+	is.Equal(res.StatusCode, http.StatusOK)
+	is.Equal(res.Header.Get("Content-Type"), "image/x-icon")
+	is.True(len(ico) > 22)
+	// An ICO directory of one 32×32 image, a PNG at the offset it names.
+	is.Equal(ico[:6], []byte{0, 0, 1, 0, 1, 0})
+	is.Equal(ico[6], byte(32))
+	is.Equal(ico[7], byte(32))
+	size, offset := binary.LittleEndian.Uint32(ico[14:]), binary.LittleEndian.Uint32(ico[18:])
+	is.Equal(int(offset)+int(size), len(ico))
+	img, err := png.Decode(bytes.NewReader(ico[offset:]))
+	is.NoErr(err)
+	is.Equal(img.Bounds().Dx(), 32)
+	is.Equal(img.Bounds().Dy(), 32)
+	_, _, _, cornerAlpha := img.At(0, 0).RGBA()
+	is.Equal(cornerAlpha, uint32(0)) // the rounded corner is transparent
+	r, g, bl, a := img.At(16, 16).RGBA()
+	is.True(r > 0xf000 && g > 0xf000 && bl > 0xf000 && a == 0xffff) // the E's middle bar is white
+	r, _, bl, _ = img.At(28, 16).RGBA()
+	is.True(bl > r) // beside it, the blue square
+}

@@ -1,0 +1,82 @@
+package server_test
+
+import (
+	"testing"
+
+	"enrichd/enrich"
+	"enrichd/enrich/source"
+	"enrichd/server"
+
+	"github.com/matryer/is"
+)
+
+// withSim adds the sim network after the fake one: its companies and staff answer
+// every domain the fake network does not know.
+func withSim(cfg *server.Config) {
+	cfg.Sources = append(cfg.Sources, &source.Sim{NetworkHost: enrich.DefaultNetworkHost})
+}
+
+// A person held must never decide an address alone while someone else the address
+// fits went unseen. At company-389 Katherine, Ken and Tim Berners-Lee work; at
+// company-332 Ada and Alan Berners-Lee. An address that drops the hyphen fits several
+// of them, whatever was looked up before, and costs nothing.
+func TestACompoundSurnameIsNeverAnsweredWithAPersonHeld(t *testing.T) {
+	for _, seq := range []struct {
+		short, long, name, hyphen string
+	}{
+		{"k.bernerslee@company-389.com", "katherine.bernerslee@company-389.com", "Katherine Berners-Lee", "k.berners-lee@company-389.com"},
+		{"a.bernerslee@company-332.com", "alan.bernerslee@company-332.com", "Alan Berners-Lee", "a.berners-lee@company-332.com"},
+	} {
+		t.Run(seq.short, func(t *testing.T) {
+			is := is.New(t)
+			e := newEnv(t, withSim)
+			e.startWorkers()
+
+			_, first := e.emailLookup(seq.short)
+			is.Equal(first.str("task.status"), "failed")
+			is.Equal(first.str("error.code"), "ambiguous") // both fit; the search sees both
+			is.Equal(first.get("error.candidates"), 2.0)
+
+			_, long := e.emailLookup(seq.long)
+			is.Equal(long.str("task.status"), "succeeded")
+			is.Equal(long.str("data.full_name"), seq.name)
+
+			_, again := e.emailLookup(seq.short)
+			is.Equal(again.str("task.status"), "failed") // the person now held does not decide it
+			is.Equal(again.str("error.code"), "ambiguous")
+			is.Equal(again.get("error.candidates"), 2.0)
+
+			_, hyphen := e.emailLookup(seq.hyphen)
+			is.Equal(hyphen.str("error.code"), "ambiguous")
+			is.Equal(hyphen.get("error.candidates"), 2.0)
+
+			b := e.balance("acme")
+			is.Equal(b.Charged-b.Refund, int64(3)) // only the one success is paid for
+		})
+	}
+}
+
+// Addresses that fit one current employee each are answered, whatever their shape
+// (the sim spells a profile read from its slug Mccarthy):
+// a given name joined to a Mc surname, a part of a compound surname, a nickname's
+// initial that is not the person's own.
+func TestUniqueFitsAreFound(t *testing.T) {
+	e := newEnv(t, withSim)
+	e.startWorkers()
+	for _, tt := range []struct{ address, want string }{
+		{"dennismccarthy@company-41.com", "Dennis Mccarthy"},    // the search splits at the given name
+		{"vint_mccarthy@company-41.com", "Vint Mccarthy"},       // among 11 people named Vint or McCarthy
+		{"mccarthyvint@company-41.com", "Vint Mccarthy"},        // lastfirst
+		{"barbara.lee@company-22.com", "Barbara Berners-Lee"},   // a part of the compound
+		{"b.berners.lee@company-22.com", "Barbara Berners-Lee"}, // the compound with a dot
+		{"ghopper@company-1.com", "Grace Hopper"},               // not Margaret: Greta's g is not hers
+		{"mhopper@company-1.com", "Margaret Hopper"},
+	} {
+		t.Run(tt.address, func(t *testing.T) {
+			is := is.New(t)
+			_, done := e.emailLookup(tt.address)
+			is.Equal(done.str("task.status")+" "+done.str("error.code"), "succeeded ")
+			is.Equal(done.str("data.full_name"), tt.want)
+		})
+	}
+}

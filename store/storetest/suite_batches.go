@@ -1,0 +1,240 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+
+	"github.com/matryer/is"
+)
+
+// newBatch is a company batch of the organization, a row a domain, each row's
+// values the domain and its number.
+func newBatch(orgID string, domains ...string) store.NewBatch {
+	nb := store.NewBatch{OrgID: orgID, ObjectType: enrich.ObjectCompany, Name: "crm.csv", Columns: []string{"domain", "n"},
+		CreditsEstimate: int64(len(domains))}
+	for i, d := range domains {
+		req, _ := json.Marshal(map[string]string{"domain": d})
+		nb.Rows = append(nb.Rows, store.NewBatchRow{Values: []string{d, fmt.Sprint(i + 1)}, Request: req})
+	}
+	return nb
+}
+
+// batchRowTask is the task of one row of a batch, as the server makes it.
+func batchRowTask(orgID, batchID string, row int, domain string) store.NewTask {
+	nt := NewTask(orgID, domain)
+	nt.IdempotencyKey, nt.Endpoint, nt.BodyHash = store.RowIdempotencyKey(batchID, row), "POST /v1/batches", "row-"+domain
+	nt.Batch = &store.BatchRowRef{BatchID: batchID, Row: row}
+	return nt
+}
+
+// testBatchRowsGetTheirTasks: a batch is kept as created, its rows are pending until
+// their tasks are made (linked in the task's transaction) or they are failed, the
+// counts follow the tasks, and the results come in row order, a page at a time.
+func testBatchRowsGetTheirTasks(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+
+	b, replayed, err := db.CreateBatch(ctx, newBatch(org, "a.com", "b.com", "c.com"))
+	is.NoErr(err)
+	is.True(!replayed)
+	is.Equal(b.Rows, 3)
+	is.Equal(b.Status, store.BatchRunning)
+	is.Equal(b.Counts, store.BatchCounts{Pending: 3})
+	is.Equal(b.CreatedAt, clk.Now())
+	is.Equal(b.IdempotencyKey, nil)
+	got, err := db.GetBatch(ctx, org, b.ID)
+	is.NoErr(err)
+	is.Equal(got, b)
+	bal, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(bal.Charged, int64(0)) // a batch charges nothing until its rows' tasks are made
+
+	pending, err := db.PendingBatchRows(ctx, 10, 2)
+	is.NoErr(err)
+	is.Equal(len(pending), 2) // two a batch
+	is.Equal(pending[0], store.PendingBatchRow{BatchID: b.ID, OrgID: org, ObjectType: enrich.ObjectCompany, Row: 1, Request: json.RawMessage(`{"domain":"a.com"}`)})
+	is.Equal(pending[1].Row, 2)
+
+	first, err := db.CreateTask(ctx, batchRowTask(org, b.ID, 1, "a.com"))
+	is.NoErr(err)
+	again, err := db.CreateTask(ctx, batchRowTask(org, b.ID, 1, "a.com"))
+	is.NoErr(err)
+	is.True(again.Replayed)
+	is.Equal(again.Task.ID, first.Task.ID)
+	is.NoErr(db.FailBatchRow(ctx, b.ID, 2, &enrich.TaskError{Code: "insufficient_credits", Message: "not enough credits"}))
+	is.NoErr(db.FailBatchRow(ctx, b.ID, 1, &enrich.TaskError{Code: "x", Message: "a row with its task keeps it"}))
+	pending, err = db.PendingBatchRows(ctx, 10, 10)
+	is.NoErr(err)
+	is.Equal(len(pending), 1)
+	is.Equal(pending[0].Row, 3)
+
+	claim, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	ok, err := db.Settle(ctx, claim, store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: "A", Domain: enrich.Ptr("a.com")}}, Fetched: true})
+	is.NoErr(err)
+	is.True(ok)
+	_, err = db.CreateTask(ctx, batchRowTask(org, b.ID, 3, "c.com"))
+	is.NoErr(err)
+	b, err = db.GetBatch(ctx, org, b.ID)
+	is.NoErr(err)
+	is.Equal(b.Counts, store.BatchCounts{Succeeded: 1, Failed: 1, Queued: 1})
+	is.Equal(b.CreditsSpent, int64(2))
+	is.Equal(b.Status, store.BatchRunning)
+	pending, err = db.PendingBatchRows(ctx, 10, 10)
+	is.NoErr(err)
+	is.Equal(len(pending), 0)
+
+	res, err := db.BatchResults(ctx, org, b.ID, 0, 2)
+	is.NoErr(err)
+	is.Equal(len(res), 2)
+	is.Equal(res[0].Row, 1)
+	is.Equal(res[0].Values, []string{"a.com", "1"})
+	is.Equal(res[0].Task.ID, first.Task.ID)
+	is.Equal(res[0].Task.Status, store.StatusSucceeded)
+	is.True(len(res[0].Task.Data) > 0)
+	is.Equal(res[1].Task, nil)
+	is.Equal(res[1].Error.Code, "insufficient_credits")
+	res, err = db.BatchResults(ctx, org, b.ID, 2, 2)
+	is.NoErr(err)
+	is.Equal(len(res), 1)
+	is.Equal(res[0].Row, 3)
+	is.Equal(res[0].Task.Status, store.StatusQueued)
+
+	// Newest first, in pages.
+	clk.Add(time.Millisecond)
+	b2, _, err := db.CreateBatch(ctx, newBatch(org, "d.com"))
+	is.NoErr(err)
+	list, total, err := db.ListBatches(ctx, org, 0, 1)
+	is.NoErr(err)
+	is.Equal(total, int64(2))
+	is.Equal(len(list), 1)
+	is.Equal(list[0].ID, b2.ID)
+	list, _, err = db.ListBatches(ctx, org, 1, 1)
+	is.NoErr(err)
+	is.Equal(list[0], b)
+
+	// Another organization's batch is not found, and its list is empty.
+	other := NewOrg(t, db, "other")
+	_, err = db.GetBatch(ctx, other, b.ID)
+	is.Equal(enrich.KindOf(err), enrich.KindNotFound)
+	_, err = db.BatchResults(ctx, other, b.ID, 0, 10)
+	is.Equal(enrich.KindOf(err), enrich.KindNotFound)
+	list, total, err = db.ListBatches(ctx, other, 0, 10)
+	is.NoErr(err)
+	is.Equal(total, int64(0))
+	is.Equal(len(list), 0)
+}
+
+// testBatchIdempotencyKeyAndCredits: a batch's key gives the same batch back, and is
+// refused with another upload; a balance below the estimate writes nothing.
+func testBatchIdempotencyKeyAndCredits(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	org := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 2, nil)
+	is.NoErr(err)
+
+	nb := newBatch(org, "a.com", "b.com", "c.com")
+	_, _, err = db.CreateBatch(ctx, nb)
+	var e *enrich.Error
+	is.True(errors.As(err, &e))
+	is.Equal(e.Code, "insufficient_credits")
+	is.Equal(*e.CreditsRemaining, int64(2))
+	_, total, err := db.ListBatches(ctx, org, 0, 10)
+	is.NoErr(err)
+	is.Equal(total, int64(0))
+
+	nb = newBatch(org, "a.com", "b.com")
+	nb.IdempotencyKey, nb.BodyHash = "upload-1", "hash-1"
+	b, replayed, err := db.CreateBatch(ctx, nb)
+	is.NoErr(err)
+	is.True(!replayed)
+	is.Equal(*b.IdempotencyKey, "upload-1")
+	_, err = db.CreateTask(ctx, batchRowTask(org, b.ID, 1, "a.com"))
+	is.NoErr(err)
+	_, err = db.CreateTask(ctx, batchRowTask(org, b.ID, 2, "b.com"))
+	is.NoErr(err)
+
+	// The balance is spent now; the replay is the batch all the same.
+	again, replayed, err := db.CreateBatch(ctx, nb)
+	is.NoErr(err)
+	is.True(replayed)
+	is.Equal(again.ID, b.ID)
+	is.Equal(again.Counts, store.BatchCounts{Queued: 2})
+	nb.BodyHash = "hash-2"
+	_, _, err = db.CreateBatch(ctx, nb)
+	is.Equal(errCode(err), "idempotency_key_reused")
+	_, total, err = db.ListBatches(ctx, org, 0, 10)
+	is.NoErr(err)
+	is.Equal(total, int64(1))
+}
+
+// testOneBatchKeyFromTwoHandles: the same upload sent twice at once with one key
+// makes one batch.
+func testOneBatchKeyFromTwoHandles(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	a, b := env.DB, env.Open()
+	org := NewOrg(t, a, "acme")
+	_, err := a.GrantCredits(ctx, "acme", 100, nil)
+	is.NoErr(err)
+	for round := range 10 {
+		nb := newBatch(org, "a.com", "b.com")
+		nb.IdempotencyKey, nb.BodyHash = fmt.Sprintf("key-%d", round), "hash"
+		var ba, bb *store.Batch
+		var ra, rb bool
+		var errA, errB error
+		together(
+			func() { ba, ra, errA = a.CreateBatch(ctx, nb) },
+			func() { bb, rb, errB = b.CreateBatch(ctx, nb) },
+		)
+		is.NoErr(errA)
+		is.NoErr(errB)
+		is.Equal(ba.ID, bb.ID)
+		is.True(ra != rb)
+	}
+	_, total, err := a.ListBatches(ctx, org, 0, 100)
+	is.NoErr(err)
+	is.Equal(total, int64(10))
+}
+
+// testRetentionDeletesOldBatches: a batch uploaded before the cutoff goes with its
+// rows, a newer one stays.
+func testRetentionDeletesOldBatches(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+	old, _, err := db.CreateBatch(ctx, newBatch(org, "a.com", "b.com"))
+	is.NoErr(err)
+	clk.Add(48 * time.Hour)
+	kept, _, err := db.CreateBatch(ctx, newBatch(org, "c.com"))
+	is.NoErr(err)
+	p, err := db.PurgeSettled(ctx, clk.Now().Add(-24*time.Hour), 500)
+	is.NoErr(err)
+	is.Equal(p.Batches, 1)
+	_, err = db.GetBatch(ctx, org, old.ID)
+	is.Equal(enrich.KindOf(err), enrich.KindNotFound)
+	_, err = db.GetBatch(ctx, org, kept.ID)
+	is.NoErr(err)
+	var rows int
+	is.NoErr(env.Raw().QueryRow(`SELECT count(*) FROM batch_rows`).Scan(&rows))
+	is.Equal(rows, 1) // the old batch's rows went with it
+	pending, err := db.PendingBatchRows(ctx, 10, 10)
+	is.NoErr(err)
+	is.Equal(len(pending), 1)
+}
