@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"enrichd/server"
 	"github.com/matryer/is"
 )
 
@@ -184,4 +185,32 @@ func TestRootAndFavicon(t *testing.T) {
 	is.True(r > 0xf000 && g > 0xf000 && bl > 0xf000 && a == 0xffff) // the E's middle bar is white
 	r, _, bl, _ = img.At(28, 16).RGBA()
 	is.True(bl > r) // beside it, the blue square
+}
+
+// TestDashboardGettingStartedNamesTheDatabase: a service on a database other than the
+// default file shows commands that reach that database, since without --db they would
+// act on ./enrichd.db; a PostgreSQL URL is shown without its password.
+func TestDashboardGettingStartedNamesTheDatabase(t *testing.T) {
+	for _, c := range []struct{ db, want, never string }{
+		{"", "./enrichd credits grant --org bare --amount 1000", "--db"},
+		{"/var/lib/enrichd/prod.db", "./enrichd credits grant --db /var/lib/enrichd/prod.db --org bare --amount 1000", ""},
+		{"/srv/my data/e.db", "./enrichd import --db &#39;/srv/my data/e.db&#39; examples/people-and-companies.jsonl", ""},
+		{"postgres://enrichd:s3cret@db.internal:5432/enrichd?sslmode=require",
+			"./enrichd keys create --db &#39;postgres://enrichd@db.internal:5432/enrichd?sslmode=require&#39; --org bare --name first", "s3cret"},
+	} {
+		t.Run("db="+c.db, func(t *testing.T) {
+			is := is.New(t)
+			e := newEnv(t, func(cfg *server.Config) { cfg.Database = c.db })
+			e.newOrg("bare", 0)
+			bare := e.signIn("bare", "viewer")
+			p := bare.get("/dashboard/")
+			is.Equal(p.status, http.StatusOK)
+			if !p.has(c.want) {
+				t.Fatalf("the overview lacks %q:\n%s", c.want, p.body)
+			}
+			if c.never != "" {
+				is.True(!p.has(c.never))
+			}
+		})
+	}
 }

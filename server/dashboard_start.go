@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"net/url"
+	"strings"
 
 	"enrichd/store"
 )
@@ -43,13 +45,39 @@ func (s *Server) gettingStarted(ctx context.Context, u *store.User, balance int6
 	if balance > 0 && canFind && hasKey {
 		return nil, nil
 	}
+	db := dbArg(s.cfg.Database)
 	return []startStep{
 		{Done: balance > 0, Title: "Grant credits: each enrichment costs 1 or more",
-			Commands: []string{"./enrichd credits grant --org " + u.OrgName + " --amount 1000"}},
+			Commands: []string{"./enrichd credits grant" + db + " --org " + u.OrgName + " --amount 1000"}},
 		{Done: canFind, Title: "Give enrichd a source that can find something: import your records, or serve with sources that look things up",
-			Commands: []string{"./enrichd import examples/people-and-companies.jsonl", "./enrichd serve --sources dataset,web"}},
+			Commands: []string{"./enrichd import" + db + " examples/people-and-companies.jsonl", "./enrichd serve" + db + " --sources dataset,web"}},
 		{Done: hasKey, Title: "Create an API key for your code",
-			Commands: []string{"./enrichd keys create --org " + u.OrgName + " --name first"},
+			Commands: []string{"./enrichd keys create" + db + " --org " + u.OrgName + " --name first"},
 			Link:     "/dashboard/settings/keys", LinkText: "or on Settings → API Keys"},
 	}, nil
+}
+
+// dbArg is the " --db …" the commands need to reach the service's database, shell
+// quoted; "" for the default file. A URL's password is left out: every signed-in
+// user sees these commands, and the operator who runs them knows it (or has it in
+// PGPASSWORD, which the driver reads).
+func dbArg(database string) string {
+	if database == "" || database == "./enrichd.db" {
+		return ""
+	}
+	if u, err := url.Parse(database); err == nil && u.User != nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		if _, has := u.User.Password(); has {
+			u.User = url.User(u.User.Username())
+			database = u.String()
+		}
+	}
+	return " --db " + shellQuote(database)
+}
+
+// shellQuote leaves a word of safe characters as it is and single-quotes any other.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

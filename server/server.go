@@ -70,6 +70,11 @@ type Config struct {
 	// SeparateAdmin leaves /healthz, /readyz and /metrics to AdminHandler, off the API.
 	SeparateAdmin bool
 
+	// Database is the --db the service was started with ("" for the default file):
+	// the dashboard's getting started commands name it, a URL's password left out, so
+	// that they act on this database rather than on ./enrichd.db.
+	Database string
+
 	// PublicURL is the address people reach the service at (https behind a proxy that
 	// ends TLS): the dashboard's session cookie is Secure when it is https.
 	PublicURL string
