@@ -567,7 +567,7 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 	columns := append(append([]string{}, b.Columns...), flatten.Columns(b.ObjectType)...)
 	cw := csv.NewWriter(w)
 	if format == formatCSV {
-		cw.Write(columns)
+		cw.Write(flatten.SpreadsheetSafeRow(slices.Clone(columns)))
 	}
 	after := 0
 	for {
@@ -583,7 +583,7 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 			copy(values, r.Values)
 			values = append(values, flatten.Row(batchOutcome(r, b.ObjectType), b.ObjectType)...)
 			if format == formatCSV {
-				cw.Write(values)
+				cw.Write(flatten.SpreadsheetSafeRow(values))
 				continue
 			}
 			line := make([]byte, 0, 512)

