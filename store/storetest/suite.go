@@ -72,5 +72,6 @@ var conformanceTests = []conformanceTest{
 	{"BatchRowsGetTheirTasks", testBatchRowsGetTheirTasks},
 	{"BatchIdempotencyKeyAndCredits", testBatchIdempotencyKeyAndCredits},
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
+	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
 }
