@@ -322,3 +322,22 @@ func TestEnrichCSVFlags(t *testing.T) {
 		t.Errorf("row = %v, want succeeded", rows[0])
 	}
 }
+
+// The output CSV defuses a cell a spreadsheet would run as a formula, as a batch's
+// downloaded results do; a number stays a number.
+func TestEnrichCSVDefusesFormulas(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	db, key := companiesDB(t, "acme.com")
+	base := startEnrichServe(t, db)
+	in := writeCSV(t, "owner,score,domain", "@SUM(1+1),-3,acme.com", "=cmd|' /C calc'!A0,+7,acme.com")
+	out := filepath.Join(t.TempDir(), "out.csv")
+	mustCLI(t, "enrich", "--csv", in, "--out", out, "--column", "domain", "--url", base, "--key", key)
+	_, rows := readOut(t, out)
+	is.Equal(len(rows), 2)
+	is.Equal(rows[0]["owner"], "'@SUM(1+1)")
+	is.Equal(rows[0]["score"], "-3")
+	is.Equal(rows[1]["owner"], "'=cmd|' /C calc'!A0")
+	is.Equal(rows[1]["score"], "+7")
+	is.Equal(rows[1]["enrichd_status"], "succeeded")
+}

@@ -486,9 +486,10 @@ func writeOutput(path string, head []string, records [][]string, results []*rowR
 	defer os.Remove(tmp.Name())
 	w := csv.NewWriter(tmp)
 	cols := append(append([]string{}, head...), flatten.Columns(object)...)
-	w.Write(cols)
+	// A cell a spreadsheet would run as a formula is defused, as in a batch's results.
+	w.Write(flatten.SpreadsheetSafeRow(cols))
 	for i, rec := range records {
-		w.Write(append(append([]string{}, rec...), resultColumns(results[i], object)...))
+		w.Write(flatten.SpreadsheetSafeRow(append(append([]string{}, rec...), resultColumns(results[i], object)...)))
 	}
 	w.Flush()
 	if err := errors.Join(w.Error(), tmp.Close()); err != nil {

@@ -8,6 +8,7 @@ package flatten
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 )
 
 // Object types, as the API names them.
@@ -122,4 +123,26 @@ func anyStr(v any) string {
 		return s
 	}
 	return ""
+}
+
+// SpreadsheetSafe is v as a CSV cell that a spreadsheet shows as text: a cell starting
+// with = + - @, a tab or a carriage return is run as a formula when the file is opened
+// (a company name such as =HYPERLINK(...) from a source, or a CRM field), so it gets
+// a leading apostrophe. A plain number (-12.5) cannot be a formula and stays as it is.
+func SpreadsheetSafe(v string) string {
+	if v == "" || !strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		return v
+	}
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return v
+	}
+	return "'" + v
+}
+
+// SpreadsheetSafeRow is SpreadsheetSafe of every value of row, in place.
+func SpreadsheetSafeRow(row []string) []string {
+	for i, v := range row {
+		row[i] = SpreadsheetSafe(v)
+	}
+	return row
 }

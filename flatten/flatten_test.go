@@ -37,3 +37,23 @@ func TestRowFollowsColumns(t *testing.T) {
 		}
 	}
 }
+
+func TestSpreadsheetSafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                 "",
+		"Acme":             "Acme",
+		"=1+1":             "'=1+1",
+		"+33 1 23":         "'+33 1 23",
+		"-2+3+cmd|' /C'!A": "'-2+3+cmd|' /C'!A",
+		"@SUM(A1)":         "'@SUM(A1)",
+		"\t=1":             "'\t=1",
+		"\r=1":             "'\r=1",
+		"-12.5":            "-12.5",
+		"+7":               "+7",
+		"a=b":              "a=b",
+	} {
+		if got := SpreadsheetSafe(in); got != want {
+			t.Errorf("SpreadsheetSafe(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

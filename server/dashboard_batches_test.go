@@ -107,4 +107,14 @@ func TestDashboardUpload(t *testing.T) {
 	is.Equal(recs[2][2], "failed")
 	list := viewer.get("/dashboard/batches")
 	is.True(list.has("crm.csv") && list.has(`value="2"`))
+
+	// A form sent from another site makes nothing; another organization's admin
+	// neither sees the batch nor downloads its results.
+	forged := admin.do(http.MethodPost, "/dashboard/batches", confirmForm(admin.upload("crm.csv", file, "")), "Sec-Fetch-Site", "cross-site")
+	is.Equal(forged.status, http.StatusForbidden)
+	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(1))
+	other := e.signIn("other", "admin")
+	is.Equal(other.get(c.location).status, http.StatusNotFound)
+	is.Equal(other.get(c.location+"/results").status, http.StatusNotFound)
+	is.True(!other.get("/dashboard/batches").has("crm.csv"))
 }

@@ -380,3 +380,39 @@ func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
 	is.Equal(strings.Count(logs, `"level":"ERROR"`), 1) // only the store's line
 	is.True(!strings.Contains(logs, "settling a task"))
 }
+
+// A full disk and batches: an upload is 503 storage_unavailable with nothing made or
+// charged; the rows of a batch made before wait, pending and uncharged, instead of
+// failing, and get their tasks once space is freed.
+func TestStorageFullDiskBatches(t *testing.T) {
+	sqliteOnly(t, "storage faults are made on the database file")
+	is := is.New(t)
+	dir := storetest.MountTmpfs(t, "8m")
+	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
+	e.net.addCompany(company("Acme", "acme.com"))
+	e.net.addCompany(company("Globex", "globex.com"))
+
+	r := e.uploadCSV("domain\nacme.com\nglobex.com\n", "")
+	is.Equal(r.status, 202)
+	id := r.str("data.id")
+
+	filler := storetest.FillDisk(t, dir)
+	checkStorageUnavailable(t, e.uploadCSV("domain\nacme.com\n", "", "Idempotency-Key", "full-batch"))
+	e.startWorkers()
+	waitFailures(t, e, 2) // the feeder tried, and was refused
+	b := e.do("GET", "/v1/batches/"+id, nil)
+	is.Equal(b.status, 200)
+	is.Equal(count(b, "pending"), 2)
+	is.Equal(count(b, "failed"), 0)
+	is.Equal(e.balance("acme").Balance, int64(100))
+	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(1))
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	done := e.waitBatchDone(id)
+	is.Equal(count(done, "succeeded"), 2)
+	is.Equal(e.balance("acme").Balance, int64(98))
+	// The refused upload's key was not kept: it makes its batch now.
+	is.Equal(e.uploadCSV("domain\nacme.com\n", "", "Idempotency-Key", "full-batch").status, 202)
+}

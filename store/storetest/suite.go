@@ -74,5 +74,6 @@ var conformanceTests = []conformanceTest{
 	{"BatchRowsGetTheirTasks", testBatchRowsGetTheirTasks},
 	{"BatchIdempotencyKeyAndCredits", testBatchIdempotencyKeyAndCredits},
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
+	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
 }

@@ -210,6 +210,42 @@ func testOneBatchKeyFromTwoHandles(t *testing.T, env *Env) {
 	is.Equal(total, int64(10))
 }
 
+// testOneBatchRowFromTwoHandles: two replicas feeding one batch make each row's task
+// at the same moment; every row has one task, charged once, and the row is linked to it.
+func testOneBatchRowFromTwoHandles(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	a, b := env.DB, env.Open()
+	org := NewOrg(t, a, "acme")
+	_, err := a.GrantCredits(ctx, "acme", 100, nil)
+	is.NoErr(err)
+	domains := []string{"a.com", "b.com", "c.com", "d.com", "e.com", "f.com", "g.com", "h.com"}
+	batch, _, err := a.CreateBatch(ctx, newBatch(org, domains...))
+	is.NoErr(err)
+	for i, d := range domains {
+		var ea, eb *store.Enqueued
+		var errA, errB error
+		together(
+			func() { ea, errA = a.CreateTask(ctx, batchRowTask(org, batch.ID, i+1, d)) },
+			func() { eb, errB = b.CreateTask(ctx, batchRowTask(org, batch.ID, i+1, d)) },
+		)
+		is.NoErr(errA)
+		is.NoErr(errB)
+		is.Equal(ea.Task.ID, eb.Task.ID)
+		is.True(ea.Replayed != eb.Replayed)
+	}
+	bal, err := a.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(bal.Charged, int64(len(domains)))
+	got, err := a.GetBatch(ctx, org, batch.ID)
+	is.NoErr(err)
+	is.Equal(got.Counts, store.BatchCounts{Queued: int64(len(domains))})
+	is.Equal(got.CreditsSpent, int64(len(domains)))
+	pending, err := a.PendingBatchRows(ctx, 10, 100)
+	is.NoErr(err)
+	is.Equal(len(pending), 0)
+}
+
 // testRetentionDeletesOldBatches: a batch uploaded before the cutoff goes with its
 // rows, a newer one stays.
 func testRetentionDeletesOldBatches(t *testing.T, env *Env) {
