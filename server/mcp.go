@@ -84,10 +84,7 @@ func handleMCP(s *Server) http.Handler {
 			io.Reader
 			io.Closer
 		}{body, r.Body}
-		h.ServeHTTP(w, r)
-		if info(r).clientClosed {
-			w.WriteHeader(statusClientClosed) // logged and counted as the API's hang-ups are
-		}
+		h.ServeHTTP(w, r) // a tool whose client left marks the request clientClosed, logged as a hang-up
 	})
 }
 

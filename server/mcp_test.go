@@ -468,7 +468,9 @@ func TestMCPWaitEndsWhenTheClientLeaves(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Logged as the API logs a hang-up: the client's doing, not an error of ours.
-	is.True(strings.Contains(e.logs.String(), `"level":"INFO","msg":"request","method":"POST","route":"mcp","path":"/mcp","status":499`))
+	if !strings.Contains(e.logs.String(), `"level":"INFO","msg":"request","method":"POST","route":"mcp","path":"/mcp","status":499`) {
+		t.Fatalf("no 499 line:\n%s", e.logs.String())
+	}
 	is.True(strings.Contains(e.logs.String(), `"err":"client closed the request: the client left while the tool waited for its task"`))
 	is.True(!strings.Contains(e.logs.String(), `"level":"ERROR"`))
 	// The task carries on, charged once, for get_task to read.

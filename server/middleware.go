@@ -100,7 +100,12 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		w.Header().Set("X-Request-Id", ri.id)
 		sw := &statusWriter{ResponseWriter: w}
 		s.serveSafely(sw, r.WithContext(context.WithValue(r.Context(), requestInfoKey, ri)), next)
-		if sw.status == 0 {
+		switch {
+		case ri.clientClosed:
+			// Whatever was written before the client left, it got no answer: logged and
+			// counted as a hang-up.
+			sw.status = statusClientClosed
+		case sw.status == 0:
 			sw.status = http.StatusOK // a handler that wrote nothing answered 200
 		}
 		took := time.Since(start)
