@@ -339,7 +339,8 @@ type staffSearch struct {
 // freshness window is read from what is held instead of being retrieved again. Each
 // source is first asked for one hit more than the lookup retrieves, and a search that
 // returns that many is asked again for a whole page (StaffSearchMax); a source billed
-// by the call (SearchBilledPerCall) is asked for the whole page at once. Only a search
+// by the call (SearchBilledPerCall) is asked for the whole page at once, and one that
+// pages (StaffPager) for the rest of it after the short page. Only a search
 // whose whole page is full may have left people out: the names that cannot fit are
 // dropped before anything is counted.
 func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, staffSearch, *TaskError) {
@@ -353,25 +354,11 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			continue
 		}
 		s.searchers++
-		var members []StaffMember
-		var err error
-		asks := []int{min(limit+1, StaffSearchMax), StaffSearchMax}
-		if _, perCall := src.(SearchBilledPerCall); perCall {
-			asks = asks[1:] // a short page costs as much as a whole one
+		if ctx.Err() != nil {
+			return nil, staffSearch{}, timedOut()
 		}
-		for _, ask := range asks {
-			if ctx.Err() != nil {
-				return nil, staffSearch{}, timedOut()
-			}
-			members, err = ss.SearchStaff(ctx, StaffQuery{Company: company, Names: names, Limit: ask})
-			if (err == nil || errors.Is(err, ErrSearchIncomplete)) && len(members) >= ask {
-				if ask == StaffSearchMax {
-					s.cutOff = true // a whole page: there may be more
-				}
-				continue // a page the size asked: ask for a whole one
-			}
-			break
-		}
+		members, cutOff, err := searchStaff(ctx, ss, StaffQuery{Company: company, Names: names}, limit)
+		s.cutOff = s.cutOff || cutOff
 		if errors.Is(err, ErrSearchIncomplete) {
 			s.partial, err = true, nil
 		}
@@ -455,6 +442,58 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 	}
 	return out, s, nil
+}
+
+// searchStaff asks one source for the company's staff the names describe: first
+// for one hit more than a lookup retrieves and, when that page is full, for a whole
+// page (StaffSearchMax) in all. A source billed by the call is asked for the whole
+// page at once; one that pages (StaffPager) is asked for the rest after the short
+// page, so no record is returned twice. cutOff says the whole page was full: there
+// may be more.
+func searchStaff(ctx context.Context, ss StaffSearcher, q StaffQuery, limit int) (members []StaffMember, cutOff bool, err error) {
+	short := min(limit+1, StaffSearchMax)
+	usable := func(err error) bool { return err == nil || errors.Is(err, ErrSearchIncomplete) }
+	if pager, ok := ss.(StaffPager); ok {
+		q.Limit = short
+		members, next, err := pager.SearchStaffPage(ctx, q, "")
+		if !usable(err) || len(members) < short || short == StaffSearchMax {
+			return members, usable(err) && len(members) >= short, err
+		}
+		if next == "" {
+			return members, false, err // a full page, and nothing after it
+		}
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		q.Limit = StaffSearchMax - len(members)
+		rest, _, restErr := pager.SearchStaffPage(ctx, q, next)
+		if !usable(restErr) {
+			return nil, false, restErr
+		}
+		if restErr != nil {
+			err = restErr
+		}
+		return append(members, rest...), len(rest) >= q.Limit, err
+	}
+	asks := []int{short, StaffSearchMax}
+	if _, perCall := ss.(SearchBilledPerCall); perCall {
+		asks = asks[1:] // a short page costs as much as a whole one
+	}
+	for _, ask := range asks {
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		q.Limit = ask
+		members, err = ss.SearchStaff(ctx, q)
+		if usable(err) && len(members) >= ask {
+			if ask == StaffSearchMax {
+				return members, true, err // a whole page: there may be more
+			}
+			continue // a page the size asked: ask for a whole one
+		}
+		break
+	}
+	return members, false, err
 }
 
 // mayFit reports whether a search hit shown under this name may be a person the local

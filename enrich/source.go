@@ -41,6 +41,18 @@ type SearchBilledPerCall interface {
 	SearchBilledPerCall()
 }
 
+// StaffPager is a StaffSearcher billed per record returned that can go on with a
+// search from where its last page ended: an email lookup asks it for a short page
+// and, when that page is full, for the rest of a whole page after it, so no record
+// is returned, and paid for, twice.
+type StaffPager interface {
+	StaffSearcher
+	// SearchStaffPage is SearchStaff from the position after names where a previous
+	// page ended ("" for the first page). next is where this page ended, "" when
+	// nothing is left after it.
+	SearchStaffPage(ctx context.Context, q StaffQuery, after string) (members []StaffMember, next string, err error)
+}
+
 // StaffQuery asks for the people at one company who may carry one of a few names.
 type StaffQuery struct {
 	// Company is the company the email's domain was identified as; its Domain and

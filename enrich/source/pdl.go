@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"enrichd/enrich"
 )
@@ -28,6 +29,7 @@ var (
 	_ enrich.Source        = (*PDL)(nil)
 	_ enrich.StaffSearcher = (*PDL)(nil)
 	_ enrich.Metered       = (*PDL)(nil)
+	_ enrich.StaffPager    = (*PDL)(nil)
 )
 
 // NewPDL builds the adapter. Defaults: https://api.peopledatalabs.com, 1 request a
@@ -198,13 +200,23 @@ func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*enrich.Perso
 	return out, nil
 }
 
-// SearchStaff runs POST /v5/person/search: people whose current employer is the
-// company (by website, else by its network page) and whose first or last name is one
-// of the names. Names past the 100 a terms array may hold are not asked for: the hits
-// come with enrich.ErrSearchIncomplete, so nobody held is taken for the only fit.
+// SearchStaff runs POST /v5/person/search for one page: SearchStaffPage from the start.
 func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+	members, _, err := p.SearchStaffPage(ctx, q, "")
+	return members, err
+}
+
+// SearchStaffPage runs POST /v5/person/search: people whose current employer is the
+// company (by website, else by its network page) and whose first or last name is one
+// of the names, or whose last name holds one of them (pdlSurnamePattern), so that lee
+// lists Berners-Lee and bernerslee lists it too: PDL's names are whole keywords. after
+// is the scroll_token a previous page ended with; PDL bills per record returned, and
+// a page goes on from there instead of asking for the same records again. Names past
+// what one query may hold (100 terms, pdlMaxWildcards patterns) are not asked for: the
+// hits come with enrich.ErrSearchIncomplete, so nobody held is taken for the only fit.
+func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after string) ([]enrich.StaffMember, string, error) {
 	if q.Company == nil || len(q.Names) == 0 {
-		return nil, nil
+		return nil, "", nil
 	}
 	var employer map[string]any
 	switch {
@@ -215,7 +227,7 @@ func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 		page := strings.TrimPrefix(strings.TrimPrefix(*q.Company.NetworkURL, "https://"), "www.")
 		employer = map[string]any{"term": map[string]any{"job_company_linkedin_url": page}}
 	default:
-		return nil, nil
+		return nil, "", nil
 	}
 	names := make([]string, 0, len(q.Names))
 	for _, n := range q.Names {
@@ -224,33 +236,54 @@ func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 		}
 	}
 	if len(names) == 0 {
-		return nil, nil
+		return nil, "", nil
 	}
 	complete := len(names) <= pdlMaxTerms
 	names = names[:min(len(names), pdlMaxTerms)]
+	should := []any{
+		map[string]any{"terms": map[string]any{"first_name": names}},
+		map[string]any{"terms": map[string]any{"last_name": names}},
+	}
+	wildcards := 0
+	for _, n := range names {
+		if strings.ContainsAny(n, `*?\`) {
+			continue // no name: nothing a pattern should hold
+		}
+		if wildcards == pdlMaxWildcards {
+			complete = false
+			break
+		}
+		wildcards++
+		should = append(should, map[string]any{"wildcard": map[string]any{"last_name": pdlSurnamePattern(n)}})
+	}
 	q.Limit = min(max(q.Limit, 1), enrich.StaffSearchMax)
 	body := map[string]any{
 		"query": map[string]any{"bool": map[string]any{"must": []any{
 			employer,
-			map[string]any{"bool": map[string]any{"should": []any{
-				map[string]any{"terms": map[string]any{"first_name": names}},
-				map[string]any{"terms": map[string]any{"last_name": names}},
-			}}},
+			map[string]any{"bool": map[string]any{"should": should}},
 		}}},
 		"size": q.Limit,
+	}
+	if after != "" {
+		body["scroll_token"] = after
 	}
 	var r struct {
 		Data []struct {
 			FullName    *string `json:"full_name"`
 			LinkedinURL *string `json:"linkedin_url"`
 		} `json:"data"`
+		ScrollToken *string `json:"scroll_token"`
 	}
 	err := p.api.post(ctx, "/v5/person/search", body, &r)
 	if isNotFound(err) { // PDL answers 404 when no record matches
-		return nil, nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	var next string
+	if r.ScrollToken != nil && len(r.Data) >= q.Limit {
+		next = *r.ScrollToken
 	}
 	var out []enrich.StaffMember
 	for _, d := range r.Data {
@@ -268,11 +301,29 @@ func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 		}
 	}
 	if !complete {
-		return out, fmt.Errorf("pdl: %d names do not fit in one query: %w", len(q.Names), enrich.ErrSearchIncomplete)
+		return out, next, fmt.Errorf("pdl: %d names do not fit in one query: %w", len(q.Names), enrich.ErrSearchIncomplete)
 	}
-	return out, nil
+	return out, next, nil
+}
+
+// pdlSurnamePattern is the wildcard that finds the last names a name form may be
+// written for in an address: the surnames that contain it (lee: berners-lee, van der
+// lee) and, for a form of five letters or more, those that spell it with separators
+// between its letters (bernerslee: berners-lee, obrien: o'brien, mccarthy: mc carthy).
+// Short forms are kept whole: spread out, they would list, and bill, most surnames.
+func pdlSurnamePattern(name string) string {
+	letters := strings.Split(name, "")
+	if utf8.RuneCountInString(name) < 5 {
+		return "*" + name + "*"
+	}
+	return "*" + strings.Join(letters, "*") + "*"
 }
 
 // pdlMaxTerms is the most elements PDL accepts in one array of a query: it rejects a
 // query with a longer terms array.
 const pdlMaxTerms = 100
+
+// pdlMaxWildcards is the most wildcard clauses one staff search sends. PDL limits the
+// wildcards a query may hold, and each leading wildcard is a costly scan of its index;
+// names past it are left unasked, and the search says so.
+const pdlMaxWildcards = 10

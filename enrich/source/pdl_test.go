@@ -177,9 +177,48 @@ func TestPDLSearchStaff(t *testing.T) {
 	var body map[string]any
 	is.NoErr(json.Unmarshal([]byte(f.bodies[0]), &body))
 	is.Equal(body["size"], float64(3))
-	want := `{"bool":{"must":[{"term":{"job_company_website":"acme.com"}},{"bool":{"should":[{"terms":{"first_name":["wile","coyote"]}},{"terms":{"last_name":["wile","coyote"]}}]}}]}}`
+	want := `{"bool":{"must":[{"term":{"job_company_website":"acme.com"}},{"bool":{"should":[{"terms":{"first_name":["wile","coyote"]}},{"terms":{"last_name":["wile","coyote"]}},` +
+		// PDL's names are whole keywords: the surnames holding each name are asked for too.
+		`{"wildcard":{"last_name":"*wile*"}},{"wildcard":{"last_name":"*c*o*y*o*t*e*"}}]}}]}}`
 	got, _ := json.Marshal(body["query"])
 	is.Equal(string(got), want)
+}
+
+// A page ends with a scroll_token when it is full; the next page sends it back and
+// asks only for what is left, so no record is returned, and billed, twice.
+func TestPDLSearchStaffPages(t *testing.T) {
+	is := is.New(t)
+	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search.json"}, {status: 200, fixture: "pdl/search.json"}}})
+	q := enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")}, Names: []string{"wile"}, Limit: 2}
+	_, next, err := p.SearchStaffPage(context.Background(), q, "")
+	is.NoErr(err)
+	is.Equal(next, "1234_abcd") // a full page: there may be more after it
+	is.True(!strings.Contains(f.bodies[0], "scroll_token"))
+	q.Limit = 5
+	_, next, err = p.SearchStaffPage(context.Background(), q, "1234_abcd")
+	is.NoErr(err)
+	is.Equal(next, "") // a page short of its size is the last
+	is.True(strings.Contains(f.bodies[1], `"scroll_token":"1234_abcd"`))
+	is.True(strings.Contains(f.bodies[1], `"size":5`))
+}
+
+// PDL's wildcard clauses are bounded: names past pdlMaxWildcards get no pattern, and
+// the hits then say the search could not ask for every name.
+func TestPDLSearchStaffWildcardBound(t *testing.T) {
+	for _, c := range []struct {
+		names    int
+		complete bool
+	}{{10, true}, {11, false}} {
+		is := is.New(t)
+		p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search.json"}}})
+		var names []string
+		for i := range c.names {
+			names = append(names, "name"+string(rune('a'+i)))
+		}
+		_, err := p.SearchStaff(context.Background(), enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")}, Names: names, Limit: 3})
+		is.Equal(errors.Is(err, enrich.ErrSearchIncomplete), !c.complete)
+		is.Equal(strings.Count(f.bodies[0], `"wildcard"`), 10)
+	}
 }
 
 func TestPDLSearchStaffNoMatch(t *testing.T) {
@@ -223,7 +262,7 @@ func TestPDLSearchStaffTermsBound(t *testing.T) {
 	}
 	is.NoErr(json.Unmarshal([]byte(f.bodies[0]), &body))
 	should := body.Query.Bool.Must[1].Bool.Should
-	is.Equal(len(should), 2)
+	is.Equal(len(should), 2+10) // both terms arrays and the most wildcards a query sends
 	for _, s := range should {
 		for _, names := range s.Terms {
 			is.Equal(len(names), 100)

@@ -1,0 +1,254 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/enrich/source"
+	"enrichd/server"
+
+	"github.com/matryer/is"
+)
+
+// fakePDL serves People Data Labs' company enrich, person enrich and person search in
+// their published shapes, for one company's staff. Its search evaluates the query the
+// way PDL's index does: first_name and last_name are lower-cased keywords, matched
+// whole by term and terms, and by pattern by wildcard. It pages with size and
+// scroll_token, and counts every record it returns, which is what PDL bills.
+type fakePDL struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	staff    []elPerson
+	searches []pdlSearchCall
+	returned map[string]int // records returned by the search, by profile URL
+}
+
+type pdlSearchCall struct {
+	size   int
+	scroll string
+	query  map[string]any
+}
+
+func newFakePDL(t *testing.T, staff ...elPerson) *fakePDL {
+	f := &fakePDL{staff: staff, returned: map[string]int{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	reply := func(status int, v any) {
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(v)
+	}
+	notFound := func() {
+		reply(http.StatusNotFound, map[string]any{"status": 404, "error": map[string]any{"type": "not_found", "message": "No records were found matching your request"}})
+	}
+	q := r.URL.Query()
+	switch r.URL.Path {
+	case "/v5/company/enrich":
+		if q.Get("website") != "globex.com" {
+			notFound()
+			return
+		}
+		reply(http.StatusOK, map[string]any{"status": 200, "likelihood": 8, "name": "globex", "display_name": "Globex",
+			"website": "globex.com", "linkedin_url": "linkedin.com/company/globex", "linkedin_id": "1234", "size": "51-200",
+			"employee_count": 120, "industry": "computer software", "founded": 2001, "type": "private",
+			"location": map[string]any{"name": "springfield, illinois, united states", "locality": "springfield", "country": "united states"}})
+	case "/v5/person/enrich":
+		for _, p := range f.staff {
+			if q.Get("profile") == "https://www.linkedin.com/in/"+p.slug {
+				reply(http.StatusOK, map[string]any{"status": 200, "likelihood": 9, "data": f.record(p)})
+				return
+			}
+		}
+		notFound()
+	case "/v5/person/search":
+		var body struct {
+			Query       map[string]any `json:"query"`
+			Size        int            `json:"size"`
+			ScrollToken string         `json:"scroll_token"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Size < 1 || body.Size > 100 {
+			reply(http.StatusBadRequest, map[string]any{"status": 400, "error": map[string]any{"type": "invalid_request_error", "message": "bad request"}})
+			return
+		}
+		var hits []elPerson
+		for _, p := range f.staff {
+			if pdlMatches(body.Query, map[string]string{"job_company_website": "globex.com",
+				"first_name": strings.ToLower(p.first), "last_name": strings.ToLower(p.last)}) {
+				hits = append(hits, p)
+			}
+		}
+		from := 0
+		if body.ScrollToken != "" {
+			from, _ = strconv.Atoi(strings.TrimPrefix(body.ScrollToken, "scroll_"))
+		}
+		if len(hits) == 0 {
+			notFound()
+			return
+		}
+		end := min(from+body.Size, len(hits))
+		f.mu.Lock()
+		f.searches = append(f.searches, pdlSearchCall{size: body.Size, scroll: body.ScrollToken, query: body.Query})
+		data := []any{}
+		for _, p := range hits[min(from, end):end] {
+			f.returned["https://www.linkedin.com/in/"+p.slug]++
+			data = append(data, f.record(p))
+		}
+		f.mu.Unlock()
+		var scroll any
+		if end < len(hits) {
+			scroll = "scroll_" + strconv.Itoa(end)
+		}
+		reply(http.StatusOK, map[string]any{"status": 200, "data": data, "total": len(hits), "scroll_token": scroll})
+	default:
+		notFound()
+	}
+}
+
+func (f *fakePDL) record(p elPerson) map[string]any {
+	first, last := strings.ToLower(p.first), strings.ToLower(p.last)
+	return map[string]any{"id": p.slug, "full_name": first + " " + last, "first_name": first, "last_name": last,
+		"linkedin_url": "linkedin.com/in/" + p.slug, "job_title": "engineer", "job_company_name": "globex",
+		"job_company_website": "globex.com", "job_company_linkedin_url": "linkedin.com/company/globex",
+		"location_locality": "springfield", "location_country": "united states",
+		"experience": []any{map[string]any{"company": map[string]any{"name": "globex", "website": "globex.com",
+			"linkedin_url": "linkedin.com/company/globex"}, "title": map[string]any{"name": "engineer"},
+			"start_date": "2020-03", "end_date": nil, "is_primary": true}}}
+}
+
+// pdlMatches evaluates the Elasticsearch bool, term, terms and wildcard queries PDL
+// accepts against a record's keyword fields; anything else fails the test's search.
+func pdlMatches(query map[string]any, doc map[string]string) bool {
+	for kind, v := range query {
+		arg, _ := v.(map[string]any)
+		switch kind {
+		case "bool":
+			if must, ok := arg["must"].([]any); ok {
+				for _, c := range must {
+					if m, _ := c.(map[string]any); !pdlMatches(m, doc) {
+						return false
+					}
+				}
+			}
+			if should, ok := arg["should"].([]any); ok {
+				hit := false
+				for _, c := range should {
+					if m, _ := c.(map[string]any); pdlMatches(m, doc) {
+						hit = true
+					}
+				}
+				if !hit {
+					return false
+				}
+			}
+		case "term":
+			for field, want := range arg {
+				if doc[field] != want {
+					return false
+				}
+			}
+		case "terms":
+			for field, want := range arg {
+				list, _ := want.([]any)
+				if !slices.Contains(list, any(doc[field])) {
+					return false
+				}
+			}
+		case "wildcard":
+			for field, pattern := range arg {
+				p, _ := pattern.(string)
+				if m, ok := pattern.(map[string]any); ok {
+					p, _ = m["value"].(string)
+				}
+				re := "^" + strings.ReplaceAll(strings.ReplaceAll(regexp.QuoteMeta(p), `\*`, ".*"), `\?`, ".") + "$"
+				if !regexp.MustCompile(re).MatchString(doc[field]) {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func withPDL(t *testing.T, f *fakePDL) func(*server.Config) {
+	return func(cfg *server.Config) {
+		p, err := source.NewPDL(source.VendorConfig{APIKey: "pdl-key", BaseURL: f.srv.URL, Rate: 1000, Burst: 1000,
+			Backoff: time.Millisecond, NetworkHost: enrich.DefaultNetworkHost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sources = append(cfg.Sources, p)
+	}
+}
+
+// PDL's names are whole keywords: asking for "lee" alone never lists Ken Berners-Lee.
+// The search asks for the surnames that contain each name form as well, so k.lee,
+// which fits both Kim Lee and Ken Berners-Lee, is ambiguous, whether or not Kim is
+// held, and never answered with Kim alone.
+func TestAnEmailLookupOnPDLSeesCompoundSurnames(t *testing.T) {
+	is := is.New(t)
+	pdl := newFakePDL(t, elPerson{"kim-lee", "Kim", "Lee"}, elPerson{"ken-berners-lee", "Ken", "Berners-Lee"})
+	e := newEnv(t, withPDL(t, pdl))
+	e.startWorkers()
+
+	_, first := e.emailLookup("k.lee@globex.com")
+	is.Equal(first.str("error.code")+" "+first.str("data.full_name"), "ambiguous ") // Kim Lee and Ken Berners-Lee
+	is.Equal(first.get("error.candidates"), 2.0)
+
+	_, kim := e.emailLookup("kim.lee@globex.com")
+	is.Equal(kim.str("task.status")+" "+kim.str("error.message"), "succeeded ")
+	is.Equal(kim.str("data.full_name"), "kim lee")
+	_, again := e.emailLookup("k.lee@globex.com")
+	is.Equal(again.str("error.code"), "ambiguous") // Kim held changes nothing
+
+	// A surname written joined, or its part alone, finds the one person it fits.
+	for _, address := range []string{"ken.bernerslee@globex.com", "kbernerslee@globex.com", "ken.lee@globex.com"} {
+		_, ken := e.emailLookup(address)
+		is.Equal(ken.str("task.status")+" "+ken.str("error.message"), "succeeded ")
+		is.Equal(ken.str("data.full_name"), "ken berners-lee")
+	}
+}
+
+// PDL bills its search per record returned: when the short page is full, the lookup
+// goes on from where it ended (scroll_token) instead of asking for the same records
+// again. Twelve people named Jones, one of them Robert.
+func TestAnEmailLookupPaysNoPDLRecordTwice(t *testing.T) {
+	is := is.New(t)
+	staff := []elPerson{{"robert-jones", "Robert", "Jones"}}
+	for _, first := range []string{"Ann", "Tom", "Tim", "Eve", "Ida", "Max", "Sam", "Lea", "Kai", "Mia", "Zoe"} {
+		staff = append(staff, elPerson{strings.ToLower(first) + "-jones", first, "Jones"})
+	}
+	pdl := newFakePDL(t, staff...)
+	e := newEnv(t, withPDL(t, pdl))
+	e.startWorkers()
+	_, done := e.emailLookup("robert.jones@globex.com")
+	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+	is.Equal(done.str("data.full_name"), "robert jones") // PDL answers in lower case
+
+	pdl.mu.Lock()
+	defer pdl.mu.Unlock()
+	is.Equal(len(pdl.returned), len(staff)) // everyone listed
+	for u, n := range pdl.returned {
+		if n != 1 {
+			t.Errorf("%s was returned, and billed, %d times", u, n)
+		}
+	}
+	is.Equal(len(pdl.searches), 2)
+	is.Equal(pdl.searches[0].scroll, "")
+	is.True(pdl.searches[1].scroll != "") // the second page goes on from the first
+	is.Equal(pdl.searches[0].size+pdl.searches[1].size, enrich.StaffSearchMax)
+}
