@@ -417,6 +417,36 @@ func MatchPattern(n PersonName, local string) string {
 // same first name, and a surname with its particles left out (vanderberg: berg). A
 // local part longer than MaxLocalPart stands for none.
 func LocalPartNames(local string) []string {
+	// The words the address spells come first and the other names of the same first
+	// name after them all: a source that can ask for only so many (a length limit, a
+	// bound on patterns) leaves out a nickname before a surname.
+	spelled, others := localPartForms(local)
+	return dedupe(append(spelled, others...))
+}
+
+// LocalPartSpelled is LocalPartNames without the other names of the same first name:
+// the words the address spells, and those without their particles. Only these may
+// be a surname or a part of one (a nickname stands for a first name), so a source
+// that matches names whole asks for the surnames holding them.
+func LocalPartSpelled(local string) []string {
+	spelled, _ := localPartForms(local)
+	return dedupe(spelled)
+}
+
+func localPartForms(local string) (spelled, others []string) {
+	words := localPartWords(local)
+	for _, w := range words {
+		spelled = append(spelled, w)
+		if s := withoutParticles(w); s != w {
+			spelled = append(spelled, s)
+		}
+		others = append(others, equivalents(w)[1:]...)
+	}
+	return spelled, others
+}
+
+// localPartWords are the name words a local part spells (see LocalPartNames).
+func localPartWords(local string) []string {
 	if len(local) > MaxLocalPart {
 		return nil
 	}
@@ -466,14 +496,7 @@ func LocalPartNames(local string) []string {
 			}
 		}
 	}
-	var out []string
-	for _, w := range words {
-		out = append(out, equivalents(w)...)
-		if s := withoutParticles(w); s != w {
-			out = append(out, s)
-		}
-	}
-	return dedupe(out)
+	return words
 }
 
 // searchParticles are the particles a surname may be joined with in an address, which

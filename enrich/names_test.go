@@ -325,3 +325,14 @@ func TestCommonGivenNamesAreSplitOut(t *testing.T) {
 		}
 	}
 }
+
+// The names the address spells come before the other names of the same first name,
+// and LocalPartSpelled lists them alone.
+func TestLocalPartSpelledComesFirst(t *testing.T) {
+	is := is.New(t)
+	is.Equal(enrich.LocalPartSpelled("robert.jones"), []string{"robert", "jones"})
+	names := enrich.LocalPartNames("robert.jones")
+	is.Equal(names[:2], []string{"robert", "jones"})
+	is.True(slices.Contains(names, "bob"))
+	is.Equal(enrich.LocalPartSpelled("j.vanderberg"), []string{"vanderberg", "berg"})
+}

@@ -357,7 +357,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if ctx.Err() != nil {
 			return nil, staffSearch{}, timedOut()
 		}
-		members, cutOff, err := searchStaff(ctx, ss, StaffQuery{Company: company, Names: names}, limit)
+		members, cutOff, err := searchStaff(ctx, ss, StaffQuery{Company: company, Names: names, Spelled: LocalPartSpelled(local)}, limit)
 		s.cutOff = s.cutOff || cutOff
 		if errors.Is(err, ErrSearchIncomplete) {
 			s.partial, err = true, nil

@@ -61,6 +61,11 @@ type StaffQuery struct {
 	// Names are the name words the local part may stand for, case- and accent-folded
 	// ("smith", "john"); a source matches any of them against first or last names.
 	Names []string
+	// Spelled are the names of Names the address spells (LocalPartSpelled): the
+	// forms a surname, or a part of one, may take, where the rest are other names of
+	// the same first name. A source that matches names whole asks for the surnames
+	// holding these; none set, it takes every name as one.
+	Spelled []string
 	// Limit is the most hits wanted, at most StaffSearchMax; a source may return
 	// fewer, never more. Email lookups ask for one more than they retrieve, so a
 	// search that returns Limit hits tells them it stopped before the end.

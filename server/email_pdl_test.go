@@ -223,6 +223,22 @@ func TestAnEmailLookupOnPDLSeesCompoundSurnames(t *testing.T) {
 	}
 }
 
+// The same for a surname written joined: k.bernerslee fits Katherine and Ken
+// Berners-Lee, before and after Katherine is held.
+func TestAnEmailLookupOnPDLSeesJoinedCompoundSurnames(t *testing.T) {
+	is := is.New(t)
+	pdl := newFakePDL(t, elPerson{"katherine-berners-lee", "Katherine", "Berners-Lee"}, elPerson{"ken-berners-lee", "Ken", "Berners-Lee"})
+	e := newEnv(t, withPDL(t, pdl))
+	e.startWorkers()
+	_, before := e.emailLookup("k.bernerslee@globex.com")
+	is.Equal(before.str("error.code")+" "+before.str("data.full_name"), "ambiguous ")
+	_, katherine := e.emailLookup("katherine.bernerslee@globex.com")
+	is.Equal(katherine.str("data.full_name"), "katherine berners-lee")
+	_, after := e.emailLookup("k.bernerslee@globex.com")
+	is.Equal(after.str("error.code")+" "+after.str("data.full_name"), "ambiguous ")
+	is.Equal(after.get("error.candidates"), 2.0)
+}
+
 // PDL bills its search per record returned: when the short page is full, the lookup
 // goes on from where it ended (scroll_token) instead of asking for the same records
 // again. Twelve people named Jones, one of them Robert.

@@ -208,8 +208,9 @@ func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 
 // SearchStaffPage runs POST /v5/person/search: people whose current employer is the
 // company (by website, else by its network page) and whose first or last name is one
-// of the names, or whose last name holds one of them (pdlSurnamePattern), so that lee
-// lists Berners-Lee and bernerslee lists it too: PDL's names are whole keywords. after
+// of the names, or whose last name holds one the address spells (pdlSurnamePattern),
+// so that lee lists Berners-Lee and bernerslee lists it too: PDL's names are whole
+// keywords, and a nickname stands for a first name, not a part of a surname. after
 // is the scroll_token a previous page ended with; PDL bills per record returned, and
 // a page goes on from there instead of asking for the same records again. Names past
 // what one query may hold (100 terms, pdlMaxWildcards patterns) are not asked for: the
@@ -244,8 +245,17 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 		map[string]any{"terms": map[string]any{"first_name": names}},
 		map[string]any{"terms": map[string]any{"last_name": names}},
 	}
+	parts := names
+	if len(q.Spelled) > 0 {
+		parts = nil
+		for _, n := range q.Spelled {
+			if n = strings.ToLower(strings.TrimSpace(n)); n != "" {
+				parts = append(parts, n)
+			}
+		}
+	}
 	wildcards := 0
-	for _, n := range names {
+	for _, n := range parts {
 		if strings.ContainsAny(n, `*?\`) {
 			continue // no name: nothing a pattern should hold
 		}

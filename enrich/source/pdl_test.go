@@ -269,3 +269,16 @@ func TestPDLSearchStaffTermsBound(t *testing.T) {
 		}
 	}
 }
+
+// A nickname stands for a first name: only the names the address spells get a
+// surname pattern, the surname among them however many nicknames come along.
+func TestPDLSearchStaffPatternsOnlyForSpelledNames(t *testing.T) {
+	is := is.New(t)
+	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search.json"}}})
+	names := []string{"elizabeth", "smith", "liz", "beth", "betty", "eliza", "lizzie", "libby", "bess", "betsy", "elsie", "lisa", "bette"}
+	_, err := p.SearchStaff(context.Background(), enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")},
+		Names: names, Spelled: []string{"elizabeth", "smith"}, Limit: 3})
+	is.NoErr(err) // every form the address spells was asked for
+	is.Equal(strings.Count(f.bodies[0], `"wildcard"`), 2)
+	is.True(strings.Contains(f.bodies[0], `"*s*m*i*t*h*"`))
+}
