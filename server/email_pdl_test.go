@@ -205,9 +205,11 @@ func TestAnEmailLookupOnPDLSeesCompoundSurnames(t *testing.T) {
 	e := newEnv(t, withPDL(t, pdl))
 	e.startWorkers()
 
+	start := e.balance("acme").Balance
 	_, first := e.emailLookup("k.lee@globex.com")
 	is.Equal(first.str("error.code")+" "+first.str("data.full_name"), "ambiguous ") // Kim Lee and Ken Berners-Lee
 	is.Equal(first.get("error.candidates"), 2.0)
+	is.Equal(e.balance("acme").Balance, start) // refunded: nobody was charged for
 
 	_, kim := e.emailLookup("kim.lee@globex.com")
 	is.Equal(kim.str("task.status")+" "+kim.str("error.message"), "succeeded ")
@@ -267,4 +269,31 @@ func TestAnEmailLookupPaysNoPDLRecordTwice(t *testing.T) {
 	is.Equal(pdl.searches[0].scroll, "")
 	is.True(pdl.searches[1].scroll != "") // the second page goes on from the first
 	is.Equal(pdl.searches[0].size+pdl.searches[1].size, enrich.StaffSearchMax)
+}
+
+// When the rest of the page comes back full too, people the address fits may lie
+// beyond it: the lookup is cut off, refunded, and still paid no record twice.
+func TestAnEmailLookupOnPDLCutOffPaysNoRecordTwice(t *testing.T) {
+	is := is.New(t)
+	var staff []elPerson
+	for i := range enrich.StaffSearchMax + 5 {
+		staff = append(staff, elPerson{"r" + strconv.Itoa(i) + "-jones", "R" + strconv.Itoa(i), "Jones"})
+	}
+	pdl := newFakePDL(t, staff...)
+	e := newEnv(t, withPDL(t, pdl))
+	e.startWorkers()
+	start := e.balance("acme").Balance
+	_, done := e.emailLookup("rjones@globex.com")
+	is.Equal(done.str("error.code"), "not_found")
+	is.Equal(e.balance("acme").Balance, start) // refunded
+	is.True(strings.Contains(done.str("error.message"), "shows more people"))
+	pdl.mu.Lock()
+	defer pdl.mu.Unlock()
+	is.Equal(len(pdl.returned), enrich.StaffSearchMax) // a whole page, in two parts
+	for u, n := range pdl.returned {
+		if n != 1 {
+			t.Errorf("%s was returned, and billed, %d times", u, n)
+		}
+	}
+	is.Equal(len(pdl.searches), 2)
 }
