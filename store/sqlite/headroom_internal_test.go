@@ -3,6 +3,7 @@
 package sqlite
 
 import (
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -24,4 +25,22 @@ func TestHeadroomOnAFileSystemThatReportsNoSize(t *testing.T) {
 
 	report = syscall.Statfs_t{Bsize: 4096, Blocks: 1 << 20, Bfree: 2, Bavail: 0}
 	is.True(db.checkHeadroom() != nil) // a full disk: refused
+}
+
+// The blocks a file system reserves for root (5% of an ext4 one by default) are free
+// space to a service that runs as root: SQLite writes into them, and refusing writes
+// there would stop the service with gigabytes left on a large disk.
+func TestHeadroomCountsTheBlocksReservedForRootWhenRoot(t *testing.T) {
+	is := is.New(t)
+	db := &DB{path: filepath.Join(t.TempDir(), "h.db")}
+	defer func(real func(string, *syscall.Statfs_t) error) { statfs = real }(statfs)
+	statfs = func(_ string, st *syscall.Statfs_t) error {
+		*st = syscall.Statfs_t{Bsize: 4096, Blocks: 1 << 20, Bfree: 50 << 10, Bavail: 0}
+		return nil
+	}
+	if os.Geteuid() == 0 {
+		is.NoErr(db.checkHeadroom())
+	} else {
+		is.True(db.checkHeadroom() != nil)
+	}
 }

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"os"
 	"path/filepath"
 	"syscall"
 )
@@ -9,7 +10,7 @@ import (
 // systems that report oddly.
 var statfs = syscall.Statfs
 
-// freeBytes is the space left to an unprivileged writer on the file system holding
+// freeBytes is the space left to this process's writes on the file system holding
 // path. A file system that reports no size at all (a FUSE file system that does not
 // implement statfs reports zeros) says nothing about its free space: reading its
 // zero free blocks as a full disk would refuse every write for good.
@@ -18,5 +19,11 @@ func freeBytes(path string) (int64, bool) {
 	if err := statfs(filepath.Dir(path), &st); err != nil || st.Blocks == 0 || st.Bsize <= 0 {
 		return 0, false
 	}
-	return int64(st.Bavail) * int64(st.Bsize), true
+	avail := st.Bavail
+	if os.Geteuid() == 0 {
+		// The blocks reserved for root (5% of an ext4 file system by default) are
+		// this process's to write.
+		avail = st.Bfree
+	}
+	return int64(avail) * int64(st.Bsize), true
 }
