@@ -44,3 +44,17 @@ func TestHeadroomCountsTheBlocksReservedForRootWhenRoot(t *testing.T) {
 		is.True(db.checkHeadroom() != nil)
 	}
 }
+
+// A file system that reports more free blocks than an int64 of bytes holds (some
+// network and FUSE ones report all ones for "unlimited") has room, not a negative
+// amount of it.
+func TestHeadroomOnAFileSystemThatReportsUnlimitedSpace(t *testing.T) {
+	is := is.New(t)
+	db := &DB{path: filepath.Join(t.TempDir(), "h.db")}
+	defer func(real func(string, *syscall.Statfs_t) error) { statfs = real }(statfs)
+	statfs = func(_ string, st *syscall.Statfs_t) error {
+		*st = syscall.Statfs_t{Bsize: 4096, Blocks: ^uint64(0), Bfree: ^uint64(0), Bavail: ^uint64(0)}
+		return nil
+	}
+	is.NoErr(db.checkHeadroom())
+}

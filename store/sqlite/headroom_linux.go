@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -24,6 +25,11 @@ func freeBytes(path string) (int64, bool) {
 		// The blocks reserved for root (5% of an ext4 file system by default) are
 		// this process's to write.
 		avail = st.Bfree
+	}
+	// Some file systems report all ones for "unlimited": that much room, not a product
+	// that overflows to a negative amount.
+	if bsize := uint64(st.Bsize); avail > math.MaxInt64/bsize {
+		return math.MaxInt64, true
 	}
 	return int64(avail) * int64(st.Bsize), true
 }
