@@ -106,6 +106,11 @@ func readUpload(r *http.Request, format batchFormat) ([]byte, *upload, error) {
 }
 
 func parseCSVUpload(text []byte) (*upload, error) {
+	// A header of a few million commas would otherwise become as many columns (and the
+	// csv reader's slices of them) before the bound is checked.
+	if n := csvHeaderWidth(text); n > maxBatchColumns {
+		return nil, tooManyColumns(n)
+	}
 	rd := csv.NewReader(bytes.NewReader(text))
 	rd.FieldsPerRecord = -1 // a row of another width is that row's refusal
 	head, err := rd.Read()
@@ -114,6 +119,9 @@ func parseCSVUpload(text []byte) (*upload, error) {
 	}
 	if err != nil {
 		return nil, enrich.Errorf(enrich.KindInvalid, "the header row: %v", err)
+	}
+	if len(head) > maxBatchColumns { // csvHeaderWidth and the reader disagree only on a malformed header
+		return nil, tooManyColumns(len(head))
 	}
 	up := &upload{}
 	for _, h := range head {
@@ -143,6 +151,42 @@ func parseCSVUpload(text []byte) (*upload, error) {
 	return up, nil
 }
 
+func tooManyColumns(n int) error {
+	return enrich.Errorf(enrich.KindInvalid, "the file has %d columns; at most %d", n, maxBatchColumns)
+}
+
+// csvHeaderWidth counts the fields of a CSV file's header row, its first line that is
+// not blank, as encoding/csv reads it, without building them.
+func csvHeaderWidth(text []byte) int {
+	for len(text) > 0 && (text[0] == '\n' || text[0] == '\r' && len(text) > 1 && text[1] == '\n') {
+		text = text[1:]
+	}
+	fields, quoted, fieldStart := 1, false, true
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case quoted:
+			if c == '"' {
+				if i+1 < len(text) && text[i+1] == '"' {
+					i++
+				} else {
+					quoted = false
+				}
+			}
+		case c == '"' && fieldStart:
+			quoted = true
+		case c == ',':
+			fields++
+			fieldStart = true
+			continue
+		case c == '\n':
+			return fields
+		}
+		fieldStart = false
+	}
+	return fields
+}
+
 func parseJSONLUpload(text []byte) (*upload, error) {
 	up := &upload{}
 	index := map[string]int{}
@@ -156,6 +200,9 @@ func parseJSONLUpload(text []byte) (*upload, error) {
 		}
 		row := uploadRow{line: n + 1}
 		fields, err := orderedObject(line)
+		if errors.Is(err, errTooManyFields) {
+			return nil, enrich.Errorf(enrich.KindInvalid, "the file has more than %d distinct fields", maxBatchColumns)
+		}
 		if err != nil {
 			up.refused = append(up.refused, enrich.RowError{Row: len(up.rows) + 1, Line: n + 1, Message: err.Error()})
 			up.rows = append(up.rows, row)
@@ -189,6 +236,10 @@ func parseJSONLUpload(text []byte) (*upload, error) {
 
 type field struct{ key, value string }
 
+// errTooManyFields is a line of more fields than a file may have columns: the file is
+// refused as soon as the line's field past the bound is read.
+var errTooManyFields = errors.New("more fields than a file may have columns")
+
 // orderedObject reads one JSON object's fields in the order written. A string is its
 // text, null is empty, any other value its JSON.
 func orderedObject(line []byte) ([]field, error) {
@@ -209,6 +260,9 @@ func orderedObject(line []byte) ([]field, error) {
 			return nil, fmt.Errorf("has the field %q twice", clip(key, 40))
 		}
 		seen[key] = true
+		if len(seen) > maxBatchColumns {
+			return nil, errTooManyFields
+		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return nil, errors.New("is not valid JSON")
@@ -242,9 +296,6 @@ type batchPlan struct {
 // type checks a body, and collects every refusal: nothing is made unless every row
 // passes. objectType "" is detected from the columns.
 func (s *Server) planBatch(up *upload, objectType string) (*batchPlan, error) {
-	if len(up.columns) > maxBatchColumns {
-		return nil, enrich.Errorf(enrich.KindInvalid, "the file has %d columns; at most %d", len(up.columns), maxBatchColumns)
-	}
 	col := map[string]int{}
 	seen := map[string]bool{}
 	for i, c := range up.columns {
