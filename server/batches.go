@@ -600,9 +600,12 @@ func resultsFormat(r *http.Request) batchFormat {
 }
 
 // writeBatchResults streams a batch's rows, the input columns then the result's
-// flattened columns, a page of rows at a time. Once the first byte is written a
-// failure can only cut the download short; it is logged.
-func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b *store.Batch, format batchFormat) {
+// flattened columns, a page of rows at a time. A failure before the first byte is
+// written is answered by fail (the API's or the dashboard's error); after it, the
+// connection is dropped, so that the client sees a broken download rather than a file
+// that looks complete and is not.
+func (s *Server) writeBatchResults(w http.ResponseWriter, r *http.Request, b *store.Batch, format batchFormat, fail func(http.ResponseWriter, *http.Request, error)) {
+	ctx := r.Context()
 	base := b.Name
 	if base == "" {
 		base = "batch-" + b.ID
@@ -617,7 +620,8 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 	}
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": base + "-results" + ext}))
 	columns := append(append([]string{}, b.Columns...), flatten.Columns(b.ObjectType)...)
-	cw := csv.NewWriter(w)
+	out := &sentWriter{w: w}
+	cw := csv.NewWriter(out)
 	if format == formatCSV {
 		cw.Write(flatten.SpreadsheetSafeRow(slices.Clone(columns)))
 	}
@@ -625,15 +629,17 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 	for {
 		page, err := s.db.BatchResults(ctx, b.OrgID, b.ID, after, batchResultsPage)
 		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Error("writing a batch's results", "batch", b.ID, "after_row", after, "err", err)
+			if !out.sent {
+				w.Header().Del("Content-Disposition")
+				fail(w, r, err)
+				return
 			}
-			break
+			s.abortStream(r, "batch results cut short", err, "batch", b.ID, "after_row", after)
 		}
-		for _, r := range page {
+		for _, res := range page {
 			values := make([]string, len(b.Columns), len(columns))
-			copy(values, r.Values)
-			values = append(values, flatten.Row(batchOutcome(r, b.ObjectType), b.ObjectType)...)
+			copy(values, res.Values)
+			values = append(values, flatten.Row(batchOutcome(res, b.ObjectType), b.ObjectType)...)
 			if format == formatCSV {
 				cw.Write(flatten.SpreadsheetSafeRow(values))
 				continue
@@ -648,7 +654,7 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 				v, _ := json.Marshal(values[i])
 				line = append(append(append(line, k...), ':'), v...)
 			}
-			w.Write(append(line, "}\n"...))
+			out.Write(append(line, "}\n"...))
 		}
 		cw.Flush()
 		if len(page) < batchResultsPage {
@@ -657,4 +663,16 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 		after = page[len(page)-1].Row
 	}
 	cw.Flush()
+}
+
+// sentWriter notes whether anything was written to the response: until then a failure
+// can still be answered with an error.
+type sentWriter struct {
+	w    io.Writer
+	sent bool
+}
+
+func (s *sentWriter) Write(p []byte) (int, error) {
+	s.sent = s.sent || len(p) > 0
+	return s.w.Write(p)
 }
