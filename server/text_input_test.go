@@ -61,3 +61,31 @@ func TestTextThatIsNotValidIsRefusedOnEitherEngine(t *testing.T) {
 	is.Equal(len(e.do("GET", "/v1/loops", nil).get("data").([]any)), 1) // no Loop but the first
 	is.Equal(e.watchTotal(), float64(0))                                // no watch
 }
+
+// The rule refuses only bytes that are not UTF-8 and control characters: the rest of
+// Unicode that names and titles are written in (letters outside the BMP, combining
+// marks, right-to-left text and its marks, U+2028) is accepted as before, and kept as
+// sent, on either engine.
+func TestTextOfAnyScriptIsAccepted(t *testing.T) {
+	e := newEnv(t, allowPrivateWebhooks)
+	rcv := newReceiver(t)
+	for _, tt := range []struct {
+		name, text string
+	}{
+		{"letters outside the BMP", "\U00020BB7\U0001D400 Jane 😀"},
+		{"combining marks", "Jose\u0301 Zoe\u0308"},
+		{"right-to-left text and marks", "\u200fعلي\u200e Ali \u202bx\u202c"},
+		{"a line separator", "Jane\u2028Doe"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			is := is.New(t)
+			r := e.do("POST", "/v1/people/enrich", map[string]any{"email": "jane@acme.com", "fullName": tt.text, "title": tt.text},
+				"Idempotency-Key", tt.text)
+			is.Equal(r.status, http.StatusAccepted) // r.raw
+			id, _ := e.createLoop(tt.text, rcv.srv.URL, "company")
+			loop := e.do("GET", "/v1/loops/"+id, nil)
+			is.Equal(loop.status, http.StatusOK)
+			is.Equal(loop.str("data.name"), tt.text) // kept as sent
+		})
+	}
+}
