@@ -106,6 +106,11 @@ func readUpload(r *http.Request, format batchFormat) ([]byte, *upload, error) {
 }
 
 func parseCSVUpload(text []byte) (*upload, error) {
+	// A header of a few million commas would otherwise become as many columns (and the
+	// csv reader's slices of them) before the bound is checked.
+	if n := csvHeaderWidth(text); n > maxBatchColumns {
+		return nil, tooManyColumns(n)
+	}
 	rd := csv.NewReader(bytes.NewReader(text))
 	rd.FieldsPerRecord = -1 // a row of another width is that row's refusal
 	head, err := rd.Read()
@@ -114,6 +119,9 @@ func parseCSVUpload(text []byte) (*upload, error) {
 	}
 	if err != nil {
 		return nil, enrich.Errorf(enrich.KindInvalid, "the header row: %v", err)
+	}
+	if len(head) > maxBatchColumns { // csvHeaderWidth and the reader disagree only on a malformed header
+		return nil, tooManyColumns(len(head))
 	}
 	up := &upload{}
 	for _, h := range head {
@@ -143,6 +151,42 @@ func parseCSVUpload(text []byte) (*upload, error) {
 	return up, nil
 }
 
+func tooManyColumns(n int) error {
+	return enrich.Errorf(enrich.KindInvalid, "the file has %d columns; at most %d", n, maxBatchColumns)
+}
+
+// csvHeaderWidth counts the fields of a CSV file's header row, its first line that is
+// not blank, as encoding/csv reads it, without building them.
+func csvHeaderWidth(text []byte) int {
+	for len(text) > 0 && (text[0] == '\n' || text[0] == '\r' && len(text) > 1 && text[1] == '\n') {
+		text = text[1:]
+	}
+	fields, quoted, fieldStart := 1, false, true
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case quoted:
+			if c == '"' {
+				if i+1 < len(text) && text[i+1] == '"' {
+					i++
+				} else {
+					quoted = false
+				}
+			}
+		case c == '"' && fieldStart:
+			quoted = true
+		case c == ',':
+			fields++
+			fieldStart = true
+			continue
+		case c == '\n':
+			return fields
+		}
+		fieldStart = false
+	}
+	return fields
+}
+
 func parseJSONLUpload(text []byte) (*upload, error) {
 	up := &upload{}
 	index := map[string]int{}
@@ -156,6 +200,9 @@ func parseJSONLUpload(text []byte) (*upload, error) {
 		}
 		row := uploadRow{line: n + 1}
 		fields, err := orderedObject(line)
+		if errors.Is(err, errTooManyFields) {
+			return nil, enrich.Errorf(enrich.KindInvalid, "the file has more than %d distinct fields", maxBatchColumns)
+		}
 		if err != nil {
 			up.refused = append(up.refused, enrich.RowError{Row: len(up.rows) + 1, Line: n + 1, Message: err.Error()})
 			up.rows = append(up.rows, row)
@@ -189,6 +236,10 @@ func parseJSONLUpload(text []byte) (*upload, error) {
 
 type field struct{ key, value string }
 
+// errTooManyFields is a line of more fields than a file may have columns: the file is
+// refused as soon as the line's field past the bound is read.
+var errTooManyFields = errors.New("more fields than a file may have columns")
+
 // orderedObject reads one JSON object's fields in the order written. A string is its
 // text, null is empty, any other value its JSON.
 func orderedObject(line []byte) ([]field, error) {
@@ -209,6 +260,9 @@ func orderedObject(line []byte) ([]field, error) {
 			return nil, fmt.Errorf("has the field %q twice", clip(key, 40))
 		}
 		seen[key] = true
+		if len(seen) > maxBatchColumns {
+			return nil, errTooManyFields
+		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return nil, errors.New("is not valid JSON")
@@ -242,9 +296,6 @@ type batchPlan struct {
 // type checks a body, and collects every refusal: nothing is made unless every row
 // passes. objectType "" is detected from the columns.
 func (s *Server) planBatch(up *upload, objectType string) (*batchPlan, error) {
-	if len(up.columns) > maxBatchColumns {
-		return nil, enrich.Errorf(enrich.KindInvalid, "the file has %d columns; at most %d", len(up.columns), maxBatchColumns)
-	}
 	col := map[string]int{}
 	seen := map[string]bool{}
 	for i, c := range up.columns {
@@ -549,9 +600,12 @@ func resultsFormat(r *http.Request) batchFormat {
 }
 
 // writeBatchResults streams a batch's rows, the input columns then the result's
-// flattened columns, a page of rows at a time. Once the first byte is written a
-// failure can only cut the download short; it is logged.
-func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b *store.Batch, format batchFormat) {
+// flattened columns, a page of rows at a time. A failure before the first byte is
+// written is answered by fail (the API's or the dashboard's error); after it, the
+// connection is dropped, so that the client sees a broken download rather than a file
+// that looks complete and is not.
+func (s *Server) writeBatchResults(w http.ResponseWriter, r *http.Request, b *store.Batch, format batchFormat, fail func(http.ResponseWriter, *http.Request, error)) {
+	ctx := r.Context()
 	base := b.Name
 	if base == "" {
 		base = "batch-" + b.ID
@@ -566,7 +620,8 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 	}
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": base + "-results" + ext}))
 	columns := append(append([]string{}, b.Columns...), flatten.Columns(b.ObjectType)...)
-	cw := csv.NewWriter(w)
+	out := &sentWriter{w: w}
+	cw := csv.NewWriter(out)
 	if format == formatCSV {
 		cw.Write(flatten.SpreadsheetSafeRow(slices.Clone(columns)))
 	}
@@ -574,15 +629,17 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 	for {
 		page, err := s.db.BatchResults(ctx, b.OrgID, b.ID, after, batchResultsPage)
 		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Error("writing a batch's results", "batch", b.ID, "after_row", after, "err", err)
+			if !out.sent {
+				w.Header().Del("Content-Disposition")
+				fail(w, r, err)
+				return
 			}
-			break
+			s.abortStream(r, "batch results cut short", err, "batch", b.ID, "after_row", after)
 		}
-		for _, r := range page {
+		for _, res := range page {
 			values := make([]string, len(b.Columns), len(columns))
-			copy(values, r.Values)
-			values = append(values, flatten.Row(batchOutcome(r, b.ObjectType), b.ObjectType)...)
+			copy(values, res.Values)
+			values = append(values, flatten.Row(batchOutcome(res, b.ObjectType), b.ObjectType)...)
 			if format == formatCSV {
 				cw.Write(flatten.SpreadsheetSafeRow(values))
 				continue
@@ -597,7 +654,7 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 				v, _ := json.Marshal(values[i])
 				line = append(append(append(line, k...), ':'), v...)
 			}
-			w.Write(append(line, "}\n"...))
+			out.Write(append(line, "}\n"...))
 		}
 		cw.Flush()
 		if len(page) < batchResultsPage {
@@ -606,4 +663,16 @@ func (s *Server) writeBatchResults(ctx context.Context, w http.ResponseWriter, b
 		after = page[len(page)-1].Row
 	}
 	cw.Flush()
+}
+
+// sentWriter notes whether anything was written to the response: until then a failure
+// can still be answered with an error.
+type sentWriter struct {
+	w    io.Writer
+	sent bool
+}
+
+func (s *sentWriter) Write(p []byte) (int, error) {
+	s.sent = s.sent || len(p) > 0
+	return s.w.Write(p)
 }

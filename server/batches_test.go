@@ -177,6 +177,13 @@ func TestBatchRefusesBadRowsAndChargesNothing(t *testing.T) {
 	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(0))
 	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), float64(0))
 	is.Equal(e.balance("acme").Balance, int64(100))
+
+	// A comma inside a quoted header name is not a column: 200 columns are taken.
+	r = e.uploadCSV(`domain,"a,""b"",c"`+wideHeader(199)[len("domain"):]+"\nacme.com"+strings.Repeat(",", 199)+"\n", "")
+	if r.status != 202 {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	is.Equal(len(r.get("data.columns").([]any)), 200)
 }
 
 func TestBatchBoundsAndRefusals(t *testing.T) {
@@ -205,6 +212,12 @@ func TestBatchBoundsAndRefusals(t *testing.T) {
 		// 10,000 rows, 5,000 of them of the wrong width: each refusal is listed, and the
 		// file is not taken for one of more than 10,000 rows.
 		{"rows of the wrong width at the row bound", "text/csv", "domain,owner\n" + strings.Repeat("acme.com\nacme.com,ann\n", 5000), "", 400, "invalid_input", "5000 of 10000 rows are refused"},
+		// The header's width is refused as soon as the header is read: the rows after it
+		// are not parsed (the bad quote would be "not CSV"), and a header of commas does
+		// not become millions of columns first.
+		{"header too wide", "text/csv", wideHeader(201) + "\n\"acme.com\n", "", 400, "invalid_input", "the file has 201 columns; at most 200"},
+		{"header of commas", "text/csv", "domain" + strings.Repeat(",", 5<<20-16) + "\n", "", 400, "invalid_input", fmt.Sprintf("the file has %d columns; at most 200", 5<<20-15)},
+		{"JSON line too wide", "application/x-ndjson", wideJSONLine(201) + `"x":1,}` + "\n", "", 400, "invalid_input", "more than 200 distinct fields"},
 		{"too large", "text/csv", "domain,pad\n" + strings.Repeat("acme.com,"+strings.Repeat("x", 600)+"\n", 9000), "", 400, "invalid_input", "larger than 5 MiB"},
 		{"more than the balance", "text/csv", "email\n" + strings.Repeat("ann@acme.com\n", 34), "", 402, "insufficient_credits", "costs 102 and 100 remain"},
 	} {
@@ -389,4 +402,24 @@ func TestBatchResultsCSVDefusesFormulas(t *testing.T) {
 	is.NoErr(json.Unmarshal(jl.raw, &row))
 	is.Equal(row["owner"], "@SUM(1+1)")
 	is.Equal(row["enrichd_name"], c.Name)
+}
+
+// wideHeader is a CSV header of n distinct columns, domain the first.
+func wideHeader(n int) string {
+	cols := []string{"domain"}
+	for i := 1; i < n; i++ {
+		cols = append(cols, fmt.Sprintf("c%d", i))
+	}
+	return strings.Join(cols, ",")
+}
+
+// wideJSONLine is the start of a JSON object of n distinct fields, domain the first,
+// each followed by a comma.
+func wideJSONLine(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"domain":"acme.com",`)
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, `"c%d":1,`, i)
+	}
+	return b.String()
 }

@@ -262,6 +262,6 @@ func handleDashBatchResults(s *Server) http.Handler {
 		if r.URL.Query().Get("format") == "jsonl" {
 			format = formatJSONL
 		}
-		s.writeBatchResults(r.Context(), w, b, format)
+		s.writeBatchResults(w, r, b, format, s.dashError)
 	})
 }

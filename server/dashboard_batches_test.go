@@ -64,6 +64,10 @@ func TestDashboardUpload(t *testing.T) {
 	is.Equal(bad.status, http.StatusBadRequest)
 	is.True(bad.has("1 of 2 rows are refused"))
 	is.True(bad.has(`id="upload-refused"`) && bad.has("<td>2</td><td>3</td>"))
+	// A header too wide is refused before the rows are read, as by the API.
+	wide := admin.upload("wide.csv", wideHeader(201)+"\n\"acme.com\n", "")
+	is.Equal(wide.status, http.StatusBadRequest)
+	is.True(wide.has("the file has 201 columns; at most 200"))
 
 	file := "domain,owner\nhttps://www.acme.com/,ann\nglobex.com,bob\n"
 	p = admin.upload("crm.csv", file, "")

@@ -149,7 +149,7 @@ func handleCreditsCSV(s *Server) http.Handler {
 				return
 			}
 			if page, err = s.db.LedgerPage(ctx, u.OrgID, page[len(page)-1].ID, exportPageSize); err != nil {
-				s.abortExport(r, err)
+				s.abortStream(r, "credits export cut short", err)
 			}
 		}
 	})
@@ -158,16 +158,17 @@ func handleCreditsCSV(s *Server) http.Handler {
 // csvTime is RFC 3339 in UTC to the millisecond the ledger keeps.
 const csvTime = "2006-01-02T15:04:05.000Z"
 
-// abortExport ends an export that failed after its first rows were sent. The status is
-// written already, so the connection is dropped: the client sees a broken download,
-// not a file that looks complete and is not.
-func (s *Server) abortExport(r *http.Request, err error) {
+// abortStream ends a download that failed after its first bytes were sent. The status
+// is written already, so the connection is dropped: the client sees a broken download,
+// not a file that looks complete and is not. It is logged once, as msg with the
+// requestId (the request's own line is not written for a dropped connection).
+func (s *Server) abortStream(r *http.Request, msg string, err error, attrs ...any) {
 	ri := info(r)
 	ri.err = err
 	if clientClosed(r) {
 		ri.clientClosed = true
 	} else {
-		s.log.Error("credits export cut short", "requestId", ri.id, "err", err.Error())
+		s.log.Error(msg, append([]any{"requestId", ri.id, "err", err.Error()}, attrs...)...)
 	}
 	panic(http.ErrAbortHandler)
 }

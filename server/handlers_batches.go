@@ -95,6 +95,6 @@ func handleBatchResults(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		s.writeBatchResults(r.Context(), w, b, resultsFormat(r))
+		s.writeBatchResults(w, r, b, resultsFormat(r), s.error)
 	})
 }

@@ -2,13 +2,18 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -415,4 +420,60 @@ func TestStorageFullDiskBatches(t *testing.T) {
 	is.Equal(e.balance("acme").Balance, int64(98))
 	// The refused upload's key was not kept: it makes its batch now.
 	is.Equal(e.uploadCSV("domain\nacme.com\n", "", "Idempotency-Key", "full-batch").status, 202)
+}
+
+// A batch's results download whose storage fails after the first page was sent (on
+// either engine): the
+// connection is dropped, so the client sees a broken download (not a 200 that looks
+// complete), and the failure is logged once with the requestId.
+func TestStorageFailureCutsBatchResultsVisibly(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	key, _ := e.newOrg("bulk", 1000)
+	// 501 rows of 10 kB: the first page (500 rows, 5 MB) is far more than the
+	// connection's buffers (the client's kept small), so the handler is still writing
+	// it when the storage fails.
+	var file strings.Builder
+	file.WriteString("domain,note\n")
+	note := strings.Repeat("n", 10_000)
+	for i := range 501 {
+		fmt.Fprintf(&file, "d%d.example,%s\n", i, note)
+	}
+	up := e.uploadCSV(file.String(), "", "Authorization", "Bearer "+key)
+	is.Equal(up.status, 202)
+
+	req, _ := http.NewRequest("GET", e.http.URL+"/v1/batches/"+up.str("data.id")+"/results", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := smallBufferClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	is.Equal(res.StatusCode, 200)
+	first := make([]byte, 1024)
+	if _, err := io.ReadFull(res.Body, first); err != nil {
+		t.Fatal(err)
+	}
+	is.True(strings.HasPrefix(string(first), "domain,note,"))
+
+	// The database goes away under the server: the next page's read fails.
+	e.db.Close()
+	defer func() { e.db = nil }()
+	rest, err := io.ReadAll(res.Body)
+	is.True(errors.Is(err, io.ErrUnexpectedEOF))              // the client sees the download broken
+	is.True(!strings.Contains(string(rest), "d500.example,")) // the last row is not there
+	logs := e.logs.String()
+	is.Equal(strings.Count(logs, `"msg":"batch results cut short"`), 1)
+	is.True(strings.Contains(logs, `"requestId":"`+res.Header.Get("X-Request-Id")+`"`))
+}
+
+// smallBufferClient is an HTTP client whose connections take little before the reader
+// reads: its receive buffer is fixed at 16 kB instead of growing to megabytes.
+func smallBufferClient() *http.Client {
+	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) })
+		return err
+	}}
+	return &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
 }
