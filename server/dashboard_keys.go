@@ -4,24 +4,15 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"unicode"
 
 	"enrichd/enrich"
 	"enrichd/store"
 )
 
 // maxKeyName bounds a key's name typed in the dashboard. The store and `enrichd keys
-// create --name` take any label, an empty one included, so the dashboard does too,
-// within a bound a table cell can show.
+// create --name` take any one line of text, an empty one included, so the dashboard
+// does too, within a bound a table cell can show.
 const maxKeyName = 100
-
-// checkKeyName refuses what cannot be a one-line label.
-func checkKeyName(name string) error {
-	if strings.IndexFunc(name, unicode.IsControl) >= 0 {
-		return enrich.Errorf(enrich.KindInvalid, "The name must be one line of text without control characters.")
-	}
-	return nil
-}
 
 // keysData is the keys page. NewKey is the plaintext of a key created by this very
 // request: it is only ever in the answer to the POST that made it.
@@ -59,10 +50,6 @@ func handleCreateKey(s *Server) http.Handler {
 			return
 		}
 		name := strings.TrimSpace(r.PostFormValue("name"))
-		if err := checkKeyName(name); err != nil {
-			s.dashError(w, r, err)
-			return
-		}
 		plain, _, err := s.db.CreateKey(r.Context(), dashUser(r).OrgName, name, false)
 		if err != nil {
 			s.dashError(w, r, err)

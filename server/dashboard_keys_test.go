@@ -160,7 +160,7 @@ func TestDashboardKeyNamesAreBounded(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	admin := e.signIn("acme", "admin")
-	for _, name := range []string{strings.Repeat("x", 101), "two\nlines", "bell\a"} {
+	for _, name := range []string{strings.Repeat("x", 101), "two\nlines", "bell\a", "ab\xff\xfe"} {
 		p := admin.post("/dashboard/settings/keys", url.Values{"name": {name}})
 		is.Equal(p.status, http.StatusBadRequest)
 		is.True(p.shownSecret() == "")

@@ -132,3 +132,12 @@ func (t *KeyTouches) Wait() { t.wg.Wait() }
 
 // Started counts the writes started since Open, for tests.
 func (t *KeyTouches) Started() int64 { return t.started.Load() }
+
+// CreateKey makes a key for the organization, refusing a name that is not one line of
+// valid text (enrich.CheckText), whoever asks: the dashboard, the CLI or a test.
+func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg bool) (string, *APIKey, error) {
+	if err := enrich.CheckText("the key's name", keyName); err != nil {
+		return "", nil, err
+	}
+	return db.Driver.CreateKey(ctx, orgName, keyName, createOrg)
+}

@@ -71,6 +71,7 @@ var conformanceTests = []conformanceTest{
 	{"DeletingALoopDeletesItsWatches", testDeletingALoopDeletesItsWatches},
 	{"AnIdempotencyKeyReusedWithAnotherBodyIsRefused", testAnIdempotencyKeyReusedWithAnotherBodyIsRefused},
 	{"ATaskIsReadOnlyByItsOrganization", testATaskIsReadOnlyByItsOrganization},
+	{"AKeyNameIsOneLineOfText", testAKeyNameIsOneLineOfText},
 	{"BatchRowsGetTheirTasks", testBatchRowsGetTheirTasks},
 	{"BatchIdempotencyKeyAndCredits", testBatchIdempotencyKeyAndCredits},
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},

@@ -84,3 +84,24 @@ func testATaskIsReadOnlyByItsOrganization(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.Equal(b.Balance, int64(4))
 }
+
+// testAKeyNameIsOneLineOfText: a key's name that is not valid UTF-8, or holds a
+// control character, is refused before anything is made, whoever creates the key.
+func testAKeyNameIsOneLineOfText(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	NewOrg(t, db, "acme")
+	for _, name := range []string{"ab\xff\xfe", "two\nlines", "bell\a"} {
+		_, _, err := db.CreateKey(ctx, "acme", name, false)
+		var e *enrich.Error
+		if !errors.As(err, &e) || e.Kind != enrich.KindInvalid {
+			t.Fatalf("key name %q: got %v, want invalid input", name, err)
+		}
+	}
+	keys, err := db.ListKeys(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(len(keys), 0)
+	_, _, err = db.CreateKey(ctx, "acme", "Zapier · prod ✓", false)
+	is.NoErr(err)
+}
