@@ -19,11 +19,20 @@ import (
 type Driver interface {
 	Close() error
 
+	// How statements run. Write runs fn in one write transaction, committed when fn
+	// returns nil and undone otherwise; how is the engine's (SQLite commits the
+	// transactions waiting together, each in a savepoint of one; PostgreSQL runs fn
+	// again on a serialization failure or a deadlock), so fn must have no effect outside
+	// the transaction. A write the database cannot take fails with storage_unavailable.
+	// Read runs fn in one read-only transaction, a consistent view across its queries;
+	// Reader runs a single read outside one. UniqueViolation reports whether err is a
+	// unique constraint's refusal.
+	Write(ctx context.Context, fn func(Tx) error) error
+	Read(ctx context.Context, fn func(Executor) error) error
+	Reader() Executor
+	UniqueViolation(err error) bool
+
 	// Organizations, API keys, users and sessions.
-	CreateOrg(ctx context.Context, name string) (*Org, error)
-	FindOrg(ctx context.Context, name string) (*Org, error)
-	GetOrg(ctx context.Context, id string) (*Org, error)
-	ListOrgs(ctx context.Context) ([]Org, error)
 	CreateKey(ctx context.Context, orgName, keyName string, createOrg bool) (string, *APIKey, error)
 	ListKeys(ctx context.Context, orgName string) ([]APIKey, error)
 	RevokeKey(ctx context.Context, orgName, idOrPrefix string) error

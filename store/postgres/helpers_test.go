@@ -25,6 +25,6 @@ func errCode(err error) string {
 
 type pgxTx = pgx.Tx
 
-// facade is db behind package store's facade, for what the facade builds on the
-// driver's operations (Held, Dataset, FindStored).
-func facade(db *DB) *store.DB { return &store.DB{Driver: db} }
+// facade is db as the rest of enrichd calls it: package store's operations on this
+// driver, on the driver's clock.
+func facade(db *DB) *store.DB { return &store.DB{Driver: db, Now: db.nowFn} }

@@ -1,0 +1,123 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+
+	"enrichd/store"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// pgQuerier is what a pgx transaction and the pool both do.
+type pgQuerier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// exec runs the store's statements on PostgreSQL: their ? placeholders become $1, $2,
+// ..., and pgx's "no rows" becomes store.ErrNoRows. With reading set, an unreachable
+// database answers storage_unavailable (readChecked); a write's errors are left to
+// inTx, which retries and counts them.
+type exec struct {
+	q       pgQuerier
+	reading bool
+}
+
+func (e exec) checked(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNoRows
+	}
+	if e.reading {
+		return (*DB).readChecked(nil, err)
+	}
+	return err
+}
+
+func (e exec) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := e.q.Exec(ctx, rebind(query), args...)
+	return tag.RowsAffected(), e.checked(err)
+}
+
+func (e exec) Query(ctx context.Context, query string, args ...any) (store.Rows, error) {
+	rows, err := e.q.Query(ctx, rebind(query), args...)
+	if err != nil {
+		return nil, e.checked(err)
+	}
+	return pgRows{rows, e}, nil
+}
+
+func (e exec) QueryRow(ctx context.Context, query string, args ...any) store.Row {
+	return pgRow{e.q.QueryRow(ctx, rebind(query), args...), e}
+}
+
+type pgRow struct {
+	row pgx.Row
+	e   exec
+}
+
+func (r pgRow) Scan(dest ...any) error { return r.e.checked(r.row.Scan(dest...)) }
+
+type pgRows struct {
+	pgx.Rows
+	e exec
+}
+
+func (r pgRows) Err() error   { return r.e.checked(r.Rows.Err()) }
+func (r pgRows) Close() error { r.Rows.Close(); return nil }
+
+// rebound holds each statement's PostgreSQL text, rewritten once.
+var rebound sync.Map // string -> string
+
+// rebind rewrites query's ? placeholders, outside quoted text, as $1, $2, ....
+func rebind(query string) string {
+	if v, ok := rebound.Load(query); ok {
+		return v.(string)
+	}
+	if !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	var quote byte
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '?':
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	out := b.String()
+	rebound.Store(query, out)
+	return out
+}
+
+// Write runs fn in a write transaction (see inTx).
+func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {
+	return db.inTx(ctx, func(tx pgx.Tx) error { return fn(exec{q: tx}) })
+}
+
+// Read runs fn in a read-only transaction (see readTx).
+func (db *DB) Read(ctx context.Context, fn func(store.Executor) error) error {
+	return db.readTx(ctx, func(tx pgx.Tx) error { return fn(exec{q: tx, reading: true}) })
+}
+
+// Reader runs single reads on the pool.
+func (db *DB) Reader() store.Executor { return exec{q: db.pool, reading: true} }
+
+// UniqueViolation reports whether err is a unique constraint's refusal.
+func (db *DB) UniqueViolation(err error) bool { return isUniqueViolation(err, "") }

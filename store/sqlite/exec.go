@@ -1,0 +1,88 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"enrichd/store"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// The store's statements already speak SQLite: these run them as they are, prepared
+// (see stmtCache).
+
+// txExec is a write transaction as store.Tx.
+type txExec struct{ tx *Tx }
+
+func (e txExec) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := e.tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (e txExec) Query(ctx context.Context, query string, args ...any) (store.Rows, error) {
+	return e.tx.QueryContext(ctx, query, args...)
+}
+
+func (e txExec) QueryRow(ctx context.Context, query string, args ...any) store.Row {
+	return e.tx.QueryRowContext(ctx, query, args...)
+}
+
+// readExec is the reader pool, or one of its transactions, as a store.Executor. A
+// read the file cannot serve answers storage_unavailable, as a write does.
+type readExec struct {
+	q interface {
+		QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	}
+}
+
+func (e readExec) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return 0, errors.New("a write on the reader")
+}
+
+func (e readExec) Query(ctx context.Context, query string, args ...any) (store.Rows, error) {
+	rows, err := e.q.QueryContext(ctx, query, args...)
+	return rows, readChecked(err)
+}
+
+func (e readExec) QueryRow(ctx context.Context, query string, args ...any) store.Row {
+	return checkedRow{e.q.QueryRowContext(ctx, query, args...)}
+}
+
+type checkedRow struct{ *sql.Row }
+
+func (r checkedRow) Scan(dest ...any) error { return readChecked(r.Row.Scan(dest...)) }
+
+// readChecked answers storage_unavailable for a read the file cannot serve; a read
+// does not count as a write refused.
+func readChecked(err error) error {
+	if err == nil || !storageFault(err) {
+		return err
+	}
+	return store.StorageUnavailable()
+}
+
+// Write runs fn in a write transaction on the single writer (see inTx).
+func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {
+	return db.inTx(ctx, func(tx *Tx) error { return fn(txExec{tx}) })
+}
+
+// Read runs fn in a read transaction of the reader pool.
+func (db *DB) Read(ctx context.Context, fn func(store.Executor) error) error {
+	return readChecked(db.inReadTx(ctx, func(tx *Tx) error { return fn(readExec{tx}) }))
+}
+
+// Reader runs single reads on the reader pool.
+func (db *DB) Reader() store.Executor { return readExec{db.read} }
+
+// UniqueViolation reports whether err is a UNIQUE or PRIMARY KEY constraint's refusal.
+func (db *DB) UniqueViolation(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && (e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}
