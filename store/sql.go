@@ -36,6 +36,18 @@ var ErrNoRows = sql.ErrNoRows
 // statements they run through the Executor.
 type Tx interface {
 	Executor
+
+	// Tasks, the queue, records.
+
+	// Organizations, keys, credits.
+
+	// Users, sessions, the first start.
+
+	// Loops and deliveries.
+
+	// Watches and batches.
+
+	// The database's upkeep.
 }
 
 // collect reads every row of rows with scan, closing them.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"regexp"
+	"sync"
 
 	"enrichd/store"
 
@@ -11,14 +13,29 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// The store's statements already speak SQLite: these run them as they are, prepared
-// (see stmtCache).
+// The store's statements speak SQLite but for their row locks (FOR UPDATE, SKIP
+// LOCKED), which the single writer makes needless: unlocked drops them, once per
+// statement. They run prepared (see stmtCache).
+
+var rowLock = regexp.MustCompile(`(?i)\s+FOR\s+(?:NO\s+KEY\s+)?UPDATE(?:\s+OF\s+\w+(?:\s*,\s*\w+)*)?(?:\s+SKIP\s+LOCKED|\s+NOWAIT)?`)
+
+var unlockedQueries sync.Map // string -> string
+
+// unlocked is query without its row-lock clauses.
+func unlocked(query string) string {
+	if v, ok := unlockedQueries.Load(query); ok {
+		return v.(string)
+	}
+	out := rowLock.ReplaceAllString(query, "")
+	unlockedQueries.Store(query, out)
+	return out
+}
 
 // txExec is a write transaction as store.Tx.
 type txExec struct{ tx *Tx }
 
 func (e txExec) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := e.tx.ExecContext(ctx, query, args...)
+	res, err := e.tx.ExecContext(ctx, unlocked(query), args...)
 	if err != nil {
 		return 0, err
 	}
@@ -26,11 +43,11 @@ func (e txExec) Exec(ctx context.Context, query string, args ...any) (int64, err
 }
 
 func (e txExec) Query(ctx context.Context, query string, args ...any) (store.Rows, error) {
-	return e.tx.QueryContext(ctx, query, args...)
+	return e.tx.QueryContext(ctx, unlocked(query), args...)
 }
 
 func (e txExec) QueryRow(ctx context.Context, query string, args ...any) store.Row {
-	return e.tx.QueryRowContext(ctx, query, args...)
+	return e.tx.QueryRowContext(ctx, unlocked(query), args...)
 }
 
 // readExec is the reader pool, or one of its transactions, as a store.Executor. A
@@ -47,12 +64,12 @@ func (e readExec) Exec(ctx context.Context, query string, args ...any) (int64, e
 }
 
 func (e readExec) Query(ctx context.Context, query string, args ...any) (store.Rows, error) {
-	rows, err := e.q.QueryContext(ctx, query, args...)
+	rows, err := e.q.QueryContext(ctx, unlocked(query), args...)
 	return rows, readChecked(err)
 }
 
 func (e readExec) QueryRow(ctx context.Context, query string, args ...any) store.Row {
-	return checkedRow{e.q.QueryRowContext(ctx, query, args...)}
+	return checkedRow{e.q.QueryRowContext(ctx, unlocked(query), args...)}
 }
 
 type checkedRow struct{ *sql.Row }
