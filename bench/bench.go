@@ -1,7 +1,9 @@
 // Package bench owns `enrichd bench`: it starts the real service in-process on a
 // loopback port over a temporary database and the synthetic `sim` source, drives it
 // through real HTTP with a bounded load generator, and measures, in the same run, the
-// raw SQLite ceiling of the same work with the store's own connection setup.
+// raw SQLite ceiling of the same work with the store's own connection setup, or (the
+// peer scenario) two simpler servers answering the same requests: the bare HTTP stack
+// and a naive SQLite service.
 package bench
 
 import (
