@@ -27,14 +27,21 @@ func TestVendorsDoNotFollowRedirectsWithTheKey(t *testing.T) {
 		http.Redirect(w, r, otherURL+"/collect", http.StatusFound)
 	}))
 	defer vendor.Close()
-	for _, name := range []string{"pdl", "enrichlayer"} {
+	for _, name := range []string{"pdl", "enrichlayer", "apollo"} {
 		leaked.Store("")
 		cfg := source.VendorConfig{APIKey: "sekrit-key-123", BaseURL: vendor.URL, Rate: 1000, Burst: 1000}
 		var src enrich.Source
-		if name == "pdl" {
-			src, _ = source.NewPDL(cfg)
-		} else {
-			src, _ = source.NewEnrichLayer(cfg)
+		var err error
+		switch name {
+		case "pdl":
+			src, err = source.NewPDL(cfg)
+		case "enrichlayer":
+			src, err = source.NewEnrichLayer(cfg)
+		default:
+			src, err = source.NewApollo(cfg)
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 		src.PersonByURL(context.Background(), "https://www.linkedin.com/in/x")
 		if got := leaked.Load().(string); strings.Contains(got, "sekrit-key-123") {
@@ -83,12 +90,30 @@ func TestLastErrorDoesNotNameTheLookup(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	base := dead.URL
 	dead.Close() // nothing listens there any more
-	el, err := source.NewEnrichLayer(source.VendorConfig{APIKey: "k-123456", BaseURL: base, Rate: 1000, Burst: 1000, Attempts: 1})
+	cfg := source.VendorConfig{APIKey: "k-123456", BaseURL: base, Rate: 1000, Burst: 1000, Attempts: 1}
+	el, err := source.NewEnrichLayer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	el.PersonByURL(context.Background(), "https://www.linkedin.com/in/jane-doe-secret-candidate")
-	if le := el.Stats().LastError; le != nil && strings.Contains(*le, "jane-doe-secret-candidate") {
-		t.Errorf("last_error names the looked-up profile: %s", *le)
+	ap, err := source.NewApollo(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []interface {
+		enrich.Source
+		enrich.Metered
+	}{el, ap} {
+		src.PersonByURL(context.Background(), "https://www.linkedin.com/in/jane-doe-secret-candidate")
+		le := src.Stats().LastError
+		if le == nil {
+			t.Fatalf("%s: an unreachable vendor left no last_error", src.Name())
+		}
+		if strings.Contains(*le, "jane-doe-secret-candidate") {
+			t.Errorf("%s: last_error names the looked-up profile: %s", src.Name(), *le)
+		}
+	}
+	ap.PersonByEmail(context.Background(), "jane.secret@acme.com")
+	if le := ap.Stats().LastError; le == nil || strings.Contains(*le, "jane.secret") {
+		t.Errorf("apollo: last_error names the looked-up address: %v", le)
 	}
 }
