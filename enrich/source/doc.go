@@ -4,10 +4,10 @@
 //   - Web (`web`): a company's own website, fetched through netguard's client (public
 //     addresses only, redirects bounded), read for its name, description, JSON-LD
 //     Organization and its link to the network's company page;
-//   - EnrichLayer (`enrichlayer`), PDL (`pdl`) and Apollo (`apollo`): data vendors' HTTP APIs, each keeping
-//     the same discipline (rate limit, concurrency cap, jittered retries inside the
-//     caller's deadline, the API key out of logs and errors) and mapping the vendor's
-//     records onto the API's Company and Person;
+//   - EnrichLayer (`enrichlayer`), PDL (`pdl`) and Apollo (`apollo`): data vendors'
+//     HTTP APIs, each keeping the same discipline (rate limit, concurrency cap,
+//     jittered retries inside the caller's deadline, the API key out of logs and
+//     errors) and mapping the vendor's records onto the API's Company and Person;
 //   - Sim (`sim`): a deterministic synthetic network for the demo, the benchmark and
 //     load tests; never real data.
 //
