@@ -16,7 +16,7 @@ import (
 )
 
 // knownSources are the names --sources accepts.
-const knownSources = "dataset, sim, web, enrichlayer, pdl"
+const knownSources = "dataset, sim, web, enrichlayer, pdl, apollo"
 
 // addSourceFlags adds the flags of the web and vendor sources to serve.
 func addSourceFlags(f *pflag.FlagSet) {
@@ -26,6 +26,7 @@ func addSourceFlags(f *pflag.FlagSet) {
 	}{
 		{"enrichlayer", "Enrich Layer", source.EnrichLayerKeyEnv, source.EnrichLayerDefaults},
 		{"pdl", "People Data Labs", source.PDLKeyEnv, source.PDLDefaults},
+		{"apollo", "Apollo", source.ApolloKeyEnv, source.ApolloDefaults},
 	} {
 		f.String(v.name+"-url", v.def.BaseURL, v.name+" source: base URL of the "+v.title+" API (key from "+v.keyEnv+")")
 		f.String(v.name+"-rate", rateString(server.Rate{Limit: v.def.Rate, Burst: v.def.Burst}), v.name+" source: requests per second/burst to "+v.title+"; 0 turns the limit off")
@@ -46,9 +47,9 @@ func extraSource(cmd *cobra.Command, name string) (enrich.Source, error) {
 	case "web":
 		allow, _ := f.GetBool("web-allow-private")
 		return &source.Web{NetworkHost: host, Policy: netguard.Policy{AllowPrivate: allow}, AllowHTTP: allow, Logger: logger}, nil
-	case "enrichlayer", "pdl":
+	case "enrichlayer", "pdl", "apollo":
 		cfg := source.VendorConfig{NetworkHost: host, Logger: logger}
-		keyEnv := map[string]string{"enrichlayer": source.EnrichLayerKeyEnv, "pdl": source.PDLKeyEnv}[name]
+		keyEnv := map[string]string{"enrichlayer": source.EnrichLayerKeyEnv, "pdl": source.PDLKeyEnv, "apollo": source.ApolloKeyEnv}[name]
 		cfg.APIKey = os.Getenv(keyEnv)
 		if strings.TrimSpace(cfg.APIKey) == "" {
 			return nil, fmt.Errorf("--sources %s needs its API key in the environment variable %s", name, keyEnv)
@@ -67,10 +68,13 @@ func extraSource(cmd *cobra.Command, name string) (enrich.Source, error) {
 			cfg.Rate = rate.Inf
 		}
 		var src enrich.Source
-		if name == "enrichlayer" {
+		switch name {
+		case "enrichlayer":
 			src, err = source.NewEnrichLayer(cfg)
-		} else {
+		case "pdl":
 			src, err = source.NewPDL(cfg)
+		default:
+			src, err = source.NewApollo(cfg)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("--sources %s: %w (--%s-url)", name, err, name)
