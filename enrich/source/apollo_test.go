@@ -256,3 +256,29 @@ func TestApolloUnprocessable(t *testing.T) {
 	is.Equal(f.count(apolloOrgPath), 1)
 	is.True(strings.Contains(err.Error(), "(422): The value of domain is not a valid domain")) // {"error": "..."} read as Apollo's words
 }
+
+// Apollo's match by email is its closest match, a guess: what it returns carries what
+// an email lookup confirms a candidate with (a current position whose company page is
+// the domain's company's, and a name the address fits), and fails that confirmation
+// for another company's address or a name the address does not fit.
+func TestApolloEmailMatchIsConfirmedOnlyAtTheDomainsCompany(t *testing.T) {
+	is := is.New(t)
+	a, _, _ := newApollo(t, map[string][]reply{apolloMatchPath: {{status: 200, fixture: "apollo/person.json"}}})
+	acme := &enrich.Company{Name: "Acme", Domain: strp("acme.com"), NetworkURL: strp("https://www.linkedin.com/company/acme")}
+	globex := &enrich.Company{Name: "Globex", Domain: strp("globex.com"), NetworkURL: strp("https://www.linkedin.com/company/globex")}
+	for _, c := range []struct {
+		address string
+		company *enrich.Company
+		ok      bool
+	}{
+		{"wile.coyote@acme.com", acme, true},
+		{"wile.coyote@globex.com", globex, false}, // Apollo's match works at Acme, not Globex
+		{"hank@acme.com", acme, false},            // the address does not fit the name
+	} {
+		p, err := a.PersonByEmail(context.Background(), c.address)
+		is.NoErr(err)
+		local, domain, _ := enrich.SplitAddress(c.address)
+		_, ok := enrich.EmployerOf(c.company, domain).Confirm(p, local, enrich.MatchResolved)
+		is.Equal(ok, c.ok) // confirmed only by a current position at the domain's company under a fitting name
+	}
+}
