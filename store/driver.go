@@ -37,29 +37,6 @@ type Driver interface {
 	ListKeys(ctx context.Context, orgName string) ([]APIKey, error)
 	RevokeKey(ctx context.Context, orgName, idOrPrefix string) error
 	Authenticate(ctx context.Context, plain string) (*Principal, error)
-	CreateUser(ctx context.Context, orgName, email, role string) (*User, string, error)
-	ListUsers(ctx context.Context, orgName string) ([]User, error)
-	DisableUser(ctx context.Context, email string) (*User, error)
-	NewSetupLink(ctx context.Context, email string) (string, error)
-	LinkUser(ctx context.Context, token string) (*User, error)
-	SetPassword(ctx context.Context, token, passwordHash string) (*User, error)
-	UserForLogin(ctx context.Context, email string) (*User, string, error)
-	CreateSession(ctx context.Context, userID string, absolute time.Duration) (string, error)
-	SessionUser(ctx context.Context, token string, idle time.Duration) (*User, error)
-	EndSession(ctx context.Context, token string) error
-	PurgeSessions(ctx context.Context, idle time.Duration) (int, error)
-
-	// The first start: while the database has no user, NewInstallLink makes a new
-	// first-start link (valid InstallLinkTTL; earlier ones stop working) and returns its
-	// token, or "" once a user exists. CheckInstallLink refuses a token Install would
-	// refuse; Install uses the link, in one transaction: the organization (created
-	// unless it exists), its admin with the password, every first-start link voided.
-	// HasUsers reports whether anyone, disabled or not, is a user yet.
-	NewInstallLink(ctx context.Context) (string, error)
-	HasUsers(ctx context.Context) (bool, error)
-	CheckInstallLink(ctx context.Context, token string) error
-	Install(ctx context.Context, token string, in NewInstall) (*User, error)
-
 	// Credits.
 	GrantCredits(ctx context.Context, orgName string, amount int64, expiresAt *time.Time) (int64, error)
 	CreditBalance(ctx context.Context, orgName string) (Balance, error)

@@ -43,6 +43,15 @@ type Tx interface {
 
 	// Users, sessions, the first start.
 
+	// LockInstall waits until no other transaction is in the first start, so that
+	// "no user yet" holds until this one ends (PostgreSQL: an advisory lock; SQLite's
+	// single writer holds it already).
+	LockInstall(ctx context.Context) error
+	// TryLockSessionPurge reports whether this transaction may purge sessions: false
+	// while another replica's purge runs (PostgreSQL: an advisory lock; always true on
+	// SQLite).
+	TryLockSessionPurge(ctx context.Context) (bool, error)
+
 	// Loops and deliveries.
 
 	// Watches and batches.

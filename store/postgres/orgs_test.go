@@ -79,7 +79,8 @@ func TestConcurrentCreateKeyWithNewOrgMakesOneOrg(t *testing.T) {
 func TestUsersLinksAndSessions(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, c := newTestDB(t)
+	pg, c := newTestDB(t)
+	db := facade(pg)
 	_, err := db.CreateOrg(ctx, "acme")
 	is.NoErr(err)
 	u, link, err := db.CreateUser(ctx, "acme", " Jane@Acme.com ", store.RoleAdmin)
