@@ -67,3 +67,6 @@ func (db *DB) KeyReads() int64 { return db.keys.Reads() }
 // ReopenWriter makes the writer open its connection anew after its next batch, as a
 // write refused as read-only does.
 func (db *DB) ReopenWriter() { db.reopenWriter() }
+
+// EmptyKeyCache empties the key cache, as a commit of another process does.
+func (db *DB) EmptyKeyCache() { db.keys.Invalidate() }
