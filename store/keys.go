@@ -64,12 +64,6 @@ func KeyNotFound(orgName, idOrPrefix string) error {
 // again: the one write a minute a busy key costs.
 const KeyUseResolution = time.Minute
 
-// KeyUseDue reports whether a request authenticated at now by a key last used at used
-// (nil: never) writes the use.
-func KeyUseDue(used *time.Time, now time.Time) bool {
-	return used == nil || now.Sub(*used) >= KeyUseResolution
-}
-
 // KeyTouches are the writes of keys' last use under way. They run beside the request
 // that authenticated: a read-only request must not wait for a write, and a failed write
 // costs nothing but a stale "last used".
@@ -88,7 +82,7 @@ type KeyTouches struct {
 // which costs a key at most one redundant UPDATE, which its age check makes a no-op.
 const touchKeysMax = 10_000
 
-// Touch runs write, the driver's UPDATE of keyID's last use to now (which checks the
+// Touch runs write, the UPDATE of keyID's last use to now (which checks the
 // age again, so writes that race still make one change a minute), on a goroutine of
 // its own, unless a write of the key is under way or one wrote a use within
 // KeyUseResolution. failed, when not nil, runs if the write fails.
