@@ -160,6 +160,62 @@ func TestManyConcurrentChargesSpendEachCreditOnce(t *testing.T) {
 	})
 }
 
+// waitForLockWaiter returns once some session of db's database waits for a lock.
+func waitForLockWaiter(t *testing.T, db *store.DB) {
+	t.Helper()
+	for waiting := 0; waiting == 0; time.Sleep(5 * time.Millisecond) {
+		if err := db.Reader().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestARefundWaitsForAnExpiryOfItsGrant refunds a task while another replica's
+// transaction has just written off the grant the task was charged from: the refund
+// must wait for it and then expire what it gives back, not return credits to a grant
+// that is no longer spendable.
+func TestARefundWaitsForAnExpiryOfItsGrant(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	env := storetest.NewEnv(t, storetest.PostgresURL(t))
+	a, b := env.DB, env.Open()
+	org, err := a.CreateOrg(ctx, "acme")
+	is.NoErr(err)
+	soon := env.Clock.Now().Add(time.Hour)
+	soonID, err := a.GrantCredits(ctx, "acme", 3, &soon)
+	is.NoErr(err)
+	_, err = a.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+	is.NoErr(a.Charge(ctx, org.ID, "t1", 3, nil)) // all of soon
+
+	// Past soon's expiry, a charge writes soon off and holds its lock while t1 is
+	// refunded through the other replica.
+	env.Clock.Add(2 * time.Hour)
+	holding, release := make(chan struct{}), make(chan struct{})
+	charged, refunded := make(chan error, 1), make(chan error, 1)
+	go func() {
+		charged <- a.Charge(ctx, org.ID, "t2", 1, func() { close(holding); <-release })
+	}()
+	<-holding
+	go func() { refunded <- b.Refund(ctx, "t1") }()
+	waitForLockWaiter(t, a)
+	close(release)
+	is.NoErr(<-charged)
+	is.NoErr(<-refunded)
+
+	grants, err := a.ListGrants(ctx, org.ID)
+	is.NoErr(err)
+	for _, g := range grants {
+		if g.ID == soonID {
+			is.Equal(g.Remaining, int64(0)) // expired: nothing comes back to it
+		}
+	}
+	bal, err := a.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(bal, balanceOf(13, 4, 3, 3))
+}
+
 // TestTwoReplicasChargingTheLastCredit holds a charge's transaction open while
 // another replica charges the same organization: the second must wait for the
 // grants' lock and then find nothing left, not charge the same credit.
@@ -180,10 +236,7 @@ func TestTwoReplicasChargingTheLastCredit(t *testing.T) {
 	}()
 	<-holding
 	go func() { second <- b.Charge(ctx, org.ID, "task-b", 1, nil) }()
-	for waiting := 0; waiting == 0; time.Sleep(5 * time.Millisecond) {
-		is.NoErr(a.Reader().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
-	}
+	waitForLockWaiter(t, a)
 	close(release)
 	is.NoErr(<-first)
 	code, left := paymentCode(t, <-second)
