@@ -32,18 +32,12 @@ type Driver interface {
 	Reader() Executor
 	UniqueViolation(err error) bool
 
-	// Organizations, API keys, users and sessions.
-	CreateKey(ctx context.Context, orgName, keyName string, createOrg bool) (string, *APIKey, error)
-	ListKeys(ctx context.Context, orgName string) ([]APIKey, error)
-	RevokeKey(ctx context.Context, orgName, idOrPrefix string) error
-	Authenticate(ctx context.Context, plain string) (*Principal, error)
-	// Credits.
-	GrantCredits(ctx context.Context, orgName string, amount int64, expiresAt *time.Time) (int64, error)
-	CreditBalance(ctx context.Context, orgName string) (Balance, error)
-	CreditLedger(ctx context.Context, orgName string) ([]LedgerEntry, error)
-	ListGrants(ctx context.Context, orgID string) ([]Grant, error)
-	LedgerPage(ctx context.Context, orgID string, beforeID int64, limit int) ([]LedgerEntry, error)
-	DailyCredits(ctx context.Context, orgID string, days int, now time.Time) ([]CreditDay, error)
+	// API keys: the facade's, kept in the driver's process. KeyTouches are the writes of
+	// keys' last use under way, which Close waits for. KeyCache holds the keys read, and
+	// the driver empties it whenever another process may have written; it is nil on an
+	// engine where every request reads its key (several replicas share PostgreSQL).
+	KeyTouches() *KeyTouches
+	KeyCache() *KeyCache
 
 	// Tasks and their queue.
 	CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error)

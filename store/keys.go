@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,12 +64,6 @@ func KeyNotFound(orgName, idOrPrefix string) error {
 // again: the one write a minute a busy key costs.
 const KeyUseResolution = time.Minute
 
-// KeyUseDue reports whether a request authenticated at now by a key last used at used
-// (nil: never) writes the use.
-func KeyUseDue(used *time.Time, now time.Time) bool {
-	return used == nil || now.Sub(*used) >= KeyUseResolution
-}
-
 // KeyTouches are the writes of keys' last use under way. They run beside the request
 // that authenticated: a read-only request must not wait for a write, and a failed write
 // costs nothing but a stale "last used".
@@ -86,7 +82,7 @@ type KeyTouches struct {
 // which costs a key at most one redundant UPDATE, which its age check makes a no-op.
 const touchKeysMax = 10_000
 
-// Touch runs write, the driver's UPDATE of keyID's last use to now (which checks the
+// Touch runs write, the UPDATE of keyID's last use to now (which checks the
 // age again, so writes that race still make one change a minute), on a goroutine of
 // its own, unless a write of the key is under way or one wrote a use within
 // KeyUseResolution. failed, when not nil, runs if the write fails.
@@ -133,11 +129,166 @@ func (t *KeyTouches) Wait() { t.wg.Wait() }
 // Started counts the writes started since Open, for tests.
 func (t *KeyTouches) Started() int64 { return t.started.Load() }
 
-// CreateKey makes a key for the organization, refusing a name that is not one line of
-// valid text (enrich.CheckText), whoever asks: the dashboard, the CLI or a test.
+// CreateKey makes a new API key for the organization and returns it: the only time
+// the key is ever seen. With createOrg, a missing organization is created first. A
+// name that is not one line of valid text (enrich.CheckText) is refused, whoever asks:
+// the dashboard, the CLI or a test.
 func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg bool) (string, *APIKey, error) {
 	if err := enrich.CheckText("the key's name", keyName); err != nil {
 		return "", nil, err
 	}
-	return db.Driver.CreateKey(ctx, orgName, keyName, createOrg)
+	plain, hash, key, err := NewAPIKey(keyName, db.now())
+	if err != nil {
+		return "", nil, err
+	}
+	err = db.write(ctx, func(tx Tx) error {
+		org, err := findOrg(ctx, tx, orgName)
+		if enrich.KindOf(err) == enrich.KindNotFound && createOrg {
+			org, err = db.createOrg(ctx, tx, orgName)
+			if enrich.KindOf(err) == enrich.KindConflict {
+				// Created by another transaction since findOrg (PostgreSQL): committed,
+				// as the unique index waited for it, so a fresh statement sees it.
+				org, err = findOrg(ctx, tx, orgName)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		key.OrgID = org.ID
+		_, err = tx.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			key.ID, key.OrgID, key.Name, key.Prefix, hash[:], ms(key.CreatedAt))
+		return err
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return plain, key, nil
+}
+
+// listKeysQuery lists keys in the order of the api_keys_org index; keys created in
+// the same millisecond come in the index's order.
+const listKeysQuery = `SELECT id, org_id, name, prefix, created_at, revoked_at, last_used_at
+	FROM api_keys WHERE org_id = ? ORDER BY created_at`
+
+// ListKeys lists an organization's keys, revoked ones included.
+func (db *DB) ListKeys(ctx context.Context, orgName string) ([]APIKey, error) {
+	org, err := db.FindOrg(ctx, orgName)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Reader().Query(ctx, listKeysQuery, org.ID)
+	return collect(rows, err, func(r Row) (APIKey, error) {
+		var k APIKey
+		var created int64
+		var revoked, used *int64
+		err := r.Scan(&k.ID, &k.OrgID, &k.Name, &k.Prefix, &created, &revoked, &used)
+		k.CreatedAt, k.RevokedAt, k.LastUsedAt = fromMS(created), fromNullMS(revoked), fromNullMS(used)
+		return k, err
+	})
+}
+
+// RevokeKey revokes the organization's key named by its id or its prefix. It takes
+// effect on the next request: where keys are cached (SQLite), the cache of this
+// process is emptied, and another process's is within its driver's poll for foreign
+// writes; where they are not (PostgreSQL), on every replica at once.
+func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
+	if c := db.KeyCache(); c != nil {
+		// Emptied again once the revoke is committed: a request that read the key in
+		// between must not have put it back.
+		c.Invalidate()
+		defer c.Invalidate()
+	}
+	return db.write(ctx, func(tx Tx) error {
+		org, err := findOrg(ctx, tx, orgName)
+		if err != nil {
+			return err
+		}
+		n, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?)
+			WHERE org_id = ? AND (id = ? OR prefix = ?)`, ms(db.now()), org.ID, idOrPrefix, idOrPrefix)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return KeyNotFound(orgName, idOrPrefix)
+		}
+		return nil
+	})
+}
+
+// Authenticate returns the principal of a plaintext API key, or an unauthorized error
+// for a missing, unknown or revoked key. It records the key's use when the last one
+// recorded is a minute old or more (see touchKey).
+//
+// On the hot path of every request: a key in the driver's KeyCache is answered from
+// memory. PostgreSQL has none and reads the key on every request: a key revoked
+// through one replica must stop working on all of them at once, and the read is one
+// lookup on the unique hash index, where a cache would need its invalidations sent to
+// every replica (LISTEN) and a rule for the time the listener is reconnecting.
+func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error) {
+	unauthorized := Unauthorized()
+	hash, ok := APIKeyHash(plain)
+	if !ok {
+		return nil, unauthorized
+	}
+	now := db.now()
+	cache := db.KeyCache()
+	var gen uint64
+	if cache != nil {
+		if p, touch, ok := cache.use(hash, now); ok {
+			if touch {
+				db.touchKey(p.KeyID, now, cache)
+			}
+			return &p, nil
+		}
+		gen = cache.generation()
+	}
+	var p Principal
+	var stored []byte
+	var revoked, used *int64
+	err := db.Reader().QueryRow(ctx, `SELECT id, org_id, hash, revoked_at, last_used_at FROM api_keys WHERE hash = ?`, hash[:]).
+		Scan(&p.KeyID, &p.OrgID, &stored, &revoked, &used)
+	if errors.Is(err, ErrNoRows) {
+		return nil, unauthorized
+	}
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(stored, hash[:]) != 1 || revoked != nil {
+		return nil, unauthorized
+	}
+	lastUse := time.Time{}
+	if used != nil {
+		lastUse = fromMS(*used)
+	}
+	if now.Sub(lastUse) >= KeyUseResolution {
+		db.touchKey(p.KeyID, now, cache)
+		lastUse = now
+	}
+	if cache != nil {
+		cache.put(gen, hash, p, lastUse)
+	}
+	return &p, nil
+}
+
+// touchKey records that the key was used at now, unless a write of it is already under
+// way in this process or the storage is failing. The UPDATE checks the age again, so
+// writes that race past the read in Authenticate, or replicas that touch the same key
+// at the same minute, still make one change a minute. A failed write empties cache,
+// which took the use as written: the next request reads the stale one and tries again.
+func (db *DB) touchKey(keyID string, now time.Time, cache *KeyCache) {
+	if db.StorageFailing() {
+		return // the probes, not a key's last use, find out when writes work again
+	}
+	var failed func()
+	if cache != nil {
+		failed = cache.Invalidate
+	}
+	db.KeyTouches().Touch(keyID, now, func(ctx context.Context) error {
+		return db.write(ctx, func(tx Tx) error {
+			_, err := tx.Exec(ctx, `UPDATE api_keys SET last_used_at = ?
+				WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`,
+				ms(now), keyID, ms(now.Add(-KeyUseResolution)))
+			return err
+		})
+	}, failed)
 }

@@ -41,6 +41,11 @@ type Tx interface {
 
 	// Organizations, keys, credits.
 
+	// LockTaskGrants locks the grants the task taskID was charged from, in grantOrder,
+	// before a refund reads their expiry: a row lock on PostgreSQL, nothing on SQLite's
+	// single writer.
+	LockTaskGrants(ctx context.Context, taskID string) error
+
 	// Users, sessions, the first start.
 
 	// LockInstall waits until no other transaction is in the first start, so that

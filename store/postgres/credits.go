@@ -12,6 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// The credit steps below are the ones tasks, queue and batches still call here;
+// package store has them written once (store/credits.go), with this lock order.
+//
 // With many writers, a charge that read the grants and then updated them could spend
 // the same credit twice. Every transaction that changes a grant's remaining credits
 // (charge, refund, expiry) first locks the grant rows it reads, FOR UPDATE, in one
@@ -43,64 +46,6 @@ func lockGrants(ctx context.Context, tx pgx.Tx, orgID string) ([]lockedGrant, er
 		err := r.Scan(&g.id, &g.remaining, &g.expiresAt)
 		return g, err
 	})
-}
-
-// GrantCredits adds a grant of amount credits to the organization, expiring at
-// expiresAt when it is not nil.
-func (db *DB) GrantCredits(ctx context.Context, orgName string, amount int64, expiresAt *time.Time) (int64, error) {
-	if amount <= 0 {
-		return 0, enrich.Errorf(enrich.KindInvalid, "amount must be a positive number of credits")
-	}
-	var grantID int64
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		org, err := findOrg(ctx, tx, orgName)
-		if err != nil {
-			return err
-		}
-		now := db.now()
-		if err := tx.QueryRow(ctx, `INSERT INTO credit_grants (org_id, amount, remaining, expires_at, created_at)
-			VALUES ($1, $2, $3, $4, $5) RETURNING id`, org.ID, amount, amount, nullMS(expiresAt), ms(now)).Scan(&grantID); err != nil {
-			return err
-		}
-		if err := appendLedger(ctx, tx, org.ID, store.LedgerGrant, amount, grantID, nil, now); err != nil {
-			return err
-		}
-		_, err = expireGrants(ctx, tx, org.ID, now)
-		return err
-	})
-	return grantID, err
-}
-
-// CreditBalance returns the organization's balance after writing off expired grants.
-func (db *DB) CreditBalance(ctx context.Context, orgName string) (store.Balance, error) {
-	var b store.Balance
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		org, err := findOrg(ctx, tx, orgName)
-		if err != nil {
-			return err
-		}
-		if _, err := expireGrants(ctx, tx, org.ID, db.now()); err != nil {
-			return err
-		}
-		b, err = balance(ctx, tx, org.ID)
-		return err
-	})
-	return b, err
-}
-
-// CreditLedger lists the organization's ledger, oldest first.
-func (db *DB) CreditLedger(ctx context.Context, orgName string) ([]store.LedgerEntry, error) {
-	org, err := db.FindOrg(ctx, orgName)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := db.pool.Query(ctx, `SELECT id, kind, amount, grant_id, task_id, created_at
-		FROM credit_ledger WHERE org_id = $1 ORDER BY id`, org.ID)
-	if err != nil {
-		return nil, db.readChecked(err)
-	}
-	out, err := scanLedger(rows)
-	return out, db.readChecked(err)
 }
 
 // balance derives the balance from the ledger's sums per day in credit_days.
@@ -284,81 +229,9 @@ func refundCredits(ctx context.Context, tx pgx.Tx, taskID string, now time.Time)
 	return nil
 }
 
-// ListGrants returns the organization's grants, newest first. Grants past their expiry
-// are written off by the next charge or balance, not here: a read changes nothing.
-func (db *DB) ListGrants(ctx context.Context, orgID string) ([]store.Grant, error) {
-	rows, err := db.pool.Query(ctx, `SELECT id, amount, remaining, expires_at, expired_at, created_at
-		FROM credit_grants WHERE org_id = $1 ORDER BY id DESC`, orgID)
-	if err != nil {
-		return nil, db.readChecked(err)
-	}
-	grants, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Grant, error) {
-		var g store.Grant
-		var expires, expired *int64
-		var created int64
-		err := r.Scan(&g.ID, &g.Amount, &g.Remaining, &expires, &expired, &created)
-		g.ExpiresAt, g.ExpiredAt, g.CreatedAt = fromNullMS(expires), fromNullMS(expired), fromMS(created)
-		return g, err
-	})
-	if grants == nil && err == nil {
-		grants = []store.Grant{}
-	}
-	return grants, db.readChecked(err)
-}
-
-// LedgerPage returns up to limit rows of the organization's ledger, newest first, from
-// the row before beforeID (0: from the newest). limit 0 means store.DefaultLedgerPage;
-// more than store.MaxLedgerPage means the most.
-func (db *DB) LedgerPage(ctx context.Context, orgID string, beforeID int64, limit int) ([]store.LedgerEntry, error) {
-	beforeID, limit, err := store.LedgerPageBounds(beforeID, limit)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := db.pool.Query(ctx, `SELECT id, kind, amount, grant_id, task_id, created_at
-		FROM credit_ledger WHERE org_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, orgID, beforeID, limit)
-	if err != nil {
-		return nil, db.readChecked(err)
-	}
-	out, err := scanLedger(rows)
-	return out, db.readChecked(err)
-}
-
-// scanLedger reads ledger rows selected as id, kind, amount, grant_id, task_id,
-// created_at, and closes them.
-func scanLedger(rows pgx.Rows) ([]store.LedgerEntry, error) {
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.LedgerEntry, error) {
-		var e store.LedgerEntry
-		var created int64
-		err := r.Scan(&e.ID, &e.Kind, &e.Amount, &e.GrantID, &e.TaskID, &created)
-		e.CreatedAt = fromMS(created)
-		return e, err
-	})
-	if out == nil && err == nil {
-		out = []store.LedgerEntry{}
-	}
-	return out, err
-}
-
-// DailyCredits returns one entry per UTC day for the days days ending with now's,
-// oldest first, days without movement included as zeros, from credit_days.
-func (db *DB) DailyCredits(ctx context.Context, orgID string, days int, now time.Time) ([]store.CreditDay, error) {
-	out, first, last, err := store.CreditDays(days, now)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := db.pool.Query(ctx, `SELECT day, kind, amount FROM credit_days
-		WHERE org_id = $1 AND day >= $2 AND day <= $3 ORDER BY day`, orgID, first, last)
-	if err != nil {
-		return nil, db.readChecked(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var day, amount int64
-		var kind string
-		if err := rows.Scan(&day, &kind, &amount); err != nil {
-			return nil, err
-		}
-		out[day-first].Add(kind, amount)
-	}
-	return out, db.readChecked(rows.Err())
+// LockTaskGrants locks the grants the task was charged from, in grantOrder.
+func (e exec) LockTaskGrants(ctx context.Context, taskID string) error {
+	_, err := e.Exec(ctx, `SELECT id FROM credit_grants
+		WHERE id IN (SELECT grant_id FROM credit_ledger WHERE task_id = ?) `+grantOrder+` FOR UPDATE`, taskID)
+	return err
 }

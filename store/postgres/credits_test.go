@@ -37,9 +37,9 @@ func TestTwoConnectionsChargingTheLastCredit(t *testing.T) {
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
-	org, err := a.CreateOrg(ctx, "acme")
+	org, err := facade(a).CreateOrg(ctx, "acme")
 	is.NoErr(err)
-	_, err = a.GrantCredits(ctx, "acme", 1, nil)
+	_, err = facade(a).GrantCredits(ctx, "acme", 1, nil)
 	is.NoErr(err)
 
 	// The first charge holds its grants while the second starts: the second must wait
@@ -59,7 +59,7 @@ func TestTwoConnectionsChargingTheLastCredit(t *testing.T) {
 	is.Equal(e.Code, "insufficient_credits")
 	is.Equal(*e.CreditsRemaining, int64(0))
 
-	bal, err := a.CreditBalance(ctx, "acme")
+	bal, err := facade(a).CreditBalance(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(bal.Balance, int64(0))
 	is.Equal(bal.Charged, int64(1))
@@ -71,12 +71,12 @@ func TestManyConcurrentChargesSpendEachCreditOnce(t *testing.T) {
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	dbs := []*DB{openTest(t, dsn, c), openTest(t, dsn, c)}
-	org, err := dbs[0].CreateOrg(ctx, "acme")
+	org, err := facade(dbs[0]).CreateOrg(ctx, "acme")
 	is.NoErr(err)
 	exp := c.Now().Add(time.Hour)
-	_, err = dbs[0].GrantCredits(ctx, "acme", 7, &exp)
+	_, err = facade(dbs[0]).GrantCredits(ctx, "acme", 7, &exp)
 	is.NoErr(err)
-	_, err = dbs[0].GrantCredits(ctx, "acme", 5, nil)
+	_, err = facade(dbs[0]).GrantCredits(ctx, "acme", 5, nil)
 	is.NoErr(err)
 
 	var mu sync.Mutex
@@ -101,12 +101,12 @@ func TestManyConcurrentChargesSpendEachCreditOnce(t *testing.T) {
 	wg.Wait()
 	is.Equal(ok, 12)
 	is.Equal(refused, 18)
-	grants, err := dbs[0].ListGrants(ctx, org.ID)
+	grants, err := facade(dbs[0]).ListGrants(ctx, org.ID)
 	is.NoErr(err)
 	for _, g := range grants {
 		is.Equal(g.Remaining, int64(0))
 	}
-	bal, err := dbs[1].CreditBalance(ctx, "acme")
+	bal, err := facade(dbs[1]).CreditBalance(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(bal, storeBalance(12, 12, 0, 0))
 }
@@ -115,14 +115,14 @@ func TestChargeTakesTheGrantThatExpiresFirstAndRefundGivesItBack(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, c := newTestDB(t)
-	org, err := db.CreateOrg(ctx, "acme")
+	org, err := facade(db).CreateOrg(ctx, "acme")
 	is.NoErr(err)
 	late, soon := c.Now().Add(48*time.Hour), c.Now().Add(time.Hour)
-	forever, err := db.GrantCredits(ctx, "acme", 10, nil)
+	forever, err := facade(db).GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
-	lateID, err := db.GrantCredits(ctx, "acme", 10, &late)
+	lateID, err := facade(db).GrantCredits(ctx, "acme", 10, &late)
 	is.NoErr(err)
-	soonID, err := db.GrantCredits(ctx, "acme", 3, &soon)
+	soonID, err := facade(db).GrantCredits(ctx, "acme", 3, &soon)
 	is.NoErr(err)
 
 	charge := func(task string, n int64) error {
@@ -130,7 +130,7 @@ func TestChargeTakesTheGrantThatExpiresFirstAndRefundGivesItBack(t *testing.T) {
 	}
 	is.NoErr(charge("t1", 5)) // 3 from soon, 2 from late
 	remaining := func() map[int64]int64 {
-		gs, err := db.ListGrants(ctx, org.ID)
+		gs, err := facade(db).ListGrants(ctx, org.ID)
 		is.NoErr(err)
 		m := map[int64]int64{}
 		for _, g := range gs {
@@ -143,16 +143,16 @@ func TestChargeTakesTheGrantThatExpiresFirstAndRefundGivesItBack(t *testing.T) {
 	// The soon grant expires (written off by a balance, with nothing left on it); the
 	// refund of t1 gives its 3 back and expires them at once.
 	c.Add(2 * time.Hour)
-	_, err = db.CreditBalance(ctx, "acme")
+	_, err = facade(db).CreditBalance(ctx, "acme")
 	is.NoErr(err)
 	is.NoErr(db.inTx(ctx, func(tx pgx.Tx) error { return refundCredits(ctx, tx, "t1", db.now()) }))
 	is.Equal(remaining(), map[int64]int64{forever: 10, lateID: 10, soonID: 0})
-	bal, err := db.CreditBalance(ctx, "acme")
+	bal, err := facade(db).CreditBalance(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(bal, storeBalance(23, 5, 5, 3))
 	// A second refund finds nothing owed.
 	is.NoErr(db.inTx(ctx, func(tx pgx.Tx) error { return refundCredits(ctx, tx, "t1", db.now()) }))
-	bal2, err := db.CreditBalance(ctx, "acme")
+	bal2, err := facade(db).CreditBalance(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(bal2, bal)
 
@@ -166,18 +166,18 @@ func TestChargeTakesTheGrantThatExpiresFirstAndRefundGivesItBack(t *testing.T) {
 	is.Equal(e.Code, "credits_expired")
 	is.Equal(*e.CreditsRemaining, int64(10))
 
-	days, err := db.DailyCredits(ctx, org.ID, 5, c.Now())
+	days, err := facade(db).DailyCredits(ctx, org.ID, 5, c.Now())
 	is.NoErr(err)
 	var granted, charged, refunded, expired int64
 	for _, d := range days {
 		granted, charged, refunded, expired = granted+d.Granted, charged+d.Charged, refunded+d.Refunded, expired+d.Expired
 	}
 	is.Equal([]int64{granted, charged, refunded, expired}, []int64{23, 5, 5, 3})
-	page, err := db.LedgerPage(ctx, org.ID, 0, 2)
+	page, err := facade(db).LedgerPage(ctx, org.ID, 0, 2)
 	is.NoErr(err)
 	is.Equal(len(page), 2)
 	is.Equal(page[0].Kind, "expiry")
-	all, err := db.CreditLedger(ctx, "acme")
+	all, err := facade(db).CreditLedger(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(len(all), 3+2+2+1) // grants, charges, refunds, t1's expiry
 }

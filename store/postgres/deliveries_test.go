@@ -16,7 +16,7 @@ func loopWithDeliveries(t *testing.T, db *DB, org string, n int) (*store.Org, *s
 	t.Helper()
 	is := is.New(t)
 	ctx := context.Background()
-	o, err := db.CreateOrg(ctx, org)
+	o, err := facade(db).CreateOrg(ctx, org)
 	is.NoErr(err)
 	l, err := db.CreateLoop(ctx, store.NewLoop{OrgID: o.ID, Name: "Hooks", ObjectType: "company", WebhookURL: "https://example.com/hook", Enabled: true})
 	is.NoErr(err)
@@ -176,7 +176,7 @@ func TestDeliveryLifecycle(t *testing.T) {
 	is.Equal(errCode(err), "delivery_not_failed")
 
 	// Another organization sees none of it.
-	other, err := db.CreateOrg(ctx, "globex")
+	other, err := facade(db).CreateOrg(ctx, "globex")
 	is.NoErr(err)
 	_, _, err = db.GetDelivery(ctx, other.ID, d.ID)
 	is.Equal(errCode(err), "not_found")
@@ -194,7 +194,7 @@ func TestLoopsGetUniqueSlugsUnderConcurrentCreates(t *testing.T) {
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
-	org, err := a.CreateOrg(ctx, "acme")
+	org, err := facade(a).CreateOrg(ctx, "acme")
 	is.NoErr(err)
 	var wg sync.WaitGroup
 	for i := range 6 {

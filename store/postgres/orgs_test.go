@@ -18,34 +18,34 @@ func TestKeysAuthenticateAndRevokeAcrossReplicas(t *testing.T) {
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
-	plain, key, err := a.CreateKey(ctx, "acme", "ci", true)
+	plain, key, err := facade(a).CreateKey(ctx, "acme", "ci", true)
 	is.NoErr(err)
-	p, err := b.Authenticate(ctx, plain)
+	p, err := facade(b).Authenticate(ctx, plain)
 	is.NoErr(err)
 	is.Equal(p.KeyID, key.ID)
 	b.touches.Wait()
-	keys, err := a.ListKeys(ctx, "acme")
+	keys, err := facade(a).ListKeys(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(*keys[0].LastUsedAt, c.Now()) // the first use is written
 
 	// Within the minute no write; after it, one.
 	c.Add(30 * time.Second)
-	_, err = b.Authenticate(ctx, plain)
+	_, err = facade(b).Authenticate(ctx, plain)
 	is.NoErr(err)
 	c.Add(31 * time.Second)
-	_, err = b.Authenticate(ctx, plain)
+	_, err = facade(b).Authenticate(ctx, plain)
 	is.NoErr(err)
 	b.touches.Wait()
 	is.Equal(b.touches.Started(), int64(2))
-	keys, err = a.ListKeys(ctx, "acme")
+	keys, err = facade(a).ListKeys(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(*keys[0].LastUsedAt, c.Now())
 
 	// Revoked through one replica, refused by the other at once.
-	is.NoErr(a.RevokeKey(ctx, "acme", key.Prefix))
-	_, err = b.Authenticate(ctx, plain)
+	is.NoErr(facade(a).RevokeKey(ctx, "acme", key.Prefix))
+	_, err = facade(b).Authenticate(ctx, plain)
 	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized)
-	is.Equal(enrich.KindOf(a.RevokeKey(ctx, "acme", "nope")), enrich.KindNotFound)
+	is.Equal(enrich.KindOf(facade(a).RevokeKey(ctx, "acme", "nope")), enrich.KindNotFound)
 }
 
 func TestConcurrentCreateKeyWithNewOrgMakesOneOrg(t *testing.T) {
@@ -57,21 +57,21 @@ func TestConcurrentCreateKeyWithNewOrgMakesOneOrg(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
-			if _, _, err := dbs[i%2].CreateKey(ctx, "acme", "k", true); err != nil {
+			if _, _, err := facade(dbs[i%2]).CreateKey(ctx, "acme", "k", true); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	orgs, err := dbs[0].ListOrgs(ctx)
+	orgs, err := facade(dbs[0]).ListOrgs(ctx)
 	is.NoErr(err)
 	is.Equal(len(orgs), 1)
-	keys, err := dbs[1].ListKeys(ctx, "acme")
+	keys, err := facade(dbs[1]).ListKeys(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(len(keys), 4)
-	_, err = dbs[0].CreateOrg(ctx, "acme")
+	_, err = facade(dbs[0]).CreateOrg(ctx, "acme")
 	is.Equal(errCode(err), "org_exists")
-	got, err := dbs[0].GetOrg(ctx, orgs[0].ID)
+	got, err := facade(dbs[0]).GetOrg(ctx, orgs[0].ID)
 	is.NoErr(err)
 	is.Equal(got.Name, "acme")
 }

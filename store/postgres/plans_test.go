@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"enrichd/store"
 )
 
 // TestListQueriesUseAnIndex checks that every list and scan query of this half of the
@@ -24,13 +26,14 @@ func TestListQueriesUseAnIndex(t *testing.T) {
 		name, sql string
 		args      []any
 	}{
-		{"ListKeys", `SELECT id FROM api_keys WHERE org_id = $1 ORDER BY created_at`, []any{"o"}},
+		{"ListKeys", rebind(store.PlannedQueries["ListKeys"]), []any{"o"}},
 		{"Authenticate", `SELECT id FROM api_keys WHERE hash = $1`, []any{[]byte("h")}},
-		{"ListGrants", `SELECT id FROM credit_grants WHERE org_id = $1 ORDER BY id DESC`, []any{"o"}},
-		{"lockGrants", `SELECT id FROM credit_grants WHERE org_id = $1 AND expired_at IS NULL ` + grantOrder, []any{"o"}},
-		{"LedgerPage", `SELECT id FROM credit_ledger WHERE org_id = $1 AND id < $2 ORDER BY id DESC LIMIT 50`, []any{"o", 10}},
+		{"ListGrants", rebind(store.PlannedQueries["ListGrants"]), []any{"o"}},
+		{"lockGrants", rebind(store.PlannedQueries["lockGrants"]), []any{"o"}},
+		{"LedgerPage", rebind(store.PlannedQueries["LedgerPage"]), []any{"o", 10, 50}},
 		{"refund", `SELECT grant_id FROM credit_ledger WHERE task_id = $1`, []any{"t"}},
-		{"DailyCredits", `SELECT day FROM credit_days WHERE org_id = $1 AND day >= $2 AND day <= $3 ORDER BY day`, []any{"o", 1, 2}},
+		{"DailyCredits", rebind(store.PlannedQueries["DailyCredits"]), []any{"o", 1, 2}},
+		{"CreditBalance", rebind(store.PlannedQueries["CreditBalance"]), []any{"o"}},
 		{"ListLoops", `SELECT id FROM loops WHERE org_id = $1 ORDER BY created_at, id`, []any{"o"}},
 		{"ListDeliveries", `SELECT id FROM deliveries WHERE loop_id = $1 ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"l"}},
 		{"TaskDeliveries", `SELECT id FROM deliveries WHERE task_id = $1 AND org_id = $2 ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"t", "o"}},

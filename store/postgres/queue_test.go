@@ -20,12 +20,12 @@ import (
 func newOrg(t *testing.T, db *DB, name string, credits int64) *store.Org {
 	t.Helper()
 	ctx := context.Background()
-	org, err := db.CreateOrg(ctx, name)
+	org, err := facade(db).CreateOrg(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if credits > 0 {
-		if _, err := db.GrantCredits(ctx, name, credits, nil); err != nil {
+		if _, err := facade(db).GrantCredits(ctx, name, credits, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -200,7 +200,7 @@ func TestBacklogLimitHoldsAgainstConcurrentEnqueues(t *testing.T) {
 	n, err := a.CountTasks(ctx, org.ID, store.StatusQueued)
 	is.NoErr(err)
 	is.Equal(n, int64(5))
-	bal, err := a.CreditBalance(ctx, "acme")
+	bal, err := facade(a).CreditBalance(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(bal.Charged, int64(5)) // a refusal charges nothing
 }
@@ -500,7 +500,7 @@ func TestSweepsOfTwoReplicasRefundOnce(t *testing.T) {
 		is.Equal(expired[id], 1)
 		is.Equal(ledgerOf(t, a, id), map[string]int{"charge": 1, "refund": 1})
 	}
-	bal, err := a.CreditBalance(ctx, "acme")
+	bal, err := facade(a).CreditBalance(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(bal.Balance, int64(100))
 	q, r, err := a.QueueDepth(ctx)
@@ -730,7 +730,7 @@ func TestMaintenanceOnPostgres(t *testing.T) {
 	c, err := db.ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	is.Equal(c.Input.Target, "queued-0.com")
-	grants, err := db.ListGrants(ctx, org.ID)
+	grants, err := facade(db).ListGrants(ctx, org.ID)
 	is.NoErr(err)
 	id, err := db.CeilingWrite(ctx, org.ID, grants[0].ID)
 	is.NoErr(err)
@@ -950,7 +950,7 @@ func TestMixedLoadOnTwoReplicasKeepsTheBooks(t *testing.T) {
 	is.NoErr(a.pool.QueryRow(ctx, `SELECT count(*) FROM task_results r WHERE refs <> (SELECT count(*) FROM tasks WHERE result_id = r.id)`).Scan(&bad))
 	is.Equal(bad, 0)
 	for _, org := range orgs {
-		bal, err := a.CreditBalance(ctx, org.Name)
+		bal, err := facade(a).CreditBalance(ctx, org.Name)
 		is.NoErr(err)
 		var held int64
 		is.NoErr(a.pool.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0)::bigint FROM credit_grants WHERE org_id = $1`, org.ID).Scan(&held))

@@ -23,7 +23,7 @@ func TestReadOnlyDatabaseIsStorageUnavailable(t *testing.T) {
 	_, err := db.pool.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_read_only = on', current_database()); END $$`)
 	is.NoErr(err)
 	db.pool.Reset() // the setting applies to new connections
-	_, err = db.CreateOrg(ctx, "acme")
+	_, err = facade(db).CreateOrg(ctx, "acme")
 	is.Equal(errCode(err), store.CodeStorageUnavailable)
 	is.True(db.StorageFailing())
 	is.True(db.CheckWritable(ctx) != nil)
@@ -31,7 +31,7 @@ func TestReadOnlyDatabaseIsStorageUnavailable(t *testing.T) {
 	is.True(db.StorageFailures() >= 2)
 
 	// Reads still work meanwhile.
-	_, err = db.ListOrgs(ctx)
+	_, err = facade(db).ListOrgs(ctx)
 	is.NoErr(err)
 
 	// Undone from a session that sets itself writable first.

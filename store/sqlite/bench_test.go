@@ -147,3 +147,27 @@ func BenchmarkDashboard(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAuthenticate is the start of every API request: a key answered from the
+// key cache, and one read from the file each time (the cache emptied, as another
+// process's commit empties it).
+func BenchmarkAuthenticate(b *testing.B) {
+	ctx := context.Background()
+	for _, cached := range []bool{true, false} {
+		b.Run(fmt.Sprintf("cached=%v", cached), func(b *testing.B) {
+			db, _, _ := openDB(b)
+			plain, _, err := db.CreateKey(ctx, "acme", "ci", true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if !cached {
+					engine(db).EmptyKeyCache()
+				}
+				if _, err := db.Authenticate(ctx, plain); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

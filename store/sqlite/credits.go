@@ -7,87 +7,23 @@ import (
 	"time"
 
 	"enrichd/enrich"
-	"enrichd/store"
 )
 
-// GrantCredits adds a grant of amount credits to the organization, expiring at
-// expiresAt when it is not nil.
-func (db *DB) GrantCredits(ctx context.Context, orgName string, amount int64, expiresAt *time.Time) (int64, error) {
-	if amount <= 0 {
-		return 0, enrich.Errorf(enrich.KindInvalid, "amount must be a positive number of credits")
-	}
-	var grantID int64
-	err := db.inTx(ctx, func(tx *Tx) error {
-		org, err := findOrg(ctx, tx, orgName)
-		if err != nil {
-			return err
-		}
-		now := db.now()
-		var exp any
-		if expiresAt != nil {
-			exp = ms(*expiresAt)
-		}
-		if err := tx.QueryRowContext(ctx, `INSERT INTO credit_grants (org_id, amount, remaining, expires_at, created_at)
-			VALUES (?, ?, ?, ?, ?) RETURNING id`, org.ID, amount, amount, exp, ms(now)).Scan(&grantID); err != nil {
-			return err
-		}
-		if err := appendLedger(ctx, tx, org.ID, LedgerGrant, amount, grantID, nil, now); err != nil {
-			return err
-		}
-		return expireGrants(ctx, tx, org.ID, now)
-	})
-	return grantID, err
-}
+// The credit steps below are the ones tasks, queue and batches still call here;
+// package store has them written once (store/credits.go).
 
-// CreditBalance returns the organization's balance after writing off expired grants.
-func (db *DB) CreditBalance(ctx context.Context, orgName string) (Balance, error) {
-	var b Balance
-	err := db.inTx(ctx, func(tx *Tx) error {
-		org, err := findOrg(ctx, tx, orgName)
-		if err != nil {
-			return err
-		}
-		if err := expireGrants(ctx, tx, org.ID, db.now()); err != nil {
-			return err
-		}
-		b, err = balance(ctx, tx, org.ID)
-		return err
-	})
-	return b, err
-}
-
-// CreditLedger lists the organization's ledger, oldest first.
-func (db *DB) CreditLedger(ctx context.Context, orgName string) ([]LedgerEntry, error) {
-	org, err := db.FindOrg(ctx, orgName)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := db.read.QueryContext(ctx, `SELECT id, kind, amount, grant_id, task_id, created_at
-		FROM credit_ledger WHERE org_id = ? ORDER BY id`, org.ID)
-	if err != nil {
-		return nil, err
-	}
-	return scanLedger(rows)
-}
-
-// balance derives the balance from the ledger alone, through its sums per day in
-// credit_days: the trigger that keeps them adds every ledger row as it is appended, so
-// they add up to the same, and reading a row per day and kind costs the same for an
-// organization with millions of charges as for one with ten, where summing the ledger
-// itself read every row (60 ms on the overview at 100,000 charges).
+// balance derives the balance from the ledger's sums per day in credit_days.
 func balance(ctx context.Context, tx *Tx, orgID string) (Balance, error) {
 	var b Balance
-	err := tx.QueryRowContext(ctx, balanceQuery, orgID).Scan(&b.Granted, &b.Charged, &b.Refund, &b.Expired)
-	b.Balance = b.Granted - b.Charged + b.Refund - b.Expired
-	return b, err
-}
-
-const balanceQuery = `SELECT
+	err := tx.QueryRowContext(ctx, `SELECT
 		coalesce(sum(CASE kind WHEN 'grant' THEN amount END), 0),
 		coalesce(sum(CASE kind WHEN 'charge' THEN amount END), 0),
 		coalesce(sum(CASE kind WHEN 'refund' THEN amount END), 0),
 		coalesce(sum(CASE kind WHEN 'expiry' THEN amount END), 0)
-		FROM credit_days WHERE org_id = ?`
+		FROM credit_days WHERE org_id = ?`, orgID).Scan(&b.Granted, &b.Charged, &b.Refund, &b.Expired)
+	b.Balance = b.Granted - b.Charged + b.Refund - b.Expired
+	return b, err
+}
 
 func appendLedger(ctx context.Context, tx *Tx, orgID, kind string, amount, grantID int64, taskID *string, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)
@@ -251,88 +187,5 @@ func refund(ctx context.Context, tx *Tx, taskID string, now time.Time) error {
 	return nil
 }
 
-const listGrantsQuery = `SELECT id, amount, remaining, expires_at, expired_at, created_at
-	FROM credit_grants WHERE org_id = ? ORDER BY id DESC`
-
-// ListGrants returns the organization's grants, newest first. Grants past their expiry
-// are written off by the next charge or balance, not here: a read changes nothing.
-func (db *DB) ListGrants(ctx context.Context, orgID string) ([]Grant, error) {
-	rows, err := db.read.QueryContext(ctx, listGrantsQuery, orgID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	grants := []Grant{}
-	for rows.Next() {
-		var g Grant
-		var expires, expired sql.NullInt64
-		var created int64
-		if err := rows.Scan(&g.ID, &g.Amount, &g.Remaining, &expires, &expired, &created); err != nil {
-			return nil, err
-		}
-		g.ExpiresAt, g.ExpiredAt, g.CreatedAt = fromNullMS(expires), fromNullMS(expired), fromMS(created)
-		grants = append(grants, g)
-	}
-	return grants, rows.Err()
-}
-
-const ledgerPageQuery = `SELECT id, kind, amount, grant_id, task_id, created_at
-	FROM credit_ledger WHERE org_id = ? AND id < ? ORDER BY id DESC LIMIT ?`
-
-// LedgerPage returns up to limit rows of the organization's ledger, newest first, from
-// the row before beforeID (0: from the newest). The next page starts before the last
-// row's ID. limit 0 means DefaultLedgerPage; more than MaxLedgerPage means the most.
-func (db *DB) LedgerPage(ctx context.Context, orgID string, beforeID int64, limit int) ([]LedgerEntry, error) {
-	beforeID, limit, err := store.LedgerPageBounds(beforeID, limit)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := db.read.QueryContext(ctx, ledgerPageQuery, orgID, beforeID, limit)
-	if err != nil {
-		return nil, err
-	}
-	return scanLedger(rows)
-}
-
-// scanLedger reads ledger rows selected as id, kind, amount, grant_id, task_id,
-// created_at, and closes them.
-func scanLedger(rows *sql.Rows) ([]LedgerEntry, error) {
-	defer rows.Close()
-	out := []LedgerEntry{}
-	for rows.Next() {
-		var e LedgerEntry
-		var created int64
-		if err := rows.Scan(&e.ID, &e.Kind, &e.Amount, &e.GrantID, &e.TaskID, &created); err != nil {
-			return nil, err
-		}
-		e.CreatedAt = fromMS(created)
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
-const dailyCreditsQuery = `SELECT day, kind, amount FROM credit_days WHERE org_id = ? AND day >= ? AND day <= ? ORDER BY day`
-
-// DailyCredits returns one entry per UTC day for the days days ending with now's,
-// oldest first, days without movement included as zeros. It reads credit_days, which
-// a trigger keeps beside the ledger: a handful of rows a day, however busy the day was.
-func (db *DB) DailyCredits(ctx context.Context, orgID string, days int, now time.Time) ([]CreditDay, error) {
-	out, first, last, err := store.CreditDays(days, now)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := db.read.QueryContext(ctx, dailyCreditsQuery, orgID, first, last)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var day, amount int64
-		var kind string
-		if err := rows.Scan(&day, &kind, &amount); err != nil {
-			return nil, err
-		}
-		out[day-first].Add(kind, amount)
-	}
-	return out, rows.Err()
-}
+// LockTaskGrants locks nothing: the single writer keeps a refund alone.
+func (txExec) LockTaskGrants(context.Context, string) error { return nil }

@@ -45,7 +45,7 @@ type DB struct {
 	// writerEpoch counts the writer's connections closed by reopenIfAsked.
 	writerEpoch atomic.Int64
 	touches     store.KeyTouches // keys' last use being written
-	keys        keyCache         // valid keys by the hash of their token
+	keys        store.KeyCache   // valid keys by the hash of their token
 
 	ops        chan *writeOp // transactions waiting for the writer
 	closing    chan struct{}

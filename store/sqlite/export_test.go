@@ -1,6 +1,10 @@
 package sqlite
 
-import "database/sql"
+import (
+	"database/sql"
+
+	"enrichd/store"
+)
 
 // What the tests of package store_test need to see inside the store.
 
@@ -16,11 +20,11 @@ var DashboardQueries = map[string]struct {
 	Args  []any
 }{
 	"TaskDeliveries": {taskDeliveriesQuery, []any{"t", "o", maxTaskDeliveries}},
-	"ListGrants":     {listGrantsQuery, []any{"o"}},
-	"LedgerPage":     {ledgerPageQuery, []any{"o", int64(100), 50}},
-	"DailyCredits":   {dailyCreditsQuery, []any{"o", int64(20000), int64(20030)}},
-	"CreditBalance":  {balanceQuery, []any{"o"}},
-	"ListKeys":       {listKeysQuery, []any{"o"}},
+	"ListGrants":     {store.PlannedQueries["ListGrants"], []any{"o"}},
+	"LedgerPage":     {store.PlannedQueries["LedgerPage"], []any{"o", int64(100), 50}},
+	"DailyCredits":   {store.PlannedQueries["DailyCredits"], []any{"o", int64(20000), int64(20030)}},
+	"CreditBalance":  {store.PlannedQueries["CreditBalance"], []any{"o"}},
+	"ListKeys":       {store.PlannedQueries["ListKeys"], []any{"o"}},
 }
 
 // PlanQueries are statements whose plans the tests check, by name, with arguments of
@@ -58,8 +62,11 @@ func (db *DB) WaitKeyTouches() { db.touches.Wait() }
 func (db *DB) KeyTouchesStarted() int64 { return db.touches.Started() }
 
 // KeyReads counts the API keys Authenticate read from the database since Open.
-func (db *DB) KeyReads() int64 { return db.keys.reads.Load() }
+func (db *DB) KeyReads() int64 { return db.keys.Reads() }
 
 // ReopenWriter makes the writer open its connection anew after its next batch, as a
 // write refused as read-only does.
 func (db *DB) ReopenWriter() { db.reopenWriter() }
+
+// EmptyKeyCache empties the key cache, as a commit of another process does.
+func (db *DB) EmptyKeyCache() { db.keys.Invalidate() }
