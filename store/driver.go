@@ -88,33 +88,9 @@ type Driver interface {
 	// destination is disabled, across organizations, for /metrics.
 	LoopTrouble(ctx context.Context) (failing, disabled int64, err error)
 
-	// Watches: what they are, and the scheduler's claims on them. Settle applies
-	// WatchSettled to the watch of a watch task in its own transaction.
-	CreateWatch(ctx context.Context, nw NewWatch) (*Watch, error)
-	CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult, error)
-	GetWatch(ctx context.Context, orgID, id string) (*Watch, error)
-	ListWatches(ctx context.Context, orgID string, f WatchFilter) ([]*Watch, int64, error)
-	UpdateWatch(ctx context.Context, orgID, id string, p WatchPatch) (*Watch, error)
-	DeleteWatch(ctx context.Context, orgID, id string) error
-	SetWatchCap(ctx context.Context, orgName string, cap *int64) error
-	WatchSpend(ctx context.Context, orgID string, monthStart time.Time) (spent int64, cap *int64, err error)
-	DueWatches(ctx context.Context, now time.Time, limit, perOrg int) ([]DueWatch, error)
-	WatchScheduled(ctx context.Context, orgID, id, taskID string, ranAt, next time.Time) error
-	DeferWatch(ctx context.Context, orgID, id string, next time.Time) error
-
-	// Batches: uploaded lists, a task per row. CreateBatch writes the batch and its
-	// rows, no task; the server makes each row's task (CreateTask with NewTask.Batch).
-	CreateBatch(ctx context.Context, nb NewBatch) (b *Batch, replayed bool, err error)
-	GetBatch(ctx context.Context, orgID, id string) (*Batch, error)
-	ListBatches(ctx context.Context, orgID string, page, pageSize int) ([]*Batch, int64, error)
-	// PendingBatchRows returns the rows still without a task, up to perBatch of each
-	// of up to batches batches, oldest batch first, each batch's in row order.
-	PendingBatchRows(ctx context.Context, batches, perBatch int) ([]PendingBatchRow, error)
-	// FailBatchRow records why a row gets no task; the row is no longer pending.
-	FailBatchRow(ctx context.Context, batchID string, row int, e *enrich.TaskError) error
-	// BatchResults returns up to limit rows after afterRow, in row order, with their
-	// tasks and results.
-	BatchResults(ctx context.Context, orgID, id string, afterRow, limit int) ([]BatchResult, error)
+	// Watches and batches: package store's (watches.go, batches.go), on the Tx
+	// primitives of their section; the task reads they borrow (BorrowedTaskReads).
+	BorrowedTaskReads
 
 	// The database itself: its schema, health, upkeep and size.
 	SchemaVersion(ctx context.Context) (int, error)

@@ -61,6 +61,12 @@ type Tx interface {
 
 	// Watches and batches.
 
+	// LockDueWatches reports whether this transaction may claim due watches: false
+	// while another replica's scheduler is claiming them (PostgreSQL's advisory lock,
+	// held to the end of the transaction); always true on an engine one process writes.
+	LockDueWatches(ctx context.Context) (bool, error)
+	BorrowedByWatches
+
 	// The database's upkeep.
 }
 

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,14 +75,18 @@ func (r pgRows) Close() error { r.Rows.Close(); return nil }
 // rebound holds each statement's PostgreSQL text, rewritten once.
 var rebound sync.Map // string -> string
 
-// rebind rewrites query's ? placeholders, outside quoted text, as $1, $2, ....
+// indexHint is SQLite's INDEXED BY, which a statement names where SQLite's planner
+// would pick a worse index; PostgreSQL's planner takes no hints.
+var indexHint = regexp.MustCompile(`(?i)\s+INDEXED\s+BY\s+\w+`)
+
+// rebind rewrites query's ? placeholders, outside quoted text, as $1, $2, ..., and
+// drops its index hints.
 func rebind(query string) string {
 	if v, ok := rebound.Load(query); ok {
 		return v.(string)
 	}
-	if !strings.Contains(query, "?") {
-		return query
-	}
+	original := query
+	query = indexHint.ReplaceAllString(query, "")
 	var b strings.Builder
 	n := 0
 	var quote byte
@@ -102,7 +107,7 @@ func rebind(query string) string {
 		b.WriteByte(c)
 	}
 	out := b.String()
-	rebound.Store(query, out)
+	rebound.Store(original, out)
 	return out
 }
 

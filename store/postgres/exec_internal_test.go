@@ -8,6 +8,7 @@ func TestRebindNumbersPlaceholdersOutsideQuotes(t *testing.T) {
 		`UPDATE t SET a = '?' WHERE b = ? AND "c?" = ?`: `UPDATE t SET a = '?' WHERE b = $1 AND "c?" = $2`,
 		`SELECT 'it''s ?', ?`:                           `SELECT 'it''s ?', $1`,
 		`SELECT 1`:                                      `SELECT 1`,
+		`SELECT a FROM t INDEXED BY t_b WHERE b = ?`:    `SELECT a FROM t WHERE b = $1`,
 	} {
 		if got := rebind(query); got != want {
 			t.Errorf("rebind(%q) = %q, want %q", query, got, want)

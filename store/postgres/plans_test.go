@@ -22,10 +22,12 @@ func TestListQueriesUseAnIndex(t *testing.T) {
 	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []struct {
+	type query struct {
 		name, sql string
 		args      []any
-	}{
+	}
+	var queries []query
+	for _, q := range []query{
 		{"ListKeys", rebind(store.PlannedQueries["ListKeys"]), []any{"o"}},
 		{"Authenticate", `SELECT id FROM api_keys WHERE hash = $1`, []any{[]byte("h")}},
 		{"ListGrants", rebind(store.PlannedQueries["ListGrants"]), []any{"o"}},
@@ -43,14 +45,15 @@ func TestListQueriesUseAnIndex(t *testing.T) {
 		{"purge sessions", `SELECT hash FROM sessions WHERE last_seen_at < $1`, []any{1}},
 		{"purge links", `SELECT hash FROM user_links WHERE expires_at <= $1`, []any{1}},
 		{"replicas", `SELECT id FROM replicas WHERE expires_at <= $1`, []any{1}},
-		{"ListBatches", listBatchesQuery, []any{"o", 25, 25}},
-		{"BatchResults", batchRowsQuery, []any{"b", 500, 500}},
-		{"batchCounts", batchCountsQuery, []any{"b"}},
-		{"nextPendingBatch", nextPendingBatchQuery, []any{"a"}},
-		{"pendingRows", pendingRowsQuery, []any{"b", 200}},
 		{"purgeBatches", `SELECT id FROM batches WHERE created_at < $1 ORDER BY created_at LIMIT $2`, []any{5, 1}},
 		{"findBatchByKey", `SELECT id FROM batches WHERE org_id = $1 AND idempotency_key = $2`, []any{"o", "k"}},
 	} {
+		queries = append(queries, q)
+	}
+	for name, q := range store.BatchQueries {
+		queries = append(queries, query{name, rebind(q.Query), q.Args})
+	}
+	for _, q := range queries {
 		var plan strings.Builder
 		rows, err := conn.Query(ctx, `EXPLAIN `+q.sql, q.args...)
 		if err != nil {

@@ -64,7 +64,7 @@ func TestTwoSchedulersNeverClaimTheSameWatch(t *testing.T) {
 		org := newOrg(t, dbs[0], fmt.Sprintf("org-%d", i), 0)
 		loop := companyLoop(t, dbs[0], org.ID)
 		for j := range each {
-			_, err := dbs[0].CreateWatch(ctx, domainWatch(org.ID, loop.ID, fmt.Sprintf("d%d.com", j), c.Now().Add(-time.Duration(j)*time.Minute)))
+			_, err := facade(dbs[0]).CreateWatch(ctx, domainWatch(org.ID, loop.ID, fmt.Sprintf("d%d.com", j), c.Now().Add(-time.Duration(j)*time.Minute)))
 			is.NoErr(err)
 		}
 	}
@@ -77,7 +77,7 @@ func TestTwoSchedulersNeverClaimTheSameWatch(t *testing.T) {
 			// The clock stands still: a claimed watch is due again only WatchRetry
 			// later, so every watch is handed out once, whichever scheduler takes it.
 			for range 5000 {
-				got, err := db.DueWatches(ctx, c.Now(), 5, 2)
+				got, err := facade(db).DueWatches(ctx, c.Now(), 5, 2)
 				if err != nil {
 					t.Error(err)
 					return
@@ -109,10 +109,10 @@ func TestTwoSchedulersNeverClaimTheSameWatch(t *testing.T) {
 		}
 	}
 	// Claimed, each is due WatchRetry later, and then again.
-	got, err := dbs[1].DueWatches(ctx, c.Now(), 100, 100)
+	got, err := facade(dbs[1]).DueWatches(ctx, c.Now(), 100, 100)
 	is.NoErr(err)
 	is.Equal(len(got), 0)
-	got, err = dbs[1].DueWatches(ctx, c.Now().Add(store.WatchRetry), 100, 100)
+	got, err = facade(dbs[1]).DueWatches(ctx, c.Now().Add(store.WatchRetry), 100, 100)
 	is.NoErr(err)
 	is.Equal(len(got), orgs*each)
 }
@@ -123,28 +123,28 @@ func TestASecondSchedulerReturnsNilWhileOneIsAtIt(t *testing.T) {
 	db, clk := newTestDB(t)
 	org := newOrg(t, db, "acme", 0)
 	loop := companyLoop(t, db, org.ID)
-	first, err := db.CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now().Add(-time.Hour)))
+	first, err := facade(db).CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now().Add(-time.Hour)))
 	is.NoErr(err)
-	_, err = db.CreateWatch(ctx, domainWatch(org.ID, loop.ID, "acme.com", clk.Now()))
+	_, err = facade(db).CreateWatch(ctx, domainWatch(org.ID, loop.ID, "acme.com", clk.Now()))
 	is.NoErr(err)
 
 	tx, err := db.pool.Begin(ctx)
 	is.NoErr(err)
 	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockDueWatches)
 	is.NoErr(err)
-	got, err := db.DueWatches(ctx, clk.Now(), 10, 10)
+	got, err := facade(db).DueWatches(ctx, clk.Now(), 10, 10)
 	is.NoErr(err)
 	is.Equal(got, nil) // another replica is scheduling
 	is.NoErr(tx.Rollback(ctx))
 
-	got, err = db.DueWatches(ctx, clk.Now(), 10, 10)
+	got, err = facade(db).DueWatches(ctx, clk.Now(), 10, 10)
 	is.NoErr(err)
 	is.Equal(len(got), 2)
 	is.Equal(got[0].Watch.ID, first.ID)                          // oldest due first
 	is.Equal(*got[0].Watch.NextRunAt, clk.Now().Add(-time.Hour)) // as it was due: NextRun plans from it
 	is.Equal(got[0].MonthSpend, int64(0))
 	is.Equal(got[0].MonthlyCap, nil)
-	w, err := db.GetWatch(ctx, org.ID, first.ID)
+	w, err := facade(db).GetWatch(ctx, org.ID, first.ID)
 	is.NoErr(err)
 	is.Equal(*w.NextRunAt, clk.Now().Add(store.WatchRetry)) // the claim
 
@@ -154,7 +154,7 @@ func TestASecondSchedulerReturnsNilWhileOneIsAtIt(t *testing.T) {
 	is.NoErr(err)
 	_, err = tx.Exec(ctx, `SELECT 1 FROM watches WHERE id = $1 FOR UPDATE`, first.ID)
 	is.NoErr(err)
-	got, err = db.DueWatches(ctx, clk.Now(), 10, 10)
+	got, err = facade(db).DueWatches(ctx, clk.Now(), 10, 10)
 	is.NoErr(err)
 	is.Equal(len(got), 1)
 	is.True(got[0].Watch.ID != first.ID)
@@ -173,7 +173,7 @@ func TestTwoTasksOfOneWatchSettleInTurn(t *testing.T) {
 	a, b := openTest(t, dsn, clk), openTest(t, dsn, clk)
 	org := newOrg(t, a, "acme", 100)
 	loop := companyLoop(t, a, org.ID)
-	w, err := a.CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now()))
+	w, err := facade(a).CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now()))
 	is.NoErr(err)
 
 	var claims []*store.Claim
@@ -250,8 +250,8 @@ func TestWatchQueriesUseTheirIndexes(t *testing.T) {
 		{"list", `SELECT id FROM watches WHERE org_id = $1 ORDER BY created_at, id LIMIT 10`, "watches_org_created", []any{"o"}},
 		{"list by Loop", `SELECT id FROM watches WHERE org_id = $1 AND loop_id = $2 ORDER BY created_at, id LIMIT 10`,
 			"watches_org_loop_created", []any{"o", "l"}},
-		{"due", dueWatchesQuery, "watches_due", []any{int64(1), 10, 100}},
-		{"spend", watchSpendQuery, "tasks_org_watch_created", []any{"o", int64(1)}},
+		{"due", rebind(store.WatchQueries["DueWatches"].Query), "watches_due", []any{int64(1), 10, 100}},
+		{"spend", rebind(store.WatchQueries["WatchSpend"].Query), "tasks_org_watch_created", []any{"o", int64(1)}},
 		{"Loop's delete", `SELECT id FROM watches WHERE loop_id = $1`, "watches_loop", []any{"l"}},
 	} {
 		plan := explain(t, db, q.sql, q.args...)
@@ -292,7 +292,7 @@ func TestSettleWatchTakesTheWatchInTurn(t *testing.T) {
 	db, clk := newTestDB(t)
 	org := newOrg(t, db, "acme", 100)
 	loop := companyLoop(t, db, org.ID)
-	w, err := db.CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now()))
+	w, err := facade(db).CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now()))
 	is.NoErr(err)
 	var tasks []string
 	for _, name := range []string{"Stripe", "Stripe, Inc."} {

@@ -41,19 +41,8 @@ var PlanQueries = map[string]struct {
 	"PurgeTasks":        {purgeTasksQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
 }
 
-// WatchQueries are the watches' list, count, scheduler and spend statements, by name,
-// with arguments of the right types, for EXPLAIN QUERY PLAN.
-var WatchQueries = map[string]struct {
-	Query string
-	Args  []any
-}{
-	"ListWatches":      {listWatchesQuery, []any{"o", 50, 0}},
-	"ListLoopWatches":  {listLoopWatchesQuery, []any{"o", "l", 50, 0}},
-	"CountWatches":     {countWatchesQuery, []any{"o"}},
-	"CountLoopWatches": {countLoopWatchesQuery, []any{"o", "l"}},
-	"DueWatches":       {dueWatchesQuery, []any{int64(5), 10, 200}},
-	"WatchSpend":       {watchSpendQuery, []any{"o", int64(5)}},
-}
+// WatchQueries are package store's statements of the watches, for EXPLAIN QUERY PLAN.
+var WatchQueries = store.WatchQueries
 
 // WaitKeyTouches waits for the writes of keys' last use under way.
 func (db *DB) WaitKeyTouches() { db.touches.Wait() }
