@@ -13,11 +13,11 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// The store's statements speak SQLite but for their row locks (FOR UPDATE, SKIP
-// LOCKED), which the single writer makes needless: unlocked drops them, once per
-// statement. They run prepared (see stmtCache).
+// The store's statements speak SQLite but for their row locks (FOR UPDATE, FOR KEY
+// SHARE, SKIP LOCKED), which the single writer makes needless: unlocked drops them,
+// once per statement. They run prepared (see stmtCache).
 
-var rowLock = regexp.MustCompile(`(?i)\s+FOR\s+(?:NO\s+KEY\s+)?UPDATE(?:\s+OF\s+\w+(?:\s*,\s*\w+)*)?(?:\s+SKIP\s+LOCKED|\s+NOWAIT)?`)
+var rowLock = regexp.MustCompile(`(?i)\s+FOR\s+(?:(?:NO\s+)?KEY\s+)?(?:UPDATE|SHARE)(?:\s+OF\s+\w+(?:\s*,\s*\w+)*)?(?:\s+SKIP\s+LOCKED|\s+NOWAIT)?`)
 
 var unlockedQueries sync.Map // string -> string
 
