@@ -1,6 +1,10 @@
 package sqlite
 
-import "database/sql"
+import (
+	"database/sql"
+
+	"enrichd/store"
+)
 
 // What the tests of package store_test need to see inside the store.
 
@@ -15,7 +19,7 @@ var DashboardQueries = map[string]struct {
 	Query string
 	Args  []any
 }{
-	"TaskDeliveries": {taskDeliveriesQuery, []any{"t", "o", maxTaskDeliveries}},
+	"TaskDeliveries": store.DeliveryStatements["TaskDeliveries"],
 	"ListGrants":     {listGrantsQuery, []any{"o"}},
 	"LedgerPage":     {ledgerPageQuery, []any{"o", int64(100), 50}},
 	"DailyCredits":   {dailyCreditsQuery, []any{"o", int64(20000), int64(20030)}},
@@ -32,7 +36,7 @@ var PlanQueries = map[string]struct {
 	"GetTask":           {getTaskQuery, []any{"t", "o"}},
 	"ListTasks":         {listTasksQuery, []any{"o", 50, 0}},
 	"ListTasksByStatus": {listTasksByStatusQuery, []any{"o", "queued", 50, 0}},
-	"ListDeliveries":    {listDeliveriesQuery, []any{"l", 50, 0}},
+	"ListDeliveries":    store.DeliveryStatements["ListDeliveries"],
 	"PurgeKeys":         {purgeKeysQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
 	"PurgeTasks":        {purgeTasksQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
 }
