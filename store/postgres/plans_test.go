@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"enrichd/store"
 )
 
 // TestListQueriesUseAnIndex checks that every list and scan query of this half of the
@@ -32,8 +34,8 @@ func TestListQueriesUseAnIndex(t *testing.T) {
 		{"refund", `SELECT grant_id FROM credit_ledger WHERE task_id = $1`, []any{"t"}},
 		{"DailyCredits", `SELECT day FROM credit_days WHERE org_id = $1 AND day >= $2 AND day <= $3 ORDER BY day`, []any{"o", 1, 2}},
 		{"ListLoops", `SELECT id FROM loops WHERE org_id = $1 ORDER BY created_at, id`, []any{"o"}},
-		{"ListDeliveries", `SELECT id FROM deliveries WHERE loop_id = $1 ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"l"}},
-		{"TaskDeliveries", `SELECT id FROM deliveries WHERE task_id = $1 AND org_id = $2 ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"t", "o"}},
+		{"ListDeliveries", rebind(store.DeliveryStatements["ListDeliveries"].Query), store.DeliveryStatements["ListDeliveries"].Args},
+		{"TaskDeliveries", rebind(store.DeliveryStatements["TaskDeliveries"].Query), store.DeliveryStatements["TaskDeliveries"].Args},
 		{"due", `SELECT id FROM deliveries WHERE ` + dueWhere + ` ORDER BY next_attempt_at, id LIMIT 10`, []any{1}},
 		{"leased", `SELECT loop_id, count(*) FROM deliveries WHERE loop_id = ANY($1) AND status = 'pending' AND lease_until > $2 GROUP BY loop_id`, []any{[]string{"l"}, 1}},
 		{"ListUsers", `SELECT id FROM users WHERE org_id = $1 ORDER BY email`, []any{"o"}},
