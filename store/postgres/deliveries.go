@@ -12,6 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// The deliveries are package store's; insertDelivery and deliverTaskEvent are left for
+// this driver's queue and watches, and the claim's primitives are PostgreSQL's.
+
 // insertDelivery writes a pending delivery, due at once; or, when the Loop's
 // destination is disabled, a failed one that says why (retried once it is enabled).
 func insertDelivery(ctx context.Context, tx pgx.Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*store.Delivery, error) {

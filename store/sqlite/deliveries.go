@@ -11,6 +11,9 @@ import (
 	"github.com/google/uuid"
 )
 
+// The deliveries are package store's; insertDelivery and deliverSettled are left for
+// this driver's queue, tasks and watches, and the claim's primitives are SQLite's.
+
 // insertDelivery writes a pending delivery, due at once; or, when the Loop's
 // destination is disabled, a failed one that says why (retried once it is enabled).
 func insertDelivery(ctx context.Context, tx *Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*Delivery, error) {
