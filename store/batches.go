@@ -274,12 +274,12 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 				return err
 			}
 		}
-		bal, err := tx.BorrowedBalance(ctx, nb.OrgID)
+		bal, err := balance(ctx, tx, nb.OrgID)
 		if err != nil {
 			return err
 		}
 		if bal.Balance < nb.CreditsEstimate {
-			return tx.BorrowedInsufficientCredits(ctx, nb.OrgID, nb.CreditsEstimate, bal.Balance)
+			return insufficientCredits(ctx, tx, nb.OrgID, nb.CreditsEstimate, bal.Balance)
 		}
 		now := db.now()
 		b := &Batch{ID: uuid.Must(uuid.NewV7()).String(), OrgID: nb.OrgID, ObjectType: nb.ObjectType, Name: nb.Name,

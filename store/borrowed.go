@@ -1,22 +1,12 @@
 package store
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
-// BorrowedByWatches are the steps of other domains (credits, tasks, deliveries) that
-// the watches and batches call, answered by each driver's own code until those domains
-// are written once here too.
-type BorrowedByWatches interface {
-	// BorrowedBalance is the organization's balance (credits' balance).
-	BorrowedBalance(ctx context.Context, orgID string) (Balance, error)
-	// BorrowedInsufficientCredits is the 402 of a request costing cost when remaining
-	// is left (credits' insufficientCredits).
-	BorrowedInsufficientCredits(ctx context.Context, orgID string, cost, remaining int64) error
-	// BorrowedInsertDelivery queues a delivery of event to a Loop (deliveries'
-	// insertDelivery).
-	BorrowedInsertDelivery(ctx context.Context, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*Delivery, error)
+// Borrowed are the task reads that the operations written here call, run by the
+// driver's own code until the tasks are written here too.
+type Borrowed interface {
+	// BorrowedTask reads the task id, whole.
+	BorrowedTask(ctx context.Context, id string) (*Task, error)
 	BorrowedTaskReads
 }
 

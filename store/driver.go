@@ -69,25 +69,6 @@ type Driver interface {
 	// started list asks it of the dataset.
 	HasRecords(ctx context.Context, origin string) (bool, error)
 
-	// Loops and their deliveries.
-	CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error)
-	GetLoop(ctx context.Context, orgID, id string) (*Loop, error)
-	ListLoops(ctx context.Context, orgID string) ([]*Loop, error)
-	// UpdateLoop applies the patch in one transaction: a rotation (p.Rotate) included;
-	// disabling the destination fails the Loop's pending deliveries not being sent.
-	UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*Loop, error)
-	DeleteLoop(ctx context.Context, orgID, id string) error
-	CreateTestDelivery(ctx context.Context, orgID, loopID string) (*Delivery, error)
-	ListDeliveries(ctx context.Context, orgID, loopID string, page, pageSize int) ([]*Delivery, int64, error)
-	TaskDeliveries(ctx context.Context, orgID, taskID string) ([]*Delivery, error)
-	GetDelivery(ctx context.Context, orgID, id string) (*Delivery, []byte, error)
-	RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, error)
-	ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight map[string]int, lease time.Duration) ([]*Dispatch, error)
-	RecordAttempts(ctx context.Context, done []Attempted) error
-	// LoopTrouble counts the Loops that are failing (see Loop.Failing) and those whose
-	// destination is disabled, across organizations, for /metrics.
-	LoopTrouble(ctx context.Context) (failing, disabled int64, err error)
-
 	// Watches and batches: package store's (watches.go, batches.go), on the Tx
 	// primitives of their section; the task reads they borrow (BorrowedTaskReads).
 	BorrowedTaskReads

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"enrichd/enrich"
 
+	"github.com/google/uuid"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -235,4 +237,220 @@ func (db *DB) RotateLoopSecret(ctx context.Context, orgID, id string, grace time
 		return nil, err
 	}
 	return db.UpdateLoop(ctx, orgID, id, LoopPatch{Rotate: &SecretRotation{Secret: secret, Grace: grace}})
+}
+
+// boolInt is a boolean as the schemas keep it: the integers 0 and 1 (so rows copy
+// between the engines unchanged).
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+const loopColumns = `id, org_id, name, slug, object_type, operation, enabled, webhook_url, created_at, updated_at,
+	destination_disabled_at, destination_disabled_reason, previous_secret_expires_at, delivery_failures,
+	last_delivery_error, last_delivery_error_at`
+
+func scanLoop(row Row) (*Loop, error) {
+	var l Loop
+	var created, updated int64
+	var enabled, failures int
+	var disabledAt, previousExpires, lastErrAt *int64
+	var reason, lastErr *string
+	if err := row.Scan(&l.ID, &l.OrgID, &l.Name, &l.Slug, &l.ObjectType, &l.Operation, &enabled,
+		&l.Destination.URL, &created, &updated, &disabledAt, &reason, &previousExpires, &failures, &lastErr, &lastErrAt); err != nil {
+		return nil, err
+	}
+	l.Enabled = enabled != 0
+	l.CreatedAt, l.UpdatedAt = fromMS(created), fromMS(updated)
+	l.Destination.Kind = "webhook"
+	l.SetState(fromNullMS(disabledAt), reason, fromNullMS(previousExpires), failures, lastErr, fromNullMS(lastErrAt))
+	return &l, nil
+}
+
+const findLoopQuery = `SELECT ` + loopColumns + ` FROM loops WHERE id = ? AND org_id = ?`
+
+// findLoop returns the organization's Loop id, or loop_not_found.
+func findLoop(ctx context.Context, q Executor, orgID, id string) (*Loop, error) {
+	return loopFound(scanLoop(q.QueryRow(ctx, findLoopQuery, id, orgID)))
+}
+
+// lockLoop is findLoop holding the Loop's row (PostgreSQL), so two changes to it apply
+// one after the other. FOR NO KEY UPDATE does not hold up the deliveries and tasks
+// that refer to the Loop.
+func lockLoop(ctx context.Context, tx Tx, orgID, id string) (*Loop, error) {
+	return loopFound(scanLoop(tx.QueryRow(ctx, findLoopQuery+` FOR NO KEY UPDATE`, id, orgID)))
+}
+
+func loopFound(l *Loop, err error) (*Loop, error) {
+	if errors.Is(err, ErrNoRows) {
+		return nil, LoopNotFound()
+	}
+	return l, err
+}
+
+// lockOrgLoops takes the organization's row lock (PostgreSQL), which orders the
+// writers that must see each other's Loops (two Loops named alike get different
+// slugs). FOR NO KEY UPDATE, not FOR UPDATE: it does not block the inserts that
+// reference the organization (their foreign key check takes FOR KEY SHARE), so tasks
+// keep flowing. SQLite's single writer needs no lock.
+func lockOrgLoops(ctx context.Context, tx Tx, orgID string) error {
+	_, err := tx.Exec(ctx, `SELECT 1 FROM orgs WHERE id = ? FOR NO KEY UPDATE`, orgID)
+	return err
+}
+
+// uniqueSlug is base, or base-2, base-3, ...: the first no other Loop of the
+// organization holds (self, the Loop being renamed, may keep its own). The caller
+// holds the organization's lock (lockOrgLoops).
+func uniqueSlug(ctx context.Context, tx Tx, orgID, self, base string) (string, error) {
+	return UniqueSlug(base, func(slug string) (bool, error) {
+		var taken bool
+		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loops WHERE org_id = ? AND slug = ? AND id <> ?)`,
+			orgID, slug, self).Scan(&taken)
+		return taken, err
+	})
+}
+
+// CreateLoop creates a Loop with a new signing secret, which the returned Loop carries
+// this once. Its slug is unique in the organization: "-2", "-3", ... are appended.
+func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
+	secret, err := NewLoopSecret()
+	if err != nil {
+		return nil, err
+	}
+	var l *Loop
+	err = db.write(ctx, func(tx Tx) error {
+		if err := lockOrgLoops(ctx, tx, nl.OrgID); err != nil {
+			return err
+		}
+		now := db.now()
+		slug, err := uniqueSlug(ctx, tx, nl.OrgID, "", Slugify(nl.Name))
+		if err != nil {
+			return err
+		}
+		l = &Loop{ID: uuid.Must(uuid.NewV7()).String(), OrgID: nl.OrgID, Name: nl.Name, Slug: slug,
+			ObjectType: nl.ObjectType, Operation: "enrich", Enabled: nl.Enabled, CreatedAt: now, UpdatedAt: now,
+			Destination: Destination{Kind: "webhook", URL: nl.WebhookURL, Enabled: true, Secret: secret}}
+		_, err = tx.Exec(ctx, `INSERT INTO loops (id, org_id, name, slug, object_type, operation, enabled, webhook_url,
+			secret, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			l.ID, l.OrgID, l.Name, l.Slug, l.ObjectType, l.Operation, boolInt(l.Enabled), l.Destination.URL, secret, ms(now), ms(now))
+		return err
+	})
+	return l, err
+}
+
+// GetLoop returns one of the organization's Loops, without its secret.
+func (db *DB) GetLoop(ctx context.Context, orgID, id string) (*Loop, error) {
+	return findLoop(ctx, db.Reader(), orgID, id)
+}
+
+// ListLoops returns the organization's Loops, oldest first, without their secrets.
+func (db *DB) ListLoops(ctx context.Context, orgID string) ([]*Loop, error) {
+	rows, err := db.Reader().Query(ctx, `SELECT `+loopColumns+` FROM loops WHERE org_id = ? ORDER BY created_at, id`, orgID)
+	loops, err := collect(rows, err, scanLoop)
+	if loops == nil && err == nil {
+		loops = []*Loop{}
+	}
+	return loops, err
+}
+
+// UpdateLoop changes what the patch sets, in one transaction. A disabled Loop takes no
+// new runs; the tasks it has in flight still deliver. A rotation keeps the replaced
+// secret for its grace period (none when 0: a leaked secret is not kept). Disabling
+// the destination fails the Loop's pending deliveries that are not being sent (those
+// are failed as their attempt is recorded). A rename takes the organization's lock
+// first (see lockOrgLoops), then the Loop's row.
+func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*Loop, error) {
+	var l *Loop
+	err := db.write(ctx, func(tx Tx) error {
+		if p.Name != nil {
+			if err := lockOrgLoops(ctx, tx, orgID); err != nil {
+				return err
+			}
+		}
+		var err error
+		if l, err = lockLoop(ctx, tx, orgID, id); err != nil {
+			return err
+		}
+		wasEnabled := l.Destination.Enabled
+		if p.Apply(l, db.now()) {
+			if l.Slug, err = uniqueSlug(ctx, tx, orgID, id, Slugify(l.Name)); err != nil {
+				return err
+			}
+		}
+		if _, err = tx.Exec(ctx, `UPDATE loops SET name = ?, slug = ?, webhook_url = ?, enabled = ?, updated_at = ? WHERE id = ?`,
+			l.Name, l.Slug, l.Destination.URL, boolInt(l.Enabled), ms(l.UpdatedAt), id); err != nil {
+			return err
+		}
+		if r := p.Rotate; r != nil {
+			// The right-hand secret is the one being replaced.
+			if _, err = tx.Exec(ctx, `UPDATE loops SET previous_secret = CASE WHEN ? = 1 THEN secret END,
+				previous_secret_expires_at = ?, secret = ? WHERE id = ?`,
+				boolInt(r.Grace > 0), ms(*l.Destination.PreviousSecretExpiresAt), r.Secret, id); err != nil {
+				return err
+			}
+		}
+		switch {
+		case !wasEnabled && l.Destination.Enabled:
+			_, err = tx.Exec(ctx, `UPDATE loops SET destination_disabled_at = NULL, destination_disabled_reason = NULL,
+				delivery_failures = 0 WHERE id = ?`, id)
+		case wasEnabled && !l.Destination.Enabled:
+			err = disableDestination(ctx, tx, id, *l.Destination.DisabledReason, l.UpdatedAt)
+		}
+		return err
+	})
+	return l, err
+}
+
+// disableDestination disables the Loop's destination, if it is not already, and fails
+// its pending deliveries that are not being sent, giving the reason it was disabled
+// for first.
+func disableDestination(ctx context.Context, tx Tx, loopID, reason string, now time.Time) error {
+	var current string
+	err := tx.QueryRow(ctx, `UPDATE loops SET destination_disabled_at = coalesce(destination_disabled_at, ?),
+		destination_disabled_reason = CASE WHEN destination_disabled_at IS NULL THEN ? ELSE destination_disabled_reason END
+		WHERE id = ? RETURNING destination_disabled_reason`, ms(now), reason, loopID).Scan(&current)
+	if err != nil {
+		return err
+	}
+	return failPending(ctx, tx, loopID, current, now)
+}
+
+// failPending fails the Loop's pending deliveries that are not being sent, because its
+// destination is disabled for reason. Each keeps its attempts; last_attempt_at is set
+// when there was none, so that retention deletes it in time.
+func failPending(ctx context.Context, tx Tx, loopID, reason string, now time.Time) error {
+	_, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'failed', next_attempt_at = NULL, lease_until = NULL,
+		last_error = ?, last_attempt_at = coalesce(last_attempt_at, ?)
+		WHERE loop_id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`,
+		NotSentError(reason), ms(now), loopID, ms(now))
+	return err
+}
+
+// DeleteLoop deletes a Loop and its deliveries, sent or not; tasks keep their loop_id.
+func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
+	return db.write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `DELETE FROM loops WHERE id = ? AND org_id = ?`, id, orgID)
+		if err == nil && n == 0 {
+			err = LoopNotFound()
+		}
+		return err
+	})
+}
+
+// checkLoopForRun is the check a new task naming a Loop must pass (CheckLoopForRun),
+// on the organization's Loop loopID as q reads it.
+func checkLoopForRun(ctx context.Context, q Executor, orgID, loopID, objectType string) error {
+	l, err := findLoop(ctx, q, orgID, loopID)
+	return CheckLoopForRun(l, err, loopID, objectType)
+}
+
+// LoopTrouble counts the Loops that are failing (see Loop.Failing) and those whose
+// destination is disabled, across organizations, for /metrics; each count reads a
+// partial index that holds only those Loops.
+func (db *DB) LoopTrouble(ctx context.Context) (failing, disabled int64, err error) {
+	err = db.Reader().QueryRow(ctx, `SELECT (SELECT count(*) FROM loops WHERE delivery_failures >= 3),
+		(SELECT count(*) FROM loops WHERE destination_disabled_at IS NOT NULL)`).Scan(&failing, &disabled)
+	return failing, disabled, err
 }

@@ -36,6 +36,7 @@ var ErrNoRows = sql.ErrNoRows
 // statements they run through the Executor.
 type Tx interface {
 	Executor
+	Borrowed
 
 	// Tasks, the queue, records.
 
@@ -59,13 +60,20 @@ type Tx interface {
 
 	// Loops and deliveries.
 
+	// PickDueDeliveries chooses up to limit due deliveries to claim at now (ms), oldest
+	// due first, no Loop past perLoop less what is in flight to it (inFlight, and on
+	// PostgreSQL the leases in the database), holding what it picked until the commit.
+	PickDueDeliveries(ctx context.Context, now int64, limit, perLoop int, inFlight map[string]int) ([]string, error)
+	// LeaseDeliveries leases the deliveries ids until leaseUntil (ms) and returns them
+	// in that order, ready to send at now (ms).
+	LeaseDeliveries(ctx context.Context, ids []string, leaseUntil, now int64) ([]*Dispatch, error)
+
 	// Watches and batches.
 
 	// LockDueWatches reports whether this transaction may claim due watches: false
 	// while another replica's scheduler is claiming them (PostgreSQL's advisory lock,
 	// held to the end of the transaction); always true on an engine one process writes.
 	LockDueWatches(ctx context.Context) (bool, error)
-	BorrowedByWatches
 
 	// The database's upkeep.
 }

@@ -697,7 +697,7 @@ func settleWatch(ctx context.Context, tx Tx, taskID, watchID string, fetched boo
 		return nil
 	}
 	for _, e := range u.Events {
-		if _, err := tx.BorrowedInsertDelivery(ctx, w.LoopID, w.OrgID, e.Event, &t.ID, e.Payload, now); err != nil {
+		if _, err := insertDelivery(ctx, tx, w.LoopID, w.OrgID, e.Event, &t.ID, e.Payload, now); err != nil {
 			return err
 		}
 	}

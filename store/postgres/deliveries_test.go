@@ -12,11 +12,11 @@ import (
 )
 
 // loopWithDeliveries makes an organization with a Loop that has n test deliveries due.
-func loopWithDeliveries(t *testing.T, db *DB, org string, n int) (*store.Org, *store.Loop) {
+func loopWithDeliveries(t *testing.T, db *store.DB, org string, n int) (*store.Org, *store.Loop) {
 	t.Helper()
 	is := is.New(t)
 	ctx := context.Background()
-	o, err := facade(db).CreateOrg(ctx, org)
+	o, err := db.CreateOrg(ctx, org)
 	is.NoErr(err)
 	l, err := db.CreateLoop(ctx, store.NewLoop{OrgID: o.ID, Name: "Hooks", ObjectType: "company", WebhookURL: "https://example.com/hook", Enabled: true})
 	is.NoErr(err)
@@ -32,7 +32,7 @@ func TestTwoClaimersNeverGetTheSameDelivery(t *testing.T) {
 	ctx := context.Background()
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	dbs := []*DB{openTest(t, dsn, c), openTest(t, dsn, c)}
+	dbs := []*store.DB{facade(openTest(t, dsn, c)), facade(openTest(t, dsn, c))}
 	const loops, each = 6, 20
 	for i := range loops {
 		loopWithDeliveries(t, dbs[0], string(rune('a'+i))+"-org", each)
@@ -74,7 +74,7 @@ func TestPerLoopCapHoldsAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
+	a, b := facade(openTest(t, dsn, c)), facade(openTest(t, dsn, c))
 	_, slow := loopWithDeliveries(t, a, "acme", 10)
 	_, other := loopWithDeliveries(t, a, "globex", 2)
 	const perLoop = 3
@@ -83,7 +83,7 @@ func TestPerLoopCapHoldsAcrossReplicas(t *testing.T) {
 	var mu sync.Mutex
 	var claimed []*store.Dispatch
 	var wg sync.WaitGroup
-	for _, db := range []*DB{a, b, a, b} {
+	for _, db := range []*store.DB{a, b, a, b} {
 		wg.Go(func() {
 			got, err := db.ClaimDeliveries(ctx, 10, perLoop, nil, time.Minute)
 			if err != nil {
@@ -107,7 +107,7 @@ func TestPerLoopCapHoldsAcrossReplicas(t *testing.T) {
 
 	// Whatever those claims left, the slow Loop has exactly perLoop leased now, counted
 	// in the database: another replica gets none of it, with an empty inFlight.
-	for _, db := range []*DB{a, b} {
+	for _, db := range []*store.DB{a, b} {
 		got, err := db.ClaimDeliveries(ctx, 10, perLoop, nil, time.Minute)
 		is.NoErr(err)
 		claimed = append(claimed, got...)
@@ -141,7 +141,8 @@ func TestPerLoopCapHoldsAcrossReplicas(t *testing.T) {
 func TestDeliveryLifecycle(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, c := newTestDB(t)
+	pg, c := newTestDB(t)
+	db := facade(pg)
 	org, loop := loopWithDeliveries(t, db, "acme", 1)
 	list, total, err := db.ListDeliveries(ctx, org.ID, loop.ID, 0, 10)
 	is.NoErr(err)
@@ -176,7 +177,7 @@ func TestDeliveryLifecycle(t *testing.T) {
 	is.Equal(errCode(err), "delivery_not_failed")
 
 	// Another organization sees none of it.
-	other, err := facade(db).CreateOrg(ctx, "globex")
+	other, err := db.CreateOrg(ctx, "globex")
 	is.NoErr(err)
 	_, _, err = db.GetDelivery(ctx, other.ID, d.ID)
 	is.Equal(errCode(err), "not_found")
@@ -193,12 +194,12 @@ func TestLoopsGetUniqueSlugsUnderConcurrentCreates(t *testing.T) {
 	ctx := context.Background()
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
-	org, err := facade(a).CreateOrg(ctx, "acme")
+	a, b := facade(openTest(t, dsn, c)), facade(openTest(t, dsn, c))
+	org, err := a.CreateOrg(ctx, "acme")
 	is.NoErr(err)
 	var wg sync.WaitGroup
 	for i := range 6 {
-		db := []*DB{a, b}[i%2]
+		db := []*store.DB{a, b}[i%2]
 		wg.Go(func() {
 			if _, err := db.CreateLoop(ctx, store.NewLoop{OrgID: org.ID, Name: "New leads", ObjectType: "company", WebhookURL: "https://example.com/", Enabled: true}); err != nil {
 				t.Error(err)
@@ -224,7 +225,7 @@ func TestLoopsGetUniqueSlugsUnderConcurrentCreates(t *testing.T) {
 	got, err := b.GetLoop(ctx, org.ID, l.ID)
 	is.NoErr(err)
 	is.Equal(got.Enabled, false)
-	rotated, err := facade(a).RotateLoopSecret(ctx, org.ID, l.ID, 0)
+	rotated, err := a.RotateLoopSecret(ctx, org.ID, l.ID, 0)
 	is.NoErr(err)
 	is.True(rotated.Destination.Secret != "")
 }

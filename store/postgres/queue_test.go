@@ -749,15 +749,15 @@ func TestSettledTasksOfALoopSendTheirEvent(t *testing.T) {
 	ctx := context.Background()
 	db, clk := newTestDB(t)
 	org := newOrg(t, db, "acme", 100)
-	loop, err := db.CreateLoop(ctx, store.NewLoop{OrgID: org.ID, Name: "crm", ObjectType: enrich.ObjectCompany,
+	loop, err := facade(db).CreateLoop(ctx, store.NewLoop{OrgID: org.ID, Name: "crm", ObjectType: enrich.ObjectCompany,
 		WebhookURL: "https://example.com/hook", Enabled: true})
 	is.NoErr(err)
 	event := func(taskID string) (string, map[string]any) {
 		t.Helper()
-		ds, err := db.TaskDeliveries(ctx, org.ID, taskID)
+		ds, err := facade(db).TaskDeliveries(ctx, org.ID, taskID)
 		is.NoErr(err)
 		is.Equal(len(ds), 1)
-		_, payload, err := db.GetDelivery(ctx, org.ID, ds[0].ID)
+		_, payload, err := facade(db).GetDelivery(ctx, org.ID, ds[0].ID)
 		is.NoErr(err)
 		var body map[string]any
 		is.NoErr(json.Unmarshal(payload, &body))

@@ -19,7 +19,7 @@ import (
 // companyLoop is a Loop of company records for org.
 func companyLoop(t *testing.T, db *DB, orgID string) *store.Loop {
 	t.Helper()
-	l, err := db.CreateLoop(context.Background(), store.NewLoop{OrgID: orgID, Name: "crm", ObjectType: enrich.ObjectCompany,
+	l, err := facade(db).CreateLoop(context.Background(), store.NewLoop{OrgID: orgID, Name: "crm", ObjectType: enrich.ObjectCompany,
 		WebhookURL: "https://example.com/hook", Enabled: true})
 	if err != nil {
 		t.Fatal(err)
@@ -211,13 +211,13 @@ func TestTwoTasksOfOneWatchSettleInTurn(t *testing.T) {
 
 	var deliveries []*store.Delivery
 	for _, c := range claims {
-		ds, err := a.TaskDeliveries(ctx, org.ID, c.TaskID)
+		ds, err := facade(a).TaskDeliveries(ctx, org.ID, c.TaskID)
 		is.NoErr(err)
 		deliveries = append(deliveries, ds...)
 	}
 	is.Equal(len(deliveries), 1) // the first set the baseline, the second sent the change
 	is.Equal(deliveries[0].Event, store.EventRecordChanged)
-	_, payload, err := a.GetDelivery(ctx, org.ID, deliveries[0].ID)
+	_, payload, err := facade(a).GetDelivery(ctx, org.ID, deliveries[0].ID)
 	is.NoErr(err)
 	var body struct {
 		Changes []struct {

@@ -2,24 +2,14 @@ package sqlite
 
 import (
 	"context"
-	"time"
 
 	"enrichd/store"
 )
 
-// The steps of other domains that package store's watches and batches borrow (see
-// store.BorrowedByWatches): this driver's own.
+// The task reads package store borrows (see store.Borrowed): this driver's own.
 
-func (e txExec) BorrowedBalance(ctx context.Context, orgID string) (store.Balance, error) {
-	return balance(ctx, e.tx, orgID)
-}
-
-func (e txExec) BorrowedInsufficientCredits(ctx context.Context, orgID string, cost, remaining int64) error {
-	return insufficientCredits(ctx, e.tx, orgID, cost, remaining)
-}
-
-func (e txExec) BorrowedInsertDelivery(ctx context.Context, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*store.Delivery, error) {
-	return insertDelivery(ctx, e.tx, loopID, orgID, event, taskID, payload, now)
+func (e txExec) BorrowedTask(ctx context.Context, id string) (*Task, error) {
+	return scanTask(e.tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
 }
 
 func (txExec) BorrowedTaskColumns() string                         { return taskColumns }

@@ -19,7 +19,7 @@ var DashboardQueries = map[string]struct {
 	Query string
 	Args  []any
 }{
-	"TaskDeliveries": {taskDeliveriesQuery, []any{"t", "o", maxTaskDeliveries}},
+	"TaskDeliveries": store.DeliveryStatements["TaskDeliveries"],
 	"ListGrants":     {store.PlannedQueries["ListGrants"], []any{"o"}},
 	"LedgerPage":     {store.PlannedQueries["LedgerPage"], []any{"o", int64(100), 50}},
 	"DailyCredits":   {store.PlannedQueries["DailyCredits"], []any{"o", int64(20000), int64(20030)}},
@@ -36,7 +36,7 @@ var PlanQueries = map[string]struct {
 	"GetTask":           {getTaskQuery, []any{"t", "o"}},
 	"ListTasks":         {listTasksQuery, []any{"o", 50, 0}},
 	"ListTasksByStatus": {listTasksByStatusQuery, []any{"o", "queued", 50, 0}},
-	"ListDeliveries":    {listDeliveriesQuery, []any{"l", 50, 0}},
+	"ListDeliveries":    store.DeliveryStatements["ListDeliveries"],
 	"PurgeKeys":         {purgeKeysQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
 	"PurgeTasks":        {purgeTasksQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
 }
