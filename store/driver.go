@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"time"
 
@@ -83,20 +82,9 @@ type Driver interface {
 	RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []ExpiredTask, err error)
 	QueueDepth(ctx context.Context) (queued, running int64, err error)
 
-	// Records: the 30-day store, the imported dataset, what email lookups hold. The
-	// facade builds FindStored, Held and Dataset on these.
-	//
-	// FindRecord returns the record of origin that key names (see RecordKey), or nil.
-	FindRecord(ctx context.Context, origin, key string) (*StoredRecord, error)
-	// FindStaff returns up to limit records of origin, people, with a current position
-	// whose company's by is value: a shortlist, in no order.
-	FindStaff(ctx context.Context, origin string, by StaffBy, value string, limit int) ([]StoredRecord, error)
-	// Gathering is enrich.Held's: what a lookup of address gathered at or after since.
-	Gathering(ctx context.Context, address string, since time.Time) (*enrich.Gathering, error)
-	Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (ImportStats, error)
-	// HasRecords reports whether origin holds any record: the dashboard's getting
-	// started list asks it of the dataset.
-	HasRecords(ctx context.Context, origin string) (bool, error)
+	// Records. FoldedEquals is the condition that column equals a ? parameter whatever
+	// its case, as the engine's index on column folds it.
+	FoldedEquals(column string) string
 
 	// Loops and their deliveries.
 	CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error)

@@ -39,6 +39,12 @@ type Tx interface {
 
 	// Tasks, the queue, records.
 
+	// PointRecordKey points origin's key at the record recordID, with redirect, and
+	// returns the record it named before (0: none). On PostgreSQL a key another
+	// transaction is adding is waited for and then moved, so a record left without
+	// keys is deleted whichever of the two commits last.
+	PointRecordKey(ctx context.Context, origin, key string, recordID int64, redirect sql.NullInt64) (previous int64, err error)
+
 	// Organizations, keys, credits.
 
 	// Users, sessions, the first start.

@@ -672,11 +672,11 @@ func TestImportServesTheDatasetAndStaff(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := newTestDB(t)
-	_, err := db.Import(ctx, strings.NewReader(`{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}
+	_, err := facade(db).Import(ctx, strings.NewReader(`{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}
 {"type":"bad"}`), enrich.Normalizer{})
 	is.True(err != nil)
 	is.True(strings.Contains(err.Error(), "line 2"))
-	stats, err := db.Import(ctx, strings.NewReader(`{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}
+	stats, err := facade(db).Import(ctx, strings.NewReader(`{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}
 {"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe","emails":["Jane.Doe@Acme.com"],"positions":[{"title":"CEO","company_name":"ACME","is_current":true}]}`), enrich.Normalizer{})
 	is.NoErr(err)
 	is.Equal(stats, store.ImportStats{Companies: 1, People: 1})
@@ -695,7 +695,7 @@ func TestImportServesTheDatasetAndStaff(t *testing.T) {
 	staff, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	is.NoErr(err)
 	is.Equal(staff, []string{"dataset"}) // the name found whatever its case
-	found, err := db.FindStaff(ctx, store.OriginDataset, store.StaffByName, "Acme", 10)
+	found, err := facade(db).FindStaff(ctx, store.OriginDataset, store.StaffByName, "Acme", 10)
 	is.NoErr(err)
 	is.Equal(len(found), 1)
 

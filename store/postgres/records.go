@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"io"
 	"slices"
 	"time"
 
@@ -22,12 +21,6 @@ type record struct {
 	data         []byte
 	lastEnriched time.Time
 	redirect     sql.NullInt64 // set when the key is a domain alias
-}
-
-// stored is the record as package store has it.
-func (r *record) stored() *store.StoredRecord {
-	return &store.StoredRecord{ID: r.id, ObjectType: r.objectType, Data: r.data, LastEnriched: r.lastEnriched,
-		ConfirmedAlias: r.redirect.Valid && r.redirect.Int64 == 1}
 }
 
 func (r *record) result(in enrich.Input) (enrich.Result, error) {
@@ -49,15 +42,6 @@ func findRecord(ctx context.Context, q querier, origin, key string) (*record, er
 	}
 	r.data, r.lastEnriched = []byte(data), fromMS(last)
 	return &r, nil
-}
-
-// FindRecord returns the record of origin that key names, or nil.
-func (db *DB) FindRecord(ctx context.Context, origin, key string) (*store.StoredRecord, error) {
-	rec, err := findRecord(ctx, db.pool, origin, key)
-	if err != nil || rec == nil {
-		return nil, db.readChecked(err)
-	}
-	return rec.stored(), nil
 }
 
 // saveRecord inserts or replaces the record named by identity and points keys at it,
@@ -96,7 +80,7 @@ func saveRecord(ctx context.Context, tx pgx.Tx, origin string, res enrich.Result
 	}
 	slices.Sort(names)
 	for _, key := range names {
-		previous, err := pointKey(ctx, tx, origin, key, id, keys[key])
+		previous, err := exec{q: tx}.PointRecordKey(ctx, origin, key, id, keys[key])
 		if err != nil {
 			return err
 		}
@@ -136,30 +120,34 @@ func saveRecord(ctx context.Context, tx pgx.Tx, origin string, res enrich.Result
 	return nil
 }
 
-// pointKey points the key at the record id and returns the record it named before (0:
-// none). A key another transaction is adding is waited for (the insert's conflict
-// check) and then read, locked, and moved: what it named is not lost, so a record left
-// without keys is deleted whichever of the two commits last.
-func pointKey(ctx context.Context, tx pgx.Tx, origin, key string, id int64, redirect sql.NullInt64) (int64, error) {
+// PointRecordKey points the key at the record id and returns the record it named
+// before (0: none). A key another transaction is adding is waited for (the insert's
+// conflict check) and then read, locked, and moved: what it named is not lost, so a
+// record left without keys is deleted whichever of the two commits last.
+func (e exec) PointRecordKey(ctx context.Context, origin, key string, id int64, redirect sql.NullInt64) (int64, error) {
 	for {
-		tag, err := tx.Exec(ctx, `INSERT INTO record_keys (origin, key, record_id, redirect) VALUES ($1, $2, $3, $4)
+		n, err := e.Exec(ctx, `INSERT INTO record_keys (origin, key, record_id, redirect) VALUES (?, ?, ?, ?)
 			ON CONFLICT (origin, key) DO NOTHING`, origin, key, id, redirect)
-		if err != nil || tag.RowsAffected() == 1 {
+		if err != nil || n == 1 {
 			return 0, err
 		}
 		var previous int64
-		err = tx.QueryRow(ctx, `SELECT record_id FROM record_keys WHERE origin = $1 AND key = $2 FOR UPDATE`, origin, key).Scan(&previous)
-		if errors.Is(err, pgx.ErrNoRows) {
+		err = e.QueryRow(ctx, `SELECT record_id FROM record_keys WHERE origin = ? AND key = ? FOR UPDATE`, origin, key).Scan(&previous)
+		if errors.Is(err, store.ErrNoRows) {
 			continue // deleted with its record since the insert saw it
 		}
 		if err != nil {
 			return 0, err
 		}
-		_, err = tx.Exec(ctx, `UPDATE record_keys SET record_id = $3, redirect = $4 WHERE origin = $1 AND key = $2`,
-			origin, key, id, redirect)
+		_, err = e.Exec(ctx, `UPDATE record_keys SET record_id = ?, redirect = ? WHERE origin = ? AND key = ?`,
+			id, redirect, origin, key)
 		return previous, err
 	}
 }
+
+// FoldedEquals compares lower(column), which an index of positions serves (SQLite's
+// COLLATE NOCASE folds ASCII only; the shortlist it serves is checked in Go either way).
+func (db *DB) FoldedEquals(column string) string { return `lower(` + column + `) = lower(?)` }
 
 // storeFetched saves what an enrichment of in fetched at fetchedAt into the 30-day
 // store and returns the result as the task shows it (store.storeFetched).
@@ -175,43 +163,4 @@ func storeFetched(ctx context.Context, tx pgx.Tx, in enrich.Input, res enrich.Re
 		return shown, nil
 	}
 	return shown, saveRecord(ctx, tx, store.OriginStore, stored, keys, identity, fetchedAt, now)
-}
-
-// Import reads JSON Lines of companies and people into the dataset. Every line is
-// checked before anything is written, and the whole file is written in one
-// transaction: a bad line, reported with its number, leaves the dataset untouched.
-func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (store.ImportStats, error) {
-	lines, stats, err := store.ParseImport(r, norm)
-	if err != nil {
-		return store.ImportStats{}, err
-	}
-	err = db.inTx(ctx, func(tx pgx.Tx) error {
-		now := db.now()
-		for _, p := range lines {
-			last := now
-			if p.LastEnriched != nil {
-				last = *p.LastEnriched
-			}
-			// A copy of the keys: a retried transaction starts from the same ones.
-			keys := make(store.RecordKeys, len(p.Keys))
-			for k, v := range p.Keys {
-				keys[k] = v
-			}
-			if err := saveRecord(ctx, tx, store.OriginDataset, p.Result, keys, store.IdentityKey(p.Result, ""), last, now); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return store.ImportStats{}, err
-	}
-	return stats, nil
-}
-
-// HasRecords reports whether origin holds any record, by the first of its keys.
-func (db *DB) HasRecords(ctx context.Context, origin string) (bool, error) {
-	var has bool
-	err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM record_keys WHERE origin = $1)`, origin).Scan(&has)
-	return has, db.readChecked(err)
 }

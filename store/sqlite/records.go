@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"io"
 	"time"
 
 	"enrichd/enrich"
@@ -39,24 +38,9 @@ func findRecord(ctx context.Context, q querier, origin, key string) (*record, er
 	return &r, nil
 }
 
-// stored is the record as package store has it.
-func (r *record) stored() *store.StoredRecord {
-	return &store.StoredRecord{ID: r.id, ObjectType: r.objectType, Data: r.data, LastEnriched: r.lastEnriched,
-		ConfirmedAlias: r.redirect.Valid && r.redirect.Int64 == 1}
-}
-
 // result decodes a record as the result of looking up in (see store.RecordResult).
 func (r *record) result(in enrich.Input) (enrich.Result, error) {
 	return store.RecordResult(r.objectType, r.data, r.redirect.Valid && r.redirect.Int64 == 1, in)
-}
-
-// FindRecord returns the record of origin that key names, or nil.
-func (db *DB) FindRecord(ctx context.Context, origin, key string) (*store.StoredRecord, error) {
-	rec, err := findRecord(ctx, db.read, origin, key)
-	if err != nil || rec == nil {
-		return nil, err
-	}
-	return rec.stored(), nil
 }
 
 type recordKeys = store.RecordKeys
@@ -93,13 +77,8 @@ func saveRecord(ctx context.Context, tx *Tx, origin string, res enrich.Result, k
 		return err
 	}
 	for key, redirect := range keys {
-		var previous int64
-		err := tx.QueryRowContext(ctx, `SELECT record_id FROM record_keys WHERE origin = ? AND key = ?`, origin, key).Scan(&previous)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO record_keys (origin, key, record_id, redirect) VALUES (?, ?, ?, ?)`,
-			origin, key, id, redirect); err != nil {
+		previous, err := txExec{tx}.PointRecordKey(ctx, origin, key, id, redirect)
+		if err != nil {
 			return err
 		}
 		if previous != 0 && previous != id {
@@ -157,36 +136,19 @@ func storeFetched(ctx context.Context, tx *Tx, in enrich.Input, res enrich.Resul
 	return shown, saveRecord(ctx, tx, store.OriginStore, stored, keys, identity, fetchedAt, now)
 }
 
-// Import reads JSON Lines of companies and people into the dataset (store.ParseImport
-// checks every line before anything is written) and writes the whole file in one
-// transaction: a bad line, reported with its number, leaves the dataset untouched.
-func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (ImportStats, error) {
-	lines, stats, err := store.ParseImport(r, norm)
-	if err != nil {
-		return ImportStats{}, err
+// PointRecordKey points the key at the record and returns the record it named before
+// (0: none): the single writer needs no lock to read it first.
+func (e txExec) PointRecordKey(ctx context.Context, origin, key string, recordID int64, redirect sql.NullInt64) (int64, error) {
+	var previous int64
+	err := e.tx.QueryRowContext(ctx, `SELECT record_id FROM record_keys WHERE origin = ? AND key = ?`, origin, key).Scan(&previous)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, err
 	}
-	err = db.inTx(ctx, func(tx *Tx) error {
-		now := db.now()
-		for _, p := range lines {
-			last := now
-			if p.LastEnriched != nil {
-				last = *p.LastEnriched
-			}
-			if err := saveRecord(ctx, tx, store.OriginDataset, p.Result, p.Keys, store.IdentityKey(p.Result, ""), last, now); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return ImportStats{}, err
-	}
-	return stats, nil
+	_, err = e.tx.ExecContext(ctx, `INSERT OR REPLACE INTO record_keys (origin, key, record_id, redirect) VALUES (?, ?, ?, ?)`,
+		origin, key, recordID, redirect)
+	return previous, err
 }
 
-// HasRecords reports whether origin holds any record, by the first of its keys.
-func (db *DB) HasRecords(ctx context.Context, origin string) (bool, error) {
-	var has bool
-	err := db.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM record_keys WHERE origin = ?)`, origin).Scan(&has)
-	return has, err
-}
+// FoldedEquals compares column COLLATE NOCASE, as its index does (it folds ASCII only;
+// the shortlist it serves is checked in Go).
+func (db *DB) FoldedEquals(column string) string { return column + ` = ? COLLATE NOCASE` }
