@@ -67,20 +67,16 @@ type Driver interface {
 	LedgerPage(ctx context.Context, orgID string, beforeID int64, limit int) ([]LedgerEntry, error)
 	DailyCredits(ctx context.Context, orgID string, days int, now time.Time) ([]CreditDay, error)
 
-	// Tasks and their queue.
-	CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error)
-	GetTask(ctx context.Context, orgID, id string) (*Task, error)
-	ListTasks(ctx context.Context, orgID, status string, page, pageSize int) ([]*Task, int64, error)
-	FindTasks(ctx context.Context, orgID string, f TaskFilter) ([]*Task, *TaskCursor, error)
-	CountTasks(ctx context.Context, orgID, status string) (int64, error)
-	CancelTask(ctx context.Context, orgID, id string) (*Task, error)
-	ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error)
-	ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (bool, error)
-	Settle(ctx context.Context, c *Claim, out Outcome) (bool, error)
-	ReleaseTask(ctx context.Context, c *Claim) error
-	ExpireTasks(ctx context.Context) ([]ExpiredTask, error)
-	RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []ExpiredTask, err error)
-	QueueDepth(ctx context.Context) (queued, running int64, err error)
+	// Tasks and their queue. SingleWriter reports whether one writer runs every write
+	// transaction (SQLite): work done before a transaction on the reader (CreateTask's
+	// answer from a stored record) then holds the others up less. IndexedBy is table in
+	// a FROM clause, naming index where the engine can be told to walk it, so that a
+	// schema that could no longer serve the query fails instead of scanning the table.
+	// QueueSeq is the expression of the next place in the queue's line (PostgreSQL's
+	// sequence, which two claimers at once never compute alike).
+	SingleWriter() bool
+	IndexedBy(table, index string) string
+	QueueSeq() string
 
 	// Records. FoldedEquals is the condition that column equals a ? parameter whatever
 	// its case, as the engine's index on column folds it.
