@@ -232,7 +232,7 @@ func deliverSettled(ctx context.Context, tx Tx, taskID string, loopID *string, n
 	if loopID == nil {
 		return nil
 	}
-	t, err := tx.BorrowedTask(ctx, taskID)
+	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,9 @@ package store
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"time"
 
-	"enrichd/enrich"
 )
 
 // Driver is what an engine implements: each method one named operation, most of them
@@ -39,39 +37,20 @@ type Driver interface {
 	KeyTouches() *KeyTouches
 	KeyCache() *KeyCache
 
-	// Tasks and their queue.
-	CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error)
-	GetTask(ctx context.Context, orgID, id string) (*Task, error)
-	ListTasks(ctx context.Context, orgID, status string, page, pageSize int) ([]*Task, int64, error)
-	FindTasks(ctx context.Context, orgID string, f TaskFilter) ([]*Task, *TaskCursor, error)
-	CountTasks(ctx context.Context, orgID, status string) (int64, error)
-	CancelTask(ctx context.Context, orgID, id string) (*Task, error)
-	ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error)
-	ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (bool, error)
-	Settle(ctx context.Context, c *Claim, out Outcome) (bool, error)
-	ReleaseTask(ctx context.Context, c *Claim) error
-	ExpireTasks(ctx context.Context) ([]ExpiredTask, error)
-	RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []ExpiredTask, err error)
-	QueueDepth(ctx context.Context) (queued, running int64, err error)
+	// Tasks and their queue. SingleWriter reports whether one writer runs every write
+	// transaction (SQLite): work done before a transaction on the reader (CreateTask's
+	// answer from a stored record) then holds the others up less. IndexedBy is table in
+	// a FROM clause, naming index where the engine can be told to walk it, so that a
+	// schema that could no longer serve the query fails instead of scanning the table.
+	// QueueSeq is the expression of the next place in the queue's line (PostgreSQL's
+	// sequence, which two claimers at once never compute alike).
+	SingleWriter() bool
+	IndexedBy(table, index string) string
+	QueueSeq() string
 
-	// Records: the 30-day store, the imported dataset, what email lookups hold. The
-	// facade builds FindStored, Held and Dataset on these.
-	//
-	// FindRecord returns the record of origin that key names (see RecordKey), or nil.
-	FindRecord(ctx context.Context, origin, key string) (*StoredRecord, error)
-	// FindStaff returns up to limit records of origin, people, with a current position
-	// whose company's by is value: a shortlist, in no order.
-	FindStaff(ctx context.Context, origin string, by StaffBy, value string, limit int) ([]StoredRecord, error)
-	// Gathering is enrich.Held's: what a lookup of address gathered at or after since.
-	Gathering(ctx context.Context, address string, since time.Time) (*enrich.Gathering, error)
-	Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (ImportStats, error)
-	// HasRecords reports whether origin holds any record: the dashboard's getting
-	// started list asks it of the dataset.
-	HasRecords(ctx context.Context, origin string) (bool, error)
-
-	// Watches and batches: package store's (watches.go, batches.go), on the Tx
-	// primitives of their section; the task reads they borrow (BorrowedTaskReads).
-	BorrowedTaskReads
+	// Records. FoldedEquals is the condition that column equals a ? parameter whatever
+	// its case, as the engine's index on column folds it.
+	FoldedEquals(column string) string
 
 	// The database itself: its schema, health, upkeep and size.
 	SchemaVersion(ctx context.Context) (int, error)

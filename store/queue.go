@@ -1,6 +1,13 @@
 package store
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"enrichd/enrich"
@@ -53,3 +60,387 @@ type ExpiredTask struct {
 // extended) before it fails as internal_error instead of being claimed again for ever. A claim
 // given back at a shutdown (ReleaseTask) is not counted.
 const MaxTaskAttempts = 5
+
+// The queue: queue_turns holds the organizations that have queued tasks, in the order
+// of their next turn; a claim serves the lowest seq, FIFO within the organization, and
+// sends it to the back of the line (Driver.QueueSeq). On SQLite the single writer
+// orders everything. With several claimers at once (PostgreSQL):
+//   - a claimer locks the turn it serves (Tx.NextTurn, FOR UPDATE SKIP LOCKED): the
+//     others pass to the next organization instead of waiting, and no two claim for the
+//     same one at a time; its task is locked the same way, so no two claim the same task;
+//   - a turn's new place comes from a sequence, not max(seq) + 1, which two claimers
+//     would compute alike;
+//   - a claimer drops a turn whose organization has nothing queued only while it holds
+//     the organization's row (Tx.LeaveQueue, SKIP LOCKED again): everything that makes
+//     a task queued (an enqueue, a requeue, a release) holds that row first
+//     (Tx.LockOrgs), and joins the line after it, so a turn is never dropped under a
+//     task about to be queued.
+
+// claimQuery hands out the oldest queued task of one organization: FIFO within it.
+const claimQuery = `UPDATE tasks
+SET status = 'running', started_at = ?, lease_token = ?, lease_until = ?, attempts = attempts + 1
+WHERE id = (
+    SELECT id FROM tasks WHERE org_id = ? AND status = 'queued'
+    ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at), watch_id`
+
+// ClaimQuery is the statement that claims an organization's next task, for the
+// drivers' tests of its plan: it takes the time, the lease's token, its end and the
+// organization.
+const ClaimQuery = claimQuery
+
+// ClaimTask takes the next queued task, if any, under a lease of the given length.
+// Organizations take turns (round-robin), so one with a few tasks is served between
+// the tasks of another's bulk upload. It returns nil when nothing is queued that
+// another claimer is not already taking.
+func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error) {
+	var tok [16]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, err
+	}
+	token := hex.EncodeToString(tok[:])
+	var c *Claim
+	err := db.write(ctx, func(tx Tx) error {
+		var err error
+		c, err = db.claimTask(ctx, tx, lease, token)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (db *DB) claimTask(ctx context.Context, tx Tx, lease time.Duration, token string) (*Claim, error) {
+	now := db.now()
+	c := &Claim{Token: token}
+	// The turns this claim found nothing to take from: not served again by it.
+	var passed []string
+	for {
+		org, err := tx.NextTurn(ctx, passed)
+		if errors.Is(err, ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var input string
+		var expires, queued int64
+		err = tx.QueryRow(ctx, claimQuery, ms(now), c.Token, ms(now.Add(lease)), org).
+			Scan(&c.TaskID, &c.OrgID, &c.Input.Lookup, &c.Input.Target, &input, &expires, &queued, &c.WatchID)
+		if errors.Is(err, ErrNoRows) {
+			// Its queued tasks were canceled or expired since it got in line.
+			if err := tx.LeaveQueue(ctx, org); err != nil {
+				return nil, err
+			}
+			passed = append(passed, org)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.ExpiresAt, c.QueuedAt = fromMS(expires), fromMS(queued)
+		// The hints are the only thing read from the input as sent. An input that
+		// cannot be read (a row written by hand, or by another version) must not stop
+		// the queue: the task runs without hints.
+		if json.Unmarshal([]byte(input), &c.Input.Hints) != nil {
+			c.Input.Hints = enrich.Hints{}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE queue_turns SET seq = `+db.QueueSeq()+` WHERE org_id = ?`, org); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// joinQueue gives the organization a turn at the back of the line if it has none. The
+// caller holds the organization's row (Tx.LockOrgs), so no claimer is dropping its turn.
+func (db *DB) joinQueue(ctx context.Context, tx Tx, orgID string) error {
+	_, err := tx.Exec(ctx, `INSERT INTO queue_turns (org_id, seq) VALUES (?, `+db.QueueSeq()+`)
+		ON CONFLICT (org_id) DO NOTHING`, orgID)
+	return err
+}
+
+// ExtendLease keeps a claim alive while its work runs. It reports false when the claim
+// is no longer the task's (canceled, expired, or claimed again after the lease ran out):
+// the worker should then stop.
+func (db *DB) ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (bool, error) {
+	var ok bool
+	err := db.write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `UPDATE tasks SET lease_until = ? WHERE id = ? AND lease_token = ? AND status = 'running'`,
+			ms(db.now().Add(lease)), c.TaskID, c.Token)
+		ok = err == nil && n == 1
+		return err
+	})
+	return ok, err
+}
+
+// Settle finishes a claimed task in one transaction: the task's status and result, the
+// refund of a failure, the record for the store, the webhook delivery of a task that
+// has a Loop, and for a watch's task what it changes on the watch and sends to the
+// watch's Loop (WatchSettled; the watch's row is taken last). It reports false, and
+// changes nothing, when the claim is no longer the task's. The task's row is locked
+// first (PostgreSQL), so a cancel, an expiry or a requeue of it at the same moment
+// either waits for this and finds it settled, or settles it first and this finds the
+// claim gone: the task settles, and is refunded, once.
+func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
+	var settled bool
+	err := db.write(ctx, func(tx Tx) error {
+		var err error
+		settled, err = db.settle(ctx, tx, c, out)
+		return err
+	})
+	return settled && err == nil, err
+}
+
+func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, error) {
+	now := db.now()
+	// Owning the claim, the task's Loop and its watch, in one read.
+	var loopID, watchID *string
+	err := tx.QueryRow(ctx, `SELECT loop_id, watch_id FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running' FOR UPDATE`,
+		c.TaskID, c.Token).Scan(&loopID, &watchID)
+	if errors.Is(err, ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if out.Gathered != nil {
+		if err := keepGathering(ctx, tx, out.Gathered, now.Add(-out.KeepGathered)); err != nil {
+			return true, err
+		}
+	}
+	fetched := false
+	if out.Err != nil {
+		taskErr, err := json.Marshal(out.Err)
+		if err != nil {
+			return true, err
+		}
+		if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, now); err != nil {
+			return true, err
+		}
+		if err := refund(ctx, tx, c.TaskID, now); err != nil {
+			return true, err
+		}
+	} else {
+		res := *out.Result
+		if out.Fetched {
+			at := out.FetchedAt
+			if at.IsZero() {
+				at = now
+			}
+			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, at, now); err != nil {
+				return true, err
+			}
+		}
+		if c.Input.Lookup == enrich.LookupEmail && !out.TieBroken {
+			// The address is on record now: what was gathered for it is no longer read.
+			if err := forgetGathering(ctx, tx, enrich.AddressKey(c.Input.Target)); err != nil {
+				return true, err
+			}
+		}
+		data, err := ResultJSON(res)
+		if err != nil {
+			return true, err
+		}
+		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, now); err != nil {
+			return true, err
+		}
+		fetched = out.Fetched
+	}
+	if err := deliverSettled(ctx, tx, c.TaskID, loopID, now); err != nil {
+		return true, err
+	}
+	if watchID != nil {
+		if err := settleWatch(ctx, tx, c.TaskID, *watchID, fetched, now); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+func finishTask(ctx context.Context, tx Tx, id, status string, data, taskErr []byte, now time.Time) error {
+	result, err := resultID(ctx, tx, data)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE tasks SET status = ?, result_id = ?, error = ?, finished_at = ?,
+		lease_token = NULL, lease_until = NULL WHERE id = ?`, status, result, nullText(taskErr), ms(now), id)
+	return err
+}
+
+func nullText(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+// Sweep names a sweep of the queue that one process runs at a time (Tx.HoldSweep).
+type Sweep int
+
+const (
+	SweepExpireTasks Sweep = iota
+	SweepRequeueAbandoned
+)
+
+// expireBatch is the most tasks one transaction of ExpireTasks fails: after an outage
+// the expired backlog is failed a batch at a time, with other writes between them.
+const expireBatch = 500
+
+// ExpireTasks fails, as timed_out, and refunds the unsettled tasks past their
+// expires_at; those with a Loop send task.failed. It returns the tasks it expired.
+// One process sweeps at a time: while another holds the sweep (PostgreSQL's replicas),
+// this one does nothing and returns none.
+func (db *DB) ExpireTasks(ctx context.Context) ([]ExpiredTask, error) {
+	var all []ExpiredTask
+	for {
+		batch, err := db.expireTasks(ctx)
+		all = append(all, batch...)
+		if err != nil || len(batch) < expireBatch {
+			return all, err
+		}
+	}
+}
+
+func (db *DB) expireTasks(ctx context.Context) ([]ExpiredTask, error) {
+	var expired []ExpiredTask
+	err := db.write(ctx, func(tx Tx) error {
+		expired = nil
+		if ok, err := tx.HoldSweep(ctx, SweepExpireTasks); err != nil || !ok {
+			return err
+		}
+		now := db.now()
+		var err error
+		expired, err = failTasks(ctx, tx, now, TimedOut, `status IN ('queued', 'running') AND expires_at <= ?
+			ORDER BY expires_at LIMIT ?`, ms(now), expireBatch)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return expired, nil
+}
+
+// failTasks fails the unsettled tasks that match where (a condition on tasks, with
+// ORDER BY and LIMIT if wanted) with taskErr, refunds them and queues task.failed to
+// their Loops, all in tx; it returns them. Tasks another transaction holds (one
+// settling, on PostgreSQL) are passed over: they are settling already.
+func failTasks(ctx context.Context, tx Tx, now time.Time, taskErr enrich.TaskError, where string, args ...any) ([]ExpiredTask, error) {
+	body, err := json.Marshal(taskErr)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, `UPDATE tasks SET status = 'failed', error = ?, finished_at = ?, lease_token = NULL, lease_until = NULL
+		WHERE id IN (SELECT id FROM tasks WHERE `+where+` FOR UPDATE SKIP LOCKED) AND status IN ('queued', 'running')
+		RETURNING id, object_type, credits_charged, loop_id`, append([]any{string(body), ms(now)}, args...)...)
+	failed, err := collect(rows, err, func(row Row) (ExpiredTask, error) {
+		var t ExpiredTask
+		err := row.Scan(&t.ID, &t.ObjectType, &t.CreditsCharged, &t.LoopID)
+		return t, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range failed {
+		if err := refund(ctx, tx, t.ID, now); err != nil {
+			return nil, err
+		}
+		if err := deliverSettled(ctx, tx, t.ID, t.LoopID, now); err != nil {
+			return nil, err
+		}
+	}
+	return failed, nil
+}
+
+// RequeueAbandoned puts back in the queue the running tasks whose lease ran out: their
+// worker died (a crash, a restart) without settling them. Those claimed
+// MaxTaskAttempts times already are failed instead, refunded, and send task.failed to
+// their Loop, in the same transaction; they are returned. One process sweeps at a
+// time: while another holds the sweep, this one returns 0, nil.
+func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []ExpiredTask, err error) {
+	err = db.write(ctx, func(tx Tx) error {
+		requeued, gaveUp = 0, nil
+		if ok, err := tx.HoldSweep(ctx, SweepRequeueAbandoned); err != nil || !ok {
+			return err
+		}
+		now := db.now()
+		rows, err := tx.Query(ctx, `SELECT DISTINCT org_id FROM tasks WHERE status = 'running' AND lease_until < ?`, ms(now))
+		orgs, err := collect(rows, err, func(row Row) (string, error) {
+			var org string
+			return org, row.Scan(&org)
+		})
+		if err != nil || len(orgs) == 0 {
+			return err
+		}
+		// The organizations first, before the refunds below lock their grants: an
+		// enqueue takes the organization and then the grants, and this must not hold
+		// grants while it waits for an organization.
+		if err := tx.LockOrgs(ctx, orgs...); err != nil {
+			return err
+		}
+		gaveUp, err = failTasks(ctx, tx, now, GaveUp,
+			`status = 'running' AND lease_until < ? AND attempts >= ?`, ms(now), MaxTaskAttempts)
+		if err != nil {
+			return err
+		}
+		requeued, err = db.requeue(ctx, tx, orgs, "", `status = 'running' AND lease_until < ?`, ms(now))
+		return err
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return requeued, gaveUp, nil
+}
+
+// requeue puts the running tasks of orgs that match where back in the queue, setting
+// set too, and their organizations in line; it returns how many it put back. The
+// organizations' rows are locked first, as an enqueue locks its own (see ClaimTask).
+func (db *DB) requeue(ctx context.Context, tx Tx, orgs []string, set, where string, args ...any) (int, error) {
+	if err := tx.LockOrgs(ctx, orgs...); err != nil {
+		return 0, err
+	}
+	in := make([]any, 0, len(orgs)+len(args))
+	for _, org := range orgs {
+		in = append(in, org)
+	}
+	rows, err := tx.Query(ctx, `UPDATE tasks SET status = 'queued', started_at = NULL, lease_token = NULL, lease_until = NULL`+set+`
+		WHERE org_id IN (?`+strings.Repeat(", ?", len(orgs)-1)+`) AND `+where+` RETURNING org_id`, append(in, args...)...)
+	back, err := collect(rows, err, func(row Row) (string, error) {
+		var org string
+		return org, row.Scan(&org)
+	})
+	if err != nil || len(back) == 0 {
+		return 0, err
+	}
+	joined := slices.Clone(back)
+	slices.Sort(joined)
+	for _, org := range slices.Compact(joined) {
+		if err := db.joinQueue(ctx, tx, org); err != nil {
+			return 0, err
+		}
+	}
+	return len(back), tx.NotifyQueued(ctx)
+}
+
+// ReleaseTask puts a claimed task back in the queue untouched, for a worker that stops
+// (a shutdown) before the task is done. The claim given back does not count as an
+// attempt.
+func (db *DB) ReleaseTask(ctx context.Context, c *Claim) error {
+	return db.write(ctx, func(tx Tx) error {
+		_, err := db.requeue(ctx, tx, []string{c.OrgID}, `, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END`,
+			`id = ? AND lease_token = ? AND status = 'running'`, c.TaskID, c.Token)
+		return err
+	})
+}
+
+// QueueDepth counts the unsettled tasks by state, across organizations, from the
+// counts the triggers keep: one row per organization and status, so the cost does not
+// grow with the backlog.
+func (db *DB) QueueDepth(ctx context.Context) (queued, running int64, err error) {
+	err = db.Reader().QueryRow(ctx, queueDepthQuery).Scan(&queued, &running)
+	return queued, running, err
+}
+
+const queueDepthQuery = `SELECT CAST(coalesce(sum(CASE status WHEN 'queued' THEN n END), 0) AS BIGINT),
+	CAST(coalesce(sum(CASE status WHEN 'running' THEN n END), 0) AS BIGINT) FROM task_counts`

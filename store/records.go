@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"time"
 
 	"enrichd/enrich"
@@ -15,8 +18,8 @@ type ImportStats struct {
 	People    int `json:"people"`
 }
 
-// StoredRecord is a company or person held, as one of its keys finds it (a driver's
-// FindRecord) or a staff query lists it (FindStaff).
+// StoredRecord is a company or person held, as one of its keys finds it (FindRecord)
+// or a staff query lists it (FindStaff).
 type StoredRecord struct {
 	ID           int64
 	ObjectType   string // enrich.ObjectCompany or enrich.ObjectPerson
@@ -32,7 +35,7 @@ func (r *StoredRecord) Result(in enrich.Input) (enrich.Result, error) {
 	return RecordResult(r.ObjectType, r.Data, r.ConfirmedAlias, in)
 }
 
-// StaffBy is what a staff query (a driver's FindStaff) matches people's current
+// StaffBy is what a staff query (FindStaff) matches people's current
 // positions by; each is served by one index of positions.
 type StaffBy int
 
@@ -55,9 +58,9 @@ func (db *DB) FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, 
 // Held returns what email lookups read of the records held: the people addresses are
 // on record for, stored companies, people by current employer, and what ambiguous
 // lookups gathered.
-func (db *DB) Held() enrich.Held { return held{db.Driver} }
+func (db *DB) Held() enrich.Held { return held{db} }
 
-type held struct{ d Driver }
+type held struct{ d *DB }
 
 func (h held) PersonByEmail(ctx context.Context, address string) (*enrich.HeldPerson, error) {
 	for _, origin := range []string{OriginStore, OriginDataset} {
@@ -100,7 +103,7 @@ func (h held) Gathering(ctx context.Context, address string, since time.Time) (*
 // currentStaff lists the people of origin with a current position that may be at the
 // employer: by its page, any of its domains, or its name. It is a shortlist, at most
 // limit people: Employer.Employs decides.
-func currentStaff(ctx context.Context, d Driver, origin string, e enrich.Employer, limit int) ([]enrich.HeldPerson, error) {
+func currentStaff(ctx context.Context, d *DB, origin string, e enrich.Employer, limit int) ([]enrich.HeldPerson, error) {
 	type lookup struct {
 		by    StaffBy
 		value string
@@ -141,9 +144,9 @@ func currentStaff(ctx context.Context, d Driver, origin string, e enrich.Employe
 }
 
 // Dataset returns the `dataset` source: the records imported with Import.
-func (db *DB) Dataset() enrich.Source { return datasetSource{db.Driver} }
+func (db *DB) Dataset() enrich.Source { return datasetSource{db} }
 
-type datasetSource struct{ d Driver }
+type datasetSource struct{ d *DB }
 
 // The dataset answers staff searches too (SearchStaff).
 var _ enrich.StaffSearcher = datasetSource{}
@@ -215,3 +218,184 @@ func (s datasetSource) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]
 
 // datasetStaffScan bounds how many imported people of one company a staff search reads.
 const datasetStaffScan = 5000
+
+// FindRecord returns the record of origin that key names (see RecordKey), or nil.
+func (db *DB) FindRecord(ctx context.Context, origin, key string) (*StoredRecord, error) {
+	return findRecord(ctx, db.Reader(), origin, key)
+}
+
+func findRecord(ctx context.Context, q Executor, origin, key string) (*StoredRecord, error) {
+	var r StoredRecord
+	var last int64
+	var redirect *int64
+	err := q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect
+		FROM record_keys k JOIN records r ON r.id = k.record_id
+		WHERE k.origin = ? AND k.key = ?`, origin, key).Scan(&r.ID, &r.ObjectType, &r.Data, &last, &redirect)
+	if errors.Is(err, ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.LastEnriched, r.ConfirmedAlias = fromMS(last), redirect != nil && *redirect == 1
+	return &r, nil
+}
+
+// FindStaff returns up to limit records of origin, people, with a current position
+// whose company's by is value: a shortlist, in no order. Each by is served by one
+// index of positions; the name is compared whatever its case, as the engine's index
+// folds it (Driver.FoldedEquals), and the shortlist is checked in Go either way.
+func (db *DB) FindStaff(ctx context.Context, origin string, by StaffBy, value string, limit int) ([]StoredRecord, error) {
+	var match string
+	switch by {
+	case StaffByNetworkURL:
+		match = `p.company_network_url = ?`
+	case StaffByDomain:
+		match = `p.company_domain = ?`
+	default:
+		match = db.FoldedEquals(`p.company_name`)
+	}
+	rows, err := db.Reader().Query(ctx, `SELECT r.id, r.data, r.last_enriched_at FROM positions p JOIN records r ON r.id = p.record_id
+		WHERE `+match+` AND p.is_current = 1 AND r.origin = ? LIMIT ?`, value, origin, limit)
+	return collect(rows, err, func(row Row) (StoredRecord, error) {
+		r := StoredRecord{ObjectType: enrich.ObjectPerson}
+		var last int64
+		err := row.Scan(&r.ID, &r.Data, &last)
+		r.LastEnriched = fromMS(last)
+		return r, err
+	})
+}
+
+// HasRecords reports whether origin holds any record, by the first of its keys: the
+// dashboard's getting started list asks it of the dataset.
+func (db *DB) HasRecords(ctx context.Context, origin string) (bool, error) {
+	var has bool
+	err := db.Reader().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM record_keys WHERE origin = ?)`, origin).Scan(&has)
+	return has, err
+}
+
+// saveRecord inserts or replaces the record named by identity and points keys (and
+// identity) at it. A key that named another record moves to this one (a record left
+// with no key is deleted), and a domain this company answered for that is no longer
+// its canonical domain is kept as an alias, so looking it up answers with redirect.
+// The keys are written in their sorted order: two transactions saving records that
+// share keys then lock them in the same order (PostgreSQL), and the second waits for
+// the first instead of deadlocking with it.
+func saveRecord(ctx context.Context, tx Tx, origin string, res enrich.Result, keys RecordKeys, identity string, lastEnriched, now time.Time) error {
+	objectType := enrich.ObjectCompany
+	var data any = res.Company
+	if res.Person != nil {
+		objectType, data = enrich.ObjectPerson, res.Person
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	var id int64
+	if rec, err := findRecord(ctx, tx, origin, identity); err != nil {
+		return err
+	} else if rec != nil && rec.ObjectType == objectType {
+		id = rec.ID
+		if _, err := tx.Exec(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ? WHERE id = ?`,
+			string(raw), ms(lastEnriched), ms(now), id); err != nil {
+			return err
+		}
+	} else if err := tx.QueryRow(ctx, `INSERT INTO records (origin, object_type, data, last_enriched_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?) RETURNING id`, origin, objectType, string(raw), ms(lastEnriched), ms(now), ms(now)).Scan(&id); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(keys)+1)
+	for key := range keys {
+		names = append(names, key)
+	}
+	if _, ok := keys[identity]; !ok {
+		names = append(names, identity) // with no redirect: keys[identity] is NULL
+	}
+	slices.Sort(names)
+	for _, key := range names {
+		previous, err := tx.PointRecordKey(ctx, origin, key, id, keys[key])
+		if err != nil {
+			return err
+		}
+		if previous != 0 && previous != id {
+			if _, err := tx.Exec(ctx, `DELETE FROM records WHERE id = ?
+				AND NOT EXISTS (SELECT 1 FROM record_keys WHERE record_id = ?)`, previous, previous); err != nil {
+				return err
+			}
+		}
+	}
+	if c := res.Company; c != nil {
+		canonical := ""
+		if c.Domain != nil {
+			canonical = Key("domain", *c.Domain)
+		}
+		_, err := tx.Exec(ctx, `UPDATE record_keys SET redirect = 0
+			WHERE record_id = ? AND key LIKE 'domain:%' AND key <> ? AND redirect IS NULL`, id, canonical)
+		return err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM positions WHERE record_id = ?`, id); err != nil {
+		return err
+	}
+	for i, p := range res.Person.Positions {
+		var domain *string
+		if p.Company != nil {
+			domain = p.Company.Domain
+		}
+		isCurrent := 0 // an INTEGER on both engines, so rows copy between them as they are
+		if p.IsCurrent {
+			isCurrent = 1
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO positions (record_id, ord, title, company_name, company_network_url, company_domain, is_current)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, id, i, IndexedText(p.Title), IndexedText(p.CompanyName), IndexedText(p.CompanyNetworkURL), IndexedText(domain), isCurrent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storeFetched saves what an enrichment of in fetched at fetchedAt into the 30-day
+// store and returns the result as the task shows it: stamped as enriched then, with
+// the redirect of the domain that was looked up. The record is saved under the target
+// looked up when byTarget is set: a person found by email then has the address on
+// record, and the next lookup of it is exact.
+func storeFetched(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result, byTarget bool, fetchedAt, now time.Time) (enrich.Result, error) {
+	stored, shown, keys := FetchedRecord(in, res, byTarget, fetchedAt, now)
+	identity := IdentityKey(stored, RecordKey(in.Lookup, in.Target))
+	// A profile retrieved earlier (one gathered for an ambiguous address, settled
+	// later by a hint) never replaces a newer record of the same subject.
+	held, err := findRecord(ctx, tx, OriginStore, identity)
+	if err != nil {
+		return shown, err
+	}
+	if held != nil && held.LastEnriched.After(fetchedAt) {
+		return shown, nil
+	}
+	return shown, saveRecord(ctx, tx, OriginStore, stored, keys, identity, fetchedAt, now)
+}
+
+// Import reads JSON Lines of companies and people into the dataset (ParseImport
+// checks every line before anything is written) and writes the whole file in one
+// transaction: a bad line, reported with its number, leaves the dataset untouched.
+func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (ImportStats, error) {
+	lines, stats, err := ParseImport(r, norm)
+	if err != nil {
+		return ImportStats{}, err
+	}
+	err = db.write(ctx, func(tx Tx) error {
+		now := db.now()
+		for _, p := range lines {
+			last := now
+			if p.LastEnriched != nil {
+				last = *p.LastEnriched
+			}
+			if err := saveRecord(ctx, tx, OriginDataset, p.Result, p.Keys, IdentityKey(p.Result, ""), last, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return ImportStats{}, err
+	}
+	return stats, nil
+}

@@ -36,9 +36,36 @@ var ErrNoRows = sql.ErrNoRows
 // statements they run through the Executor.
 type Tx interface {
 	Executor
-	Borrowed
 
 	// Tasks, the queue, records.
+
+	// PointRecordKey points origin's key at the record recordID, with redirect, and
+	// returns the record it named before (0: none). On PostgreSQL a key another
+	// transaction is adding is waited for and then moved, so a record left without
+	// keys is deleted whichever of the two commits last.
+	PointRecordKey(ctx context.Context, origin, key string, recordID int64, redirect sql.NullInt64) (previous int64, err error)
+	// LockOrgs holds the organizations' rows, taken in one order, against the other
+	// enqueues of their tasks and against a claimer dropping their turns (PostgreSQL,
+	// FOR NO KEY UPDATE; nothing on SQLite's single writer). Everything that makes a
+	// task queued calls it before it reads the backlog or joins the line.
+	LockOrgs(ctx context.Context, orgIDs ...string) error
+	// NextTurn returns the organization whose turn in the queue is next, but for those
+	// passed, or ErrNoRows. On PostgreSQL the turn is held for the transaction and
+	// those other claimers hold are skipped (SKIP LOCKED); when every turn is held and
+	// none was passed, it waits for the first rather than report an empty queue.
+	NextTurn(ctx context.Context, passed []string) (orgID string, err error)
+	// LeaveQueue drops the organization's turn, which the caller holds and found no
+	// task to claim for. On PostgreSQL the turn stays while another transaction holds
+	// the organization's row (it may be queuing a task this one cannot see yet) or a
+	// queued task of it.
+	LeaveQueue(ctx context.Context, orgID string) error
+	// HoldSweep reports whether this transaction may run the sweep: one process at a
+	// time does (PostgreSQL's replicas take an advisory lock; SQLite has one writer).
+	HoldSweep(ctx context.Context, sweep Sweep) (bool, error)
+	// NotifyQueued tells the workers of every replica, when the transaction commits,
+	// that a task was queued (PostgreSQL's NOTIFY; SQLite's workers share the process
+	// and are woken by it).
+	NotifyQueued(ctx context.Context) error
 
 	// Organizations, keys, credits.
 

@@ -1,7 +1,11 @@
 package store
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -137,4 +141,519 @@ func ParseTaskCursor(s string) (*TaskCursor, error) {
 		return nil, invalid
 	}
 	return &TaskCursor{CreatedAt: time.UnixMilli(t).UTC(), ID: u.String()}, nil
+}
+
+// taskColumns are a task's columns, its result put back in its place, qualified so
+// that a join (findIdempotent) can read them.
+const taskColumns = `tasks.id, tasks.org_id, tasks.object_type, tasks.status, tasks.lookup, tasks.input, tasks.target,
+	tasks.credits_charged, tasks.loop_id, tasks.watch_id, tasks.idempotency_key, tasks.created_at, tasks.queued_at,
+	tasks.started_at, tasks.finished_at, tasks.expires_at, ` + resultColumn + `, tasks.error`
+
+// scanTask reads a task selected as taskColumns, after the columns before it, into
+// before.
+func scanTask(row Row, before ...any) (*Task, error) {
+	var t Task
+	var input string
+	var result, taskErr *string
+	var created, expires int64
+	var queued, started, finished *int64
+	if err := row.Scan(append(before, &t.ID, &t.OrgID, &t.ObjectType, &t.Status, &t.Lookup, &input, &t.Target,
+		&t.CreditsCharged, &t.LoopID, &t.WatchID, &t.IdempotencyKey, &created, &queued, &started, &finished, &expires,
+		&result, &taskErr)...); err != nil {
+		return nil, err
+	}
+	t.Operation = TaskOperation
+	t.Input = json.RawMessage(input)
+	t.CreatedAt, t.ExpiresAt = fromMS(created), fromMS(expires)
+	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullMS(queued), fromNullMS(started), fromNullMS(finished)
+	if result != nil {
+		t.Data = json.RawMessage(*result)
+	}
+	if taskErr != nil {
+		t.Error = &enrich.TaskError{}
+		if err := json.Unmarshal([]byte(*taskErr), t.Error); err != nil {
+			return nil, fmt.Errorf("task %s: error column: %w", t.ID, err)
+		}
+	}
+	return &t, nil
+}
+
+// CreateTask creates, charges and either settles or queues a task, in one transaction:
+// an idempotent replay returns the original task and charges nothing; a task that
+// fails inside the request (nt.Fail) is created failed and refunded; a stored record
+// younger than the freshness window settles the task at once; otherwise the task is
+// queued, unless the organization's backlog is full. A task naming a Loop must name an
+// enabled Loop of the organization that takes its object type; one settled here sends
+// its event like any other. A refusal (400, 402, 409, 422, 429) creates and charges
+// nothing.
+//
+// With many writers (PostgreSQL), what a single writer makes safe is made safe by locks:
+//   - the Idempotency-Key is claimed first, by the primary key of idempotency_keys
+//     (INSERT ... ON CONFLICT DO NOTHING): a second request with the same key waits for
+//     the first's transaction, and once it commits finds the key taken and replays the
+//     task it names, charging nothing;
+//   - a task to be queued locks its organization's row first (Tx.LockOrgs), so the
+//     backlog count it checks cannot be passed by another enqueue of the same
+//     organization meanwhile, and so a claimer does not drop the organization's turn
+//     under it (see ClaimTask);
+//   - the charge is guarded on the grants' rows.
+//
+// Locks are taken in one order everywhere (orgs, queue_turns, tasks, task_results,
+// task_counts through the trigger, credit_grants) so that two transactions do not wait
+// for each other in a circle; PostgreSQL's Write retries the deadlock an order missed
+// would give. The task is inserted before it is charged for that reason: a cancel or a
+// refund takes task_counts before credit_grants too. A claimer, which holds a turn,
+// never waits for an organization's row (it skips a locked one).
+func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
+	var ahead *storedAnswer
+	if db.SingleWriter() {
+		ahead = db.answerAhead(ctx, nt)
+	}
+	var out *Enqueued
+	err := db.write(ctx, func(tx Tx) error {
+		var err error
+		out, err = db.createTask(ctx, tx, nt, ahead)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAnswer) (*Enqueued, error) {
+	now := db.now()
+	t := &Task{
+		ID: uuid.Must(uuid.NewV7()).String(), OrgID: nt.OrgID, ObjectType: nt.Input.Lookup.ObjectType(),
+		Operation: TaskOperation, Status: StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
+		CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, WatchID: nt.WatchID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
+	}
+	if nt.IdempotencyKey != "" {
+		t.IdempotencyKey = &nt.IdempotencyKey
+		// A key taken by a task that retention deletes between the two statements is
+		// free again: try to take it once more, as a new request would.
+		for attempt := 1; ; attempt++ {
+			claimed, err := claimIdempotencyKey(ctx, tx, nt, t.ID, now)
+			if err != nil {
+				return nil, err
+			}
+			if claimed {
+				break
+			}
+			replay, err := findIdempotent(ctx, tx, nt)
+			if errors.Is(err, errKeyGone) && attempt < 3 {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			return &Enqueued{Task: replay, Replayed: true}, nil
+		}
+	}
+	if nt.LoopID != nil {
+		if err := checkLoopForRun(ctx, tx, nt.OrgID, *nt.LoopID, t.ObjectType); err != nil {
+			return nil, err
+		}
+	}
+	var rec *StoredRecord
+	if nt.Fail == nil {
+		var err error
+		if rec, err = findRecord(ctx, tx, OriginStore, RecordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
+			return nil, err
+		}
+	}
+	if rec != nil && nt.Input.Lookup == enrich.LookupEmail {
+		if ok, err := stillEmployed(ctx, tx, rec, nt.Input.Target, now, nt.Freshness); err != nil || !ok {
+			rec = nil // the workers resolve the address afresh
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	switch {
+	case nt.Fail != nil:
+		t.Status, t.FinishedAt, t.Error = StatusFailed, &now, nt.Fail
+	case rec != nil && now.Sub(rec.LastEnriched) < nt.Freshness:
+		if t.Data = ahead.answer(rec); t.Data == nil {
+			var err error
+			if t.Data, err = answerFrom(rec, nt.Input); err != nil {
+				return nil, err
+			}
+		}
+		t.Status, t.FinishedAt = StatusSucceeded, &now
+	default:
+		if err := tx.LockOrgs(ctx, nt.OrgID); err != nil {
+			return nil, err
+		}
+		if err := checkBacklog(ctx, tx, nt.OrgID, nt.MaxBacklog); err != nil {
+			return nil, err
+		}
+		if err := db.joinQueue(ctx, tx, nt.OrgID); err != nil {
+			return nil, err
+		}
+		t.QueuedAt = &now
+	}
+	if err := insertTask(ctx, tx, t); err != nil {
+		return nil, err
+	}
+	if nt.Batch != nil {
+		if err := linkBatchRow(ctx, tx, nt.Batch, t.ID); err != nil {
+			return nil, err
+		}
+	}
+	if err := charge(ctx, tx, nt.OrgID, t.ID, t.CreditsCharged, now); err != nil {
+		return nil, err
+	}
+	switch t.Status {
+	case StatusQueued:
+		if err := tx.NotifyQueued(ctx); err != nil {
+			return nil, err
+		}
+	case StatusFailed:
+		if err := refund(ctx, tx, t.ID, now); err != nil {
+			return nil, err
+		}
+		fallthrough
+	default:
+		if err := deliverSettled(ctx, tx, t.ID, t.LoopID, now); err != nil {
+			return nil, err
+		}
+	}
+	return &Enqueued{Task: t}, nil
+}
+
+// storedAnswer is a store hit's result worked out from the record as the reader saw
+// it before the transaction: on SQLite, decoding the record and encoding the result
+// took an eighth of the single writer's time for each hit, and need not hold it up.
+// The transaction reads the record again and uses the answer only if it is the same
+// record with the same bytes.
+type storedAnswer struct {
+	rec    *StoredRecord
+	result []byte
+}
+
+// answerAhead works out a store hit's result before the transaction, or returns nil
+// when the input is not a plain store hit (an email lookup also checks employment
+// inside the transaction, and a refused or failed task has no result). It is only a
+// head start: whatever fails here, the transaction reads and decides again, and
+// reports its own errors.
+func (db *DB) answerAhead(ctx context.Context, nt NewTask) *storedAnswer {
+	if nt.Fail != nil || nt.Input.Lookup == enrich.LookupEmail {
+		return nil
+	}
+	rec, err := findRecord(ctx, db.Reader(), OriginStore, RecordKey(nt.Input.Lookup, nt.Input.Target))
+	if err != nil || rec == nil || db.now().Sub(rec.LastEnriched) >= nt.Freshness {
+		return nil
+	}
+	result, err := answerFrom(rec, nt.Input)
+	if err != nil {
+		return nil
+	}
+	return &storedAnswer{rec: rec, result: result}
+}
+
+// answer is the result worked out ahead, if rec, read inside the transaction, is the
+// record it was worked out from.
+func (a *storedAnswer) answer(rec *StoredRecord) []byte {
+	if a == nil || a.rec.ID != rec.ID || a.rec.ObjectType != rec.ObjectType || a.rec.ConfirmedAlias != rec.ConfirmedAlias ||
+		!bytes.Equal(a.rec.Data, rec.Data) {
+		return nil
+	}
+	return a.result
+}
+
+func answerFrom(rec *StoredRecord, in enrich.Input) ([]byte, error) {
+	res, err := rec.Result(in)
+	if err != nil {
+		return nil, err
+	}
+	return ResultJSON(res)
+}
+
+// stillEmployed reports whether the person an address is on record for holds a
+// current position at the company behind its domain (as the store has it, or named
+// after the domain): only then may the address be answered inside the request.
+func stillEmployed(ctx context.Context, q Executor, person *StoredRecord, address string, now time.Time, freshness time.Duration) (bool, error) {
+	_, domain, err := enrich.SplitAddress(address)
+	if err != nil {
+		return false, nil
+	}
+	var company *enrich.Company
+	stored, err := findRecord(ctx, q, OriginStore, RecordKey(enrich.LookupDomain, domain))
+	if err != nil {
+		return false, err
+	}
+	if stored != nil && now.Sub(stored.LastEnriched) < freshness {
+		res, err := stored.Result(enrich.Input{Lookup: enrich.LookupDomain, Target: domain})
+		if err != nil {
+			return false, err
+		}
+		company = res.Company
+	}
+	held, err := person.Result(enrich.Input{Lookup: enrich.LookupPersonURL})
+	if err != nil || held.Person == nil {
+		return false, err
+	}
+	return enrich.EmployerAt(company, domain).CurrentPosition(held.Person) != nil, nil
+}
+
+// claimIdempotencyKey binds the key to the task about to be created, and reports
+// false when the key is already bound. The primary key (org_id, key) decides between
+// two requests at once: on PostgreSQL the second's insert waits for the first's
+// transaction and then does nothing; in READ COMMITTED the statements after it see the
+// first's row. On SQLite's single writer the claim is the one statement a new key
+// costs.
+func claimIdempotencyKey(ctx context.Context, tx Tx, nt NewTask, taskID string, now time.Time) (bool, error) {
+	var endpoint *string
+	if nt.Endpoint != "" {
+		endpoint = &nt.Endpoint
+	}
+	n, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (org_id, key, endpoint, body_hash, task_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (org_id, key) DO NOTHING`,
+		nt.OrgID, nt.IdempotencyKey, endpoint, BodyHash(nt.BodyHash), taskID, ms(now))
+	return n == 1, err
+}
+
+// errKeyGone is an Idempotency-Key deleted with its task (retention) after the
+// insert that found it taken.
+var errKeyGone = errors.New("the idempotency key was deleted with its task")
+
+// findIdempotent returns the task the key is bound to, or the 422 when the key was
+// first used for another request; the key and its task are read in one statement.
+func findIdempotent(ctx context.Context, tx Tx, nt NewTask) (*Task, error) {
+	var endpoint *string
+	var hash []byte
+	t, err := scanTask(tx.QueryRow(ctx, `SELECT idempotency_keys.endpoint, idempotency_keys.body_hash, `+taskColumns+`
+		FROM idempotency_keys JOIN tasks ON tasks.id = idempotency_keys.task_id
+		WHERE idempotency_keys.org_id = ? AND idempotency_keys.key = ?`, nt.OrgID, nt.IdempotencyKey), &endpoint, &hash)
+	if errors.Is(err, ErrNoRows) {
+		// The key was there a statement ago; only its task's purge in between removes it.
+		return nil, errKeyGone
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading idempotency key: %w", err)
+	}
+	// The hash, which covers the endpoint, decides. A key stored before endpoints were
+	// kept has none.
+	if !bytes.Equal(hash, BodyHash(nt.BodyHash)) {
+		var was string
+		if endpoint != nil {
+			was = *endpoint
+		}
+		return nil, IdempotencyKeyReused(was, nt.Endpoint)
+	}
+	return t, nil
+}
+
+func checkBacklog(ctx context.Context, q Executor, orgID string, limit int64) error {
+	if limit <= 0 {
+		return nil
+	}
+	queued, err := taskCount(ctx, q, orgID, StatusQueued)
+	if err != nil {
+		return err
+	}
+	if queued >= limit {
+		return QueueFull(queued)
+	}
+	return nil
+}
+
+func insertTask(ctx context.Context, tx Tx, t *Task) error {
+	var taskErr *string
+	if t.Error != nil {
+		b, err := json.Marshal(t.Error)
+		if err != nil {
+			return err
+		}
+		s := string(b)
+		taskErr = &s
+	}
+	result, err := resultID(ctx, tx, t.Data)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
+		credits_charged, loop_id, watch_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result_id, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.OrgID, t.ObjectType, t.Status, string(t.Lookup), string(t.Input), t.Target, t.CreditsCharged,
+		t.LoopID, t.WatchID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, taskErr)
+	return err
+}
+
+const (
+	getTaskQuery   = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ? AND org_id = ?`
+	listTasksQuery = `SELECT ` + taskColumns + ` FROM tasks WHERE org_id = ?
+		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`
+	listTasksByStatusQuery = `SELECT ` + taskColumns + ` FROM tasks WHERE org_id = ? AND status = ?
+		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`
+)
+
+// TaskQueries are the statements of GetTask and ListTasks by name, for the drivers'
+// tests of their plans. ListTasks takes the organization, the page size and the
+// offset; ListTasksByStatus the status after the organization.
+var TaskQueries = map[string]string{
+	"GetTask":           getTaskQuery,
+	"ListTasks":         listTasksQuery,
+	"ListTasksByStatus": listTasksByStatusQuery,
+}
+
+// GetTask returns one of the organization's tasks; another organization's task is
+// not found, the same as one that does not exist.
+func (db *DB) GetTask(ctx context.Context, orgID, id string) (*Task, error) {
+	t, err := scanTask(db.Reader().QueryRow(ctx, getTaskQuery, id, orgID))
+	if errors.Is(err, ErrNoRows) {
+		return nil, TaskNotFound()
+	}
+	return t, err
+}
+
+// ListTasks returns a page of the organization's tasks, newest first, and how many
+// tasks match the filter in all, both from one read view. status "" lists every
+// status.
+func (db *DB) ListTasks(ctx context.Context, orgID, status string, page, pageSize int) ([]*Task, int64, error) {
+	var tasks []*Task
+	var total int64
+	err := db.Read(ctx, func(q Executor) error {
+		query, args := listTasksQuery, []any{orgID}
+		if status != "" {
+			query, args = listTasksByStatusQuery, append(args, status)
+		}
+		var err error
+		if total, err = taskCount(ctx, q, orgID, status); err != nil {
+			return err
+		}
+		rows, err := q.Query(ctx, query, append(args, pageSize, page*pageSize)...)
+		tasks, err = collect(rows, err, func(row Row) (*Task, error) { return scanTask(row) })
+		return err
+	})
+	return tasks, total, err
+}
+
+// CancelTask cancels a queued or running task and refunds it; a late result is then
+// discarded. A settled task cannot be canceled (409 task_settled). The task's row is
+// locked first (PostgreSQL): a Settle, an expiry or another cancel of it waits, then
+// finds it settled, so it is refunded once.
+func (db *DB) CancelTask(ctx context.Context, orgID, id string) (*Task, error) {
+	var t *Task
+	err := db.write(ctx, func(tx Tx) error {
+		var err error
+		t, err = scanTask(tx.QueryRow(ctx, getTaskQuery+` FOR UPDATE`, id, orgID))
+		if errors.Is(err, ErrNoRows) {
+			return TaskNotFound()
+		}
+		if err != nil {
+			return err
+		}
+		if t.Settled() {
+			return TaskSettled(t.Status)
+		}
+		now := db.now()
+		if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'canceled', finished_at = ?, lease_token = NULL, lease_until = NULL
+			WHERE id = ?`, ms(now), id); err != nil {
+			return err
+		}
+		t.Status, t.FinishedAt = StatusCanceled, &now
+		return refund(ctx, tx, id, now)
+	})
+	return t, err
+}
+
+// CountTasks counts the organization's tasks in one status.
+func (db *DB) CountTasks(ctx context.Context, orgID, status string) (int64, error) {
+	return taskCount(ctx, db.Reader(), orgID, status)
+}
+
+// taskCount reads the organization's count of tasks in a status ("" for all) from
+// task_counts, which triggers keep: the same cost at a thousand tasks as at a million.
+func taskCount(ctx context.Context, q Executor, orgID, status string) (int64, error) {
+	var n int64
+	if status == "" {
+		err := q.QueryRow(ctx, `SELECT CAST(coalesce(sum(n), 0) AS BIGINT) FROM task_counts WHERE org_id = ?`, orgID).Scan(&n)
+		return n, err
+	}
+	err := q.QueryRow(ctx, `SELECT coalesce((SELECT n FROM task_counts WHERE org_id = ? AND status = ?), 0)`, orgID, status).Scan(&n)
+	return n, err
+}
+
+// FindTasks returns a page of the organization's tasks matching the filter, newest
+// first, and the cursor of the next page (nil when this page is the last). Each filter
+// picks the index it walks, the most selective first (Loop, status, type, none); where
+// the engine can be told (Driver.IndexedBy), the query names it, so a schema that could
+// no longer serve it fails loudly instead of scanning the table.
+func (db *DB) FindTasks(ctx context.Context, orgID string, f TaskFilter) ([]*Task, *TaskCursor, error) {
+	limit := f.Limit
+	switch {
+	case limit <= 0:
+		limit = DefaultTaskPage
+	case limit > MaxTaskPage:
+		limit = MaxTaskPage
+	}
+	if f.Status != "" && !IsStatus(f.Status) {
+		return nil, nil, enrich.Errorf(enrich.KindInvalid, "status %q is not one of queued, running, succeeded, failed, canceled", f.Status)
+	}
+	if f.ObjectType != "" && f.ObjectType != enrich.ObjectCompany && f.ObjectType != enrich.ObjectPerson {
+		return nil, nil, enrich.Errorf(enrich.KindInvalid, "type %q is neither company nor person", f.ObjectType)
+	}
+	if len(f.LoopID) > 100 {
+		return []*Task{}, nil, nil // no Loop has such an id
+	}
+	query, args := db.FindTasksQuery(orgID, f, limit)
+	rows, err := db.Reader().Query(ctx, query, args...)
+	tasks, err := collect(rows, err, func(row Row) (*Task, error) { return scanTask(row) })
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(tasks) <= limit {
+		if tasks == nil {
+			tasks = []*Task{}
+		}
+		return tasks, nil, nil
+	}
+	tasks = tasks[:limit]
+	last := tasks[limit-1]
+	return tasks, &TaskCursor{CreatedAt: last.CreatedAt, ID: last.ID}, nil
+}
+
+// FindTasksQuery is the statement FindTasks runs for a filter already checked, and
+// its arguments; the drivers' tests check its plans. Each filter's equalities lead, in
+// the order of the index made for it (tasks_org_loop_created, tasks_org_status_created,
+// tasks_org_type_created, tasks_org_created), which is walked backwards.
+func (db *DB) FindTasksQuery(orgID string, f TaskFilter, limit int) (string, []any) {
+	index := "tasks_org_created"
+	switch {
+	case f.LoopID != "":
+		index = "tasks_org_loop_created"
+	case f.Status != "":
+		index = "tasks_org_status_created"
+	case f.ObjectType != "":
+		index = "tasks_org_type_created"
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + taskColumns + ` FROM ` + db.IndexedBy("tasks", index) + ` WHERE org_id = ?`)
+	args := []any{orgID}
+	// Equality first, in the index's column order; the other filters are checked on the
+	// rows the index walk reaches.
+	for _, eq := range []struct{ column, value string }{{"loop_id", f.LoopID}, {"status", f.Status}, {"object_type", f.ObjectType}} {
+		if eq.value != "" {
+			q.WriteString(` AND ` + eq.column + ` = ?`)
+			args = append(args, eq.value)
+		}
+	}
+	if !f.From.IsZero() {
+		q.WriteString(` AND created_at >= ?`)
+		args = append(args, ms(f.From))
+	}
+	// One upper bound, the tighter: given two, SQLite bounds the index walk by one and
+	// checks the other row by row, and a deep page would walk every row above it.
+	if f.Before != nil && (f.To.IsZero() || ms(f.Before.CreatedAt) < ms(f.To)) {
+		q.WriteString(` AND (created_at, id) < (?, ?)`)
+		args = append(args, ms(f.Before.CreatedAt), f.Before.ID)
+	} else if !f.To.IsZero() {
+		q.WriteString(` AND created_at < ?`)
+		args = append(args, ms(f.To))
+	}
+	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
+	args = append(args, limit+1) // one more tells whether a next page exists
+	return q.String(), args
 }

@@ -677,7 +677,7 @@ func settleWatch(ctx context.Context, tx Tx, taskID, watchID string, fetched boo
 			return err
 		}
 	}
-	t, err := tx.BorrowedScanTask(tx.QueryRow(ctx, `SELECT `+tx.BorrowedTaskColumns()+` FROM tasks WHERE id = ?`, taskID))
+	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
 	if err != nil {
 		return err
 	}

@@ -11,14 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// QueueDepth counts the unsettled tasks by state, across organizations, from the
-// counts the triggers keep.
-func (db *DB) QueueDepth(ctx context.Context) (queued, running int64, err error) {
-	err = db.pool.QueryRow(ctx, `SELECT coalesce(sum(CASE status WHEN 'queued' THEN n END), 0)::bigint,
-		coalesce(sum(CASE status WHEN 'running' THEN n END), 0)::bigint FROM task_counts`).Scan(&queued, &running)
-	return queued, running, db.readChecked(err)
-}
-
 // Backup refuses: a copy of a PostgreSQL database is the server's to make, consistent
 // and without stopping the replicas, with its own tools.
 func (db *DB) Backup(ctx context.Context, path string, overwrite bool) error {

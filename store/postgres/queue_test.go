@@ -41,7 +41,7 @@ func domainTask(orgID, domain string) store.NewTask {
 
 func enqueue(t *testing.T, db *DB, nt store.NewTask) *store.Task {
 	t.Helper()
-	e, err := db.CreateTask(context.Background(), nt)
+	e, err := facade(db).CreateTask(context.Background(), nt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,32 +83,32 @@ func TestTaskIsQueuedClaimedAndSettledThenServedFromTheStore(t *testing.T) {
 
 	task := enqueue(t, db, domainTask(org.ID, "stripe.com"))
 	is.Equal(task.Status, store.StatusQueued)
-	q, r, err := db.QueueDepth(ctx)
+	q, r, err := facade(db).QueueDepth(ctx)
 	is.NoErr(err)
 	is.Equal([]int64{q, r}, []int64{1, 0})
 
-	c, err := db.ClaimTask(ctx, time.Minute)
+	c, err := facade(db).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	is.Equal(c.TaskID, task.ID)
 	is.Equal(c.Input.Target, "stripe.com")
-	again, err := db.ClaimTask(ctx, time.Minute)
+	again, err := facade(db).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	is.Equal(again, nil) // one task, claimed already
 
-	ok, err := db.ExtendLease(ctx, c, time.Minute)
+	ok, err := facade(db).ExtendLease(ctx, c, time.Minute)
 	is.NoErr(err)
 	is.True(ok)
-	ok, err = db.Settle(ctx, c, store.Outcome{Result: company("stripe.com"), Fetched: true})
+	ok, err = facade(db).Settle(ctx, c, store.Outcome{Result: company("stripe.com"), Fetched: true})
 	is.NoErr(err)
 	is.True(ok)
-	ok, err = db.Settle(ctx, c, store.Outcome{Result: company("stripe.com")})
+	ok, err = facade(db).Settle(ctx, c, store.Outcome{Result: company("stripe.com")})
 	is.NoErr(err)
 	is.True(!ok) // settled once
-	ok, err = db.ExtendLease(ctx, c, time.Minute)
+	ok, err = facade(db).ExtendLease(ctx, c, time.Minute)
 	is.NoErr(err)
 	is.True(!ok)
 
-	got, err := db.GetTask(ctx, org.ID, task.ID)
+	got, err := facade(db).GetTask(ctx, org.ID, task.ID)
 	is.NoErr(err)
 	is.Equal(got.Status, store.StatusSucceeded)
 	var shown enrich.Company
@@ -131,10 +131,10 @@ func TestTaskIsQueuedClaimedAndSettledThenServedFromTheStore(t *testing.T) {
 	stored, err := facade(db).FindStored(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "stripe.com"})
 	is.NoErr(err)
 	is.Equal(stored.Company.Name, "stripe")
-	n, err := db.CountTasks(ctx, org.ID, store.StatusSucceeded)
+	n, err := facade(db).CountTasks(ctx, org.ID, store.StatusSucceeded)
 	is.NoErr(err)
 	is.Equal(n, int64(2))
-	tasks, total, err := db.ListTasks(ctx, org.ID, "", 0, 10)
+	tasks, total, err := facade(db).ListTasks(ctx, org.ID, "", 0, 10)
 	is.NoErr(err)
 	is.Equal(total, int64(2))
 	is.Equal(tasks[0].ID, hit.ID) // newest first
@@ -154,7 +154,7 @@ func TestClaimsTakeTurnsByOrganizationFIFOWithin(t *testing.T) {
 	want = []string{want[0], b1, want[1], want[2]}
 	var got []string
 	for {
-		c, err := db.ClaimTask(ctx, time.Minute)
+		c, err := facade(db).ClaimTask(ctx, time.Minute)
 		is.NoErr(err)
 		if c == nil {
 			break
@@ -184,7 +184,7 @@ func TestBacklogLimitHoldsAgainstConcurrentEnqueues(t *testing.T) {
 			defer wg.Done()
 			nt := domainTask(org.ID, fmt.Sprintf("d%d.com", i))
 			nt.MaxBacklog = 5
-			_, err := db.CreateTask(ctx, nt)
+			_, err := facade(db).CreateTask(ctx, nt)
 			var e *enrich.Error
 			if errorsAs(err, &e) && e.Code == "queue_full" {
 				mu.Lock()
@@ -197,7 +197,7 @@ func TestBacklogLimitHoldsAgainstConcurrentEnqueues(t *testing.T) {
 	}
 	wg.Wait()
 	is.Equal(refused, 7)
-	n, err := a.CountTasks(ctx, org.ID, store.StatusQueued)
+	n, err := facade(a).CountTasks(ctx, org.ID, store.StatusQueued)
 	is.NoErr(err)
 	is.Equal(n, int64(5))
 	bal, err := facade(a).CreditBalance(ctx, "acme")
@@ -217,22 +217,31 @@ func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 	nt := domainTask(org.ID, "stripe.com")
 	nt.IdempotencyKey, nt.Endpoint, nt.BodyHash = "k1", "POST /v1/companies/enrich", strings.Repeat("ab", 32)
 
-	txA, err := a.pool.Begin(ctx)
-	is.NoErr(err)
-	defer txA.Rollback(ctx)
-	first, err := a.createTask(ctx, txA, nt)
-	is.NoErr(err)
-	is.True(!first.Replayed)
+	// The first request's transaction is held open, its task made, until the second
+	// waits for it.
+	held := heldWrite{DB: a, made: make(chan struct{}), release: make(chan struct{})}
+	firstDone := make(chan *store.Enqueued, 1)
+	go func() {
+		e, err := (&store.DB{Driver: held, Now: a.nowFn}).CreateTask(ctx, nt)
+		if err != nil {
+			t.Error(err)
+		}
+		firstDone <- e
+	}()
+	<-held.made
 	second := make(chan *store.Enqueued, 1)
 	go func() {
-		e, err := b.CreateTask(ctx, nt)
+		e, err := facade(b).CreateTask(ctx, nt)
 		if err != nil {
 			t.Error(err)
 		}
 		second <- e
 	}()
 	waitForLockWaiter(t, a)
-	is.NoErr(txA.Commit(ctx))
+	close(held.release)
+	first := <-firstDone
+	is.True(first != nil)
+	is.True(!first.Replayed)
 	replay := <-second
 	is.True(replay != nil)
 	is.True(replay.Replayed)
@@ -249,7 +258,7 @@ func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e, err := db.CreateTask(ctx, nt)
+			e, err := facade(db).CreateTask(ctx, nt)
 			if err != nil {
 				t.Error(err)
 				return
@@ -273,7 +282,7 @@ func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 
 	// The key on another body is refused, charging nothing.
 	nt.BodyHash = strings.Repeat("cd", 32)
-	_, err = b.CreateTask(ctx, nt)
+	_, err := facade(b).CreateTask(ctx, nt)
 	var e *enrich.Error
 	is.True(errorsAs(err, &e))
 	is.Equal(e.Code, "idempotency_key_reused")
@@ -292,19 +301,27 @@ func TestTwoClaimersNeverGetTheSameTask(t *testing.T) {
 	tx1 := enqueue(t, a, domainTask(x.ID, "x1.com"))
 	ty1 := enqueue(t, a, domainTask(y.ID, "y1.com"))
 
-	txA, err := a.pool.Begin(ctx)
-	is.NoErr(err)
-	defer txA.Rollback(ctx)
-	held, err := a.claimTask(ctx, txA, time.Minute, "token-a")
-	is.NoErr(err)
-	is.Equal(held.TaskID, tx1.ID)
-	other, err := b.ClaimTask(ctx, time.Minute) // returns while txA is open
+	// The first claim's transaction is held open once it has claimed.
+	holder := heldWrite{DB: a, made: make(chan struct{}), release: make(chan struct{})}
+	heldDone := make(chan *store.Claim, 1)
+	go func() {
+		cl, err := (&store.DB{Driver: holder, Now: a.nowFn}).ClaimTask(ctx, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		heldDone <- cl
+	}()
+	<-holder.made
+	other, err := facade(b).ClaimTask(ctx, time.Minute) // returns while the first is open
 	is.NoErr(err)
 	is.Equal(other.TaskID, ty1.ID)
-	none, err := b.ClaimTask(ctx, time.Minute)
+	none, err := facade(b).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	is.Equal(none, nil) // x's turn is held; y has nothing left
-	is.NoErr(txA.Commit(ctx))
+	close(holder.release)
+	held := <-heldDone
+	is.True(held != nil)
+	is.Equal(held.TaskID, tx1.ID)
 
 	const perOrg = 40
 	want := map[string]bool{}
@@ -323,7 +340,7 @@ func TestTwoClaimersNeverGetTheSameTask(t *testing.T) {
 			defer wg.Done()
 			misses := 0
 			for misses < 3 { // nil may mean "the rest is held by the others": look again
-				cl, err := db.ClaimTask(ctx, time.Minute)
+				cl, err := facade(db).ClaimTask(ctx, time.Minute)
 				if err != nil {
 					t.Error(err)
 					return
@@ -341,7 +358,7 @@ func TestTwoClaimersNeverGetTheSameTask(t *testing.T) {
 	wg.Wait()
 	// Whatever the burst left (all held at its last look) is claimed now.
 	for {
-		cl, err := a.ClaimTask(ctx, time.Minute)
+		cl, err := facade(a).ClaimTask(ctx, time.Minute)
 		is.NoErr(err)
 		if cl == nil {
 			break
@@ -353,7 +370,7 @@ func TestTwoClaimersNeverGetTheSameTask(t *testing.T) {
 		is.True(want[id])
 		is.Equal(n, 1)
 	}
-	q, r, err := a.QueueDepth(ctx)
+	q, r, err := facade(a).QueueDepth(ctx)
 	is.NoErr(err)
 	is.Equal([]int64{q, r}, []int64{0, 2*perOrg + 2})
 }
@@ -368,7 +385,7 @@ func TestExpiredLeaseIsReclaimedOnce(t *testing.T) {
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 	org := newOrg(t, a, "acme", 10)
 	task := enqueue(t, a, domainTask(org.ID, "stripe.com"))
-	old, err := a.ClaimTask(ctx, time.Minute)
+	old, err := facade(a).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	c.Add(2 * time.Minute)
 
@@ -378,7 +395,7 @@ func TestExpiredLeaseIsReclaimedOnce(t *testing.T) {
 	ok, err := a.tryAdvisoryXactLock(ctx, txA, lockRequeueAbandoned)
 	is.NoErr(err)
 	is.True(ok)
-	n, gaveUp, err := b.RequeueAbandoned(ctx)
+	n, gaveUp, err := facade(b).RequeueAbandoned(ctx)
 	is.NoErr(err)
 	is.Equal(n, 0)
 	is.Equal(len(gaveUp), 0)
@@ -391,7 +408,7 @@ func TestExpiredLeaseIsReclaimedOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, _, err := db.RequeueAbandoned(ctx)
+			n, _, err := facade(db).RequeueAbandoned(ctx)
 			if err != nil {
 				t.Error(err)
 			}
@@ -401,14 +418,14 @@ func TestExpiredLeaseIsReclaimedOnce(t *testing.T) {
 	wg.Wait()
 	is.Equal(counts[0]+counts[1]+counts[2]+counts[3], 1)
 
-	ok, err = a.Settle(ctx, old, store.Outcome{Result: company("stripe.com")})
+	ok, err = facade(a).Settle(ctx, old, store.Outcome{Result: company("stripe.com")})
 	is.NoErr(err)
 	is.True(!ok) // the late holder lost it
-	again, err := b.ClaimTask(ctx, time.Minute)
+	again, err := facade(b).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	is.Equal(again.TaskID, task.ID)
 	is.Equal(again.QueuedAt, old.QueuedAt) // a task put back keeps its place in time
-	more, err := a.ClaimTask(ctx, time.Minute)
+	more, err := facade(a).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	is.Equal(more, nil)
 	var attempts int
@@ -416,24 +433,24 @@ func TestExpiredLeaseIsReclaimedOnce(t *testing.T) {
 	is.Equal(attempts, 2)
 
 	// Released at a shutdown, it is put back without counting the attempt.
-	is.NoErr(b.ReleaseTask(ctx, again))
+	is.NoErr(facade(b).ReleaseTask(ctx, again))
 	is.NoErr(a.pool.QueryRow(ctx, `SELECT attempts FROM tasks WHERE id = $1`, task.ID).Scan(&attempts))
 	is.Equal(attempts, 1)
-	last, err := a.ClaimTask(ctx, time.Minute)
+	last, err := facade(a).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	is.Equal(last.TaskID, task.ID)
 
 	// Past the most attempts, the sweep fails it and refunds it, once.
 	for range store.MaxTaskAttempts {
 		c.Add(2 * time.Minute)
-		if _, _, err := a.RequeueAbandoned(ctx); err != nil {
+		if _, _, err := facade(a).RequeueAbandoned(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if cl, err := a.ClaimTask(ctx, time.Minute); err != nil || cl == nil {
+		if cl, err := facade(a).ClaimTask(ctx, time.Minute); err != nil || cl == nil {
 			break
 		}
 	}
-	got, err := a.GetTask(ctx, org.ID, task.ID)
+	got, err := facade(a).GetTask(ctx, org.ID, task.ID)
 	is.NoErr(err)
 	is.Equal(got.Status, store.StatusFailed)
 	is.Equal(got.Error.Code, enrich.CodeInternalError)
@@ -453,7 +470,7 @@ func TestSweepsOfTwoReplicasRefundOnce(t *testing.T) {
 		ids = append(ids, enqueue(t, a, domainTask(org.ID, fmt.Sprintf("d%d.com", i))).ID)
 	}
 	for range 10 { // a third running, the rest queued
-		if _, err := a.ClaimTask(ctx, time.Hour); err != nil {
+		if _, err := facade(a).ClaimTask(ctx, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -464,7 +481,7 @@ func TestSweepsOfTwoReplicasRefundOnce(t *testing.T) {
 	ok, err := a.tryAdvisoryXactLock(ctx, txA, lockExpireTasks)
 	is.NoErr(err)
 	is.True(ok)
-	none, err := b.ExpireTasks(ctx)
+	none, err := facade(b).ExpireTasks(ctx)
 	is.NoErr(err)
 	is.Equal(len(none), 0) // the other replica is at it
 	is.NoErr(txA.Rollback(ctx))
@@ -477,7 +494,7 @@ func TestSweepsOfTwoReplicasRefundOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := db.ExpireTasks(ctx)
+			got, err := facade(db).ExpireTasks(ctx)
 			if err != nil {
 				t.Error(err)
 			}
@@ -490,7 +507,7 @@ func TestSweepsOfTwoReplicasRefundOnce(t *testing.T) {
 	}
 	wg.Wait()
 	// A sweep that found the lock taken did nothing; one more makes sure all are done.
-	rest, err := a.ExpireTasks(ctx)
+	rest, err := facade(a).ExpireTasks(ctx)
 	is.NoErr(err)
 	for _, e := range rest {
 		expired[e.ID]++
@@ -503,7 +520,7 @@ func TestSweepsOfTwoReplicasRefundOnce(t *testing.T) {
 	bal, err := facade(a).CreditBalance(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(bal.Balance, int64(100))
-	q, r, err := a.QueueDepth(ctx)
+	q, r, err := facade(a).QueueDepth(ctx)
 	is.NoErr(err)
 	is.Equal([]int64{q, r}, []int64{0, 0})
 }
@@ -514,20 +531,20 @@ func TestCancelRefundsOnceAndTheTurnIsDropped(t *testing.T) {
 	db, _ := newTestDB(t)
 	org := newOrg(t, db, "acme", 10)
 	task := enqueue(t, db, domainTask(org.ID, "stripe.com"))
-	got, err := db.CancelTask(ctx, org.ID, task.ID)
+	got, err := facade(db).CancelTask(ctx, org.ID, task.ID)
 	is.NoErr(err)
 	is.Equal(got.Status, store.StatusCanceled)
-	_, err = db.CancelTask(ctx, org.ID, task.ID)
+	_, err = facade(db).CancelTask(ctx, org.ID, task.ID)
 	var e *enrich.Error
 	is.True(errorsAs(err, &e))
 	is.Equal(e.Code, "task_settled")
 	is.Equal(ledgerOf(t, db, task.ID), map[string]int{"charge": 1, "refund": 1})
 	other := newOrg(t, db, "other", 0)
-	_, err = db.CancelTask(ctx, other.ID, task.ID)
+	_, err = facade(db).CancelTask(ctx, other.ID, task.ID)
 	is.True(errorsAs(err, &e))
 	is.Equal(e.Code, "not_found")
 
-	c, err := db.ClaimTask(ctx, time.Minute)
+	c, err := facade(db).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	is.Equal(c, nil)
 	var turns int
@@ -541,12 +558,12 @@ func TestFailedOutcomeIsRefunded(t *testing.T) {
 	db, _ := newTestDB(t)
 	org := newOrg(t, db, "acme", 10)
 	task := enqueue(t, db, domainTask(org.ID, "stripe.com"))
-	c, err := db.ClaimTask(ctx, time.Minute)
+	c, err := facade(db).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
-	ok, err := db.Settle(ctx, c, store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeNotFound, Message: "no such company"}})
+	ok, err := facade(db).Settle(ctx, c, store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeNotFound, Message: "no such company"}})
 	is.NoErr(err)
 	is.True(ok)
-	got, err := db.GetTask(ctx, org.ID, task.ID)
+	got, err := facade(db).GetTask(ctx, org.ID, task.ID)
 	is.NoErr(err)
 	is.Equal(got.Status, store.StatusFailed)
 	is.Equal(got.Error.Code, enrich.CodeNotFound)
@@ -568,9 +585,9 @@ func TestPurgeSettledDeletesTasksKeysAndResults(t *testing.T) {
 	nt := domainTask(org.ID, "stripe.com")
 	nt.IdempotencyKey, nt.BodyHash = "k", "h"
 	task := enqueue(t, db, nt)
-	c, err := db.ClaimTask(ctx, time.Minute)
+	c, err := facade(db).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
-	_, err = db.Settle(ctx, c, store.Outcome{Result: company("stripe.com")})
+	_, err = facade(db).Settle(ctx, c, store.Outcome{Result: company("stripe.com")})
 	is.NoErr(err)
 	queued := enqueue(t, db, domainTask(org.ID, "queued.com"))
 	clk.Add(time.Hour)
@@ -578,11 +595,11 @@ func TestPurgeSettledDeletesTasksKeysAndResults(t *testing.T) {
 	p, err := db.PurgeSettled(ctx, clk.Now().Add(-time.Minute), 100)
 	is.NoErr(err)
 	is.Equal(p.Tasks, 1)
-	_, err = db.GetTask(ctx, org.ID, task.ID)
+	_, err = facade(db).GetTask(ctx, org.ID, task.ID)
 	var e *enrich.Error
 	is.True(errorsAs(err, &e))
 	is.Equal(e.Code, "not_found")
-	_, err = db.GetTask(ctx, org.ID, queued.ID)
+	_, err = facade(db).GetTask(ctx, org.ID, queued.ID)
 	is.NoErr(err) // unsettled: never purged
 	var keys, results int
 	is.NoErr(db.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM idempotency_keys), (SELECT count(*) FROM task_results)`).Scan(&keys, &results))
@@ -611,14 +628,14 @@ func TestFindTasksPagesAndEachFilterWalksAnIndex(t *testing.T) {
 		ids = append(ids, enqueue(t, db, domainTask(org.ID, fmt.Sprintf("d%d.com", i))).ID)
 		clk.Add(time.Second)
 	}
-	page, next, err := db.FindTasks(ctx, org.ID, store.TaskFilter{Limit: 3})
+	page, next, err := facade(db).FindTasks(ctx, org.ID, store.TaskFilter{Limit: 3})
 	is.NoErr(err)
 	is.Equal(len(page), 3)
 	is.Equal(page[0].ID, ids[6])
-	page, next, err = db.FindTasks(ctx, org.ID, store.TaskFilter{Limit: 3, Before: next, Status: store.StatusQueued})
+	page, next, err = facade(db).FindTasks(ctx, org.ID, store.TaskFilter{Limit: 3, Before: next, Status: store.StatusQueued})
 	is.NoErr(err)
 	is.Equal(page[0].ID, ids[3])
-	page, next, err = db.FindTasks(ctx, org.ID, store.TaskFilter{Limit: 3, Before: next})
+	page, next, err = facade(db).FindTasks(ctx, org.ID, store.TaskFilter{Limit: 3, Before: next})
 	is.NoErr(err)
 	is.Equal(len(page), 1)
 	is.Equal(next, nil)
@@ -633,12 +650,12 @@ func TestFindTasksPagesAndEachFilterWalksAnIndex(t *testing.T) {
 		{store.TaskFilter{ObjectType: enrich.ObjectCompany, To: clk.Now()}, "tasks_org_type_created"},
 		{store.TaskFilter{LoopID: loop, Before: &store.TaskCursor{CreatedAt: clk.Now(), ID: ids[0]}}, "tasks_org_loop_created"},
 	} {
-		query, args := findTasksQuery(org.ID, f.filter, 10)
-		plan := explain(t, db, query, args...)
+		query, args := facade(db).FindTasksQuery(org.ID, f.filter, 10)
+		plan := explain(t, db, rebind(query), args...)
 		is.True(strings.Contains(plan, f.index))
 		is.True(!strings.Contains(plan, "Sort")) // the index's order, walked backwards
 	}
-	plan := explain(t, db, claimQuery, int64(0), "t", int64(0), org.ID)
+	plan := explain(t, db, rebind(store.ClaimQuery), int64(0), "t", int64(0), org.ID)
 	is.True(strings.Contains(plan, "tasks_org_status_created"))
 }
 
@@ -672,11 +689,11 @@ func TestImportServesTheDatasetAndStaff(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, clk := newTestDB(t)
-	_, err := db.Import(ctx, strings.NewReader(`{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}
+	_, err := facade(db).Import(ctx, strings.NewReader(`{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}
 {"type":"bad"}`), enrich.Normalizer{})
 	is.True(err != nil)
 	is.True(strings.Contains(err.Error(), "line 2"))
-	stats, err := db.Import(ctx, strings.NewReader(`{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}
+	stats, err := facade(db).Import(ctx, strings.NewReader(`{"type":"company","name":"Acme","domain":"acme.com","domains":["acme.io"]}
 {"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe","emails":["Jane.Doe@Acme.com"],"positions":[{"title":"CEO","company_name":"ACME","is_current":true}]}`), enrich.Normalizer{})
 	is.NoErr(err)
 	is.Equal(stats, store.ImportStats{Companies: 1, People: 1})
@@ -695,14 +712,23 @@ func TestImportServesTheDatasetAndStaff(t *testing.T) {
 	staff, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	is.NoErr(err)
 	is.Equal(staff, []string{"dataset"}) // the name found whatever its case
-	found, err := db.FindStaff(ctx, store.OriginDataset, store.StaffByName, "Acme", 10)
+	found, err := facade(db).FindStaff(ctx, store.OriginDataset, store.StaffByName, "Acme", 10)
 	is.NoErr(err)
 	is.Equal(len(found), 1)
 
 	g := &enrich.Gathering{Address: "j@acme.com", GatheredAt: clk.Now(), Company: &enrich.Company{Name: "Acme"},
 		Candidates: []enrich.Candidate{{Method: "inferred", Pattern: "first", RetrievedAt: clk.Now()}}}
-	is.NoErr(db.inTx(ctx, func(tx pgx.Tx) error { return keepGathering(ctx, tx, g, clk.Now().Add(-time.Hour)) }))
-	is.NoErr(db.inTx(ctx, func(tx pgx.Tx) error { return keepGathering(ctx, tx, g, clk.Now().Add(-time.Hour)) }))
+	// Kept twice for the address, by two lookups that ended ambiguous.
+	org := newOrg(t, db, "acme", 10)
+	for range 2 {
+		enqueue(t, db, store.NewTask{OrgID: org.ID, Input: enrich.Input{Lookup: enrich.LookupEmail, Target: "j@acme.com"},
+			RawInput: json.RawMessage(`{}`), TTL: time.Minute})
+		c, err := facade(db).ClaimTask(ctx, time.Minute)
+		is.NoErr(err)
+		ambiguous := store.TimedOut
+		_, err = facade(db).Settle(ctx, c, store.Outcome{Err: &ambiguous, Gathered: g, KeepGathered: time.Hour})
+		is.NoErr(err)
+	}
 	got, err := facade(db).Held().Gathering(ctx, "j@acme.com", clk.Now().Add(-time.Hour))
 	is.NoErr(err)
 	is.Equal(len(got.Candidates), 1)
@@ -724,10 +750,10 @@ func TestMaintenanceOnPostgres(t *testing.T) {
 
 	is.NoErr(db.SeedTasks(ctx, org.ID, 7))
 	is.NoErr(db.SeedQueuedTasks(ctx, org.ID, 3))
-	q, _, err := db.QueueDepth(ctx)
+	q, _, err := facade(db).QueueDepth(ctx)
 	is.NoErr(err)
 	is.Equal(q, int64(3))
-	c, err := db.ClaimTask(ctx, time.Minute)
+	c, err := facade(db).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	is.Equal(c.Input.Target, "queued-0.com")
 	grants, err := facade(db).ListGrants(ctx, org.ID)
@@ -767,9 +793,9 @@ func TestSettledTasksOfALoopSendTheirEvent(t *testing.T) {
 	nt := domainTask(org.ID, "stripe.com")
 	nt.LoopID = &loop.ID
 	worked := enqueue(t, db, nt)
-	c, err := db.ClaimTask(ctx, time.Minute)
+	c, err := facade(db).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
-	_, err = db.Settle(ctx, c, store.Outcome{Result: company("stripe.com"), Fetched: true})
+	_, err = facade(db).Settle(ctx, c, store.Outcome{Result: company("stripe.com"), Fetched: true})
 	is.NoErr(err)
 	kind, body := event(worked.ID)
 	is.Equal(kind, store.EventTaskSucceeded)
@@ -785,7 +811,7 @@ func TestSettledTasksOfALoopSendTheirEvent(t *testing.T) {
 	nt.Freshness = 0
 	late := enqueue(t, db, nt)
 	clk.Add(11 * time.Minute)
-	expired, err := db.ExpireTasks(ctx)
+	expired, err := facade(db).ExpireTasks(ctx)
 	is.NoErr(err)
 	is.Equal(len(expired), 1)
 	is.Equal(*expired[0].LoopID, loop.ID)
@@ -796,7 +822,7 @@ func TestSettledTasksOfALoopSendTheirEvent(t *testing.T) {
 	// A Loop of another type refuses the task, creating and charging nothing.
 	pt := store.NewTask{OrgID: org.ID, Input: enrich.Input{Lookup: enrich.LookupPersonURL, Target: "https://www.linkedin.com/in/x"},
 		RawInput: json.RawMessage(`{}`), TTL: time.Minute, LoopID: &loop.ID}
-	_, err = db.CreateTask(ctx, pt)
+	_, err = facade(db).CreateTask(ctx, pt)
 	var e *enrich.Error
 	is.True(errorsAs(err, &e))
 	is.Equal(e.Kind, enrich.KindInvalid)
@@ -814,12 +840,12 @@ func TestEmailLookupIsAnsweredFromTheStoreWhileStillEmployed(t *testing.T) {
 			RawInput: json.RawMessage(`{"email":"` + addr + `"}`), TTL: 10 * time.Minute, Freshness: time.Hour}
 	}
 	enqueue(t, db, emailTask("jane@acme.com"))
-	c, err := db.ClaimTask(ctx, time.Minute)
+	c, err := facade(db).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	url, domain, name := "https://www.linkedin.com/in/jane", "acme.com", "Jane"
 	person := &enrich.Person{NetworkURL: &url, FullName: &name, Positions: []enrich.Position{
 		{CompanyName: &name, Company: &enrich.PositionCompany{Domain: &domain}, IsCurrent: true}}}
-	ok, err := db.Settle(ctx, c, store.Outcome{Result: &enrich.Result{Person: person}, Fetched: true})
+	ok, err := facade(db).Settle(ctx, c, store.Outcome{Result: &enrich.Result{Person: person}, Fetched: true})
 	is.NoErr(err)
 	is.True(ok)
 
@@ -832,10 +858,13 @@ func TestEmailLookupIsAnsweredFromTheStoreWhileStillEmployed(t *testing.T) {
 
 	// Gone from the company: the workers resolve the address afresh.
 	person.Positions[0].IsCurrent = false
-	is.NoErr(db.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := storeFetched(ctx, tx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: url}, enrich.Result{Person: person}, true, db.now(), db.now())
-		return err
-	}))
+	enqueue(t, db, store.NewTask{OrgID: org.ID, Input: enrich.Input{Lookup: enrich.LookupPersonURL, Target: url},
+		RawInput: json.RawMessage(`{}`), TTL: time.Minute})
+	c, err = facade(db).ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	ok, err = facade(db).Settle(ctx, c, store.Outcome{Result: &enrich.Result{Person: person}, Fetched: true})
+	is.NoErr(err)
+	is.True(ok)
 	queued := enqueue(t, db, emailTask("jane@acme.com"))
 	is.Equal(queued.Status, store.StatusQueued)
 }
@@ -869,10 +898,10 @@ func TestMixedLoadOnTwoReplicasKeepsTheBooks(t *testing.T) {
 				if i%7 == 0 {
 					nt.TTL = 0
 				}
-				e, err := db.CreateTask(ctx, nt)
+				e, err := facade(db).CreateTask(ctx, nt)
 				fail(err)
 				if err == nil && i%5 == 0 {
-					_, err := db.CancelTask(ctx, org.ID, e.Task.ID)
+					_, err := facade(db).CancelTask(ctx, org.ID, e.Task.ID)
 					var ee *enrich.Error
 					if err != nil && !(errorsAs(err, &ee) && ee.Code == "task_settled") {
 						t.Error(err)
@@ -887,15 +916,15 @@ func TestMixedLoadOnTwoReplicasKeepsTheBooks(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 40 {
-				cl, err := db.ClaimTask(ctx, time.Minute)
+				cl, err := facade(db).ClaimTask(ctx, time.Minute)
 				fail(err)
 				if cl == nil {
 					continue
 				}
 				if i%4 == 1 {
-					err = db.ReleaseTask(ctx, cl)
+					err = facade(db).ReleaseTask(ctx, cl)
 				} else {
-					_, err = db.Settle(ctx, cl, mixedLoadOutcome(cl))
+					_, err = facade(db).Settle(ctx, cl, mixedLoadOutcome(cl))
 				}
 				fail(err)
 			}
@@ -907,9 +936,9 @@ func TestMixedLoadOnTwoReplicasKeepsTheBooks(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 10 {
-				_, err := db.ExpireTasks(ctx)
+				_, err := facade(db).ExpireTasks(ctx)
 				fail(err)
-				_, _, err = db.RequeueAbandoned(ctx)
+				_, _, err = facade(db).RequeueAbandoned(ctx)
 				fail(err)
 				_, err = db.PurgeSettled(ctx, c.Now().Add(-time.Hour), 50)
 				fail(err)
@@ -921,12 +950,12 @@ func TestMixedLoadOnTwoReplicasKeepsTheBooks(t *testing.T) {
 	// tasks back) is claimed and settled now: which tasks succeed and which fail depends
 	// on their targets, not on how the load interleaved.
 	for {
-		cl, err := a.ClaimTask(ctx, time.Minute)
+		cl, err := facade(a).ClaimTask(ctx, time.Minute)
 		is.NoErr(err)
 		if cl == nil {
 			break
 		}
-		_, err = a.Settle(ctx, cl, mixedLoadOutcome(cl))
+		_, err = facade(a).Settle(ctx, cl, mixedLoadOutcome(cl))
 		is.NoErr(err)
 	}
 
@@ -987,7 +1016,7 @@ func TestAClaimWaitsForATurnAnotherClaimerHolds(t *testing.T) {
 
 	claimed := make(chan *store.Claim, 1)
 	go func() {
-		c, err := db.ClaimTask(ctx, time.Minute)
+		c, err := facade(db).ClaimTask(ctx, time.Minute)
 		if err != nil {
 			t.Error(err)
 		}
@@ -1001,4 +1030,22 @@ func TestAClaimWaitsForATurnAnotherClaimerHolds(t *testing.T) {
 	is.NoErr(holder.Commit(ctx))
 	c := <-claimed
 	is.True(c != nil) // two tasks were queued
+}
+
+// heldWrite runs each write transaction as DB does but holds it open once its steps
+// are done, until release is closed.
+type heldWrite struct {
+	*DB
+	made, release chan struct{}
+}
+
+func (h heldWrite) Write(ctx context.Context, fn func(store.Tx) error) error {
+	return h.DB.Write(ctx, func(tx store.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		close(h.made)
+		<-h.release
+		return nil
+	})
 }

@@ -34,11 +34,3 @@ func keepResult(ctx context.Context, tx pgx.Tx, data []byte) (int64, error) {
 		// Another transaction added it since the read: read it again.
 	}
 }
-
-// resultID is keepResult for a task that may have no result: nil then.
-func resultID(ctx context.Context, tx pgx.Tx, data []byte) (any, error) {
-	if data == nil {
-		return nil, nil
-	}
-	return keepResult(ctx, tx, data)
-}

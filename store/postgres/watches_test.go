@@ -182,7 +182,7 @@ func TestTwoTasksOfOneWatchSettleInTurn(t *testing.T) {
 		nt.WatchID = &w.ID
 		task := enqueue(t, a, nt)
 		is.Equal(*task.WatchID, w.ID)
-		c, err := a.ClaimTask(ctx, time.Minute)
+		c, err := facade(a).ClaimTask(ctx, time.Minute)
 		is.NoErr(err)
 		is.Equal(c.TaskID, task.ID)
 		claims = append(claims, c)
@@ -199,7 +199,7 @@ func TestTwoTasksOfOneWatchSettleInTurn(t *testing.T) {
 		wg.Go(func() {
 			domain := "stripe.com"
 			res := &enrich.Result{Company: &enrich.Company{Name: names[i], Domain: &domain}}
-			ok, err := db.Settle(ctx, claims[i], store.Outcome{Result: res, Fetched: true})
+			ok, err := facade(db).Settle(ctx, claims[i], store.Outcome{Result: res, Fetched: true})
 			if err != nil || !ok {
 				t.Errorf("settle %d: %v %v", i, ok, err)
 			}
@@ -230,7 +230,7 @@ func TestTwoTasksOfOneWatchSettleInTurn(t *testing.T) {
 	is.Equal(body.Changes[0].Path, "name")
 
 	// The baseline is the result of the task that settled last, the one that sent.
-	last, err := a.GetTask(ctx, org.ID, *deliveries[0].TaskID)
+	last, err := facade(a).GetTask(ctx, org.ID, *deliveries[0].TaskID)
 	is.NoErr(err)
 	var baseline string
 	is.NoErr(a.pool.QueryRow(ctx, `SELECT baseline FROM watches WHERE id = $1`, w.ID).Scan(&baseline))
@@ -272,12 +272,12 @@ func TestWatchTaskKeepsItsWatchID(t *testing.T) {
 	nt := domainTask(org.ID, "stripe.com")
 	nt.WatchID = &id
 	task := enqueue(t, db, nt)
-	got, err := db.GetTask(ctx, org.ID, task.ID)
+	got, err := facade(db).GetTask(ctx, org.ID, task.ID)
 	is.NoErr(err)
 	is.Equal(*got.WatchID, id)
-	c, err := db.ClaimTask(ctx, time.Minute)
+	c, err := facade(db).ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
-	ok, err := db.Settle(ctx, c, store.Outcome{Result: company("stripe.com"), Fetched: true})
+	ok, err := facade(db).Settle(ctx, c, store.Outcome{Result: company("stripe.com"), Fetched: true})
 	is.NoErr(err)
 	is.True(ok) // its watch gone, the task settles all the same
 }
@@ -298,10 +298,10 @@ func TestSettleWatchTakesTheWatchInTurn(t *testing.T) {
 	for _, name := range []string{"Stripe", "Stripe, Inc."} {
 		// Settled tasks without a watch_id, so that Settle leaves the watch to this test.
 		task := enqueue(t, db, domainTask(org.ID, "stripe.com"))
-		c, err := db.ClaimTask(ctx, time.Minute)
+		c, err := facade(db).ClaimTask(ctx, time.Minute)
 		is.NoErr(err)
 		domain := "stripe.com"
-		_, err = db.Settle(ctx, c, store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: name, Domain: &domain}}})
+		_, err = facade(db).Settle(ctx, c, store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: name, Domain: &domain}}})
 		is.NoErr(err)
 		tasks = append(tasks, task.ID)
 	}
@@ -334,7 +334,7 @@ func TestSettleWatchTakesTheWatchInTurn(t *testing.T) {
 	}
 	is.NoErr(rows.Err())
 	is.Equal(events, []string{store.EventRecordChanged})
-	last, err := db.GetTask(ctx, org.ID, sentBy)
+	last, err := facade(db).GetTask(ctx, org.ID, sentBy)
 	is.NoErr(err)
 	var baseline string
 	is.NoErr(db.pool.QueryRow(ctx, `SELECT baseline FROM watches WHERE id = $1`, w.ID).Scan(&baseline))

@@ -10,7 +10,7 @@ import (
 
 // FindTasksQuery is the statement FindTasks runs for f, and its arguments.
 func FindTasksQuery(orgID string, f TaskFilter, limit int) (string, []any) {
-	return findTasksQuery(orgID, f, limit)
+	return (&store.DB{Driver: (*DB)(nil)}).FindTasksQuery(orgID, f, limit)
 }
 
 // DashboardQueries are the literal statements of the dashboard's reads, by method, with
@@ -33,9 +33,9 @@ var PlanQueries = map[string]struct {
 	Query string
 	Args  []any
 }{
-	"GetTask":           {getTaskQuery, []any{"t", "o"}},
-	"ListTasks":         {listTasksQuery, []any{"o", 50, 0}},
-	"ListTasksByStatus": {listTasksByStatusQuery, []any{"o", "queued", 50, 0}},
+	"GetTask":           {store.TaskQueries["GetTask"], []any{"t", "o"}},
+	"ListTasks":         {store.TaskQueries["ListTasks"], []any{"o", 50, 0}},
+	"ListTasksByStatus": {store.TaskQueries["ListTasksByStatus"], []any{"o", "queued", 50, 0}},
 	"ListDeliveries":    store.DeliveryStatements["ListDeliveries"],
 	"PurgeKeys":         {purgeKeysQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
 	"PurgeTasks":        {purgeTasksQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},

@@ -52,17 +52,6 @@ func (db *DB) Migrations(ctx context.Context) (applied, known int, err error) {
 	return applied, db.known, err
 }
 
-// QueueDepth counts the unsettled tasks by state, across organizations, from the
-// counts the triggers keep: one row per organization and status, so the cost does not
-// grow with the backlog.
-func (db *DB) QueueDepth(ctx context.Context) (queued, running int64, err error) {
-	err = db.read.QueryRowContext(ctx, queueDepthQuery).Scan(&queued, &running)
-	return queued, running, err
-}
-
-const queueDepthQuery = `SELECT coalesce(sum(CASE status WHEN 'queued' THEN n END), 0),
-	coalesce(sum(CASE status WHEN 'running' THEN n END), 0) FROM task_counts`
-
 // Backup writes a consistent copy of the database to the file at path with VACUUM
 // INTO, while other connections, in this process or another, keep reading and
 // writing: the copy is the database as of the read transaction it runs in. The copy

@@ -49,11 +49,3 @@ func keepResult(ctx context.Context, tx *Tx, data []byte) (int64, error) {
 		sum[:], string(data)).Scan(&id)
 	return id, err
 }
-
-// resultID is keepResult for a task that may have no result: nil then.
-func resultID(ctx context.Context, tx *Tx, data []byte) (any, error) {
-	if data == nil {
-		return nil, nil
-	}
-	return keepResult(ctx, tx, data)
-}

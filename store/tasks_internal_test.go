@@ -1,24 +1,21 @@
-package sqlite
+package store
 
-import (
-	"database/sql"
-	"testing"
-)
+import "testing"
 
 // TestAnswerAheadOnlyForTheSameRecord: a result worked out before the transaction is
 // used only when the transaction reads the same record, bytes and redirect mark alike.
 func TestAnswerAheadOnlyForTheSameRecord(t *testing.T) {
-	seen := &record{id: 7, objectType: "company", data: []byte(`{"name":"Acme"}`)}
+	seen := &StoredRecord{ID: 7, ObjectType: "company", Data: []byte(`{"name":"Acme"}`)}
 	ahead := &storedAnswer{rec: seen, result: []byte(`{"name":"Acme","x":1}`)}
 	for _, c := range []struct {
 		name string
-		rec  record
+		rec  StoredRecord
 		want bool
 	}{
 		{"the same", *seen, true},
-		{"refreshed since", record{id: 7, objectType: "company", data: []byte(`{"name":"Acme Inc"}`)}, false},
-		{"another record under the key", record{id: 8, objectType: "company", data: seen.data}, false},
-		{"now an alias", record{id: 7, objectType: "company", data: seen.data, redirect: sql.NullInt64{Int64: 1, Valid: true}}, false},
+		{"refreshed since", StoredRecord{ID: 7, ObjectType: "company", Data: []byte(`{"name":"Acme Inc"}`)}, false},
+		{"another record under the key", StoredRecord{ID: 8, ObjectType: "company", Data: seen.Data}, false},
+		{"now an alias", StoredRecord{ID: 7, ObjectType: "company", Data: seen.Data, ConfirmedAlias: true}, false},
 	} {
 		got := ahead.answer(&c.rec)
 		if (got != nil) != c.want {

@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"enrichd/enrich"
+)
+
+// What ambiguous email lookups gathered: the company an address's domain was
+// identified as, and the candidates found for it, kept until they are settled or old.
+
+// Gathering is enrich.Held's: what a lookup of address gathered at or after since; nil
+// when nothing was.
+func (db *DB) Gathering(ctx context.Context, address string, since time.Time) (*enrich.Gathering, error) {
+	var g enrich.Gathering
+	err := db.Read(ctx, func(q Executor) error {
+		g = enrich.Gathering{}
+		var company string
+		var at int64
+		err := q.QueryRow(ctx, `SELECT company, gathered_at FROM email_gatherings WHERE address = ? AND gathered_at >= ?`,
+			address, ms(since)).Scan(&company, &at)
+		if err != nil {
+			return err
+		}
+		g.Address, g.GatheredAt = address, fromMS(at)
+		if err := json.Unmarshal([]byte(company), &g.Company); err != nil {
+			return err
+		}
+		rows, err := q.Query(ctx, `SELECT method, pattern, person, retrieved_at FROM email_candidates
+			WHERE address = ? ORDER BY ord`, address)
+		g.Candidates, err = collect(rows, err, func(row Row) (enrich.Candidate, error) {
+			var c enrich.Candidate
+			var person string
+			var retrieved int64
+			if err := row.Scan(&c.Method, &c.Pattern, &person, &retrieved); err != nil {
+				return c, err
+			}
+			c.RetrievedAt = fromMS(retrieved)
+			return c, json.Unmarshal([]byte(person), &c.Person)
+		})
+		return err
+	})
+	if errors.Is(err, ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// keepGathering replaces what was gathered for the address, and deletes what was
+// gathered for any address before keepSince: it would not be read again. The
+// gathering's row is upserted first: two settles gathering the same address at once
+// (PostgreSQL) then take turns on it, where a delete-then-insert would have both
+// insert and one fail on the key.
+func keepGathering(ctx context.Context, tx Tx, g *enrich.Gathering, keepSince time.Time) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM email_gatherings WHERE gathered_at < ? AND address <> ?`, ms(keepSince), g.Address); err != nil {
+		return err
+	}
+	company, err := json.Marshal(g.Company)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO email_gatherings (address, company, gathered_at) VALUES (?, ?, ?)
+		ON CONFLICT (address) DO UPDATE SET company = excluded.company, gathered_at = excluded.gathered_at`,
+		g.Address, string(company), ms(g.GatheredAt)); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM email_candidates WHERE address = ?`, g.Address); err != nil {
+		return err
+	}
+	for i, c := range g.Candidates {
+		person, err := json.Marshal(c.Person)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO email_candidates (address, ord, method, pattern, person, retrieved_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, g.Address, i, c.Method, c.Pattern, string(person), ms(c.RetrievedAt)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forgetGathering deletes what was gathered for the address (its candidates with it).
+func forgetGathering(ctx context.Context, tx Tx, address string) error {
+	_, err := tx.Exec(ctx, `DELETE FROM email_gatherings WHERE address = ?`, address)
+	return err
+}
