@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"time"
-
 )
 
 // Driver is what an engine implements: each method one named operation, most of them
