@@ -153,7 +153,6 @@ type Driver interface {
 	StorageFailures() uint64
 	CheckWritable(ctx context.Context) error
 	Writable(ctx context.Context) bool
-	PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Purged, error)
 	Backup(ctx context.Context, path string, overwrite bool) error
 	Checkpoint(ctx context.Context) (bool, error)
 	ReleaseMemory(ctx context.Context) error

@@ -48,6 +48,11 @@ type Tx interface {
 	// Watches and batches.
 
 	// The database's upkeep.
+
+	// LockPurge reports whether this transaction may purge (PurgeSettled): false while
+	// another process's purge holds it (PostgreSQL's advisory lock); on SQLite, whose
+	// single writer runs one purge at a time anyway, always true.
+	LockPurge(ctx context.Context) (bool, error)
 }
 
 // collect reads every row of rows with scan, closing them.

@@ -26,7 +26,6 @@ type queueOps interface {
 	RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []store.ExpiredTask, err error)
 	ReleaseTask(ctx context.Context, c *store.Claim) error
 	Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (store.ImportStats, error)
-	PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (store.Purged, error)
 	QueueDepth(ctx context.Context) (queued, running int64, err error)
 	SpaceUsage(ctx context.Context) (*store.Space, error)
 	Backup(ctx context.Context, path string, overwrite bool) error

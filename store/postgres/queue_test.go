@@ -575,7 +575,7 @@ func TestPurgeSettledDeletesTasksKeysAndResults(t *testing.T) {
 	queued := enqueue(t, db, domainTask(org.ID, "queued.com"))
 	clk.Add(time.Hour)
 
-	p, err := db.PurgeSettled(ctx, clk.Now().Add(-time.Minute), 100)
+	p, err := facade(db).PurgeSettled(ctx, clk.Now().Add(-time.Minute), 100)
 	is.NoErr(err)
 	is.Equal(p.Tasks, 1)
 	_, err = db.GetTask(ctx, org.ID, task.ID)
@@ -596,7 +596,7 @@ func TestPurgeSettledDeletesTasksKeysAndResults(t *testing.T) {
 	ok, err := db.tryAdvisoryXactLock(ctx, tx, lockPurgeSettled)
 	is.NoErr(err)
 	is.True(ok)
-	other, err := openTest(t, db.pool.Config().ConnString(), clk).PurgeSettled(ctx, clk.Now(), 100)
+	other, err := facade(openTest(t, db.pool.Config().ConnString(), clk)).PurgeSettled(ctx, clk.Now(), 100)
 	is.NoErr(err)
 	is.Equal(other, store.Purged{})
 }
@@ -911,7 +911,7 @@ func TestMixedLoadOnTwoReplicasKeepsTheBooks(t *testing.T) {
 				fail(err)
 				_, _, err = db.RequeueAbandoned(ctx)
 				fail(err)
-				_, err = db.PurgeSettled(ctx, c.Now().Add(-time.Hour), 50)
+				_, err = facade(db).PurgeSettled(ctx, c.Now().Add(-time.Hour), 50)
 				fail(err)
 			}
 		}()

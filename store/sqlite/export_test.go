@@ -1,7 +1,5 @@
 package sqlite
 
-import "database/sql"
-
 // What the tests of package store_test need to see inside the store.
 
 // FindTasksQuery is the statement FindTasks runs for f, and its arguments.
@@ -33,8 +31,6 @@ var PlanQueries = map[string]struct {
 	"ListTasks":         {listTasksQuery, []any{"o", 50, 0}},
 	"ListTasksByStatus": {listTasksByStatusQuery, []any{"o", "queued", 50, 0}},
 	"ListDeliveries":    {listDeliveriesQuery, []any{"l", 50, 0}},
-	"PurgeKeys":         {purgeKeysQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
-	"PurgeTasks":        {purgeTasksQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
 }
 
 // WatchQueries are the watches' list, count, scheduler and spend statements, by name,
@@ -50,6 +46,9 @@ var WatchQueries = map[string]struct {
 	"DueWatches":       {dueWatchesQuery, []any{int64(5), 10, 200}},
 	"WatchSpend":       {watchSpendQuery, []any{"o", int64(5)}},
 }
+
+// Unlocked is query as this driver runs it: without PostgreSQL's row locks.
+func Unlocked(query string) string { return unlocked(query) }
 
 // WaitKeyTouches waits for the writes of keys' last use under way.
 func (db *DB) WaitKeyTouches() { db.touches.Wait() }
