@@ -159,11 +159,7 @@ type Driver interface {
 	SpaceUsage(ctx context.Context) (*Space, error)
 	WriteStats() (transactions, commits int64)
 
-	// For benchmarks: rows made in bulk, and the engine's bare write and read.
-	SeedTasks(ctx context.Context, orgID string, n int) error
-	SeedQueuedTasks(ctx context.Context, orgID string, n int) error
-	SeedLedger(ctx context.Context, orgID string, grantID int64, n int, span time.Duration) error
-	SeedDeliveries(ctx context.Context, orgID, loopID string, n int) error
-	CeilingWrite(ctx context.Context, orgID string, grantID int64) (string, error)
-	CeilingRead(ctx context.Context, id string) error
+	// For the benchmarks' ceiling: WriteAlone runs fn in a write transaction of its
+	// own, begun at once and committed alone, never with others (SQLite's group commit).
+	WriteAlone(ctx context.Context, fn func(Tx) error) error
 }

@@ -36,6 +36,7 @@ var ErrNoRows = sql.ErrNoRows
 // statements they run through the Executor.
 type Tx interface {
 	Executor
+	Borrowed
 
 	// Tasks, the queue, records.
 

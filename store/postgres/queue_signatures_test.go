@@ -31,10 +31,6 @@ type queueOps interface {
 	Backup(ctx context.Context, path string, overwrite bool) error
 	Checkpoint(ctx context.Context) (bool, error)
 	ReleaseMemory(ctx context.Context) error
-	CeilingWrite(ctx context.Context, orgID string, grantID int64) (string, error)
-	CeilingRead(ctx context.Context, id string) error
-	SeedTasks(ctx context.Context, orgID string, n int) error
-	SeedQueuedTasks(ctx context.Context, orgID string, n int) error
 }
 
 var (
