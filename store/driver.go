@@ -146,8 +146,8 @@ type Driver interface {
 	BatchResults(ctx context.Context, orgID, id string, afterRow, limit int) ([]BatchResult, error)
 
 	// The database itself: its schema, health, upkeep and size.
-	SchemaVersion(ctx context.Context) (int, error)
-	Migrations(ctx context.Context) (applied, known int, err error)
+	// KnownMigrations is how many migrations the schema this binary embeds has.
+	KnownMigrations() int
 	SetLogger(l *slog.Logger)
 	StorageFailing() bool
 	StorageFailures() uint64

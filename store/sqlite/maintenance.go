@@ -14,41 +14,16 @@ import (
 	"strings"
 )
 
-// probeWrite is the write of CheckWritable (store.Health): it adds a row to
-// schema_migrations and deletes it in the same transaction, which readers never see
-// but which makes the page dirty, so the commit appends it to the write-ahead log as
-// any write does. A full disk, a read-only file or failing I/O make it fail, where
-// merely taking the write lock (BEGIN IMMEDIATE, then ROLLBACK) would not, nor would
-// rewriting a row unchanged (SQLite skips writing a cell that is already as written).
-// It goes through the writer, behind the transactions already waiting.
+// probeWrite is the write of CheckWritable (store.Health, store.ProbeWrite). It goes
+// through the writer, behind the transactions already waiting.
 func (db *DB) probeWrite(ctx context.Context) error {
-	err := db.write1(ctx, func(tx *Tx) error {
-		if _, err := tx.Tx.ExecContext(ctx, probeInsert, ms(db.now())); err != nil {
-			return err
-		}
-		_, err := tx.Tx.ExecContext(ctx, probeDelete)
-		return err
-	})
+	err := db.write1(ctx, func(tx *Tx) error { return store.ProbeWrite(ctx, txExec{tx}, db.now()) })
 	if err != nil {
 		if db.storageChecked(err); needsReopen(err) {
 			db.reopenWriter()
 		}
 	}
 	return err
-}
-
-// The probe's row: version 0 is never a migration's.
-const (
-	probeInsert = `INSERT INTO schema_migrations (version, title, applied_at) VALUES (0, 'write probe', ?)`
-	probeDelete = `DELETE FROM schema_migrations WHERE version = 0`
-)
-
-// Migrations returns the newest migration applied to the file and the newest this
-// binary knows. They differ when another binary migrated the file further, as during
-// an upgrade that runs two versions side by side.
-func (db *DB) Migrations(ctx context.Context) (applied, known int, err error) {
-	applied, err = db.SchemaVersion(ctx)
-	return applied, db.known, err
 }
 
 // QueueDepth counts the unsettled tasks by state, across organizations, from the
