@@ -1,6 +1,7 @@
 // Package sqlite is the store's driver for one SQLite file, the default engine: the
-// SQL of every store.Driver operation, and the file itself: its migrations (the root
-// schema.sql), backups, retention, checkpoints, page caches. It also implements the
+// SQL of the store.Driver operations, the primitives package store composes its own
+// of, and the file itself: its migrations (the root schema.sql, applied by
+// store.Migrate), backups, checkpoints, page caches. It also implements the
 // `dataset` source (DB.Dataset): the enrich.Source over the imported records.
 //
 // All writes go through one connection whose transactions begin IMMEDIATE, and one
