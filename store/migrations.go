@@ -43,13 +43,18 @@ func ParseMigrations(schema string) ([]Migration, error) {
 	return out, nil
 }
 
-// Migrate applies, in order, the migrations that schema_migrations does not list, each
-// in a transaction that also records it there. run is the driver's: it runs fn in a
-// transaction on the connection that holds the schema_migrations table, giving it the
-// transaction for the bookkeeping and script, which runs a migration's text as
-// written (several statements, no placeholders).
-func Migrate(ctx context.Context, migrations []Migration, now func() time.Time,
-	run func(fn func(tx Executor, script func(string) error) error) error) error {
+// Migrate applies, in order, the migrations of schema (ParseMigrations) that the
+// schema_migrations table, which the driver has made sure exists, does not list, each in
+// a transaction that also records it there, and returns how many schema has. run is
+// the driver's: it runs fn in a transaction on the connection that holds the table,
+// giving it the transaction for the bookkeeping and script, which runs a migration's
+// text as written (several statements, no placeholders).
+func Migrate(ctx context.Context, schema string, now func() time.Time,
+	run func(fn func(tx Executor, script func(string) error) error) error) (int, error) {
+	migrations, err := ParseMigrations(schema)
+	if err != nil {
+		return 0, err
+	}
 	for _, m := range migrations {
 		err := run(func(tx Executor, script func(string) error) error {
 			var applied int
@@ -67,10 +72,10 @@ func Migrate(ctx context.Context, migrations []Migration, now func() time.Time,
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migration %d (%s): %w", m.Version, m.Title, err)
+			return 0, fmt.Errorf("migration %d (%s): %w", m.Version, m.Title, err)
 		}
 	}
-	return nil
+	return len(migrations), nil
 }
 
 // SchemaVersion returns the newest migration applied to the database.

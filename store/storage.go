@@ -27,6 +27,17 @@ func IsStorageFault(err error) bool {
 	return errors.As(err, &e) && e.Code == CodeStorageUnavailable
 }
 
+// WriteChecked is the error the caller of a write transaction sees for err, its
+// outcome: a storage fault, which fault says on each engine, becomes
+// storage_unavailable and is recorded (Failed); anything else is returned as it is.
+func (h *Health) WriteChecked(err error, fault func(error) bool) error {
+	if err == nil || !fault(err) {
+		return err
+	}
+	h.Failed(err)
+	return StorageUnavailable()
+}
+
 // ReadChecked is the error a read's caller sees for err: storage_unavailable (503,
 // retry) for a database that cannot serve it, which fault says on each engine, rather
 // than an internal error. Unlike a write's, it is not recorded (Health.Failed): a read

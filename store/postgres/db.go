@@ -117,11 +117,6 @@ func (db *DB) now() time.Time { return db.nowFn().UTC().Truncate(time.Millisecon
 // held on one connection across all of them, makes the others wait and then find
 // nothing to do.
 func (db *DB) migrate(ctx context.Context) error {
-	migrations, err := store.ParseMigrations(schema)
-	if err != nil {
-		return err
-	}
-	db.known = len(migrations)
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return db.storageChecked(fmt.Errorf("cannot connect to PostgreSQL: %w", err))
@@ -135,7 +130,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		version BIGINT PRIMARY KEY, title TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("PostgreSQL: creating the migrations table: %w", err)
 	}
-	err = store.Migrate(ctx, migrations, db.now, func(fn func(store.Executor, func(string) error) error) error {
+	known, err := store.Migrate(ctx, schema, db.now, func(fn func(store.Executor, func(string) error) error) error {
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			return fn(exec{q: tx}, func(script string) error { _, err := tx.Exec(ctx, script); return err })
 		})
@@ -143,6 +138,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("PostgreSQL: %w", err)
 	}
+	db.known = known
 	return nil
 }
 
@@ -265,17 +261,14 @@ func (e *commitError) Error() string { return "committing to the database: " + e
 func (e *commitError) Unwrap() error { return e.err }
 
 // storageChecked turns err, the outcome of a write transaction, into the error its
-// caller sees: a storage fault becomes storage_unavailable and is recorded; anything
-// else is returned as it is.
+// caller sees (store.Health.WriteChecked), but a COMMIT lost on the way answers
+// commit_unknown: the server may have committed it.
 func (db *DB) storageChecked(err error) error {
-	if err == nil || !storageFault(err) {
-		return err
-	}
-	db.Failed(err)
-	if ce := (*commitError)(nil); errors.As(err, &ce) {
+	checked := db.WriteChecked(err, storageFault)
+	if ce := (*commitError)(nil); store.IsStorageFault(checked) && errors.As(err, &ce) {
 		return store.CommitUnknown()
 	}
-	return store.StorageUnavailable()
+	return checked
 }
 
 // readChecked is storageChecked for a read: an unreachable database answers

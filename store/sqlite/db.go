@@ -182,16 +182,11 @@ func (db *DB) Close() error {
 func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Millisecond) }
 
 func (db *DB) migrate(ctx context.Context, schema string) error {
-	migrations, err := store.ParseMigrations(schema)
-	if err != nil {
-		return err
-	}
-	db.known = len(migrations)
 	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, title TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("database %s: creating the migrations table: %w", db.path, err)
 	}
-	err = store.Migrate(ctx, migrations, db.now, func(fn func(store.Executor, func(string) error) error) error {
+	known, err := store.Migrate(ctx, schema, db.now, func(fn func(store.Executor, func(string) error) error) error {
 		return db.runTx(ctx, func(tx *Tx) error {
 			return fn(txExec{tx}, func(script string) error { _, err := tx.ExecContext(ctx, script); return err })
 		})
@@ -199,6 +194,7 @@ func (db *DB) migrate(ctx context.Context, schema string) error {
 	if err != nil {
 		return fmt.Errorf("database %s: %w", db.path, err)
 	}
+	db.known = known
 	return nil
 }
 
