@@ -85,7 +85,7 @@ func purgeTasks(ctx context.Context, tx Tx, cutoff int64, limit int) (int, error
 	}
 	// Keys before their tasks, found through the tasks' own (the keys' primary key
 	// serves it): a key left without its task would answer a replay with a task that is
-	// gone. A key bound since to another task stays.
+	// gone.
 	if _, err := tx.Exec(ctx, withIDs(purgeKeysQuery, list), args...); err != nil {
 		return 0, err
 	}
