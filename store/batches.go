@@ -518,7 +518,7 @@ func (db *DB) BatchResults(ctx context.Context, orgID, id string, afterRow, limi
 			return err
 		}
 		in, args := inList(ids)
-		rows, err = q.Query(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id IN (`+in+`)`, args...)
+		rows, err = q.Query(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id IN `+in+``, args...)
 		tasks, err := collect(rows, err, func(r Row) (*Task, error) { return scanTask(r) })
 		for _, t := range tasks {
 			i := at[t.ID]

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"log/slog"
-	"time"
 )
 
 // Driver is what an engine implements: each method one named operation, most of them
@@ -52,25 +51,20 @@ type Driver interface {
 	FoldedEquals(column string) string
 
 	// The database itself: its schema, health, upkeep and size.
-	SchemaVersion(ctx context.Context) (int, error)
-	Migrations(ctx context.Context) (applied, known int, err error)
+	// KnownMigrations is how many migrations the schema this binary embeds has.
+	KnownMigrations() int
 	SetLogger(l *slog.Logger)
 	StorageFailing() bool
 	StorageFailures() uint64
 	CheckWritable(ctx context.Context) error
 	Writable(ctx context.Context) bool
-	PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Purged, error)
 	Backup(ctx context.Context, path string, overwrite bool) error
 	Checkpoint(ctx context.Context) (bool, error)
 	ReleaseMemory(ctx context.Context) error
 	SpaceUsage(ctx context.Context) (*Space, error)
 	WriteStats() (transactions, commits int64)
 
-	// For benchmarks: rows made in bulk, and the engine's bare write and read.
-	SeedTasks(ctx context.Context, orgID string, n int) error
-	SeedQueuedTasks(ctx context.Context, orgID string, n int) error
-	SeedLedger(ctx context.Context, orgID string, grantID int64, n int, span time.Duration) error
-	SeedDeliveries(ctx context.Context, orgID, loopID string, n int) error
-	CeilingWrite(ctx context.Context, orgID string, grantID int64) (string, error)
-	CeilingRead(ctx context.Context, id string) error
+	// For the benchmarks' ceiling: WriteAlone runs fn in a write transaction of its
+	// own, begun at once and committed alone, never with others (SQLite's group commit).
+	WriteAlone(ctx context.Context, fn func(Tx) error) error
 }

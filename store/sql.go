@@ -103,6 +103,11 @@ type Tx interface {
 	LockDueWatches(ctx context.Context) (bool, error)
 
 	// The database's upkeep.
+
+	// LockPurge reports whether this transaction may purge (PurgeSettled): false while
+	// another process's purge holds it (PostgreSQL's advisory lock); on SQLite, whose
+	// single writer runs one purge at a time anyway, always true.
+	LockPurge(ctx context.Context) (bool, error)
 }
 
 // collect reads every row of rows with scan, closing them.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"enrichd/enrich"
@@ -546,7 +545,7 @@ func (db *DB) DueWatches(ctx context.Context, now time.Time, limit, perOrg int) 
 		// Read as they were due (NextRun plans the next run from that), then claimed.
 		in, args := inList(ids)
 		rows, err = tx.Query(ctx, `SELECT `+watchColumns+` FROM watches
-			WHERE id IN (`+in+`) AND enabled = 1 AND paused_reason IS NULL AND next_run_at <= ?
+			WHERE id IN `+in+` AND enabled = 1 AND paused_reason IS NULL AND next_run_at <= ?
 			FOR UPDATE SKIP LOCKED`, append(args, ms(now))...)
 		claimed, err := collect(rows, err, scanWatch)
 		if err != nil || len(claimed) == 0 {
@@ -562,7 +561,7 @@ func (db *DB) DueWatches(ctx context.Context, now time.Time, limit, perOrg int) 
 		// it, and the next run is planned from it.
 		in, args = inList(claimedIDs)
 		rows, err = tx.Query(ctx, `UPDATE watches SET claimed_due_at = coalesce(claimed_due_at, next_run_at), next_run_at = ?
-			WHERE id IN (`+in+`) RETURNING id, claimed_due_at`, append([]any{ms(now.Add(WatchRetry))}, args...)...)
+			WHERE id IN `+in+` RETURNING id, claimed_due_at`, append([]any{ms(now.Add(WatchRetry))}, args...)...)
 		if _, err := collect(rows, err, func(r Row) (struct{}, error) {
 			var id string
 			var dueAt int64
@@ -601,21 +600,6 @@ func (db *DB) DueWatches(ctx context.Context, now time.Time, limit, perOrg int) 
 		return nil, err
 	}
 	return due, nil
-}
-
-// inList is "?, ?, ..." for ids, and ids as arguments. The list is padded to a power
-// of two with its last id, so that the statements it makes are few (each engine keeps
-// its statements prepared, by their text).
-func inList(ids []string) (string, []any) {
-	n := 1
-	for n < len(ids) {
-		n *= 2
-	}
-	args := make([]any, n)
-	for i := range args {
-		args[i] = ids[min(i, len(ids)-1)]
-	}
-	return "?" + strings.Repeat(", ?", n-1), args
 }
 
 // WatchScheduled records the task a watch's run enqueued, when, and when the watch is

@@ -22,7 +22,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,11 +117,6 @@ func (db *DB) now() time.Time { return db.nowFn().UTC().Truncate(time.Millisecon
 // held on one connection across all of them, makes the others wait and then find
 // nothing to do.
 func (db *DB) migrate(ctx context.Context) error {
-	migrations, err := store.ParseMigrations(schema)
-	if err != nil {
-		return err
-	}
-	db.known = len(migrations)
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return db.storageChecked(fmt.Errorf("cannot connect to PostgreSQL: %w", err))
@@ -136,43 +130,20 @@ func (db *DB) migrate(ctx context.Context) error {
 		version BIGINT PRIMARY KEY, title TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("PostgreSQL: creating the migrations table: %w", err)
 	}
-	for _, m := range migrations {
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			var applied bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&applied); err != nil {
-				return err
-			}
-			if applied {
-				return nil
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, title, applied_at) VALUES ($1, $2, $3)`,
-				m.Version, m.Title, ms(db.now()))
-			return err
+	known, err := store.Migrate(ctx, schema, db.now, func(fn func(store.Executor, func(string) error) error) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			return fn(exec{q: tx}, func(script string) error { _, err := tx.Exec(ctx, script); return err })
 		})
-		if err != nil {
-			return fmt.Errorf("PostgreSQL: migration %d (%s): %w", m.Version, m.Title, err)
-		}
+	})
+	if err != nil {
+		return fmt.Errorf("PostgreSQL: %w", err)
 	}
+	db.known = known
 	return nil
 }
 
-// SchemaVersion returns the newest applied migration.
-func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
-	var v int
-	err := db.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
-	return v, db.readChecked(err)
-}
-
-// Migrations returns the newest migration applied to the database and the newest this
-// binary knows. They differ when another binary migrated the database further, as
-// during a rolling upgrade of the replicas.
-func (db *DB) Migrations(ctx context.Context) (applied, known int, err error) {
-	applied, err = db.SchemaVersion(ctx)
-	return applied, db.known, err
-}
+// KnownMigrations is how many migrations the schema this binary embeds has.
+func (db *DB) KnownMigrations() int { return db.known }
 
 // WriteStats are the totals since Open: write transactions run (inTx), and commits.
 // Without group commit they differ only by the transactions that failed.
@@ -224,7 +195,7 @@ func (db *DB) tx1(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return fmt.Errorf("starting a database transaction: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := guarded(fn)(tx); err != nil {
+	if err := store.Guarded(fn)(tx); err != nil {
 		return err
 	}
 	// While the database fails, a commit that wrote proves it takes writes again; one
@@ -251,18 +222,6 @@ func (db *DB) tx1(ctx context.Context, fn func(tx pgx.Tx) error) error {
 func (db *DB) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 	return db.readChecked(err)
-}
-
-// guarded turns a panic in fn into its error, rolling its transaction back.
-func guarded(fn func(pgx.Tx) error) func(pgx.Tx) error {
-	return func(tx pgx.Tx) (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("a database transaction panicked: %v\n%s", p, debug.Stack())
-			}
-		}()
-		return fn(tx)
-	}
 }
 
 func retryable(err error) bool {
@@ -302,28 +261,20 @@ func (e *commitError) Error() string { return "committing to the database: " + e
 func (e *commitError) Unwrap() error { return e.err }
 
 // storageChecked turns err, the outcome of a write transaction, into the error its
-// caller sees: a storage fault becomes storage_unavailable and is recorded; anything
-// else is returned as it is.
+// caller sees (store.Health.WriteChecked), but a COMMIT lost on the way answers
+// commit_unknown: the server may have committed it.
 func (db *DB) storageChecked(err error) error {
-	if err == nil || !storageFault(err) {
-		return err
-	}
-	db.Failed(err)
-	if ce := (*commitError)(nil); errors.As(err, &ce) {
+	checked := db.WriteChecked(err, storageFault)
+	if ce := (*commitError)(nil); store.IsStorageFault(checked) && errors.As(err, &ce) {
 		return store.CommitUnknown()
 	}
-	return store.StorageUnavailable()
+	return checked
 }
 
 // readChecked is storageChecked for a read: an unreachable database answers
 // storage_unavailable (503, retry) rather than an internal error, but a read does not
 // count as a write refused (StorageFailures).
-func (db *DB) readChecked(err error) error {
-	if err == nil || !storageFault(err) {
-		return err
-	}
-	return store.StorageUnavailable()
-}
+func (db *DB) readChecked(err error) error { return store.ReadChecked(err, storageFault) }
 
 // tryAdvisoryXactLock takes the transaction-scoped advisory lock key if no other
 // transaction holds it: a sweep that one replica runs at a time returns having done

@@ -24,7 +24,7 @@ func TestOpenMigratesOnceUnderConcurrentOpens(t *testing.T) {
 		is.NoErr(errs[i])
 		defer dbs[i].Close()
 	}
-	applied, known, err := dbs[0].Migrations(context.Background())
+	applied, known, err := facade(dbs[0]).Migrations(context.Background())
 	is.NoErr(err)
 	is.Equal(applied, known)
 	var n int

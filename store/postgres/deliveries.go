@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"enrichd/store"
@@ -158,76 +157,4 @@ func (e exec) LeaseDeliveries(ctx context.Context, ids []string, leaseUntil, now
 		}
 	}
 	return out, nil
-}
-
-// seedBatchRows is how many rows a seeding transaction writes.
-const seedBatchRows = 5000
-
-// SeedLedger fills the organization's ledger with n charges of one credit taken from
-// grantID, spread evenly over span before now, one in ten refunded a second later,
-// each naming a task of its own; the grant gives up what was charged and not refunded,
-// so grants and ledger still agree. For benchmarks.
-func (db *DB) SeedLedger(ctx context.Context, orgID string, grantID int64, n int, span time.Duration) error {
-	now := db.now()
-	step := span / time.Duration(max(n, 1))
-	for done := 0; done < n; done += seedBatchRows {
-		var kinds, tasks []string
-		var ats []int64
-		spent := int64(0)
-		for i := done; i < min(done+seedBatchRows, n); i++ {
-			at := now.Add(-span + time.Duration(i)*step)
-			taskID := uuid.Must(uuid.NewV7()).String()
-			kinds, tasks, ats = append(kinds, store.LedgerCharge), append(tasks, taskID), append(ats, ms(at))
-			spent++
-			if i%10 == 9 {
-				kinds, tasks, ats = append(kinds, store.LedgerRefund), append(tasks, taskID), append(ats, ms(at.Add(time.Second)))
-				spent--
-			}
-		}
-		err := db.inTx(ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)
-				SELECT $1, kind, 1, $2, task_id, at FROM unnest($3::text[], $4::text[], $5::bigint[]) WITH ORDINALITY AS s(kind, task_id, at, ord)
-				ORDER BY ord`, orgID, grantID, kinds, tasks, ats); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `UPDATE credit_grants SET remaining = remaining - $1 WHERE id = $2 AND org_id = $3`, spent, grantID, orgID)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// SeedDeliveries gives the organization's Loop n delivered task.succeeded events,
-// created one millisecond apart before now, each acknowledged on its first attempt.
-// For benchmarks.
-func (db *DB) SeedDeliveries(ctx context.Context, orgID, loopID string, n int) error {
-	start := db.now().Add(-time.Duration(n) * time.Millisecond)
-	for done := 0; done < n; done += seedBatchRows {
-		var ids, tasks, payloads []string
-		var ats []int64
-		for i := done; i < min(done+seedBatchRows, n); i++ {
-			id, taskID := uuid.Must(uuid.NewV7()).String(), uuid.Must(uuid.NewV7()).String()
-			ids, tasks, ats = append(ids, id), append(tasks, taskID), append(ats, ms(start.Add(time.Duration(i)*time.Millisecond)))
-			payloads = append(payloads, fmt.Sprintf(`{"event":"task.succeeded","task":{"id":%q,"object_type":"company","status":"succeeded"},`+
-				`"data":{"name":"Seeded","domain":"seed-%d.com","enrichment_status":"enriched"},"error":null}`, taskID, i))
-		}
-		err := db.inTx(ctx, func(tx pgx.Tx) error {
-			if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status,
-				attempts, last_attempt_at, last_status_code, created_at)
-				SELECT id, $1, $2, 'task.succeeded', task_id, payload, 'succeeded', 1, at, 204, at
-				FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) AS s(id, task_id, payload, at)`,
-				loopID, orgID, ids, tasks, payloads, ats)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

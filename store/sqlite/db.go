@@ -1,6 +1,7 @@
 // Package sqlite is the store's driver for one SQLite file, the default engine: the
-// SQL of every store.Driver operation, and the file itself: its migrations (the root
-// schema.sql), backups, retention, checkpoints, page caches. It also implements the
+// SQL of the store.Driver operations, the primitives package store composes its own
+// of, and the file itself: its migrations (the root schema.sql, applied by
+// store.Migrate), backups, checkpoints, page caches. It also implements the
 // `dataset` source (DB.Dataset): the enrich.Source over the imported records.
 //
 // All writes go through one connection whose transactions begin IMMEDIATE, and one
@@ -19,7 +20,6 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,44 +182,24 @@ func (db *DB) Close() error {
 func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Millisecond) }
 
 func (db *DB) migrate(ctx context.Context, schema string) error {
-	migrations, err := store.ParseMigrations(schema)
-	if err != nil {
-		return err
-	}
-	db.known = len(migrations)
 	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, title TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("database %s: creating the migrations table: %w", db.path, err)
 	}
-	for _, m := range migrations {
-		err := db.runTx(ctx, func(tx *Tx) error {
-			var applied int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&applied); err != nil {
-				return err
-			}
-			if applied > 0 {
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, title, applied_at) VALUES (?, ?, ?)`,
-				m.Version, m.Title, ms(db.now()))
-			return err
+	known, err := store.Migrate(ctx, schema, db.now, func(fn func(store.Executor, func(string) error) error) error {
+		return db.runTx(ctx, func(tx *Tx) error {
+			return fn(txExec{tx}, func(script string) error { _, err := tx.ExecContext(ctx, script); return err })
 		})
-		if err != nil {
-			return fmt.Errorf("database %s: migration %d (%s): %w", db.path, m.Version, m.Title, err)
-		}
+	})
+	if err != nil {
+		return fmt.Errorf("database %s: %w", db.path, err)
 	}
+	db.known = known
 	return nil
 }
 
-// SchemaVersion returns the newest applied migration.
-func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
-	var v int
-	err := db.read.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
-	return v, err
-}
+// KnownMigrations is how many migrations the schema given to Open has.
+func (db *DB) KnownMigrations() int { return db.known }
 
 // inTx runs fn in a write transaction on the single writer: its changes are committed
 // when fn returns nil and undone otherwise. Transactions that arrive while the writer
@@ -299,19 +279,6 @@ func (db *DB) writeLoop() {
 	}
 }
 
-// guarded turns a panic in fn into its error: fn runs on the writer, where a panic
-// would end the process and every transaction committed with it.
-func guarded(fn func(*Tx) error) func(*Tx) error {
-	return func(tx *Tx) (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("a database transaction panicked: %v\n%s", p, debug.Stack())
-			}
-		}()
-		return fn(tx)
-	}
-}
-
 // WriteStats are the writer's totals since Open: transactions handed to it, and
 // commits it made (fewer when group commit carries several in one).
 func (db *DB) WriteStats() (transactions, commits int64) {
@@ -330,7 +297,7 @@ func (db *DB) commit(batch []*writeOp, cramped error) {
 			op.done <- err
 			return
 		}
-		op.done <- db.runTxWithin(context.WithoutCancel(op.ctx), guarded(op.fn), cramped)
+		op.done <- db.runTxWithin(context.WithoutCancel(op.ctx), store.Guarded(op.fn), cramped)
 		return
 	}
 	errs := make([]error, len(batch))
@@ -345,7 +312,7 @@ func (db *DB) commit(batch []*writeOp, cramped error) {
 			if _, err := tx.ExecContext(bg, `SAVEPOINT op`); err != nil {
 				return err
 			}
-			errs[i] = guarded(op.fn)(&Tx{Tx: tx.Tx, cache: tx.cache, detached: context.WithoutCancel(op.ctx), bound: tx.bound})
+			errs[i] = store.Guarded(op.fn)(&Tx{Tx: tx.Tx, cache: tx.cache, detached: context.WithoutCancel(op.ctx), bound: tx.bound})
 			if errs[i] != nil {
 				if _, err := tx.ExecContext(bg, `ROLLBACK TO op`); err != nil {
 					return err

@@ -78,12 +78,7 @@ func (r checkedRow) Scan(dest ...any) error { return readChecked(r.Row.Scan(dest
 
 // readChecked answers storage_unavailable for a read the file cannot serve; a read
 // does not count as a write refused.
-func readChecked(err error) error {
-	if err == nil || !storageFault(err) {
-		return err
-	}
-	return store.StorageUnavailable()
-}
+func readChecked(err error) error { return store.ReadChecked(err, storageFault) }
 
 // Write runs fn in a write transaction on the single writer (see inTx).
 func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {

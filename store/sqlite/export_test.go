@@ -1,10 +1,6 @@
 package sqlite
 
-import (
-	"database/sql"
-
-	"enrichd/store"
-)
+import "enrichd/store"
 
 // What the tests of package store_test need to see inside the store.
 
@@ -37,12 +33,13 @@ var PlanQueries = map[string]struct {
 	"ListTasks":         {store.TaskQueries["ListTasks"], []any{"o", 50, 0}},
 	"ListTasksByStatus": {store.TaskQueries["ListTasksByStatus"], []any{"o", "queued", 50, 0}},
 	"ListDeliveries":    store.DeliveryStatements["ListDeliveries"],
-	"PurgeKeys":         {purgeKeysQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
-	"PurgeTasks":        {purgeTasksQuery, []any{sql.Named("cutoff", int64(5)), sql.Named("limit", 500)}},
 }
 
 // WatchQueries are package store's statements of the watches, for EXPLAIN QUERY PLAN.
 var WatchQueries = store.WatchQueries
+
+// Unlocked is query as this driver runs it: without PostgreSQL's row locks.
+func Unlocked(query string) string { return unlocked(query) }
 
 // WaitKeyTouches waits for the writes of keys' last use under way.
 func (db *DB) WaitKeyTouches() { db.touches.Wait() }

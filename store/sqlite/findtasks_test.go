@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"maps"
 	"regexp"
 	"slices"
 	"testing"
@@ -109,7 +110,8 @@ var subqueryNumber = regexp.MustCompile(`SUBQUERY \d+`)
 
 // TestTaskQueryPlans checks the plans of the statements migration 8 changed: the task
 // reads find each result by its id, the lists newest first walk their ascending index
-// backwards without sorting, and retention finds keys through the tasks it deletes.
+// backwards without sorting, and retention finds the settled tasks by their index,
+// and their results and keys through them, by primary keys.
 func TestTaskQueryPlans(t *testing.T) {
 	_, path, _ := openDB(t)
 	raw, err := sql.Open("sqlite", path)
@@ -119,15 +121,30 @@ func TestTaskQueryPlans(t *testing.T) {
 	defer raw.Close()
 	result := []string{"CORRELATED SCALAR SUBQUERY", "SEARCH task_results USING INTEGER PRIMARY KEY (rowid=?)"}
 	settled := []string{"LIST SUBQUERY", "SEARCH tasks USING INDEX tasks_settled_finished (finished_at<?)"}
+	byID := []string{"LIST SUBQUERY", "SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id=?)"}
 	wants := map[string][]string{
 		"GetTask":           append([]string{"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id=?)"}, result...),
 		"ListTasks":         append([]string{"SEARCH tasks USING INDEX tasks_org_created (org_id=?)"}, result...),
 		"ListTasksByStatus": append([]string{"SEARCH tasks USING INDEX tasks_org_status_created (org_id=? AND status=?)"}, result...),
 		"ListDeliveries":    {"SEARCH deliveries USING INDEX deliveries_loop_created (loop_id=?)"},
-		"PurgeKeys":         append([]string{"SEARCH idempotency_keys USING PRIMARY KEY (org_id=? AND key=?)"}, settled...),
-		"PurgeTasks":        append([]string{"SEARCH tasks USING COVERING INDEX sqlite_autoindex_tasks_1 (id=?)"}, settled...),
+		"PurgeSettled":      settled[1:],
+		"PurgeResults":      append([]string{"SEARCH task_results USING INTEGER PRIMARY KEY (rowid=?)"}, byID...),
+		"PurgeKeys": append(append([]string{"SEARCH idempotency_keys USING PRIMARY KEY (org_id=? AND key=?)"}, byID...),
+			append(byID, "CREATE BLOOM FILTER")...),
+		"PurgeTasks": {"SEARCH tasks USING COVERING INDEX sqlite_autoindex_tasks_1 (id=?)"},
 	}
-	for name, q := range sqlite.PlanQueries {
+	queries := maps.Clone(sqlite.PlanQueries)
+	for name, q := range store.PurgeQueries(2) {
+		args := []any{"t1", "t2"}
+		if name == "PurgeSettled" {
+			args = []any{int64(5), 500}
+		}
+		queries[name] = struct {
+			Query string
+			Args  []any
+		}{sqlite.Unlocked(q), args}
+	}
+	for name, q := range queries {
 		plan := explain(t, raw, q.Query, q.Args...)
 		for i, line := range plan {
 			plan[i] = subqueryNumber.ReplaceAllString(line, "SUBQUERY") // numbered in the order SQLite meets them

@@ -12,44 +12,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
-// probeWrite is the write of CheckWritable (store.Health): it adds a row to
-// schema_migrations and deletes it in the same transaction, which readers never see
-// but which makes the page dirty, so the commit appends it to the write-ahead log as
-// any write does. A full disk, a read-only file or failing I/O make it fail, where
-// merely taking the write lock (BEGIN IMMEDIATE, then ROLLBACK) would not, nor would
-// rewriting a row unchanged (SQLite skips writing a cell that is already as written).
-// It goes through the writer, behind the transactions already waiting.
+// probeWrite is the write of CheckWritable (store.Health, store.ProbeWrite). It goes
+// through the writer, behind the transactions already waiting.
 func (db *DB) probeWrite(ctx context.Context) error {
-	err := db.write1(ctx, func(tx *Tx) error {
-		if _, err := tx.Tx.ExecContext(ctx, probeInsert, ms(db.now())); err != nil {
-			return err
-		}
-		_, err := tx.Tx.ExecContext(ctx, probeDelete)
-		return err
-	})
+	err := db.write1(ctx, func(tx *Tx) error { return store.ProbeWrite(ctx, txExec{tx}, db.now()) })
 	if err != nil {
 		if db.storageChecked(err); needsReopen(err) {
 			db.reopenWriter()
 		}
 	}
 	return err
-}
-
-// The probe's row: version 0 is never a migration's.
-const (
-	probeInsert = `INSERT INTO schema_migrations (version, title, applied_at) VALUES (0, 'write probe', ?)`
-	probeDelete = `DELETE FROM schema_migrations WHERE version = 0`
-)
-
-// Migrations returns the newest migration applied to the file and the newest this
-// binary knows. They differ when another binary migrated the file further, as during
-// an upgrade that runs two versions side by side.
-func (db *DB) Migrations(ctx context.Context) (applied, known int, err error) {
-	applied, err = db.SchemaVersion(ctx)
-	return applied, db.known, err
 }
 
 // Backup writes a consistent copy of the database to the file at path with VACUUM
@@ -123,66 +97,8 @@ func syncFile(path string) error {
 	return f.Sync()
 }
 
-// The oldest settled tasks, a batch at a time, and their keys.
-const (
-	purgeKeysQuery = `DELETE FROM idempotency_keys WHERE (org_id, key) IN (
-		SELECT org_id, idempotency_key FROM tasks WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < :cutoff
-		ORDER BY finished_at LIMIT :limit)`
-	purgeTasksQuery = `DELETE FROM tasks WHERE id IN (
-		SELECT id FROM tasks WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < :cutoff
-		ORDER BY finished_at LIMIT :limit)`
-)
-
-// PurgeSettled deletes up to limit settled tasks (succeeded, failed or canceled) that
-// settled before cutoff, with their idempotency keys and the results no other task
-// shares, and up to limit settled deliveries (succeeded or failed) whose last attempt
-// was before cutoff, oldest first, in one short transaction. Unsettled tasks and
-// pending deliveries are never touched. The credit ledger keeps its rows: it names
-// tasks by id without referring to them, so an organization's balance and history
-// stay whole. Call it again until it deletes fewer than limit of each.
-func (db *DB) PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Purged, error) {
-	var p Purged
-	err := db.inTx(ctx, func(tx *Tx) error {
-		p = Purged{}
-		// Keys first, found through the tasks' own: a key left without its task would
-		// answer a replay with a task that is gone. Deleting a task deletes its result too
-		// once no other task shares it (the trigger task_results_delete).
-		if _, err := tx.ExecContext(ctx, purgeKeysQuery, sql.Named("cutoff", ms(cutoff)), sql.Named("limit", limit)); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, purgeTasksQuery, sql.Named("cutoff", ms(cutoff)), sql.Named("limit", limit))
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		p.Tasks = int(n)
-		res, err = tx.ExecContext(ctx, `DELETE FROM deliveries WHERE id IN (
-			SELECT id FROM deliveries WHERE status IN ('succeeded', 'failed') AND last_attempt_at < :cutoff
-			ORDER BY last_attempt_at LIMIT :limit)`, sql.Named("cutoff", ms(cutoff)), sql.Named("limit", limit))
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		p.Deliveries = int(n)
-		// A batch goes when its retention is up: its tasks settled long before.
-		res, err = tx.ExecContext(ctx, purgeBatchesQuery, ms(cutoff), store.BatchesPerPurge(limit))
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		p.Batches = int(n)
-		return err
-	})
-	return p, err
-}
-
-const purgeBatchesQuery = `DELETE FROM batches WHERE id IN (SELECT id FROM batches WHERE created_at < ? ORDER BY created_at LIMIT ?)`
+// LockPurge is store.Tx's: the single writer runs one purge at a time.
+func (txExec) LockPurge(context.Context) (bool, error) { return true, nil }
 
 // Checkpoint copies the write-ahead log into the database file and truncates it to
 // nothing, through the writer connection. Under steady reads SQLite's automatic

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"enrichd/store"
 	"errors"
 
 	"modernc.org/sqlite"
@@ -32,15 +31,8 @@ func storageFault(err error) bool {
 }
 
 // storageChecked turns err, the outcome of a write transaction, into the error its
-// caller sees: a storage fault becomes a storage_unavailable *enrich.Error and is
-// recorded; anything else is returned as it is.
-func (db *DB) storageChecked(err error) error {
-	if err == nil || !storageFault(err) {
-		return err
-	}
-	db.Failed(err)
-	return store.StorageUnavailable()
-}
+// caller sees (store.Health.WriteChecked).
+func (db *DB) storageChecked(err error) error { return db.WriteChecked(err, storageFault) }
 
 // needsReopen reports whether err is one the writer connection keeps for its life: a
 // file SQLite opened read-only (its permissions refused writing) stays read-only to
