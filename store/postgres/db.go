@@ -298,22 +298,3 @@ func notifyTasks(ctx context.Context, tx pgx.Tx) error {
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
-
-func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
-
-// nullMS is t as a nullable BIGINT parameter.
-func nullMS(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixMilli()
-}
-
-// fromNullMS is a nullable BIGINT column read into *int64, as a time.
-func fromNullMS(v *int64) *time.Time {
-	if v == nil {
-		return nil
-	}
-	t := fromMS(*v)
-	return &t
-}

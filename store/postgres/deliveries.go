@@ -2,63 +2,14 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"enrichd/store"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
 // The deliveries are package store's; insertDelivery and deliverTaskEvent are left for
 // this driver's queue and watches, and the claim's primitives are PostgreSQL's.
-
-// insertDelivery writes a pending delivery, due at once; or, when the Loop's
-// destination is disabled, a failed one that says why (retried once it is enabled).
-func insertDelivery(ctx context.Context, tx pgx.Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*store.Delivery, error) {
-	d := &store.Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID, CreatedAt: now}
-	before, after := store.NotSentErrorParts()
-	var next, last *int64
-	err := tx.QueryRow(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status, next_attempt_at,
-			last_error, last_attempt_at, created_at)
-		SELECT $1, id, $2, $3, $4, $5, CASE WHEN destination_disabled_at IS NULL THEN 'pending' ELSE 'failed' END,
-			CASE WHEN destination_disabled_at IS NULL THEN $6::bigint END,
-			CASE WHEN destination_disabled_at IS NOT NULL THEN $7::text || destination_disabled_reason || $8::text END,
-			CASE WHEN destination_disabled_at IS NOT NULL THEN $6::bigint END, $6
-		FROM loops WHERE id = $9
-		RETURNING status, next_attempt_at, last_error, last_attempt_at`,
-		d.ID, orgID, event, taskID, string(payload), ms(now), before, after, loopID).
-		Scan(&d.Status, &next, &d.LastError, &last)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, store.LoopNotFound()
-	}
-	d.NextAttemptAt, d.LastAttemptAt = fromNullMS(next), fromNullMS(last)
-	return d, err
-}
-
-// deliverTaskEvent queues the task.succeeded or task.failed event of t, a task that has
-// just settled, read in the transaction that settled it, so that no crash can lose
-// the event. A task without a Loop, or whose Loop was deleted, sends nothing; a
-// canceled one neither. (pgqueue's deliverSettled reads the task and calls this.)
-//
-// The Loop's row is read FOR KEY SHARE, which a DeleteLoop at the same moment waits
-// for: the delivery is then deleted with the Loop, never left pointing at nothing.
-func deliverTaskEvent(ctx context.Context, tx pgx.Tx, t *store.Task, now time.Time) error {
-	if t.LoopID == nil || (t.Status != store.StatusSucceeded && t.Status != store.StatusFailed) {
-		return nil
-	}
-	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM loops WHERE id = $1 FOR KEY SHARE)`, *t.LoopID).Scan(&exists); err != nil || !exists {
-		return err
-	}
-	event, payload, err := store.SettledEvent(t)
-	if err != nil || event == "" {
-		return err
-	}
-	_, err = insertDelivery(ctx, tx, *t.LoopID, t.OrgID, event, &t.ID, payload, now)
-	return err
-}
 
 // claimWindow is how many due deliveries a claim looks at per delivery it may hand
 // out, as the SQLite store's window: enough to pass over Loops that have their share.

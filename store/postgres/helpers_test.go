@@ -11,10 +11,6 @@ import (
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
 
-func storeBalance(granted, charged, refunded, expired int64) store.Balance {
-	return store.Balance{Balance: granted - charged + refunded - expired, Granted: granted, Charged: charged, Refund: refunded, Expired: expired}
-}
-
 func errCode(err error) string {
 	var e *enrich.Error
 	if errors.As(err, &e) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"time"
 
 	"enrichd/store"
 
@@ -94,33 +93,10 @@ func leaveQueue(ctx context.Context, tx pgx.Tx, orgID string) error {
 	return err
 }
 
-// joinQueue gives the organization a turn in the queue if it has none. The caller
-// holds the organization's row (lockOrg), so no claimer is dropping its turn.
-func joinQueue(ctx context.Context, tx pgx.Tx, orgID string) error {
-	_, err := tx.Exec(ctx, `INSERT INTO queue_turns (org_id, seq) VALUES ($1, nextval('queue_turns_seq'))
-		ON CONFLICT (org_id) DO NOTHING`, orgID)
-	return err
-}
-
 // lockOrgs is lockOrg for several organizations, locked in one order.
 func lockOrgs(ctx context.Context, tx pgx.Tx, orgs []string) error {
 	orgs = slices.Clone(orgs)
 	slices.Sort(orgs)
 	_, err := tx.Exec(ctx, `SELECT 1 FROM orgs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, orgs)
 	return err
-}
-
-// deliverSettled queues the task.succeeded or task.failed event of a task that has just
-// settled, in the transaction that settled it (deliverTaskEvent). The caller passes
-// the task's loop_id, which it has read anyway: most tasks have none, and then nothing
-// more is read.
-func deliverSettled(ctx context.Context, tx pgx.Tx, taskID string, loopID *string, now time.Time) error {
-	if loopID == nil {
-		return nil
-	}
-	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, taskID))
-	if err != nil {
-		return err
-	}
-	return deliverTaskEvent(ctx, tx, t, now)
 }

@@ -237,7 +237,7 @@ func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 		}
 		second <- e
 	}()
-	waitForLockWaiter(t, a)
+	waitForLockWaits(t, a, 1)
 	close(held.release)
 	first := <-firstDone
 	is.True(first != nil)

@@ -12,7 +12,6 @@ import (
 	"enrichd/enrich"
 	"enrichd/store"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 )
 
@@ -282,10 +281,10 @@ func TestWatchTaskKeepsItsWatchID(t *testing.T) {
 	is.True(ok) // its watch gone, the task settles all the same
 }
 
-// settleWatch locks the watch itself rather than count on the settles of its tasks
-// being ordered by another row: two at once, each in its own transaction, apply both.
-// Were the watch read without its lock, both would find no baseline, each would keep
-// its own, and neither would send the change.
+// A settle locks its watch rather than count on the settles of its tasks being
+// ordered by another row: two at once, each in its own transaction, apply both. Were
+// the watch read without its lock, both would find no baseline, each would keep its
+// own, and neither would send the change.
 func TestSettleWatchTakesTheWatchInTurn(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
@@ -294,16 +293,14 @@ func TestSettleWatchTakesTheWatchInTurn(t *testing.T) {
 	loop := companyLoop(t, db, org.ID)
 	w, err := facade(db).CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now()))
 	is.NoErr(err)
-	var tasks []string
-	for _, name := range []string{"Stripe", "Stripe, Inc."} {
-		// Settled tasks without a watch_id, so that Settle leaves the watch to this test.
-		task := enqueue(t, db, domainTask(org.ID, "stripe.com"))
+	var claims []*store.Claim
+	for range 2 {
+		nt := domainTask(org.ID, "stripe.com")
+		nt.WatchID = &w.ID
+		enqueue(t, db, nt)
 		c, err := facade(db).ClaimTask(ctx, time.Minute)
 		is.NoErr(err)
-		domain := "stripe.com"
-		_, err = facade(db).Settle(ctx, c, store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: name, Domain: &domain}}})
-		is.NoErr(err)
-		tasks = append(tasks, task.ID)
+		claims = append(claims, c)
 	}
 
 	hold, err := db.pool.Begin(ctx)
@@ -311,10 +308,11 @@ func TestSettleWatchTakesTheWatchInTurn(t *testing.T) {
 	_, err = hold.Exec(ctx, `SELECT 1 FROM watches WHERE id = $1 FOR UPDATE`, w.ID)
 	is.NoErr(err)
 	var wg sync.WaitGroup
-	for _, id := range tasks {
+	for i, name := range []string{"Stripe", "Stripe, Inc."} {
 		wg.Go(func() {
-			err := db.inTx(ctx, func(tx pgx.Tx) error { return settleWatch(ctx, tx, w.ID, id, true, clk.Now()) })
-			if err != nil {
+			domain := "stripe.com"
+			out := store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: name, Domain: &domain}}, Fetched: true}
+			if _, err := facade(db).Settle(ctx, claims[i], out); err != nil {
 				t.Error(err)
 			}
 		})

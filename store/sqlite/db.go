@@ -383,15 +383,3 @@ func (db *DB) inReadTx(ctx context.Context, fn func(*Tx) error) error {
 	defer tx.Rollback()
 	return fn(&Tx{Tx: tx, cache: db.read.cache, detached: ctx, bound: map[*sql.Stmt]*sql.Stmt{}})
 }
-
-func ms(t time.Time) int64 { return t.UnixMilli() }
-
-func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
-
-func fromNullMS(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMS(v.Int64)
-	return &t
-}

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"enrichd/store"
-
 	"github.com/matryer/is"
 )
 
@@ -28,10 +26,6 @@ func openInternal(t *testing.T) *DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
-
-// facade is db as the rest of enrichd calls it: package store's operations on this
-// driver, on the driver's clock.
-func facade(db *DB) *store.DB { return &store.DB{Driver: db, Now: db.Now} }
 
 // TestGroupCommitUndoesOnlyWhatFailed runs many transactions at once, so that they are
 // committed together: each that fails after writing must leave nothing behind, each

@@ -12,13 +12,6 @@ import (
 // first turn, drops a turn with nothing queued at once, and sends a served turn to
 // max(seq) + 1.
 
-// joinQueue gives the organization a turn in the queue if it has none.
-func joinQueue(ctx context.Context, tx *Tx, orgID string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO queue_turns (org_id, seq)
-		VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM queue_turns)) ON CONFLICT (org_id) DO NOTHING`, orgID)
-	return err
-}
-
 // NextTurn returns the first turn in the line: a turn with nothing queued has been
 // dropped (LeaveQueue), so none is passed.
 func (e txExec) NextTurn(ctx context.Context, passed []string) (string, error) {

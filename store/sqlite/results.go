@@ -1,18 +1,12 @@
 package sqlite
 
 import (
-	"context"
 	"crypto/sha256"
-	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 
 	"modernc.org/sqlite"
 )
-
-// resultColumn is the task's result, as it was stored, in a column list of tasks.
-const resultColumn = `(SELECT data FROM task_results WHERE task_results.id = tasks.result_id)`
 
 func init() {
 	// Migration 8 moves the results already stored into task_results, keyed by the same
@@ -32,20 +26,4 @@ func init() {
 		sum := sha256.Sum256(b)
 		return sum[:], nil
 	})
-}
-
-// keepResult returns the id of the task_results row holding data, adding it if no task
-// has had the same bytes yet. The task that points at it is counted by a trigger.
-func keepResult(ctx context.Context, tx *Tx, data []byte) (int64, error) {
-	sum := sha256.Sum256(data)
-	var id int64
-	// Most results are already there (every store hit on a company shares one): a read
-	// of the hash's index finds them without writing the row.
-	err := tx.QueryRowContext(ctx, `SELECT id FROM task_results WHERE hash = ?`, sum[:]).Scan(&id)
-	if !errors.Is(err, sql.ErrNoRows) {
-		return id, err
-	}
-	err = tx.QueryRowContext(ctx, `INSERT INTO task_results (hash, refs, data) VALUES (?, 0, ?) RETURNING id`,
-		sum[:], string(data)).Scan(&id)
-	return id, err
 }
