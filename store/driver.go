@@ -5,13 +5,14 @@ import (
 	"log/slog"
 )
 
-// Driver is what an engine implements: each method one named operation, most of them
-// one transaction. The rules that are the same on every engine (what a webhook's
-// body is, which errors a refusal answers, how a record is keyed) are package store's,
-// and drivers call them; a driver holds SQL and the locking its engine needs for the
-// same guarantees: a charge never takes a grant below zero, an Idempotency-Key makes
-// one task, a task or delivery is claimed by one worker at a time, and a sweep is run
-// by one process at a time.
+// Driver is what an engine implements, and all it implements: how statements run, the
+// primitives whose SQL or locking differ by engine (these, and Tx's in sql.go), and
+// the database's own upkeep. Every operation is package store's, composed of them; the
+// guarantees (a charge never takes a grant below zero, an Idempotency-Key makes one
+// task, a task or delivery is claimed by one worker at a time, a sweep is run by one
+// process at a time) rest on the statements' row locks and on these primitives. A
+// driver may also answer Wakeups, Heartbeat and HoldWatchScheduler (see DB's), which
+// matter only where several processes share the database.
 type Driver interface {
 	Close() error
 

@@ -63,7 +63,7 @@ func (db *DB) NewInstallLink(ctx context.Context) (string, error) {
 		return "", err
 	}
 	err = db.write(ctx, func(tx Tx) error {
-		if err := tx.LockInstall(ctx); err != nil {
+		if _, err := tx.Hold(ctx, LockInstall, true); err != nil {
 			return err
 		}
 		if has, err := hasUsers(ctx, tx); err != nil || has {
@@ -132,7 +132,7 @@ func (db *DB) Install(ctx context.Context, token string, in NewInstall) (*User, 
 		return nil, err
 	}
 	err = db.write(ctx, func(tx Tx) error {
-		if err := tx.LockInstall(ctx); err != nil {
+		if _, err := tx.Hold(ctx, LockInstall, true); err != nil {
 			return err
 		}
 		if err := db.checkInstallLink(ctx, tx, token); err != nil {

@@ -38,7 +38,7 @@ func (db *DB) PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Pu
 	var p Purged
 	err := db.write(ctx, func(tx Tx) error {
 		p = Purged{}
-		if ok, err := tx.LockPurge(ctx); err != nil || !ok {
+		if ok, err := tx.Hold(ctx, LockPurgeSettled, false); err != nil || !ok {
 			return err
 		}
 		var err error

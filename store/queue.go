@@ -276,14 +276,6 @@ func nullText(b []byte) any {
 	return string(b)
 }
 
-// Sweep names a sweep of the queue that one process runs at a time (Tx.HoldSweep).
-type Sweep int
-
-const (
-	SweepExpireTasks Sweep = iota
-	SweepRequeueAbandoned
-)
-
 // expireBatch is the most tasks one transaction of ExpireTasks fails: after an outage
 // the expired backlog is failed a batch at a time, with other writes between them.
 const expireBatch = 500
@@ -307,7 +299,7 @@ func (db *DB) expireTasks(ctx context.Context) ([]ExpiredTask, error) {
 	var expired []ExpiredTask
 	err := db.write(ctx, func(tx Tx) error {
 		expired = nil
-		if ok, err := tx.HoldSweep(ctx, SweepExpireTasks); err != nil || !ok {
+		if ok, err := tx.Hold(ctx, LockExpireTasks, false); err != nil || !ok {
 			return err
 		}
 		now := db.now()
@@ -361,7 +353,7 @@ func failTasks(ctx context.Context, tx Tx, now time.Time, taskErr enrich.TaskErr
 func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []ExpiredTask, err error) {
 	err = db.write(ctx, func(tx Tx) error {
 		requeued, gaveUp = 0, nil
-		if ok, err := tx.HoldSweep(ctx, SweepRequeueAbandoned); err != nil || !ok {
+		if ok, err := tx.Hold(ctx, LockRequeueAbandoned, false); err != nil || !ok {
 			return err
 		}
 		now := db.now()

@@ -37,6 +37,12 @@ var ErrNoRows = sql.ErrNoRows
 type Tx interface {
 	Executor
 
+	// Hold takes lock until the transaction ends, and reports whether it did: with
+	// wait, once no other transaction holds it; without, only if none does (false: another
+	// process is doing that work now). PostgreSQL's replicas take an advisory lock;
+	// SQLite's single writer, one process, holds every lock already.
+	Hold(ctx context.Context, lock Lock, wait bool) (bool, error)
+
 	// Tasks, the queue, records.
 
 	// PointRecordKey points origin's key at the record recordID, with redirect, and
@@ -59,9 +65,6 @@ type Tx interface {
 	// the organization's row (it may be queuing a task this one cannot see yet) or a
 	// queued task of it.
 	LeaveQueue(ctx context.Context, orgID string) error
-	// HoldSweep reports whether this transaction may run the sweep: one process at a
-	// time does (PostgreSQL's replicas take an advisory lock; SQLite has one writer).
-	HoldSweep(ctx context.Context, sweep Sweep) (bool, error)
 	// NotifyQueued tells the workers of every replica, when the transaction commits,
 	// that a task was queued (PostgreSQL's NOTIFY; SQLite's workers share the process
 	// and are woken by it).
@@ -74,17 +77,6 @@ type Tx interface {
 	// single writer.
 	LockTaskGrants(ctx context.Context, taskID string) error
 
-	// Users, sessions, the first start.
-
-	// LockInstall waits until no other transaction is in the first start, so that
-	// "no user yet" holds until this one ends (PostgreSQL: an advisory lock; SQLite's
-	// single writer holds it already).
-	LockInstall(ctx context.Context) error
-	// TryLockSessionPurge reports whether this transaction may purge sessions: false
-	// while another replica's purge runs (PostgreSQL: an advisory lock; always true on
-	// SQLite).
-	TryLockSessionPurge(ctx context.Context) (bool, error)
-
 	// Loops and deliveries.
 
 	// PickDueDeliveries chooses up to limit due deliveries to claim at now (ms), oldest
@@ -94,21 +86,19 @@ type Tx interface {
 	// LeaseDeliveries leases the deliveries ids until leaseUntil (ms) and returns them
 	// in that order, ready to send at now (ms).
 	LeaseDeliveries(ctx context.Context, ids []string, leaseUntil, now int64) ([]*Dispatch, error)
-
-	// Watches and batches.
-
-	// LockDueWatches reports whether this transaction may claim due watches: false
-	// while another replica's scheduler is claiming them (PostgreSQL's advisory lock,
-	// held to the end of the transaction); always true on an engine one process writes.
-	LockDueWatches(ctx context.Context) (bool, error)
-
-	// The database's upkeep.
-
-	// LockPurge reports whether this transaction may purge (PurgeSettled): false while
-	// another process's purge holds it (PostgreSQL's advisory lock); on SQLite, whose
-	// single writer runs one purge at a time anyway, always true.
-	LockPurge(ctx context.Context) (bool, error)
 }
+
+// Lock names work that one process does at a time (Tx.Hold).
+type Lock int
+
+const (
+	LockSessionPurge     Lock = 2    // PurgeSessions
+	LockInstall          Lock = 3    // the first start, Install and its link
+	LockExpireTasks      Lock = 0x10 // ExpireTasks
+	LockRequeueAbandoned Lock = 0x11 // RequeueAbandoned
+	LockPurgeSettled     Lock = 0x12 // PurgeSettled
+	LockDueWatches       Lock = 0x20 // DueWatches' claims
+)
 
 // collect reads every row of rows with scan, closing them.
 func collect[T any](rows Rows, err error, scan func(Row) (T, error)) ([]T, error) {

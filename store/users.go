@@ -429,7 +429,7 @@ func (db *DB) PurgeSessions(ctx context.Context, idle time.Duration) (int, error
 	var n int
 	err := db.write(ctx, func(tx Tx) error {
 		n = 0
-		if ok, err := tx.TryLockSessionPurge(ctx); err != nil || !ok {
+		if ok, err := tx.Hold(ctx, LockSessionPurge, false); err != nil || !ok {
 			return err
 		}
 		now := db.now()

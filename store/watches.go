@@ -534,7 +534,7 @@ func (db *DB) DueWatches(ctx context.Context, now time.Time, limit, perOrg int) 
 	var due []DueWatch
 	err := db.write(ctx, func(tx Tx) error {
 		due = nil // a retried transaction starts again
-		if ok, err := tx.LockDueWatches(ctx); err != nil || !ok {
+		if ok, err := tx.Hold(ctx, LockDueWatches, false); err != nil || !ok {
 			return err
 		}
 		rows, err := tx.Query(ctx, dueWatchesQuery, ms(now), perOrg, limit)

@@ -1,9 +1,14 @@
-// Package postgres is enrichd's store on PostgreSQL: the same operations as the SQLite
-// store, with the same signatures and the same types (package store), for several
-// enrichd replicas sharing one database.
+// Package postgres is the store's driver for PostgreSQL, for several enrichd replicas
+// sharing one database. It runs package store's statements (exec.go: their ?
+// placeholders numbered), runs a write transaction its way (inTx, with retries),
+// provides the primitives of store.Driver and store.Tx that differ by engine (the
+// turn a claim takes with SKIP LOCKED, the deliveries a sender leases, advisory
+// locks, NOTIFY), and its own migrations (schema.sql), LISTEN wakeups and replica
+// heartbeats. It composes no operation: those are package store's.
 //
 // SQLite's single writer made read-then-write safe; here many writers run at once, so
-// every rule that rested on it rests on the database instead: grants are locked (FOR
+// every rule that rested on it rests on the database instead, in the locks package
+// store's statements take and in this driver's primitives: grants are locked (FOR
 // UPDATE) before a charge, claims skip rows another replica holds (FOR UPDATE SKIP
 // LOCKED), a Loop's delivery cap is counted over the deliveries leased in the
 // database, idempotency rests on a unique key, and sweeps run on one replica at a time
@@ -46,13 +51,24 @@ var schema string
 const DefaultPoolSize = 10
 
 // Advisory lock keys: "enrichd" in ASCII in the high bytes, the purpose in the lowest,
-// so they do not collide with another program's locks on the same database. Keys
-// 0x10 and above are for the queue's sweeps.
+// so they do not collide with another program's locks on the same database: the
+// migrations' 0x01, the store's Locks (store.Lock's number), the watch round's 0x21.
 const (
-	lockBase          int64 = 0x656e7269636864 << 8
-	lockMigrate             = lockBase | 0x01
-	lockPurgeSessions       = lockBase | 0x02
+	lockBase    int64 = 0x656e7269636864 << 8
+	lockMigrate       = lockBase | 0x01
 )
+
+// Hold is store.Tx's: the lock's advisory lock, held until the transaction ends.
+func (e exec) Hold(ctx context.Context, lock store.Lock, wait bool) (bool, error) {
+	key := lockBase | int64(lock)
+	if wait {
+		_, err := e.Exec(ctx, `SELECT pg_advisory_xact_lock(?)`, key)
+		return err == nil, err
+	}
+	var ok bool
+	err := e.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(?)`, key).Scan(&ok)
+	return ok, err
+}
 
 // DB is the enrichd store on a PostgreSQL database.
 type DB struct {

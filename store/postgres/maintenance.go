@@ -26,14 +26,6 @@ func (db *DB) Checkpoint(ctx context.Context) (bool, error) { return false, nil 
 // process's, and the pool's idle connections close on their own.
 func (db *DB) ReleaseMemory(ctx context.Context) error { return nil }
 
-// LockPurge is store.Tx's: the purge's advisory lock, held to the end of the
-// transaction, so that one replica purges at a time.
-func (e exec) LockPurge(ctx context.Context) (bool, error) {
-	var ok bool
-	err := e.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(?)`, lockPurgeSettled).Scan(&ok)
-	return ok, err
-}
-
 // SpaceUsage reports the database's size and each table's, indexes and TOAST
 // included (pg_total_relation_size), the biggest first. PostgreSQL does not say how
 // much of a table's pages is unused without the pgstattuple extension: Unused is 0.

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The queue is package store's (see its ClaimTask); these are its locks. queue_turns holds the organizations that have queued tasks,
-// in the order of their next turn; a claim serves the lowest seq, FIFO within the
+// The queue is package store's (see its ClaimTask); these are its locks.
+// queue_turns holds the organizations that have queued tasks, in the order of their next turn; a claim serves the lowest seq, FIFO within the
 // organization, and sends it to the back of the line. With several claimers at once:
 //   - a claimer locks the turn it serves (FOR UPDATE SKIP LOCKED): the others pass to
 //     the next organization instead of waiting, and no two claim for the same one at a
@@ -22,14 +22,6 @@ import (
 //     the organization's row (SKIP LOCKED again): everything that makes a task queued
 //     (an enqueue, a requeue, a release) holds that row first, and joins the line after
 //     it, so a turn is never dropped under a task about to be queued.
-
-// Advisory locks of the sweeps, one at a time across replicas (pg_try_advisory_xact_lock).
-// The keys from 0x10 up of db.go's lockBase are the queue's.
-const (
-	lockExpireTasks      = lockBase | 0x10
-	lockRequeueAbandoned = lockBase | 0x11
-	lockPurgeSettled     = lockBase | 0x12
-)
 
 // NextTurn takes the first turn no other claimer holds (SKIP LOCKED), but for those
 // passed.
@@ -56,18 +48,6 @@ func (e exec) NextTurn(ctx context.Context, passed []string) (string, error) {
 // LeaveQueue: see leaveQueue.
 func (e exec) LeaveQueue(ctx context.Context, orgID string) error {
 	return leaveQueue(ctx, e.q.(pgx.Tx), orgID)
-}
-
-// HoldSweep takes the sweep's advisory lock for the transaction, or reports false
-// while another replica holds it.
-func (e exec) HoldSweep(ctx context.Context, sweep store.Sweep) (bool, error) {
-	key := lockExpireTasks
-	if sweep == store.SweepRequeueAbandoned {
-		key = lockRequeueAbandoned
-	}
-	var ok bool
-	err := e.q.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, key).Scan(&ok)
-	return ok, err
 }
 
 // QueueSeq is the sequence queue_turns_seq: two claimers at once never take the same

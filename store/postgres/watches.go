@@ -4,10 +4,6 @@ import (
 	"context"
 )
 
-// lockDueWatches is the scheduler's advisory lock: one replica claims due watches at
-// a time (db.go's lockBase; 0x10 and up are the queue's).
-const lockDueWatches = lockBase | 0x20
-
 // lockWatchRound is held, on a connection of its own, for a whole scheduling round
 // (HoldWatchScheduler): the round reads each organization's spend once and makes its
 // tasks after DueWatches commits, so two replicas' rounds at once could each spend an
@@ -32,12 +28,4 @@ func (db *DB) HoldWatchScheduler(ctx context.Context) (release func(), ok bool, 
 		}
 		conn.Release()
 	}, true, nil
-}
-
-// LockDueWatches takes the scheduler's advisory lock to the end of the transaction,
-// or reports false while another replica holds it.
-func (e exec) LockDueWatches(ctx context.Context) (bool, error) {
-	var ok bool
-	err := e.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(?)`, lockDueWatches).Scan(&ok)
-	return ok, err
 }

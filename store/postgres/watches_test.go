@@ -129,7 +129,7 @@ func TestASecondSchedulerReturnsNilWhileOneIsAtIt(t *testing.T) {
 
 	tx, err := db.pool.Begin(ctx)
 	is.NoErr(err)
-	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockDueWatches)
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockBase|int64(store.LockDueWatches))
 	is.NoErr(err)
 	got, err := facade(db).DueWatches(ctx, clk.Now(), 10, 10)
 	is.NoErr(err)

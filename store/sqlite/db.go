@@ -1,8 +1,10 @@
-// Package sqlite is the store's driver for one SQLite file, the default engine: the
-// SQL of the store.Driver operations, the primitives package store composes its own
-// of, and the file itself: its migrations (the root schema.sql, applied by
-// store.Migrate), backups, checkpoints, page caches. It also implements the
-// `dataset` source (DB.Dataset): the enrich.Source over the imported records.
+// Package sqlite is the store's driver for one SQLite file, the default engine. It
+// runs package store's statements (exec.go: prepared, their PostgreSQL row locks
+// dropped), runs a write transaction its way (the single writer below), provides the
+// primitives of store.Driver and store.Tx that differ by engine, and keeps the file
+// itself: its migrations (the root schema.sql, applied by store.Migrate), backups,
+// checkpoints, free space, page caches, and the key cache's view of other processes'
+// writes. It composes no operation: those are package store's.
 //
 // All writes go through one connection whose transactions begin IMMEDIATE, and one
 // writer goroutine that commits them in groups, so writers queue in Go instead of

@@ -50,6 +50,9 @@ func (e txExec) QueryRow(ctx context.Context, query string, args ...any) store.R
 	return e.tx.QueryRowContext(ctx, unlocked(query), args...)
 }
 
+// Hold is store.Tx's: the single writer, in one process, holds every lock already.
+func (txExec) Hold(context.Context, store.Lock, bool) (bool, error) { return true, nil }
+
 // readExec is the reader pool, or one of its transactions, as a store.Executor. A
 // read the file cannot serve answers storage_unavailable, as a write does.
 type readExec struct {

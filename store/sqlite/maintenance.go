@@ -97,9 +97,6 @@ func syncFile(path string) error {
 	return f.Sync()
 }
 
-// LockPurge is store.Tx's: the single writer runs one purge at a time.
-func (txExec) LockPurge(context.Context) (bool, error) { return true, nil }
-
 // Checkpoint copies the write-ahead log into the database file and truncates it to
 // nothing, through the writer connection. Under steady reads SQLite's automatic
 // checkpoints cannot reset the log, which then keeps its largest size; this is for

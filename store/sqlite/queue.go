@@ -29,8 +29,5 @@ func (e txExec) LeaveQueue(ctx context.Context, orgID string) error {
 	return err
 }
 
-// HoldSweep is always granted: the file has one writer, in one process.
-func (e txExec) HoldSweep(ctx context.Context, sweep store.Sweep) (bool, error) { return true, nil }
-
 // QueueSeq is the place after the last in line, which the single writer computes alone.
 func (db *DB) QueueSeq() string { return `(SELECT coalesce(max(seq), 0) + 1 FROM queue_turns)` }
