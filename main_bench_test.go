@@ -20,7 +20,7 @@ func TestBenchRuns(t *testing.T) {
 	}
 	is := is.New(t)
 	out := mustCLI(t, "bench", "--json", "--duration", "300ms", "--concurrency", "4", "--workers", "4",
-		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,mixed,growth", "--growth-tasks", "2000", "--fair-bulk", "200")
+		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,mixed,peer,growth", "--growth-tasks", "2000", "--fair-bulk", "200", "--rounds", "2")
 	var rep bench.Report
 	is.NoErr(json.Unmarshal([]byte(out), &rep))
 	is.Equal(rep.Concurrency, 4)
@@ -30,16 +30,21 @@ func TestBenchRuns(t *testing.T) {
 		is.True(r.Count > 0)         // measured something
 		is.Equal(r.Errors, int64(0)) // every request got the answer it expects
 		is.True(r.Rate > 0)
-		if r.Scenario != "fair" && r.Scenario != "mixed" && r.Scenario != "storage" {
+		switch {
+		case r.Peer != nil:
+			is.Equal(len(r.Peer.Rounds), 2) // --rounds
+		case r.Scenario != "fair" && r.Scenario != "mixed" && r.Scenario != "storage":
 			is.True(r.Ceiling > 0 && r.Ratio > 0) // compared with its baseline
 		}
 	}
 	is.Equal(names, []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair",
 		"mixed", "mixed/read", "mixed/list", "mixed/hit", "mixed/miss", "mixed/email", "mixed/loop", "mixed/replay", "storage",
+		"peer/hit/bare", "peer/hit/naive", "peer/hit/enrichd", "peer/read/bare", "peer/read/naive", "peer/read/enrichd",
 		"growth-list", "growth-get", "growth-hit", "growth-miss", "growth-claim"})
 
 	contains(t, failCLI(t, "bench", "--scenario", "nope"), `unknown scenario "nope"`)
 	contains(t, failCLI(t, "bench", "--concurrency", "0"), "--concurrency")
+	contains(t, failCLI(t, "bench", "--scenario", "peer", "--rounds", "0"), "--rounds must be from 1 to 100")
 }
 
 // The email-quality scenario answers every address through the real server and scores

@@ -1,7 +1,9 @@
 // Package bench owns `enrichd bench`: it starts the real service in-process on a
 // loopback port over a temporary database and the synthetic `sim` source, drives it
 // through real HTTP with a bounded load generator, and measures, in the same run, the
-// raw SQLite ceiling of the same work with the store's own connection setup.
+// raw SQLite ceiling of the same work with the store's own connection setup, or (the
+// peer scenario) two simpler servers answering the same requests: the bare HTTP stack
+// and a naive SQLite service.
 package bench
 
 import (
@@ -32,11 +34,12 @@ import (
 	"enrichd/store"
 )
 
-// Scenarios in the order they run. growth fills a database with a million tasks
+// Scenarios in the order they run. peer runs only when named: it measures two
+// servers besides enrichd, with --duration for each. growth fills a database with a million tasks
 // (about a minute and half a gigabyte of temporary disk), and replicas needs a
 // PostgreSQL database (Options.DB), so they run only when named.
 var (
-	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "growth", "replicas", "email-quality"}
+	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "peer", "growth", "replicas", "email-quality"}
 	DefaultScenarios = Scenarios[:7]
 )
 
@@ -66,6 +69,10 @@ type Options struct {
 	DB       string
 	Replicas []int
 
+	// Rounds is how many times the peer scenario drives each of its servers in turn,
+	// each for Duration/Rounds; 3 when 0.
+	Rounds int
+
 	// EmailCompanies is how many sim companies the email-quality scenario writes
 	// addresses for; 50 when 0.
 	EmailCompanies int
@@ -93,6 +100,7 @@ type Result struct {
 	Storage *Storage `json:"storage,omitempty"` // the storage row's
 
 	EmailQuality *EmailQuality `json:"email_quality,omitempty"` // the email-quality scenario's
+	Peer         *Peer         `json:"peer,omitempty"`          // the peer scenario's
 }
 
 // Report is a whole run.
@@ -162,6 +170,12 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			}
 		case "memory":
 			res, err = memory(ctx, opt)
+		case "peer":
+			var more []Result
+			if more, err = peer(ctx, opt); err == nil {
+				rep.Results = append(rep.Results, more...)
+				continue
+			}
 		case "email-quality":
 			res, err = emailQuality(ctx, opt)
 		case "growth":

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -169,4 +171,125 @@ func TestReadProcMemory(t *testing.T) {
 	is.True(m.anon+m.file <= m.rss+1024) // RssShmem is the rest
 	_, err = readProcMemory(-1)
 	is.True(err != nil)
+}
+
+// TestPeer runs the peer scenario briefly: a row per request kind and server, each
+// with requests in every round and none answered otherwise than expected, and
+// enrichd's rows carrying its rate over each peer's.
+func TestPeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three servers and loads them")
+	}
+	is := is.New(t)
+	opt := testOptions(t)
+	opt.Scenarios, opt.Duration, opt.Rounds = []string{"peer"}, 300*time.Millisecond, 2
+	rep, err := Run(context.Background(), opt)
+	is.NoErr(err)
+	var names []string
+	rate := map[string]float64{}
+	for _, r := range rep.Results {
+		names = append(names, r.Scenario)
+		is.True(r.Peer != nil)
+		is.True(r.Count > 0 && r.Rate > 0)
+		is.Equal(r.Errors, int64(0)) // every answer a 200 opening as enrichd's does
+		is.True(r.P99ms >= r.P50ms)
+		is.Equal(len(r.Peer.Rounds), 2)
+		var sum int64
+		for _, round := range r.Peer.Rounds {
+			is.True(round.Count > 0 && round.Rate > 0) // every round drove every server
+			sum += round.Count
+		}
+		is.Equal(sum, r.Count)
+		rate[r.Scenario] = r.Rate
+	}
+	is.Equal(names, []string{"peer/hit/bare", "peer/hit/naive", "peer/hit/enrichd", "peer/read/bare", "peer/read/naive", "peer/read/enrichd"})
+	for _, i := range []int{2, 5} {
+		r := rep.Results[i]
+		kind := r.Peer.Request
+		is.Equal(r.Peer.EnrichdPerNaive, r.Rate/rate["peer/"+kind+"/naive"])
+		is.Equal(r.Peer.EnrichdPerBare, r.Rate/rate["peer/"+kind+"/bare"])
+	}
+	is.Equal(rep.Results[0].Peer.EnrichdPerNaive, 0.0) // the ratios are enrichd's alone
+
+	var table strings.Builder
+	is.NoErr(rep.WriteTable(&table))
+	for _, want := range []string{"peer/read/enrichd", "enrichd / server", "× the naive service"} {
+		is.True(strings.Contains(table.String(), want))
+	}
+}
+
+// TestPeersAnswerAsEnrichdDoes: the bare stack and the naive service answer a store hit
+// and a task read with a 200 and a JSON body of the same fields as enrichd's, and
+// refuse a wrong key as enrichd does, so that the three do comparable work.
+func TestPeersAnswerAsEnrichdDoes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three servers")
+	}
+	is := is.New(t)
+	ctx := context.Background()
+	ps, err := startPeers(ctx, testOptions(t), 4)
+	is.NoErr(err)
+	defer ps.close()
+	answers := map[string]map[string]string{} // request/server: the body's shape
+	for _, server := range peerServers {
+		p := ps.targets[server]
+		for _, req := range []struct{ name, method, path, body string }{
+			{"hit", "POST", "/v1/companies/enrich", `{"domain":"` + p.hits[1] + `"}`},
+			{"read", "GET", "/v1/tasks/" + p.tasks[1], ""},
+		} {
+			a, err := p.raw.do(ctx, p.key, req.method, req.path, req.body, "")
+			is.NoErr(err)
+			if a.status != 200 {
+				t.Fatalf("%s %s: %d %s", server, req.name, a.status, a.body)
+			}
+			var body any
+			is.NoErr(json.Unmarshal(a.body, &body))
+			answers[req.name+"/"+server] = jsonShape(body, "")
+			a, err = p.raw.do(ctx, "wrong-key", req.method, req.path, req.body, "")
+			is.NoErr(err)
+			is.Equal(a.status, 401) // every server checks the bearer
+		}
+	}
+	for _, kind := range []string{"hit", "read"} {
+		want := answers[kind+"/enrichd"]
+		is.True(len(want) > 10)
+		for _, server := range []string{"bare", "naive"} {
+			got := answers[kind+"/"+server]
+			for field, shape := range want {
+				if got[field] == "" {
+					t.Errorf("%s of %s: no %s, which enrichd's answer has", kind, server, field)
+				} else if got[field] != shape && got[field] != "null" && shape != "null" {
+					t.Errorf("%s of %s: %s is %q, enrichd's %q", kind, server, field, got[field], shape)
+				}
+			}
+			for field := range got {
+				if _, ok := want[field]; !ok {
+					t.Errorf("%s of %s: %s, which enrichd's answer does not have", kind, server, field)
+				}
+			}
+		}
+	}
+}
+
+// jsonShape maps each field of a decoded JSON value, by its path, to its JSON type.
+func jsonShape(v any, path string) map[string]string {
+	shape := map[string]string{}
+	switch v := v.(type) {
+	case map[string]any:
+		shape[path] = "object"
+		for k, field := range v {
+			maps.Copy(shape, jsonShape(field, path+"."+k))
+		}
+	case []any:
+		shape[path] = "array"
+	case string:
+		shape[path] = "string"
+	case float64:
+		shape[path] = "number"
+	case bool:
+		shape[path] = "bool"
+	default:
+		shape[path] = "null"
+	}
+	return shape
 }

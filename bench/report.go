@@ -37,6 +37,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "%s: %s\n", res.Scenario, res.Note)
 		}
 	}
+	if err := writePeers(w, r.Results); err != nil {
+		return err
+	}
 	for _, res := range r.Results {
 		if res.EmailQuality != nil {
 			writeEmailQuality(w, res.EmailQuality)
@@ -64,4 +67,45 @@ func percent(r float64) string {
 		return fmt.Sprintf("%.1f%%", 100*r)
 	}
 	return fmt.Sprintf("%.0f%%", 100*r)
+}
+
+// writePeers prints the peer scenario's rows side by side, each round's figures, and
+// enrichd's rate over each peer's.
+func writePeers(w io.Writer, results []Result) error {
+	var rows []Result
+	for _, res := range results {
+		if res.Peer != nil {
+			rows = append(rows, res)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\npeer: the same requests, load generator and clients against three servers in turn, %d rounds\n", len(rows[0].Peer.Rounds))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "request\tserver\treq/s\tp50\tp99\teach round: req/s, p99\tenrichd / server")
+	enrichd := map[string]*Peer{} // by request
+	for _, res := range rows {
+		if res.Peer.Server == "enrichd" {
+			enrichd[res.Peer.Request] = res.Peer
+		}
+	}
+	for _, res := range rows {
+		var each []string
+		for _, r := range res.Peer.Rounds {
+			each = append(each, fmt.Sprintf("%s, %.1f ms", thousands(r.Rate), r.P99ms))
+		}
+		vs := "-"
+		if e := enrichd[res.Peer.Request]; e != nil {
+			switch res.Peer.Server {
+			case "naive":
+				vs = fmt.Sprintf("%.2f×", e.EnrichdPerNaive)
+			case "bare":
+				vs = percent(e.EnrichdPerBare)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f ms\t%.1f ms\t%s\t%s\n", res.Peer.Request, res.Peer.Server, thousands(res.Rate),
+			res.P50ms, res.P99ms, strings.Join(each, "; "), vs)
+	}
+	return tw.Flush()
 }
