@@ -68,6 +68,8 @@ func TestHTTPSuiteOnPostgres(t *testing.T) {
 	// Most of a test's time is spent waiting (on workers, sweeps, deadlines), not
 	// computing: the children start now, in shards, and run while this process goes on
 	// with the rest of the suite on SQLite; t.Parallel holds this test until that is done.
+	// (Tests run in the order of their files' names: this file's name puts this test
+	// first, so the children start before any test on SQLite.)
 	began := time.Now()
 	var children []*child
 	for _, pattern := range childShards(t, childShardCount) {
