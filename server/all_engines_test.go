@@ -21,7 +21,7 @@ import (
 )
 
 // The HTTP suite runs on both engines: on SQLite in this process, and on PostgreSQL in
-// a child run of this test binary with ENRICHD_TEST_ENGINE=postgres, each test on a
+// child runs of this test binary with ENRICHD_TEST_ENGINE=postgres, each test on a
 // fresh database of one shared server, copied from a template that holds the schema.
 
 const (
