@@ -158,21 +158,6 @@ func handleCreditsCSV(s *Server) http.Handler {
 // csvTime is RFC 3339 in UTC to the millisecond the ledger keeps.
 const csvTime = "2006-01-02T15:04:05.000Z"
 
-// abortStream ends a download that failed after its first bytes were sent. The status
-// is written already, so the connection is dropped: the client sees a broken download,
-// not a file that looks complete and is not. It is logged once, as msg with the
-// requestId (the request's own line is not written for a dropped connection).
-func (s *Server) abortStream(r *http.Request, msg string, err error, attrs ...any) {
-	ri := info(r)
-	ri.err = err
-	if clientClosed(r) {
-		ri.clientClosed = true
-	} else {
-		s.log.Error(msg, append([]any{"requestId", ri.id, "err", err.Error()}, attrs...)...)
-	}
-	panic(http.ErrAbortHandler)
-}
-
 // fileNamePart keeps what is safe in a quoted Content-Disposition file name. Org
 // names are letters, digits, '.', '_' and '-' already; this holds whatever they become.
 func fileNamePart(s string) string {

@@ -81,7 +81,7 @@ func newEnv(t testing.TB, opts ...any) *env {
 		}
 	}
 	if e.path == "" && onPostgres() {
-		e.path = storetest.PostgresURL(t)
+		e.path = postgresDatabase(t)
 	}
 	if e.path == "" {
 		e.path = filepath.Join(t.TempDir(), "enrichd.db")

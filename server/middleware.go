@@ -52,6 +52,21 @@ func clientClosed(r *http.Request) bool {
 	return errors.Is(r.Context().Err(), context.Canceled) && !info(r).panicked
 }
 
+// abortStream ends a download that failed after its first bytes were sent. The status
+// is written already, so the connection is dropped: the client sees a broken download,
+// not a file that looks complete and is not. It is logged once, as msg with the
+// requestId (the request's own line is not written for a dropped connection).
+func (s *Server) abortStream(r *http.Request, msg string, err error, attrs ...any) {
+	ri := info(r)
+	ri.err = err
+	if clientClosed(r) {
+		ri.clientClosed = true
+	} else {
+		s.log.Error(msg, append([]any{"requestId", ri.id, "err", err.Error()}, attrs...)...)
+	}
+	panic(http.ErrAbortHandler)
+}
+
 // quietRoute is a probe or a scrape: logged at debug level unless it fails, since it
 // comes every few seconds, and not counted as activity.
 func quietRoute(route string) bool {

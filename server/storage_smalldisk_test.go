@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"enrichd/store/storetest"
 )
 
 // A database on a 2 MiB volume with nothing else on it, written to while a long read
@@ -22,7 +20,7 @@ import (
 // their lease has run out.
 func TestStorageSmallDiskRecoversByItself(t *testing.T) {
 	sqliteOnly(t, "storage faults are made on the database file")
-	dir := storetest.MountTmpfs(t, "2m")
+	dir := mountTmpfs(t, "2m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
 	e.key, _ = e.newOrg("small", 1_000_000)
 	var accepted []string
