@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"time"
 )
 
@@ -139,9 +140,47 @@ func fromNullMS(v *int64) *time.Time {
 	return &t
 }
 
+// fromNullInt is a nullable milliseconds column, read into sql.NullInt64, as a time.
+func fromNullInt(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMS(v.Int64)
+	return &t
+}
+
 // now is the store's clock at the millisecond precision it stores, so what a call
 // returns equals what a later read of the same row gives.
 func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Millisecond) }
 
 // write runs fn in one write transaction of the driver's (see Driver.Write).
 func (db *DB) write(ctx context.Context, fn func(Tx) error) error { return db.Driver.Write(ctx, fn) }
+
+// Rewrites keeps each statement's text as an engine runs it, worked out once by
+// rewrite: a driver looks it up for every statement it runs, and a map under a read
+// lock does that without allocating (a sync.Map boxes the string key every time).
+type Rewrites struct {
+	rewrite func(string) string
+	mu      sync.RWMutex
+	texts   map[string]string
+}
+
+// NewRewrites keeps what rewrite makes of each statement.
+func NewRewrites(rewrite func(string) string) *Rewrites {
+	return &Rewrites{rewrite: rewrite, texts: map[string]string{}}
+}
+
+// Of is query as the engine runs it.
+func (r *Rewrites) Of(query string) string {
+	r.mu.RLock()
+	out, ok := r.texts[query]
+	r.mu.RUnlock()
+	if ok {
+		return out
+	}
+	out = r.rewrite(query)
+	r.mu.Lock()
+	r.texts[query] = out
+	r.mu.Unlock()
+	return out
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,9 +155,11 @@ const taskColumns = `tasks.id, tasks.org_id, tasks.object_type, tasks.status, ta
 func scanTask(row Row, before ...any) (*Task, error) {
 	var t Task
 	var input string
-	var result, taskErr *string
+	// Null types rather than pointers: a pointer target costs an allocation a column,
+	// and every task read scans these.
+	var result, taskErr sql.NullString
 	var created, expires int64
-	var queued, started, finished *int64
+	var queued, started, finished sql.NullInt64
 	if err := row.Scan(append(before, &t.ID, &t.OrgID, &t.ObjectType, &t.Status, &t.Lookup, &input, &t.Target,
 		&t.CreditsCharged, &t.LoopID, &t.WatchID, &t.IdempotencyKey, &created, &queued, &started, &finished, &expires,
 		&result, &taskErr)...); err != nil {
@@ -165,13 +168,13 @@ func scanTask(row Row, before ...any) (*Task, error) {
 	t.Operation = TaskOperation
 	t.Input = json.RawMessage(input)
 	t.CreatedAt, t.ExpiresAt = fromMS(created), fromMS(expires)
-	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullMS(queued), fromNullMS(started), fromNullMS(finished)
-	if result != nil {
-		t.Data = json.RawMessage(*result)
+	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullInt(queued), fromNullInt(started), fromNullInt(finished)
+	if result.Valid {
+		t.Data = json.RawMessage(result.String)
 	}
-	if taskErr != nil {
+	if taskErr.Valid {
 		t.Error = &enrich.TaskError{}
-		if err := json.Unmarshal([]byte(*taskErr), t.Error); err != nil {
+		if err := json.Unmarshal([]byte(taskErr.String), t.Error); err != nil {
 			return nil, fmt.Errorf("task %s: error column: %w", t.ID, err)
 		}
 	}

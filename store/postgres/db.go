@@ -72,7 +72,8 @@ func (e exec) Hold(ctx context.Context, lock store.Lock, wait bool) (bool, error
 
 // DB is the enrichd store on a PostgreSQL database.
 type DB struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	reader store.Executor // the pool as an Executor, made once (see Reader)
 	// nowFn is the clock of every timestamp the store writes; tests move it.
 	nowFn func() time.Time
 	known int // migrations in the schema this binary embeds
@@ -107,6 +108,7 @@ func Open(ctx context.Context, dsn string, now func() time.Time) (*DB, error) {
 		return nil, fmt.Errorf("cannot connect to PostgreSQL: %w", err)
 	}
 	db := &DB{pool: pool, nowFn: now, closing: make(chan struct{})}
+	db.reader = exec{q: pool, reading: true}
 	db.Health.Init(func() time.Time { return db.nowFn() }, db.probeWrite)
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()

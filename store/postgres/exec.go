@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 
 	"enrichd/store"
 
@@ -73,19 +72,17 @@ func (r pgRows) Err() error   { return r.e.checked(r.Rows.Err()) }
 func (r pgRows) Close() error { r.Rows.Close(); return nil }
 
 // rebound holds each statement's PostgreSQL text, rewritten once.
-var rebound sync.Map // string -> string
+var rebound = store.NewRewrites(rebindText)
 
 // indexHint is SQLite's INDEXED BY, which a statement names where SQLite's planner
 // would pick a worse index; PostgreSQL's planner takes no hints.
 var indexHint = regexp.MustCompile(`(?i)\s+INDEXED\s+BY\s+\w+`)
 
-// rebind rewrites query's ? placeholders, outside quoted text, as $1, $2, ..., and
-// drops its index hints.
-func rebind(query string) string {
-	if v, ok := rebound.Load(query); ok {
-		return v.(string)
-	}
-	original := query
+// rebind is query with its ? placeholders, outside quoted text, numbered $1, $2, ...,
+// and without its index hints.
+func rebind(query string) string { return rebound.Of(query) }
+
+func rebindText(query string) string {
 	query = indexHint.ReplaceAllString(query, "")
 	var b strings.Builder
 	n := 0
@@ -106,9 +103,7 @@ func rebind(query string) string {
 		}
 		b.WriteByte(c)
 	}
-	out := b.String()
-	rebound.Store(original, out)
-	return out
+	return b.String()
 }
 
 // Write runs fn in a write transaction (see inTx).
@@ -122,7 +117,7 @@ func (db *DB) Read(ctx context.Context, fn func(store.Executor) error) error {
 }
 
 // Reader runs single reads on the pool.
-func (db *DB) Reader() store.Executor { return exec{q: db.pool, reading: true} }
+func (db *DB) Reader() store.Executor { return db.reader }
 
 // UniqueViolation reports whether err is a unique constraint's refusal.
 func (db *DB) UniqueViolation(err error) bool { return isUniqueViolation(err, "") }

@@ -36,6 +36,7 @@ import (
 type DB struct {
 	write  *sql.DB
 	read   *readPool
+	reader store.Executor // read as an Executor, made once: boxed anew, it cost every read an allocation
 	writes *stmtCache
 	dsn    func(extra ...string) string // the connection string of the file, with the pragmas every connection sets
 	path   string                       // the database file
@@ -137,6 +138,7 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 	read.SetMaxIdleConns(o.Readers)
 	read.SetConnMaxIdleTime(readerIdle)
 	db.read = &readPool{DB: read, cache: newStmtCache(read)}
+	db.reader = readExec{db.read}
 	version, err := db.dataVersion()
 	if err != nil {
 		write.Close()

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"regexp"
-	"sync"
 
 	"enrichd/store"
 
@@ -19,17 +18,10 @@ import (
 
 var rowLock = regexp.MustCompile(`(?i)\s+FOR\s+(?:NO\s+KEY\s+UPDATE|KEY\s+SHARE|UPDATE|SHARE)(?:\s+OF\s+\w+(?:\s*,\s*\w+)*)?(?:\s+SKIP\s+LOCKED|\s+NOWAIT)?`)
 
-var unlockedQueries sync.Map // string -> string
+var unlockedQueries = store.NewRewrites(func(query string) string { return rowLock.ReplaceAllString(query, "") })
 
 // unlocked is query without its row-lock clauses.
-func unlocked(query string) string {
-	if v, ok := unlockedQueries.Load(query); ok {
-		return v.(string)
-	}
-	out := rowLock.ReplaceAllString(query, "")
-	unlockedQueries.Store(query, out)
-	return out
-}
+func unlocked(query string) string { return unlockedQueries.Of(query) }
 
 // txExec is a write transaction as store.Tx.
 type txExec struct{ tx *Tx }
@@ -94,7 +86,7 @@ func (db *DB) Read(ctx context.Context, fn func(store.Executor) error) error {
 }
 
 // Reader runs single reads on the reader pool.
-func (db *DB) Reader() store.Executor { return readExec{db.read} }
+func (db *DB) Reader() store.Executor { return db.reader }
 
 // UniqueViolation reports whether err is a UNIQUE or PRIMARY KEY constraint's refusal.
 func (db *DB) UniqueViolation(err error) bool {
