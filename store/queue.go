@@ -357,7 +357,7 @@ func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []Expi
 			return err
 		}
 		now := db.now()
-		rows, err := tx.Query(ctx, `SELECT DISTINCT org_id FROM tasks WHERE status = 'running' AND lease_until < ?`, ms(now))
+		rows, err := tx.Query(ctx, abandonedOrgsQuery, ms(now))
 		orgs, err := collect(rows, err, func(row Row) (string, error) {
 			var org string
 			return org, row.Scan(&org)
@@ -384,6 +384,10 @@ func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []Expi
 	}
 	return requeued, gaveUp, nil
 }
+
+// abandonedOrgsQuery lists the organizations of the running tasks whose lease ran out
+// before a time.
+const abandonedOrgsQuery = `SELECT DISTINCT org_id FROM tasks WHERE status = 'running' AND lease_until < ?`
 
 // requeue puts the running tasks of orgs that match where back in the queue, setting
 // set too, and their organizations in line; it returns how many it put back. The
