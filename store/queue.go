@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"enrichd/enrich"
@@ -399,12 +398,9 @@ func (db *DB) requeue(ctx context.Context, tx Tx, orgs []string, set, where stri
 	if err := tx.LockOrgs(ctx, orgs...); err != nil {
 		return 0, err
 	}
-	in := make([]any, 0, len(orgs)+len(args))
-	for _, org := range orgs {
-		in = append(in, org)
-	}
+	in, inArgs := inList(orgs)
 	rows, err := tx.Query(ctx, `UPDATE tasks SET status = 'queued', started_at = NULL, lease_token = NULL, lease_until = NULL`+set+`
-		WHERE org_id IN (?`+strings.Repeat(", ?", len(orgs)-1)+`) AND `+where+` RETURNING org_id`, append(in, args...)...)
+		WHERE org_id IN `+in+` AND `+where+` RETURNING org_id`, append(inArgs, args...)...)
 	back, err := collect(rows, err, func(row Row) (string, error) {
 		var org string
 		return org, row.Scan(&org)
