@@ -290,19 +290,10 @@ func loopFound(l *Loop, err error) (*Loop, error) {
 	return l, err
 }
 
-// lockOrgLoops takes the organization's row lock (PostgreSQL), which orders the
-// writers that must see each other's Loops (two Loops named alike get different
-// slugs). FOR NO KEY UPDATE, not FOR UPDATE: it does not block the inserts that
-// reference the organization (their foreign key check takes FOR KEY SHARE), so tasks
-// keep flowing. SQLite's single writer needs no lock.
-func lockOrgLoops(ctx context.Context, tx Tx, orgID string) error {
-	_, err := tx.Exec(ctx, `SELECT 1 FROM orgs WHERE id = ? FOR NO KEY UPDATE`, orgID)
-	return err
-}
-
 // uniqueSlug is base, or base-2, base-3, ...: the first no other Loop of the
 // organization holds (self, the Loop being renamed, may keep its own). The caller
-// holds the organization's lock (lockOrgLoops).
+// holds the organization's row (Tx.LockOrgs), which orders the writers that must see
+// each other's Loops: two Loops named alike get different slugs.
 func uniqueSlug(ctx context.Context, tx Tx, orgID, self, base string) (string, error) {
 	return UniqueSlug(base, func(slug string) (bool, error) {
 		var taken bool
@@ -321,7 +312,7 @@ func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
 	}
 	var l *Loop
 	err = db.write(ctx, func(tx Tx) error {
-		if err := lockOrgLoops(ctx, tx, nl.OrgID); err != nil {
+		if err := tx.LockOrgs(ctx, nl.OrgID); err != nil {
 			return err
 		}
 		now := db.now()
@@ -360,12 +351,12 @@ func (db *DB) ListLoops(ctx context.Context, orgID string) ([]*Loop, error) {
 // secret for its grace period (none when 0: a leaked secret is not kept). Disabling
 // the destination fails the Loop's pending deliveries that are not being sent (those
 // are failed as their attempt is recorded). A rename takes the organization's lock
-// first (see lockOrgLoops), then the Loop's row.
+// first (Tx.LockOrgs, see uniqueSlug), then the Loop's row.
 func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*Loop, error) {
 	var l *Loop
 	err := db.write(ctx, func(tx Tx) error {
 		if p.Name != nil {
-			if err := lockOrgLoops(ctx, tx, orgID); err != nil {
+			if err := tx.LockOrgs(ctx, orgID); err != nil {
 				return err
 			}
 		}

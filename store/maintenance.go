@@ -31,7 +31,7 @@ func BatchesPerPurge(limit int) int { return max(1, limit/500) }
 // referring to them, so an organization's balance and history stay whole. Call it
 // again until it deletes fewer than limit of each.
 //
-// One process purges at a time (Tx.LockPurge): while another holds the purge this one
+// One process purges at a time (Tx.Hold, LockPurgeSettled): while another holds the purge this one
 // deletes nothing and returns a zero Purged, which also tells a caller looping until a
 // batch falls short to stop.
 func (db *DB) PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Purged, error) {

@@ -52,9 +52,11 @@ type Tx interface {
 	// keys is deleted whichever of the two commits last.
 	PointRecordKey(ctx context.Context, origin, key string, recordID int64, redirect sql.NullInt64) (previous int64, err error)
 	// LockOrgs holds the organizations' rows, taken in one order, against the other
-	// enqueues of their tasks and against a claimer dropping their turns (PostgreSQL,
-	// FOR NO KEY UPDATE; nothing on SQLite's single writer). Everything that makes a
-	// task queued calls it before it reads the backlog or joins the line.
+	// enqueues of their tasks, a claimer dropping their turns, and another write of
+	// their Loops' names (PostgreSQL, FOR NO KEY UPDATE, which the inserts that refer
+	// to an organization do not wait for; nothing on SQLite's single writer).
+	// Everything that makes a task queued calls it before it reads the backlog or joins
+	// the line.
 	LockOrgs(ctx context.Context, orgIDs ...string) error
 	// NextTurn returns the organization whose turn in the queue is next, but for those
 	// passed, or ErrNoRows. On PostgreSQL the turn is held for the transaction and

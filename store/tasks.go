@@ -492,13 +492,15 @@ const (
 		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`
 )
 
-// TaskQueries are the statements of GetTask and ListTasks by name, for the drivers'
-// tests of their plans. ListTasks takes the organization, the page size and the
-// offset; ListTasksByStatus the status after the organization.
+// TaskQueries are the statements of GetTask, ListTasks and RequeueAbandoned's list of
+// organizations by name, for the drivers' tests of their plans. ListTasks takes the
+// organization, the page size and the offset; ListTasksByStatus the status after the
+// organization; AbandonedOrgs the time.
 var TaskQueries = map[string]string{
 	"GetTask":           getTaskQuery,
 	"ListTasks":         listTasksQuery,
 	"ListTasksByStatus": listTasksByStatusQuery,
+	"AbandonedOrgs":     abandonedOrgsQuery,
 }
 
 // GetTask returns one of the organization's tasks; another organization's task is

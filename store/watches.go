@@ -196,14 +196,6 @@ func scanWatch(row Row) (*Watch, error) {
 	return &w, nil
 }
 
-// b2i is a boolean as the schema keeps it: an INTEGER, 1 or 0.
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // fieldsColumn is the watched fields as the column keeps them: NULL for every field.
 func fieldsColumn(fields []string) (any, error) {
 	if fields == nil {
@@ -300,7 +292,7 @@ func createWatch(ctx context.Context, tx Tx, nw NewWatch, now time.Time) (*Watch
 		notify_unchanged, enabled, next_run_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, loop_id, lookup, target) DO NOTHING`,
 		w.ID, w.OrgID, w.ObjectType, string(w.Lookup), w.Target, string(w.Input), w.LoopID, w.EveryDays, fields,
-		b2i(w.NotifyUnchanged), b2i(w.Enabled), nullMS(w.NextRunAt), ms(now), ms(now))
+		boolInt(w.NotifyUnchanged), boolInt(w.Enabled), nullMS(w.NextRunAt), ms(now), ms(now))
 	if err != nil {
 		return nil, err
 	}
@@ -434,7 +426,7 @@ func (db *DB) UpdateWatch(ctx context.Context, orgID, id string, p WatchPatch) (
 		}
 		_, err = tx.Exec(ctx, `UPDATE watches SET loop_id = ?, every_days = ?, fields = ?, notify_unchanged = ?, enabled = ?,
 			paused_reason = ?, not_found_streak = ?, next_run_at = ?, updated_at = ? WHERE id = ?`,
-			w.LoopID, w.EveryDays, fields, b2i(w.NotifyUnchanged), b2i(w.Enabled), w.PausedReason, w.NotFoundStreak,
+			w.LoopID, w.EveryDays, fields, boolInt(w.NotifyUnchanged), boolInt(w.Enabled), w.PausedReason, w.NotFoundStreak,
 			nullMS(w.NextRunAt), ms(w.UpdatedAt), w.ID)
 		if err != nil && db.UniqueViolation(err) {
 			// Another watch of the same input moved to, or was created for, that Loop

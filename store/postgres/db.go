@@ -294,15 +294,6 @@ func (db *DB) storageChecked(err error) error {
 // count as a write refused (StorageFailures).
 func (db *DB) readChecked(err error) error { return store.ReadChecked(err, storageFault) }
 
-// tryAdvisoryXactLock takes the transaction-scoped advisory lock key if no other
-// transaction holds it: a sweep that one replica runs at a time returns having done
-// nothing when it gets false, another replica being at it.
-func (db *DB) tryAdvisoryXactLock(ctx context.Context, tx pgx.Tx, key int64) (bool, error) {
-	var ok bool
-	err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, key).Scan(&ok)
-	return ok, err
-}
-
 // tasksChannel is the NOTIFY channel of enqueued tasks.
 const tasksChannel = "enrichd_tasks"
 

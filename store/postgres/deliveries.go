@@ -8,8 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The deliveries are package store's; insertDelivery and deliverTaskEvent are left for
-// this driver's queue and watches, and the claim's primitives are PostgreSQL's.
+// The deliveries are package store's; the claim's primitives are PostgreSQL's.
 
 // claimWindow is how many due deliveries a claim looks at per delivery it may hand
 // out, as the SQLite store's window: enough to pass over Loops that have their share.

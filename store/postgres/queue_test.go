@@ -392,7 +392,7 @@ func TestExpiredLeaseIsReclaimedOnce(t *testing.T) {
 	// While one replica sweeps, another does nothing.
 	txA, err := a.pool.Begin(ctx)
 	is.NoErr(err)
-	ok, err := a.tryAdvisoryXactLock(ctx, txA, lockBase|int64(store.LockRequeueAbandoned))
+	ok, err := exec{q: txA}.Hold(ctx, store.LockRequeueAbandoned, false)
 	is.NoErr(err)
 	is.True(ok)
 	n, gaveUp, err := facade(b).RequeueAbandoned(ctx)
@@ -478,7 +478,7 @@ func TestSweepsOfTwoReplicasRefundOnce(t *testing.T) {
 
 	txA, err := a.pool.Begin(ctx)
 	is.NoErr(err)
-	ok, err := a.tryAdvisoryXactLock(ctx, txA, lockBase|int64(store.LockExpireTasks))
+	ok, err := exec{q: txA}.Hold(ctx, store.LockExpireTasks, false)
 	is.NoErr(err)
 	is.True(ok)
 	none, err := facade(b).ExpireTasks(ctx)
@@ -610,7 +610,7 @@ func TestPurgeSettledDeletesTasksKeysAndResults(t *testing.T) {
 	tx, err := db.pool.Begin(ctx)
 	is.NoErr(err)
 	defer tx.Rollback(ctx)
-	ok, err := db.tryAdvisoryXactLock(ctx, tx, lockBase|int64(store.LockPurgeSettled))
+	ok, err := exec{q: tx}.Hold(ctx, store.LockPurgeSettled, false)
 	is.NoErr(err)
 	is.True(ok)
 	other, err := facade(openTest(t, db.pool.Config().ConnString(), clk)).PurgeSettled(ctx, clk.Now(), 100)

@@ -28,7 +28,7 @@ func TestOneReplicaPurgesSessionsAtATime(t *testing.T) {
 	other, err := pg.pool.Begin(ctx)
 	is.NoErr(err)
 	defer other.Rollback(ctx) // a failure below must not leave the pool waiting on it
-	ok, err := pg.tryAdvisoryXactLock(ctx, other, lockBase|int64(store.LockSessionPurge))
+	ok, err := exec{q: other}.Hold(ctx, store.LockSessionPurge, false)
 	is.NoErr(err)
 	is.True(ok)
 	n, err := db.PurgeSessions(ctx, time.Hour)

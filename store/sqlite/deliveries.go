@@ -6,8 +6,7 @@ import (
 	"enrichd/store"
 )
 
-// The deliveries are package store's; insertDelivery and deliverSettled are left for
-// this driver's queue, tasks and watches, and the claim's primitives are SQLite's.
+// The deliveries are package store's; the claim's primitives are SQLite's.
 
 // PickDueDeliveries chooses the deliveries to claim from a window of the oldest due
 // ones of Loops that do not have their share (four claims' worth, as SQLite walks the

@@ -33,6 +33,7 @@ var PlanQueries = map[string]struct {
 	"ListTasks":         {store.TaskQueries["ListTasks"], []any{"o", 50, 0}},
 	"ListTasksByStatus": {store.TaskQueries["ListTasksByStatus"], []any{"o", "queued", 50, 0}},
 	"ListDeliveries":    store.DeliveryStatements["ListDeliveries"],
+	"AbandonedOrgs":     {store.TaskQueries["AbandonedOrgs"], []any{int64(5)}},
 }
 
 // WatchQueries are package store's statements of the watches, for EXPLAIN QUERY PLAN.

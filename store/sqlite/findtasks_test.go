@@ -110,8 +110,9 @@ var subqueryNumber = regexp.MustCompile(`SUBQUERY \d+`)
 
 // TestTaskQueryPlans checks the plans of the statements migration 8 changed: the task
 // reads find each result by its id, the lists newest first walk their ascending index
-// backwards without sorting, and retention finds the settled tasks by their index,
-// and their results and keys through them, by primary keys.
+// backwards without sorting, retention finds the settled tasks by their index,
+// and their results and keys through them, by primary keys, and the sweep of
+// abandoned tasks finds the running ones by theirs.
 func TestTaskQueryPlans(t *testing.T) {
 	_, path, _ := openDB(t)
 	raw, err := sql.Open("sqlite", path)
@@ -127,8 +128,11 @@ func TestTaskQueryPlans(t *testing.T) {
 		"ListTasks":         append([]string{"SEARCH tasks USING INDEX tasks_org_created (org_id=?)"}, result...),
 		"ListTasksByStatus": append([]string{"SEARCH tasks USING INDEX tasks_org_status_created (org_id=? AND status=?)"}, result...),
 		"ListDeliveries":    {"SEARCH deliveries USING INDEX deliveries_loop_created (loop_id=?)"},
-		"PurgeSettled":      settled[1:],
-		"PurgeResults":      append([]string{"SEARCH task_results USING INTEGER PRIMARY KEY (rowid=?)"}, byID...),
+		// Every sweep runs it on the single writer: the running tasks' index, not a walk
+		// of every task's.
+		"AbandonedOrgs": {"SEARCH tasks USING INDEX tasks_running_lease (lease_until<?)", "USE TEMP B-TREE FOR DISTINCT"},
+		"PurgeSettled":  settled[1:],
+		"PurgeResults":  append([]string{"SEARCH task_results USING INTEGER PRIMARY KEY (rowid=?)"}, byID...),
 		"PurgeKeys": append(append([]string{"SEARCH idempotency_keys USING PRIMARY KEY (org_id=? AND key=?)"}, byID...),
 			append(byID, "CREATE BLOOM FILTER")...),
 		"PurgeTasks": {"SEARCH tasks USING COVERING INDEX sqlite_autoindex_tasks_1 (id=?)"},
