@@ -18,6 +18,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/server"
+	"enrichd/server/dashboard"
 	"enrichd/store"
 
 	"github.com/spf13/cobra"
@@ -265,6 +266,7 @@ func sources(cmd *cobra.Command) ([]enrich.Source, error) {
 // /metrics are served there instead of on addr. On a database with no user yet, it
 // prints to stderr where the API and the dashboard are and the first-start link.
 func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Config, stderr io.Writer) error {
+	cfg.Dashboard = dashboard.New
 	srv := server.New(db, cfg)
 	ln, err := srv.Listen(cfg.Addr, cfg.HTTP)
 	if err != nil {

@@ -3,6 +3,10 @@ package server_test
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,4 +182,32 @@ func (e *env) otherState(key, loopID, taskID string) string {
 		b.WriteString(path + " " + http.StatusText(r.status) + " " + string(r.raw) + "\n")
 	}
 	return b.String()
+}
+
+// TestDashboardRoutesAreListedInRoutesGo holds the list of the dashboard's routes in
+// routes.go, which mounts them from package dashboard, to the routes that package
+// registers, both ways, so that routes.go still shows the whole surface.
+func TestDashboardRoutesAreListedInRoutesGo(t *testing.T) {
+	src, err := os.ReadFile("routes.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := regexp.MustCompile(`(?m)^\t//   (GET|POST|PUT|PATCH|DELETE) +(/\S*)$`).FindAllStringSubmatch(string(src), -1)
+	var inRoutesGo []string
+	for _, m := range listed {
+		inRoutesGo = append(inRoutesGo, m[1]+" "+openAPIPath(m[2]))
+	}
+	slices.Sort(inRoutesGo)
+	files, err := filepath.Glob("dashboard/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := routesIn(t, files)
+	if len(registered) < 20 {
+		t.Fatalf("only %d routes found in package dashboard", len(registered))
+	}
+	if !slices.Equal(inRoutesGo, registered) {
+		t.Errorf("routes.go lists the dashboard's routes as\n%s\nbut package dashboard registers\n%s",
+			strings.Join(inRoutesGo, "\n"), strings.Join(registered, "\n"))
+	}
 }

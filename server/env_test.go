@@ -20,6 +20,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/server"
+	"enrichd/server/dashboard"
 	"enrichd/store"
 	"enrichd/store/storetest"
 )
@@ -108,6 +109,7 @@ func (e *env) open() {
 	cfg := e.cfg
 	// Sources a test configures are asked after the fake network and the dataset.
 	cfg.Sources = append([]enrich.Source{e.net, db.Dataset()}, e.cfg.Sources...)
+	cfg.Dashboard = dashboard.New
 	e.srv = server.New(db, cfg)
 	e.http = httptest.NewServer(e.srv)
 }

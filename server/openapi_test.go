@@ -268,15 +268,26 @@ var routerMethods = map[string]bool{
 // registered as POST /v1/watches/:id and dispatched there (handleWatchPost).
 var dispatched = map[string]string{"POST /v1/watches/{id}": "POST /v1/watches/import"}
 
-// registeredRoutes reads every route registration in the package's source as
-// "METHOD /path/{param}". A registration whose method or path is not a constant cannot
-// be checked, so it fails the test rather than go unseen.
+// registeredRoutes reads every route registration in the server's source, the
+// dashboard's package (which routes.go mounts) included, as "METHOD /path/{param}". A
+// registration whose method or path is not a constant cannot be checked, so it fails
+// the test rather than go unseen.
 func registeredRoutes(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	pages, err := filepath.Glob("dashboard/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return routesIn(t, append(files, pages...))
+}
+
+// routesIn reads the route registrations of the files that are not tests.
+func routesIn(t *testing.T, files []string) []string {
+	t.Helper()
 	fset := token.NewFileSet()
 	var out []string
 	for _, name := range files {

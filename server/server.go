@@ -4,7 +4,8 @@
 // enrichments to AI agents as tools, the workers that claim queued tasks, run
 // the enrichment pipeline and settle them, and the webhook sender beside them; and what
 // an operator sees of it: health, readiness and metrics, and the maintenance that keeps
-// the database bounded. It knows no SQL: all state is in store.
+// the database bounded. It knows no SQL: all state is in store. The dashboard's pages
+// are package server/dashboard's, mounted through Config.Dashboard.
 package server
 
 import (
@@ -82,6 +83,9 @@ type Config struct {
 	// session this long after sign-in.
 	SessionIdle time.Duration
 	SessionMax  time.Duration
+	// Dashboard makes the pages served beside the API under /dashboard/ (serve passes
+	// dashboard.New); nil serves the API alone.
+	Dashboard func(*Server) Pages
 
 	// Addr is where serve listens for the API.
 	Addr string
@@ -213,7 +217,7 @@ type Server struct {
 	sender    *webhook.Sender
 	handler   http.Handler
 	metrics   *serverMetrics
-	dashboard *dashboardState
+	pages     Pages // the dashboard, when Config.Dashboard made one
 	// activity counts API requests and claims; maintenance reads it to find quiet times.
 	activity atomic.Uint64
 	// listeners are those Listen made, whose open connections /metrics shows.
@@ -288,7 +292,9 @@ func New(db *store.DB, cfg Config) *Server {
 			Recorded: m.recorded, Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() }}),
 		metrics: m,
 	}
-	s.dashboard = s.newDashboard()
+	if cfg.Dashboard != nil {
+		s.pages = cfg.Dashboard(s)
+	}
 	router := httprouter.New()
 	router.RedirectTrailingSlash = false
 	router.RedirectFixedPath = false

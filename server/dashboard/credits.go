@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"encoding/csv"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/server"
 	"enrichd/store"
 )
 
@@ -49,12 +50,12 @@ func parseBefore(r *http.Request) (int64, error) {
 	}
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, enrich.Errorf(enrich.KindInvalid, "before must be a ledger row id, a positive whole number, not %q", clip(raw, 40))
+		return 0, enrich.Errorf(enrich.KindInvalid, "before must be a ledger row id, a positive whole number, not %q", server.Clip(raw, 40))
 	}
 	return id, nil
 }
 
-func handleCredits(s *Server) http.Handler {
+func handleCredits(s *Dashboard) http.Handler {
 	type data struct {
 		Balance store.Balance
 		Grants  []store.Grant
@@ -107,7 +108,7 @@ var ledgerCSVHeader = []string{"id", "created_at", "kind", "amount", "signed_amo
 // handleCreditsCSV exports the organization's whole ledger, newest first, reading and
 // writing it a page at a time. Rows added while it runs have higher ids than the first
 // page's and are not in the file: it is the ledger as it stood when the export began.
-func handleCreditsCSV(s *Server) http.Handler {
+func handleCreditsCSV(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := dashUser(r)
 		ctx := r.Context()
@@ -149,7 +150,7 @@ func handleCreditsCSV(s *Server) http.Handler {
 				return
 			}
 			if page, err = s.db.LedgerPage(ctx, u.OrgID, page[len(page)-1].ID, exportPageSize); err != nil {
-				s.abortStream(r, "credits export cut short", err)
+				s.srv.AbortStream(r, "credits export cut short", err)
 			}
 		}
 	})

@@ -1,4 +1,10 @@
-package server
+// Package dashboard is the browser's side of the same service: server-rendered pages
+// over the same store methods as the API, each page readable without JavaScript, with
+// htmx (vendored, embedded) making forms and polling nicer where it runs. Every change
+// a page makes goes through package server's own checks and task submission (the
+// surface in server/pages.go), so a page and an endpoint cannot differ; the server
+// mounts the pages (server/routes.go lists their paths) and runs their middleware.
+package dashboard
 
 import (
 	"bytes"
@@ -22,14 +28,11 @@ import (
 	"unicode/utf8"
 
 	"enrichd/enrich"
+	"enrichd/server"
 	"enrichd/store"
 )
 
-// The dashboard is the browser's side of the same service: server-rendered pages over
-// the same store methods as the API, each page readable without JavaScript, with
-// htmx (vendored, embedded) making forms and polling nicer where it runs.
-
-//go:embed all:dashboard/templates dashboard/static
+//go:embed all:templates static
 var dashboardFiles embed.FS
 
 // dashboardPages are parsed once, each page with the layout and the shared partials, so
@@ -37,8 +40,8 @@ var dashboardFiles embed.FS
 type dashboardPages map[string]*template.Template
 
 func parseDashboardPages() dashboardPages {
-	shared := template.Must(template.New("").Funcs(dashboardFuncs).ParseFS(dashboardFiles, "dashboard/templates/_*.html"))
-	names, err := fs.Glob(dashboardFiles, "dashboard/templates/*.html")
+	shared := template.Must(template.New("").Funcs(dashboardFuncs).ParseFS(dashboardFiles, "templates/_*.html"))
+	names, err := fs.Glob(dashboardFiles, "templates/*.html")
 	if err != nil {
 		panic(err)
 	}
@@ -70,7 +73,7 @@ func (v view) IsAdmin() bool { return v.User != nil && v.User.Role == store.Role
 
 // render writes a whole page, or only the named fragment when htmx asks for one with
 // the HX-Target it swaps (a template of that name in the page).
-func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
+func (s *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
 	t, ok := s.dashboard.pages[page]
 	if !ok {
 		s.dashError(w, r, fmt.Errorf("no dashboard page %q", page))
@@ -93,23 +96,21 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page
 
 // dashError answers an error as a page: the status the API would give (statusOf, the
 // one mapping), the message when it is meant for people, and the requestId for a 500.
-func (s *Server) dashError(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Dashboard) dashError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *enrich.Error
 	status, msg := http.StatusInternalServerError, ""
 	if errors.As(err, &e) && e.Kind != enrich.KindInternal {
-		status, msg = statusOf[e.Kind], e.Message
+		status, msg = server.StatusOf[e.Kind], e.Message
 		if e.RetryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 		}
 	} else {
-		ri := info(r)
-		ri.err = err
-		if clientClosed(r) {
-			ri.clientClosed = true
-			w.WriteHeader(statusClientClosed)
+		id, closed := server.NoteInternalError(r, err)
+		if closed {
+			w.WriteHeader(server.StatusClientClosed)
 			return
 		}
-		msg = "Something went wrong on our side. Retrying is safe; quoting request " + ri.id + " helps us find it."
+		msg = "Something went wrong on our side. Retrying is safe; quoting request " + id + " helps us find it."
 	}
 	if status == http.StatusNotFound && msg == "" {
 		msg = "There is nothing here."
@@ -119,7 +120,7 @@ func (s *Server) dashError(w http.ResponseWriter, r *http.Request, err error) {
 	// to swap errors too): there, the message alone.
 	name, target := "layout", ""
 	if r.Header.Get("HX-Request") == "true" {
-		name, target = "#error", clip(r.Header.Get("HX-Target"), 100)
+		name, target = "#error", server.Clip(r.Header.Get("HX-Target"), 100)
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, name, view{User: dashUser(r), Title: http.StatusText(status), Now: s.db.Now(),
@@ -153,10 +154,10 @@ func parseForm(w http.ResponseWriter, r *http.Request, maxLen int) error {
 	for name, vals := range r.PostForm {
 		for _, v := range vals {
 			if !utf8.ValidString(v) {
-				return enrich.Errorf(enrich.KindInvalid, "%s is not valid UTF-8", clip(name, 40))
+				return enrich.Errorf(enrich.KindInvalid, "%s is not valid UTF-8", server.Clip(name, 40))
 			}
 			if utf8.RuneCountInString(v) > maxLen {
-				return enrich.Errorf(enrich.KindInvalid, "%s is longer than %d characters", clip(name, 40), maxLen)
+				return enrich.Errorf(enrich.KindInvalid, "%s is longer than %d characters", server.Clip(name, 40), maxLen)
 			}
 		}
 	}
@@ -368,7 +369,7 @@ func ago(now, t time.Time) string {
 // serveDashboardStatic serves the embedded CSS and JavaScript. Their names do not
 // change between versions, so a day of caching is the most a stale file can last.
 func serveDashboardStatic() http.Handler {
-	static, err := fs.Sub(dashboardFiles, "dashboard/static")
+	static, err := fs.Sub(dashboardFiles, "static")
 	if err != nil {
 		panic(err)
 	}

@@ -1,9 +1,10 @@
-package server
+package dashboard
 
 import (
 	"net/http"
 	"time"
 
+	"enrichd/server"
 	"enrichd/store"
 )
 
@@ -25,10 +26,10 @@ type deliveryPage struct {
 // to keep asking; one due in hours is not watched every two seconds.
 const deliveryPollWindow = time.Minute
 
-func handleDeliveryPage(s *Server) http.Handler {
+func handleDeliveryPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, u := r.Context(), dashUser(r)
-		d, payload, err := s.db.GetDelivery(ctx, u.OrgID, pathID(r))
+		d, payload, err := s.db.GetDelivery(ctx, u.OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -47,14 +48,14 @@ func handleDeliveryPage(s *Server) http.Handler {
 	})
 }
 
-func handleRetryDeliveryForm(s *Server) http.Handler {
+func handleRetryDeliveryForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, err := s.db.RetryDelivery(r.Context(), dashUser(r).OrgID, pathID(r))
+		d, err := s.db.RetryDelivery(r.Context(), dashUser(r).OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
 		}
-		s.sender.Wake()
+		s.srv.WakeSender()
 		seeOther(w, r, "/dashboard/deliveries/"+d.ID, "The delivery is due now: it is sent again within moments, with the same id.")
 	})
 }

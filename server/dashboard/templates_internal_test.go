@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"io/fs"
@@ -22,7 +22,7 @@ func TestDashboardTemplatesKeepToTheCSP(t *testing.T) {
 		"a javascript: URL":        regexp.MustCompile(`(?i)javascript:`),
 		"a stylesheet elsewhere":   regexp.MustCompile(`(?i)<link[^>]*\shref="(https?:)?//`),
 	}
-	files, err := fs.Glob(dashboardFiles, "dashboard/templates/*.html")
+	files, err := fs.Glob(dashboardFiles, "templates/*.html")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no templates: %v", err)
 	}
@@ -38,7 +38,7 @@ func TestDashboardTemplatesKeepToTheCSP(t *testing.T) {
 		}
 	}
 	// htmx would otherwise add a <style> element of its own, and evaluate hx-on.
-	layout, err := fs.ReadFile(dashboardFiles, "dashboard/templates/_layout.html")
+	layout, err := fs.ReadFile(dashboardFiles, "templates/_layout.html")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestDashboardHtmxTargetsHaveFragments(t *testing.T) {
 	idOf := regexp.MustCompile(`\sid="([^"{]+)"`)
 	found := 0
 	for name := range pages {
-		raw, err := fs.ReadFile(dashboardFiles, "dashboard/templates/"+name+".html")
+		raw, err := fs.ReadFile(dashboardFiles, "templates/"+name+".html")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type startStep struct {
 // gettingStarted is the list an organization sees on its overview until it has
 // credits, a source that can find something, and an API key; nil once it has all
 // three. Shell quoting is left out: an organization's name needs none.
-func (s *Server) gettingStarted(ctx context.Context, u *store.User, balance int64) ([]startStep, error) {
+func (s *Dashboard) gettingStarted(ctx context.Context, u *store.User, balance int64) ([]startStep, error) {
 	keys, err := s.db.ListKeys(ctx, u.OrgName)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"enrichd/enrich"
+	"enrichd/server"
 	"enrichd/store"
 
 	"golang.org/x/crypto/argon2"
@@ -43,15 +45,15 @@ const (
 // every attempt, so that guessing is slow whether it walks passwords or accounts, and
 // the limit says nothing about whether an account exists.
 var (
-	loginRateAddr    = Rate{Limit: rate.Every(6 * time.Second), Burst: 10}
-	loginRateAccount = Rate{Limit: rate.Every(time.Minute), Burst: 5}
+	loginRateAddr    = server.Rate{Limit: rate.Every(6 * time.Second), Burst: 10}
+	loginRateAccount = server.Rate{Limit: rate.Every(time.Minute), Burst: 5}
 )
 
 // dashboardState is what the dashboard keeps beside the API's.
 type dashboardState struct {
 	pages          dashboardPages
-	loginByAddr    *limiter
-	loginByAccount *limiter
+	loginByAddr    *server.Limiter
+	loginByAccount *server.Limiter
 	crossOrigin    *http.CrossOriginProtection
 	// dummyHash is verified against when the account named does not exist, so that a
 	// wrong email costs the same time as a wrong password.
@@ -61,11 +63,28 @@ type dashboardState struct {
 	hashing chan struct{}
 }
 
-func (s *Server) newDashboard() *dashboardState {
+// Dashboard serves the pages. It reads the store the API's handlers read and makes
+// every change through the server's own checks (server/pages.go lists them).
+type Dashboard struct {
+	srv       *server.Server
+	db        *store.DB
+	cfg       server.Config
+	log       *slog.Logger
+	dashboard *dashboardState
+}
+
+// New makes the dashboard of srv; serve passes it as server.Config.Dashboard.
+func New(srv *server.Server) server.Pages {
+	s := &Dashboard{srv: srv, db: srv.DB(), cfg: srv.Config(), log: srv.Log()}
+	s.dashboard = s.newDashboard()
+	return s
+}
+
+func (s *Dashboard) newDashboard() *dashboardState {
 	d := &dashboardState{
 		pages:          parseDashboardPages(),
-		loginByAddr:    newLimiter(loginRateAddr),
-		loginByAccount: newLimiter(loginRateAccount),
+		loginByAddr:    server.NewLimiter(loginRateAddr),
+		loginByAccount: server.NewLimiter(loginRateAccount),
 		crossOrigin:    http.NewCrossOriginProtection(),
 		hashing:        make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
@@ -151,20 +170,20 @@ func checkNewPassword(password, confirm string) error {
 
 // secureCookies says whether the session cookie must be Secure: the request came over
 // TLS, or the public URL people reach the service at is https (TLS ends at a proxy).
-func (s *Server) secureCookies(r *http.Request) bool {
+func (s *Dashboard) secureCookies(r *http.Request) bool {
 	return r.TLS != nil || strings.HasPrefix(strings.ToLower(s.cfg.PublicURL), "https://")
 }
 
 // sessionCookie is the cookie's name: with Secure, the __Host- prefix makes the
 // browser refuse it from plain http and from any other host or path.
-func (s *Server) sessionCookie(r *http.Request) string {
+func (s *Dashboard) sessionCookie(r *http.Request) string {
 	if s.secureCookies(r) {
 		return "__Host-enrichd_session"
 	}
 	return "enrichd_session"
 }
 
-func (s *Server) setSessionCookie(w http.ResponseWriter, r *http.Request, token string, maxAge int) {
+func (s *Dashboard) setSessionCookie(w http.ResponseWriter, r *http.Request, token string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: s.sessionCookie(r), Value: token, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, Secure: s.secureCookies(r), SameSite: http.SameSiteLaxMode})
 }
@@ -187,7 +206,7 @@ const (
 // dashPage wraps a dashboard handler: the headers every page carries, cross-origin
 // protection on anything that is not a read, the session (an API key never counts),
 // and the role.
-func (s *Server) dashPage(route string, who int, next http.Handler) http.Handler {
+func (s *Dashboard) dashPage(route string, who int, next http.Handler) http.Handler {
 	guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if who != anyone {
 			u, err := s.sessionUser(r)
@@ -205,7 +224,7 @@ func (s *Server) dashPage(route string, who int, next http.Handler) http.Handler
 				s.dashError(w, r, err)
 				return
 			}
-			info(r).orgID = u.OrgID
+			server.SetRequestOrg(r, u.OrgID)
 			r = r.WithContext(context.WithValue(r.Context(), dashUserKey{}, u))
 			if who == admin && u.Role != store.RoleAdmin {
 				s.dashError(w, r, &enrich.Error{Kind: enrich.KindForbidden, Code: "forbidden",
@@ -217,7 +236,7 @@ func (s *Server) dashPage(route string, who int, next http.Handler) http.Handler
 	})
 	var h http.Handler = guarded
 	h = s.dashboard.crossOrigin.Handler(h) // passes GET and HEAD, refuses cross-site writes
-	return s.route(route, s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.srv.Route(route, s.srv.LimitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		setDashHeaders(w)
 		h.ServeHTTP(w, r)
 	})))
@@ -237,16 +256,16 @@ func setDashHeaders(w http.ResponseWriter) {
 // withSessionUser is r with its signed-in user, when its session cookie holds one: for
 // the answers outside any page (no such page, no such method), which show the
 // navigation to someone signed in and nothing more to anyone else.
-func (s *Server) withSessionUser(r *http.Request) *http.Request {
+func (s *Dashboard) withSessionUser(r *http.Request) *http.Request {
 	u, err := s.sessionUser(r)
 	if err != nil || u == nil {
 		return r
 	}
-	info(r).orgID = u.OrgID
+	server.SetRequestOrg(r, u.OrgID)
 	return r.WithContext(context.WithValue(r.Context(), dashUserKey{}, u))
 }
 
-func (s *Server) sessionUser(r *http.Request) (*store.User, error) {
+func (s *Dashboard) sessionUser(r *http.Request) (*store.User, error) {
 	c, err := r.Cookie(s.sessionCookie(r))
 	if err != nil || c.Value == "" || len(c.Value) > 100 {
 		return nil, enrich.Errorf(enrich.KindUnauthorized, "sign in")
@@ -271,7 +290,7 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
-func handleLoginPage(s *Server) http.Handler {
+func handleLoginPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u, err := s.sessionUser(r); err == nil && u != nil {
 			http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
@@ -296,7 +315,7 @@ func prefillEmail(email string) string {
 	return email
 }
 
-func handleLogin(s *Server) http.Handler {
+func handleLogin(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := parseForm(w, r, maxPassword); err != nil {
 			s.dashError(w, r, err)
@@ -309,9 +328,9 @@ func handleLogin(s *Server) http.Handler {
 			s.render(w, r, status, "login", view{Title: "Sign in",
 				Data: map[string]any{"Next": next, "Email": email, "Error": msg}})
 		}
-		wait, ok := s.dashboard.loginByAddr.allow(clientAddr(r))
+		wait, ok := s.dashboard.loginByAddr.Allow(clientAddr(r))
 		if ok {
-			wait, ok = s.dashboard.loginByAccount.allow(email)
+			wait, ok = s.dashboard.loginByAccount.Allow(email)
 		}
 		if !ok {
 			secs := int(wait.Seconds()) + 1
@@ -354,12 +373,12 @@ func handleLogin(s *Server) http.Handler {
 			return
 		}
 		s.setSessionCookie(w, r, token, int(s.cfg.SessionMax.Seconds()))
-		info(r).orgID = u.OrgID
+		server.SetRequestOrg(r, u.OrgID)
 		http.Redirect(w, r, next, http.StatusSeeOther)
 	})
 }
 
-func handleLogout(s *Server) http.Handler {
+func handleLogout(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.endSessionOf(r); err != nil {
 			s.dashError(w, r, err)
@@ -371,7 +390,7 @@ func handleLogout(s *Server) http.Handler {
 }
 
 // endSessionOf ends, on the server, the session of the request's cookie, if it has one.
-func (s *Server) endSessionOf(r *http.Request) error {
+func (s *Dashboard) endSessionOf(r *http.Request) error {
 	c, err := r.Cookie(s.sessionCookie(r))
 	if err != nil || c.Value == "" || len(c.Value) > 100 {
 		return nil
@@ -382,9 +401,9 @@ func (s *Server) endSessionOf(r *http.Request) error {
 // The set-password page is where the link `enrichd users create` and `users
 // reset-password` print leads: the token is checked when the page is shown and again,
 // and used up, when the password is set.
-func handleSetupPage(s *Server) http.Handler {
+func handleSetupPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := clip(r.URL.Query().Get("token"), 100)
+		token := server.Clip(r.URL.Query().Get("token"), 100)
 		u, err := s.db.LinkUser(r.Context(), token)
 		if err != nil {
 			s.dashError(w, r, linkError(err))
@@ -394,13 +413,13 @@ func handleSetupPage(s *Server) http.Handler {
 	})
 }
 
-func handleSetup(s *Server) http.Handler {
+func handleSetup(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := parseForm(w, r, maxPassword+1); err != nil {
 			s.dashError(w, r, err)
 			return
 		}
-		token := clip(r.PostFormValue("token"), 100)
+		token := server.Clip(r.PostFormValue("token"), 100)
 		u, err := s.db.LinkUser(r.Context(), token)
 		if err != nil {
 			s.dashError(w, r, linkError(err))

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"enrichd/enrich"
+	"enrichd/server"
 	"enrichd/store"
 )
 
@@ -34,7 +35,7 @@ type tryForm struct {
 	Kinds                                                      []tryKind
 }
 
-func (s *Server) renderTry(w http.ResponseWriter, r *http.Request, status int, f tryForm) {
+func (s *Dashboard) renderTry(w http.ResponseWriter, r *http.Request, status int, f tryForm) {
 	b, err := s.db.CreditBalance(r.Context(), dashUser(r).OrgName)
 	if err != nil {
 		s.dashError(w, r, err)
@@ -47,7 +48,7 @@ func (s *Server) renderTry(w http.ResponseWriter, r *http.Request, status int, f
 	s.render(w, r, status, "try", view{Title: "Try it", Section: "try", Notice: notice(r), Data: f})
 }
 
-func handleTryPage(s *Server) http.Handler {
+func handleTryPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.renderTry(w, r, http.StatusOK, tryForm{})
 	})
@@ -56,7 +57,7 @@ func handleTryPage(s *Server) http.Handler {
 // handleTry enriches from the form: the input checked as the API checks it, then the
 // same task, charge and queue as POST /v1/companies/enrich or /v1/people/enrich.
 // Whatever is refused is refused before anything is charged, and shown on the form.
-func handleTry(s *Server) http.Handler {
+func handleTry(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := parseForm(w, r, enrich.MaxURL); err != nil {
 			s.tryRefused(w, r, readTryForm(r), err)
@@ -70,7 +71,7 @@ func handleTry(s *Server) http.Handler {
 		}
 		u := dashUser(r)
 		tr.OrgID = u.OrgID
-		res, err := s.submitTask(r.Context(), tr)
+		res, err := s.srv.SubmitTask(r.Context(), tr)
 		if err != nil {
 			s.tryRefused(w, r, f, err)
 			return
@@ -93,30 +94,30 @@ func handleTry(s *Server) http.Handler {
 
 // tryRequest builds the task the form asks for, with the input normalised as the API
 // normalises it, or the API's error for it.
-func (s *Server) tryRequest(r *http.Request, kind string) (taskRequest, error) {
-	company := func(c companyRequest) (taskRequest, error) {
-		return c.task(s.norm)
+func (s *Dashboard) tryRequest(r *http.Request, kind string) (server.TaskRequest, error) {
+	company := func(c server.CompanyRequest) (server.TaskRequest, error) {
+		return s.srv.CompanyTask(c)
 	}
-	person := func(p personRequest) (taskRequest, error) {
+	person := func(p server.PersonRequest) (server.TaskRequest, error) {
 		p.FullName, p.Title, p.Location = formValue(r, "fullName"), formValue(r, "title"), formValue(r, "location")
-		return p.task(s.norm)
+		return s.srv.PersonTask(p)
 	}
 	switch kind {
 	case "company_domain":
-		return company(companyRequest{Domain: formValue(r, "domain")})
+		return company(server.CompanyRequest{Domain: formValue(r, "domain")})
 	case "company_url":
-		return company(companyRequest{NetworkURL: formValue(r, "networkUrl")})
+		return company(server.CompanyRequest{NetworkURL: formValue(r, "networkUrl")})
 	case "person_url":
-		return person(personRequest{NetworkURL: formValue(r, "networkUrl")})
+		return person(server.PersonRequest{NetworkURL: formValue(r, "networkUrl")})
 	case "person_email":
-		return person(personRequest{Email: formValue(r, "email")})
+		return person(server.PersonRequest{Email: formValue(r, "email")})
 	}
-	return taskRequest{}, enrich.Errorf(enrich.KindInvalid, "Choose what to look up: a company by domain or page URL, or a person by profile URL or work email.")
+	return server.TaskRequest{}, enrich.Errorf(enrich.KindInvalid, "Choose what to look up: a company by domain or page URL, or a person by profile URL or work email.")
 }
 
 // tryRefused shows the form again with why it was refused, in the status the API
 // would have answered; nothing was charged.
-func (s *Server) tryRefused(w http.ResponseWriter, r *http.Request, f tryForm, err error) {
+func (s *Dashboard) tryRefused(w http.ResponseWriter, r *http.Request, f tryForm, err error) {
 	var e *enrich.Error
 	if !errors.As(err, &e) || e.Kind == enrich.KindInternal {
 		s.dashError(w, r, err)
@@ -126,12 +127,12 @@ func (s *Server) tryRefused(w http.ResponseWriter, r *http.Request, f tryForm, e
 		w.Header().Set("Retry-After", fmt.Sprint(e.RetryAfter))
 	}
 	f.Error = e.Message
-	s.renderTry(w, r, statusOf[e.Kind], f)
+	s.renderTry(w, r, server.StatusOf[e.Kind], f)
 }
 
 // readTryForm is the form as sent, each field bounded for showing back.
 func readTryForm(r *http.Request) tryForm {
-	v := func(name string) string { return clip(r.PostFormValue(name), enrich.MaxURL) }
-	return tryForm{Kind: clip(r.PostFormValue("kind"), 40), Domain: v("domain"), NetworkURL: v("networkUrl"), Email: v("email"),
+	v := func(name string) string { return server.Clip(r.PostFormValue(name), enrich.MaxURL) }
+	return tryForm{Kind: server.Clip(r.PostFormValue("kind"), 40), Domain: v("domain"), NetworkURL: v("networkUrl"), Email: v("email"),
 		FullName: v("fullName"), Title: v("title"), Location: v("location")}
 }

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"crypto/rand"
@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"enrichd/enrich"
+	"enrichd/server"
 	"enrichd/store"
 )
 
@@ -52,7 +53,7 @@ type batchPreview struct {
 	Content, Key             string // the confirm form's fields
 }
 
-func (s *Server) renderBatches(w http.ResponseWriter, r *http.Request, status int, p batchesPage) {
+func (s *Dashboard) renderBatches(w http.ResponseWriter, r *http.Request, status int, p batchesPage) {
 	ctx, u := r.Context(), dashUser(r)
 	var err error
 	if p.Batches, p.Total, err = s.db.ListBatches(ctx, u.OrgID, 0, batchesPerPage); err != nil {
@@ -68,41 +69,41 @@ func (s *Server) renderBatches(w http.ResponseWriter, r *http.Request, status in
 	s.render(w, r, status, "batches", view{Title: "Upload", Section: "batches", Notice: notice(r), Data: p})
 }
 
-func handleBatchesPage(s *Server) http.Handler {
+func handleBatchesPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.renderBatches(w, r, http.StatusOK, batchesPage{})
 	})
 }
 
 // uploadRefused shows the upload form again with why the file was refused.
-func (s *Server) uploadRefused(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Dashboard) uploadRefused(w http.ResponseWriter, r *http.Request, err error) {
 	var e *enrich.Error
 	if !errors.As(err, &e) || e.Kind == enrich.KindInternal || e.Kind == enrich.KindUnavailable {
 		s.dashError(w, r, err)
 		return
 	}
-	s.renderBatches(w, r, statusOf[e.Kind], batchesPage{Error: e.Message, Refused: e.Rows})
+	s.renderBatches(w, r, server.StatusOf[e.Kind], batchesPage{Error: e.Message, Refused: e.Rows})
 }
 
 // uploadFormatOf is the format of an uploaded file: by its name's extension, then by
 // its first byte (a JSON Lines file starts with an object).
-func uploadFormatOf(name string, content []byte) batchFormat {
+func uploadFormatOf(name string, content []byte) server.BatchFormat {
 	switch strings.ToLower(path.Ext(name)) {
 	case ".csv":
-		return formatCSV
+		return server.FormatCSV
 	case ".jsonl", ".ndjson":
-		return formatJSONL
+		return server.FormatJSONL
 	}
 	if strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(string(content[:min(len(content), 64)]), "\ufeff")), "{") {
-		return formatJSONL
+		return server.FormatJSONL
 	}
-	return formatCSV
+	return server.FormatCSV
 }
 
 // handleBatchPreview reads the chosen file and shows what the batch would be: the
 // columns and what each is read as, the first rows, the rows' count and the credits,
 // with a form to confirm. Nothing is made or charged.
-func handleBatchPreview(s *Server) http.Handler {
+func handleBatchPreview(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxUploadForm)
 		if err := r.ParseMultipartForm(maxUploadForm); err != nil {
@@ -123,7 +124,7 @@ func handleBatchPreview(s *Server) http.Handler {
 		objectType := r.FormValue("object_type")
 		format := uploadFormatOf(header.Filename, content)
 		name := strings.ReplaceAll(strings.ToValidUTF8(path.Base(header.Filename), ""), "\x00", "")
-		s.previewBatch(w, r, clip(name, maxBatchName-3), objectType, format, content)
+		s.previewBatch(w, r, server.Clip(name, server.MaxBatchName-3), objectType, format, content)
 	})
 }
 
@@ -140,24 +141,24 @@ func readFilePart(f multipart.File) ([]byte, error) {
 }
 
 // parseDashUpload parses a file as POST /v1/batches parses its body.
-func parseDashUpload(format batchFormat, content []byte) (*upload, error) {
+func parseDashUpload(format server.BatchFormat, content []byte) (*server.Upload, error) {
 	ct := "text/csv"
-	if format == formatJSONL {
+	if format == server.FormatJSONL {
 		ct = "application/x-ndjson"
 	}
 	req, _ := http.NewRequest(http.MethodPost, "/", strings.NewReader(string(content)))
 	req.Header.Set("Content-Type", ct)
-	_, up, err := readUpload(req, format)
+	_, up, err := server.ReadUpload(req, format)
 	return up, err
 }
 
-func (s *Server) previewBatch(w http.ResponseWriter, r *http.Request, name, objectType string, format batchFormat, content []byte) {
+func (s *Dashboard) previewBatch(w http.ResponseWriter, r *http.Request, name, objectType string, format server.BatchFormat, content []byte) {
 	up, err := parseDashUpload(format, content)
 	if err != nil {
 		s.uploadRefused(w, r, err)
 		return
 	}
-	plan, err := s.planBatch(up, objectType)
+	plan, err := s.srv.PlanBatch(up, objectType)
 	if err != nil {
 		s.uploadRefused(w, r, err)
 		return
@@ -167,21 +168,21 @@ func (s *Server) previewBatch(w http.ResponseWriter, r *http.Request, name, obje
 		s.dashError(w, r, err)
 		return
 	}
-	p := batchPreview{Name: name, ObjectType: plan.objectType, RowCount: len(plan.rows), Estimate: plan.estimate, Balance: b.Balance,
+	p := batchPreview{Name: name, ObjectType: plan.ObjectType, RowCount: len(plan.Rows), Estimate: plan.Estimate, Balance: b.Balance,
 		Content: base64.RawURLEncoding.EncodeToString(content), Format: "csv", Key: rand.Text()}
-	if format == formatJSONL {
+	if format == server.FormatJSONL {
 		p.Format = "jsonl"
 	}
-	for _, c := range up.columns {
+	for _, c := range up.Columns() {
 		use := "kept as it is"
-		for _, in := range batchInputColumns {
+		for _, in := range server.BatchInputColumns {
 			if strings.EqualFold(c, in) {
 				use = "read as " + in
 			}
 		}
 		p.Columns = append(p.Columns, batchColumn{Name: c, Use: use})
 	}
-	for _, row := range plan.rows[:min(previewRows, len(plan.rows))] {
+	for _, row := range plan.Rows[:min(previewRows, len(plan.Rows))] {
 		p.Rows = append(p.Rows, row.Values)
 	}
 	s.render(w, r, http.StatusOK, "batch_preview", view{Title: "Upload: check and confirm", Section: "batches", Data: p})
@@ -190,7 +191,7 @@ func (s *Server) previewBatch(w http.ResponseWriter, r *http.Request, name, obje
 // handleCreateBatchForm makes the batch the preview showed: the file comes back in the
 // confirm form, and the form's key (made for the preview) is the batch's
 // Idempotency-Key, so a second click, or the form sent again, gives the same batch.
-func handleCreateBatchForm(s *Server) http.Handler {
+func handleCreateBatchForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxUploadForm)
 		if err := r.ParseForm(); err != nil {
@@ -202,9 +203,9 @@ func handleCreateBatchForm(s *Server) http.Handler {
 			s.uploadRefused(w, r, enrich.Errorf(enrich.KindInvalid, "the form does not hold the file it previewed; upload the file again"))
 			return
 		}
-		format := formatCSV
+		format := server.FormatCSV
 		if r.PostFormValue("format") == "jsonl" {
-			format = formatJSONL
+			format = server.FormatJSONL
 		}
 		up, err := parseDashUpload(format, content)
 		if err != nil {
@@ -218,7 +219,7 @@ func handleCreateBatchForm(s *Server) http.Handler {
 		if key != "" {
 			key = "dashboard-upload-" + key
 		}
-		b, _, err := s.createBatch(r.Context(), dashUser(r).OrgID, content, up, r.PostFormValue("object_type"), clip(r.PostFormValue("name"), maxBatchName), key)
+		b, _, err := s.srv.CreateBatch(r.Context(), dashUser(r).OrgID, content, up, r.PostFormValue("object_type"), server.Clip(r.PostFormValue("name"), server.MaxBatchName), key)
 		if err != nil {
 			s.uploadRefused(w, r, err)
 			return
@@ -227,8 +228,8 @@ func handleCreateBatchForm(s *Server) http.Handler {
 	})
 }
 
-func (s *Server) dashBatch(w http.ResponseWriter, r *http.Request) (*store.Batch, bool) {
-	b, err := s.batchOf(r, dashUser(r).OrgID)
+func (s *Dashboard) dashBatch(w http.ResponseWriter, r *http.Request) (*store.Batch, bool) {
+	b, err := s.srv.BatchOf(r, dashUser(r).OrgID)
 	if err != nil {
 		s.dashError(w, r, err)
 		return nil, false
@@ -238,7 +239,7 @@ func (s *Server) dashBatch(w http.ResponseWriter, r *http.Request) (*store.Batch
 
 // handleBatchPage shows a batch's progress; htmx polls its progress fragment while it
 // runs, and without JavaScript the page has a link to itself.
-func handleBatchPage(s *Server) http.Handler {
+func handleBatchPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, ok := s.dashBatch(w, r)
 		if !ok {
@@ -252,16 +253,16 @@ func handleBatchPage(s *Server) http.Handler {
 	})
 }
 
-func handleDashBatchResults(s *Server) http.Handler {
+func handleDashBatchResults(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, ok := s.dashBatch(w, r)
 		if !ok {
 			return
 		}
-		format := formatCSV
+		format := server.FormatCSV
 		if r.URL.Query().Get("format") == "jsonl" {
-			format = formatJSONL
+			format = server.FormatJSONL
 		}
-		s.writeBatchResults(w, r, b, format, s.dashError)
+		s.srv.WriteBatchResults(w, r, b, format, s.dashError)
 	})
 }

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/server"
 	"enrichd/store"
 
 	"github.com/google/uuid"
@@ -30,8 +31,8 @@ func (q taskQuery) Filtered() bool {
 // parseTaskQuery reads the list's filter from the URL into what FindTasks takes. The
 // dates are whole UTC days, both ends included.
 func parseTaskQuery(v url.Values) (taskQuery, store.TaskFilter, error) {
-	q := taskQuery{Status: clip(v.Get("status"), 40), Type: clip(v.Get("type"), 40), Loop: clip(v.Get("loop"), 100),
-		From: clip(v.Get("from"), 40), To: clip(v.Get("to"), 40), Before: clip(v.Get("before"), 200)}
+	q := taskQuery{Status: server.Clip(v.Get("status"), 40), Type: server.Clip(v.Get("type"), 40), Loop: server.Clip(v.Get("loop"), 100),
+		From: server.Clip(v.Get("from"), 40), To: server.Clip(v.Get("to"), 40), Before: server.Clip(v.Get("before"), 200)}
 	f := store.TaskFilter{Status: q.Status, ObjectType: q.Type}
 	if q.Loop != "" {
 		id, err := uuid.Parse(q.Loop)
@@ -72,7 +73,7 @@ func parseTaskQuery(v url.Values) (taskQuery, store.TaskFilter, error) {
 // taskStatuses are the statuses the list filters by, in a task's life order.
 var taskStatuses = []string{store.StatusQueued, store.StatusRunning, store.StatusSucceeded, store.StatusFailed, store.StatusCanceled}
 
-func handleTaskList(s *Server) http.Handler {
+func handleTaskList(s *Dashboard) http.Handler {
 	type data struct {
 		Q        taskQuery
 		Tasks    []*store.Task
@@ -148,12 +149,12 @@ type taskPage struct {
 // API's Retry-After says.
 func (taskPage) PollSeconds() int { return 2 }
 
-func handleTaskPage(s *Server) http.Handler {
+func handleTaskPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := dashUser(r)
 		ctx := r.Context()
-		id := pathID(r)
-		t, err := s.db.GetTask(ctx, u.OrgID, clip(id, 100))
+		id := server.PathID(r)
+		t, err := s.db.GetTask(ctx, u.OrgID, server.Clip(id, 100))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -186,10 +187,10 @@ func handleTaskPage(s *Server) http.Handler {
 	})
 }
 
-func handleDashCancelTask(s *Server) http.Handler {
+func handleDashCancelTask(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := dashUser(r)
-		t, err := s.cancelTask(r.Context(), u.OrgID, clip(pathID(r), 100))
+		t, err := s.srv.CancelTask(r.Context(), u.OrgID, server.Clip(server.PathID(r), 100))
 		if err != nil {
 			s.dashError(w, r, err)
 			return

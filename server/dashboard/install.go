@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"bytes"
@@ -13,15 +13,16 @@ import (
 	"sync"
 
 	"enrichd/enrich"
+	"enrichd/server"
 	"enrichd/store"
 )
 
 // The first-start page is where the link `enrichd serve` prints on a database with no
 // user leads: it creates the first organization and its admin, and signs the admin in.
 // The link is checked when the page is shown and used up when the form is sent.
-func handleInstallPage(s *Server) http.Handler {
+func handleInstallPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := clip(r.URL.Query().Get("token"), 100)
+		token := server.Clip(r.URL.Query().Get("token"), 100)
 		if err := s.db.CheckInstallLink(r.Context(), token); err != nil {
 			s.dashError(w, r, err)
 			return
@@ -37,13 +38,13 @@ type installForm struct {
 	Min                      int
 }
 
-func handleInstall(s *Server) http.Handler {
+func handleInstall(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := parseForm(w, r, maxPassword+1); err != nil {
 			s.dashError(w, r, err)
 			return
 		}
-		f := installForm{Token: clip(r.PostFormValue("token"), 100), Min: minPassword,
+		f := installForm{Token: server.Clip(r.PostFormValue("token"), 100), Min: minPassword,
 			Org: strings.TrimSpace(r.PostFormValue("org")), Email: store.NormalEmail(r.PostFormValue("email"))}
 		ctx := r.Context()
 		if err := s.db.CheckInstallLink(ctx, f.Token); err != nil {
@@ -73,7 +74,7 @@ func handleInstall(s *Server) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		info(r).orgID = u.OrgID
+		server.SetRequestOrg(r, u.OrgID)
 		if err := s.endSessionOf(r); err != nil {
 			s.dashError(w, r, err)
 			return

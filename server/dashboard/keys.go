@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"enrichd/enrich"
+	"enrichd/server"
 	"enrichd/store"
 )
 
@@ -24,7 +25,7 @@ type keysData struct {
 }
 
 // renderKeys writes the keys page of the signed-in user's organization, newest first.
-func (s *Server) renderKeys(w http.ResponseWriter, r *http.Request, status int, notice string, d keysData) {
+func (s *Dashboard) renderKeys(w http.ResponseWriter, r *http.Request, status int, notice string, d keysData) {
 	keys, err := s.db.ListKeys(r.Context(), dashUser(r).OrgName)
 	if err != nil {
 		s.dashError(w, r, err)
@@ -35,7 +36,7 @@ func (s *Server) renderKeys(w http.ResponseWriter, r *http.Request, status int, 
 	s.render(w, r, status, "keys", view{Title: "API keys", Section: "keys", Notice: notice, Data: d})
 }
 
-func handleKeys(s *Server) http.Handler {
+func handleKeys(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.renderKeys(w, r, http.StatusOK, notice(r), keysData{})
 	})
@@ -43,7 +44,7 @@ func handleKeys(s *Server) http.Handler {
 
 // handleCreateKey answers with the page itself rather than a redirect: the new key is
 // shown once, in this answer, and never travels in a URL.
-func handleCreateKey(s *Server) http.Handler {
+func handleCreateKey(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := parseForm(w, r, maxKeyName); err != nil {
 			s.dashError(w, r, err)
@@ -63,12 +64,12 @@ func handleCreateKey(s *Server) http.Handler {
 // maxKeyID bounds the id in a revoke URL: a key's id is a UUID.
 const maxKeyID = 64
 
-func handleRevokeKey(s *Server) http.Handler {
+func handleRevokeKey(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := dashUser(r)
 		noSuchKey := &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found",
 			Message: "Your organization has no such key."}
-		id := pathID(r)
+		id := server.PathID(r)
 		if id == "" || len(id) > maxKeyID {
 			s.dashError(w, r, noSuchKey)
 			return

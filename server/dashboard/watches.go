@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"math"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"enrichd/enrich"
+	"enrichd/server"
 	"enrichd/store"
 	"enrichd/watch"
 )
@@ -19,7 +20,7 @@ import (
 const watchesPerPage = 50
 
 // maxWatchesPage is the last page the pager goes to, as deep as the API's lists go.
-const maxWatchesPage = maxPageOffset/watchesPerPage + 1
+const maxWatchesPage = server.MaxPageOffset/watchesPerPage + 1
 
 // watchForm is what the create form shows: the values just sent and why they were
 // refused.
@@ -47,9 +48,9 @@ type watchesPage struct {
 	Create             watchForm
 }
 
-func handleWatchesPage(s *Server) http.Handler {
+func handleWatchesPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		page, err := intParam(r.URL.Query(), "page", 1, 1, maxWatchesPage)
+		page, err := server.IntParam(r.URL.Query(), "page", 1, 1, maxWatchesPage)
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -58,7 +59,7 @@ func handleWatchesPage(s *Server) http.Handler {
 	})
 }
 
-func (s *Server) renderWatches(w http.ResponseWriter, r *http.Request, status, page int, create watchForm, note string) {
+func (s *Dashboard) renderWatches(w http.ResponseWriter, r *http.Request, status, page int, create watchForm, note string) {
 	ctx, orgID := r.Context(), dashUser(r).OrgID
 	watches, total, err := s.db.ListWatches(ctx, orgID, store.WatchFilter{Page: page - 1, PageSize: watchesPerPage})
 	if err != nil {
@@ -91,7 +92,7 @@ func (s *Server) renderWatches(w http.ResponseWriter, r *http.Request, status, p
 	s.render(w, r, status, "watches", view{Title: "Watches", Section: "watches", Notice: note, Data: p})
 }
 
-func handleCreateWatchForm(s *Server) http.Handler {
+func handleCreateWatchForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, u := r.Context(), dashUser(r)
 		form := watchForm{ObjectType: enrich.ObjectCompany, EveryDays: store.DefaultWatchDays}
@@ -99,8 +100,8 @@ func handleCreateWatchForm(s *Server) http.Handler {
 			if err := parseForm(w, r, maxLoopField); err != nil {
 				return nil, err
 			}
-			req := watchCreate{ObjectType: formValue(r, "object_type"), LoopID: formValue(r, "loop_id"),
-				enrichInput: enrichInput{Domain: formValue(r, "domain"), NetworkURL: formValue(r, "networkUrl"), Email: formValue(r, "email")}}
+			req := server.WatchCreate{ObjectType: formValue(r, "object_type"), LoopID: formValue(r, "loop_id")}
+			req.Domain, req.NetworkURL, req.Email = formValue(r, "domain"), formValue(r, "networkUrl"), formValue(r, "email")
 			form = watchForm{ObjectType: loopText(req.ObjectType), Domain: loopText(req.Domain), NetworkURL: loopText(req.NetworkURL),
 				Email: loopText(req.Email), LoopID: loopText(req.LoopID), Fields: strings.TrimSpace(r.PostFormValue("fields")),
 				NotifyUnchanged: r.PostForm.Has("notify_unchanged"), EveryDays: store.DefaultWatchDays}
@@ -123,7 +124,7 @@ func handleCreateWatchForm(s *Server) http.Handler {
 			if form.NotifyUnchanged {
 				req.NotifyUnchanged = &form.NotifyUnchanged
 			}
-			nw, err := s.newWatch(u.OrgID, req, s.db.Now())
+			nw, err := s.srv.NewWatch(u.OrgID, req, s.db.Now())
 			if err != nil {
 				return nil, err
 			}
@@ -144,9 +145,9 @@ func handleCreateWatchForm(s *Server) http.Handler {
 }
 
 // handleSetWatchEnabled pauses or resumes a watch, as PATCH {"enabled": ...} does.
-func handleSetWatchEnabled(s *Server, enabled bool) http.Handler {
+func handleSetWatchEnabled(s *Dashboard, enabled bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		wt, err := s.updateWatch(r.Context(), dashUser(r).OrgID, pathID(r), watchChange{Enabled: &enabled})
+		wt, err := s.srv.UpdateWatch(r.Context(), dashUser(r).OrgID, server.PathID(r), server.WatchChange{Enabled: &enabled})
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -160,15 +161,15 @@ func handleSetWatchEnabled(s *Server, enabled bool) http.Handler {
 }
 
 // handleRunWatchForm checks a watch now, as POST /v1/watches/{id}/run does.
-func handleRunWatchForm(s *Server) http.Handler {
+func handleRunWatchForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		wt, err := s.db.GetWatch(ctx, dashUser(r).OrgID, pathID(r))
+		wt, err := s.db.GetWatch(ctx, dashUser(r).OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
 		}
-		res, err := s.submitTask(ctx, taskRequest{OrgID: wt.OrgID, Input: watchTaskInput(wt), Fields: wt.Input, WatchID: &wt.ID,
+		res, err := s.srv.SubmitTask(ctx, server.TaskRequest{OrgID: wt.OrgID, Input: server.WatchTaskInput(wt), Fields: wt.Input, WatchID: &wt.ID,
 			Route: "run_watch", Endpoint: "POST /v1/watches/" + wt.ID + "/run"})
 		if err != nil {
 			s.dashError(w, r, err)
@@ -178,10 +179,10 @@ func handleRunWatchForm(s *Server) http.Handler {
 	})
 }
 
-func handleDeleteWatchForm(s *Server) http.Handler {
+func handleDeleteWatchForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, u := r.Context(), dashUser(r)
-		wt, err := s.db.GetWatch(ctx, u.OrgID, pathID(r))
+		wt, err := s.db.GetWatch(ctx, u.OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"net/http"
@@ -83,7 +83,7 @@ func newSpendChart(days []store.CreditDay) spendChart {
 // spent is what a day cost: charges less what was refunded.
 func spent(d store.CreditDay) int64 { return max(d.Charged-d.Refunded, 0) }
 
-func handleOverview(s *Server) http.Handler {
+func handleOverview(s *Dashboard) http.Handler {
 	type data struct {
 		Balance          store.Balance
 		Grants           []store.Grant

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/server"
 	"enrichd/store"
 )
 
@@ -67,7 +68,7 @@ type loopPage struct {
 
 // runForm is the "Run" form: the input sent, and why it was refused.
 type runForm struct {
-	Input loopRun
+	Input server.LoopRun
 	Error string
 }
 
@@ -89,7 +90,7 @@ func loopRefusal(w http.ResponseWriter, err error) (status int, msg string, ok b
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	return statusOf[e.Kind], e.Message, true
+	return server.StatusOf[e.Kind], e.Message, true
 }
 
 // loopFormField is a form field trimmed, nil only when the form did not have it: a
@@ -120,13 +121,13 @@ func loopEditForm(l *store.Loop) loopForm {
 	return loopForm{Name: l.Name, WebhookURL: l.Destination.URL, ObjectType: l.ObjectType, Enabled: l.Enabled}
 }
 
-func handleLoopsPage(s *Server) http.Handler {
+func handleLoopsPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.renderLoops(w, r, http.StatusOK, loopForm{ObjectType: enrich.ObjectCompany, Enabled: true}, notice(r))
 	})
 }
 
-func (s *Server) renderLoops(w http.ResponseWriter, r *http.Request, status int, create loopForm, note string) {
+func (s *Dashboard) renderLoops(w http.ResponseWriter, r *http.Request, status int, create loopForm, note string) {
 	loops, err := s.db.ListLoops(r.Context(), dashUser(r).OrgID)
 	if err != nil {
 		s.dashError(w, r, err)
@@ -135,7 +136,7 @@ func (s *Server) renderLoops(w http.ResponseWriter, r *http.Request, status int,
 	s.render(w, r, status, "loops", view{Title: "Loops", Section: "loops", Notice: note, Data: loopsPage{Loops: loops, Create: create}})
 }
 
-func handleCreateLoopForm(s *Server) http.Handler {
+func handleCreateLoopForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, u := r.Context(), dashUser(r)
 		form := loopForm{ObjectType: enrich.ObjectCompany, Enabled: true}
@@ -143,11 +144,11 @@ func handleCreateLoopForm(s *Server) http.Handler {
 			if err := parseForm(w, r, maxLoopField); err != nil {
 				return nil, err
 			}
-			req := loopCreate{Name: formValue(r, "name"), WebhookURL: formValue(r, "webhook_url"),
+			req := server.LoopCreate{Name: formValue(r, "name"), WebhookURL: formValue(r, "webhook_url"),
 				ObjectType: formValue(r, "object_type"), Enabled: loopCheckbox(r, "enabled")}
 			form = loopForm{Name: loopText(req.Name), WebhookURL: loopText(req.WebhookURL), ObjectType: loopText(req.ObjectType), Enabled: *req.Enabled}
 			// The URL check looks the host up: before the store's transaction, as the API does.
-			nl, err := s.newLoop(ctx, u.OrgID, req)
+			nl, err := s.srv.NewLoop(ctx, u.OrgID, req)
 			if err != nil {
 				return nil, err
 			}
@@ -169,7 +170,7 @@ func handleCreateLoopForm(s *Server) http.Handler {
 }
 
 // loopPage reads what the page of the Loop l shows: its deliveries, a page of them.
-func (s *Server) loopPage(ctx context.Context, l *store.Loop, page int) (*loopPage, error) {
+func (s *Dashboard) loopPage(ctx context.Context, l *store.Loop, page int) (*loopPage, error) {
 	deliveries, total, err := s.db.ListDeliveries(ctx, l.OrgID, l.ID, page-1, deliveriesPerPage)
 	if err != nil {
 		return nil, err
@@ -187,16 +188,16 @@ func (s *Server) loopPage(ctx context.Context, l *store.Loop, page int) (*loopPa
 
 // maxDeliveriesPage is the last page of deliveries a Loop's page goes to: OFFSET walks
 // every row it skips, and the API stops at the same depth.
-const maxDeliveriesPage = maxPageOffset/deliveriesPerPage + 1
+const maxDeliveriesPage = server.MaxPageOffset/deliveriesPerPage + 1
 
-func handleLoopPage(s *Server) http.Handler {
+func handleLoopPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l, err := s.db.GetLoop(r.Context(), dashUser(r).OrgID, pathID(r))
+		l, err := s.db.GetLoop(r.Context(), dashUser(r).OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
 		}
-		page, err := intParam(r.URL.Query(), "page", 1, 1, maxDeliveriesPage)
+		page, err := server.IntParam(r.URL.Query(), "page", 1, 1, maxDeliveriesPage)
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -207,7 +208,7 @@ func handleLoopPage(s *Server) http.Handler {
 
 // refuseLoopForm shows a Loop's page again with a form's refusal beside the form; set
 // puts the message in the page. A failure of ours gets the error page.
-func (s *Server) refuseLoopForm(w http.ResponseWriter, r *http.Request, l *store.Loop, err error, set func(p *loopPage, msg string)) {
+func (s *Dashboard) refuseLoopForm(w http.ResponseWriter, r *http.Request, l *store.Loop, err error, set func(p *loopPage, msg string)) {
 	status, msg, ok := loopRefusal(w, err)
 	if !ok {
 		s.dashError(w, r, err)
@@ -218,7 +219,7 @@ func (s *Server) refuseLoopForm(w http.ResponseWriter, r *http.Request, l *store
 
 // showLoop renders the page of the Loop l at its page of deliveries, with a notice,
 // after set (when not nil) has added what the answer to a form shows.
-func (s *Server) showLoop(w http.ResponseWriter, r *http.Request, status int, l *store.Loop, page int, notice string, set func(p *loopPage)) {
+func (s *Dashboard) showLoop(w http.ResponseWriter, r *http.Request, status int, l *store.Loop, page int, notice string, set func(p *loopPage)) {
 	p, err := s.loopPage(r.Context(), l, page)
 	if err != nil {
 		s.dashError(w, r, err)
@@ -230,10 +231,10 @@ func (s *Server) showLoop(w http.ResponseWriter, r *http.Request, status int, l 
 	s.render(w, r, status, "loop", view{Title: l.Name, Section: "loops", Notice: notice, Data: p})
 }
 
-func handleEditLoopForm(s *Server) http.Handler {
+func handleEditLoopForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		current, err := s.db.GetLoop(ctx, dashUser(r).OrgID, pathID(r))
+		current, err := s.db.GetLoop(ctx, dashUser(r).OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -243,7 +244,7 @@ func handleEditLoopForm(s *Server) http.Handler {
 			if err := parseForm(w, r, maxLoopField); err != nil {
 				return nil, err
 			}
-			change := loopChange{Name: loopFormField(r, "name"), WebhookURL: loopFormField(r, "webhook_url"), Enabled: loopCheckbox(r, "enabled")}
+			change := server.LoopChange{Name: loopFormField(r, "name"), WebhookURL: loopFormField(r, "webhook_url"), Enabled: loopCheckbox(r, "enabled")}
 			if change.Name != nil {
 				sent.Name = *change.Name
 			}
@@ -256,7 +257,7 @@ func handleEditLoopForm(s *Server) http.Handler {
 				}
 			}
 			sent.Enabled = *change.Enabled
-			patch, err := s.loopPatch(ctx, current, change)
+			patch, err := s.srv.LoopPatch(ctx, current, change)
 			if err != nil {
 				return nil, err
 			}
@@ -270,7 +271,7 @@ func handleEditLoopForm(s *Server) http.Handler {
 	})
 }
 
-func handleRotateLoopSecret(s *Server) http.Handler {
+func handleRotateLoopSecret(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		grace := store.DefaultSecretGrace
 		if err := parseForm(w, r, maxLoopField); err != nil {
@@ -285,7 +286,7 @@ func handleRotateLoopSecret(s *Server) http.Handler {
 			}
 			grace = time.Duration(hours * float64(time.Hour)).Round(time.Second)
 		}
-		l, err := s.db.RotateLoopSecret(r.Context(), dashUser(r).OrgID, pathID(r), grace)
+		l, err := s.db.RotateLoopSecret(r.Context(), dashUser(r).OrgID, server.PathID(r), grace)
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -301,9 +302,9 @@ func handleRotateLoopSecret(s *Server) http.Handler {
 
 // handleLoopDestinationForm enables a Loop's destination again (after its receiver
 // answered 410 Gone), or disables it: the form's enabled is "true" or "false".
-func handleLoopDestinationForm(s *Server) http.Handler {
+func handleLoopDestinationForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		current, err := s.db.GetLoop(r.Context(), dashUser(r).OrgID, pathID(r))
+		current, err := s.db.GetLoop(r.Context(), dashUser(r).OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -330,15 +331,15 @@ func handleLoopDestinationForm(s *Server) http.Handler {
 	})
 }
 
-func handleTestLoopForm(s *Server) http.Handler {
+func handleTestLoopForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, u := r.Context(), dashUser(r)
-		d, err := s.db.CreateTestDelivery(ctx, u.OrgID, pathID(r))
+		d, err := s.db.CreateTestDelivery(ctx, u.OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
 		}
-		s.sender.Wake()
+		s.srv.WakeSender()
 		res, err := s.awaitFirstAttempt(ctx, d)
 		if err != nil {
 			s.dashError(w, r, err)
@@ -359,7 +360,7 @@ func handleTestLoopForm(s *Server) http.Handler {
 
 // awaitFirstAttempt waits, at most testEventWait and no longer than the request lasts,
 // until the sender has recorded the delivery's first attempt.
-func (s *Server) awaitFirstAttempt(ctx context.Context, d *store.Delivery) (*testResult, error) {
+func (s *Dashboard) awaitFirstAttempt(ctx context.Context, d *store.Delivery) (*testResult, error) {
 	deadline := time.NewTimer(testEventWait)
 	defer deadline.Stop()
 	poll := time.NewTicker(testEventPoll)
@@ -386,27 +387,27 @@ func (s *Server) awaitFirstAttempt(ctx context.Context, d *store.Delivery) (*tes
 	}
 }
 
-func handleRunLoopForm(s *Server) http.Handler {
+func handleRunLoopForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		l, err := s.db.GetLoop(ctx, dashUser(r).OrgID, pathID(r))
+		l, err := s.db.GetLoop(ctx, dashUser(r).OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
 		}
-		var req loopRun
+		var req server.LoopRun
 		res, err := func() (*store.Enqueued, error) {
 			if err := parseForm(w, r, maxLoopField); err != nil {
 				return nil, err
 			}
-			req = loopRun{Domain: formValue(r, "domain"), NetworkURL: formValue(r, "networkUrl"), Email: formValue(r, "email"),
+			req = server.LoopRun{Domain: formValue(r, "domain"), NetworkURL: formValue(r, "networkUrl"), Email: formValue(r, "email"),
 				FullName: formValue(r, "fullName"), Title: formValue(r, "title"), Location: formValue(r, "location")}
-			in, err := s.loopRunInput(l, req)
+			in, err := s.srv.LoopRunInput(l, req)
 			if err != nil {
 				return nil, err
 			}
 			// The task the API's POST /v1/loops/{id}/run makes: same input, charge and Loop.
-			return s.submitTask(ctx, taskRequest{OrgID: l.OrgID, Input: in, LoopID: &l.ID, Fields: req,
+			return s.srv.SubmitTask(ctx, server.TaskRequest{OrgID: l.OrgID, Input: in, LoopID: &l.ID, Fields: req,
 				Route: "run_loop", Endpoint: "POST /v1/loops/" + l.ID + "/run"})
 		}()
 		if err != nil {
@@ -419,10 +420,10 @@ func handleRunLoopForm(s *Server) http.Handler {
 	})
 }
 
-func handleDeleteLoopForm(s *Server) http.Handler {
+func handleDeleteLoopForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, u := r.Context(), dashUser(r)
-		l, err := s.db.GetLoop(ctx, u.OrgID, pathID(r))
+		l, err := s.db.GetLoop(ctx, u.OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
