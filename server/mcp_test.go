@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"enrichd/server"
+	"enrichd/store/storetest"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/matryer/is"
@@ -657,8 +658,8 @@ func TestMCPStorageUnavailable(t *testing.T) {
 	e := newEnv(t)
 	cs := e.mcp(e.key)
 	files := []string{e.path, e.path + "-wal"} // not -shm: it is mapped in memory
-	chattr(t, "+i", files...)
-	defer chattr(t, "-i", files...)
+	storetest.Chattr(t, "+i", files...)
+	defer storetest.Chattr(t, "-i", files...)
 
 	api := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "acme.com"})
 	checkStorageUnavailable(t, api)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"database/sql"
+	"enrichd/store/storetest"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -20,7 +21,7 @@ import (
 // their lease has run out.
 func TestStorageSmallDiskRecoversByItself(t *testing.T) {
 	sqliteOnly(t, "storage faults are made on the database file")
-	dir := mountTmpfs(t, "2m")
+	dir := storetest.MountTmpfs(t, "2m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
 	e.key, _ = e.newOrg("small", 1_000_000)
 	var accepted []string

@@ -75,7 +75,7 @@ func checkStorageUnavailable(t *testing.T, r *response) {
 func TestStorageFullDisk(t *testing.T) {
 	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
-	dir := mountTmpfs(t, "8m")
+	dir := storetest.MountTmpfs(t, "8m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
 	e.net.addCompany(company("Before", "before.example"))
 	e.net.addCompany(company("After", "after.example"))
@@ -160,7 +160,7 @@ func TestStorageReadOnlyFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	chattr(t, "+i", files...)
+	storetest.Chattr(t, "+i", files...)
 	if f, err := os.OpenFile(e.path+"-wal", os.O_WRONLY, 0); err == nil {
 		f.Close()
 		t.Fatal("the write-ahead log can still be opened for writing")
@@ -175,7 +175,7 @@ func TestStorageReadOnlyFile(t *testing.T) {
 	is.True(strings.Contains(ready.str("reason"), "the database does not take writes"))
 	is.Equal(storageLogCounts(e.logs.String()), []int{1})
 
-	chattr(t, "-i", files...)
+	storetest.Chattr(t, "-i", files...)
 	waitReady(t, e, 200)
 	e.startWorkers()
 	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
@@ -190,7 +190,7 @@ func TestStorageReadOnlyFile(t *testing.T) {
 func TestStorageWorkersAndSenderWait(t *testing.T) {
 	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
-	dir := mountTmpfs(t, "8m")
+	dir := storetest.MountTmpfs(t, "8m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, allowPrivateWebhooks)
 	e.net.addCompany(company("Queued", "queued.example"))
 	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "queued.example"})
@@ -235,7 +235,7 @@ func readOnly(t *testing.T, path string) (undo func()) {
 	}
 	immutable := os.Geteuid() == 0
 	if immutable {
-		chattr(t, "+i", path)
+		storetest.Chattr(t, "+i", path)
 	}
 	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
 		f.Close()
@@ -243,7 +243,7 @@ func readOnly(t *testing.T, path string) (undo func()) {
 	}
 	return func() {
 		if immutable {
-			chattr(t, "-i", path)
+			storetest.Chattr(t, "-i", path)
 		}
 		if err := os.Chmod(path, 0o600); err != nil {
 			t.Fatal(err)
@@ -319,7 +319,7 @@ func waitFailures(t *testing.T, e *env, n uint64) {
 func TestStorageMaintenanceStaysQuiet(t *testing.T) {
 	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
-	dir := mountTmpfs(t, "8m")
+	dir := storetest.MountTmpfs(t, "8m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, func(c *server.Config) {
 		c.MaintenanceInterval = 10 * time.Millisecond
 		c.Retain = 24 * time.Hour
@@ -359,7 +359,7 @@ func TestStorageMaintenanceStaysQuiet(t *testing.T) {
 func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
 	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
-	dir := mountTmpfs(t, "8m")
+	dir := storetest.MountTmpfs(t, "8m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, func(c *server.Config) { c.Lease = time.Hour })
 	e.net.addCompany(company("Slow", "slow.example"))
 	release := e.net.hold()
@@ -392,7 +392,7 @@ func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
 func TestStorageFullDiskBatches(t *testing.T) {
 	sqliteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
-	dir := mountTmpfs(t, "8m")
+	dir := storetest.MountTmpfs(t, "8m")
 	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
 	e.net.addCompany(company("Acme", "acme.com"))
 	e.net.addCompany(company("Globex", "globex.com"))

@@ -2,12 +2,22 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+)
+
+// The storage tests put the database on a small tmpfs, or make its file immutable:
+// both take root, and skip without it. Where a variable below is 1 (.ci/run sets both
+// when it runs as root) such a refusal fails the test instead, so that these tests
+// cannot stop running unseen.
+const (
+	RequireMount  = "ENRICHD_REQUIRE_MOUNT"
+	RequireChattr = "ENRICHD_REQUIRE_CHATTR"
 )
 
 // MountTmpfs mounts a tmpfs of the given size ("8m") on a new directory and unmounts
@@ -19,8 +29,12 @@ func MountTmpfs(t testing.TB, size string) string {
 	dir := t.TempDir()
 	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput()
 	if err != nil {
-		t.Skipf("this test puts the database on a small tmpfs and fills it; mounting one was refused here (it takes root): %v: %s",
+		why := fmt.Sprintf("this test puts the database on a small tmpfs and fills it; mounting one was refused here (it takes root): %v: %s",
 			err, strings.TrimSpace(string(out)))
+		if os.Getenv(RequireMount) == "1" {
+			t.Fatalf("%s; %s=1 requires it", why, RequireMount)
+		}
+		t.Skip(why)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
@@ -70,8 +84,12 @@ func Chattr(t testing.TB, flag string, paths ...string) {
 	out, err := exec.Command("chattr", append([]string{flag}, paths...)...).CombinedOutput()
 	if err != nil {
 		if flag == "+i" {
-			t.Skipf("this test makes the database file read-only with chattr +i; that was refused here (it takes root): %v: %s",
+			why := fmt.Sprintf("this test makes the database file read-only with chattr +i; that was refused here (it takes root): %v: %s",
 				err, strings.TrimSpace(string(out)))
+			if os.Getenv(RequireChattr) == "1" {
+				t.Fatalf("%s; %s=1 requires it", why, RequireChattr)
+			}
+			t.Skip(why)
 		}
 		t.Fatalf("chattr %s: %v: %s", flag, err, out)
 	}
