@@ -193,11 +193,15 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 
 	// An address at its cap with keep-alive connections idle: its new connection is
 	// served, and its own idle one closed, rather than refused.
+	// The server marks a connection idle just after it writes the answer the client
+	// reads: a pause between them keeps their order plain on a loaded machine (under
+	// -race, next to other test processes, the marks were seen out of order).
 	var idle []net.Conn
 	for range 3 {
 		c := dialFrom(t, "127.0.0.3", addr)
 		is.NoErr(get(t, c, bufio.NewReader(c)))
 		idle = append(idle, c)
+		time.Sleep(200 * time.Millisecond)
 	}
 	next := dialFrom(t, "127.0.0.3", addr)
 	is.NoErr(get(t, next, bufio.NewReader(next)))
