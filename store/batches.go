@@ -265,7 +265,7 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 	}
 	var out *Batch
 	var replayed bool
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		out, replayed = nil, false
 		if nb.IdempotencyKey != "" {
 			b, err := findBatchByKey(ctx, tx, nb)
@@ -452,7 +452,7 @@ func (db *DB) FailBatchRow(ctx context.Context, batchID string, row int, e *enri
 	if err != nil {
 		return err
 	}
-	return db.write(ctx, func(tx Tx) error {
+	return db.Write(ctx, func(tx Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE batch_rows SET error = ? WHERE batch_id = ? AND row_number = ? AND task_id IS NULL`,
 			string(raw), batchID, row)
 		return err

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -173,7 +174,7 @@ func (db *DB) GrantCredits(ctx context.Context, orgName string, amount int64, ex
 		return 0, enrich.Errorf(enrich.KindInvalid, "amount must be a positive number of credits")
 	}
 	var grantID int64
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
 			return err
@@ -195,7 +196,7 @@ func (db *DB) GrantCredits(ctx context.Context, orgName string, amount int64, ex
 // CreditBalance returns the organization's balance after writing off expired grants.
 func (db *DB) CreditBalance(ctx context.Context, orgName string) (Balance, error) {
 	var b Balance
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
 			return err
@@ -225,7 +226,7 @@ func (db *DB) ListGrants(ctx context.Context, orgID string) ([]Grant, error) {
 	rows, err := db.Reader().Query(ctx, listGrantsQuery, orgID)
 	return orEmpty(collect(rows, err, func(r Row) (Grant, error) {
 		var g Grant
-		var expires, expired *int64
+		var expires, expired sql.NullInt64
 		var created int64
 		err := r.Scan(&g.ID, &g.Amount, &g.Remaining, &expires, &expired, &created)
 		g.ExpiresAt, g.ExpiredAt, g.CreatedAt = fromNullMS(expires), fromNullMS(expired), fromMS(created)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"net/http"
 	"slices"
@@ -177,7 +178,7 @@ const deliveryColumns = `id, loop_id, org_id, event, task_id, status, attempts, 
 // scanDelivery reads a delivery selected as deliveryColumns, then extra.
 func scanDelivery(row Row, extra ...any) (*Delivery, error) {
 	var d Delivery
-	var next, last *int64
+	var next, last sql.NullInt64
 	var created int64
 	dest := append([]any{&d.ID, &d.LoopID, &d.OrgID, &d.Event, &d.TaskID, &d.Status, &d.Attempts, &next, &last,
 		&d.LastStatusCode, &d.LastError, &created}, extra...)
@@ -201,7 +202,7 @@ func scanDeliveries(rows Rows, err error) ([]*Delivery, error) {
 func insertDelivery(ctx context.Context, tx Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*Delivery, error) {
 	d := &Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID, CreatedAt: now}
 	before, after := NotSentErrorParts()
-	var next, last *int64
+	var next, last sql.NullInt64
 	err := tx.QueryRow(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status, next_attempt_at,
 			last_error, last_attempt_at, created_at)
 		SELECT ?, id, ?, ?, ?, ?, CASE WHEN destination_disabled_at IS NULL THEN 'pending' ELSE 'failed' END,
@@ -255,7 +256,7 @@ func deliverSettled(ctx context.Context, tx Tx, taskID string, loopID *string, n
 // null, data: null, error: null}. A disabled Loop can still be tested.
 func (db *DB) CreateTestDelivery(ctx context.Context, orgID, loopID string) (*Delivery, error) {
 	var d *Delivery
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		if _, err := findLoop(ctx, tx, orgID, loopID); err != nil {
 			return err
 		}
@@ -355,7 +356,7 @@ func (db *DB) GetDelivery(ctx context.Context, orgID, id string) (*Delivery, []b
 // recorded at the same moment is either seen or waits.
 func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, error) {
 	var d *Delivery
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		var err error
 		d, err = scanDelivery(tx.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ? AND org_id = ? FOR UPDATE`, id, orgID))
 		if errors.Is(err, ErrNoRows) {
@@ -404,7 +405,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, limit, perLoop int, inFlight 
 		return nil, err
 	}
 	var out []*Dispatch
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		now := db.now()
 		ids, err := tx.PickDueDeliveries(ctx, ms(now), limit, perLoop, inFlight)
 		if err != nil || len(ids) == 0 {
@@ -469,7 +470,7 @@ func fullLoops(perLoop int, inFlight map[string]int) []any {
 func (db *DB) RecordAttempts(ctx context.Context, done []Attempted) error {
 	sorted := slices.Clone(done)
 	slices.SortFunc(sorted, func(a, b Attempted) int { return strings.Compare(a.Dispatch.ID, b.Dispatch.ID) })
-	return db.write(ctx, func(tx Tx) error {
+	return db.Write(ctx, func(tx Tx) error {
 		for _, a := range sorted {
 			if err := recordAttempt(ctx, tx, a.Dispatch, a.Attempt); err != nil {
 				return err

@@ -6,7 +6,7 @@ import "context"
 // CheckLoopForRunStep runs checkLoopForRun on the reader: the steps of the Loops that
 // the tasks' operations take, for the tests of package store_test.
 func (db *DB) DeliverSettledStep(ctx context.Context, taskID string, loopID *string) error {
-	return db.write(ctx, func(tx Tx) error { return deliverSettled(ctx, tx, taskID, loopID, db.now()) })
+	return db.Write(ctx, func(tx Tx) error { return deliverSettled(ctx, tx, taskID, loopID, db.now()) })
 }
 
 func (db *DB) CheckLoopForRunStep(ctx context.Context, orgID, loopID, objectType string) error {

@@ -7,7 +7,7 @@ import "context"
 // Charge runs the charge step alone in a write transaction, then hold (when not nil)
 // before the transaction ends.
 func (db *DB) Charge(ctx context.Context, orgID, taskID string, cost int64, hold func()) error {
-	return db.write(ctx, func(tx Tx) error {
+	return db.Write(ctx, func(tx Tx) error {
 		if err := charge(ctx, tx, orgID, taskID, cost, db.now()); err != nil {
 			return err
 		}
@@ -20,5 +20,5 @@ func (db *DB) Charge(ctx context.Context, orgID, taskID string, cost int64, hold
 
 // Refund runs the refund step alone in a write transaction.
 func (db *DB) Refund(ctx context.Context, taskID string) error {
-	return db.write(ctx, func(tx Tx) error { return refund(ctx, tx, taskID, db.now()) })
+	return db.Write(ctx, func(tx Tx) error { return refund(ctx, tx, taskID, db.now()) })
 }

@@ -62,7 +62,7 @@ func (db *DB) NewInstallLink(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		if _, err := tx.Hold(ctx, LockInstall, true); err != nil {
 			return err
 		}
@@ -131,7 +131,7 @@ func (db *DB) Install(ctx context.Context, token string, in NewInstall) (*User, 
 	if err != nil {
 		return nil, err
 	}
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		if _, err := tx.Hold(ctx, LockInstall, true); err != nil {
 			return err
 		}

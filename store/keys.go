@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"database/sql"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -141,7 +142,7 @@ func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg 
 	if err != nil {
 		return "", nil, err
 	}
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if enrich.KindOf(err) == enrich.KindNotFound && createOrg {
 			org, err = db.createOrg(ctx, tx, orgName)
@@ -180,7 +181,7 @@ func (db *DB) ListKeys(ctx context.Context, orgName string) ([]APIKey, error) {
 	return collect(rows, err, func(r Row) (APIKey, error) {
 		var k APIKey
 		var created int64
-		var revoked, used *int64
+		var revoked, used sql.NullInt64
 		err := r.Scan(&k.ID, &k.OrgID, &k.Name, &k.Prefix, &created, &revoked, &used)
 		k.CreatedAt, k.RevokedAt, k.LastUsedAt = fromMS(created), fromNullMS(revoked), fromNullMS(used)
 		return k, err
@@ -198,7 +199,7 @@ func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
 		c.Invalidate()
 		defer c.Invalidate()
 	}
-	return db.write(ctx, func(tx Tx) error {
+	return db.Write(ctx, func(tx Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
 			return err
@@ -244,7 +245,7 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error
 	}
 	var p Principal
 	var stored []byte
-	var revoked, used *int64
+	var revoked, used sql.NullInt64
 	err := db.Reader().QueryRow(ctx, `SELECT id, org_id, hash, revoked_at, last_used_at FROM api_keys WHERE hash = ?`, hash[:]).
 		Scan(&p.KeyID, &p.OrgID, &stored, &revoked, &used)
 	if errors.Is(err, ErrNoRows) {
@@ -253,12 +254,12 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error
 	if err != nil {
 		return nil, err
 	}
-	if subtle.ConstantTimeCompare(stored, hash[:]) != 1 || revoked != nil {
+	if subtle.ConstantTimeCompare(stored, hash[:]) != 1 || revoked.Valid {
 		return nil, unauthorized
 	}
 	lastUse := time.Time{}
-	if used != nil {
-		lastUse = fromMS(*used)
+	if used.Valid {
+		lastUse = fromMS(used.Int64)
 	}
 	if now.Sub(lastUse) >= KeyUseResolution {
 		db.touchKey(p.KeyID, now, cache)
@@ -284,7 +285,7 @@ func (db *DB) touchKey(keyID string, now time.Time, cache *KeyCache) {
 		failed = cache.Invalidate
 	}
 	db.KeyTouches().Touch(keyID, now, func(ctx context.Context) error {
-		return db.write(ctx, func(tx Tx) error {
+		return db.Write(ctx, func(tx Tx) error {
 			_, err := tx.Exec(ctx, `UPDATE api_keys SET last_used_at = ?
 				WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`,
 				ms(now), keyID, ms(now.Add(-KeyUseResolution)))

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -256,7 +257,7 @@ func scanLoop(row Row) (*Loop, error) {
 	var l Loop
 	var created, updated int64
 	var enabled, failures int
-	var disabledAt, previousExpires, lastErrAt *int64
+	var disabledAt, previousExpires, lastErrAt sql.NullInt64
 	var reason, lastErr *string
 	if err := row.Scan(&l.ID, &l.OrgID, &l.Name, &l.Slug, &l.ObjectType, &l.Operation, &enabled,
 		&l.Destination.URL, &created, &updated, &disabledAt, &reason, &previousExpires, &failures, &lastErr, &lastErrAt); err != nil {
@@ -311,7 +312,7 @@ func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
 		return nil, err
 	}
 	var l *Loop
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		if err := tx.LockOrgs(ctx, nl.OrgID); err != nil {
 			return err
 		}
@@ -354,7 +355,7 @@ func (db *DB) ListLoops(ctx context.Context, orgID string) ([]*Loop, error) {
 // first (Tx.LockOrgs, see uniqueSlug), then the Loop's row.
 func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*Loop, error) {
 	var l *Loop
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		if p.Name != nil {
 			if err := tx.LockOrgs(ctx, orgID); err != nil {
 				return err
@@ -421,7 +422,7 @@ func failPending(ctx context.Context, tx Tx, loopID, reason string, now time.Tim
 
 // DeleteLoop deletes a Loop and its deliveries, sent or not; tasks keep their loop_id.
 func (db *DB) DeleteLoop(ctx context.Context, orgID, id string) error {
-	return db.write(ctx, func(tx Tx) error {
+	return db.Write(ctx, func(tx Tx) error {
 		n, err := tx.Exec(ctx, `DELETE FROM loops WHERE id = ? AND org_id = ?`, id, orgID)
 		if err == nil && n == 0 {
 			err = LoopNotFound()

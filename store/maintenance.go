@@ -36,7 +36,7 @@ func BatchesPerPurge(limit int) int { return max(1, limit/500) }
 // batch falls short to stop.
 func (db *DB) PurgeSettled(ctx context.Context, cutoff time.Time, limit int) (Purged, error) {
 	var p Purged
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		p = Purged{}
 		if ok, err := tx.Hold(ctx, LockPurgeSettled, false); err != nil || !ok {
 			return err

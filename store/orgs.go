@@ -37,7 +37,7 @@ type Principal struct {
 // CreateOrg creates an organization. Names are 1-100 letters, digits, '.', '_', '-'.
 func (db *DB) CreateOrg(ctx context.Context, name string) (*Org, error) {
 	var org *Org
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		var err error
 		org, err = db.createOrg(ctx, tx, name)
 		return err

@@ -99,7 +99,7 @@ func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error
 	}
 	token := hex.EncodeToString(tok[:])
 	var c *Claim
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		var err error
 		c, err = db.claimTask(ctx, tx, lease, token)
 		return err
@@ -165,7 +165,7 @@ func (db *DB) joinQueue(ctx context.Context, tx Tx, orgID string) error {
 // the worker should then stop.
 func (db *DB) ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (bool, error) {
 	var ok bool
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		n, err := tx.Exec(ctx, `UPDATE tasks SET lease_until = ? WHERE id = ? AND lease_token = ? AND status = 'running'`,
 			ms(db.now().Add(lease)), c.TaskID, c.Token)
 		ok = err == nil && n == 1
@@ -184,7 +184,7 @@ func (db *DB) ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (b
 // claim gone: the task settles, and is refunded, once.
 func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 	var settled bool
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		var err error
 		settled, err = db.settle(ctx, tx, c, out)
 		return err
@@ -296,7 +296,7 @@ func (db *DB) ExpireTasks(ctx context.Context) ([]ExpiredTask, error) {
 
 func (db *DB) expireTasks(ctx context.Context) ([]ExpiredTask, error) {
 	var expired []ExpiredTask
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		expired = nil
 		if ok, err := tx.Hold(ctx, LockExpireTasks, false); err != nil || !ok {
 			return err
@@ -350,7 +350,7 @@ func failTasks(ctx context.Context, tx Tx, now time.Time, taskErr enrich.TaskErr
 // their Loop, in the same transaction; they are returned. One process sweeps at a
 // time: while another holds the sweep, this one returns 0, nil.
 func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []ExpiredTask, err error) {
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		requeued, gaveUp = 0, nil
 		if ok, err := tx.Hold(ctx, LockRequeueAbandoned, false); err != nil || !ok {
 			return err
@@ -422,7 +422,7 @@ func (db *DB) requeue(ctx context.Context, tx Tx, orgs []string, set, where stri
 // (a shutdown) before the task is done. The claim given back does not count as an
 // attempt.
 func (db *DB) ReleaseTask(ctx context.Context, c *Claim) error {
-	return db.write(ctx, func(tx Tx) error {
+	return db.Write(ctx, func(tx Tx) error {
 		_, err := db.requeue(ctx, tx, []string{c.OrgID}, `, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END`,
 			`id = ? AND lease_token = ? AND status = 'running'`, c.TaskID, c.Token)
 		return err

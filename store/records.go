@@ -381,7 +381,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 	if err != nil {
 		return ImportStats{}, err
 	}
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		now := db.now()
 		for _, p := range lines {
 			last := now

@@ -161,7 +161,7 @@ const (
 // write transaction.
 func (db *DB) seed(ctx context.Context, n int, fill func(tx Tx, from, to int) error) error {
 	for from := 0; from < n; from += seedBatch {
-		if err := db.write(ctx, func(tx Tx) error { return fill(tx, from, min(from+seedBatch, n)) }); err != nil {
+		if err := db.Write(ctx, func(tx Tx) error { return fill(tx, from, min(from+seedBatch, n)) }); err != nil {
 			return err
 		}
 	}

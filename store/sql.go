@@ -133,17 +133,9 @@ func nullMS(t *time.Time) any {
 	return t.UnixMilli()
 }
 
-// fromNullMS is a nullable milliseconds column, read into *int64, as a time.
-func fromNullMS(v *int64) *time.Time {
-	if v == nil {
-		return nil
-	}
-	t := fromMS(*v)
-	return &t
-}
-
-// fromNullInt is a nullable milliseconds column, read into sql.NullInt64, as a time.
-func fromNullInt(v sql.NullInt64) *time.Time {
+// fromNullMS is a nullable milliseconds column as a time. The column is read into
+// sql.NullInt64 rather than *int64: a pointer target costs an allocation a row.
+func fromNullMS(v sql.NullInt64) *time.Time {
 	if !v.Valid {
 		return nil
 	}
@@ -154,9 +146,6 @@ func fromNullInt(v sql.NullInt64) *time.Time {
 // now is the store's clock at the millisecond precision it stores, so what a call
 // returns equals what a later read of the same row gives.
 func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Millisecond) }
-
-// write runs fn in one write transaction of the driver's (see Driver.Write).
-func (db *DB) write(ctx context.Context, fn func(Tx) error) error { return db.Driver.Write(ctx, fn) }
 
 // Rewrites keeps each statement's text as an engine runs it, worked out once by
 // rewrite: a driver looks it up for every statement it runs, and a map under a read

@@ -168,7 +168,7 @@ func scanTask(row Row, before ...any) (*Task, error) {
 	t.Operation = TaskOperation
 	t.Input = json.RawMessage(input)
 	t.CreatedAt, t.ExpiresAt = fromMS(created), fromMS(expires)
-	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullInt(queued), fromNullInt(started), fromNullInt(finished)
+	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullMS(queued), fromNullMS(started), fromNullMS(finished)
 	if result.Valid {
 		t.Data = json.RawMessage(result.String)
 	}
@@ -213,7 +213,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 		ahead = db.answerAhead(ctx, nt)
 	}
 	var out *Enqueued
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		var err error
 		out, err = db.createTask(ctx, tx, nt, ahead)
 		return err
@@ -541,7 +541,7 @@ func (db *DB) ListTasks(ctx context.Context, orgID, status string, page, pageSiz
 // finds it settled, so it is refunded once.
 func (db *DB) CancelTask(ctx context.Context, orgID, id string) (*Task, error) {
 	var t *Task
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		var err error
 		t, err = scanTask(tx.QueryRow(ctx, getTaskQuery+` FOR UPDATE`, id, orgID))
 		if errors.Is(err, ErrNoRows) {

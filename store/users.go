@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/subtle"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -106,7 +107,7 @@ const userColumns = `u.id, u.org_id, o.name, u.email, u.role, u.password_hash IS
 func scanUser(row Row, extra ...any) (*User, error) {
 	var u User
 	var created int64
-	var disabled, lastLogin *int64
+	var disabled, lastLogin sql.NullInt64
 	dest := append([]any{&u.ID, &u.OrgID, &u.OrgName, &u.Email, &u.Role, &u.PasswordSet, &created, &disabled, &lastLogin}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
@@ -129,7 +130,7 @@ func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*Use
 	if err != nil {
 		return nil, "", err
 	}
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
 			return err
@@ -209,7 +210,7 @@ func endAccess(ctx context.Context, tx Tx, userID string) error {
 func (db *DB) DisableUser(ctx context.Context, email string) (*User, error) {
 	email = NormalEmail(email)
 	var u *User
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		var err error
 		if u, err = userByEmail(ctx, tx, email); err != nil {
 			return err
@@ -239,7 +240,7 @@ func (db *DB) NewSetupLink(ctx context.Context, email string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		u, err := userByEmail(ctx, tx, email)
 		if err != nil {
 			return err
@@ -296,7 +297,7 @@ func (db *DB) SetPassword(ctx context.Context, token, passwordHash string) (*Use
 		return nil, err
 	}
 	var u *User
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		var err error
 		if u, err = db.linkUser(ctx, tx, token, ` FOR UPDATE OF l, u`); err != nil {
 			return err
@@ -348,7 +349,7 @@ func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Du
 	if err != nil {
 		return "", err
 	}
-	err = db.write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		now := db.now()
 		n, err := tx.Exec(ctx, `UPDATE users SET last_login_at = ? WHERE id = ? AND disabled_at IS NULL`, ms(now), userID)
 		if err != nil {
@@ -395,7 +396,7 @@ func (db *DB) SessionUser(ctx context.Context, token string, idle time.Duration)
 		return nil, SessionInvalid()
 	}
 	if now.Sub(fromMS(lastSeen)) >= SessionRefresh {
-		db.write(ctx, func(tx Tx) error {
+		db.Write(ctx, func(tx Tx) error {
 			// The condition keeps two requests that race here from writing twice.
 			_, err := tx.Exec(ctx, `UPDATE sessions SET last_seen_at = ? WHERE hash = ? AND last_seen_at <= ?`,
 				ms(now), hash, ms(now.Add(-SessionRefresh)))
@@ -412,7 +413,7 @@ func (db *DB) EndSession(ctx context.Context, token string) error {
 	if hash == nil {
 		return nil
 	}
-	return db.write(ctx, func(tx Tx) error {
+	return db.Write(ctx, func(tx Tx) error {
 		_, err := tx.Exec(ctx, `DELETE FROM sessions WHERE hash = ?`, hash)
 		return err
 	})
@@ -427,7 +428,7 @@ func (db *DB) PurgeSessions(ctx context.Context, idle time.Duration) (int, error
 		return 0, err
 	}
 	var n int
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		n = 0
 		if ok, err := tx.Hold(ctx, LockSessionPurge, false); err != nil || !ok {
 			return err

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,7 +172,7 @@ func scanWatch(row Row) (*Watch, error) {
 	var input string
 	var fields, baseline *string
 	var notifyUnchanged, enabled int
-	var next, last *int64
+	var next, last sql.NullInt64
 	var created, updated int64
 	if err := row.Scan(&w.ID, &w.OrgID, &w.ObjectType, &w.Lookup, &w.Target, &input, &w.LoopID, &w.EveryDays, &fields,
 		&notifyUnchanged, &enabled, &w.PausedReason, &w.NotFoundStreak, &next, &last, &w.LastTaskID, &baseline,
@@ -219,7 +220,7 @@ func findWatch(ctx context.Context, q Executor, orgID, id, lock string) (*Watch,
 // a disabled one is not due until it is enabled.
 func (db *DB) CreateWatch(ctx context.Context, nw NewWatch) (*Watch, error) {
 	var w *Watch
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		var err error
 		w, err = createWatch(ctx, tx, nw, db.now())
 		return err
@@ -238,7 +239,7 @@ func (db *DB) CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult,
 		return nil, enrich.Errorf(enrich.KindInvalid, "watches: at most %d in one import, not %d", MaxWatchImport, len(nws))
 	}
 	var out []WatchResult
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		out = make([]WatchResult, len(nws))
 		now := db.now()
 		for i, nw := range nws {
@@ -382,7 +383,7 @@ func (db *DB) UpdateWatch(ctx context.Context, orgID, id string, p WatchPatch) (
 		return nil, err
 	}
 	var w *Watch
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		if p.LoopID != nil {
 			// A new Loop is taken before the watch (the lock order above). The object
 			// type never changes, so it is read without a lock.
@@ -444,7 +445,7 @@ func (db *DB) UpdateWatch(ctx context.Context, orgID, id string, p WatchPatch) (
 // DeleteWatch deletes one of the organization's watches; its tasks stay, with their
 // watch_id.
 func (db *DB) DeleteWatch(ctx context.Context, orgID, id string) error {
-	return db.write(ctx, func(tx Tx) error {
+	return db.Write(ctx, func(tx Tx) error {
 		n, err := tx.Exec(ctx, `DELETE FROM watches WHERE id = ? AND org_id = ?`, id, orgID)
 		if err == nil && n == 0 {
 			err = WatchNotFound()
@@ -459,7 +460,7 @@ func (db *DB) SetWatchCap(ctx context.Context, orgName string, limit *int64) err
 	if err := CheckWatchCap(limit); err != nil {
 		return err
 	}
-	return db.write(ctx, func(tx Tx) error {
+	return db.Write(ctx, func(tx Tx) error {
 		org, err := findOrg(ctx, tx, orgName)
 		if err != nil {
 			return err
@@ -524,7 +525,7 @@ func (db *DB) DueWatches(ctx context.Context, now time.Time, limit, perOrg int) 
 		return nil, nil
 	}
 	var due []DueWatch
-	err := db.write(ctx, func(tx Tx) error {
+	err := db.Write(ctx, func(tx Tx) error {
 		due = nil // a retried transaction starts again
 		if ok, err := tx.Hold(ctx, LockDueWatches, false); err != nil || !ok {
 			return err
@@ -608,7 +609,7 @@ func (db *DB) DeferWatch(ctx context.Context, orgID, id string, next time.Time) 
 
 // setWatchRun ends a watch's claim and sets its next run, and what set says with args.
 func (db *DB) setWatchRun(ctx context.Context, orgID, id, set string, args []any, next time.Time) error {
-	return db.write(ctx, func(tx Tx) error {
+	return db.Write(ctx, func(tx Tx) error {
 		n, err := tx.Exec(ctx, `UPDATE watches SET `+set+` claimed_due_at = NULL,
 			next_run_at = CASE WHEN enabled = 1 AND paused_reason IS NULL THEN ? ELSE next_run_at END
 			WHERE id = ? AND org_id = ?`, append(args, ms(next), id, orgID)...)
