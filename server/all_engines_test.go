@@ -2,11 +2,7 @@ package server_test
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
-	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -16,8 +12,6 @@ import (
 
 	"enrichd/store"
 	"enrichd/store/storetest"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // The HTTP suite runs on both engines: on SQLite in this process, and on PostgreSQL in
@@ -63,7 +57,7 @@ func TestHTTPSuiteOnPostgres(t *testing.T) {
 		t.Skip("-race: the HTTP suite runs on SQLite only unless " + envRacePostgres + "=1")
 	}
 	server := storetest.PostgresServerURL(t)
-	template := migratedTemplate(t, server)
+	template := migratedTemplate(t)
 
 	// Most of a test's time is spent waiting (on workers, sweeps, deadlines), not
 	// computing: the children start now, in shards, and run while this process goes on
@@ -224,23 +218,16 @@ func childPattern(pattern, self string) string {
 // one, else an empty database the store migrates.
 func postgresDatabase(t testing.TB) string {
 	t.Helper()
-	template := os.Getenv(envTemplate)
-	if template == "" {
-		return storetest.PostgresURL(t)
-	}
-	server := storetest.PostgresServerURL(t)
-	name := "enrichd_test_" + randomName()
-	createDatabase(t, server, name, template)
-	return withDatabase(t, server, name)
+	dsn, _ := storetest.PostgresDatabase(t, os.Getenv(envTemplate))
+	return dsn
 }
 
 // migratedTemplate creates a database holding the store's schema and nothing else,
 // dropped when the test ends, and returns its name.
-func migratedTemplate(t testing.TB, server string) string {
+func migratedTemplate(t testing.TB) string {
 	t.Helper()
-	name := "enrichd_template_" + randomName()
-	createDatabase(t, server, name, "")
-	db, err := store.Open(t.Context(), withDatabase(t, server, name), storetest.Schema(t))
+	dsn, name := storetest.PostgresDatabase(t, "")
+	db, err := store.Open(t.Context(), dsn, storetest.Schema(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,58 +236,4 @@ func migratedTemplate(t testing.TB, server string) string {
 		t.Fatal(err)
 	}
 	return name
-}
-
-// createDatabase creates database name on server, a copy of template unless that is
-// empty, and drops it when the test ends.
-func createDatabase(t testing.TB, server, name, template string) {
-	t.Helper()
-	create := "CREATE DATABASE " + name
-	if template != "" {
-		create += " TEMPLATE " + template
-	}
-	if err := adminExec(server, create); err != nil {
-		t.Fatalf("%s: %v", create, err)
-	}
-	t.Cleanup(func() {
-		// FORCE: a test that failed half-way may leave pools open.
-		if err := adminExec(server, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop test database %s: %v", name, err)
-		}
-	})
-}
-
-func adminExec(dsn, sql string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql)
-	return err
-}
-
-// withDatabase returns the server's DSN pointing at database name instead.
-func withDatabase(t testing.TB, server, name string) string {
-	t.Helper()
-	u, err := url.Parse(server)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		// A keyword/value DSN ("host=... dbname=..."): a later dbname wins.
-		return server + " dbname=" + name
-	}
-	u.Path = "/" + name
-	q := u.Query()
-	if q.Get("sslmode") == "" {
-		q.Set("sslmode", "disable")
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-func randomName() string {
-	b := make([]byte, 8)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

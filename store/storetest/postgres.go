@@ -19,5 +19,11 @@ func PostgresMain(m *testing.M) { pgcluster.Main(m) }
 // PostgresURL is a fresh, empty database for this test (pgcluster.URL).
 func PostgresURL(t testing.TB) string { return pgcluster.URL(t) }
 
+// PostgresDatabase is a fresh database for this test, a copy of template unless that
+// is "", and its name (pgcluster.Database).
+func PostgresDatabase(t testing.TB, template string) (dsn, name string) {
+	return pgcluster.Database(t, template)
+}
+
 // PostgresServerURL is the server PostgresURL makes its databases on (pgcluster.ServerURL).
 func PostgresServerURL(t testing.TB) string { return pgcluster.ServerURL(t) }
