@@ -558,3 +558,15 @@ CREATE TABLE batch_rows (
 ) WITHOUT ROWID;
 -- the feeder's "rows still without a task": only those are in it
 CREATE INDEX batch_rows_pending ON batch_rows(batch_id, row_number) WHERE task_id IS NULL AND error IS NULL;
+
+-- migration 13: fill lists
+-- The fields the sources are asked in turn to fill for an organization, per object
+-- type: field names, comma-separated. NULL keeps the server's default (--fill-company,
+-- --fill-person). Each task reads its organization's row by primary key.
+-- The same columns as PostgreSQL's migration 6.
+CREATE TABLE fill_lists (
+    org_id      TEXT PRIMARY KEY REFERENCES orgs(id),
+    company     TEXT,
+    person      TEXT,
+    updated_at  INTEGER NOT NULL
+) WITHOUT ROWID;

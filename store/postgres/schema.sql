@@ -440,3 +440,14 @@ CREATE TABLE batch_rows (
 );
 -- the feeder's "rows still without a task": only those are in it
 CREATE INDEX batch_rows_pending ON batch_rows(batch_id, row_number) WHERE task_id IS NULL AND error IS NULL;
+
+-- migration 6: fill lists (the SQLite schema's migration 13)
+-- The fields the sources are asked in turn to fill for an organization, per object
+-- type: field names, comma-separated. NULL keeps the server's default (--fill-company,
+-- --fill-person). Each task reads its organization's row by primary key.
+CREATE TABLE fill_lists (
+    org_id      TEXT COLLATE "C" PRIMARY KEY REFERENCES orgs(id),
+    company     TEXT,
+    person      TEXT,
+    updated_at  BIGINT NOT NULL
+);
