@@ -127,6 +127,12 @@ type Pipeline struct {
 	Freshness time.Duration
 	// Now is the clock freshness is measured on; time.Now when nil.
 	Now func() time.Time
+	// Keys, when set, gives the instance of each source an organization's task asks
+	// (its own vendor key); Spend, when set, holds each organization to its budgets
+	// and keeps what each ask cost. Both are consulted per source and ask.
+	Keys  SourceKeys
+	Spend Spend
+
 	// Fresh makes ResolveEmail ask the sources for everything it answers with: no
 	// held profile, company or gathering is served as it is, and a profile whose
 	// refresh fails fails the lookup instead of being served from what is held. A

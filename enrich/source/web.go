@@ -121,6 +121,7 @@ type countingTransport struct {
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.meter.call()
+	enrich.TallyOf(r.Context()).Call()
 	return t.next.RoundTrip(r)
 }
 
