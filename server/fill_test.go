@@ -43,3 +43,8 @@ func TestAWorkerReadsTheOrganizationsFillListOverTheDefault(t *testing.T) {
 	is.NoErr(e.db.SetFillLists(ctx, e.orgID, store.FillUpdate{Company: &none}))
 	is.Equal(fill(e.orgID, company), []string{"name", "employee_count"})
 }
+
+// claimOf is a claim of a task of the organization, as a worker holds it.
+func claimOf(orgID string, lookup enrich.Lookup) *store.Claim {
+	return &store.Claim{TaskID: "t", OrgID: orgID, Input: enrich.Input{Lookup: lookup, Target: "acme.com"}}
+}
