@@ -122,3 +122,28 @@ func TestDashboardFillListsRefusals(t *testing.T) {
 	is.Equal(e.ownFill(globex), enrich.FillLists{Company: []string{"name"}})
 	is.Equal(e.ownFill(e.orgID), want)
 }
+
+// The task page reads a task as GET /v1/tasks/:id answers it, byte for byte, so that
+// it shows the provenance and sources the API gives and nothing else. A task whose
+// answer has neither shows no field's source.
+func TestDashboardTaskPageReadsTheAPIsAnswer(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	e.startWorkers()
+	ok := e.enrichCompany(map[string]string{"domain": "acme.com"})
+	missing := e.enrichCompany(map[string]string{"domain": "missing-co.com"})
+	b := e.signIn("acme", "viewer")
+	for _, id := range []string{ok, missing} {
+		p := b.waitPage(id)
+		task, err := e.db.GetTask(context.Background(), e.orgID, id)
+		is.NoErr(err)
+		api := e.do("GET", "/v1/tasks/"+id, nil)
+		is.Equal(api.status, http.StatusOK)
+		is.Equal(string(server.TaskAnswer(task)), string(api.raw))
+		_, hasProvenance := api.body["provenance"]
+		is.Equal(p.has(`id="task-provenance"`), hasProvenance && id == ok)
+		_, hasSources := api.body["sources"]
+		is.Equal(p.has(`id="task-sources"`), hasSources)
+	}
+}
