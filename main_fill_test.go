@@ -115,3 +115,35 @@ func TestServeRefusesAnUnknownFillField(t *testing.T) {
 		contains(t, failCLI(t, "orgs", "list", "--db", db), "no database at")
 	}
 }
+
+// serve takes its default fill lists from the flags (or ENRICHD_FILL_*), read as
+// `sources fill` reads them, and says them as it starts.
+func TestServeTakesDefaultFillLists(t *testing.T) {
+	t.Setenv("ENRICHD_FILL_PERSON", "positions, about")
+	for _, c := range []struct {
+		args []string
+		want string // in the start's log line; "" for neither list
+	}{
+		{[]string{"--fill-company", " slogan,employee_count,slogan"}, `"fill_company":"slogan,employee_count","fill_person":"positions,about"`},
+		{[]string{"--fill-person", ""}, ""},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		var stdout, stderr syncBuffer
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, append([]string{"serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0"}, c.args...), &stdout, &stderr)
+		}()
+		waitListening(t, &stderr, done)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if c.want == "" {
+			if strings.Contains(stderr.String(), "fill_company") {
+				t.Errorf("serve %v logged fill lists: %s", c.args, stderr.String())
+			}
+			continue
+		}
+		contains(t, stderr.String(), c.want)
+	}
+}

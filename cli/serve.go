@@ -325,6 +325,9 @@ func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Confi
 		names[i] = s.Name()
 	}
 	attrs := []any{"addr", "http://" + ln.Addr().String(), "workers", cfg.Workers, "sources", strings.Join(names, ",")}
+	if len(cfg.Fill.Company) > 0 || len(cfg.Fill.Person) > 0 {
+		attrs = append(attrs, "fill_company", strings.Join(cfg.Fill.Company, ","), "fill_person", strings.Join(cfg.Fill.Person, ","))
+	}
 	if adminAddr != "" {
 		attrs = append(attrs, "admin_addr", "http://"+listeners[1].Addr().String())
 	}
