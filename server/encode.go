@@ -39,12 +39,52 @@ func encodeTask(w http.ResponseWriter, status int, t *store.Task, data json.RawM
 		b = append(b, `,"data":`...)
 		b = append(b, data...)
 	}
+	writeJSON(w, status, appendTaskEnd(b, taskErr))
+}
+
+// encodeTaskResult writes GET /v1/tasks/{id}'s body: encodeTask's, with where the
+// data came from and what each source was asked beside data.
+func encodeTaskResult(w http.ResponseWriter, t *store.Task) {
+	var data json.RawMessage
+	if t.Status == store.StatusSucceeded {
+		data = t.Data
+	}
+	b := make([]byte, 0, 512+len(t.Input)+len(data)+len(t.Provenance)+len(t.Sources))
+	b = append(b, `{"task":`...)
+	b = t.AppendJSON(b)
+	if len(data) > 0 {
+		b = append(b, `,"data":`...)
+		b = append(b, data...)
+	}
+	prov, sources := taskTrace(t)
+	b = append(b, `,"provenance":`...)
+	b = append(b, prov...)
+	b = append(b, `,"sources":`...)
+	b = append(b, sources...)
+	writeJSON(w, http.StatusOK, appendTaskEnd(b, t.Error))
+}
+
+// taskTrace is a task's provenance and sources as the API shows them: {} when it has
+// no data, [] when no source was asked (a store hit, a task not run yet).
+func taskTrace(t *store.Task) (provenance, sources json.RawMessage) {
+	provenance, sources = json.RawMessage(`{}`), json.RawMessage(`[]`)
+	if t.Status == store.StatusSucceeded && len(t.Provenance) > 0 {
+		provenance = t.Provenance
+	}
+	if len(t.Sources) > 0 {
+		sources = t.Sources
+	}
+	return provenance, sources
+}
+
+// appendTaskEnd ends a task's body with its error, if any.
+func appendTaskEnd(b []byte, taskErr *enrich.TaskError) []byte {
 	if taskErr != nil {
 		raw, _ := json.Marshal(taskErr) // strings and numbers: it always marshals
 		b = append(b, `,"error":`...)
 		b = append(b, raw...)
 	}
-	writeJSON(w, status, append(b, "}\n"...))
+	return append(b, "}\n"...)
 }
 
 // encodeTaskList writes {"data": [tasks...], "total": total} as encode writes it.
