@@ -342,3 +342,27 @@ func TestWaterfallStoredRecordServedOnFailureKeepsItsProvenance(t *testing.T) {
 	is.Equal(sourcesOf(stale), []string{"fake-network miss 0", "dataset miss 0", "pdl error 1",
 		"enrichlayer miss 1", "apollo miss 1"})
 }
+
+// An email lookup's task names where its person's fields came from and the sources
+// its company and profile lookups asked; served again from the store, it asks none
+// and keeps that provenance.
+func TestEmailLookupCarriesProvenanceAndSources(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	acmeNetwork(e)
+	e.startWorkers()
+
+	_, done := e.emailLookup("jane.smith@acme.com")
+
+	is.Equal(done.str("task.status"), "succeeded")
+	is.Equal(done.str("provenance.full_name"), "fake-network")
+	is.Equal(done.str("provenance.positions"), "fake-network")
+	is.True(!done.has("provenance.email_match")) // how the address was matched is email_match's to say
+	is.Equal(sourcesOf(done), []string{"fake-network hit 0", "dataset skipped/filled 0"})
+
+	again := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane.smith@acme.com"})
+	is.Equal(again.status, http.StatusOK)
+	hit := e.do("GET", "/v1/tasks/"+again.str("task.id"), nil)
+	is.Equal(hit.get("provenance"), done.get("provenance"))
+	is.Equal(hit.get("sources"), []any{})
+}
