@@ -29,39 +29,28 @@ func encode(w http.ResponseWriter, status int, v any) {
 }
 
 // encodeTask writes {"task": ..., "data": ..., "error": ...}, data and error left out
-// when empty, as encode writes it, without reflection: the answer to every enqueue and
-// every task read (see store.Task.AppendJSON).
+// when empty, as encode writes it, without reflection: the answer to every enqueue
+// (see store.Task.AppendJSON).
 func encodeTask(w http.ResponseWriter, status int, t *store.Task, data json.RawMessage, taskErr *enrich.TaskError) {
-	b := make([]byte, 0, 512+len(t.Input)+len(data))
-	b = append(b, `{"task":`...)
-	b = t.AppendJSON(b)
-	if len(data) > 0 {
-		b = append(b, `,"data":`...)
-		b = append(b, data...)
-	}
+	b := appendTaskStart(make([]byte, 0, 512+len(t.Input)+len(data)), t, data)
 	writeJSON(w, status, appendTaskEnd(b, taskErr))
 }
 
-// encodeTaskResult writes GET /v1/tasks/{id}'s body: encodeTask's, with where the
-// data came from and what each source was asked beside data.
-func encodeTaskResult(w http.ResponseWriter, t *store.Task) {
+// taskAnswer is the body of GET /v1/tasks/:id for t: its data once it succeeded, with
+// where each field came from and what each source was asked beside it, and its error
+// once it failed. The dashboard's task page reads the same.
+func taskAnswer(t *store.Task) []byte {
 	var data json.RawMessage
 	if t.Status == store.StatusSucceeded {
 		data = t.Data
 	}
-	b := make([]byte, 0, 512+len(t.Input)+len(data)+len(t.Provenance)+len(t.Sources))
-	b = append(b, `{"task":`...)
-	b = t.AppendJSON(b)
-	if len(data) > 0 {
-		b = append(b, `,"data":`...)
-		b = append(b, data...)
-	}
 	prov, sources := taskTrace(t)
+	b := appendTaskStart(make([]byte, 0, 512+len(t.Input)+len(data)+len(prov)+len(sources)), t, data)
 	b = append(b, `,"provenance":`...)
 	b = append(b, prov...)
 	b = append(b, `,"sources":`...)
 	b = append(b, sources...)
-	writeJSON(w, http.StatusOK, appendTaskEnd(b, t.Error))
+	return appendTaskEnd(b, t.Error)
 }
 
 // taskTrace is a task's provenance and sources as the API shows them: {} when it has
@@ -75,6 +64,17 @@ func taskTrace(t *store.Task) (provenance, sources json.RawMessage) {
 		sources = t.Sources
 	}
 	return provenance, sources
+}
+
+// appendTaskStart appends a task's body up to its data.
+func appendTaskStart(b []byte, t *store.Task, data json.RawMessage) []byte {
+	b = append(b, `{"task":`...)
+	b = t.AppendJSON(b)
+	if len(data) > 0 {
+		b = append(b, `,"data":`...)
+		b = append(b, data...)
+	}
+	return b
 }
 
 // appendTaskEnd ends a task's body with its error, if any.

@@ -32,7 +32,7 @@ func handleGetTask(s *Server) http.Handler {
 		if !t.Settled() {
 			w.Header().Set("Retry-After", "2")
 		}
-		encodeTaskResult(w, t)
+		writeJSON(w, http.StatusOK, taskAnswer(t))
 	})
 }
 

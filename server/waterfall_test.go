@@ -15,6 +15,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/server"
+	"enrichd/store"
 
 	"github.com/matryer/is"
 )
@@ -158,7 +159,7 @@ func withVendors(t *testing.T, pdl, el, apollo *vendorFake, fill ...string) func
 			t.Fatal(err)
 		}
 		cfg.Sources = append(cfg.Sources, p, e, a)
-		cfg.WaterfallFill = map[string][]string{enrich.ObjectCompany: fill}
+		cfg.Fill = enrich.FillLists{Company: fill}
 	}
 }
 
@@ -321,6 +322,16 @@ func TestWaterfallWithNoFillListIsFirstHitWins(t *testing.T) {
 	is.Equal(sourcesOf(done), []string{"fake-network miss 0", "dataset miss 0", "pdl hit 1",
 		"enrichlayer skipped/filled 0", "apollo skipped/filled 0"})
 	is.Equal(el.calls()+apollo.calls(), 0)
+
+	// The organization's own list is read for its next task.
+	slogan := []string{"slogan"}
+	is.NoErr(e.db.SetFillLists(t.Context(), e.orgID, store.FillUpdate{Company: &slogan}))
+	e.clock.Add(31 * 24 * time.Hour)
+	filled := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "wile.com"}).str("task.id"))
+	is.Equal(filled.str("data.slogan"), "Everything for the road runner hunter") // Enrich Layer's
+	is.Equal(filled.str("provenance.slogan"), "enrichlayer")
+	is.Equal(sourcesOf(filled), []string{"fake-network miss 0", "dataset miss 0", "pdl hit 1",
+		"enrichlayer hit 2", "apollo skipped/filled 0"})
 }
 
 // A stored record served because its refresh failed keeps the provenance it was

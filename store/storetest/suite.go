@@ -78,4 +78,7 @@ var conformanceTests = []conformanceTest{
 	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
 	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
+	{"FillListsPerOrganization", testFillListsPerOrganization},
+	{"FillListRefusals", testFillListRefusals},
+	{"FillListsChangedAtOnce", testFillListsChangedAtOnce},
 }
