@@ -345,7 +345,7 @@ func (s *Server) heldProvenance(ctx context.Context, res enrich.Result) enrich.P
 		return nil
 	}
 	_, prov, err := s.db.FindStoredWithProvenance(ctx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: *res.Person.NetworkURL})
-	if err != nil {
+	if err != nil && ctx.Err() == nil && !store.IsStorageFault(err) { // the store logs those
 		s.log.Error("reading a held profile's provenance", "err", err)
 	}
 	return prov
