@@ -171,3 +171,33 @@ func BenchmarkAuthenticate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFillLists is the read a worker makes for each task it claims: the
+// organization's fill lists by primary key, among 1,000 organizations that set theirs,
+// and for one that keeps the server's default (no row).
+func BenchmarkFillLists(b *testing.B) {
+	ctx := context.Background()
+	db, _, _ := openDB(b)
+	company, person := []string{"name", "employee_count", "slogan", "about"}, []string{"headline", "positions"}
+	var orgs []string
+	for o := range 1000 {
+		org := newOrg(b, db, fmt.Sprintf("org-%d", o))
+		if err := db.SetFillLists(ctx, org, store.FillUpdate{Company: &company, Person: &person}); err != nil {
+			b.Fatal(err)
+		}
+		orgs = append(orgs, org)
+	}
+	defaults := enrich.FillLists{Company: []string{"name"}}
+	for _, c := range []struct {
+		name string
+		org  string
+	}{{"own", orgs[500]}, {"default", newOrg(b, db, "plain")}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := db.FillLists(ctx, c.org, defaults); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
