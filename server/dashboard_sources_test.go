@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"html"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/enrichtest"
 	"enrichd/server"
 )
 
@@ -123,27 +125,46 @@ func TestDashboardFillListsRefusals(t *testing.T) {
 	is.Equal(e.ownFill(e.orgID), want)
 }
 
-// The task page reads a task as GET /v1/tasks/:id answers it, byte for byte, so that
-// it shows the provenance and sources the API gives and nothing else. A task whose
-// answer has neither shows no field's source.
-func TestDashboardTaskPageReadsTheAPIsAnswer(t *testing.T) {
+// A task run through the waterfall shows on its page each field beside the source
+// that gave it and the sources asked, as GET /v1/tasks/{id} names them; a repeat
+// served from the store says no source was asked and keeps its provenance.
+func TestDashboardTaskPageShowsWhereEachFieldCameFrom(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
+	var asked []string
+	slogan := &enrichtest.Source{SourceName: "slogans", Asked: &asked,
+		Company: &enrich.Company{Name: "Acme Corp", Domain: enrich.Ptr("acme.com"), Slogan: enrich.Ptr("Widgets for all")}}
+	e := newEnv(t, func(c *server.Config) {
+		c.Sources = []enrich.Source{slogan}
+		c.WaterfallFill = map[string][]string{enrich.ObjectCompany: {"name", "slogan"}}
+	})
 	e.net.addCompany(company("Acme", "acme.com"))
 	e.startWorkers()
-	ok := e.enrichCompany(map[string]string{"domain": "acme.com"})
-	missing := e.enrichCompany(map[string]string{"domain": "missing-co.com"})
 	b := e.signIn("acme", "viewer")
-	for _, id := range []string{ok, missing} {
-		p := b.waitPage(id)
-		task, err := e.db.GetTask(context.Background(), e.orgID, id)
-		is.NoErr(err)
-		api := e.do("GET", "/v1/tasks/"+id, nil)
-		is.Equal(api.status, http.StatusOK)
-		is.Equal(string(server.TaskAnswer(task)), string(api.raw))
-		_, hasProvenance := api.body["provenance"]
-		is.Equal(p.has(`id="task-provenance"`), hasProvenance && id == ok)
-		_, hasSources := api.body["sources"]
-		is.Equal(p.has(`id="task-sources"`), hasSources)
+
+	first := e.enrichCompany(map[string]string{"domain": "acme.com"})
+	p := b.waitPage(first)
+	is.Equal(p.taskStatus(), "succeeded")
+	task, err := e.db.GetTask(context.Background(), e.orgID, first)
+	is.NoErr(err)
+	var prov map[string]string
+	is.NoErr(json.Unmarshal(task.Provenance, &prov))
+	is.Equal(prov["slogan"], "slogans") // the second source filled what the first lacked
+	is.Equal(prov["name"], "fake-network")
+	for field, source := range prov { // every field the task names, beside its source
+		is.True(p.has(`<tr class="field" id="field-` + field + `"><td><code>` + field + `</code></td>`))
+		row, _, _ := strings.Cut(p.body[strings.Index(p.body, `id="field-`+field+`"`):], "</tr>")
+		is.True(strings.Contains(row, `<td class="source"><code>`+source+`</code></td>`))
 	}
+	is.True(p.has(`<td class="value">Widgets for all</td><td class="source"><code>slogans</code></td>`))
+	is.True(p.has(`<td class="value">Acme</td><td class="source"><code>fake-network</code></td>`)) // never overwritten
+	is.True(p.has(`<table id="task-sources">`))
+	is.True(p.has(`<td><code>fake-network</code></td><td><span class="outcome hit">hit</span>`))
+	is.True(p.has(`<td><code>slogans</code></td><td><span class="outcome hit">hit</span>`))
+	is.Equal(len(asked), 1)
+
+	again := e.enrichCompany(map[string]string{"domain": "acme.com"})
+	p = b.waitPage(again)
+	is.True(p.has(`<p class="muted" id="task-sources">None: the answer came from the store`))
+	is.True(p.has(`<td class="value">Widgets for all</td><td class="source"><code>slogans</code></td>`))
+	is.Equal(len(asked), 1) // the store answered: no source asked again
 }

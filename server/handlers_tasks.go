@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -32,7 +33,11 @@ func handleGetTask(s *Server) http.Handler {
 		if !t.Settled() {
 			w.Header().Set("Retry-After", "2")
 		}
-		writeJSON(w, http.StatusOK, taskAnswer(t))
+		var data json.RawMessage
+		if t.Status == store.StatusSucceeded {
+			data = t.Data
+		}
+		encodeTask(w, http.StatusOK, t, data, t.Error)
 	})
 }
 
