@@ -164,7 +164,7 @@ func TestDashboardTaskPageShowsWhereEachFieldCameFrom(t *testing.T) {
 
 	again := e.enrichCompany(map[string]string{"domain": "acme.com"})
 	p = b.waitPage(again)
-	is.True(p.has(`<p class="muted" id="task-sources">None: the answer came from the store`))
+	is.True(p.has(`<p class="muted" id="task-sources">None: the answer came from records enrichd already held, and its fields keep the sources they came from.`))
 	is.True(p.has(`<td class="value">Widgets for all</td><td class="source"><code>slogans</code></td>`))
 	is.Equal(len(asked), 1) // the store answered: no source asked again
 }

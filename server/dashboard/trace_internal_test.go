@@ -100,7 +100,7 @@ func TestTaskPageShowsEachFieldsSource(t *testing.T) {
 		}
 	}
 	html = render(traced(store.StatusSucceeded, `{"name":"Acme"}`, `{"name":"pdl"}`, `[]`))
-	if !strings.Contains(html, `<p class="muted" id="task-sources">None: the answer came from the store`) || !strings.Contains(html, `id="field-name"`) {
+	if !strings.Contains(html, `<p class="muted" id="task-sources">None: the answer came from records enrichd already held, and its fields keep the sources they came from.`) || !strings.Contains(html, `id="field-name"`) {
 		t.Errorf("a store hit's page:\n%s", html)
 	}
 	html = render(traced(store.StatusSucceeded, `{"name":"Acme"}`, "", ""))
