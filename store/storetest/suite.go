@@ -78,4 +78,8 @@ var conformanceTests = []conformanceTest{
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
 	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
+	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
+	{"FillListsPerOrganization", testFillListsPerOrganization},
+	{"FillListRefusals", testFillListRefusals},
+	{"FillListsChangedAtOnce", testFillListsChangedAtOnce},
 }
