@@ -122,6 +122,10 @@ type EmailMatch struct {
 	Method  string  `json:"method"`
 	Email   string  `json:"email"`
 	Pattern *string `json:"pattern"`
+	// Source names the source that found the person for this lookup: the one whose
+	// direct match answered, or whose staff search listed them. nil when what is held
+	// answered (exact, inferred): the store does not say which source gave a record.
+	Source *string `json:"source"`
 }
 
 // Ptr returns a pointer to v, for the many optional fields of the results.

@@ -1,0 +1,110 @@
+package enrich
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// EmailMatcher is a Source that can look a person up by a work address directly (a
+// vendor's person match by email). What it answers is the vendor's closest match, so
+// an email lookup takes it as a candidate and confirms it like any other: a current
+// position at the company behind the domain and a name the local part fits.
+type EmailMatcher interface {
+	Source
+	// PersonByEmail returns the person the source holds for the address; ErrNotFound
+	// when it holds nobody.
+	PersonByEmail(ctx context.Context, address string) (*Person, error)
+}
+
+// Prices are what a source's calls cost upstream, in its vendor's credits, by its
+// published price. An email lookup weighs a direct match against a staff search by
+// them.
+type Prices struct {
+	// EmailMatch is one direct match by email (EmailMatcher.PersonByEmail).
+	EmailMatch int64
+	// StaffSearch is the least one staff search costs when it lists anyone: the
+	// price of a call for a vendor that bills by the call, of one record for a vendor
+	// that bills per record returned.
+	StaffSearch int64
+}
+
+// Priced is a Source that says what its calls cost. A source that does not (the
+// dataset, the website, the synthetic network) costs nothing.
+type Priced interface {
+	Prices() Prices
+}
+
+// PricesOf returns src's prices, zero when it states none.
+func PricesOf(src Source) Prices {
+	if p, ok := src.(Priced); ok {
+		return p.Prices()
+	}
+	return Prices{}
+}
+
+// staffSearchPrice is the least the staff search of an email lookup costs: one search
+// on every source that can, each at its least. ok is false when no source can search
+// staff, and the search could confirm nobody at any price.
+func (p *Pipeline) staffSearchPrice() (price int64, ok bool) {
+	for _, src := range p.Sources {
+		if _, searches := src.(StaffSearcher); searches {
+			price += PricesOf(src).StaffSearch
+			ok = true
+		}
+	}
+	return price, ok
+}
+
+// directMatch asks the sources that match an address directly (EmailMatcher), in
+// their order, for the person behind in.Target, and returns the first answer that
+// confirms: a current position at the employer and a name the local part fits. A
+// direct answer is a candidate, never the answer by itself: one that does not
+// confirm is dropped and logged, and the lookup goes on. first says the lookup has
+// not searched the staff yet: the matches asked then are those that cost, together,
+// no more than the staff search would (staffSearchPrice), a hit of which must still
+// be retrieved where a direct answer is the profile itself; after a search that
+// confirmed nobody (first false), the matches not asked before are.
+func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input, local string, now time.Time, first bool, asked map[string]bool) (EmailOutcome, bool) {
+	searchPrice, searchable := p.staffSearchPrice()
+	var spent int64
+	for _, src := range p.Sources {
+		m, ok := src.(EmailMatcher)
+		if !ok || asked[src.Name()] {
+			continue
+		}
+		price := PricesOf(src).EmailMatch
+		if first && searchable && spent+price > searchPrice {
+			continue // the search costs less: asked after it, if it confirms nobody
+		}
+		if ctx.Err() != nil {
+			return EmailOutcome{Err: timedOut()}, true
+		}
+		spent += price
+		asked[src.Name()] = true
+		person, err := m.PersonByEmail(ctx, in.Target)
+		if err == nil && person == nil {
+			err = ErrNotFound
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return EmailOutcome{Err: timedOut()}, true
+			}
+			if !errors.Is(err, ErrNotFound) {
+				p.warn("direct email match failed", src, err)
+			}
+			continue
+		}
+		c, ok := employer.Confirm(person, local, MatchResolved)
+		if !ok {
+			if p.Logger != nil {
+				p.Logger.Info("direct email match dropped: no current position at the company under a name the address fits",
+					"source", src.Name(), "company", employer.Name, "person", deref(person.NetworkURL))
+			}
+			continue
+		}
+		c.Source, c.RetrievedAt = src.Name(), now
+		return chosen(c, in.Target), true
+	}
+	return EmailOutcome{}, false
+}
