@@ -2,10 +2,10 @@
 // and their normalization (domains, network URLs, emails), the Company and Person
 // results, the one error type and the task error codes, names and nicknames, matching a
 // local part to a name, email resolution, and the pipeline that asks the sources in
-// order. The Source interface (and StaffSearcher, Metered) is what the pipeline needs
-// from the outside world; the adapters that implement it over HTTP live in
-// enrich/source, the `dataset` source in store. It knows no SQL, no HTTP client and no
-// HTTP server.
+// order. The Source interface (and StaffSearcher, EmailMatcher, Priced, Metered) is
+// what the pipeline needs from the outside world; the adapters that implement it over
+// HTTP live in enrich/source, the `dataset` source in store. It knows no SQL, no HTTP
+// client and no HTTP server.
 package enrich
 
 import "time"
