@@ -46,8 +46,9 @@ func pdlRole(company, page, title, start, end string) map[string]any {
 
 // A direct answer that confirms settles the lookup: succeeded, charged 3 credits,
 // email_match naming the vendor, and no staff search made on any source, though
-// Enrich Layer's would cost 10 credits and PDL's one a record. Asked again, the
-// address is on record (exact): nobody is asked, and no source is named.
+// Enrich Layer's would cost 10 credits and PDL's one a record; the dashboard's task
+// page names the vendor too. Asked again, the address is on record (exact): nobody
+// is asked, and no source is named.
 func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T) {
 	is := is.New(t)
 	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
@@ -77,12 +78,17 @@ func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T
 		is.True(u.Path != "/api/v2/company/employee/search/") // nor Enrich Layer's
 	}
 	is.Equal(e.net.searches.Load(), int64(0))
+	viewer := e.signIn("acme", "viewer")
+	page := viewer.get("/dashboard/tasks/" + done.str("task.id"))
+	is.True(page.has(`found by <code id="email-match-source">pdl</code>`)) // the task page says so too
 
 	asks, calls := pdl.emailAsks, el.count()
 	_, again := e.emailLookup("robert.jones@globex.com")
 	is.Equal(again.str("data.email_match.method"), "exact")
 	is.True(again.has("data.email_match.source"))
 	is.Equal(again.get("data.email_match.source"), nil) // what is held answered
+	page = viewer.get("/dashboard/tasks/" + again.str("task.id"))
+	is.True(page.has(`id="email-match"`) && !page.has(`id="email-match-source"`))
 	pdl.mu.Lock()
 	is.Equal(pdl.emailAsks, asks)
 	pdl.mu.Unlock()
