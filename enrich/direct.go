@@ -56,6 +56,12 @@ func (p *Pipeline) staffSearchPrice() (price int64, ok bool) {
 	return price, ok
 }
 
+// directMatches is what the direct matches of one lookup went through.
+type directMatches struct {
+	asked       map[string]bool // by source name
+	unavailable bool            // one could not be made
+}
+
 // directMatch asks the sources that match an address directly (EmailMatcher), in
 // their order, for the person behind in.Target, and returns the first answer that
 // confirms: a current position at the employer and a name the local part fits. A
@@ -65,12 +71,12 @@ func (p *Pipeline) staffSearchPrice() (price int64, ok bool) {
 // no more than the staff search would (staffSearchPrice), a hit of which must still
 // be retrieved where a direct answer is the profile itself; after a search that
 // confirmed nobody (first false), the matches not asked before are.
-func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input, local string, now time.Time, first bool, asked map[string]bool) (EmailOutcome, bool) {
+func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input, local string, now time.Time, first bool, d *directMatches) (EmailOutcome, bool) {
 	searchPrice, searchable := p.staffSearchPrice()
 	var spent int64
 	for _, src := range p.Sources {
 		m, ok := src.(EmailMatcher)
-		if !ok || asked[src.Name()] {
+		if !ok || d.asked[src.Name()] {
 			continue
 		}
 		price := PricesOf(src).EmailMatch
@@ -81,7 +87,7 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 			return EmailOutcome{Err: timedOut()}, true
 		}
 		spent += price
-		asked[src.Name()] = true
+		d.asked[src.Name()] = true
 		person, err := m.PersonByEmail(ctx, in.Target)
 		if err == nil && person == nil {
 			err = ErrNotFound
@@ -91,6 +97,7 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 				return EmailOutcome{Err: timedOut()}, true
 			}
 			if !errors.Is(err, ErrNotFound) {
+				d.unavailable = true
 				p.warn("direct email match failed", src, err)
 			}
 			continue

@@ -140,14 +140,19 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 		return EmailOutcome{Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf("the local part of %s describes no name", address)}}
 	}
 
-	asked := map[string]bool{}
-	if out, ok := p.directMatch(ctx, employer, in, local, now, true, asked); ok {
+	direct := &directMatches{asked: map[string]bool{}}
+	if out, ok := p.directMatch(ctx, employer, in, local, now, true, direct); ok {
 		return out
 	}
 	cands, terr := p.fits(ctx, employer, company, local, now)
-	if (terr != nil && terr.Code == CodeNotFound) || (terr == nil && len(cands) == 0) {
-		if out, ok := p.directMatch(ctx, employer, in, local, now, false, asked); ok {
+	if (terr == nil && len(cands) == 0) || (terr != nil && (terr.Code == CodeNotFound || terr.Code == CodeProviderUnavailable)) {
+		// Nobody confirmed: the direct matches not asked yet may still answer.
+		if out, ok := p.directMatch(ctx, employer, in, local, now, false, direct); ok {
 			return out
+		}
+		if direct.unavailable && (terr == nil || terr.Code == CodeNotFound) {
+			// A vendor that could not answer now may know the person: a retry may.
+			return EmailOutcome{Err: &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached while resolving the address, so nobody could be confirmed; retrying later is safe"}}
 		}
 	}
 	if terr != nil {

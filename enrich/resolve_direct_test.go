@@ -261,3 +261,36 @@ type gatheredHeld struct {
 func (h gatheredHeld) Gathering(context.Context, string, time.Time) (*Gathering, error) {
 	return h.g, nil
 }
+
+// A direct match that could not be made, where the search confirmed nobody, leaves
+// the lookup provider_unavailable, not not_found: a retry may find the person.
+func TestADirectEmailMatchThatFailsWhereTheSearchFindsNobodyIsUnavailable(t *testing.T) {
+	c := newDirectCase(nil, nil, 10, 1, "john.smith@acme.com")
+	vendor := c.p.Sources[1].(emailVendor)
+	vendor.down = true
+	c.p.Sources[1] = vendor
+	out := revEmail(c.p, "john.smith@acme.com", Hints{})
+	if out.Err == nil || out.Err.Code != CodeProviderUnavailable {
+		t.Fatalf("got %s (err %+v), want provider_unavailable", who(out), out.Err)
+	}
+
+	// The vendor up and knowing nobody: not_found.
+	c = newDirectCase(nil, nil, 10, 1, "john.smith@acme.com")
+	if out := revEmail(c.p, "john.smith@acme.com", Hints{}); out.Err == nil || out.Err.Code != CodeNotFound {
+		t.Fatalf("got %s (err %+v), want not_found", who(out), out.Err)
+	}
+}
+
+// A cheaper search that could not be made leaves the direct match to answer.
+func TestADirectEmailMatchAnswersWhereACheaperSearchFailed(t *testing.T) {
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	c := newDirectCase([]*Person{john, jane}, john, 0, 1, "john.smith@acme.com")
+	net := c.p.Sources[0].(searchCounter)
+	net.down = map[string]bool{*john.NetworkURL: true} // the profile the search lists cannot be read
+	c.p.Sources[0] = net
+	out := revEmail(c.p, "john.smith@acme.com", Hints{})
+	if out.Err != nil || *out.Result.Person.EmailMatch.Source != "vendor" || c.searches.Load() != 1 || c.direct.Load() != 1 {
+		t.Fatalf("got %s (err %+v), %d searches, %d direct; want John Smith from the vendor after the search", who(out), out.Err, c.searches.Load(), c.direct.Load())
+	}
+}
