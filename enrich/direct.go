@@ -70,7 +70,8 @@ type directMatches struct {
 // not searched the staff yet: the matches asked then are those that cost, together,
 // no more than the staff search would (staffSearchPrice), a hit of which must still
 // be retrieved where a direct answer is the profile itself; after a search that
-// confirmed nobody (first false), the matches not asked before are.
+// confirmed nobody, or could not be made (first false), the matches not asked before
+// are.
 func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input, local string, now time.Time, first bool, d *directMatches) (EmailOutcome, bool) {
 	searchPrice, searchable := p.staffSearchPrice()
 	var spent int64

@@ -81,7 +81,7 @@ type EmailOutcome struct {
 //     company lookup would: aliases and redirects included); none -> not_found;
 //  4. a direct match: a source that looks a person up by the address itself
 //     (EmailMatcher) is asked before the staff search when it costs no more than
-//     the search (directMatch), else after it, when the search confirmed nobody. Its
+//     the search (directMatch), else after a search that confirmed nobody. Its
 //     answer is a candidate: it succeeds (resolved) only with a current position at
 //     that company and a name the local part fits, and is dropped otherwise;
 //  5. resolved: the company's staff is searched on every source that can, with the
