@@ -89,30 +89,102 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 		}
 		spent += price
 		d.asked[src.Name()] = true
-		person, err := m.PersonByEmail(ctx, in.Target)
-		if err == nil && person == nil {
-			err = ErrNotFound
+		a := p.askDirect(ctx, m, in.Target)
+		if a.call.Outcome == OutcomeSkipped {
+			a.record(ctx, p)
+			continue // the organization's key or budget: as if this source were not configured
 		}
-		if err != nil {
+		if a.err != nil {
 			if ctx.Err() != nil {
+				a.call.Outcome, a.call.Reason = OutcomeError, ReasonTimedOut
+				a.record(ctx, p)
 				return EmailOutcome{Err: timedOut()}, true
 			}
-			if !errors.Is(err, ErrNotFound) {
+			a.call.Outcome = OutcomeMiss
+			if !errors.Is(a.err, ErrNotFound) {
+				a.call.Outcome = OutcomeError
 				d.unavailable = true
-				p.warn("direct email match failed", src, err)
+				p.warn("direct email match failed", src, a.err)
 			}
+			a.record(ctx, p)
 			continue
 		}
-		c, ok := employer.Confirm(person, local, MatchResolved)
+		c, ok := employer.Confirm(a.person, local, MatchResolved)
 		if !ok {
+			a.call.Outcome, a.call.Reason = OutcomeMiss, ReasonOtherSubject
+			a.record(ctx, p)
 			if p.Logger != nil {
 				p.Logger.Info("direct email match dropped: no current position at the company under a name the address fits",
-					"source", src.Name(), "company", employer.Name, "person", deref(person.NetworkURL))
+					"source", src.Name(), "company", employer.Name, "person", deref(a.person.NetworkURL))
 			}
 			continue
 		}
+		a.call.Outcome = OutcomeHit
+		a.record(ctx, p)
 		c.Source, c.RetrievedAt = src.Name(), now
 		return chosen(c, in.Target), true
 	}
 	return EmailOutcome{}, false
+}
+
+// directAsk is one direct match made, as the task's trace and spend keep it.
+type directAsk struct {
+	person *Person
+	err    error
+	call   SourceCall
+}
+
+// askDirect makes one direct match of m for the organization ctx names (WithOrg), as
+// the waterfall asks any source: through the organization's own key where it set one
+// (Keys), within its budget (Spend), with the calls it sends counted (Tally). A
+// source the organization's key or budget rules out comes back skipped, unasked.
+func (p *Pipeline) askDirect(ctx context.Context, m EmailMatcher, address string) directAsk {
+	a := directAsk{call: SourceCall{Name: m.Name()}}
+	org := OrgOf(ctx)
+	use := m
+	if p.Keys != nil {
+		src, own, skip := p.Keys.For(ctx, org, m)
+		if skip != "" {
+			a.call.Outcome, a.call.Reason = OutcomeSkipped, skip
+			return a
+		}
+		if matcher, ok := src.(EmailMatcher); ok {
+			use, a.call.OwnKey = matcher, own
+		}
+	}
+	if p.Spend != nil {
+		if skip := p.Spend.Admit(ctx, org, m.Name(), a.call.OwnKey); skip != "" {
+			a.call.Outcome, a.call.Reason = OutcomeSkipped, skip
+			return a
+		}
+	}
+	askCtx, tally := WithTally(ctx)
+	start := time.Now()
+	a.person, a.err = use.PersonByEmail(askCtx, address)
+	a.call.MS = time.Since(start).Milliseconds()
+	a.call.VendorCalls, a.call.Credits = tally.Calls(), tally.Credits()
+	if a.err == nil && a.person == nil {
+		a.err = ErrNotFound
+	}
+	return a
+}
+
+// record keeps the ask in the organization's spend (when it was admitted) and in the
+// task's trace: a confirmed answer with every field it gave by this source.
+func (a directAsk) record(ctx context.Context, p *Pipeline) {
+	if p.Spend != nil && a.call.Outcome != OutcomeSkipped {
+		p.Spend.Spent(ctx, OrgOf(ctx), a.call)
+	}
+	rec := recorderOf(ctx)
+	if rec == nil {
+		return
+	}
+	tr := Trace{Sources: []SourceCall{a.call}}
+	var res Result
+	if a.call.Outcome == OutcomeHit {
+		res = Result{Person: a.person}
+		m := newMerging(res, a.call.Name, a.call.OwnKey)
+		tr.Provenance, tr.Private = m.provenance, m.private
+	}
+	rec.Record(res, tr)
 }

@@ -294,3 +294,79 @@ func TestADirectEmailMatchAnswersWhereACheaperSearchFailed(t *testing.T) {
 		t.Fatalf("got %s (err %+v), %d searches, %d direct; want John Smith from the vendor after the search", who(out), out.Err, c.searches.Load(), c.direct.Load())
 	}
 }
+
+// A direct match is part of the task's trace as any source asked is: a confirmed
+// answer a hit whose fields come from it, a dropped one a miss for another subject.
+func TestADirectEmailMatchIsInTheTasksTrace(t *testing.T) {
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	mary := revPerson("mary-jones", "Mary", "Jones", "CEO", "Paris", "FR", "", false)
+	for _, tc := range []struct {
+		answer  *Person
+		outcome string
+	}{{john, OutcomeHit + "/"}, {mary, OutcomeMiss + "/" + ReasonOtherSubject}} {
+		c := newDirectCase(nil, tc.answer, 10, 1, "john.smith@acme.com")
+		ctx, rec := WithRecorder(WithOrg(context.Background(), "acme"))
+		out := c.p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
+		tr := rec.Trace(out.Result)
+		got := "not asked"
+		for _, s := range tr.Sources {
+			if s.Name == "vendor" {
+				got = s.Outcome + "/" + s.Reason
+			}
+		}
+		if got != tc.outcome {
+			t.Errorf("answer %s: the vendor's part is %s, want %s", *tc.answer.FullName, got, tc.outcome)
+		}
+		if tc.answer == john && (tr.Provenance["full_name"] != "vendor" || tr.Provenance["positions"] != "vendor") {
+			t.Errorf("provenance %v, want the vendor's fields", tr.Provenance)
+		}
+	}
+}
+
+// refusingSpend holds every source named in over to its spent budget, and keeps what
+// the others were asked.
+type refusingSpend struct {
+	over  map[string]bool
+	spent *[]SourceCall
+}
+
+func (s refusingSpend) Admit(_ context.Context, _, src string, _ bool) string {
+	if s.over[src] {
+		return ReasonBudget
+	}
+	return ""
+}
+func (s refusingSpend) Spent(_ context.Context, _ string, call SourceCall) {
+	*s.spent = append(*s.spent, call)
+}
+
+// A direct match is held to the organization's budget as any source is: over it, the
+// vendor is not asked and the search decides; within it, the ask is spent.
+func TestADirectEmailMatchKeepsToTheBudget(t *testing.T) {
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	for _, over := range []bool{true, false} {
+		var spent []SourceCall
+		c := newDirectCase([]*Person{john}, john, 10, 1, "john.smith@acme.com")
+		c.p.Spend = refusingSpend{over: map[string]bool{"vendor": over}, spent: &spent}
+		out := revEmail(c.p, "john.smith@acme.com", Hints{})
+		if out.Err != nil {
+			t.Fatalf("over %v: %+v", over, out.Err)
+		}
+		want, asked := "search", int64(0)
+		if !over {
+			want, asked = "vendor", 1
+		}
+		if *out.Result.Person.EmailMatch.Source != want || c.direct.Load() != asked {
+			t.Errorf("over budget %v: found by %s, vendor asked %d times; want %s, %d", over, *out.Result.Person.EmailMatch.Source, c.direct.Load(), want, asked)
+		}
+		vendorSpent := 0
+		for _, call := range spent {
+			if call.Name == "vendor" {
+				vendorSpent++
+			}
+		}
+		if vendorSpent != int(asked) {
+			t.Errorf("over budget %v: the vendor's asks spent %d times, want %d", over, vendorSpent, asked)
+		}
+	}
+}
