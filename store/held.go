@@ -42,10 +42,12 @@ func (db *DB) Gathering(ctx context.Context, address string, since time.Time) (*
 			if err := json.Unmarshal([]byte(person), &c.Person); err != nil {
 				return c, err
 			}
-			if m := c.Person.EmailMatch; m != nil && m.Source != nil {
-				c.Source = *m.Source
+			if c.Person != nil && c.Person.EmailMatch != nil {
+				if m := c.Person.EmailMatch; m.Source != nil {
+					c.Source = *m.Source
+				}
+				c.Person.EmailMatch = nil
 			}
-			c.Person.EmailMatch = nil
 			return c, nil
 		})
 		return err
@@ -84,12 +86,16 @@ func keepGathering(ctx context.Context, tx Tx, g *enrich.Gathering, keepSince ti
 		// The person is kept with the email_match it would be answered with, which
 		// names the source that found them (none when what is held did), so that a
 		// retry decided by a hint names it too.
-		p := *c.Person
-		p.EmailMatch = &enrich.EmailMatch{Method: c.Method, Email: g.Address, Pattern: &c.Pattern}
-		if c.Source != "" {
-			p.EmailMatch.Source = &c.Source
+		var p *enrich.Person
+		if c.Person != nil {
+			kept := *c.Person
+			kept.EmailMatch = &enrich.EmailMatch{Method: c.Method, Email: g.Address, Pattern: &c.Pattern}
+			if c.Source != "" {
+				kept.EmailMatch.Source = &c.Source
+			}
+			p = &kept
 		}
-		person, err := json.Marshal(&p)
+		person, err := json.Marshal(p)
 		if err != nil {
 			return err
 		}
