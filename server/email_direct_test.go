@@ -1,8 +1,8 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -67,10 +67,10 @@ func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T
 	is.Equal(done.get("data.email_match"), map[string]any{"method": "resolved", "email": "robert.jones@globex.com",
 		"pattern": "first.last", "source": "pdl"})
 	is.Equal(done.get("task.credits_charged"), 3.0)
-	prov, sources := e.taskTrace(done.str("task.id"))
-	is.Equal(prov["full_name"], "pdl") // the vendor's record, as it gave it
-	is.Equal(prov["positions"], "pdl")
-	is.Equal(sourceOutcome(sources, "pdl"), "hit/")
+	is.Equal(done.get("provenance.full_name"), "pdl") // the vendor's record, as it gave it
+	is.Equal(done.get("provenance.positions"), "pdl")
+	is.Equal(sourceOutcome(done, "pdl"), "hit/1") // one vendor call, the match
+	is.Equal(sourceOutcome(done, "fake-network"), "miss/0")
 	after := e.balance("acme")
 	is.Equal(after.Balance, start.Balance-3)
 	is.Equal(after.Refund, start.Refund)
@@ -266,27 +266,14 @@ func TestADirectEmailMatchIsNotAskedBeforeACheaperStaffSearch(t *testing.T) {
 	is.Equal(e.balance("acme").Balance, start-3)
 }
 
-// taskTrace reads the provenance and the sources the store keeps for a task.
-func (e *env) taskTrace(id string) (provenance map[string]string, sources []enrich.SourceCall) {
-	e.t.Helper()
-	task, err := e.db.GetTask(context.Background(), e.orgID, id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := json.Unmarshal(task.Provenance, &provenance); err != nil {
-		e.t.Fatalf("provenance %s: %v", task.Provenance, err)
-	}
-	if err := json.Unmarshal(task.Sources, &sources); err != nil {
-		e.t.Fatalf("sources %s: %v", task.Sources, err)
-	}
-	return provenance, sources
-}
-
-// sourceOutcome is "outcome/reason" of the named source among a task's sources.
-func sourceOutcome(sources []enrich.SourceCall, name string) string {
-	for _, c := range sources {
-		if c.Name == name {
-			return c.Outcome + "/" + c.Reason
+// sourceOutcome is "outcome/reason" of the named source among a task's sources,
+// and its vendor calls: "hit/1".
+func sourceOutcome(r *response, name string) string {
+	list, _ := r.get("sources").([]any)
+	for _, x := range list {
+		if m, _ := x.(map[string]any); m["name"] == name {
+			reason, _ := m["reason"].(string)
+			return fmt.Sprintf("%s/%s%v", m["outcome"], reason, m["vendor_calls"])
 		}
 	}
 	return "not asked"
