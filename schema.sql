@@ -558,3 +558,24 @@ CREATE TABLE batch_rows (
 ) WITHOUT ROWID;
 -- the feeder's "rows still without a task": only those are in it
 CREATE INDEX batch_rows_pending ON batch_rows(batch_id, row_number) WHERE task_id IS NULL AND error IS NULL;
+
+-- migration 13: where a result's fields came from
+-- A task keeps, beside its result, the source that gave each field (provenance, a JSON
+-- object) and what each source was asked (sources, a JSON array); a stored record
+-- keeps the provenance it was stored with, which a store hit's task shows. NULL on
+-- tasks and records from before: shown as {} and [].
+ALTER TABLE tasks ADD COLUMN provenance TEXT;
+ALTER TABLE tasks ADD COLUMN sources TEXT;
+ALTER TABLE records ADD COLUMN provenance TEXT;
+
+-- migration 14: fill lists
+-- The fields the sources are asked in turn to fill for an organization, per object
+-- type: field names, comma-separated. NULL keeps the server's default (--fill-company,
+-- --fill-person). Each task reads its organization's row by primary key.
+-- The same columns as PostgreSQL's migration 7.
+CREATE TABLE fill_lists (
+    org_id      TEXT PRIMARY KEY REFERENCES orgs(id),
+    company     TEXT,
+    person      TEXT,
+    updated_at  INTEGER NOT NULL
+) WITHOUT ROWID;

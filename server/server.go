@@ -43,6 +43,10 @@ type Config struct {
 	// EmailMaxRetrievals bounds the profiles one email lookup retrieves.
 	EmailMaxRetrievals int
 	Sources            []enrich.Source
+	// Fill is the server-wide default of the fields the waterfall fills, per object
+	// type; an organization's own list (store's FillLists) replaces it. Empty lists
+	// keep first-hit-wins.
+	Fill enrich.FillLists
 	// WebhookPolicy says which webhook URLs are accepted and reached: https to public
 	// addresses only, unless AllowPrivate (local development and tests).
 	WebhookPolicy netguard.Policy
@@ -92,6 +96,10 @@ type Config struct {
 	// HTTP bounds what one connection may hold of the server, on the API's listener and
 	// on the admin one.
 	HTTP HTTPLimits
+
+	// WaterfallFill are the fields the waterfall fills, by object type (enrich.Ask's
+	// Fill); none keeps first-hit-wins.
+	WaterfallFill map[string][]string
 }
 
 // HTTPLimits bounds the connections of a listener, so that no client can hold the

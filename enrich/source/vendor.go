@@ -204,6 +204,7 @@ func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []
 	}
 	v.authorize(req, v.key)
 	v.meter.call()
+	enrich.TallyOf(ctx).Call()
 	resp, err := v.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

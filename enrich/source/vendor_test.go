@@ -2,7 +2,9 @@ package source_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"log/slog"
 	"net/http"
@@ -122,3 +124,17 @@ func noKey(t *testing.T, key string, texts ...string) {
 }
 
 func strp(s string) *string { return &s }
+
+// Each request an ask sends upstream, retries included, counts in the Tally its
+// context carries, which is how a task learns what its lookup cost.
+func TestVendorCallsCountInTheAsksTally(t *testing.T) {
+	is := is.New(t)
+	p, _, _ := newPDL(t, map[string][]reply{"/v5/company/enrich": {{status: 503}, {status: 200, fixture: "pdl/company_full.json"}}})
+	ctx, tally := enrich.WithTally(context.Background())
+	_, err := p.CompanyByDomain(ctx, "acme.com")
+	is.NoErr(err)
+	is.Equal(tally.Calls(), int64(2)) // the 503 and its retry
+	_, err = p.CompanyByDomain(context.Background(), "acme.com")
+	is.NoErr(err)
+	is.Equal(tally.Calls(), int64(2)) // another ask's calls are not this one's
+}

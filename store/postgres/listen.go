@@ -45,7 +45,7 @@ const (
 )
 
 // Channels: tasksChannel is NOTIFY'd by an enqueue (notifyTasks), keysChannel by the
-// api_keys triggers (schema.sql, migration 6).
+// api_keys triggers (schema.sql, migration 8).
 const keysChannel = "enrichd_keys"
 
 // listenApplication names the LISTEN connection in pg_stat_activity.

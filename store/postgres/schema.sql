@@ -441,7 +441,26 @@ CREATE TABLE batch_rows (
 -- the feeder's "rows still without a task": only those are in it
 CREATE INDEX batch_rows_pending ON batch_rows(batch_id, row_number) WHERE task_id IS NULL AND error IS NULL;
 
--- migration 6: API keys' changes announced to every replica
+-- migration 6: where a result's fields came from (the SQLite schema's migration 13)
+-- A task keeps, beside its result, the source that gave each field (provenance, a JSON
+-- object) and what each source was asked (sources, a JSON array); a stored record
+-- keeps the provenance it was stored with, which a store hit's task shows.
+ALTER TABLE tasks ADD COLUMN provenance TEXT;
+ALTER TABLE tasks ADD COLUMN sources TEXT;
+ALTER TABLE records ADD COLUMN provenance TEXT;
+
+-- migration 7: fill lists (the SQLite schema's migration 14)
+-- The fields the sources are asked in turn to fill for an organization, per object
+-- type: field names, comma-separated. NULL keeps the server's default (--fill-company,
+-- --fill-person). Each task reads its organization's row by primary key.
+CREATE TABLE fill_lists (
+    org_id      TEXT COLLATE "C" PRIMARY KEY REFERENCES orgs(id),
+    company     TEXT,
+    person      TEXT,
+    updated_at  BIGINT NOT NULL
+);
+
+-- migration 8: API keys' changes announced to every replica
 -- Each replica keeps the valid keys it has read (store.KeyCache) while it listens on
 -- enrichd_keys; a revoke, a key deleted or moved, through any replica or psql, empties
 -- every replica's cache when its transaction commits. A key's last use (last_used_at),

@@ -77,4 +77,8 @@ var conformanceTests = []conformanceTest{
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
 	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
+	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
+	{"FillListsPerOrganization", testFillListsPerOrganization},
+	{"FillListRefusals", testFillListRefusals},
+	{"FillListsChangedAtOnce", testFillListsChangedAtOnce},
 }
