@@ -186,3 +186,21 @@ func TestLostListenConnectionTurnsTheKeyCacheOff(t *testing.T) {
 	_, err = facade(a).Authenticate(ctx, plain)
 	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized)
 }
+
+// A quiet LISTEN connection is pinged, which keeps the cache in use past
+// keyCacheTrust without a notification.
+func TestQuietListenConnectionKeepsTheKeyCacheByItsPings(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	a, _ := newTestDB(t)
+	plain, _, err := facade(a).CreateKey(ctx, "acme", "ci", true)
+	is.NoErr(err)
+	listeningWithin(t, a, 10*time.Second)
+	cachedOn(t, a, plain)
+	time.Sleep(keyCacheTrust + listenPing)
+	is.True(a.KeyCache() != nil)
+	reads := a.keys.Reads()
+	_, err = facade(a).Authenticate(ctx, plain)
+	is.NoErr(err)
+	is.Equal(a.keys.Reads(), reads) // still answered from the cache
+}

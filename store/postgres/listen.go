@@ -20,9 +20,22 @@ type listener struct {
 	ch     chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
-	// alive is when the connection last proved it was listening (time.Now's
-	// nanoseconds): LISTEN done, a notification or a ping answered. 0 while it is not.
+	// alive is when the connection last proved it was listening (monotonic, see
+	// sinceStart): LISTEN done, a notification or a ping answered. 0 while it is not.
 	alive atomic.Int64
+}
+
+// processStart is the origin of sinceStart: the monotonic clock, which a change of the
+// wall clock (NTP stepping it) does not move.
+var processStart = time.Now()
+
+// sinceStart is the time since processStart, at least 1 (0 is "not alive").
+func sinceStart() int64 { return max(int64(time.Since(processStart)), 1) }
+
+// trusted reports whether the connection proved itself within keyCacheTrust.
+func (l *listener) trusted() bool {
+	at := l.alive.Load()
+	return at != 0 && sinceStart()-at <= int64(keyCacheTrust)
 }
 
 // Listen backs off from listenRetryMin, doubling, to listenRetryMax between failed
@@ -73,8 +86,7 @@ func (db *DB) Wakeups() <-chan struct{} {
 // The first call starts the connection.
 func (db *DB) KeyCache() *store.KeyCache {
 	db.startListening()
-	at := db.listen.alive.Load()
-	if at == 0 || time.Since(time.Unix(0, at)) > keyCacheTrust {
+	if !db.listen.trusted() {
 		return nil
 	}
 	return &db.keys
@@ -110,10 +122,10 @@ func (l *listener) signal() {
 // proof is too old: notifications may have been lost in between.
 func (db *DB) proved() {
 	l := &db.listen
-	if at := l.alive.Load(); at == 0 || time.Since(time.Unix(0, at)) > keyCacheTrust {
+	if !l.trusted() {
 		db.keys.Invalidate()
 	}
-	l.alive.Store(time.Now().UnixNano())
+	l.alive.Store(sinceStart())
 }
 
 // lost stops the key cache's use until the connection proves itself again.
