@@ -459,3 +459,19 @@ CREATE TABLE fill_lists (
     person      TEXT,
     updated_at  BIGINT NOT NULL
 );
+
+-- migration 8: API keys' changes announced to every replica
+-- Each replica keeps the valid keys it has read (store.KeyCache) while it listens on
+-- enrichd_keys; a revoke, a key deleted or moved, through any replica or psql, empties
+-- every replica's cache when its transaction commits. A key's last use (last_used_at),
+-- written a minute apart, announces nothing.
+CREATE FUNCTION api_keys_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('enrichd_keys', '');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER api_keys_changed AFTER UPDATE ON api_keys FOR EACH ROW
+    WHEN (OLD.revoked_at IS DISTINCT FROM NEW.revoked_at OR OLD.hash <> NEW.hash OR OLD.org_id <> NEW.org_id)
+    EXECUTE FUNCTION api_keys_changed();
+CREATE TRIGGER api_keys_deleted AFTER DELETE ON api_keys FOR EACH STATEMENT
+    EXECUTE FUNCTION api_keys_changed();
