@@ -77,4 +77,7 @@ var conformanceTests = []conformanceTest{
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
 	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
+	{"SourceSpendAddsUpPerOrgSourceDay", testSourceSpendAddsUpPerOrgSourceDay},
+	{"SourceSpendFromManyWritersAddsUp", testSourceSpendFromManyWritersAddsUp},
+	{"SourceBudgetsSetReplaceClearAndRefuse", testSourceBudgetsSetReplaceClearAndRefuse},
 }
