@@ -55,6 +55,9 @@ func NewApollo(cfg VendorConfig) (*Apollo, error) {
 	return &Apollo{api: api, norm: newNormalizer(cfg.NetworkHost)}, nil
 }
 
+// KeyEnv names where the installation's key is read from (enrich.Keyed).
+func (a *Apollo) KeyEnv() string { return ApolloKeyEnv }
+
 func (a *Apollo) Name() string              { return "apollo" }
 func (a *Apollo) Stats() enrich.SourceStats { return a.api.meter.stats(a.Name()) }
 

@@ -50,6 +50,9 @@ func NewEnrichLayer(cfg VendorConfig) (*EnrichLayer, error) {
 	return &EnrichLayer{api: api, norm: newNormalizer(cfg.NetworkHost)}, nil
 }
 
+// KeyEnv names where the installation's key is read from (enrich.Keyed).
+func (e *EnrichLayer) KeyEnv() string { return EnrichLayerKeyEnv }
+
 func (e *EnrichLayer) Name() string              { return "enrichlayer" }
 func (e *EnrichLayer) Stats() enrich.SourceStats { return e.api.meter.stats(e.Name()) }
 

@@ -46,6 +46,9 @@ func NewPDL(cfg VendorConfig) (*PDL, error) {
 	return &PDL{api: api, norm: newNormalizer(cfg.NetworkHost)}, nil
 }
 
+// KeyEnv names where the installation's key is read from (enrich.Keyed).
+func (p *PDL) KeyEnv() string { return PDLKeyEnv }
+
 func (p *PDL) Name() string              { return "pdl" }
 func (p *PDL) Stats() enrich.SourceStats { return p.api.meter.stats(p.Name()) }
 
