@@ -62,6 +62,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	//   GET  /dashboard/settings/keys
 	//   POST /dashboard/settings/keys
 	//   POST /dashboard/settings/keys/:id/revoke
+	//   GET  /dashboard/sources
 	//   GET  /dashboard/credits
 	//   GET  /dashboard/credits.csv
 	//   GET  /dashboard/tasks
