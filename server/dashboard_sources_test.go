@@ -43,7 +43,7 @@ func TestDashboardSourcesPage(t *testing.T) {
 		is.True(strings.Contains(pdl, `50 a month for your organization`))
 		is.True(strings.Contains(pdl, `<dt>Key</dt><dd>the installation`))
 		is.True(strings.Contains(pdl, `12 vendor credits</title>`)) // today's bar
-		is.True(!p.has(">999<") && !p.has("999 vendor credits")) // the other organization's
+		is.True(!p.has(">999<") && !p.has("999 vendor credits"))    // the other organization's
 		is.True(strings.Contains(p.body[j:k], "takes no key"))
 	}
 }
