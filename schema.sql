@@ -559,13 +559,22 @@ CREATE TABLE batch_rows (
 -- the feeder's "rows still without a task": only those are in it
 CREATE INDEX batch_rows_pending ON batch_rows(batch_id, row_number) WHERE task_id IS NULL AND error IS NULL;
 
--- migration 13: what the sources cost each organization, and their monthly budgets
+-- migration 13: where a result's fields came from
+-- A task keeps, beside its result, the source that gave each field (provenance, a JSON
+-- object) and what each source was asked (sources, a JSON array); a stored record
+-- keeps the provenance it was stored with, which a store hit's task shows. NULL on
+-- tasks and records from before: shown as {} and [].
+ALTER TABLE tasks ADD COLUMN provenance TEXT;
+ALTER TABLE tasks ADD COLUMN sources TEXT;
+ALTER TABLE records ADD COLUMN provenance TEXT;
+
+-- migration 14: what the sources cost each organization, and their monthly budgets
 -- source_spend adds up, per organization, source, UTC day (day: its start, ms) and
 -- whose key the calls went out with (own_key 1: the organization's own vendor key),
 -- the asks by outcome, the requests sent upstream and the vendor credits they cost.
 -- source_budgets caps the vendor credits of a source a month: org_id '' is the
 -- installation's cap, over every organization's calls made with its keys.
--- The same columns as PostgreSQL's migration 6.
+-- The same columns as PostgreSQL's migration 7.
 CREATE TABLE source_spend (
     org_id    TEXT NOT NULL REFERENCES orgs(id),
     source    TEXT NOT NULL,

@@ -43,6 +43,11 @@ type Outcome struct {
 	// TieBroken marks an email lookup's person picked by a hint among several: the
 	// address is not remembered as theirs, and what was gathered for it stays.
 	TieBroken bool
+	// Trace is what the sources were asked and where the result's fields came from:
+	// the task keeps both, and a fetched result is stored with its provenance (unless
+	// it is Private: then it is not stored at all). A stored record served because its
+	// refresh failed carries the provenance it was stored with.
+	Trace enrich.Trace
 }
 
 // ExpiredTask is a task ExpireTasks failed as timed_out, or RequeueAbandoned as
@@ -210,12 +215,16 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		}
 	}
 	fetched := false
+	provenance, sources, err := traceJSON(out.Trace)
+	if err != nil {
+		return true, err
+	}
 	if out.Err != nil {
 		taskErr, err := json.Marshal(out.Err)
 		if err != nil {
 			return true, err
 		}
-		if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, now); err != nil {
+		if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, []byte(`{}`), sources, now); err != nil {
 			return true, err
 		}
 		if err := refund(ctx, tx, c.TaskID, now); err != nil {
@@ -228,7 +237,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 			if at.IsZero() {
 				at = now
 			}
-			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, at, now); err != nil {
+			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, !out.Trace.Private, provenance, at, now); err != nil {
 				return true, err
 			}
 		}
@@ -242,7 +251,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		if err != nil {
 			return true, err
 		}
-		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, now); err != nil {
+		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, provenance, sources, now); err != nil {
 			return true, err
 		}
 		fetched = out.Fetched
@@ -258,14 +267,32 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 	return true, nil
 }
 
-func finishTask(ctx context.Context, tx Tx, id, status string, data, taskErr []byte, now time.Time) error {
+func finishTask(ctx context.Context, tx Tx, id, status string, data, taskErr, provenance, sources []byte, now time.Time) error {
 	result, err := resultID(ctx, tx, data)
 	if err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, `UPDATE tasks SET status = ?, result_id = ?, error = ?, finished_at = ?,
-		lease_token = NULL, lease_until = NULL WHERE id = ?`, status, result, nullText(taskErr), ms(now), id)
+		lease_token = NULL, lease_until = NULL, provenance = ?, sources = ? WHERE id = ?`,
+		status, result, nullText(taskErr), ms(now), nullText(provenance), nullText(sources), id)
 	return err
+}
+
+// traceJSON is a trace's provenance and sources as a task keeps them: {} and [],
+// never null.
+func traceJSON(tr enrich.Trace) (provenance, sources []byte, err error) {
+	prov, calls := tr.Provenance, tr.Sources
+	if prov == nil {
+		prov = enrich.Provenance{}
+	}
+	if calls == nil {
+		calls = []enrich.SourceCall{}
+	}
+	if provenance, err = json.Marshal(prov); err != nil {
+		return nil, nil, err
+	}
+	sources, err = json.Marshal(calls)
+	return provenance, sources, err
 }
 
 func nullText(b []byte) any {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,9 @@ type StoredRecord struct {
 	// ConfirmedAlias is set when the key found is a domain the company confirmed as an
 	// alias of its own (record_keys.redirect = 1).
 	ConfirmedAlias bool
+	// Provenance is the JSON object naming the source of each field, as the record was
+	// stored (FindRecord only; nil for a record kept before provenance was).
+	Provenance []byte
 }
 
 // Result decodes the record as the result of looking up in (see RecordResult).
@@ -47,12 +51,35 @@ const (
 
 // FindStored returns the stored record for the input, whatever its age, or nil.
 func (db *DB) FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error) {
+	res, _, err := db.FindStoredWithProvenance(ctx, in)
+	return res, err
+}
+
+// FindStoredWithProvenance is FindStored with the provenance the record was stored
+// with (empty when it was stored without).
+func (db *DB) FindStoredWithProvenance(ctx context.Context, in enrich.Input) (*enrich.Result, enrich.Provenance, error) {
 	rec, err := db.FindRecord(ctx, OriginStore, RecordKey(in.Lookup, in.Target))
 	if err != nil || rec == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res, err := rec.Result(in)
-	return &res, err
+	if err != nil {
+		return nil, nil, err
+	}
+	prov := enrich.Provenance{}
+	if err := json.Unmarshal(storedProvenance(rec), &prov); err != nil {
+		return nil, nil, fmt.Errorf("record %d: provenance: %w", rec.ID, err)
+	}
+	return &res, prov, nil
+}
+
+// storedProvenance is the provenance of a record as a task shows it: {} when the
+// record has none.
+func storedProvenance(rec *StoredRecord) json.RawMessage {
+	if len(rec.Provenance) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	return json.RawMessage(rec.Provenance)
 }
 
 // Held returns what email lookups read of the records held: the people addresses are
@@ -228,9 +255,10 @@ func findRecord(ctx context.Context, q Executor, origin, key string) (*StoredRec
 	var r StoredRecord
 	var last int64
 	var redirect *int64
-	err := q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect
+	var provenance sql.NullString
+	err := q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect, r.provenance
 		FROM record_keys k JOIN records r ON r.id = k.record_id
-		WHERE k.origin = ? AND k.key = ?`, origin, key).Scan(&r.ID, &r.ObjectType, &r.Data, &last, &redirect)
+		WHERE k.origin = ? AND k.key = ?`, origin, key).Scan(&r.ID, &r.ObjectType, &r.Data, &last, &redirect, &provenance)
 	if errors.Is(err, ErrNoRows) {
 		return nil, nil
 	}
@@ -238,6 +266,9 @@ func findRecord(ctx context.Context, q Executor, origin, key string) (*StoredRec
 		return nil, err
 	}
 	r.LastEnriched, r.ConfirmedAlias = fromMS(last), redirect != nil && *redirect == 1
+	if provenance.Valid {
+		r.Provenance = []byte(provenance.String)
+	}
 	return &r, nil
 }
 
@@ -281,7 +312,10 @@ func (db *DB) HasRecords(ctx context.Context, origin string) (bool, error) {
 // The keys are written in their sorted order: two transactions saving records that
 // share keys then lock them in the same order (PostgreSQL), and the second waits for
 // the first instead of deadlocking with it.
-func saveRecord(ctx context.Context, tx Tx, origin string, res enrich.Result, keys RecordKeys, identity string, lastEnriched, now time.Time) error {
+//
+// provenance, the JSON object naming each field's source, is kept with the record for
+// the store hits it answers; nil for an imported record.
+func saveRecord(ctx context.Context, tx Tx, origin string, res enrich.Result, keys RecordKeys, identity string, provenance []byte, lastEnriched, now time.Time) error {
 	objectType := enrich.ObjectCompany
 	var data any = res.Company
 	if res.Person != nil {
@@ -296,12 +330,12 @@ func saveRecord(ctx context.Context, tx Tx, origin string, res enrich.Result, ke
 		return err
 	} else if rec != nil && rec.ObjectType == objectType {
 		id = rec.ID
-		if _, err := tx.Exec(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ? WHERE id = ?`,
-			string(raw), ms(lastEnriched), ms(now), id); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ?, provenance = ? WHERE id = ?`,
+			string(raw), ms(lastEnriched), ms(now), nullText(provenance), id); err != nil {
 			return err
 		}
-	} else if err := tx.QueryRow(ctx, `INSERT INTO records (origin, object_type, data, last_enriched_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?) RETURNING id`, origin, objectType, string(raw), ms(lastEnriched), ms(now), ms(now)).Scan(&id); err != nil {
+	} else if err := tx.QueryRow(ctx, `INSERT INTO records (origin, object_type, data, last_enriched_at, created_at, updated_at, provenance)
+		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, origin, objectType, string(raw), ms(lastEnriched), ms(now), ms(now), nullText(provenance)).Scan(&id); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(keys)+1)
@@ -357,9 +391,14 @@ func saveRecord(ctx context.Context, tx Tx, origin string, res enrich.Result, ke
 // store and returns the result as the task shows it: stamped as enriched then, with
 // the redirect of the domain that was looked up. The record is saved under the target
 // looked up when byTarget is set: a person found by email then has the address on
-// record, and the next lookup of it is exact.
-func storeFetched(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result, byTarget bool, fetchedAt, now time.Time) (enrich.Result, error) {
+// record, and the next lookup of it is exact. With keep unset (a record with fields
+// from an organization's own vendor key, which is that organization's alone) nothing
+// is saved.
+func storeFetched(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result, byTarget, keep bool, provenance []byte, fetchedAt, now time.Time) (enrich.Result, error) {
 	stored, shown, keys := FetchedRecord(in, res, byTarget, fetchedAt, now)
+	if !keep {
+		return shown, nil
+	}
 	identity := IdentityKey(stored, RecordKey(in.Lookup, in.Target))
 	// A profile retrieved earlier (one gathered for an ambiguous address, settled
 	// later by a hint) never replaces a newer record of the same subject.
@@ -370,7 +409,7 @@ func storeFetched(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result
 	if held != nil && held.LastEnriched.After(fetchedAt) {
 		return shown, nil
 	}
-	return shown, saveRecord(ctx, tx, OriginStore, stored, keys, identity, fetchedAt, now)
+	return shown, saveRecord(ctx, tx, OriginStore, stored, keys, identity, provenance, fetchedAt, now)
 }
 
 // Import reads JSON Lines of companies and people into the dataset (ParseImport
@@ -388,7 +427,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 			if p.LastEnriched != nil {
 				last = *p.LastEnriched
 			}
-			if err := saveRecord(ctx, tx, OriginDataset, p.Result, p.Keys, IdentityKey(p.Result, ""), last, now); err != nil {
+			if err := saveRecord(ctx, tx, OriginDataset, p.Result, p.Keys, IdentityKey(p.Result, ""), nil, last, now); err != nil {
 				return err
 			}
 		}

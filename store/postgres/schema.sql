@@ -441,8 +441,16 @@ CREATE TABLE batch_rows (
 -- the feeder's "rows still without a task": only those are in it
 CREATE INDEX batch_rows_pending ON batch_rows(batch_id, row_number) WHERE task_id IS NULL AND error IS NULL;
 
--- migration 6: what the sources cost each organization, and their monthly budgets (the
--- SQLite schema's migration 13)
+-- migration 6: where a result's fields came from (the SQLite schema's migration 13)
+-- A task keeps, beside its result, the source that gave each field (provenance, a JSON
+-- object) and what each source was asked (sources, a JSON array); a stored record
+-- keeps the provenance it was stored with, which a store hit's task shows.
+ALTER TABLE tasks ADD COLUMN provenance TEXT;
+ALTER TABLE tasks ADD COLUMN sources TEXT;
+ALTER TABLE records ADD COLUMN provenance TEXT;
+
+-- migration 7: what the sources cost each organization, and their monthly budgets (the
+-- SQLite schema's migration 14)
 -- source_spend adds up, per organization, source, UTC day (day: its start, ms) and
 -- whose key the calls went out with (own_key 1: the organization's own vendor key),
 -- the asks by outcome, the requests sent upstream and the vendor credits they cost.

@@ -80,4 +80,5 @@ var conformanceTests = []conformanceTest{
 	{"SourceSpendAddsUpPerOrgSourceDay", testSourceSpendAddsUpPerOrgSourceDay},
 	{"SourceSpendFromManyWritersAddsUp", testSourceSpendFromManyWritersAddsUp},
 	{"SourceBudgetsSetReplaceClearAndRefuse", testSourceBudgetsSetReplaceClearAndRefuse},
+	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
 }
