@@ -36,6 +36,7 @@ func TestSourcesBudgetCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"--org", "acme", "crm", "10"}, `unknown source "crm"`},
+		{[]string{"--org", "acme", "dataset", "10"}, "dataset costs no vendor credits"},
 		{[]string{"--org", "acme", "--", "pdl", "-1"}, "CREDITS"},
 		{[]string{"--org", "acme", "pdl", "lots"}, "CREDITS"},
 		{[]string{"--org", "acme", "pdl", "99999999999999999999"}, "CREDITS"},

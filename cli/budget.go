@@ -40,7 +40,7 @@ installation budget too: where both are set, the lower applies.
 With no arguments it prints the budgets: the organization's and the installation's with
 --org, the installation's without.
 
-Sources: ` + knownSources,
+Sources with a price: sim, enrichlayer, pdl, apollo (dataset and web cost nothing).`,
 		Args: cobra.MatchAll(func(cmd *cobra.Command, args []string) error {
 			if len(args) != 0 && len(args) != 2 {
 				return fmt.Errorf("give a source and its monthly credits (0 or none clears), or nothing to print the budgets")
@@ -54,8 +54,11 @@ Sources: ` + knownSources,
 			var credits int64
 			if len(args) == 2 {
 				source = strings.TrimSpace(args[0])
-				if !slices.Contains(strings.Split(knownSources, ", "), source) {
-					return fmt.Errorf("unknown source %q (known: %s)", args[0], knownSources)
+				if !slices.Contains(pricedSources, source) {
+					if slices.Contains(strings.Split(knownSources, ", "), source) {
+						return fmt.Errorf("%s costs no vendor credits: a budget would never bind it (sources with a price: %s)", source, strings.Join(pricedSources, ", "))
+					}
+					return fmt.Errorf("unknown source %q (sources with a price: %s)", args[0], strings.Join(pricedSources, ", "))
 				}
 				if raw := strings.TrimSpace(args[1]); raw != "none" {
 					n, err := strconv.ParseInt(raw, 10, 64)

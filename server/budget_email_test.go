@@ -21,6 +21,7 @@ type searchVendor struct {
 }
 
 func (v *searchVendor) Name() string { return "searcher" }
+func (v *searchVendor) Priced()      {}
 func (v *searchVendor) CompanyByDomain(context.Context, string) (*enrich.Company, error) {
 	return nil, fmt.Errorf("searcher: %w", enrich.ErrNotFound)
 }

@@ -289,7 +289,7 @@ func New(db *store.DB, cfg Config) *Server {
 	}
 	m := newServerMetrics()
 	db.SetLogger(cfg.Logger) // the store reports storage failures there
-	spend := newSpendKeeper(db, cfg.Logger, m, cfg.SourceBudgets)
+	spend := newSpendKeeper(db, cfg.Logger, m, cfg.SourceBudgets, cfg.Sources)
 	s := &Server{
 		cfg:  cfg,
 		db:   db,

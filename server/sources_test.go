@@ -23,6 +23,7 @@ type keyedSource struct {
 
 func (k keyedSource) Name() string   { return k.name }
 func (k keyedSource) KeyEnv() string { return "TEST_" + k.name + "_KEY" }
+func (k keyedSource) Priced()        {}
 
 // withVendors adds keyed sources after the fake network and the dataset.
 func withVendors(names ...string) func(*server.Config) {

@@ -27,6 +27,9 @@ type spendKeeper struct {
 	metrics *serverMetrics
 	// budgets are the installation's caps serve's flags set, by source.
 	budgets map[string]int64
+	// priced are the sources whose answers cost vendor credits (enrich.Priced), by
+	// name: the others are admitted without a read.
+	priced map[string]bool
 
 	mu       sync.Mutex
 	orgAsks  map[orgSource]int64 // in flight, by organization and source, either key
@@ -37,8 +40,14 @@ type orgSource struct{ org, source string }
 
 var _ enrich.Spend = (*spendKeeper)(nil)
 
-func newSpendKeeper(db *store.DB, log *slog.Logger, m *serverMetrics, budgets map[string]int64) *spendKeeper {
-	return &spendKeeper{db: db, log: log, metrics: m, budgets: budgets,
+func newSpendKeeper(db *store.DB, log *slog.Logger, m *serverMetrics, budgets map[string]int64, sources []enrich.Source) *spendKeeper {
+	priced := map[string]bool{}
+	for _, src := range sources {
+		if _, ok := src.(enrich.Priced); ok {
+			priced[src.Name()] = true
+		}
+	}
+	return &spendKeeper{db: db, log: log, metrics: m, budgets: budgets, priced: priced,
 		orgAsks: map[orgSource]int64{}, instAsks: map[string]int64{}}
 }
 
@@ -46,6 +55,9 @@ func newSpendKeeper(db *store.DB, log *slog.Logger, m *serverMetrics, budgets ma
 // set, and reserves the ask. A budget that cannot be read refuses: a vendor account
 // is not spent past its cap because the database is down.
 func (k *spendKeeper) Admit(ctx context.Context, org, src string, own bool) string {
+	if !k.priced[src] {
+		return "" // costs nothing: no budget binds it, and nothing is reserved
+	}
 	flagCap := k.budgets[src]
 	st, err := k.db.SourceBudgetState(ctx, org, src, store.MonthStart(k.db.Now()), flagCap > 0 && !own)
 	if err != nil {
@@ -81,17 +93,19 @@ func (k *spendKeeper) Admit(ctx context.Context, org, src string, own bool) stri
 // nothing. The write outlives the task's context: an ask the vendor answered is paid
 // whether or not the task still waits for it.
 func (k *spendKeeper) Spent(ctx context.Context, org string, call enrich.SourceCall) {
-	key := orgSource{org, call.Name}
-	k.mu.Lock()
-	if k.orgAsks[key]--; k.orgAsks[key] <= 0 {
-		delete(k.orgAsks, key)
-	}
-	if !call.OwnKey {
-		if k.instAsks[call.Name]--; k.instAsks[call.Name] <= 0 {
-			delete(k.instAsks, call.Name)
+	if k.priced[call.Name] { // an unpriced ask was admitted without a reservation
+		key := orgSource{org, call.Name}
+		k.mu.Lock()
+		if k.orgAsks[key]--; k.orgAsks[key] <= 0 {
+			delete(k.orgAsks, key)
 		}
+		if !call.OwnKey {
+			if k.instAsks[call.Name]--; k.instAsks[call.Name] <= 0 {
+				delete(k.instAsks, call.Name)
+			}
+		}
+		k.mu.Unlock()
 	}
-	k.mu.Unlock()
 
 	k.metrics.counter("enrichd_source_asks_total", "source", call.Name, "outcome", call.Outcome).Inc()
 	if call.VendorCalls == 0 && call.Credits == 0 {

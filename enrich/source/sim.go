@@ -34,6 +34,9 @@ var (
 	_ enrich.StaffSearcher = (*Sim)(nil)
 )
 
+// Priced: its answers cost vendor credits (enrich.Priced).
+func (s *Sim) Priced() {}
+
 func (s *Sim) Name() string { return "sim" }
 
 func (s *Sim) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
