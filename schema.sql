@@ -568,13 +568,25 @@ ALTER TABLE tasks ADD COLUMN provenance TEXT;
 ALTER TABLE tasks ADD COLUMN sources TEXT;
 ALTER TABLE records ADD COLUMN provenance TEXT;
 
--- migration 14: what the sources cost each organization, and their monthly budgets
+-- migration 14: fill lists
+-- The fields the sources are asked in turn to fill for an organization, per object
+-- type: field names, comma-separated. NULL keeps the server's default (--fill-company,
+-- --fill-person). Each task reads its organization's row by primary key.
+-- The same columns as PostgreSQL's migration 7.
+CREATE TABLE fill_lists (
+    org_id      TEXT PRIMARY KEY REFERENCES orgs(id),
+    company     TEXT,
+    person      TEXT,
+    updated_at  INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- migration 15: what the sources cost each organization, and their monthly budgets
 -- source_spend adds up, per organization, source, UTC day (day: its start, ms) and
 -- whose key the calls went out with (own_key 1: the organization's own vendor key),
 -- the asks by outcome, the requests sent upstream and the vendor credits they cost.
 -- source_budgets caps the vendor credits of a source a month: org_id '' is the
 -- installation's cap, over every organization's calls made with its keys.
--- The same columns as PostgreSQL's migration 7.
+-- The same columns as PostgreSQL's migration 8.
 CREATE TABLE source_spend (
     org_id    TEXT NOT NULL REFERENCES orgs(id),
     source    TEXT NOT NULL,

@@ -11,13 +11,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newSourcesCommand groups the commands that configure how the sources answer.
-func newSourcesCommand() *cobra.Command {
-	sources := &cobra.Command{Use: "sources", Short: "Configure how the sources answer an organization's tasks"}
-	sources.AddCommand(newSourcesBudgetCommand())
-	return sources
-}
-
 // budgetRow is one budget as `sources budget` prints it.
 type budgetRow struct {
 	Scope          string `json:"scope"` // "installation" or the organization's name

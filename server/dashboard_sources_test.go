@@ -2,48 +2,148 @@ package server_test
 
 import (
 	"context"
+	"html"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/matryer/is"
+
 	"enrichd/enrich"
 	"enrichd/server"
-
-	"github.com/matryer/is"
 )
 
-// The Sources page shows every source in the order it is asked, with the signed-in
-// organization's month: asks and calls, hit rate, vendor credits (in USD where priced)
-// with a bar a day, budgets and what is left, and whose key it uses; another
-// organization's spend is not on it.
-func TestDashboardSourcesPage(t *testing.T) {
-	is := is.New(t)
-	e := newEnv(t, withVendors("pdl"), func(c *server.Config) { c.CreditUSD = map[string]float64{"pdl": 0.1} })
-	ctx := context.Background()
-	_, otherID := e.newOrg("other", 10)
-	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 50))
-	for range 3 {
-		e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 4})
+// ownFill is the organization's own fill lists, straight from the store.
+func (e *env) ownFill(orgID string) enrich.FillLists {
+	e.t.Helper()
+	own, err := e.db.OrgFillLists(context.Background(), orgID)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
-	e.ask(otherID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 999})
+	return own
+}
 
-	for _, role := range []string{"admin", "viewer"} {
-		p := e.signIn("acme", role).get("/dashboard/sources")
-		is.Equal(p.status, http.StatusOK)
-		is.True(p.has(`<a href="/dashboard/sources" aria-current="page">Sources</a>`))
-		// In order: the fake network, the dataset, pdl.
-		i, j, k := strings.Index(p.body, `id="source-fake-network"`), strings.Index(p.body, `id="source-dataset"`), strings.Index(p.body, `id="source-pdl"`)
-		is.True(i > 0 && i < j && j < k)
-		pdl := p.body[k:]
-		is.True(strings.Contains(pdl, `<div class="n">4</div><div class="label">4 calls upstream</div>`))
-		is.True(strings.Contains(pdl, `<div class="n">75%</div>`))
-		is.True(strings.Contains(pdl, `<div class="n">12</div><div class="label">$1.20</div>`))
-		is.True(strings.Contains(pdl, `<div class="n">38</div><div class="label">credits left</div>`))
-		is.True(strings.Contains(pdl, `50 a month for your organization`))
-		is.True(strings.Contains(pdl, `<dt>Key</dt><dd>the installation`))
-		is.True(strings.Contains(pdl, `12 vendor credits</title>`)) // today's bar
-		is.True(!p.has(">999<") && !p.has("999 vendor credits"))    // the other organization's
-		is.True(strings.Contains(p.body[j:k], "takes no key"))
+// checked says whether the page's box of the field is checked.
+func checked(p *webPage, object, field string) bool {
+	return p.has(`name="` + object + `" value="` + field + `" checked>`)
+}
+
+// An admin sets both lists from checkboxes of every known field; a box left unchecked
+// is not in the list, and none checked goes back to the server's default, which the
+// page names. What the form saves is what the worker reads.
+func TestDashboardFillListsForm(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, func(c *server.Config) { c.Fill = enrich.FillLists{Company: []string{"name", "employee_count"}} })
+	admin := e.signIn("acme", "admin")
+
+	p := admin.get("/dashboard/settings/sources")
+	is.Equal(p.status, http.StatusOK)
+	is.True(p.has(`<form id="fill-lists" method="post" action="/dashboard/settings/sources"`))
+	for _, f := range enrich.CompanyFields {
+		is.True(p.has(`name="company" value="` + f + `"`))
+	}
+	for _, f := range enrich.PersonFields {
+		is.True(p.has(`name="person" value="` + f + `"`))
+	}
+	is.True(!p.has(`name="company" value="created_at"`)) // bookkeeping is no choice
+	is.True(p.has(`The server's default: <code>name</code>, <code>employee_count</code>.`))
+	is.True(p.has(`none, so the first source that knows the person answers alone`))
+	is.True(!checked(p, "company", "name")) // the default is said, not checked as the organization's
+
+	p = admin.post("/dashboard/settings/sources", url.Values{"company": {"slogan", "about"}, "person": {"positions"}})
+	is.Equal(p.status, http.StatusSeeOther)
+	is.True(strings.HasPrefix(p.location, "/dashboard/settings/sources?"))
+	is.Equal(e.ownFill(e.orgID), enrich.FillLists{Company: []string{"slogan", "about"}, Person: []string{"positions"}})
+	fields, err := e.srv.FillFor(context.Background(), claimOf(e.orgID, enrich.LookupDomain))
+	is.NoErr(err)
+	is.Equal(fields, []string{"slogan", "about"})
+
+	p = admin.get(p.location)
+	is.True(p.has("Fill lists saved"))
+	is.True(checked(p, "company", "slogan") && checked(p, "company", "about") && checked(p, "person", "positions"))
+	is.True(!checked(p, "company", "name"))
+	is.True(p.has(`id="fill-company-state">This organization's own list.`))
+
+	// No box of a type checked: that type goes back to the default.
+	p = admin.post("/dashboard/settings/sources", url.Values{"person": {"headline"}})
+	is.Equal(p.status, http.StatusSeeOther)
+	is.Equal(e.ownFill(e.orgID), enrich.FillLists{Person: []string{"headline"}})
+	fields, err = e.srv.FillFor(context.Background(), claimOf(e.orgID, enrich.LookupDomain))
+	is.NoErr(err)
+	is.Equal(fields, []string{"name", "employee_count"})
+}
+
+// A field the type does not have is refused naming the known ones, a viewer may look
+// but not change, and neither changes anything.
+func TestDashboardFillListsRefusals(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	admin := e.signIn("acme", "admin")
+	p := admin.post("/dashboard/settings/sources", url.Values{"company": {"slogan"}})
+	is.Equal(p.status, http.StatusSeeOther)
+	want := enrich.FillLists{Company: []string{"slogan"}}
+
+	for _, c := range []struct {
+		form url.Values
+		bad  string
+		all  []string
+	}{
+		{url.Values{"company": {"name", "sloagn"}}, "sloagn", enrich.CompanyFields},
+		{url.Values{"company": {"name"}, "person": {"employee_count"}}, "employee_count", enrich.PersonFields},
+		{url.Values{"person": {"email_match"}}, "email_match", enrich.PersonFields},
+	} {
+		p := admin.post("/dashboard/settings/sources", c.form)
+		is.Equal(p.status, http.StatusBadRequest)
+		body := html.UnescapeString(p.body)
+		is.True(strings.Contains(body, `"`+c.bad+`"`))
+		is.True(strings.Contains(body, strings.Join(c.all, ", ")))
+		is.Equal(e.ownFill(e.orgID), want)
+	}
+	p = admin.post("/dashboard/settings/sources", url.Values{"company": {strings.Repeat("x", 100)}})
+	is.Equal(p.status, http.StatusBadRequest)
+	is.Equal(e.ownFill(e.orgID), want)
+
+	viewer := e.signIn("acme", "viewer")
+	p = viewer.get("/dashboard/settings/sources")
+	is.Equal(p.status, http.StatusOK)
+	is.True(checked(p, "company", "slogan"))
+	is.True(p.has(`<fieldset class="stack plain" disabled>`))
+	is.True(!p.has(`Save fill lists`))
+	p = viewer.post("/dashboard/settings/sources", url.Values{"company": {"name"}})
+	is.Equal(p.status, http.StatusForbidden)
+	is.Equal(e.ownFill(e.orgID), want)
+
+	// Another organization's admin changes its own lists only.
+	_, globex := e.newOrg("globex", 0)
+	other := e.signIn("globex", "admin")
+	p = other.post("/dashboard/settings/sources", url.Values{"company": {"name"}})
+	is.Equal(p.status, http.StatusSeeOther)
+	is.Equal(e.ownFill(globex), enrich.FillLists{Company: []string{"name"}})
+	is.Equal(e.ownFill(e.orgID), want)
+}
+
+// The task page reads a task as GET /v1/tasks/:id answers it, byte for byte, so that
+// it shows the provenance and sources the API gives and nothing else. A task whose
+// answer has neither shows no field's source.
+func TestDashboardTaskPageReadsTheAPIsAnswer(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	e.startWorkers()
+	ok := e.enrichCompany(map[string]string{"domain": "acme.com"})
+	missing := e.enrichCompany(map[string]string{"domain": "missing-co.com"})
+	b := e.signIn("acme", "viewer")
+	for _, id := range []string{ok, missing} {
+		p := b.waitPage(id)
+		task, err := e.db.GetTask(context.Background(), e.orgID, id)
+		is.NoErr(err)
+		api := e.do("GET", "/v1/tasks/"+id, nil)
+		is.Equal(api.status, http.StatusOK)
+		is.Equal(string(server.TaskAnswer(task)), string(api.raw))
+		_, hasProvenance := api.body["provenance"]
+		is.Equal(p.has(`id="task-provenance"`), hasProvenance && id == ok)
+		_, hasSources := api.body["sources"]
+		is.Equal(p.has(`id="task-sources"`), hasSources)
 	}
 }

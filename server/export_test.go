@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/store"
 )
 
 // SetMCPHold shortens, for the test, how long an /mcp request may hold its connection
@@ -23,4 +24,9 @@ func (s *Server) Spend() interface {
 	Spent(ctx context.Context, org string, call enrich.SourceCall)
 } {
 	return s.spend
+}
+
+// FillFor is the fill list a worker reads for a claimed task.
+func (s *Server) FillFor(ctx context.Context, c *store.Claim) ([]string, error) {
+	return s.fillFor(ctx, c)
 }

@@ -63,6 +63,8 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	//   POST /dashboard/settings/keys
 	//   POST /dashboard/settings/keys/:id/revoke
 	//   GET  /dashboard/sources
+	//   GET  /dashboard/settings/sources
+	//   POST /dashboard/settings/sources
 	//   GET  /dashboard/credits
 	//   GET  /dashboard/credits.csv
 	//   GET  /dashboard/tasks

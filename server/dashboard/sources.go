@@ -2,92 +2,87 @@ package dashboard
 
 import (
 	"net/http"
-	"strconv"
-	"time"
+	"slices"
+	"strings"
 
-	"enrichd/server"
+	"enrichd/enrich"
 	"enrichd/store"
 )
 
-// sourceCard is one source on the Sources page: GET /v1/sources' figures for the
-// signed-in organization, and a chart of its vendor credits per day of the month.
-type sourceCard struct {
-	server.SourceReport
-	Position int
-	Asks     int64  // hits, misses and errors
-	USDText  string // the month in USD, "$1.20", where a credit's price is set
-	Chart    spendChart
+// fillSettings is the Settings → Sources page: per object type, the fields the
+// sources are asked in turn to fill for the organization's tasks.
+type fillSettings struct {
+	Lists []fillListView
 }
 
-// newCreditsChart lays out a source's vendor credits per day, from the month's first
-// day to today, as the overview's chart of credits spent.
-func newCreditsChart(days []server.SourceDay, month, today time.Time) spendChart {
-	by := map[string]int64{}
-	for _, d := range days {
-		by[d.Day] = d.Credits
-	}
-	c := spendChart{Width: 720, Height: 140, Top: 16, Bottom: 24}
-	var n int
-	for d := month; !d.After(today); d = d.AddDate(0, 0, 1) {
-		n++
-	}
-	if n == 0 {
-		return c
-	}
-	for d := month; !d.After(today); d = d.AddDate(0, 0, 1) {
-		c.Max = max(c.Max, by[d.Format(time.DateOnly)])
-		c.Total += by[d.Format(time.DateOnly)]
-	}
-	left := 36.0
-	slot := (c.Width - left) / float64(n)
-	plot := c.Height - c.Top - c.Bottom
-	i := 0
-	for d := month; !d.After(today); d = d.AddDate(0, 0, 1) {
-		v := by[d.Format(time.DateOnly)]
-		h := 0.0
-		if c.Max > 0 {
-			h = plot * float64(v) / float64(c.Max)
-		}
-		if v > 0 {
-			h = max(h, 1)
-		}
-		x := left + float64(i)*slot
-		c.Bars = append(c.Bars, chartBar{X: x + 1, Y: c.Top + plot - h, W: max(slot-2, 1), H: h,
-			Title: d.Format("Mon Jan 2") + ": " + strconv.FormatInt(v, 10) + " vendor credits"})
-		if (n-1-i)%7 == 0 {
-			c.Ticks = append(c.Ticks, chartTick{X: min(x+slot/2, c.Width-tickHalfWidth), Label: d.Format("Jan 2")})
-		}
-		i++
-	}
-	return c
+// fillListView is one object type's list: every field it can name, which of them the
+// organization chose (none: it keeps Default, the server's list).
+type fillListView struct {
+	Object  string
+	Fields  []fillField
+	Own     bool     // the organization set a list of its own
+	Default []string // serve's --fill-company or --fill-person
 }
 
-// handleSourcesPage shows each source in the order it is asked: this month's calls,
-// hit rate and vendor credits with a chart per day, its budgets and what is left, and
-// whose key it uses.
-func handleSourcesPage(s *Dashboard) http.Handler {
-	type data struct {
-		Month   string
-		Sources []sourceCard
+type fillField struct {
+	Name    string
+	Checked bool
+}
+
+// renderFillSettings writes the page with the organization's lists as stored.
+func (s *Dashboard) renderFillSettings(w http.ResponseWriter, r *http.Request, status int, notice string) {
+	own, err := s.db.OrgFillLists(r.Context(), dashUser(r).OrgID)
+	if err != nil {
+		s.dashError(w, r, err)
+		return
 	}
+	defaults := s.srv.Config().Fill
+	var d fillSettings
+	for _, object := range []string{enrich.ObjectCompany, enrich.ObjectPerson} {
+		chosen := own.For(object)
+		l := fillListView{Object: object, Own: chosen != nil, Default: defaults.For(object)}
+		for _, name := range enrich.FieldsOf(object) {
+			l.Fields = append(l.Fields, fillField{Name: name, Checked: slices.Contains(chosen, name)})
+		}
+		d.Lists = append(d.Lists, l)
+	}
+	s.render(w, r, status, "sources", view{Title: "Sources", Section: "sources", Notice: notice, Data: d})
+}
+
+func handleFillSettings(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u := dashUser(r)
-		rep, err := s.srv.Sources(r.Context(), u.OrgID)
-		if err != nil {
+		s.renderFillSettings(w, r, http.StatusOK, notice(r))
+	})
+}
+
+// maxFieldName bounds a field name sent by the form: longer than every known one.
+const maxFieldName = 64
+
+// handleSetFillLists sets both lists from the form's checked boxes: none checked goes
+// back to the server's default. A name the object type does not have is refused with
+// the known ones, and nothing changes.
+func handleSetFillLists(s *Dashboard) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := parseForm(w, r, maxFieldName); err != nil {
 			s.dashError(w, r, err)
 			return
 		}
-		now := s.db.Now().UTC()
-		month, today := store.MonthStart(now), store.DayStart(now)
-		d := data{Month: month.Format("January 2006")}
-		for i, src := range rep.Sources {
-			card := sourceCard{SourceReport: src, Position: i + 1,
-				Asks: src.Hits + src.Misses + src.Errors, Chart: newCreditsChart(src.Days, month, today)}
-			if src.USD != nil {
-				card.USDText = "$" + strconv.FormatFloat(*src.USD, 'f', 2, 64)
+		var u store.FillUpdate
+		for _, v := range []struct {
+			object string
+			list   **[]string
+		}{{enrich.ObjectCompany, &u.Company}, {enrich.ObjectPerson, &u.Person}} {
+			fields, err := enrich.ParseFields(v.object, strings.Join(r.PostForm[v.object], ","))
+			if err != nil {
+				s.dashError(w, r, err)
+				return
 			}
-			d.Sources = append(d.Sources, card)
+			*v.list = &fields
 		}
-		s.render(w, r, http.StatusOK, "sources", view{Title: "Sources", Section: "sources", Notice: notice(r), Data: d})
+		if err := s.db.SetFillLists(r.Context(), dashUser(r).OrgID, u); err != nil {
+			s.dashError(w, r, err)
+			return
+		}
+		seeOther(w, r, "/dashboard/settings/sources", "Fill lists saved: they apply from the next task a worker takes.")
 	})
 }

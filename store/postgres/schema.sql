@@ -449,8 +449,19 @@ ALTER TABLE tasks ADD COLUMN provenance TEXT;
 ALTER TABLE tasks ADD COLUMN sources TEXT;
 ALTER TABLE records ADD COLUMN provenance TEXT;
 
--- migration 7: what the sources cost each organization, and their monthly budgets (the
--- SQLite schema's migration 14)
+-- migration 7: fill lists (the SQLite schema's migration 14)
+-- The fields the sources are asked in turn to fill for an organization, per object
+-- type: field names, comma-separated. NULL keeps the server's default (--fill-company,
+-- --fill-person). Each task reads its organization's row by primary key.
+CREATE TABLE fill_lists (
+    org_id      TEXT COLLATE "C" PRIMARY KEY REFERENCES orgs(id),
+    company     TEXT,
+    person      TEXT,
+    updated_at  BIGINT NOT NULL
+);
+
+-- migration 8: what the sources cost each organization, and their monthly budgets (the
+-- SQLite schema's migration 15)
 -- source_spend adds up, per organization, source, UTC day (day: its start, ms) and
 -- whose key the calls went out with (own_key 1: the organization's own vendor key),
 -- the asks by outcome, the requests sent upstream and the vendor credits they cost.

@@ -81,4 +81,7 @@ var conformanceTests = []conformanceTest{
 	{"SourceSpendFromManyWritersAddsUp", testSourceSpendFromManyWritersAddsUp},
 	{"SourceBudgetsSetReplaceClearAndRefuse", testSourceBudgetsSetReplaceClearAndRefuse},
 	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
+	{"FillListsPerOrganization", testFillListsPerOrganization},
+	{"FillListRefusals", testFillListRefusals},
+	{"FillListsChangedAtOnce", testFillListsChangedAtOnce},
 }
