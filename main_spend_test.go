@@ -89,6 +89,7 @@ func TestServeSourceEconomicsFlags(t *testing.T) {
 	db := newDBPath(t)
 	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
 	mustCLI(t, "sources", "budget", "sim", "500", "--db", db)
+	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "10", "--db", db)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr syncBuffer
@@ -123,6 +124,31 @@ func TestServeSourceEconomicsFlags(t *testing.T) {
 	is.Equal(*sim.CreditUSD, 0.5)
 	is.Equal(*sim.Budget.Installation, int64(300)) // the flag's, lower than the database's 500
 	is.Equal(*sim.Budget.Remaining, int64(300))
+
+	// The organization's budget, set with the command beside the running server, binds
+	// its next tasks: 2 credits an answer, a cap of 3 admits two asks and skips the third.
+	mustCLI(t, "sources", "budget", "--org", "acme", "sim", "3", "--db", db)
+	settle := func(domain string) apiResponse {
+		status, r, raw := call(t, client, http.MethodPost, base+"/v1/companies/enrich", key, `{"domain":"`+domain+`"}`)
+		if status != http.StatusAccepted && status != http.StatusOK {
+			t.Fatalf("enrich %s: %d %s", domain, status, raw)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			_, got, raw := call(t, client, http.MethodGet, base+"/v1/tasks/"+r.Task.ID, key, "")
+			if got.Task.Status != "queued" && got.Task.Status != "running" {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task of %s did not settle: %s", domain, raw)
+			}
+		}
+	}
+	is.Equal(settle("initech.com").Task.Status, "succeeded")
+	is.Equal(settle("globex.com").Task.Status, "succeeded")
+	over := settle("hooli.com")
+	is.Equal(over.Task.Status, "failed")
+	contains(t, string(over.Error), "provider_unavailable")
+	contains(t, string(over.Error), "budget")
 	cancel()
 	select {
 	case <-done:
