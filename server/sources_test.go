@@ -199,18 +199,22 @@ func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
 	is.Equal(replica.Spend().Admit(ctx, e.orgID, "pdl", false), enrich.ReasonBudget)
 }
 
-// /metrics counts each source's asks by outcome and its vendor credits.
+// /metrics counts each source's asks by outcome, its vendor credits and the asks its
+// budget refused.
 func TestSourcesMetrics(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t, withVendors("pdl"))
 	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 2})
 	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
+	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "pdl", 2))
+	is.Equal(e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 2}), enrich.ReasonBudget)
 	r := e.do("GET", "/metrics", nil)
 	is.Equal(r.status, 200)
 	for series, want := range map[string]int{
-		`enrichd_source_asks_total{source="pdl",outcome="hit"}`:  1,
-		`enrichd_source_asks_total{source="pdl",outcome="miss"}`: 1,
-		`enrichd_source_vendor_credits_total{source="pdl"}`:      2,
+		`enrichd_source_asks_total{source="pdl",outcome="hit"}`:      1,
+		`enrichd_source_asks_total{source="pdl",outcome="miss"}`:     1,
+		`enrichd_source_vendor_credits_total{source="pdl"}`:          2,
+		`enrichd_source_skipped_total{source="pdl",reason="budget"}`: 1,
 	} {
 		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindSubmatch(r.raw)
 		if m == nil {
