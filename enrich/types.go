@@ -1,8 +1,11 @@
 // Package enrich owns what enrichd enriches, apart from how it is fetched: the inputs
 // and their normalization (domains, network URLs, emails), the Company and Person
-// results and which of their fields a waterfall can fill, the one error type and the task error codes, names and nicknames, matching a
-// local part to a name, email resolution, and the pipeline that asks the sources in
-// order. The Source interface (and StaffSearcher, Metered) is what the pipeline needs
+// results and which of their fields a waterfall can fill, the one error type and the
+// task error codes, names and nicknames, matching a local part to a name, email
+// resolution, and the pipeline that asks the sources as a waterfall (Lookup: the first
+// that knows the subject gives the record, the next fill the wanted fields it lacks)
+// and says which source gave each field and what each was asked (Trace). The Source
+// interface (and StaffSearcher, LookupSupporter, Metered) is what the pipeline needs
 // from the outside world; the adapters that implement it over HTTP live in
 // enrich/source, the `dataset` source in store. It knows no SQL, no HTTP client and no
 // HTTP server.

@@ -19,7 +19,7 @@ import (
 // organization's spend is not on it.
 func TestDashboardSourcesMonthPage(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t, withVendors("pdl"), func(c *server.Config) {
+	e := newEnv(t, withPricedVendors("pdl"), func(c *server.Config) {
 		c.CreditUSD = map[string]float64{"pdl": 0.1}
 		c.Fill = enrich.FillLists{Person: []string{"about"}}
 	})

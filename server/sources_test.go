@@ -25,8 +25,8 @@ func (k keyedSource) Name() string   { return k.name }
 func (k keyedSource) KeyEnv() string { return "TEST_" + k.name + "_KEY" }
 func (k keyedSource) Priced()        {}
 
-// withVendors adds keyed sources after the fake network and the dataset.
-func withVendors(names ...string) func(*server.Config) {
+// withPricedVendors adds priced, keyed sources after the fake network and the dataset.
+func withPricedVendors(names ...string) func(*server.Config) {
 	return func(c *server.Config) {
 		for _, n := range names {
 			c.Sources = append(c.Sources, keyedSource{Source: newFakeNetwork(), name: n})
@@ -70,7 +70,7 @@ func (e *env) sourcesOf(key string) (month string, by map[string]server.SourceRe
 // the same after a restart.
 func TestSourcesSpendPerOrganizationSurvivesARestart(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t, withVendors("pdl", "enrichlayer"), func(c *server.Config) {
+	e := newEnv(t, withPricedVendors("pdl", "enrichlayer"), func(c *server.Config) {
 		c.CreditUSD = map[string]float64{"pdl": 0.25}
 	})
 	otherKey, otherID := e.newOrg("other", 10)
@@ -122,7 +122,7 @@ func TestSourcesAFreeAskWritesNothing(t *testing.T) {
 // the installation's keys, not an organization's own; a cap cleared admits again.
 func TestSourcesBudgetsRefuseAtTheCap(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t, withVendors("pdl"), func(c *server.Config) { c.SourceBudgets = map[string]int64{"pdl": 10} })
+	e := newEnv(t, withPricedVendors("pdl"), func(c *server.Config) { c.SourceBudgets = map[string]int64{"pdl": 10} })
 	ctx := context.Background()
 	_, otherID := e.newOrg("other", 10)
 	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 3))
@@ -158,7 +158,7 @@ func TestSourcesBudgetsRefuseAtTheCap(t *testing.T) {
 // leaves, never more, and each recorded releases its place.
 func TestSourcesBudgetCountsAsksInFlight(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t, withVendors("pdl"))
+	e := newEnv(t, withPricedVendors("pdl"))
 	ctx := context.Background()
 	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 5))
 	spend := e.srv.Spend()
@@ -189,7 +189,7 @@ func TestSourcesBudgetCountsAsksInFlight(t *testing.T) {
 // replica) refuses once the first has spent the cap.
 func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t, withVendors("pdl"))
+	e := newEnv(t, withPricedVendors("pdl"))
 	ctx := context.Background()
 	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 4))
 	replica := server.New(e.db, e.cfg)
@@ -203,7 +203,7 @@ func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
 // budget refused.
 func TestSourcesMetrics(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t, withVendors("pdl"))
+	e := newEnv(t, withPricedVendors("pdl"))
 	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 2})
 	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
 	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "pdl", 2))

@@ -12,7 +12,7 @@ import (
 // one (and the month's credits summed over the organization's days), and Spent of a
 // miss that sent one request upstream (one small write transaction).
 func BenchmarkSpend(b *testing.B) {
-	e := newEnv(b, withVendors("pdl"))
+	e := newEnv(b, withPricedVendors("pdl"))
 	ctx := context.Background()
 	spend := e.srv.Spend()
 	miss := enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1}
