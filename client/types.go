@@ -246,6 +246,9 @@ type EmailMatch struct {
 	Method  string  `json:"method"`
 	Email   string  `json:"email"`
 	Pattern *string `json:"pattern"`
+	// Source names the source that found the person (pdl, apollo, ...); nil when
+	// what the server already held answered.
+	Source *string `json:"source"`
 }
 
 // Loop is a webhook destination.

@@ -38,7 +38,7 @@ func encodeTask(w http.ResponseWriter, status int, t *store.Task, data json.RawM
 
 // taskAnswer is the body of GET /v1/tasks/:id for t: its data once it succeeded, with
 // where each field came from and what each source was asked beside it, and its error
-// once it failed. The dashboard's task page reads the same.
+// once it failed. The dashboard's task page shows the same two from the task itself.
 func taskAnswer(t *store.Task) []byte {
 	var data json.RawMessage
 	if t.Status == store.StatusSucceeded {
