@@ -28,10 +28,3 @@ type KeyInfo struct {
 type KeyInfos interface {
 	KeyInfo(ctx context.Context, org, source string) (KeyInfo, error)
 }
-
-// Priced is a Source whose answers cost vendor credits: the only ones budgets bind and
-// whose asks the pipeline's Spend reads a budget for. A source without it (the
-// dataset, the web) costs nothing and is admitted at once.
-type Priced interface {
-	Priced()
-}

@@ -20,8 +20,8 @@ type searchVendor struct {
 	searches atomic.Int64
 }
 
-func (v *searchVendor) Name() string { return "searcher" }
-func (v *searchVendor) Priced()      {}
+func (v *searchVendor) Name() string          { return "searcher" }
+func (v *searchVendor) Prices() enrich.Prices { return enrich.Prices{StaffSearch: 10} }
 func (v *searchVendor) CompanyByDomain(context.Context, string) (*enrich.Company, error) {
 	return nil, fmt.Errorf("searcher: %w", enrich.ErrNotFound)
 }

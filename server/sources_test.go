@@ -21,9 +21,9 @@ type keyedSource struct {
 	name string
 }
 
-func (k keyedSource) Name() string   { return k.name }
-func (k keyedSource) KeyEnv() string { return "TEST_" + k.name + "_KEY" }
-func (k keyedSource) Priced()        {}
+func (k keyedSource) Name() string          { return k.name }
+func (k keyedSource) KeyEnv() string        { return "TEST_" + k.name + "_KEY" }
+func (k keyedSource) Prices() enrich.Prices { return enrich.Prices{} }
 
 // withPricedVendors adds priced, keyed sources after the fake network and the dataset.
 func withPricedVendors(names ...string) func(*server.Config) {

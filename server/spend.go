@@ -27,7 +27,7 @@ type spendKeeper struct {
 	metrics *serverMetrics
 	// budgets are the installation's caps serve's flags set, by source.
 	budgets map[string]int64
-	// priced are the sources whose answers cost vendor credits (enrich.Priced), by
+	// priced are the sources whose answers cost vendor credits (enrich.Priced: they state a price), by
 	// name: the others are admitted without a read.
 	priced map[string]bool
 

@@ -61,9 +61,6 @@ func NewApollo(cfg VendorConfig) (*Apollo, error) {
 // KeyEnv names where the installation's key is read from (enrich.Keyed).
 func (a *Apollo) KeyEnv() string { return ApolloKeyEnv }
 
-// Priced: its answers cost vendor credits (enrich.Priced).
-func (a *Apollo) Priced() {}
-
 func (a *Apollo) Name() string              { return "apollo" }
 func (a *Apollo) Stats() enrich.SourceStats { return a.api.meter.stats(a.Name()) }
 

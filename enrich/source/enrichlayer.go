@@ -54,9 +54,6 @@ func NewEnrichLayer(cfg VendorConfig) (*EnrichLayer, error) {
 // KeyEnv names where the installation's key is read from (enrich.Keyed).
 func (e *EnrichLayer) KeyEnv() string { return EnrichLayerKeyEnv }
 
-// Priced: its answers cost vendor credits (enrich.Priced).
-func (e *EnrichLayer) Priced() {}
-
 func (e *EnrichLayer) Name() string              { return "enrichlayer" }
 func (e *EnrichLayer) Stats() enrich.SourceStats { return e.api.meter.stats(e.Name()) }
 

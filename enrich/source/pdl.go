@@ -51,9 +51,6 @@ func NewPDL(cfg VendorConfig) (*PDL, error) {
 // KeyEnv names where the installation's key is read from (enrich.Keyed).
 func (p *PDL) KeyEnv() string { return PDLKeyEnv }
 
-// Priced: its answers cost vendor credits (enrich.Priced).
-func (p *PDL) Priced() {}
-
 func (p *PDL) Name() string              { return "pdl" }
 func (p *PDL) Stats() enrich.SourceStats { return p.api.meter.stats(p.Name()) }
 

@@ -34,8 +34,10 @@ var (
 	_ enrich.StaffSearcher = (*Sim)(nil)
 )
 
-// Priced: its answers cost vendor credits (enrich.Priced).
-func (s *Sim) Priced() {}
+// Prices makes sim a priced source (enrich.Priced), held to budgets and counted in
+// spend: an answer costs Credits, which no call kind of enrich.Prices names, so both
+// are 0 and an email lookup weighs its calls as free.
+func (s *Sim) Prices() enrich.Prices { return enrich.Prices{} }
 
 func (s *Sim) Name() string { return "sim" }
 
