@@ -14,9 +14,14 @@ import (
 // ApolloKeyEnv is where the Apollo API key is read from.
 const ApolloKeyEnv = "APOLLO_API_KEY"
 
+// apolloEnrichCredits is Apollo's published price of an organization or person
+// enriched, in its credits; an answer that matched nothing costs nothing.
+const apolloEnrichCredits = 1
+
 // Apollo is the `apollo` source: the Apollo.io REST API. It answers companies by
 // domain (organization enrichment) and people by profile (people enrichment, which
-// Apollo calls a match); PersonByEmail matches a work address the same way.
+// Apollo calls a match); PersonByEmail matches a work address the same way, which
+// makes it a direct match of email lookups (enrich.EmailMatcher).
 //
 // What Apollo's API does not offer, the adapter does not pretend to: organization
 // enrichment takes a domain only, so a company asked for by its network page is a miss
@@ -33,8 +38,10 @@ type Apollo struct {
 }
 
 var (
-	_ enrich.Source  = (*Apollo)(nil)
-	_ enrich.Metered = (*Apollo)(nil)
+	_ enrich.Source       = (*Apollo)(nil)
+	_ enrich.Metered      = (*Apollo)(nil)
+	_ enrich.EmailMatcher = (*Apollo)(nil)
+	_ enrich.Priced       = (*Apollo)(nil)
 )
 
 // NewApollo builds the adapter. Defaults: https://api.apollo.io, 0.8 requests a second
@@ -50,6 +57,9 @@ func NewApollo(cfg VendorConfig) (*Apollo, error) {
 	api.quotaSpent = apolloQuotaSpent
 	return &Apollo{api: api, norm: newNormalizer(cfg.NetworkHost)}, nil
 }
+
+// KeyEnv names where the installation's key is read from (enrich.Keyed).
+func (a *Apollo) KeyEnv() string { return ApolloKeyEnv }
 
 func (a *Apollo) Name() string              { return "apollo" }
 func (a *Apollo) Stats() enrich.SourceStats { return a.api.meter.stats(a.Name()) }
@@ -130,6 +140,7 @@ func (a *Apollo) CompanyByDomain(ctx context.Context, domain string) (*enrich.Co
 	if o == nil || text(o.Name) == nil {
 		return nil, fmt.Errorf("apollo: no organization for %s: %w", domain, enrich.ErrNotFound)
 	}
+	charge(ctx, apolloEnrichCredits)
 	c := &enrich.Company{
 		Name:             *text(o.Name),
 		EnrichmentStatus: enrich.StatusEnriched,
@@ -172,12 +183,20 @@ func (a *Apollo) PersonByURL(ctx context.Context, networkURL string) (*enrich.Pe
 
 // PersonByEmail matches a work address: POST /api/v1/people/match with email. Apollo
 // answers with its closest match (a random one among equals, its documentation says),
-// so the person is a candidate, not an answer: a caller must confirm that they hold a
-// current position at the company behind the address's domain and that the address
-// fits their name. Email lookups do not ask it yet (see docs/sources.md).
+// so the person is a candidate, not an answer: an email lookup confirms that they
+// hold a current position at the company behind the address's domain and that the
+// address fits their name before it answers with them.
 func (a *Apollo) PersonByEmail(ctx context.Context, address string) (*enrich.Person, error) {
 	return a.match(ctx, "email", address)
 }
+
+// Prices: a match costs one credit (nothing when it finds nobody); Apollo gives
+// email lookups no staff search.
+func (a *Apollo) Prices() enrich.Prices {
+	return enrich.Prices{EmailMatch: apolloCreditsPerMatch}
+}
+
+const apolloCreditsPerMatch = 1
 
 // match asks people enrichment for one person by one identifier, in the JSON body so
 // that the address or profile stays out of URLs. Personal emails and phone numbers
@@ -196,6 +215,7 @@ func (a *Apollo) match(ctx context.Context, field, value string) (*enrich.Person
 		// Apollo answers 200 with no person when nothing matched: no credit is spent.
 		return nil, fmt.Errorf("apollo: no person matched by %s: %w", field, enrich.ErrNotFound)
 	}
+	charge(ctx, apolloEnrichCredits)
 	out := &enrich.Person{
 		NetworkURL: a.norm.personURLOf(d.LinkedinURL),
 		FullName:   text(d.Name),

@@ -14,9 +14,13 @@ import (
 // PDLKeyEnv is where the People Data Labs API key is read from.
 const PDLKeyEnv = "PDL_API_KEY"
 
+// pdlMatchCredits is People Data Labs' published price of a company or person matched,
+// and of each record a search returns, in its credits; a 404 costs nothing.
+const pdlMatchCredits = 1
+
 // PDL is the `pdl` source: the People Data Labs API, whose records carry the
-// network's URLs. It answers companies by website or page, people by profile, and
-// searches staff by the current employer's website and names.
+// network's URLs. It answers companies by website or page, people by profile or by
+// work address, and searches staff by the current employer's website and names.
 //
 // Upstream cost: one credit per company or person matched (a 404 is free); a staff
 // search is billed per record returned, so it asks for no more than the caller's limit.
@@ -30,6 +34,8 @@ var (
 	_ enrich.StaffSearcher = (*PDL)(nil)
 	_ enrich.Metered       = (*PDL)(nil)
 	_ enrich.StaffPager    = (*PDL)(nil)
+	_ enrich.EmailMatcher  = (*PDL)(nil)
+	_ enrich.Priced        = (*PDL)(nil)
 )
 
 // NewPDL builds the adapter. Defaults: https://api.peopledatalabs.com, 1 request a
@@ -41,6 +47,9 @@ func NewPDL(cfg VendorConfig) (*PDL, error) {
 	}
 	return &PDL{api: api, norm: newNormalizer(cfg.NetworkHost)}, nil
 }
+
+// KeyEnv names where the installation's key is read from (enrich.Keyed).
+func (p *PDL) KeyEnv() string { return PDLKeyEnv }
 
 func (p *PDL) Name() string              { return "pdl" }
 func (p *PDL) Stats() enrich.SourceStats { return p.api.meter.stats(p.Name()) }
@@ -124,6 +133,7 @@ func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*e
 	if err := p.api.get(ctx, "/v5/company/enrich", q, &c); err != nil {
 		return nil, err
 	}
+	charge(ctx, pdlMatchCredits)
 	name := orDefault(text(c.DisplayName), text(c.Name))
 	if name == nil {
 		return nil, fmt.Errorf("pdl: the record for %s has no name: %w", asked, enrich.ErrNotFound)
@@ -153,18 +163,49 @@ func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*e
 
 // PersonByURL enriches by profile: GET /v5/person/enrich?profile=.
 func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
+	out, err := p.personEnrich(ctx, url.Values{"profile": {networkURL}})
+	if err != nil {
+		return nil, err
+	}
+	if out.NetworkURL == nil {
+		out.NetworkURL = enrich.Ptr(networkURL)
+	}
+	return out, nil
+}
+
+// PersonByEmail enriches by a work address: GET /v5/person/enrich?email=, which PDL
+// answers with the record it matches to the address above its default likelihood
+// (2 of 10), or 404. That is PDL's best match, not a proof: an email lookup confirms
+// the person's current position and name before it answers with them.
+func (p *PDL) PersonByEmail(ctx context.Context, address string) (*enrich.Person, error) {
+	return p.personEnrich(ctx, url.Values{"email": {address}})
+}
+
+// Prices: PDL bills one credit a person or company matched, nothing for a 404, and
+// its search one credit a record returned.
+func (p *PDL) Prices() enrich.Prices {
+	return enrich.Prices{EmailMatch: pdlCreditsPerMatch, StaffSearch: pdlCreditsPerRecord}
+}
+
+const (
+	pdlCreditsPerMatch  = 1
+	pdlCreditsPerRecord = 1
+)
+
+func (p *PDL) personEnrich(ctx context.Context, q url.Values) (*enrich.Person, error) {
 	var r struct {
 		Data *pdlPerson `json:"data"`
 	}
-	if err := p.api.get(ctx, "/v5/person/enrich", url.Values{"profile": {networkURL}}, &r); err != nil {
+	if err := p.api.get(ctx, "/v5/person/enrich", q, &r); err != nil {
 		return nil, err
 	}
+	charge(ctx, pdlMatchCredits)
 	if r.Data == nil {
-		return nil, fmt.Errorf("pdl: no record for %s: %w", networkURL, enrich.ErrNotFound)
+		return nil, fmt.Errorf("pdl: no person record matched: %w", enrich.ErrNotFound)
 	}
 	d := r.Data
 	out := &enrich.Person{
-		NetworkURL: orDefault(p.norm.personURLOf(d.LinkedinURL), enrich.Ptr(networkURL)),
+		NetworkURL: p.norm.personURLOf(d.LinkedinURL),
 		FullName:   text(d.FullName),
 		FirstName:  text(d.FirstName),
 		LastName:   text(d.LastName),
@@ -291,6 +332,7 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 	if err != nil {
 		return nil, "", err
 	}
+	charge(ctx, int64(len(r.Data))*pdlMatchCredits)
 	var next string
 	if r.ScrollToken != nil && len(r.Data) >= q.Limit {
 		next = *r.ScrollToken
