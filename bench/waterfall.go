@@ -39,12 +39,23 @@ type vendor struct {
 
 func (v *vendor) Name() string { return v.name }
 
+// Prices says the vendor bills its calls, so budgets hold it; it matches nobody by
+// email and searches no staff.
+func (v *vendor) Prices() enrich.Prices { return enrich.Prices{} }
+
 func (v *vendor) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	return v.company(ctx, domain, func() (*enrich.Company, error) { return v.sim.CompanyByDomain(ctx, domain) })
+	return v.company(ctx, domain, func() (*enrich.Company, error) { return v.sim.CompanyByDomain(unbilled(ctx), domain) })
 }
 
 func (v *vendor) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
-	return v.company(ctx, networkURL, func() (*enrich.Company, error) { return v.sim.CompanyByURL(ctx, networkURL) })
+	return v.company(ctx, networkURL, func() (*enrich.Company, error) { return v.sim.CompanyByURL(unbilled(ctx), networkURL) })
+}
+
+// unbilled is ctx with a tally of its own, so the sim the vendor reads its records
+// from does not count a second call, or its own price, on the ask's.
+func unbilled(ctx context.Context) context.Context {
+	ctx, _ = enrich.WithTally(ctx)
+	return ctx
 }
 
 func (v *vendor) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
@@ -134,6 +145,8 @@ type WaterfallRun struct {
 	// second pass those are the records held, which must cost nothing. The subjects no
 	// vendor knows are asked again on every pass (a miss is not remembered).
 	FoundCalls float64 `json:"found_vendor_calls_per_record"`
+	// TaskCredits are the vendor credits the tasks' `sources` report, per subject.
+	TaskCredits float64 `json:"task_vendor_credits_per_record"`
 }
 
 // Waterfall is the waterfall scenario's figures.
@@ -145,8 +158,9 @@ type Waterfall struct {
 }
 
 // waterfall enriches the same companies through three synthetic vendors, first with
-// first-hit-wins (no fill list) and then as a waterfall filling the wanted fields,
-// each twice: the second pass is within the freshness window and must call nothing.
+// first-hit-wins (no fill list), then as a waterfall filling the wanted fields, then
+// the same with the dearest vendor under a monthly budget, each twice: the second pass
+// is within the freshness window and asks nothing for a record held.
 func waterfall(ctx context.Context, opt Options) (Result, error) {
 	subjects := opt.WaterfallSubjects
 	if subjects <= 0 {
@@ -156,12 +170,20 @@ func waterfall(ctx context.Context, opt Options) (Result, error) {
 	for _, v := range waterfallVendors() {
 		w.Vendors = append(w.Vendors, fmt.Sprintf("%s (knows %.0f%% of companies, %.0f%% of their fields, %d credits a call)", v.name, 100*v.coverage, 100*v.fields, v.price))
 	}
+	// The dear vendor's monthly budget in the third mode: 2 credits a subject, a fifth
+	// of what the waterfall pays it unbounded.
+	capped := map[string]int64{"dear": int64(2 * subjects)}
 	modes := []struct {
-		name string
-		fill []string
-	}{{"first-hit-wins", nil}, {"waterfall", waterfallWanted}}
+		name    string
+		fill    []string
+		budgets map[string]int64
+	}{
+		{"first-hit-wins", nil, nil},
+		{"waterfall", waterfallWanted, nil},
+		{fmt.Sprintf("waterfall, dear capped at %d credits", capped["dear"]), waterfallWanted, capped},
+	}
 	for _, mode := range modes {
-		runs, err := waterfallMode(ctx, opt, subjects, mode.name, mode.fill)
+		runs, err := waterfallMode(ctx, opt, subjects, mode.name, mode.fill, mode.budgets)
 		if err != nil {
 			return Result{}, err
 		}
@@ -171,7 +193,7 @@ func waterfall(ctx context.Context, opt Options) (Result, error) {
 		Note: "three synthetic vendors; see the waterfall table"}, nil
 }
 
-func waterfallMode(ctx context.Context, opt Options, subjects int, mode string, fill []string) ([]WaterfallRun, error) {
+func waterfallMode(ctx context.Context, opt Options, subjects int, mode string, fill []string, budgets map[string]int64) ([]WaterfallRun, error) {
 	vendors := waterfallVendors()
 	e, err := newEnv(ctx, opt, func(cfg *server.Config) {
 		cfg.Sources = nil
@@ -179,6 +201,7 @@ func waterfallMode(ctx context.Context, opt Options, subjects int, mode string, 
 			cfg.Sources = append(cfg.Sources, v)
 		}
 		cfg.Fill = enrich.FillLists{Company: fill}
+		cfg.SourceBudgets = budgets
 	})
 	if err != nil {
 		return nil, err
@@ -209,7 +232,7 @@ func waterfallMode(ctx context.Context, opt Options, subjects int, mode string, 
 		}
 		run.Calls = float64(calls-calls0) / float64(subjects)
 		run.Credits = float64(credits-credits0) / float64(subjects)
-		filled, found, taskCalls, foundCalls, err := e.scoreTasks(ctx, key, ids, opt.Concurrency)
+		filled, found, taskCalls, foundCalls, taskCredits, err := e.scoreTasks(ctx, key, ids, opt.Concurrency)
 		if err != nil {
 			return nil, err
 		}
@@ -217,6 +240,7 @@ func waterfallMode(ctx context.Context, opt Options, subjects int, mode string, 
 		run.Found = float64(found) / float64(subjects)
 		run.TaskCalls = float64(taskCalls) / float64(subjects)
 		run.FoundCalls = float64(foundCalls) / float64(subjects)
+		run.TaskCredits = float64(taskCredits) / float64(subjects)
 		runs = append(runs, run)
 	}
 	return runs, nil
@@ -262,7 +286,7 @@ func (e *env) enqueueAll(ctx context.Context, key string, subjects, n int) ([]st
 // scoreTasks reads every task and counts the wanted fields its data carries, the tasks
 // that succeeded, and the vendor calls their `sources` report, all of them and those of
 // the tasks that succeeded.
-func (e *env) scoreTasks(ctx context.Context, key string, ids []string, n int) (filled, found, calls, foundCalls int64, err error) {
+func (e *env) scoreTasks(ctx context.Context, key string, ids []string, n int) (filled, found, calls, foundCalls, credits int64, err error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -307,6 +331,7 @@ func (e *env) scoreTasks(ctx context.Context, key string, ids []string, n int) (
 				}
 				for _, s := range task.Sources {
 					calls += s.VendorCalls
+					credits += s.Credits
 					if task.Task.Status == "succeeded" {
 						foundCalls += s.VendorCalls
 					}
@@ -316,7 +341,7 @@ func (e *env) scoreTasks(ctx context.Context, key string, ids []string, n int) (
 		}()
 	}
 	wg.Wait()
-	return filled, found, calls, foundCalls, err
+	return filled, found, calls, foundCalls, credits, err
 }
 
 func isNull(v json.RawMessage) bool {
