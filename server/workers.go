@@ -307,7 +307,7 @@ func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result,
 	if taskErr != nil {
 		out = store.Outcome{Err: taskErr}
 		if (taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound) && c.WatchID == nil {
-			stored, err := s.db.FindStored(ctx, c.Input)
+			stored, err := s.db.FindStoredFor(ctx, c.OrgID, c.Input)
 			if err != nil {
 				s.log.Error("reading the stored record", "task", c.TaskID, "err", err)
 			}

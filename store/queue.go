@@ -43,6 +43,9 @@ type Outcome struct {
 	// TieBroken marks an email lookup's person picked by a hint among several: the
 	// address is not remembered as theirs, and what was gathered for it stays.
 	TieBroken bool
+	// Private marks a result some field of which came from the organization's own
+	// vendor key (enrich.Trace.Private): the store keeps it for that organization alone.
+	Private bool
 }
 
 // ExpiredTask is a task ExpireTasks failed as timed_out, or RequeueAbandoned as
@@ -228,7 +231,11 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 			if at.IsZero() {
 				at = now
 			}
-			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, at, now); err != nil {
+			owner := ""
+			if out.Private {
+				owner = c.OrgID
+			}
+			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, owner, at, now); err != nil {
 				return true, err
 			}
 		}

@@ -77,4 +77,6 @@ var conformanceTests = []conformanceTest{
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
 	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
+	{"ARecordFetchedWithAnOrgsKeyIsServedToItAlone", testARecordFetchedWithAnOrgsKeyIsServedToItAlone},
+	{"SourceKeysSetFailAndClear", testSourceKeysSetFailAndClear},
 }
