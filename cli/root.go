@@ -69,6 +69,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newMigrateCommand(),
 		newVersionCommand(),
 		newEnrichCommand(),
+		newSourcesCommand(),
 	)
 	addDBFlag(root)
 	return root

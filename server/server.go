@@ -20,6 +20,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/netguard"
+	"enrichd/secret"
 	"enrichd/store"
 	"enrichd/webhook"
 
@@ -30,6 +31,9 @@ import (
 
 // Config is how the service behaves. Zero values take the defaults of DefaultConfig.
 type Config struct {
+	// Secrets opens the organizations' own vendor keys (package secret); nil when
+	// serve has no secret key file, and then no organization's own key is used.
+	Secrets       *secret.Box
 	Workers       int           // task workers
 	TaskTTL       time.Duration // a task unsettled this long after creation fails as timed_out
 	MaxBacklog    int64         // queued tasks an organization may have
@@ -280,7 +284,8 @@ func New(db *store.DB, cfg Config) *Server {
 		db:   db,
 		norm: enrich.Normalizer{NetworkHost: cfg.NetworkHost},
 		pipeline: &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger, Held: db.Held(),
-			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, Now: func() time.Time { return db.Now() }},
+			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, Now: func() time.Time { return db.Now() },
+			Keys: newOrgKeys(db, cfg.Secrets, cfg.Logger)},
 		log:       cfg.Logger,
 		ipLimits:  newLimiter(cfg.RateIP),
 		keyLimits: newLimiter(cfg.RateKey),

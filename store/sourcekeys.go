@@ -132,3 +132,12 @@ func (db *DB) OrgSourceKeys(ctx context.Context, orgID string) ([]SourceKey, err
 	rows, err := db.Reader().Query(ctx, `SELECT `+sourceKeyColumns+` FROM org_source_keys WHERE org_id = ? ORDER BY source`, orgID)
 	return collect(rows, err, scanSourceKey)
 }
+
+// SourceKeysSealedElsewhere counts the organizations' keys not sealed under the key
+// file keyID names ("" counts them all): serve says so when it starts. The table
+// holds a row per organization and source with a key, so it is read whole.
+func (db *DB) SourceKeysSealedElsewhere(ctx context.Context, keyID string) (int, error) {
+	var n int
+	err := db.Reader().QueryRow(ctx, `SELECT count(*) FROM org_source_keys WHERE key_id <> ?`, keyID).Scan(&n)
+	return n, err
+}

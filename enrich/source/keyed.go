@@ -18,7 +18,9 @@ import (
 // to other organizations.
 type Keyed interface {
 	enrich.Source
-	WithAPIKey(key string) (enrich.Source, error)
+	// WithAPIKey builds the source with key; onRefused, when not nil, is told each
+	// refusal of it (VendorConfig.OnKeyRefused).
+	WithAPIKey(key string, onRefused func(reason string)) (enrich.Source, error)
 }
 
 // KeyChecker is a source that can check its key with one cheap call (KeyCheck says
@@ -41,22 +43,22 @@ var (
 
 // ownKeyConfig is the adapter's configuration with the organization's key in place of
 // the installation's.
-func (v *vendorAPI) ownKeyConfig(key string) VendorConfig {
+func (v *vendorAPI) ownKeyConfig(key string, onRefused func(string)) VendorConfig {
 	cfg := v.cfg
-	cfg.APIKey, cfg.OwnKey = key, true
+	cfg.APIKey, cfg.OwnKey, cfg.OnKeyRefused = key, true, onRefused
 	return cfg
 }
 
-func (p *PDL) WithAPIKey(key string) (enrich.Source, error) {
-	return NewPDL(p.api.ownKeyConfig(key))
+func (p *PDL) WithAPIKey(key string, onRefused func(string)) (enrich.Source, error) {
+	return NewPDL(p.api.ownKeyConfig(key, onRefused))
 }
 
-func (e *EnrichLayer) WithAPIKey(key string) (enrich.Source, error) {
-	return NewEnrichLayer(e.api.ownKeyConfig(key))
+func (e *EnrichLayer) WithAPIKey(key string, onRefused func(string)) (enrich.Source, error) {
+	return NewEnrichLayer(e.api.ownKeyConfig(key, onRefused))
 }
 
-func (a *Apollo) WithAPIKey(key string) (enrich.Source, error) {
-	return NewApollo(a.api.ownKeyConfig(key))
+func (a *Apollo) WithAPIKey(key string, onRefused func(string)) (enrich.Source, error) {
+	return NewApollo(a.api.ownKeyConfig(key, onRefused))
 }
 
 // PDLKeyCheckDomain is the website PDL's key check asks for: a reserved name no

@@ -20,9 +20,12 @@ const orgKey = "org-own-key-7f3a19c2"
 func TestWithAPIKeySendsTheOrganizationsKey(t *testing.T) {
 	is := is.New(t)
 	p, f, logs := newPDL(t, map[string][]reply{"/v5/company/enrich": {{status: 401, fixture: "pdl/error_401.json"}}})
-	own, err := p.WithAPIKey(orgKey)
+	var refusals []string
+	own, err := p.WithAPIKey(orgKey, func(reason string) { refusals = append(refusals, reason) })
 	is.NoErr(err)
 	_, err = own.CompanyByDomain(context.Background(), "acme.com")
+	is.Equal(len(refusals), 1)
+	is.True(strings.Contains(refusals[0], "(401)"))
 	is.True(errors.Is(err, source.ErrKeyRefused))
 	is.True(errors.Is(err, enrich.ErrUnavailable))
 	is.True(strings.Contains(err.Error(), "the organization's own key"))

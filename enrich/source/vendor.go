@@ -40,6 +40,10 @@ type VendorConfig struct {
 	// OwnKey says APIKey is an organization's own key (WithAPIKey), not the
 	// installation's: errors about it say so rather than naming the environment.
 	OwnKey bool
+	// OnKeyRefused, when set, is told each refusal of the key or its account
+	// (ErrKeyRefused), with the vendor's words and never the key: an organization's
+	// key is then marked failing.
+	OnKeyRefused func(reason string)
 }
 
 // ErrKeyRefused is a vendor's refusal of the API key itself (401), or of the account
@@ -284,6 +288,9 @@ func (v *vendorAPI) failed(retryable bool, after time.Duration, format string, a
 // wrapping ErrKeyRefused.
 func (v *vendorAPI) refused(format string, args ...any) *upstreamError {
 	u := v.failed(false, 0, format, args...)
+	if v.cfg.OnKeyRefused != nil {
+		v.cfg.OnKeyRefused(v.redact(fmt.Sprintf(format, args...)))
+	}
 	u.err = fmt.Errorf("%w (%w)", u.err, ErrKeyRefused)
 	return u
 }
