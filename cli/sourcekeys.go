@@ -125,11 +125,7 @@ and the records so fetched are served to that organization alone.`,
 			if err != nil {
 				return err
 			}
-			box, err := openSecrets(cmd, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
-			if err != nil {
-				return err
-			}
-			if box == nil {
+			if secretKeyPath(cmd) == "" {
 				return errors.New("--secret-key-file is required with PostgreSQL: give every replica the same file")
 			}
 			key, err := readVendorKey(cmd)
@@ -151,6 +147,11 @@ and the records so fetched are served to that organization alone.`,
 				return fmt.Errorf("%s refused the key, so it was not stored: %s", vendor.title, strings.TrimSuffix(err.Error(), ": "+source.ErrKeyRefused.Error()))
 			case err != nil:
 				return fmt.Errorf("the key could not be checked, so it was not stored; try again: %w", err)
+			}
+			// The key file is opened (or made) once there is a key to seal in it.
+			box, err := openSecrets(cmd, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
+			if err != nil {
+				return err
 			}
 			sealed, err := box.Seal([]byte(key), server.SourceKeyLabel(org.ID, name))
 			if err != nil {

@@ -70,17 +70,16 @@ func (k *orgKeys) For(ctx context.Context, org string, src enrich.Source) (enric
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	key := entry.key
-	if key == nil {
+	if entry.key == nil {
 		return src, false, ""
 	}
-	if !key.Failing() && entry.built == nil {
-		if entry.built, err = k.build(keyed, key); err != nil {
+	if !entry.key.Failing() && entry.built == nil {
+		if entry.built, err = k.build(keyed, entry.key); err != nil {
 			// Kept here only: the key file may be put back, and the key then opens.
 			k.failing(entry, err.Error(), false)
 		}
 	}
-	if key.Failing() {
+	if key := entry.key; key.Failing() {
 		if key.AllowFallback {
 			return src, false, ""
 		}
