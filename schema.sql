@@ -559,7 +559,16 @@ CREATE TABLE batch_rows (
 -- the feeder's "rows still without a task": only those are in it
 CREATE INDEX batch_rows_pending ON batch_rows(batch_id, row_number) WHERE task_id IS NULL AND error IS NULL;
 
--- migration 13: organizations' own vendor keys, and records kept for one organization
+-- migration 13: where a result's fields came from
+-- A task keeps, beside its result, the source that gave each field (provenance, a JSON
+-- object) and what each source was asked (sources, a JSON array); a stored record
+-- keeps the provenance it was stored with, which a store hit's task shows. NULL on
+-- tasks and records from before: shown as {} and [].
+ALTER TABLE tasks ADD COLUMN provenance TEXT;
+ALTER TABLE tasks ADD COLUMN sources TEXT;
+ALTER TABLE records ADD COLUMN provenance TEXT;
+
+-- migration 14: organizations' own vendor keys, and records kept for one organization
 -- An organization's own API key for a vendor source, sealed with AES-256-GCM under the
 -- installation's secret key file (package secret), never in clear. key_id names the
 -- key file it was sealed under, so a database restored without it says so. last4 is

@@ -2,7 +2,6 @@ package enrich
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -112,7 +111,8 @@ type Result struct {
 	Person  *Person
 }
 
-// Pipeline asks its sources in order; the first that knows the subject wins.
+// Pipeline asks its sources in order (Lookup): the first that knows the subject gives
+// the record, and the next fill the fields it lacks that the ask wants.
 type Pipeline struct {
 	Sources []Source
 	Logger  *slog.Logger
@@ -140,43 +140,17 @@ type Pipeline struct {
 	Fresh bool
 }
 
-// Enrich looks a company or a profile up. It returns a result, or the TaskError the
-// task fails with. Email lookups take more than one question and go through
-// ResolveEmail.
+// Enrich looks a company or a profile up, the first source that knows the subject
+// giving the answer: Lookup with no field to fill, for the organization ctx names
+// (WithOrg). It returns a result, or the TaskError the task fails with. Email lookups
+// take more than one question and go through ResolveEmail, which asks its profiles
+// and companies here.
 func (p *Pipeline) Enrich(ctx context.Context, in Input) (Result, *TaskError) {
-	if in.Lookup == LookupEmail {
-		return Result{}, &TaskError{Code: CodeInternalError, Message: "email lookups are resolved by ResolveEmail"}
+	res, tr, terr := p.Lookup(ctx, Ask{Input: in, Org: OrgOf(ctx)})
+	if rec := recorderOf(ctx); rec != nil {
+		rec.Record(res, tr)
 	}
-	var unavailable []error
-	for _, src := range p.Sources {
-		if ctx.Err() != nil {
-			break
-		}
-		res, err := ask(ctx, src, in)
-		if err == nil && res.Company == nil && res.Person == nil {
-			err = ErrNotFound
-		}
-		if err == nil {
-			return res, nil
-		}
-		if ctx.Err() != nil {
-			return Result{}, timedOut()
-		}
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if p.Logger != nil {
-			p.Logger.Warn("source failed", "source", src.Name(), "lookup", string(in.Lookup), "err", err)
-		}
-		unavailable = append(unavailable, fmt.Errorf("%s: %w", src.Name(), err))
-	}
-	if ctx.Err() != nil {
-		return Result{}, timedOut()
-	}
-	if len(unavailable) > 0 {
-		return Result{}, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached; retrying later is safe"}
-	}
-	return Result{}, &TaskError{Code: CodeNotFound, Message: notFoundMessage(in)}
+	return res, terr
 }
 
 func ask(ctx context.Context, src Source, in Input) (Result, error) {

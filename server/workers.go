@@ -199,6 +199,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 	}()
 	var out store.Outcome
 	var res enrich.Result
+	var trace enrich.Trace
 	var taskErr *enrich.TaskError
 	if failed := s.runSafely(c.TaskID, func() {
 		if c.Input.Lookup == enrich.LookupEmail {
@@ -210,13 +211,22 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 				fresh.Fresh = true
 				p = &fresh
 			}
-			o := p.ResolveEmail(taskCtx, c.Input)
-			out = store.Outcome{Err: o.Err, Gathered: o.Gathered, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken}
+			// The email path asks its companies and profiles through Enrich: the recorder
+			// gathers what each source was asked, and where the person came from.
+			emailCtx, rec := enrich.WithRecorder(enrich.WithOrg(taskCtx, c.OrgID))
+			o := p.ResolveEmail(emailCtx, c.Input)
+			out = store.Outcome{Err: o.Err, Gathered: o.Gathered, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken,
+				Trace: rec.Trace(o.Result)}
 			if o.Err == nil {
 				out.Result, out.Fetched, out.FetchedAt = &o.Result, true, o.FetchedAt
+				if len(out.Trace.Provenance) == 0 {
+					// A held profile served as it is: its fields came from where the
+					// store has them from.
+					out.Trace.Provenance = s.heldProvenance(taskCtx, o.Result)
+				}
 			}
 		} else {
-			res, taskErr = s.pipeline.Enrich(taskCtx, c.Input)
+			res, trace, taskErr = s.pipeline.Lookup(taskCtx, enrich.Ask{Input: c.Input, Org: c.OrgID, Fill: s.fill(c)})
 		}
 	}); failed != nil {
 		out, taskErr = store.Outcome{Err: failed}, failed
@@ -235,7 +245,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 		return
 	}
 	if c.Input.Lookup != enrich.LookupEmail {
-		out = s.outcome(settleCtx, c, res, taskErr)
+		out = s.outcome(settleCtx, c, res, trace, taskErr)
 	}
 	s.settle(settleCtx, c, out, ctx.Done())
 }
@@ -301,22 +311,40 @@ func (s *Server) gaveUp(tasks []store.ExpiredTask) {
 }
 
 // outcome is how a company or profile lookup ends: a refresh that cannot complete
-// serves the stored record, as old as it is.
-func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result, taskErr *enrich.TaskError) store.Outcome {
-	out := store.Outcome{Result: &res, Fetched: true}
+// serves the stored record, as old as it is, with the provenance it was stored with
+// and the sources that were asked.
+func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result, tr enrich.Trace, taskErr *enrich.TaskError) store.Outcome {
+	out := store.Outcome{Result: &res, Fetched: true, Trace: tr}
 	if taskErr != nil {
-		out = store.Outcome{Err: taskErr}
+		out = store.Outcome{Err: taskErr, Trace: enrich.Trace{Sources: tr.Sources}}
 		if (taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound) && c.WatchID == nil {
-			stored, err := s.db.FindStoredFor(ctx, c.OrgID, c.Input)
+			stored, prov, err := s.db.FindStoredFor(ctx, c.OrgID, c.Input)
 			if err != nil {
 				s.log.Error("reading the stored record", "task", c.TaskID, "err", err)
 			}
 			if stored != nil {
-				out = store.Outcome{Result: stored}
+				out = store.Outcome{Result: stored, Trace: enrich.Trace{Provenance: prov, Sources: tr.Sources}}
 			}
 		}
 	}
 	return out
+}
+
+// heldProvenance is the provenance the store keeps for a person's profile, or nil.
+func (s *Server) heldProvenance(ctx context.Context, res enrich.Result) enrich.Provenance {
+	if res.Person == nil || res.Person.NetworkURL == nil {
+		return nil
+	}
+	_, prov, err := s.db.FindStoredWithProvenance(ctx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: *res.Person.NetworkURL})
+	if err != nil {
+		s.log.Error("reading a held profile's provenance", "err", err)
+	}
+	return prov
+}
+
+// fill returns the fields the waterfall fills for a claimed task.
+func (s *Server) fill(c *store.Claim) []string {
+	return s.cfg.WaterfallFill[c.Input.Lookup.ObjectType()]
 }
 
 // keepLease extends the claim's lease while the task runs, and cancels the task once

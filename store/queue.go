@@ -43,9 +43,12 @@ type Outcome struct {
 	// TieBroken marks an email lookup's person picked by a hint among several: the
 	// address is not remembered as theirs, and what was gathered for it stays.
 	TieBroken bool
-	// Private marks a result some field of which came from the organization's own
-	// vendor key (enrich.Trace.Private): the store keeps it for that organization alone.
-	Private bool
+	// Trace is what the sources were asked and where the result's fields came from:
+	// the task keeps both, and a fetched result is stored with its provenance. One
+	// that is Private (a field came from the organization's own vendor key) is kept
+	// in the store for that organization alone. A stored record served because its
+	// refresh failed carries the provenance it was stored with.
+	Trace enrich.Trace
 }
 
 // ExpiredTask is a task ExpireTasks failed as timed_out, or RequeueAbandoned as
@@ -213,12 +216,16 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		}
 	}
 	fetched := false
+	provenance, sources, err := traceJSON(out.Trace)
+	if err != nil {
+		return true, err
+	}
 	if out.Err != nil {
 		taskErr, err := json.Marshal(out.Err)
 		if err != nil {
 			return true, err
 		}
-		if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, now); err != nil {
+		if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, []byte(`{}`), sources, now); err != nil {
 			return true, err
 		}
 		if err := refund(ctx, tx, c.TaskID, now); err != nil {
@@ -232,10 +239,10 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 				at = now
 			}
 			owner := ""
-			if out.Private {
+			if out.Trace.Private {
 				owner = c.OrgID
 			}
-			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, owner, at, now); err != nil {
+			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, owner, provenance, at, now); err != nil {
 				return true, err
 			}
 		}
@@ -249,7 +256,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		if err != nil {
 			return true, err
 		}
-		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, now); err != nil {
+		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, provenance, sources, now); err != nil {
 			return true, err
 		}
 		fetched = out.Fetched
@@ -265,14 +272,32 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 	return true, nil
 }
 
-func finishTask(ctx context.Context, tx Tx, id, status string, data, taskErr []byte, now time.Time) error {
+func finishTask(ctx context.Context, tx Tx, id, status string, data, taskErr, provenance, sources []byte, now time.Time) error {
 	result, err := resultID(ctx, tx, data)
 	if err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, `UPDATE tasks SET status = ?, result_id = ?, error = ?, finished_at = ?,
-		lease_token = NULL, lease_until = NULL WHERE id = ?`, status, result, nullText(taskErr), ms(now), id)
+		lease_token = NULL, lease_until = NULL, provenance = ?, sources = ? WHERE id = ?`,
+		status, result, nullText(taskErr), ms(now), nullText(provenance), nullText(sources), id)
 	return err
+}
+
+// traceJSON is a trace's provenance and sources as a task keeps them: {} and [],
+// never null.
+func traceJSON(tr enrich.Trace) (provenance, sources []byte, err error) {
+	prov, calls := tr.Provenance, tr.Sources
+	if prov == nil {
+		prov = enrich.Provenance{}
+	}
+	if calls == nil {
+		calls = []enrich.SourceCall{}
+	}
+	if provenance, err = json.Marshal(prov); err != nil {
+		return nil, nil, err
+	}
+	sources, err = json.Marshal(calls)
+	return provenance, sources, err
 }
 
 func nullText(b []byte) any {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,9 @@ type StoredRecord struct {
 	// ConfirmedAlias is set when the key found is a domain the company confirmed as an
 	// alias of its own (record_keys.redirect = 1).
 	ConfirmedAlias bool
+	// Provenance is the JSON object naming the source of each field, as the record was
+	// stored (FindRecord only; nil for a record kept before provenance was).
+	Provenance []byte
 }
 
 // Result decodes the record as the result of looking up in (see RecordResult).
@@ -48,18 +52,41 @@ const (
 // FindStored returns the stored record for the input, whatever its age, or nil: of
 // the records fetched with the installation's keys, which every organization is served.
 func (db *DB) FindStored(ctx context.Context, in enrich.Input) (*enrich.Result, error) {
+	res, _, err := db.FindStoredWithProvenance(ctx, in)
+	return res, err
+}
+
+// FindStoredWithProvenance is FindStored with the provenance the record was stored
+// with (empty when it was stored without).
+func (db *DB) FindStoredWithProvenance(ctx context.Context, in enrich.Input) (*enrich.Result, enrich.Provenance, error) {
 	return db.FindStoredFor(ctx, "", in)
 }
 
-// FindStoredFor is FindStored for a task of the organization orgID: the newest of the
-// shared record and the one fetched with the organization's own key.
-func (db *DB) FindStoredFor(ctx context.Context, orgID string, in enrich.Input) (*enrich.Result, error) {
+// FindStoredFor is FindStoredWithProvenance for a task of the organization orgID: the
+// newer of the shared record and the one fetched with the organization's own key.
+func (db *DB) FindStoredFor(ctx context.Context, orgID string, in enrich.Input) (*enrich.Result, enrich.Provenance, error) {
 	rec, err := findStoredFor(ctx, db.Reader(), orgID, RecordKey(in.Lookup, in.Target))
 	if err != nil || rec == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res, err := rec.Result(in)
-	return &res, err
+	if err != nil {
+		return nil, nil, err
+	}
+	prov := enrich.Provenance{}
+	if err := json.Unmarshal(storedProvenance(rec), &prov); err != nil {
+		return nil, nil, fmt.Errorf("record %d: provenance: %w", rec.ID, err)
+	}
+	return &res, prov, nil
+}
+
+// storedProvenance is the provenance of a record as a task shows it: {} when the
+// record has none.
+func storedProvenance(rec *StoredRecord) json.RawMessage {
+	if len(rec.Provenance) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	return json.RawMessage(rec.Provenance)
 }
 
 // privateOrigin is the origin of the keys of the records fetched with the organization
@@ -78,7 +105,7 @@ func findStoredFor(ctx context.Context, q Executor, orgID, key string) (*StoredR
 	if orgID == "" {
 		return findRecord(ctx, q, OriginStore, key)
 	}
-	return scanRecord(q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect
+	return scanRecord(q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect, r.provenance
 		FROM record_keys k JOIN records r ON r.id = k.record_id
 		WHERE k.origin IN (?, ?) AND k.key = ? ORDER BY r.last_enriched_at DESC LIMIT 1`, OriginStore, privateOrigin(orgID), key))
 }
@@ -253,7 +280,7 @@ func (db *DB) FindRecord(ctx context.Context, origin, key string) (*StoredRecord
 }
 
 func findRecord(ctx context.Context, q Executor, origin, key string) (*StoredRecord, error) {
-	return scanRecord(q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect
+	return scanRecord(q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect, r.provenance
 		FROM record_keys k JOIN records r ON r.id = k.record_id
 		WHERE k.origin = ? AND k.key = ?`, origin, key))
 }
@@ -262,7 +289,8 @@ func scanRecord(row Row) (*StoredRecord, error) {
 	var r StoredRecord
 	var last int64
 	var redirect *int64
-	err := row.Scan(&r.ID, &r.ObjectType, &r.Data, &last, &redirect)
+	var provenance sql.NullString
+	err := row.Scan(&r.ID, &r.ObjectType, &r.Data, &last, &redirect, &provenance)
 	if errors.Is(err, ErrNoRows) {
 		return nil, nil
 	}
@@ -270,6 +298,9 @@ func scanRecord(row Row) (*StoredRecord, error) {
 		return nil, err
 	}
 	r.LastEnriched, r.ConfirmedAlias = fromMS(last), redirect != nil && *redirect == 1
+	if provenance.Valid {
+		r.Provenance = []byte(provenance.String)
+	}
 	return &r, nil
 }
 
@@ -314,9 +345,11 @@ func (db *DB) HasRecords(ctx context.Context, origin string) (bool, error) {
 // share keys then lock them in the same order (PostgreSQL), and the second waits for
 // the first instead of deadlocking with it.
 //
-// owner, when not "", is the organization the record is kept for alone (fetched with
-// its own vendor key): the record carries it, and its keys are under privateOrigin.
-func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Result, keys RecordKeys, identity string, lastEnriched, now time.Time) error {
+// provenance, the JSON object naming each field's source, is kept with the record for
+// the store hits it answers; nil for an imported record. owner, when not "", is the
+// organization the record is kept for alone (fetched with its own vendor key): the
+// record carries it, and its keys are under privateOrigin.
+func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Result, keys RecordKeys, identity string, provenance []byte, lastEnriched, now time.Time) error {
 	keyOrigin := origin
 	var ownerCol any
 	if owner != "" {
@@ -336,12 +369,12 @@ func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Res
 		return err
 	} else if rec != nil && rec.ObjectType == objectType {
 		id = rec.ID
-		if _, err := tx.Exec(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ? WHERE id = ?`,
-			string(raw), ms(lastEnriched), ms(now), id); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ?, provenance = ? WHERE id = ?`,
+			string(raw), ms(lastEnriched), ms(now), nullText(provenance), id); err != nil {
 			return err
 		}
-	} else if err := tx.QueryRow(ctx, `INSERT INTO records (origin, org_id, object_type, data, last_enriched_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, origin, ownerCol, objectType, string(raw), ms(lastEnriched), ms(now), ms(now)).Scan(&id); err != nil {
+	} else if err := tx.QueryRow(ctx, `INSERT INTO records (origin, org_id, object_type, data, last_enriched_at, created_at, updated_at, provenance)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, origin, ownerCol, objectType, string(raw), ms(lastEnriched), ms(now), ms(now), nullText(provenance)).Scan(&id); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(keys)+1)
@@ -398,8 +431,9 @@ func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Res
 // the redirect of the domain that was looked up. The record is saved under the target
 // looked up when byTarget is set: a person found by email then has the address on
 // record, and the next lookup of it is exact. owner, when not "", is the organization
-// whose own vendor key fetched the record: it is kept for that organization alone.
-func storeFetched(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result, byTarget bool, owner string, fetchedAt, now time.Time) (enrich.Result, error) {
+// whose own vendor key fetched some field of the record: it is kept for that
+// organization alone.
+func storeFetched(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result, byTarget bool, owner string, provenance []byte, fetchedAt, now time.Time) (enrich.Result, error) {
 	stored, shown, keys := FetchedRecord(in, res, byTarget, fetchedAt, now)
 	identity := IdentityKey(stored, RecordKey(in.Lookup, in.Target))
 	// A profile retrieved earlier (one gathered for an ambiguous address, settled
@@ -411,7 +445,7 @@ func storeFetched(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result
 	if held != nil && held.LastEnriched.After(fetchedAt) {
 		return shown, nil
 	}
-	return shown, saveRecord(ctx, tx, OriginStore, owner, stored, keys, identity, fetchedAt, now)
+	return shown, saveRecord(ctx, tx, OriginStore, owner, stored, keys, identity, provenance, fetchedAt, now)
 }
 
 // Import reads JSON Lines of companies and people into the dataset (ParseImport
@@ -429,7 +463,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 			if p.LastEnriched != nil {
 				last = *p.LastEnriched
 			}
-			if err := saveRecord(ctx, tx, OriginDataset, "", p.Result, p.Keys, IdentityKey(p.Result, ""), last, now); err != nil {
+			if err := saveRecord(ctx, tx, OriginDataset, "", p.Result, p.Keys, IdentityKey(p.Result, ""), nil, last, now); err != nil {
 				return err
 			}
 		}

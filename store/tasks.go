@@ -56,6 +56,11 @@ type Task struct {
 	Lookup enrich.Lookup     `json:"-"`
 	Data   json.RawMessage   `json:"-"` // the result once succeeded
 	Error  *enrich.TaskError `json:"-"` // why it failed once failed
+	// Provenance is the JSON object naming the source of each field of Data; Sources
+	// the JSON array of what each source was asked (enrich.SourceCall). Nil when the
+	// task has none (not settled, or settled before they were kept).
+	Provenance json.RawMessage `json:"-"`
+	Sources    json.RawMessage `json:"-"`
 }
 
 // Settled reports whether the task has reached a final status.
@@ -148,7 +153,7 @@ func ParseTaskCursor(s string) (*TaskCursor, error) {
 // that a join (findIdempotent) can read them.
 const taskColumns = `tasks.id, tasks.org_id, tasks.object_type, tasks.status, tasks.lookup, tasks.input, tasks.target,
 	tasks.credits_charged, tasks.loop_id, tasks.watch_id, tasks.idempotency_key, tasks.created_at, tasks.queued_at,
-	tasks.started_at, tasks.finished_at, tasks.expires_at, ` + resultColumn + `, tasks.error`
+	tasks.started_at, tasks.finished_at, tasks.expires_at, ` + resultColumn + `, tasks.error, tasks.provenance, tasks.sources`
 
 // scanTask reads a task selected as taskColumns, after the columns before it, into
 // before.
@@ -157,12 +162,12 @@ func scanTask(row Row, before ...any) (*Task, error) {
 	var input string
 	// Null types rather than pointers: a pointer target costs an allocation a column,
 	// and every task read scans these.
-	var result, taskErr sql.NullString
+	var result, taskErr, provenance, sources sql.NullString
 	var created, expires int64
 	var queued, started, finished sql.NullInt64
 	if err := row.Scan(append(before, &t.ID, &t.OrgID, &t.ObjectType, &t.Status, &t.Lookup, &input, &t.Target,
 		&t.CreditsCharged, &t.LoopID, &t.WatchID, &t.IdempotencyKey, &created, &queued, &started, &finished, &expires,
-		&result, &taskErr)...); err != nil {
+		&result, &taskErr, &provenance, &sources)...); err != nil {
 		return nil, err
 	}
 	t.Operation = TaskOperation
@@ -171,6 +176,12 @@ func scanTask(row Row, before ...any) (*Task, error) {
 	t.QueuedAt, t.StartedAt, t.FinishedAt = fromNullMS(queued), fromNullMS(started), fromNullMS(finished)
 	if result.Valid {
 		t.Data = json.RawMessage(result.String)
+	}
+	if provenance.Valid {
+		t.Provenance = json.RawMessage(provenance.String)
+	}
+	if sources.Valid {
+		t.Sources = json.RawMessage(sources.String)
 	}
 	if taskErr.Valid {
 		t.Error = &enrich.TaskError{}
@@ -284,6 +295,9 @@ func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAn
 			}
 		}
 		t.Status, t.FinishedAt = StatusSucceeded, &now
+		// A store hit asks no source, and shows where the record's fields came from
+		// when it was stored.
+		t.Provenance, t.Sources = storedProvenance(rec), json.RawMessage(`[]`)
 	default:
 		if err := tx.LockOrgs(ctx, nt.OrgID); err != nil {
 			return nil, err
@@ -477,10 +491,12 @@ func insertTask(ctx context.Context, tx Tx, t *Task) error {
 		return err
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
-		credits_charged, loop_id, watch_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result_id, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		credits_charged, loop_id, watch_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result_id, error,
+		provenance, sources)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.OrgID, t.ObjectType, t.Status, string(t.Lookup), string(t.Input), t.Target, t.CreditsCharged,
-		t.LoopID, t.WatchID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, taskErr)
+		t.LoopID, t.WatchID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, taskErr,
+		nullText(t.Provenance), nullText(t.Sources))
 	return err
 }
 

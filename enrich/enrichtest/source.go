@@ -5,6 +5,7 @@ package enrichtest
 
 import (
 	"context"
+	"slices"
 
 	"enrichd/enrich"
 )
@@ -19,12 +20,20 @@ type Source struct {
 	Asked      *[]string
 	// IgnoreCtx makes the source answer as configured even after its context is done.
 	IgnoreCtx bool
+	// Only, when set, are the kinds of lookup it answers; the others it does not
+	// support (enrich.LookupSupporter).
+	Only []enrich.Lookup
+}
+
+func (f Source) Supports(l enrich.Lookup) bool {
+	return len(f.Only) == 0 || slices.Contains(f.Only, l)
 }
 
 func (f Source) Name() string { return f.SourceName }
 
 func (f Source) answer(ctx context.Context, target string) error {
 	*f.Asked = append(*f.Asked, f.SourceName+" "+target)
+	enrich.TallyOf(ctx).Call() // one request upstream, as an adapter counts it
 	if err := ctx.Err(); err != nil && !f.IgnoreCtx {
 		return err
 	}

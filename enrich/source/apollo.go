@@ -148,6 +148,10 @@ func (a *Apollo) CompanyByDomain(ctx context.Context, domain string) (*enrich.Co
 	return c, nil
 }
 
+// Supports: organizations are enriched by domain only; people by profile (and by
+// email, in an email lookup).
+func (a *Apollo) Supports(l enrich.Lookup) bool { return l != enrich.LookupCompanyURL }
+
 // CompanyByURL is always a miss, and costs nothing: Apollo's organization enrichment
 // takes a domain only.
 func (a *Apollo) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {

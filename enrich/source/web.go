@@ -66,6 +66,9 @@ var (
 func (w *Web) Name() string              { return "web" }
 func (w *Web) Stats() enrich.SourceStats { return w.meter.stats(w.Name()) }
 
+// Supports: a website is found by domain only, and shows no profiles.
+func (w *Web) Supports(l enrich.Lookup) bool { return l == enrich.LookupDomain }
+
 // CompanyByURL: a website is found by domain only.
 func (w *Web) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
 	return nil, fmt.Errorf("web: finds companies by domain only: %w", enrich.ErrNotFound)

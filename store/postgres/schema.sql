@@ -441,8 +441,16 @@ CREATE TABLE batch_rows (
 -- the feeder's "rows still without a task": only those are in it
 CREATE INDEX batch_rows_pending ON batch_rows(batch_id, row_number) WHERE task_id IS NULL AND error IS NULL;
 
--- migration 6: organizations' own vendor keys, and records kept for one organization
--- (the SQLite schema's migration 13)
+-- migration 6: where a result's fields came from (the SQLite schema's migration 13)
+-- A task keeps, beside its result, the source that gave each field (provenance, a JSON
+-- object) and what each source was asked (sources, a JSON array); a stored record
+-- keeps the provenance it was stored with, which a store hit's task shows.
+ALTER TABLE tasks ADD COLUMN provenance TEXT;
+ALTER TABLE tasks ADD COLUMN sources TEXT;
+ALTER TABLE records ADD COLUMN provenance TEXT;
+
+-- migration 7: organizations' own vendor keys, and records kept for one organization
+-- (the SQLite schema's migration 14)
 CREATE TABLE org_source_keys (
     org_id          TEXT COLLATE "C" NOT NULL REFERENCES orgs(id),
     source          TEXT COLLATE "C" NOT NULL,

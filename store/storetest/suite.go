@@ -77,6 +77,7 @@ var conformanceTests = []conformanceTest{
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
 	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
+	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
 	{"ARecordFetchedWithAnOrgsKeyIsServedToItAlone", testARecordFetchedWithAnOrgsKeyIsServedToItAlone},
 	{"SourceKeysSetFailAndClear", testSourceKeysSetFailAndClear},
 }

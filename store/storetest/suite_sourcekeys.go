@@ -21,7 +21,7 @@ func settleFetched(t *testing.T, db *store.DB, name string, private bool) *store
 		t.Fatal(c, err)
 	}
 	res := enrich.Result{Company: &enrich.Company{Name: name, EnrichmentStatus: enrich.StatusEnriched, Domain: enrich.Ptr(c.Input.Target)}}
-	if ok, err := db.Settle(ctx, c, store.Outcome{Result: &res, Fetched: true, Private: private}); err != nil || !ok {
+	if ok, err := db.Settle(ctx, c, store.Outcome{Result: &res, Fetched: true, Trace: enrich.Trace{Private: private}}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	return c
@@ -54,7 +54,7 @@ func testARecordFetchedWithAnOrgsKeyIsServedToItAlone(t *testing.T, env *Env) {
 	stored, err := db.FindStored(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "private.com"})
 	is.NoErr(err)
 	is.True(stored == nil)
-	own, err := db.FindStoredFor(ctx, a, enrich.Input{Lookup: enrich.LookupDomain, Target: "private.com"})
+	own, _, err := db.FindStoredFor(ctx, a, enrich.Input{Lookup: enrich.LookupDomain, Target: "private.com"})
 	is.NoErr(err)
 	is.Equal(own.Company.Name, "Private Co")
 	// beta's task fetches it with the installation's keys: shared from then on, and the
@@ -63,7 +63,7 @@ func testARecordFetchedWithAnOrgsKeyIsServedToItAlone(t *testing.T, env *Env) {
 	c := settleFetched(t, db, "Shared Co", false)
 	is.Equal(c.OrgID, b)
 	for _, org := range []string{a, b} {
-		res, err := db.FindStoredFor(ctx, org, enrich.Input{Lookup: enrich.LookupDomain, Target: "private.com"})
+		res, _, err := db.FindStoredFor(ctx, org, enrich.Input{Lookup: enrich.LookupDomain, Target: "private.com"})
 		is.NoErr(err)
 		is.Equal(res.Company.Name, "Shared Co")
 	}

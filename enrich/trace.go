@@ -1,0 +1,112 @@
+package enrich
+
+import (
+	"context"
+	"sync"
+)
+
+type orgKey struct{}
+
+// WithOrg returns ctx naming the organization whose task it runs, for the lookups
+// made through Enrich (an email lookup's profiles and companies): their keys, budgets
+// and spend are that organization's.
+func WithOrg(ctx context.Context, org string) context.Context {
+	return context.WithValue(ctx, orgKey{}, org)
+}
+
+// OrgOf returns the organization ctx names, or "".
+func OrgOf(ctx context.Context) string {
+	org, _ := ctx.Value(orgKey{}).(string)
+	return org
+}
+
+// Recorder gathers the traces of the lookups one task makes through Enrich (an email
+// lookup asks for a company and for several profiles), so that the task can say what
+// each source was asked and where its person's fields came from.
+type Recorder struct {
+	mu         sync.Mutex
+	calls      []SourceCall
+	provenance map[string]Provenance // by the person's or company's network URL
+	private    map[string]bool
+}
+
+type recorderKey struct{}
+
+// WithRecorder returns ctx carrying a new Recorder.
+func WithRecorder(ctx context.Context) (context.Context, *Recorder) {
+	r := &Recorder{provenance: map[string]Provenance{}, private: map[string]bool{}}
+	return context.WithValue(ctx, recorderKey{}, r), r
+}
+
+func recorderOf(ctx context.Context) *Recorder {
+	r, _ := ctx.Value(recorderKey{}).(*Recorder)
+	return r
+}
+
+// Record keeps what one lookup asked and, for the record it answered with (res),
+// where its fields came from.
+func (r *Recorder) Record(res Result, tr Trace) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, tr.Sources...)
+	if key := recordKey(res); key != "" {
+		r.provenance[key] = tr.Provenance
+		r.private[key] = tr.Private
+	}
+}
+
+func recordKey(res Result) string {
+	switch {
+	case res.Person != nil && res.Person.NetworkURL != nil:
+		return "person " + *res.Person.NetworkURL
+	case res.Company != nil && res.Company.NetworkURL != nil:
+		return "company " + *res.Company.NetworkURL
+	}
+	return ""
+}
+
+// Trace is what the recorded lookups asked, one SourceCall a source in the order
+// they were first asked (each source's calls, credits and time summed; its outcome
+// the best it came to: a hit, else an error, else a miss, else why it was skipped),
+// and the provenance of res, when one of them answered with it.
+func (r *Recorder) Trace(res Result) Trace {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tr := Trace{Provenance: Provenance{}, Sources: []SourceCall{}}
+	at := map[string]int{}
+	for _, c := range r.calls {
+		i, seen := at[c.Name]
+		if !seen {
+			at[c.Name] = len(tr.Sources)
+			tr.Sources = append(tr.Sources, c)
+			continue
+		}
+		s := &tr.Sources[i]
+		s.VendorCalls += c.VendorCalls
+		s.Credits += c.Credits
+		s.MS += c.MS
+		s.OwnKey = s.OwnKey || c.OwnKey
+		if outcomeRank(c.Outcome) > outcomeRank(s.Outcome) {
+			s.Outcome, s.Reason = c.Outcome, c.Reason
+		}
+	}
+	if key := recordKey(res); key != "" && r.provenance[key] != nil {
+		for k, v := range r.provenance[key] {
+			tr.Provenance[k] = v
+		}
+		tr.Private = r.private[key]
+	}
+	return tr
+}
+
+func outcomeRank(o string) int {
+	switch o {
+	case OutcomeHit:
+		return 3
+	case OutcomeError:
+		return 2
+	case OutcomeMiss:
+		return 1
+	}
+	return 0
+}
