@@ -32,6 +32,8 @@ type orgKeys struct {
 	box *secret.Box // nil: no secret key file, so no organization's key can be opened
 	log *slog.Logger
 	now func() time.Time
+	// refresh is how long an entry is used before the key is read again.
+	refresh time.Duration
 
 	mu      sync.Mutex
 	entries map[orgSource]*orgKeyEntry
@@ -47,8 +49,11 @@ type orgKeyEntry struct {
 	built  enrich.Source    // built for key.Generation; nil until first asked
 }
 
-func newOrgKeys(db *store.DB, box *secret.Box, log *slog.Logger) *orgKeys {
-	return &orgKeys{db: db, box: box, log: log, now: time.Now, entries: map[orgSource]*orgKeyEntry{}}
+func newOrgKeys(db *store.DB, box *secret.Box, log *slog.Logger, refresh time.Duration) *orgKeys {
+	if refresh <= 0 {
+		refresh = OrgKeyRefresh
+	}
+	return &orgKeys{db: db, box: box, log: log, now: time.Now, refresh: refresh, entries: map[orgSource]*orgKeyEntry{}}
 }
 
 // For gives src with the organization's own key when it has a working one; the
@@ -95,7 +100,7 @@ func (k *orgKeys) read(ctx context.Context, id orgSource) (*orgKeyEntry, error) 
 	k.mu.Lock()
 	entry := k.entries[id]
 	k.mu.Unlock()
-	if entry != nil && now.Sub(entry.readAt) < OrgKeyRefresh {
+	if entry != nil && now.Sub(entry.readAt) < k.refresh {
 		return entry, nil
 	}
 	key, err := k.db.OrgSourceKey(ctx, id.org, id.source)

@@ -103,7 +103,7 @@ func TestOrgKeysPickTheOrganizationsKey(t *testing.T) {
 			is.NoErr(err)
 			is.NoErr(db.SetSourceKey(ctx, alpha.ID, "pdl", sealed, box.ID(), secret.Last4(ownKey), false))
 
-			keys := newOrgKeys(db, box, log)
+			keys := newOrgKeys(db, box, log, 0)
 			clock := time.Now()
 			keys.now = func() time.Time { return clock }
 			ask := func(org string) (own bool, skip string, err error) {
@@ -144,7 +144,7 @@ func TestOrgKeysPickTheOrganizationsKey(t *testing.T) {
 			is.True(!own)
 
 			// Another serve process reads the mark from the database.
-			other := newOrgKeys(db, box, log)
+			other := newOrgKeys(db, box, log, 0)
 			_, _, skip = other.For(ctx, alpha.ID, pdl)
 			is.Equal(skip, enrich.ReasonKeyFailing)
 
@@ -177,12 +177,12 @@ func TestOrgKeysPickTheOrganizationsKey(t *testing.T) {
 			// not open: failing here, never a crash, and said in the log.
 			stranger, _, err := secret.LoadOrCreate(filepath.Join(t.TempDir(), "other-key"))
 			is.NoErr(err)
-			lost := newOrgKeys(db, stranger, log)
+			lost := newOrgKeys(db, stranger, log, 0)
 			_, own, skip = lost.For(ctx, alpha.ID, pdl)
 			is.True(!own)
 			is.Equal(skip, enrich.ReasonKeyFailing)
 			is.True(strings.Contains(logs.String(), "sealed under another secret key file"))
-			_, own, skip = newOrgKeys(db, nil, log).For(ctx, alpha.ID, pdl)
+			_, own, skip = newOrgKeys(db, nil, log, 0).For(ctx, alpha.ID, pdl)
 			is.True(!own)
 			is.Equal(skip, enrich.ReasonKeyFailing)
 

@@ -33,7 +33,10 @@ import (
 type Config struct {
 	// Secrets opens the organizations' own vendor keys (package secret); nil when
 	// serve has no secret key file, and then no organization's own key is used.
-	Secrets       *secret.Box
+	Secrets *secret.Box
+	// OrgKeyRefresh is how long what was read of an organization's own key is used
+	// before it is read again; OrgKeyRefresh (5 s) when 0.
+	OrgKeyRefresh time.Duration
 	Workers       int           // task workers
 	TaskTTL       time.Duration // a task unsettled this long after creation fails as timed_out
 	MaxBacklog    int64         // queued tasks an organization may have
@@ -289,7 +292,7 @@ func New(db *store.DB, cfg Config) *Server {
 		norm: enrich.Normalizer{NetworkHost: cfg.NetworkHost},
 		pipeline: &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger, Held: db.Held(),
 			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, Now: func() time.Time { return db.Now() },
-			Keys: newOrgKeys(db, cfg.Secrets, cfg.Logger)},
+			Keys: newOrgKeys(db, cfg.Secrets, cfg.Logger, cfg.OrgKeyRefresh)},
 		log:       cfg.Logger,
 		ipLimits:  newLimiter(cfg.RateIP),
 		keyLimits: newLimiter(cfg.RateKey),
