@@ -92,7 +92,7 @@ func TestSourcesSetKey(t *testing.T) {
 	// A key the vendor refuses is not stored.
 	out, errOut, err := runCLIWithInput(t, bad+"\n", setKey...)
 	is.True(err != nil)
-	contains(t, err.Error(), "People Data Labs refused the key, so it was not stored")
+	contains(t, err.Error(), "pdl refused the key, so it was not stored")
 	is.True(!strings.Contains(err.Error()+out+errOut, bad))
 	is.Equal(len(tableRows(t, mustCLI(t, "sources", "keys", "--org", "acme", "--db", db))), 0)
 

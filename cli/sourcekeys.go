@@ -27,15 +27,15 @@ import (
 // keyedSources are the sources an organization can set its own key for, with how each
 // key is checked before it is stored.
 var keyedSources = map[string]struct {
-	title, check string
-	def          source.VendorConfig
-	build        func(source.VendorConfig) (source.KeyChecker, error)
+	title string
+	def   source.VendorConfig
+	build func(source.VendorConfig) (source.KeyChecker, error)
 }{
-	"enrichlayer": {"Enrich Layer", "GET /api/v2/credit-balance (0 credits)", source.EnrichLayerDefaults,
+	"enrichlayer": {"Enrich Layer", source.EnrichLayerDefaults,
 		func(c source.VendorConfig) (source.KeyChecker, error) { return source.NewEnrichLayer(c) }},
-	"pdl": {"People Data Labs", "GET /v5/company/enrich of a website no company has (a 404, which PDL does not bill)", source.PDLDefaults,
+	"pdl": {"People Data Labs", source.PDLDefaults,
 		func(c source.VendorConfig) (source.KeyChecker, error) { return source.NewPDL(c) }},
-	"apollo": {"Apollo", "GET /api/v1/auth/health (no credit)", source.ApolloDefaults,
+	"apollo": {"Apollo", source.ApolloDefaults,
 		func(c source.VendorConfig) (source.KeyChecker, error) { return source.NewApollo(c) }},
 }
 
@@ -139,26 +139,12 @@ and the records so fetched are served to that organization alone.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err = chk.CheckKey(checkCtx)
-			cancel()
-			switch {
-			case errors.Is(err, source.ErrKeyRefused):
-				return fmt.Errorf("%s refused the key, so it was not stored: %s", vendor.title, strings.TrimSuffix(err.Error(), ": "+source.ErrKeyRefused.Error()))
-			case err != nil:
-				return fmt.Errorf("the key could not be checked, so it was not stored; try again: %w", err)
-			}
-			// The key file is opened (or made) once there is a key to seal in it.
-			box, err := openSecrets(cmd, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
-			if err != nil {
-				return err
-			}
-			sealed, err := box.Seal([]byte(key), server.SourceKeyLabel(org.ID, name))
-			if err != nil {
-				return err
+			// The key file is opened (or made) once the vendor accepted the key.
+			openBox := func() (*secret.Box, error) {
+				return openSecrets(cmd, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 			}
 			fallback, _ := cmd.Flags().GetBool("allow-fallback")
-			if err := db.SetSourceKey(ctx, org.ID, name, sealed, box.ID(), secret.Last4(key), fallback); err != nil {
+			if err := server.StoreSourceKey(ctx, db, openBox, chk, org.ID, name, key, fallback); err != nil {
 				return err
 			}
 			when := "never: its tasks skip " + name + " while its key is failing"
