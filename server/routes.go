@@ -61,6 +61,9 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	//   GET  /dashboard/settings/keys
 	//   POST /dashboard/settings/keys
 	//   POST /dashboard/settings/keys/:id/revoke
+	//   GET  /dashboard/settings/sources
+	//   POST /dashboard/settings/sources/:id
+	//   POST /dashboard/settings/sources/:id/clear
 	//   GET  /dashboard/credits
 	//   GET  /dashboard/credits.csv
 	//   GET  /dashboard/tasks
