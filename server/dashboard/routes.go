@@ -28,7 +28,7 @@ func (s *Dashboard) Mount(r *httprouter.Router) {
 	r.Handler(http.MethodGet, "/dashboard/settings/keys", s.dashPage("dashboard_keys", viewer, handleKeys(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/keys", s.dashPage("dashboard_create_key", admin, handleCreateKey(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/keys/:id/revoke", s.dashPage("dashboard_revoke_key", admin, handleRevokeKey(s)))
-	r.Handler(http.MethodGet, "/dashboard/settings/sources", s.dashPage("dashboard_sources", viewer, handleSourcesPage(s)))
+	r.Handler(http.MethodGet, "/dashboard/settings/sources", s.dashPage("dashboard_source_keys", viewer, handleSourceKeysPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/sources/:id", s.dashPage("dashboard_set_source_key", admin, handleSetSourceKey(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/sources/:id/clear", s.dashPage("dashboard_clear_source_key", admin, handleClearSourceKey(s)))
 	r.Handler(http.MethodGet, "/dashboard/credits", s.dashPage("dashboard_credits", viewer, handleCredits(s)))

@@ -28,7 +28,7 @@ type sourceKeyRow struct {
 	UpdatedAt     time.Time
 }
 
-type sourcesData struct {
+type sourceKeysData struct {
 	Sources  []sourceKeyRow
 	Secrets  bool // serve has a secret key file: keys can be stored
 	MaxKey   int
@@ -36,7 +36,7 @@ type sourcesData struct {
 	Problem  string
 }
 
-func (s *Dashboard) renderSources(w http.ResponseWriter, r *http.Request, status int, notice string, d sourcesData) {
+func (s *Dashboard) renderSourceKeys(w http.ResponseWriter, r *http.Request, status int, notice string, d sourceKeysData) {
 	u := dashUser(r)
 	keys, err := s.db.OrgSourceKeys(r.Context(), u.OrgID)
 	if err != nil {
@@ -54,12 +54,12 @@ func (s *Dashboard) renderSources(w http.ResponseWriter, r *http.Request, status
 		d.Sources = append(d.Sources, row)
 	}
 	d.Secrets, d.MaxKey = s.srv.Config().Secrets != nil, maxVendorKey
-	s.render(w, r, status, "sources", view{Title: "Sources", Section: "sources", Notice: notice, Data: d})
+	s.render(w, r, status, "source_keys", view{Title: "Settings → Sources", Section: "source-keys", Notice: notice, Data: d})
 }
 
-func handleSourcesPage(s *Dashboard) http.Handler {
+func handleSourceKeysPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.renderSources(w, r, http.StatusOK, notice(r), sourcesData{})
+		s.renderSourceKeys(w, r, http.StatusOK, notice(r), sourceKeysData{})
 	})
 }
 
@@ -110,7 +110,7 @@ func handleSetSourceKey(s *Dashboard) http.Handler {
 				return
 			}
 		}
-		s.renderSources(w, r, http.StatusUnprocessableEntity, "", sourcesData{Rejected: name, Problem: problem})
+		s.renderSourceKeys(w, r, http.StatusUnprocessableEntity, "", sourceKeysData{Rejected: name, Problem: problem})
 	})
 }
 
