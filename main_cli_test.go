@@ -35,6 +35,8 @@ func TestReadCommandsNeedAnExistingDatabase(t *testing.T) {
 		{"loops", "enable-destination", "--org", "acme", "hooks"},
 		{"deliveries", "list", "--org", "acme", "--loop", "hooks"},
 		{"deliveries", "retry", "--org", "acme", "dlv_x"},
+		{"sources", "fill", "--org", "acme"},
+		{"sources", "fill", "--org", "acme", "--company", "name"},
 		{"backup", "--to", filepath.Join(t.TempDir(), "b.db")},
 	} {
 		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
@@ -231,6 +233,7 @@ func TestListCommandsPrintAHeaderAndJSON(t *testing.T) {
 		{[]string{"deliveries", "list", "--org", "acme", "--loop", "hooks"}, "ID\tEVENT\tSTATUS\tATTEMPTS\tNEXT_ATTEMPT\tLAST_STATUS_CODE\tLAST_ERROR", 1, "event"},
 		{[]string{"credits", "ledger", "--org", "acme"}, "ID\tCREATED\tKIND\tAMOUNT\tGRANT\tTASK", 1, "kind"},
 		{[]string{"credits", "ledger", "--org", "empty"}, "ID\tCREATED\tKIND\tAMOUNT\tGRANT\tTASK", 0, ""},
+		{[]string{"sources", "fill", "--org", "acme"}, "OBJECT\tFIELDS", 2, "object"},
 	} {
 		args := append(c.args, "--db", db)
 		table := lines(mustCLI(t, args...))

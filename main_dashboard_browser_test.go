@@ -590,6 +590,32 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.axe("keys")
 	b.shot("keys")
 
+	// Settings → Sources: the fields the sources fill for the organization, checked
+	// here, are the lists the CLI shows and the workers read.
+	b.open("/dashboard/settings/sources", "form#fill-lists")
+	contains(t, b.text("#fill-company-state"), "The server's default")
+	b.check(`form#fill-lists input[name=company][value=slogan]`)
+	b.check(`form#fill-lists input[name=company][value=employee_count]`)
+	b.check(`form#fill-lists input[name=person][value=positions]`)
+	b.submit("form#fill-lists")
+	b.waitText(".notice", "Fill lists saved")
+	contains(t, b.text("#fill-company-state"), "This organization's own list")
+	b.waitUntil("the saved boxes are checked", `document.querySelector('form#fill-lists input[name=company][value=slogan]').checked && `+
+		`!document.querySelector('form#fill-lists input[name=company][value=name]').checked`)
+	var fill []struct {
+		Object  string   `json:"object"`
+		Fields  []string `json:"fields"`
+		Default bool     `json:"default"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "sources", "fill", "--org", "acme", "--json", "--db", db)), &fill); err != nil {
+		t.Fatal(err)
+	}
+	if len(fill) != 2 || strings.Join(fill[0].Fields, ",") != "employee_count,slogan" || strings.Join(fill[1].Fields, ",") != "positions" || fill[0].Default || fill[1].Default {
+		t.Errorf("sources fill after the dashboard's form: %+v", fill)
+	}
+	b.axe("sources")
+	b.shot("sources")
+
 	status, _, raw := call(t, client, http.MethodGet, base+"/v1/tasks", key, "")
 	if status != http.StatusOK {
 		t.Fatalf("GET /v1/tasks with the dashboard's key: %d %s", status, raw)
@@ -652,6 +678,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		{"watches", "/dashboard/watches", "#watches"},
 		{"credits", "/dashboard/credits", "tr.ledger"},
 		{"keys", "/dashboard/settings/keys", "tr.key"},
+		{"sources", "/dashboard/settings/sources", "form#fill-lists"},
 	} {
 		b.open(page.path, page.sel)
 		b.fitsWidth(page.name)

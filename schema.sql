@@ -568,7 +568,19 @@ ALTER TABLE tasks ADD COLUMN provenance TEXT;
 ALTER TABLE tasks ADD COLUMN sources TEXT;
 ALTER TABLE records ADD COLUMN provenance TEXT;
 
--- migration 14: organizations' own vendor keys, and records kept for one organization
+-- migration 14: fill lists
+-- The fields the sources are asked in turn to fill for an organization, per object
+-- type: field names, comma-separated. NULL keeps the server's default (--fill-company,
+-- --fill-person). Each task reads its organization's row by primary key.
+-- The same columns as PostgreSQL's migration 7.
+CREATE TABLE fill_lists (
+    org_id      TEXT PRIMARY KEY REFERENCES orgs(id),
+    company     TEXT,
+    person      TEXT,
+    updated_at  INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- migration 15: organizations' own vendor keys, and records kept for one organization
 -- An organization's own API key for a vendor source, sealed with AES-256-GCM under the
 -- installation's secret key file (package secret), never in clear. key_id names the
 -- key file it was sealed under, so a database restored without it says so. last4 is

@@ -149,6 +149,9 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		is.Equal(row.Task.Status, store.StatusSucceeded)
 		m.tasks[row.Task.ID] = org
 		is.NoErr(db.FailBatchRow(ctx, b.ID, 2, &enrich.TaskError{Code: "insufficient_credits", Message: "not enough credits"}))
+		// Its own fill list for companies, the default for people.
+		fill := []string{"slogan", "employee_count"}
+		is.NoErr(db.SetFillLists(ctx, org, store.FillUpdate{Company: &fill}))
 	}
 	return m
 }

@@ -72,6 +72,9 @@ func newServeCommand() *cobra.Command {
 			if cfg.Sources, err = sources(cmd); err != nil {
 				return err
 			}
+			if cfg.Fill, err = fillFlags(cmd); err != nil {
+				return err
+			}
 			if err := checkServeConfig(cmd, cfg); err != nil {
 				return err
 			}
@@ -109,6 +112,10 @@ func newServeCommand() *cobra.Command {
 	f.Int64("max-backlog", def.MaxBacklog, "queued tasks an organization may have before new requests get 429 queue_full")
 	f.Duration("lease", def.Lease, "how long a worker's claim on a task lasts unless extended; a crashed worker's tasks are requeued after it")
 	f.StringSlice("sources", []string{"dataset"}, "sources to ask, in order, first hit wins: "+knownSources)
+	f.String("fill-company", "", "company fields the sources are asked in turn to fill, comma-separated (known: "+strings.Join(enrich.CompanyFields, ", ")+
+		"); an organization's own list replaces it; empty: the first source that knows the company answers alone")
+	f.String("fill-person", "", "person fields the sources are asked in turn to fill, comma-separated (known: "+strings.Join(enrich.PersonFields, ", ")+
+		"); an organization's own list replaces it; empty: the first source that knows the person answers alone")
 	f.String("rate-ip", rateString(def.RateIP), "rate limit per client address: requests per second/burst; a rate alone has a burst of twice it (50 is 50/100); 0 turns it off")
 	f.String("rate-key", rateString(def.RateKey), "rate limit per API key: requests per second/burst; a rate alone has a burst of twice it (50 is 50/100); 0 turns it off")
 	f.String("network-host", def.NetworkHost, "host of the professional network whose URLs are accepted")
@@ -265,6 +272,24 @@ func sources(cmd *cobra.Command) ([]enrich.Source, error) {
 	return out, nil
 }
 
+// fillFlags reads --fill-company and --fill-person, refusing an unknown field with the
+// known ones.
+func fillFlags(cmd *cobra.Command) (enrich.FillLists, error) {
+	var lists enrich.FillLists
+	for _, v := range []struct {
+		flag, object string
+		list         *[]string
+	}{{"fill-company", enrich.ObjectCompany, &lists.Company}, {"fill-person", enrich.ObjectPerson, &lists.Person}} {
+		raw, _ := cmd.Flags().GetString(v.flag)
+		fields, err := enrich.ParseFields(v.object, raw)
+		if err != nil {
+			return enrich.FillLists{}, fmt.Errorf("--%s: %w", v.flag, err)
+		}
+		*v.list = fields
+	}
+	return lists, nil
+}
+
 // serve runs the API on cfg.Addr and the workers until ctx ends, then stops accepting, and gives
 // requests in flight and tasks already claimed cfg.ShutdownGrace to finish; tasks
 // still running then go back to the queue. With an adminAddr, /healthz, /readyz and
@@ -305,6 +330,9 @@ func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Confi
 		names[i] = s.Name()
 	}
 	attrs := []any{"addr", "http://" + ln.Addr().String(), "workers", cfg.Workers, "sources", strings.Join(names, ",")}
+	if len(cfg.Fill.Company) > 0 || len(cfg.Fill.Person) > 0 {
+		attrs = append(attrs, "fill_company", strings.Join(cfg.Fill.Company, ","), "fill_person", strings.Join(cfg.Fill.Person, ","))
+	}
 	if adminAddr != "" {
 		attrs = append(attrs, "admin_addr", "http://"+listeners[1].Addr().String())
 	}

@@ -101,8 +101,8 @@ func warnSealedElsewhere(ctx context.Context, db *store.DB, box *secret.Box, log
 	log.Warn("organizations' own vendor keys were sealed under another secret key file and cannot be read: put that file back, or set the keys again (enrichd sources set-key)", "keys", n)
 }
 
-func newSourcesCommand() *cobra.Command {
-	sources := &cobra.Command{Use: "sources", Short: "Manage the sources per organization: its own vendor keys"}
+// addSourceKeyCommands adds set-key, clear-key and keys to the sources command.
+func addSourceKeyCommands(sources *cobra.Command) {
 
 	setKey := &cobra.Command{
 		Use:   "set-key SOURCE",
@@ -225,7 +225,6 @@ and the records so fetched are served to that organization alone.`,
 	requiredOrg(keys)
 
 	sources.AddCommand(setKey, clearKey, keys)
-	return sources
 }
 
 // readVendorKey reads one key from standard input: one line, no spaces in it. From a

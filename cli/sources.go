@@ -9,6 +9,7 @@ import (
 	"enrichd/enrich/source"
 	"enrichd/netguard"
 	"enrichd/server"
+	"enrichd/store"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -95,4 +96,89 @@ func linkWeb(sources []enrich.Source) {
 			}
 		}
 	}
+}
+
+// fillRow is one object type's fill list as `sources fill` prints it: Default when
+// the organization keeps the server's (--fill-company or --fill-person of serve).
+type fillRow struct {
+	Object  string   `json:"object"`
+	Fields  []string `json:"fields"`
+	Default bool     `json:"default"`
+}
+
+func newSourcesCommand() *cobra.Command {
+	sources := &cobra.Command{Use: "sources", Short: "Configure how the sources answer an organization's tasks: fill lists, its own vendor keys"}
+	fill := listCommand(&cobra.Command{
+		Use:   "fill",
+		Short: "Set or show the fields the sources are asked in turn to fill for an organization",
+		Long: `fill sets the fields the sources are asked in turn to fill for the organization's
+tasks, per object type: while a field of the list is still empty, the next source that
+can answer is asked. --company and --person take comma-separated field names; a flag
+left out keeps that list, an empty value ('') clears it back to the server's default
+(serve's --fill-company and --fill-person). With neither flag it prints the lists, and
+whether each is the server's default.
+
+Company fields: ` + strings.Join(enrich.CompanyFields, ", ") + `
+Person fields: ` + strings.Join(enrich.PersonFields, ", "),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// The lists are read before the database is opened: a refused name
+			// changes nothing and opens nothing.
+			var u store.FillUpdate
+			for _, v := range []struct {
+				flag, object string
+				list         **[]string
+			}{{"company", enrich.ObjectCompany, &u.Company}, {"person", enrich.ObjectPerson, &u.Person}} {
+				if !cmd.Flags().Changed(v.flag) {
+					continue
+				}
+				raw, _ := cmd.Flags().GetString(v.flag)
+				fields, err := enrich.ParseFields(v.object, raw)
+				if err != nil {
+					return fmt.Errorf("--%s: %w", v.flag, err)
+				}
+				*v.list = &fields
+			}
+			return withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+				ctx := cmd.Context()
+				org, err := db.FindOrg(ctx, orgFlag(cmd))
+				if err != nil {
+					return err
+				}
+				if u.Company != nil || u.Person != nil {
+					if err := db.SetFillLists(ctx, org.ID, u); err != nil {
+						return err
+					}
+				}
+				own, err := db.OrgFillLists(ctx, org.ID)
+				if err != nil {
+					return err
+				}
+				rows := []fillRow{
+					{Object: enrich.ObjectCompany, Fields: orEmpty(own.Company), Default: own.Company == nil},
+					{Object: enrich.ObjectPerson, Fields: orEmpty(own.Person), Default: own.Person == nil},
+				}
+				return printList(cmd, rows, []string{"OBJECT", "FIELDS"}, func(r fillRow) []string {
+					if r.Default {
+						return []string{r.Object, "the server's default (serve --fill-" + r.Object + ")"}
+					}
+					return []string{r.Object, strings.Join(r.Fields, ",")}
+				})
+			})(cmd, args)
+		},
+	})
+	requiredOrg(fill)
+	fill.Flags().String("company", "", "company fields to fill, comma-separated; '' goes back to the server's default")
+	fill.Flags().String("person", "", "person fields to fill, comma-separated; '' goes back to the server's default")
+	sources.AddCommand(fill)
+	addSourceKeyCommands(sources)
+	return sources
+}
+
+// orEmpty is list, or [] for none, which --json prints as an array.
+func orEmpty(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
 }

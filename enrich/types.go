@@ -1,6 +1,6 @@
 // Package enrich owns what enrichd enriches, apart from how it is fetched: the inputs
 // and their normalization (domains, network URLs, emails), the Company and Person
-// results, the one error type and the task error codes, names and nicknames, matching a
+// results and which of their fields a waterfall can fill, the one error type and the task error codes, names and nicknames, matching a
 // local part to a name, email resolution, and the pipeline that asks the sources in
 // order. The Source interface (and StaffSearcher, Metered) is what the pipeline needs
 // from the outside world; the adapters that implement it over HTTP live in

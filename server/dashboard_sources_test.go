@@ -2,108 +2,148 @@ package server_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"enrichd/enrich"
-	"enrichd/enrich/source"
-	"enrichd/secret"
-	"enrichd/server"
 
 	"github.com/matryer/is"
+
+	"enrichd/enrich"
+	"enrichd/server"
 )
 
-// sourceRow is the HTML of a source's row on Settings → Sources.
-func sourceRow(p *webPage, name string) string {
-	_, after, ok := strings.Cut(p.body, `<tr class="source" id="source-`+name+`">`)
-	if !ok {
-		return ""
+// ownFill is the organization's own fill lists, straight from the store.
+func (e *env) ownFill(orgID string) enrich.FillLists {
+	e.t.Helper()
+	own, err := e.db.OrgFillLists(context.Background(), orgID)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	row, _, _ := strings.Cut(after, "</tr>")
-	return row
+	return own
 }
 
-// TestDashboardSourcesSetsAndClearsAnOrganizationsKey: an admin sets the
-// organization's own key on Settings → Sources, checked with the vendor, shown by
-// its last 4 characters only; a refused key is not stored and not echoed; a viewer
-// sees whose key is used and can change nothing; clearing goes back to the
-// installation's key.
-func TestDashboardSourcesSetsAndClearsAnOrganizationsKey(t *testing.T) {
+// checked says whether the page's box of the field is checked.
+func checked(p *webPage, object, field string) bool {
+	return p.has(`name="` + object + `" value="` + field + `" checked>`)
+}
+
+// An admin sets both lists from checkboxes of every known field; a box left unchecked
+// is not in the list, and none checked goes back to the server's default, which the
+// page names. What the form saves is what the worker reads.
+func TestDashboardFillListsForm(t *testing.T) {
 	is := is.New(t)
-	ctx := context.Background()
-	const installKey, ownKey, wrongKey = "pdl-install-key-00aa11bb", "pdl-dash-own-key-a1b2c3d4", "pdl-wrong-key-99990000"
-	vendor := newByKeyPDL(t, installKey, ownKey)
-	box, _, err := secret.LoadOrCreate(filepath.Join(t.TempDir(), "secret-key"))
-	is.NoErr(err)
-	e := newEnv(t, func(c *server.Config) {
-		pdl, err := source.NewPDL(source.VendorConfig{APIKey: installKey, BaseURL: vendor.URL, Rate: 1000, Burst: 1000, Backoff: time.Millisecond, Logger: c.Logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Sources = []enrich.Source{pdl}
-		c.Secrets = box
-	})
-	admin, viewer := e.signIn("acme", "admin"), e.signIn("acme", "viewer")
+	e := newEnv(t, func(c *server.Config) { c.Fill = enrich.FillLists{Company: []string{"name", "employee_count"}} })
+	admin := e.signIn("acme", "admin")
 
 	p := admin.get("/dashboard/settings/sources")
 	is.Equal(p.status, http.StatusOK)
-	row := sourceRow(p, "pdl")
-	is.True(strings.Contains(row, "the installation's"))
-	is.True(strings.Contains(row, `action="/dashboard/settings/sources/pdl"`))
-	is.True(sourceRow(p, "fake-network") == "") // only the sources that take a key
-
-	p = admin.post("/dashboard/settings/sources/pdl", url.Values{"key": {wrongKey}})
-	is.Equal(p.status, http.StatusUnprocessableEntity)
-	is.True(p.has("pdl refused the key, so it was not stored"))
-	is.True(!p.has(wrongKey))
-	k, err := e.db.OrgSourceKey(ctx, e.orgID, "pdl")
-	is.NoErr(err)
-	is.True(k == nil)
-	p = admin.post("/dashboard/settings/sources/pdl", url.Values{"key": {""}})
-	is.Equal(p.status, http.StatusUnprocessableEntity)
-	is.True(p.has("Paste the key first."))
-
-	// A viewer can set nothing.
-	p = viewer.post("/dashboard/settings/sources/pdl", url.Values{"key": {ownKey}})
-	is.Equal(p.status, http.StatusForbidden)
-	k, err = e.db.OrgSourceKey(ctx, e.orgID, "pdl")
-	is.NoErr(err)
-	is.True(k == nil)
-
-	p = admin.post("/dashboard/settings/sources/pdl", url.Values{"key": {ownKey}, "allow_fallback": {"on"}})
-	is.Equal(p.status, http.StatusSeeOther)
-	sent := vendor.requests()
-	is.Equal(sent[len(sent)-1], source.PDLKeyCheckDomain+" "+ownKey) // checked with the vendor
-	k, err = e.db.OrgSourceKey(ctx, e.orgID, "pdl")
-	is.NoErr(err)
-	is.Equal(k.Last4, "…c3d4")
-	is.True(k.AllowFallback)
-	for _, b := range []*browser{admin, viewer} {
-		p = b.get("/dashboard/settings/sources")
-		row = sourceRow(p, "pdl")
-		is.True(strings.Contains(row, "your own key <code>…c3d4</code>"))
-		is.True(strings.Contains(row, "the installation's key is used"))
-		is.True(!p.has(ownKey))
-		is.Equal(strings.Contains(row, "<form"), b == admin)
+	is.True(p.has(`<form id="fill-lists" method="post" action="/dashboard/settings/sources"`))
+	for _, f := range enrich.CompanyFields {
+		is.True(p.has(`name="company" value="` + f + `"`))
 	}
+	for _, f := range enrich.PersonFields {
+		is.True(p.has(`name="person" value="` + f + `"`))
+	}
+	is.True(!p.has(`name="company" value="created_at"`)) // bookkeeping is no choice
+	is.True(p.has(`The server's default: <code>name</code>, <code>employee_count</code>.`))
+	is.True(p.has(`none, so the first source that knows the person answers alone`))
+	is.True(!checked(p, "company", "name")) // the default is said, not checked as the organization's
 
-	// Failing, as the vendor's refusal marks it.
-	is.NoErr(e.db.MarkSourceKeyFailing(ctx, e.orgID, "pdl", k.Generation, "pdl refused the organization's own key (401)"))
-	row = sourceRow(admin.get("/dashboard/settings/sources"), "pdl")
-	is.True(strings.Contains(row, `<span class="status failed">failing</span>`))
-	is.True(strings.Contains(row, "refused the organization&#39;s own key (401)"))
-
-	is.Equal(viewer.post("/dashboard/settings/sources/pdl/clear", url.Values{}).status, http.StatusForbidden)
-	p = admin.post("/dashboard/settings/sources/pdl/clear", url.Values{})
+	p = admin.post("/dashboard/settings/sources", url.Values{"company": {"slogan", "about"}, "person": {"positions"}})
 	is.Equal(p.status, http.StatusSeeOther)
-	k, err = e.db.OrgSourceKey(ctx, e.orgID, "pdl")
+	is.True(strings.HasPrefix(p.location, "/dashboard/settings/sources?"))
+	is.Equal(e.ownFill(e.orgID), enrich.FillLists{Company: []string{"slogan", "about"}, Person: []string{"positions"}})
+	fields, err := e.srv.FillFor(context.Background(), claimOf(e.orgID, enrich.LookupDomain))
 	is.NoErr(err)
-	is.True(k == nil)
-	is.True(strings.Contains(sourceRow(admin.get("/dashboard/settings/sources"), "pdl"), "the installation's"))
-	is.Equal(admin.post("/dashboard/settings/sources/web", url.Values{"key": {ownKey}}).status, http.StatusNotFound)
-	is.True(!strings.Contains(e.logs.String(), ownKey))
+	is.Equal(fields, []string{"slogan", "about"})
+
+	p = admin.get(p.location)
+	is.True(p.has("Fill lists saved"))
+	is.True(checked(p, "company", "slogan") && checked(p, "company", "about") && checked(p, "person", "positions"))
+	is.True(!checked(p, "company", "name"))
+	is.True(p.has(`id="fill-company-state">This organization's own list.`))
+
+	// No box of a type checked: that type goes back to the default.
+	p = admin.post("/dashboard/settings/sources", url.Values{"person": {"headline"}})
+	is.Equal(p.status, http.StatusSeeOther)
+	is.Equal(e.ownFill(e.orgID), enrich.FillLists{Person: []string{"headline"}})
+	fields, err = e.srv.FillFor(context.Background(), claimOf(e.orgID, enrich.LookupDomain))
+	is.NoErr(err)
+	is.Equal(fields, []string{"name", "employee_count"})
+}
+
+// A field the type does not have is refused naming the known ones, a viewer may look
+// but not change, and neither changes anything.
+func TestDashboardFillListsRefusals(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	admin := e.signIn("acme", "admin")
+	p := admin.post("/dashboard/settings/sources", url.Values{"company": {"slogan"}})
+	is.Equal(p.status, http.StatusSeeOther)
+	want := enrich.FillLists{Company: []string{"slogan"}}
+
+	for _, c := range []struct {
+		form url.Values
+		bad  string
+		all  []string
+	}{
+		{url.Values{"company": {"name", "sloagn"}}, "sloagn", enrich.CompanyFields},
+		{url.Values{"company": {"name"}, "person": {"employee_count"}}, "employee_count", enrich.PersonFields},
+		{url.Values{"person": {"email_match"}}, "email_match", enrich.PersonFields},
+	} {
+		p := admin.post("/dashboard/settings/sources", c.form)
+		is.Equal(p.status, http.StatusBadRequest)
+		body := html.UnescapeString(p.body)
+		is.True(strings.Contains(body, `"`+c.bad+`"`))
+		is.True(strings.Contains(body, strings.Join(c.all, ", ")))
+		is.Equal(e.ownFill(e.orgID), want)
+	}
+	p = admin.post("/dashboard/settings/sources", url.Values{"company": {strings.Repeat("x", 100)}})
+	is.Equal(p.status, http.StatusBadRequest)
+	is.Equal(e.ownFill(e.orgID), want)
+
+	viewer := e.signIn("acme", "viewer")
+	p = viewer.get("/dashboard/settings/sources")
+	is.Equal(p.status, http.StatusOK)
+	is.True(checked(p, "company", "slogan"))
+	is.True(p.has(`<fieldset class="stack plain" disabled>`))
+	is.True(!p.has(`Save fill lists`))
+	p = viewer.post("/dashboard/settings/sources", url.Values{"company": {"name"}})
+	is.Equal(p.status, http.StatusForbidden)
+	is.Equal(e.ownFill(e.orgID), want)
+
+	// Another organization's admin changes its own lists only.
+	_, globex := e.newOrg("globex", 0)
+	other := e.signIn("globex", "admin")
+	p = other.post("/dashboard/settings/sources", url.Values{"company": {"name"}})
+	is.Equal(p.status, http.StatusSeeOther)
+	is.Equal(e.ownFill(globex), enrich.FillLists{Company: []string{"name"}})
+	is.Equal(e.ownFill(e.orgID), want)
+}
+
+// The task page reads a task as GET /v1/tasks/:id answers it, byte for byte, so that
+// it shows the provenance and sources the API gives and nothing else. A task whose
+// answer has neither shows no field's source.
+func TestDashboardTaskPageReadsTheAPIsAnswer(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	e.startWorkers()
+	ok := e.enrichCompany(map[string]string{"domain": "acme.com"})
+	missing := e.enrichCompany(map[string]string{"domain": "missing-co.com"})
+	b := e.signIn("acme", "viewer")
+	for _, id := range []string{ok, missing} {
+		p := b.waitPage(id)
+		task, err := e.db.GetTask(context.Background(), e.orgID, id)
+		is.NoErr(err)
+		api := e.do("GET", "/v1/tasks/"+id, nil)
+		is.Equal(api.status, http.StatusOK)
+		is.Equal(string(server.TaskAnswer(task)), string(api.raw))
+		_, hasProvenance := api.body["provenance"]
+		is.Equal(p.has(`id="task-provenance"`), hasProvenance && id == ok)
+		_, hasSources := api.body["sources"]
+		is.Equal(p.has(`id="task-sources"`), hasSources)
+	}
 }

@@ -32,7 +32,21 @@ func encode(w http.ResponseWriter, status int, v any) {
 // when empty, as encode writes it, without reflection: the answer to every enqueue and
 // every task read (see store.Task.AppendJSON).
 func encodeTask(w http.ResponseWriter, status int, t *store.Task, data json.RawMessage, taskErr *enrich.TaskError) {
-	b := make([]byte, 0, 512+len(t.Input)+len(data))
+	writeJSON(w, status, appendTaskAnswer(make([]byte, 0, 512+len(t.Input)+len(data)), t, data, taskErr))
+}
+
+// taskAnswer is the body of GET /v1/tasks/:id for t: its data once it succeeded, its
+// error once it failed. The dashboard's task page reads the same.
+func taskAnswer(t *store.Task) []byte {
+	var data json.RawMessage
+	if t.Status == store.StatusSucceeded {
+		data = t.Data
+	}
+	return appendTaskAnswer(make([]byte, 0, 512+len(t.Input)+len(data)), t, data, t.Error)
+}
+
+// appendTaskAnswer appends what encodeTask writes.
+func appendTaskAnswer(b []byte, t *store.Task, data json.RawMessage, taskErr *enrich.TaskError) []byte {
 	b = append(b, `{"task":`...)
 	b = t.AppendJSON(b)
 	if len(data) > 0 {
@@ -44,7 +58,7 @@ func encodeTask(w http.ResponseWriter, status int, t *store.Task, data json.RawM
 		b = append(b, `,"error":`...)
 		b = append(b, raw...)
 	}
-	writeJSON(w, status, append(b, "}\n"...))
+	return append(b, "}\n"...)
 }
 
 // encodeTaskList writes {"data": [tasks...], "total": total} as encode writes it.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -33,11 +32,7 @@ func handleGetTask(s *Server) http.Handler {
 		if !t.Settled() {
 			w.Header().Set("Retry-After", "2")
 		}
-		var data json.RawMessage
-		if t.Status == store.StatusSucceeded {
-			data = t.Data
-		}
-		encodeTask(w, http.StatusOK, t, data, t.Error)
+		writeJSON(w, http.StatusOK, taskAnswer(t))
 	})
 }
 

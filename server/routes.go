@@ -62,6 +62,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	//   POST /dashboard/settings/keys
 	//   POST /dashboard/settings/keys/:id/revoke
 	//   GET  /dashboard/settings/sources
+	//   POST /dashboard/settings/sources
 	//   POST /dashboard/settings/sources/:id
 	//   POST /dashboard/settings/sources/:id/clear
 	//   GET  /dashboard/credits

@@ -50,6 +50,10 @@ type Config struct {
 	// EmailMaxRetrievals bounds the profiles one email lookup retrieves.
 	EmailMaxRetrievals int
 	Sources            []enrich.Source
+	// Fill is the server-wide default of the fields the waterfall fills, per object
+	// type; an organization's own list (store's FillLists) replaces it. Empty lists
+	// keep first-hit-wins.
+	Fill enrich.FillLists
 	// WebhookPolicy says which webhook URLs are accepted and reached: https to public
 	// addresses only, unless AllowPrivate (local development and tests).
 	WebhookPolicy netguard.Policy

@@ -1,15 +1,15 @@
 // Package store is what the rest of enrichd calls to keep its state: organizations and
 // API keys, users and sessions, the credit ledger, tasks and their queue, idempotency
 // keys, the company and person records (the 30-day store and the imported dataset),
-// Loops and their webhook deliveries, watches and batches. It owns the types those
-// are, the rules, and every operation: each a method of DB written once, its steps
-// small functions that take the transaction, its statements one text for every engine
-// (? placeholders; PostgreSQL's row locks, which SQLite's driver drops). What differs
-// by engine is a Driver's, one per engine: how a statement runs (Executor), how a
-// write transaction runs (SQLite's group commit, PostgreSQL's retries), and a few
-// primitives (driver.go, and Tx in sql.go) where the SQL or the locking must differ.
-// store/sqlite is a file, the default; store/postgres a server several replicas
-// share. It knows no HTTP.
+// Loops and their webhook deliveries, watches, batches and fill lists. It owns the
+// types those are, the rules, and every operation: each a method of DB written once,
+// its steps small functions that take the transaction, its statements one text for
+// every engine (? placeholders; PostgreSQL's row locks, which SQLite's driver drops).
+// What differs by engine is a Driver's, one per engine: how a statement runs
+// (Executor), how a write transaction runs (SQLite's group commit, PostgreSQL's
+// retries), and a few primitives (driver.go, and Tx in sql.go) where the SQL or the
+// locking must differ. store/sqlite is a file, the default; store/postgres a server
+// several replicas share. It knows no HTTP.
 package store
 
 import (

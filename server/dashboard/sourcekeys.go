@@ -36,12 +36,12 @@ type sourceKeysData struct {
 	Problem  string
 }
 
-func (s *Dashboard) renderSourceKeys(w http.ResponseWriter, r *http.Request, status int, notice string, d sourceKeysData) {
-	u := dashUser(r)
-	keys, err := s.db.OrgSourceKeys(r.Context(), u.OrgID)
+// sourceKeys fills d with the organization's keys, per source this server asks with
+// one: Settings → Sources shows them below the fill lists.
+func (s *Dashboard) sourceKeys(r *http.Request, d *sourceKeysData) error {
+	keys, err := s.db.OrgSourceKeys(r.Context(), dashUser(r).OrgID)
 	if err != nil {
-		s.dashError(w, r, err)
-		return
+		return err
 	}
 	for _, name := range s.srv.KeyedSources() {
 		row := sourceKeyRow{Name: name, Check: server.SourceKeyCheck[name]}
@@ -54,16 +54,10 @@ func (s *Dashboard) renderSourceKeys(w http.ResponseWriter, r *http.Request, sta
 		d.Sources = append(d.Sources, row)
 	}
 	d.Secrets, d.MaxKey = s.srv.Config().Secrets != nil, maxVendorKey
-	s.render(w, r, status, "source_keys", view{Title: "Settings → Sources", Section: "source-keys", Notice: notice, Data: d})
+	return nil
 }
 
-func handleSourceKeysPage(s *Dashboard) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.renderSourceKeys(w, r, http.StatusOK, notice(r), sourceKeysData{})
-	})
-}
-
-// sourceName is the :name of the URL, if it names a source the organization can set a
+// sourceName is the :id of the URL, if it names a source the organization can set a
 // key for.
 func (s *Dashboard) sourceName(r *http.Request) (string, error) {
 	name := server.PathID(r)
@@ -110,7 +104,7 @@ func handleSetSourceKey(s *Dashboard) http.Handler {
 				return
 			}
 		}
-		s.renderSourceKeys(w, r, http.StatusUnprocessableEntity, "", sourceKeysData{Rejected: name, Problem: problem})
+		s.renderFillSettings(w, r, http.StatusUnprocessableEntity, "", sourceKeysData{Rejected: name, Problem: problem})
 	})
 }
 

@@ -140,6 +140,8 @@ type taskPage struct {
 	Refunded bool
 	// Card is the result as people read it, once the task succeeded.
 	Card *resultCard
+	// Trace is where the answer came from: each field's source, the sources asked.
+	Trace *taskTrace
 	// Polled says the page is answering htmx's poll of the part that changes: once the
 	// task settled, that answer also takes away what only an unsettled task offers.
 	Polled bool
@@ -160,7 +162,7 @@ func handleTaskPage(s *Dashboard) http.Handler {
 			return
 		}
 		p := taskPage{Task: t, Refunded: t.Status == store.StatusFailed || t.Status == store.StatusCanceled,
-			Card: newResultCard(t), Polled: r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-Target") == "task-live"}
+			Card: newResultCard(t), Trace: traceOf(t), Polled: r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-Target") == "task-live"}
 		if t.LoopID != nil {
 			p.Loop, err = s.db.GetLoop(ctx, u.OrgID, *t.LoopID)
 			var e *enrich.Error

@@ -449,8 +449,19 @@ ALTER TABLE tasks ADD COLUMN provenance TEXT;
 ALTER TABLE tasks ADD COLUMN sources TEXT;
 ALTER TABLE records ADD COLUMN provenance TEXT;
 
--- migration 7: organizations' own vendor keys, and records kept for one organization
--- (the SQLite schema's migration 14)
+-- migration 7: fill lists (the SQLite schema's migration 14)
+-- The fields the sources are asked in turn to fill for an organization, per object
+-- type: field names, comma-separated. NULL keeps the server's default (--fill-company,
+-- --fill-person). Each task reads its organization's row by primary key.
+CREATE TABLE fill_lists (
+    org_id      TEXT COLLATE "C" PRIMARY KEY REFERENCES orgs(id),
+    company     TEXT,
+    person      TEXT,
+    updated_at  BIGINT NOT NULL
+);
+
+-- migration 8: organizations' own vendor keys, and records kept for one organization
+-- (the SQLite schema's migration 15)
 CREATE TABLE org_source_keys (
     org_id          TEXT COLLATE "C" NOT NULL REFERENCES orgs(id),
     source          TEXT COLLATE "C" NOT NULL,

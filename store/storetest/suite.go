@@ -78,6 +78,9 @@ var conformanceTests = []conformanceTest{
 	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
 	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
+	{"FillListsPerOrganization", testFillListsPerOrganization},
+	{"FillListRefusals", testFillListRefusals},
+	{"FillListsChangedAtOnce", testFillListsChangedAtOnce},
 	{"ARecordFetchedWithAnOrgsKeyIsServedToItAlone", testARecordFetchedWithAnOrgsKeyIsServedToItAlone},
 	{"SourceKeysSetFailAndClear", testSourceKeysSetFailAndClear},
 }
