@@ -152,6 +152,8 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		// Its own fill list for companies, the default for people.
 		fill := []string{"slogan", "employee_count"}
 		is.NoErr(db.SetFillLists(ctx, org, store.FillUpdate{Company: &fill}))
+		// Its own vendor key, sealed as set-key stores it.
+		is.NoErr(db.SetSourceKey(ctx, org, "pdl", "c2VhbGVkIGtleQ==", "0a1b2c3d", "…wxyz", true))
 	}
 	return m
 }
