@@ -63,7 +63,7 @@ func (db *DB) FindStoredWithProvenance(ctx context.Context, in enrich.Input) (*e
 }
 
 // FindStoredFor is FindStoredWithProvenance for a task of the organization orgID: the
-// newer of the shared record and the one fetched with the organization's own key.
+// record fetched with the organization's own key when there is one, else the shared one.
 func (db *DB) FindStoredFor(ctx context.Context, orgID string, in enrich.Input) (*enrich.Result, enrich.Provenance, error) {
 	rec, err := findStoredFor(ctx, db.Reader(), orgID, RecordKey(in.Lookup, in.Target))
 	if err != nil || rec == nil {
@@ -99,15 +99,17 @@ func privateOrigin(orgID string) string {
 }
 
 // findStoredFor returns the record of the 30-day store that key names for a task of
-// orgID: the shared one or the organization's own, whichever was enriched last. Both
-// are read by the primary key of record_keys in one statement.
+// orgID: the organization's own when it has one, else the shared one. Both are read by
+// the primary key of record_keys in one statement, walked in its order ('store:<org>'
+// after 'store'), so that no sort is needed: ordering by age took a temporary B-tree,
+// half again the time of a store hit on SQLite.
 func findStoredFor(ctx context.Context, q Executor, orgID, key string) (*StoredRecord, error) {
 	if orgID == "" {
 		return findRecord(ctx, q, OriginStore, key)
 	}
 	return scanRecord(q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect, r.provenance
 		FROM record_keys k JOIN records r ON r.id = k.record_id
-		WHERE k.origin IN (?, ?) AND k.key = ? ORDER BY r.last_enriched_at DESC LIMIT 1`, OriginStore, privateOrigin(orgID), key))
+		WHERE k.origin IN (?, ?) AND k.key = ? ORDER BY k.origin DESC LIMIT 1`, OriginStore, privateOrigin(orgID), key))
 }
 
 // Held returns what email lookups read of the records held: the people addresses are

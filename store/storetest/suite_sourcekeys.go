@@ -57,15 +57,15 @@ func testARecordFetchedWithAnOrgsKeyIsServedToItAlone(t *testing.T, env *Env) {
 	own, _, err := db.FindStoredFor(ctx, a, enrich.Input{Lookup: enrich.LookupDomain, Target: "private.com"})
 	is.NoErr(err)
 	is.Equal(own.Company.Name, "Private Co")
-	// beta's task fetches it with the installation's keys: shared from then on, and the
-	// owner keeps being served the newest of the two.
+	// beta's task fetches it with the installation's keys: shared from then on, while
+	// the owner keeps being served its own.
 	env.Clock.Add(time.Minute)
 	c := settleFetched(t, db, "Shared Co", false)
 	is.Equal(c.OrgID, b)
-	for _, org := range []string{a, b} {
+	for org, want := range map[string]string{a: "Private Co", b: "Shared Co"} {
 		res, _, err := db.FindStoredFor(ctx, org, enrich.Input{Lookup: enrich.LookupDomain, Target: "private.com"})
 		is.NoErr(err)
-		is.Equal(res.Company.Name, "Shared Co")
+		is.Equal(res.Company.Name, want)
 	}
 
 	shared, err := db.CreateTask(ctx, NewTask(b, "shared.com"))
