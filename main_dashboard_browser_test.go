@@ -628,6 +628,10 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.open("/dashboard/tasks/"+enriched.Task.ID, "#task-status")
 	b.waitText("#task-status", "succeeded")
 	b.waitText("pre#task-result", `"name": "Globex"`)
+	// Each field beside the source that gave it, and the sources asked.
+	b.waitText("#task-provenance #field-name", "dataset")
+	b.waitText("#task-sources", "hit")
+	b.look("task-company")
 	b.open("/dashboard/tasks", "tr.task")
 	b.waitText("#tasks", "globex.com")
 	b.waitText("#tasks", "jane@acme.com")

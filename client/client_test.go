@@ -44,6 +44,12 @@ func TestEnrichCompanyWaitAndRead(t *testing.T) {
 	is.Equal(*co.Domain, "acme.com")
 	is.Equal(*co.EmployeeCount, int64(42))
 	is.Equal(co.Headquarters["city"], "Lyon")
+	// Where each field came from, and what each source was asked.
+	is.Equal(res.Provenance["name"], "fake-network")
+	is.Equal(res.Provenance["employee_count"], "fake-network")
+	is.Equal(len(res.Sources), 1)
+	is.Equal(res.Sources[0].Name, "fake-network")
+	is.Equal(res.Sources[0].Outcome, OutcomeHit)
 	_, err = res.Person()
 	is.True(err != nil) // a company task has no person
 	is.True(strings.Contains(err.Error(), "not a person"))

@@ -89,13 +89,41 @@ type Enqueued struct {
 }
 
 // TaskResult is GET /v1/tasks/{id}: the task, its result once succeeded (Data, read
-// it with Company or Person) and its error once failed.
+// it with Company or Person), where each field of the result came from and what each
+// source was asked, and its error once failed.
 type TaskResult struct {
-	Task  Task            `json:"task"`
-	Data  json.RawMessage `json:"data,omitempty"`
-	Error *TaskError      `json:"error,omitempty"`
+	Task Task            `json:"task"`
+	Data json.RawMessage `json:"data,omitempty"`
+	// Provenance names, for every field of Data a source gave, that source ("slogan":
+	// "enrichlayer"); a result served from the store has the provenance it was stored
+	// with. Empty when there is no data.
+	Provenance map[string]string `json:"provenance"`
+	// Sources are the sources asked for the task, in order; none for a result served
+	// from the store.
+	Sources []SourceCall `json:"sources"`
+	Error   *TaskError   `json:"error,omitempty"`
 	// RetryAfter is the server's hint for the next poll while the task is unsettled.
 	RetryAfter time.Duration `json:"-"`
+}
+
+// What a source's part in a task came to (SourceCall.Outcome).
+const (
+	OutcomeHit     = "hit"
+	OutcomeMiss    = "miss"
+	OutcomeError   = "error"
+	OutcomeSkipped = "skipped"
+)
+
+// SourceCall is one source's part in a task.
+type SourceCall struct {
+	Name    string `json:"name"`
+	Outcome string `json:"outcome"` // hit, miss, error or skipped
+	// Reason says why it was skipped, or why a miss was one: filled, not_supported,
+	// budget, key_failing, other_subject, timed_out, nothing_new.
+	Reason        string `json:"reason,omitempty"`
+	VendorCalls   int64  `json:"vendor_calls"`   // requests sent upstream, retries included
+	VendorCredits int64  `json:"vendor_credits"` // what they cost, in the vendor's credits
+	MS            int64  `json:"ms"`
 }
 
 // Company decodes Data of a succeeded company task.
@@ -218,6 +246,9 @@ type EmailMatch struct {
 	Method  string  `json:"method"`
 	Email   string  `json:"email"`
 	Pattern *string `json:"pattern"`
+	// Source names the source that found the person (pdl, apollo, ...); nil when
+	// what the server already held answered.
+	Source *string `json:"source"`
 }
 
 // Loop is a webhook destination.

@@ -1,9 +1,11 @@
 package enrich_test
 
 import (
+	"context"
 	"testing"
 
 	"enrichd/enrich"
+	"enrichd/enrich/enrichtest"
 )
 
 // The hot inner pieces of a request: normalizing what a client sent, and matching a
@@ -56,5 +58,34 @@ func BenchmarkRefusal(b *testing.B) {
 		enrich.Refusal("jane.smith@mail.yahoo.co.uk")
 		enrich.Refusal("sales@acme.com")
 		enrich.Refusal("jane.smith@acme.com")
+	}
+}
+
+// What the waterfall itself costs, beside the sources' calls: the first hit alone
+// (no fill list), and three sources merged field by field.
+func BenchmarkLookup(b *testing.B) {
+	ctx := context.Background()
+	in := enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}
+	first := &enrich.Company{Name: "Acme", Domain: enrich.Ptr("acme.com"), EmployeeCount: enrich.Ptr[int64](120)}
+	second := &enrich.Company{Name: "Acme", Domain: enrich.Ptr("acme.com"), Slogan: enrich.Ptr("Anvils")}
+	third := &enrich.Company{Name: "Acme", Domain: enrich.Ptr("acme.com"), About: enrich.Ptr("Anvils and rockets")}
+	var asked []string
+	p := &enrich.Pipeline{Sources: []enrich.Source{
+		enrichtest.Source{SourceName: "a", Company: first, Asked: &asked},
+		enrichtest.Source{SourceName: "b", Company: second, Asked: &asked},
+		enrichtest.Source{SourceName: "c", Company: third, Asked: &asked},
+	}}
+	for _, bc := range []struct {
+		name string
+		fill []string
+	}{{"first-hit", nil}, {"three-merged", []string{"slogan", "about"}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				asked = asked[:0]
+				if _, _, terr := p.Lookup(ctx, enrich.Ask{Input: in, Fill: bc.fill}); terr != nil {
+					b.Fatal(terr)
+				}
+			}
+		})
 	}
 }

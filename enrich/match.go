@@ -142,6 +142,9 @@ type Candidate struct {
 	Person  *Person
 	Method  string // MatchInferred or MatchResolved
 	Pattern string
+	// Source names the source that found the person (EmailMatch.Source), "" when
+	// what is held did.
+	Source string
 	// RetrievedAt is when the profile was retrieved from its source.
 	RetrievedAt time.Time
 }

@@ -79,18 +79,23 @@ type EmailOutcome struct {
 //     decided against the people gathered then, by its hints, without a new search;
 //  3. the company behind the domain is identified (the store, else the sources, as a
 //     company lookup would: aliases and redirects included); none -> not_found;
-//  4. resolved: the company's staff is searched on every source that can, with the
+//  4. a direct match: a source that looks a person up by the address itself
+//     (EmailMatcher) is asked before the staff search when it costs no more than
+//     the search (directMatch), else after a search that confirmed nobody. Its
+//     answer is a candidate: it succeeds (resolved) only with a current position at
+//     that company and a name the local part fits, and is dropped otherwise;
+//  5. resolved: the company's staff is searched on every source that can, with the
 //     names the local part describes (LocalPartNames); each plausible profile is
 //     read (from what is held when it is younger than the freshness window, else
 //     retrieved) and kept when it holds a current position at that company under a
 //     name the local part fits. A search whose whole page is full, or that shows more
 //     plausible people than MaxRetrievals, confirms nobody: not_found, whatever is
 //     held;
-//  5. inferred: held people with a current position at that company whose name the
+//  6. inferred: held people with a current position at that company whose name the
 //     local part fits, and whom the search did not decide. They add to the people
 //     the search confirmed, never stand in for it, and decide nothing unless the
 //     search saw everyone the address may stand for (see fits). Stale ones are
-//     refreshed with what is left of MaxRetrievals, which steps 4 and 5 share.
+//     refreshed with what is left of MaxRetrievals, which steps 5 and 6 share.
 //
 // One person -> success; none -> not_found; several -> the hints sent break the tie,
 // else ambiguous with the count and the hints that would. Hints never change the
@@ -135,7 +140,21 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 		return EmailOutcome{Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf("the local part of %s describes no name", address)}}
 	}
 
+	direct := &directMatches{asked: map[string]bool{}}
+	if out, ok := p.directMatch(ctx, employer, in, local, now, true, direct); ok {
+		return out
+	}
 	cands, terr := p.fits(ctx, employer, company, local, now)
+	if (terr == nil && len(cands) == 0) || (terr != nil && (terr.Code == CodeNotFound || terr.Code == CodeProviderUnavailable)) {
+		// Nobody confirmed: the direct matches not asked yet may still answer.
+		if out, ok := p.directMatch(ctx, employer, in, local, now, false, direct); ok {
+			return out
+		}
+		if direct.unavailable && (terr == nil || terr.Code == CodeNotFound) {
+			// A vendor that could not answer now may know the person: a retry may.
+			return EmailOutcome{Err: &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached while resolving the address, so nobody could be confirmed; retrying later is safe"}}
+		}
+	}
 	if terr != nil {
 		return EmailOutcome{Err: terr}
 	}
@@ -347,6 +366,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 	names := LocalPartNames(local)
 	limit := p.maxRetrievals()
 	var hits []string
+	listedBy := map[string]string{} // the source whose search listed a hit first
 	s := staffSearch{listed: map[string]bool{}}
 	for _, src := range p.Sources {
 		if p.Keys != nil {
@@ -390,6 +410,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 				continue
 			}
 			s.listed[m.NetworkURL] = true
+			listedBy[m.NetworkURL] = src.Name()
 			// A name shown that the address cannot stand for is not worth a retrieval.
 			if !mayFit(m.FullName, local) {
 				continue
@@ -450,7 +471,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			s.decided[*res.Person.NetworkURL] = true
 		}
 		if c, ok := employer.Confirm(res.Person, local, MatchResolved); ok {
-			c.RetrievedAt = now
+			c.RetrievedAt, c.Source = now, listedBy[u]
 			out = append(out, c)
 		}
 	}
@@ -570,7 +591,11 @@ func ambiguous(employer Employer, company *Company, address string, cands []Cand
 }
 
 func chosen(c Candidate, address string) EmailOutcome {
-	return success(c.Person, &EmailMatch{Method: c.Method, Email: address, Pattern: Ptr(c.Pattern)}, c.RetrievedAt)
+	match := &EmailMatch{Method: c.Method, Email: address, Pattern: Ptr(c.Pattern)}
+	if c.Source != "" {
+		match.Source = Ptr(c.Source)
+	}
+	return success(c.Person, match, c.RetrievedAt)
 }
 
 func success(person *Person, match *EmailMatch, fetchedAt time.Time) EmailOutcome {

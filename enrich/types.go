@@ -1,11 +1,14 @@
 // Package enrich owns what enrichd enriches, apart from how it is fetched: the inputs
 // and their normalization (domains, network URLs, emails), the Company and Person
-// results and which of their fields a waterfall can fill, the one error type and the task error codes, names and nicknames, matching a
-// local part to a name, email resolution, and the pipeline that asks the sources in
-// order. The Source interface (and StaffSearcher, Metered) is what the pipeline needs
-// from the outside world; the adapters that implement it over HTTP live in
-// enrich/source, the `dataset` source in store. It knows no SQL, no HTTP client and no
-// HTTP server.
+// results and which of their fields a waterfall can fill, the one error type and the
+// task error codes, names and nicknames, matching a local part to a name, email
+// resolution, and the pipeline that asks the sources as a waterfall (Lookup: the first
+// that knows the subject gives the record, the next fill the wanted fields it lacks)
+// and says which source gave each field and what each was asked (Trace). The Source
+// interface (and StaffSearcher, EmailMatcher, Priced, LookupSupporter, Metered) is
+// what the pipeline needs from the outside world; the adapters that implement it over
+// HTTP live in enrich/source, the `dataset` source in store. It knows no SQL, no HTTP
+// client and no HTTP server.
 package enrich
 
 import "time"
@@ -122,6 +125,10 @@ type EmailMatch struct {
 	Method  string  `json:"method"`
 	Email   string  `json:"email"`
 	Pattern *string `json:"pattern"`
+	// Source names the source that found the person for this lookup: the one whose
+	// direct match answered, or whose staff search listed them. nil when what is held
+	// answered (exact, inferred): the store does not say which source gave a record.
+	Source *string `json:"source"`
 }
 
 // Ptr returns a pointer to v, for the many optional fields of the results.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"html"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/enrich"
+	"enrichd/enrich/enrichtest"
 	"enrichd/server"
 )
 
@@ -123,27 +125,61 @@ func TestDashboardFillListsRefusals(t *testing.T) {
 	is.Equal(e.ownFill(e.orgID), want)
 }
 
-// The task page reads a task as GET /v1/tasks/:id answers it, byte for byte, so that
-// it shows the provenance and sources the API gives and nothing else. A task whose
-// answer has neither shows no field's source.
-func TestDashboardTaskPageReadsTheAPIsAnswer(t *testing.T) {
+// A task run through the waterfall shows on its page each field beside the source
+// that gave it and each source asked with its outcome, as the task keeps them for GET
+// /v1/tasks/{id}; a repeat served from the store says no source was asked and keeps
+// its provenance.
+func TestDashboardTaskPageShowsWhereEachFieldCameFrom(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
+	var asked []string
+	slogan := &enrichtest.Source{SourceName: "slogans", Asked: &asked,
+		Company: &enrich.Company{Name: "Acme Corp", Domain: enrich.Ptr("acme.com"), Slogan: enrich.Ptr("Widgets for all")}}
+	e := newEnv(t, func(c *server.Config) {
+		c.Sources = []enrich.Source{slogan}
+		c.Fill = enrich.FillLists{Company: []string{"name", "slogan"}}
+	})
 	e.net.addCompany(company("Acme", "acme.com"))
 	e.startWorkers()
-	ok := e.enrichCompany(map[string]string{"domain": "acme.com"})
-	missing := e.enrichCompany(map[string]string{"domain": "missing-co.com"})
 	b := e.signIn("acme", "viewer")
-	for _, id := range []string{ok, missing} {
-		p := b.waitPage(id)
+
+	// shown checks that the page shows every field the task names beside its source,
+	// and every source it asked with its outcome.
+	shown := func(p *webPage, id string) {
+		t.Helper()
 		task, err := e.db.GetTask(context.Background(), e.orgID, id)
 		is.NoErr(err)
-		api := e.do("GET", "/v1/tasks/"+id, nil)
-		is.Equal(api.status, http.StatusOK)
-		is.Equal(string(server.TaskAnswer(task)), string(api.raw))
-		_, hasProvenance := api.body["provenance"]
-		is.Equal(p.has(`id="task-provenance"`), hasProvenance && id == ok)
-		_, hasSources := api.body["sources"]
-		is.Equal(p.has(`id="task-sources"`), hasSources)
+		var prov map[string]string
+		is.NoErr(json.Unmarshal(task.Provenance, &prov))
+		is.True(len(prov) > 0)
+		is.Equal(prov["name"], "fake-network") // the first source's, never overwritten
+		for field, source := range prov {
+			i := strings.Index(p.body, `<tr class="field" id="field-`+field+`"><td><code>`+field+`</code></td>`)
+			is.True(i >= 0)
+			row, _, _ := strings.Cut(p.body[i:], "</tr>")
+			is.True(strings.Contains(row, `<td class="source"><code>`+source+`</code></td>`))
+		}
+		is.True(p.has(`<td class="value">Acme</td><td class="source"><code>fake-network</code></td>`))
+		var calls []enrich.SourceCall
+		is.NoErr(json.Unmarshal(task.Sources, &calls))
+		for _, c := range calls {
+			is.True(p.has(`<td><code>` + c.Name + `</code></td><td><span class="outcome ` + c.Outcome + `">`))
+		}
+		if len(calls) == 0 {
+			is.True(p.has(`<p class="muted" id="task-sources">None: the answer came from records enrichd already held, and its fields keep the sources they came from.</p>`))
+		}
 	}
+
+	first := e.enrichCompany(map[string]string{"domain": "acme.com"})
+	p := b.waitPage(first)
+	is.Equal(p.taskStatus(), "succeeded")
+	is.True(p.has(`<table id="task-sources">`))
+	is.True(p.has(`<td><code>fake-network</code></td><td><span class="outcome hit">hit</span>`))
+	shown(p, first)
+	askedFirst := len(asked)
+
+	again := e.enrichCompany(map[string]string{"domain": "acme.com"})
+	p = b.waitPage(again)
+	is.True(!p.has(`<table id="task-sources">`))
+	shown(p, again)
+	is.Equal(len(asked), askedFirst) // the store answered: no source asked again
 }

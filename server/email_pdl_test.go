@@ -30,6 +30,11 @@ type fakePDL struct {
 	staff    []elPerson
 	searches []pdlSearchCall
 	returned map[string]int // records returned by the search, by profile URL
+	// byEmail are the records person enrich answers by email, which may be anyone's;
+	// emailAsks and searchCalls count the requests of each kind.
+	byEmail     map[string]map[string]any
+	emailAsks   int
+	searchCalls int
 }
 
 type pdlSearchCall struct {
@@ -39,7 +44,7 @@ type pdlSearchCall struct {
 }
 
 func newFakePDL(t *testing.T, staff ...elPerson) *fakePDL {
-	f := &fakePDL{staff: staff, returned: map[string]int{}}
+	f := &fakePDL{staff: staff, returned: map[string]int{}, byEmail: map[string]map[string]any{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -66,6 +71,18 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 			"employee_count": 120, "industry": "computer software", "founded": 2001, "type": "private",
 			"location": map[string]any{"name": "springfield, illinois, united states", "locality": "springfield", "country": "united states"}})
 	case "/v5/person/enrich":
+		if address := q.Get("email"); address != "" {
+			f.mu.Lock()
+			f.emailAsks++
+			record, ok := f.byEmail[address]
+			f.mu.Unlock()
+			if !ok {
+				notFound()
+				return
+			}
+			reply(http.StatusOK, map[string]any{"status": 200, "likelihood": 9, "data": record})
+			return
+		}
 		for _, p := range f.staff {
 			if q.Get("profile") == "https://www.linkedin.com/in/"+p.slug {
 				reply(http.StatusOK, map[string]any{"status": 200, "likelihood": 9, "data": f.record(p)})
@@ -74,6 +91,9 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		notFound()
 	case "/v5/person/search":
+		f.mu.Lock()
+		f.searchCalls++
+		f.mu.Unlock()
 		var body struct {
 			Query       map[string]any `json:"query"`
 			Size        int            `json:"size"`

@@ -29,30 +29,56 @@ func encode(w http.ResponseWriter, status int, v any) {
 }
 
 // encodeTask writes {"task": ..., "data": ..., "error": ...}, data and error left out
-// when empty, as encode writes it, without reflection: the answer to every enqueue and
-// every task read (see store.Task.AppendJSON).
+// when empty, as encode writes it, without reflection: the answer to every enqueue
+// (see store.Task.AppendJSON).
 func encodeTask(w http.ResponseWriter, status int, t *store.Task, data json.RawMessage, taskErr *enrich.TaskError) {
-	writeJSON(w, status, appendTaskAnswer(make([]byte, 0, 512+len(t.Input)+len(data)), t, data, taskErr))
+	b := appendTaskStart(make([]byte, 0, 512+len(t.Input)+len(data)), t, data)
+	writeJSON(w, status, appendTaskEnd(b, taskErr))
 }
 
-// taskAnswer is the body of GET /v1/tasks/:id for t: its data once it succeeded, its
-// error once it failed. The dashboard's task page reads the same.
+// taskAnswer is the body of GET /v1/tasks/:id for t: its data once it succeeded, with
+// where each field came from and what each source was asked beside it, and its error
+// once it failed. The dashboard's task page shows the same two from the task itself.
 func taskAnswer(t *store.Task) []byte {
 	var data json.RawMessage
 	if t.Status == store.StatusSucceeded {
 		data = t.Data
 	}
-	return appendTaskAnswer(make([]byte, 0, 512+len(t.Input)+len(data)), t, data, t.Error)
+	prov, sources := taskTrace(t)
+	b := appendTaskStart(make([]byte, 0, 512+len(t.Input)+len(data)+len(prov)+len(sources)), t, data)
+	b = append(b, `,"provenance":`...)
+	b = append(b, prov...)
+	b = append(b, `,"sources":`...)
+	b = append(b, sources...)
+	return appendTaskEnd(b, t.Error)
 }
 
-// appendTaskAnswer appends what encodeTask writes.
-func appendTaskAnswer(b []byte, t *store.Task, data json.RawMessage, taskErr *enrich.TaskError) []byte {
+// taskTrace is a task's provenance and sources as the API shows them: {} when it has
+// no data, [] when no source was asked (a store hit, a task not run yet).
+func taskTrace(t *store.Task) (provenance, sources json.RawMessage) {
+	provenance, sources = json.RawMessage(`{}`), json.RawMessage(`[]`)
+	if t.Status == store.StatusSucceeded && len(t.Provenance) > 0 {
+		provenance = t.Provenance
+	}
+	if len(t.Sources) > 0 {
+		sources = t.Sources
+	}
+	return provenance, sources
+}
+
+// appendTaskStart appends a task's body up to its data.
+func appendTaskStart(b []byte, t *store.Task, data json.RawMessage) []byte {
 	b = append(b, `{"task":`...)
 	b = t.AppendJSON(b)
 	if len(data) > 0 {
 		b = append(b, `,"data":`...)
 		b = append(b, data...)
 	}
+	return b
+}
+
+// appendTaskEnd ends a task's body with its error, if any.
+func appendTaskEnd(b []byte, taskErr *enrich.TaskError) []byte {
 	if taskErr != nil {
 		raw, _ := json.Marshal(taskErr) // strings and numbers: it always marshals
 		b = append(b, `,"error":`...)

@@ -197,11 +197,15 @@ type mcpListTasksArgs struct {
 // GET /v1/tasks/{id} ({task, data, error}), whether an idempotency key replayed an
 // earlier task, and how to follow a task that has not settled.
 type mcpTaskResult struct {
-	Task     json.RawMessage   `json:"task"`
-	Data     json.RawMessage   `json:"data,omitempty"`
-	Error    *enrich.TaskError `json:"error,omitempty"`
-	Replayed bool              `json:"replayed,omitempty"`
-	Next     string            `json:"next,omitempty"`
+	Task json.RawMessage `json:"task"`
+	Data json.RawMessage `json:"data,omitempty"`
+	// Provenance and Sources are GET /v1/tasks/{id}'s: each field's source, and what
+	// each source was asked.
+	Provenance json.RawMessage   `json:"provenance,omitempty"`
+	Sources    json.RawMessage   `json:"sources,omitempty"`
+	Error      *enrich.TaskError `json:"error,omitempty"`
+	Replayed   bool              `json:"replayed,omitempty"`
+	Next       string            `json:"next,omitempty"`
 }
 
 // mcpToolError is a failed call's structured result: the API's error body, the status
@@ -417,6 +421,9 @@ func (s *Server) awaitTask(ctx context.Context, orgID string, t *store.Task, wai
 // taskResult is what get_task and the enrichment tools answer for a task.
 func taskResult(t *store.Task, replayed bool) mcpTaskResult {
 	out := mcpTaskResult{Task: t.AppendJSON(nil), Replayed: replayed}
+	if t.Settled() {
+		out.Provenance, out.Sources = taskTrace(t)
+	}
 	switch {
 	case t.Status == store.StatusSucceeded:
 		out.Data = t.Data

@@ -95,9 +95,6 @@ func (s *Server) CompanyTask(req CompanyRequest) (TaskRequest, error) { return r
 // PersonTask is the task POST /v1/people/enrich makes of req.
 func (s *Server) PersonTask(req PersonRequest) (TaskRequest, error) { return req.task(s.norm) }
 
-// TaskAnswer is the body GET /v1/tasks/:id answers for t.
-func TaskAnswer(t *store.Task) []byte { return taskAnswer(t) }
-
 // CancelTask cancels a task as POST /v1/tasks/:id/cancel does.
 func (s *Server) CancelTask(ctx context.Context, orgID, id string) (*store.Task, error) {
 	return s.cancelTask(ctx, orgID, id)

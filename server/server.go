@@ -103,10 +103,6 @@ type Config struct {
 	// HTTP bounds what one connection may hold of the server, on the API's listener and
 	// on the admin one.
 	HTTP HTTPLimits
-
-	// WaterfallFill are the fields the waterfall fills, by object type (enrich.Ask's
-	// Fill); none keeps first-hit-wins.
-	WaterfallFill map[string][]string
 }
 
 // HTTPLimits bounds the connections of a listener, so that no client can hold the

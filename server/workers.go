@@ -226,7 +226,16 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 				}
 			}
 		} else {
-			res, trace, taskErr = s.pipeline.Lookup(taskCtx, enrich.Ask{Input: c.Input, Org: c.OrgID, Fill: s.fill(c)})
+			fill, err := s.fillFor(taskCtx, c)
+			if err != nil {
+				// The organization's list cannot be read now: the server's default
+				// still answers, rather than failing the task on a read.
+				if !store.IsStorageFault(err) {
+					s.log.Error("reading the fill lists", "task", c.TaskID, "err", err)
+				}
+				fill = s.cfg.Fill.For(c.Input.Lookup.ObjectType())
+			}
+			res, trace, taskErr = s.pipeline.Lookup(taskCtx, enrich.Ask{Input: c.Input, Org: c.OrgID, Fill: fill})
 		}
 	}); failed != nil {
 		out, taskErr = store.Outcome{Err: failed}, failed
@@ -336,15 +345,10 @@ func (s *Server) heldProvenance(ctx context.Context, res enrich.Result) enrich.P
 		return nil
 	}
 	_, prov, err := s.db.FindStoredWithProvenance(ctx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: *res.Person.NetworkURL})
-	if err != nil {
+	if err != nil && ctx.Err() == nil && !store.IsStorageFault(err) { // the store logs those
 		s.log.Error("reading a held profile's provenance", "err", err)
 	}
 	return prov
-}
-
-// fill returns the fields the waterfall fills for a claimed task.
-func (s *Server) fill(c *store.Claim) []string {
-	return s.cfg.WaterfallFill[c.Input.Lookup.ObjectType()]
 }
 
 // keepLease extends the claim's lease while the task runs, and cancels the task once

@@ -32,6 +32,8 @@ type DB struct {
 
 	// Now is the clock of every timestamp the store writes; tests move it.
 	Now func() time.Time
+
+	answers answerMemo // store hits' results by their input (see answerAhead)
 }
 
 // OpenFunc opens a driver on dsn. schema is the text of SQLite's migrations (the

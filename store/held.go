@@ -39,7 +39,16 @@ func (db *DB) Gathering(ctx context.Context, address string, since time.Time) (*
 				return c, err
 			}
 			c.RetrievedAt = fromMS(retrieved)
-			return c, json.Unmarshal([]byte(person), &c.Person)
+			if err := json.Unmarshal([]byte(person), &c.Person); err != nil {
+				return c, err
+			}
+			if c.Person != nil && c.Person.EmailMatch != nil {
+				if m := c.Person.EmailMatch; m.Source != nil {
+					c.Source = *m.Source
+				}
+				c.Person.EmailMatch = nil
+			}
+			return c, nil
 		})
 		return err
 	})
@@ -74,7 +83,19 @@ func keepGathering(ctx context.Context, tx Tx, g *enrich.Gathering, keepSince ti
 		return err
 	}
 	for i, c := range g.Candidates {
-		person, err := json.Marshal(c.Person)
+		// The person is kept with the email_match it would be answered with, which
+		// names the source that found them (none when what is held did), so that a
+		// retry decided by a hint names it too.
+		var p *enrich.Person
+		if c.Person != nil {
+			kept := *c.Person
+			kept.EmailMatch = &enrich.EmailMatch{Method: c.Method, Email: g.Address, Pattern: &c.Pattern}
+			if c.Source != "" {
+				kept.EmailMatch.Source = &c.Source
+			}
+			p = &kept
+		}
+		person, err := json.Marshal(p)
 		if err != nil {
 			return err
 		}

@@ -258,6 +258,10 @@ type eventBody struct {
 	Task  *Task             `json:"task"`
 	Data  json.RawMessage   `json:"data"`
 	Error *enrich.TaskError `json:"error"`
+	// Provenance and Sources are a settled task's (GET /v1/tasks/{id}'s); a test
+	// event has neither.
+	Provenance json.RawMessage `json:"provenance,omitempty"`
+	Sources    json.RawMessage `json:"sources,omitempty"`
 }
 
 // SettledEvent is the event a settled task sends to its Loop, task.succeeded or
@@ -274,6 +278,13 @@ func SettledEvent(t *Task) (event string, payload []byte, err error) {
 	}
 	if body.Data == nil {
 		body.Data = json.RawMessage("null")
+	}
+	body.Provenance, body.Sources = json.RawMessage(`{}`), json.RawMessage(`[]`)
+	if body.Event == EventTaskSucceeded && len(t.Provenance) > 0 {
+		body.Provenance = t.Provenance
+	}
+	if len(t.Sources) > 0 {
+		body.Sources = t.Sources
 	}
 	payload, err = json.Marshal(body)
 	return body.Event, payload, err

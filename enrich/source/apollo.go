@@ -16,7 +16,8 @@ const ApolloKeyEnv = "APOLLO_API_KEY"
 
 // Apollo is the `apollo` source: the Apollo.io REST API. It answers companies by
 // domain (organization enrichment) and people by profile (people enrichment, which
-// Apollo calls a match); PersonByEmail matches a work address the same way.
+// Apollo calls a match); PersonByEmail matches a work address the same way, which
+// makes it a direct match of email lookups (enrich.EmailMatcher).
 //
 // What Apollo's API does not offer, the adapter does not pretend to: organization
 // enrichment takes a domain only, so a company asked for by its network page is a miss
@@ -33,8 +34,10 @@ type Apollo struct {
 }
 
 var (
-	_ enrich.Source  = (*Apollo)(nil)
-	_ enrich.Metered = (*Apollo)(nil)
+	_ enrich.Source       = (*Apollo)(nil)
+	_ enrich.Metered      = (*Apollo)(nil)
+	_ enrich.EmailMatcher = (*Apollo)(nil)
+	_ enrich.Priced       = (*Apollo)(nil)
 )
 
 // NewApollo builds the adapter. Defaults: https://api.apollo.io, 0.8 requests a second
@@ -172,12 +175,20 @@ func (a *Apollo) PersonByURL(ctx context.Context, networkURL string) (*enrich.Pe
 
 // PersonByEmail matches a work address: POST /api/v1/people/match with email. Apollo
 // answers with its closest match (a random one among equals, its documentation says),
-// so the person is a candidate, not an answer: a caller must confirm that they hold a
-// current position at the company behind the address's domain and that the address
-// fits their name. Email lookups do not ask it yet (see docs/sources.md).
+// so the person is a candidate, not an answer: an email lookup confirms that they
+// hold a current position at the company behind the address's domain and that the
+// address fits their name before it answers with them.
 func (a *Apollo) PersonByEmail(ctx context.Context, address string) (*enrich.Person, error) {
 	return a.match(ctx, "email", address)
 }
+
+// Prices: a match costs one credit (nothing when it finds nobody); Apollo gives
+// email lookups no staff search.
+func (a *Apollo) Prices() enrich.Prices {
+	return enrich.Prices{EmailMatch: apolloCreditsPerMatch}
+}
+
+const apolloCreditsPerMatch = 1
 
 // match asks people enrichment for one person by one identifier, in the JSON body so
 // that the address or profile stays out of URLs. Personal emails and phone numbers

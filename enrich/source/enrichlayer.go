@@ -29,6 +29,7 @@ var (
 	_ enrich.StaffSearcher       = (*EnrichLayer)(nil)
 	_ enrich.SearchBilledPerCall = (*EnrichLayer)(nil)
 	_ enrich.Metered             = (*EnrichLayer)(nil)
+	_ enrich.Priced              = (*EnrichLayer)(nil)
 )
 
 // NewEnrichLayer builds the adapter. Defaults: https://enrichlayer.com, 5 requests a
@@ -245,6 +246,14 @@ func countryCode(s *string) *string {
 // SearchBilledPerCall: the employee search costs 10 credits a call, whatever its
 // page_size, so email lookups ask for a whole page at once.
 func (e *EnrichLayer) SearchBilledPerCall() {}
+
+// Prices: the employee search costs 10 credits a call; this adapter matches no
+// address directly.
+func (e *EnrichLayer) Prices() enrich.Prices {
+	return enrich.Prices{StaffSearch: enrichLayerCreditsPerSearch}
+}
+
+const enrichLayerCreditsPerSearch = 10
 
 // SearchStaff asks the employee search (GET /api/v2/company/employee/search/) for the
 // company's page, with the names as a boolean keyword ("smith OR john"). The hits are

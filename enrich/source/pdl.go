@@ -15,8 +15,8 @@ import (
 const PDLKeyEnv = "PDL_API_KEY"
 
 // PDL is the `pdl` source: the People Data Labs API, whose records carry the
-// network's URLs. It answers companies by website or page, people by profile, and
-// searches staff by the current employer's website and names.
+// network's URLs. It answers companies by website or page, people by profile or by
+// work address, and searches staff by the current employer's website and names.
 //
 // Upstream cost: one credit per company or person matched (a 404 is free); a staff
 // search is billed per record returned, so it asks for no more than the caller's limit.
@@ -30,6 +30,8 @@ var (
 	_ enrich.StaffSearcher = (*PDL)(nil)
 	_ enrich.Metered       = (*PDL)(nil)
 	_ enrich.StaffPager    = (*PDL)(nil)
+	_ enrich.EmailMatcher  = (*PDL)(nil)
+	_ enrich.Priced        = (*PDL)(nil)
 )
 
 // NewPDL builds the adapter. Defaults: https://api.peopledatalabs.com, 1 request a
@@ -153,18 +155,48 @@ func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*e
 
 // PersonByURL enriches by profile: GET /v5/person/enrich?profile=.
 func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
+	out, err := p.personEnrich(ctx, url.Values{"profile": {networkURL}})
+	if err != nil {
+		return nil, err
+	}
+	if out.NetworkURL == nil {
+		out.NetworkURL = enrich.Ptr(networkURL)
+	}
+	return out, nil
+}
+
+// PersonByEmail enriches by a work address: GET /v5/person/enrich?email=, which PDL
+// answers with the record it matches to the address above its default likelihood
+// (2 of 10), or 404. That is PDL's best match, not a proof: an email lookup confirms
+// the person's current position and name before it answers with them.
+func (p *PDL) PersonByEmail(ctx context.Context, address string) (*enrich.Person, error) {
+	return p.personEnrich(ctx, url.Values{"email": {address}})
+}
+
+// Prices: PDL bills one credit a person or company matched, nothing for a 404, and
+// its search one credit a record returned.
+func (p *PDL) Prices() enrich.Prices {
+	return enrich.Prices{EmailMatch: pdlCreditsPerMatch, StaffSearch: pdlCreditsPerRecord}
+}
+
+const (
+	pdlCreditsPerMatch  = 1
+	pdlCreditsPerRecord = 1
+)
+
+func (p *PDL) personEnrich(ctx context.Context, q url.Values) (*enrich.Person, error) {
 	var r struct {
 		Data *pdlPerson `json:"data"`
 	}
-	if err := p.api.get(ctx, "/v5/person/enrich", url.Values{"profile": {networkURL}}, &r); err != nil {
+	if err := p.api.get(ctx, "/v5/person/enrich", q, &r); err != nil {
 		return nil, err
 	}
 	if r.Data == nil {
-		return nil, fmt.Errorf("pdl: no record for %s: %w", networkURL, enrich.ErrNotFound)
+		return nil, fmt.Errorf("pdl: no person record matched: %w", enrich.ErrNotFound)
 	}
 	d := r.Data
 	out := &enrich.Person{
-		NetworkURL: orDefault(p.norm.personURLOf(d.LinkedinURL), enrich.Ptr(networkURL)),
+		NetworkURL: p.norm.personURLOf(d.LinkedinURL),
 		FullName:   text(d.FullName),
 		FirstName:  text(d.FirstName),
 		LastName:   text(d.LastName),

@@ -282,3 +282,22 @@ func TestPDLSearchStaffPatternsOnlyForSpelledNames(t *testing.T) {
 	is.Equal(strings.Count(f.bodies[0], `"wildcard"`), 2)
 	is.True(strings.Contains(f.bodies[0], `"*s*m*i*t*h*"`))
 }
+
+// Person enrich by a work address: the same record as by profile, asked with email;
+// a 404 is nobody (and free).
+func TestPDLPersonByEmail(t *testing.T) {
+	is := is.New(t)
+	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/enrich": {{status: 200, fixture: "pdl/person.json"}, {status: 404, fixture: "pdl/error_404.json"}}})
+	got, err := p.PersonByEmail(context.Background(), "wile@acme.com")
+	is.NoErr(err)
+	q := f.requests()[0].URL.Query()
+	is.Equal(q.Get("email"), "wile@acme.com")
+	is.Equal(q.Get("profile"), "")
+	is.Equal(*got.NetworkURL, "https://www.linkedin.com/in/wile-e-coyote") // the record's own profile
+	is.Equal(*got.FullName, "wile coyote")
+	is.Equal(len(got.Positions), 4)
+	_, err = p.PersonByEmail(context.Background(), "nobody@acme.com")
+	is.True(errors.Is(err, enrich.ErrNotFound))
+	is.Equal(p.Prices(), enrich.Prices{EmailMatch: 1, StaffSearch: 1})
+	var _ enrich.EmailMatcher = p
+}

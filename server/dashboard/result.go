@@ -48,6 +48,7 @@ type roleCard struct {
 
 type emailMatchCard struct {
 	Email, Method, Pattern, Explained string
+	Source                            string // the source that found the person, "" when what is held did
 }
 
 // newResultCard makes the card of a succeeded task's result, or nil when the result is
@@ -135,7 +136,8 @@ func newPersonCard(p *enrich.Person) *personCard {
 		card.History = append(card.History, r)
 	}
 	if m := p.EmailMatch; m != nil {
-		card.EmailMatch = &emailMatchCard{Email: m.Email, Method: m.Method, Pattern: str(m.Pattern), Explained: emailMatchWords[m.Method]}
+		card.EmailMatch = &emailMatchCard{Email: m.Email, Method: m.Method, Pattern: str(m.Pattern), Source: str(m.Source),
+			Explained: emailMatchWords[m.Method]}
 	}
 	return card
 }

@@ -7,22 +7,21 @@ import (
 	"unicode/utf8"
 
 	"enrichd/enrich"
-	"enrichd/server"
 	"enrichd/store"
 )
 
 // A task's page shows where its answer came from as the API says it: `provenance`
 // (the source of each field of `data`) and `sources` (what each source was asked and
-// what that came to), read from the very body GET /v1/tasks/:id answers.
+// what that came to), the JSON the task keeps for GET /v1/tasks/{id}.
 
-// taskTrace is that part of a task's answer.
+// taskTrace is that part of a task.
 type taskTrace struct {
 	// Fields are the non-null fields of the result with their source, in the
-	// result's order; nil when the answer names no provenance.
+	// result's order; nil when the task keeps no provenance.
 	Fields []tracedField
-	// Sources are the sources asked, in order; Asked is false when the answer has no
-	// `sources` at all (a task settled before they were kept), and true with none when
-	// the answer came from the store without asking any.
+	// Sources are the sources asked, in order; Asked is false when the task keeps no
+	// `sources` at all (not run yet, or settled before they were kept), and true with
+	// none when the answer came from the store without asking any.
 	Sources []enrich.SourceCall
 	Asked   bool
 }
@@ -35,39 +34,41 @@ type tracedField struct {
 // maxTraceValue bounds a value shown beside its source: the JSON below has it whole.
 const maxTraceValue = 80
 
-// traceOf reads the provenance and the sources of t's answer, nil when it has neither.
-func traceOf(t *store.Task) *taskTrace { return traceFrom(t.ObjectType, server.TaskAnswer(t)) }
-
-// traceFrom reads them from answer, the body of GET /v1/tasks/:id of a task of
-// objectType.
-func traceFrom(objectType string, answer []byte) *taskTrace {
-	var body struct {
-		Data       map[string]json.RawMessage `json:"data"`
-		Provenance map[string]string          `json:"provenance"`
-		Sources    *[]enrich.SourceCall       `json:"sources"`
+// traceOf reads the provenance and the sources t keeps, nil when it keeps neither (a
+// task not run yet, or settled before they were kept). Provenance is that of the
+// data, so only a succeeded task's is read.
+func traceOf(t *store.Task) *taskTrace {
+	var data map[string]json.RawMessage
+	var provenance map[string]string
+	var sources *[]enrich.SourceCall
+	if t.Status == store.StatusSucceeded && len(t.Provenance) > 0 {
+		if json.Unmarshal(t.Data, &data) != nil || json.Unmarshal(t.Provenance, &provenance) != nil {
+			provenance = nil
+		}
 	}
-	if json.Unmarshal(answer, &body) != nil || (body.Provenance == nil && body.Sources == nil) {
+	if len(t.Sources) > 0 && json.Unmarshal(t.Sources, &sources) != nil {
+		sources = nil
+	}
+	if len(provenance) == 0 && sources == nil {
 		return nil
 	}
-	tr := &taskTrace{Asked: body.Sources != nil}
+	tr := &taskTrace{Asked: sources != nil}
 	if tr.Asked {
-		tr.Sources = *body.Sources
+		tr.Sources = *sources
 	}
 	// The result's own order first, then any field this release does not know.
-	names := slices.Clone(enrich.FieldsOf(objectType))
+	names := slices.Clone(enrich.FieldsOf(t.ObjectType))
 	var rest []string
-	for name := range body.Provenance {
+	for name := range provenance {
 		if !slices.Contains(names, name) {
 			rest = append(rest, name)
 		}
 	}
 	slices.Sort(rest)
 	for _, name := range append(names, rest...) {
-		source, ok := body.Provenance[name]
-		if !ok {
-			continue
+		if source, ok := provenance[name]; ok {
+			tr.Fields = append(tr.Fields, tracedField{Name: name, Value: shortValue(data[name]), Source: source})
 		}
-		tr.Fields = append(tr.Fields, tracedField{Name: name, Value: shortValue(body.Data[name]), Source: source})
 	}
 	return tr
 }

@@ -11,17 +11,31 @@ import (
 	"enrichd/store"
 )
 
-// A task answer's provenance becomes one row a field, in the result's order, each
-// with its value in a line and its source; its sources, one row a source asked.
-func TestTraceFromATaskAnswer(t *testing.T) {
-	answer := `{"task":{"id":"t1","status":"succeeded"},
-		"data":{"name":"Acme","domain":"acme.com","employee_count":120,"slogan":"` + strings.Repeat("Widgets for all ", 10) + `",
-			"headquarters":{"city":"Berlin"},"about":null,"future_field":[1,2,3]},
-		"provenance":{"slogan":"enrichlayer","name":"pdl","employee_count":"pdl","domain":"pdl","headquarters":"enrichlayer","future_field":"pdl"},
-		"sources":[{"name":"pdl","outcome":"hit","vendor_calls":1,"vendor_credits":1,"ms":120},
+// traced is a settled company task keeping data, provenance and sources as given.
+func traced(status, data, provenance, sources string) *store.Task {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	t := &store.Task{ID: "t1", ObjectType: enrich.ObjectCompany, Status: status, CreatedAt: now, FinishedAt: &now}
+	for _, f := range []struct {
+		dst *[]byte
+		v   string
+	}{{(*[]byte)(&t.Data), data}, {(*[]byte)(&t.Provenance), provenance}, {(*[]byte)(&t.Sources), sources}} {
+		if f.v != "" {
+			*f.dst = []byte(f.v)
+		}
+	}
+	return t
+}
+
+// A task's provenance becomes one row a field, in the result's order, each with its
+// value in a line and its source; its sources, one row a source asked.
+func TestTraceOfATask(t *testing.T) {
+	data := `{"name":"Acme","domain":"acme.com","employee_count":120,"slogan":"` + strings.Repeat("Widgets for all ", 10) + `",
+		"headquarters":{"city":"Berlin"},"about":null,"future_field":[1,2,3]}`
+	tr := traceOf(traced(store.StatusSucceeded, data,
+		`{"slogan":"enrichlayer","name":"pdl","employee_count":"pdl","domain":"pdl","headquarters":"enrichlayer","future_field":"pdl"}`,
+		`[{"name":"pdl","outcome":"hit","vendor_calls":1,"vendor_credits":1,"ms":120},
 			{"name":"enrichlayer","outcome":"hit","vendor_calls":2,"vendor_credits":3,"ms":340},
-			{"name":"apollo","outcome":"skipped","reason":"filled","vendor_calls":0,"ms":0}]}`
-	tr := traceFrom(enrich.ObjectCompany, []byte(answer))
+			{"name":"apollo","outcome":"skipped","reason":"filled","vendor_calls":0,"ms":0}]`))
 	if tr == nil || !tr.Asked {
 		t.Fatalf("trace %+v", tr)
 	}
@@ -41,12 +55,20 @@ func TestTraceFromATaskAnswer(t *testing.T) {
 	}
 
 	// A store hit asked nothing, and keeps the provenance it was stored with.
-	tr = traceFrom(enrich.ObjectCompany, []byte(`{"data":{"name":"Acme"},"provenance":{"name":"pdl"},"sources":[]}`))
+	tr = traceOf(traced(store.StatusSucceeded, `{"name":"Acme"}`, `{"name":"pdl"}`, `[]`))
 	if tr == nil || !tr.Asked || len(tr.Sources) != 0 || !reflect.DeepEqual(tr.Fields, []tracedField{{"name", "Acme", "pdl"}}) {
 		t.Errorf("store hit %+v", tr)
 	}
-	// A task from before either was kept shows neither.
-	if tr := traceFrom(enrich.ObjectCompany, []byte(`{"task":{},"data":{"name":"Acme"}}`)); tr != nil {
+	// A failed task shows what was asked, and no data's provenance.
+	tr = traceOf(traced(store.StatusFailed, "", `{"name":"pdl"}`, `[{"name":"pdl","outcome":"miss","vendor_calls":1,"ms":3}]`))
+	if tr == nil || tr.Fields != nil || len(tr.Sources) != 1 {
+		t.Errorf("failed %+v", tr)
+	}
+	// A task from before either was kept, or not run yet, shows neither.
+	if tr := traceOf(traced(store.StatusSucceeded, `{"name":"Acme"}`, "", "")); tr != nil {
+		t.Errorf("no trace wanted, got %+v", tr)
+	}
+	if tr := traceOf(traced(store.StatusQueued, "", "", "")); tr != nil {
 		t.Errorf("no trace wanted, got %+v", tr)
 	}
 }
@@ -55,20 +77,17 @@ func TestTraceFromATaskAnswer(t *testing.T) {
 // outcome and cost; a store hit says no source was asked.
 func TestTaskPageShowsEachFieldsSource(t *testing.T) {
 	page := parseDashboardPages()["task"]
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	task := &store.Task{ID: "t1", ObjectType: enrich.ObjectCompany, Status: store.StatusSucceeded, CreatedAt: now, FinishedAt: &now,
-		Data: []byte(`{"name":"Acme","slogan":"Widgets"}`)}
-	render := func(answer string) string {
+	render := func(task *store.Task) string {
 		t.Helper()
 		var buf bytes.Buffer
-		p := taskPage{Task: task, Trace: traceFrom(task.ObjectType, []byte(answer))}
-		if err := page.ExecuteTemplate(&buf, "#task-live", view{Data: p, Now: now}); err != nil {
+		p := taskPage{Task: task, Trace: traceOf(task)}
+		if err := page.ExecuteTemplate(&buf, "#task-live", view{Data: p, Now: *task.FinishedAt}); err != nil {
 			t.Fatal(err)
 		}
 		return buf.String()
 	}
-	html := render(`{"data":{"name":"Acme","slogan":"Widgets"},"provenance":{"name":"pdl","slogan":"enrichlayer"},
-		"sources":[{"name":"pdl","outcome":"hit","vendor_calls":1,"vendor_credits":1,"ms":12},{"name":"enrichlayer","outcome":"hit","vendor_calls":1,"vendor_credits":1,"ms":30},{"name":"apollo","outcome":"skipped","reason":"filled","vendor_calls":0,"vendor_credits":0,"ms":0}]}`)
+	html := render(traced(store.StatusSucceeded, `{"name":"Acme","slogan":"Widgets"}`, `{"name":"pdl","slogan":"enrichlayer"}`,
+		`[{"name":"pdl","outcome":"hit","vendor_calls":1,"vendor_credits":1,"ms":12},{"name":"enrichlayer","outcome":"hit","vendor_calls":1,"vendor_credits":1,"ms":30},{"name":"apollo","outcome":"skipped","reason":"filled","vendor_calls":0,"vendor_credits":0,"ms":0}]`))
 	for _, want := range []string{
 		`<tr class="field" id="field-name"><td><code>name</code></td><td class="value">Acme</td><td class="source"><code>pdl</code></td></tr>`,
 		`<tr class="field" id="field-slogan"><td><code>slogan</code></td><td class="value">Widgets</td><td class="source"><code>enrichlayer</code></td></tr>`,
@@ -80,11 +99,11 @@ func TestTaskPageShowsEachFieldsSource(t *testing.T) {
 			t.Errorf("the page lacks %s", want)
 		}
 	}
-	html = render(`{"data":{"name":"Acme"},"provenance":{"name":"pdl"},"sources":[]}`)
-	if !strings.Contains(html, `<p class="muted" id="task-sources">None: the answer came from the store`) || !strings.Contains(html, `id="field-name"`) {
+	html = render(traced(store.StatusSucceeded, `{"name":"Acme"}`, `{"name":"pdl"}`, `[]`))
+	if !strings.Contains(html, `<p class="muted" id="task-sources">None: the answer came from records enrichd already held, and its fields keep the sources they came from.`) || !strings.Contains(html, `id="field-name"`) {
 		t.Errorf("a store hit's page:\n%s", html)
 	}
-	html = render(`{"data":{"name":"Acme"}}`)
+	html = render(traced(store.StatusSucceeded, `{"name":"Acme"}`, "", ""))
 	if strings.Contains(html, "task-provenance") || strings.Contains(html, "task-sources") {
 		t.Errorf("a task without a trace shows one:\n%s", html)
 	}

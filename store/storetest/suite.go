@@ -36,6 +36,7 @@ var conformanceTests = []conformanceTest{
 	{"FindTasksBoundsAndRefusals", testFindTasksBoundsAndRefusals},
 	{"RetentionDeletesOnlyOldSettledRows", testRetentionDeletesOnlyOldSettledRows},
 	{"TaskReadsKeepTheirBytes", testTaskReadsKeepTheirBytes},
+	{"StoreHitAnswersTheRecordAsItIsNow", testStoreHitAnswersTheRecordAsItIsNow},
 	{"RetentionDeletesResultsNoTaskShares", testRetentionDeletesResultsNoTaskShares},
 	{"SeedLedgerAddsUp", testSeedLedgerAddsUp},
 	{"SeedDeliveries", testSeedDeliveries},

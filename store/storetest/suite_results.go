@@ -85,6 +85,44 @@ func HexSum(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// testStoreHitAnswersTheRecordAsItIsNow: a store hit answers the company as the store
+// holds it at the time, not as an earlier hit on the same input answered it, after the
+// record has been enriched anew between them (on SQLite, answers are kept by input
+// from one hit to the next).
+func testStoreHitAnswersTheRecordAsItIsNow(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 100, nil)
+	is.NoErr(err)
+	hitName := func() string {
+		t.Helper()
+		hit, err := db.CreateTask(ctx, NewTask(org, "acme.com"))
+		is.NoErr(err)
+		is.Equal(hit.Task.Status, store.StatusSucceeded)
+		var c enrich.Company
+		is.NoErr(json.Unmarshal(hit.Task.Data, &c))
+		return c.Name
+	}
+
+	_, err = db.CreateTask(ctx, NewTask(org, "acme.com"))
+	is.NoErr(err)
+	SettleCompany(t, db, "Acme")
+	is.Equal(hitName(), "Acme")
+	is.Equal(hitName(), "Acme")
+
+	clk.Add(time.Minute)
+	refresh := NewTask(org, "acme.com")
+	refresh.Freshness = time.Second // the record is older than that: enriched anew
+	queued, err := db.CreateTask(ctx, refresh)
+	is.NoErr(err)
+	is.Equal(queued.Task.Status, store.StatusQueued)
+	SettleCompany(t, db, "Acme Two")
+	is.Equal(hitName(), "Acme Two")
+	is.Equal(hitName(), "Acme Two")
+}
+
 // testTaskReadsKeepTheirBytes settles a task through a worker, answers the same
 // company from the store, replays that request and refuses another inside the
 // request: each task reads back as it was answered, through every read, and the one

@@ -1,0 +1,190 @@
+package enrich
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// EmailMatcher is a Source that can look a person up by a work address directly (a
+// vendor's person match by email). What it answers is the vendor's closest match, so
+// an email lookup takes it as a candidate and confirms it like any other: a current
+// position at the company behind the domain and a name the local part fits.
+type EmailMatcher interface {
+	Source
+	// PersonByEmail returns the person the source holds for the address; ErrNotFound
+	// when it holds nobody.
+	PersonByEmail(ctx context.Context, address string) (*Person, error)
+}
+
+// Prices are what a source's calls cost upstream, in its vendor's credits, by its
+// published price. An email lookup weighs a direct match against a staff search by
+// them.
+type Prices struct {
+	// EmailMatch is one direct match by email (EmailMatcher.PersonByEmail).
+	EmailMatch int64
+	// StaffSearch is the least one staff search costs when it lists anyone: the
+	// price of a call for a vendor that bills by the call, of one record for a vendor
+	// that bills per record returned.
+	StaffSearch int64
+}
+
+// Priced is a Source that says what its calls cost. A source that does not (the
+// dataset, the website, the synthetic network) costs nothing.
+type Priced interface {
+	Prices() Prices
+}
+
+// PricesOf returns src's prices, zero when it states none.
+func PricesOf(src Source) Prices {
+	if p, ok := src.(Priced); ok {
+		return p.Prices()
+	}
+	return Prices{}
+}
+
+// staffSearchPrice is the least the staff search of an email lookup costs: one search
+// on every source that can, each at its least. ok is false when no source can search
+// staff, and the search could confirm nobody at any price.
+func (p *Pipeline) staffSearchPrice() (price int64, ok bool) {
+	for _, src := range p.Sources {
+		if _, searches := src.(StaffSearcher); searches {
+			price += PricesOf(src).StaffSearch
+			ok = true
+		}
+	}
+	return price, ok
+}
+
+// directMatches is what the direct matches of one lookup went through.
+type directMatches struct {
+	asked       map[string]bool // by source name
+	unavailable bool            // one could not be made
+}
+
+// directMatch asks the sources that match an address directly (EmailMatcher), in
+// their order, for the person behind in.Target, and returns the first answer that
+// confirms: a current position at the employer and a name the local part fits. A
+// direct answer is a candidate, never the answer by itself: one that does not
+// confirm is dropped and logged, and the lookup goes on. first says the lookup has
+// not searched the staff yet: the matches asked then are those that cost, together,
+// no more than the staff search would (staffSearchPrice), a hit of which must still
+// be retrieved where a direct answer is the profile itself; after a search that
+// confirmed nobody, or could not be made (first false), the matches not asked before
+// are.
+func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input, local string, now time.Time, first bool, d *directMatches) (EmailOutcome, bool) {
+	searchPrice, searchable := p.staffSearchPrice()
+	var spent int64
+	for _, src := range p.Sources {
+		m, ok := src.(EmailMatcher)
+		if !ok || d.asked[src.Name()] {
+			continue
+		}
+		price := PricesOf(src).EmailMatch
+		if first && searchable && spent+price > searchPrice {
+			continue // the search costs less: asked after it, if it confirms nobody
+		}
+		if ctx.Err() != nil {
+			return EmailOutcome{Err: timedOut()}, true
+		}
+		spent += price
+		d.asked[src.Name()] = true
+		a := p.askDirect(ctx, m, in.Target)
+		if a.call.Outcome == OutcomeSkipped {
+			a.record(ctx, p)
+			continue // the organization's key or budget: as if this source were not configured
+		}
+		if a.err != nil {
+			if ctx.Err() != nil {
+				a.call.Outcome, a.call.Reason = OutcomeError, ReasonTimedOut
+				a.record(ctx, p)
+				return EmailOutcome{Err: timedOut()}, true
+			}
+			a.call.Outcome = OutcomeMiss
+			if !errors.Is(a.err, ErrNotFound) {
+				a.call.Outcome = OutcomeError
+				d.unavailable = true
+				p.warn("direct email match failed", src, a.err)
+			}
+			a.record(ctx, p)
+			continue
+		}
+		c, ok := employer.Confirm(a.person, local, MatchResolved)
+		if !ok {
+			a.call.Outcome, a.call.Reason = OutcomeMiss, ReasonOtherSubject
+			a.record(ctx, p)
+			if p.Logger != nil {
+				p.Logger.Info("direct email match dropped: no current position at the company under a name the address fits",
+					"source", src.Name(), "company", employer.Name, "person", deref(a.person.NetworkURL))
+			}
+			continue
+		}
+		a.call.Outcome = OutcomeHit
+		a.record(ctx, p)
+		c.Source, c.RetrievedAt = src.Name(), now
+		return chosen(c, in.Target), true
+	}
+	return EmailOutcome{}, false
+}
+
+// directAsk is one direct match made, as the task's trace and spend keep it.
+type directAsk struct {
+	person *Person
+	err    error
+	call   SourceCall
+}
+
+// askDirect makes one direct match of m for the organization ctx names (WithOrg), as
+// the waterfall asks any source: through the organization's own key where it set one
+// (Keys), within its budget (Spend), with the calls it sends counted (Tally). A
+// source the organization's key or budget rules out comes back skipped, unasked.
+func (p *Pipeline) askDirect(ctx context.Context, m EmailMatcher, address string) directAsk {
+	a := directAsk{call: SourceCall{Name: m.Name()}}
+	org := OrgOf(ctx)
+	use := m
+	if p.Keys != nil {
+		src, own, skip := p.Keys.For(ctx, org, m)
+		if skip != "" {
+			a.call.Outcome, a.call.Reason = OutcomeSkipped, skip
+			return a
+		}
+		if matcher, ok := src.(EmailMatcher); ok {
+			use, a.call.OwnKey = matcher, own
+		}
+	}
+	if p.Spend != nil {
+		if skip := p.Spend.Admit(ctx, org, m.Name(), a.call.OwnKey); skip != "" {
+			a.call.Outcome, a.call.Reason = OutcomeSkipped, skip
+			return a
+		}
+	}
+	askCtx, tally := WithTally(ctx)
+	start := time.Now()
+	a.person, a.err = use.PersonByEmail(askCtx, address)
+	a.call.MS = time.Since(start).Milliseconds()
+	a.call.VendorCalls, a.call.Credits = tally.Calls(), tally.Credits()
+	if a.err == nil && a.person == nil {
+		a.err = ErrNotFound
+	}
+	return a
+}
+
+// record keeps the ask in the organization's spend (when it was admitted) and in the
+// task's trace: a confirmed answer with every field it gave by this source.
+func (a directAsk) record(ctx context.Context, p *Pipeline) {
+	if p.Spend != nil && a.call.Outcome != OutcomeSkipped {
+		p.Spend.Spent(ctx, OrgOf(ctx), a.call)
+	}
+	rec := recorderOf(ctx)
+	if rec == nil {
+		return
+	}
+	tr := Trace{Sources: []SourceCall{a.call}}
+	var res Result
+	if a.call.Outcome == OutcomeHit {
+		res = Result{Person: a.person}
+		m := newMerging(res, a.call.Name, a.call.OwnKey)
+		tr.Provenance, tr.Private = m.provenance, m.private
+	}
+	rec.Record(res, tr)
+}

@@ -1,0 +1,280 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/enrich/source"
+	"enrichd/server"
+
+	"github.com/matryer/is"
+)
+
+// A vendor's direct answer to "who is this address" (PDL's person enrich by email,
+// Apollo's people match by email) is a candidate: it answers an email lookup only
+// once it holds a current position at the company behind the domain under a name the
+// address fits. These tests ask through the real handler, against vendors answering
+// in their published shapes.
+
+// pdlRecordAt is a PDL person record (person enrich's data) of someone whose
+// experience is experience.
+func pdlRecordAt(slug, first, last string, experience ...map[string]any) map[string]any {
+	exp := make([]any, len(experience))
+	for i, x := range experience {
+		exp[i] = x
+	}
+	return map[string]any{"id": slug, "full_name": first + " " + last, "first_name": first, "last_name": last,
+		"linkedin_url": "linkedin.com/in/" + slug, "location_locality": "springfield", "location_country": "united states",
+		"experience": exp}
+}
+
+// pdlRole is one experience entry of a PDL record; end "" is a current role.
+func pdlRole(company, page, title, start, end string) map[string]any {
+	x := map[string]any{"company": map[string]any{"name": company, "linkedin_url": page}, "title": map[string]any{"name": title},
+		"start_date": start, "end_date": nil}
+	if end != "" {
+		x["end_date"] = end
+	}
+	return x
+}
+
+// A direct answer that confirms settles the lookup: succeeded, charged 3 credits,
+// email_match naming the vendor, and no staff search made on any source, though
+// Enrich Layer's would cost 10 credits and PDL's one a record; the dashboard's task
+// page names the vendor too. Asked again, the address is on record (exact): nobody
+// is asked, and no source is named.
+func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T) {
+	is := is.New(t)
+	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
+	pdl := newFakePDL(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
+	pdl.byEmail["robert.jones@globex.com"] = pdlRecordAt("robert-jones", "robert", "jones",
+		pdlRole("globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
+	e := newEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
+	e.startWorkers()
+
+	start := e.balance("acme")
+	_, done := e.emailLookup("robert.jones@globex.com")
+	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+	is.Equal(done.str("data.full_name"), "robert jones")
+	is.Equal(done.str("data.network_url"), "https://www.linkedin.com/in/robert-jones")
+	is.Equal(done.get("data.email_match"), map[string]any{"method": "resolved", "email": "robert.jones@globex.com",
+		"pattern": "first.last", "source": "pdl"})
+	is.Equal(done.get("task.credits_charged"), 3.0)
+	is.Equal(done.get("provenance.full_name"), "pdl") // the vendor's record, as it gave it
+	is.Equal(done.get("provenance.positions"), "pdl")
+	is.Equal(sourceOutcome(done, "pdl"), "hit/1") // one vendor call, the match
+	is.Equal(sourceOutcome(done, "fake-network"), "miss/0")
+	after := e.balance("acme")
+	is.Equal(after.Balance, start.Balance-3)
+	is.Equal(after.Refund, start.Refund)
+
+	pdl.mu.Lock()
+	is.Equal(pdl.emailAsks, 1)
+	is.Equal(pdl.searchCalls, 0) // PDL's staff search: not made
+	pdl.mu.Unlock()
+	for _, u := range el.since(0) {
+		is.True(u.Path != "/api/v2/company/employee/search/") // nor Enrich Layer's
+	}
+	is.Equal(e.net.searches.Load(), int64(0))
+	viewer := e.signIn("acme", "viewer")
+	page := viewer.get("/dashboard/tasks/" + done.str("task.id"))
+	is.True(page.has(`found by <code id="email-match-source">pdl</code>`)) // the task page says so too
+
+	asks, calls := pdl.emailAsks, el.count()
+	_, again := e.emailLookup("robert.jones@globex.com")
+	is.Equal(again.str("data.email_match.method"), "exact")
+	is.True(again.has("data.email_match.source"))
+	is.Equal(again.get("data.email_match.source"), nil) // what is held answered
+	page = viewer.get("/dashboard/tasks/" + again.str("task.id"))
+	is.True(page.has(`id="email-match"`) && !page.has(`id="email-match-source"`))
+	pdl.mu.Lock()
+	is.Equal(pdl.emailAsks, asks)
+	pdl.mu.Unlock()
+	is.Equal(el.count(), calls)
+}
+
+// A direct answer naming someone who does not work at the domain's company now, or
+// whose name the address does not fit, is dropped: that person is never returned nor
+// charged for. The lookup goes on with the staff search, which answers as it would
+// have (the owner when it finds them, refunded not_found when it finds nobody).
+func TestADirectEmailAnswerThatFailsConfirmationIsNeverCharged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer map[string]any
+		staff  []elPerson
+		want   string // the person's name, or the error code
+	}{
+		{"someone at another company", pdlRecordAt("robert-jones-initech", "robert", "jones",
+			pdlRole("initech", "linkedin.com/company/initech", "engineer", "2019-01", "")), nil, "not_found"},
+		{"someone who has left the company", pdlRecordAt("robert-jones-2", "robert", "jones",
+			pdlRole("globex", "linkedin.com/company/globex", "engineer", "2015-01", "2019-06")), nil, "not_found"},
+		{"someone the address does not fit", pdlRecordAt("mary-smith", "mary", "smith",
+			pdlRole("globex", "linkedin.com/company/globex", "ceo", "2018-01", "")), nil, "not_found"},
+		{"someone the address does not fit, the search finds the owner", pdlRecordAt("mary-smith", "mary", "smith",
+			pdlRole("globex", "linkedin.com/company/globex", "ceo", "2018-01", "")),
+			[]elPerson{{"robert-jones", "Robert", "Jones"}}, "robert jones"},
+		{"someone at another company, the search finds the owner", pdlRecordAt("robert-jones-initech", "robert", "jones",
+			pdlRole("initech", "linkedin.com/company/initech", "engineer", "2019-01", "")),
+			[]elPerson{{"robert-jones", "Robert", "Jones"}}, "robert jones"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			pdl := newFakePDL(t, tc.staff...)
+			pdl.byEmail["robert.jones@globex.com"] = tc.answer
+			e := newEnv(t, withPDL(t, pdl))
+			e.startWorkers()
+			start := e.balance("acme").Balance
+			_, done := e.emailLookup("robert.jones@globex.com")
+			pdl.mu.Lock()
+			is.Equal(pdl.emailAsks, 1)   // asked first: it costs no more than the search
+			is.Equal(pdl.searchCalls, 1) // and the search made all the same
+			pdl.mu.Unlock()
+			wrong := "https://www.linkedin.com/in/" + tc.answer["id"].(string)
+			is.True(!strings.Contains(string(done.raw), wrong)) // the wrong person is nowhere in the task
+			if tc.want == "not_found" {
+				is.Equal(done.str("error.code"), "not_found")
+				is.True(!done.has("data"))
+				is.Equal(e.balance("acme").Balance, start) // refunded
+				is.Equal(e.ledgerKinds(done.str("task.id")), []string{"charge", "refund"})
+				return
+			}
+			is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+			is.Equal(done.str("data.full_name"), tc.want)
+			is.Equal(done.str("data.network_url"), "https://www.linkedin.com/in/robert-jones")
+			is.Equal(done.str("data.email_match.source"), "pdl") // PDL's search listed the owner
+			is.Equal(e.balance("acme").Balance, start-3)         // for the owner
+		})
+	}
+}
+
+// fakeApollo serves Apollo's people match (POST /api/v1/people/match) in its published
+// shape for the people it knows by address, and counts the matches asked.
+type fakeApollo struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	byEmail map[string]map[string]any
+	matches int
+}
+
+func newFakeApollo(t *testing.T) *fakeApollo {
+	f := &fakeApollo{byEmail: map[string]map[string]any{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path != "/api/v1/people/match" {
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"error":"not found"}`))
+			return
+		}
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		f.mu.Lock()
+		f.matches++
+		person, ok := f.byEmail[body["email"].(string)]
+		f.mu.Unlock()
+		if !ok {
+			json.NewEncoder(w).Encode(map[string]any{"person": nil})
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"person": person})
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeApollo) asked() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.matches
+}
+
+// apolloPersonAt is an Apollo person, currently at Acme (acmeURL).
+func apolloPersonAt(slug, first, last string) map[string]any {
+	return map[string]any{"id": slug, "first_name": first, "last_name": last, "name": first + " " + last,
+		"linkedin_url": "http://www.linkedin.com/in/" + slug, "headline": "Engineer at Acme", "email_status": "verified",
+		"organization_id": "org-acme",
+		"organization":    map[string]any{"id": "org-acme", "name": "Acme", "linkedin_url": "http://www.linkedin.com/company/acme", "primary_domain": "acme.com"},
+		"employment_history": []any{map[string]any{"organization_id": "org-acme", "organization_name": "Acme", "title": "Engineer",
+			"start_date": "2021-04-01", "end_date": nil, "current": true}}}
+}
+
+func withApollo(t *testing.T, f *fakeApollo) func(*server.Config) {
+	return func(cfg *server.Config) {
+		a, err := source.NewApollo(source.VendorConfig{APIKey: "apollo-key", BaseURL: f.srv.URL, Rate: 1000, Burst: 1000,
+			Backoff: time.Millisecond, NetworkHost: enrich.DefaultNetworkHost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sources = append(cfg.Sources, a)
+	}
+}
+
+// Where the staff search costs less than the direct match (here the network's, which
+// costs nothing, against Apollo's 1 credit a match), the direct match is not asked
+// while the search confirms someone, and is asked after a search that confirmed
+// nobody. email_match.source names the source that found the person, and is kept
+// with the profiles an ambiguous address gathered.
+func TestADirectEmailMatchIsNotAskedBeforeACheaperStaffSearch(t *testing.T) {
+	is := is.New(t)
+	apollo := newFakeApollo(t)
+	apollo.byEmail["jane.smith@acme.com"] = apolloPersonAt("jane-smith", "Jane", "Smith")
+	apollo.byEmail["jsmith@acme.com"] = apolloPersonAt("john-smith", "John", "Smith")
+	apollo.byEmail["ada.lovelace@acme.com"] = apolloPersonAt("ada-lovelace", "Ada", "Lovelace")
+	e := newEnv(t, withApollo(t, apollo))
+	acmeNetwork(e)
+	e.startWorkers()
+
+	// jsmith fits three Smiths on the network: ambiguous, and Apollo is not asked.
+	// A hint picks John among the profiles gathered, found by the network's search.
+	_, amb := e.emailLookup("jsmith@acme.com")
+	is.Equal(amb.str("error.code"), "ambiguous")
+	is.Equal(amb.get("error.candidates"), 3.0)
+	_, picked := e.emailLookup("jsmith@acme.com", "fullName", "John Smith")
+	is.Equal(picked.str("task.status")+" "+picked.str("error.message"), "succeeded ")
+	is.Equal(picked.str("data.network_url"), "https://www.linkedin.com/in/john-smith")
+	is.Equal(picked.get("data.email_match"), map[string]any{"method": "resolved", "email": "jsmith@acme.com",
+		"pattern": "flast", "source": "fake-network"})
+	is.Equal(apollo.asked(), 0)
+	is.Equal(e.net.searches.Load(), int64(1))
+
+	// jane.smith: the network's search confirms Jane; Apollo, which knows her too, is
+	// not asked.
+	_, jane := e.emailLookup("jane.smith@acme.com")
+	is.Equal(jane.str("task.status")+" "+jane.str("error.message"), "succeeded ")
+	is.Equal(jane.str("data.network_url"), "https://www.linkedin.com/in/jane-smith")
+	is.Equal(jane.get("data.email_match"), map[string]any{"method": "resolved", "email": "jane.smith@acme.com",
+		"pattern": "first.last", "source": "fake-network"})
+	is.Equal(apollo.asked(), 0)
+	is.Equal(e.net.searches.Load(), int64(2))
+
+	// Nobody at Acme on the network fits ada.lovelace: Apollo, asked after the search,
+	// answers with someone who confirms.
+	start := e.balance("acme").Balance
+	_, ada := e.emailLookup("ada.lovelace@acme.com")
+	is.Equal(ada.str("task.status")+" "+ada.str("error.message"), "succeeded ")
+	is.Equal(ada.str("data.full_name"), "Ada Lovelace")
+	is.Equal(ada.get("data.email_match"), map[string]any{"method": "resolved", "email": "ada.lovelace@acme.com",
+		"pattern": "first.last", "source": "apollo"})
+	is.Equal(apollo.asked(), 1)
+	is.Equal(e.net.searches.Load(), int64(3))
+	is.Equal(e.balance("acme").Balance, start-3)
+}
+
+// sourceOutcome is "outcome/reason" of the named source among a task's sources,
+// and its vendor calls: "hit/1".
+func sourceOutcome(r *response, name string) string {
+	list, _ := r.get("sources").([]any)
+	for _, x := range list {
+		if m, _ := x.(map[string]any); m["name"] == name {
+			reason, _ := m["reason"].(string)
+			return fmt.Sprintf("%s/%s%v", m["outcome"], reason, m["vendor_calls"])
+		}
+	}
+	return "not asked"
+}

@@ -1,0 +1,379 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/enrich/source"
+	"enrichd/server"
+	"enrichd/store"
+
+	"github.com/matryer/is"
+)
+
+// vendorFake serves one vendor's company lookups in its published shape, read from
+// the adapters' test data with the fields a test sets, and counts the requests it is
+// sent by path.
+type vendorFake struct {
+	srv      *httptest.Server
+	down     atomic.Bool // answers 503 to everything
+	mu       sync.Mutex
+	requests map[string]int
+	answer   func(r *http.Request) (status int, body any)
+}
+
+func newVendorFake(t *testing.T, answer func(r *http.Request) (int, any)) *vendorFake {
+	f := &vendorFake{requests: map[string]int{}, answer: answer}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.requests[r.URL.Path]++
+		f.mu.Unlock()
+		status, body := f.answer(r)
+		if f.down.Load() {
+			status, body = http.StatusServiceUnavailable, map[string]any{"status": 503, "error": map[string]any{"type": "server_error", "message": "down"}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(body)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *vendorFake) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.requests {
+		n += c
+	}
+	return n
+}
+
+// vendorShape is a published answer of the adapters' test data (enrich/source/testdata),
+// with set: a value to write in its place, or nil to take the field out.
+func vendorShape(t *testing.T, file string, set map[string]any) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "enrich", "source", "testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	for k, x := range set {
+		if x == nil {
+			delete(v, k)
+		} else {
+			v[k] = x
+		}
+	}
+	return v
+}
+
+var vendorNotFound = map[string]any{"status": 404, "error": map[string]any{"type": "not_found", "message": "No records were found matching your request"}}
+
+// fakePDLCompanies answers People Data Labs' company enrich (GET /v5/company/enrich
+// ?website=) for the domains of companies, each company_full.json with its fields.
+func fakePDLCompanies(t *testing.T, companies map[string]map[string]any) *vendorFake {
+	return newVendorFake(t, func(r *http.Request) (int, any) {
+		if set, ok := companies[r.URL.Query().Get("website")]; ok && r.URL.Path == "/v5/company/enrich" {
+			return http.StatusOK, vendorShape(t, "pdl/company_full.json", set)
+		}
+		return http.StatusNotFound, vendorNotFound
+	})
+}
+
+// elCompany is what fakeEnrichLayerCompanies knows of a domain: the page its resolve
+// answers with, and the fields of that page's company_full.json.
+type elCompany struct {
+	page string
+	set  map[string]any
+}
+
+// fakeEnrichLayerCompanies answers Enrich Layer's company resolve (GET
+// /api/v2/company/resolve?company_domain=) and company (GET /api/v2/company?url=).
+func fakeEnrichLayerCompanies(t *testing.T, companies map[string]elCompany) *vendorFake {
+	return newVendorFake(t, func(r *http.Request) (int, any) {
+		q := r.URL.Query()
+		switch r.URL.Path {
+		case "/api/v2/company/resolve":
+			if c, ok := companies[q.Get("company_domain")]; ok {
+				return http.StatusOK, vendorShape(t, "enrichlayer/resolve.json", map[string]any{"url": c.page})
+			}
+		case "/api/v2/company":
+			for _, c := range companies {
+				if strings.TrimSuffix(c.page, "/") == strings.TrimSuffix(q.Get("url"), "/") {
+					return http.StatusOK, vendorShape(t, "enrichlayer/company_full.json", c.set)
+				}
+			}
+		}
+		return http.StatusNotFound, map[string]any{"code": 404, "description": "Not found", "name": "Not Found"}
+	})
+}
+
+// fakeApolloOrganizations answers Apollo's organization enrichment (GET
+// /api/v1/organizations/enrich?domain=), organization_full.json with its fields.
+func fakeApolloOrganizations(t *testing.T, companies map[string]map[string]any) *vendorFake {
+	return newVendorFake(t, func(r *http.Request) (int, any) {
+		if set, ok := companies[r.URL.Query().Get("domain")]; ok && r.URL.Path == "/api/v1/organizations/enrich" {
+			full := vendorShape(t, "apollo/organization_full.json", nil)
+			org := full["organization"].(map[string]any)
+			for k, v := range set {
+				org[k] = v
+			}
+			return http.StatusOK, full
+		}
+		return http.StatusOK, vendorShape(t, "apollo/organization_none.json", nil)
+	})
+}
+
+// withVendors asks PDL, Enrich Layer and Apollo, in that order, after the fake network
+// and the dataset, filling the company fields fill.
+func withVendors(t *testing.T, pdl, el, apollo *vendorFake, fill ...string) func(*server.Config) {
+	return func(cfg *server.Config) {
+		vc := func(f *vendorFake, key string) source.VendorConfig {
+			return source.VendorConfig{APIKey: key, BaseURL: f.srv.URL, Rate: 1000, Burst: 1000, Attempts: 1,
+				Backoff: time.Millisecond, NetworkHost: enrich.DefaultNetworkHost}
+		}
+		p, err := source.NewPDL(vc(pdl, "pdl-key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := source.NewEnrichLayer(vc(el, "el-key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := source.NewApollo(vc(apollo, "apollo-key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sources = append(cfg.Sources, p, e, a)
+		cfg.Fill = enrich.FillLists{Company: fill}
+	}
+}
+
+// sourcesOf renders a task's `sources` as "name outcome[/reason] vendor_calls" lines.
+func sourcesOf(r *response) []string {
+	calls, _ := r.get("sources").([]any)
+	out := []string{}
+	for _, c := range calls {
+		m := c.(map[string]any)
+		s := m["name"].(string) + " " + m["outcome"].(string)
+		if reason, ok := m["reason"].(string); ok {
+			s += "/" + reason
+		}
+		out = append(out, s+" "+jsonNumber(m["vendor_calls"]))
+	}
+	return out
+}
+
+func jsonNumber(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// The waterfall: PDL knows the company but not its slogan nor what it does; Enrich
+// Layer, asked next, fills both and nothing else; Apollo is not asked once the list
+// is filled. The task names the source of every field, and what each source was
+// asked; so does its webhook. A repeat within the freshness window asks nothing and
+// shows the provenance the record was stored with.
+func TestWaterfallFillsFromTheNextSource(t *testing.T) {
+	is := is.New(t)
+	pdl := fakePDLCompanies(t, map[string]map[string]any{
+		"roadrunner.com": {"website": "roadrunner.com", "display_name": "Road Runner Inc", "linkedin_url": "linkedin.com/company/roadrunner",
+			"headline": nil, "summary": nil},
+	})
+	el := fakeEnrichLayerCompanies(t, map[string]elCompany{
+		"roadrunner.com": {page: "https://www.linkedin.com/company/roadrunner/", set: map[string]any{
+			"name": "Roadrunner", "website": "https://www.roadrunner.com/", "tagline": "Meep meep",
+			"description": "Fast birds.", "company_size_on_linkedin": 999, "founded_year": 1980}},
+	})
+	apollo := fakeApolloOrganizations(t, map[string]map[string]any{
+		"roadrunner.com": {"primary_domain": "roadrunner.com", "short_description": "never asked"},
+	})
+	e := newEnv(t, allowPrivateWebhooks, withVendors(t, pdl, el, apollo, "slogan", "about"))
+	rcv := newReceiver(t)
+	loopID, _ := e.createLoop("Companies", rcv.srv.URL, "company")
+	e.startWorkers()
+
+	enq := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "roadrunner.com", "loop_id": loopID})
+	is.Equal(enq.status, http.StatusAccepted)
+	is.True(!enq.has("provenance")) // the enqueue response is the contract's own
+	done := e.waitSettled(enq.str("task.id"))
+	is.Equal(done.str("task.status"), "succeeded")
+
+	is.Equal(done.str("data.name"), "Road Runner Inc") // PDL's, not overwritten by Enrich Layer's
+	is.Equal(done.get("data.employee_count"), 318.0)   // PDL's, not Enrich Layer's 999
+	is.Equal(done.get("data.year_founded"), 1949.0)    // PDL's, not Enrich Layer's 1980
+	is.Equal(done.str("data.slogan"), "Meep meep")     // Enrich Layer's
+	is.Equal(done.str("data.about"), "Fast birds.")    // Enrich Layer's
+	is.Equal(done.str("provenance.name"), "pdl")       // the first source's
+	is.Equal(done.str("provenance.employee_count"), "pdl")
+	is.Equal(done.str("provenance.slogan"), "enrichlayer") // the second's
+	is.Equal(done.str("provenance.about"), "enrichlayer")
+	provenance := done.get("provenance").(map[string]any)
+	data := done.get("data").(map[string]any)
+	for field, v := range data {
+		switch field {
+		case "enrichment_status", "created_at", "updated_at":
+			is.True(!done.has("provenance." + field)) // stamped by enrichd, no source's
+		default:
+			is.Equal(v != nil, provenance[field] != nil) // every non-null field, and only those, is named
+		}
+	}
+	is.Equal(sourcesOf(done), []string{
+		"fake-network miss 0", "dataset miss 0",
+		"pdl hit 1",
+		"enrichlayer hit 2", // resolve, then the company
+		"apollo skipped/filled 0",
+	})
+	is.Equal(apollo.calls(), 0) // the third source is not asked once the list is filled
+
+	// The webhook body carries both, as the task does.
+	hook := rcv.wait(t, 1)[0]
+	var body map[string]any
+	is.NoErr(json.Unmarshal(hook.body, &body))
+	is.Equal(body["event"], "task.succeeded")
+	is.Equal(body["provenance"], done.get("provenance"))
+	is.Equal(body["sources"], done.get("sources"))
+
+	// Within the freshness window the store answers: no source is asked.
+	pdlCalls, elCalls := pdl.calls(), el.calls()
+	again := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "roadrunner.com"})
+	is.Equal(again.status, http.StatusOK)
+	hit := e.do("GET", "/v1/tasks/"+again.str("task.id"), nil)
+	is.Equal(hit.str("task.status"), "succeeded")
+	is.Equal(hit.get("data.slogan"), "Meep meep")
+	is.Equal(hit.get("provenance"), done.get("provenance")) // as it was stored
+	is.Equal(hit.get("sources"), []any{})
+	is.Equal(pdl.calls(), pdlCalls)
+	is.Equal(el.calls(), elCalls)
+	is.Equal(apollo.calls(), 0)
+}
+
+// A second source that answers with another company is discarded, and logged; the
+// next one, the same company, fills what is still missing.
+func TestWaterfallDiscardsAnotherSubject(t *testing.T) {
+	is := is.New(t)
+	pdl := fakePDLCompanies(t, map[string]map[string]any{
+		"coyote.com": {"website": "coyote.com", "display_name": "Coyote Supplies", "linkedin_url": "linkedin.com/company/coyote",
+			"headline": nil, "summary": nil},
+	})
+	el := fakeEnrichLayerCompanies(t, map[string]elCompany{
+		"coyote.com": {page: "https://www.linkedin.com/company/acme-bricks/", set: map[string]any{
+			"name": "Acme Bricks", "website": "https://www.acmebricks.com/", "tagline": "Bricks", "description": "Bricks, not coyotes."}},
+	})
+	apollo := fakeApolloOrganizations(t, map[string]map[string]any{
+		"coyote.com": {"name": "Coyote", "primary_domain": "coyote.com", "website_url": "http://www.coyote.com",
+			"linkedin_url": "http://www.linkedin.com/company/coyote", "short_description": "Supplies for coyotes."},
+	})
+	e := newEnv(t, withVendors(t, pdl, el, apollo, "slogan", "about"))
+	e.startWorkers()
+
+	enq := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "coyote.com"})
+	done := e.waitSettled(enq.str("task.id"))
+
+	is.Equal(done.str("task.status"), "succeeded")
+	is.Equal(done.str("data.name"), "Coyote Supplies")
+	is.Equal(done.str("data.about"), "Supplies for coyotes.") // Apollo's
+	is.Equal(done.get("data.slogan"), nil)                    // Acme Bricks' slogan is not Coyote's
+	is.Equal(done.str("provenance.about"), "apollo")
+	for field, src := range done.get("provenance").(map[string]any) {
+		is.True(src != "enrichlayer") // nothing of the other company is kept
+		_ = field
+	}
+	is.Equal(sourcesOf(done), []string{
+		"fake-network miss 0", "dataset miss 0",
+		"pdl hit 1",
+		"enrichlayer miss/other_subject 2",
+		"apollo hit 1",
+	})
+	is.True(strings.Contains(e.logs.String(), "another subject")) // the discarded answer is logged
+	is.True(strings.Contains(e.logs.String(), "acmebricks.com"))
+}
+
+// With no fill list, the first source that knows the subject gives the answer (as
+// before the waterfall): the others are not asked.
+func TestWaterfallWithNoFillListIsFirstHitWins(t *testing.T) {
+	is := is.New(t)
+	pdl := fakePDLCompanies(t, map[string]map[string]any{"wile.com": {"website": "wile.com", "headline": nil}})
+	el := fakeEnrichLayerCompanies(t, map[string]elCompany{
+		"wile.com": {page: "https://www.linkedin.com/company/acme/", set: map[string]any{"website": "https://wile.com/"}},
+	})
+	apollo := fakeApolloOrganizations(t, nil)
+	e := newEnv(t, withVendors(t, pdl, el, apollo))
+	e.startWorkers()
+
+	done := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "wile.com"}).str("task.id"))
+
+	is.Equal(done.str("task.status"), "succeeded")
+	is.Equal(done.get("data.slogan"), nil)
+	is.Equal(sourcesOf(done), []string{"fake-network miss 0", "dataset miss 0", "pdl hit 1",
+		"enrichlayer skipped/filled 0", "apollo skipped/filled 0"})
+	is.Equal(el.calls()+apollo.calls(), 0)
+
+	// The organization's own list is read for its next task.
+	slogan := []string{"slogan"}
+	is.NoErr(e.db.SetFillLists(t.Context(), e.orgID, store.FillUpdate{Company: &slogan}))
+	e.clock.Add(31 * 24 * time.Hour)
+	filled := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "wile.com"}).str("task.id"))
+	is.Equal(filled.str("data.slogan"), "Everything for the road runner hunter") // Enrich Layer's
+	is.Equal(filled.str("provenance.slogan"), "enrichlayer")
+	is.Equal(sourcesOf(filled), []string{"fake-network miss 0", "dataset miss 0", "pdl hit 1",
+		"enrichlayer hit 2", "apollo skipped/filled 0"})
+}
+
+// A stored record served because its refresh failed keeps the provenance it was
+// stored with, beside the sources that were asked and failed.
+func TestWaterfallStoredRecordServedOnFailureKeepsItsProvenance(t *testing.T) {
+	is := is.New(t)
+	pdl := fakePDLCompanies(t, map[string]map[string]any{"acme-anvils.com": {"website": "acme-anvils.com"}})
+	e := newEnv(t, withVendors(t, pdl, fakeEnrichLayerCompanies(t, nil), fakeApolloOrganizations(t, nil)))
+	e.startWorkers()
+	first := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme-anvils.com"}).str("task.id"))
+	is.Equal(first.str("provenance.name"), "pdl")
+
+	pdl.down.Store(true)
+	e.clock.Add(31 * 24 * time.Hour) // past the freshness window: the record is refreshed
+	stale := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme-anvils.com"}).str("task.id"))
+
+	is.Equal(stale.str("task.status"), "succeeded")
+	is.Equal(stale.get("provenance"), first.get("provenance"))
+	is.Equal(sourcesOf(stale), []string{"fake-network miss 0", "dataset miss 0", "pdl error 1",
+		"enrichlayer miss 1", "apollo miss 1"})
+}
+
+// An email lookup's task names where its person's fields came from and the sources
+// its company and profile lookups asked; served again from the store, it asks none
+// and keeps that provenance.
+func TestEmailLookupCarriesProvenanceAndSources(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	acmeNetwork(e)
+	e.startWorkers()
+
+	_, done := e.emailLookup("jane.smith@acme.com")
+
+	is.Equal(done.str("task.status"), "succeeded")
+	is.Equal(done.str("provenance.full_name"), "fake-network")
+	is.Equal(done.str("provenance.positions"), "fake-network")
+	is.True(!done.has("provenance.email_match")) // how the address was matched is email_match's to say
+	is.Equal(sourcesOf(done), []string{"fake-network hit 0", "dataset skipped/filled 0"})
+
+	again := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane.smith@acme.com"})
+	is.Equal(again.status, http.StatusOK)
+	hit := e.do("GET", "/v1/tasks/"+again.str("task.id"), nil)
+	is.Equal(hit.get("provenance"), done.get("provenance"))
+	is.Equal(hit.get("sources"), []any{})
+}
