@@ -78,3 +78,36 @@ func TestBenchEmailQuality(t *testing.T) {
 	is.Equal(r.Rate, 100.0)
 	contains(t, failCLI(t, "bench", "--scenario", "email-quality", "--email-companies", "0"), "--email-companies")
 }
+
+// The waterfall scenario enriches the same companies through three synthetic vendors:
+// the waterfall fills more of the wanted fields than first-hit-wins and pays more for
+// it, every call the vendors count is on a task's `sources`, and the second pass asks
+// nothing for a record held.
+func TestBenchWaterfall(t *testing.T) {
+	is := is.New(t)
+	out := mustCLI(t, "bench", "--json", "--scenario", "waterfall", "--waterfall-subjects", "200", "--concurrency", "4", "--workers", "4")
+	var rep bench.Report
+	is.NoErr(json.Unmarshal([]byte(out), &rep))
+	is.Equal(len(rep.Results), 1)
+	w := rep.Results[0].Waterfall
+	is.True(w != nil)
+	is.Equal(w.Subjects, 200)
+	is.Equal(len(w.Runs), 6)
+	firstHit, waterfall, capped := w.Runs[0], w.Runs[2], w.Runs[4]
+	is.Equal(firstHit.Mode, "first-hit-wins")
+	is.Equal(waterfall.Mode, "waterfall")
+	is.True(waterfall.Filled > firstHit.Filled)           // the later vendors filled what the first lacked
+	is.True(waterfall.Credits > firstHit.Credits)         // and were paid for it
+	is.Equal(waterfall.Found, firstHit.Found)             // the same subjects are known either way
+	is.True(capped.Credits <= 2+waterfall.Credits-10*0.9) // the dear vendor's budget of 2 credits a subject holds
+	is.True(capped.Credits > firstHit.Credits)
+	for _, run := range w.Runs {
+		is.Equal(run.TaskCalls, run.Calls)     // the tasks account for every vendor call
+		is.Equal(run.TaskCredits, run.Credits) // and every vendor credit
+		if run.Pass == 2 {
+			is.Equal(run.FoundCalls, 0.0)              // a record held is not asked for again
+			is.True(run.Calls <= 3*(1-run.Found)+1e-9) // only the subjects not found, each asked of three vendors at most
+		}
+	}
+	contains(t, failCLI(t, "bench", "--scenario", "waterfall", "--waterfall-subjects", "0"), "--waterfall-subjects")
+}

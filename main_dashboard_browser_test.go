@@ -649,6 +649,13 @@ func TestDashboardInABrowser(t *testing.T) {
 		contains(t, csv, want)
 	}
 
+	// Sources: each source in the order it is asked, with its month, budget and key.
+	b.open("/dashboard/sources", "section.source")
+	b.waitText("#source-dataset", "takes no key")
+	b.waitText("#fill-lists", "company")
+	b.axe("sources this month")
+	b.shot("sources-month")
+
 	// The overview adds it up: 100 granted, 1 for each domain, 3 for the email.
 	b.open("/dashboard/", "#balance")
 	b.waitText("#balance", "94")
@@ -681,6 +688,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		{"delivery", "/dashboard/deliveries/" + deliveryID, "#delivery-status"},
 		{"watches", "/dashboard/watches", "#watches"},
 		{"credits", "/dashboard/credits", "tr.ledger"},
+		{"sources-month", "/dashboard/sources", "section.source"},
 		{"keys", "/dashboard/settings/keys", "tr.key"},
 		{"sources", "/dashboard/settings/sources", "form#fill-lists"},
 	} {

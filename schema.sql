@@ -580,7 +580,38 @@ CREATE TABLE fill_lists (
     updated_at  INTEGER NOT NULL
 ) WITHOUT ROWID;
 
--- migration 15: organizations' own vendor keys, and records kept for one organization
+-- migration 15: what the sources cost each organization, and their monthly budgets
+-- source_spend adds up, per organization, source, UTC day (day: its start, ms) and
+-- whose key the calls went out with (own_key 1: the organization's own vendor key),
+-- the asks by outcome, the requests sent upstream and the vendor credits they cost.
+-- source_budgets caps the vendor credits of a source a month: org_id '' is the
+-- installation's cap, over every organization's calls made with its keys.
+-- The same columns as PostgreSQL's migration 9.
+CREATE TABLE source_spend (
+    org_id    TEXT NOT NULL REFERENCES orgs(id),
+    source    TEXT NOT NULL,
+    day       INTEGER NOT NULL,
+    own_key   INTEGER NOT NULL CHECK (own_key IN (0, 1)),
+    calls     INTEGER NOT NULL,
+    hits      INTEGER NOT NULL,
+    misses    INTEGER NOT NULL,
+    errors    INTEGER NOT NULL,
+    credits   INTEGER NOT NULL,
+    PRIMARY KEY (org_id, source, day, own_key)
+) WITHOUT ROWID;
+-- an installation budget's month: the installation's keys' calls of one source, every
+-- organization's
+CREATE INDEX source_spend_installation ON source_spend(source, day) WHERE own_key = 0;
+
+CREATE TABLE source_budgets (
+    org_id           TEXT NOT NULL,
+    source           TEXT NOT NULL,
+    monthly_credits  INTEGER NOT NULL CHECK (monthly_credits > 0),
+    updated_at       INTEGER NOT NULL,
+    PRIMARY KEY (org_id, source)
+) WITHOUT ROWID;
+
+-- migration 16: organizations' own vendor keys, and records kept for one organization
 -- An organization's own API key for a vendor source, sealed with AES-256-GCM under the
 -- installation's secret key file (package secret), never in clear. key_id names the
 -- key file it was sealed under, so a database restored without it says so. last4 is

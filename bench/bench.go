@@ -35,11 +35,12 @@ import (
 )
 
 // Scenarios in the order they run. peer runs only when named: it measures two
-// servers besides enrichd, with --duration for each. growth fills a database with a million tasks
+// servers besides enrichd, with --duration for each. waterfall enriches the same
+// companies four times through three synthetic vendors. growth fills a database with a million tasks
 // (about a minute and half a gigabyte of temporary disk), and replicas needs a
 // PostgreSQL database (Options.DB), so they run only when named.
 var (
-	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "peer", "growth", "replicas", "email-quality"}
+	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "peer", "growth", "replicas", "email-quality", "waterfall"}
 	DefaultScenarios = Scenarios[:7]
 )
 
@@ -76,6 +77,10 @@ type Options struct {
 	// EmailCompanies is how many sim companies the email-quality scenario writes
 	// addresses for; 50 when 0.
 	EmailCompanies int
+
+	// WaterfallSubjects is how many companies the waterfall scenario enriches in each
+	// of its passes; 10,000 when 0.
+	WaterfallSubjects int
 }
 
 // Result is one scenario's figures.
@@ -101,6 +106,7 @@ type Result struct {
 
 	EmailQuality *EmailQuality `json:"email_quality,omitempty"` // the email-quality scenario's
 	Peer         *Peer         `json:"peer,omitempty"`          // the peer scenario's
+	Waterfall    *Waterfall    `json:"waterfall,omitempty"`     // the waterfall scenario's
 }
 
 // Report is a whole run.
@@ -178,6 +184,8 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			}
 		case "email-quality":
 			res, err = emailQuality(ctx, opt)
+		case "waterfall":
+			res, err = waterfall(ctx, opt)
 		case "growth":
 			var more []Result
 			if more, err = growth(ctx, opt); err == nil {

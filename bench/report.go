@@ -44,6 +44,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if res.EmailQuality != nil {
 			writeEmailQuality(w, res.EmailQuality)
 		}
+		if res.Waterfall != nil {
+			writeWaterfall(w, res.Waterfall)
+		}
 	}
 	return nil
 }

@@ -72,6 +72,9 @@ func newServeCommand() *cobra.Command {
 			if cfg.Sources, err = sources(cmd); err != nil {
 				return err
 			}
+			if cfg.SourceBudgets, cfg.CreditUSD, err = sourceEconomics(cmd); err != nil {
+				return err
+			}
 			if cfg.Fill, err = fillFlags(cmd); err != nil {
 				return err
 			}
@@ -122,6 +125,7 @@ func newServeCommand() *cobra.Command {
 	f.Int("email-max-retrievals", def.EmailMaxRetrievals, "profiles one email lookup retrieves at most to confirm who the address belongs to")
 	f.Duration("sim-latency", 0, "sim source: latency added to every call")
 	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
+	f.Int64("sim-credits", 0, "sim source: vendor credits each answer that knows its subject costs, to try spend and budgets")
 	f.String("log-format", "json", "log format: json or text")
 	f.Bool("allow-private-webhooks", false, allowPrivateHelp)
 	f.String("public-url", "", "the URL people reach the service at, when a proxy ends TLS in front of it; "+
@@ -163,6 +167,7 @@ func rateString(r server.Rate) string {
 func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 	latency, _ := cmd.Flags().GetDuration("sim-latency")
 	failures, _ := cmd.Flags().GetFloat64("sim-failure-rate")
+	simCredits, _ := cmd.Flags().GetInt64("sim-credits")
 	cacheMiB, _ := cmd.Flags().GetInt("cache-size")
 	readers, _ := cmd.Flags().GetInt("readers")
 	switch {
@@ -196,6 +201,8 @@ func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 		return fmt.Errorf("--sim-latency cannot be negative")
 	case !(failures >= 0 && failures <= 1):
 		return fmt.Errorf("--sim-failure-rate must be from 0 to 1")
+	case simCredits < 0 || simCredits > 1000:
+		return fmt.Errorf("--sim-credits must be from 0 to 1000")
 	case cacheMiB < 1 || cacheMiB > store.MaxCacheSize:
 		return fmt.Errorf("--cache-size must be from 1 to %d (MiB), not %d", store.MaxCacheSize, cacheMiB)
 	case readers < 1 || readers > store.MaxReaders:
@@ -257,7 +264,8 @@ func sources(cmd *cobra.Command) ([]enrich.Source, error) {
 		case "sim":
 			latency, _ := cmd.Flags().GetDuration("sim-latency")
 			failures, _ := cmd.Flags().GetFloat64("sim-failure-rate")
-			out = append(out, &source.Sim{NetworkHost: host, Latency: latency, FailureRate: failures})
+			credits, _ := cmd.Flags().GetInt64("sim-credits")
+			out = append(out, &source.Sim{NetworkHost: host, Latency: latency, FailureRate: failures, Credits: credits})
 		default:
 			src, err := extraSource(cmd, name)
 			if err != nil {

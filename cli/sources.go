@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -33,7 +34,37 @@ func addSourceFlags(f *pflag.FlagSet) {
 		f.String(v.name+"-rate", rateString(server.Rate{Limit: v.def.Rate, Burst: v.def.Burst}), v.name+" source: requests per second/burst to "+v.title+"; 0 turns the limit off")
 		f.Int(v.name+"-concurrency", v.def.Concurrency, v.name+" source: requests in flight to "+v.title+" at once")
 	}
+	for _, name := range pricedSources {
+		f.Int64(name+"-monthly-budget", 0, name+" source: the installation's monthly cap of its vendor credits, over every organization's calls with the installation's key; 0: none")
+		f.Float64(name+"-credit-usd", 0, name+" source: what one of its vendor credits costs in USD, to show spend in money; 0: not shown")
+	}
 	f.Bool("web-allow-private", false, "web source: also fetch sites on private and loopback addresses, over http too (local development only)")
+}
+
+// pricedSources are the sources that charge vendor credits: budgets and prices are
+// set for them.
+var pricedSources = []string{"sim", "enrichlayer", "pdl", "apollo"}
+
+// sourceEconomics reads the installation's budgets and credit prices of serve's flags.
+func sourceEconomics(cmd *cobra.Command) (budgets map[string]int64, usd map[string]float64, err error) {
+	budgets, usd = map[string]int64{}, map[string]float64{}
+	for _, name := range pricedSources {
+		b, _ := cmd.Flags().GetInt64(name + "-monthly-budget")
+		if b < 0 || b > store.MaxBudget {
+			return nil, nil, fmt.Errorf("--%s-monthly-budget must be from 0 (none) to %d vendor credits", name, store.MaxBudget)
+		}
+		if b > 0 {
+			budgets[name] = b
+		}
+		p, _ := cmd.Flags().GetFloat64(name + "-credit-usd")
+		if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 || p > 1e6 {
+			return nil, nil, fmt.Errorf("--%s-credit-usd must be a price from 0 (not shown) to 1000000", name)
+		}
+		if p > 0 {
+			usd[name] = p
+		}
+	}
+	return budgets, usd, nil
 }
 
 // extraSource builds a source other than dataset and sim, or says why it cannot.
@@ -170,7 +201,7 @@ Person fields: ` + strings.Join(enrich.PersonFields, ", "),
 	requiredOrg(fill)
 	fill.Flags().String("company", "", "company fields to fill, comma-separated; '' goes back to the server's default")
 	fill.Flags().String("person", "", "person fields to fill, comma-separated; '' goes back to the server's default")
-	sources.AddCommand(fill)
+	sources.AddCommand(fill, newSourcesBudgetCommand())
 	addSourceKeyCommands(sources)
 	return sources
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"enrichd/server"
+	"enrichd/store"
 
 	"github.com/matryer/is"
 )
@@ -332,6 +333,26 @@ func TestStatus(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(len(st.Sources), 1)
 	is.Equal(st.Sources[0].Name, "fake-network")
+}
+
+func TestSources(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	e := newEnv(t, func(cfg *server.Config) { cfg.CreditUSD = map[string]float64{"fake-network": 0.5} })
+	is.NoErr(e.db.SetSourceBudget(t.Context(), "", "fake-network", 100))
+	org, err := e.db.FindOrg(t.Context(), "acme")
+	is.NoErr(err)
+	is.NoErr(e.db.AddSourceSpend(t.Context(), org.ID, "fake-network", false, e.clock.Now(), store.SourceUse{Calls: 2, Hits: 1, Errors: 1, Credits: 4}))
+	got, err := e.c.Sources(t.Context())
+	is.NoErr(err)
+	is.Equal(len(got.Sources), 1)
+	s := got.Sources[0]
+	is.Equal(s.Name, "fake-network")
+	is.Equal(s.SourceUse, SourceUse{Calls: 2, Hits: 1, Errors: 1, VendorCredits: 4})
+	is.Equal(*s.USD, 2.0)
+	is.Equal(*s.Budget.Installation, int64(100))
+	is.Equal(*s.Budget.Remaining, int64(96))
+	is.Equal(len(s.Days), 1)
 }
 
 // receiver is a webhook endpoint that keeps what it was sent.

@@ -309,3 +309,13 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	}
 	return &out, nil
 }
+
+// Sources reads GET /v1/sources: each source's spend this UTC month for the key's
+// organization, its budgets and whose key it uses.
+func (c *Client) Sources(ctx context.Context) (*Sources, error) {
+	var out Sources
+	if _, err := c.do(ctx, http.MethodGet, "/v1/sources", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -323,3 +323,55 @@ type SourceStats struct {
 	LastError   *string    `json:"last_error"`
 	LastErrorAt *time.Time `json:"last_error_at"`
 }
+
+// Sources is GET /v1/sources: the organization's figures of each configured source for
+// one UTC month, in the order the sources are asked.
+type Sources struct {
+	Month   string        `json:"month"` // "2026-11"
+	Sources []SourceMonth `json:"sources"`
+}
+
+// SourceUse is what asks of a source came to: the asks by outcome, the requests they
+// sent upstream and the vendor credits those cost by the vendor's published price.
+type SourceUse struct {
+	Calls         int64 `json:"calls"`
+	Hits          int64 `json:"hits"`
+	Misses        int64 `json:"misses"`
+	Errors        int64 `json:"errors"`
+	VendorCredits int64 `json:"vendor_credits"`
+}
+
+// SourceMonth is one source's month for the organization.
+type SourceMonth struct {
+	Name string `json:"name"`
+	SourceUse
+	OwnKeyVendorCredits int64 `json:"own_key_vendor_credits"`
+	// CreditUSD and USD are nil where the operator set no price of a credit.
+	CreditUSD *float64     `json:"credit_usd"`
+	USD       *float64     `json:"usd"`
+	Budget    SourceBudget `json:"budget"`
+	Key       SourceKey    `json:"key"`
+	Days      []SourceDay  `json:"days"`
+}
+
+// SourceBudget is a source's monthly caps of vendor credits; nil where none is set.
+type SourceBudget struct {
+	Organization *int64 `json:"organization"`
+	Installation *int64 `json:"installation"`
+	Remaining    *int64 `json:"remaining"`
+}
+
+// SourceKey is whose vendor key a source uses: "organization", "installation" or
+// "none".
+type SourceKey struct {
+	Owner    string  `json:"owner"`
+	Last4    *string `json:"last4"`
+	Failing  bool    `json:"failing"`
+	Fallback bool    `json:"fallback"`
+}
+
+// SourceDay is one day of a source's month.
+type SourceDay struct {
+	Day string `json:"day"` // 2026-11-05
+	SourceUse
+}

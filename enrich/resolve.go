@@ -390,7 +390,12 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if ctx.Err() != nil {
 			return nil, staffSearch{}, timedOut()
 		}
-		members, cutOff, err := searchStaff(ctx, ss, StaffQuery{Company: company, Names: names, Spelled: LocalPartSpelled(local)}, limit)
+		members, cutOff, skip, err := p.searchStaffSpent(ctx, src, ss, StaffQuery{Company: company, Names: names, Spelled: LocalPartSpelled(local)}, limit)
+		if skip != "" {
+			// Over its budget: as a source that could not answer now.
+			s.unavailable = true
+			continue
+		}
 		s.cutOff = s.cutOff || cutOff
 		if errors.Is(err, ErrSearchIncomplete) {
 			s.partial, err = true, nil

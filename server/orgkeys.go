@@ -37,10 +37,10 @@ type orgKeys struct {
 	refresh time.Duration
 
 	mu      sync.Mutex
-	entries map[orgSource]*orgKeyEntry
+	entries map[orgKeyOf]*orgKeyEntry
 }
 
-type orgSource struct{ org, source string }
+type orgKeyOf struct{ org, source string }
 
 // orgKeyEntry is what was last read of one organization's key for one source, and the
 // adapter built with it.
@@ -54,7 +54,7 @@ func newOrgKeys(db *store.DB, box *secret.Box, log *slog.Logger, refresh time.Du
 	if refresh <= 0 {
 		refresh = OrgKeyRefresh
 	}
-	return &orgKeys{db: db, box: box, log: log, now: time.Now, refresh: refresh, entries: map[orgSource]*orgKeyEntry{}}
+	return &orgKeys{db: db, box: box, log: log, now: time.Now, refresh: refresh, entries: map[orgKeyOf]*orgKeyEntry{}}
 }
 
 // For gives src with the organization's own key when it has a working one; the
@@ -65,7 +65,7 @@ func (k *orgKeys) For(ctx context.Context, org string, src enrich.Source) (enric
 	if !ok || org == "" {
 		return src, false, ""
 	}
-	id := orgSource{org, src.Name()}
+	id := orgKeyOf{org, src.Name()}
 	entry, err := k.read(ctx, id)
 	if err != nil {
 		// Not knowing whether the organization has a key of its own, asking with the
@@ -96,7 +96,7 @@ func (k *orgKeys) For(ctx context.Context, org string, src enrich.Source) (enric
 
 // read returns the entry of id, reading the key again when what was read is older than
 // OrgKeyRefresh. A key whose generation has not changed keeps the adapter built for it.
-func (k *orgKeys) read(ctx context.Context, id orgSource) (*orgKeyEntry, error) {
+func (k *orgKeys) read(ctx context.Context, id orgKeyOf) (*orgKeyEntry, error) {
 	now := k.now()
 	k.mu.Lock()
 	entry := k.entries[id]
@@ -153,7 +153,7 @@ func (k *orgKeys) failing(entry *orgKeyEntry, why string, persist bool) {
 func (k *orgKeys) refused(org, name string, gen int64, reason string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if entry := k.entries[orgSource{org, name}]; entry != nil && entry.key != nil && entry.key.Generation == gen && !entry.key.Failing() {
+	if entry := k.entries[orgKeyOf{org, name}]; entry != nil && entry.key != nil && entry.key.Generation == gen && !entry.key.Failing() {
 		k.failing(entry, reason, true)
 		return
 	}
@@ -246,4 +246,14 @@ func (s *Server) SetSourceKey(ctx context.Context, orgID, name, key string, allo
 		return StoreSourceKey(ctx, s.db, func() (*secret.Box, error) { return s.cfg.Secrets, nil }, chk, orgID, name, key, allowFallback)
 	}
 	return enrich.Errorf(enrich.KindNotFound, "%q is not a source this server asks with an API key", name)
+}
+
+// KeyInfo says whose key src uses for the organization's tasks (enrich.KeyInfos), for
+// GET /v1/sources and the dashboard: never the key, only its last 4 characters.
+func (k *orgKeys) KeyInfo(ctx context.Context, org, name string) (enrich.KeyInfo, error) {
+	key, err := k.db.OrgSourceKey(ctx, org, name)
+	if err != nil || key == nil {
+		return enrich.KeyInfo{}, err
+	}
+	return enrich.KeyInfo{Own: true, Last4: key.Last4, Failing: key.Failing(), Fallback: key.AllowFallback}, nil
 }

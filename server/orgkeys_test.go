@@ -164,6 +164,25 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 	r, _ = enrichAs("beta-still.example", asBeta...)
 	is.Equal(r.str("task.status"), "succeeded") // beta is not touched by acme's key
 
+	// GET /v1/sources says so: acme's own key, by its last 4, failing; beta's the
+	// installation's.
+	keyOf := func(headers ...string) map[string]any {
+		t.Helper()
+		for _, src := range e.do("GET", "/v1/sources", nil, headers...).get("sources").([]any) {
+			if m := src.(map[string]any); m["name"] == "pdl" {
+				return m["key"].(map[string]any)
+			}
+		}
+		t.Fatal("GET /v1/sources lists no pdl")
+		return nil
+	}
+	k := keyOf()
+	is.Equal(k["owner"], "organization")
+	is.Equal(k["last4"], "…5e4f")
+	is.Equal(k["failing"], true)
+	is.Equal(k["fallback"], false)
+	is.Equal(keyOf(asBeta...)["owner"], "installation")
+
 	// With the fallback allowed, acme's tasks use the installation's key.
 	ok, err := e.db.SetSourceKeyFallback(ctx, e.orgID, "pdl", true)
 	is.NoErr(err)
@@ -184,10 +203,10 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 	is.NoErr(e.db.Reader().QueryRow(ctx, `SELECT count(*) FROM org_source_keys WHERE sealed LIKE ? OR last4 LIKE ? OR failing_reason LIKE ?`,
 		"%"+ownKey+"%", "%"+ownKey+"%", "%"+ownKey+"%").Scan(&n))
 	is.Equal(n, 0)
-	k, err := e.db.OrgSourceKey(ctx, e.orgID, "pdl")
+	stored, err := e.db.OrgSourceKey(ctx, e.orgID, "pdl")
 	is.NoErr(err)
-	is.Equal(k.Last4, "…5e4f")
-	is.True(strings.Contains(k.FailingReason, "refused the organization's own key (401)"))
+	is.Equal(stored.Last4, "…5e4f")
+	is.True(strings.Contains(stored.FailingReason, "refused the organization's own key (401)"))
 	if !onPostgres() {
 		path := e.path
 		e.close()

@@ -21,6 +21,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/batches/:id", s.route("get_batch", s.authed(handleGetBatch(s))))
 	r.Handler(http.MethodGet, "/v1/batches/:id/results", s.route("batch_results", s.authed(handleBatchResults(s))))
 	r.Handler(http.MethodGet, "/v1/status", s.route("status", s.authed(handleStatus(s))))
+	r.Handler(http.MethodGet, "/v1/sources", s.route("sources", s.authed(handleSources(s))))
 	r.Handler(http.MethodPost, "/mcp", s.route("mcp", s.authed(handleMCP(s))))
 	r.Handler(http.MethodGet, "/v1/openapi.json", s.route("openapi", s.limitIP(handleOpenAPI())))
 
@@ -61,6 +62,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	//   GET  /dashboard/settings/keys
 	//   POST /dashboard/settings/keys
 	//   POST /dashboard/settings/keys/:id/revoke
+	//   GET  /dashboard/sources
 	//   GET  /dashboard/settings/sources
 	//   POST /dashboard/settings/sources
 	//   POST /dashboard/settings/sources/:id

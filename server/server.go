@@ -50,6 +50,15 @@ type Config struct {
 	// EmailMaxRetrievals bounds the profiles one email lookup retrieves.
 	EmailMaxRetrievals int
 	Sources            []enrich.Source
+	// SourceBudgets are the installation's monthly caps of vendor credits, by source
+	// name (serve's --<vendor>-monthly-budget), beside those set in the database
+	// (`enrichd sources budget`): the lower applies. CreditUSD is what one vendor
+	// credit costs, by source (--<vendor>-credit-usd), to show spend in money.
+	SourceBudgets map[string]int64
+	CreditUSD     map[string]float64
+	// KeyInfos tells whose vendor key each source uses for an organization; nil: the
+	// installation's, for every organization.
+	KeyInfos enrich.KeyInfos
 	// Fill is the server-wide default of the fields the waterfall fills, per object
 	// type; an organization's own list (store's FillLists) replaces it. Empty lists
 	// keep first-hit-wins.
@@ -219,6 +228,7 @@ type Server struct {
 	db        *store.DB
 	norm      enrich.Normalizer
 	pipeline  *enrich.Pipeline
+	spend     *spendKeeper
 	log       *slog.Logger
 	ipLimits  *limiter
 	keyLimits *limiter
@@ -286,13 +296,19 @@ func New(db *store.DB, cfg Config) *Server {
 	}
 	m := newServerMetrics()
 	db.SetLogger(cfg.Logger) // the store reports storage failures there
+	spend := newSpendKeeper(db, cfg.Logger, m, cfg.SourceBudgets, cfg.Sources)
+	keys := newOrgKeys(db, cfg.Secrets, cfg.Logger, cfg.OrgKeyRefresh)
+	if cfg.KeyInfos == nil {
+		cfg.KeyInfos = keys
+	}
 	s := &Server{
 		cfg:  cfg,
 		db:   db,
 		norm: enrich.Normalizer{NetworkHost: cfg.NetworkHost},
 		pipeline: &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger, Held: db.Held(),
-			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, Now: func() time.Time { return db.Now() },
-			Keys: newOrgKeys(db, cfg.Secrets, cfg.Logger, cfg.OrgKeyRefresh)},
+			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, Now: func() time.Time { return db.Now() }, Spend: spend,
+			Keys: keys},
+		spend:     spend,
 		log:       cfg.Logger,
 		ipLimits:  newLimiter(cfg.RateIP),
 		keyLimits: newLimiter(cfg.RateKey),

@@ -31,8 +31,9 @@ type Driver interface {
 
 	// API keys: the facade's, kept in the driver's process. KeyTouches are the writes of
 	// keys' last use under way, which Close waits for. KeyCache holds the keys read, and
-	// the driver empties it whenever another process may have written; it is nil on an
-	// engine where every request reads its key (several replicas share PostgreSQL).
+	// the driver empties it whenever another process may have written; it is nil while
+	// the driver cannot tell (PostgreSQL without its LISTEN connection), and every
+	// request then reads its key.
 	KeyTouches() *KeyTouches
 	KeyCache() *KeyCache
 

@@ -11,9 +11,11 @@ import (
 const keyCacheMax = 10_000
 
 // KeyCache holds the valid keys a process has read, by the hash of their token, so
-// that a request answered from it reads nothing. Only an engine that one process
-// writes at a time can keep one (see Driver.KeyCache): the driver empties it whenever
-// another process may have written, and RevokeKey does for this one.
+// that a request answered from it reads nothing. The driver empties it whenever
+// another process may have written (SQLite: a poll of the file's data version;
+// PostgreSQL: a NOTIFY from the api_keys triggers, heard on a LISTEN connection, and
+// no cache while that connection is not known to work), and RevokeKey does for this
+// process.
 type KeyCache struct {
 	mu   sync.Mutex
 	keys map[[32]byte]*cachedKey

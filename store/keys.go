@@ -189,9 +189,9 @@ func (db *DB) ListKeys(ctx context.Context, orgName string) ([]APIKey, error) {
 }
 
 // RevokeKey revokes the organization's key named by its id or its prefix. It takes
-// effect on the next request: where keys are cached (SQLite), the cache of this
-// process is emptied, and another process's is within its driver's poll for foreign
-// writes; where they are not (PostgreSQL), on every replica at once.
+// effect on the next request through this process, whose cache is emptied; another
+// process's cache is emptied within its driver's poll for foreign writes (SQLite), or
+// when its LISTEN connection hears the commit (PostgreSQL, every replica).
 func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
 	if c := db.KeyCache(); c != nil {
 		// Emptied again once the revoke is committed: a request that read the key in
@@ -221,10 +221,8 @@ func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
 // recorded is a minute old or more (see touchKey).
 //
 // On the hot path of every request: a key in the driver's KeyCache is answered from
-// memory. PostgreSQL has none and reads the key on every request: a key revoked
-// through one replica must stop working on all of them at once, and the read is one
-// lookup on the unique hash index, where a cache would need its invalidations sent to
-// every replica (LISTEN) and a rule for the time the listener is reconnecting.
+// memory; without one (PostgreSQL while its LISTEN connection is not known to work)
+// the key is read, one lookup on the unique hash index.
 func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error) {
 	unauthorized := Unauthorized()
 	hash, ok := APIKeyHash(plain)

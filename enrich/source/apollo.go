@@ -14,6 +14,10 @@ import (
 // ApolloKeyEnv is where the Apollo API key is read from.
 const ApolloKeyEnv = "APOLLO_API_KEY"
 
+// apolloEnrichCredits is Apollo's published price of an organization or person
+// enriched, in its credits; an answer that matched nothing costs nothing.
+const apolloEnrichCredits = 1
+
 // Apollo is the `apollo` source: the Apollo.io REST API. It answers companies by
 // domain (organization enrichment) and people by profile (people enrichment, which
 // Apollo calls a match); PersonByEmail matches a work address the same way, which
@@ -53,6 +57,9 @@ func NewApollo(cfg VendorConfig) (*Apollo, error) {
 	api.quotaSpent = apolloQuotaSpent
 	return &Apollo{api: api, norm: newNormalizer(cfg.NetworkHost)}, nil
 }
+
+// KeyEnv names where the installation's key is read from (enrich.Keyed).
+func (a *Apollo) KeyEnv() string { return ApolloKeyEnv }
 
 func (a *Apollo) Name() string              { return "apollo" }
 func (a *Apollo) Stats() enrich.SourceStats { return a.api.meter.stats(a.Name()) }
@@ -133,6 +140,7 @@ func (a *Apollo) CompanyByDomain(ctx context.Context, domain string) (*enrich.Co
 	if o == nil || text(o.Name) == nil {
 		return nil, fmt.Errorf("apollo: no organization for %s: %w", domain, enrich.ErrNotFound)
 	}
+	charge(ctx, apolloEnrichCredits)
 	c := &enrich.Company{
 		Name:             *text(o.Name),
 		EnrichmentStatus: enrich.StatusEnriched,
@@ -207,6 +215,7 @@ func (a *Apollo) match(ctx context.Context, field, value string) (*enrich.Person
 		// Apollo answers 200 with no person when nothing matched: no credit is spent.
 		return nil, fmt.Errorf("apollo: no person matched by %s: %w", field, enrich.ErrNotFound)
 	}
+	charge(ctx, apolloEnrichCredits)
 	out := &enrich.Person{
 		NetworkURL: a.norm.personURLOf(d.LinkedinURL),
 		FullName:   text(d.Name),

@@ -14,11 +14,20 @@ import (
 // EnrichLayerKeyEnv is where the Enrich Layer API key is read from.
 const EnrichLayerKeyEnv = "ENRICHLAYER_API_KEY"
 
+// Enrich Layer's published price of each call that answered, in its credits.
+const (
+	enrichLayerCompanyCredits = 1
+	enrichLayerResolveCredits = 2
+	enrichLayerProfileCredits = 1
+	enrichLayerSearchCredits  = 10
+)
+
 // EnrichLayer is the `enrichlayer` source: the Enrich Layer API (formerly sold as
 // Proxycurl), which serves the network's company pages and profiles.
 //
 // Upstream cost per lookup, in Enrich Layer credits: company by page 1, company by
-// domain 3 (resolve 2, then the page 1), person 1, staff search 10.
+// domain 3 (resolve 2, then the page 1), person 1, staff search 10. A failed call
+// (an error or a 404) costs nothing.
 type EnrichLayer struct {
 	api  *vendorAPI
 	norm normalizer
@@ -41,6 +50,9 @@ func NewEnrichLayer(cfg VendorConfig) (*EnrichLayer, error) {
 	}
 	return &EnrichLayer{api: api, norm: newNormalizer(cfg.NetworkHost)}, nil
 }
+
+// KeyEnv names where the installation's key is read from (enrich.Keyed).
+func (e *EnrichLayer) KeyEnv() string { return EnrichLayerKeyEnv }
 
 func (e *EnrichLayer) Name() string              { return "enrichlayer" }
 func (e *EnrichLayer) Stats() enrich.SourceStats { return e.api.meter.stats(e.Name()) }
@@ -121,6 +133,7 @@ func (e *EnrichLayer) CompanyByURL(ctx context.Context, networkURL string) (*enr
 	if err := e.api.get(ctx, "/api/v2/company", url.Values{"url": {networkURL}}, &c); err != nil {
 		return nil, err
 	}
+	charge(ctx, enrichLayerCompanyCredits)
 	return e.company(&c, networkURL)
 }
 
@@ -146,6 +159,7 @@ func (e *EnrichLayer) resolve(ctx context.Context, domain string) (string, error
 	if err := e.api.get(ctx, "/api/v2/company/resolve", url.Values{"company_domain": {domain}}, &r); err != nil {
 		return "", err
 	}
+	charge(ctx, enrichLayerResolveCredits)
 	page := e.norm.companyURLOf(r.URL)
 	if page == nil {
 		return "", fmt.Errorf("enrichlayer: no company page for %s: %w", domain, enrich.ErrNotFound)
@@ -203,6 +217,7 @@ func (e *EnrichLayer) PersonByURL(ctx context.Context, networkURL string) (*enri
 	if err := e.api.get(ctx, "/api/v2/profile", url.Values{"profile_url": {networkURL}}, &p); err != nil {
 		return nil, err
 	}
+	charge(ctx, enrichLayerProfileCredits)
 	out := &enrich.Person{
 		NetworkURL:         enrich.Ptr(networkURL),
 		FullName:           text(p.FullName),
@@ -297,6 +312,7 @@ func (e *EnrichLayer) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]e
 	if err != nil {
 		return nil, err
 	}
+	charge(ctx, enrichLayerSearchCredits)
 	var out []enrich.StaffMember
 	for _, emp := range r.Employees {
 		u := e.norm.personURLOf(emp.ProfileURL)

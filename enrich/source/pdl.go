@@ -14,6 +14,10 @@ import (
 // PDLKeyEnv is where the People Data Labs API key is read from.
 const PDLKeyEnv = "PDL_API_KEY"
 
+// pdlMatchCredits is People Data Labs' published price of a company or person matched,
+// and of each record a search returns, in its credits; a 404 costs nothing.
+const pdlMatchCredits = 1
+
 // PDL is the `pdl` source: the People Data Labs API, whose records carry the
 // network's URLs. It answers companies by website or page, people by profile or by
 // work address, and searches staff by the current employer's website and names.
@@ -43,6 +47,9 @@ func NewPDL(cfg VendorConfig) (*PDL, error) {
 	}
 	return &PDL{api: api, norm: newNormalizer(cfg.NetworkHost)}, nil
 }
+
+// KeyEnv names where the installation's key is read from (enrich.Keyed).
+func (p *PDL) KeyEnv() string { return PDLKeyEnv }
 
 func (p *PDL) Name() string              { return "pdl" }
 func (p *PDL) Stats() enrich.SourceStats { return p.api.meter.stats(p.Name()) }
@@ -126,6 +133,7 @@ func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*e
 	if err := p.api.get(ctx, "/v5/company/enrich", q, &c); err != nil {
 		return nil, err
 	}
+	charge(ctx, pdlMatchCredits)
 	name := orDefault(text(c.DisplayName), text(c.Name))
 	if name == nil {
 		return nil, fmt.Errorf("pdl: the record for %s has no name: %w", asked, enrich.ErrNotFound)
@@ -191,6 +199,7 @@ func (p *PDL) personEnrich(ctx context.Context, q url.Values) (*enrich.Person, e
 	if err := p.api.get(ctx, "/v5/person/enrich", q, &r); err != nil {
 		return nil, err
 	}
+	charge(ctx, pdlMatchCredits)
 	if r.Data == nil {
 		return nil, fmt.Errorf("pdl: no person record matched: %w", enrich.ErrNotFound)
 	}
@@ -323,6 +332,7 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 	if err != nil {
 		return nil, "", err
 	}
+	charge(ctx, int64(len(r.Data))*pdlMatchCredits)
 	var next string
 	if r.ScrollToken != nil && len(r.Data) >= q.Limit {
 		next = *r.ScrollToken

@@ -22,6 +22,9 @@ type Sim struct {
 	NetworkHost string
 	Latency     time.Duration
 	FailureRate float64
+	// Credits is what each answer that knows its subject costs, in vendor credits, for
+	// trying budgets and spend without a vendor; a miss or a failure costs nothing.
+	Credits int64
 	// Now stamps the records it makes; time.Now when nil.
 	Now func() time.Time
 }
@@ -30,6 +33,11 @@ var (
 	_ enrich.Source        = (*Sim)(nil)
 	_ enrich.StaffSearcher = (*Sim)(nil)
 )
+
+// Prices makes sim a priced source (enrich.Priced), held to budgets and counted in
+// spend: an answer costs Credits, which no call kind of enrich.Prices names, so both
+// are 0 and an email lookup weighs its calls as free.
+func (s *Sim) Prices() enrich.Prices { return enrich.Prices{} }
 
 func (s *Sim) Name() string { return "sim" }
 
@@ -41,6 +49,7 @@ func (s *Sim) CompanyByDomain(ctx context.Context, domain string) (*enrich.Compa
 	if strings.HasPrefix(label, "missing") {
 		return nil, fmt.Errorf("sim: %s: %w", domain, enrich.ErrNotFound)
 	}
+	s.charge(ctx)
 	return s.company(label, domain), nil
 }
 
@@ -52,6 +61,7 @@ func (s *Sim) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Comp
 	if strings.HasPrefix(slug, "missing") {
 		return nil, fmt.Errorf("sim: %s: %w", networkURL, enrich.ErrNotFound)
 	}
+	s.charge(ctx)
 	domain, err := enrich.Normalizer{}.Domain(slug + ".com")
 	if err != nil {
 		domain = strings.Map(domainRune, slug) + ".com"
@@ -67,6 +77,7 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*enrich.Perso
 	if strings.HasPrefix(slug, "missing") {
 		return nil, fmt.Errorf("sim: %s: %w", networkURL, enrich.ErrNotFound)
 	}
+	s.charge(ctx)
 	r := seeded(networkURL)
 	first, last := namesFromSlug(slug)
 	if first == "" {
@@ -265,10 +276,18 @@ func (s *Sim) call(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+	enrich.TallyOf(ctx).Call()
 	if s.FailureRate > 0 && rand.Float64() < s.FailureRate {
 		return fmt.Errorf("sim: simulated outage: %w", enrich.ErrUnavailable)
 	}
 	return nil
+}
+
+// charge counts one answer's credits on the ask's Tally.
+func (s *Sim) charge(ctx context.Context) {
+	if s.Credits > 0 {
+		enrich.TallyOf(ctx).Charge(s.Credits)
+	}
 }
 
 func (s *Sim) host() string { return enrich.Normalizer{NetworkHost: s.NetworkHost}.Host() }

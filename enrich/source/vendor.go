@@ -277,6 +277,14 @@ func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []
 	}
 }
 
+// charge adds what an answer cost, by the vendor's published price, to the Tally of
+// the ask ctx belongs to: what the organization's spend and budgets count.
+func charge(ctx context.Context, credits int64) {
+	if credits > 0 {
+		enrich.TallyOf(ctx).Charge(credits)
+	}
+}
+
 // failed counts a failed request and makes its error, which wraps ErrUnavailable.
 func (v *vendorAPI) failed(retryable bool, after time.Duration, format string, args ...any) *upstreamError {
 	msg := v.redact(fmt.Sprintf(format, args...))

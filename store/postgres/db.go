@@ -3,8 +3,8 @@
 // placeholders numbered), runs a write transaction its way (inTx, with retries),
 // provides the primitives of store.Driver and store.Tx that differ by engine (the
 // turn a claim takes with SKIP LOCKED, the deliveries a sender leases, advisory
-// locks, NOTIFY), and its own migrations (schema.sql), LISTEN wakeups and replica
-// heartbeats. It composes no operation: those are package store's.
+// locks, NOTIFY), and its own migrations (schema.sql), LISTEN wakeups, the key cache
+// that a NOTIFY empties on every replica, and replica heartbeats. It composes no operation: those are package store's.
 //
 // SQLite's single writer made read-then-write safe; here many writers run at once, so
 // every rule that rested on it rests on the database instead, in the locks package
@@ -84,6 +84,7 @@ type DB struct {
 	commits      atomic.Int64 // of them, the ones that committed
 
 	touches store.KeyTouches // keys' last use being written
+	keys    store.KeyCache   // valid keys by the hash of their token, while listening (KeyCache)
 
 	listen    listener
 	closing   chan struct{}

@@ -17,7 +17,3 @@ func isUniqueViolation(err error, constraint string) bool {
 
 // KeyTouches are the writes of keys' last use under way in this replica.
 func (db *DB) KeyTouches() *store.KeyTouches { return &db.touches }
-
-// KeyCache is nil: every request reads its key, so that a key revoked through one
-// replica stops working on all of them at once (see store.DB.Authenticate).
-func (db *DB) KeyCache() *store.KeyCache { return nil }

@@ -460,8 +460,55 @@ CREATE TABLE fill_lists (
     updated_at  BIGINT NOT NULL
 );
 
--- migration 8: organizations' own vendor keys, and records kept for one organization
--- (the SQLite schema's migration 15)
+-- migration 8: API keys' changes announced to every replica
+-- Each replica keeps the valid keys it has read (store.KeyCache) while it listens on
+-- enrichd_keys; a revoke, a key deleted or moved, through any replica or psql, empties
+-- every replica's cache when its transaction commits. A key's last use (last_used_at),
+-- written a minute apart, announces nothing.
+CREATE FUNCTION api_keys_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('enrichd_keys', '');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER api_keys_changed AFTER UPDATE ON api_keys FOR EACH ROW
+    WHEN (OLD.revoked_at IS DISTINCT FROM NEW.revoked_at OR OLD.hash <> NEW.hash OR OLD.org_id <> NEW.org_id)
+    EXECUTE FUNCTION api_keys_changed();
+CREATE TRIGGER api_keys_deleted AFTER DELETE ON api_keys FOR EACH STATEMENT
+    EXECUTE FUNCTION api_keys_changed();
+
+-- migration 9: what the sources cost each organization, and their monthly budgets (the
+-- SQLite schema's migration 15)
+-- source_spend adds up, per organization, source, UTC day (day: its start, ms) and
+-- whose key the calls went out with (own_key 1: the organization's own vendor key),
+-- the asks by outcome, the requests sent upstream and the vendor credits they cost.
+-- source_budgets caps the vendor credits of a source a month: org_id '' is the
+-- installation's cap, over every organization's calls made with its keys.
+CREATE TABLE source_spend (
+    org_id    TEXT COLLATE "C" NOT NULL REFERENCES orgs(id),
+    source    TEXT COLLATE "C" NOT NULL,
+    day       BIGINT NOT NULL,
+    own_key   SMALLINT NOT NULL CHECK (own_key IN (0, 1)),
+    calls     BIGINT NOT NULL,
+    hits      BIGINT NOT NULL,
+    misses    BIGINT NOT NULL,
+    errors    BIGINT NOT NULL,
+    credits   BIGINT NOT NULL,
+    PRIMARY KEY (org_id, source, day, own_key)
+);
+-- an installation budget's month: the installation's keys' calls of one source, every
+-- organization's
+CREATE INDEX source_spend_installation ON source_spend(source, day) WHERE own_key = 0;
+
+CREATE TABLE source_budgets (
+    org_id           TEXT COLLATE "C" NOT NULL,
+    source           TEXT COLLATE "C" NOT NULL,
+    monthly_credits  BIGINT NOT NULL CHECK (monthly_credits > 0),
+    updated_at       BIGINT NOT NULL,
+    PRIMARY KEY (org_id, source)
+);
+
+-- migration 10: organizations' own vendor keys, and records kept for one organization
+-- (the SQLite schema's migration 16)
 CREATE TABLE org_source_keys (
     org_id          TEXT COLLATE "C" NOT NULL REFERENCES orgs(id),
     source          TEXT COLLATE "C" NOT NULL,

@@ -1,0 +1,178 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"enrichd/enrich"
+	"enrichd/enrich/source"
+	"enrichd/server"
+	"enrichd/store"
+
+	"github.com/matryer/is"
+)
+
+// fakeCompanyVendor serves one vendor's company-by-domain call in its published shape
+// for every domain but those starting with "missing", and counts what it was asked.
+type fakeCompanyVendor struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	asks []string // the domains asked, in order
+}
+
+func newFakeCompanyVendor(t *testing.T, path string, answer func(domain string) any) *fakeCompanyVendor {
+	f := &fakeCompanyVendor{}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		domain := r.URL.Query().Get("website") + r.URL.Query().Get("domain")
+		f.mu.Lock()
+		f.asks = append(f.asks, domain)
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path != path || strings.HasPrefix(domain, "missing") {
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"status": 404, "error": {"type": "not_found", "message": "No records were found matching your request"}}`))
+			return
+		}
+		json.NewEncoder(w).Encode(answer(domain))
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeCompanyVendor) asked() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.asks...)
+}
+
+// withPDLAndApollo puts the real PDL and Apollo adapters, in that order, on fake
+// vendors that know every company.
+func withPDLAndApollo(t *testing.T) (func(*server.Config), *fakeCompanyVendor, *fakeCompanyVendor) {
+	pdl := newFakeCompanyVendor(t, "/v5/company/enrich", func(d string) any {
+		return map[string]any{"status": 200, "likelihood": 8, "name": strings.TrimSuffix(d, ".com"), "display_name": strings.ToUpper(d[:1]) + d[1:],
+			"website": d, "employee_count": 120}
+	})
+	apollo := newFakeCompanyVendor(t, "/api/v1/organizations/enrich", func(d string) any {
+		return map[string]any{"organization": map[string]any{"id": "5e66b6381e05b4008c8331b8", "name": strings.ToUpper(d[:1]) + d[1:],
+			"primary_domain": d, "industry": "information technology & services"}}
+	})
+	return func(c *server.Config) {
+		p, err := source.NewPDL(source.VendorConfig{APIKey: "pdl-key-budget-test", BaseURL: pdl.srv.URL, Rate: 1000, Burst: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := source.NewApollo(source.VendorConfig{APIKey: "apollo-key-budget-test", BaseURL: apollo.srv.URL, Rate: 1000, Burst: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Sources = append(c.Sources, p, a)
+	}, pdl, apollo
+}
+
+// enrichDomain enriches a domain with key and waits for the task to settle.
+func (e *env) enrichDomain(key, domain string) *response {
+	e.t.Helper()
+	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": domain}, "Authorization", "Bearer "+key)
+	if r.status != 202 && r.status != 200 {
+		e.t.Fatalf("enrich %s: %d %s", domain, r.status, r.raw)
+	}
+	return e.waitSettled(r.str("task.id"), "Authorization", "Bearer "+key)
+}
+
+// taskSources is what the task says each source was asked.
+func (e *env) taskSources(orgID, id string) []enrich.SourceCall {
+	e.t.Helper()
+	task, err := e.db.GetTask(context.Background(), orgID, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var calls []enrich.SourceCall
+	if err := json.Unmarshal(task.Sources, &calls); err != nil {
+		e.t.Fatalf("the task's sources %s: %v", task.Sources, err)
+	}
+	return calls
+}
+
+func outcomes(calls []enrich.SourceCall) []string {
+	var out []string
+	for _, c := range calls {
+		s := c.Name + ":" + c.Outcome
+		if c.Reason != "" {
+			s += "/" + c.Reason
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Through the real handler and workers: each vendor ask is counted against the
+// organization whose task made it, by the vendor's price, and kept across a restart; a
+// source over the organization's budget is skipped (outcome skipped, reason budget)
+// and the next one asked; another organization's tasks still go to it.
+func TestWaterfallSkipsASourceOverBudgetAndAsksTheNext(t *testing.T) {
+	is := is.New(t)
+	vendors, pdl, apollo := withPDLAndApollo(t)
+	e := newEnv(t, vendors)
+	otherKey, otherID := e.newOrg("other", 10)
+	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "pdl", 1))
+	e.startWorkers()
+
+	first := e.enrichDomain(e.key, "initech.com")
+	is.Equal(first.str("task.status"), "succeeded")
+	is.Equal(outcomes(e.taskSources(e.orgID, first.str("task.id"))),
+		[]string{"fake-network:miss", "dataset:miss", "pdl:hit", "apollo:skipped/filled"})
+
+	second := e.enrichDomain(e.key, "globex.com")
+	is.Equal(second.str("task.status"), "succeeded")
+	is.Equal(outcomes(e.taskSources(e.orgID, second.str("task.id"))),
+		[]string{"fake-network:miss", "dataset:miss", "pdl:skipped/budget", "apollo:hit"})
+	is.Equal(pdl.asked(), []string{"initech.com"}) // never asked past the budget
+	is.Equal(apollo.asked(), []string{"globex.com"})
+
+	theirs := e.enrichDomain(otherKey, "hooli.com") // acme's budget is acme's
+	is.Equal(outcomes(e.taskSources(otherID, theirs.str("task.id")))[2], "pdl:hit")
+
+	check := func() {
+		_, mine, _ := e.sourcesOf(e.key)
+		is.Equal(mine["pdl"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
+		is.Equal(mine["apollo"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
+		is.Equal(*mine["pdl"].Budget.Remaining, int64(0))
+		_, other, _ := e.sourcesOf(otherKey)
+		is.Equal(other["pdl"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
+		is.Equal(other["apollo"].SourceUse, store.SourceUse{})
+	}
+	check()
+	e.restart()
+	check()
+}
+
+// A task no source could answer because every priced one is over its budget fails
+// provider_unavailable, saying so, and is refunded; no vendor is called.
+func TestWaterfallAllSourcesOverBudgetFailsRefunded(t *testing.T) {
+	is := is.New(t)
+	vendors, pdl, apollo := withPDLAndApollo(t)
+	e := newEnv(t, vendors, func(c *server.Config) { c.SourceBudgets = map[string]int64{"pdl": 5, "apollo": 5} })
+	ctx := context.Background()
+	is.NoErr(e.db.AddSourceSpend(ctx, e.orgID, "pdl", false, e.clock.Now(), store.SourceUse{Calls: 5, Hits: 5, Credits: 5}))
+	is.NoErr(e.db.AddSourceSpend(ctx, e.orgID, "apollo", false, e.clock.Now(), store.SourceUse{Calls: 5, Hits: 5, Credits: 5}))
+	before := e.balance("acme")
+	e.startWorkers()
+
+	done := e.enrichDomain(e.key, "initech.com")
+	is.Equal(done.str("task.status"), "failed")
+	is.Equal(done.str("error.code"), "provider_unavailable")
+	is.True(strings.Contains(done.str("error.message"), "budget"))
+	is.True(strings.Contains(done.str("error.message"), "pdl, apollo"))
+	is.Equal(outcomes(e.taskSources(e.orgID, done.str("task.id"))),
+		[]string{"fake-network:miss", "dataset:miss", "pdl:skipped/budget", "apollo:skipped/budget"})
+	is.Equal(len(pdl.asked()), 0)
+	is.Equal(len(apollo.asked()), 0)
+	is.Equal(e.balance("acme").Balance, before.Balance) // refunded
+	_, by, _ := e.sourcesOf(e.key)
+	is.Equal(by["pdl"].Credits, int64(5)) // nothing added
+}

@@ -1,0 +1,62 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"enrichd/enrich"
+	"enrichd/server"
+	"enrichd/store"
+
+	"github.com/matryer/is"
+)
+
+// searchVendor is a vendor that only searches staff, at 10 vendor credits a search (as
+// Enrich Layer bills), listing the fake network's staff.
+type searchVendor struct {
+	net      *fakeNetwork
+	searches atomic.Int64
+}
+
+func (v *searchVendor) Name() string          { return "searcher" }
+func (v *searchVendor) Prices() enrich.Prices { return enrich.Prices{StaffSearch: 10} }
+func (v *searchVendor) CompanyByDomain(context.Context, string) (*enrich.Company, error) {
+	return nil, fmt.Errorf("searcher: %w", enrich.ErrNotFound)
+}
+func (v *searchVendor) CompanyByURL(context.Context, string) (*enrich.Company, error) {
+	return nil, fmt.Errorf("searcher: %w", enrich.ErrNotFound)
+}
+func (v *searchVendor) PersonByURL(context.Context, string) (*enrich.Person, error) {
+	return nil, fmt.Errorf("searcher: %w", enrich.ErrNotFound)
+}
+func (v *searchVendor) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+	v.searches.Add(1)
+	enrich.TallyOf(ctx).Call()
+	enrich.TallyOf(ctx).Charge(10)
+	return v.net.SearchStaff(ctx, q)
+}
+
+// An email lookup's staff searches are held to the budgets and counted in the
+// organization's spend like every other ask: the search is recorded with its 10
+// credits, and once the month's credits reach the cap the vendor is not asked again.
+func TestEmailStaffSearchesAreBudgeted(t *testing.T) {
+	is := is.New(t)
+	vendor := &searchVendor{}
+	e := newEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, vendor) })
+	vendor.net = e.net
+	acmeNetwork(e)
+	e.startWorkers()
+
+	e.emailLookup("jane.smith@acme.com")
+	is.Equal(vendor.searches.Load(), int64(1))
+	_, by, _ := e.sourcesOf(e.key)
+	is.Equal(by["searcher"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 10})
+
+	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "searcher", 10))
+	e.emailLookup("john.smith@acme.com")
+	is.Equal(vendor.searches.Load(), int64(1)) // over its budget: not asked
+	_, by, _ = e.sourcesOf(e.key)
+	is.Equal(by["searcher"].Credits, int64(10))
+}

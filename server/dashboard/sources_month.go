@@ -1,0 +1,114 @@
+package dashboard
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/server"
+	"enrichd/store"
+)
+
+// sourceCard is one source on the Sources page: GET /v1/sources' figures for the
+// signed-in organization, and a chart of its vendor credits per day of the month.
+type sourceCard struct {
+	server.SourceReport
+	Position int
+	Asks     int64  // hits, misses and errors
+	USDText  string // the month in USD, "$1.20", where a credit's price is set
+	Chart    spendChart
+}
+
+// newCreditsChart lays out a source's vendor credits per day, from the month's first
+// day to today, as the overview's chart of credits spent.
+func newCreditsChart(days []server.SourceDay, month, today time.Time) spendChart {
+	by := map[string]int64{}
+	for _, d := range days {
+		by[d.Day] = d.Credits
+	}
+	c := spendChart{Width: 720, Height: 140, Top: 16, Bottom: 24}
+	var n int
+	for d := month; !d.After(today); d = d.AddDate(0, 0, 1) {
+		n++
+	}
+	if n == 0 {
+		return c
+	}
+	for d := month; !d.After(today); d = d.AddDate(0, 0, 1) {
+		c.Max = max(c.Max, by[d.Format(time.DateOnly)])
+		c.Total += by[d.Format(time.DateOnly)]
+	}
+	left := 36.0
+	slot := (c.Width - left) / float64(n)
+	plot := c.Height - c.Top - c.Bottom
+	i := 0
+	for d := month; !d.After(today); d = d.AddDate(0, 0, 1) {
+		v := by[d.Format(time.DateOnly)]
+		h := 0.0
+		if c.Max > 0 {
+			h = plot * float64(v) / float64(c.Max)
+		}
+		if v > 0 {
+			h = max(h, 1)
+		}
+		x := left + float64(i)*slot
+		c.Bars = append(c.Bars, chartBar{X: x + 1, Y: c.Top + plot - h, W: max(slot-2, 1), H: h,
+			Title: d.Format("Mon Jan 2") + ": " + strconv.FormatInt(v, 10) + " vendor credits"})
+		if (n-1-i)%7 == 0 {
+			c.Ticks = append(c.Ticks, chartTick{X: min(x+slot/2, c.Width-tickHalfWidth), Label: d.Format("Jan 2")})
+		}
+		i++
+	}
+	return c
+}
+
+// fillSummary is one object type's fill list as the Sources page names it.
+type fillSummary struct {
+	Object string
+	Fields []string
+	Own    bool // the organization's own list; else the server's default
+}
+
+// handleSourcesPage shows each source in the order it is asked: this month's calls,
+// hit rate and vendor credits with a chart per day, its budgets and what is left, and
+// whose key it uses; and the fill lists the waterfall works to.
+func handleSourcesPage(s *Dashboard) http.Handler {
+	type data struct {
+		Month   string
+		Sources []sourceCard
+		Fill    []fillSummary
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u := dashUser(r)
+		rep, err := s.srv.Sources(r.Context(), u.OrgID)
+		if err != nil {
+			s.dashError(w, r, err)
+			return
+		}
+		now := s.db.Now().UTC()
+		month, today := store.MonthStart(now), store.DayStart(now)
+		d := data{Month: month.Format("January 2006")}
+		for i, src := range rep.Sources {
+			card := sourceCard{SourceReport: src, Position: i + 1,
+				Asks: src.Hits + src.Misses + src.Errors, Chart: newCreditsChart(src.Days, month, today)}
+			if src.USD != nil {
+				card.USDText = "$" + strconv.FormatFloat(*src.USD, 'f', 2, 64)
+			}
+			d.Sources = append(d.Sources, card)
+		}
+		own, err := s.db.OrgFillLists(r.Context(), u.OrgID)
+		if err != nil {
+			s.dashError(w, r, err)
+			return
+		}
+		for _, object := range []string{enrich.ObjectCompany, enrich.ObjectPerson} {
+			f := fillSummary{Object: object, Fields: own.For(object), Own: own.For(object) != nil}
+			if !f.Own {
+				f.Fields = s.srv.Config().Fill.For(object)
+			}
+			d.Fill = append(d.Fill, f)
+		}
+		s.render(w, r, http.StatusOK, "sources_month", view{Title: "Sources", Section: "spend", Notice: notice(r), Data: d})
+	})
+}

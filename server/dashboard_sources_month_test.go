@@ -1,0 +1,57 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"enrichd/enrich"
+	"enrichd/server"
+	"enrichd/store"
+
+	"github.com/matryer/is"
+)
+
+// The Sources page shows every source in the order it is asked, with the signed-in
+// organization's month: asks and calls, hit rate, vendor credits (in USD where priced)
+// with a bar a day, budgets and what is left, and whose key it uses; another
+// organization's spend is not on it.
+func TestDashboardSourcesMonthPage(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl"), func(c *server.Config) {
+		c.CreditUSD = map[string]float64{"pdl": 0.1}
+		c.Fill = enrich.FillLists{Person: []string{"about"}}
+	})
+	ctx := context.Background()
+	_, otherID := e.newOrg("other", 10)
+	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 50))
+	company := []string{"slogan", "employee_count"}
+	is.NoErr(e.db.SetFillLists(ctx, e.orgID, store.FillUpdate{Company: &company}))
+	for range 3 {
+		e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 4})
+	}
+	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
+	e.ask(otherID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 999})
+
+	for _, role := range []string{"admin", "viewer"} {
+		p := e.signIn("acme", role).get("/dashboard/sources")
+		is.Equal(p.status, http.StatusOK)
+		is.True(p.has(`<a href="/dashboard/sources" aria-current="page">Sources</a>`))
+		is.True(p.has(`<dt>company</dt><dd><code>slogan</code>, <code>employee_count</code> <span class="muted">(your organization's list)</span>`))
+		is.True(p.has(`<dt>person</dt><dd><code>about</code> <span class="muted">(the server's default)</span>`))
+		// In order: the fake network, the dataset, pdl.
+		i, j, k := strings.Index(p.body, `id="source-fake-network"`), strings.Index(p.body, `id="source-dataset"`), strings.Index(p.body, `id="source-pdl"`)
+		is.True(i > 0 && i < j && j < k)
+		pdl := p.body[k:]
+		is.True(strings.Contains(pdl, `<div class="n">4</div><div class="label">4 calls upstream</div>`))
+		is.True(strings.Contains(pdl, `<div class="n">75%</div>`))
+		is.True(strings.Contains(pdl, `<div class="n">12</div><div class="label">$1.20</div>`))
+		is.True(strings.Contains(pdl, `<div class="n">38</div><div class="label">credits left</div>`))
+		is.True(strings.Contains(pdl, `50 a month for your organization`))
+		is.True(strings.Contains(pdl, `<dt>Key</dt><dd>the installation`))
+		is.True(strings.Contains(pdl, `12 vendor credits</title>`)) // today's bar
+		is.True(!p.has(">999<") && !p.has("999 vendor credits"))    // the other organization's
+		is.True(strings.Contains(p.body[j:k], "takes no key"))
+	}
+}

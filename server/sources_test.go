@@ -1,0 +1,226 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+
+	"enrichd/enrich"
+	"enrichd/server"
+	"enrichd/store"
+
+	"github.com/matryer/is"
+)
+
+// keyedSource is a vendor source as GET /v1/sources sees one: it takes an API key.
+type keyedSource struct {
+	enrich.Source
+	name string
+}
+
+func (k keyedSource) Name() string          { return k.name }
+func (k keyedSource) KeyEnv() string        { return "TEST_" + k.name + "_KEY" }
+func (k keyedSource) Prices() enrich.Prices { return enrich.Prices{} }
+
+// withPricedVendors adds priced, keyed sources after the fake network and the dataset.
+func withPricedVendors(names ...string) func(*server.Config) {
+	return func(c *server.Config) {
+		for _, n := range names {
+			c.Sources = append(c.Sources, keyedSource{Source: newFakeNetwork(), name: n})
+		}
+	}
+}
+
+// ask is one ask of a source, as the pipeline makes it: admitted, then recorded.
+func (e *env) ask(org string, call enrich.SourceCall) string {
+	e.t.Helper()
+	ctx := context.Background()
+	if skip := e.srv.Spend().Admit(ctx, org, call.Name, call.OwnKey); skip != "" {
+		return skip
+	}
+	e.srv.Spend().Spent(ctx, org, call)
+	return ""
+}
+
+// sourcesOf reads GET /v1/sources with key, by source name.
+func (e *env) sourcesOf(key string) (month string, by map[string]server.SourceReport, order []string) {
+	e.t.Helper()
+	r := e.do("GET", "/v1/sources", nil, "Authorization", "Bearer "+key)
+	if r.status != 200 {
+		e.t.Fatalf("GET /v1/sources: %d %s", r.status, r.raw)
+	}
+	var rep server.SourcesReport
+	if err := json.Unmarshal(r.raw, &rep); err != nil {
+		e.t.Fatal(err)
+	}
+	by = map[string]server.SourceReport{}
+	for _, s := range rep.Sources {
+		by[s.Name] = s
+		order = append(order, s.Name)
+	}
+	return rep.Month, by, order
+}
+
+// Each ask of a source is counted against the organization whose task made it, per
+// source and day, in the database: GET /v1/sources shows the key's organization its
+// own figures, in the order of the sources, in money where a credit's price is set,
+// the same after a restart.
+func TestSourcesSpendPerOrganizationSurvivesARestart(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl", "enrichlayer"), func(c *server.Config) {
+		c.CreditUSD = map[string]float64{"pdl": 0.25}
+	})
+	otherKey, otherID := e.newOrg("other", 10)
+	for range 3 {
+		is.Equal(e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}), "")
+	}
+	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
+	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeError, VendorCalls: 3})
+	e.ask(e.orgID, enrich.SourceCall{Name: "enrichlayer", Outcome: enrich.OutcomeHit, VendorCalls: 2, Credits: 13})
+	e.ask(otherID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
+
+	check := func() {
+		month, by, order := e.sourcesOf(e.key)
+		is.Equal(month, store.MonthStart(e.clock.Now()).Format("2006-01"))
+		is.Equal(order, []string{"fake-network", "dataset", "pdl", "enrichlayer"})
+		pdl := by["pdl"]
+		is.Equal(pdl.SourceUse, store.SourceUse{Calls: 7, Hits: 3, Misses: 1, Errors: 1, Credits: 3})
+		is.Equal(*pdl.CreditUSD, 0.25)
+		is.Equal(*pdl.USD, 0.75)
+		is.Equal(len(pdl.Days), 1)
+		is.Equal(pdl.Days[0].Day, e.clock.Now().UTC().Format("2006-01-02"))
+		is.Equal(pdl.Key, server.SourceKey{Owner: server.KeyOwnerInstallation})
+		is.Equal(pdl.Budget, server.SourceBudget{})
+		is.Equal(by["enrichlayer"].SourceUse, store.SourceUse{Calls: 2, Hits: 1, Credits: 13})
+		is.True(by["enrichlayer"].USD == nil) // no price set
+		is.Equal(by["dataset"].Key, server.SourceKey{Owner: server.KeyOwnerNone})
+		is.Equal(by["dataset"].SourceUse, store.SourceUse{})
+
+		_, theirs, _ := e.sourcesOf(otherKey)
+		is.Equal(theirs["pdl"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
+		is.Equal(theirs["enrichlayer"].SourceUse, store.SourceUse{})
+	}
+	check()
+	e.restart()
+	check()
+}
+
+// An ask that sent nothing upstream and cost nothing (the dataset's) writes nothing.
+func TestSourcesAFreeAskWritesNothing(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.ask(e.orgID, enrich.SourceCall{Name: "dataset", Outcome: enrich.OutcomeHit})
+	_, by, _ := e.sourcesOf(e.key)
+	is.Equal(by["dataset"].SourceUse, store.SourceUse{})
+}
+
+// A source whose month reached the organization's cap is refused for it, and for no
+// other; the installation's cap (the lower of the database's and the flag's) binds
+// the installation's keys, not an organization's own; a cap cleared admits again.
+func TestSourcesBudgetsRefuseAtTheCap(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl"), func(c *server.Config) { c.SourceBudgets = map[string]int64{"pdl": 10} })
+	ctx := context.Background()
+	_, otherID := e.newOrg("other", 10)
+	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 3))
+	paid := enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}
+	for range 3 {
+		is.Equal(e.ask(e.orgID, paid), "")
+	}
+	is.Equal(e.ask(e.orgID, paid), enrich.ReasonBudget)
+	_, by, _ := e.sourcesOf(e.key)
+	is.Equal(*by["pdl"].Budget.Organization, int64(3))
+	is.Equal(*by["pdl"].Budget.Installation, int64(10))
+	is.Equal(*by["pdl"].Budget.Remaining, int64(0))
+	is.Equal(by["pdl"].Hits, int64(3)) // the refused ask was not counted
+
+	// Another organization goes on, up to the installation's cap of 10 in all.
+	for range 7 {
+		is.Equal(e.ask(otherID, paid), "")
+	}
+	is.Equal(e.ask(otherID, paid), enrich.ReasonBudget)
+	// Its own key spends its own account: the installation's cap does not bind it.
+	own := paid
+	own.OwnKey = true
+	is.Equal(e.ask(otherID, own), "")
+
+	// A lower cap in the database binds before the flag's; clearing it leaves the flag's.
+	is.NoErr(e.db.SetSourceBudget(ctx, "", "pdl", 12))
+	is.Equal(e.ask(otherID, paid), enrich.ReasonBudget)
+	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 0))
+	is.Equal(e.ask(e.orgID, paid), enrich.ReasonBudget) // now the installation's 10 binds
+}
+
+// Asks in flight count against the cap: as many are admitted at once as the cap
+// leaves, never more, and each recorded releases its place.
+func TestSourcesBudgetCountsAsksInFlight(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl"))
+	ctx := context.Background()
+	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 5))
+	spend := e.srv.Spend()
+	var mu sync.Mutex
+	admitted := 0
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if spend.Admit(ctx, e.orgID, "pdl", false) == "" {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	is.Equal(admitted, 5)
+	// Each comes back having cost nothing (a miss): the places are free again.
+	for range admitted {
+		spend.Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
+	}
+	is.Equal(spend.Admit(ctx, e.orgID, "pdl", false), "")
+}
+
+// The month's credits are the database's: a second server on the same database (a
+// replica) refuses once the first has spent the cap.
+func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl"))
+	ctx := context.Background()
+	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 4))
+	replica := server.New(e.db, e.cfg)
+	for range 4 {
+		is.Equal(e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}), "")
+	}
+	is.Equal(replica.Spend().Admit(ctx, e.orgID, "pdl", false), enrich.ReasonBudget)
+}
+
+// /metrics counts each source's asks by outcome, its vendor credits and the asks its
+// budget refused.
+func TestSourcesMetrics(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl"))
+	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 2})
+	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
+	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "pdl", 2))
+	is.Equal(e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 2}), enrich.ReasonBudget)
+	r := e.do("GET", "/metrics", nil)
+	is.Equal(r.status, 200)
+	for series, want := range map[string]int{
+		`enrichd_source_asks_total{source="pdl",outcome="hit"}`:      1,
+		`enrichd_source_asks_total{source="pdl",outcome="miss"}`:     1,
+		`enrichd_source_vendor_credits_total{source="pdl"}`:          2,
+		`enrichd_source_skipped_total{source="pdl",reason="budget"}`: 1,
+	} {
+		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindSubmatch(r.raw)
+		if m == nil {
+			t.Fatalf("%s missing from /metrics", series)
+		}
+		got, _ := strconv.Atoi(string(m[1]))
+		is.Equal(got, want)
+	}
+}
