@@ -610,3 +610,28 @@ CREATE TABLE source_budgets (
     updated_at       INTEGER NOT NULL,
     PRIMARY KEY (org_id, source)
 ) WITHOUT ROWID;
+
+-- migration 16: organizations' own vendor keys, and records kept for one organization
+-- An organization's own API key for a vendor source, sealed with AES-256-GCM under the
+-- installation's secret key file (package secret), never in clear. key_id names the
+-- key file it was sealed under, so a database restored without it says so. last4 is
+-- all that is ever shown of it. failing_at is set when the vendor refused it (401,
+-- 402, 403), with the vendor's words; setting a key again clears it. generation grows
+-- with each set, so a refusal of an older key never marks a newer one.
+CREATE TABLE org_source_keys (
+    org_id          TEXT NOT NULL REFERENCES orgs(id),
+    source          TEXT NOT NULL,
+    sealed          TEXT NOT NULL,
+    key_id          TEXT NOT NULL,
+    last4           TEXT NOT NULL,
+    allow_fallback  INTEGER NOT NULL,
+    generation      INTEGER NOT NULL,
+    failing_at      INTEGER,
+    failing_reason  TEXT,
+    updated_at      INTEGER NOT NULL,
+    PRIMARY KEY (org_id, source)
+) WITHOUT ROWID;
+-- A record fetched with an organization's own key is that organization's alone: its
+-- keys are under the origin 'store:<org id>' rather than 'store', and org_id says
+-- whose it is. NULL: fetched with the installation's keys, served to everyone.
+ALTER TABLE records ADD COLUMN org_id TEXT REFERENCES orgs(id);

@@ -152,6 +152,8 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		// Its own fill list for companies, the default for people.
 		fill := []string{"slogan", "employee_count"}
 		is.NoErr(db.SetFillLists(ctx, org, store.FillUpdate{Company: &fill}))
+		// Its own vendor key, sealed as set-key stores it.
+		is.NoErr(db.SetSourceKey(ctx, org, "pdl", "c2VhbGVkIGtleQ==", "0a1b2c3d", "…wxyz", true))
 		// What its sources cost, with either key, and its budget.
 		is.NoErr(db.AddSourceSpend(ctx, org, "pdl", false, db.Now(), store.SourceUse{Calls: 3, Hits: 2, Misses: 1, Credits: 2}))
 		is.NoErr(db.AddSourceSpend(ctx, org, "pdl", true, db.Now(), store.SourceUse{Calls: 1, Hits: 1, Credits: 1}))

@@ -91,6 +91,10 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			defer db.Close()
+			if cfg.Secrets, err = openSecrets(cmd, logger); err != nil {
+				return err
+			}
+			warnSealedElsewhere(cmd.Context(), db, cfg.Secrets, logger)
 			for i, s := range cfg.Sources {
 				if s == nil {
 					cfg.Sources[i] = db.Dataset()
@@ -133,6 +137,7 @@ func newServeCommand() *cobra.Command {
 	f.Int("readers", store.DefaultReaders(), "database connections for reads: one a core, from 2 to 16, unless given")
 	addOpsFlags(f, def)
 	addSourceFlags(f)
+	addSecretKeyFlag(f)
 	addHTTPFlags(f, def.HTTP)
 	return cmd
 }

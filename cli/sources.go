@@ -138,7 +138,7 @@ type fillRow struct {
 }
 
 func newSourcesCommand() *cobra.Command {
-	sources := &cobra.Command{Use: "sources", Short: "Configure how the sources answer an organization's tasks"}
+	sources := &cobra.Command{Use: "sources", Short: "Configure how the sources answer an organization's tasks: fill lists, its own vendor keys"}
 	fill := listCommand(&cobra.Command{
 		Use:   "fill",
 		Short: "Set or show the fields the sources are asked in turn to fill for an organization",
@@ -202,6 +202,7 @@ Person fields: ` + strings.Join(enrich.PersonFields, ", "),
 	fill.Flags().String("company", "", "company fields to fill, comma-separated; '' goes back to the server's default")
 	fill.Flags().String("person", "", "person fields to fill, comma-separated; '' goes back to the server's default")
 	sources.AddCommand(fill, newSourcesBudgetCommand())
+	addSourceKeyCommands(sources)
 	return sources
 }
 

@@ -369,6 +369,19 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 	listedBy := map[string]string{} // the source whose search listed a hit first
 	s := staffSearch{listed: map[string]bool{}}
 	for _, src := range p.Sources {
+		if p.Keys != nil {
+			// The search is made with the organization's own key where it has one; its
+			// hits are only leads, retrieved through Enrich, which keeps the trace.
+			use, _, skip := p.Keys.For(ctx, OrgOf(ctx), src)
+			if skip != "" {
+				if _, ok := src.(StaffSearcher); ok {
+					s.searchers++
+					s.unavailable = true
+				}
+				continue
+			}
+			src = use
+		}
 		ss, ok := src.(StaffSearcher)
 		if !ok {
 			continue

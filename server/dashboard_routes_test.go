@@ -41,6 +41,9 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 		"loops":         acmeLoop,
 		"deliveries":    e.testDelivery(acmeLoop),
 		"settings/keys": e.keyByPrefix("acme", e.key).ID,
+		// A source is no organization's object: one this server does not ask with a
+		// key is not found, whoever asks.
+		"settings/sources": "pdl",
 	}
 	otherKey, _ := e.newOrg("other", 100)
 	asOther := []string{"Authorization", "Bearer " + otherKey}
@@ -71,12 +74,13 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 		t.Fatalf("other's task: %d %s", r.status, r.raw)
 	}
 	other := map[string]string{
-		"tasks":         r.str("task.id"),
-		"loops":         otherLoop,
-		"deliveries":    otherDelivery,
-		"settings/keys": e.keyByPrefix("other", otherKey).ID,
-		"watches":       otherWatch,
-		"batches":       otherBatch,
+		"tasks":            r.str("task.id"),
+		"loops":            otherLoop,
+		"deliveries":       otherDelivery,
+		"settings/keys":    e.keyByPrefix("other", otherKey).ID,
+		"settings/sources": "apollo",
+		"watches":          otherWatch,
+		"batches":          otherBatch,
 	}
 	e.clock.Add(time.Hour) // a change to other's objects would show in their times
 	otherBefore := e.otherState(otherKey, otherLoop, other["tasks"])
@@ -151,7 +155,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 
 			if hasID {
 				// Another organization's object, or no object at all, is not found.
-				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope", "watches": "nope", "batches": "nope"}} {
+				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope", "settings/sources": "nope", "watches": "nope", "batches": "nope"}} {
 					target, _ := withID(t, path, ids)
 					var p *webPage
 					if method == http.MethodGet {

@@ -65,6 +65,8 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	//   GET  /dashboard/sources
 	//   GET  /dashboard/settings/sources
 	//   POST /dashboard/settings/sources
+	//   POST /dashboard/settings/sources/:id
+	//   POST /dashboard/settings/sources/:id/clear
 	//   GET  /dashboard/credits
 	//   GET  /dashboard/credits.csv
 	//   GET  /dashboard/tasks

@@ -20,6 +20,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/netguard"
+	"enrichd/secret"
 	"enrichd/store"
 	"enrichd/webhook"
 
@@ -30,6 +31,12 @@ import (
 
 // Config is how the service behaves. Zero values take the defaults of DefaultConfig.
 type Config struct {
+	// Secrets opens the organizations' own vendor keys (package secret); nil when
+	// serve has no secret key file, and then no organization's own key is used.
+	Secrets *secret.Box
+	// OrgKeyRefresh is how long what was read of an organization's own key is used
+	// before it is read again; OrgKeyRefresh (5 s) when 0.
+	OrgKeyRefresh time.Duration
 	Workers       int           // task workers
 	TaskTTL       time.Duration // a task unsettled this long after creation fails as timed_out
 	MaxBacklog    int64         // queued tasks an organization may have
@@ -290,12 +297,17 @@ func New(db *store.DB, cfg Config) *Server {
 	m := newServerMetrics()
 	db.SetLogger(cfg.Logger) // the store reports storage failures there
 	spend := newSpendKeeper(db, cfg.Logger, m, cfg.SourceBudgets, cfg.Sources)
+	keys := newOrgKeys(db, cfg.Secrets, cfg.Logger, cfg.OrgKeyRefresh)
+	if cfg.KeyInfos == nil {
+		cfg.KeyInfos = keys
+	}
 	s := &Server{
 		cfg:  cfg,
 		db:   db,
 		norm: enrich.Normalizer{NetworkHost: cfg.NetworkHost},
 		pipeline: &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger, Held: db.Held(),
-			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, Now: func() time.Time { return db.Now() }, Spend: spend},
+			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, Now: func() time.Time { return db.Now() }, Spend: spend,
+			Keys: keys},
 		spend:     spend,
 		log:       cfg.Logger,
 		ipLimits:  newLimiter(cfg.RateIP),

@@ -327,7 +327,7 @@ func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result,
 	if taskErr != nil {
 		out = store.Outcome{Err: taskErr, Trace: enrich.Trace{Sources: tr.Sources}}
 		if (taskErr.Code == enrich.CodeProviderUnavailable || taskErr.Code == enrich.CodeNotFound) && c.WatchID == nil {
-			stored, prov, err := s.db.FindStoredWithProvenance(ctx, c.Input)
+			stored, prov, err := s.db.FindStoredFor(ctx, c.OrgID, c.Input)
 			if err != nil {
 				s.log.Error("reading the stored record", "task", c.TaskID, "err", err)
 			}

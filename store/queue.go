@@ -44,8 +44,9 @@ type Outcome struct {
 	// address is not remembered as theirs, and what was gathered for it stays.
 	TieBroken bool
 	// Trace is what the sources were asked and where the result's fields came from:
-	// the task keeps both, and a fetched result is stored with its provenance (unless
-	// it is Private: then it is not stored at all). A stored record served because its
+	// the task keeps both, and a fetched result is stored with its provenance. One
+	// that is Private (a field came from the organization's own vendor key) is kept
+	// in the store for that organization alone. A stored record served because its
 	// refresh failed carries the provenance it was stored with.
 	Trace enrich.Trace
 }
@@ -237,7 +238,11 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 			if at.IsZero() {
 				at = now
 			}
-			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, !out.Trace.Private, provenance, at, now); err != nil {
+			owner := ""
+			if out.Trace.Private {
+				owner = c.OrgID
+			}
+			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, owner, provenance, at, now); err != nil {
 				return true, err
 			}
 		}

@@ -274,12 +274,12 @@ func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAn
 	var rec *StoredRecord
 	if nt.Fail == nil {
 		var err error
-		if rec, err = findRecord(ctx, tx, OriginStore, RecordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
+		if rec, err = findStoredFor(ctx, tx, nt.OrgID, RecordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
 			return nil, err
 		}
 	}
 	if rec != nil && nt.Input.Lookup == enrich.LookupEmail {
-		if ok, err := stillEmployed(ctx, tx, rec, nt.Input.Target, now, nt.Freshness); err != nil || !ok {
+		if ok, err := stillEmployed(ctx, tx, nt.OrgID, rec, nt.Input.Target, now, nt.Freshness); err != nil || !ok {
 			rec = nil // the workers resolve the address afresh
 			if err != nil {
 				return nil, err
@@ -370,7 +370,7 @@ func (db *DB) answerAhead(ctx context.Context, nt NewTask) *storedAnswer {
 	if a := db.answers.get(nt.Input); a != nil {
 		return a
 	}
-	rec, err := findRecord(ctx, db.Reader(), OriginStore, RecordKey(nt.Input.Lookup, nt.Input.Target))
+	rec, err := findStoredFor(ctx, db.Reader(), nt.OrgID, RecordKey(nt.Input.Lookup, nt.Input.Target))
 	if err != nil || rec == nil || db.now().Sub(rec.LastEnriched) >= nt.Freshness {
 		return nil
 	}
@@ -388,7 +388,9 @@ const answerMemoSize = 1024
 
 // answerMemo keeps the latest store hits' answers by their input. An entry is only
 // ever a head start (see storedAnswer.answer), so one the store has moved past costs a
-// computation in the transaction and is replaced, never a wrong answer.
+// computation in the transaction and is replaced, never a wrong answer; nor another
+// organization's: the transaction compares it with the record it reads for the task's
+// own organization (findStoredFor).
 type answerMemo struct {
 	mu sync.Mutex
 	m  map[enrich.Input]*storedAnswer
@@ -438,13 +440,13 @@ func answerFrom(rec *StoredRecord, in enrich.Input) ([]byte, error) {
 // stillEmployed reports whether the person an address is on record for holds a
 // current position at the company behind its domain (as the store has it, or named
 // after the domain): only then may the address be answered inside the request.
-func stillEmployed(ctx context.Context, q Executor, person *StoredRecord, address string, now time.Time, freshness time.Duration) (bool, error) {
+func stillEmployed(ctx context.Context, q Executor, orgID string, person *StoredRecord, address string, now time.Time, freshness time.Duration) (bool, error) {
 	_, domain, err := enrich.SplitAddress(address)
 	if err != nil {
 		return false, nil
 	}
 	var company *enrich.Company
-	stored, err := findRecord(ctx, q, OriginStore, RecordKey(enrich.LookupDomain, domain))
+	stored, err := findStoredFor(ctx, q, orgID, RecordKey(enrich.LookupDomain, domain))
 	if err != nil {
 		return false, err
 	}

@@ -37,7 +37,19 @@ type VendorConfig struct {
 	NetworkHost string
 	Logger      *slog.Logger
 	Client      *http.Client // nil: a plain client with Timeout
+	// OwnKey says APIKey is an organization's own key (WithAPIKey), not the
+	// installation's: errors about it say so rather than naming the environment.
+	OwnKey bool
+	// OnKeyRefused, when set, is told each refusal of the key or its account
+	// (ErrKeyRefused), with the vendor's words and never the key: an organization's
+	// key is then marked failing.
+	OnKeyRefused func(reason string)
 }
+
+// ErrKeyRefused is a vendor's refusal of the API key itself (401), or of the account
+// behind it (402, 403: out of credits, or no access): asking again with the same key
+// will not help. Errors wrapping it wrap enrich.ErrUnavailable too.
+var ErrKeyRefused = errors.New("the vendor refused the API key")
 
 // EnrichLayerDefaults and PDLDefaults are what each vendor adapter runs with where its
 // VendorConfig leaves a field zero; serve's flags show them as their defaults.
@@ -54,9 +66,13 @@ var (
 // caller's deadline, a count of what it sent upstream, and the API key kept out of
 // every log line and error.
 type vendorAPI struct {
-	name      string // the source's name
-	keyEnv    string // where the operator puts the key, named in errors about it
-	key       string
+	name    string // the source's name
+	keyEnv  string // where the operator puts the key, named in errors about it
+	keyDesc string // the key as errors name it: "the key in PDL_API_KEY"
+	key     string
+	// cfg and def are what the adapter was built from, to build it again with another
+	// key (WithAPIKey).
+	cfg, def  VendorConfig
 	base      *url.URL
 	client    *http.Client
 	authorize func(*http.Request, string)
@@ -92,7 +108,10 @@ func newVendorAPI(name, keyEnv string, cfg VendorConfig, def VendorConfig, autho
 	v := &vendorAPI{
 		name:      name,
 		keyEnv:    keyEnv,
+		keyDesc:   "the key in " + keyEnv,
 		key:       strings.TrimSpace(cfg.APIKey),
+		cfg:       cfg,
+		def:       def,
 		base:      base,
 		client:    client,
 		authorize: authorize,
@@ -104,6 +123,9 @@ func newVendorAPI(name, keyEnv string, cfg VendorConfig, def VendorConfig, autho
 	}
 	if v.log == nil {
 		v.log = slog.Default()
+	}
+	if cfg.OwnKey {
+		v.keyDesc = "the organization's own key"
 	}
 	return v, nil
 }
@@ -231,11 +253,19 @@ func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []
 	case code == http.StatusNotFound || code == http.StatusGone:
 		return &upstreamError{err: fmt.Errorf("%s: %w", v.name, enrich.ErrNotFound)}
 	case code == http.StatusUnauthorized:
+		if v.cfg.OwnKey {
+			v.log.Warn("the upstream refused an organization's own API key", "source", v.name, "status", code)
+			return v.refused("%s refused %s (401): set a valid one (enrichd sources set-key)", v.name, v.keyDesc)
+		}
 		v.log.Error("the upstream refused the API key: set a valid one and restart", "source", v.name, "env", v.keyEnv, "status", code)
-		return v.failed(false, 0, "%s refused the API key in %s (401): set a valid key and restart enrichd", v.name, v.keyEnv)
+		return v.refused("%s refused the API key in %s (401): set a valid key and restart enrichd", v.name, v.keyEnv)
 	case code == http.StatusPaymentRequired || code == http.StatusForbidden:
-		v.log.Error("the upstream refused the request: the account behind the API key may be out of credits or lack access", "source", v.name, "env", v.keyEnv, "status", code)
-		return v.failed(false, 0, "%s refused the request (%d): the account of the key in %s is out of credits or lacks access: %s", v.name, code, v.keyEnv, v.problem(data))
+		if v.cfg.OwnKey {
+			v.log.Warn("the upstream refused a request made with an organization's own API key: its account may be out of credits or lack access", "source", v.name, "status", code)
+		} else {
+			v.log.Error("the upstream refused the request: the account behind the API key may be out of credits or lack access", "source", v.name, "env", v.keyEnv, "status", code)
+		}
+		return v.refused("%s refused the request (%d): the account of %s is out of credits or lacks access: %s", v.name, code, v.keyDesc, v.problem(data))
 	case code == http.StatusTooManyRequests && v.quotaSpent != nil && v.quotaSpent(resp.Header) != "":
 		why := v.quotaSpent(resp.Header)
 		v.log.Error("the upstream's request quota for the API key is used up", "source", v.name, "env", v.keyEnv, "status", code, "quota", why)
@@ -260,6 +290,17 @@ func (v *vendorAPI) failed(retryable bool, after time.Duration, format string, a
 	msg := v.redact(fmt.Sprintf(format, args...))
 	v.meter.fail(msg)
 	return &upstreamError{err: fmt.Errorf("%s: %w", msg, enrich.ErrUnavailable), retryable: retryable, retryAfter: after}
+}
+
+// refused is failed for a refusal of the key or its account: not retried, and
+// wrapping ErrKeyRefused.
+func (v *vendorAPI) refused(format string, args ...any) *upstreamError {
+	u := v.failed(false, 0, format, args...)
+	if v.cfg.OnKeyRefused != nil {
+		v.cfg.OnKeyRefused(v.redact(fmt.Sprintf(format, args...)))
+	}
+	u.err = fmt.Errorf("%w (%w)", u.err, ErrKeyRefused)
+	return u
 }
 
 // problem is the vendor's own words about a failure, short and without the key:

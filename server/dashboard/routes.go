@@ -31,6 +31,8 @@ func (s *Dashboard) Mount(r *httprouter.Router) {
 	r.Handler(http.MethodGet, "/dashboard/sources", s.dashPage("dashboard_sources", viewer, handleSourcesPage(s)))
 	r.Handler(http.MethodGet, "/dashboard/settings/sources", s.dashPage("dashboard_fill_lists", viewer, handleFillSettings(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/sources", s.dashPage("dashboard_set_fill_lists", admin, handleSetFillLists(s)))
+	r.Handler(http.MethodPost, "/dashboard/settings/sources/:id", s.dashPage("dashboard_set_source_key", admin, handleSetSourceKey(s)))
+	r.Handler(http.MethodPost, "/dashboard/settings/sources/:id/clear", s.dashPage("dashboard_clear_source_key", admin, handleClearSourceKey(s)))
 	r.Handler(http.MethodGet, "/dashboard/credits", s.dashPage("dashboard_credits", viewer, handleCredits(s)))
 	r.Handler(http.MethodGet, "/dashboard/credits.csv", s.dashPage("dashboard_credits_csv", viewer, handleCreditsCSV(s)))
 	r.Handler(http.MethodGet, "/dashboard/tasks", s.dashPage("dashboard_tasks", viewer, handleTaskList(s)))

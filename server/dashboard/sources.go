@@ -13,6 +13,8 @@ import (
 // sources are asked in turn to fill for the organization's tasks.
 type fillSettings struct {
 	Lists []fillListView
+	// Keys are the organization's own vendor keys, below the lists.
+	Keys sourceKeysData
 }
 
 // fillListView is one object type's list: every field it can name, which of them the
@@ -30,14 +32,18 @@ type fillField struct {
 }
 
 // renderFillSettings writes the page with the organization's lists as stored.
-func (s *Dashboard) renderFillSettings(w http.ResponseWriter, r *http.Request, status int, notice string) {
+func (s *Dashboard) renderFillSettings(w http.ResponseWriter, r *http.Request, status int, notice string, keys sourceKeysData) {
 	own, err := s.db.OrgFillLists(r.Context(), dashUser(r).OrgID)
 	if err != nil {
 		s.dashError(w, r, err)
 		return
 	}
 	defaults := s.srv.Config().Fill
-	var d fillSettings
+	d := fillSettings{Keys: keys}
+	if err := s.sourceKeys(r, &d.Keys); err != nil {
+		s.dashError(w, r, err)
+		return
+	}
 	for _, object := range []string{enrich.ObjectCompany, enrich.ObjectPerson} {
 		chosen := own.For(object)
 		l := fillListView{Object: object, Own: chosen != nil, Default: defaults.For(object)}
@@ -51,7 +57,7 @@ func (s *Dashboard) renderFillSettings(w http.ResponseWriter, r *http.Request, s
 
 func handleFillSettings(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.renderFillSettings(w, r, http.StatusOK, notice(r))
+		s.renderFillSettings(w, r, http.StatusOK, notice(r), sourceKeysData{})
 	})
 }
 

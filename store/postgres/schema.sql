@@ -506,3 +506,20 @@ CREATE TABLE source_budgets (
     updated_at       BIGINT NOT NULL,
     PRIMARY KEY (org_id, source)
 );
+
+-- migration 10: organizations' own vendor keys, and records kept for one organization
+-- (the SQLite schema's migration 16)
+CREATE TABLE org_source_keys (
+    org_id          TEXT COLLATE "C" NOT NULL REFERENCES orgs(id),
+    source          TEXT COLLATE "C" NOT NULL,
+    sealed          TEXT NOT NULL,
+    key_id          TEXT COLLATE "C" NOT NULL,
+    last4           TEXT NOT NULL,
+    allow_fallback  INTEGER NOT NULL,
+    generation      BIGINT NOT NULL,
+    failing_at      BIGINT,
+    failing_reason  TEXT,
+    updated_at      BIGINT NOT NULL,
+    PRIMARY KEY (org_id, source)
+);
+ALTER TABLE records ADD COLUMN org_id TEXT COLLATE "C" REFERENCES orgs(id);

@@ -85,4 +85,6 @@ var conformanceTests = []conformanceTest{
 	{"FillListsPerOrganization", testFillListsPerOrganization},
 	{"FillListRefusals", testFillListRefusals},
 	{"FillListsChangedAtOnce", testFillListsChangedAtOnce},
+	{"ARecordFetchedWithAnOrgsKeyIsServedToItAlone", testARecordFetchedWithAnOrgsKeyIsServedToItAlone},
+	{"SourceKeysSetFailAndClear", testSourceKeysSetFailAndClear},
 }
