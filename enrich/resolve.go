@@ -369,10 +369,11 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 	listedBy := map[string]string{} // the source whose search listed a hit first
 	s := staffSearch{listed: map[string]bool{}}
 	for _, src := range p.Sources {
+		own := false
 		if p.Keys != nil {
 			// The search is made with the organization's own key where it has one; its
 			// hits are only leads, retrieved through Enrich, which keeps the trace.
-			use, _, skip := p.Keys.For(ctx, OrgOf(ctx), src)
+			use, ownKey, skip := p.Keys.For(ctx, OrgOf(ctx), src)
 			if skip != "" {
 				if _, ok := src.(StaffSearcher); ok {
 					s.searchers++
@@ -380,7 +381,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 				}
 				continue
 			}
-			src = use
+			src, own = use, ownKey
 		}
 		ss, ok := src.(StaffSearcher)
 		if !ok {
@@ -390,7 +391,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if ctx.Err() != nil {
 			return nil, staffSearch{}, timedOut()
 		}
-		members, cutOff, skip, err := p.searchStaffSpent(ctx, src, ss, StaffQuery{Company: company, Names: names, Spelled: LocalPartSpelled(local)}, limit)
+		members, cutOff, skip, err := p.searchStaffSpent(ctx, src, ss, StaffQuery{Company: company, Names: names, Spelled: LocalPartSpelled(local)}, limit, own)
 		if skip != "" {
 			// Over its budget: as a source that could not answer now.
 			s.unavailable = true

@@ -19,6 +19,7 @@ func (n searchCounter) Name() string   { return "search" }
 func (n searchCounter) Prices() Prices { return n.price }
 func (n searchCounter) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error) {
 	n.searches.Add(1)
+	TallyOf(ctx).Call()
 	return n.revNet.SearchStaff(ctx, q)
 }
 
@@ -367,6 +368,46 @@ func TestADirectEmailMatchKeepsToTheBudget(t *testing.T) {
 		}
 		if vendorSpent != int(asked) {
 			t.Errorf("over budget %v: the vendor's asks spent %d times, want %d", over, vendorSpent, asked)
+		}
+	}
+}
+
+// ownKeys gives every source the organization's own key.
+type ownKeys struct{}
+
+func (ownKeys) For(_ context.Context, _ string, src Source) (Source, bool, string) {
+	return src, true, ""
+}
+
+// A staff search is one of the sources' asks of an email lookup: it is in the task's
+// trace, and it is spent on the key it went out with, the organization's own here.
+func TestAStaffSearchIsInTheTasksTraceAndSpentOnItsKey(t *testing.T) {
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	var spent []SourceCall
+	c := newDirectCase([]*Person{john}, nil, 1, 10, "john.smith@acme.com")
+	c.p.Spend = refusingSpend{spent: &spent}
+	c.p.Keys = ownKeys{}
+	ctx, rec := WithRecorder(WithOrg(context.Background(), "acme"))
+	out := c.p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
+	if out.Err != nil {
+		t.Fatalf("%+v", out.Err)
+	}
+	if c.searches.Load() != 1 {
+		t.Fatalf("searched %d times, want 1", c.searches.Load())
+	}
+	var traced *SourceCall
+	tr := rec.Trace(out.Result)
+	for i, s := range tr.Sources {
+		if s.Name == "search" {
+			traced = &tr.Sources[i]
+		}
+	}
+	if traced == nil || traced.Outcome != OutcomeHit || traced.VendorCalls != 1 {
+		t.Errorf("the search's part in the trace is %+v, want a hit with its one vendor call", traced)
+	}
+	for _, call := range spent {
+		if call.Name == "search" && !call.OwnKey {
+			t.Errorf("the search was spent on the installation's key: %+v", call)
 		}
 	}
 }

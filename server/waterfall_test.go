@@ -355,7 +355,8 @@ func TestWaterfallStoredRecordServedOnFailureKeepsItsProvenance(t *testing.T) {
 }
 
 // An email lookup's task names where its person's fields came from and the sources
-// its company and profile lookups asked; served again from the store, it asks none
+// its company and profile lookups and its staff searches asked (the dataset's search
+// found nobody); served again from the store, it asks none
 // and keeps that provenance.
 func TestEmailLookupCarriesProvenanceAndSources(t *testing.T) {
 	is := is.New(t)
@@ -369,7 +370,7 @@ func TestEmailLookupCarriesProvenanceAndSources(t *testing.T) {
 	is.Equal(done.str("provenance.full_name"), "fake-network")
 	is.Equal(done.str("provenance.positions"), "fake-network")
 	is.True(!done.has("provenance.email_match")) // how the address was matched is email_match's to say
-	is.Equal(sourcesOf(done), []string{"fake-network hit 0", "dataset skipped/filled 0"})
+	is.Equal(sourcesOf(done), []string{"fake-network hit 0", "dataset miss 0"})
 
 	again := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane.smith@acme.com"})
 	is.Equal(again.status, http.StatusOK)
