@@ -7,22 +7,24 @@ import (
 )
 
 // searchStaffSpent is searchStaff held to the budgets of the organization ctx names and
-// counted in its spend, as Lookup holds every source it asks: a staff search is the
+// counted in its spend and in the task's sources, as Lookup holds every source it
+// asks: a staff search is the
 // dearest call a vendor bills (Enrich Layer's 10 credits). skip, when not "", is why the
 // source was not asked (ReasonBudget).
 func (p *Pipeline) searchStaffSpent(ctx context.Context, src Source, ss StaffSearcher, q StaffQuery, limit int) (members []StaffMember, cutOff bool, skip string, err error) {
-	if p.Spend == nil {
-		members, cutOff, err = searchStaff(ctx, ss, q, limit)
-		return members, cutOff, "", err
-	}
 	org := OrgOf(ctx)
-	if skip := p.Spend.Admit(ctx, org, src.Name(), false); skip != "" {
-		return nil, false, skip, nil
+	call := SourceCall{Name: src.Name()}
+	if p.Spend != nil {
+		if skip := p.Spend.Admit(ctx, org, src.Name(), false); skip != "" {
+			call.Outcome, call.Reason = OutcomeSkipped, skip
+			p.recordSearch(ctx, call)
+			return nil, false, skip, nil
+		}
 	}
 	askCtx, tally := WithTally(ctx)
 	start := time.Now()
 	members, cutOff, err = searchStaff(askCtx, ss, q, limit)
-	call := SourceCall{Name: src.Name(), VendorCalls: tally.Calls(), Credits: tally.Credits(), MS: time.Since(start).Milliseconds()}
+	call.VendorCalls, call.Credits, call.MS = tally.Calls(), tally.Credits(), time.Since(start).Milliseconds()
 	switch {
 	case (err == nil || errors.Is(err, ErrSearchIncomplete)) && len(members) > 0:
 		call.Outcome = OutcomeHit
@@ -31,6 +33,17 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, src Source, ss StaffSea
 	default:
 		call.Outcome = OutcomeError
 	}
-	p.Spend.Spent(ctx, org, call)
+	if p.Spend != nil {
+		p.Spend.Spent(ctx, org, call)
+	}
+	p.recordSearch(ctx, call)
 	return members, cutOff, "", err
+}
+
+// recordSearch keeps a staff search in the task's sources (the Recorder ctx carries),
+// so that a task accounts for every vendor call it paid, its searches included.
+func (p *Pipeline) recordSearch(ctx context.Context, call SourceCall) {
+	if rec := recorderOf(ctx); rec != nil {
+		rec.Record(Result{}, Trace{Sources: []SourceCall{call}})
+	}
 }
