@@ -160,7 +160,12 @@ func (p *Pipeline) askDirect(ctx context.Context, m EmailMatcher, address string
 	}
 	askCtx, tally := WithTally(ctx)
 	start := time.Now()
-	a.person, a.err = use.PersonByEmail(askCtx, address)
+	a.person, a.err = func() (*Person, error) {
+		if p.Spend != nil {
+			defer p.spentOnPanic(ctx, org, a.call, tally)
+		}
+		return use.PersonByEmail(askCtx, address)
+	}()
 	a.call.MS = time.Since(start).Milliseconds()
 	a.call.VendorCalls, a.call.Credits = tally.Calls(), tally.Credits()
 	if a.err == nil && a.person == nil {

@@ -23,7 +23,12 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, src Source, ss StaffSea
 	}
 	askCtx, tally := WithTally(ctx)
 	start := time.Now()
-	members, cutOff, err = searchStaff(askCtx, ss, q, limit)
+	members, cutOff, err = func() ([]StaffMember, bool, error) {
+		if p.Spend != nil {
+			defer p.spentOnPanic(ctx, org, call, tally)
+		}
+		return searchStaff(askCtx, ss, q, limit)
+	}()
 	call.VendorCalls, call.Credits, call.MS = tally.Calls(), tally.Credits(), time.Since(start).Milliseconds()
 	switch {
 	case (err == nil || errors.Is(err, ErrSearchIncomplete)) && len(members) > 0:
