@@ -85,12 +85,15 @@ func (p *Pipeline) Lookup(ctx context.Context, a Ask) (Result, Trace, *TaskError
 			}
 		}
 		askCtx, tally := WithTally(ctx)
+		// A source that asks others itself (web) asks them through AskWithin: their
+		// budgets, spend and place in the task's sources are their own.
+		nestedCtx, nested := p.withinAsk(askCtx, a.Org)
 		start := time.Now()
 		res, err := func() (Result, error) {
 			if p.Spend != nil {
 				defer p.spentOnPanic(ctx, a.Org, call, tally)
 			}
-			return ask(askCtx, use, in)
+			return ask(nestedCtx, use, in)
 		}()
 		call.MS = time.Since(start).Milliseconds()
 		call.VendorCalls, call.Credits = tally.Calls(), tally.Credits()
@@ -129,6 +132,7 @@ func (p *Pipeline) Lookup(ctx context.Context, a Ask) (Result, Trace, *TaskError
 			p.Spend.Spent(ctx, a.Org, call)
 		}
 		tr.Sources = append(tr.Sources, call)
+		tr.Sources = append(tr.Sources, nested.asked()...)
 	}
 	if merged != nil {
 		tr.Provenance, tr.Private = merged.provenance, merged.private
