@@ -87,7 +87,8 @@ func (k *spendKeeper) Admit(ctx context.Context, org, src string, own bool) stri
 		}
 		k.mu.Lock()
 		orgLate, instLate := k.orgRecorded[key]-orgBefore, k.instRecorded[src]-instBefore
-		if orgLate == 0 && instLate == 0 {
+		capped := st.OrgCap > 0 || (!own && (st.InstallationCap > 0 || flagCap > 0))
+		if !capped || (orgLate == 0 && instLate == 0) {
 			break // k.mu held
 		}
 		if attempt+1 >= admitRereads {
