@@ -118,17 +118,18 @@ func startPeers(ctx context.Context, opt Options, domains int) (_ *peers, err er
 
 	// The records the peers hold are enrichd's own, so every answer carries the same
 	// bytes of company data.
-	records := make(map[string]json.RawMessage, len(hits))
+	// A task read carries where its data came from beside it, so theirs do too.
+	records := make(map[string]peerRecord, len(hits))
 	for i, id := range ids {
 		a, err := e.raw.do(ctx, key, http.MethodGet, "/v1/tasks/"+id, "", "")
-		var read struct{ Data json.RawMessage }
+		var read peerRecord
 		if err == nil && a.status == http.StatusOK {
 			err = json.Unmarshal(a.body, &read)
 		}
-		if err != nil || len(read.Data) == 0 {
+		if err != nil || len(read.Data) == 0 || len(read.Provenance) == 0 || len(read.Sources) == 0 {
 			return nil, fmt.Errorf("reading the record of %s from enrichd: %d %v", hits[i], a.status, err)
 		}
-		records[hits[i]] = read.Data
+		records[hits[i]] = read
 	}
 
 	dir, err := os.MkdirTemp("", "enrichd-peer-")
@@ -272,19 +273,29 @@ type peerTask struct {
 }
 
 type peerAnswer struct {
-	Task peerTask        `json:"task"`
-	Data json.RawMessage `json:"data,omitempty"`
+	Task       peerTask        `json:"task"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	Provenance json.RawMessage `json:"provenance,omitempty"` // a task read's, as enrichd's
+	Sources    json.RawMessage `json:"sources,omitempty"`
+}
+
+// peerRecord is what a peer holds of one of enrichd's records: its data, and the
+// provenance and sources its task read shows.
+type peerRecord struct {
+	Data       json.RawMessage `json:"data"`
+	Provenance json.RawMessage `json:"provenance"`
+	Sources    json.RawMessage `json:"sources"`
 }
 
 const peerTime = "2006-01-02T15:04:05.000Z"
 
 // bareHandler is the bare HTTP stack: what a Go service costs before it does any work.
-func bareHandler(key string, record json.RawMessage) http.Handler {
+func bareHandler(key string, record peerRecord) http.Handler {
 	now := time.Now().UTC().Format(peerTime)
 	task := peerTask{ID: uuid.NewString(), ObjectType: "company", Operation: "enrich", Status: "succeeded",
 		Input: json.RawMessage(`{"domain":"hit-0.com"}`), Target: "hit-0.com", CreditsCharged: 1, CreatedAt: now, FinishedAt: &now, ExpiresAt: now}
 	hit, _ := json.Marshal(peerAnswer{Task: task})
-	read, _ := json.Marshal(peerAnswer{Task: task, Data: record})
+	read, _ := json.Marshal(peerAnswer{Task: task, Data: record.Data, Provenance: record.Provenance, Sources: record.Sources})
 	authorized := func(w http.ResponseWriter, r *http.Request) bool {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+key)) != 1 {
 			http.Error(w, `{"error":{"code":"unauthorized"}}`, http.StatusUnauthorized)
@@ -324,12 +335,12 @@ type naive struct{ write, read *sql.DB }
 const naiveSchema = `
 CREATE TABLE api_keys (key_hash BLOB PRIMARY KEY, org_id TEXT NOT NULL);
 CREATE TABLE balances (org_id TEXT PRIMARY KEY, credits INTEGER NOT NULL);
-CREATE TABLE companies (domain TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE companies (domain TEXT PRIMARY KEY, data TEXT NOT NULL, provenance TEXT NOT NULL);
 CREATE TABLE tasks (id TEXT PRIMARY KEY, org_id TEXT NOT NULL, input TEXT NOT NULL, target TEXT NOT NULL,
 	status TEXT NOT NULL, credits_charged INTEGER NOT NULL, created_at TEXT NOT NULL, finished_at TEXT, expires_at TEXT NOT NULL);
 CREATE TABLE ledger (id INTEGER PRIMARY KEY, org_id TEXT NOT NULL, task_id TEXT NOT NULL, delta INTEGER NOT NULL, created_at TEXT NOT NULL);`
 
-func openNaive(ctx context.Context, path, key string, records map[string]json.RawMessage) (*naive, error) {
+func openNaive(ctx context.Context, path, key string, records map[string]peerRecord) (*naive, error) {
 	dsn := "file:" + path + "?" + url.Values{"_pragma": {"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(5000)"}}.Encode()
 	n := &naive{}
 	var err error
@@ -355,8 +366,8 @@ func openNaive(ctx context.Context, path, key string, records map[string]json.Ra
 		if _, err := n.write.ExecContext(ctx, `INSERT INTO balances VALUES ('org-1', ?)`, int64(1)<<40); err != nil {
 			return err
 		}
-		for domain, data := range records {
-			if _, err := n.write.ExecContext(ctx, `INSERT INTO companies VALUES (?, ?)`, domain, string(data)); err != nil {
+		for domain, rec := range records {
+			if _, err := n.write.ExecContext(ctx, `INSERT INTO companies VALUES (?, ?, ?)`, domain, string(rec.Data), string(rec.Provenance)); err != nil {
 				return err
 			}
 		}
@@ -450,10 +461,10 @@ func (n *naive) handler() http.Handler {
 			return
 		}
 		t := peerTask{ObjectType: "company", Operation: "enrich"}
-		var input, data sql.NullString
-		err := n.read.QueryRowContext(ctx, `SELECT t.id, t.input, t.target, t.status, t.credits_charged, t.created_at, t.finished_at, t.expires_at, c.data
+		var input, data, provenance sql.NullString
+		err := n.read.QueryRowContext(ctx, `SELECT t.id, t.input, t.target, t.status, t.credits_charged, t.created_at, t.finished_at, t.expires_at, c.data, c.provenance
 			FROM tasks t LEFT JOIN companies c ON c.domain = t.target WHERE t.id = ? AND t.org_id = ?`, r.PathValue("id"), org).
-			Scan(&t.ID, &input, &t.Target, &t.Status, &t.CreditsCharged, &t.CreatedAt, &t.FinishedAt, &t.ExpiresAt, &data)
+			Scan(&t.ID, &input, &t.Target, &t.Status, &t.CreditsCharged, &t.CreatedAt, &t.FinishedAt, &t.ExpiresAt, &data, &provenance)
 		if errors.Is(err, sql.ErrNoRows) {
 			fail(w, http.StatusNotFound, "not_found")
 			return
@@ -462,9 +473,10 @@ func (n *naive) handler() http.Handler {
 			return
 		}
 		t.Input = json.RawMessage(input.String)
-		a := peerAnswer{Task: t}
+		// Its tasks are store hits: no source asked, the record's provenance.
+		a := peerAnswer{Task: t, Provenance: json.RawMessage(`{}`), Sources: json.RawMessage(`[]`)}
 		if data.Valid {
-			a.Data = json.RawMessage(data.String)
+			a.Data, a.Provenance = json.RawMessage(data.String), json.RawMessage(provenance.String)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(a)

@@ -129,9 +129,10 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 
 // directAsk is one direct match made, as the task's trace and spend keep it.
 type directAsk struct {
-	person *Person
-	err    error
-	call   SourceCall
+	address string
+	person  *Person
+	err     error
+	call    SourceCall
 }
 
 // askDirect makes one direct match of m for the organization ctx names (WithOrg), as
@@ -139,7 +140,7 @@ type directAsk struct {
 // (Keys), within its budget (Spend), with the calls it sends counted (Tally). A
 // source the organization's key or budget rules out comes back skipped, unasked.
 func (p *Pipeline) askDirect(ctx context.Context, m EmailMatcher, address string) directAsk {
-	a := directAsk{call: SourceCall{Name: m.Name()}}
+	a := directAsk{address: address, call: SourceCall{Name: m.Name()}}
 	org := OrgOf(ctx)
 	use := m
 	if p.Keys != nil {
@@ -160,7 +161,12 @@ func (p *Pipeline) askDirect(ctx context.Context, m EmailMatcher, address string
 	}
 	askCtx, tally := WithTally(ctx)
 	start := time.Now()
-	a.person, a.err = use.PersonByEmail(askCtx, address)
+	a.person, a.err = func() (*Person, error) {
+		if p.Spend != nil {
+			defer p.spentOnPanic(ctx, org, a.call, tally)
+		}
+		return use.PersonByEmail(askCtx, address)
+	}()
 	a.call.MS = time.Since(start).Milliseconds()
 	a.call.VendorCalls, a.call.Credits = tally.Calls(), tally.Credits()
 	if a.err == nil && a.person == nil {
@@ -180,11 +186,18 @@ func (a directAsk) record(ctx context.Context, p *Pipeline) {
 		return
 	}
 	tr := Trace{Sources: []SourceCall{a.call}}
-	var res Result
-	if a.call.Outcome == OutcomeHit {
-		res = Result{Person: a.person}
-		m := newMerging(res, a.call.Name, a.call.OwnKey)
-		tr.Provenance, tr.Private = m.provenance, m.private
+	if a.call.Outcome != OutcomeHit {
+		rec.Record(Result{}, tr)
+		return
 	}
-	rec.Record(res, tr)
+	res := Result{Person: a.person}
+	m := newMerging(res, a.call.Name, a.call.OwnKey)
+	tr.Provenance, tr.Private = m.provenance, m.private
+	// A record that names no profile page is kept by the address, which the answer's
+	// email_match names (Recorder.Trace).
+	key := recordKey(res)
+	if key == "" {
+		key = emailKey(a.address)
+	}
+	rec.recordAs(key, tr)
 }

@@ -85,8 +85,16 @@ func (p *Pipeline) Lookup(ctx context.Context, a Ask) (Result, Trace, *TaskError
 			}
 		}
 		askCtx, tally := WithTally(ctx)
+		// A source that asks others itself (web) asks them through AskWithin: their
+		// budgets, spend and place in the task's sources are their own.
+		nestedCtx, nested := p.withinAsk(askCtx, a.Org)
 		start := time.Now()
-		res, err := ask(askCtx, use, in)
+		res, err := func() (Result, error) {
+			if p.Spend != nil {
+				defer p.spentOnPanic(ctx, a.Org, call, tally)
+			}
+			return ask(nestedCtx, use, in)
+		}()
 		call.MS = time.Since(start).Milliseconds()
 		call.VendorCalls, call.Credits = tally.Calls(), tally.Credits()
 		if err == nil && res.Company == nil && res.Person == nil {
@@ -124,6 +132,7 @@ func (p *Pipeline) Lookup(ctx context.Context, a Ask) (Result, Trace, *TaskError
 			p.Spend.Spent(ctx, a.Org, call)
 		}
 		tr.Sources = append(tr.Sources, call)
+		tr.Sources = append(tr.Sources, nested.asked()...)
 	}
 	if merged != nil {
 		tr.Provenance, tr.Private = merged.provenance, merged.private
@@ -139,6 +148,18 @@ func (p *Pipeline) Lookup(ctx context.Context, a Ask) (Result, Trace, *TaskError
 			strings.Join(budget, ", ") + " is spent, and no other source knew the subject; retrying once the budget is raised or renewed is safe"}
 	}
 	return Result{}, tr, &TaskError{Code: CodeNotFound, Message: notFoundMessage(in)}
+}
+
+// spentOnPanic, deferred around an admitted ask, records the ask in the organization's
+// spend should the source panic, then panics on for the task's own recovery: an ask
+// never recorded would hold its reservation against the budget for as long as the
+// process runs, and its calls would go uncounted.
+func (p *Pipeline) spentOnPanic(ctx context.Context, org string, call SourceCall, tally *Tally) {
+	if v := recover(); v != nil {
+		call.Outcome, call.VendorCalls, call.Credits = OutcomeError, tally.Calls(), tally.Credits()
+		p.Spend.Spent(ctx, org, call)
+		panic(v)
+	}
 }
 
 // ReasonNothingNew: the source knew the subject but had none of the fields still

@@ -6,26 +6,30 @@ import (
 	"time"
 )
 
-// searchStaffSpent is searchStaff held to the budgets of the organization ctx names,
-// counted in its spend on the key it goes out with (own: the organization's), and kept
-// in the task's trace, as Lookup does for every source it asks: a staff search is the
-// dearest call a vendor bills (Enrich Layer's 10 credits). skip, when not "", is why
-// the source was not asked (ReasonBudget).
+// searchStaffSpent is searchStaff held to the budgets of the organization ctx names and
+// counted in its spend, on the key it goes out with (own: the organization's), and in
+// the task's sources, as Lookup holds every source it asks: a staff search is the
+// dearest call a vendor bills (Enrich Layer's 10 credits). skip, when not "", is why the
+// source was not asked (ReasonBudget).
 func (p *Pipeline) searchStaffSpent(ctx context.Context, src Source, ss StaffSearcher, q StaffQuery, limit int, own bool) (members []StaffMember, cutOff bool, skip string, err error) {
 	org := OrgOf(ctx)
-	rec := recorderOf(ctx)
+	call := SourceCall{Name: src.Name(), OwnKey: own}
 	if p.Spend != nil {
 		if skip := p.Spend.Admit(ctx, org, src.Name(), own); skip != "" {
-			if rec != nil {
-				rec.Record(Result{}, Trace{Sources: []SourceCall{{Name: src.Name(), Outcome: OutcomeSkipped, Reason: skip, OwnKey: own}}})
-			}
+			call.Outcome, call.Reason = OutcomeSkipped, skip
+			p.recordSearch(ctx, call)
 			return nil, false, skip, nil
 		}
 	}
 	askCtx, tally := WithTally(ctx)
 	start := time.Now()
-	members, cutOff, err = searchStaff(askCtx, ss, q, limit)
-	call := SourceCall{Name: src.Name(), VendorCalls: tally.Calls(), Credits: tally.Credits(), MS: time.Since(start).Milliseconds(), OwnKey: own}
+	members, cutOff, err = func() ([]StaffMember, bool, error) {
+		if p.Spend != nil {
+			defer p.spentOnPanic(ctx, org, call, tally)
+		}
+		return searchStaff(askCtx, ss, q, limit)
+	}()
+	call.VendorCalls, call.Credits, call.MS = tally.Calls(), tally.Credits(), time.Since(start).Milliseconds()
 	switch {
 	case (err == nil || errors.Is(err, ErrSearchIncomplete)) && len(members) > 0:
 		call.Outcome = OutcomeHit
@@ -37,8 +41,14 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, src Source, ss StaffSea
 	if p.Spend != nil {
 		p.Spend.Spent(ctx, org, call)
 	}
-	if rec != nil {
+	p.recordSearch(ctx, call)
+	return members, cutOff, "", err
+}
+
+// recordSearch keeps a staff search in the task's sources (the Recorder ctx carries),
+// so that a task accounts for every vendor call it paid, its searches included.
+func (p *Pipeline) recordSearch(ctx context.Context, call SourceCall) {
+	if rec := recorderOf(ctx); rec != nil {
 		rec.Record(Result{}, Trace{Sources: []SourceCall{call}})
 	}
-	return members, cutOff, "", err
 }

@@ -45,11 +45,14 @@ func recorderOf(ctx context.Context) *Recorder {
 
 // Record keeps what one lookup asked and, for the record it answered with (res),
 // where its fields came from.
-func (r *Recorder) Record(res Result, tr Trace) {
+func (r *Recorder) Record(res Result, tr Trace) { r.recordAs(recordKey(res), tr) }
+
+// recordAs is Record with the key the record's provenance is kept by.
+func (r *Recorder) recordAs(key string, tr Trace) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, tr.Sources...)
-	if key := recordKey(res); key != "" {
+	if key != "" {
 		r.provenance[key] = tr.Provenance
 		r.private[key] = tr.Private
 	}
@@ -64,6 +67,10 @@ func recordKey(res Result) string {
 	}
 	return ""
 }
+
+// emailKey keeps the provenance of a person a direct match found for an address, by
+// the address: the vendor's record may name no profile page to key it by.
+func emailKey(address string) string { return "email " + address }
 
 // Trace is what the recorded lookups asked, one SourceCall a source in the order
 // they were first asked (each source's calls, credits and time summed; its outcome
@@ -90,7 +97,11 @@ func (r *Recorder) Trace(res Result) Trace {
 			s.Outcome, s.Reason = c.Outcome, c.Reason
 		}
 	}
-	if key := recordKey(res); key != "" && r.provenance[key] != nil {
+	key := recordKey(res)
+	if r.provenance[key] == nil && res.Person != nil && res.Person.EmailMatch != nil {
+		key = emailKey(res.Person.EmailMatch.Email)
+	}
+	if key != "" && r.provenance[key] != nil {
 		for k, v := range r.provenance[key] {
 			tr.Provenance[k] = v
 		}

@@ -176,3 +176,46 @@ func TestWaterfallAllSourcesOverBudgetFailsRefunded(t *testing.T) {
 	_, by, _ := e.sourcesOf(e.key)
 	is.Equal(by["pdl"].Credits, int64(5)) // nothing added
 }
+
+// pricedPanicker is a priced vendor whose adapter panics on one domain and otherwise
+// knows every company, at 1 vendor credit an answer.
+type pricedPanicker struct{}
+
+func (pricedPanicker) Name() string          { return "panicky" }
+func (pricedPanicker) Prices() enrich.Prices { return enrich.Prices{} }
+func (pricedPanicker) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
+	enrich.TallyOf(ctx).Call()
+	if domain == "boom.com" {
+		panic("an answer the adapter cannot map")
+	}
+	enrich.TallyOf(ctx).Charge(1)
+	return &enrich.Company{Name: domain, Domain: enrich.Ptr(domain)}, nil
+}
+func (pricedPanicker) CompanyByURL(context.Context, string) (*enrich.Company, error) {
+	return nil, enrich.ErrNotFound
+}
+func (pricedPanicker) PersonByURL(context.Context, string) (*enrich.Person, error) {
+	return nil, enrich.ErrNotFound
+}
+
+// A source that panics in the middle of an ask fails its task, and the ask's hold on
+// the budget goes with it: the organization's budget still admits what it has left.
+func TestBudgetAskThatPanicsHoldsNothing(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, pricedPanicker{}) })
+	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "panicky", 2))
+	e.startWorkers()
+
+	boom := e.enrichDomain(e.key, "boom.com")
+	is.Equal(boom.str("task.status"), "failed")
+	is.Equal(boom.str("error.code"), "internal_error")
+
+	for _, domain := range []string{"first-paid.com", "second-paid.com"} {
+		r := e.enrichDomain(e.key, domain)
+		is.Equal(r.str("task.status"), "succeeded") // within the budget of 2
+		is.Equal(r.str("provenance.name"), "panicky")
+	}
+	_, by, _ := e.sourcesOf(e.key)
+	is.Equal(by["panicky"].Credits, int64(2))
+	is.Equal(by["panicky"].Errors, int64(1)) // the ask that panicked, counted
+}

@@ -60,3 +60,30 @@ func TestEmailStaffSearchesAreBudgeted(t *testing.T) {
 	_, by, _ = e.sourcesOf(e.key)
 	is.Equal(by["searcher"].Credits, int64(10))
 }
+
+// The staff search an email lookup makes is one of the task's sources, with its calls
+// and credits: a task's sources account for every vendor call it paid, the dearest
+// (a search's 10 credits) included.
+func TestEmailStaffSearchIsInTheTasksSources(t *testing.T) {
+	is := is.New(t)
+	vendor := &searchVendor{}
+	e := newEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, vendor) })
+	vendor.net = e.net
+	acmeNetwork(e)
+	e.startWorkers()
+
+	_, settled := e.emailLookup("jane.smith@acme.com")
+	is.Equal(settled.str("task.status"), "succeeded")
+	is.Equal(vendor.searches.Load(), int64(1))
+	var found map[string]any
+	list, _ := settled.get("sources").([]any)
+	for _, x := range list {
+		if m, _ := x.(map[string]any); m["name"] == "searcher" {
+			found = m
+		}
+	}
+	is.True(found != nil) // the search is among the task's sources
+	is.Equal(found["outcome"], "hit")
+	is.Equal(found["vendor_calls"], float64(1))
+	is.Equal(found["vendor_credits"], float64(10))
+}

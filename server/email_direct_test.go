@@ -278,3 +278,23 @@ func sourceOutcome(r *response, name string) string {
 	}
 	return "not asked"
 }
+
+// A direct answer whose record names no profile page (PDL keeps people it has no
+// network URL for) still says where its fields came from: its task's provenance names
+// the vendor for each of them.
+func TestADirectEmailAnswerWithoutAProfilePageKeepsItsProvenance(t *testing.T) {
+	is := is.New(t)
+	el := newFakeEnrichLayer(t)
+	pdl := newFakePDL(t)
+	rec := pdlRecordAt("robert-jones", "robert", "jones", pdlRole("globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
+	delete(rec, "linkedin_url")
+	pdl.byEmail["robert.jones@globex.com"] = rec
+	e := newEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
+	e.startWorkers()
+
+	_, done := e.emailLookup("robert.jones@globex.com")
+	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+	is.Equal(done.str("data.full_name"), "robert jones")
+	is.Equal(done.get("provenance.full_name"), "pdl")
+	is.Equal(done.get("provenance.positions"), "pdl")
+}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"enrichd/enrich"
@@ -223,4 +224,32 @@ func TestSourcesMetrics(t *testing.T) {
 		got, _ := strconv.Atoi(string(m[1]))
 		is.Equal(got, want)
 	}
+}
+
+// Many asks at once never pass a cap by more than the asks in flight: each costs
+// what an admitted ask reserves (1 credit), so no more than the cap are admitted,
+// however the asks' reads of the month and their recording interleave.
+func TestSourcesConcurrentAsksStayUnderTheCap(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl"))
+	const budget = 5
+	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "pdl", budget))
+	paid := enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if e.ask(e.orgID, paid) == "" {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	is.Equal(admitted.Load(), int64(budget))
+	_, by, _ := e.sourcesOf(e.key)
+	is.Equal(by["pdl"].Credits, int64(budget))
 }

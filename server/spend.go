@@ -34,7 +34,17 @@ type spendKeeper struct {
 	mu       sync.Mutex
 	orgAsks  map[orgSource]int64 // in flight, by organization and source, either key
 	instAsks map[string]int64    // in flight with the installation's keys, by source
+	// The credits this process recorded, by organization and source and with the
+	// installation's keys by source, only ever growing: an Admit whose read of the
+	// month raced a recording sees by how much its read may be behind.
+	orgRecorded  map[orgSource]int64
+	instRecorded map[string]int64
 }
+
+// admitRereads bounds how often Admit reads the month again when asks were recorded
+// while it read; past it, the credits recorded meanwhile are added to what it read,
+// which may count some twice and refuse early, never overshoot.
+const admitRereads = 3
 
 type orgSource struct{ org, source string }
 
@@ -48,7 +58,8 @@ func newSpendKeeper(db *store.DB, log *slog.Logger, m *serverMetrics, budgets ma
 		}
 	}
 	return &spendKeeper{db: db, log: log, metrics: m, budgets: budgets, priced: priced,
-		orgAsks: map[orgSource]int64{}, instAsks: map[string]int64{}}
+		orgAsks: map[orgSource]int64{}, instAsks: map[string]int64{},
+		orgRecorded: map[orgSource]int64{}, instRecorded: map[string]int64{}}
 }
 
 // Admit reads the source's budgets for org, and the month's credits where a cap is
@@ -59,18 +70,39 @@ func (k *spendKeeper) Admit(ctx context.Context, org, src string, own bool) stri
 		return "" // costs nothing: no budget binds it, and nothing is reserved
 	}
 	flagCap := k.budgets[src]
-	st, err := k.db.SourceBudgetState(ctx, org, src, store.MonthStart(k.db.Now()), flagCap > 0 && !own)
-	if err != nil {
-		k.log.Error("reading a source's budget: the source is not asked", "source", src, "org_id", org, "err", err.Error())
-		return enrich.ReasonBudget
+	key := orgSource{org, src}
+	// An ask recorded after the month is read and before the reservations are looked
+	// at has left its reservation without being in the read: the read is made again,
+	// so that the cap holds up to the asks in flight.
+	var st store.BudgetState
+	for attempt := 0; ; attempt++ {
+		k.mu.Lock()
+		orgBefore, instBefore := k.orgRecorded[key], k.instRecorded[src]
+		k.mu.Unlock()
+		var err error
+		st, err = k.db.SourceBudgetState(ctx, org, src, store.MonthStart(k.db.Now()), flagCap > 0 && !own)
+		if err != nil {
+			k.log.Error("reading a source's budget: the source is not asked", "source", src, "org_id", org, "err", err.Error())
+			return enrich.ReasonBudget
+		}
+		k.mu.Lock()
+		orgLate, instLate := k.orgRecorded[key]-orgBefore, k.instRecorded[src]-instBefore
+		capped := st.OrgCap > 0 || (!own && (st.InstallationCap > 0 || flagCap > 0))
+		if !capped || (orgLate == 0 && instLate == 0) {
+			break // k.mu held
+		}
+		if attempt+1 >= admitRereads {
+			st.OrgSpent += orgLate
+			st.InstallationSpent += instLate
+			break // k.mu held
+		}
+		k.mu.Unlock()
 	}
+	defer k.mu.Unlock()
 	instCap := st.InstallationCap
 	if flagCap > 0 && (instCap == 0 || flagCap < instCap) {
 		instCap = flagCap
 	}
-	key := orgSource{org, src}
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	if st.OrgCap > 0 && st.OrgSpent+reservedCredits*k.orgAsks[key] >= st.OrgCap {
 		k.metrics.counter("enrichd_source_skipped_total", "source", src, "reason", enrich.ReasonBudget).Inc()
 		return enrich.ReasonBudget
@@ -88,33 +120,35 @@ func (k *spendKeeper) Admit(ctx context.Context, org, src string, own bool) stri
 	return ""
 }
 
-// Spent releases the ask's reservation and adds it to the organization's spend. An ask
-// that sent nothing upstream and cost nothing (a stored dataset's answer) writes
-// nothing. The write outlives the task's context: an ask the vendor answered is paid
-// whether or not the task still waits for it.
+// Spent adds the ask to the organization's spend and then releases its reservation:
+// released before its credits are in the database, an Admit reading the month then
+// would see neither. An ask that sent nothing upstream and cost nothing (a stored
+// dataset's answer) writes nothing. The write outlives the task's context: an ask the
+// vendor answered is paid whether or not the task still waits for it.
 func (k *spendKeeper) Spent(ctx context.Context, org string, call enrich.SourceCall) {
-	if k.priced[call.Name] { // an unpriced ask was admitted without a reservation
-		key := orgSource{org, call.Name}
-		k.mu.Lock()
-		if k.orgAsks[key]--; k.orgAsks[key] <= 0 {
-			delete(k.orgAsks, key)
-		}
-		if !call.OwnKey {
-			if k.instAsks[call.Name]--; k.instAsks[call.Name] <= 0 {
-				delete(k.instAsks, call.Name)
-			}
-		}
-		k.mu.Unlock()
-	}
-
 	k.metrics.counter("enrichd_source_asks_total", "source", call.Name, "outcome", call.Outcome).Inc()
-	if call.VendorCalls == 0 && call.Credits == 0 {
+	if call.VendorCalls != 0 || call.Credits != 0 {
+		k.metrics.counter("enrichd_source_vendor_credits_total", "source", call.Name).AddInt64(call.Credits)
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if err := k.db.AddSourceSpend(wctx, org, call.Name, call.OwnKey, k.db.Now(), store.UseOf(call)); err != nil {
+			k.log.Error("recording what a source cost", "source", call.Name, "org_id", org, "credits", call.Credits, "err", err.Error())
+		}
+		cancel()
+	}
+	if !k.priced[call.Name] { // an unpriced ask was admitted without a reservation
 		return
 	}
-	k.metrics.counter("enrichd_source_vendor_credits_total", "source", call.Name).AddInt64(call.Credits)
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := k.db.AddSourceSpend(wctx, org, call.Name, call.OwnKey, k.db.Now(), store.UseOf(call)); err != nil {
-		k.log.Error("recording what a source cost", "source", call.Name, "org_id", org, "credits", call.Credits, "err", err.Error())
+	key := orgSource{org, call.Name}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.orgRecorded[key] += call.Credits
+	if k.orgAsks[key]--; k.orgAsks[key] <= 0 {
+		delete(k.orgAsks, key)
+	}
+	if !call.OwnKey {
+		k.instRecorded[call.Name] += call.Credits
+		if k.instAsks[call.Name]--; k.instAsks[call.Name] <= 0 {
+			delete(k.instAsks, call.Name)
+		}
 	}
 }

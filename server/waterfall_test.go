@@ -370,6 +370,7 @@ func TestEmailLookupCarriesProvenanceAndSources(t *testing.T) {
 	is.Equal(done.str("provenance.full_name"), "fake-network")
 	is.Equal(done.str("provenance.positions"), "fake-network")
 	is.True(!done.has("provenance.email_match")) // how the address was matched is email_match's to say
+	// The dataset was asked to search the staff too, and listed nobody.
 	is.Equal(sourcesOf(done), []string{"fake-network hit 0", "dataset miss 0"})
 
 	again := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane.smith@acme.com"})

@@ -215,11 +215,14 @@ func (w *Web) fetch(ctx context.Context, domain string) ([]byte, *url.URL, error
 // failure there costs only what the page would have added.
 func (w *Web) askNetwork(ctx context.Context, page string) *enrich.Company {
 	for _, src := range w.Network {
-		c, err := src.CompanyByURL(ctx, page)
+		// Asked as the waterfall asks it: within its budget, its calls its own.
+		c, err := enrich.AskWithin(ctx, src, func(ctx context.Context) (*enrich.Company, error) {
+			return src.CompanyByURL(ctx, page)
+		})
 		if err == nil && c != nil {
 			return c
 		}
-		if err != nil && !isNotFound(err) && w.Logger != nil {
+		if err != nil && !isNotFound(err) && !errors.Is(err, enrich.ErrNotAsked) && w.Logger != nil {
 			w.Logger.Warn("web: the network source could not answer for the site's company page", "source", src.Name(), "page", page, "err", err)
 		}
 	}

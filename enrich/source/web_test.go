@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -328,4 +329,61 @@ func TestWebFollowsARedirectToHTTPWhenAllowed(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(c.Name, "Acme")
 	is.Equal(plainHits.Load(), int64(1))
+}
+
+// webSpend refuses the sources named in over, and keeps what each ask recorded.
+type webSpend struct {
+	over  map[string]bool
+	spent *[]enrich.SourceCall
+}
+
+func (s webSpend) Admit(_ context.Context, _, src string, _ bool) string {
+	if s.over[src] {
+		return enrich.ReasonBudget
+	}
+	return ""
+}
+
+func (s webSpend) Spent(_ context.Context, _ string, call enrich.SourceCall) {
+	*s.spent = append(*s.spent, call)
+}
+
+// The network source the web source asks for its site's company page is asked as the
+// waterfall asks it: not at all once its budget is spent, and otherwise counted to it
+// in the spend and in the task's sources, not to web.
+func TestWebAsksTheNetworkWithinItsBudget(t *testing.T) {
+	s := newSites(t, func(w http.ResponseWriter, r *http.Request) {
+		page(w, `<html><head><title>LD Inc</title></head><body>
+<a href="https://www.linkedin.com/company/ld-inc">Us elsewhere</a></body></html>`)
+	})
+	for _, over := range []bool{false, true} {
+		t.Run(fmt.Sprintf("over budget %v", over), func(t *testing.T) {
+			is := is.New(t)
+			var asked []string
+			var spent []enrich.SourceCall
+			vendor := enrichtest.Source{SourceName: "vendor", Asked: &asked, Company: &enrich.Company{
+				Name: "LD Incorporated", Domain: strp("ld.test"), EmployeeCount: enrich.Ptr(int64(120))}}
+			p := &enrich.Pipeline{Sources: []enrich.Source{s.web(true, vendor)},
+				Spend: webSpend{over: map[string]bool{"vendor": over}, spent: &spent}}
+			res, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "ld.test"}, Org: "org-1"})
+			is.True(terr == nil)
+			is.Equal(res.Company.Name, map[bool]string{false: "LD Incorporated", true: "LD Inc"}[over])
+			var names []string
+			for _, c := range tr.Sources {
+				names = append(names, c.Name+" "+c.Outcome+" "+c.Reason+" "+fmt.Sprint(c.VendorCalls))
+			}
+			if over {
+				is.Equal(asked, nil) // the vendor over its budget is not asked, even by web
+				is.Equal(names, []string{"web hit  1", "vendor skipped budget 0"})
+				is.Equal(len(spent), 1)
+				is.Equal(spent[0].Name, "web")
+				return
+			}
+			is.Equal(asked, []string{"vendor https://www.linkedin.com/company/ld-inc"})
+			is.Equal(names, []string{"web hit  1", "vendor hit  1"}) // web's own call, and the vendor's apart
+			is.Equal(len(spent), 2)
+			is.Equal(spent[0].Name, "vendor")
+			is.Equal(spent[0].VendorCalls, int64(1))
+		})
+	}
 }

@@ -1,0 +1,89 @@
+package enrich
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrNotAsked is what AskWithin answers for a source the organization's budget (or
+// key) rules out: it was not asked.
+var ErrNotAsked = errors.New("not asked: its monthly budget of vendor credits is spent, or its key is refused")
+
+// within is what a source asked by the waterfall needs to ask another source itself
+// (the web source asks the network's sources for the company page its site links to):
+// whose task it is, and where the asks it makes are gathered for the task's sources.
+type within struct {
+	p     *Pipeline
+	org   string
+	mu    sync.Mutex
+	calls []SourceCall
+}
+
+type withinKey struct{}
+
+// withinAsk returns ctx carrying what AskWithin needs for an ask the waterfall makes
+// for org.
+func (p *Pipeline) withinAsk(ctx context.Context, org string) (context.Context, *within) {
+	w := &within{p: p, org: org}
+	return context.WithValue(ctx, withinKey{}, w), w
+}
+
+// asked are the asks AskWithin made, in order.
+func (w *within) asked() []SourceCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.calls
+}
+
+func (w *within) add(call SourceCall) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls = append(w.calls, call)
+}
+
+// AskWithin asks src by fn from inside another source's ask, as the waterfall asks any
+// source: held to the organization's budget of src (ErrNotAsked when it is spent), its
+// calls and credits counted to src in the organization's spend and listed in the
+// task's sources, apart from those of the source that asks. Without a waterfall
+// around it (ctx from elsewhere) it is fn(ctx).
+func AskWithin[T any](ctx context.Context, src Source, fn func(context.Context) (T, error)) (T, error) {
+	w, _ := ctx.Value(withinKey{}).(*within)
+	if w == nil {
+		return fn(ctx)
+	}
+	var zero T
+	call := SourceCall{Name: src.Name()}
+	if w.p.Spend != nil {
+		if skip := w.p.Spend.Admit(ctx, w.org, src.Name(), false); skip != "" {
+			call.Outcome, call.Reason = OutcomeSkipped, skip
+			w.add(call)
+			return zero, fmt.Errorf("%s: %w", src.Name(), ErrNotAsked)
+		}
+	}
+	askCtx, tally := WithTally(ctx) // its own: these calls are src's, not the asking source's
+	start := time.Now()
+	v, err := func() (T, error) {
+		if w.p.Spend != nil {
+			defer w.p.spentOnPanic(ctx, w.org, call, tally)
+		}
+		return fn(askCtx)
+	}()
+	call.MS = time.Since(start).Milliseconds()
+	call.VendorCalls, call.Credits = tally.Calls(), tally.Credits()
+	switch {
+	case err == nil:
+		call.Outcome = OutcomeHit
+	case errors.Is(err, ErrNotFound):
+		call.Outcome = OutcomeMiss
+	default:
+		call.Outcome = OutcomeError
+	}
+	if w.p.Spend != nil {
+		w.p.Spend.Spent(ctx, w.org, call)
+	}
+	w.add(call)
+	return v, err
+}
