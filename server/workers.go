@@ -215,8 +215,9 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 			// gathers what each source was asked, and where the person came from.
 			emailCtx, rec := enrich.WithRecorder(enrich.WithOrg(taskCtx, c.OrgID))
 			o := p.ResolveEmail(emailCtx, c.Input)
-			out = store.Outcome{Err: o.Err, Gathered: o.Gathered, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken,
+			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken,
 				Trace: rec.Trace(o.Result)}
+			out.Gathered = sharedGathering(o.Gathered, out.Trace)
 			if o.Err == nil {
 				out.Result, out.Fetched, out.FetchedAt = &o.Result, true, o.FetchedAt
 				if len(out.Trace.Provenance) == 0 {
@@ -371,4 +372,18 @@ func (s *Server) keepLease(ctx context.Context, cancel context.CancelFunc, c *st
 			}
 		}
 	}
+}
+
+// sharedGathering is what an ambiguous email lookup gathered, to be kept for a retry
+// of the address with a hint, or nil when any of its asks went out with the
+// organization's own vendor key: a gathering is kept by address for every
+// organization, and what an organization's own key fetched is that organization's
+// alone. Its retries then search again.
+func sharedGathering(g *enrich.Gathering, tr enrich.Trace) *enrich.Gathering {
+	for _, call := range tr.Sources {
+		if call.OwnKey {
+			return nil
+		}
+	}
+	return g
 }
