@@ -34,13 +34,14 @@ import (
 	"enrichd/store"
 )
 
-// Scenarios in the order they run. peer runs only when named: it measures two
+// Scenarios in the order they run. tail, one long run of store hits cut into
+// windows, runs only when named, like peer, which measures two
 // servers besides enrichd, with --duration for each. waterfall enriches the same
 // companies four times through three synthetic vendors. growth fills a database with a million tasks
 // (about a minute and half a gigabyte of temporary disk), and replicas needs a
 // PostgreSQL database (Options.DB), so they run only when named.
 var (
-	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "peer", "growth", "replicas", "email-quality", "waterfall"}
+	Scenarios        = []string{"enqueue-hit", "enqueue-miss", "read", "deliver", "fair", "mixed", "memory", "peer", "growth", "replicas", "email-quality", "waterfall", "tail"}
 	DefaultScenarios = Scenarios[:7]
 )
 
@@ -81,6 +82,9 @@ type Options struct {
 	// WaterfallSubjects is how many companies the waterfall scenario enriches in each
 	// of its passes; 10,000 when 0.
 	WaterfallSubjects int
+
+	// TailWindow is the length of the tail scenario's windows; 10 s when 0.
+	TailWindow time.Duration
 }
 
 // Result is one scenario's figures.
@@ -107,6 +111,7 @@ type Result struct {
 	EmailQuality *EmailQuality `json:"email_quality,omitempty"` // the email-quality scenario's
 	Peer         *Peer         `json:"peer,omitempty"`          // the peer scenario's
 	Waterfall    *Waterfall    `json:"waterfall,omitempty"`     // the waterfall scenario's
+	Tail         *Tail         `json:"tail,omitempty"`          // the tail scenario's
 }
 
 // Report is a whole run.
@@ -186,6 +191,8 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			res, err = emailQuality(ctx, opt)
 		case "waterfall":
 			res, err = waterfall(ctx, opt)
+		case "tail":
+			res, err = tail(ctx, opt)
 		case "growth":
 			var more []Result
 			if more, err = growth(ctx, opt); err == nil {
@@ -228,7 +235,7 @@ func newEnv(ctx context.Context, opt Options, configure func(*server.Config)) (*
 		return nil, err
 	}
 	e := &env{dir: dir}
-	if e.db, err = store.Open(ctx, filepath.Join(dir, "bench.db"), opt.Schema); err != nil {
+	if e.db, err = store.Open(ctx, e.dbPath(), opt.Schema); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -257,6 +264,9 @@ func newEnv(ctx context.Context, opt Options, configure func(*server.Config)) (*
 	e.raw = newRawClient(ln.Addr().String())
 	return e, nil
 }
+
+// dbPath is the SQLite file of the enrichd under test.
+func (e *env) dbPath() string { return filepath.Join(e.dir, "bench.db") }
 
 func (e *env) startWorkers() {
 	ctx, cancel := context.WithCancel(context.Background())

@@ -293,3 +293,42 @@ func jsonShape(v any, path string) map[string]string {
 	}
 	return shape
 }
+
+// TestTail runs the tail scenario briefly: every window has its rate and latency, the
+// worst window's p99 is the highest, the checkpoints are read from the SQLite driver
+// itself (not left at zero because it stopped counting), and the table names them.
+func TestTail(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and loads it")
+	}
+	is := is.New(t)
+	opt := testOptions(t)
+	opt.Duration, opt.TailWindow, opt.Scenarios = 2500*time.Millisecond, 500*time.Millisecond, []string{"tail"}
+	rep, err := Run(context.Background(), opt)
+	is.NoErr(err)
+	is.Equal(len(rep.Results), 1)
+	r := rep.Results[0]
+	is.Equal(r.Scenario, "tail")
+	is.True(r.Count > 0)
+	is.Equal(r.Errors, int64(0))
+	is.True(r.Tail != nil)
+	is.True(len(r.Tail.Windows) >= 5) // 2.5 s in windows of 0.5 s, the last one short
+	var worst float64
+	var checkpoints int64
+	for _, w := range r.Tail.Windows[:5] {
+		is.True(w.Rate > 0)
+		is.True(w.P99ms > 0 && w.MaxMS >= w.P99ms)
+		is.True(w.PerCommit >= 1)
+		worst = max(worst, w.P99ms)
+		checkpoints += w.Checkpoints
+	}
+	for _, w := range r.Tail.Windows {
+		worst = max(worst, w.P99ms)
+	}
+	is.Equal(r.Tail.WorstP99ms, worst)
+	is.True(checkpoints > 0) // the background checkpoint runs each second there were commits
+	var table strings.Builder
+	is.NoErr(rep.WriteTable(&table))
+	is.True(strings.Contains(table.String(), "tail: store hits window by window (500ms each)"))
+	is.True(strings.Contains(table.String(), "checkpoints"))
+}

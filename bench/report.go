@@ -47,6 +47,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if res.Waterfall != nil {
 			writeWaterfall(w, res.Waterfall)
 		}
+		if res.Tail != nil {
+			writeTail(w, res.Tail)
+		}
 	}
 	return nil
 }

@@ -47,6 +47,7 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 			emailCompanies, _ := f.GetInt("email-companies")
 			rounds, _ := f.GetInt("rounds")
 			waterfallSubjects, _ := f.GetInt("waterfall-subjects")
+			tailWindow, _ := f.GetDuration("tail-window")
 			if env := os.Getenv("ENRICHD_DB"); pgURL == env && !strings.HasPrefix(env, "postgres") {
 				pgURL = "" // the SQLite file serve is given in the environment: not bench's
 			}
@@ -83,6 +84,9 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 			if waterfallSubjects < 1 || waterfallSubjects > 1_000_000 {
 				return fmt.Errorf("--waterfall-subjects must be from 1 to 1,000,000")
 			}
+			if tailWindow < 100*time.Millisecond || tailWindow > time.Hour {
+				return fmt.Errorf("--tail-window must be from 100ms to 1h")
+			}
 			if rounds < 1 || rounds > 100 {
 				return fmt.Errorf("--rounds must be from 1 to 100")
 			}
@@ -108,7 +112,7 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 				defer pprof.StopCPUProfile()
 			}
 			opt := bench.Options{Schema: program(cmd).Schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks, FairBulk: fairBulk,
-				MemoryLoad: memoryLoad, MemoryIdle: memoryIdle, ServeArgs: serveArgs, DB: pgURL, Replicas: replicas, EmailCompanies: emailCompanies, Rounds: rounds, WaterfallSubjects: waterfallSubjects}
+				MemoryLoad: memoryLoad, MemoryIdle: memoryIdle, ServeArgs: serveArgs, DB: pgURL, Replicas: replicas, EmailCompanies: emailCompanies, Rounds: rounds, WaterfallSubjects: waterfallSubjects, TailWindow: tailWindow}
 			if !asJSON {
 				opt.Progress = cmd.ErrOrStderr()
 			}
@@ -127,12 +131,13 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 	f := cmd.Flags()
 	f.Duration("duration", 5*time.Second, "how long each scenario drives load and each ceiling is measured; growth gives each of its measurements half of it; peer gives it to each server and request in all, split over --rounds; fair ignores it and runs until its tasks settle; memory has --memory-load; email-quality runs until every address is answered")
 	f.Int("concurrency", 32, "clients sending at once (fair: clients sending the first organization's tasks; mixed and memory: half of it, so 16 by default; email-quality: companies answered side by side, at most 8)")
-	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: "+strings.Join(bench.Scenarios, ", ")+" (all but peer, growth, replicas, email-quality and waterfall when empty; memory takes --memory-load plus --memory-idle)")
+	f.StringSlice("scenario", nil, "scenarios to run, comma-separated: "+strings.Join(bench.Scenarios, ", ")+" (all but peer, growth, replicas, email-quality, waterfall and tail when empty; memory takes --memory-load plus --memory-idle)")
 	f.Int("growth-tasks", 1_000_000, "growth scenario: tasks stored before reads and enqueues are measured again; claims are timed behind as many queued tasks, at most 100,000, and behind a hundredth of that")
 	f.Duration("memory-load", time.Minute, "memory scenario: how long the mixed load runs against the serve process while its RSS is sampled")
 	f.Duration("memory-idle", 30*time.Second, "memory scenario: how long the serve process then stays idle before its RSS is read again")
 	f.StringArray("serve-arg", nil, "memory scenario: a flag for the serve process (the replicas scenario's too), as --serve-arg=--flag=value; repeat it for more")
 	f.Int("email-companies", 50, "email-quality scenario: how many sim companies it writes addresses for, every current and former employee in eight patterns, and six addresses of nobody each")
+	f.Duration("tail-window", 10*time.Second, "tail scenario: the length of each window its long run of store hits is cut into (run it with --duration 60s or more)")
 	f.Int("waterfall-subjects", 10_000, "waterfall scenario: how many companies it enriches through three synthetic vendors, first-hit-wins and then as a waterfall, each twice")
 	f.Int("rounds", 3, "peer scenario: how many times each server is driven in turn (bare, naive, enrichd, then again), each time for --duration divided by it")
 	f.Int("fair-bulk", 5000, "fair scenario: tasks the first organization queues before the second sends 10")

@@ -40,4 +40,14 @@ func (s *Server) storageMetrics() {
 	transactions, commits := s.db.WriteStats()
 	m.counter("enrichd_db_write_transactions_total").Set(uint64(transactions))
 	m.counter("enrichd_db_commits_total").Set(uint64(commits))
+	// SQLite's checkpoints: a latency spike that lines up with their time, the
+	// writer's own above all, points at the copy of the write-ahead log.
+	if cc, ok := s.db.Driver.(interface {
+		CheckpointStats() (count int64, busy, writerBusy time.Duration)
+	}); ok {
+		count, busy, writerBusy := cc.CheckpointStats()
+		m.counter("enrichd_db_checkpoints_total").Set(uint64(count))
+		m.set.GetOrCreateFloatCounter("enrichd_db_checkpoint_seconds_total").Set(busy.Seconds())
+		m.set.GetOrCreateFloatCounter("enrichd_db_writer_checkpoint_seconds_total").Set(writerBusy.Seconds())
+	}
 }

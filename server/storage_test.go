@@ -477,3 +477,24 @@ func smallBufferClient() *http.Client {
 	}}
 	return &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
 }
+
+// TestMetricsCountCheckpoints reads SQLite's checkpoints of the write-ahead log from
+// /metrics once there were writes to copy: the figures a latency spike is laid beside.
+func TestMetricsCountCheckpoints(t *testing.T) {
+	sqliteOnly(t, "checkpoints are SQLite's")
+	e := newEnv(t)
+	is.New(t).Equal(e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "acme.com"}).status, 202)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := scrape(t, e.http.URL)
+		if m["enrichd_db_checkpoints_total"] >= 1 && m["enrichd_db_checkpoint_seconds_total"] > 0 {
+			_, ok := m["enrichd_db_writer_checkpoint_seconds_total"]
+			is.New(t).True(ok)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint counted within 10 s of a write: %v checkpoints, %v s", m["enrichd_db_checkpoints_total"], m["enrichd_db_checkpoint_seconds_total"])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

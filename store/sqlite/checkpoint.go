@@ -39,21 +39,37 @@ func (db *DB) checkpointLoop(conn *sql.DB) {
 		// and the next round tries again.
 		switch n := db.commits.Load(); {
 		case db.StorageFailing():
-			conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
+			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		case n != seen && db.walBytes() > walSizeLimit && db.diskCramped():
 			// Under steady reads a passive checkpoint copies the log but never gets to
 			// start it over, and it grows as long as the load lasts. Truncating holds the
 			// writer off, which costs a busy server about a tenth of its write rate, so
 			// it is done under load only where the disk cannot spare the log's growth.
 			seen = n
-			conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
+			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		case n != seen:
 			seen = n
-			conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+			db.checkpoint(conn, `PRAGMA wal_checkpoint(PASSIVE)`)
 		case db.walBytes() > 0:
-			conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
+			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		}
 	}
+}
+
+// checkpoint runs one checkpoint statement and counts it, with the time it took, in
+// CheckpointStats.
+func (db *DB) checkpoint(conn *sql.DB, statement string) {
+	start := time.Now()
+	conn.ExecContext(context.Background(), statement)
+	db.checkpoints.Add(1)
+	db.checkpointNanos.Add(int64(time.Since(start)))
+}
+
+// CheckpointStats are the checkpoints' totals since Open: how many ran, the time they
+// took, and of that time the writer's own, which holds every write off while it runs.
+// A latency spike that lines up with them points at the copy.
+func (db *DB) CheckpointStats() (count int64, busy, writerBusy time.Duration) {
+	return db.checkpoints.Load(), time.Duration(db.checkpointNanos.Load()), time.Duration(db.writerCheckpointNanos.Load())
 }
 
 // crampedDisk is the free space below which the log is truncated under load: enough

@@ -61,6 +61,9 @@ type DB struct {
 	checkpointDone chan struct{}
 	checkpointer   *sql.DB // the connection of checkpointLoop, and of makeHeadroom
 	commits        atomic.Int64
+	// checkpoints and checkpointNanos count the checkpoints run and their time,
+	// writerCheckpointNanos the part of it the writer ran itself.
+	checkpoints, checkpointNanos, writerCheckpointNanos atomic.Int64
 	// grouped counts the transactions callers handed to the writer that it committed
 	// or rolled back; with commits, how many a commit carries on average.
 	grouped atomic.Int64
