@@ -50,10 +50,43 @@ func (db *DB) checkpointLoop(conn *sql.DB) {
 		case n != seen:
 			seen = n
 			db.checkpoint(conn, `PRAGMA wal_checkpoint(PASSIVE)`)
+			if db.walBytes() > walRestartAt {
+				db.restartWAL.Store(true)
+			}
 		case db.walBytes() > 0:
 			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		}
 	}
+}
+
+// walRestartAt is the log's size past which the writer finishes a checkpoint itself,
+// between two batches (finishCheckpointIfAsked).
+//
+// The background checkpoint copies the log while the writer goes on appending to it,
+// so under a steady write load it never catches up with the log's end, and a log that
+// is never copied to its end is never started over: it grew by about 45 MB a second
+// of store hits, without end. A log of hundreds of megabytes makes every read slower
+// (a page not in the log is looked for in each of its index's blocks, one per 4,096
+// frames) and every checkpoint longer, and a store hit's p99 climbed from 20 to
+// 150 ms within 20 s. The writer's own checkpoint runs with no other writer, so it
+// copies the log to its end (short of what a reader still reads): only the frames
+// written since the background checkpoint's last pass are left to copy, and the next
+// commit starts the log over from its beginning.
+const walRestartAt = 2 * walSizeLimit
+
+// finishCheckpointIfAsked runs, on the writer's connection and between two batches, a
+// checkpoint that copies the log to its end, when checkpointLoop found the log past
+// walRestartAt.
+func (db *DB) finishCheckpointIfAsked() {
+	if !db.restartWAL.Swap(false) {
+		return
+	}
+	start := time.Now()
+	db.write.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+	took := int64(time.Since(start))
+	db.checkpoints.Add(1)
+	db.checkpointNanos.Add(took)
+	db.writerCheckpointNanos.Add(took)
 }
 
 // checkpoint runs one checkpoint statement and counts it, with the time it took, in
@@ -66,8 +99,8 @@ func (db *DB) checkpoint(conn *sql.DB, statement string) {
 }
 
 // CheckpointStats are the checkpoints' totals since Open: how many ran, the time they
-// took, and of that time the writer's own, which holds every write off while it runs.
-// A latency spike that lines up with them points at the copy.
+// took, and of that time the writer's own (finishCheckpointIfAsked), which holds every
+// write off while it runs. A latency spike that lines up with them points at the copy.
 func (db *DB) CheckpointStats() (count int64, busy, writerBusy time.Duration) {
 	return db.checkpoints.Load(), time.Duration(db.checkpointNanos.Load()), time.Duration(db.writerCheckpointNanos.Load())
 }

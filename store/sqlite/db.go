@@ -61,9 +61,10 @@ type DB struct {
 	checkpointDone chan struct{}
 	checkpointer   *sql.DB // the connection of checkpointLoop, and of makeHeadroom
 	commits        atomic.Int64
-	// checkpoints and checkpointNanos count the checkpoints run and their time,
-	// writerCheckpointNanos the part of it the writer ran itself.
+	// checkpoints and checkpointNanos count the checkpoints run and their time;
+	// restartWAL asks the writer to finish one itself (finishCheckpointIfAsked).
 	checkpoints, checkpointNanos, writerCheckpointNanos atomic.Int64
+	restartWAL                                          atomic.Bool
 	// grouped counts the transactions callers handed to the writer that it committed
 	// or rolled back; with commits, how many a commit carries on average.
 	grouped atomic.Int64
@@ -284,6 +285,7 @@ func (db *DB) writeLoop() {
 		}
 		db.commit(batch, db.makeHeadroom())
 		db.reopenIfAsked()
+		db.finishCheckpointIfAsked()
 		db.writes.preparePending(context.Background())
 	}
 }
