@@ -488,3 +488,35 @@ func TestUnknownPathsAndMethods(t *testing.T) {
 	r = e.do("GET", "/v1/companies/enrich", nil)
 	is.Equal(r.status, http.StatusMethodNotAllowed)
 }
+
+// TestASettledTaskReadsTheSameEveryTime reads a task while it is queued, then once it
+// has settled, again and again: every read of the settled task answers the same body
+// (the later ones without reading the database), a read while it was queued said so,
+// and another organization's key is never answered with it, before or after.
+func TestASettledTaskReadsTheSameEveryTime(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	e.net.addCompany(company("Acme", "acme.com"))
+	otherKey, _ := e.newOrg("other", 10)
+	id := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com"}).str("task.id")
+
+	queued := e.do("GET", "/v1/tasks/"+id, nil)
+	is.Equal(queued.status, 200)
+	is.Equal(queued.str("task.status"), "queued")
+	is.Equal(queued.header.Get("Retry-After"), "2")
+	is.Equal(e.do("GET", "/v1/tasks/"+id, nil, "Authorization", "Bearer "+otherKey).status, 404)
+
+	e.startWorkers()
+	settled := e.waitSettled(id)
+	is.Equal(settled.str("task.status"), "succeeded")
+	for range 3 {
+		again := e.do("GET", "/v1/tasks/"+id, nil)
+		is.Equal(again.status, 200)
+		is.Equal(string(again.raw), string(settled.raw))
+		is.Equal(again.header.Get("Retry-After"), "")
+		is.Equal(again.header.Get("Content-Type"), "application/json")
+		other := e.do("GET", "/v1/tasks/"+id, nil, "Authorization", "Bearer "+otherKey)
+		is.Equal(other.status, 404)
+		is.Equal(other.str("code"), "not_found")
+	}
+}

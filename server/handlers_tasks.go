@@ -24,15 +24,23 @@ const (
 // handleGetTask answers {task, data, error}: data once succeeded, error once failed.
 func handleGetTask(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t, err := s.db.GetTask(r.Context(), principal(r).OrgID, httprouter.ParamsFromContext(r.Context()).ByName("id"))
+		org, id := principal(r).OrgID, httprouter.ParamsFromContext(r.Context()).ByName("id")
+		if body, ok := s.settled.get(org, id, s.db.Now(), s.cfg.Retain); ok {
+			writeJSON(w, http.StatusOK, body)
+			return
+		}
+		t, err := s.db.GetTask(r.Context(), org, id)
 		if err != nil {
 			s.error(w, r, err)
 			return
 		}
+		body := taskAnswer(t)
 		if !t.Settled() {
 			w.Header().Set("Retry-After", "2")
+		} else if t.FinishedAt != nil {
+			s.settled.put(org, id, *t.FinishedAt, body)
 		}
-		writeJSON(w, http.StatusOK, taskAnswer(t))
+		writeJSON(w, http.StatusOK, body)
 	})
 }
 

@@ -282,6 +282,9 @@ func TestRetentionRunsInTheBackground(t *testing.T) {
 	old := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com"})
 	is.Equal(e.waitSettled(old.str("task.id")).str("task.status"), "succeeded")
 	balance := e.balance("acme")
+	// Read once more, as settled: a settled task's answer is kept in memory, and the
+	// read after retention deleted it must still find it gone.
+	is.Equal(e.do("GET", "/v1/tasks/"+old.str("task.id"), nil).status, http.StatusOK)
 
 	e.clock.Add(91 * 24 * time.Hour)
 	recent := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "globex.com"})

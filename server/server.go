@@ -245,6 +245,7 @@ type Server struct {
 	listenersMu sync.Mutex
 	listeners   []*Listener
 	refusals    refusalLog
+	settled     settledAnswers // answers of settled tasks (handleGetTask)
 	// stopping is closed when the running RunWorkers' context ends; nil before any.
 	stopping atomic.Pointer[chan struct{}]
 }
