@@ -13,6 +13,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/server"
+	"enrichd/store"
 
 	"github.com/matryer/is"
 )
@@ -368,4 +369,51 @@ func TestADirectEmailAnswerWithoutAProfilePageKeepsItsProvenance(t *testing.T) {
 	is.Equal(done.str("data.full_name"), "robert jones")
 	is.Equal(done.get("provenance.full_name"), "pdl")
 	is.Equal(done.get("provenance.positions"), "pdl")
+}
+
+// A direct answer that confirms is filled by the organization's person fill list as a
+// profile lookup's person is: PDL gives no country code, so the other sources are
+// asked for the profile it names, Enrich Layer's fills it, and nothing PDL gave is
+// overwritten. PDL is not asked again for the profile. A direct answer that does not
+// confirm is filled by nobody: no vendor is paid for a guess's fields.
+func TestADirectEmailAnswerIsFilledByThePersonList(t *testing.T) {
+	is := is.New(t)
+	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"})
+	pdl := newFakePDL(t)
+	pdl.byEmail["robert.jones@globex.com"] = pdlRecordAt(t, "robert-jones", "robert", "jones",
+		pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
+	pdl.byEmail["ann.lee@globex.com"] = pdlRecordAt(t, "ann-lee-initech", "ann", "lee",
+		pdlRole(t, "initech", "linkedin.com/company/initech", "engineer", "2019-01", ""))
+	e := newEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
+	fill := []string{"country_code"}
+	is.NoErr(e.db.SetFillLists(t.Context(), e.orgID, store.FillUpdate{Person: &fill}))
+	e.startWorkers()
+
+	_, done := e.emailLookup("robert.jones@globex.com")
+	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+	is.Equal(done.str("data.email_match.source"), "pdl")
+	is.Equal(done.str("data.full_name"), "robert jones") // PDL's, not Enrich Layer's "Robert Jones"
+	is.Equal(done.str("data.country_code"), "US")        // Enrich Layer's
+	is.Equal(done.str("provenance.full_name"), "pdl")
+	is.Equal(done.str("provenance.positions"), "pdl")
+	is.Equal(done.str("provenance.country_code"), "enrichlayer")
+	is.Equal(done.get("task.credits_charged"), 3.0)
+	// PDL: the match alone. Enrich Layer: the company's resolve and page, then the
+	// profile; no staff search on either.
+	is.Equal(sourceCredits(done, "pdl"), "hit 1 calls 1 credits")
+	is.Equal(sourceCredits(done, "enrichlayer"), "hit 3 calls 4 credits")
+	pdl.mu.Lock()
+	is.Equal(pdl.searchCalls, 0)
+	is.Equal(pdl.profileAsks, 0) // the vendor that matched is not asked for its own record again
+	pdl.mu.Unlock()
+	for _, u := range el.since(0) {
+		is.True(u.Path != "/api/v2/company/employee/search/")
+	}
+
+	before := el.count()
+	_, guess := e.emailLookup("ann.lee@globex.com")
+	is.Equal(guess.str("error.code"), "not_found")
+	for _, u := range el.since(before) {
+		is.True(u.Path != "/api/v2/profile") // the dropped answer's profile is not asked for
+	}
 }
