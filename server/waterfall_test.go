@@ -163,7 +163,8 @@ func withVendors(t *testing.T, pdl, el, apollo *vendorFake, fill ...string) func
 	}
 }
 
-// sourcesOf renders a task's `sources` as "name outcome[/reason] vendor_calls" lines.
+// sourcesOf renders a task's `sources` as "name outcome[/reason] calls=vendor_calls
+// credits=vendor_credits" lines.
 func sourcesOf(r *response) []string {
 	calls, _ := r.get("sources").([]any)
 	out := []string{}
@@ -173,7 +174,7 @@ func sourcesOf(r *response) []string {
 		if reason, ok := m["reason"].(string); ok {
 			s += "/" + reason
 		}
-		out = append(out, s+" "+jsonNumber(m["vendor_calls"]))
+		out = append(out, s+" calls="+jsonNumber(m["vendor_calls"])+" credits="+jsonNumber(m["vendor_credits"]))
 	}
 	return out
 }
@@ -232,11 +233,14 @@ func TestWaterfallFillsFromTheNextSource(t *testing.T) {
 			is.Equal(v != nil, provenance[field] != nil) // every non-null field, and only those, is named
 		}
 	}
+	// The README's worked example, with what each vendor was asked and billed by its
+	// published price: PDL's company enrich, 1 credit; Enrich Layer's resolve (2) and
+	// company (1); nothing from Apollo.
 	is.Equal(sourcesOf(done), []string{
-		"fake-network miss 0", "dataset miss 0",
-		"pdl hit 1",
-		"enrichlayer hit 2", // resolve, then the company
-		"apollo skipped/filled 0",
+		"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl hit calls=1 credits=1",
+		"enrichlayer hit calls=2 credits=3", // resolve, then the company
+		"apollo skipped/filled calls=0 credits=0",
 	})
 	is.Equal(apollo.calls(), 0) // the third source is not asked once the list is filled
 
@@ -294,10 +298,10 @@ func TestWaterfallDiscardsAnotherSubject(t *testing.T) {
 		_ = field
 	}
 	is.Equal(sourcesOf(done), []string{
-		"fake-network miss 0", "dataset miss 0",
-		"pdl hit 1",
-		"enrichlayer miss/other_subject 2",
-		"apollo hit 1",
+		"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl hit calls=1 credits=1",
+		"enrichlayer miss/other_subject calls=2 credits=3", // billed, though discarded
+		"apollo hit calls=1 credits=1",
 	})
 	is.True(strings.Contains(e.logs.String(), "another subject")) // the discarded answer is logged
 	is.True(strings.Contains(e.logs.String(), "acmebricks.com"))
@@ -319,8 +323,8 @@ func TestWaterfallWithNoFillListIsFirstHitWins(t *testing.T) {
 
 	is.Equal(done.str("task.status"), "succeeded")
 	is.Equal(done.get("data.slogan"), nil)
-	is.Equal(sourcesOf(done), []string{"fake-network miss 0", "dataset miss 0", "pdl hit 1",
-		"enrichlayer skipped/filled 0", "apollo skipped/filled 0"})
+	is.Equal(sourcesOf(done), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl hit calls=1 credits=1", "enrichlayer skipped/filled calls=0 credits=0", "apollo skipped/filled calls=0 credits=0"})
 	is.Equal(el.calls()+apollo.calls(), 0)
 
 	// The organization's own list is read for its next task.
@@ -330,8 +334,8 @@ func TestWaterfallWithNoFillListIsFirstHitWins(t *testing.T) {
 	filled := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "wile.com"}).str("task.id"))
 	is.Equal(filled.str("data.slogan"), "Everything for the road runner hunter") // Enrich Layer's
 	is.Equal(filled.str("provenance.slogan"), "enrichlayer")
-	is.Equal(sourcesOf(filled), []string{"fake-network miss 0", "dataset miss 0", "pdl hit 1",
-		"enrichlayer hit 2", "apollo skipped/filled 0"})
+	is.Equal(sourcesOf(filled), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl hit calls=1 credits=1", "enrichlayer hit calls=2 credits=3", "apollo skipped/filled calls=0 credits=0"})
 }
 
 // A stored record served because its refresh failed keeps the provenance it was
@@ -350,8 +354,9 @@ func TestWaterfallStoredRecordServedOnFailureKeepsItsProvenance(t *testing.T) {
 
 	is.Equal(stale.str("task.status"), "succeeded")
 	is.Equal(stale.get("provenance"), first.get("provenance"))
-	is.Equal(sourcesOf(stale), []string{"fake-network miss 0", "dataset miss 0", "pdl error 1",
-		"enrichlayer miss 1", "apollo miss 1"})
+	// A vendor's error and its 404s bill nothing.
+	is.Equal(sourcesOf(stale), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl error calls=1 credits=0", "enrichlayer miss calls=1 credits=0", "apollo miss calls=1 credits=0"})
 }
 
 // An email lookup's task names where its person's fields came from and the sources
@@ -371,7 +376,7 @@ func TestEmailLookupCarriesProvenanceAndSources(t *testing.T) {
 	is.Equal(done.str("provenance.positions"), "fake-network")
 	is.True(!done.has("provenance.email_match")) // how the address was matched is email_match's to say
 	// The dataset was asked to search the staff too, and listed nobody.
-	is.Equal(sourcesOf(done), []string{"fake-network hit 0", "dataset miss 0"})
+	is.Equal(sourcesOf(done), []string{"fake-network hit calls=0 credits=0", "dataset miss calls=0 credits=0"})
 
 	again := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane.smith@acme.com"})
 	is.Equal(again.status, http.StatusOK)
