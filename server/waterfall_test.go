@@ -384,3 +384,132 @@ func TestEmailLookupCarriesProvenanceAndSources(t *testing.T) {
 	is.Equal(hit.get("provenance"), done.get("provenance"))
 	is.Equal(hit.get("sources"), []any{})
 }
+
+// fakeEnrichLayerProfiles answers Enrich Layer's profile (GET /api/v2/profile
+// ?profile_url=) for the profiles of people, each profile.json with its fields.
+func fakeEnrichLayerProfiles(t *testing.T, people map[string]map[string]any) *vendorFake {
+	return newVendorFake(t, func(r *http.Request) (int, any) {
+		if set, ok := people[r.URL.Query().Get("profile_url")]; ok && r.URL.Path == "/api/v2/profile" {
+			return http.StatusOK, vendorShape(t, "enrichlayer/profile.json", set)
+		}
+		return http.StatusNotFound, map[string]any{"code": 404, "description": "Not found", "name": "Not Found"}
+	})
+}
+
+// fakePDLPeople answers People Data Labs' person enrich by profile (GET
+// /v5/person/enrich?profile=) for the profiles of people, each person.json's record
+// with its fields.
+func fakePDLPeople(t *testing.T, people map[string]map[string]any) *vendorFake {
+	return newVendorFake(t, func(r *http.Request) (int, any) {
+		if set, ok := people[r.URL.Query().Get("profile")]; ok && r.URL.Path == "/v5/person/enrich" {
+			return http.StatusOK, map[string]any{"status": 200, "likelihood": 9, "data": pdlPerson(t, set)}
+		}
+		return http.StatusNotFound, vendorNotFound
+	})
+}
+
+// withPeopleVendors asks Enrich Layer, then PDL, after the fake network and the
+// dataset, filling the person fields fill.
+func withPeopleVendors(t *testing.T, el, pdl *vendorFake, fill ...string) func(*server.Config) {
+	return func(cfg *server.Config) {
+		vc := func(f *vendorFake, key string) source.VendorConfig {
+			return source.VendorConfig{APIKey: key, BaseURL: f.srv.URL, Rate: 1000, Burst: 1000, Attempts: 1,
+				Backoff: time.Millisecond, NetworkHost: enrich.DefaultNetworkHost}
+		}
+		e, err := source.NewEnrichLayer(vc(el, "el-key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := source.NewPDL(vc(pdl, "pdl-key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sources = append(cfg.Sources, e, p)
+		cfg.Fill = enrich.FillLists{Person: fill}
+	}
+}
+
+// The person waterfall, as a profile lookup runs it: Enrich Layer knows Wile E.
+// Coyote's profile but not what he wrote about himself; PDL, asked next for the same
+// profile, fills `about` (and the other fields still null), and nothing Enrich Layer
+// gave: its name, headline and connection count stay Enrich Layer's. A second
+// profile, which PDL answers with another person's record (Wile's), has nothing of
+// that record merged: PDL's part is a miss, another subject, and a WARN line names
+// both.
+func TestWaterfallFillsAPersonFromTheNextSource(t *testing.T) {
+	is := is.New(t)
+	const (
+		wile = "https://www.linkedin.com/in/wile-e-coyote"
+		road = "https://www.linkedin.com/in/road-runner"
+	)
+	el := fakeEnrichLayerProfiles(t, map[string]map[string]any{
+		wile: {"summary": nil},
+		road: {"public_identifier": "road-runner", "first_name": "Road", "last_name": "Runner", "full_name": "Road Runner",
+			"headline": "Runs", "occupation": "Runs", "summary": nil},
+	})
+	pdl := fakePDLPeople(t, map[string]map[string]any{
+		wile: nil, // the published record: Wile's, naming his profile
+		road: nil, // the same record: Wile's, not the Road Runner's
+	})
+	e := newEnv(t, withPeopleVendors(t, el, pdl, "about", "headline"))
+	e.startWorkers()
+
+	done := e.waitSettled(e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": wile}).str("task.id"))
+	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+	is.Equal(done.str("data.network_url"), wile)
+	is.Equal(done.str("data.full_name"), "Wile E. Coyote")                         // Enrich Layer's, not PDL's "wile coyote"
+	is.Equal(done.str("data.headline"), "Head of Procurement at Acme Corporation") // Enrich Layer's: wanted, but not null
+	is.Equal(done.get("data.network_connections"), 500.0)                          // Enrich Layer's, not PDL's 512
+	is.Equal(done.str("data.about"), "buys anvils.")                               // PDL's
+	is.Equal(done.str("provenance.full_name"), "enrichlayer")
+	is.Equal(done.str("provenance.headline"), "enrichlayer")
+	is.Equal(done.str("provenance.positions"), "enrichlayer")
+	is.Equal(done.str("provenance.about"), "pdl")
+	provenance := done.get("provenance").(map[string]any)
+	for field, v := range done.get("data").(map[string]any) {
+		switch field {
+		case "enrichment_status", "last_enriched_at":
+			is.True(!done.has("provenance." + field)) // stamped by enrichd, no source's
+		default:
+			is.Equal(v != nil, provenance[field] != nil) // every non-null field, and only those, is named
+		}
+	}
+	for field, src := range provenance {
+		if src == "pdl" {
+			is.True(field != "full_name" && field != "headline" && field != "network_connections" && field != "positions")
+		}
+	}
+	is.Equal(sourcesOf(done), []string{
+		"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"enrichlayer hit calls=1 credits=1", // the profile
+		"pdl hit calls=1 credits=1",         // the person enrich by profile
+	})
+	is.True(!strings.Contains(e.logs.String(), "another subject"))
+
+	// Within the freshness window the store answers: no source is asked.
+	elCalls, pdlCalls := el.calls(), pdl.calls()
+	again := e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": wile})
+	is.Equal(again.status, http.StatusOK)
+	hit := e.do("GET", "/v1/tasks/"+again.str("task.id"), nil)
+	is.Equal(hit.get("provenance"), done.get("provenance"))
+	is.Equal(hit.get("sources"), []any{})
+	is.Equal(el.calls(), elCalls)
+	is.Equal(pdl.calls(), pdlCalls)
+
+	other := e.waitSettled(e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": road}).str("task.id"))
+	is.Equal(other.str("task.status"), "succeeded")
+	is.Equal(other.str("data.full_name"), "Road Runner")
+	is.Equal(other.get("data.about"), nil) // Wile's summary is not the Road Runner's
+	is.Equal(other.get("data.network_connections"), 500.0)
+	for _, src := range other.get("provenance").(map[string]any) {
+		is.Equal(src, "enrichlayer") // nothing of the other person is kept
+	}
+	is.True(!strings.Contains(string(other.raw), "buys anvils"))
+	is.Equal(sourcesOf(other), []string{
+		"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"enrichlayer hit calls=1 credits=1",
+		"pdl miss/other_subject calls=1 credits=1", // billed, though discarded
+	})
+	is.True(strings.Contains(e.logs.String(), "another subject")) // the discarded answer is logged
+	is.True(strings.Contains(e.logs.String(), wile))
+}
