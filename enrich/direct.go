@@ -121,6 +121,7 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 		}
 		a.call.Outcome = OutcomeHit
 		a.record(ctx, p)
+		c.Person = p.fillFound(ctx, a.person)
 		c.Source, c.RetrievedAt = src.Name(), now
 		return chosen(c, in.Target), true
 	}

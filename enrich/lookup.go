@@ -36,6 +36,13 @@ func Supports(src Source, l Lookup) bool {
 // The Trace says which source gave each field and what each source was asked and
 // cost. Email lookups take more than one question and go through ResolveEmail.
 func (p *Pipeline) Lookup(ctx context.Context, a Ask) (Result, Trace, *TaskError) {
+	return p.lookup(ctx, a, nil, nil)
+}
+
+// lookup is Lookup, going on from seed when it is set: a record the sources named in
+// asked already gave or were asked for (an email lookup's person, confirmed), which
+// the others fill as if it were the first hit.
+func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[string]bool) (Result, Trace, *TaskError) {
 	in := a.Input
 	tr := Trace{Provenance: Provenance{}, Sources: []SourceCall{}}
 	if in.Lookup == LookupEmail {
@@ -43,11 +50,14 @@ func (p *Pipeline) Lookup(ctx context.Context, a Ask) (Result, Trace, *TaskError
 	}
 	wanted := wantedFields(in.Lookup, a.Fill)
 	var (
-		merged      *merging
+		merged      = seed
 		unavailable bool
 		budget      []string
 	)
 	for _, src := range p.Sources {
+		if asked[src.Name()] {
+			continue
+		}
 		call := SourceCall{Name: src.Name()}
 		switch {
 		case !Supports(src, in.Lookup):

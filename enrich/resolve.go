@@ -193,7 +193,8 @@ func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain
 	if EmployerAt(company, domain).CurrentPosition(person) == nil {
 		return EmailOutcome{}, false
 	}
-	return success(person, match, at), true
+	// Filled when it was refreshed; a profile held fresh is served as it is held.
+	return success(p.fillFound(ctx, person), match, at), true
 }
 
 // identify finds the company behind the domain: a stored company fresher than the
@@ -321,6 +322,7 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 					continue // the refreshed profile no longer fits: left, or renamed
 				}
 				c.RetrievedAt = now
+				c.Person = p.fillFound(ctx, c.Person)
 			case terr.Code == CodeTimedOut:
 				return nil, false, terr
 			}
@@ -478,6 +480,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 		if c, ok := employer.Confirm(res.Person, local, MatchResolved); ok {
 			c.RetrievedAt, c.Source = now, listedBy[u]
+			c.Person = p.fillFound(ctx, c.Person)
 			out = append(out, c)
 		}
 	}

@@ -144,7 +144,7 @@ type Pipeline struct {
 // giving the answer: Lookup with no field to fill, for the organization ctx names
 // (WithOrg). It returns a result, or the TaskError the task fails with. Email lookups
 // take more than one question and go through ResolveEmail, which asks its profiles
-// and companies here.
+// and companies here, and fills a person only once they are confirmed (fillFound).
 func (p *Pipeline) Enrich(ctx context.Context, in Input) (Result, *TaskError) {
 	res, tr, terr := p.Lookup(ctx, Ask{Input: in, Org: OrgOf(ctx)})
 	if rec := recorderOf(ctx); rec != nil {

@@ -2,6 +2,7 @@ package enrich
 
 import (
 	"context"
+	"maps"
 	"sync"
 )
 
@@ -20,6 +21,20 @@ func OrgOf(ctx context.Context) string {
 	return org
 }
 
+type personFillKey struct{}
+
+// WithPersonFill returns ctx carrying the person fields the organization's waterfall
+// fills (FillLists.Person): the person an email lookup confirms is filled as a profile
+// lookup's is (fillFound).
+func WithPersonFill(ctx context.Context, fill []string) context.Context {
+	return context.WithValue(ctx, personFillKey{}, fill)
+}
+
+func personFillOf(ctx context.Context) []string {
+	fill, _ := ctx.Value(personFillKey{}).([]string)
+	return fill
+}
+
 // Recorder gathers the traces of the lookups one task makes through Enrich (an email
 // lookup asks for a company and for several profiles), so that the task can say what
 // each source was asked and where its person's fields came from.
@@ -28,13 +43,14 @@ type Recorder struct {
 	calls      []SourceCall
 	provenance map[string]Provenance // by the person's or company's network URL
 	private    map[string]bool
+	asked      map[string]map[string]bool // the sources asked for it, by name
 }
 
 type recorderKey struct{}
 
 // WithRecorder returns ctx carrying a new Recorder.
 func WithRecorder(ctx context.Context) (context.Context, *Recorder) {
-	r := &Recorder{provenance: map[string]Provenance{}, private: map[string]bool{}}
+	r := &Recorder{provenance: map[string]Provenance{}, private: map[string]bool{}, asked: map[string]map[string]bool{}}
 	return context.WithValue(ctx, recorderKey{}, r), r
 }
 
@@ -55,7 +71,28 @@ func (r *Recorder) recordAs(key string, tr Trace) {
 	if key != "" {
 		r.provenance[key] = tr.Provenance
 		r.private[key] = tr.Private
+		if r.asked[key] == nil {
+			r.asked[key] = map[string]bool{}
+		}
+		for _, c := range tr.Sources {
+			if c.Outcome != OutcomeSkipped {
+				r.asked[key][c.Name] = true
+			}
+		}
 	}
+}
+
+// retrieved returns what the lookups recorded gave for res (Record): its record's
+// provenance, whether it is private, and the sources that were asked for it. ok is
+// false when none of them answered with it.
+func (r *Recorder) retrieved(res Result) (prov Provenance, private bool, asked map[string]bool, ok bool) {
+	key := recordKey(res)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if key == "" || r.provenance[key] == nil {
+		return nil, false, nil, false
+	}
+	return maps.Clone(r.provenance[key]), r.private[key], maps.Clone(r.asked[key]), true
 }
 
 func recordKey(res Result) string {

@@ -13,6 +13,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/server"
+	"enrichd/store"
 
 	"github.com/matryer/is"
 )
@@ -23,26 +24,67 @@ import (
 // address fits. These tests ask through the real handler, against vendors answering
 // in their published shapes.
 
-// pdlRecordAt is a PDL person record (person enrich's data) of someone whose
-// experience is experience.
-func pdlRecordAt(slug, first, last string, experience ...map[string]any) map[string]any {
-	exp := make([]any, len(experience))
-	for i, x := range experience {
-		exp[i] = x
+// pdlPerson is PDL's published person record (person enrich's data, in
+// enrich/source/testdata/pdl/person.json) with set: a value to write in its place,
+// or nil to take the field out.
+func pdlPerson(t *testing.T, set map[string]any) map[string]any {
+	t.Helper()
+	rec := vendorShape(t, "pdl/person.json", nil)["data"].(map[string]any)
+	for k, v := range set {
+		if v == nil {
+			delete(rec, k)
+		} else {
+			rec[k] = v
+		}
 	}
-	return map[string]any{"id": slug, "full_name": first + " " + last, "first_name": first, "last_name": last,
-		"linkedin_url": "linkedin.com/in/" + slug, "location_locality": "springfield", "location_country": "united states",
-		"experience": exp}
+	return rec
 }
 
-// pdlRole is one experience entry of a PDL record; end "" is a current role.
-func pdlRole(company, page, title, start, end string) map[string]any {
-	x := map[string]any{"company": map[string]any{"name": company, "linkedin_url": page}, "title": map[string]any{"name": title},
-		"start_date": start, "end_date": nil}
-	if end != "" {
-		x["end_date"] = end
+// pdlRecordAt is PDL's published person record made someone else's: their names,
+// profile and experience, and the current job PDL writes beside it from their
+// current role. The published person's headline and summary, their own words, are
+// left out; the rest (location, connections, industry) is kept.
+func pdlRecordAt(t *testing.T, slug, first, last string, experience ...map[string]any) map[string]any {
+	t.Helper()
+	exp := make([]any, len(experience))
+	set := map[string]any{"id": slug, "full_name": first + " " + last, "first_name": first, "last_name": last,
+		"middle_initial": nil, "middle_name": nil, "linkedin_url": "linkedin.com/in/" + slug, "linkedin_username": slug,
+		"linkedin_id": nil, "headline": nil, "summary": nil, "experience": exp,
+		"job_title": nil, "job_company_name": nil, "job_company_website": nil, "job_company_linkedin_url": nil}
+	for i, x := range experience {
+		exp[i] = x
+		if x["end_date"] == nil && set["job_title"] == nil {
+			set["job_title"] = x["title"].(map[string]any)["name"]
+			company := x["company"].(map[string]any)
+			set["job_company_name"], set["job_company_linkedin_url"] = company["name"], company["linkedin_url"]
+		}
 	}
-	return x
+	return pdlPerson(t, set)
+}
+
+// pdlRole is the current role of PDL's published person record, made a role at
+// company (its network page, page) under title from start to end; end "" is a
+// current role.
+func pdlRole(t *testing.T, company, page, title, start, end string) map[string]any {
+	t.Helper()
+	var role map[string]any
+	for _, x := range pdlPerson(t, nil)["experience"].([]any) {
+		if x := x.(map[string]any); x["is_primary"] == true {
+			role = x
+		}
+	}
+	if role == nil {
+		t.Fatal("pdl/person.json has no primary role")
+	}
+	c := role["company"].(map[string]any)
+	c["name"], c["linkedin_url"] = company, page
+	delete(c, "website") // the published company's, not this one's
+	role["title"].(map[string]any)["name"] = title
+	role["start_date"], role["end_date"] = start, nil
+	if end != "" {
+		role["end_date"] = end
+	}
+	return role
 }
 
 // A direct answer that confirms settles the lookup: succeeded, charged 3 credits,
@@ -54,8 +96,8 @@ func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T
 	is := is.New(t)
 	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
 	pdl := newFakePDL(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
-	pdl.byEmail["robert.jones@globex.com"] = pdlRecordAt("robert-jones", "robert", "jones",
-		pdlRole("globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
+	pdl.byEmail["robert.jones@globex.com"] = pdlRecordAt(t, "robert-jones", "robert", "jones",
+		pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
 	e := newEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
 	e.startWorkers()
 
@@ -111,17 +153,17 @@ func TestADirectEmailAnswerThatFailsConfirmationIsNeverCharged(t *testing.T) {
 		staff  []elPerson
 		want   string // the person's name, or the error code
 	}{
-		{"someone at another company", pdlRecordAt("robert-jones-initech", "robert", "jones",
-			pdlRole("initech", "linkedin.com/company/initech", "engineer", "2019-01", "")), nil, "not_found"},
-		{"someone who has left the company", pdlRecordAt("robert-jones-2", "robert", "jones",
-			pdlRole("globex", "linkedin.com/company/globex", "engineer", "2015-01", "2019-06")), nil, "not_found"},
-		{"someone the address does not fit", pdlRecordAt("mary-smith", "mary", "smith",
-			pdlRole("globex", "linkedin.com/company/globex", "ceo", "2018-01", "")), nil, "not_found"},
-		{"someone the address does not fit, the search finds the owner", pdlRecordAt("mary-smith", "mary", "smith",
-			pdlRole("globex", "linkedin.com/company/globex", "ceo", "2018-01", "")),
+		{"someone at another company", pdlRecordAt(t, "robert-jones-initech", "robert", "jones",
+			pdlRole(t, "initech", "linkedin.com/company/initech", "engineer", "2019-01", "")), nil, "not_found"},
+		{"someone who has left the company", pdlRecordAt(t, "robert-jones-2", "robert", "jones",
+			pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2015-01", "2019-06")), nil, "not_found"},
+		{"someone the address does not fit", pdlRecordAt(t, "mary-smith", "mary", "smith",
+			pdlRole(t, "globex", "linkedin.com/company/globex", "ceo", "2018-01", "")), nil, "not_found"},
+		{"someone the address does not fit, the search finds the owner", pdlRecordAt(t, "mary-smith", "mary", "smith",
+			pdlRole(t, "globex", "linkedin.com/company/globex", "ceo", "2018-01", "")),
 			[]elPerson{{"robert-jones", "Robert", "Jones"}}, "robert jones"},
-		{"someone at another company, the search finds the owner", pdlRecordAt("robert-jones-initech", "robert", "jones",
-			pdlRole("initech", "linkedin.com/company/initech", "engineer", "2019-01", "")),
+		{"someone at another company, the search finds the owner", pdlRecordAt(t, "robert-jones-initech", "robert", "jones",
+			pdlRole(t, "initech", "linkedin.com/company/initech", "engineer", "2019-01", "")),
 			[]elPerson{{"robert-jones", "Robert", "Jones"}}, "robert jones"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,6 +172,10 @@ func TestADirectEmailAnswerThatFailsConfirmationIsNeverCharged(t *testing.T) {
 			pdl.byEmail["robert.jones@globex.com"] = tc.answer
 			e := newEnv(t, withPDL(t, pdl))
 			e.startWorkers()
+			// The company is held, so that PDL is asked only for the person: its part in
+			// the task's sources is the dropped answer's, and the search's.
+			company := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "globex.com"}).str("task.id"))
+			is.Equal(company.str("task.status"), "succeeded")
 			start := e.balance("acme").Balance
 			_, done := e.emailLookup("robert.jones@globex.com")
 			pdl.mu.Lock()
@@ -138,11 +184,17 @@ func TestADirectEmailAnswerThatFailsConfirmationIsNeverCharged(t *testing.T) {
 			pdl.mu.Unlock()
 			wrong := "https://www.linkedin.com/in/" + tc.answer["id"].(string)
 			is.True(!strings.Contains(string(done.raw), wrong)) // the wrong person is nowhere in the task
+			// The drop is logged, naming whom the vendor answered with.
+			is.True(strings.Contains(e.logs.String(), "direct email match dropped"))
+			is.True(strings.Contains(e.logs.String(), wrong))
 			if tc.want == "not_found" {
 				is.Equal(done.str("error.code"), "not_found")
 				is.True(!done.has("data"))
 				is.Equal(e.balance("acme").Balance, start) // refunded
 				is.Equal(e.ledgerKinds(done.str("task.id")), []string{"charge", "refund"})
+				// PDL's answer is a miss, another subject's: the match it billed, and the
+				// search that listed nobody (a 404, which PDL does not bill).
+				is.Equal(sourceCredits(done, "pdl"), "miss/other_subject 2 calls 1 credits")
 				return
 			}
 			is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
@@ -150,6 +202,10 @@ func TestADirectEmailAnswerThatFailsConfirmationIsNeverCharged(t *testing.T) {
 			is.Equal(done.str("data.network_url"), "https://www.linkedin.com/in/robert-jones")
 			is.Equal(done.str("data.email_match.source"), "pdl") // PDL's search listed the owner
 			is.Equal(e.balance("acme").Balance, start-3)         // for the owner
+			// The owner's profile, found by PDL's search, makes PDL's part a hit; the
+			// dropped match is still in its calls and credits: the match, the search
+			// (one record returned) and the owner's profile.
+			is.Equal(sourceCredits(done, "pdl"), "hit 3 calls 3 credits")
 		})
 	}
 }
@@ -279,6 +335,22 @@ func sourceOutcome(r *response, name string) string {
 	return "not asked"
 }
 
+// sourceCredits is "outcome[/reason] N calls M credits" of the named source among a
+// task's sources.
+func sourceCredits(r *response, name string) string {
+	list, _ := r.get("sources").([]any)
+	for _, x := range list {
+		if m, _ := x.(map[string]any); m["name"] == name {
+			s, _ := m["outcome"].(string)
+			if reason, ok := m["reason"].(string); ok {
+				s += "/" + reason
+			}
+			return fmt.Sprintf("%s %v calls %v credits", s, m["vendor_calls"], m["vendor_credits"])
+		}
+	}
+	return "not asked"
+}
+
 // A direct answer whose record names no profile page (PDL keeps people it has no
 // network URL for) still says where its fields came from: its task's provenance names
 // the vendor for each of them.
@@ -286,7 +358,7 @@ func TestADirectEmailAnswerWithoutAProfilePageKeepsItsProvenance(t *testing.T) {
 	is := is.New(t)
 	el := newFakeEnrichLayer(t)
 	pdl := newFakePDL(t)
-	rec := pdlRecordAt("robert-jones", "robert", "jones", pdlRole("globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
+	rec := pdlRecordAt(t, "robert-jones", "robert", "jones", pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
 	delete(rec, "linkedin_url")
 	pdl.byEmail["robert.jones@globex.com"] = rec
 	e := newEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
@@ -297,4 +369,51 @@ func TestADirectEmailAnswerWithoutAProfilePageKeepsItsProvenance(t *testing.T) {
 	is.Equal(done.str("data.full_name"), "robert jones")
 	is.Equal(done.get("provenance.full_name"), "pdl")
 	is.Equal(done.get("provenance.positions"), "pdl")
+}
+
+// A direct answer that confirms is filled by the organization's person fill list as a
+// profile lookup's person is: PDL gives no country code, so the other sources are
+// asked for the profile it names, Enrich Layer's fills it, and nothing PDL gave is
+// overwritten. PDL is not asked again for the profile. A direct answer that does not
+// confirm is filled by nobody: no vendor is paid for a guess's fields.
+func TestADirectEmailAnswerIsFilledByThePersonList(t *testing.T) {
+	is := is.New(t)
+	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"})
+	pdl := newFakePDL(t)
+	pdl.byEmail["robert.jones@globex.com"] = pdlRecordAt(t, "robert-jones", "robert", "jones",
+		pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
+	pdl.byEmail["ann.lee@globex.com"] = pdlRecordAt(t, "ann-lee-initech", "ann", "lee",
+		pdlRole(t, "initech", "linkedin.com/company/initech", "engineer", "2019-01", ""))
+	e := newEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
+	fill := []string{"country_code"}
+	is.NoErr(e.db.SetFillLists(t.Context(), e.orgID, store.FillUpdate{Person: &fill}))
+	e.startWorkers()
+
+	_, done := e.emailLookup("robert.jones@globex.com")
+	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+	is.Equal(done.str("data.email_match.source"), "pdl")
+	is.Equal(done.str("data.full_name"), "robert jones") // PDL's, not Enrich Layer's "Robert Jones"
+	is.Equal(done.str("data.country_code"), "US")        // Enrich Layer's
+	is.Equal(done.str("provenance.full_name"), "pdl")
+	is.Equal(done.str("provenance.positions"), "pdl")
+	is.Equal(done.str("provenance.country_code"), "enrichlayer")
+	is.Equal(done.get("task.credits_charged"), 3.0)
+	// PDL: the match alone. Enrich Layer: the company's resolve and page, then the
+	// profile; no staff search on either.
+	is.Equal(sourceCredits(done, "pdl"), "hit 1 calls 1 credits")
+	is.Equal(sourceCredits(done, "enrichlayer"), "hit 3 calls 4 credits")
+	pdl.mu.Lock()
+	is.Equal(pdl.searchCalls, 0)
+	is.Equal(pdl.profileAsks, 0) // the vendor that matched is not asked for its own record again
+	pdl.mu.Unlock()
+	for _, u := range el.since(0) {
+		is.True(u.Path != "/api/v2/company/employee/search/")
+	}
+
+	before := el.count()
+	_, guess := e.emailLookup("ann.lee@globex.com")
+	is.Equal(guess.str("error.code"), "not_found")
+	for _, u := range el.since(before) {
+		is.True(u.Path != "/api/v2/profile") // the dropped answer's profile is not asked for
+	}
 }

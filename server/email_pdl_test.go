@@ -35,6 +35,10 @@ type fakePDL struct {
 	byEmail     map[string]map[string]any
 	emailAsks   int
 	searchCalls int
+	// byProfile are records person enrich answers by profile URL beside the staff's;
+	// profileAsks counts the asks by profile.
+	byProfile   map[string]map[string]any
+	profileAsks int
 }
 
 type pdlSearchCall struct {
@@ -44,7 +48,7 @@ type pdlSearchCall struct {
 }
 
 func newFakePDL(t *testing.T, staff ...elPerson) *fakePDL {
-	f := &fakePDL{staff: staff, returned: map[string]int{}, byEmail: map[string]map[string]any{}}
+	f := &fakePDL{staff: staff, returned: map[string]int{}, byEmail: map[string]map[string]any{}, byProfile: map[string]map[string]any{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -80,6 +84,14 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 				notFound()
 				return
 			}
+			reply(http.StatusOK, map[string]any{"status": 200, "likelihood": 9, "data": record})
+			return
+		}
+		f.mu.Lock()
+		f.profileAsks++
+		record, ok := f.byProfile[q.Get("profile")]
+		f.mu.Unlock()
+		if ok {
 			reply(http.StatusOK, map[string]any{"status": 200, "likelihood": 9, "data": record})
 			return
 		}

@@ -14,6 +14,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/server"
+	"enrichd/store"
 
 	"github.com/matryer/is"
 )
@@ -177,4 +178,66 @@ func TestAnEmailLookupPaysEnrichLayersStaffSearchOnce(t *testing.T) {
 		}
 	}
 	is.Equal(searches, []string{"100"}) // one call, a whole page
+}
+
+// An email lookup fills its person as a profile lookup would: the organization's
+// person fill list wants `about`, which Enrich Layer's profile lacks, so People Data
+// Labs is asked next for the same profile and fills it, and nothing Enrich Layer gave.
+// The task names both, for their fields and in its sources. The profile, held fresh
+// once filled, is not asked of either vendor again by the next lookup that finds it.
+func TestAnEmailLookupFillsThePersonList(t *testing.T) {
+	is := is.New(t)
+	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"}) // no summary: `about` is null
+	pdl := newFakePDL(t)                                                     // its search lists nobody
+	record := pdlRecordAt(t, "robert-jones", "robert", "jones", pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
+	record["summary"] = "Builds the things Globex sells."
+	pdl.byProfile["https://www.linkedin.com/in/robert-jones"] = record
+	e := newEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
+	about := []string{"about"}
+	is.NoErr(e.db.SetFillLists(t.Context(), e.orgID, store.FillUpdate{Person: &about}))
+	e.startWorkers()
+
+	_, done := e.emailLookup("robert.jones@globex.com")
+	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+	is.Equal(done.str("data.email_match.source"), "enrichlayer") // its search listed him
+	is.Equal(done.str("data.full_name"), "Robert Jones")         // Enrich Layer's, not PDL's "robert jones"
+	is.Equal(done.str("data.headline"), "Engineer at Globex")    // Enrich Layer's
+	is.Equal(done.str("data.about"), "Builds the things Globex sells.")
+	is.Equal(done.str("provenance.full_name"), "enrichlayer")
+	is.Equal(done.str("provenance.positions"), "enrichlayer")
+	is.Equal(done.str("provenance.about"), "pdl")
+	is.Equal(done.get("data.network_connections"), 512.0) // a null field PDL had, filled on the way
+	is.Equal(done.str("provenance.network_connections"), "pdl")
+	for field, v := range done.get("data").(map[string]any) {
+		switch field {
+		case "enrichment_status", "last_enriched_at", "email_match":
+			is.True(!done.has("provenance." + field)) // stamped by enrichd, or the lookup's own
+		default:
+			is.Equal(v != nil, done.has("provenance."+field)) // every non-null field, and only those, is named
+		}
+	}
+	// Enrich Layer: the company's resolve and page, the staff search, the profile;
+	// PDL: the direct match and the search (404s, not billed), then the profile.
+	is.Equal(sourcesOf(done), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"enrichlayer hit calls=4 credits=14", "pdl hit calls=3 credits=1"})
+	is.Equal(done.get("task.credits_charged"), 3.0)
+
+	// The next address that finds him reads the profile held fresh: neither vendor is
+	// asked for it, and its fields keep their sources.
+	pdl.mu.Lock()
+	profileAsks := pdl.profileAsks
+	pdl.mu.Unlock()
+	before := el.count()
+	e.clock.Add(10 * time.Minute)
+	_, again := e.emailLookup("rjones@globex.com")
+	is.Equal(again.str("task.status")+" "+again.str("error.message"), "succeeded ")
+	is.Equal(again.str("data.about"), "Builds the things Globex sells.")
+	is.Equal(again.str("provenance.about"), "pdl")
+	is.Equal(again.str("provenance.full_name"), "enrichlayer")
+	for _, u := range el.since(before) {
+		is.True(u.Path != "/api/v2/profile")
+	}
+	pdl.mu.Lock()
+	is.Equal(pdl.profileAsks, profileAsks)
+	pdl.mu.Unlock()
 }

@@ -163,7 +163,8 @@ func withVendors(t *testing.T, pdl, el, apollo *vendorFake, fill ...string) func
 	}
 }
 
-// sourcesOf renders a task's `sources` as "name outcome[/reason] vendor_calls" lines.
+// sourcesOf renders a task's `sources` as "name outcome[/reason] calls=vendor_calls
+// credits=vendor_credits" lines.
 func sourcesOf(r *response) []string {
 	calls, _ := r.get("sources").([]any)
 	out := []string{}
@@ -173,7 +174,7 @@ func sourcesOf(r *response) []string {
 		if reason, ok := m["reason"].(string); ok {
 			s += "/" + reason
 		}
-		out = append(out, s+" "+jsonNumber(m["vendor_calls"]))
+		out = append(out, s+" calls="+jsonNumber(m["vendor_calls"])+" credits="+jsonNumber(m["vendor_credits"]))
 	}
 	return out
 }
@@ -232,11 +233,14 @@ func TestWaterfallFillsFromTheNextSource(t *testing.T) {
 			is.Equal(v != nil, provenance[field] != nil) // every non-null field, and only those, is named
 		}
 	}
+	// The README's worked example, with what each vendor was asked and billed by its
+	// published price: PDL's company enrich, 1 credit; Enrich Layer's resolve (2) and
+	// company (1); nothing from Apollo.
 	is.Equal(sourcesOf(done), []string{
-		"fake-network miss 0", "dataset miss 0",
-		"pdl hit 1",
-		"enrichlayer hit 2", // resolve, then the company
-		"apollo skipped/filled 0",
+		"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl hit calls=1 credits=1",
+		"enrichlayer hit calls=2 credits=3", // resolve, then the company
+		"apollo skipped/filled calls=0 credits=0",
 	})
 	is.Equal(apollo.calls(), 0) // the third source is not asked once the list is filled
 
@@ -294,10 +298,10 @@ func TestWaterfallDiscardsAnotherSubject(t *testing.T) {
 		_ = field
 	}
 	is.Equal(sourcesOf(done), []string{
-		"fake-network miss 0", "dataset miss 0",
-		"pdl hit 1",
-		"enrichlayer miss/other_subject 2",
-		"apollo hit 1",
+		"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl hit calls=1 credits=1",
+		"enrichlayer miss/other_subject calls=2 credits=3", // billed, though discarded
+		"apollo hit calls=1 credits=1",
 	})
 	is.True(strings.Contains(e.logs.String(), "another subject")) // the discarded answer is logged
 	is.True(strings.Contains(e.logs.String(), "acmebricks.com"))
@@ -319,8 +323,8 @@ func TestWaterfallWithNoFillListIsFirstHitWins(t *testing.T) {
 
 	is.Equal(done.str("task.status"), "succeeded")
 	is.Equal(done.get("data.slogan"), nil)
-	is.Equal(sourcesOf(done), []string{"fake-network miss 0", "dataset miss 0", "pdl hit 1",
-		"enrichlayer skipped/filled 0", "apollo skipped/filled 0"})
+	is.Equal(sourcesOf(done), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl hit calls=1 credits=1", "enrichlayer skipped/filled calls=0 credits=0", "apollo skipped/filled calls=0 credits=0"})
 	is.Equal(el.calls()+apollo.calls(), 0)
 
 	// The organization's own list is read for its next task.
@@ -330,8 +334,8 @@ func TestWaterfallWithNoFillListIsFirstHitWins(t *testing.T) {
 	filled := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "wile.com"}).str("task.id"))
 	is.Equal(filled.str("data.slogan"), "Everything for the road runner hunter") // Enrich Layer's
 	is.Equal(filled.str("provenance.slogan"), "enrichlayer")
-	is.Equal(sourcesOf(filled), []string{"fake-network miss 0", "dataset miss 0", "pdl hit 1",
-		"enrichlayer hit 2", "apollo skipped/filled 0"})
+	is.Equal(sourcesOf(filled), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl hit calls=1 credits=1", "enrichlayer hit calls=2 credits=3", "apollo skipped/filled calls=0 credits=0"})
 }
 
 // A stored record served because its refresh failed keeps the provenance it was
@@ -350,8 +354,9 @@ func TestWaterfallStoredRecordServedOnFailureKeepsItsProvenance(t *testing.T) {
 
 	is.Equal(stale.str("task.status"), "succeeded")
 	is.Equal(stale.get("provenance"), first.get("provenance"))
-	is.Equal(sourcesOf(stale), []string{"fake-network miss 0", "dataset miss 0", "pdl error 1",
-		"enrichlayer miss 1", "apollo miss 1"})
+	// A vendor's error and its 404s bill nothing.
+	is.Equal(sourcesOf(stale), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl error calls=1 credits=0", "enrichlayer miss calls=1 credits=0", "apollo miss calls=1 credits=0"})
 }
 
 // An email lookup's task names where its person's fields came from and the sources
@@ -371,11 +376,140 @@ func TestEmailLookupCarriesProvenanceAndSources(t *testing.T) {
 	is.Equal(done.str("provenance.positions"), "fake-network")
 	is.True(!done.has("provenance.email_match")) // how the address was matched is email_match's to say
 	// The dataset was asked to search the staff too, and listed nobody.
-	is.Equal(sourcesOf(done), []string{"fake-network hit 0", "dataset miss 0"})
+	is.Equal(sourcesOf(done), []string{"fake-network hit calls=0 credits=0", "dataset miss calls=0 credits=0"})
 
 	again := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane.smith@acme.com"})
 	is.Equal(again.status, http.StatusOK)
 	hit := e.do("GET", "/v1/tasks/"+again.str("task.id"), nil)
 	is.Equal(hit.get("provenance"), done.get("provenance"))
 	is.Equal(hit.get("sources"), []any{})
+}
+
+// fakeEnrichLayerProfiles answers Enrich Layer's profile (GET /api/v2/profile
+// ?profile_url=) for the profiles of people, each profile.json with its fields.
+func fakeEnrichLayerProfiles(t *testing.T, people map[string]map[string]any) *vendorFake {
+	return newVendorFake(t, func(r *http.Request) (int, any) {
+		if set, ok := people[r.URL.Query().Get("profile_url")]; ok && r.URL.Path == "/api/v2/profile" {
+			return http.StatusOK, vendorShape(t, "enrichlayer/profile.json", set)
+		}
+		return http.StatusNotFound, map[string]any{"code": 404, "description": "Not found", "name": "Not Found"}
+	})
+}
+
+// fakePDLPeople answers People Data Labs' person enrich by profile (GET
+// /v5/person/enrich?profile=) for the profiles of people, each person.json's record
+// with its fields.
+func fakePDLPeople(t *testing.T, people map[string]map[string]any) *vendorFake {
+	return newVendorFake(t, func(r *http.Request) (int, any) {
+		if set, ok := people[r.URL.Query().Get("profile")]; ok && r.URL.Path == "/v5/person/enrich" {
+			return http.StatusOK, map[string]any{"status": 200, "likelihood": 9, "data": pdlPerson(t, set)}
+		}
+		return http.StatusNotFound, vendorNotFound
+	})
+}
+
+// withPeopleVendors asks Enrich Layer, then PDL, after the fake network and the
+// dataset, filling the person fields fill.
+func withPeopleVendors(t *testing.T, el, pdl *vendorFake, fill ...string) func(*server.Config) {
+	return func(cfg *server.Config) {
+		vc := func(f *vendorFake, key string) source.VendorConfig {
+			return source.VendorConfig{APIKey: key, BaseURL: f.srv.URL, Rate: 1000, Burst: 1000, Attempts: 1,
+				Backoff: time.Millisecond, NetworkHost: enrich.DefaultNetworkHost}
+		}
+		e, err := source.NewEnrichLayer(vc(el, "el-key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := source.NewPDL(vc(pdl, "pdl-key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sources = append(cfg.Sources, e, p)
+		cfg.Fill = enrich.FillLists{Person: fill}
+	}
+}
+
+// The person waterfall, as a profile lookup runs it: Enrich Layer knows Wile E.
+// Coyote's profile but not what he wrote about himself; PDL, asked next for the same
+// profile, fills `about` (and the other fields still null), and nothing Enrich Layer
+// gave: its name, headline and connection count stay Enrich Layer's. A second
+// profile, which PDL answers with another person's record (Wile's), has nothing of
+// that record merged: PDL's part is a miss, another subject, and a WARN line names
+// both.
+func TestWaterfallFillsAPersonFromTheNextSource(t *testing.T) {
+	is := is.New(t)
+	const (
+		wile = "https://www.linkedin.com/in/wile-e-coyote"
+		road = "https://www.linkedin.com/in/road-runner"
+	)
+	el := fakeEnrichLayerProfiles(t, map[string]map[string]any{
+		wile: {"summary": nil},
+		road: {"public_identifier": "road-runner", "first_name": "Road", "last_name": "Runner", "full_name": "Road Runner",
+			"headline": "Runs", "occupation": "Runs", "summary": nil},
+	})
+	pdl := fakePDLPeople(t, map[string]map[string]any{
+		wile: nil, // the published record: Wile's, naming his profile
+		road: nil, // the same record: Wile's, not the Road Runner's
+	})
+	e := newEnv(t, withPeopleVendors(t, el, pdl, "about", "headline"))
+	e.startWorkers()
+
+	done := e.waitSettled(e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": wile}).str("task.id"))
+	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+	is.Equal(done.str("data.network_url"), wile)
+	is.Equal(done.str("data.full_name"), "Wile E. Coyote")                         // Enrich Layer's, not PDL's "wile coyote"
+	is.Equal(done.str("data.headline"), "Head of Procurement at Acme Corporation") // Enrich Layer's: wanted, but not null
+	is.Equal(done.get("data.network_connections"), 500.0)                          // Enrich Layer's, not PDL's 512
+	is.Equal(done.str("data.about"), "buys anvils.")                               // PDL's
+	is.Equal(done.str("provenance.full_name"), "enrichlayer")
+	is.Equal(done.str("provenance.headline"), "enrichlayer")
+	is.Equal(done.str("provenance.positions"), "enrichlayer")
+	is.Equal(done.str("provenance.about"), "pdl")
+	provenance := done.get("provenance").(map[string]any)
+	for field, v := range done.get("data").(map[string]any) {
+		switch field {
+		case "enrichment_status", "last_enriched_at":
+			is.True(!done.has("provenance." + field)) // stamped by enrichd, no source's
+		default:
+			is.Equal(v != nil, provenance[field] != nil) // every non-null field, and only those, is named
+		}
+	}
+	for field, src := range provenance {
+		if src == "pdl" {
+			is.True(field != "full_name" && field != "headline" && field != "network_connections" && field != "positions")
+		}
+	}
+	is.Equal(sourcesOf(done), []string{
+		"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"enrichlayer hit calls=1 credits=1", // the profile
+		"pdl hit calls=1 credits=1",         // the person enrich by profile
+	})
+	is.True(!strings.Contains(e.logs.String(), "another subject"))
+
+	// Within the freshness window the store answers: no source is asked.
+	elCalls, pdlCalls := el.calls(), pdl.calls()
+	again := e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": wile})
+	is.Equal(again.status, http.StatusOK)
+	hit := e.do("GET", "/v1/tasks/"+again.str("task.id"), nil)
+	is.Equal(hit.get("provenance"), done.get("provenance"))
+	is.Equal(hit.get("sources"), []any{})
+	is.Equal(el.calls(), elCalls)
+	is.Equal(pdl.calls(), pdlCalls)
+
+	other := e.waitSettled(e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": road}).str("task.id"))
+	is.Equal(other.str("task.status"), "succeeded")
+	is.Equal(other.str("data.full_name"), "Road Runner")
+	is.Equal(other.get("data.about"), nil) // Wile's summary is not the Road Runner's
+	is.Equal(other.get("data.network_connections"), 500.0)
+	for _, src := range other.get("provenance").(map[string]any) {
+		is.Equal(src, "enrichlayer") // nothing of the other person is kept
+	}
+	is.True(!strings.Contains(string(other.raw), "buys anvils"))
+	is.Equal(sourcesOf(other), []string{
+		"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"enrichlayer hit calls=1 credits=1",
+		"pdl miss/other_subject calls=1 credits=1", // billed, though discarded
+	})
+	is.True(strings.Contains(e.logs.String(), "another subject")) // the discarded answer is logged
+	is.True(strings.Contains(e.logs.String(), wile))
 }

@@ -202,6 +202,15 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 	var trace enrich.Trace
 	var taskErr *enrich.TaskError
 	if failed := s.runSafely(c.TaskID, func() {
+		fill, err := s.fillFor(taskCtx, c)
+		if err != nil {
+			// The organization's list cannot be read now: the server's default
+			// still answers, rather than failing the task on a read.
+			if !store.IsStorageFault(err) {
+				s.log.Error("reading the fill lists", "task", c.TaskID, "err", err)
+			}
+			fill = s.cfg.Fill.For(c.Input.Lookup.ObjectType())
+		}
 		if c.Input.Lookup == enrich.LookupEmail {
 			// An email lookup serves its own stale fallbacks: a stored record is not a
 			// substitute for resolving an address.
@@ -212,8 +221,10 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 				p = &fresh
 			}
 			// The email path asks its companies and profiles through Enrich: the recorder
-			// gathers what each source was asked, and where the person came from.
-			emailCtx, rec := enrich.WithRecorder(enrich.WithOrg(taskCtx, c.OrgID))
+			// gathers what each source was asked, and where the person came from. The
+			// person it finds is filled by the organization's person list, as a profile
+			// lookup's is.
+			emailCtx, rec := enrich.WithRecorder(enrich.WithPersonFill(enrich.WithOrg(taskCtx, c.OrgID), fill))
 			o := p.ResolveEmail(emailCtx, c.Input)
 			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken,
 				Trace: rec.Trace(o.Result)}
@@ -227,15 +238,6 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 				}
 			}
 		} else {
-			fill, err := s.fillFor(taskCtx, c)
-			if err != nil {
-				// The organization's list cannot be read now: the server's default
-				// still answers, rather than failing the task on a read.
-				if !store.IsStorageFault(err) {
-					s.log.Error("reading the fill lists", "task", c.TaskID, "err", err)
-				}
-				fill = s.cfg.Fill.For(c.Input.Lookup.ObjectType())
-			}
 			res, trace, taskErr = s.pipeline.Lookup(taskCtx, enrich.Ask{Input: c.Input, Org: c.OrgID, Fill: fill})
 		}
 	}); failed != nil {

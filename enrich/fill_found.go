@@ -1,0 +1,37 @@
+package enrich
+
+import "context"
+
+// fillFound fills a person an email lookup found and confirmed with the person fields
+// ctx says to fill (WithPersonFill), as a profile lookup would: the sources not yet
+// asked for the profile are asked in their order while a wanted field is still null,
+// each filling only what is still null, its record used only for the same profile.
+// Only a confirmed person is filled, so no vendor is paid for the fields of someone
+// the address does not belong to.
+//
+// What the lookup already asked for the profile, and where each field came from, is
+// the task's Recorder's (a retrieval through Enrich, or a direct match). A profile the
+// lookup did not ask anyone for (held fresh, read as it is held) is not filled, asking
+// nobody; nor is a person whose record names no profile page, which nothing can be
+// asked for.
+func (p *Pipeline) fillFound(ctx context.Context, person *Person) *Person {
+	fill := personFillOf(ctx)
+	rec := recorderOf(ctx)
+	if len(fill) == 0 || rec == nil || person == nil || person.NetworkURL == nil {
+		return person
+	}
+	found := Result{Person: person}
+	prov, private, asked, ok := rec.retrieved(found)
+	if !ok {
+		return person
+	}
+	seed := newMerging(found, "", private)
+	seed.provenance = prov
+	if seed.filled(wantedFields(LookupPersonURL, fill)) {
+		return person
+	}
+	ask := Ask{Input: Input{Lookup: LookupPersonURL, Target: *person.NetworkURL}, Org: OrgOf(ctx), Fill: fill}
+	res, tr, _ := p.lookup(ctx, ask, seed, asked)
+	rec.Record(res, tr) // the filled record's provenance, in the first record's place
+	return res.Person
+}

@@ -1,0 +1,64 @@
+package enrich
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+// filler knows every profile it is asked for, with an about, and records the URLs
+// it was asked.
+type filler struct {
+	mu    sync.Mutex
+	asked []string
+}
+
+func (*filler) Name() string { return "filler" }
+func (*filler) CompanyByDomain(context.Context, string) (*Company, error) {
+	return nil, ErrNotFound
+}
+func (*filler) CompanyByURL(context.Context, string) (*Company, error) { return nil, ErrNotFound }
+func (f *filler) PersonByURL(_ context.Context, u string) (*Person, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, u)
+	return &Person{NetworkURL: Ptr(u), FullName: Ptr("Someone Else"), About: Ptr("Filled in.")}, nil
+}
+
+// An email lookup fills the person it confirms with the person fill list, and only
+// them: of two Jane Smiths the search lists, the one who left Acme is retrieved to be
+// ruled out, but no source is asked to fill her. A profile held fresh is read as it
+// is held, and filled by nobody.
+func TestAnEmailLookupFillsOnlyThePersonItConfirms(t *testing.T) {
+	is := is.New(t)
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	left := revPerson("jane-smith-2", "Jane", "Smith", "Engineer", "Berlin", "DE", "", true)
+	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *left.NetworkURL: left}}
+	f := &filler{}
+	p := &Pipeline{Sources: []Source{net, f}, Held: revHeld{}}
+	ctx, rec := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
+	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
+	is.Equal(out.Err, nil)
+	is.Equal(*out.Result.Person.NetworkURL, *jane.NetworkURL)
+	is.Equal(*out.Result.Person.FullName, "Jane Smith") // rev's, not overwritten
+	is.Equal(*out.Result.Person.About, "Filled in.")
+	is.Equal(f.asked, []string{*jane.NetworkURL}) // not the one ruled out
+	tr := rec.Trace(out.Result)
+	is.Equal(tr.Provenance["full_name"], "rev")
+	is.Equal(tr.Provenance["about"], "filler")
+	is.True(slices.ContainsFunc(tr.Sources, func(c SourceCall) bool { return c.Name == "filler" && c.Outcome == OutcomeHit }))
+
+	// Held fresh: read as it is held, no source asked for the profile.
+	f.asked = nil
+	held := revHeld{staff: []HeldPerson{{Person: jane, LastEnriched: time.Now().Add(-time.Hour)}}}
+	p = &Pipeline{Sources: []Source{net, f}, Held: held}
+	ctx, _ = WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
+	out = p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
+	is.Equal(out.Err, nil)
+	is.Equal(out.Result.Person.About, nil)
+	is.Equal(len(f.asked), 0)
+}
