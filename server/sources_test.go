@@ -115,10 +115,21 @@ func TestSourcesSpendPerOrganizationSurvivesARestart(t *testing.T) {
 // An ask that sent nothing upstream and cost nothing (the dataset's) writes nothing.
 func TestSourcesAFreeAskWritesNothing(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
+	e := newEnv(t, withPricedVendors("pdl"))
+	rows := func() (n int) {
+		t.Helper()
+		is.NoErr(e.db.Reader().QueryRow(context.Background(), `SELECT count(*) FROM source_spend`).Scan(&n))
+		return n
+	}
 	e.ask(e.orgID, enrich.SourceCall{Name: "dataset", Outcome: enrich.OutcomeHit})
+	e.ask(e.orgID, enrich.SourceCall{Name: "dataset", Outcome: enrich.OutcomeMiss})
+	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss}) // a priced source that sent nothing
+	is.Equal(rows(), 0)
 	_, by, _ := e.sourcesOf(e.key)
 	is.Equal(by["dataset"].SourceUse, store.SourceUse{})
+	// An ask that sent a request is one row: the count above could have seen one.
+	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
+	is.Equal(rows(), 1)
 }
 
 // A source whose month reached the organization's cap is refused for it, and for no
