@@ -6,13 +6,16 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"enrichd/store"
 	"enrichd/store/storetest"
 
 	"github.com/matryer/is"
@@ -125,6 +128,25 @@ func firstStart(t *testing.T, bin, db string) {
 	contains(t, out, "Dashboard:  "+s.base+"/dashboard/")
 	contains(t, out, "It works once, for\n1 hour")
 	is.Equal(strings.Count(out, "/dashboard/install?token="), 1) // once a start
+	// Beside a SQLite database, the first start made the key that seals organizations'
+	// own vendor keys, readable by its owner alone, and logged where it is; PostgreSQL
+	// has no file beside it, and nothing is made.
+	keyFile := db + ".secret-key"
+	var sealingKey []byte
+	if store.Engine(db) == "sqlite" {
+		info, err := os.Stat(keyFile)
+		is.NoErr(err)
+		is.Equal(info.Mode().Perm(), os.FileMode(0o600))
+		sealingKey, err = os.ReadFile(keyFile)
+		is.NoErr(err)
+		abs, err := filepath.Abs(keyFile)
+		is.NoErr(err)
+		contains(t, out, `"msg":"created the secret key file (mode 0600): back it up with the database`)
+		contains(t, out, `"path":"`+abs+`"`)
+		is.True(!strings.Contains(out, strings.TrimSpace(string(sealingKey)))) // its contents are not logged
+	} else {
+		is.True(!strings.Contains(out, "created the secret key file"))
+	}
 
 	s = startBinary(t, bin, db)
 	link := s.link(t)
@@ -220,6 +242,12 @@ func firstStart(t *testing.T, bin, db string) {
 	out = s.stop(t)
 	is.True(!strings.Contains(out, "no user yet"))
 	is.True(!strings.Contains(out, "/dashboard/install"))
+	is.True(!strings.Contains(out, "created the secret key file")) // made once, then read
+	if sealingKey != nil {
+		again, err := os.ReadFile(keyFile)
+		is.NoErr(err)
+		is.Equal(again, sealingKey)
+	}
 	for _, l := range lines(out) {
 		is.True(strings.HasPrefix(l, "{")) // the JSON log alone
 	}

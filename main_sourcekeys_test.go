@@ -13,6 +13,7 @@ import (
 	"github.com/matryer/is"
 
 	"enrichd/cli"
+	"enrichd/store/storetest"
 )
 
 // runCLIWithInput runs the real program with args and stdin as its standard input.
@@ -146,4 +147,36 @@ func TestSourcesSetKey(t *testing.T) {
 	contains(t, failCLI(t, "sources", "clear-key", "--org", "acme", "pdl", "--db", db), "organization acme has no key of its own for pdl")
 	is.Equal(len(tableRows(t, mustCLI(t, "sources", "keys", "--org", "acme", "--db", db))), 0)
 	notInFiles(t, dir, good)
+}
+
+// On PostgreSQL there is no file beside the database to keep the secret key in, and
+// every replica must seal with the same one: set-key without --secret-key-file is
+// refused before the key is read or checked, and stores nothing; with it, the file
+// is created, mode 0600, and the key stored.
+func TestSourceKeyFileIsRequiredOnPostgres(t *testing.T) {
+	is := is.New(t)
+	const good = "pdl-org-key-on-postgres-4c4c"
+	vendor := newKeyVendor(t, good)
+	db := storetest.PostgresURL(t)
+	mustCLI(t, "orgs", "create", "acme", "--db", db)
+	setKey := []string{"sources", "set-key", "--org", "acme", "pdl", "--db", db, "--pdl-url", vendor.URL}
+
+	out, errOut, err := runCLIWithInput(t, good+"\n", setKey...)
+	is.True(err != nil)
+	contains(t, err.Error(), "--secret-key-file is required with PostgreSQL")
+	is.True(!strings.Contains(err.Error()+out+errOut, good))
+	is.Equal(len(vendor.requests()), 0) // not checked with the vendor either
+	is.Equal(len(tableRows(t, mustCLI(t, "sources", "keys", "--org", "acme", "--db", db))), 0)
+
+	keyFile := filepath.Join(t.TempDir(), "enrichd.secret-key")
+	out, errOut, err = runCLIWithInput(t, good+"\n", append(setKey, "--secret-key-file", keyFile)...)
+	is.NoErr(err)
+	contains(t, out, "organization acme now uses its own key …4c4c")
+	contains(t, errOut, "created the secret key file")
+	info, err := os.Stat(keyFile)
+	is.NoErr(err)
+	is.Equal(info.Mode().Perm(), os.FileMode(0o600))
+	rows := tableRows(t, mustCLI(t, "sources", "keys", "--org", "acme", "--db", db))
+	is.Equal(len(rows), 1)
+	is.True(strings.HasPrefix(rows[0], "pdl\t…4c4c\t"))
 }

@@ -147,6 +147,9 @@ type WaterfallRun struct {
 	FoundCalls float64 `json:"found_vendor_calls_per_record"`
 	// TaskCredits are the vendor credits the tasks' `sources` report, per subject.
 	TaskCredits float64 `json:"task_vendor_credits_per_record"`
+	// VendorCredits are the credits each vendor counted itself in the pass, in all, by
+	// name: what a budget of one vendor is measured against.
+	VendorCredits map[string]int64 `json:"vendor_credits_by_vendor"`
 }
 
 // Waterfall is the waterfall scenario's figures.
@@ -215,8 +218,10 @@ func waterfallMode(ctx context.Context, opt Options, subjects int, mode string, 
 	var runs []WaterfallRun
 	for pass := 1; pass <= 2; pass++ {
 		var calls0, credits0 int64
+		each0 := map[string]int64{}
 		for _, v := range vendors {
 			calls0, credits0 = calls0+v.calls.Load(), credits0+v.credits.Load()
+			each0[v.name] = v.credits.Load()
 		}
 		ids, err := e.enqueueAll(ctx, key, subjects, opt.Concurrency)
 		if err != nil {
@@ -225,10 +230,11 @@ func waterfallMode(ctx context.Context, opt Options, subjects int, mode string, 
 		if err := e.settled(ctx, orgID); err != nil {
 			return nil, err
 		}
-		run := WaterfallRun{Mode: mode, Pass: pass}
+		run := WaterfallRun{Mode: mode, Pass: pass, VendorCredits: map[string]int64{}}
 		var calls, credits int64
 		for _, v := range vendors {
 			calls, credits = calls+v.calls.Load(), credits+v.credits.Load()
+			run.VendorCredits[v.name] = v.credits.Load() - each0[v.name]
 		}
 		run.Calls = float64(calls-calls0) / float64(subjects)
 		run.Credits = float64(credits-credits0) / float64(subjects)

@@ -92,6 +92,9 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 		a := p.askDirect(ctx, m, in.Target)
 		if a.call.Outcome == OutcomeSkipped {
 			a.record(ctx, p)
+			if a.call.Reason == ReasonBudgetUnread {
+				d.unavailable = true // it may know the person: a retry may ask it
+			}
 			continue // the organization's key or budget: as if this source were not configured
 		}
 		if a.err != nil {

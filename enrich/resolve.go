@@ -247,6 +247,12 @@ func (p *Pipeline) fits(ctx context.Context, employer Employer, company *Company
 	if s.unavailable && len(all) < 2 {
 		return nil, &TaskError{Code: CodeProviderUnavailable, Message: "a data source could not be reached while resolving the address, so nobody could be confirmed; retrying later is safe"}
 	}
+	if len(s.budget) > 0 && len(all) < 2 {
+		// Every search that could be made was, and only budgets kept the others from
+		// being asked: the lookup says so, as a company or profile lookup does.
+		return nil, &TaskError{Code: CodeProviderUnavailable, Message: "the monthly budget of vendor credits of " + strings.Join(s.budget, ", ") +
+			" is spent, so its staff search could not be made and nobody could be confirmed; retrying once the budget is raised or renewed is safe"}
+	}
 	if s.searchers == 0 || s.partial || unseen {
 		why := "the staff search could not see everyone the address may stand for"
 		switch {
@@ -342,6 +348,9 @@ type staffSearch struct {
 	// listed holds every profile URL a search showed, fitting or not.
 	listed      map[string]bool
 	unavailable bool // a search or a retrieval could not be made
+	// budget names the sources whose search was not made because their monthly
+	// budget of vendor credits is spent.
+	budget []string
 	// partial: a source could not ask for every name the local part stands for.
 	partial bool
 	// cutOff says the search may have left out people the address fits (its last
@@ -395,8 +404,13 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 		members, cutOff, skip, err := p.searchStaffSpent(ctx, src, ss, StaffQuery{Company: company, Names: names, Spelled: LocalPartSpelled(local)}, limit, own)
 		if skip != "" {
-			// Over its budget: as a source that could not answer now.
-			s.unavailable = true
+			// Not asked: as a source that could not answer now, and one whose budget is
+			// spent is named, so that the lookup can say why.
+			if skip == ReasonBudget {
+				s.budget = append(s.budget, src.Name())
+			} else {
+				s.unavailable = true
+			}
 			continue
 		}
 		s.cutOff = s.cutOff || cutOff

@@ -111,7 +111,8 @@ func emailKey(address string) string { return "email " + address }
 
 // Trace is what the recorded lookups asked, one SourceCall a source in the order
 // they were first asked (each source's calls, credits and time summed; its outcome
-// the best it came to: a hit, else an error, else a miss, else why it was skipped),
+// the best it came to: a hit, else an error, else a miss, else why it was skipped,
+// a budget, a refused key or the task's end before a filled or unsupported lookup),
 // and the provenance of res, when one of them answered with it.
 func (r *Recorder) Trace(res Result) Trace {
 	r.mu.Lock()
@@ -130,7 +131,7 @@ func (r *Recorder) Trace(res Result) Trace {
 		s.Credits += c.Credits
 		s.MS += c.MS
 		s.OwnKey = s.OwnKey || c.OwnKey
-		if outcomeRank(c.Outcome) > outcomeRank(s.Outcome) {
+		if callRank(c) > callRank(*s) {
 			s.Outcome, s.Reason = c.Outcome, c.Reason
 		}
 	}
@@ -147,14 +148,20 @@ func (r *Recorder) Trace(res Result) Trace {
 	return tr
 }
 
-func outcomeRank(o string) int {
-	switch o {
+func callRank(c SourceCall) int {
+	switch c.Outcome {
 	case OutcomeHit:
-		return 3
+		return 4
 	case OutcomeError:
-		return 2
+		return 3
 	case OutcomeMiss:
-		return 1
+		return 2
 	}
-	return 0
+	// Skipped: what kept a source from being asked (its budget, its key, the task's
+	// end) says more than a lookup it had no need or way to answer, and a task that
+	// failed for a budget shows it.
+	if c.Reason == ReasonFilled || c.Reason == ReasonNotSupported {
+		return 0
+	}
+	return 1
 }

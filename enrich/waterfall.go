@@ -18,6 +18,7 @@ const (
 	ReasonFilled       = "filled"        // every wanted field was already filled
 	ReasonNotSupported = "not_supported" // it cannot answer this kind of lookup
 	ReasonBudget       = "budget"        // its monthly budget of vendor credits is spent
+	ReasonBudgetUnread = "budget_unread" // its budget could not be read now: not asked, as a source that cannot answer now
 	ReasonKeyFailing   = "key_failing"   // the organization's own key was refused and no fallback is allowed
 	ReasonOtherSubject = "other_subject" // it answered with another company or person: discarded
 	ReasonTimedOut     = "timed_out"     // the task's lifetime ended before it was asked
@@ -73,8 +74,10 @@ type SourceKeys interface {
 
 // Spend keeps what sources cost each organization and holds them to their budgets.
 type Spend interface {
-	// Admit says whether src may be asked for org now; skip, when not "", is why not
-	// (ReasonBudget). An admitted call is reserved until Spent records it, so that
+	// Admit says whether src may be asked for org now; skip, when not "", is why not:
+	// ReasonBudget when a cap is reached, ReasonBudgetUnread when the budget could not
+	// be read (the source is then as one that cannot answer now, never as one whose
+	// budget is spent). An admitted call is reserved until Spent records it, so that
 	// calls in flight count against the budget.
 	Admit(ctx context.Context, org, src string, own bool) (skip string)
 	// Spent records one admitted ask of src for org, whatever its outcome.

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -55,10 +56,24 @@ func TestEmailStaffSearchesAreBudgeted(t *testing.T) {
 	is.Equal(by["searcher"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 10})
 
 	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "searcher", 10))
-	e.emailLookup("john.smith@acme.com")
+	e.net.addPerson(employee("maria-garcia", "Maria", "Garcia", acmeURL, "Designer", "Madrid", "ES", false))
+	before := e.balance("acme")
+	_, settled := e.emailLookup("maria.garcia@acme.com")
 	is.Equal(vendor.searches.Load(), int64(1)) // over its budget: not asked
 	_, by, _ = e.sourcesOf(e.key)
 	is.Equal(by["searcher"].Credits, int64(10))
+	// The search it could not make may have listed another Maria Garcia: nobody is
+	// confirmed, and the task says a budget is why, refunded.
+	is.Equal(settled.str("task.status"), "failed")
+	is.Equal(settled.str("error.code"), "provider_unavailable")
+	msg := settled.str("error.message")
+	is.True(strings.Contains(msg, "monthly budget of vendor credits of searcher is spent")) // names the budget
+	is.True(!strings.Contains(msg, "could not be reached"))
+	is.True(strings.Contains(string(settled.raw), `{"name":"searcher","outcome":"skipped","reason":"budget"`))
+	after := e.balance("acme")
+	is.Equal(after.Balance, before.Balance) // refunded
+	is.Equal(after.Charged-before.Charged, after.Refund-before.Refund)
+	is.True(after.Charged > before.Charged) // charged, then refunded
 }
 
 // The staff search an email lookup makes is one of the task's sources, with its calls

@@ -96,6 +96,17 @@ func TestDashboardSourcesSetsAndClearsAnOrganizationsKey(t *testing.T) {
 	row = sourceRow(admin.get("/dashboard/settings/sources"), "pdl")
 	is.True(strings.Contains(row, `<span class="status failed">failing</span>`))
 	is.True(strings.Contains(row, "refused the organization&#39;s own key (401)"))
+	// The Sources page says so, to an admin and a viewer, and that the fallback the
+	// organization allowed answers meanwhile.
+	for _, b := range []*browser{admin, viewer} {
+		p = b.get("/dashboard/sources")
+		is.Equal(p.status, http.StatusOK)
+		_, pdl, ok := strings.Cut(p.body, `id="source-pdl"`)
+		is.True(ok)
+		pdl, _, _ = strings.Cut(pdl, "</section>")
+		is.True(strings.Contains(pdl, `your organization's own key ending in <code>…c3d4</code> — <span class="status failed">refused by the vendor</span>; the installation's key answers meanwhile`))
+		is.True(!p.has(ownKey))
+	}
 
 	is.Equal(viewer.post("/dashboard/settings/sources/pdl/clear", url.Values{}).status, http.StatusForbidden)
 	p = admin.post("/dashboard/settings/sources/pdl/clear", url.Values{})

@@ -3,7 +3,9 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -118,6 +120,21 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 		sent := vendor.requests()
 		return sent[len(sent)-1]
 	}
+	// pdlAs is pdl's part of GET /v1/sources for the key's organization; the body is
+	// among the responses the key is looked for in.
+	pdlAs := func(headers ...string) map[string]any {
+		t.Helper()
+		r := e.do("GET", "/v1/sources", nil, headers...)
+		is.Equal(r.status, 200)
+		responses.Write(r.raw)
+		for _, src := range r.get("sources").([]any) {
+			if m := src.(map[string]any); m["name"] == "pdl" {
+				return m
+			}
+		}
+		t.Fatal("GET /v1/sources lists no pdl")
+		return nil
+	}
 
 	// acme's task goes out with acme's key; beta's, for the same company, is not
 	// served acme's record: it asks the vendor, with the installation's key.
@@ -125,6 +142,13 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 	is.Equal(r.str("task.status"), "succeeded")
 	is.Equal(lastKey(), "own.example "+ownKey)
 	is.True(strings.Contains(string(task.Sources), `"name":"pdl","outcome":"hit"`))
+	// Its credit is acme's, made with its own key; beta has spent nothing.
+	mine := pdlAs()
+	is.Equal(mine["vendor_credits"], 1.0)
+	is.Equal(mine["own_key_vendor_credits"], 1.0)
+	theirs := pdlAs(asBeta...)
+	is.Equal(theirs["vendor_credits"], 0.0)
+	is.Equal(theirs["own_key_vendor_credits"], 0.0)
 	calls := len(vendor.requests())
 	r = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "own.example"})
 	is.Equal(r.status, 200) // acme's repeat: from the store, asking nothing
@@ -141,6 +165,32 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 	is.Equal(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "shared.example"}).status, 200)
 	is.Equal(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "shared.example"}, asBeta...).status, 200)
 	is.Equal(len(vendor.requests()), calls)
+	theirs = pdlAs(asBeta...)
+	is.Equal(theirs["vendor_credits"], 2.0) // beta's two, with the installation's key
+	is.Equal(theirs["own_key_vendor_credits"], 0.0)
+	is.Equal(pdlAs()["own_key_vendor_credits"], 1.0) // acme's own key: nothing of beta's
+
+	// The installation's budget binds the installation's key alone: spent, it stops
+	// beta's tasks, refunded, while acme's own key spends acme's own vendor account.
+	is.NoErr(e.db.SetSourceBudget(ctx, "", "pdl", 2))
+	beforeBeta := e.balance("beta")
+	calls = len(vendor.requests())
+	r, task = enrichAs("over-budget.example", asBeta...)
+	is.Equal(r.str("task.status"), "failed")
+	is.Equal(r.str("error.code"), "provider_unavailable")
+	is.True(strings.Contains(r.str("error.message"), "monthly budget of vendor credits of pdl is spent"))
+	is.True(strings.Contains(string(task.Sources), `{"name":"pdl","outcome":"skipped","reason":"budget"`))
+	is.Equal(len(vendor.requests()), calls)                 // not asked
+	is.Equal(e.balance("beta").Balance, beforeBeta.Balance) // refunded
+	r, task = enrichAs("own-budget.example")
+	is.Equal(r.str("task.status"), "succeeded")
+	is.Equal(lastKey(), "own-budget.example "+ownKey)
+	mine = pdlAs()
+	is.Equal(mine["own_key_vendor_credits"], 2.0)
+	is.Equal(mine["budget"].(map[string]any)["installation"], 2.0)
+	is.Equal(mine["budget"].(map[string]any)["remaining"], nil) // no cap binds acme's own key
+	is.Equal(pdlAs(asBeta...)["budget"].(map[string]any)["remaining"], 0.0)
+	is.NoErr(e.db.SetSourceBudget(ctx, "", "pdl", 0))
 
 	// The vendor refuses acme's key: the task that meets it fails, refunded, and the
 	// key is marked failing; acme's next task skips pdl without asking it.
@@ -168,13 +218,7 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 	// installation's.
 	keyOf := func(headers ...string) map[string]any {
 		t.Helper()
-		for _, src := range e.do("GET", "/v1/sources", nil, headers...).get("sources").([]any) {
-			if m := src.(map[string]any); m["name"] == "pdl" {
-				return m["key"].(map[string]any)
-			}
-		}
-		t.Fatal("GET /v1/sources lists no pdl")
-		return nil
+		return pdlAs(headers...)["key"].(map[string]any)
 	}
 	k := keyOf()
 	is.Equal(k["owner"], "organization")
@@ -199,23 +243,44 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 	is.True(!strings.Contains(e.logs.String(), ownKey))
 	is.True(!strings.Contains(e.logs.String(), installKey))
 	is.True(!strings.Contains(responses.String(), ownKey))
-	var n int
-	is.NoErr(e.db.Reader().QueryRow(ctx, `SELECT count(*) FROM org_source_keys WHERE sealed LIKE ? OR last4 LIKE ? OR failing_reason LIKE ?`,
-		"%"+ownKey+"%", "%"+ownKey+"%", "%"+ownKey+"%").Scan(&n))
-	is.Equal(n, 0)
 	stored, err := e.db.OrgSourceKey(ctx, e.orgID, "pdl")
 	is.NoErr(err)
 	is.Equal(stored.Last4, "…5e4f")
 	is.True(strings.Contains(stored.FailingReason, "refused the organization's own key (401)"))
-	if !onPostgres() {
-		path := e.path
-		e.close()
-		for _, f := range []string{path, path + "-wal"} {
-			raw, err := os.ReadFile(f)
-			if err == nil {
-				is.True(!bytes.Contains(raw, []byte(ownKey))) // the database file
+	if onPostgres() {
+		// Every column of every table, as text (a bytea as its hex), holds neither
+		// the key nor its hex.
+		cols, err := e.db.Reader().Query(ctx, `SELECT table_name, column_name FROM information_schema.columns
+			WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position`)
+		is.NoErr(err)
+		var columns [][2]string
+		for cols.Next() {
+			var c [2]string
+			is.NoErr(cols.Scan(&c[0], &c[1]))
+			columns = append(columns, c)
+		}
+		is.NoErr(cols.Err())
+		cols.Close()
+		is.True(len(columns) > 50) // the whole schema, not a few columns
+		hexKey := hex.EncodeToString([]byte(ownKey))
+		for _, c := range columns {
+			var n int
+			q := fmt.Sprintf(`SELECT count(*) FROM %q WHERE strpos(CAST(%q AS TEXT), ?) > 0 OR strpos(CAST(%q AS TEXT), ?) > 0`, c[0], c[1], c[1])
+			is.NoErr(e.db.Reader().QueryRow(ctx, q, ownKey, hexKey).Scan(&n))
+			if n != 0 {
+				t.Fatalf("the key is in the clear in %s.%s", c[0], c[1])
 			}
 		}
+		return
+	}
+	path := e.path
+	e.close()
+	raw, err := os.ReadFile(path)
+	is.NoErr(err) // the database file is there to be looked in
+	is.True(len(raw) > 0)
+	is.True(!bytes.Contains(raw, []byte(ownKey)))
+	if wal, err := os.ReadFile(path + "-wal"); err == nil { // checkpointed away on close, as a rule
+		is.True(!bytes.Contains(wal, []byte(ownKey)))
 	}
 }
 

@@ -3,15 +3,18 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"enrichd/enrich"
 	"enrichd/server"
 	"enrichd/store"
+	"enrichd/store/storetest"
 
 	"github.com/matryer/is"
 )
@@ -112,10 +115,21 @@ func TestSourcesSpendPerOrganizationSurvivesARestart(t *testing.T) {
 // An ask that sent nothing upstream and cost nothing (the dataset's) writes nothing.
 func TestSourcesAFreeAskWritesNothing(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
+	e := newEnv(t, withPricedVendors("pdl"))
+	rows := func() (n int) {
+		t.Helper()
+		is.NoErr(e.db.Reader().QueryRow(context.Background(), `SELECT count(*) FROM source_spend`).Scan(&n))
+		return n
+	}
 	e.ask(e.orgID, enrich.SourceCall{Name: "dataset", Outcome: enrich.OutcomeHit})
+	e.ask(e.orgID, enrich.SourceCall{Name: "dataset", Outcome: enrich.OutcomeMiss})
+	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss}) // a priced source that sent nothing
+	is.Equal(rows(), 0)
 	_, by, _ := e.sourcesOf(e.key)
 	is.Equal(by["dataset"].SourceUse, store.SourceUse{})
+	// An ask that sent a request is one row: the count above could have seen one.
+	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
+	is.Equal(rows(), 1)
 }
 
 // A source whose month reached the organization's cap is refused for it, and for no
@@ -198,6 +212,77 @@ func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
 		is.Equal(e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}), "")
 	}
 	is.Equal(replica.Spend().Admit(ctx, e.orgID, "pdl", false), enrich.ReasonBudget)
+}
+
+// replicaOf starts another replica of e's server: a handle of its own on the same
+// database (the same SQLite file, or the same PostgreSQL database), its own
+// server.New and its own listener, answering to e's key.
+func replicaOf(e *env) *env {
+	e.t.Helper()
+	db, err := store.Open(context.Background(), e.path, storetest.Schema(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	db.Now = e.clock.Now
+	r := &env{t: e.t, path: e.path, db: db, cfg: e.cfg, clock: e.clock, net: e.net, logs: &syncBuffer{}, key: e.key, orgID: e.orgID}
+	cfg := e.cfg
+	cfg.Sources = append([]enrich.Source{e.net, db.Dataset()}, e.cfg.Sources...)
+	r.srv = server.New(db, cfg)
+	r.http = httptest.NewServer(r.srv)
+	e.t.Cleanup(r.close)
+	return r
+}
+
+// Two replicas, each with its own handle on the database, admit and record paid asks
+// at the same time: the month's credits pass the cap by no more than the asks that
+// were in flight at once, the cap is reached, and both replicas report the same month.
+func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl"))
+	const budget, askers, attempts = 20, 6, 12 // askers per replica
+	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "pdl", budget))
+	replica := replicaOf(e)
+	is.True(replica.db != e.db) // a second handle, as another process would open
+
+	var inFlight, peak, admitted atomic.Int64
+	var wg sync.WaitGroup
+	for _, r := range []*env{e, replica} {
+		spend := r.srv.Spend()
+		for range askers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := context.Background()
+				for range attempts {
+					if spend.Admit(ctx, e.orgID, "pdl", false) != "" {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					admitted.Add(1)
+					n := inFlight.Add(1)
+					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+					}
+					time.Sleep(2 * time.Millisecond) // the vendor's answer
+					inFlight.Add(-1)
+					spend.Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	t.Logf("%d asks admitted under a cap of %d, at most %d in flight at once", admitted.Load(), budget, peak.Load())
+
+	_, here, _ := e.sourcesOf(e.key)
+	_, there, _ := replica.sourcesOf(e.key)
+	is.Equal(here["pdl"], there["pdl"]) // both replicas read the same month
+	credits := here["pdl"].Credits
+	is.Equal(credits, admitted.Load())     // every admitted ask recorded, once
+	is.True(credits >= budget)             // the cap was reached...
+	is.True(credits <= budget+peak.Load()) // ...and passed by no more than the asks in flight
+	is.Equal(*here["pdl"].Budget.Remaining, int64(0))
+	// Spent: neither replica admits another.
+	is.Equal(e.srv.Spend().Admit(context.Background(), e.orgID, "pdl", false), enrich.ReasonBudget)
+	is.Equal(replica.srv.Spend().Admit(context.Background(), e.orgID, "pdl", false), enrich.ReasonBudget)
 }
 
 // /metrics counts each source's asks by outcome, its vendor credits and the asks its

@@ -63,8 +63,9 @@ func newSpendKeeper(db *store.DB, log *slog.Logger, m *serverMetrics, budgets ma
 }
 
 // Admit reads the source's budgets for org, and the month's credits where a cap is
-// set, and reserves the ask. A budget that cannot be read refuses: a vendor account
-// is not spent past its cap because the database is down.
+// set, and reserves the ask. A budget that cannot be read refuses with
+// ReasonBudgetUnread: a vendor account is not spent past its cap because the database
+// is down, and the task does not say a budget is spent when nobody knows whether it is.
 func (k *spendKeeper) Admit(ctx context.Context, org, src string, own bool) string {
 	if !k.priced[src] {
 		return "" // costs nothing: no budget binds it, and nothing is reserved
@@ -83,7 +84,8 @@ func (k *spendKeeper) Admit(ctx context.Context, org, src string, own bool) stri
 		st, err = k.db.SourceBudgetState(ctx, org, src, store.MonthStart(k.db.Now()), flagCap > 0 && !own)
 		if err != nil {
 			k.log.Error("reading a source's budget: the source is not asked", "source", src, "org_id", org, "err", err.Error())
-			return enrich.ReasonBudget
+			k.metrics.counter("enrichd_source_skipped_total", "source", src, "reason", enrich.ReasonBudgetUnread).Inc()
+			return enrich.ReasonBudgetUnread
 		}
 		k.mu.Lock()
 		orgLate, instLate := k.orgRecorded[key]-orgBefore, k.instRecorded[src]-instBefore

@@ -3,9 +3,14 @@ package source_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 
@@ -73,4 +78,36 @@ func TestCheckKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A vendor's message that quotes the key where it is cut to length still does not
+// show any of it: the key is taken out before the message is cut.
+func TestAVendorsMessageCutAtTheKeyShowsNoneOfIt(t *testing.T) {
+	is := is.New(t)
+	// The key starts 190 characters in: the first 10 of its 20 are before the cut at 200.
+	message := strings.Repeat("x", 190) + " " + orgKey + " is not a valid key"
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		json.NewEncoder(w).Encode(map[string]any{"status": 401, "error": map[string]any{"type": "authentication_error", "message": message}})
+	}))
+	t.Cleanup(vendor.Close)
+	logs := &bytes.Buffer{}
+	p, err := source.NewPDL(source.VendorConfig{APIKey: orgKey, BaseURL: vendor.URL, Rate: 1000, Burst: 1000, Backoff: time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	is.NoErr(err)
+	prefix := orgKey[:8] // "org-own-"
+	err = p.CheckKey(context.Background())
+	is.True(errors.Is(err, source.ErrKeyRefused))
+	is.True(!strings.Contains(err.Error(), prefix))
+	is.True(strings.Contains(err.Error(), "[redacted")) // cut inside what stands for the key
+	var refusals []string
+	own, err := p.WithAPIKey(orgKey, func(reason string) { refusals = append(refusals, reason) })
+	is.NoErr(err)
+	_, err = own.CompanyByDomain(context.Background(), "acme.com")
+	is.True(errors.Is(err, source.ErrKeyRefused))
+	is.True(!strings.Contains(err.Error(), prefix))
+	is.Equal(len(refusals), 1)
+	is.True(!strings.Contains(refusals[0], prefix))
+	is.True(!strings.Contains(logs.String(), prefix))
 }

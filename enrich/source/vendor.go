@@ -330,10 +330,13 @@ func (v *vendorAPI) problem(body []byte) string {
 	if msg == "" {
 		msg = strings.TrimSpace(string(body))
 	}
+	// The key is taken out before the message is cut: cut first, a key that spans the
+	// cut would no longer match whole, and its first part would show.
+	msg = v.redact(msg)
 	if len(msg) > 200 {
-		msg = msg[:200] + "…"
+		msg = strings.ToValidUTF8(msg[:200], "") + "…"
 	}
-	return v.redact(orDefault(msg, "no detail given"))
+	return orDefault(msg, "no detail given")
 }
 
 // redact takes the API key out of text that came from upstream or from the transport.
