@@ -635,3 +635,21 @@ CREATE TABLE org_source_keys (
 -- keys are under the origin 'store:<org id>' rather than 'store', and org_id says
 -- whose it is. NULL: fetched with the installation's keys, served to everyone.
 ALTER TABLE records ADD COLUMN org_id TEXT REFERENCES orgs(id);
+
+-- migration 17: what the priced sources did not know
+-- A priced source's miss of a subject (subject: the lookup's record key, as
+-- record_keys has it) is remembered, so that within the freshness window the source is
+-- not asked, nor paid, for it again. org_id is '' for a miss found with the
+-- installation's keys, which counts for every organization, or the organization whose
+-- own vendor key found it. A task reads a subject's rows by the primary key; a source
+-- that answers for the subject deletes its rows; retention deletes those past the
+-- window, oldest first, through source_misses_missed.
+-- The same columns as PostgreSQL's migration 11.
+CREATE TABLE source_misses (
+    subject    TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    org_id     TEXT NOT NULL,
+    missed_at  INTEGER NOT NULL,
+    PRIMARY KEY (subject, source, org_id)
+) WITHOUT ROWID;
+CREATE INDEX source_misses_missed ON source_misses(missed_at);

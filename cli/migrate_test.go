@@ -158,6 +158,10 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		is.NoErr(db.AddSourceSpend(ctx, org, "pdl", false, db.Now(), store.SourceUse{Calls: 3, Hits: 2, Misses: 1, Credits: 2}))
 		is.NoErr(db.AddSourceSpend(ctx, org, "pdl", true, db.Now(), store.SourceUse{Calls: 1, Hits: 1, Credits: 1}))
 		is.NoErr(db.SetSourceBudget(ctx, org, "pdl", 500))
+		// A company no vendor knew, asked with its own key and with the installation's.
+		nobody := enrich.Input{Lookup: enrich.LookupDomain, Target: "nobody-" + domain}
+		is.NoErr(db.RememberMiss(ctx, nobody, "pdl", org))
+		is.NoErr(db.RememberMiss(ctx, nobody, "apollo", ""))
 	}
 	is.NoErr(db.SetSourceBudget(ctx, "", "enrichlayer", 20000)) // the installation's
 	return m

@@ -523,3 +523,18 @@ CREATE TABLE org_source_keys (
     PRIMARY KEY (org_id, source)
 );
 ALTER TABLE records ADD COLUMN org_id TEXT COLLATE "C" REFERENCES orgs(id);
+
+-- migration 11: what the priced sources did not know (the SQLite schema's migration 17)
+-- A priced source's miss of a subject (subject: the lookup's record key, as
+-- record_keys has it) is remembered, so that within the freshness window the source is
+-- not asked, nor paid, for it again. org_id is '' for a miss found with the
+-- installation's keys, which counts for every organization, or the organization whose
+-- own vendor key found it.
+CREATE TABLE source_misses (
+    subject    TEXT COLLATE "C" NOT NULL,
+    source     TEXT COLLATE "C" NOT NULL,
+    org_id     TEXT COLLATE "C" NOT NULL,
+    missed_at  BIGINT NOT NULL,
+    PRIMARY KEY (subject, source, org_id)
+);
+CREATE INDEX source_misses_missed ON source_misses(missed_at);

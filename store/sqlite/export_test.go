@@ -57,3 +57,7 @@ func (db *DB) ReopenWriter() { db.reopenWriter() }
 
 // EmptyKeyCache empties the key cache, as a commit of another process does.
 func (db *DB) EmptyKeyCache() { db.keys.Invalidate() }
+
+// MissQueries are package store's statements of the sources' misses, for EXPLAIN
+// QUERY PLAN.
+var MissQueries = store.MissQueries

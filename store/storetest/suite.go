@@ -87,4 +87,7 @@ var conformanceTests = []conformanceTest{
 	{"FillListsChangedAtOnce", testFillListsChangedAtOnce},
 	{"ARecordFetchedWithAnOrgsKeyIsServedToItAlone", testARecordFetchedWithAnOrgsKeyIsServedToItAlone},
 	{"SourceKeysSetFailAndClear", testSourceKeysSetFailAndClear},
+	{"SourceMissesRememberedPerSubjectAndScope", testSourceMissesRememberedPerSubjectAndScope},
+	{"SourceMissesExpireAndArePurged", testSourceMissesExpireAndArePurged},
+	{"SourceMissesFromManyWriters", testSourceMissesFromManyWriters},
 }
