@@ -33,6 +33,10 @@ func Supports(src Source, l Lookup) bool {
 // every wanted field is filled, or at once with an empty Fill (first hit wins), the
 // sources left are not asked (ReasonFilled).
 //
+// A priced source remembered not to know the subject (Misses) is not asked again
+// within the freshness window (ReasonKnownMiss); a task whose sources all missed or
+// were skipped so fails not_found, as a miss does.
+//
 // The Trace says which source gave each field and what each source was asked and
 // cost. Email lookups take more than one question and go through ResolveEmail.
 func (p *Pipeline) Lookup(ctx context.Context, a Ask) (Result, Trace, *TaskError) {
@@ -49,6 +53,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 		return Result{}, tr, &TaskError{Code: CodeInternalError, Message: "email lookups are resolved by ResolveEmail"}
 	}
 	wanted := wantedFields(in.Lookup, a.Fill)
+	misses := p.knownMisses(ctx, a.Org, in, p.Sources)
 	var (
 		merged      = seed
 		unavailable bool
@@ -66,6 +71,8 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 			call.Outcome, call.Reason = OutcomeSkipped, ReasonFilled
 		case ctx.Err() != nil:
 			call.Outcome, call.Reason = OutcomeSkipped, ReasonTimedOut
+		case misses.known(src):
+			call.Outcome, call.Reason = OutcomeSkipped, ReasonKnownMiss
 		}
 		if call.Outcome != "" {
 			tr.Sources = append(tr.Sources, call)
@@ -141,6 +148,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 		if p.Spend != nil {
 			p.Spend.Spent(ctx, a.Org, call)
 		}
+		misses.record(ctx, src, call)
 		tr.Sources = append(tr.Sources, call)
 		tr.Sources = append(tr.Sources, nested.asked()...)
 	}

@@ -132,10 +132,14 @@ type Pipeline struct {
 	// and keeps what each ask cost. Both are consulted per source and ask.
 	Keys  SourceKeys
 	Spend Spend
+	// Misses, when set, remembers the subjects the priced sources did not know, so
+	// that none is asked for one again within the freshness window (ReasonKnownMiss).
+	Misses Misses
 
 	// Fresh makes ResolveEmail ask the sources for everything it answers with: no
 	// held profile, company or gathering is served as it is, and a profile whose
-	// refresh fails fails the lookup instead of being served from what is held. A
+	// refresh fails fails the lookup instead of being served from what is held; and
+	// Lookup asks a source remembered not to know the subject all the same. A
 	// watch's check is made this way: it compares what the source says now.
 	Fresh bool
 }

@@ -22,6 +22,7 @@ const (
 	ReasonKeyFailing   = "key_failing"   // the organization's own key was refused and no fallback is allowed
 	ReasonOtherSubject = "other_subject" // it answered with another company or person: discarded
 	ReasonTimedOut     = "timed_out"     // the task's lifetime ended before it was asked
+	ReasonKnownMiss    = "known_miss"    // it did not know the subject when asked within the freshness window
 )
 
 // SourceCall is one source's part in a task, in the order the sources were asked:

@@ -44,18 +44,26 @@ func (w *within) add(call SourceCall) {
 	w.calls = append(w.calls, call)
 }
 
-// AskWithin asks src by fn from inside another source's ask, as the waterfall asks any
-// source: held to the organization's budget of src (ErrNotAsked when it is spent), its
-// calls and credits counted to src in the organization's spend and listed in the
-// task's sources, apart from those of the source that asks. Without a waterfall
-// around it (ctx from elsewhere) it is fn(ctx).
-func AskWithin[T any](ctx context.Context, src Source, fn func(context.Context) (T, error)) (T, error) {
+// AskWithin asks src by fn, the lookup in, from inside another source's ask, as the
+// waterfall asks any source: not asked when it is remembered not to know in's subject
+// (an error wrapping ErrNotFound; see Misses), held to the organization's budget of src
+// (ErrNotAsked when it is spent), its calls and credits counted to src in the
+// organization's spend and listed in the task's sources, apart from those of the
+// source that asks, and its miss remembered or its answer superseding one. Without a
+// waterfall around it (ctx from elsewhere) it is fn(ctx).
+func AskWithin[T any](ctx context.Context, src Source, in Input, fn func(context.Context) (T, error)) (T, error) {
 	w, _ := ctx.Value(withinKey{}).(*within)
 	if w == nil {
 		return fn(ctx)
 	}
 	var zero T
 	call := SourceCall{Name: src.Name()}
+	misses := w.p.knownMisses(ctx, w.org, in, []Source{src})
+	if misses.known(src) {
+		call.Outcome, call.Reason = OutcomeSkipped, ReasonKnownMiss
+		w.add(call)
+		return zero, fmt.Errorf("%s did not know %s when last asked: %w", src.Name(), in.Target, ErrNotFound)
+	}
 	if w.p.Spend != nil {
 		if skip := w.p.Spend.Admit(ctx, w.org, src.Name(), false); skip != "" {
 			call.Outcome, call.Reason = OutcomeSkipped, skip
@@ -84,6 +92,7 @@ func AskWithin[T any](ctx context.Context, src Source, fn func(context.Context) 
 	if w.p.Spend != nil {
 		w.p.Spend.Spent(ctx, w.org, call)
 	}
+	misses.record(ctx, src, call)
 	w.add(call)
 	return v, err
 }

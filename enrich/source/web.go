@@ -216,7 +216,7 @@ func (w *Web) fetch(ctx context.Context, domain string) ([]byte, *url.URL, error
 func (w *Web) askNetwork(ctx context.Context, page string) *enrich.Company {
 	for _, src := range w.Network {
 		// Asked as the waterfall asks it: within its budget, its calls its own.
-		c, err := enrich.AskWithin(ctx, src, func(ctx context.Context) (*enrich.Company, error) {
+		c, err := enrich.AskWithin(ctx, src, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: page}, func(ctx context.Context) (*enrich.Company, error) {
 			return src.CompanyByURL(ctx, page)
 		})
 		if err == nil && c != nil {

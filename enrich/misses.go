@@ -1,0 +1,103 @@
+package enrich
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Misses remembers which priced sources did not know a subject, so that none is asked,
+// and paid, for that subject again within the freshness window: the waterfall passes
+// it over, unasked (ReasonKnownMiss). A subject is a lookup's kind and normalized
+// target, as the store keys its records. A miss found with an organization's own
+// vendor key is that organization's; one found with the installation's key is
+// everyone's.
+//
+// Only a source that prices its calls (Priced) is remembered: the dataset and the
+// website cost nothing to ask, and what they hold can change at once (an import).
+// Only a miss that went upstream is remembered (one that sent nothing cost nothing),
+// and only a real one: not an error, not a skip, not an answer about another subject.
+type Misses interface {
+	// Of returns, by source, the scopes in which a miss of in's subject found since
+	// since is remembered: "" for one found with the installation's keys, else the id
+	// of the organization whose own key found it.
+	Of(ctx context.Context, in Input, since time.Time) map[string][]string
+	// Remember records that source did not know in's subject, in scope ("" or the
+	// organization's id, as Of answers).
+	Remember(ctx context.Context, in Input, source, scope string)
+	// Forget deletes every miss of in's subject remembered of source, in every scope:
+	// it has just answered for it.
+	Forget(ctx context.Context, in Input, source string)
+}
+
+// knownMisses is what one ask of a subject knows of its sources' misses.
+type knownMisses struct {
+	p      *Pipeline
+	in     Input
+	org    string
+	scopes map[string][]string // by source, as Misses.Of answers
+}
+
+// knownMisses reads the misses of in's subject found within the freshness window, for
+// an ask of org of the sources: none when none of them is priced. A pipeline that asks
+// everything afresh (Fresh: a watch's check) skips no source for them, though it
+// records what it finds.
+func (p *Pipeline) knownMisses(ctx context.Context, org string, in Input, sources []Source) *knownMisses {
+	k := &knownMisses{p: p, in: in, org: org}
+	if p.Misses == nil || !slices.ContainsFunc(sources, remembered) {
+		return k
+	}
+	window := p.Freshness
+	if window <= 0 {
+		window = 30 * 24 * time.Hour
+	}
+	k.scopes = p.Misses.Of(ctx, in, p.now().Add(-window))
+	return k
+}
+
+// remembered reports whether src's misses are remembered: it prices its calls.
+func remembered(src Source) bool {
+	_, ok := src.(Priced)
+	return ok
+}
+
+// known reports whether src is remembered not to know the subject, for this ask's
+// organization: a miss found with the installation's keys, or with its own.
+func (k *knownMisses) known(src Source) bool {
+	if k.p.Fresh || !remembered(src) {
+		return false
+	}
+	for _, scope := range k.scopes[src.Name()] {
+		if scope == "" || scope == k.org {
+			return true
+		}
+	}
+	return false
+}
+
+// record keeps what an ask of src came to, once it is over: a miss that went
+// upstream is remembered, in the organization's scope when its own key was used; an
+// answer for the subject (a hit, or a record of it with nothing new) deletes the
+// misses remembered of src for it, whoever's they were.
+func (k *knownMisses) record(ctx context.Context, src Source, call SourceCall) {
+	if k.p.Misses == nil || !remembered(src) {
+		return
+	}
+	// The writes outlive the task's context: the ask was made, and paid, either way.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	switch {
+	case call.Outcome == OutcomeMiss && call.Reason == "" && call.VendorCalls > 0:
+		scope := ""
+		if call.OwnKey {
+			scope = k.org
+		}
+		k.p.Misses.Remember(wctx, k.in, call.Name, scope)
+	case call.Outcome == OutcomeHit || call.Outcome == OutcomeMiss && call.Reason == ReasonNothingNew:
+		// Read with the others before the ask: a source with no miss remembered of
+		// the subject costs no write.
+		if len(k.scopes[call.Name]) > 0 {
+			k.p.Misses.Forget(wctx, k.in, call.Name)
+		}
+	}
+}
