@@ -119,7 +119,8 @@ type SourceCall struct {
 	Name    string `json:"name"`
 	Outcome string `json:"outcome"` // hit, miss, error or skipped
 	// Reason says why it was skipped, or why a miss was one: filled, not_supported,
-	// budget, budget_unread, key_failing, other_subject, timed_out, nothing_new.
+	// budget, budget_unread, key_failing, known_miss, other_subject, timed_out,
+	// nothing_new.
 	Reason        string `json:"reason,omitempty"`
 	VendorCalls   int64  `json:"vendor_calls"`   // requests sent upstream, retries included
 	VendorCredits int64  `json:"vendor_credits"` // what they cost, in the vendor's credits

@@ -13,7 +13,8 @@ import (
 const purgeBatch = 500
 
 // maintain runs every cfg.MaintenanceInterval until ctx ends: retention deletes what
-// is older than cfg.Retain, expired dashboard sessions go, then, if nothing happened since the last round, the WAL is
+// is older than cfg.Retain and the sources' misses older than cfg.Freshness, expired
+// dashboard sessions go, then, if nothing happened since the last round, the WAL is
 // checkpointed and truncated. A round is skipped while the database cannot take
 // writes, and the storage faults of a round are left to the store's log line.
 func (s *Server) maintain(ctx context.Context) {
@@ -32,6 +33,9 @@ func (s *Server) maintain(ctx context.Context) {
 		if s.cfg.Retain > 0 {
 			s.purge(ctx)
 		}
+		// The sources' misses go once past the freshness window, whatever the
+		// retention of tasks: no task reads them then.
+		s.purgeMisses(ctx)
 		// Sessions past their expiry are refused when used; this deletes the rows of
 		// those never used again.
 		if _, err := s.db.PurgeSessions(ctx, s.cfg.SessionIdle); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {

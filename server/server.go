@@ -308,7 +308,7 @@ func New(db *store.DB, cfg Config) *Server {
 		norm: enrich.Normalizer{NetworkHost: cfg.NetworkHost},
 		pipeline: &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger, Held: db.Held(),
 			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, Now: func() time.Time { return db.Now() }, Spend: spend,
-			Keys: keys},
+			Keys: keys, Misses: missKeeper{db: db, log: cfg.Logger, metrics: m}},
 		spend:     spend,
 		log:       cfg.Logger,
 		ipLimits:  newLimiter(cfg.RateIP),

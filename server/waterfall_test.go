@@ -28,14 +28,16 @@ type vendorFake struct {
 	down     atomic.Bool // answers 503 to everything
 	mu       sync.Mutex
 	requests map[string]int
+	keys     map[string]int // requests by the API key they carried (PDL's X-Api-Key)
 	answer   func(r *http.Request) (status int, body any)
 }
 
 func newVendorFake(t *testing.T, answer func(r *http.Request) (int, any)) *vendorFake {
-	f := &vendorFake{requests: map[string]int{}, answer: answer}
+	f := &vendorFake{requests: map[string]int{}, keys: map[string]int{}, answer: answer}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.requests[r.URL.Path]++
+		f.keys[r.Header.Get("X-Api-Key")]++
 		f.mu.Unlock()
 		status, body := f.answer(r)
 		if f.down.Load() {
@@ -47,6 +49,13 @@ func newVendorFake(t *testing.T, answer func(r *http.Request) (int, any)) *vendo
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// callsWith counts the requests sent with key.
+func (f *vendorFake) callsWith(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.keys[key]
 }
 
 func (f *vendorFake) calls() int {

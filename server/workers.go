@@ -211,15 +211,17 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 			}
 			fill = s.cfg.Fill.For(c.Input.Lookup.ObjectType())
 		}
+		p := s.pipeline
+		if c.WatchID != nil {
+			// A watch's check: nothing held is served in the sources' place, and no
+			// source is passed over for a miss remembered.
+			fresh := *s.pipeline
+			fresh.Fresh = true
+			p = &fresh
+		}
 		if c.Input.Lookup == enrich.LookupEmail {
 			// An email lookup serves its own stale fallbacks: a stored record is not a
 			// substitute for resolving an address.
-			p := s.pipeline
-			if c.WatchID != nil {
-				fresh := *s.pipeline // a watch's check: nothing held is served in the sources' place
-				fresh.Fresh = true
-				p = &fresh
-			}
 			// The email path asks its companies and profiles through Enrich: the recorder
 			// gathers what each source was asked, and where the person came from. The
 			// person it finds is filled by the organization's person list, as a profile
@@ -238,7 +240,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 				}
 			}
 		} else {
-			res, trace, taskErr = s.pipeline.Lookup(taskCtx, enrich.Ask{Input: c.Input, Org: c.OrgID, Fill: fill})
+			res, trace, taskErr = p.Lookup(taskCtx, enrich.Ask{Input: c.Input, Org: c.OrgID, Fill: fill})
 		}
 	}); failed != nil {
 		out, taskErr = store.Outcome{Err: failed}, failed

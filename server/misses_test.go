@@ -1,0 +1,106 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/secret"
+	"enrichd/server"
+
+	"github.com/matryer/is"
+)
+
+// TestAVendorsMissIsNotPaidTwice goes through the real handler and workers, against
+// PDL, Enrich Layer and Apollo in their published shapes, none of which knows the
+// company: asked once, each is remembered not to know it, and the repeat within the
+// freshness window asks none of them, its task failing not_found and refunded with
+// every vendor listed skipped, known_miss. A miss found with an organization's own key
+// is that organization's: another organization with its own key still asks. Past the
+// window the misses are purged and the vendors asked again.
+func TestAVendorsMissIsNotPaidTwice(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	pdl, el, apollo := fakePDLCompanies(t, nil), fakeEnrichLayerCompanies(t, nil), fakeApolloOrganizations(t, nil)
+	box, _, err := secret.LoadOrCreate(filepath.Join(t.TempDir(), "secret-key"))
+	is.NoErr(err)
+	e := newEnv(t, withVendors(t, pdl, el, apollo), func(c *server.Config) {
+		c.Secrets = box
+		c.OrgKeyRefresh = 20 * time.Millisecond
+		c.MaintenanceInterval = 10 * time.Millisecond
+	})
+	ownKey := func(orgID, key string) {
+		t.Helper()
+		sealed, err := box.Seal([]byte(key), server.SourceKeyLabel(orgID, "pdl"))
+		is.NoErr(err)
+		is.NoErr(e.db.SetSourceKey(ctx, orgID, "pdl", sealed, box.ID(), secret.Last4(key), false))
+	}
+	betaKey, betaID := e.newOrg("beta", 100)
+	gammaKey, gammaID := e.newOrg("gamma", 100)
+	ownKey(betaID, "pdl-beta-own-key-1a2b3c")
+	ownKey(gammaID, "pdl-gamma-own-key-4d5e6f")
+	e.startWorkers()
+	vendorCalls := func() [3]int { return [3]int{pdl.calls(), el.calls(), apollo.calls()} }
+	enrichAs := func(domain, key string) *response {
+		t.Helper()
+		r := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": domain}, "Authorization", "Bearer "+key)
+		is.Equal(r.status, http.StatusAccepted) // a miss is never served from the store
+		return e.waitSettled(r.str("task.id"), "Authorization", "Bearer "+key)
+	}
+	asked := []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0", "pdl miss calls=1 credits=0", "enrichlayer miss calls=1 credits=0", "apollo miss calls=1 credits=0"}
+	skipped := []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
+		"pdl skipped/known_miss calls=0 credits=0", "enrichlayer skipped/known_miss calls=0 credits=0", "apollo skipped/known_miss calls=0 credits=0"}
+
+	// Asked once: every vendor is asked, and paid, and none knows the company.
+	first := enrichAs("nobody.example", e.key)
+	is.Equal(first.str("task.status"), "failed")
+	is.Equal(first.str("error.code"), "not_found")
+	is.Equal(sourcesOf(first), asked)
+	is.Equal(vendorCalls(), [3]int{1, 1, 1})
+
+	// Within the window: no vendor is asked; the task fails as a miss does, refunded.
+	e.clock.Add(29 * 24 * time.Hour)
+	before := e.balance("acme")
+	again := enrichAs("nobody.example", e.key)
+	is.Equal(again.str("task.status"), "failed")
+	is.Equal(again.str("error.code"), "not_found")
+	is.Equal(sourcesOf(again), skipped)
+	is.Equal(vendorCalls(), [3]int{1, 1, 1}) // the fakes' counters stay
+	after := e.balance("acme")
+	is.Equal(after.Charged, before.Charged+1)
+	is.Equal(after.Refund, before.Refund+1) // refunded
+	is.Equal(after.Balance, before.Balance)
+
+	// A miss found with the installation's keys counts for every organization, whichever
+	// key it asks with.
+	is.Equal(sourcesOf(enrichAs("nobody.example", betaKey)), skipped)
+	is.Equal(vendorCalls(), [3]int{1, 1, 1})
+
+	// One found with beta's own PDL key is beta's: its repeat skips PDL, while gamma,
+	// with its own key, and acme, with the installation's, still ask it.
+	is.Equal(sourcesOf(enrichAs("private.example", betaKey)), asked)
+	is.Equal(pdl.callsWith("pdl-beta-own-key-1a2b3c"), 1)
+	is.Equal(sourcesOf(enrichAs("private.example", betaKey)), skipped)
+	is.Equal(pdl.callsWith("pdl-beta-own-key-1a2b3c"), 1)
+	is.Equal(sourcesOf(enrichAs("private.example", gammaKey)),
+		[]string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0", "pdl miss calls=1 credits=0", "enrichlayer skipped/known_miss calls=0 credits=0", "apollo skipped/known_miss calls=0 credits=0"})
+	is.Equal(pdl.callsWith("pdl-gamma-own-key-4d5e6f"), 1)
+	is.Equal(sourcesOf(enrichAs("private.example", e.key)),
+		[]string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0", "pdl miss calls=1 credits=0", "enrichlayer skipped/known_miss calls=0 credits=0", "apollo skipped/known_miss calls=0 credits=0"})
+	is.Equal(pdl.callsWith("pdl-key"), 2)
+	is.Equal(vendorCalls(), [3]int{4, 2, 2})
+
+	// Past the window the misses are purged, and the vendors asked again.
+	e.clock.Add(31 * 24 * time.Hour)
+	e.waitMetric(`enrichd_retention_deleted_total{kind="source_misses"}`, 8)
+	for _, domain := range []string{"nobody.example", "private.example"} {
+		left, err := e.db.SourceMisses(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: domain}, time.Time{})
+		is.NoErr(err)
+		is.Equal(len(left), 0)
+	}
+	is.Equal(sourcesOf(enrichAs("nobody.example", e.key)), asked)
+	is.Equal(vendorCalls(), [3]int{5, 3, 3})
+}
