@@ -142,8 +142,9 @@ type WaterfallRun struct {
 	// Calls when the tasks tell the truth.
 	TaskCalls float64 `json:"task_vendor_calls_per_record"`
 	// FoundCalls are the calls the tasks that succeeded report, per subject: on the
-	// second pass those are the records held, which must cost nothing. The subjects no
-	// vendor knows are asked again on every pass (a miss is not remembered).
+	// second pass those are the records held, which must cost nothing. So must the
+	// rest: a vendor's miss is remembered for the freshness window, and a subject no
+	// vendor knew is asked of none again.
 	FoundCalls float64 `json:"found_vendor_calls_per_record"`
 	// TaskCredits are the vendor credits the tasks' `sources` report, per subject.
 	TaskCredits float64 `json:"task_vendor_credits_per_record"`
@@ -163,7 +164,8 @@ type Waterfall struct {
 // waterfall enriches the same companies through three synthetic vendors, first with
 // first-hit-wins (no fill list), then as a waterfall filling the wanted fields, then
 // the same with the dearest vendor under a monthly budget, each twice: the second pass
-// is within the freshness window and asks nothing for a record held.
+// is within the freshness window and asks nothing, neither for a record held nor of a
+// vendor that did not know the subject the first time.
 func waterfall(ctx context.Context, opt Options) (Result, error) {
 	subjects := opt.WaterfallSubjects
 	if subjects <= 0 {
