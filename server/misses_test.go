@@ -104,3 +104,31 @@ func TestAVendorsMissIsNotPaidTwice(t *testing.T) {
 	is.Equal(sourcesOf(enrichAs("nobody.example", e.key)), asked)
 	is.Equal(vendorCalls(), [3]int{5, 3, 3})
 }
+
+// A watch's check compares what the sources say now: it asks a vendor remembered not
+// to know the subject all the same, where an ordinary task skips it.
+func TestAWatchCheckAsksAVendorRememberedNotToKnow(t *testing.T) {
+	is := is.New(t)
+	pdl := fakePDLCompanies(t, nil)
+	e := newEnv(t, allowPrivateWebhooks, withVendors(t, pdl, fakeEnrichLayerCompanies(t, nil), fakeApolloOrganizations(t, nil)))
+	rcv := newReceiver(t)
+	loopID, _ := e.createLoop("Companies", rcv.srv.URL, "company")
+	watch := e.createWatch(map[string]any{"object_type": "company", "domain": "nobody.example", "loop_id": loopID}).str("data.id")
+	e.startWorkers()
+
+	first := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "nobody.example"}).str("task.id"))
+	is.Equal(first.str("error.code"), "not_found")
+	is.Equal(pdl.calls(), 1)
+
+	run := e.do("POST", "/v1/watches/"+watch+"/run", nil)
+	is.Equal(run.status, http.StatusAccepted)
+	check := e.waitSettled(run.str("task.id"))
+	is.Equal(check.str("error.code"), "not_found")
+	is.Equal(sourcesOf(check), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0", "pdl miss calls=1 credits=0", "enrichlayer miss calls=1 credits=0", "apollo miss calls=1 credits=0"})
+	is.Equal(pdl.calls(), 2)
+
+	// An ordinary task still skips it.
+	again := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "nobody.example"}).str("task.id"))
+	is.Equal(sourcesOf(again)[2], "pdl skipped/known_miss calls=0 credits=0")
+	is.Equal(pdl.calls(), 2)
+}
