@@ -53,7 +53,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 		return Result{}, tr, &TaskError{Code: CodeInternalError, Message: "email lookups are resolved by ResolveEmail"}
 	}
 	wanted := wantedFields(in.Lookup, a.Fill)
-	misses := p.knownMisses(ctx, a.Org, in, p.Sources)
+	misses := p.knownMisses(a.Org, in)
 	var (
 		merged      = seed
 		unavailable bool
@@ -71,7 +71,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 			call.Outcome, call.Reason = OutcomeSkipped, ReasonFilled
 		case ctx.Err() != nil:
 			call.Outcome, call.Reason = OutcomeSkipped, ReasonTimedOut
-		case misses.known(src):
+		case misses.known(ctx, src):
 			call.Outcome, call.Reason = OutcomeSkipped, ReasonKnownMiss
 		}
 		if call.Outcome != "" {

@@ -2,7 +2,6 @@ package enrich
 
 import (
 	"context"
-	"slices"
 	"time"
 )
 
@@ -30,29 +29,19 @@ type Misses interface {
 	Forget(ctx context.Context, in Input, source string)
 }
 
-// knownMisses is what one ask of a subject knows of its sources' misses.
+// knownMisses is what one ask of a subject knows of its sources' misses, read when a
+// priced source is first about to be asked: a lookup a free source answers alone (the
+// dataset's record, first hit wins) reads nothing.
 type knownMisses struct {
 	p      *Pipeline
 	in     Input
 	org    string
+	read   bool
 	scopes map[string][]string // by source, as Misses.Of answers
 }
 
-// knownMisses reads the misses of in's subject found within the freshness window, for
-// an ask of org of the sources: none when none of them is priced. A pipeline that asks
-// everything afresh (Fresh: a watch's check) skips no source for them, though it
-// records what it finds.
-func (p *Pipeline) knownMisses(ctx context.Context, org string, in Input, sources []Source) *knownMisses {
-	k := &knownMisses{p: p, in: in, org: org}
-	if p.Misses == nil || !slices.ContainsFunc(sources, remembered) {
-		return k
-	}
-	window := p.Freshness
-	if window <= 0 {
-		window = 30 * 24 * time.Hour
-	}
-	k.scopes = p.Misses.Of(ctx, in, p.now().Add(-window))
-	return k
+func (p *Pipeline) knownMisses(org string, in Input) *knownMisses {
+	return &knownMisses{p: p, in: in, org: org}
 }
 
 // remembered reports whether src's misses are remembered: it prices its calls.
@@ -62,9 +51,23 @@ func remembered(src Source) bool {
 }
 
 // known reports whether src is remembered not to know the subject, for this ask's
-// organization: a miss found with the installation's keys, or with its own.
-func (k *knownMisses) known(src Source) bool {
-	if k.p.Fresh || !remembered(src) {
+// organization: a miss found with the installation's keys, or with its own, within
+// the freshness window. The subject's misses are read at the first priced source. A
+// pipeline that asks everything afresh (Fresh: a watch's check) skips no source for
+// them, though it reads them, to supersede those it finds answered.
+func (k *knownMisses) known(ctx context.Context, src Source) bool {
+	if k.p.Misses == nil || !remembered(src) {
+		return false
+	}
+	if !k.read {
+		k.read = true
+		window := k.p.Freshness
+		if window <= 0 {
+			window = 30 * 24 * time.Hour
+		}
+		k.scopes = k.p.Misses.Of(ctx, k.in, k.p.now().Add(-window))
+	}
+	if k.p.Fresh {
 		return false
 	}
 	for _, scope := range k.scopes[src.Name()] {

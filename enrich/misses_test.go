@@ -23,8 +23,9 @@ func (priced) Prices() enrich.Prices { return enrich.Prices{} }
 type memMisses struct {
 	mu        sync.Mutex
 	now       time.Time
-	at        map[string]time.Time // "subject|source|scope"
+	at        map[string]time.Time // "subject source scope"
 	forgotten []string             // "source subject"
+	reads     int
 }
 
 func newMemMisses(now time.Time) *memMisses {
@@ -36,6 +37,7 @@ func subjectOf(in enrich.Input) string { return string(in.Lookup) + ":" + in.Tar
 func (m *memMisses) Of(_ context.Context, in enrich.Input, since time.Time) map[string][]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.reads++
 	out := map[string][]string{}
 	for k, at := range m.at {
 		var subject, source, scope string
@@ -293,4 +295,27 @@ func TestAskWithinSkipsAKnownMiss(t *testing.T) {
 	_, tr, _ = p.Lookup(context.Background(), enrich.Ask{Input: nobody, Org: "org-1"})
 	is.Equal(outcomes(tr.Sources), []string{"site hit 0", "a skipped/known_miss 0"})
 	is.Equal(len(asked), 0)
+}
+
+// The misses are read once a lookup, when a priced source is first about to be asked:
+// not at all when a free source answers alone.
+func TestLookupReadsMissesOncePricedSourceIsDue(t *testing.T) {
+	is := is.New(t)
+	var asked []string
+	misses := newMemMisses(time.Now())
+	p := &enrich.Pipeline{
+		Sources: []enrich.Source{
+			enrichtest.Source{SourceName: "dataset", Company: company("Acme", "acme.com", ""), Asked: &asked},
+			priced{enrichtest.Source{SourceName: "a", Err: enrich.ErrNotFound, Asked: &asked}},
+			priced{enrichtest.Source{SourceName: "b", Err: enrich.ErrNotFound, Asked: &asked}},
+		},
+		Misses: misses,
+	}
+	acme := enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}
+	_, _, terr := p.Lookup(context.Background(), enrich.Ask{Input: acme, Org: "org-1"})
+	is.True(terr == nil)
+	is.Equal(misses.reads, 0) // the dataset answered, first hit wins
+
+	_, _, _ = p.Lookup(context.Background(), enrich.Ask{Input: acme, Org: "org-1", Fill: []string{"slogan"}})
+	is.Equal(misses.reads, 1) // once, for both vendors
 }

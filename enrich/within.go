@@ -58,8 +58,8 @@ func AskWithin[T any](ctx context.Context, src Source, in Input, fn func(context
 	}
 	var zero T
 	call := SourceCall{Name: src.Name()}
-	misses := w.p.knownMisses(ctx, w.org, in, []Source{src})
-	if misses.known(src) {
+	misses := w.p.knownMisses(w.org, in)
+	if misses.known(ctx, src) {
 		call.Outcome, call.Reason = OutcomeSkipped, ReasonKnownMiss
 		w.add(call)
 		return zero, fmt.Errorf("%s did not know %s when last asked: %w", src.Name(), in.Target, ErrNotFound)
