@@ -189,6 +189,7 @@ func TestBenchHelpSaysWhichScenarioUsesAFlag(t *testing.T) {
 		"email-companies":    "email-quality scenario:",
 		"rounds":             "peer scenario:",
 		"waterfall-subjects": "waterfall scenario:",
+		"tail-window":        "tail scenario:",
 		"scenario":           "all but peer, growth",
 		"workers":            "task workers",
 		"json":               "JSON",

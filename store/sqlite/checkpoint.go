@@ -10,10 +10,17 @@ import (
 // checkpointEvery is how often the background checkpoint runs.
 const checkpointEvery = time.Second
 
-// walSizeLimit is the size the write-ahead log file is cut back to once a checkpoint
-// has copied all of it (journal_size_limit): a burst of writes grows it, and without
-// a limit it keeps its largest size on disk for good.
+// walSizeLimit is the size of the write-ahead log's file past which, on a cramped disk,
+// the log is truncated under load (see checkpointLoop).
 const walSizeLimit = 4 << 20
+
+// walFileLimit is the size the log's file is cut back to when the log is started over
+// (journal_size_limit). It is well above walRestartAt plus the second of writes a log
+// may grow by before it is started over, so that a log started over under load writes
+// over the blocks its file already has: cutting the file back to a few megabytes at
+// each start stalled the commit that did it for up to 100 ms. Once writes stop, the
+// first quiet second's TRUNCATE gives the whole file back (checkpointLoop).
+const walFileLimit = 256 << 20
 
 // checkpointLoop copies the write-ahead log into the database file every second that
 // saw commits (PASSIVE: it never waits). It also empties the log and gives its space
@@ -49,8 +56,7 @@ func (db *DB) checkpointLoop(conn *sql.DB) {
 			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		case n != seen:
 			seen = n
-			db.checkpoint(conn, `PRAGMA wal_checkpoint(PASSIVE)`)
-			if db.walBytes() > walRestartAt {
+			if frames, ok := db.catchUp(conn); ok && frames*walFrameBytes > db.restartAt.Load() {
 				db.restartWAL.Store(true)
 			}
 		case db.walBytes() > 0:
@@ -59,20 +65,54 @@ func (db *DB) checkpointLoop(conn *sql.DB) {
 	}
 }
 
-// walRestartAt is the log's size past which the writer finishes a checkpoint itself,
-// between two batches (finishCheckpointIfAsked).
+// walRestartAt is the log's length past which the writer finishes a checkpoint itself,
+// between two batches (finishCheckpointIfAsked), so that the log is started over.
 //
 // The background checkpoint copies the log while the writer goes on appending to it,
 // so under a steady write load it never catches up with the log's end, and a log that
-// is never copied to its end is never started over: it grew by about 45 MB a second
-// of store hits, without end. A log of hundreds of megabytes makes every read slower
-// (a page not in the log is looked for in each of its index's blocks, one per 4,096
-// frames) and every checkpoint longer, and a store hit's p99 climbed from 20 to
-// 150 ms within 20 s. The writer's own checkpoint runs with no other writer, so it
-// copies the log to its end (short of what a reader still reads): only the frames
-// written since the background checkpoint's last pass are left to copy, and the next
-// commit starts the log over from its beginning.
-const walRestartAt = 2 * walSizeLimit
+// is never copied to its end is never started over: its file grew by about 45 MB a
+// second of store hits, without end (4 GB in a minute). The writer's own checkpoint
+// runs with no other writer, so it copies the log to its end (short of what a reader
+// still reads), and the next commit starts the log over from its beginning. It holds
+// the writes off while it runs, about 9 ms after the background's catch-up under a
+// steady load of store hits; a short log keeps reads and checkpoints fast (a page not
+// in the log is looked for in each block of its index, one per 4,096 frames), and
+// started over each second the log served store hits faster, with a lower p99, than
+// one let grow to 128 MB first.
+const walRestartAt = 16 << 20
+
+// walFrameBytes is the length of one frame of the log: a page and its header.
+const walFrameBytes = 4096 + 24
+
+// catchUpFrames is how far behind the log's end a background checkpoint may stop
+// before the writer is asked to finish it; catchUpPasses bounds the passes made to
+// get there.
+const (
+	catchUpFrames = 256
+	catchUpPasses = 8
+)
+
+// catchUp runs passive checkpoints until one ends within catchUpFrames of the log's
+// end, each pass copying only what the writer appended during the one before, and
+// reports the log's length in frames and whether it got there: the writer's own
+// checkpoint then has only those few frames left to copy.
+func (db *DB) catchUp(conn *sql.DB) (frames int64, ok bool) {
+	for range catchUpPasses {
+		start := time.Now()
+		var busy, copied int64
+		err := conn.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+		db.checkpoints.Add(1)
+		db.checkpointNanos.Add(int64(time.Since(start)))
+		if err != nil || busy != 0 || frames < 0 {
+			return 0, false
+		}
+		db.logFrames.Store(frames)
+		if frames-copied <= catchUpFrames {
+			return frames, true
+		}
+	}
+	return frames, false
+}
 
 // finishCheckpointIfAsked runs, on the writer's connection and between two batches, a
 // checkpoint that copies the log to its end, when checkpointLoop found the log past
@@ -82,7 +122,11 @@ func (db *DB) finishCheckpointIfAsked() {
 		return
 	}
 	start := time.Now()
-	db.write.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+	var busy, frames, copied int64
+	err := db.write.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+	if err == nil && busy == 0 && frames == copied {
+		db.logCopied.Add(1) // the next commit starts the log over, no reader holding it back
+	}
 	took := int64(time.Since(start))
 	db.checkpoints.Add(1)
 	db.checkpointNanos.Add(took)

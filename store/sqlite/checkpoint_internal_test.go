@@ -10,13 +10,15 @@ import (
 	"time"
 )
 
-// TestSteadyWritesStartTheLogOver writes without a pause until the write-ahead log has
-// grown past walRestartAt, and requires it to be started over (cut back to
-// walSizeLimit) while the writes go on. The background checkpoint alone never got to
-// the end of a log the writer kept appending to: under a steady load it grew without
-// end, hundreds of megabytes a minute, and every read and checkpoint slowed with it.
+// TestSteadyWritesStartTheLogOver writes without a pause until the write-ahead log is
+// longer than its restart length, and requires the writer to copy the whole log, so
+// that the next commit starts it over, twice while the writes go on. The background
+// checkpoint alone never got to the end of a log the writer kept appending to: under
+// a steady load its file grew without end, gigabytes a minute.
 func TestSteadyWritesStartTheLogOver(t *testing.T) {
 	db := openInternal(t)
+	const restartAt = 1 << 20
+	db.restartAt.Store(restartAt)
 	ctx := context.Background()
 	filler := strings.Repeat("x", 2000)
 	var stop atomic.Bool
@@ -45,25 +47,23 @@ func TestSteadyWritesStartTheLogOver(t *testing.T) {
 		wg.Wait()
 	}()
 
-	grown := false
 	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) && !t.Failed() {
+	for db.logCopied.Load() < 2 && time.Now().Before(deadline) && !t.Failed() {
 		time.Sleep(20 * time.Millisecond)
-		size := db.walBytes()
-		switch {
-		case size > walRestartAt:
-			grown = true
-		case grown && size <= walSizeLimit:
-			// The writers are still at it: the log was started over under load, not in
-			// a pause that let the background checkpoint reach its end.
-			before := written.Load()
-			time.Sleep(time.Second)
-			if written.Load() == before {
-				t.Fatal("the writes had stopped")
-			}
-			return
-		}
 	}
-	t.Fatalf("the log was not started over under steady writes (grown past %d bytes: %v; %d bytes now, %d rows written)",
-		walRestartAt, grown, db.walBytes(), written.Load())
+	if db.logCopied.Load() < 2 {
+		t.Fatalf("the writer did not copy the whole log twice under steady writes within 60 s (%d frames, %d rows written)",
+			db.logFrames.Load(), written.Load())
+	}
+	// The writers are still at it: the log was started over under load, not in a pause
+	// that let the background checkpoint reach its end.
+	before := written.Load()
+	time.Sleep(time.Second)
+	if written.Load() == before {
+		t.Fatal("the writes had stopped")
+	}
+	_, _, writer := db.CheckpointStats()
+	if writer == 0 {
+		t.Fatal("the writer never finished a checkpoint itself")
+	}
 }

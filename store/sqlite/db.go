@@ -65,6 +65,10 @@ type DB struct {
 	// restartWAL asks the writer to finish one itself (finishCheckpointIfAsked).
 	checkpoints, checkpointNanos, writerCheckpointNanos atomic.Int64
 	restartWAL                                          atomic.Bool
+	// restartAt is walRestartAt, but for tests; logFrames the log's length in frames
+	// at the last background checkpoint; logCopied counts the writer's checkpoints that
+	// copied the whole log.
+	restartAt, logFrames, logCopied atomic.Int64
 	// grouped counts the transactions callers handed to the writer that it committed
 	// or rolled back; with commits, how many a commit carries on average.
 	grouped atomic.Int64
@@ -113,7 +117,7 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 	// writes in a savepoint, which copies every page it changes to that journal first,
 	// and on disk those copies were a third of the writer's time, most of them in a
 	// temporary file opened anew for each batch.
-	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit("+strconv.Itoa(walSizeLimit)+")", "wal_autocheckpoint(0)",
+	write, err := sql.Open("sqlite", dsn("journal_mode(WAL)", "journal_size_limit("+strconv.Itoa(walFileLimit)+")", "wal_autocheckpoint(0)",
 		"temp_store(MEMORY)", cacheSize(writerKiB))+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the database %s: %w", path, err)
@@ -124,6 +128,7 @@ func Open(ctx context.Context, path, schema string, now func() time.Time, opts .
 	write.SetConnMaxIdleTime(0)
 	db := &DB{write: write, writes: newStmtCache(write), dsn: dsn, path: path, Now: now,
 		ops: make(chan *writeOp, maxBatch), closing: make(chan struct{}), writerDone: make(chan struct{}), watchDone: make(chan struct{}), checkpointDone: make(chan struct{})}
+	db.restartAt.Store(walRestartAt)
 	db.Health.Init(func() time.Time { return db.Now() }, db.probeWrite)
 	// The writer connection turns WAL on before any reader opens the file.
 	if err := db.migrate(ctx, schema); err != nil {
