@@ -5,8 +5,14 @@ import (
 	"time"
 )
 
-// settledAnswersSize bounds the task answers kept: a few MB at the size of a company.
-const settledAnswersSize = 4096
+// settledAnswersSize bounds the answers kept, and settledAnswerMax the length of one:
+// at most 4,096 × 16 KiB, 64 MiB, where a company's answer is about 2 KiB. A longer
+// answer (a person with a long history, a record several vendors filled) is read
+// from the database each time.
+const (
+	settledAnswersSize = 4096
+	settledAnswerMax   = 16 << 10
+)
 
 // settledAnswers keeps the bodies of GET /v1/tasks/:id for settled tasks. A settled
 // task never changes again (its result is kept by its hash, and nothing updates a task
@@ -14,7 +20,8 @@ const settledAnswersSize = 4096
 // answer can be written again without reading the database: a task read then costs
 // about what the HTTP stack does. A task is kept with its organization, whose keys
 // alone read it, and its finish time, so that one retention may have deleted, here or
-// on another replica, is read from the database again (and found gone).
+// on another replica, is read from the database again (and found gone): replicas on
+// one database are to share their --retain (docs/scale-out.md).
 type settledAnswers struct {
 	mu sync.Mutex
 	m  map[string]settledAnswer
@@ -42,8 +49,11 @@ func (c *settledAnswers) get(org, id string, now time.Time, retain time.Duration
 	return a.body, true
 }
 
-// put keeps the answer of a settled task.
+// put keeps the answer of a settled task, unless it is longer than settledAnswerMax.
 func (c *settledAnswers) put(org, id string, finished time.Time, body []byte) {
+	if len(body) > settledAnswerMax {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {

@@ -46,7 +46,7 @@ func (s *Server) storageMetrics() {
 		CheckpointStats() (count int64, busy, writerBusy time.Duration)
 	}); ok {
 		count, busy, writerBusy := cc.CheckpointStats()
-		m.counter("enrichd_wal_checkpoints_background_total").Set(uint64(count))
+		m.counter("enrichd_wal_checkpoints_run_total").Set(uint64(count))
 		m.set.GetOrCreateFloatCounter("enrichd_wal_checkpoint_seconds_total").Set(busy.Seconds())
 		m.set.GetOrCreateFloatCounter("enrichd_wal_writer_checkpoint_seconds_total").Set(writerBusy.Seconds())
 	}

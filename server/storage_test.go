@@ -487,13 +487,13 @@ func TestMetricsCountCheckpoints(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		m := scrape(t, e.http.URL)
-		if m["enrichd_wal_checkpoints_background_total"] >= 1 && m["enrichd_wal_checkpoint_seconds_total"] > 0 {
+		if m["enrichd_wal_checkpoints_run_total"] >= 1 && m["enrichd_wal_checkpoint_seconds_total"] > 0 {
 			_, ok := m["enrichd_wal_writer_checkpoint_seconds_total"]
 			is.New(t).True(ok)
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint counted within 10 s of a write: %v checkpoints, %v s", m["enrichd_wal_checkpoints_background_total"], m["enrichd_wal_checkpoint_seconds_total"])
+			t.Fatalf("no checkpoint counted within 10 s of a write: %v checkpoints, %v s", m["enrichd_wal_checkpoints_run_total"], m["enrichd_wal_checkpoint_seconds_total"])
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
