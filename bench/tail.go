@@ -144,18 +144,11 @@ func tail(ctx context.Context, opt Options) (Result, error) {
 	if window <= 0 {
 		window = 10 * time.Second
 	}
-	e, key, orgID, err := startEnv(ctx, opt)
+	e, key, domains, err := startWarmed(ctx, opt)
 	if err != nil {
 		return Result{}, err
 	}
 	defer e.close()
-	domains, _, err := e.warm(ctx, key, 256)
-	if err != nil {
-		return Result{}, err
-	}
-	if err := e.settled(ctx, orgID); err != nil {
-		return Result{}, err
-	}
 
 	type done struct{ at, took time.Duration }
 	var mu sync.Mutex
