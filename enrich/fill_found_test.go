@@ -62,3 +62,57 @@ func TestAnEmailLookupFillsOnlyThePersonItConfirms(t *testing.T) {
 	is.Equal(out.Result.Person.About, nil)
 	is.Equal(len(f.asked), 0)
 }
+
+// An email lookup the address fits two people for fills neither: until one fits
+// alone, none of them is known to be the one the address belongs to.
+func TestAnAmbiguousEmailLookupFillsNobody(t *testing.T) {
+	is := is.New(t)
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *john.NetworkURL: john}}
+	f := &filler{}
+	p := &Pipeline{Sources: []Source{net, f}, Held: revHeld{}}
+	ctx, _ := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
+	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
+	is.True(out.Err != nil)
+	is.Equal(out.Err.Code, CodeAmbiguous)
+	is.Equal(len(f.asked), 0) // neither Jane nor John
+}
+
+// A search that could not see everyone confirms Ada, yet settles on nobody: she is
+// not filled.
+func TestAnEmailLookupThatCouldNotSeeEveryoneFillsNobody(t *testing.T) {
+	is := is.New(t)
+	f := &filler{}
+	ada := revPerson("ada-lovelace", "Ada", "Lovelace", "Engineer", "London", "GB", "", false)
+	net := revNet{company: revCompany(), people: map[string]*Person{*ada.NetworkURL: ada}}
+	p := &Pipeline{Sources: []Source{partialSearch{net}, f}, Held: revHeld{}}
+	ctx, _ := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
+	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "alovelace@acme.com"})
+	is.True(out.Err != nil)
+	is.Equal(out.Err.Code, CodeNotFound)
+	is.Equal(len(f.asked), 0)
+}
+
+// A hint that picks one of the people the address fits fills that person alone.
+func TestAHintedPickFillsOnlyThePersonPicked(t *testing.T) {
+	is := is.New(t)
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *john.NetworkURL: john}}
+	f := &filler{}
+	p := &Pipeline{Sources: []Source{net, f}, Held: revHeld{}}
+	ctx, rec := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
+	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jsmith@acme.com", Hints: Hints{FullName: "John Smith"}})
+	is.Equal(out.Err, nil)
+	is.True(out.TieBroken)
+	is.Equal(*out.Result.Person.NetworkURL, *john.NetworkURL)
+	is.Equal(*out.Result.Person.About, "Filled in.")
+	is.Equal(f.asked, []string{*john.NetworkURL})
+	is.Equal(rec.Trace(out.Result).Provenance["about"], "filler")
+	// What is kept for retries with other hints is as confirmed, not filled.
+	is.True(out.Gathered != nil)
+	for _, c := range out.Gathered.Candidates {
+		is.Equal(c.Person.About, nil)
+	}
+}

@@ -81,7 +81,8 @@ func (k *knownMisses) known(ctx context.Context, src Source) bool {
 // record keeps what an ask of src came to, once it is over: a miss that went
 // upstream is remembered, in the organization's scope when its own key was used; an
 // answer for the subject (a hit, or a record of it with nothing new) deletes the
-// misses remembered of src for it, whoever's they were.
+// misses remembered of src for it, whoever's they were, whether or not this ask read
+// any: one remembered after the read would otherwise outlive the answer.
 func (k *knownMisses) record(ctx context.Context, src Source, call SourceCall) {
 	if k.p.Misses == nil || !remembered(src) {
 		return
@@ -97,10 +98,9 @@ func (k *knownMisses) record(ctx context.Context, src Source, call SourceCall) {
 		}
 		k.p.Misses.Remember(wctx, k.in, call.Name, scope)
 	case call.Outcome == OutcomeHit || call.Outcome == OutcomeMiss && call.Reason == ReasonNothingNew:
-		// Read with the others before the ask: a source with no miss remembered of
-		// the subject costs no write.
-		if len(k.scopes[call.Name]) > 0 {
-			k.p.Misses.Forget(wctx, k.in, call.Name)
-		}
+		// Whatever was read before the ask: another task may have remembered a miss
+		// of src since, or the read may have failed and found none. One delete of
+		// the subject's rows of src, outside any transaction that waits on a vendor.
+		k.p.Misses.Forget(wctx, k.in, call.Name)
 	}
 }

@@ -128,7 +128,7 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 	}
 	if gathered != nil {
 		employer := EmployerOf(gathered.Company, domain)
-		return p.decide(in, employer, gathered.Company, gathered.Candidates, nil)
+		return p.decide(ctx, in, employer, gathered.Company, gathered.Candidates, nil)
 	}
 
 	company, terr := p.identify(ctx, domain, now)
@@ -162,7 +162,7 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 	if len(cands) > 1 {
 		keep = &Gathering{Address: AddressKey(address), Company: company, Candidates: cands, GatheredAt: now}
 	}
-	return p.decide(in, employer, company, cands, keep)
+	return p.decide(ctx, in, employer, company, cands, keep)
 }
 
 // exact serves the person the address is on record for, refreshed first when the
@@ -328,7 +328,6 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 					continue // the refreshed profile no longer fits: left, or renamed
 				}
 				c.RetrievedAt = now
-				c.Person = p.fillFound(ctx, c.Person)
 			case terr.Code == CodeTimedOut:
 				return nil, false, terr
 			}
@@ -494,7 +493,6 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 		if c, ok := employer.Confirm(res.Person, local, MatchResolved); ok {
 			c.RetrievedAt, c.Source = now, listedBy[u]
-			c.Person = p.fillFound(ctx, c.Person)
 			out = append(out, c)
 		}
 	}
@@ -572,15 +570,18 @@ func mayFit(shown, local string) bool {
 	return MatchPattern(n, local) != ""
 }
 
-// decide turns the people the address fits into the lookup's outcome.
-func (p *Pipeline) decide(in Input, employer Employer, company *Company, cands []Candidate, keep *Gathering) EmailOutcome {
+// decide turns the people the address fits into the lookup's outcome. Only the person
+// it settles on is filled (fillFound): the candidates are not, since until then none
+// of them is known to be the one the address belongs to, and a vendor asked for the
+// fields of the others would be paid for people the lookup does not return.
+func (p *Pipeline) decide(ctx context.Context, in Input, employer Employer, company *Company, cands []Candidate, keep *Gathering) EmailOutcome {
 	address := in.Target
 	switch len(cands) {
 	case 0:
 		return EmailOutcome{Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
 			"no current employee of %s was found whom %s fits", company.Name, address)}}
 	case 1:
-		return chosen(cands[0], address)
+		return p.settled(ctx, cands[0], address)
 	}
 	if in.Hints.empty() {
 		return EmailOutcome{Err: ambiguous(employer, company, address, cands, false), Gathered: keep}
@@ -591,7 +592,7 @@ func (p *Pipeline) decide(in Input, employer Employer, company *Company, cands [
 		return EmailOutcome{Gathered: keep, Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
 			"%s fits %d current employees of %s, and none of them matches the hints sent", address, len(cands), company.Name)}}
 	case 1:
-		out := chosen(picked[0], address)
+		out := p.settled(ctx, picked[0], address)
 		out.Gathered, out.TieBroken = keep, true
 		return out
 	}
@@ -611,6 +612,14 @@ func ambiguous(employer Employer, company *Company, address string, cands []Cand
 		msg += ", and no hint tells them apart"
 	}
 	return &TaskError{Code: CodeAmbiguous, Message: msg, Candidates: &n, HintsAccepted: accepted}
+}
+
+// settled is the outcome for the one person decide settled the address on, filled
+// with the person fields asked for. fillFound fills a copy: a gathering kept for
+// retries holds the candidate as it was confirmed.
+func (p *Pipeline) settled(ctx context.Context, c Candidate, address string) EmailOutcome {
+	c.Person = p.fillFound(ctx, c.Person)
+	return chosen(c, address)
 }
 
 func chosen(c Candidate, address string) EmailOutcome {

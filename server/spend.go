@@ -83,7 +83,10 @@ func (k *spendKeeper) Admit(ctx context.Context, org, src string, own bool) stri
 		var err error
 		st, err = k.db.SourceBudgetState(ctx, org, src, store.MonthStart(k.db.Now()), flagCap > 0 && !own)
 		if err != nil {
-			k.log.Error("reading a source's budget: the source is not asked", "source", src, "org_id", org, "err", err.Error())
+			// A storage fault is the store's to log, once a minute, not every ask's.
+			if !store.IsStorageFault(err) {
+				k.log.Error("reading a source's budget: the source is not asked", "source", src, "org_id", org, "err", err.Error())
+			}
 			k.metrics.counter("enrichd_source_skipped_total", "source", src, "reason", enrich.ReasonBudgetUnread).Inc()
 			return enrich.ReasonBudgetUnread
 		}

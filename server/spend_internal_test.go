@@ -73,3 +73,31 @@ func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 	is.True(strings.Contains(terr.Message, "could not be reached"))
 	is.Equal(tr.Sources, []enrich.SourceCall{{Name: "pdl", Outcome: enrich.OutcomeSkipped, Reason: enrich.ReasonBudgetUnread}})
 }
+
+// faultyReads is a database whose reads fail as storage that cannot serve them does.
+type faultyReads struct{ store.Driver }
+
+func (faultyReads) Read(context.Context, func(store.Executor) error) error {
+	return store.StorageUnavailable()
+}
+
+// A budget that cannot be read because the storage is failing is not logged ask after
+// ask: the store's own line says the storage is failing, once a minute. The ask is
+// still skipped budget_unread and counted.
+func TestABudgetUnreadInAStorageOutageIsNotLoggedPerAsk(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	real, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
+	is.NoErr(err)
+	t.Cleanup(func() { real.Close() })
+	db := &store.DB{Driver: faultyReads{real.Driver}, Now: real.Now}
+	var logs bytes.Buffer
+	m := newServerMetrics()
+	keeper := newSpendKeeper(db, slog.New(slog.NewJSONHandler(&logs, nil)), m, map[string]int64{"pdl": 100}, []enrich.Source{&pricedVendor{}})
+	for range 3 {
+		is.Equal(keeper.Admit(ctx, "org-1", "pdl", false), enrich.ReasonBudgetUnread)
+	}
+	is.Equal(len(keeper.orgAsks), 0) // nothing reserved
+	is.Equal(m.counter("enrichd_source_skipped_total", "source", "pdl", "reason", enrich.ReasonBudgetUnread).Get(), uint64(3))
+	is.Equal(logs.String(), "") // no line an ask
+}
