@@ -135,7 +135,8 @@ func (k *spendKeeper) Spent(ctx context.Context, org string, call enrich.SourceC
 	if call.VendorCalls != 0 || call.Credits != 0 {
 		k.metrics.counter("enrichd_source_vendor_credits_total", "source", call.Name).AddInt64(call.Credits)
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if err := k.db.AddSourceSpend(wctx, org, call.Name, call.OwnKey, k.db.Now(), store.UseOf(call)); err != nil {
+		// A storage fault is the store's to log, once a minute with a count, not once an ask.
+		if err := k.db.AddSourceSpend(wctx, org, call.Name, call.OwnKey, k.db.Now(), store.UseOf(call)); err != nil && !store.IsStorageFault(err) {
 			k.log.Error("recording what a source cost", "source", call.Name, "org_id", org, "credits", call.Credits, "err", err.Error())
 		}
 		cancel()

@@ -100,4 +100,18 @@ func TestABudgetUnreadInAStorageOutageIsNotLoggedPerAsk(t *testing.T) {
 	is.Equal(len(keeper.orgAsks), 0) // nothing reserved
 	is.Equal(m.counter("enrichd_source_skipped_total", "source", "pdl", "reason", enrich.ReasonBudgetUnread).Get(), uint64(3))
 	is.Equal(logs.String(), "") // no line an ask
+
+	// Nor is an ask's spend that cannot be written for the same reason.
+	failing := &store.DB{Driver: faultyWrites{real.Driver}, Now: real.Now}
+	keeper = newSpendKeeper(failing, slog.New(slog.NewJSONHandler(&logs, nil)), m, nil, []enrich.Source{&pricedVendor{}})
+	for range 3 {
+		keeper.Spent(ctx, "org-1", enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
+	}
+	is.Equal(logs.String(), "")
+}
+
+type faultyWrites struct{ store.Driver }
+
+func (faultyWrites) Write(context.Context, func(store.Tx) error) error {
+	return store.StorageUnavailable()
 }
