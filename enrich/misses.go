@@ -61,11 +61,7 @@ func (k *knownMisses) known(ctx context.Context, src Source) bool {
 	}
 	if !k.read {
 		k.read = true
-		window := k.p.Freshness
-		if window <= 0 {
-			window = 30 * 24 * time.Hour
-		}
-		k.scopes = k.p.Misses.Of(ctx, k.in, k.p.now().Add(-window))
+		k.scopes = k.p.Misses.Of(ctx, k.in, k.p.now().Add(-k.p.window()))
 	}
 	if k.p.Fresh {
 		return false
@@ -81,8 +77,13 @@ func (k *knownMisses) known(ctx context.Context, src Source) bool {
 // record keeps what an ask of src came to, once it is over: a miss that went
 // upstream is remembered, in the organization's scope when its own key was used; an
 // answer for the subject (a hit, or a record of it with nothing new) deletes the
-// misses remembered of src for it, whoever's they were, whether or not this ask read
-// any: one remembered after the read would otherwise outlive the answer.
+// misses of src read for it, whoever's they were.
+//
+// An answer with no miss read writes nothing: a priced source's answer is the
+// common case, and a write for each would cost the single writer a transaction a
+// task. A miss another task remembered between the read and the answer outlives the
+// answer, but harms nothing: the record the answer stored is served from the store
+// for as long as that miss is held, both being held for the freshness window from now.
 func (k *knownMisses) record(ctx context.Context, src Source, call SourceCall) {
 	if k.p.Misses == nil || !remembered(src) {
 		return
@@ -98,9 +99,8 @@ func (k *knownMisses) record(ctx context.Context, src Source, call SourceCall) {
 		}
 		k.p.Misses.Remember(wctx, k.in, call.Name, scope)
 	case call.Outcome == OutcomeHit || call.Outcome == OutcomeMiss && call.Reason == ReasonNothingNew:
-		// Whatever was read before the ask: another task may have remembered a miss
-		// of src since, or the read may have failed and found none. One delete of
-		// the subject's rows of src, outside any transaction that waits on a vendor.
-		k.p.Misses.Forget(wctx, k.in, call.Name)
+		if len(k.scopes[call.Name]) > 0 {
+			k.p.Misses.Forget(wctx, k.in, call.Name)
+		}
 	}
 }

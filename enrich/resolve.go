@@ -660,6 +660,12 @@ func (p *Pipeline) freshness() time.Duration {
 	if p.Fresh {
 		return 0 // nothing held is fresh enough
 	}
+	return p.window()
+}
+
+// window is the freshness window configured, 30 days when none is: how long a record,
+// or a source's miss, is held.
+func (p *Pipeline) window() time.Duration {
 	if p.Freshness > 0 {
 		return p.Freshness
 	}
