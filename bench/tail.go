@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -126,7 +127,7 @@ func bucketQuantile(h *metrics.Float64Histogram, counts []uint64, q float64) flo
 		seen += c
 		if seen >= want {
 			upper := h.Buckets[i+1]
-			if upper > 1e9 { // the last bucket is open: say its lower bound
+			if math.IsInf(upper, 1) { // the last bucket is open: say its lower bound
 				upper = h.Buckets[i]
 			}
 			return upper * 1000

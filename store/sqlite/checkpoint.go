@@ -46,21 +46,21 @@ func (db *DB) checkpointLoop(conn *sql.DB) {
 		// and the next round tries again.
 		switch n := db.commits.Load(); {
 		case db.StorageFailing():
-			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`)
+			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
 		case n != seen && db.walBytes() > walSizeLimit && db.diskCramped():
 			// Under steady reads a passive checkpoint copies the log but never gets to
 			// start it over, and it grows as long as the load lasts. Truncating holds the
 			// writer off, which costs a busy server about a tenth of its write rate, so
 			// it is done under load only where the disk cannot spare the log's growth.
 			seen = n
-			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`)
+			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
 		case n != seen:
 			seen = n
 			if frames, ok := db.catchUp(conn); ok && frames*walFrameBytes > db.restartAt.Load() {
 				db.restartWAL.Store(true)
 			}
 		case db.walBytes() > 0:
-			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`)
+			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
 		}
 	}
 }
@@ -98,15 +98,10 @@ const (
 // checkpoint then has only those few frames left to copy.
 func (db *DB) catchUp(conn *sql.DB) (frames int64, ok bool) {
 	for range catchUpPasses {
-		start := time.Now()
-		var busy, copied int64
-		err := conn.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
-		db.checkpoints.Add(1)
-		db.checkpointNanos.Add(int64(time.Since(start)))
+		busy, frames, copied, err := db.checkpoint(conn, `PRAGMA wal_checkpoint(PASSIVE)`, false)
 		if err != nil || busy != 0 || frames < 0 {
 			return 0, false
 		}
-		db.logFrames.Store(frames)
 		if frames-copied <= catchUpFrames {
 			return frames, true
 		}
@@ -121,25 +116,25 @@ func (db *DB) finishCheckpointIfAsked() {
 	if !db.restartWAL.Swap(false) {
 		return
 	}
-	start := time.Now()
-	var busy, frames, copied int64
-	err := db.write.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+	busy, frames, copied, err := db.checkpoint(db.write, `PRAGMA wal_checkpoint(PASSIVE)`, true)
 	if err == nil && busy == 0 && frames == copied {
 		db.logCopied.Add(1) // the next commit starts the log over, no reader holding it back
 	}
+}
+
+// checkpoint runs one checkpoint statement on conn and counts it, with the time it
+// took (apart when the writer ran it), in CheckpointStats. It returns what SQLite
+// answers: whether it was kept from finishing, the log's frames, and those copied.
+func (db *DB) checkpoint(conn *sql.DB, statement string, writer bool) (busy, frames, copied int64, err error) {
+	start := time.Now()
+	err = conn.QueryRowContext(context.Background(), statement).Scan(&busy, &frames, &copied)
 	took := int64(time.Since(start))
 	db.checkpoints.Add(1)
 	db.checkpointNanos.Add(took)
-	db.writerCheckpointNanos.Add(took)
-}
-
-// checkpoint runs one checkpoint statement and counts it, with the time it took, in
-// CheckpointStats.
-func (db *DB) checkpoint(conn *sql.DB, statement string) {
-	start := time.Now()
-	conn.ExecContext(context.Background(), statement)
-	db.checkpoints.Add(1)
-	db.checkpointNanos.Add(int64(time.Since(start)))
+	if writer {
+		db.writerCheckpointNanos.Add(took)
+	}
+	return busy, frames, copied, err
 }
 
 // CheckpointStats are the checkpoints' totals since Open: how many ran, the time they

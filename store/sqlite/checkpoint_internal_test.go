@@ -52,8 +52,8 @@ func TestSteadyWritesStartTheLogOver(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if db.logCopied.Load() < 2 {
-		t.Fatalf("the writer did not copy the whole log twice under steady writes within 60 s (%d frames, %d rows written)",
-			db.logFrames.Load(), written.Load())
+		t.Fatalf("the writer did not copy the whole log twice under steady writes within 60 s (%d rows written, %d bytes of log file)",
+			written.Load(), db.walBytes())
 	}
 	// The writers are still at it: the log was started over under load, not in a pause
 	// that let the background checkpoint reach its end.

@@ -65,10 +65,9 @@ type DB struct {
 	// restartWAL asks the writer to finish one itself (finishCheckpointIfAsked).
 	checkpoints, checkpointNanos, writerCheckpointNanos atomic.Int64
 	restartWAL                                          atomic.Bool
-	// restartAt is walRestartAt, but for tests; logFrames the log's length in frames
-	// at the last background checkpoint; logCopied counts the writer's checkpoints that
-	// copied the whole log.
-	restartAt, logFrames, logCopied atomic.Int64
+	// restartAt is walRestartAt, but for tests; logCopied counts the writer's
+	// checkpoints that copied the whole log.
+	restartAt, logCopied atomic.Int64
 	// grouped counts the transactions callers handed to the writer that it committed
 	// or rolled back; with commits, how many a commit carries on average.
 	grouped atomic.Int64

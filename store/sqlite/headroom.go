@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"context"
 	"errors"
 	"fmt"
 )
@@ -25,7 +24,7 @@ func (db *DB) makeHeadroom() error {
 	if err == nil || db.walBytes() == 0 {
 		return err
 	}
-	db.checkpointer.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
+	db.checkpoint(db.checkpointer, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
 	return db.checkHeadroom()
 }
 
