@@ -45,6 +45,7 @@ func TestBenchRuns(t *testing.T) {
 	contains(t, failCLI(t, "bench", "--scenario", "nope"), `unknown scenario "nope"`)
 	contains(t, failCLI(t, "bench", "--concurrency", "0"), "--concurrency")
 	contains(t, failCLI(t, "bench", "--scenario", "peer", "--rounds", "0"), "--rounds must be from 1 to 100")
+	contains(t, failCLI(t, "bench", "--scenario", "tail", "--tail-window", "10ms"), "--tail-window must be from 100ms to 1h")
 }
 
 // The email-quality scenario answers every address through the real server and scores

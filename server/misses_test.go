@@ -61,7 +61,10 @@ func TestAVendorsMissIsNotPaidTwice(t *testing.T) {
 	is.Equal(sourcesOf(first), asked)
 	is.Equal(vendorCalls(), [3]int{1, 1, 1})
 
-	// Within the window: no vendor is asked; the task fails as a miss does, refunded.
+	// Within the window, and after a restart (the misses are the database's, not the
+	// process's): no vendor is asked; the task fails as a miss does, refunded.
+	e.restart()
+	e.startWorkers()
 	e.clock.Add(29 * 24 * time.Hour)
 	before := e.balance("acme")
 	again := enrichAs("nobody.example", e.key)
