@@ -63,15 +63,21 @@ func TestAnEmailLookupFillsOnlyThePersonItConfirms(t *testing.T) {
 	is.Equal(len(f.asked), 0)
 }
 
-// An email lookup the address fits two people for fills neither: until one fits
-// alone, none of them is known to be the one the address belongs to.
-func TestAnAmbiguousEmailLookupFillsNobody(t *testing.T) {
-	is := is.New(t)
+// twoSmiths is a pipeline whose network knows Jane and John Smith at Acme, both of
+// whom jsmith@acme.com fits, and a filler source after it.
+func twoSmiths() (*Pipeline, *filler, *Person) {
 	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
 	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
 	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *john.NetworkURL: john}}
 	f := &filler{}
-	p := &Pipeline{Sources: []Source{net, f}, Held: revHeld{}}
+	return &Pipeline{Sources: []Source{net, f}, Held: revHeld{}}, f, john
+}
+
+// An email lookup the address fits two people for fills neither: until one fits
+// alone, none of them is known to be the one the address belongs to.
+func TestAnAmbiguousEmailLookupFillsNobody(t *testing.T) {
+	is := is.New(t)
+	p, f, _ := twoSmiths()
 	ctx, _ := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
 	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
 	is.True(out.Err != nil)
@@ -97,11 +103,7 @@ func TestAnEmailLookupThatCouldNotSeeEveryoneFillsNobody(t *testing.T) {
 // A hint that picks one of the people the address fits fills that person alone.
 func TestAHintedPickFillsOnlyThePersonPicked(t *testing.T) {
 	is := is.New(t)
-	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
-	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
-	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *john.NetworkURL: john}}
-	f := &filler{}
-	p := &Pipeline{Sources: []Source{net, f}, Held: revHeld{}}
+	p, f, john := twoSmiths()
 	ctx, rec := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
 	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jsmith@acme.com", Hints: Hints{FullName: "John Smith"}})
 	is.Equal(out.Err, nil)
