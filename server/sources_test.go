@@ -263,8 +263,10 @@ func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
 					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 					}
 					time.Sleep(2 * time.Millisecond) // the vendor's answer
-					inFlight.Add(-1)
+					// In flight until its credits are in the database: until then the
+					// other replica cannot see it.
 					spend.Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
+					inFlight.Add(-1)
 				}
 			}()
 		}
