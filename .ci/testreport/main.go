@@ -79,6 +79,16 @@ func report(in io.Reader, out io.Writer) (failed bool, err error) {
 	if err := sc.Err(); err != nil {
 		return failed, err
 	}
+	// A test that never ended (its binary died: a timeout's panic, a crash) has no
+	// pass, fail or skip of its own, and its output says why: print it.
+	var unfinished []string
+	for key := range outputs {
+		unfinished = append(unfinished, key)
+	}
+	sort.Strings(unfinished)
+	for _, key := range unfinished {
+		fmt.Fprintf(out, "--- did not end: %s\n%s", key, strings.Join(outputs[key], ""))
+	}
 	sort.Slice(skips, func(i, j int) bool {
 		if skips[i].pkg != skips[j].pkg {
 			return skips[i].pkg < skips[j].pkg
