@@ -40,7 +40,7 @@ type Holdings struct {
 	SourceMisses int64 `json:"source_misses"`
 	// OwnKeys counts, by source, the organizations that set their own vendor key: that
 	// vendor receives their tasks' questions under their own account.
-	OwnKeys map[string]int64 `json:"organizations_with_own_key"`
+	OwnKeys map[string]int64 `json:"-"`
 }
 
 // Holdings counts what the installation holds, in one consistent read.
