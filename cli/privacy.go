@@ -100,6 +100,7 @@ type retentionRule struct {
 	Note string `json:"note,omitempty"`
 }
 
+// vendorKeyEnv is where each vendor's installation key is read from.
 var vendorKeyEnv = map[string]string{"enrichlayer": source.EnrichLayerKeyEnv, "pdl": source.PDLKeyEnv, "apollo": source.ApolloKeyEnv}
 
 func reportSources(cmd *cobra.Command, names []string, held store.Holdings) []reportedSource {
