@@ -32,6 +32,8 @@ func TestVersion(t *testing.T) {
 func TestRetainFlagRefused(t *testing.T) {
 	t.Parallel()
 	contains(t, runServeExpectError(t, "serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0", "--retain", "forever"), "--retain")
+	contains(t, runServeExpectError(t, "serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0", "--retain-records", "-1d"), "--retain-records")
+	contains(t, runServeExpectError(t, "serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0", "--retain-candidates", "a week"), "--retain-candidates")
 	contains(t, runServeExpectError(t, "serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0", "--shutdown-grace", "-1s"), "--shutdown-grace")
 }
 

@@ -653,3 +653,10 @@ CREATE TABLE source_misses (
     PRIMARY KEY (subject, source, org_id)
 ) WITHOUT ROWID;
 CREATE INDEX source_misses_missed ON source_misses(missed_at);
+
+-- migration 18: retention of stored records
+-- A record of the store that no source has refreshed for --retain-records is deleted,
+-- with its keys and positions, oldest first, in small batches: the purge walks this
+-- index, which holds the store's records only. The dataset is the team's import, and
+-- no retention deletes it. The same index as PostgreSQL's migration 12.
+CREATE INDEX records_store_enriched ON records(last_enriched_at) WHERE origin = 'store';

@@ -65,8 +65,24 @@ database's -wal and -shm files, and start serve again.`,
 func addOpsFlags(f *pflag.FlagSet, def server.Config) {
 	f.String("admin-addr", "", "serve /healthz, /readyz and /metrics on this address instead of --addr (e.g. 127.0.0.1:9090)")
 	f.Duration("shutdown-grace", server.DefaultShutdownGrace, "on SIGTERM, how long requests in flight and tasks already claimed may take to finish; tasks still running then go back to the queue")
-	retain := days(def.Retain)
-	f.Var(&retain, "retain", "delete settled tasks and delivery history this much older than now (e.g. 90d, 36h); 0 keeps them")
+	addRetentionFlags(f, def)
+}
+
+// addRetentionFlags adds serve's retention settings: serve and `privacy report` read
+// them alike.
+func addRetentionFlags(f *pflag.FlagSet, def server.Config) {
+	retain, records, candidates := days(def.Retain), days(def.RetainRecords), days(def.RetainCandidates)
+	f.Var(&retain, "retain", "delete settled tasks, delivery history and batches this much older than now (e.g. 90d, 36h); 0 keeps them")
+	f.Var(&records, "retain-records", "delete the stored records no source has refreshed for this long, with their keys and positions; 0 keeps them")
+	f.Var(&candidates, "retain-candidates", "delete the profiles an ambiguous email lookup gathered for a retry with a hint (other people's) this long after, "+
+		"at most the freshness window (30d); 0: the freshness window")
+}
+
+// retentionFlags reads the retention settings into cfg.
+func retentionFlags(f *pflag.FlagSet, cfg *server.Config) {
+	cfg.Retain = time.Duration(*f.Lookup("retain").Value.(*days))
+	cfg.RetainRecords = time.Duration(*f.Lookup("retain-records").Value.(*days))
+	cfg.RetainCandidates = time.Duration(*f.Lookup("retain-candidates").Value.(*days))
 }
 
 // days is a duration flag that also takes whole days, "90d", since retention is

@@ -70,6 +70,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newVersionCommand(),
 		newEnrichCommand(),
 		newSourcesCommand(),
+		newPrivacyCommand(),
 	)
 	addDBFlag(root)
 	return root

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,7 +61,7 @@ func newServeCommand() *cobra.Command {
 			cfg.HTTP.MaxHeaderBytes, _ = f.GetInt("max-header-bytes")
 			cfg.HTTP.MaxConns, _ = f.GetInt("max-conns")
 			cfg.HTTP.MaxConnsPerAddr, _ = f.GetInt("max-conns-per-addr")
-			cfg.Retain = time.Duration(*f.Lookup("retain").Value.(*days))
+			retentionFlags(f, &cfg)
 			adminAddr, _ := f.GetString("admin-addr")
 			cfg.SeparateAdmin = adminAddr != ""
 			if cfg.RateIP, err = rateFlag(cmd, logger, "rate-ip"); err != nil {
@@ -114,7 +115,7 @@ func newServeCommand() *cobra.Command {
 	f.Duration("task-ttl", def.TaskTTL, "lifetime of a task: one unsettled by then fails as timed_out and is refunded")
 	f.Int64("max-backlog", def.MaxBacklog, "queued tasks an organization may have before new requests get 429 queue_full")
 	f.Duration("lease", def.Lease, "how long a worker's claim on a task lasts unless extended; a crashed worker's tasks are requeued after it")
-	f.StringSlice("sources", []string{"dataset"}, "sources to ask, in order, first hit wins: "+knownSources)
+	addSourcesFlag(f)
 	f.String("fill-company", "", "company fields the sources are asked in turn to fill, comma-separated (known: "+strings.Join(enrich.CompanyFields, ", ")+
 		"); an organization's own list replaces it; empty: the first source that knows the company answers alone")
 	f.String("fill-person", "", "person fields the sources are asked in turn to fill, comma-separated (known: "+strings.Join(enrich.PersonFields, ", ")+
@@ -244,20 +245,42 @@ func rateFlag(cmd *cobra.Command, logger *slog.Logger, name string) (server.Rate
 	return r, nil
 }
 
+// addSourcesFlag adds --sources: serve and `privacy report` read it alike.
+func addSourcesFlag(f *pflag.FlagSet) {
+	f.StringSlice("sources", []string{"dataset"}, "sources to ask, in order, first hit wins: "+knownSources)
+}
+
+// sourceNames are the names --sources gives, in order, each known and named once.
+func sourceNames(cmd *cobra.Command) ([]string, error) {
+	names, _ := cmd.Flags().GetStringSlice("sources")
+	var out []string
+	for _, name := range names {
+		name = strings.TrimSpace(name)
+		if slices.Contains(out, name) {
+			return nil, fmt.Errorf("--sources: %q is named twice", name)
+		}
+		if _, known := source.Disclosures[name]; !known {
+			return nil, fmt.Errorf("--sources: unknown source %q (known: %s)", name, knownSources)
+		}
+		out = append(out, name)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--sources: name at least one source")
+	}
+	return out, nil
+}
+
 // sources builds the sources --sources names, in order, leaving nil in the dataset's
 // place: the dataset needs the database, which is opened after every flag is checked.
 // The caller fills it in and then links the web source to the others with linkWeb.
 func sources(cmd *cobra.Command) ([]enrich.Source, error) {
-	names, _ := cmd.Flags().GetStringSlice("sources")
+	names, err := sourceNames(cmd)
+	if err != nil {
+		return nil, err
+	}
 	host, _ := cmd.Flags().GetString("network-host")
 	var out []enrich.Source
-	seen := map[string]bool{}
 	for _, name := range names {
-		name = strings.TrimSpace(name)
-		if seen[name] {
-			return nil, fmt.Errorf("--sources: %q is named twice", name)
-		}
-		seen[name] = true
 		switch name {
 		case "dataset":
 			out = append(out, nil) // the dataset, once the database is open
@@ -273,9 +296,6 @@ func sources(cmd *cobra.Command) ([]enrich.Source, error) {
 			}
 			out = append(out, src)
 		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("--sources: name at least one source")
 	}
 	return out, nil
 }

@@ -81,7 +81,7 @@ func extraSource(cmd *cobra.Command, name string) (enrich.Source, error) {
 		return &source.Web{NetworkHost: host, Policy: netguard.Policy{AllowPrivate: allow}, AllowHTTP: allow, Logger: logger}, nil
 	case "enrichlayer", "pdl", "apollo":
 		cfg := source.VendorConfig{NetworkHost: host, Logger: logger}
-		keyEnv := map[string]string{"enrichlayer": source.EnrichLayerKeyEnv, "pdl": source.PDLKeyEnv, "apollo": source.ApolloKeyEnv}[name]
+		keyEnv := vendorKeyEnv[name]
 		cfg.APIKey = os.Getenv(keyEnv)
 		if strings.TrimSpace(cfg.APIKey) == "" {
 			return nil, fmt.Errorf("--sources %s needs its API key in the environment variable %s", name, keyEnv)

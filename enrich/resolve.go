@@ -75,8 +75,10 @@ type EmailOutcome struct {
 //
 //  1. exact: the address is on record for a held person (refreshed first when older
 //     than the freshness window);
-//  2. a retry of an address that fit several people within the freshness window is
-//     decided against the people gathered then, by its hints, without a new search;
+//  2. a retry of an address that fit several people, while what was gathered for it
+//     is kept (KeepGathered, within the freshness window), is decided against the
+//     people gathered then, by its hints, without a new search; past it, the retry
+//     goes on as a first lookup does;
 //  3. the company behind the domain is identified (the store, else the sources, as a
 //     company lookup would: aliases and redirects included); none -> not_found;
 //  4. a direct match: a source that looks a person up by the address itself
@@ -122,7 +124,7 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 		// The person on record for the address no longer works there: resolve it afresh.
 	}
 
-	gathered, err := p.Held.Gathering(ctx, AddressKey(address), now.Add(-p.freshness()))
+	gathered, err := p.Held.Gathering(ctx, AddressKey(address), now.Add(-p.gatheringWindow()))
 	if err != nil {
 		return p.internal("reading the people gathered for the address", err)
 	}
@@ -661,6 +663,16 @@ func (p *Pipeline) freshness() time.Duration {
 		return 0 // nothing held is fresh enough
 	}
 	return p.window()
+}
+
+// gatheringWindow is how long what an ambiguous lookup gathered is read: the
+// freshness window, or KeepGathered when that is shorter.
+func (p *Pipeline) gatheringWindow() time.Duration {
+	w := p.freshness()
+	if p.KeepGathered > 0 && p.KeepGathered < w {
+		w = p.KeepGathered
+	}
+	return w
 }
 
 // window is the freshness window configured, 30 days when none is: how long a record,

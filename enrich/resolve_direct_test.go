@@ -411,3 +411,36 @@ func TestAStaffSearchIsInTheTasksTraceAndSpentOnItsKey(t *testing.T) {
 		}
 	}
 }
+
+// What an ambiguous lookup gathered is read for KeepGathered only: within it a retry
+// with a hint is decided against the people gathered; past it, though the gathering
+// is still held, the retry searches again, as a first lookup does.
+func TestAGatheringIsReadForKeepGatheredOnly(t *testing.T) {
+	john := revPerson("john-smith", "John", "Smith", "Sales", "London", "GB", "", false)
+	jane := revPerson("jane-smith", "Jane", "Smith", "Engineer", "Berlin", "DE", "", false)
+	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		age      time.Duration
+		searches int64
+	}{{6 * 24 * time.Hour, 0}, {8 * 24 * time.Hour, 1}} {
+		c := newDirectCase([]*Person{john, jane}, nil, 10, 1, "jsmith@acme.com")
+		c.p.Now = func() time.Time { return now }
+		c.p.KeepGathered = 7 * 24 * time.Hour
+		c.p.Held = windowHeld{gatheredHeld{g: &Gathering{Address: "jsmith@acme.com", Company: revCompany(), GatheredAt: now.Add(-tt.age),
+			Candidates: []Candidate{{Person: john, Method: MatchResolved, Pattern: "flast"}, {Person: jane, Method: MatchResolved, Pattern: "flast"}}}}}
+		out := revEmail(c.p, "jsmith@acme.com", Hints{FullName: "John Smith"})
+		if out.Err != nil || *out.Result.Person.FullName != "John Smith" || c.searches.Load() != tt.searches {
+			t.Errorf("gathered %s ago: got %s (err %+v) after %d searches, want John Smith after %d", tt.age, who(out), out.Err, c.searches.Load(), tt.searches)
+		}
+	}
+}
+
+// windowHeld holds a gathering and answers it only to a read since before it was made.
+type windowHeld struct{ gatheredHeld }
+
+func (h windowHeld) Gathering(_ context.Context, _ string, since time.Time) (*Gathering, error) {
+	if h.g.GatheredAt.Before(since) {
+		return nil, nil
+	}
+	return h.g, nil
+}

@@ -125,6 +125,10 @@ type Pipeline struct {
 	// Freshness is how old a held profile may be and still be served as it is;
 	// 30 days when 0.
 	Freshness time.Duration
+	// KeepGathered is how long what an ambiguous email lookup gathered (other people's
+	// profiles, kept for a retry with a hint) is read: the freshness window when 0 or
+	// longer. A retry past it searches again.
+	KeepGathered time.Duration
 	// Now is the clock freshness is measured on; time.Now when nil.
 	Now func() time.Time
 	// Keys, when set, gives the instance of each source an organization's task asks

@@ -13,7 +13,9 @@ import (
 const purgeBatch = 500
 
 // maintain runs every cfg.MaintenanceInterval until ctx ends: retention deletes what
-// is older than cfg.Retain and the sources' misses older than cfg.Freshness, expired
+// is older than cfg.Retain, the stored records no source refreshed for
+// cfg.RetainRecords, what ambiguous email lookups gathered longer ago than
+// cfg.KeepGathered and the sources' misses older than cfg.Freshness, expired
 // dashboard sessions go, then, if nothing happened since the last round, the WAL is
 // checkpointed and truncated. A round is skipped while the database cannot take
 // writes, and the storage faults of a round are left to the store's log line.
@@ -33,6 +35,12 @@ func (s *Server) maintain(ctx context.Context) {
 		if s.cfg.Retain > 0 {
 			s.purge(ctx)
 		}
+		if s.cfg.RetainRecords > 0 {
+			s.purgeRecords(ctx)
+		}
+		// Other people's profiles go once past their window, whatever the other
+		// settings: no retry reads them then.
+		s.purgeGatherings(ctx)
 		// The sources' misses go once past the freshness window, whatever the
 		// retention of tasks: no task reads them then.
 		s.purgeMisses(ctx)
@@ -78,6 +86,53 @@ func (s *Server) purge(ctx context.Context) {
 	if tasks > 0 || deliveries > 0 {
 		s.log.Info("deleted settled tasks and deliveries past retention", "tasks", tasks, "deliveries", deliveries,
 			"before", cutoff.Format("2006-01-02T15:04:05Z"))
+	}
+}
+
+// purgeRecords deletes the stored records no source refreshed for cfg.RetainRecords,
+// with their keys and positions, batch after batch, each in its own short
+// transaction, until a batch finds less than a full one.
+func (s *Server) purgeRecords(ctx context.Context) {
+	cutoff := s.db.Now().Add(-s.cfg.RetainRecords)
+	records := 0
+	for ctx.Err() == nil {
+		n, err := s.db.PurgeRecords(ctx, cutoff, purgeBatch)
+		if err != nil {
+			if ctx.Err() == nil && !store.IsStorageFault(err) {
+				s.log.Error("deleting stored records past retention", "err", err)
+			}
+			break
+		}
+		records += n
+		s.metrics.counter("enrichd_retention_deleted_total", "kind", "records").Add(n)
+		if n < purgeBatch {
+			break
+		}
+	}
+	if records > 0 {
+		s.log.Info("deleted stored records no source refreshed within retention", "records", records,
+			"before", cutoff.Format("2006-01-02T15:04:05Z"))
+	}
+}
+
+// purgeGatherings deletes what ambiguous email lookups gathered longer ago than
+// cfg.KeepGathered, the candidates' profiles with it, batch after batch, each in its
+// own short transaction, until a batch finds less than a full one.
+func (s *Server) purgeGatherings(ctx context.Context) {
+	cutoff := s.db.Now().Add(-s.cfg.KeepGathered())
+	for ctx.Err() == nil {
+		gatherings, candidates, err := s.db.PurgeGatherings(ctx, cutoff, purgeBatch)
+		if err != nil {
+			if ctx.Err() == nil && !store.IsStorageFault(err) {
+				s.log.Error("deleting the profiles email lookups gathered past retention", "err", err)
+			}
+			return
+		}
+		s.metrics.counter("enrichd_retention_deleted_total", "kind", "email_gatherings").Add(gatherings)
+		s.metrics.counter("enrichd_retention_deleted_total", "kind", "email_candidates").Add(candidates)
+		if gatherings < purgeBatch {
+			return
+		}
 	}
 }
 

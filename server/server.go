@@ -79,6 +79,14 @@ type Config struct {
 	// Retain is how long settled tasks and delivery history are kept; zero keeps them
 	// for ever (unlike the other fields, zero is not replaced by the default).
 	Retain time.Duration
+	// RetainRecords is how long a stored record no source refreshed is kept; zero
+	// keeps records for ever (and is not replaced by the default).
+	RetainRecords time.Duration
+	// RetainCandidates is how long what an ambiguous email lookup gathered (other
+	// people's profiles, kept for a retry with a hint) is kept and read, at most the
+	// freshness window; zero leaves the freshness window alone to bound it (and is not
+	// replaced by the default).
+	RetainCandidates time.Duration
 	// WatchInterval is how often the watches that are due are looked for and their
 	// tasks enqueued.
 	WatchInterval time.Duration
@@ -165,6 +173,9 @@ func DefaultConfig() Config {
 		Logger:        slog.Default(),
 		Retain:        90 * 24 * time.Hour,
 
+		RetainRecords:    3 * 365 * 24 * time.Hour,
+		RetainCandidates: 7 * 24 * time.Hour,
+
 		MaintenanceInterval: time.Minute,
 		WatchInterval:       10 * time.Second,
 		IdleRelease:         10 * time.Second,
@@ -185,6 +196,20 @@ func DefaultConfig() Config {
 			MaxConnsPerAddr:   64,
 		},
 	}
+}
+
+// KeepGathered is how long what an ambiguous email lookup gathered is kept and read:
+// RetainCandidates, or the freshness window when that is shorter or RetainCandidates
+// is zero. A zero Freshness counts as DefaultConfig's, as New takes it.
+func (c Config) KeepGathered() time.Duration {
+	w := c.Freshness
+	if w <= 0 {
+		w = DefaultConfig().Freshness
+	}
+	if c.RetainCandidates > 0 && c.RetainCandidates < w {
+		w = c.RetainCandidates
+	}
+	return w
 }
 
 // HTTPServer returns an http.Server for h bounded by the limits; a zero limit takes its
@@ -307,7 +332,8 @@ func New(db *store.DB, cfg Config) *Server {
 		db:   db,
 		norm: enrich.Normalizer{NetworkHost: cfg.NetworkHost},
 		pipeline: &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger, Held: db.Held(),
-			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, Now: func() time.Time { return db.Now() }, Spend: spend,
+			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, KeepGathered: cfg.KeepGathered(),
+			Now: func() time.Time { return db.Now() }, Spend: spend,
 			Keys: keys, Misses: missKeeper{db: db, log: cfg.Logger, metrics: m}},
 		spend:     spend,
 		log:       cfg.Logger,

@@ -228,7 +228,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 			// lookup's is.
 			emailCtx, rec := enrich.WithRecorder(enrich.WithPersonFill(enrich.WithOrg(taskCtx, c.OrgID), fill))
 			o := p.ResolveEmail(emailCtx, c.Input)
-			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.Freshness, TieBroken: o.TieBroken,
+			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.KeepGathered(), TieBroken: o.TieBroken,
 				Trace: rec.Trace(o.Result)}
 			out.Gathered = sharedGathering(o.Gathered, out.Trace)
 			if o.Err == nil {

@@ -115,6 +115,110 @@ func PurgeQueries(n int) map[string]string {
 		"PurgeKeys": withIDs(purgeKeysQuery, list), "PurgeTasks": withIDs(purgeTasksQuery, list)}
 }
 
+// PurgeRecords deletes up to limit records of the store (what the sources gave, kept
+// for everyone or for one organization) that no source has refreshed since cutoff,
+// oldest first, with their keys and positions, in one short transaction, and returns
+// how many it deleted. The dataset, the team's import, is never touched. Call it again
+// until it deletes fewer than limit.
+//
+// A record being saved at the same moment (PostgreSQL) is either locked by its saver,
+// and skipped here, or deleted first, and its saver then writes it anew (saveRecord).
+func (db *DB) PurgeRecords(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	var n int64
+	err := db.Write(ctx, func(tx Tx) error {
+		n = 0
+		rows, err := tx.Query(ctx, purgeRecordsQuery, ms(cutoff), limit)
+		ids, err := collect(rows, err, func(r Row) (any, error) {
+			var id int64
+			err := r.Scan(&id)
+			return id, err
+		})
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		list, args := inList(ids)
+		// Keys and positions before their records: each found by its own index, where
+		// the foreign keys' cascade would do the same unseen.
+		for _, q := range []string{purgeRecordKeysQuery, purgePositionsQuery} {
+			if _, err := tx.Exec(ctx, withIDs(q, list), args...); err != nil {
+				return err
+			}
+		}
+		n, err = tx.Exec(ctx, withIDs(purgeRecordRowsQuery, list), args...)
+		return err
+	})
+	return int(n), err
+}
+
+// PurgeGatherings deletes up to limit of what ambiguous email lookups gathered before
+// cutoff, oldest first, with the candidates' profiles, in one short transaction, and
+// returns how many gatherings and candidates it deleted: those profiles are other
+// people's, kept only for a retry with a hint, which then searches again. Call it
+// again until it deletes fewer than limit gatherings.
+func (db *DB) PurgeGatherings(ctx context.Context, cutoff time.Time, limit int) (gatherings, candidates int, err error) {
+	err = db.Write(ctx, func(tx Tx) error {
+		gatherings, candidates = 0, 0
+		rows, err := tx.Query(ctx, purgeGatheringsQuery, ms(cutoff), limit)
+		addresses, err := collect(rows, err, func(r Row) (any, error) {
+			var address string
+			err := r.Scan(&address)
+			return address, err
+		})
+		if err != nil || len(addresses) == 0 {
+			return err
+		}
+		list, args := inList(addresses)
+		n, err := tx.Exec(ctx, withIDs(purgeCandidatesQuery, list), args...)
+		if err != nil {
+			return err
+		}
+		candidates = int(n)
+		n, err = tx.Exec(ctx, withIDs(purgeGatheringRowsQuery, list), args...)
+		gatherings = int(n)
+		return err
+	})
+	return gatherings, candidates, err
+}
+
+// The statements of PurgeRecords and PurgeGatherings; :ids stands for the list of
+// the records' ids, or of the gatherings' addresses (inList).
+const (
+	// The oldest first, through records_store_enriched, which holds the store's only.
+	purgeRecordsQuery = `SELECT id FROM records WHERE origin = 'store' AND last_enriched_at < ?
+		ORDER BY last_enriched_at LIMIT ? FOR UPDATE SKIP LOCKED`
+	purgeRecordKeysQuery = `DELETE FROM record_keys WHERE record_id IN :ids`
+	purgePositionsQuery  = `DELETE FROM positions WHERE record_id IN :ids`
+	purgeRecordRowsQuery = `DELETE FROM records WHERE id IN :ids`
+	// The oldest first, through email_gatherings_gathered.
+	purgeGatheringsQuery = `SELECT address FROM email_gatherings WHERE gathered_at < ?
+		ORDER BY gathered_at LIMIT ? FOR UPDATE SKIP LOCKED`
+	purgeCandidatesQuery    = `DELETE FROM email_candidates WHERE address IN :ids`
+	purgeGatheringRowsQuery = `DELETE FROM email_gatherings WHERE address IN :ids`
+)
+
+// RetentionQueries are the statements PurgeRecords and PurgeGatherings run, by name,
+// with arguments, for the drivers' tests of their plans: the selections take a cutoff
+// and a limit, the deletions a list of two ids or addresses.
+func RetentionQueries() map[string]struct {
+	Query string
+	Args  []any
+} {
+	list, _ := inList(make([]any, 2))
+	ids, addresses := []any{int64(1), int64(2)}, []any{"a@acme.com", "b@acme.com"}
+	return map[string]struct {
+		Query string
+		Args  []any
+	}{
+		"PurgeRecords":       {purgeRecordsQuery, []any{int64(5), 500}},
+		"PurgeRecordKeys":    {withIDs(purgeRecordKeysQuery, list), ids},
+		"PurgePositions":     {withIDs(purgePositionsQuery, list), ids},
+		"PurgeRecordRows":    {withIDs(purgeRecordRowsQuery, list), ids},
+		"PurgeGatherings":    {purgeGatheringsQuery, []any{int64(5), 500}},
+		"PurgeCandidates":    {withIDs(purgeCandidatesQuery, list), addresses},
+		"PurgeGatheringRows": {withIDs(purgeGatheringRowsQuery, list), addresses},
+	}
+}
+
 // inList is a parenthesized list of placeholders for values, for an IN, and its
 // arguments: padded with NULLs, which match nothing, to a power of two, so that a
 // statement has a few texts for an engine to prepare and keep, not one a length.

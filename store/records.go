@@ -370,14 +370,22 @@ func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Res
 	if rec, err := findRecord(ctx, tx, keyOrigin, identity); err != nil {
 		return err
 	} else if rec != nil && rec.ObjectType == objectType {
-		id = rec.ID
-		if _, err := tx.Exec(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ?, provenance = ? WHERE id = ?`,
-			string(raw), ms(lastEnriched), ms(now), nullText(provenance), id); err != nil {
+		n, err := tx.Exec(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ?, provenance = ? WHERE id = ?`,
+			string(raw), ms(lastEnriched), ms(now), nullText(provenance), rec.ID)
+		if err != nil {
 			return err
 		}
-	} else if err := tx.QueryRow(ctx, `INSERT INTO records (origin, org_id, object_type, data, last_enriched_at, created_at, updated_at, provenance)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, origin, ownerCol, objectType, string(raw), ms(lastEnriched), ms(now), ms(now), nullText(provenance)).Scan(&id); err != nil {
-		return err
+		if n == 1 {
+			id = rec.ID
+		}
+		// else retention deleted the record since it was read (PostgreSQL's replicas):
+		// it is written anew.
+	}
+	if id == 0 {
+		if err := tx.QueryRow(ctx, `INSERT INTO records (origin, org_id, object_type, data, last_enriched_at, created_at, updated_at, provenance)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, origin, ownerCol, objectType, string(raw), ms(lastEnriched), ms(now), ms(now), nullText(provenance)).Scan(&id); err != nil {
+			return err
+		}
 	}
 	names := make([]string, 0, len(keys)+1)
 	for key := range keys {

@@ -538,3 +538,9 @@ CREATE TABLE source_misses (
     PRIMARY KEY (subject, source, org_id)
 );
 CREATE INDEX source_misses_missed ON source_misses(missed_at);
+
+-- migration 12: retention of stored records (the SQLite schema's migration 18)
+-- A record of the store that no source has refreshed for --retain-records is deleted,
+-- with its keys and positions, oldest first, in small batches through this index,
+-- which holds the store's records only; the dataset is the team's import.
+CREATE INDEX records_store_enriched ON records(last_enriched_at) WHERE origin = 'store';

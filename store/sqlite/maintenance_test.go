@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,4 +218,31 @@ func TestQueueDepthReadsTheCounts(t *testing.T) {
 	is.NoErr(raw.QueryRow(`EXPLAIN QUERY PLAN SELECT coalesce(sum(CASE status WHEN 'queued' THEN n END), 0),
 		coalesce(sum(CASE status WHEN 'running' THEN n END), 0) FROM task_counts`).Scan(&id, &parent, &notused, &plan))
 	is.Equal(plan, "SCAN task_counts") // the counts, never the tasks
+}
+
+// TestRetentionQueryPlans: the purges of stored records and of what email lookups
+// gathered find the oldest through an index that holds what they may delete, and
+// delete each row's keys, positions and candidates through their own indexes: none
+// reads a whole table or sorts.
+func TestRetentionQueryPlans(t *testing.T) {
+	_, path, _ := openDB(t)
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	wants := map[string][]string{
+		"PurgeRecords":       {"SEARCH records USING COVERING INDEX records_store_enriched (last_enriched_at<?)"},
+		"PurgeRecordKeys":    {"SEARCH record_keys USING INDEX record_keys_record (record_id=?)"},
+		"PurgePositions":     {"SEARCH positions USING PRIMARY KEY (record_id=?)"},
+		"PurgeRecordRows":    {"SEARCH records USING INTEGER PRIMARY KEY (rowid=?)"},
+		"PurgeGatherings":    {"SEARCH email_gatherings USING COVERING INDEX email_gatherings_gathered (gathered_at<?)"},
+		"PurgeCandidates":    {"SEARCH email_candidates USING PRIMARY KEY (address=?)"},
+		"PurgeGatheringRows": {"SEARCH email_gatherings USING PRIMARY KEY (address=?)"},
+	}
+	for name, q := range store.RetentionQueries() {
+		if plan := explain(t, raw, sqlite.Unlocked(q.Query), q.Args...); !slices.Equal(plan, wants[name]) {
+			t.Errorf("%s: plan %q, want %q", name, plan, wants[name])
+		}
+	}
 }

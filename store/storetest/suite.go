@@ -90,4 +90,7 @@ var conformanceTests = []conformanceTest{
 	{"SourceMissesRememberedPerSubjectAndScope", testSourceMissesRememberedPerSubjectAndScope},
 	{"SourceMissesExpireAndArePurged", testSourceMissesExpireAndArePurged},
 	{"SourceMissesFromManyWriters", testSourceMissesFromManyWriters},
+	{"StoredRecordsNotRefreshedAreDeleted", testStoredRecordsNotRefreshedAreDeleted},
+	{"GatheringsPastTheirWindowAreDeleted", testGatheringsPastTheirWindowAreDeleted},
+	{"HoldingsCountEveryKind", testHoldingsCountEveryKind},
 }
