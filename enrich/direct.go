@@ -117,8 +117,9 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 			a.call.Outcome, a.call.Reason = OutcomeMiss, ReasonOtherSubject
 			a.record(ctx, p)
 			if p.Logger != nil {
+				// The dropped profile is another person's: it stays out of the log.
 				p.Logger.Info("direct email match dropped: no current position at the company under a name the address fits",
-					"source", src.Name(), "company", employer.Name, "person", deref(a.person.NetworkURL))
+					"source", src.Name())
 			}
 			continue
 		}

@@ -124,9 +124,13 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 		case err == nil && !merged.sameSubject(res):
 			call.Outcome, call.Reason = OutcomeMiss, ReasonOtherSubject
 			if p.Logger != nil {
-				p.Logger.Warn("a source answered with another subject: its record is discarded",
-					"source", call.Name, "lookup", string(in.Lookup), "target", in.Target,
-					"kept", merged.subject(), "discarded", subjectOf(res))
+				attrs := []any{"source", call.Name, "lookup", string(in.Lookup)}
+				if res.Person == nil {
+					// A company's identifiers help the operator; a person's stay out of
+					// the log (the task's trace says what was discarded).
+					attrs = append(attrs, "target", in.Target, "kept", merged.subject(), "discarded", subjectOf(res))
+				}
+				p.Logger.Warn("a source answered with another subject: its record is discarded", attrs...)
 			}
 		case err == nil:
 			if merged.fill(res, call.Name, own) > 0 {
