@@ -21,7 +21,7 @@ func (b *browser) upload(name, content, objectType string) *webPage {
 	mw := multipart.NewWriter(&body)
 	fw, _ := mw.CreateFormFile("file", name)
 	io.WriteString(fw, content)
-	mw.WriteField("object_type", objectType)
+	mw.WriteField("enrich", objectType)
 	mw.Close()
 	req, _ := http.NewRequest(http.MethodPost, b.e.http.URL+"/dashboard/batches/preview", &body)
 	req.Header.Set("Content-Type", mw.FormDataContentType())
