@@ -178,7 +178,7 @@ func TestDashboardUploadSkipsRefusedRows(t *testing.T) {
 	p = admin.get(c.location)
 	is.Equal(p.status, 200)
 	is.True(p.has("51 rows of people and companies"))
-	is.True(p.has(`<span id="batch-done">51 of 51</span> lookups done`))
+	is.True(p.has(`<span id="batch-done">51 of 51</span> lookups and skipped rows done`))
 	is.True(p.has("<th>Skipped</th>"))
 	is.True(p.has(`id="batch-failures"`))
 	is.Equal(strings.Count(p.body, `<tr class="failure">`), 10) // 5 skipped, 5 lookups not found
