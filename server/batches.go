@@ -469,23 +469,23 @@ func (s *Server) planBatch(up *upload, ask batchAsk) (*batchPlan, error) {
 	single := ask.single()
 
 	refused := append([]enrich.RowError{}, up.refused...)
-	reasons := map[int]string{}
+	unreadable := make(map[int]string, len(up.refused))
 	for _, r := range up.refused {
-		reasons[r.Row] = r.Message
+		unreadable[r.Row] = r.Message
 	}
-	plan := &batchPlan{}
-	type plannedRow struct {
-		parts []rowPart
-	}
-	planned := make([]plannedRow, len(up.rows))
-	kinds := map[string]bool{}
+	plan := &batchPlan{rows: make([]store.NewBatchRow, 0, len(up.rows))}
+	var companies, people bool // the kinds of the rows that pass
 	for i, row := range up.rows {
-		if _, unreadable := reasons[i+1]; unreadable {
+		nr := store.NewBatchRow{Values: row.values, Line: row.line}
+		if reason, bad := unreadable[i+1]; bad {
+			nr.Values, nr.Skipped = fitted(row.values, len(up.columns)), reason
+			plan.rows = append(plan.rows, nr)
 			continue
 		}
 		in := rowInputs{domain: get(row, "domain"), networkURL: get(row, "networkUrl"), email: get(row, "email"),
 			fullName: get(row, "fullName"), title: get(row, "title"), location: get(row, "location")}
-		var parts []rowPart
+		var parts [2]rowPart // the row's own lookup, and its company's
+		n := 0
 		var err error
 		switch single {
 		case enrich.ObjectCompany:
@@ -496,7 +496,7 @@ func (s *Server) planBatch(up *upload, ask batchAsk) (*batchPlan, error) {
 			if cr.Domain == nil && cr.NetworkURL == nil {
 				err = errors.New("has neither a domain nor a networkUrl")
 			}
-			parts = append(parts, rowPart{kind: enrich.ObjectCompany, req: cr})
+			parts[0], n = rowPart{kind: enrich.ObjectCompany, req: cr}, 1
 		case enrich.ObjectPerson:
 			var pr personRequest
 			if pr.NetworkURL = in.networkURL; pr.NetworkURL == nil {
@@ -507,21 +507,21 @@ func (s *Server) planBatch(up *upload, ask batchAsk) (*batchPlan, error) {
 			if pr.NetworkURL == nil && pr.Email == nil {
 				err = errors.New("has neither a networkUrl nor an email")
 			}
-			parts = append(parts, rowPart{kind: enrich.ObjectPerson, req: pr})
+			parts[0], n = rowPart{kind: enrich.ObjectPerson, req: pr}, 1
 		default:
 			pr, isPerson := in.personOf()
 			cr, isCompany := in.companyOf()
 			if isPerson {
-				parts = append(parts, rowPart{kind: enrich.ObjectPerson, req: pr})
+				parts[n], n = rowPart{kind: enrich.ObjectPerson, req: pr}, n+1
 			}
 			if isCompany && (!isPerson || ask.company) {
-				parts = append(parts, rowPart{kind: enrich.ObjectCompany, req: cr})
+				parts[n], n = rowPart{kind: enrich.ObjectCompany, req: cr}, n+1
 			}
-			if len(parts) == 0 {
+			if n == 0 {
 				err = errors.New(nothing)
 			}
 		}
-		for j := 0; err == nil && j < len(parts); j++ {
+		for j := 0; err == nil && j < n; j++ {
 			p := &parts[j]
 			switch req := p.req.(type) {
 			case companyRequest:
@@ -532,13 +532,33 @@ func (s *Server) planBatch(up *upload, ask batchAsk) (*batchPlan, error) {
 		}
 		if err != nil {
 			refused = append(refused, enrich.RowError{Row: i + 1, Line: row.line, Message: err.Error()})
-			reasons[i+1] = err.Error()
+			nr.Values, nr.Skipped = fitted(row.values, len(up.columns)), err.Error()
+			plan.rows = append(plan.rows, nr)
 			continue
 		}
-		planned[i].parts = parts
-		for _, p := range parts {
-			kinds[p.kind] = true
+		if len(refused) > 0 && !ask.skip {
+			continue // refused whole: the rest are only checked
 		}
+		for j, p := range parts[:n] {
+			raw, err := json.Marshal(p.req)
+			if err != nil {
+				return nil, err
+			}
+			if j == 0 {
+				nr.Request, nr.Kind = raw, p.kind
+			} else {
+				nr.CompanyRequest = raw
+			}
+			if p.kind == enrich.ObjectCompany {
+				companies = true
+				plan.companies++
+			} else {
+				people = true
+				plan.people++
+			}
+			plan.estimate += p.in.Lookup.Cost()
+		}
+		plan.rows = append(plan.rows, nr)
 	}
 	if len(refused) > 0 && (!ask.skip || len(refused) == len(up.rows)) {
 		return nil, refusedRows(refused, len(up.rows))
@@ -546,44 +566,21 @@ func (s *Server) planBatch(up *upload, ask batchAsk) (*batchPlan, error) {
 	switch {
 	case single != "":
 		plan.objectType = single
-	case ask.company && ask.person, kinds[enrich.ObjectCompany] && kinds[enrich.ObjectPerson]:
+	case ask.company && ask.person, companies && people:
 		plan.objectType = store.ObjectMixed
-	case kinds[enrich.ObjectCompany]:
+	case companies:
 		plan.objectType = enrich.ObjectCompany
 	default:
 		plan.objectType = enrich.ObjectPerson
 	}
+	if plan.objectType != store.ObjectMixed {
+		// A batch of one kind says it once, as batches always did.
+		for i := range plan.rows {
+			plan.rows[i].Kind = ""
+		}
+	}
 	slices.SortFunc(refused, func(a, b enrich.RowError) int { return a.Row - b.Row })
 	plan.skipped = refused
-	for i, row := range up.rows {
-		nr := store.NewBatchRow{Values: row.values, Line: row.line}
-		if reason, ok := reasons[i+1]; ok {
-			nr.Values, nr.Skipped = fitted(row.values, len(up.columns)), reason
-			plan.rows = append(plan.rows, nr)
-			continue
-		}
-		for j, p := range planned[i].parts {
-			raw, err := json.Marshal(p.req)
-			if err != nil {
-				return nil, err
-			}
-			if j == 0 {
-				nr.Request = raw
-				if plan.objectType == store.ObjectMixed {
-					nr.Kind = p.kind
-				}
-			} else {
-				nr.CompanyRequest = raw
-			}
-			if p.kind == enrich.ObjectCompany {
-				plan.companies++
-			} else {
-				plan.people++
-			}
-			plan.estimate += p.in.Lookup.Cost()
-		}
-		plan.rows = append(plan.rows, nr)
-	}
 	return plan, nil
 }
 
