@@ -83,6 +83,7 @@ func TestDashboardUpload(t *testing.T) {
 	p = admin.upload("crm.csv", file, "")
 	is.Equal(p.status, 200)
 	is.True(p.has("<strong>crm.csv</strong>: 2 rows of companies"))
+	is.True(p.has("every one checked. Enriching them costs at most"))
 	is.True(p.has(`<strong id="preview-estimate">2</strong>`))
 	is.True(p.has("<code>domain</code></td><td>read as domain") && p.has("<code>owner</code></td><td>kept as it is"))
 	is.True(p.has("<td>https://www.acme.com/</td><td>ann</td>"))
