@@ -734,6 +734,38 @@ func TestDashboardInABrowser(t *testing.T) {
 	contains(t, results, "initech.com,bob,succeeded")
 	contains(t, results, "nowhere.example,cy,failed,not_found")
 
+	// A CRM's contacts: an email and a domain, some rows with one of them, one
+	// malformed. The checkbox skips that row, each other row is what it has, and the
+	// batch's page lists the skipped row and the lookup not found, linked to its task.
+	contacts := filepath.Join(t.TempDir(), "contacts.csv")
+	if err := os.WriteFile(contacts, []byte("email,domain,owner\njane@acme.com,acme.com,ann\n,initech.com,bob\nnot an email,,cy\n,nowhere.example,dee\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.open("/dashboard/batches", "form#upload")
+	b.step("choosing the contacts", chromedp.SetUploadFiles(chromedp.CSS(`form#upload input[name=file]`), []string{contacts}))
+	b.check(`form#upload input[name=on_error]`)
+	b.submit("form#upload")
+	b.waitPath("/dashboard/batches/preview")
+	b.waitText("#preview-estimate", "5") // an email 3, two domains 1 each
+	contains(t, b.text("#preview-summary"), "1 refused, to be skipped")
+	contains(t, b.text("#preview-lookups"), "1 person and 2 companies")
+	contains(t, b.text("#preview-skipped"), "not an email")
+	b.axe("upload, a row skipped")
+	b.shot("upload-skipped")
+	b.submit("form#confirm-upload")
+	b.waitUntil("the contacts' page is open", `/^\/dashboard\/batches\/[0-9a-f]{8}-/.test(location.pathname) && document.readyState === "complete"`)
+	b.waitText("#batch-status", "done")
+	b.waitText("#batch-done", "4 of 4")
+	contains(t, b.text("#batch-failures"), "skipped")
+	contains(t, b.text("#batch-failures"), "not_found")
+	b.axe("batch, failed and skipped rows")
+	b.shot("batch-contacts")
+	contactResults := b.fetch(b.attr("a#download-csv", "href"))
+	contains(t, contactResults, "not an email,,cy,skipped,invalid_input")
+	b.click(`#batch-failures a[href^="/dashboard/tasks/"]`)
+	b.waitPath("/dashboard/tasks/")
+	b.waitText("main", "nowhere.example")
+
 	// Revoked with its confirmation, the key no longer opens /v1.
 	b.open("/dashboard/settings/keys", "tr.key details.confirm summary")
 	b.step("confirming the revocation", chromedp.Click(chromedp.CSS(`tr.key details.confirm summary`)),

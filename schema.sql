@@ -660,3 +660,26 @@ CREATE INDEX source_misses_missed ON source_misses(missed_at);
 -- index, which holds the store's records only. The dataset is the team's import, and
 -- no retention deletes it. The same index as PostgreSQL's migration 12.
 CREATE INDEX records_store_enriched ON records(last_enriched_at) WHERE origin = 'store';
+
+-- migration 19: batches of contacts
+-- A batch's rows may be of both kinds (mixed): each row then says its own kind, and a
+-- person row may have its company looked up too (?enrich=company,person), in the
+-- company_ columns: its request, task and why it got none, as request, task_id and
+-- error are for the row's own. A mixed batch keeps object_type 'person', the kind of
+-- its results' unprefixed columns. A row refused at the upload with ?on_error=skip is
+-- kept with its values, skipped = 1 and why in error: it gets no task. line is the line
+-- of the file a row starts on (NULL on rows from before). The new columns live and go
+-- with their batch row, as its values do.
+-- The same columns as PostgreSQL's migration 13.
+ALTER TABLE batches ADD COLUMN mixed INTEGER NOT NULL DEFAULT 0 CHECK (mixed IN (0, 1));
+ALTER TABLE batch_rows ADD COLUMN kind TEXT CHECK (kind IN ('company', 'person'));
+ALTER TABLE batch_rows ADD COLUMN line INTEGER;
+ALTER TABLE batch_rows ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0 CHECK (skipped IN (0, 1));
+ALTER TABLE batch_rows ADD COLUMN company_request TEXT;
+ALTER TABLE batch_rows ADD COLUMN company_task_id TEXT;
+ALTER TABLE batch_rows ADD COLUMN company_error TEXT;
+-- the feeder's "companies still without a task", as batch_rows_pending for the rows'
+CREATE INDEX batch_rows_company_pending ON batch_rows(batch_id, row_number)
+    WHERE company_request IS NOT NULL AND company_task_id IS NULL AND company_error IS NULL;
+-- a batch's skipped rows, listed by GET /v1/batches/{id}
+CREATE INDEX batch_rows_skipped ON batch_rows(batch_id, row_number) WHERE skipped = 1;

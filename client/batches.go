@@ -22,22 +22,39 @@ const (
 	BatchDone    = "done"
 )
 
-// Batch is an uploaded list: one task per row.
+// ObjectMixed is the object type of a batch of people and companies, or of one that
+// looked up a person row's company too: its results have both kinds' columns.
+const ObjectMixed = "mixed"
+
+// What a batch's rows enrich (BatchOptions.Enrich); EnrichEachRow lets each row decide.
+const (
+	EnrichEachRow          = ""
+	EnrichCompany          = "company"
+	EnrichPerson           = "person"
+	EnrichCompanyAndPerson = "company,person"
+)
+
+// Batch is an uploaded list: one task per lookup, a row's own, and its company's too
+// when the batch asked for both.
 type Batch struct {
 	ID              string      `json:"id"`
-	ObjectType      string      `json:"object_type"`
+	ObjectType      string      `json:"object_type"` // ObjectCompany, ObjectPerson or ObjectMixed
 	Name            string      `json:"name"`
-	Status          string      `json:"status"` // running, or done once every row's task has settled
+	Status          string      `json:"status"` // running, or done once every lookup's task has settled
 	Rows            int         `json:"rows"`
 	Columns         []string    `json:"columns"`
 	Counts          BatchCounts `json:"counts"`
-	CreditsEstimate int64       `json:"credits_estimate"` // the most it costs: every row's charge
+	CreditsEstimate int64       `json:"credits_estimate"` // the most it costs: every lookup's charge
 	CreditsSpent    int64       `json:"credits_spent"`    // charged and not refunded so far
 	IdempotencyKey  *string     `json:"idempotency_key"`
 	CreatedAt       time.Time   `json:"created_at"`
+	// SkippedRows are the rows refused at the upload with SkipRefusedRows, the first
+	// 1,000 (Counts.Skipped counts them all); Batches does not list them.
+	SkippedRows []RowRefusal `json:"skipped_rows,omitempty"`
 }
 
-// BatchCounts are a batch's rows by status: Pending rows have no task yet.
+// BatchCounts are a batch's lookups by status: Pending ones have no task yet; Skipped
+// counts the rows refused at the upload, which have none.
 type BatchCounts struct {
 	Pending   int64 `json:"pending"`
 	Queued    int64 `json:"queued"`
@@ -46,6 +63,7 @@ type BatchCounts struct {
 	Failed    int64 `json:"failed"`
 	Canceled  int64 `json:"canceled"`
 	Purged    int64 `json:"purged,omitempty"` // tasks deleted by retention
+	Skipped   int64 `json:"skipped,omitempty"`
 }
 
 // BatchList is a page of GET /v1/batches.
@@ -63,9 +81,18 @@ type RowRefusal struct {
 
 // BatchOptions are the optional parameters of an upload.
 type BatchOptions struct {
-	ObjectType     string // company or person; detected from the columns when ""
-	Name           string // shown with the batch, such as the file's name
-	IdempotencyKey string // sending the same file again with it gives the same batch, charged once
+	ObjectType string // company or person: every row of that kind; as Enrich with one kind
+	// Enrich is what the rows enrich: EnrichCompany, EnrichPerson, or
+	// EnrichCompanyAndPerson (a row's person and its company); EnrichEachRow lets each
+	// row decide: an email or a profile makes a person, a domain or a company page a
+	// company.
+	Enrich string
+	// SkipRefusedRows makes a batch of the rows that pass: the refused ones are kept as
+	// skipped, uncharged, and listed in Batch.SkippedRows. Without it a refused row
+	// refuses the file.
+	SkipRefusedRows bool
+	Name            string // shown with the batch, such as the file's name
+	IdempotencyKey  string // sending the same file again with it gives the same batch, charged once
 }
 
 // BatchCreated is the answer to CreateBatch.
@@ -79,7 +106,7 @@ type BatchCreated struct {
 // CreateBatch uploads a file of inputs (format FormatCSV or FormatJSONL; at most
 // 10,000 rows and 5 MiB) and answers with the batch before its rows' tasks are made:
 // poll Batch until it is done, then read BatchResults. A file with refused rows is an
-// *Error whose Rows lists them; nothing is made or charged then.
+// *Error whose Rows lists them, nothing made or charged, unless o.SkipRefusedRows.
 func (c *Client) CreateBatch(ctx context.Context, file []byte, format string, o BatchOptions) (*BatchCreated, error) {
 	if n := utf8.RuneCountInString(o.IdempotencyKey); n > MaxIdempotencyKey {
 		return nil, &usageError{fmt.Sprintf("the idempotency key is %d characters long; the server takes at most %d", n, MaxIdempotencyKey)}
@@ -90,6 +117,12 @@ func (c *Client) CreateBatch(ctx context.Context, file []byte, format string, o 
 	q := url.Values{}
 	if o.ObjectType != "" {
 		q.Set("object_type", o.ObjectType)
+	}
+	if o.Enrich != "" {
+		q.Set("enrich", o.Enrich)
+	}
+	if o.SkipRefusedRows {
+		q.Set("on_error", "skip")
 	}
 	if o.Name != "" {
 		q.Set("name", o.Name)

@@ -71,3 +71,37 @@ func TestBatches(t *testing.T) {
 	_, err = e.c.BatchResults(ctx, "00000000-0000-0000-0000-000000000000", FormatCSV)
 	is.True(IsCode(err, "not_found"))
 }
+
+// A contact export: each row decides, or asks for its person and its company; the
+// refused rows are skipped and listed.
+func TestBatchOfContacts(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	e := newEnv(t)
+	e.src.addCompany("Acme", "acme.com")
+	e.startWorkers()
+	ctx := t.Context()
+
+	file := []byte("email,domain\n,acme.com\njane@acme.com,acme.com\nnot an email,\n")
+	_, err := e.c.CreateBatch(ctx, file, FormatCSV, BatchOptions{})
+	var apiErr *Error
+	is.True(errors.As(err, &apiErr))
+	is.Equal(len(apiErr.Rows), 1)
+
+	created, err := e.c.CreateBatch(ctx, file, FormatCSV, BatchOptions{Enrich: EnrichCompanyAndPerson, SkipRefusedRows: true})
+	is.NoErr(err)
+	b := created.Batch
+	is.Equal(b.ObjectType, ObjectMixed)
+	is.Equal(b.Counts, BatchCounts{Pending: 3, Skipped: 1})
+	is.Equal(b.CreditsEstimate, int64(1+3+1))
+	is.Equal(b.SkippedRows, []RowRefusal{{Row: 3, Line: 4, Message: b.SkippedRows[0].Message}})
+	for b.Status != BatchDone {
+		time.Sleep(10 * time.Millisecond)
+		got, err := e.c.Batch(ctx, b.ID)
+		is.NoErr(err)
+		b = *got
+	}
+	is.Equal(b.Counts.Skipped, int64(1))
+	is.Equal(len(b.SkippedRows), 1)
+	is.Equal(b.Counts.Succeeded+b.Counts.Failed, int64(3))
+}

@@ -11,10 +11,12 @@ import (
 	"strings"
 )
 
-// Object types, as the API names them.
+// Object types, as the API names them. A mixed batch's rows are people and companies,
+// or a person and the company beside it.
 const (
 	ObjectCompany = "company"
 	ObjectPerson  = "person"
+	ObjectMixed   = "mixed"
 )
 
 // Result columns, after the input's. The prefix keeps them apart from input columns of
@@ -27,13 +29,32 @@ var (
 		"enrichd_city", "enrichd_country_code", "enrichd_network_url", "enrichd_email_match_method"}
 )
 
-// Columns are the result columns of objectType (ObjectCompany or ObjectPerson).
+// companyPrefix sets a company's columns apart in a mixed row, after the person's:
+// enrichd_company_status, enrichd_company_name, ...
+const companyPrefix = "enrichd_company_"
+
+// Columns are the result columns of objectType (ObjectCompany, ObjectPerson, or
+// ObjectMixed: the person's, then the company's prefixed with companyPrefix).
 func Columns(objectType string) []string {
 	out := append([]string{}, commonColumns...)
-	if objectType == ObjectCompany {
+	switch objectType {
+	case ObjectCompany:
 		return append(out, companyColumns...)
+	case ObjectMixed:
+		out = append(out, personColumns...)
+		for _, c := range Columns(ObjectCompany) {
+			out = append(out, companyPrefix+strings.TrimPrefix(c, "enrichd_"))
+		}
+		return out
 	}
 	return append(out, personColumns...)
+}
+
+// MixedRow is a mixed row's values for Columns(ObjectMixed): the person's outcome,
+// then the company's. A lookup the row did not make is the zero Outcome: its columns
+// are empty, its status too.
+func MixedRow(person, company Outcome) []string {
+	return append(Row(person, ObjectPerson), Row(company, ObjectCompany)...)
 }
 
 // Outcome is what became of one input: its status (a task status, or a word of the

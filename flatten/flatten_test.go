@@ -38,6 +38,52 @@ func TestRowFollowsColumns(t *testing.T) {
 	}
 }
 
+// A mixed row is the person's columns, then the company's under their own prefix: a
+// lookup the row did not make leaves its columns empty, its status too.
+func TestMixedRowFollowsColumns(t *testing.T) {
+	cols := Columns(ObjectMixed)
+	want := append(Columns(ObjectPerson), "enrichd_company_status", "enrichd_company_error_code", "enrichd_company_error_message",
+		"enrichd_company_task_id", "enrichd_company_name", "enrichd_company_domain", "enrichd_company_network_url",
+		"enrichd_company_employee_count", "enrichd_company_employee_range", "enrichd_company_industry",
+		"enrichd_company_year_founded", "enrichd_company_hq_city", "enrichd_company_hq_country")
+	if !reflect.DeepEqual(cols, want) {
+		t.Fatalf("columns:\n got %q\nwant %q", cols, want)
+	}
+	seen := map[string]bool{}
+	for _, c := range cols {
+		if seen[c] {
+			t.Errorf("the column %s twice", c)
+		}
+		seen[c] = true
+	}
+	company := Outcome{Status: "succeeded", TaskID: "t1", Data: json.RawMessage(`{"name":"Acme","domain":"acme.com"}`)}
+	person := Outcome{Status: "failed", Code: "not_found", Message: "no one", TaskID: "t2"}
+	got := MixedRow(person, company)
+	if len(got) != len(cols) {
+		t.Fatalf("%d values for %d columns", len(got), len(cols))
+	}
+	at := func(name string) string {
+		for i, c := range cols {
+			if c == name {
+				return got[i]
+			}
+		}
+		t.Fatalf("no column %s", name)
+		return ""
+	}
+	for name, v := range map[string]string{"enrichd_status": "failed", "enrichd_error_code": "not_found", "enrichd_task_id": "t2",
+		"enrichd_full_name": "", "enrichd_company_status": "succeeded", "enrichd_company_task_id": "t1",
+		"enrichd_company_name": "Acme", "enrichd_company_domain": "acme.com"} {
+		if at(name) != v {
+			t.Errorf("%s = %q, want %q", name, at(name), v)
+		}
+	}
+	onlyCompany := MixedRow(Outcome{}, company)
+	if !reflect.DeepEqual(onlyCompany[:len(Columns(ObjectPerson))], make([]string, len(Columns(ObjectPerson)))) {
+		t.Errorf("a row without a person fills the person's columns: %q", onlyCompany)
+	}
+}
+
 func TestSpreadsheetSafe(t *testing.T) {
 	for in, want := range map[string]string{
 		"":                 "",

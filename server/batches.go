@@ -143,7 +143,7 @@ func parseCSVUpload(text []byte) (*upload, error) {
 		if len(rec) != len(head) {
 			up.refused = append(up.refused, enrich.RowError{Row: len(up.rows) + 1, Line: line,
 				Message: fmt.Sprintf("has %d fields where the header has %d", len(rec), len(head))})
-			up.rows = append(up.rows, uploadRow{line: line}) // keeps the numbering
+			up.rows = append(up.rows, uploadRow{line: line, values: rec}) // keeps the numbering
 			continue
 		}
 		up.rows = append(up.rows, uploadRow{line: line, values: rec})
@@ -285,17 +285,143 @@ func orderedObject(line []byte) ([]field, error) {
 	return out, nil
 }
 
-// batchPlan is an upload checked: what the batch is made of.
+// batchAsk is what an upload asks of its rows, from its query: object_type or enrich
+// name what every row enriches (company, person, or both), else each row decides;
+// on_error=skip makes a batch of the rows that pass.
+type batchAsk struct {
+	company, person bool
+	skip            bool
+	// As sent, for the Idempotency-Key's binding.
+	objectType, enrich, onError string
+}
+
+// parseBatchAsk reads an upload's object_type, enrich and on_error.
+func parseBatchAsk(objectType, enrichParam, onError string) (batchAsk, error) {
+	ask := batchAsk{objectType: objectType, enrich: enrichParam, onError: onError}
+	switch objectType {
+	case "":
+	case enrich.ObjectCompany, enrich.ObjectPerson:
+		ask.company, ask.person = objectType == enrich.ObjectCompany, objectType == enrich.ObjectPerson
+	default:
+		return ask, enrich.Errorf(enrich.KindInvalid, "object_type must be company or person")
+	}
+	if enrichParam != "" {
+		var company, person bool
+		for _, part := range strings.Split(enrichParam, ",") {
+			switch strings.TrimSpace(part) {
+			case enrich.ObjectCompany:
+				if company {
+					return ask, enrich.Errorf(enrich.KindInvalid, "enrich names company twice")
+				}
+				company = true
+			case enrich.ObjectPerson:
+				if person {
+					return ask, enrich.Errorf(enrich.KindInvalid, "enrich names person twice")
+				}
+				person = true
+			default:
+				return ask, enrich.Errorf(enrich.KindInvalid, "enrich must be company, person, or company,person")
+			}
+		}
+		if objectType != "" && (company != ask.company || person != ask.person) {
+			return ask, enrich.Errorf(enrich.KindInvalid, "object_type=%s and enrich=%s ask for different things; send enrich alone", objectType, clip(enrichParam, 40))
+		}
+		ask.company, ask.person = company, person
+	}
+	switch onError {
+	case "", "fail":
+	case "skip":
+		ask.skip = true
+	default:
+		return ask, enrich.Errorf(enrich.KindInvalid, "on_error must be fail (a refused row refuses the file, the default) or skip (the other rows go ahead)")
+	}
+	return ask, nil
+}
+
+// single is the one kind every row is asked to be, "" when each row decides or both
+// are asked.
+func (a batchAsk) single() string {
+	switch {
+	case a.company && !a.person:
+		return enrich.ObjectCompany
+	case a.person && !a.company:
+		return enrich.ObjectPerson
+	}
+	return ""
+}
+
+// batchPlan is an upload checked: what the batch is made of. People and Companies
+// count the lookups of each kind, a row that enriches both counting in each.
 type batchPlan struct {
 	objectType string
 	rows       []store.NewBatchRow
 	estimate   int64
+	skipped    []enrich.RowError
+	people     int
+	companies  int
 }
 
-// planBatch checks every row of an upload as the enrichment endpoint of its object
-// type checks a body, and collects every refusal: nothing is made unless every row
-// passes. objectType "" is detected from the columns.
-func (s *Server) planBatch(up *upload, objectType string) (*batchPlan, error) {
+// rowInputs are a row's input cells, nil when empty.
+type rowInputs struct {
+	domain, networkURL, email, fullName, title, location *string
+}
+
+// isProfile reports whether a networkUrl is a person's profile rather than a company
+// page: its path starts with /in/.
+func isProfile(u *string) bool {
+	return u != nil && strings.Contains(strings.ToLower(*u), "/in/")
+}
+
+// personOf is the person request of a row that has an email or a profile: the
+// profile, else the email with its hints; ok false when it has neither.
+func (in rowInputs) personOf() (personRequest, bool) {
+	var pr personRequest
+	switch {
+	case isProfile(in.networkURL):
+		pr.NetworkURL = in.networkURL
+	case in.email != nil:
+		pr.Email, pr.FullName, pr.Title, pr.Location = in.email, in.fullName, in.title, in.location
+	default:
+		return pr, false
+	}
+	return pr, true
+}
+
+// companyOf is the company request of a row that has a domain or a company page: the
+// domain, else the page; ok false when it has neither.
+func (in rowInputs) companyOf() (companyRequest, bool) {
+	var cr companyRequest
+	switch {
+	case in.domain != nil:
+		cr.Domain = in.domain
+	case in.networkURL != nil && !isProfile(in.networkURL):
+		cr.NetworkURL = in.networkURL
+	default:
+		return cr, false
+	}
+	return cr, true
+}
+
+// rowPart is one lookup a row makes: its kind, its request's fields and the input.
+type rowPart struct {
+	kind string
+	req  any
+	in   enrich.Input
+}
+
+// planBatch checks every row of an upload as the enrichment endpoint of its kind
+// checks a body, and collects every refusal: nothing is made unless every row passes,
+// or, with on_error=skip, at least one does (the others are kept as skipped).
+//
+// What a row enriches: with a single kind asked (object_type, or enrich=company or
+// enrich=person), that kind, as it always did: a company row uses its domain, else its
+// networkUrl; a person row its networkUrl, else its email with the hints. Otherwise each
+// row decides: an email or a profile (a networkUrl under /in/) makes a person, the
+// profile first; else a domain or a company page makes a company, the domain first. A
+// row of both (an email and a domain) is its person, its domain kept as a column and
+// not looked up, unless enrich=company,person asks for both: then it is its person and
+// its company, two lookups in one result row.
+func (s *Server) planBatch(up *upload, ask batchAsk) (*batchPlan, error) {
 	col := map[string]int{}
 	seen := map[string]bool{}
 	for i, c := range up.columns {
@@ -332,78 +458,138 @@ func (s *Server) planBatch(up *upload, objectType string) (*batchPlan, error) {
 		v := row.values[i]
 		return &v
 	}
-	switch objectType {
-	case "":
-		objectType = enrich.ObjectCompany
-		if hasEmail {
-			objectType = enrich.ObjectPerson
-		} else if !hasDomain {
-			for _, row := range up.rows {
-				if u := get(row, "networkUrl"); u != nil {
-					if strings.Contains(strings.ToLower(*u), "/in/") {
-						objectType = enrich.ObjectPerson
-					}
-					break
-				}
-			}
-		}
-	case enrich.ObjectCompany, enrich.ObjectPerson:
-	default:
-		return nil, enrich.Errorf(enrich.KindInvalid, "object_type must be company or person")
+	// A row with none of the inputs is refused in the words of the file's columns.
+	nothing := "has no domain, networkUrl or email"
+	switch {
+	case !hasEmail:
+		nothing = "has neither a domain nor a networkUrl"
+	case !hasDomain:
+		nothing = "has neither a networkUrl nor an email"
 	}
-	plan := &batchPlan{objectType: objectType}
+	single := ask.single()
+
 	refused := append([]enrich.RowError{}, up.refused...)
-	unreadable := map[int]bool{}
+	unreadable := make(map[int]string, len(up.refused))
 	for _, r := range up.refused {
-		unreadable[r.Row] = true
+		unreadable[r.Row] = r.Message
 	}
+	plan := &batchPlan{rows: make([]store.NewBatchRow, 0, len(up.rows))}
+	var companies, people bool // the kinds of the rows that pass
 	for i, row := range up.rows {
-		if unreadable[i+1] {
+		nr := store.NewBatchRow{Values: row.values, Line: row.line}
+		if reason, bad := unreadable[i+1]; bad {
+			nr.Values, nr.Skipped = fitted(row.values, len(up.columns)), reason
+			plan.rows = append(plan.rows, nr)
 			continue
 		}
-		var req any
-		var in enrich.Input
+		in := rowInputs{domain: get(row, "domain"), networkURL: get(row, "networkUrl"), email: get(row, "email"),
+			fullName: get(row, "fullName"), title: get(row, "title"), location: get(row, "location")}
+		var parts [2]rowPart // the row's own lookup, and its company's
+		n := 0
 		var err error
-		if objectType == enrich.ObjectCompany {
+		switch single {
+		case enrich.ObjectCompany:
 			var cr companyRequest
-			if cr.Domain = get(row, "domain"); cr.Domain == nil {
-				cr.NetworkURL = get(row, "networkUrl")
+			if cr.Domain = in.domain; cr.Domain == nil {
+				cr.NetworkURL = in.networkURL
 			}
 			if cr.Domain == nil && cr.NetworkURL == nil {
 				err = errors.New("has neither a domain nor a networkUrl")
-			} else {
-				in, err = cr.input(s.norm)
 			}
-			req = cr
-		} else {
+			parts[0], n = rowPart{kind: enrich.ObjectCompany, req: cr}, 1
+		case enrich.ObjectPerson:
 			var pr personRequest
-			if pr.NetworkURL = get(row, "networkUrl"); pr.NetworkURL == nil {
-				if pr.Email = get(row, "email"); pr.Email != nil {
-					pr.FullName, pr.Title, pr.Location = get(row, "fullName"), get(row, "title"), get(row, "location")
+			if pr.NetworkURL = in.networkURL; pr.NetworkURL == nil {
+				if pr.Email = in.email; pr.Email != nil {
+					pr.FullName, pr.Title, pr.Location = in.fullName, in.title, in.location
 				}
 			}
 			if pr.NetworkURL == nil && pr.Email == nil {
 				err = errors.New("has neither a networkUrl nor an email")
-			} else {
-				in, err = pr.input(s.norm)
 			}
-			req = pr
+			parts[0], n = rowPart{kind: enrich.ObjectPerson, req: pr}, 1
+		default:
+			pr, isPerson := in.personOf()
+			cr, isCompany := in.companyOf()
+			if isPerson {
+				parts[n], n = rowPart{kind: enrich.ObjectPerson, req: pr}, n+1
+			}
+			if isCompany && (!isPerson || ask.company) {
+				parts[n], n = rowPart{kind: enrich.ObjectCompany, req: cr}, n+1
+			}
+			if n == 0 {
+				err = errors.New(nothing)
+			}
+		}
+		for j := 0; err == nil && j < n; j++ {
+			p := &parts[j]
+			switch req := p.req.(type) {
+			case companyRequest:
+				p.in, err = req.input(s.norm)
+			case personRequest:
+				p.in, err = req.input(s.norm)
+			}
 		}
 		if err != nil {
 			refused = append(refused, enrich.RowError{Row: i + 1, Line: row.line, Message: err.Error()})
+			nr.Values, nr.Skipped = fitted(row.values, len(up.columns)), err.Error()
+			plan.rows = append(plan.rows, nr)
 			continue
 		}
-		raw, err := json.Marshal(req)
-		if err != nil {
-			return nil, err
+		if len(refused) > 0 && !ask.skip {
+			continue // refused whole: the rest are only checked
 		}
-		plan.rows = append(plan.rows, store.NewBatchRow{Values: row.values, Request: raw})
-		plan.estimate += in.Lookup.Cost()
+		for j, p := range parts[:n] {
+			raw, err := json.Marshal(p.req)
+			if err != nil {
+				return nil, err
+			}
+			if j == 0 {
+				nr.Request, nr.Kind = raw, p.kind
+			} else {
+				nr.CompanyRequest = raw
+			}
+			if p.kind == enrich.ObjectCompany {
+				companies = true
+				plan.companies++
+			} else {
+				people = true
+				plan.people++
+			}
+			plan.estimate += p.in.Lookup.Cost()
+		}
+		plan.rows = append(plan.rows, nr)
 	}
-	if len(refused) > 0 {
+	if len(refused) > 0 && (!ask.skip || len(refused) == len(up.rows)) {
 		return nil, refusedRows(refused, len(up.rows))
 	}
+	switch {
+	case single != "":
+		plan.objectType = single
+	case ask.company && ask.person, companies && people:
+		plan.objectType = store.ObjectMixed
+	case companies:
+		plan.objectType = enrich.ObjectCompany
+	default:
+		plan.objectType = enrich.ObjectPerson
+	}
+	if plan.objectType != store.ObjectMixed {
+		// A batch of one kind says it once, as batches always did.
+		for i := range plan.rows {
+			plan.rows[i].Kind = ""
+		}
+	}
+	slices.SortFunc(refused, func(a, b enrich.RowError) int { return a.Row - b.Row })
+	plan.skipped = refused
 	return plan, nil
+}
+
+// fitted is a row's values as wide as the header: a row of another width, skipped,
+// is kept cut or padded to it, so that the results line up.
+func fitted(values []string, width int) []string {
+	out := make([]string, width)
+	copy(out, values)
+	return out
 }
 
 // refusedRows is the 400 of an upload with refused rows: every one, in row order, up
@@ -439,20 +625,24 @@ func (s *Server) rowRequest(objectType string, raw json.RawMessage) (enrich.Inpu
 
 // createBatch checks an upload and makes the batch, for the API and the dashboard
 // alike; the feeder makes the rows' tasks after.
-func (s *Server) createBatch(ctx context.Context, orgID string, body []byte, up *upload, objectType, name, key string) (*store.Batch, bool, error) {
+func (s *Server) createBatch(ctx context.Context, orgID string, body []byte, up *upload, ask batchAsk, name, key string) (*store.Batch, bool, error) {
 	switch {
 	case !utf8.ValidString(name) || strings.ContainsRune(name, 0):
 		return nil, false, enrich.Errorf(enrich.KindInvalid, "name must be UTF-8 text without NUL characters")
 	case utf8.RuneCountInString(name) > maxBatchName:
 		return nil, false, enrich.Errorf(enrich.KindInvalid, "name is longer than %d characters", maxBatchName)
 	}
-	plan, err := s.planBatch(up, objectType)
+	plan, err := s.planBatch(up, ask)
 	if err != nil {
 		return nil, false, err
 	}
-	// The key is bound to the file and the parameters as sent.
+	// The key is bound to the file and the parameters as sent; an upload without the
+	// later parameters is bound as it was before them.
 	h := sha256.New()
-	fmt.Fprintf(h, "batch\n%s\n%s\n", objectType, name)
+	fmt.Fprintf(h, "batch\n%s\n%s\n", ask.objectType, name)
+	if ask.enrich != "" || ask.onError != "" {
+		fmt.Fprintf(h, "enrich\n%s\non_error\n%s\n", ask.enrich, ask.onError)
+	}
 	h.Write(body)
 	b, replayed, err := s.db.CreateBatch(ctx, store.NewBatch{OrgID: orgID, ObjectType: plan.objectType, Name: name,
 		Columns: up.columns, Rows: plan.rows, CreditsEstimate: plan.estimate, IdempotencyKey: key, BodyHash: hex.EncodeToString(h.Sum(nil))})
@@ -520,9 +710,13 @@ func (s *Server) feedRound(ctx context.Context) bool {
 		}
 		in, fields, err := s.rowRequest(p.ObjectType, p.Request)
 		if err == nil {
+			key := store.RowIdempotencyKey(p.BatchID, p.Row)
+			if p.Company {
+				key = store.CompanyRowIdempotencyKey(p.BatchID, p.Row)
+			}
 			_, err = s.submitTask(ctx, taskRequest{OrgID: p.OrgID, Input: in, Fields: fields,
-				IdempotencyKey: store.RowIdempotencyKey(p.BatchID, p.Row), Route: "create_batch", Endpoint: "POST /v1/batches",
-				Batch: &store.BatchRowRef{BatchID: p.BatchID, Row: p.Row}, MaxBacklog: s.feedBacklog()})
+				IdempotencyKey: key, Route: "create_batch", Endpoint: "POST /v1/batches",
+				Batch: &store.BatchRowRef{BatchID: p.BatchID, Row: p.Row, Company: p.Company}, MaxBacklog: s.feedBacklog()})
 		}
 		var e *enrich.Error
 		switch {
@@ -544,7 +738,11 @@ func (s *Server) feedRound(ctx context.Context) bool {
 		if code == "" {
 			code = enrich.CodeInvalidInput
 		}
-		if err := s.db.FailBatchRow(ctx, p.BatchID, p.Row, &enrich.TaskError{Code: code, Message: e.Message}); err != nil {
+		fail := s.db.FailBatchRow
+		if p.Company {
+			fail = s.db.FailBatchCompany
+		}
+		if err := fail(ctx, p.BatchID, p.Row, &enrich.TaskError{Code: code, Message: e.Message}); err != nil {
 			if ctx.Err() == nil && !store.IsStorageFault(err) {
 				s.log.Error("failing a batch row", "batch", p.BatchID, "row", p.Row, "err", err)
 			}
@@ -555,8 +753,8 @@ func (s *Server) feedRound(ctx context.Context) bool {
 	return made
 }
 
-// batchOutcome is a result row as the flattened columns show it.
-func batchOutcome(r store.BatchResult, objectType string) flatten.Outcome {
+// batchOutcome is a lookup of a result row as the flattened columns show it.
+func batchOutcome(r store.BatchPart) flatten.Outcome {
 	switch {
 	case r.Error != nil:
 		return flatten.Outcome{Status: store.StatusFailed, Code: r.Error.Code, Message: r.Error.Message}
@@ -576,6 +774,35 @@ func batchOutcome(r store.BatchResult, objectType string) flatten.Outcome {
 		o.Data = t.Data
 	}
 	return o
+}
+
+// batchRow is a result row's flattened columns, in the layout of objectType: a
+// skipped row says so (and why) in each status column it has; a mixed batch's row
+// fills the columns of the lookups it made, and leaves the others empty.
+func batchRow(r store.BatchResult, objectType string) []string {
+	if r.Skipped {
+		o := flatten.Outcome{Status: "skipped", Code: enrich.CodeInvalidInput}
+		if r.Error != nil {
+			o.Message = r.Error.Message
+		}
+		if objectType == store.ObjectMixed {
+			return flatten.MixedRow(o, o)
+		}
+		return flatten.Row(o, objectType)
+	}
+	if objectType != store.ObjectMixed {
+		return flatten.Row(batchOutcome(r.BatchPart), objectType)
+	}
+	var person, company flatten.Outcome
+	if r.Kind == enrich.ObjectCompany {
+		company = batchOutcome(r.BatchPart)
+	} else {
+		person = batchOutcome(r.BatchPart)
+	}
+	if r.Company != nil {
+		company = batchOutcome(*r.Company)
+	}
+	return flatten.MixedRow(person, company)
 }
 
 // resultsFormat is the download's format: JSON Lines when Accept asks for it (or
@@ -639,7 +866,7 @@ func (s *Server) writeBatchResults(w http.ResponseWriter, r *http.Request, b *st
 		for _, res := range page {
 			values := make([]string, len(b.Columns), len(columns))
 			copy(values, res.Values)
-			values = append(values, flatten.Row(batchOutcome(res, b.ObjectType), b.ObjectType)...)
+			values = append(values, batchRow(res, b.ObjectType)...)
 			if format == formatCSV {
 				cw.Write(flatten.SpreadsheetSafeRow(values))
 				continue

@@ -28,12 +28,17 @@ func handleCreateBatch(s *Server) http.Handler {
 			return
 		}
 		q := r.URL.Query()
+		ask, err := parseBatchAsk(q.Get("object_type"), q.Get("enrich"), q.Get("on_error"))
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
 		body, up, err := readUpload(r, format)
 		if err != nil {
 			s.error(w, r, err)
 			return
 		}
-		b, replayed, err := s.createBatch(r.Context(), principal(r).OrgID, body, up, q.Get("object_type"), q.Get("name"), key)
+		b, replayed, err := s.createBatch(r.Context(), principal(r).OrgID, body, up, ask, q.Get("name"), key)
 		if err != nil {
 			s.error(w, r, err)
 			return

@@ -54,10 +54,11 @@ func loadOpenAPI(t testing.TB) *openAPISpec {
 // t.Fatal must not be called.
 func openAPI() (*openAPISpec, error) {
 	specOnce.Do(func() {
-		// A batch is uploaded, and its results downloaded, as JSON Lines: text to the
-		// document, as text/csv is.
-		for _, jsonl := range []string{"application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines"} {
-			openapi3filter.RegisterBodyDecoder(jsonl, openapi3filter.PlainBodyDecoder)
+		// A batch is uploaded, and its results downloaded, as CSV or JSON Lines: text to
+		// the document. (kin-openapi's own CSV decoder refuses rows of another width
+		// than the header's, which an upload with on_error=skip may have.)
+		for _, text := range []string{"text/csv", "application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines"} {
+			openapi3filter.RegisterBodyDecoder(text, openapi3filter.PlainBodyDecoder)
 		}
 		spec.raw, spec.err = os.ReadFile(openAPIFile)
 		if spec.err != nil {

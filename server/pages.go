@@ -100,25 +100,38 @@ func (s *Server) CancelTask(ctx context.Context, orgID, id string) (*store.Task,
 	return s.cancelTask(ctx, orgID, id)
 }
 
-// BatchPlan is an upload checked row by row, ready to be made a batch.
+// BatchAsk is what an upload asks of its rows (see parseBatchAsk).
+type BatchAsk = batchAsk
+
+// ParseBatchAsk reads an upload's object_type, enrich and on_error as POST
+// /v1/batches reads its query.
+func ParseBatchAsk(objectType, enrichParam, onError string) (BatchAsk, error) {
+	return parseBatchAsk(objectType, enrichParam, onError)
+}
+
+// BatchPlan is an upload checked row by row, ready to be made a batch: its lookups of
+// each kind, and the rows skipped (on_error=skip).
 type BatchPlan struct {
-	ObjectType string
-	Rows       []store.NewBatchRow
-	Estimate   int64
+	ObjectType        string
+	Rows              []store.NewBatchRow
+	Estimate          int64
+	Skipped           []enrich.RowError
+	People, Companies int
 }
 
 // PlanBatch checks every row of an upload as POST /v1/batches does (see planBatch).
-func (s *Server) PlanBatch(up *Upload, objectType string) (*BatchPlan, error) {
-	p, err := s.planBatch(up, objectType)
+func (s *Server) PlanBatch(up *Upload, ask BatchAsk) (*BatchPlan, error) {
+	p, err := s.planBatch(up, ask)
 	if err != nil {
 		return nil, err
 	}
-	return &BatchPlan{ObjectType: p.objectType, Rows: p.rows, Estimate: p.estimate}, nil
+	return &BatchPlan{ObjectType: p.objectType, Rows: p.rows, Estimate: p.estimate, Skipped: p.skipped,
+		People: p.people, Companies: p.companies}, nil
 }
 
 // CreateBatch makes a batch as POST /v1/batches does (see createBatch).
-func (s *Server) CreateBatch(ctx context.Context, orgID string, body []byte, up *Upload, objectType, name, key string) (*store.Batch, bool, error) {
-	return s.createBatch(ctx, orgID, body, up, objectType, name, key)
+func (s *Server) CreateBatch(ctx context.Context, orgID string, body []byte, up *Upload, ask BatchAsk, name, key string) (*store.Batch, bool, error) {
+	return s.createBatch(ctx, orgID, body, up, ask, name, key)
 }
 
 // BatchOf is the batch the request's path names, in the organization.

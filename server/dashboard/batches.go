@@ -49,8 +49,28 @@ type batchPreview struct {
 	Columns                  []batchColumn
 	Rows                     [][]string
 	RowCount                 int
+	People, Companies        int // the lookups of each kind
+	Skipped                  []enrich.RowError
 	Estimate, Balance        int64
 	Content, Key             string // the confirm form's fields
+	Enrich, OnError          string // what the upload asked, carried to the confirm form
+}
+
+// Enriched is the number of rows that go ahead.
+func (p batchPreview) Enriched() int { return p.RowCount - len(p.Skipped) }
+
+// failuresShown is how many failed lookups and skipped rows a batch's page lists.
+const failuresShown = 100
+
+// batchView is a batch's page: the batch, and its failures so far.
+type batchView struct {
+	*store.Batch
+	Failures []store.BatchFailure
+}
+
+// MoreFailures reports whether the batch has failures beyond those listed.
+func (b batchView) MoreFailures() bool {
+	return int64(len(b.Failures)) < b.Counts.Failed+b.Counts.Skipped
 }
 
 func (s *Dashboard) renderBatches(w http.ResponseWriter, r *http.Request, status int, p batchesPage) {
@@ -121,10 +141,9 @@ func handleBatchPreview(s *Dashboard) http.Handler {
 			s.uploadRefused(w, r, err)
 			return
 		}
-		objectType := r.FormValue("object_type")
 		format := uploadFormatOf(header.Filename, content)
 		name := strings.ReplaceAll(strings.ToValidUTF8(path.Base(header.Filename), ""), "\x00", "")
-		s.previewBatch(w, r, server.Clip(name, server.MaxBatchName-3), objectType, format, content)
+		s.previewBatch(w, r, server.Clip(name, server.MaxBatchName-3), r.FormValue("enrich"), r.FormValue("on_error"), format, content)
 	})
 }
 
@@ -152,13 +171,18 @@ func parseDashUpload(format server.BatchFormat, content []byte) (*server.Upload,
 	return up, err
 }
 
-func (s *Dashboard) previewBatch(w http.ResponseWriter, r *http.Request, name, objectType string, format server.BatchFormat, content []byte) {
+func (s *Dashboard) previewBatch(w http.ResponseWriter, r *http.Request, name, enrichAsk, onError string, format server.BatchFormat, content []byte) {
+	ask, err := server.ParseBatchAsk("", enrichAsk, onError)
+	if err != nil {
+		s.uploadRefused(w, r, err)
+		return
+	}
 	up, err := parseDashUpload(format, content)
 	if err != nil {
 		s.uploadRefused(w, r, err)
 		return
 	}
-	plan, err := s.srv.PlanBatch(up, objectType)
+	plan, err := s.srv.PlanBatch(up, ask)
 	if err != nil {
 		s.uploadRefused(w, r, err)
 		return
@@ -169,6 +193,7 @@ func (s *Dashboard) previewBatch(w http.ResponseWriter, r *http.Request, name, o
 		return
 	}
 	p := batchPreview{Name: name, ObjectType: plan.ObjectType, RowCount: len(plan.Rows), Estimate: plan.Estimate, Balance: b.Balance,
+		People: plan.People, Companies: plan.Companies, Skipped: plan.Skipped, Enrich: enrichAsk, OnError: onError,
 		Content: base64.RawURLEncoding.EncodeToString(content), Format: "csv", Key: rand.Text()}
 	if format == server.FormatJSONL {
 		p.Format = "jsonl"
@@ -182,8 +207,13 @@ func (s *Dashboard) previewBatch(w http.ResponseWriter, r *http.Request, name, o
 		}
 		p.Columns = append(p.Columns, batchColumn{Name: c, Use: use})
 	}
-	for _, row := range plan.Rows[:min(previewRows, len(plan.Rows))] {
-		p.Rows = append(p.Rows, row.Values)
+	for _, row := range plan.Rows {
+		if len(p.Rows) == previewRows {
+			break
+		}
+		if row.Skipped == "" {
+			p.Rows = append(p.Rows, row.Values)
+		}
 	}
 	s.render(w, r, http.StatusOK, "batch_preview", view{Title: "Upload: check and confirm", Section: "batches", Data: p})
 }
@@ -219,7 +249,12 @@ func handleCreateBatchForm(s *Dashboard) http.Handler {
 		if key != "" {
 			key = "dashboard-upload-" + key
 		}
-		b, _, err := s.srv.CreateBatch(r.Context(), dashUser(r).OrgID, content, up, r.PostFormValue("object_type"), server.Clip(r.PostFormValue("name"), server.MaxBatchName), key)
+		ask, err := server.ParseBatchAsk("", r.PostFormValue("enrich"), r.PostFormValue("on_error"))
+		if err != nil {
+			s.uploadRefused(w, r, err)
+			return
+		}
+		b, _, err := s.srv.CreateBatch(r.Context(), dashUser(r).OrgID, content, up, ask, server.Clip(r.PostFormValue("name"), server.MaxBatchName), key)
 		if err != nil {
 			s.uploadRefused(w, r, err)
 			return
@@ -249,7 +284,15 @@ func handleBatchPage(s *Dashboard) http.Handler {
 		if title == "" {
 			title = "Batch"
 		}
-		s.render(w, r, http.StatusOK, "batch", view{Title: title, Section: "batches", Notice: notice(r), Data: b})
+		v := batchView{Batch: b}
+		if b.Counts.Failed+b.Counts.Skipped > 0 {
+			var err error
+			if v.Failures, err = s.db.BatchFailures(r.Context(), b.OrgID, b.ID, failuresShown); err != nil {
+				s.dashError(w, r, err)
+				return
+			}
+		}
+		s.render(w, r, http.StatusOK, "batch", view{Title: title, Section: "batches", Notice: notice(r), Data: v})
 	})
 }
 

@@ -544,3 +544,23 @@ CREATE INDEX source_misses_missed ON source_misses(missed_at);
 -- with its keys and positions, oldest first, in small batches through this index,
 -- which holds the store's records only; the dataset is the team's import.
 CREATE INDEX records_store_enriched ON records(last_enriched_at) WHERE origin = 'store';
+
+-- migration 13: batches of contacts (the SQLite schema's migration 19)
+-- A batch's rows may be of both kinds (mixed): each row then says its own kind, and a
+-- person row may have its company looked up too (?enrich=company,person), in the
+-- company_ columns: its request, task and why it got none, as request, task_id and
+-- error are for the row's own. A mixed batch keeps object_type 'person', the kind of
+-- its results' unprefixed columns. A row refused at the upload with ?on_error=skip is
+-- kept with its values, skipped = 1 and why in error: it gets no task. line is the line
+-- of the file a row starts on (NULL on rows from before). The new columns live and go
+-- with their batch row, as its values do.
+ALTER TABLE batches ADD COLUMN mixed SMALLINT NOT NULL DEFAULT 0 CHECK (mixed IN (0, 1));
+ALTER TABLE batch_rows ADD COLUMN kind TEXT COLLATE "C" CHECK (kind IN ('company', 'person'));
+ALTER TABLE batch_rows ADD COLUMN line INTEGER;
+ALTER TABLE batch_rows ADD COLUMN skipped SMALLINT NOT NULL DEFAULT 0 CHECK (skipped IN (0, 1));
+ALTER TABLE batch_rows ADD COLUMN company_request TEXT;
+ALTER TABLE batch_rows ADD COLUMN company_task_id TEXT COLLATE "C";
+ALTER TABLE batch_rows ADD COLUMN company_error TEXT;
+CREATE INDEX batch_rows_company_pending ON batch_rows(batch_id, row_number)
+    WHERE company_request IS NOT NULL AND company_task_id IS NULL AND company_error IS NULL;
+CREATE INDEX batch_rows_skipped ON batch_rows(batch_id, row_number) WHERE skipped = 1;

@@ -102,6 +102,23 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"retention: keys": `SELECT key FROM idempotency_keys WHERE (org_id, key) IN (SELECT org_id, idempotency_key FROM tasks
 			WHERE status IN ('succeeded', 'failed', 'canceled') AND finished_at < 5 ORDER BY finished_at LIMIT 500)`,
 	}
+	// The batches' statements as the store runs them, but for the counts' GROUP BY,
+	// which sorts the few statuses of one batch's rows.
+	for _, name := range []string{"BatchResults", "BatchFailures", "skippedRows", "nextPendingBatch", "pendingRows",
+		"nextPendingCompany", "pendingCompanies"} {
+		q := store.BatchQueries[name]
+		joined := strings.Join(explain(t, raw, q.Query, q.Args...), "; ")
+		if !strings.Contains(joined, "USING") || strings.Contains(joined, "TEMP B-TREE") || strings.Contains(joined, "SCAN ") {
+			t.Errorf("%s: plan %q does not use an index without sorting", name, joined)
+		}
+	}
+	for _, name := range []string{"batchCounts", "batchCompanyCounts"} {
+		q := store.BatchQueries[name]
+		joined := strings.Join(explain(t, raw, q.Query, q.Args...), "; ")
+		if !strings.Contains(joined, "SEARCH r USING PRIMARY KEY (batch_id=?)") {
+			t.Errorf("%s: plan %q does not read the batch's rows by its key", name, joined)
+		}
+	}
 	for name, q := range queries {
 		plan := explain(t, raw, q)
 		joined := strings.Join(plan, "; ")

@@ -78,6 +78,7 @@ var conformanceTests = []conformanceTest{
 	{"OneBatchKeyFromTwoHandles", testOneBatchKeyFromTwoHandles},
 	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
+	{"MixedBatchRows", testMixedBatchRows},
 	{"SourceSpendAddsUpPerOrgSourceDay", testSourceSpendAddsUpPerOrgSourceDay},
 	{"SourceSpendFromManyWritersAddsUp", testSourceSpendFromManyWritersAddsUp},
 	{"SourceBudgetsSetReplaceClearAndRefuse", testSourceBudgetsSetReplaceClearAndRefuse},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,4 +274,155 @@ func testRetentionDeletesOldBatches(t *testing.T, env *Env) {
 	pending, err := db.PendingBatchRows(ctx, 10, 10)
 	is.NoErr(err)
 	is.Equal(len(pending), 1)
+}
+
+// personRowTask is the task of a person row of a batch (its email's lookup), or of
+// its company's when company.
+func personRowTask(orgID, batchID string, row int, email string, company bool) store.NewTask {
+	nt := batchRowTask(orgID, batchID, row, email)
+	raw, _ := json.Marshal(map[string]string{"email": email})
+	nt.Input, nt.RawInput, nt.BodyHash = enrich.Input{Lookup: enrich.LookupEmail, Target: email}, raw, "row-"+email
+	if company {
+		domain := email[strings.IndexByte(email, '@')+1:]
+		nt = batchRowTask(orgID, batchID, row, domain)
+		nt.IdempotencyKey = store.CompanyRowIdempotencyKey(batchID, row)
+		nt.Batch.Company = true
+	}
+	return nt
+}
+
+// testMixedBatchRows: a mixed batch keeps each row's kind, a person row's company
+// beside it and the rows skipped at the upload; the feeder reads a row's lookups in
+// row order, each linked to its own task or failed alone; the counts, results and
+// failures follow each lookup.
+func testMixedBatchRows(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	org := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 20, nil)
+	is.NoErr(err)
+
+	req := func(k, v string) json.RawMessage { raw, _ := json.Marshal(map[string]string{k: v}); return raw }
+	nb := store.NewBatch{OrgID: org, ObjectType: store.ObjectMixed, Name: "contacts.csv", Columns: []string{"email", "domain"},
+		CreditsEstimate: 9, Rows: []store.NewBatchRow{
+			{Values: []string{"ann@acme.com", "acme.com"}, Kind: enrich.ObjectPerson, Request: req("email", "ann@acme.com"), CompanyRequest: req("domain", "acme.com"), Line: 2},
+			{Values: []string{"", "globex.com"}, Kind: enrich.ObjectCompany, Request: req("domain", "globex.com"), Line: 3},
+			{Values: []string{"bad", ""}, Skipped: "email \"bad\" is not an email address", Line: 4},
+			{Values: []string{"bob@initech.com", ""}, Kind: enrich.ObjectPerson, Request: req("email", "bob@initech.com"), Line: 6},
+			{Values: []string{"cy@hooli.com", "hooli.com"}, Kind: enrich.ObjectPerson, Request: req("email", "cy@hooli.com"), CompanyRequest: req("domain", "hooli.com"), Line: 7},
+		}}
+	b, _, err := db.CreateBatch(ctx, nb)
+	is.NoErr(err)
+	is.Equal(b.ObjectType, store.ObjectMixed)
+	is.Equal(b.Rows, 5)
+	is.Equal(b.Counts, store.BatchCounts{Pending: 6, Skipped: 1})
+	is.Equal(b.SkippedRows, []enrich.RowError{{Row: 3, Line: 4, Message: `email "bad" is not an email address`}})
+	is.Equal(b.Total(), int64(7))
+	got, err := db.GetBatch(ctx, org, b.ID)
+	is.NoErr(err)
+	is.Equal(got, b)
+
+	pending, err := db.PendingBatchRows(ctx, 10, 10)
+	is.NoErr(err)
+	type part struct {
+		row     int
+		kind    string
+		company bool
+	}
+	var parts []part
+	for _, p := range pending {
+		is.Equal(p.BatchID, b.ID)
+		parts = append(parts, part{p.Row, p.ObjectType, p.Company})
+	}
+	is.Equal(parts, []part{{1, "person", false}, {1, "company", true}, {2, "company", false}, {4, "person", false}, {5, "person", false}, {5, "company", true}})
+	is.Equal(string(pending[1].Request), `{"domain":"acme.com"}`)
+	short, err := db.PendingBatchRows(ctx, 10, 3) // a row's own and its company count apart
+	is.NoErr(err)
+	is.Equal(len(short), 3)
+	is.Equal(short[2].Row, 2)
+
+	// Row 1: its person and its company, each its own task, each linked once.
+	ann, err := db.CreateTask(ctx, personRowTask(org, b.ID, 1, "ann@acme.com", false))
+	is.NoErr(err)
+	acme, err := db.CreateTask(ctx, personRowTask(org, b.ID, 1, "ann@acme.com", true))
+	is.NoErr(err)
+	is.True(ann.Task.ID != acme.Task.ID)
+	again, err := db.CreateTask(ctx, personRowTask(org, b.ID, 1, "ann@acme.com", true))
+	is.NoErr(err)
+	is.True(again.Replayed)
+	is.Equal(again.Task.ID, acme.Task.ID)
+	// Row 5's company gets no task (the credits ran out, say); its person does.
+	is.NoErr(db.FailBatchCompany(ctx, b.ID, 5, &enrich.TaskError{Code: "insufficient_credits", Message: "not enough credits"}))
+	is.NoErr(db.FailBatchCompany(ctx, b.ID, 2, &enrich.TaskError{Code: "x", Message: "a row without a company has none to fail"}))
+	cy, err := db.CreateTask(ctx, personRowTask(org, b.ID, 5, "cy@hooli.com", false))
+	is.NoErr(err)
+	pending, err = db.PendingBatchRows(ctx, 10, 10)
+	is.NoErr(err)
+	parts = nil
+	for _, p := range pending {
+		parts = append(parts, part{p.Row, p.ObjectType, p.Company})
+	}
+	is.Equal(parts, []part{{2, "company", false}, {4, "person", false}})
+
+	b, err = db.GetBatch(ctx, org, b.ID)
+	is.NoErr(err)
+	is.Equal(b.Counts, store.BatchCounts{Pending: 2, Queued: 3, Failed: 1, Skipped: 1})
+	is.Equal(b.CreditsSpent, int64(3+1+3))
+
+	res, err := db.BatchResults(ctx, org, b.ID, 0, 10)
+	is.NoErr(err)
+	is.Equal(len(res), 5)
+	is.Equal(res[0].Kind, enrich.ObjectPerson)
+	is.Equal(res[0].Line, 2)
+	is.Equal(res[0].Task.ID, ann.Task.ID)
+	is.Equal(res[0].Company.Task.ID, acme.Task.ID)
+	is.Equal(res[1].Kind, enrich.ObjectCompany)
+	is.Equal(res[1].Company, nil)
+	is.Equal(res[1].Task, nil)
+	is.True(res[2].Skipped)
+	is.Equal(res[2].Error.Message, `email "bad" is not an email address`)
+	is.Equal(res[2].Values, []string{"bad", ""})
+	is.Equal(res[4].Task.ID, cy.Task.ID)
+	is.Equal(res[4].Company.Error.Code, "insufficient_credits")
+
+	fails, err := db.BatchFailures(ctx, org, b.ID, 10)
+	is.NoErr(err)
+	is.Equal(fails, []store.BatchFailure{
+		{Row: 3, Line: 4, Skipped: true, Code: "invalid_input", Message: `email "bad" is not an email address`},
+		{Row: 5, Line: 7, Kind: enrich.ObjectCompany, Code: "insufficient_credits", Message: "not enough credits"},
+	})
+	// A task that fails is listed with its task.
+	claim, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	_, err = db.Settle(ctx, claim, store.Outcome{Err: &enrich.TaskError{Code: "not_found", Message: "no one"}})
+	is.NoErr(err)
+	fails, err = db.BatchFailures(ctx, org, b.ID, 10)
+	is.NoErr(err)
+	is.Equal(len(fails), 3)
+	found := false
+	for _, f := range fails {
+		if f.TaskID == claim.TaskID {
+			found = true
+			is.Equal(f.Code, "not_found")
+			is.Equal(f.Message, "no one")
+		}
+	}
+	is.True(found)
+	fails, err = db.BatchFailures(ctx, org, b.ID, 1)
+	is.NoErr(err)
+	is.Equal(len(fails), 1)
+	_, err = db.BatchFailures(ctx, NewOrg(t, db, "other"), b.ID, 10)
+	is.Equal(enrich.KindOf(err), enrich.KindNotFound)
+
+	// A single-kind batch keeps its rows as it did: no kind, no company.
+	for _, bad := range []store.NewBatch{
+		{OrgID: org, ObjectType: store.ObjectMixed, Rows: []store.NewBatchRow{{Values: []string{"a"}, Request: req("domain", "a.com")}}},
+		{OrgID: org, ObjectType: enrich.ObjectCompany, Rows: []store.NewBatchRow{{Values: []string{"a"}, Request: req("domain", "a.com"), Kind: enrich.ObjectCompany}}},
+		{OrgID: org, ObjectType: store.ObjectMixed, Rows: []store.NewBatchRow{{Values: []string{"a"}, Request: req("domain", "a.com"), Kind: enrich.ObjectCompany, CompanyRequest: req("domain", "a.com")}}},
+		{OrgID: org, ObjectType: enrich.ObjectCompany, Rows: []store.NewBatchRow{{Values: []string{"a"}, Skipped: "why", Request: req("domain", "a.com")}}},
+	} {
+		_, _, err := db.CreateBatch(ctx, bad)
+		is.True(err != nil)
+	}
 }
