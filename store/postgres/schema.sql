@@ -538,3 +538,21 @@ CREATE TABLE source_misses (
     PRIMARY KEY (subject, source, org_id)
 );
 CREATE INDEX source_misses_missed ON source_misses(missed_at);
+
+-- migration 12: the asks of priced sources on the books before they are sent (the
+-- SQLite schema's migration 18)
+CREATE TABLE source_asks (
+    id         TEXT COLLATE "C" PRIMARY KEY,
+    org_id     TEXT COLLATE "C" NOT NULL REFERENCES orgs(id),
+    source     TEXT COLLATE "C" NOT NULL,
+    day        BIGINT NOT NULL,
+    own_key    SMALLINT NOT NULL CHECK (own_key IN (0, 1)),
+    owner      TEXT COLLATE "C" NOT NULL,
+    calls      BIGINT NOT NULL,
+    credits    BIGINT NOT NULL,
+    booked_at  BIGINT NOT NULL
+);
+CREATE INDEX source_asks_org ON source_asks(org_id, source, day);
+CREATE INDEX source_asks_installation ON source_asks(source, day) WHERE own_key = 0;
+CREATE INDEX source_asks_booked ON source_asks(booked_at);
+ALTER TABLE source_spend ADD COLUMN unknown BIGINT NOT NULL DEFAULT 0;
