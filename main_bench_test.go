@@ -96,7 +96,8 @@ func TestBenchWaterfall(t *testing.T) {
 	is.Equal(len(w.Runs), 6)
 	firstHit, waterfall, capped := w.Runs[0], w.Runs[2], w.Runs[4]
 	// The dear vendor's own count over the month's two passes under its cap: passed by
-	// no more than the asks in flight (one a worker) cost beyond the 1 credit each holds.
+	// no more than the asks under way (one a worker) cost beyond the 1 credit each is
+	// admitted at.
 	dearCredits := capped.VendorCredits["dear"] + w.Runs[5].VendorCredits["dear"]
 	is.Equal(firstHit.Mode, "first-hit-wins")
 	is.Equal(waterfall.Mode, "waterfall")

@@ -54,10 +54,17 @@ type replica struct {
 
 func startReplica(t *testing.T, bin, name string, args ...string) *replica {
 	t.Helper()
+	return startBinaryServe(t, bin, name, []string{"ENRICHLAYER_API_KEY=replica-test-key"}, args...)
+}
+
+// startBinaryServe starts `enrichd serve` from bin with args, env added to this process's
+// environment, and waits until it listens; it is killed when the test ends.
+func startBinaryServe(t *testing.T, bin, name string, env []string, args ...string) *replica {
+	t.Helper()
 	r := &replica{name: name, log: &syncBuffer{}, exited: make(chan struct{})}
 	r.cmd = exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)...)
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
-	r.cmd.Env = append(os.Environ(), "ENRICHLAYER_API_KEY=replica-test-key")
+	r.cmd.Env = append(os.Environ(), env...)
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -683,3 +683,33 @@ CREATE INDEX batch_rows_company_pending ON batch_rows(batch_id, row_number)
     WHERE company_request IS NOT NULL AND company_task_id IS NULL AND company_error IS NULL;
 -- a batch's skipped rows, listed by GET /v1/batches/{id}
 CREATE INDEX batch_rows_skipped ON batch_rows(batch_id, row_number) WHERE skipped = 1;
+
+-- migration 20: the asks of priced sources on the books before they are sent
+-- An ask of a priced source is written here, pending, before its first request leaves,
+-- and each further request it sends is added before it leaves: calls and credits are
+-- the requests sent or about to be, each at its full price by the vendor's published
+-- price. Its answer settles it: the row goes, and what the ask cost is added to
+-- source_spend, in one transaction. owner is the process that asks (the server's
+-- replica name); a pending ask whose process is gone is settled as unknown, at its
+-- full price (source_spend.unknown counts them). The budgets count these rows, every
+-- process's, beside source_spend; day is the UTC day the ask is counted on, booked_at
+-- when its first request was booked (ms).
+-- The same columns as PostgreSQL's migration 14.
+CREATE TABLE source_asks (
+    id         TEXT PRIMARY KEY,
+    org_id     TEXT NOT NULL REFERENCES orgs(id),
+    source     TEXT NOT NULL,
+    day        INTEGER NOT NULL,
+    own_key    INTEGER NOT NULL CHECK (own_key IN (0, 1)),
+    owner      TEXT NOT NULL,
+    calls      INTEGER NOT NULL,
+    credits    INTEGER NOT NULL,
+    booked_at  INTEGER NOT NULL
+) WITHOUT ROWID;
+-- an organization's budget and its GET /v1/sources
+CREATE INDEX source_asks_org ON source_asks(org_id, source, day);
+-- an installation budget: the installation's keys' asks of one source
+CREATE INDEX source_asks_installation ON source_asks(source, day) WHERE own_key = 0;
+-- the sweep of the asks whose process is gone, oldest first
+CREATE INDEX source_asks_booked ON source_asks(booked_at);
+ALTER TABLE source_spend ADD COLUMN unknown INTEGER NOT NULL DEFAULT 0;

@@ -59,22 +59,31 @@ func unbilled(ctx context.Context) context.Context {
 }
 
 func (v *vendor) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
-	v.bill(ctx)
+	if err := v.bill(ctx); err != nil {
+		return nil, err
+	}
 	return nil, fmt.Errorf("%s: people: %w", v.name, enrich.ErrNotFound)
 }
 
-// bill counts one call and its price, in the vendor's own counters and in the ask's
-// tally, as an adapter of a real vendor does.
-func (v *vendor) bill(ctx context.Context) {
+// bill puts one call on the ask's books at its price, then counts it and its price in
+// the vendor's own counters and in the ask's tally, as an adapter of a real vendor
+// does; a call that cannot be booked is not made.
+func (v *vendor) bill(ctx context.Context) error {
+	t := enrich.TallyOf(ctx)
+	if err := t.Book(ctx, v.price); err != nil {
+		return err
+	}
 	v.calls.Add(1)
 	v.credits.Add(v.price)
-	t := enrich.TallyOf(ctx)
 	t.Call()
 	t.Charge(v.price)
+	return nil
 }
 
 func (v *vendor) company(ctx context.Context, subject string, fetch func() (*enrich.Company, error)) (*enrich.Company, error) {
-	v.bill(ctx)
+	if err := v.bill(ctx); err != nil {
+		return nil, err
+	}
 	if !v.knows(subject, "") {
 		return nil, fmt.Errorf("%s: %s: %w", v.name, subject, enrich.ErrNotFound)
 	}

@@ -158,6 +158,13 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		is.NoErr(db.AddSourceSpend(ctx, org, "pdl", false, db.Now(), store.SourceUse{Calls: 3, Hits: 2, Misses: 1, Credits: 2}))
 		is.NoErr(db.AddSourceSpend(ctx, org, "pdl", true, db.Now(), store.SourceUse{Calls: 1, Hits: 1, Credits: 1}))
 		is.NoErr(db.SetSourceBudget(ctx, org, "pdl", 500))
+		// An ask settled as unknown, and one still on the books, as a process killed while
+		// the vendor answered leaves them.
+		is.NoErr(db.AddSourceSpend(ctx, org, "apollo", false, db.Now(), store.SourceUse{Calls: 1, Unknown: 1, Credits: 1}))
+		pending := store.SourceAsk{OrgID: org, Source: "apollo", Owner: "a process before the move", Calls: 1, Credits: 1}
+		booked, err := db.BookSourceAsk(ctx, &pending, 0)
+		is.NoErr(err)
+		is.True(booked)
 		// A company no vendor knew, asked with its own key and with the installation's.
 		nobody := enrich.Input{Lookup: enrich.LookupDomain, Target: "nobody-" + domain}
 		is.NoErr(db.RememberMiss(ctx, nobody, "pdl", org))

@@ -334,11 +334,15 @@ type Sources struct {
 
 // SourceUse is what asks of a source came to: the asks by outcome, the requests they
 // sent upstream and the vendor credits those cost by the vendor's published price.
+// Unknown asks (their process ended before their answers were recorded) and Pending
+// ones (under way now) count in Calls and VendorCredits at their full price.
 type SourceUse struct {
 	Calls         int64 `json:"calls"`
 	Hits          int64 `json:"hits"`
 	Misses        int64 `json:"misses"`
 	Errors        int64 `json:"errors"`
+	Unknown       int64 `json:"unknown"`
+	Pending       int64 `json:"pending"`
 	VendorCredits int64 `json:"vendor_credits"`
 }
 

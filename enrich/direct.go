@@ -138,6 +138,7 @@ type directAsk struct {
 	person  *Person
 	err     error
 	call    SourceCall
+	booking *Booking // on the books, when it was admitted
 }
 
 // askDirect makes one direct match of m for the organization ctx names (WithOrg), as
@@ -159,12 +160,13 @@ func (p *Pipeline) askDirect(ctx context.Context, m EmailMatcher, address string
 		}
 	}
 	if p.Spend != nil {
-		if skip := p.Spend.Admit(ctx, org, m.Name(), a.call.OwnKey); skip != "" {
+		var skip string
+		if a.booking, skip = p.Spend.Admit(ctx, org, m.Name(), a.call.OwnKey); skip != "" {
 			a.call.Outcome, a.call.Reason = OutcomeSkipped, skip
 			return a
 		}
 	}
-	askCtx, tally := WithTally(ctx)
+	askCtx, tally := WithBookedTally(ctx, p.Spend, a.booking)
 	start := time.Now()
 	a.person, a.err = func() (*Person, error) {
 		if p.Spend != nil {
@@ -184,7 +186,7 @@ func (p *Pipeline) askDirect(ctx context.Context, m EmailMatcher, address string
 // task's trace: a confirmed answer with every field it gave by this source.
 func (a directAsk) record(ctx context.Context, p *Pipeline) {
 	if p.Spend != nil && a.call.Outcome != OutcomeSkipped {
-		p.Spend.Spent(ctx, OrgOf(ctx), a.call)
+		p.Spend.Spent(ctx, OrgOf(ctx), a.call, a.booking)
 	}
 	rec := recorderOf(ctx)
 	if rec == nil {

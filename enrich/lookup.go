@@ -89,8 +89,10 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 			}
 		}
 		call.OwnKey = own
+		var booking *Booking
 		if p.Spend != nil {
-			if skip := p.Spend.Admit(ctx, a.Org, src.Name(), own); skip != "" {
+			var skip string
+			if booking, skip = p.Spend.Admit(ctx, a.Org, src.Name(), own); skip != "" {
 				call.Outcome, call.Reason = OutcomeSkipped, skip
 				tr.Sources = append(tr.Sources, call)
 				if skip == ReasonBudget {
@@ -101,7 +103,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 				continue
 			}
 		}
-		askCtx, tally := WithTally(ctx)
+		askCtx, tally := WithBookedTally(ctx, p.Spend, booking)
 		// A source that asks others itself (web) asks them through AskWithin: their
 		// budgets, spend and place in the task's sources are their own.
 		nestedCtx, nested := p.withinAsk(askCtx, a.Org)
@@ -150,7 +152,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 			}
 		}
 		if p.Spend != nil {
-			p.Spend.Spent(ctx, a.Org, call)
+			p.Spend.Spent(ctx, a.Org, call, booking)
 		}
 		misses.record(ctx, src, call)
 		tr.Sources = append(tr.Sources, call)
@@ -172,14 +174,14 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 	return Result{}, tr, &TaskError{Code: CodeNotFound, Message: notFoundMessage(in)}
 }
 
-// spentOnPanic, deferred around an admitted ask, records the ask in the organization's
+// spentOnPanic, deferred around an admitted ask, settles the ask in the organization's
 // spend should the source panic, then panics on for the task's own recovery: an ask
-// never recorded would hold its reservation against the budget for as long as the
-// process runs, and its calls would go uncounted.
+// never settled would stay on the books at its full price until a sweep took it for
+// lost, and what it cost would not be known.
 func (p *Pipeline) spentOnPanic(ctx context.Context, org string, call SourceCall, tally *Tally) {
 	if v := recover(); v != nil {
 		call.Outcome, call.VendorCalls, call.Credits = OutcomeError, tally.Calls(), tally.Credits()
-		p.Spend.Spent(ctx, org, call)
+		p.Spend.Spent(ctx, org, call, tally.Booking())
 		panic(v)
 	}
 }

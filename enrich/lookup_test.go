@@ -248,14 +248,16 @@ type budgets struct {
 	orgs  []string
 }
 
-func (b *budgets) Admit(_ context.Context, org, src string, own bool) string {
+func (b *budgets) Admit(_ context.Context, org, src string, own bool) (*enrich.Booking, string) {
 	if b.allow[src] {
-		return ""
+		return nil, ""
 	}
-	return enrich.ReasonBudget
+	return nil, enrich.ReasonBudget
 }
 
-func (b *budgets) Spent(_ context.Context, org string, call enrich.SourceCall) {
+func (b *budgets) Book(context.Context, *enrich.Booking, int64, int64) error { return nil }
+
+func (b *budgets) Spent(_ context.Context, org string, call enrich.SourceCall, _ *enrich.Booking) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.spent = append(b.spent, call)

@@ -331,13 +331,14 @@ type refusingSpend struct {
 	spent *[]SourceCall
 }
 
-func (s refusingSpend) Admit(_ context.Context, _, src string, _ bool) string {
+func (s refusingSpend) Admit(_ context.Context, _, src string, _ bool) (*Booking, string) {
 	if s.over[src] {
-		return ReasonBudget
+		return nil, ReasonBudget
 	}
-	return ""
+	return nil, ""
 }
-func (s refusingSpend) Spent(_ context.Context, _ string, call SourceCall) {
+func (s refusingSpend) Book(context.Context, *Booking, int64, int64) error { return nil }
+func (s refusingSpend) Spent(_ context.Context, _ string, call SourceCall, _ *Booking) {
 	*s.spent = append(*s.spent, call)
 }
 

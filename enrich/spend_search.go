@@ -14,14 +14,15 @@ import (
 func (p *Pipeline) searchStaffSpent(ctx context.Context, src Source, ss StaffSearcher, q StaffQuery, limit int, own bool) (members []StaffMember, cutOff bool, skip string, err error) {
 	org := OrgOf(ctx)
 	call := SourceCall{Name: src.Name(), OwnKey: own}
+	var booking *Booking
 	if p.Spend != nil {
-		if skip := p.Spend.Admit(ctx, org, src.Name(), own); skip != "" {
+		if booking, skip = p.Spend.Admit(ctx, org, src.Name(), own); skip != "" {
 			call.Outcome, call.Reason = OutcomeSkipped, skip
 			p.recordSearch(ctx, call)
 			return nil, false, skip, nil
 		}
 	}
-	askCtx, tally := WithTally(ctx)
+	askCtx, tally := WithBookedTally(ctx, p.Spend, booking)
 	start := time.Now()
 	members, cutOff, err = func() ([]StaffMember, bool, error) {
 		if p.Spend != nil {
@@ -39,7 +40,7 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, src Source, ss StaffSea
 		call.Outcome = OutcomeError
 	}
 	if p.Spend != nil {
-		p.Spend.Spent(ctx, org, call)
+		p.Spend.Spent(ctx, org, call, booking)
 	}
 	p.recordSearch(ctx, call)
 	return members, cutOff, "", err

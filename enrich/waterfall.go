@@ -2,6 +2,8 @@ package enrich
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -73,24 +75,56 @@ type SourceKeys interface {
 	For(ctx context.Context, org string, src Source) (use Source, own bool, skip string)
 }
 
-// Spend keeps what sources cost each organization and holds them to their budgets.
+// Spend keeps what sources cost each organization and holds them to their budgets. An
+// ask of a priced source is on the books before any request of it leaves: Admit books
+// it, within the budgets, at one request of one credit, and each request an adapter
+// is about to send is added at its full price (Book, through the ask's Tally) where
+// that comes to more; Spent settles the ask with what it cost. The asks under way count
+// against the budgets, every process's, and an ask whose process dies before its
+// answer counts at its full price.
 type Spend interface {
-	// Admit says whether src may be asked for org now; skip, when not "", is why not:
-	// ReasonBudget when a cap is reached, ReasonBudgetUnread when the budget could not
-	// be read (the source is then as one that cannot answer now, never as one whose
-	// budget is spent). An admitted call is reserved until Spent records it, so that
-	// calls in flight count against the budget.
-	Admit(ctx context.Context, org, src string, own bool) (skip string)
-	// Spent records one admitted ask of src for org, whatever its outcome.
-	Spent(ctx context.Context, org string, call SourceCall)
+	// Admit books an ask of src for org, or says why it may not be made: skip
+	// ReasonBudget when a cap is reached, ReasonBudgetUnread when the budgets or the
+	// books could not be read or written (the source is then as one that cannot answer
+	// now, never as one whose budget is spent). b is the ask's booking, nil for a
+	// source that costs nothing, which is neither held to a budget nor booked.
+	Admit(ctx context.Context, org, src string, own bool) (b *Booking, skip string)
+	// Book puts on the books what b's ask is to be booked at before its next request
+	// leaves, calls requests and credits vendor credits in all, when that is more than
+	// b holds; no budget is read, the ask having been admitted. An error (the books
+	// could not be written) means the request must not be sent.
+	Book(ctx context.Context, b *Booking, calls, credits int64) error
+	// Spent settles one ask of src for org, whatever its outcome, with what it cost:
+	// b is its booking, as Admit returned it.
+	Spent(ctx context.Context, org string, call SourceCall, b *Booking)
+}
+
+// Booking is an ask of a priced source as the books hold it while it is under way.
+// Spend's implementation fills it; the pipeline only passes it on.
+type Booking struct {
+	Org, Source string
+	OwnKey      bool
+	// ID names the ask on the books.
+	ID string
+	// Calls and Credits are what the ask is booked at: the requests it sent or is about
+	// to send, each at its full price.
+	Calls, Credits int64
 }
 
 // Tally counts the upstream requests one ask of a source sends and what they cost.
 // The pipeline puts one in the context of each ask (WithTally); the adapters add to
-// it beside their process-wide meters.
+// it beside their process-wide meters, and put each request on the ask's books before
+// it is sent (Book).
 type Tally struct {
 	calls   atomic.Int64
 	credits atomic.Int64
+
+	mu    sync.Mutex
+	spend Spend
+	// booking is the ask on the books; nil for an ask of a source that costs nothing.
+	booking *Booking
+	// sentCalls and sentCredits are the requests Book let go so far, at their full price.
+	sentCalls, sentCredits int64
 }
 
 type tallyKey struct{}
@@ -101,10 +135,55 @@ func WithTally(ctx context.Context) (context.Context, *Tally) {
 	return context.WithValue(ctx, tallyKey{}, t), t
 }
 
+// WithBookedTally is WithTally for an ask spend booked (b; nil: not booked): the
+// adapters put each request on its books before sending it (Tally.Book).
+func WithBookedTally(ctx context.Context, spend Spend, b *Booking) (context.Context, *Tally) {
+	ctx, t := WithTally(ctx)
+	if b != nil {
+		t.spend, t.booking = spend, b
+	}
+	return ctx, t
+}
+
 // TallyOf returns the Tally ctx carries, or nil.
 func TallyOf(ctx context.Context) *Tally {
 	t, _ := ctx.Value(tallyKey{}).(*Tally)
 	return t
+}
+
+// Book puts a request of the ask on its books before the request is sent, at price:
+// the most it can cost by the vendor's published price. It writes only when the ask
+// is booked at less than its requests so far and this one come to. An error wraps
+// ErrUnavailable: the books could not be written, and the request must not be sent. A
+// nil Tally, or one of an ask not booked (a source that costs nothing, an ask made
+// outside a waterfall), books nothing.
+func (t *Tally) Book(ctx context.Context, price int64) error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.booking == nil {
+		return nil
+	}
+	calls, credits := t.sentCalls+1, t.sentCredits+max(price, 0)
+	if calls > t.booking.Calls || credits > t.booking.Credits {
+		if err := t.spend.Book(ctx, t.booking, max(calls, t.booking.Calls), max(credits, t.booking.Credits)); err != nil {
+			return fmt.Errorf("%s: the request could not be put on the books, so it was not sent: %w", t.booking.Source, ErrUnavailable)
+		}
+	}
+	t.sentCalls, t.sentCredits = calls, credits
+	return nil
+}
+
+// Booking is the ask's booking, nil when it has none.
+func (t *Tally) Booking() *Booking {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.booking
 }
 
 // Call counts one request sent upstream. A nil Tally counts nothing.

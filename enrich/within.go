@@ -64,14 +64,16 @@ func AskWithin[T any](ctx context.Context, src Source, in Input, fn func(context
 		w.add(call)
 		return zero, fmt.Errorf("%s did not know %s when last asked: %w", src.Name(), in.Target, ErrNotFound)
 	}
+	var booking *Booking
 	if w.p.Spend != nil {
-		if skip := w.p.Spend.Admit(ctx, w.org, src.Name(), false); skip != "" {
+		var skip string
+		if booking, skip = w.p.Spend.Admit(ctx, w.org, src.Name(), false); skip != "" {
 			call.Outcome, call.Reason = OutcomeSkipped, skip
 			w.add(call)
 			return zero, fmt.Errorf("%s: %w", src.Name(), ErrNotAsked)
 		}
 	}
-	askCtx, tally := WithTally(ctx) // its own: these calls are src's, not the asking source's
+	askCtx, tally := WithBookedTally(ctx, w.p.Spend, booking) // its own: these calls are src's, not the asking source's
 	start := time.Now()
 	v, err := func() (T, error) {
 		if w.p.Spend != nil {
@@ -90,7 +92,7 @@ func AskWithin[T any](ctx context.Context, src Source, in Input, fn func(context
 		call.Outcome = OutcomeError
 	}
 	if w.p.Spend != nil {
-		w.p.Spend.Spent(ctx, w.org, call)
+		w.p.Spend.Spent(ctx, w.org, call, booking)
 	}
 	misses.record(ctx, src, call)
 	w.add(call)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"enrichd/enrich"
 	"enrichd/server"
@@ -54,4 +55,25 @@ func TestDashboardSourcesMonthPage(t *testing.T) {
 		is.True(!p.has(">999<") && !p.has("999 vendor credits"))    // the other organization's
 		is.True(strings.Contains(p.body[j:k], "takes no key"))
 	}
+}
+
+// An ask under way, and one whose process ended before its answer, count on the
+// Sources page as asks, at their full price, and say so.
+func TestDashboardSourcesMonthShowsAsksUnderWayAndUnknown(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl"))
+	ctx := context.Background()
+	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
+	gone := replicaOf(e)
+	is.True(admit(t, gone.srv.Spend(), e.orgID, "pdl") != nil) // its process is gone before the answer
+	is.True(admit(t, e.srv.Spend(), e.orgID, "pdl") != nil)    // under way here
+	e.clock.Add(time.Minute)
+	e.srv.SettleDeadAsks(ctx)
+
+	pdl := e.signIn("acme", "viewer").get("/dashboard/sources")
+	is.Equal(pdl.status, http.StatusOK)
+	body := pdl.body[strings.Index(pdl.body, `id="source-pdl"`):]
+	is.True(strings.Contains(body, `<div class="n">3</div><div class="label">3 calls upstream</div>`))
+	is.True(strings.Contains(body, `1 hits · 0 misses · 0 errors · <span title="Their process ended before the answers came: counted at their full price">1 unknown</span> · <span title="Under way now: counted at their full price until answered">1 under way</span>`))
+	is.True(strings.Contains(body, `<div class="n">3</div><div class="label">this month</div>`))
 }

@@ -19,12 +19,14 @@ func SetMCPHold(t testing.TB, d time.Duration) {
 
 // Spend is the server's keeper of what sources cost, which the pipeline consults
 // before and after each ask of a source.
-func (s *Server) Spend() interface {
-	Admit(ctx context.Context, org, src string, own bool) string
-	Spent(ctx context.Context, org string, call enrich.SourceCall)
-} {
-	return s.spend
-}
+func (s *Server) Spend() enrich.Spend { return s.spend }
+
+// SettleDeadAsks is the sweep of the asks on the books of processes that are gone,
+// which the heartbeat runs.
+func (s *Server) SettleDeadAsks(ctx context.Context) { s.settleDeadAsks(ctx) }
+
+// Replica is this server's name among the replicas, which its asks on the books carry.
+func (s *Server) Replica() string { return s.replica }
 
 // FillFor is the fill list a worker reads for a claimed task.
 func (s *Server) FillFor(ctx context.Context, c *store.Claim) ([]string, error) {

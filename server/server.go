@@ -322,7 +322,8 @@ func New(db *store.DB, cfg Config) *Server {
 	}
 	m := newServerMetrics()
 	db.SetLogger(cfg.Logger) // the store reports storage failures there
-	spend := newSpendKeeper(db, cfg.Logger, m, cfg.SourceBudgets, cfg.Sources)
+	replica := replicaName()
+	spend := newSpendKeeper(db, cfg.Logger, m, cfg.SourceBudgets, cfg.Sources, replica)
 	keys := newOrgKeys(db, cfg.Secrets, cfg.Logger, cfg.OrgKeyRefresh)
 	if cfg.KeyInfos == nil {
 		cfg.KeyInfos = keys
@@ -341,7 +342,7 @@ func New(db *store.DB, cfg Config) *Server {
 		keyLimits: newLimiter(cfg.RateKey),
 		wake:      make(chan struct{}, cfg.Workers),
 		feedWake:  make(chan struct{}, 1),
-		replica:   replicaName(),
+		replica:   replica,
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
 			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,
 			Recorded: m.recorded, Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() }}),

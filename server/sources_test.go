@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,15 +39,27 @@ func withPricedVendors(names ...string) func(*server.Config) {
 	}
 }
 
-// ask is one ask of a source, as the pipeline makes it: admitted, then recorded.
+// ask is one ask of a source, as the pipeline makes it: admitted, then settled.
 func (e *env) ask(org string, call enrich.SourceCall) string {
 	e.t.Helper()
 	ctx := context.Background()
-	if skip := e.srv.Spend().Admit(ctx, org, call.Name, call.OwnKey); skip != "" {
+	b, skip := e.srv.Spend().Admit(ctx, org, call.Name, call.OwnKey)
+	if skip != "" {
 		return skip
 	}
-	e.srv.Spend().Spent(ctx, org, call)
+	e.srv.Spend().Spent(ctx, org, call, b)
 	return ""
+}
+
+// admit is an ask of a source admitted and left under way, as a process killed while
+// the vendor answers leaves it; "" when it was not admitted.
+func admit(t *testing.T, spend enrich.Spend, org, source string) *enrich.Booking {
+	t.Helper()
+	b, skip := spend.Admit(context.Background(), org, source, false)
+	if skip != "" {
+		return nil
+	}
+	return b
 }
 
 // sourcesOf reads GET /v1/sources with key, by source name.
@@ -112,14 +125,18 @@ func TestSourcesSpendPerOrganizationSurvivesARestart(t *testing.T) {
 	check()
 }
 
-// An ask that sent nothing upstream and cost nothing (the dataset's) writes nothing.
+// An ask of a source that costs nothing (the dataset's) writes nothing; one of a
+// priced source that sent nothing upstream leaves nothing either, its booking gone
+// with its answer.
 func TestSourcesAFreeAskWritesNothing(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t, withPricedVendors("pdl"))
 	rows := func() (n int) {
 		t.Helper()
+		var asks int
 		is.NoErr(e.db.Reader().QueryRow(context.Background(), `SELECT count(*) FROM source_spend`).Scan(&n))
-		return n
+		is.NoErr(e.db.Reader().QueryRow(context.Background(), `SELECT count(*) FROM source_asks`).Scan(&asks))
+		return n + asks
 	}
 	e.ask(e.orgID, enrich.SourceCall{Name: "dataset", Outcome: enrich.OutcomeHit})
 	e.ask(e.orgID, enrich.SourceCall{Name: "dataset", Outcome: enrich.OutcomeMiss})
@@ -130,6 +147,92 @@ func TestSourcesAFreeAskWritesNothing(t *testing.T) {
 	// An ask that sent a request is one row: the count above could have seen one.
 	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
 	is.Equal(rows(), 1)
+}
+
+// An ask under way is on the books at its full price, in GET /v1/sources (pending)
+// and against the caps, of this replica and of another on the same database; its
+// answer settles it with what it cost, and frees what it held beyond that.
+func TestSourcesAnAskUnderWayIsOnTheBooks(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl"))
+	ctx := context.Background()
+	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 3))
+	replica := replicaOf(e)
+	b := admit(t, e.srv.Spend(), e.orgID, "pdl")
+	is.True(b != nil)
+	// The adapter books its request at its full price, 3 credits, before sending it.
+	is.NoErr(e.srv.Spend().Book(ctx, b, 1, 3))
+	for _, r := range []*env{e, replica} {
+		_, by, _ := r.sourcesOf(e.key)
+		is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 1, Pending: 1, Credits: 3})
+		is.Equal(len(by["pdl"].Days), 1)
+		is.Equal(by["pdl"].Days[0].SourceUse, store.SourceUse{Calls: 1, Pending: 1, Credits: 3})
+		is.Equal(*by["pdl"].Budget.Remaining, int64(0))
+	}
+	// The cap is reached by the ask under way: neither replica admits another.
+	is.True(admit(t, replica.srv.Spend(), e.orgID, "pdl") == nil)
+	is.True(admit(t, e.srv.Spend(), e.orgID, "pdl") == nil)
+
+	// Its answer cost 1 credit: 2 are free again.
+	e.srv.Spend().Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}, b)
+	_, by, _ := replica.sourcesOf(e.key)
+	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
+	is.Equal(*by["pdl"].Budget.Remaining, int64(2))
+	is.True(admit(t, replica.srv.Spend(), e.orgID, "pdl") != nil)
+}
+
+// The asks a process left on the books when it ended (killed while the vendors
+// answered) are settled as unknown by the next sweep of a live one, at their full
+// price: still counted, in the month's figures and against the caps. On SQLite the
+// process before a restart is gone at once; on PostgreSQL a replica is gone when its
+// heartbeat has run out. An ask of a live process is left alone unless it has lived
+// longer than a task can, its settling lost; and a late answer to an ask settled as
+// unknown is not counted twice.
+func TestSourcesAsksOfAGoneProcessAreSettledUnknown(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, withPricedVendors("pdl"))
+	ctx := context.Background()
+	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 7))
+	gone := replicaOf(e)
+	if _, err := gone.db.Heartbeat(ctx, gone.srv.Replica(), 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Heartbeat(ctx, e.srv.Replica(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	cut := admit(t, gone.srv.Spend(), e.orgID, "pdl")
+	is.NoErr(gone.srv.Spend().Book(ctx, cut, 2, 3)) // a second request, of 2 credits, sent
+	lost := admit(t, gone.srv.Spend(), e.orgID, "pdl")
+	mine := admit(t, e.srv.Spend(), e.orgID, "pdl")
+	is.True(cut != nil && lost != nil && mine != nil)
+	want := store.SourceUse{Calls: 4, Pending: 3, Credits: 5}
+	_, by, _ := e.sourcesOf(e.key)
+	is.Equal(by["pdl"].SourceUse, want)
+
+	// The other process is gone: on PostgreSQL once its heartbeat has run out (15 s)
+	// and its asks are older than a replica's first heartbeat may be (15 s).
+	e.clock.Add(31 * time.Second)
+	e.srv.SettleDeadAsks(ctx)
+	_, by, _ = e.sourcesOf(e.key)
+	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 4, Unknown: 2, Pending: 1, Credits: 5})
+	is.Equal(*by["pdl"].Budget.Remaining, int64(2))
+	is.True(strings.Contains(e.logs.String(), "counted at their full price, as unknown"))
+
+	// A late answer to an ask settled as unknown changes nothing: counted once, at its
+	// full price.
+	gone.srv.Spend().Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 2}, lost)
+	_, by, _ = e.sourcesOf(e.key)
+	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 4, Unknown: 2, Pending: 1, Credits: 5})
+
+	// This process's own ask under way is left alone, until it outlives any task: its
+	// settling was lost.
+	e.srv.SettleDeadAsks(ctx)
+	_, by, _ = e.sourcesOf(e.key)
+	is.Equal(by["pdl"].Pending, int64(1))
+	e.clock.Add(e.cfg.TaskTTL + time.Minute)
+	e.srv.SettleDeadAsks(ctx)
+	_, by, _ = e.sourcesOf(e.key)
+	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 4, Unknown: 3, Credits: 5})
 }
 
 // A source whose month reached the organization's cap is refused for it, and for no
@@ -178,26 +281,26 @@ func TestSourcesBudgetCountsAsksInFlight(t *testing.T) {
 	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 5))
 	spend := e.srv.Spend()
 	var mu sync.Mutex
-	admitted := 0
+	var admitted []*enrich.Booking
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if spend.Admit(ctx, e.orgID, "pdl", false) == "" {
+			if b := admit(t, spend, e.orgID, "pdl"); b != nil {
 				mu.Lock()
-				admitted++
+				admitted = append(admitted, b)
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	is.Equal(admitted, 5)
+	is.Equal(len(admitted), 5)
 	// Each comes back having cost nothing (a miss): the places are free again.
-	for range admitted {
-		spend.Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
+	for _, b := range admitted {
+		spend.Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1}, b)
 	}
-	is.Equal(spend.Admit(ctx, e.orgID, "pdl", false), "")
+	is.True(admit(t, spend, e.orgID, "pdl") != nil)
 }
 
 // The month's credits are the database's: a second server on the same database (a
@@ -211,7 +314,8 @@ func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
 	for range 4 {
 		is.Equal(e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}), "")
 	}
-	is.Equal(replica.Spend().Admit(ctx, e.orgID, "pdl", false), enrich.ReasonBudget)
+	_, skip := replica.Spend().Admit(ctx, e.orgID, "pdl", false)
+	is.Equal(skip, enrich.ReasonBudget)
 }
 
 // replicaOf starts another replica of e's server: a handle of its own on the same
@@ -234,8 +338,9 @@ func replicaOf(e *env) *env {
 }
 
 // Two replicas, each with its own handle on the database, admit and record paid asks
-// at the same time: the month's credits pass the cap by no more than the asks that
-// were in flight at once, the cap is reached, and both replicas report the same month.
+// at the same time: each sees the other's asks under way, on the books, so the
+// month's credits come to the cap exactly, never past it, and both replicas report
+// the same month.
 func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t, withPricedVendors("pdl"))
@@ -254,7 +359,8 @@ func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
 				defer wg.Done()
 				ctx := context.Background()
 				for range attempts {
-					if spend.Admit(ctx, e.orgID, "pdl", false) != "" {
+					b, skip := spend.Admit(ctx, e.orgID, "pdl", false)
+					if skip != "" {
 						time.Sleep(time.Millisecond)
 						continue
 					}
@@ -263,9 +369,7 @@ func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
 					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 					}
 					time.Sleep(2 * time.Millisecond) // the vendor's answer
-					// In flight until its credits are in the database: until then the
-					// other replica cannot see it.
-					spend.Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
+					spend.Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}, b)
 					inFlight.Add(-1)
 				}
 			}()
@@ -278,13 +382,13 @@ func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
 	_, there, _ := replica.sourcesOf(e.key)
 	is.Equal(here["pdl"], there["pdl"]) // both replicas read the same month
 	credits := here["pdl"].Credits
-	is.Equal(credits, admitted.Load())     // every admitted ask recorded, once
-	is.True(credits >= budget)             // the cap was reached...
-	is.True(credits <= budget+peak.Load()) // ...and passed by no more than the asks in flight
+	is.Equal(credits, admitted.Load()) // every admitted ask recorded, once
+	is.Equal(credits, int64(budget))   // the cap was reached, and not passed
+	is.Equal(here["pdl"].Pending, int64(0))
 	is.Equal(*here["pdl"].Budget.Remaining, int64(0))
 	// Spent: neither replica admits another.
-	is.Equal(e.srv.Spend().Admit(context.Background(), e.orgID, "pdl", false), enrich.ReasonBudget)
-	is.Equal(replica.srv.Spend().Admit(context.Background(), e.orgID, "pdl", false), enrich.ReasonBudget)
+	is.True(admit(t, e.srv.Spend(), e.orgID, "pdl") == nil)
+	is.True(admit(t, replica.srv.Spend(), e.orgID, "pdl") == nil)
 }
 
 // /metrics counts each source's asks by outcome, its vendor credits and the asks its

@@ -33,9 +33,18 @@ func (v *pricedVendor) PersonByURL(context.Context, string) (*enrich.Person, err
 	return nil, fmt.Errorf("pdl: %w", enrich.ErrNotFound)
 }
 
+// asksOnTheBooks counts the asks db holds pending.
+func asksOnTheBooks(t *testing.T, db *store.DB) (n int) {
+	t.Helper()
+	if err := db.Reader().QueryRow(context.Background(), `SELECT count(*) FROM source_asks`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // A budget that cannot be read (the database does not answer) keeps the source from
 // being asked, but never as a budget that is spent: the ask is skipped budget_unread,
-// nothing is reserved, and a task no other source answered fails as one whose source
+// nothing is booked, and a task no other source answered fails as one whose source
 // could not be reached, its message saying nothing of a budget.
 func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 	is := is.New(t)
@@ -43,29 +52,32 @@ func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
 	is.NoErr(err)
 	t.Cleanup(func() { db.Close() })
+	org := storetest.NewOrg(t, db, "acme")
 	var logs bytes.Buffer
 	vendor := &pricedVendor{}
 	m := newServerMetrics()
-	keeper := newSpendKeeper(db, slog.New(slog.NewJSONHandler(&logs, nil)), m, map[string]int64{"pdl": 100}, []enrich.Source{vendor})
-	is.Equal(keeper.Admit(ctx, "org-1", "pdl", false), "") // readable: admitted
-	keeper.Spent(ctx, "org-1", enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
+	keeper := newSpendKeeper(db, slog.New(slog.NewJSONHandler(&logs, nil)), m, map[string]int64{"pdl": 100}, []enrich.Source{vendor}, "this")
+	b, skip := keeper.Admit(ctx, org, "pdl", false) // readable: admitted
+	is.Equal(skip, "")
+	is.True(b != nil)
+	keeper.Spent(ctx, org, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}, b)
+	is.Equal(asksOnTheBooks(t, db), 0) // settled
 
 	// The budgets can no longer be read.
 	is.NoErr(db.Write(ctx, func(tx store.Tx) error {
 		_, err := tx.Exec(ctx, `ALTER TABLE source_budgets RENAME TO source_budgets_away`)
 		return err
 	}))
-	skip := keeper.Admit(ctx, "org-1", "pdl", false)
+	b, skip = keeper.Admit(ctx, org, "pdl", false)
 	is.Equal(skip, enrich.ReasonBudgetUnread)
-	is.True(skip != enrich.ReasonBudget)
-	is.Equal(len(keeper.orgAsks), 0) // nothing reserved
-	is.Equal(len(keeper.instAsks), 0)
-	is.True(strings.Contains(logs.String(), "reading a source's budget"))
+	is.True(b == nil)
+	is.Equal(asksOnTheBooks(t, db), 0) // nothing booked
+	is.True(strings.Contains(logs.String(), "booking an ask of a source"))
 	is.Equal(m.counter("enrichd_source_skipped_total", "source", "pdl", "reason", enrich.ReasonBudgetUnread).Get(), uint64(1))
 	is.Equal(m.counter("enrichd_source_skipped_total", "source", "pdl", "reason", enrich.ReasonBudget).Get(), uint64(0))
 
 	p := &enrich.Pipeline{Sources: []enrich.Source{vendor}, Spend: keeper}
-	_, tr, terr := p.Lookup(ctx, enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}, Org: "org-1"})
+	_, tr, terr := p.Lookup(ctx, enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}, Org: org})
 	is.Equal(vendor.asked.Load(), int64(0)) // not asked
 	is.True(terr != nil)
 	is.Equal(terr.Code, enrich.CodeProviderUnavailable)
@@ -74,42 +86,43 @@ func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 	is.Equal(tr.Sources, []enrich.SourceCall{{Name: "pdl", Outcome: enrich.OutcomeSkipped, Reason: enrich.ReasonBudgetUnread}})
 }
 
-// faultyReads is a database whose reads fail as storage that cannot serve them does.
-type faultyReads struct{ store.Driver }
-
-func (faultyReads) Read(context.Context, func(store.Executor) error) error {
-	return store.StorageUnavailable()
-}
-
-// A budget that cannot be read because the storage is failing is not logged ask after
-// ask: the store's own line says the storage is failing, once a minute. The ask is
-// still skipped budget_unread and counted.
-func TestABudgetUnreadInAStorageOutageIsNotLoggedPerAsk(t *testing.T) {
+// Books that cannot be written because the storage is failing are not logged ask
+// after ask: the store's own line says the storage is failing, once a minute. The ask
+// is still skipped budget_unread and counted, and the vendor is not asked.
+func TestBooksUnwritableInAStorageOutageAreNotLoggedPerAsk(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	real, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
 	is.NoErr(err)
 	t.Cleanup(func() { real.Close() })
-	db := &store.DB{Driver: faultyReads{real.Driver}, Now: real.Now}
+	org := storetest.NewOrg(t, real, "acme")
+	db := &store.DB{Driver: faultyWrites{real.Driver}, Now: real.Now}
 	var logs bytes.Buffer
 	m := newServerMetrics()
-	keeper := newSpendKeeper(db, slog.New(slog.NewJSONHandler(&logs, nil)), m, map[string]int64{"pdl": 100}, []enrich.Source{&pricedVendor{}})
+	vendor := &pricedVendor{}
+	keeper := newSpendKeeper(db, slog.New(slog.NewJSONHandler(&logs, nil)), m, nil, []enrich.Source{vendor}, "this")
 	for range 3 {
-		is.Equal(keeper.Admit(ctx, "org-1", "pdl", false), enrich.ReasonBudgetUnread)
+		b, skip := keeper.Admit(ctx, org, "pdl", false)
+		is.Equal(skip, enrich.ReasonBudgetUnread)
+		is.True(b == nil)
 	}
-	is.Equal(len(keeper.orgAsks), 0) // nothing reserved
 	is.Equal(m.counter("enrichd_source_skipped_total", "source", "pdl", "reason", enrich.ReasonBudgetUnread).Get(), uint64(3))
-	is.Equal(logs.String(), "") // no line an ask
+	p := &enrich.Pipeline{Sources: []enrich.Source{vendor}, Spend: keeper}
+	_, _, terr := p.Lookup(ctx, enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}, Org: org})
+	is.Equal(terr.Code, enrich.CodeProviderUnavailable)
+	is.Equal(vendor.asked.Load(), int64(0)) // off the books, not asked
+	is.Equal(logs.String(), "")             // no line an ask
 
 	// Nor is an ask's spend that cannot be written for the same reason.
-	failing := &store.DB{Driver: faultyWrites{real.Driver}, Now: real.Now}
-	keeper = newSpendKeeper(failing, slog.New(slog.NewJSONHandler(&logs, nil)), m, nil, []enrich.Source{&pricedVendor{}})
 	for range 3 {
-		keeper.Spent(ctx, "org-1", enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
+		keeper.Spent(ctx, org, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1},
+			&enrich.Booking{Org: org, Source: "pdl", ID: "an-ask", Calls: 1, Credits: 1})
+		keeper.Spent(ctx, org, enrich.SourceCall{Name: "web", Outcome: enrich.OutcomeHit, VendorCalls: 1}, nil)
 	}
 	is.Equal(logs.String(), "")
 }
 
+// faultyWrites is a database whose writes fail as storage that cannot take them does.
 type faultyWrites struct{ store.Driver }
 
 func (faultyWrites) Write(context.Context, func(store.Tx) error) error {

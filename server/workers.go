@@ -130,7 +130,8 @@ const heartbeatEvery = 5 * time.Second
 // heartbeat records this replica as alive and gives each API key's limiter its share
 // of the limit: with n replicas alive, each lets a key through at 1/n of its rate, so
 // that a key's requests spread over them by a load balancer meet the limit as a
-// whole. On SQLite there is one replica, and the share is the whole.
+// whole. On SQLite there is one replica, and the share is the whole. Then it settles
+// the asks on the books of the processes that are gone.
 func (s *Server) heartbeat(ctx context.Context) {
 	tick := time.NewTicker(heartbeatEvery)
 	defer tick.Stop()
@@ -144,11 +145,29 @@ func (s *Server) heartbeat(ctx context.Context) {
 				s.log.Info("replicas alive changed: each enforces its share of a key's rate limit", "replicas", live)
 			}
 		}
+		s.settleDeadAsks(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// settleDeadAsks settles as unknown, at their full price, the asks of priced sources
+// left on the books by a process that is gone: on SQLite any process before this one,
+// on PostgreSQL a replica whose heartbeat ran out, for an ask booked before this one's
+// first heartbeat was surely in; and anyone's ask older than a task lives, whose
+// settling was lost to a storage outage. They count the same before and after: the
+// sweep says they will not be answered.
+func (s *Server) settleDeadAsks(ctx context.Context) {
+	now := s.db.Now()
+	n, err := s.db.SettleDeadSourceAsks(ctx, s.replica, now.Add(-3*heartbeatEvery), now.Add(-s.cfg.TaskTTL-time.Minute))
+	switch {
+	case err != nil && ctx.Err() == nil && !store.IsStorageFault(err):
+		s.log.Error("settling the asks of processes that are gone", "err", err)
+	case n > 0:
+		s.log.Warn("asks of a process that ended before their answers came are counted at their full price, as unknown", "asks", n)
 	}
 }
 

@@ -120,6 +120,19 @@ func (db *DB) Heartbeat(ctx context.Context, replica string, ttl time.Duration) 
 	return 1, nil
 }
 
+// liveReplicas returns the replicas whose heartbeat is live (see Heartbeat), and
+// replicated true, where the engine keeps them; an engine that only one process serves
+// keeps none.
+func (db *DB) liveReplicas(ctx context.Context) (ids []string, replicated bool, err error) {
+	if l, ok := db.Driver.(interface {
+		LiveReplicas(context.Context) ([]string, error)
+	}); ok {
+		ids, err = l.LiveReplicas(ctx)
+		return ids, true, err
+	}
+	return nil, false, nil
+}
+
 // HoldWatchScheduler makes this process the one scheduling watches until release is
 // called, or reports false when another replica is scheduling. An engine that only one
 // process serves always says yes.

@@ -1,21 +1,35 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"time"
 
 	"enrichd/enrich"
+
+	"github.com/google/uuid"
 )
 
 // SourceUse is what asks of one source came to: the asks by outcome (Hits, Misses,
-// Errors), the requests they sent upstream (Calls) and the vendor credits those cost
-// by the vendor's published price (Credits).
+// Errors, and Unknown and Pending, whose outcome is not known), the requests they
+// sent upstream (Calls) and the vendor credits those cost by the vendor's published
+// price (Credits). An ask whose outcome is not known counts in Calls and Credits at
+// its full price: every request it sent or was about to send, each at the most it can
+// cost.
 type SourceUse struct {
-	Calls   int64 `json:"calls"`
-	Hits    int64 `json:"hits"`
-	Misses  int64 `json:"misses"`
-	Errors  int64 `json:"errors"`
+	Calls  int64 `json:"calls"`
+	Hits   int64 `json:"hits"`
+	Misses int64 `json:"misses"`
+	Errors int64 `json:"errors"`
+	// Unknown are the asks whose answer was never recorded: the process that sent them
+	// ended first (a crash, a kill), and a sweep settled them at their full price.
+	Unknown int64 `json:"unknown"`
+	// Pending are the asks under way now, on the books at their full price until their
+	// answers settle them.
+	Pending int64 `json:"pending"`
 	Credits int64 `json:"vendor_credits"`
 }
 
@@ -24,6 +38,8 @@ func (u *SourceUse) add(o SourceUse) {
 	u.Hits += o.Hits
 	u.Misses += o.Misses
 	u.Errors += o.Errors
+	u.Unknown += o.Unknown
+	u.Pending += o.Pending
 	u.Credits += o.Credits
 }
 
@@ -55,18 +71,25 @@ func MonthStart(t time.Time) time.Time {
 }
 
 // AddSourceSpend adds u to what source cost orgID on the UTC day of at, with the
-// organization's own vendor key (own) or the installation's: one small write.
+// organization's own vendor key (own) or the installation's: one small write. It is
+// for the asks that put nothing on the books (SourceAsk): those of the sources that
+// cost nothing, and of a priced source that sent nothing.
 func (db *DB) AddSourceSpend(ctx context.Context, orgID, source string, own bool, at time.Time, u SourceUse) error {
 	return db.Write(ctx, func(tx Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO source_spend (org_id, source, day, own_key, calls, hits, misses, errors, credits)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (org_id, source, day, own_key) DO UPDATE SET
-				calls = source_spend.calls + excluded.calls, hits = source_spend.hits + excluded.hits,
-				misses = source_spend.misses + excluded.misses, errors = source_spend.errors + excluded.errors,
-				credits = source_spend.credits + excluded.credits`,
-			orgID, source, ms(DayStart(at)), boolInt(own), u.Calls, u.Hits, u.Misses, u.Errors, u.Credits)
-		return err
+		return addSourceSpend(ctx, tx, orgID, source, own, ms(DayStart(at)), u)
 	})
+}
+
+// addSourceSpend adds u to the row of orgID's spend of source on day (ms).
+func addSourceSpend(ctx context.Context, tx Tx, orgID, source string, own bool, day int64, u SourceUse) error {
+	_, err := tx.Exec(ctx, `INSERT INTO source_spend (org_id, source, day, own_key, calls, hits, misses, errors, unknown, credits)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, source, day, own_key) DO UPDATE SET
+			calls = source_spend.calls + excluded.calls, hits = source_spend.hits + excluded.hits,
+			misses = source_spend.misses + excluded.misses, errors = source_spend.errors + excluded.errors,
+			unknown = source_spend.unknown + excluded.unknown, credits = source_spend.credits + excluded.credits`,
+		orgID, source, day, boolInt(own), u.Calls, u.Hits, u.Misses, u.Errors, u.Unknown, u.Credits)
+	return err
 }
 
 // SourceDay is one UTC day of a source's use by an organization, both keys together.
@@ -85,7 +108,8 @@ type SourceSpend struct {
 }
 
 // SourceSpendSince returns what each source cost orgID since since (a UTC day's start),
-// by source name. It reads the organization's rows of the primary key's range.
+// by source name: the asks settled, and those on the books now (Pending, at their
+// full price), in one consistent read of the organization's rows.
 func (db *DB) SourceSpendSince(ctx context.Context, orgID string, since time.Time) (map[string]*SourceSpend, error) {
 	type row struct {
 		source string
@@ -93,16 +117,32 @@ func (db *DB) SourceSpendSince(ctx context.Context, orgID string, since time.Tim
 		own    int
 		use    SourceUse
 	}
-	r, err := db.Reader().Query(ctx, `SELECT source, day, own_key, calls, hits, misses, errors, credits
-		FROM source_spend WHERE org_id = ? AND day >= ? ORDER BY source, day, own_key`, orgID, ms(since))
-	rows, err := collect(r, err, func(r Row) (row, error) {
-		var x row
-		err := r.Scan(&x.source, &x.day, &x.own, &x.use.Calls, &x.use.Hits, &x.use.Misses, &x.use.Errors, &x.use.Credits)
-		return x, err
+	var rows []row
+	err := db.Read(ctx, func(q Executor) error {
+		r, err := q.Query(ctx, sourceSpendQuery, orgID, ms(since))
+		settled, err := collect(r, err, func(r Row) (row, error) {
+			var x row
+			err := r.Scan(&x.source, &x.day, &x.own, &x.use.Calls, &x.use.Hits, &x.use.Misses, &x.use.Errors, &x.use.Unknown, &x.use.Credits)
+			return x, err
+		})
+		if err != nil {
+			return err
+		}
+		r, err = q.Query(ctx, sourceAsksQuery, orgID, ms(since))
+		pending, err := collect(r, err, func(r Row) (row, error) {
+			x := row{use: SourceUse{Pending: 1}}
+			err := r.Scan(&x.source, &x.day, &x.own, &x.use.Calls, &x.use.Credits)
+			return x, err
+		})
+		rows = append(settled, pending...)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	slices.SortStableFunc(rows, func(a, b row) int {
+		return cmp.Or(strings.Compare(a.source, b.source), cmp.Compare(a.day, b.day))
+	})
 	out := map[string]*SourceSpend{}
 	for _, r := range rows {
 		s := out[r.source]
@@ -193,40 +233,287 @@ type BudgetState struct {
 
 // SourceBudgetState reads source's budgets for orgID and, where one is set or
 // counted (countInstallation: the installation has a cap the database does not hold),
-// the month's credits since monthStart it is measured against, in one read. With no
-// budget at all it is one lookup of the budgets' primary key.
+// the month's credits since monthStart it is measured against, in one read: the asks
+// settled and those on the books, every process's. With no budget at all it is one
+// lookup of the budgets' primary key.
 func (db *DB) SourceBudgetState(ctx context.Context, orgID, source string, monthStart time.Time, countInstallation bool) (BudgetState, error) {
 	var st BudgetState
 	err := db.Read(ctx, func(q Executor) error {
-		r, err := q.Query(ctx, `SELECT org_id, monthly_credits FROM source_budgets WHERE source = ? AND org_id IN (?, '')`, source, orgID)
-		rows, err := collect(r, err, func(r Row) (Budget, error) {
-			var b Budget
-			err := r.Scan(&b.OrgID, &b.MonthlyCredits)
-			return b, err
-		})
+		var err error
+		if st, err = sourceCaps(ctx, q, orgID, source); err != nil {
+			return err
+		}
+		return monthSpent(ctx, q, &st, orgID, source, monthStart, st.OrgCap > 0, st.InstallationCap > 0 || countInstallation)
+	})
+	return st, err
+}
+
+// sourceCaps reads the caps the database holds of source for orgID and for the
+// installation: a lookup of the budgets' primary key.
+func sourceCaps(ctx context.Context, q Executor, orgID, source string) (BudgetState, error) {
+	var st BudgetState
+	r, err := q.Query(ctx, sourceCapsQuery, source, orgID)
+	rows, err := collect(r, err, func(r Row) (Budget, error) {
+		var b Budget
+		err := r.Scan(&b.OrgID, &b.MonthlyCredits)
+		return b, err
+	})
+	for _, b := range rows {
+		if b.OrgID == "" {
+			st.InstallationCap = b.MonthlyCredits
+		} else {
+			st.OrgCap = b.MonthlyCredits
+		}
+	}
+	return st, err
+}
+
+// monthSpent reads into st the month's credits the caps asked for (org, installation)
+// are measured against: the asks settled and those on the books, each sum one
+// statement, so that an ask settled meanwhile is counted once, in one or the other.
+func monthSpent(ctx context.Context, q Executor, st *BudgetState, orgID, source string, monthStart time.Time, org, installation bool) error {
+	if org {
+		if err := q.QueryRow(ctx, orgMonthQuery, orgID, source, ms(monthStart), orgID, source, ms(monthStart)).Scan(&st.OrgSpent); err != nil {
+			return err
+		}
+	}
+	if installation {
+		if err := q.QueryRow(ctx, installationMonthQuery, source, ms(monthStart), source, ms(monthStart)).Scan(&st.InstallationSpent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The statements of the spend and of the asks on the books, by name, for the drivers'
+// tests of their plans.
+var SpendQueries = map[string]struct {
+	Query string
+	Args  []any
+}{
+	"SourceSpend":        {sourceSpendQuery, []any{"o", int64(5)}},
+	"SourceAsks":         {sourceAsksQuery, []any{"o", int64(5)}},
+	"SourceCaps":         {sourceCapsQuery, []any{"pdl", "o"}},
+	"OrgMonth":           {orgMonthQuery, []any{"o", "pdl", int64(5), "o", "pdl", int64(5)}},
+	"InstallationMonth":  {installationMonthQuery, []any{"pdl", int64(5), "pdl", int64(5)}},
+	"AddToSourceAsk":     {addToSourceAskQuery, []any{int64(1), int64(1), "a"}},
+	"SettleSourceAsk":    {settleSourceAskQuery, []any{"a"}},
+	"DeadSourceAskSweep": {deadSourceAsksQuery, []any{int64(5), 500}},
+}
+
+const (
+	// The organization's rows since a day: a range of the primary key.
+	sourceSpendQuery = `SELECT source, day, own_key, calls, hits, misses, errors, unknown, credits
+		FROM source_spend WHERE org_id = ? AND day >= ?`
+	// The organization's asks on the books, through source_asks_org.
+	sourceAsksQuery = `SELECT source, day, own_key, calls, credits FROM source_asks WHERE org_id = ? AND day >= ?`
+	sourceCapsQuery = `SELECT org_id, monthly_credits FROM source_budgets WHERE source = ? AND org_id IN (?, '')`
+	orgMonthQuery   = `SELECT CAST(COALESCE((SELECT SUM(credits) FROM source_spend WHERE org_id = ? AND source = ? AND day >= ?), 0)
+		+ COALESCE((SELECT SUM(credits) FROM source_asks WHERE org_id = ? AND source = ? AND day >= ?), 0) AS BIGINT)`
+	installationMonthQuery = `SELECT CAST(COALESCE((SELECT SUM(credits) FROM source_spend INDEXED BY source_spend_installation
+			WHERE source = ? AND day >= ? AND own_key = 0), 0)
+		+ COALESCE((SELECT SUM(credits) FROM source_asks INDEXED BY source_asks_installation
+			WHERE source = ? AND day >= ? AND own_key = 0), 0) AS BIGINT)`
+	addToSourceAskQuery  = `UPDATE source_asks SET calls = calls + ?, credits = credits + ? WHERE id = ?`
+	settleSourceAskQuery = `DELETE FROM source_asks WHERE id = ? RETURNING org_id, source, day, own_key, calls, credits`
+	// The oldest first, through source_asks_booked.
+	deadSourceAsksQuery = `SELECT id, owner, booked_at FROM source_asks WHERE booked_at < ? ORDER BY booked_at LIMIT ?`
+)
+
+// SourceAsk is an ask of a priced source on the books while it is under way: put there
+// before its first request is sent, added to before each further one, and settled with
+// what it cost when its answer comes (or as unknown, at its full price, when the
+// process that asks is gone first).
+type SourceAsk struct {
+	ID     string // set by BookSourceAsk
+	OrgID  string
+	Source string
+	OwnKey bool   // the organization's own vendor key: the installation's cap does not bind it
+	Owner  string // the process that asks, as SettleDeadSourceAsks tells the live from the gone
+	// Calls and Credits are the requests sent or about to be, each at its full price by
+	// the vendor's published price: the most they can cost.
+	Calls, Credits int64
+}
+
+// BookSourceAsk puts an ask on the books, before its first request is sent, while the
+// source's budgets leave room: the month's credits of the organization's asks (either
+// key) under its cap, and, unless the ask goes out with the organization's own key,
+// those of every organization's asks with the installation's keys under the
+// installation's cap (the lower of the database's and installationCap, serve's flag,
+// when it is above 0). The month's credits are the asks settled and those on the books,
+// every process's. It sets a.ID, or reports booked false, writing nothing, when a cap
+// is reached. One write; where a cap applies, the bookings of every process are taken
+// one at a time (LockSourceBudgets), so that two never both take the room one leaves.
+func (db *DB) BookSourceAsk(ctx context.Context, a *SourceAsk, installationCap int64) (booked bool, err error) {
+	id := uuid.NewString()
+	now := db.now()
+	err = db.Write(ctx, func(tx Tx) error {
+		booked = false
+		st, err := sourceCaps(ctx, tx, a.OrgID, a.Source)
 		if err != nil {
 			return err
 		}
-		for _, b := range rows {
-			if b.OrgID == "" {
-				st.InstallationCap = b.MonthlyCredits
-			} else {
-				st.OrgCap = b.MonthlyCredits
-			}
+		instCap := st.InstallationCap
+		if installationCap > 0 && (instCap == 0 || installationCap < instCap) {
+			instCap = installationCap
 		}
-		if st.OrgCap > 0 {
-			if err := q.QueryRow(ctx, `SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) FROM source_spend WHERE org_id = ? AND source = ? AND day >= ?`,
-				orgID, source, ms(monthStart)).Scan(&st.OrgSpent); err != nil {
+		orgCapped, instCapped := st.OrgCap > 0, !a.OwnKey && instCap > 0
+		if orgCapped || instCapped {
+			if _, err := tx.Hold(ctx, LockSourceBudgets, true); err != nil {
 				return err
 			}
-		}
-		if st.InstallationCap > 0 || countInstallation {
-			if err := q.QueryRow(ctx, `SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) FROM source_spend INDEXED BY source_spend_installation
-				WHERE source = ? AND day >= ? AND own_key = 0`, source, ms(monthStart)).Scan(&st.InstallationSpent); err != nil {
+			if err := monthSpent(ctx, tx, &st, a.OrgID, a.Source, MonthStart(now), orgCapped, instCapped); err != nil {
 				return err
 			}
+			if (orgCapped && st.OrgSpent >= st.OrgCap) || (instCapped && st.InstallationSpent >= instCap) {
+				return nil
+			}
+		}
+		if err := insertSourceAsk(ctx, tx, id, a, now); err != nil {
+			return err
+		}
+		booked = true
+		return nil
+	})
+	if booked {
+		a.ID = id
+	}
+	return booked, err
+}
+
+func insertSourceAsk(ctx context.Context, tx Tx, id string, a *SourceAsk, now time.Time) error {
+	_, err := tx.Exec(ctx, `INSERT INTO source_asks (id, org_id, source, day, own_key, owner, calls, credits, booked_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, a.OrgID, a.Source, ms(DayStart(now)), boolInt(a.OwnKey), a.Owner, a.Calls, a.Credits, ms(now))
+	return err
+}
+
+// AddToSourceAsk puts calls more requests of the ask a.ID on the books, at credits in
+// all, before they are sent: no budget is read, the ask having been admitted. An ask
+// no longer on the books (a sweep took its process for gone, and settled what it had
+// booked as unknown) is put back on with these alone.
+func (db *DB) AddToSourceAsk(ctx context.Context, a SourceAsk, calls, credits int64) error {
+	return db.Write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, addToSourceAskQuery, calls, credits, a.ID)
+		if err != nil || n > 0 {
+			return err
+		}
+		a.Calls, a.Credits = calls, credits
+		return insertSourceAsk(ctx, tx, a.ID, &a, db.now())
+	})
+}
+
+// SettleSourceAsk takes the ask id off the books and adds u, what it cost, to its
+// organization's spend on the day it was booked on (nothing, when it sent no request
+// and cost nothing): one write. settled false: the ask
+// was no longer on the books (a sweep took its process for gone and settled it as
+// unknown, at its full price), and nothing was added.
+func (db *DB) SettleSourceAsk(ctx context.Context, id string, u SourceUse) (settled bool, err error) {
+	err = db.Write(ctx, func(tx Tx) error {
+		a, found, err := takeSourceAsk(ctx, tx, id)
+		if err != nil || !found {
+			settled = false
+			return err
+		}
+		settled = true
+		if u.Calls == 0 && u.Credits == 0 {
+			return nil // it sent nothing: nothing to count, as an ask off the books
+		}
+		return addSourceSpend(ctx, tx, a.org, a.source, a.own, a.day, u)
+	})
+	return settled, err
+}
+
+// bookedAsk is an ask as the books held it when it was taken off them.
+type bookedAsk struct {
+	org, source    string
+	own            bool
+	day            int64
+	calls, credits int64
+}
+
+// takeSourceAsk deletes the ask id from the books and returns it; found false when it
+// was not there (another transaction took it first).
+func takeSourceAsk(ctx context.Context, tx Tx, id string) (a bookedAsk, found bool, err error) {
+	var own int
+	err = tx.QueryRow(ctx, settleSourceAskQuery, id).Scan(&a.org, &a.source, &a.day, &own, &a.calls, &a.credits)
+	if errors.Is(err, ErrNoRows) {
+		return a, false, nil
+	}
+	a.own = own == 1
+	return a, err == nil, err
+}
+
+// deadAsksPerSweep bounds the asks one sweep settles; the next sweep takes the rest.
+const deadAsksPerSweep = 500
+
+// SettleDeadSourceAsks settles as unknown the asks on the books whose process is gone,
+// each at its full price (what it booked) in its organization's spend on its day, and
+// returns how many. self, the process that sweeps, is alive. Where replicas heartbeat
+// (PostgreSQL), a process is gone when it has no live heartbeat, and only its asks
+// booked before bookedBefore are settled (a replica books before its first heartbeat
+// is in); where one process serves the database (SQLite), every process but self is
+// gone: the one before a restart. On either, an ask booked before staleBefore is
+// settled whoever's it is: no answer to it can still come (its task's lifetime is
+// over), and its process lost its settling to a storage outage. A read, then, only
+// when there is one to settle, one write; a sweep already running elsewhere is left
+// to it.
+func (db *DB) SettleDeadSourceAsks(ctx context.Context, self string, bookedBefore, staleBefore time.Time) (int, error) {
+	live := map[string]bool{self: true}
+	replicas, replicated, err := db.liveReplicas(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range replicas {
+		live[r] = true
+	}
+	cutoff := db.now().Add(time.Millisecond) // every ask booked so far
+	if replicated {
+		cutoff = bookedBefore
+	}
+	type candidate struct {
+		id, owner string
+		bookedAt  int64
+	}
+	r, err := db.Reader().Query(ctx, deadSourceAsksQuery, ms(cutoff), deadAsksPerSweep)
+	found, err := collect(r, err, func(r Row) (candidate, error) {
+		var c candidate
+		err := r.Scan(&c.id, &c.owner, &c.bookedAt)
+		return c, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	var dead []string
+	for _, c := range found {
+		if !live[c.owner] || c.bookedAt < ms(staleBefore) {
+			dead = append(dead, c.id)
+		}
+	}
+	if len(dead) == 0 {
+		return 0, nil
+	}
+	settled := 0
+	err = db.Write(ctx, func(tx Tx) error {
+		settled = 0
+		if held, err := tx.Hold(ctx, LockSettleDeadAsks, false); err != nil || !held {
+			return err
+		}
+		for _, id := range dead {
+			a, found, err := takeSourceAsk(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if !found { // settled meanwhile by its process, which was alive after all
+				continue
+			}
+			if err := addSourceSpend(ctx, tx, a.org, a.source, a.own, a.day,
+				SourceUse{Calls: a.calls, Credits: a.credits, Unknown: 1}); err != nil {
+				return err
+			}
+			settled++
 		}
 		return nil
 	})
-	return st, err
+	return settled, err
 }

@@ -101,6 +101,10 @@ const (
 	LockRequeueAbandoned Lock = 0x11 // RequeueAbandoned
 	LockPurgeSettled     Lock = 0x12 // PurgeSettled
 	LockDueWatches       Lock = 0x20 // DueWatches' claims
+	// LockSourceBudgets is held by a booking that a budget caps, from its read of the
+	// month to its write (BookSourceAsk); LockSettleDeadAsks by SettleDeadSourceAsks.
+	LockSourceBudgets  Lock = 0x30
+	LockSettleDeadAsks Lock = 0x31
 )
 
 // collect reads every row of rows with scan, closing them.

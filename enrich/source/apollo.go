@@ -133,7 +133,7 @@ func (a *Apollo) CompanyByDomain(ctx context.Context, domain string) (*enrich.Co
 	var r struct {
 		Organization *apolloOrganization `json:"organization"`
 	}
-	if err := a.api.get(ctx, "/api/v1/organizations/enrich", url.Values{"domain": {domain}}, &r); err != nil {
+	if err := a.api.get(ctx, "/api/v1/organizations/enrich", url.Values{"domain": {domain}}, apolloEnrichCredits, &r); err != nil {
 		return nil, err
 	}
 	o := r.Organization
@@ -207,7 +207,7 @@ func (a *Apollo) match(ctx context.Context, field, value string) (*enrich.Person
 		Person *apolloPerson `json:"person"`
 	}
 	body := map[string]any{field: value, "reveal_personal_emails": false, "reveal_phone_number": false}
-	if err := a.api.post(ctx, "/api/v1/people/match", body, &r); err != nil {
+	if err := a.api.post(ctx, "/api/v1/people/match", body, apolloEnrichCredits, &r); err != nil {
 		return nil, err
 	}
 	d := r.Person

@@ -130,7 +130,7 @@ type elProfile struct {
 // CompanyByURL reads the company page: GET /api/v2/company?url=.
 func (e *EnrichLayer) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
 	var c elCompany
-	if err := e.api.get(ctx, "/api/v2/company", url.Values{"url": {networkURL}}, &c); err != nil {
+	if err := e.api.get(ctx, "/api/v2/company", url.Values{"url": {networkURL}}, enrichLayerCompanyCredits, &c); err != nil {
 		return nil, err
 	}
 	charge(ctx, enrichLayerCompanyCredits)
@@ -156,7 +156,7 @@ func (e *EnrichLayer) resolve(ctx context.Context, domain string) (string, error
 	var r struct {
 		URL *string `json:"url"`
 	}
-	if err := e.api.get(ctx, "/api/v2/company/resolve", url.Values{"company_domain": {domain}}, &r); err != nil {
+	if err := e.api.get(ctx, "/api/v2/company/resolve", url.Values{"company_domain": {domain}}, enrichLayerResolveCredits, &r); err != nil {
 		return "", err
 	}
 	charge(ctx, enrichLayerResolveCredits)
@@ -214,7 +214,7 @@ func headquarters(parts map[string]*string) map[string]any {
 // PersonByURL reads the profile: GET /api/v2/profile?profile_url=.
 func (e *EnrichLayer) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
 	var p elProfile
-	if err := e.api.get(ctx, "/api/v2/profile", url.Values{"profile_url": {networkURL}}, &p); err != nil {
+	if err := e.api.get(ctx, "/api/v2/profile", url.Values{"profile_url": {networkURL}}, enrichLayerProfileCredits, &p); err != nil {
 		return nil, err
 	}
 	charge(ctx, enrichLayerProfileCredits)
@@ -305,7 +305,7 @@ func (e *EnrichLayer) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]e
 		"company_profile_url": {page},
 		"keyword_boolean":     {keyword},
 		"page_size":           {strconv.Itoa(q.Limit)},
-	}, &r)
+	}, enrichLayerSearchCredits, &r)
 	if isNotFound(err) {
 		return nil, nil
 	}

@@ -130,7 +130,7 @@ func (p *PDL) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Comp
 
 func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*enrich.Company, error) {
 	var c pdlCompany
-	if err := p.api.get(ctx, "/v5/company/enrich", q, &c); err != nil {
+	if err := p.api.get(ctx, "/v5/company/enrich", q, pdlMatchCredits, &c); err != nil {
 		return nil, err
 	}
 	charge(ctx, pdlMatchCredits)
@@ -196,7 +196,7 @@ func (p *PDL) personEnrich(ctx context.Context, q url.Values) (*enrich.Person, e
 	var r struct {
 		Data *pdlPerson `json:"data"`
 	}
-	if err := p.api.get(ctx, "/v5/person/enrich", q, &r); err != nil {
+	if err := p.api.get(ctx, "/v5/person/enrich", q, pdlMatchCredits, &r); err != nil {
 		return nil, err
 	}
 	charge(ctx, pdlMatchCredits)
@@ -325,7 +325,8 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 		} `json:"data"`
 		ScrollToken *string `json:"scroll_token"`
 	}
-	err := p.api.post(ctx, "/v5/person/search", body, &r)
+	// A credit a record returned: at most size.
+	err := p.api.post(ctx, "/v5/person/search", body, int64(q.Limit)*pdlMatchCredits, &r)
 	if isNotFound(err) { // PDL answers 404 when no record matches
 		return nil, "", nil
 	}

@@ -267,6 +267,10 @@ func (s *Sim) company(slug, domain string) *enrich.Company {
 }
 
 func (s *Sim) call(ctx context.Context) error {
+	// On the ask's books at its full price before it is made, as a vendor's request is.
+	if err := enrich.TallyOf(ctx).Book(ctx, s.Credits); err != nil {
+		return err
+	}
 	if s.Latency > 0 {
 		t := time.NewTimer(s.Latency)
 		defer t.Stop()

@@ -36,6 +36,8 @@ type fakeVendor struct {
 	routes map[string][]reply
 	got    []*http.Request
 	bodies []string
+	// arrived, when set, is told of each request as it arrives, with how many came.
+	arrived func(n int)
 }
 
 func newFakeVendor(t *testing.T, routes map[string][]reply) *fakeVendor {
@@ -61,7 +63,11 @@ func (f *fakeVendor) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		rep, f.routes[r.URL.Path] = replies[0], replies[1:]
 	}
+	arrived, n := f.arrived, len(f.got)
 	f.mu.Unlock()
+	if arrived != nil {
+		arrived(n)
+	}
 	for k, v := range rep.header {
 		w.Header().Set(k, v)
 	}

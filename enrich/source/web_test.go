@@ -337,14 +337,16 @@ type webSpend struct {
 	spent *[]enrich.SourceCall
 }
 
-func (s webSpend) Admit(_ context.Context, _, src string, _ bool) string {
+func (s webSpend) Admit(_ context.Context, _, src string, _ bool) (*enrich.Booking, string) {
 	if s.over[src] {
-		return enrich.ReasonBudget
+		return nil, enrich.ReasonBudget
 	}
-	return ""
+	return nil, ""
 }
 
-func (s webSpend) Spent(_ context.Context, _ string, call enrich.SourceCall) {
+func (s webSpend) Book(context.Context, *enrich.Booking, int64, int64) error { return nil }
+
+func (s webSpend) Spent(_ context.Context, _ string, call enrich.SourceCall, _ *enrich.Booking) {
 	*s.spent = append(*s.spent, call)
 }
 

@@ -15,7 +15,7 @@ import (
 type sourceCard struct {
 	server.SourceReport
 	Position int
-	Asks     int64  // hits, misses and errors
+	Asks     int64  // hits, misses, errors, and those unknown or under way
 	USDText  string // the month in USD, "$1.20", where a credit's price is set
 	Chart    spendChart
 }
@@ -91,7 +91,7 @@ func handleSourcesPage(s *Dashboard) http.Handler {
 		d := data{Month: month.Format("January 2006")}
 		for i, src := range rep.Sources {
 			card := sourceCard{SourceReport: src, Position: i + 1,
-				Asks: src.Hits + src.Misses + src.Errors, Chart: newCreditsChart(src.Days, month, today)}
+				Asks: src.Hits + src.Misses + src.Errors + src.Unknown + src.Pending, Chart: newCreditsChart(src.Days, month, today)}
 			if src.USD != nil {
 				card.USDText = "$" + strconv.FormatFloat(*src.USD, 'f', 2, 64)
 			}

@@ -56,6 +56,10 @@ func TestListQueriesUseAnIndex(t *testing.T) {
 	for name, q := range store.MissQueries {
 		queries = append(queries, query{name, rebind(q.Query), q.Args})
 	}
+	for name, q := range store.SpendQueries {
+		queries = append(queries, query{name, rebind(q.Query), q.Args})
+	}
+	queries = append(queries, query{"LiveReplicas", liveReplicasQuery, []any{1}})
 	for _, q := range queries {
 		var plan strings.Builder
 		rows, err := conn.Query(ctx, `EXPLAIN `+q.sql, q.args...)

@@ -31,3 +31,17 @@ func (db *DB) Heartbeat(ctx context.Context, replicaID string, ttl time.Duration
 	})
 	return live, err
 }
+
+// LiveReplicas returns the replicas whose last heartbeat has not run out: those that
+// are alive, as far as the database can tell. An ask on the books of any other is one
+// whose process is gone (store.DB.SettleDeadSourceAsks).
+func (db *DB) LiveReplicas(ctx context.Context) ([]string, error) {
+	rows, err := db.pool.Query(ctx, liveReplicasQuery, ms(db.now()))
+	if err != nil {
+		return nil, db.readChecked(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, db.readChecked(err)
+}
+
+const liveReplicasQuery = `SELECT id FROM replicas WHERE expires_at > $1`

@@ -564,3 +564,21 @@ ALTER TABLE batch_rows ADD COLUMN company_error TEXT;
 CREATE INDEX batch_rows_company_pending ON batch_rows(batch_id, row_number)
     WHERE company_request IS NOT NULL AND company_task_id IS NULL AND company_error IS NULL;
 CREATE INDEX batch_rows_skipped ON batch_rows(batch_id, row_number) WHERE skipped = 1;
+
+-- migration 14: the asks of priced sources on the books before they are sent (the
+-- SQLite schema's migration 20)
+CREATE TABLE source_asks (
+    id         TEXT COLLATE "C" PRIMARY KEY,
+    org_id     TEXT COLLATE "C" NOT NULL REFERENCES orgs(id),
+    source     TEXT COLLATE "C" NOT NULL,
+    day        BIGINT NOT NULL,
+    own_key    SMALLINT NOT NULL CHECK (own_key IN (0, 1)),
+    owner      TEXT COLLATE "C" NOT NULL,
+    calls      BIGINT NOT NULL,
+    credits    BIGINT NOT NULL,
+    booked_at  BIGINT NOT NULL
+);
+CREATE INDEX source_asks_org ON source_asks(org_id, source, day);
+CREATE INDEX source_asks_installation ON source_asks(source, day) WHERE own_key = 0;
+CREATE INDEX source_asks_booked ON source_asks(booked_at);
+ALTER TABLE source_spend ADD COLUMN unknown BIGINT NOT NULL DEFAULT 0;

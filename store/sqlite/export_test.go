@@ -61,3 +61,7 @@ func (db *DB) EmptyKeyCache() { db.keys.Invalidate() }
 // MissQueries are package store's statements of the sources' misses, for EXPLAIN
 // QUERY PLAN.
 var MissQueries = store.MissQueries
+
+// SpendQueries are package store's statements of the sources' spend and of the asks on
+// the books, for EXPLAIN QUERY PLAN.
+var SpendQueries = store.SpendQueries

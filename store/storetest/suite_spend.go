@@ -141,3 +141,213 @@ func testSourceBudgetsSetReplaceClearAndRefuse(t *testing.T, env *Env) {
 	is.Equal(org, map[string]int64{})
 	is.Equal(inst, map[string]int64{"pdl": 20000})
 }
+
+// testAsksOnTheBooksCountUntilSettled: an ask booked is in the month's figures
+// (Pending) and against the caps at what it is booked at, for every handle; a booking
+// past a cap is refused and writes nothing; the organization's own key is bound by its
+// cap alone; an ask settled counts what it cost, on the day it was booked on, and is
+// settled once; one that sent nothing leaves nothing.
+func testAsksOnTheBooksCountUntilSettled(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, other := env.DB, env.Open()
+	acme, globex := NewOrg(t, db, "acme"), NewOrg(t, db, "globex")
+	month := store.MonthStart(env.Clock.Now())
+	is.NoErr(db.SetSourceBudget(ctx, acme, "pdl", 5))
+	is.NoErr(db.AddSourceSpend(ctx, acme, "pdl", false, env.Clock.Now(), store.SourceUse{Calls: 2, Hits: 2, Credits: 2}))
+
+	book := func(handle *store.DB, org string, own bool, credits, flagCap int64) (store.SourceAsk, bool) {
+		t.Helper()
+		a := store.SourceAsk{OrgID: org, Source: "pdl", OwnKey: own, Owner: "p1", Calls: 1, Credits: credits}
+		ok, err := handle.BookSourceAsk(ctx, &a, flagCap)
+		is.NoErr(err)
+		is.Equal(a.ID != "", ok)
+		return a, ok
+	}
+	first, ok := book(db, acme, false, 1, 0)
+	is.True(ok)
+	is.NoErr(db.AddToSourceAsk(ctx, first, 1, 2)) // a second request, of 2 credits, about to leave
+	for _, handle := range []*store.DB{db, other} {
+		got, err := handle.SourceSpendSince(ctx, acme, month)
+		is.NoErr(err)
+		is.Equal(got["pdl"].Total, store.SourceUse{Calls: 4, Hits: 2, Pending: 1, Credits: 5})
+		is.Equal(got["pdl"].Days[0].SourceUse, store.SourceUse{Calls: 4, Hits: 2, Pending: 1, Credits: 5})
+		st, err := handle.SourceBudgetState(ctx, acme, "pdl", month, true)
+		is.NoErr(err)
+		is.Equal(st, store.BudgetState{OrgCap: 5, OrgSpent: 5, InstallationSpent: 5})
+	}
+	// The cap of 5 is reached by the ask on the books: no handle books another.
+	_, ok = book(other, acme, false, 1, 0)
+	is.True(!ok)
+	_, ok = book(other, acme, true, 1, 0) // its own key is bound by its own cap too
+	is.True(!ok)
+	var rows int
+	is.NoErr(db.Reader().QueryRow(ctx, `SELECT count(*) FROM source_asks`).Scan(&rows))
+	is.Equal(rows, 1) // a refused booking writes nothing
+	// The installation's cap, the flag's here, binds the installation's keys, every
+	// organization's, and not an organization's own.
+	_, ok = book(other, globex, false, 1, 5)
+	is.True(!ok)
+	own, ok := book(other, globex, true, 1, 5)
+	is.True(ok)
+
+	// Settled: what the ask cost replaces what it was booked at, on the day it was
+	// booked on, though the answer came the next day.
+	env.Clock.Add(24 * time.Hour)
+	settled, err := other.SettleSourceAsk(ctx, first.ID, store.SourceUse{Calls: 2, Hits: 1, Credits: 1})
+	is.NoErr(err)
+	is.True(settled)
+	settled, err = db.SettleSourceAsk(ctx, first.ID, store.SourceUse{Calls: 2, Hits: 1, Credits: 1})
+	is.NoErr(err)
+	is.True(!settled) // once
+	got, err := db.SourceSpendSince(ctx, acme, month)
+	is.NoErr(err)
+	is.Equal(got["pdl"].Total, store.SourceUse{Calls: 4, Hits: 3, Credits: 3})
+	is.Equal(len(got["pdl"].Days), 1)
+	_, ok = book(db, acme, false, 1, 0) // 3 of 5: room again
+	is.True(ok)
+
+	// An ask that sent nothing leaves nothing but its going.
+	settled, err = db.SettleSourceAsk(ctx, own.ID, store.SourceUse{Misses: 1})
+	is.NoErr(err)
+	is.True(settled)
+	got, err = db.SourceSpendSince(ctx, globex, month)
+	is.NoErr(err)
+	is.Equal(len(got), 0)
+
+	// An ask a sweep took off the books is put back on by its next request, with that
+	// request alone.
+	gone := store.SourceAsk{ID: "taken-off", OrgID: globex, Source: "pdl", Owner: "p1"}
+	is.NoErr(db.AddToSourceAsk(ctx, gone, 1, 10))
+	got, err = db.SourceSpendSince(ctx, globex, month)
+	is.NoErr(err)
+	is.Equal(got["pdl"].Total, store.SourceUse{Calls: 1, Pending: 1, Credits: 10})
+}
+
+// testBookingsFromManyWritersKeepTheCap: asks booked at once from two handles (two
+// processes, two replicas) against one cap take exactly the room it leaves, and
+// those settled free theirs.
+func testBookingsFromManyWritersKeepTheCap(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	acme := NewOrg(t, env.DB, "acme")
+	is.NoErr(env.DB.SetSourceBudget(ctx, acme, "pdl", 12))
+	handles := []*store.DB{env.DB, env.Open()}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var booked []store.SourceAsk
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := store.SourceAsk{OrgID: acme, Source: "pdl", Owner: "p", Calls: 1, Credits: 2}
+			ok, err := handles[i%2].BookSourceAsk(ctx, &a, 0)
+			if ok {
+				mu.Lock()
+				booked = append(booked, a)
+				mu.Unlock()
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		is.NoErr(err)
+	}
+	is.Equal(len(booked), 6) // 6 asks of 2 credits under a cap of 12
+	settled, err := handles[1].SettleSourceAsk(ctx, booked[0].ID, store.SourceUse{Calls: 1, Misses: 1})
+	is.NoErr(err)
+	is.True(settled)
+	a := store.SourceAsk{OrgID: acme, Source: "pdl", Owner: "p", Calls: 1, Credits: 2}
+	ok, err := handles[0].BookSourceAsk(ctx, &a, 0)
+	is.NoErr(err)
+	is.True(ok) // the miss cost nothing: its 2 credits are free again
+}
+
+// testAsksOfAGoneProcessAreSettledUnknown: a sweep settles as unknown, at what they are
+// booked at, the asks of processes that are gone, and not those of live ones. With
+// replicas that heartbeat (PostgreSQL), one is gone once its heartbeat has run out,
+// and only its asks booked before the cutoff are taken; where one process serves
+// (SQLite), every process but the sweeper is. Anyone's ask booked before the stale
+// cutoff is settled too; a late settling of a swept ask changes nothing.
+func testAsksOfAGoneProcessAreSettledUnknown(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	acme := NewOrg(t, db, "acme")
+	month := store.MonthStart(env.Clock.Now())
+	book := func(owner string, calls, credits int64) store.SourceAsk {
+		t.Helper()
+		a := store.SourceAsk{OrgID: acme, Source: "pdl", Owner: owner, Calls: calls, Credits: credits}
+		ok, err := db.BookSourceAsk(ctx, &a, 0)
+		is.NoErr(err)
+		is.True(ok)
+		return a
+	}
+	if env.Postgres() { // the sweeper's and a live replica's heartbeats last
+		_, err := db.Heartbeat(ctx, "sweeper", time.Hour)
+		is.NoErr(err)
+		_, err = db.Heartbeat(ctx, "live", time.Hour)
+		is.NoErr(err)
+		_, err = db.Heartbeat(ctx, "killed", 15*time.Second)
+		is.NoErr(err)
+	}
+	killed := book("killed", 2, 3)
+	book("killed", 1, 1)
+	book("sweeper", 1, 1)
+	live := book("live", 1, 1)
+	figures := func() store.SourceUse {
+		t.Helper()
+		got, err := db.SourceSpendSince(ctx, acme, month)
+		is.NoErr(err)
+		return got["pdl"].Total
+	}
+	is.Equal(figures(), store.SourceUse{Calls: 5, Pending: 4, Credits: 6})
+
+	env.Clock.Add(20 * time.Second) // the killed replica's heartbeat is out
+	now := env.Clock.Now()
+	n, err := db.SettleDeadSourceAsks(ctx, "sweeper", now.Add(-30*time.Second), now.Add(-time.Hour))
+	is.NoErr(err)
+	if env.Postgres() {
+		// Booked within the last 30 s: a replica's asks may come before its first
+		// heartbeat is in. Once that is past, the killed replica's are taken.
+		is.Equal(n, 0)
+		n, err = db.SettleDeadSourceAsks(ctx, "sweeper", now, now.Add(-time.Hour))
+		is.NoErr(err)
+		is.Equal(n, 2)
+		is.Equal(figures(), store.SourceUse{Calls: 5, Unknown: 2, Pending: 2, Credits: 6})
+	} else {
+		is.Equal(n, 3) // at once, every process's but the sweeper's, "live" among them
+		is.Equal(figures(), store.SourceUse{Calls: 5, Unknown: 3, Pending: 1, Credits: 6})
+	}
+	st, err := db.SourceBudgetState(ctx, acme, "pdl", month, true)
+	is.NoErr(err)
+	is.Equal(st.InstallationSpent, int64(6)) // still counted, at full price
+
+	// A late answer to a swept ask: not counted again.
+	settled, err := db.SettleSourceAsk(ctx, killed.ID, store.SourceUse{Calls: 2, Hits: 1, Credits: 1})
+	is.NoErr(err)
+	is.True(!settled)
+	if env.Postgres() {
+		settled, err = db.SettleSourceAsk(ctx, live.ID, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
+		is.NoErr(err)
+		is.True(settled) // a live replica's ask was left to it
+	}
+
+	// Older than a task lives: settled, the sweeper's own included.
+	env.Clock.Add(time.Hour)
+	now = env.Clock.Now()
+	n, err = db.SettleDeadSourceAsks(ctx, "sweeper", now, now.Add(-30*time.Minute))
+	is.NoErr(err)
+	is.Equal(n, 1)
+	want := store.SourceUse{Calls: 5, Unknown: 4, Credits: 6}
+	if env.Postgres() {
+		want = store.SourceUse{Calls: 5, Hits: 1, Unknown: 3, Credits: 6}
+	}
+	is.Equal(figures(), want)
+	n, err = db.SettleDeadSourceAsks(ctx, "sweeper", now, now.Add(-30*time.Minute))
+	is.NoErr(err)
+	is.Equal(n, 0) // nothing left: a read, no write
+}
