@@ -283,6 +283,9 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 		if a.TaskID == "" {
 			return nil, enrich.Errorf(enrich.KindInvalid, "task_id is required: the id of a task an enrichment returned")
 		}
+		if !IsID(a.TaskID) {
+			return nil, store.TaskNotFound() // as GET /v1/tasks/{id} answers for it
+		}
 		t, err := s.db.GetTask(ctx, p.OrgID, a.TaskID)
 		if err != nil {
 			return nil, err

@@ -25,7 +25,6 @@ import (
 	"enrichd/webhook"
 
 	"github.com/google/uuid"
-	"github.com/julienschmidt/httprouter"
 	"golang.org/x/time/rate"
 )
 
@@ -324,15 +323,12 @@ func New(db *store.DB, cfg Config) *Server {
 	if cfg.Dashboard != nil {
 		s.pages = cfg.Dashboard(s)
 	}
-	router := httprouter.New()
-	router.RedirectTrailingSlash = false
-	router.RedirectFixedPath = false
-	router.HandleOPTIONS = false
+	router := &Router{}
 	addRoutes(router, s)
 	if !cfg.SeparateAdmin {
 		addAdminRoutes(router, s, true)
 	}
-	s.handler = s.logRequests(router)
+	s.handler = s.logRequests(router.handler(s.unrouted(router)))
 	return s
 }
 
