@@ -23,6 +23,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/google/uuid"
 )
 
 // openAPIFile is the document the server embeds and serves.
@@ -109,7 +110,7 @@ func (e *env) checkOpenAPI(req *http.Request, reqBody []byte, res *response) {
 	req.Body = io.NopCloser(bytes.NewReader(reqBody))
 	where := fmt.Sprintf("%s %s -> %d", req.Method, req.URL.RequestURI(), res.status)
 
-	route, params, err := s.router.FindRoute(req)
+	route, params, err := s.findRoute(req)
 	if err != nil {
 		// No operation: the server must answer as the document says it answers a path
 		// it does not have (404) or a method a path does not have (405).
@@ -154,6 +155,33 @@ func (e *env) checkOpenAPI(req *http.Request, reqBody []byte, res *response) {
 	}
 }
 
+// findRoute is the operation of the document that takes req, if any. The router
+// matches a path's shape; a path parameter must also fit its schema, as the server's
+// router holds an {id} to be a uuid: /v1/watches/import is not GET /v1/watches/{id},
+// nor is /v1/loops PATCH /v1/loops/{id} with an empty id.
+func (s *openAPISpec) findRoute(req *http.Request) (*routers.Route, map[string]string, error) {
+	route, params, err := s.router.FindRoute(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range append(route.PathItem.Parameters, route.Operation.Parameters...) {
+		if p.Value == nil || p.Value.In != openapi3.ParameterInPath {
+			continue
+		}
+		v := params[p.Value.Name]
+		if v == "" || p.Value.Schema != nil && p.Value.Schema.Value.Format == "uuid" && !isUUID(v) {
+			return nil, nil, fmt.Errorf("%s: the path parameter %s is %q, which does not fit its schema", req.URL.Path, p.Value.Name, v)
+		}
+	}
+	return route, params, nil
+}
+
+// isUUID reports whether s is a uuid as enrichd writes one: lowercase, with hyphens.
+func isUUID(s string) bool {
+	u, err := uuid.Parse(s)
+	return err == nil && u.String() == s
+}
+
 // unmatched is the operation of a request no operation of the document matches: 404
 // where the document has no such path, 405 where it has the path with other methods,
 // and 429 for either, as the per-address rate limit comes first.
@@ -162,7 +190,7 @@ func (s *openAPISpec) unmatched(req *http.Request, status int) (*routers.Route, 
 	for _, m := range methods {
 		other := req.Clone(req.Context())
 		other.Method = m
-		if _, _, err := s.router.FindRoute(other); err == nil {
+		if _, _, err := s.findRoute(other); err == nil {
 			pathKnown = true
 		}
 	}
