@@ -182,6 +182,22 @@ func isUUID(s string) bool {
 	return err == nil && u.String() == s
 }
 
+// methodNotAllowed is the 405 the document's description gives for a method a path
+// does not answer: no operation has it, so it is no component either (a component no
+// operation uses is one the linters warn of).
+func (s *openAPISpec) methodNotAllowed() *openapi3.ResponseRef {
+	code := openapi3.NewStringSchema()
+	code.Enum = []any{"method_not_allowed"}
+	body := openapi3.NewAllOfSchema(s.doc.Components.Schemas["Error"].Value,
+		&openapi3.Schema{Required: []string{"code"}, Properties: openapi3.Schemas{"code": code.NewRef()}})
+	res := openapi3.NewResponse().WithDescription("The path does not answer this method.").WithJSONSchema(body)
+	res.Headers = openapi3.Headers{
+		"X-Request-Id": s.doc.Components.Headers["XRequestId"],
+		"Allow":        &openapi3.HeaderRef{Value: &openapi3.Header{Parameter: openapi3.Parameter{Required: true, Schema: openapi3.NewStringSchema().NewRef()}}},
+	}
+	return &openapi3.ResponseRef{Value: res}
+}
+
 // unmatched is the operation of a request no operation of the document matches: 404
 // where the document has no such path, 405 where it has the path with other methods,
 // and 429 for either, as the per-address rate limit comes first.
@@ -194,16 +210,16 @@ func (s *openAPISpec) unmatched(req *http.Request, status int) (*routers.Route, 
 			pathKnown = true
 		}
 	}
-	want, name := http.StatusNotFound, "NotFound"
+	want, answer := http.StatusNotFound, s.doc.Components.Responses["NotFound"]
 	if pathKnown {
-		want, name = http.StatusMethodNotAllowed, "MethodNotAllowed"
+		want, answer = http.StatusMethodNotAllowed, s.methodNotAllowed()
 	}
 	if status != want && status != http.StatusTooManyRequests {
 		return nil, fmt.Errorf("the document has no such operation and says the answer is %d, not %d", want, status)
 	}
 	op := openapi3.NewOperation()
 	op.Responses = openapi3.NewResponses(
-		openapi3.WithStatus(want, s.doc.Components.Responses[name]),
+		openapi3.WithStatus(want, answer),
 		openapi3.WithStatus(http.StatusTooManyRequests, s.doc.Components.Responses["TooManyRequests"]),
 	)
 	return &routers.Route{Spec: s.doc, Path: req.URL.Path, Method: req.Method, Operation: op}, nil
