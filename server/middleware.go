@@ -225,6 +225,9 @@ func (s *Server) authed(next http.Handler) http.Handler {
 // url.Values.Get would take the first. Every handler behind authed reads its query
 // with url.Values, so each may.
 func plainQuery(raw string) error {
+	if raw == "" {
+		return nil
+	}
 	q, err := url.ParseQuery(raw)
 	if err != nil {
 		return enrich.Errorf(enrich.KindInvalid, "the query string is not well-formed (%s); escape each name and value (RFC 3986) and separate them with &", clip(err.Error(), 120))
