@@ -215,6 +215,10 @@ func (s *Server) authed(next http.Handler) http.Handler {
 			s.error(w, r, err)
 			return
 		}
+		if err := RefusedID(r); err != nil {
+			s.error(w, r, err)
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
 	}))
 }
@@ -230,7 +234,7 @@ func plainQuery(raw string) error {
 	}
 	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return enrich.Errorf(enrich.KindInvalid, "the query string is not well-formed (%s); escape each name and value (RFC 3986) and separate them with &", clip(err.Error(), 120))
+		return enrich.Errorf(enrich.KindInvalid, "the query string is not well-formed (%s): percent-encode each name and value (RFC 3986)", clip(err.Error(), 120))
 	}
 	for name, values := range q {
 		if len(values) > 1 {

@@ -155,25 +155,63 @@ func (e *env) checkOpenAPI(req *http.Request, reqBody []byte, res *response) {
 	}
 }
 
-// findRoute is the operation of the document that takes req, if any. The router
-// matches a path's shape; a path parameter must also fit its schema, as the server's
-// router holds an {id} to be a uuid: /v1/watches/import is not GET /v1/watches/{id},
-// nor is /v1/loops PATCH /v1/loops/{id} with an empty id.
+// findRoute is the operation of the document that answers req, if any. The router
+// matches a path's shape, as the server's router does, and an {id} that is no uuid is
+// still the operation's to answer (404, or 401 without a key), but for a path that is
+// exactly another operation's: /v1/watches/import is not GET /v1/watches/{id}. An
+// empty parameter matches nothing (/v1/loops is not PATCH /v1/loops/{id}).
 func (s *openAPISpec) findRoute(req *http.Request) (*routers.Route, map[string]string, error) {
 	route, params, err := s.router.FindRoute(req)
 	if err != nil {
 		return nil, nil, err
 	}
+	switch fits(route, params) {
+	case nil:
+		return route, params, nil
+	case errEmptyParam:
+		return nil, nil, errEmptyParam
+	}
+	for _, m := range methods {
+		other := req.Clone(req.Context())
+		other.Method = m
+		if _, _, err := s.exactRoute(other); err == nil {
+			return nil, nil, fmt.Errorf("%s is %s's path, not %s's", req.URL.Path, m, route.Operation.OperationID)
+		}
+	}
+	return route, params, nil
+}
+
+// exactRoute is the operation of the document that takes req with every path
+// parameter fitting its schema.
+func (s *openAPISpec) exactRoute(req *http.Request) (*routers.Route, map[string]string, error) {
+	route, params, err := s.router.FindRoute(req)
+	if err == nil {
+		err = fits(route, params)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return route, params, nil
+}
+
+var errEmptyParam = errors.New("a path parameter is empty")
+
+// fits says whether the path parameters of a route fit their schemas: not empty, and
+// a uuid where the format says so.
+func fits(route *routers.Route, params map[string]string) error {
 	for _, p := range append(route.PathItem.Parameters, route.Operation.Parameters...) {
 		if p.Value == nil || p.Value.In != openapi3.ParameterInPath {
 			continue
 		}
 		v := params[p.Value.Name]
-		if v == "" || p.Value.Schema != nil && p.Value.Schema.Value.Format == "uuid" && !isUUID(v) {
-			return nil, nil, fmt.Errorf("%s: the path parameter %s is %q, which does not fit its schema", req.URL.Path, p.Value.Name, v)
+		if v == "" {
+			return errEmptyParam
+		}
+		if p.Value.Schema != nil && p.Value.Schema.Value.Format == "uuid" && !isUUID(v) {
+			return fmt.Errorf("the path parameter %s is %q, not a uuid", p.Value.Name, v)
 		}
 	}
-	return route, params, nil
+	return nil
 }
 
 // isUUID reports whether s is a uuid as enrichd writes one: lowercase, with hyphens.
@@ -206,7 +244,7 @@ func (s *openAPISpec) unmatched(req *http.Request, status int) (*routers.Route, 
 	for _, m := range methods {
 		other := req.Clone(req.Context())
 		other.Method = m
-		if _, _, err := s.findRoute(other); err == nil {
+		if _, _, err := s.exactRoute(other); err == nil {
 			pathKnown = true
 		}
 	}

@@ -13,7 +13,8 @@ import (
 // not UTF-8, which PostgreSQL refuses as text, a word, a UUID written otherwise than
 // enrichd writes ids) is 404 in every route that takes one, the API's, the dashboard's
 // and MCP's get_task alike, on both engines: the store is never asked, nothing is
-// logged as an error, and nothing changes.
+// logged as an error, and nothing changes. The key, or the session, is checked first,
+// as for any id.
 func TestAnIDThatCannotBeOneIsNotFound(t *testing.T) {
 	e := newEnv(t, allowPrivateWebhooks)
 	// One object of each kind, so that an id read loosely could find something.
@@ -26,7 +27,7 @@ func TestAnIDThatCannotBeOneIsNotFound(t *testing.T) {
 
 	notIDs := []string{"%00", "%ff", "%C3%28", "a%00b", "nope", strings.ToUpper(loopID), "{" + loopID + "}", "urn:uuid:" + loopID, loopID[:35]}
 	kinds := map[string]string{"tasks": "task", "loops": "loop", "deliveries": "delivery", "watches": "watch", "batches": "batch"}
-	admin := e.signIn("acme", "admin")
+	admin, nobody := e.signIn("acme", "admin"), e.newBrowser()
 	var api, pages int
 	for _, route := range registeredRoutes(t) {
 		method, path, _ := strings.Cut(route, " ")
@@ -41,6 +42,9 @@ func TestAnIDThatCannotBeOneIsNotFound(t *testing.T) {
 					var p *webPage
 					if method == http.MethodGet {
 						p = admin.get(target)
+						if out := nobody.get(target); out.status != http.StatusSeeOther || !strings.HasPrefix(out.location, "/dashboard/login") {
+							t.Errorf("GET %s without a session: %d to %q, want 303 to sign in", target, out.status, out.location)
+						}
 					} else {
 						p = admin.post(target, url.Values{"name": {"Taken over"}, "domain": {"acme.com"}})
 					}
@@ -57,6 +61,9 @@ func TestAnIDThatCannotBeOneIsNotFound(t *testing.T) {
 				var body any
 				if method == http.MethodPost || method == http.MethodPatch {
 					body = map[string]any{}
+				}
+				if r := e.do(method, target, body, "Authorization", ""); r.status != http.StatusUnauthorized {
+					t.Errorf("%s %s without a key: %d %s, want 401", method, target, r.status, r.raw)
 				}
 				r := e.do(method, target, body)
 				kind := kinds[strings.Split(path, "/")[2]]

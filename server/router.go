@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,10 +13,13 @@ import (
 // dashboard's Mount) and serves them through httprouter. It adds two rules to
 // httprouter's:
 //
-//   - A path's :id is an object's id, a UUID, and matches nothing else: an id that
-//     cannot name an object never reaches a handler, or the store (where PostgreSQL
-//     would refuse a string that is not UTF-8 as an error of its own), and a literal
-//     segment such as /v1/watches/import is never taken for an id.
+//   - A path's :id is an object's id, a uuid as the store writes it, and nothing else
+//     is: a literal segment such as /v1/watches/import is never taken for an id, and
+//     an id that cannot name an object never reaches the store (where PostgreSQL
+//     would refuse a string that is not UTF-8 as an error of its own). A request whose
+//     path is a route's but for such an id, and no other route's, goes to that route
+//     marked (notAnID): its guard, once it knows the client, answers its object not
+//     found (RefusedID) without running the handler.
 //   - A request no route takes is answered from the routes as written: 405 with the
 //     methods its path takes in Allow, or 404 when it takes none. So Allow is true
 //     for every path, where httprouter's would list a method whose route matches the
@@ -69,7 +73,11 @@ func IsID(s string) bool {
 }
 
 // matches reports whether the route takes path.
-func (r *route) matches(path string) bool {
+func (r *route) matches(path string) bool { return r.matchesShape(path, true) }
+
+// matchesShape reports whether path has the route's shape: its id an id when strict,
+// any segment otherwise.
+func (r *route) matchesShape(path string, strict bool) bool {
 	rest, ok := strings.CutPrefix(path, "/")
 	if !ok {
 		return false
@@ -80,7 +88,7 @@ func (r *route) matches(path string) bool {
 		}
 		part, more, found := strings.Cut(rest, "/")
 		switch {
-		case seg == ":"+IDParam:
+		case seg == ":"+IDParam && strict:
 			if !IsID(part) {
 				return false
 			}
@@ -147,16 +155,33 @@ func (rt *Router) handler(unrouted func(w http.ResponseWriter, r *http.Request, 
 		method, path, _ := strings.Cut(key, " ")
 		routes := shared[key]
 		hr.Handler(method, path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			for _, rt := range routes {
-				if rt.matches(r.URL.Path) {
-					rt.handler.ServeHTTP(w, r)
+			for _, route := range routes {
+				if route.matches(r.URL.Path) {
+					route.handler.ServeHTTP(w, r)
 					return
+				}
+			}
+			if allow := rt.Allowed(r.URL.Path); len(allow) == 0 {
+				for _, route := range routes {
+					if route.matchesShape(r.URL.Path, false) {
+						route.handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), notAnIDKey{}, true)))
+						return
+					}
 				}
 			}
 			refuse(w, r)
 		}))
 	}
 	return hr
+}
+
+type notAnIDKey struct{}
+
+// notAnID reports whether the router took the request to its route though its :id is
+// no id.
+func notAnID(r *http.Request) bool {
+	v, _ := r.Context().Value(notAnIDKey{}).(bool)
+	return v
 }
 
 // registeredPath is the path r is registered with in httprouter: its own, but for a

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -101,8 +100,8 @@ func addRoutes(r *Router, s *Server) {
 	}
 }
 
-// objectNotFound is what a path of an object whose id cannot be one is answered: what
-// is answered for an id of no object, by the path's prefix.
+// objectNotFound is what a route of an object answers for an id that cannot be one:
+// what it answers for an id of no object, by the path's prefix.
 var objectNotFound = []struct {
 	prefix string
 	err    func() error
@@ -125,51 +124,45 @@ func NoSuchKey() error {
 	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "Your organization has no such key."}
 }
 
-// notFoundAt is the error a path no route takes is answered with: its object's not
-// found when the path is an object's but for its id, else nil.
-func notFoundAt(rt *Router, path string) error {
+// RefusedID is the answer to a request the router took to its route though its :id
+// is no id (Router): the object not found, as for an id of no object; nil for any
+// other request. The guards every route with an id goes through (authed, and the
+// dashboard's session check) answer it once they know the client, so that a request
+// without a key is 401 whatever its path, and the store never sees the id.
+func RefusedID(r *http.Request) error {
+	if !notAnID(r) {
+		return nil
+	}
 	for _, o := range objectNotFound {
-		rest, ok := strings.CutPrefix(path, o.prefix)
-		if !ok {
-			continue
-		}
-		_, tail, more := strings.Cut(rest, "/")
-		if more {
-			tail = "/" + tail
-		}
-		if len(rt.Allowed(o.prefix+anyID+tail)) > 0 {
+		if strings.HasPrefix(r.URL.Path, o.prefix) {
 			return o.err()
 		}
 	}
-	return nil
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "not found: the id in the path is not an id"}
 }
 
-// anyID stands for an id in a path that has one of no object, to ask the routes
-// whether the path's shape is one of theirs.
-const anyID = "00000000-0000-0000-0000-000000000000"
-
 // unrouted answers a request that no route takes: 405 with the methods its path
-// takes (Router.Allowed), else 404; a path under /dashboard/ as a page. A path of an
-// object whose id is not an id at all is that object not found, as the store would
-// answer for an id it does not have.
-func (s *Server) unrouted(rt *Router) func(w http.ResponseWriter, r *http.Request, allow []string) {
-	notFound := s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		object := notFoundAt(rt, r.URL.Path)
+// takes (Router.Allowed), else 404; a path under /dashboard/ as a page.
+func (s *Server) unrouted(w http.ResponseWriter, r *http.Request, allow []string) {
+	if len(allow) == 0 {
+		s.notFound.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	s.notAllowed.ServeHTTP(w, r)
+}
+
+// unroutedAnswers makes the handlers of unrouted: a 404 and a 405, each named in the
+// log and rate-limited by address like any request.
+func (s *Server) unroutedAnswers() {
+	s.notFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.pages != nil && strings.HasPrefix(r.URL.Path, "/dashboard/") {
-			var e *enrich.Error
-			if !errors.As(object, &e) {
-				e = &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "There is no such page in the dashboard."}
-			}
-			s.pages.Refuse(w, r, e)
-			return
-		}
-		if object != nil {
-			s.error(w, r, object)
+			s.pages.Refuse(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "There is no such page in the dashboard."})
 			return
 		}
 		s.error(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "no such endpoint: " + r.Method + " " + clip(r.URL.Path, 200)})
 	})))
-	notAllowed := s.route("method_not_allowed", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.notAllowed = s.route("method_not_allowed", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		allow := w.Header().Get("Allow")
 		if s.pages != nil && strings.HasPrefix(r.URL.Path, "/dashboard/") {
 			s.pages.Refuse(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
@@ -179,12 +172,4 @@ func (s *Server) unrouted(rt *Router) func(w http.ResponseWriter, r *http.Reques
 		s.error(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
 			Message: r.Method + " is not allowed on " + clip(r.URL.Path, 200) + "; allowed: " + allow})
 	})))
-	return func(w http.ResponseWriter, r *http.Request, allow []string) {
-		if len(allow) == 0 {
-			notFound.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		notAllowed.ServeHTTP(w, r)
-	}
 }

@@ -238,6 +238,8 @@ type Server struct {
 	handler   http.Handler
 	metrics   *serverMetrics
 	pages     Pages // the dashboard, when Config.Dashboard made one
+	// notFound and notAllowed answer a request no route takes (unrouted).
+	notFound, notAllowed http.Handler
 	// activity counts API requests and claims; maintenance reads it to find quiet times.
 	activity atomic.Uint64
 	// listeners are those Listen made, whose open connections /metrics shows.
@@ -328,7 +330,8 @@ func New(db *store.DB, cfg Config) *Server {
 	if !cfg.SeparateAdmin {
 		addAdminRoutes(router, s, true)
 	}
-	s.handler = s.logRequests(router.handler(s.unrouted(router)))
+	s.unroutedAnswers()
+	s.handler = s.logRequests(router.handler(s.unrouted))
 	return s
 }
 
