@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -822,6 +823,9 @@ func checkSigned(t *testing.T, d hookDelivery, secret, event string) {
 
 // hookReceiver is a Loop's webhook endpoint: it answers each delivery with the next
 // status queued in answers (2xx when none is left) and hands what it got to the test.
+// A refusal asks, by Retry-After, to be tried again in an hour: the sender's own
+// schedule would try again 10 s later, which a loaded machine can let pass before the
+// test has looked, so the only retry a test sees is the one it makes.
 type hookReceiver struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -853,11 +857,18 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 		case rc.got <- hookDelivery{header: r.Header.Clone(), body: body, status: status}:
 		default: // the test reads what it waits for; more would be a fault it sees elsewhere
 		}
+		if status >= 400 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(receiverRetryAfter/time.Second)))
+		}
 		w.WriteHeader(status)
 	}))
 	t.Cleanup(rc.srv.Close)
 	return rc
 }
+
+// receiverRetryAfter is how long a refusal of the hookReceiver asks to be left alone:
+// longer than the whole browser test.
+const receiverRetryAfter = time.Hour
 
 // answerNext makes the receiver answer the next deliveries with these statuses.
 func (rc *hookReceiver) answerNext(statuses ...int) {

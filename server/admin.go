@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"enrichd/enrich"
-
-	"github.com/julienschmidt/httprouter"
 )
 
 // The operator's endpoints: liveness, readiness and metrics. They take no key: a load
@@ -27,7 +26,7 @@ const readyTimeout = 2 * time.Second
 
 // addAdminRoutes adds /healthz, /readyz and /metrics to r. On the API's listener they
 // share its per-address rate limit (far above any probe's or scraper's rate).
-func addAdminRoutes(r *httprouter.Router, s *Server, limit bool) {
+func addAdminRoutes(r *Router, s *Server, limit bool) {
 	wrap := func(name string, h http.Handler) http.Handler {
 		if limit {
 			h = s.limitIP(h)
@@ -44,26 +43,25 @@ func addAdminRoutes(r *httprouter.Router, s *Server, limit bool) {
 // Config.SeparateAdmin the API's handler does not serve the first three; it never
 // serves the profiles.
 func (s *Server) AdminHandler() http.Handler {
-	router := httprouter.New()
-	router.RedirectTrailingSlash = false
-	router.RedirectFixedPath = false
-	router.HandleOPTIONS = false
+	router := &Router{}
 	addAdminRoutes(router, s, false)
 	addPprofRoutes(router, s)
-	router.NotFound = s.route("not_found", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	notFound := s.route("not_found", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found",
-			Message: "no such endpoint: " + r.Method + " " + r.URL.Path + "; this address serves /healthz, /readyz, /metrics and /debug/pprof/"})
+			Message: "no such endpoint: " + r.Method + " " + clip(r.URL.Path, 200) + "; this address serves /healthz, /readyz, /metrics and /debug/pprof/"})
 	}))
-	router.MethodNotAllowed = s.route("method_not_allowed", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		allowed := "GET"
-		if r.URL.Path == "/debug/pprof/symbol" {
-			allowed = "GET, POST"
-		}
-		w.Header().Set("Allow", allowed)
+	notAllowed := s.route("method_not_allowed", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
-			Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + allowed})
+			Message: r.Method + " is not allowed on " + clip(r.URL.Path, 200) + "; allowed: " + w.Header().Get("Allow")})
 	}))
-	return s.logRequests(router)
+	return s.logRequests(router.handler(func(w http.ResponseWriter, r *http.Request, allow []string) {
+		if len(allow) == 0 {
+			notFound.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		notAllowed.ServeHTTP(w, r)
+	}))
 }
 
 // handleHealthz says the process is up and serving HTTP, nothing more: a failing

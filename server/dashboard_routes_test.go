@@ -86,13 +86,14 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 	otherBefore := e.otherState(otherKey, otherLoop, other["tasks"])
 
 	admin, viewer := e.signIn("acme", "admin"), e.signIn("acme", "viewer")
-	// withID fills a route's {id} with the object of ids its path names.
+	// withID fills a route's {id} (or {source}) with the object of ids its path names.
 	withID := func(t *testing.T, route string, ids map[string]string) (string, bool) {
 		t.Helper()
-		before, after, ok := strings.Cut(route, "{id}")
+		before, param, ok := strings.Cut(route, "{")
 		if !ok {
 			return route, false
 		}
+		_, after, _ := strings.Cut(param, "}")
 		kind := strings.Trim(strings.TrimPrefix(before, "/dashboard/"), "/")
 		id, known := ids[kind]
 		if !known {

@@ -266,7 +266,7 @@ func (e *env) do(method, path string, body any, headers ...string) *response {
 	defer res.Body.Close()
 	out := &response{status: res.StatusCode, header: res.Header}
 	out.raw, _ = io.ReadAll(res.Body)
-	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+	if method != http.MethodHead && strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(out.raw, &out.body); err != nil {
 			e.t.Fatalf("%s %s: body is not JSON: %v: %s", method, path, err, out.raw)
 		}

@@ -4,8 +4,6 @@ import (
 	"net/http"
 
 	"enrichd/store"
-
-	"github.com/google/uuid"
 )
 
 type batchResponse struct {
@@ -75,11 +73,7 @@ func handleListBatches(s *Server) http.Handler {
 
 // batchOf is the request's organization's batch the path names; 404 for any other.
 func (s *Server) batchOf(r *http.Request, orgID string) (*store.Batch, error) {
-	id := pathID(r)
-	if _, err := uuid.Parse(id); err != nil {
-		return nil, store.BatchNotFound()
-	}
-	return s.db.GetBatch(r.Context(), orgID, id)
+	return s.db.GetBatch(r.Context(), orgID, pathID(r))
 }
 
 func handleGetBatch(s *Server) http.Handler {

@@ -26,6 +26,8 @@ type deliveryResponse struct {
 	Delivery *store.Delivery `json:"delivery"`
 }
 
+// pathID is the :id of the request's route: an id as the store writes ids, which the
+// router matched (Router); a path with anything else there has no route.
 func pathID(r *http.Request) string {
 	return httprouter.ParamsFromContext(r.Context()).ByName("id")
 }

@@ -9,8 +9,6 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/store"
-
-	"github.com/julienschmidt/httprouter"
 )
 
 const (
@@ -24,7 +22,7 @@ const (
 // handleGetTask answers {task, data, error}: data once succeeded, error once failed.
 func handleGetTask(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		org, id := principal(r).OrgID, httprouter.ParamsFromContext(r.Context()).ByName("id")
+		org, id := principal(r).OrgID, pathID(r)
 		if body, ok := s.settled.get(org, id, s.db.Now(), s.cfg.Retain); ok {
 			writeJSON(w, http.StatusOK, body)
 			return

@@ -330,23 +330,6 @@ func handleDeleteWatch(s *Server) http.Handler {
 	})
 }
 
-// handleWatchPost serves POST /v1/watches/:id. httprouter 1.3 cannot route
-// /v1/watches/import beside /v1/watches/:id/run (a static segment and a parameter at
-// the same place of the POST tree conflict), so the import is this route with the id
-// "import", which no watch has (ids are uuids). Any other id has no POST.
-func handleWatchPost(s *Server) http.Handler {
-	importWatches := handleImportWatches(s)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if pathID(r) == "import" {
-			importWatches.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("Allow", "GET, PATCH, DELETE")
-		s.error(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
-			Message: "POST is not allowed on " + r.URL.Path + "; allowed: GET, PATCH, DELETE"})
-	})
-}
-
 // importRow is one row's answer in an import: the status it would have had alone,
 // and the watch or the error body.
 type importRow struct {

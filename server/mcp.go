@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"enrichd/enrich"
@@ -48,7 +50,10 @@ func handleMCP(s *Server) http.Handler {
 	// here; its warnings and errors are worth a line, beside the request's own.
 	sdkLog := slog.New(minLevel{s.log.Handler(), slog.LevelWarn})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "enrichd", Title: "enrichd enrichment", Version: buildVersion()},
-		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: sdkLog})
+		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: sdkLog,
+			// The tools are the same for the server's life: no list_changed notification
+			// is ever sent, so none is promised (the SDK's default promises one).
+			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: false}}})
 	s.addMCPTools(srv)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
@@ -77,15 +82,105 @@ func handleMCP(s *Server) http.Handler {
 		// but it reads a request without Mcp-Protocol-Version as an older protocol.
 		body := bufio.NewReader(http.MaxBytesReader(w, r.Body, maxBody))
 		if isBatch(body) {
-			http.Error(w, "a JSON-RPC batch is not accepted: send one message a request", http.StatusBadRequest)
+			writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "a JSON-RPC batch is not accepted: send one message a request")
 			return
 		}
+		var read bytes.Buffer // the message as the SDK reads it, for the id of a refusal
 		r.Body = struct {
 			io.Reader
 			io.Closer
-		}{body, r.Body}
-		h.ServeHTTP(w, r) // a tool whose client left marks the request clientClosed, logged as a hang-up
+		}{io.TeeReader(body, &read), r.Body}
+		rw := &rpcRefusals{ResponseWriter: w}
+		h.ServeHTTP(rw, r) // a tool whose client left marks the request clientClosed, logged as a hang-up
+		rw.finish(read.Bytes())
 	})
+}
+
+// The JSON-RPC 2.0 error codes of a refused message.
+const (
+	rpcParseError     = -32700
+	rpcInvalidRequest = -32600
+	rpcMethodNotFound = -32601
+	rpcInternalError  = -32603
+)
+
+// rpcRefusals turns what the SDK's transport refuses in plain text (a malformed
+// message, a wrong Accept or Content-Type, an unknown method, a body too large) into
+// a JSON-RPC error response with the same HTTP status: every answer of /mcp is JSON,
+// and a JSON-RPC client reads it as an error of the protocol. What the SDK answers as
+// JSON already passes through.
+type rpcRefusals struct {
+	http.ResponseWriter
+	refused int // the status of a plain-text refusal held back; 0 while there is none
+	text    bytes.Buffer
+}
+
+func (w *rpcRefusals) WriteHeader(code int) {
+	if w.refused == 0 && code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.refused = code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *rpcRefusals) Write(b []byte) (int, error) {
+	if w.refused != 0 {
+		return w.text.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection, as the SDK flushes through it.
+func (w *rpcRefusals) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish writes a refusal held back as a JSON-RPC error, with the id of the message
+// when it is a request whose id could be read (JSON-RPC's null otherwise).
+func (w *rpcRefusals) finish(message []byte) {
+	if w.refused == 0 {
+		return
+	}
+	text := strings.TrimSpace(w.text.String())
+	code := rpcInvalidRequest
+	switch {
+	case w.refused >= 500:
+		code = rpcInternalError
+	case strings.HasPrefix(text, "malformed payload") && !json.Valid(message):
+		code = rpcParseError // JSON that is not a message is an invalid request
+	case strings.HasPrefix(text, "JSON RPC not handled"):
+		code = rpcMethodNotFound
+	}
+	var msg struct {
+		ID any `json:"id"`
+	}
+	if code != rpcParseError {
+		dec := json.NewDecoder(bytes.NewReader(message))
+		dec.UseNumber()  // an id is answered as sent, a large number too
+		dec.Decode(&msg) // an id that cannot be read stays null
+	}
+	w.Header().Del("X-Content-Type-Options")
+	writeRPCError(w.ResponseWriter, w.refused, msg.ID, code, text)
+}
+
+// rpcErrorResponse is a JSON-RPC error response.
+type rpcErrorResponse struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      any    `json:"id"` // a string, a number, or null
+	Error   struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeRPCError answers a JSON-RPC error response with the message's id, null when
+// it has none that a response may carry (a string or a number).
+func writeRPCError(w http.ResponseWriter, status int, id any, code int, message string) {
+	res := rpcErrorResponse{JSONRPC: "2.0"}
+	switch id.(type) {
+	case string, json.Number:
+		res.ID = id
+	}
+	res.Error.Code, res.Error.Message = code, message
+	encode(w, status, res)
 }
 
 // mcpRequestKey holds the context of the HTTP request a tool is called in, as the
@@ -282,6 +377,9 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 		}
 		if a.TaskID == "" {
 			return nil, enrich.Errorf(enrich.KindInvalid, "task_id is required: the id of a task an enrichment returned")
+		}
+		if !IsID(a.TaskID) {
+			return nil, store.TaskNotFound() // as GET /v1/tasks/{id} answers for it
 		}
 		t, err := s.db.GetTask(ctx, p.OrgID, a.TaskID)
 		if err != nil {

@@ -154,6 +154,9 @@ func TestMCPListsItsTools(t *testing.T) {
 	cs := e.mcp(e.key)
 	is.Equal(cs.InitializeResult().ServerInfo.Name, "enrichd")
 	is.True(cs.InitializeResult().Instructions != "")
+	// The tools never change, so no notification that they did is promised.
+	is.True(cs.InitializeResult().Capabilities.Tools != nil)
+	is.True(!cs.InitializeResult().Capabilities.Tools.ListChanged)
 
 	list, err := cs.ListTools(t.Context(), nil)
 	is.NoErr(err)
@@ -805,14 +808,12 @@ func TestMCPRefusesABatch(t *testing.T) {
 		"white space first":   nil,
 	} {
 		t.Run(name, func(t *testing.T) {
-			is := is.New(t)
 			body := batch
 			if name == "white space first" {
 				body = " \r\n\t" + batch
 			}
 			r := e.do("POST", "/mcp", body, append([]string{"Accept", "application/json, text/event-stream"}, headers...)...)
-			is.Equal(r.status, http.StatusBadRequest)
-			is.Equal(strings.TrimSpace(string(r.raw)), "a JSON-RPC batch is not accepted: send one message a request")
+			rpcRefused(t, r, http.StatusBadRequest, nil, -32600, "a JSON-RPC batch is not accepted: send one message a request")
 		})
 	}
 	e.nothingCharged()
@@ -824,23 +825,65 @@ func TestMCPRefusesABatch(t *testing.T) {
 	is.Equal(e.balance("acme").Charged, int64(1))
 }
 
-// TestMCPTransportRefusals: what the transport refuses before any tool runs is answered
-// as the OpenAPI document says (e.do checks each answer against it), and costs nothing.
+// TestMCPTransportRefusals: what the transport refuses before any tool runs is a
+// JSON-RPC error response, JSON as every error of the API but 401, with the id of the
+// message when it has one; answered as the OpenAPI document says (e.do checks each
+// answer against it), and it costs nothing.
 func TestMCPTransportRefusals(t *testing.T) {
-	is := is.New(t)
 	e := newEnv(t)
 	accept := "application/json, text/event-stream"
 	call := func(domain string) string {
 		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"enrich_company","arguments":{"domain":"` + domain + `"}}}`
 	}
-	big := e.do("POST", "/mcp", call(strings.Repeat("a", 64<<10)+".com"), "Accept", accept)
-	is.Equal(big.status, http.StatusRequestEntityTooLarge)
-	is.Equal(strings.TrimSpace(string(big.raw)), "request body exceeds 65536 bytes")
-	plain := e.do("POST", "/mcp", call("acme.com"), "Accept", accept, "Content-Type", "text/plain")
-	is.Equal(plain.status, http.StatusUnsupportedMediaType)
-	noSSE := e.do("POST", "/mcp", call("acme.com"), "Accept", "application/json")
-	is.Equal(noSSE.status, http.StatusBadRequest)
+	version := []string{"Accept", accept, "Mcp-Protocol-Version", "2025-06-18"}
+	for _, c := range []struct {
+		name    string
+		body    string
+		headers []string
+		status  int
+		id      any
+		code    float64
+		message string
+	}{
+		{"a body too large", call(strings.Repeat("a", 64<<10) + ".com"), version, http.StatusRequestEntityTooLarge, nil, -32600, "request body exceeds 65536 bytes"},
+		{"another Content-Type", call("acme.com"), append(version, "Content-Type", "text/plain"), http.StatusUnsupportedMediaType, nil, -32600, "Content-Type must be 'application/json'"},
+		{"no event stream accepted", call("acme.com"), []string{"Accept", "application/json"}, http.StatusBadRequest, nil, -32600, "Accept must contain both 'application/json' and 'text/event-stream'"},
+		{"a malformed message", `{"jsonrpc":`, version, http.StatusBadRequest, nil, -32700, "malformed payload: unmarshaling jsonrpc message: unexpected EOF"},
+		{"not JSON-RPC", `{"id":3}`, version, http.StatusBadRequest, 3.0, -32600, ""},
+		{"not an object", `[]`, version, http.StatusBadRequest, nil, -32600, ""},
+		{"an id of no type an id has", `{"jsonrpc":"2.0","id":{"a":1},"method":"no/such"}`, version, http.StatusBadRequest, nil, -32600, ""},
+		{"an unknown method", `{"jsonrpc":"2.0","id":7,"method":"no/such"}`, version, http.StatusBadRequest, 7.0, -32601, `JSON RPC not handled: "no/such" unsupported`},
+		{"a string id", `{"jsonrpc":"2.0","id":"abc","method":"no/such"}`, version, http.StatusBadRequest, "abc", -32601, `JSON RPC not handled: "no/such" unsupported`},
+		{"a call without params", `{"jsonrpc":"2.0","id":8,"method":"tools/call"}`, version, http.StatusBadRequest, 8.0, -32600, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rpcRefused(t, e.do("POST", "/mcp", c.body, c.headers...), c.status, c.id, c.code, c.message)
+		})
+	}
+	// An id is answered as it was sent, a number past float64's precision too.
+	r := e.do("POST", "/mcp", `{"jsonrpc":"2.0","id":12345678901234567891,"method":"no/such"}`, version...)
+	is.New(t).True(strings.Contains(string(r.raw), `"id":12345678901234567891,`))
 	e.nothingCharged()
+}
+
+// rpcRefused checks a JSON-RPC error response: its status, and its id, code and
+// message (any message when message is "").
+func rpcRefused(t *testing.T, r *response, status int, id any, code float64, message string) {
+	t.Helper()
+	is := is.NewRelaxed(t)
+	is.Equal(r.status, status)
+	is.Equal(r.header.Get("Content-Type"), "application/json")
+	is.Equal(r.get("jsonrpc"), "2.0")
+	is.True(r.has("id"))
+	is.Equal(r.get("id"), id)
+	is.Equal(r.get("error.code"), code)
+	if message != "" {
+		is.Equal(r.str("error.message"), message)
+	}
+	is.True(r.str("error.message") != "")
+	if t.Failed() {
+		t.Logf("got %d %s", r.status, r.raw)
+	}
 }
 
 // TestMCPToolCallNeedsNoSession: a tool call is one POST, answered by whichever

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -184,11 +185,18 @@ func (s *Server) route(name string, next http.Handler) http.Handler {
 	})
 }
 
-// authed rate-limits by client address, authenticates the bearer key, then
-// rate-limits by key.
+// authed rate-limits by client address, authenticates the bearer key, rate-limits by
+// key, then refuses a query string that does not say one thing (plainQuery). A
+// request with two Authorization headers is not authenticated: which key it meant,
+// and so which organization, is not for the server to guess.
 func (s *Server) authed(next http.Handler) http.Handler {
 	return s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		auth := r.Header.Values("Authorization")
+		if len(auth) != 1 {
+			s.error(w, r, enrich.Errorf(enrich.KindUnauthorized, "Unauthorized"))
+			return
+		}
+		scheme, key, _ := strings.Cut(auth[0], " ")
 		if !strings.EqualFold(scheme, "Bearer") {
 			s.error(w, r, enrich.Errorf(enrich.KindUnauthorized, "Unauthorized"))
 			return
@@ -203,8 +211,37 @@ func (s *Server) authed(next http.Handler) http.Handler {
 			s.error(w, r, rateLimited(wait, "this API key"))
 			return
 		}
+		if err := plainQuery(r.URL.RawQuery); err != nil {
+			s.error(w, r, err)
+			return
+		}
+		if err := RefusedID(r); err != nil {
+			s.error(w, r, err)
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
 	}))
+}
+
+// plainQuery refuses a query string that does not say one thing: one that is not
+// well-formed (a bad escape such as %zz, a semicolon), which url.Values would read in
+// part and quietly drop the rest of, and a parameter sent more than once, of which
+// url.Values.Get would take the first. Every handler behind authed reads its query
+// with url.Values, so each may.
+func plainQuery(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return enrich.Errorf(enrich.KindInvalid, "the query string is not well-formed (%s): percent-encode each name and value (RFC 3986)", clip(err.Error(), 120))
+	}
+	for name, values := range q {
+		if len(values) > 1 {
+			return enrich.Errorf(enrich.KindInvalid, "the query parameter %q is sent %d times; send it once", clip(name, 64), len(values))
+		}
+	}
+	return nil
 }
 
 func principal(r *http.Request) *store.Principal {

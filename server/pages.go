@@ -21,7 +21,7 @@ import (
 // and hands it the requests under /dashboard/ that no route takes.
 type Pages interface {
 	// Mount adds the pages' routes to the router.
-	Mount(r *httprouter.Router)
+	Mount(r *Router)
 	// Refuse answers a request under /dashboard/ that no page takes, as a page.
 	Refuse(w http.ResponseWriter, r *http.Request, err *enrich.Error)
 }
@@ -183,8 +183,13 @@ func ReadUpload(r *http.Request, format BatchFormat) ([]byte, *Upload, error) {
 // Clip shortens s to at most n characters for a message.
 func Clip(s string, n int) string { return clip(s, n) }
 
-// PathID is the :id of the request's route.
+// PathID is the :id of the request's route: an id as the store writes ids (Router).
 func PathID(r *http.Request) string { return pathID(r) }
+
+// PathParam is the parameter name of the request's route.
+func PathParam(r *http.Request, name string) string {
+	return httprouter.ParamsFromContext(r.Context()).ByName(name)
+}
 
 // IntParam reads an integer query parameter within [lo, hi], def when absent.
 func IntParam(q url.Values, name string, def, lo, hi int) (int, error) {

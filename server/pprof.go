@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 	"net/http/pprof"
-
-	"github.com/julienschmidt/httprouter"
 )
 
 // routePprof names every profile request in the logs and metrics.
@@ -16,7 +14,7 @@ const routePprof = "pprof"
 // profile or a trace keeps the process busy for as long as asked, and the command
 // line may hold what an operator passed as a flag. (Importing net/http/pprof also
 // registers them on http.DefaultServeMux, which enrichd never serves.)
-func addPprofRoutes(r *httprouter.Router, s *Server) {
+func addPprofRoutes(r *Router, s *Server) {
 	handlers := map[string]http.Handler{
 		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
 		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),

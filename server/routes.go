@@ -5,12 +5,12 @@ import (
 	"strings"
 
 	"enrichd/enrich"
-
-	"github.com/julienschmidt/httprouter"
+	"enrichd/store"
 )
 
-// addRoutes is the whole API surface.
-func addRoutes(r *httprouter.Router, s *Server) {
+// addRoutes is the whole API surface. A path's :id is an object's id, a UUID (see
+// Router): /v1/watches/import is no watch's.
+func addRoutes(r *Router, s *Server) {
 	r.Handler(http.MethodPost, "/v1/companies/enrich", s.route("enrich_company", s.authed(handleEnrichCompany(s))))
 	r.Handler(http.MethodPost, "/v1/people/enrich", s.route("enrich_person", s.authed(handleEnrichPerson(s))))
 	r.Handler(http.MethodGet, "/v1/tasks", s.route("list_tasks", s.authed(handleListTasks(s))))
@@ -41,8 +41,7 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	r.Handler(http.MethodPatch, "/v1/watches/:id", s.route("update_watch", s.authed(handleUpdateWatch(s))))
 	r.Handler(http.MethodDelete, "/v1/watches/:id", s.route("delete_watch", s.authed(handleDeleteWatch(s))))
 	r.Handler(http.MethodPost, "/v1/watches/:id/run", s.route("run_watch", s.authed(handleRunWatch(s))))
-	// POST /v1/watches/import: see handleWatchPost for why it is routed as an id.
-	r.Handler(http.MethodPost, "/v1/watches/:id", s.route("import_watches", s.authed(handleWatchPost(s))))
+	r.Handler(http.MethodPost, "/v1/watches/import", s.route("import_watches", s.authed(handleImportWatches(s))))
 
 	// The dashboard (package server/dashboard; its handlers are named in its routes.go):
 	// pages for people signed in with a session cookie, which never authenticates /v1,
@@ -65,8 +64,8 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	//   GET  /dashboard/sources
 	//   GET  /dashboard/settings/sources
 	//   POST /dashboard/settings/sources
-	//   POST /dashboard/settings/sources/:id
-	//   POST /dashboard/settings/sources/:id/clear
+	//   POST /dashboard/settings/sources/:source
+	//   POST /dashboard/settings/sources/:source/clear
 	//   GET  /dashboard/credits
 	//   GET  /dashboard/credits.csv
 	//   GET  /dashboard/tasks
@@ -99,24 +98,78 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	if s.pages != nil {
 		s.pages.Mount(r)
 	}
+}
 
-	r.NotFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// objectNotFound is what a route of an object answers for an id that cannot be one:
+// what it answers for an id of no object, by the path's prefix.
+var objectNotFound = []struct {
+	prefix string
+	err    func() error
+}{
+	{"/v1/tasks/", store.TaskNotFound},
+	{"/v1/loops/", store.LoopNotFound},
+	{"/v1/deliveries/", store.DeliveryNotFound},
+	{"/v1/watches/", store.WatchNotFound},
+	{"/v1/batches/", store.BatchNotFound},
+	{"/dashboard/tasks/", store.TaskNotFound},
+	{"/dashboard/loops/", store.LoopNotFound},
+	{"/dashboard/deliveries/", store.DeliveryNotFound},
+	{"/dashboard/watches/", store.WatchNotFound},
+	{"/dashboard/batches/", store.BatchNotFound},
+	{"/dashboard/settings/keys/", NoSuchKey},
+}
+
+// NoSuchKey is the dashboard's answer for a key its organization does not have.
+func NoSuchKey() error {
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "Your organization has no such key."}
+}
+
+// RefusedID is the answer to a request the router took to its route though its :id
+// is no id (Router): the object not found, as for an id of no object; nil for any
+// other request. The guards every route with an id goes through (authed, and the
+// dashboard's session check) answer it once they know the client, so that a request
+// without a key is 401 whatever its path, and the store never sees the id.
+func RefusedID(r *http.Request) error {
+	if !notAnID(r) {
+		return nil
+	}
+	for _, o := range objectNotFound {
+		if strings.HasPrefix(r.URL.Path, o.prefix) {
+			return o.err()
+		}
+	}
+	return &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "not found: the id in the path is not an id"}
+}
+
+// unrouted answers a request that no route takes: 405 with the methods its path
+// takes (Router.Allowed), else 404; a path under /dashboard/ as a page.
+func (s *Server) unrouted(w http.ResponseWriter, r *http.Request, allow []string) {
+	if len(allow) == 0 {
+		s.notFound.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	s.notAllowed.ServeHTTP(w, r)
+}
+
+// unroutedAnswers makes the handlers of unrouted: a 404 and a 405, each named in the
+// log and rate-limited by address like any request.
+func (s *Server) unroutedAnswers() {
+	s.notFound = s.route("not_found", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.pages != nil && strings.HasPrefix(r.URL.Path, "/dashboard/") {
 			s.pages.Refuse(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "There is no such page in the dashboard."})
 			return
 		}
-		s.error(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
+		s.error(w, r, &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found", Message: "no such endpoint: " + r.Method + " " + clip(r.URL.Path, 200)})
 	})))
-	r.MethodNotAllowed = s.route("method_not_allowed", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The router lists OPTIONS, which the API does not answer.
-		allow := strings.ReplaceAll(strings.ReplaceAll(w.Header().Get("Allow"), ", OPTIONS", ""), "OPTIONS, ", "")
-		w.Header().Set("Allow", allow)
+	s.notAllowed = s.route("method_not_allowed", s.limitIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		allow := w.Header().Get("Allow")
 		if s.pages != nil && strings.HasPrefix(r.URL.Path, "/dashboard/") {
 			s.pages.Refuse(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
 				Message: "This address takes " + allow + " only: the dashboard's own links, buttons and forms use it that way."})
 			return
 		}
 		s.error(w, r, &enrich.Error{Kind: enrich.KindMethodNotAllowed, Code: "method_not_allowed",
-			Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + allow})
+			Message: r.Method + " is not allowed on " + clip(r.URL.Path, 200) + "; allowed: " + allow})
 	})))
 }

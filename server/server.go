@@ -25,7 +25,6 @@ import (
 	"enrichd/webhook"
 
 	"github.com/google/uuid"
-	"github.com/julienschmidt/httprouter"
 	"golang.org/x/time/rate"
 )
 
@@ -264,6 +263,8 @@ type Server struct {
 	handler   http.Handler
 	metrics   *serverMetrics
 	pages     Pages // the dashboard, when Config.Dashboard made one
+	// notFound and notAllowed answer a request no route takes (unrouted).
+	notFound, notAllowed http.Handler
 	// activity counts API requests and claims; maintenance reads it to find quiet times.
 	activity atomic.Uint64
 	// listeners are those Listen made, whose open connections /metrics shows.
@@ -351,15 +352,13 @@ func New(db *store.DB, cfg Config) *Server {
 	if cfg.Dashboard != nil {
 		s.pages = cfg.Dashboard(s)
 	}
-	router := httprouter.New()
-	router.RedirectTrailingSlash = false
-	router.RedirectFixedPath = false
-	router.HandleOPTIONS = false
+	router := &Router{}
 	addRoutes(router, s)
 	if !cfg.SeparateAdmin {
 		addAdminRoutes(router, s, true)
 	}
-	s.handler = s.logRequests(router)
+	s.unroutedAnswers()
+	s.handler = s.logRequests(router.handler(s.unrouted))
 	return s
 }
 

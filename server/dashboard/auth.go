@@ -232,6 +232,11 @@ func (s *Dashboard) dashPage(route string, who int, next http.Handler) http.Hand
 				return
 			}
 		}
+		// An address whose id is no id names no object: not found, the store unasked.
+		if err := server.RefusedID(r); err != nil {
+			s.dashError(w, r, err)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 	var h http.Handler = guarded

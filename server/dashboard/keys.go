@@ -61,24 +61,15 @@ func handleCreateKey(s *Dashboard) http.Handler {
 	})
 }
 
-// maxKeyID bounds the id in a revoke URL: a key's id is a UUID.
-const maxKeyID = 64
-
 func handleRevokeKey(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := dashUser(r)
-		noSuchKey := &enrich.Error{Kind: enrich.KindNotFound, Code: "not_found",
-			Message: "Your organization has no such key."}
 		id := server.PathID(r)
-		if id == "" || len(id) > maxKeyID {
-			s.dashError(w, r, noSuchKey)
-			return
-		}
 		// RevokeKey looks the key up within the user's organization only: another
 		// organization's key is not found, exactly as in the API.
 		if err := s.db.RevokeKey(r.Context(), u.OrgName, id); err != nil {
 			if enrich.KindOf(err) == enrich.KindNotFound {
-				err = noSuchKey
+				err = server.NoSuchKey()
 			}
 			s.dashError(w, r, err)
 			return

@@ -4,13 +4,12 @@ import (
 	"net/http"
 
 	"enrichd/enrich"
-
-	"github.com/julienschmidt/httprouter"
+	"enrichd/server"
 )
 
 // Mount adds the dashboard's pages to the server's router: server/routes.go lists
 // their paths beside the API's.
-func (s *Dashboard) Mount(r *httprouter.Router) {
+func (s *Dashboard) Mount(r *server.Router) {
 	r.Handler(http.MethodGet, "/dashboard", http.RedirectHandler("/dashboard/", http.StatusMovedPermanently))
 	// The site's root is the dashboard for whoever opens the address serve printed; a
 	// 302, not a 301, so that no browser keeps it should the root ever answer itself.
@@ -31,8 +30,8 @@ func (s *Dashboard) Mount(r *httprouter.Router) {
 	r.Handler(http.MethodGet, "/dashboard/sources", s.dashPage("dashboard_sources", viewer, handleSourcesPage(s)))
 	r.Handler(http.MethodGet, "/dashboard/settings/sources", s.dashPage("dashboard_fill_lists", viewer, handleFillSettings(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/sources", s.dashPage("dashboard_set_fill_lists", admin, handleSetFillLists(s)))
-	r.Handler(http.MethodPost, "/dashboard/settings/sources/:id", s.dashPage("dashboard_set_source_key", admin, handleSetSourceKey(s)))
-	r.Handler(http.MethodPost, "/dashboard/settings/sources/:id/clear", s.dashPage("dashboard_clear_source_key", admin, handleClearSourceKey(s)))
+	r.Handler(http.MethodPost, "/dashboard/settings/sources/:source", s.dashPage("dashboard_set_source_key", admin, handleSetSourceKey(s)))
+	r.Handler(http.MethodPost, "/dashboard/settings/sources/:source/clear", s.dashPage("dashboard_clear_source_key", admin, handleClearSourceKey(s)))
 	r.Handler(http.MethodGet, "/dashboard/credits", s.dashPage("dashboard_credits", viewer, handleCredits(s)))
 	r.Handler(http.MethodGet, "/dashboard/credits.csv", s.dashPage("dashboard_credits_csv", viewer, handleCreditsCSV(s)))
 	r.Handler(http.MethodGet, "/dashboard/tasks", s.dashPage("dashboard_tasks", viewer, handleTaskList(s)))

@@ -57,10 +57,10 @@ func (s *Dashboard) sourceKeys(r *http.Request, d *sourceKeysData) error {
 	return nil
 }
 
-// sourceName is the :id of the URL, if it names a source the organization can set a
-// key for.
+// sourceName is the :source of the URL, if it names a source the organization can set
+// a key for.
 func (s *Dashboard) sourceName(r *http.Request) (string, error) {
-	name := server.PathID(r)
+	name := server.PathParam(r, "source")
 	for _, n := range s.srv.KeyedSources() {
 		if n == name {
 			return name, nil

@@ -156,7 +156,7 @@ func handleTaskPage(s *Dashboard) http.Handler {
 		u := dashUser(r)
 		ctx := r.Context()
 		id := server.PathID(r)
-		t, err := s.db.GetTask(ctx, u.OrgID, server.Clip(id, 100))
+		t, err := s.db.GetTask(ctx, u.OrgID, id)
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -192,7 +192,7 @@ func handleTaskPage(s *Dashboard) http.Handler {
 func handleDashCancelTask(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := dashUser(r)
-		t, err := s.srv.CancelTask(r.Context(), u.OrgID, server.Clip(server.PathID(r), 100))
+		t, err := s.srv.CancelTask(r.Context(), u.OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return
