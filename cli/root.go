@@ -55,6 +55,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(
 		newServeCommand(),
+		newWaitReadyCommand(),
 		newOrgsCommand(),
 		newKeysCommand(),
 		newUsersCommand(),
