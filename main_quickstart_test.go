@@ -364,7 +364,7 @@ echo "the test's go stands in for go build -o enrichd . alone, not: go $*" >&2; 
 func checkIgnored(t *testing.T, dir, home string, placed ...string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Log("no git here: what the steps made is not checked against .gitignore")
+		t.Log("no git here: what was made is not checked against .gitignore")
 		return
 	}
 	git := func(args ...string) string {
@@ -384,7 +384,7 @@ func checkIgnored(t *testing.T, dir, home string, placed ...string) {
 	made := 0
 	for _, f := range lines(git("ls-files", "--others", "--exclude-standard")) {
 		if !slices.Contains(placed, f) {
-			t.Errorf("%s, made by the Quickstart's steps, is not ignored by .gitignore: it would be committed", f)
+			t.Errorf("%s is not ignored by .gitignore: it would be committed", f)
 		}
 	}
 	for _, f := range lines(git("ls-files", "--others", "--ignored", "--exclude-standard")) {
@@ -392,7 +392,7 @@ func checkIgnored(t *testing.T, dir, home string, placed ...string) {
 		t.Logf("made and ignored: %s", f)
 	}
 	if made == 0 {
-		t.Errorf("the Quickstart's steps made nothing in %s: the check saw nothing to check", dir)
+		t.Errorf("nothing was made in %s: the check saw nothing to check", dir)
 	}
 }
 
