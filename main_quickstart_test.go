@@ -208,7 +208,7 @@ func quickstartCommands(t *testing.T, readme string) []string {
 	var commands []string
 	for _, line := range strings.Split(section, "\n") {
 		line = strings.TrimSpace(line)
-		if strings.Contains(line, "./enrichd ") && !strings.Contains(line, "./enrichd serve") && !strings.Contains(line, "./enrichd wait-ready") && !strings.HasPrefix(line, "(") {
+		if strings.Contains(line, "./enrichd ") && !strings.Contains(line, "./enrichd serve") && !strings.Contains(line, "./enrichd wait-ready") && !strings.HasPrefix(line, "(") && !strings.HasPrefix(line, "`") {
 			commands = append(commands, line)
 		}
 	}

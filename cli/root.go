@@ -71,6 +71,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newVersionCommand(),
 		newEnrichCommand(),
 		newSourcesCommand(),
+		newSimCommand(),
 	)
 	addDBFlag(root)
 	return root
