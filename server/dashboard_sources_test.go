@@ -39,7 +39,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 	e := newEnv(t, func(c *server.Config) { c.Fill = enrich.FillLists{Company: []string{"name", "employee_count"}} })
 	admin := e.signIn("acme", "admin")
 
-	p := admin.get("/dashboard/settings/sources")
+	p := admin.get("/dashboard/sources")
 	is.Equal(p.status, http.StatusOK)
 	is.True(p.has(`<form id="fill-lists" method="post" action="/dashboard/settings/sources"`))
 	for _, f := range enrich.CompanyFields {
@@ -55,7 +55,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 
 	p = admin.post("/dashboard/settings/sources", url.Values{"company": {"slogan", "about"}, "person": {"positions"}})
 	is.Equal(p.status, http.StatusSeeOther)
-	is.True(strings.HasPrefix(p.location, "/dashboard/settings/sources?"))
+	is.True(strings.HasPrefix(p.location, "/dashboard/sources?"))
 	is.Equal(e.ownFill(e.orgID), enrich.FillLists{Company: []string{"slogan", "about"}, Person: []string{"positions"}})
 	fields, err := e.srv.FillFor(context.Background(), claimOf(e.orgID, enrich.LookupDomain))
 	is.NoErr(err)
@@ -65,7 +65,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 	is.True(p.has("Fill lists saved"))
 	is.True(checked(p, "company", "slogan") && checked(p, "company", "about") && checked(p, "person", "positions"))
 	is.True(!checked(p, "company", "name"))
-	is.True(p.has(`id="fill-company-state">This organization's own list.`))
+	is.True(p.has(`id="fill-company-state">This organization's own list: <code>slogan</code>, <code>about</code>.`))
 
 	// No box of a type checked: that type goes back to the default.
 	p = admin.post("/dashboard/settings/sources", url.Values{"person": {"headline"}})
@@ -107,7 +107,7 @@ func TestDashboardFillListsRefusals(t *testing.T) {
 	is.Equal(e.ownFill(e.orgID), want)
 
 	viewer := e.signIn("acme", "viewer")
-	p = viewer.get("/dashboard/settings/sources")
+	p = viewer.get("/dashboard/sources")
 	is.Equal(p.status, http.StatusOK)
 	is.True(checked(p, "company", "slogan"))
 	is.True(p.has(`<fieldset class="stack plain" disabled>`))
