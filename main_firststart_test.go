@@ -22,11 +22,19 @@ import (
 )
 
 // shownCommand is a command the getting started list shows.
-var shownCommand = regexp.MustCompile(`<code class="cmd">([^<]*)</code>`)
+var shownCommand = regexp.MustCompile(`<code class="cmd">(.*?)</code>`)
 
 // restartCommand is the serve the getting started list shows to take the running
 // one's place.
-var restartCommand = regexp.MustCompile(`<code class="cmd restart">([^<]*)</code>`)
+var restartCommand = regexp.MustCompile(`<code class="cmd restart">(.*?)</code>`)
+
+// commandText is a shown command as a reader copies it: its text, without the
+// markup that keeps its words whole.
+func commandText(shown string) string {
+	return html.UnescapeString(markup.ReplaceAllString(shown, ""))
+}
+
+var markup = regexp.MustCompile(`<[^>]*>`)
 
 // firstStartLink is the link serve prints on a database with no user.
 var firstStartLink = regexp.MustCompile(`http://127\.0\.0\.1:\d+/dashboard/install\?token=[A-Za-z0-9_-]{43}`)
@@ -199,7 +207,7 @@ func firstStart(t *testing.T, bin, db string) {
 	// The commands name the database serve runs on, so they work where it runs.
 	shown := map[string]string{}
 	for _, m := range shownCommand.FindAllStringSubmatch(overview, -1) {
-		c := html.UnescapeString(m[1])
+		c := commandText(m[1])
 		words := strings.Fields(c)
 		is.True(len(words) > 3 && words[0] == "./enrichd" && (words[2] == "--db" || words[3] == "--db"))
 		shown[strings.Join(words[1:2], " ")+" "+words[len(words)-1]] = c
@@ -219,7 +227,7 @@ func firstStart(t *testing.T, bin, db string) {
 	if m == nil {
 		t.Fatalf("the list shows no serve to restart with sources that look things up:\n%s", overview)
 	}
-	restart := html.UnescapeString(m[1])
+	restart := commandText(m[1])
 	contains(t, restart, " --addr 127.0.0.1:0 --sources dataset,web")
 	is.Equal(strings.Count(overview, `<li class="todo">`), 3)
 

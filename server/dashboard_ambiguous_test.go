@@ -31,7 +31,8 @@ func TestDashboardAmbiguousAnswerOffersARetryWithHints(t *testing.T) {
 	form, _, _ = strings.Cut(form, "</form>")
 	is.True(strings.Contains(form, `<input type="hidden" name="kind" value="person_email">`))
 	is.True(strings.Contains(form, `<input type="hidden" name="email" value="jsmith@acme.com">`))
-	is.True(strings.Contains(form, `Full name <span class="muted">· tells them apart</span>`))
+	is.True(strings.Contains(form, `<span>Full name <span class="muted">· tells them apart</span></span>`))
+	is.True(strings.Contains(form, `<span>Title</span>`))
 	is.True(strings.Contains(form, `name="fullName" value=""`))
 	is.True(strings.Contains(form, `name="title" value="Software Engineer"`)) // as sent
 	is.True(!strings.Contains(form, `name="location"`))                       // neither sent nor of help

@@ -17,7 +17,7 @@ import (
 	"github.com/matryer/is"
 )
 
-// sourceRow is the HTML of a source's row on Settings → Sources.
+// sourceRow is the HTML of a source's row in the Sources page's keys.
 func sourceRow(p *webPage, name string) string {
 	_, after, ok := strings.Cut(p.body, `<tr class="source-key" id="key-`+name+`">`)
 	if !ok {
@@ -28,7 +28,7 @@ func sourceRow(p *webPage, name string) string {
 }
 
 // TestDashboardSourcesSetsAndClearsAnOrganizationsKey: an admin sets the
-// organization's own key on Settings → Sources, checked with the vendor, shown by
+// organization's own key on the Sources page, checked with the vendor, shown by
 // its last 4 characters only; a refused key is not stored and not echoed; a viewer
 // sees whose key is used and can change nothing; clearing goes back to the
 // installation's key.

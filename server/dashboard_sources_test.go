@@ -153,16 +153,16 @@ func TestDashboardTaskPageShowsWhereEachFieldCameFrom(t *testing.T) {
 		is.True(len(prov) > 0)
 		is.Equal(prov["name"], "fake-network") // the first source's, never overwritten
 		for field, source := range prov {
-			i := strings.Index(p.body, `<tr class="field" id="field-`+field+`"><td><code>`+field+`</code></td>`)
+			i := strings.Index(p.body, `<tr class="field" id="field-`+field+`"><td class="lead"><code class="nobreak">`+field+`</code></td>`)
 			is.True(i >= 0)
 			row, _, _ := strings.Cut(p.body[i:], "</tr>")
-			is.True(strings.Contains(row, `<td class="source"><code>`+source+`</code></td>`))
+			is.True(strings.Contains(row, `<td class="source st"><code class="nobreak">`+source+`</code></td>`))
 		}
-		is.True(p.has(`<td class="value">Acme</td><td class="source"><code>fake-network</code></td>`))
+		is.True(p.has(`<td class="value">Acme</td><td class="source st"><code class="nobreak">fake-network</code></td>`))
 		var calls []enrich.SourceCall
 		is.NoErr(json.Unmarshal(task.Sources, &calls))
 		for _, c := range calls {
-			is.True(p.has(`<td><code>` + c.Name + `</code></td><td><span class="outcome ` + c.Outcome + `">`))
+			is.True(p.has(`<td><code class="nobreak">` + c.Name + `</code></td><td><span class="outcome ` + c.Outcome + `">`))
 		}
 		if len(calls) == 0 {
 			is.True(p.has(`<p class="muted" id="task-sources">None: the answer came from records enrichd already held, and its fields keep the sources they came from.</p>`))
@@ -173,7 +173,7 @@ func TestDashboardTaskPageShowsWhereEachFieldCameFrom(t *testing.T) {
 	p := b.waitPage(first)
 	is.Equal(p.taskStatus(), "succeeded")
 	is.True(p.has(`<table id="task-sources">`))
-	is.True(p.has(`<td><code>fake-network</code></td><td><span class="outcome hit">hit</span>`))
+	is.True(p.has(`<td><code class="nobreak">fake-network</code></td><td><span class="outcome hit">hit</span>`))
 	shown(p, first)
 	askedFirst := len(asked)
 

@@ -89,6 +89,35 @@ func addrArg(addr string) string {
 	return " --addr " + shellQuote(addr)
 }
 
+// shellWords splits a command shellQuote wrote as the shell reads it: at spaces outside
+// single quotes and not escaped, the quotes kept.
+func shellWords(command string) []string {
+	var words []string
+	var word strings.Builder
+	quoted, escaped := false, false
+	for _, r := range command {
+		switch {
+		case escaped:
+			escaped = false
+		case r == '\\' && !quoted:
+			escaped = true
+		case r == '\'':
+			quoted = !quoted
+		case r == ' ' && !quoted:
+			if word.Len() > 0 {
+				words = append(words, word.String())
+				word.Reset()
+			}
+			continue
+		}
+		word.WriteRune(r)
+	}
+	if word.Len() > 0 {
+		words = append(words, word.String())
+	}
+	return words
+}
+
 // shellQuote leaves a word of safe characters as it is and single-quotes any other.
 func shellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {

@@ -161,6 +161,17 @@ type hintRetry struct {
 	Cost  int64
 }
 
+// Mixed says some of the hints shown are there as sent, not as of help: the form
+// then marks those that are.
+func (r *hintRetry) Mixed() bool {
+	for _, h := range r.Hints {
+		if !h.Helps {
+			return true
+		}
+	}
+	return false
+}
+
 type hintField struct {
 	Name, Label, Value string
 	Helps              bool // named by the answer's hintsAccepted
