@@ -27,7 +27,7 @@ func TestWaitReady(t *testing.T) {
 	out := mustCLI(t, "wait-ready", "--addr", api, "--admin-addr", admin)
 	contains(t, out, "enrichd is ready at http://"+admin)
 	// /readyz is on the admin address alone: asked on the API's, it is not enrichd's.
-	contains(t, failCLI(t, "wait-ready", "--addr", api, "--timeout", "300ms"), "not enrichd's /readyz")
+	contains(t, failCLI(t, "wait-ready", "--addr", api, "--timeout", "1s"), "not enrichd's /readyz")
 	// A wildcard host is asked on the loopback address, as a container's check does.
 	_, port, _ := net.SplitHostPort(admin)
 	contains(t, mustCLI(t, "wait-ready", "--addr", "0.0.0.0:"+port), "enrichd is ready at http://127.0.0.1:"+port)
@@ -41,8 +41,8 @@ func TestWaitReady(t *testing.T) {
 		}
 		addr := l.Addr().String()
 		l.Close()
-		msg := failCLI(t, "wait-ready", "--addr", addr, "--timeout", "300ms")
-		contains(t, msg, "enrichd is not ready at http://"+addr+"/readyz after 300ms")
+		msg := failCLI(t, "wait-ready", "--addr", addr, "--timeout", "1s")
+		contains(t, msg, "enrichd is not ready at http://"+addr+"/readyz after 1s")
 		contains(t, msg, "connection refused")
 	})
 	t.Run("not ready", func(t *testing.T) {
@@ -52,7 +52,7 @@ func TestWaitReady(t *testing.T) {
 			w.Write([]byte(`{"status":"not_ready","reason":"the database does not take writes"}`))
 		}))
 		defer srv.Close()
-		contains(t, failCLI(t, "wait-ready", "--addr", srv.Listener.Addr().String(), "--timeout", "300ms"),
+		contains(t, failCLI(t, "wait-ready", "--addr", srv.Listener.Addr().String(), "--timeout", "1s"),
 			"/readyz answered 503 not_ready: the database does not take writes")
 	})
 	t.Run("bad flags", func(t *testing.T) {

@@ -28,8 +28,8 @@ func newWaitReadyCommand() *cobra.Command {
 		Short:       "Wait until serve answers /readyz as ready, then exit 0; fail after --timeout saying why",
 		Long: `Wait until the serve listening on --addr (or on --admin-addr, where /readyz is then
 served) answers GET /readyz with 200 and "ready", then print where it is and exit 0.
-After --timeout it fails with the last reason: the connection refused, or the
-reason /readyz gave. It reads the same flags and ENRICHD_* variables as serve, so
+After --timeout (and the probe then under way, 3 s at most) it fails with the last
+reason: the connection refused, or the reason /readyz gave. It reads the same flags and ENRICHD_* variables as serve, so
 
   ./enrichd serve &
   ./enrichd wait-ready
@@ -51,9 +51,7 @@ health check of a container, whose image has no curl.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			if err := waitReady(ctx, base); err != nil {
+			if err := waitReady(cmd.Context(), base, timeout); err != nil {
 				return fmt.Errorf("enrichd is not ready at %s/readyz after %s: %w", base, timeout, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "enrichd is ready at %s\n", base)
@@ -86,24 +84,29 @@ func probeURL(addr string) (string, error) {
 	return "http://" + net.JoinHostPort(host, port), nil
 }
 
-// waitReady asks base/readyz until it answers ready or ctx ends, then returns the
-// last reason it was not: the request's error, or what /readyz said.
-func waitReady(ctx context.Context, base string) error {
-	client := &http.Client{Timeout: 2 * time.Second}
+// waitReady asks base/readyz until it answers ready or timeout has passed, then
+// returns the last reason it was not: the request's error, or what /readyz said. A
+// probe under way when the time is up is let finish (probeTimeout at most), so that
+// the reason is its answer rather than the deadline cutting it.
+func waitReady(ctx context.Context, base string, timeout time.Duration) error {
+	client := &http.Client{Timeout: probeTimeout}
 	defer client.CloseIdleConnections()
-	var last error
+	deadline := time.Now().Add(timeout)
 	for {
-		last = probeReady(ctx, client, base+"/readyz")
-		if last == nil {
-			return nil
+		err := probeReady(ctx, client, base+"/readyz")
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return last
-		case <-time.After(waitReadyPoll):
+			return err
+		case <-time.After(min(waitReadyPoll, time.Until(deadline))):
 		}
 	}
 }
+
+// probeTimeout bounds one probe: /readyz answers within its own 2 s write check.
+const probeTimeout = 3 * time.Second
 
 // probeReady asks /readyz once. Only enrichd's own answer counts: a 200 from another
 // program on the port, without {"status":"ready"}, is not ready.
