@@ -416,6 +416,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.viewport(phoneWidth, phoneHeight, "light") // the commands fit a phone too
 	b.open("/dashboard/", ".start")
 	b.fitsWidth("getting started")
+	b.phoneLayout("getting started")
 	b.viewport(desktopWidth, desktopHeight, "light")
 	b.refused(install, http.StatusNotFound) // used up
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "100", "--db", db)
@@ -683,6 +684,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		{"overview", "/dashboard/", "#balance"},
 		{"tasks", "/dashboard/tasks", "tr.task"},
 		{"task", personTask, "#person-card"},
+		{"task (company)", "/dashboard/tasks/" + enriched.Task.ID, "#task-provenance"},
 		{"try", "/dashboard/try", "form#try"},
 		{"loops", "/dashboard/loops", "tr.loop"},
 		{"loop", loopPath, "#deliveries"},
@@ -695,6 +697,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	} {
 		b.open(page.path, page.sel)
 		b.fitsWidth(page.name)
+		b.phoneLayout(page.name)
 		b.axe(page.name + " (phone)")
 		b.look("phone-" + page.name)
 	}

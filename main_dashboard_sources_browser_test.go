@@ -9,7 +9,7 @@ import (
 )
 
 // TestDashboardSourcesInABrowser: an admin sets the organization's own PDL key on
-// Settings → Sources in a real browser, against a serve asking a fake PDL: the key is
+// the Sources page in a real browser, against a serve asking a fake PDL: the key is
 // checked with the vendor, shown by its last 4 characters, and cleared again; the
 // page passes axe-core and fits a phone's width.
 func TestDashboardSourcesInABrowser(t *testing.T) {
@@ -49,9 +49,9 @@ func TestDashboardSourcesInABrowser(t *testing.T) {
 	b.waitPath("/dashboard/")
 	b.waitText("header", "acme · admin")
 
-	b.open("/dashboard/settings/sources", "tr#source-pdl")
-	contains(t, b.text("tr#source-pdl .whose"), "the installation's")
-	b.click("tr#source-pdl details summary")
+	b.open("/dashboard/sources", "tr#key-pdl")
+	contains(t, b.text("tr#key-pdl .whose"), "the installation's")
+	b.click("tr#key-pdl details summary")
 	b.mu.Lock()
 	b.expected[base+"/dashboard/settings/sources/pdl"] = true // the refused key's 422
 	b.mu.Unlock()
@@ -62,21 +62,21 @@ func TestDashboardSourcesInABrowser(t *testing.T) {
 	b.check(`form#set-key-pdl input[name=allow_fallback]`)
 	b.submit("form#set-key-pdl")
 	b.waitText(".notice", "your organization now uses its own key")
-	contains(t, b.text("tr#source-pdl .whose"), "your own key …9f3c")
-	contains(t, b.text("tr#source-pdl"), "the installation's key is used")
+	contains(t, b.text("tr#key-pdl .whose"), "your own key …9f3c")
+	contains(t, b.text("tr#key-pdl"), "the installation's key is used")
 	if strings.Contains(b.text("main"), good) {
 		t.Errorf("the page shows the key")
 	}
 	b.axe("sources")
 	b.viewport(phoneWidth, phoneHeight, "light")
-	b.open("/dashboard/settings/sources", "tr#source-pdl")
+	b.open("/dashboard/sources", "tr#key-pdl")
 	b.fitsWidth("sources")
 	b.viewport(desktopWidth, desktopHeight, "light")
 
-	b.click(`tr#source-pdl details.confirm:last-of-type summary`)
+	b.click(`tr#key-pdl details.confirm:last-of-type summary`)
 	b.submit(`form[action="/dashboard/settings/sources/pdl/clear"]`)
 	b.waitText(".notice", "uses the installation's key again")
-	contains(t, b.text("tr#source-pdl .whose"), "the installation's")
+	contains(t, b.text("tr#key-pdl .whose"), "the installation's")
 	if strings.Contains(logs.String(), good) {
 		t.Errorf("the key is in serve's log")
 	}

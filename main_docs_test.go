@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -212,4 +214,56 @@ func commandInTable(doc, command string) bool {
 		}
 	}
 	return false
+}
+
+// etcPath is a path under /etc/enrichd/ as the docs and the deploy files write it.
+var etcPath = regexp.MustCompile(`/etc/enrichd/[A-Za-z0-9._-]*`)
+
+// TestEnvironmentFileHasOneName: the environment file the systemd unit reads is the
+// one every doc, deploy file and the Dockerfile name; a reader who follows the docs
+// puts the keys where the service looks.
+func TestEnvironmentFileHasOneName(t *testing.T) {
+	unit, err := os.ReadFile(filepath.Join("deploy", "enrichd.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envFile string
+	for _, line := range strings.Split(string(unit), "\n") {
+		if v, ok := strings.CutPrefix(line, "EnvironmentFile="); ok {
+			envFile = strings.TrimPrefix(v, "-") // "-": a missing file is not an error
+		}
+	}
+	if !strings.HasPrefix(envFile, "/etc/enrichd/") {
+		t.Fatalf("deploy/enrichd.service reads EnvironmentFile %q, not a file under /etc/enrichd/", envFile)
+	}
+	files, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy, err := filepath.Glob(filepath.Join("deploy", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(append(files, deploy...), "README.md", "Dockerfile", "compose.yaml")
+	named := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, line := range strings.Split(string(b), "\n") {
+			for _, p := range etcPath.FindAllString(line, -1) {
+				named++
+				if p != envFile {
+					t.Errorf("%s:%d names %s; the unit reads %s", f, n+1, p, envFile)
+				}
+			}
+		}
+	}
+	if named < 3 {
+		t.Errorf("only %d mentions of %s found: the check reads the wrong files", named, envFile)
+	}
 }

@@ -22,7 +22,19 @@ import (
 )
 
 // shownCommand is a command the getting started list shows.
-var shownCommand = regexp.MustCompile(`<code class="cmd">([^<]*)</code>`)
+var shownCommand = regexp.MustCompile(`<code class="cmd">(.*?)</code>`)
+
+// restartCommand is the serve the getting started list shows to take the running
+// one's place.
+var restartCommand = regexp.MustCompile(`<code class="cmd restart">(.*?)</code>`)
+
+// commandText is a shown command as a reader copies it: its text, without the
+// markup that keeps its words whole.
+func commandText(shown string) string {
+	return html.UnescapeString(markup.ReplaceAllString(shown, ""))
+}
+
+var markup = regexp.MustCompile(`<[^>]*>`)
 
 // firstStartLink is the link serve prints on a database with no user.
 var firstStartLink = regexp.MustCompile(`http://127\.0\.0\.1:\d+/dashboard/install\?token=[A-Za-z0-9_-]{43}`)
@@ -195,7 +207,7 @@ func firstStart(t *testing.T, bin, db string) {
 	// The commands name the database serve runs on, so they work where it runs.
 	shown := map[string]string{}
 	for _, m := range shownCommand.FindAllStringSubmatch(overview, -1) {
-		c := html.UnescapeString(m[1])
+		c := commandText(m[1])
 		words := strings.Fields(c)
 		is.True(len(words) > 3 && words[0] == "./enrichd" && (words[2] == "--db" || words[3] == "--db"))
 		shown[strings.Join(words[1:2], " ")+" "+words[len(words)-1]] = c
@@ -203,7 +215,20 @@ func firstStart(t *testing.T, bin, db string) {
 	grant, imp, key := shown["credits 1000"], shown["import examples/people-and-companies.jsonl"], shown["keys first"]
 	is.True(strings.HasSuffix(grant, " --org acme --amount 1000"))
 	is.True(strings.HasSuffix(key, " --org acme --name first"))
-	contains(t, overview, "--sources dataset,web")
+	// The commands are run in another terminal, beside the serve showing them: a
+	// second serve there would find its address taken. Serving other sources is a
+	// restart of this one, shown as such, on its database and its address.
+	for _, c := range shown {
+		if strings.Fields(c)[1] == "serve" {
+			t.Errorf("the list shows %q among the commands to run beside the running serve", c)
+		}
+	}
+	m := restartCommand.FindStringSubmatch(overview)
+	if m == nil {
+		t.Fatalf("the list shows no serve to restart with sources that look things up:\n%s", overview)
+	}
+	restart := commandText(m[1])
+	contains(t, restart, " --addr 127.0.0.1:0 --sources dataset,web")
 	is.Equal(strings.Count(overview, `<li class="todo">`), 3)
 
 	// A second use is refused, and makes nobody.
@@ -235,6 +260,16 @@ func firstStart(t *testing.T, bin, db string) {
 	contains(t, overview, `id="balance">1000<`)
 	is.True(!strings.Contains(overview, "Getting started"))
 	s.stop(t)
+
+	// Stopped, the serve the list showed takes its place, on the same database.
+	restarted := &servedOnce{stderr: &syncBuffer{}, done: make(chan error, 1)}
+	restarted.cmd = exec.Command("sh", "-c", "exec "+strings.Replace(restart, "./enrichd", bin, 1))
+	restarted.cmd.Stdout, restarted.cmd.Stderr = io.Discard, restarted.stderr
+	is.NoErr(restarted.cmd.Start())
+	go func() { restarted.done <- restarted.cmd.Wait() }()
+	t.Cleanup(func() { restarted.cmd.Process.Kill() })
+	restarted.base = waitListening(t, restarted.stderr, restarted.done)
+	contains(t, restarted.stop(t), `"sources":"dataset,web"`)
 
 	// A user exists: the next start prints nothing of a first start.
 	s = startBinary(t, bin, db)

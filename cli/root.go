@@ -55,6 +55,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(
 		newServeCommand(),
+		newWaitReadyCommand(),
 		newOrgsCommand(),
 		newKeysCommand(),
 		newUsersCommand(),
@@ -71,6 +72,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newEnrichCommand(),
 		newSourcesCommand(),
 		newPrivacyCommand(),
+		newSimCommand(),
 	)
 	addDBFlag(root)
 	return root

@@ -11,7 +11,7 @@ ADDR=${ADDR:-127.0.0.1:8080}
 if curl -s --max-time 1 -o /dev/null "http://$ADDR/"; then   # a server from an earlier step?
   echo "something already listens on $ADDR; stop it or set ADDR=127.0.0.1:8081" >&2; exit 1
 fi
-[ -x "$ENRICHD" ] || go build -o "$ENRICHD" .             # compiles for a minute the first time
+[ -x "$ENRICHD" ] || go build -o "$ENRICHD" .             # the first build takes a minute or more (see the README)
 DIR=$(mktemp -d)
 SERVER=                                                   # on any exit: stop the server, remove $DIR
 trap '[ -z "$SERVER" ] || { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" || true; }; rm -rf "$DIR"' EXIT

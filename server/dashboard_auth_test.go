@@ -287,18 +287,18 @@ func TestDashboardUnknownPageIsAPage(t *testing.T) {
 	is.Equal(p.status, http.StatusNotFound)
 	is.True(strings.HasPrefix(p.header.Get("Content-Type"), "text/html"))
 	is.True(p.has("There is no such page in the dashboard."))
-	is.True(!p.has(`<nav aria-label="Main">`)) // signed out: no navigation, nor anyone's name
+	is.True(!p.has(`<nav id="main-nav" aria-label="Main" popover>`)) // signed out: no navigation, nor anyone's name
 	// Signed in, the page keeps the navigation, to go on from there; for a method the
 	// address does not take, too.
 	b := e.signIn("acme", "viewer")
 	p = b.get("/dashboard/no-such-page")
 	is.Equal(p.status, http.StatusNotFound)
-	is.True(p.has(`<nav aria-label="Main">`))
+	is.True(p.has(`<nav id="main-nav" aria-label="Main" popover>`))
 	is.True(p.has(`href="/dashboard/tasks"`))
 	is.True(p.has("acme · viewer"))
 	p = b.post("/dashboard/credits", url.Values{})
 	is.Equal(p.status, http.StatusMethodNotAllowed)
-	is.True(p.has(`<nav aria-label="Main">`))
+	is.True(p.has(`<nav id="main-nav" aria-label="Main" popover>`))
 	p = e.newBrowser().get("/v1/no-such-endpoint")
 	is.Equal(p.status, http.StatusNotFound)
 	is.Equal(p.header.Get("Content-Type"), "application/json") // the API keeps its JSON errors

@@ -17,9 +17,9 @@ import (
 	"github.com/matryer/is"
 )
 
-// sourceRow is the HTML of a source's row on Settings → Sources.
+// sourceRow is the HTML of a source's row in the Sources page's keys.
 func sourceRow(p *webPage, name string) string {
-	_, after, ok := strings.Cut(p.body, `<tr class="source" id="source-`+name+`">`)
+	_, after, ok := strings.Cut(p.body, `<tr class="source-key" id="key-`+name+`">`)
 	if !ok {
 		return ""
 	}
@@ -28,7 +28,7 @@ func sourceRow(p *webPage, name string) string {
 }
 
 // TestDashboardSourcesSetsAndClearsAnOrganizationsKey: an admin sets the
-// organization's own key on Settings → Sources, checked with the vendor, shown by
+// organization's own key on the Sources page, checked with the vendor, shown by
 // its last 4 characters only; a refused key is not stored and not echoed; a viewer
 // sees whose key is used and can change nothing; clearing goes back to the
 // installation's key.
@@ -49,7 +49,7 @@ func TestDashboardSourcesSetsAndClearsAnOrganizationsKey(t *testing.T) {
 	})
 	admin, viewer := e.signIn("acme", "admin"), e.signIn("acme", "viewer")
 
-	p := admin.get("/dashboard/settings/sources")
+	p := admin.get("/dashboard/sources")
 	is.Equal(p.status, http.StatusOK)
 	row := sourceRow(p, "pdl")
 	is.True(strings.Contains(row, "the installation's"))
@@ -83,7 +83,7 @@ func TestDashboardSourcesSetsAndClearsAnOrganizationsKey(t *testing.T) {
 	is.Equal(k.Last4, "…c3d4")
 	is.True(k.AllowFallback)
 	for _, b := range []*browser{admin, viewer} {
-		p = b.get("/dashboard/settings/sources")
+		p = b.get("/dashboard/sources")
 		row = sourceRow(p, "pdl")
 		is.True(strings.Contains(row, "your own key <code>…c3d4</code>"))
 		is.True(strings.Contains(row, "the installation's key is used"))
@@ -93,7 +93,7 @@ func TestDashboardSourcesSetsAndClearsAnOrganizationsKey(t *testing.T) {
 
 	// Failing, as the vendor's refusal marks it.
 	is.NoErr(e.db.MarkSourceKeyFailing(ctx, e.orgID, "pdl", k.Generation, "pdl refused the organization's own key (401)"))
-	row = sourceRow(admin.get("/dashboard/settings/sources"), "pdl")
+	row = sourceRow(admin.get("/dashboard/sources"), "pdl")
 	is.True(strings.Contains(row, `<span class="status failed">failing</span>`))
 	is.True(strings.Contains(row, "refused the organization&#39;s own key (401)"))
 	// The Sources page says so, to an admin and a viewer, and that the fallback the
@@ -114,7 +114,7 @@ func TestDashboardSourcesSetsAndClearsAnOrganizationsKey(t *testing.T) {
 	k, err = e.db.OrgSourceKey(ctx, e.orgID, "pdl")
 	is.NoErr(err)
 	is.True(k == nil)
-	is.True(strings.Contains(sourceRow(admin.get("/dashboard/settings/sources"), "pdl"), "the installation's"))
+	is.True(strings.Contains(sourceRow(admin.get("/dashboard/sources"), "pdl"), "the installation's"))
 	is.Equal(admin.post("/dashboard/settings/sources/web", url.Values{"key": {ownKey}}).status, http.StatusNotFound)
 	is.True(!strings.Contains(e.logs.String(), ownKey))
 }

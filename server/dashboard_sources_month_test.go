@@ -39,8 +39,8 @@ func TestDashboardSourcesMonthPage(t *testing.T) {
 		p := e.signIn("acme", role).get("/dashboard/sources")
 		is.Equal(p.status, http.StatusOK)
 		is.True(p.has(`<a href="/dashboard/sources" aria-current="page">Sources</a>`))
-		is.True(p.has(`<dt>company</dt><dd><code>slogan</code>, <code>employee_count</code> <span class="muted">(your organization's list)</span>`))
-		is.True(p.has(`<dt>person</dt><dd><code>about</code> <span class="muted">(the server's default)</span>`))
+		is.True(p.has(`id="fill-company-state">This organization's own list: <code>slogan</code>, <code>employee_count</code>.`))
+		is.True(p.has(`id="fill-person-state">The server's default: <code>about</code>.`))
 		// In order: the fake network, the dataset, pdl.
 		i, j, k := strings.Index(p.body, `id="source-fake-network"`), strings.Index(p.body, `id="source-dataset"`), strings.Index(p.body, `id="source-pdl"`)
 		is.True(i > 0 && i < j && j < k)

@@ -39,7 +39,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 	e := newEnv(t, func(c *server.Config) { c.Fill = enrich.FillLists{Company: []string{"name", "employee_count"}} })
 	admin := e.signIn("acme", "admin")
 
-	p := admin.get("/dashboard/settings/sources")
+	p := admin.get("/dashboard/sources")
 	is.Equal(p.status, http.StatusOK)
 	is.True(p.has(`<form id="fill-lists" method="post" action="/dashboard/settings/sources"`))
 	for _, f := range enrich.CompanyFields {
@@ -55,7 +55,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 
 	p = admin.post("/dashboard/settings/sources", url.Values{"company": {"slogan", "about"}, "person": {"positions"}})
 	is.Equal(p.status, http.StatusSeeOther)
-	is.True(strings.HasPrefix(p.location, "/dashboard/settings/sources?"))
+	is.True(strings.HasPrefix(p.location, "/dashboard/sources?"))
 	is.Equal(e.ownFill(e.orgID), enrich.FillLists{Company: []string{"slogan", "about"}, Person: []string{"positions"}})
 	fields, err := e.srv.FillFor(context.Background(), claimOf(e.orgID, enrich.LookupDomain))
 	is.NoErr(err)
@@ -65,7 +65,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 	is.True(p.has("Fill lists saved"))
 	is.True(checked(p, "company", "slogan") && checked(p, "company", "about") && checked(p, "person", "positions"))
 	is.True(!checked(p, "company", "name"))
-	is.True(p.has(`id="fill-company-state">This organization's own list.`))
+	is.True(p.has(`id="fill-company-state">This organization's own list: <code>slogan</code>, <code>about</code>.`))
 
 	// No box of a type checked: that type goes back to the default.
 	p = admin.post("/dashboard/settings/sources", url.Values{"person": {"headline"}})
@@ -107,7 +107,7 @@ func TestDashboardFillListsRefusals(t *testing.T) {
 	is.Equal(e.ownFill(e.orgID), want)
 
 	viewer := e.signIn("acme", "viewer")
-	p = viewer.get("/dashboard/settings/sources")
+	p = viewer.get("/dashboard/sources")
 	is.Equal(p.status, http.StatusOK)
 	is.True(checked(p, "company", "slogan"))
 	is.True(p.has(`<fieldset class="stack plain" disabled>`))
@@ -153,16 +153,16 @@ func TestDashboardTaskPageShowsWhereEachFieldCameFrom(t *testing.T) {
 		is.True(len(prov) > 0)
 		is.Equal(prov["name"], "fake-network") // the first source's, never overwritten
 		for field, source := range prov {
-			i := strings.Index(p.body, `<tr class="field" id="field-`+field+`"><td><code>`+field+`</code></td>`)
+			i := strings.Index(p.body, `<tr class="field" id="field-`+field+`"><td class="lead"><code class="nobreak">`+field+`</code></td>`)
 			is.True(i >= 0)
 			row, _, _ := strings.Cut(p.body[i:], "</tr>")
-			is.True(strings.Contains(row, `<td class="source"><code>`+source+`</code></td>`))
+			is.True(strings.Contains(row, `<td class="source st"><code class="nobreak">`+source+`</code></td>`))
 		}
-		is.True(p.has(`<td class="value">Acme</td><td class="source"><code>fake-network</code></td>`))
+		is.True(p.has(`<td class="value">Acme</td><td class="source st"><code class="nobreak">fake-network</code></td>`))
 		var calls []enrich.SourceCall
 		is.NoErr(json.Unmarshal(task.Sources, &calls))
 		for _, c := range calls {
-			is.True(p.has(`<td><code>` + c.Name + `</code></td><td><span class="outcome ` + c.Outcome + `">`))
+			is.True(p.has(`<td><code class="nobreak">` + c.Name + `</code></td><td><span class="outcome ` + c.Outcome + `">`))
 		}
 		if len(calls) == 0 {
 			is.True(p.has(`<p class="muted" id="task-sources">None: the answer came from records enrichd already held, and its fields keep the sources they came from.</p>`))
@@ -173,7 +173,7 @@ func TestDashboardTaskPageShowsWhereEachFieldCameFrom(t *testing.T) {
 	p := b.waitPage(first)
 	is.Equal(p.taskStatus(), "succeeded")
 	is.True(p.has(`<table id="task-sources">`))
-	is.True(p.has(`<td><code>fake-network</code></td><td><span class="outcome hit">hit</span>`))
+	is.True(p.has(`<td><code class="nobreak">fake-network</code></td><td><span class="outcome hit">hit</span>`))
 	shown(p, first)
 	askedFirst := len(asked)
 

@@ -235,11 +235,22 @@ func parseStaffSlug(slug string) (staffSlug, bool) {
 		return staffSlug{}, false
 	}
 	return staffSlug{
-		first:   titleCase(parts[0]),
-		last:    strings.ReplaceAll(titleCase(strings.Join(parts[1:k], " ")), " ", "-"),
+		first:   asListed(simFirstNames, titleCase(parts[0])),
+		last:    asListed(simLastNames, strings.ReplaceAll(titleCase(strings.Join(parts[1:k], " ")), " ", "-")),
 		company: string(company),
 		current: marker == staffAt,
 	}, true
+}
+
+// asListed is name as the staff list writes it ("McCarthy"), which a slug's lower
+// case loses: a profile shows the name its listing shows.
+func asListed(names []string, name string) string {
+	for _, n := range names {
+		if strings.EqualFold(n, name) {
+			return n
+		}
+	}
+	return name
 }
 
 func (s *Sim) company(slug, domain string) *enrich.Company {
@@ -359,3 +370,48 @@ var (
 	simIndustries = []string{"Software Development", "Financial Services", "Manufacturing", "Retail", "Hospital & Health Care", "Logistics", "Education", "Media"}
 	simCities     = [][2]string{{"Berlin", "DE"}, {"London", "GB"}, {"New York", "US"}, {"San Francisco", "US"}, {"Paris", "FR"}, {"Toronto", "CA"}, {"Amsterdam", "NL"}, {"Sydney", "AU"}}
 )
+
+// SimSample is a person of the sim network whom a work email finds: the one current
+// employee of their company under their name.
+type SimSample struct {
+	Email, FullName, Company, Domain string
+}
+
+// Sample lists up to n people whose first.last address at their company's domain the
+// sim resolves to them alone: current employees whose full name nobody else on their
+// company's staff has, current or former, one company at a time in turn, in the order
+// of the sim's company names. The same n gives the same people.
+func (s *Sim) Sample(n int) []SimSample {
+	eligible := make([][]SimSample, len(simCompanies))
+	for i, name := range simCompanies {
+		slug := strings.ToLower(name)
+		staff := s.Staff(slug)
+		named := map[string]int{}
+		for _, m := range staff {
+			named[m.FirstName+" "+m.LastName]++
+		}
+		for _, m := range staff {
+			full := m.FirstName + " " + m.LastName
+			// A hyphenated name has addresses of several shapes; the sample keeps to the plain ones.
+			if !m.Current || named[full] > 1 || strings.ContainsRune(full, '-') {
+				continue
+			}
+			domain := slug + ".com"
+			eligible[i] = append(eligible[i], SimSample{Email: strings.ToLower(m.FirstName + "." + m.LastName + "@" + domain),
+				FullName: full, Company: titleCase(slug), Domain: domain})
+		}
+	}
+	var out []SimSample
+	for round := 0; len(out) < n; round++ {
+		added := false
+		for _, people := range eligible {
+			if round < len(people) && len(out) < n {
+				out, added = append(out, people[round]), true
+			}
+		}
+		if !added {
+			break
+		}
+	}
+	return out
+}

@@ -413,3 +413,48 @@ func TestSimPersonHeadlineIsTheCurrentRole(t *testing.T) {
 		})
 	}
 }
+
+// A staff member's profile shows the name the staff list shows, capitals inside a
+// name included (McCarthy), as a real network's search and profile do.
+func TestSimStaffProfileNamedAsListed(t *testing.T) {
+	is := is.New(t)
+	s := newSim()
+	seen := 0
+	for _, company := range []string{"acme", "umbrella", "globex", "initech"} {
+		for _, m := range s.Staff(company) {
+			p, err := s.PersonByURL(context.Background(), m.NetworkURL)
+			is.NoErr(err)
+			if *p.FullName != m.FirstName+" "+m.LastName {
+				t.Errorf("%s is listed as %s %s and its profile says %s", m.NetworkURL, m.FirstName, m.LastName, *p.FullName)
+			}
+			seen++
+		}
+	}
+	is.True(seen > 40)
+}
+
+// Sample lists people whose first.last address fits one current employee alone, the
+// same ones for the same count, a company at a time.
+func TestSimSample(t *testing.T) {
+	is := is.New(t)
+	s := newSim()
+	people := s.Sample(20)
+	is.Equal(len(people), 20)
+	is.Equal(s.Sample(20), people)
+	is.Equal(s.Sample(5), people[:5])
+	companies := map[string]bool{}
+	for _, p := range people {
+		companies[p.Domain] = true
+		label := p.Domain[:len(p.Domain)-len(".com")]
+		fits := 0
+		for _, m := range s.Staff(label) {
+			if m.FirstName+" "+m.LastName == p.FullName {
+				fits++
+				is.True(m.Current)
+			}
+		}
+		is.Equal(fits, 1) // nobody else on the staff, current or former, has the name
+	}
+	is.Equal(len(companies), 16) // every company before any gives a second person
+	is.True(len(s.Sample(1000)) < 1000)
+}

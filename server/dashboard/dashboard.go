@@ -229,6 +229,7 @@ func noticeSig(u *store.User, path, notice string) string {
 }
 
 var dashboardFuncs = template.FuncMap{
+	"words": shellWords,
 	"when": func(t any) string {
 		switch t := t.(type) {
 		case time.Time:

@@ -28,7 +28,7 @@ func (s *Dashboard) Mount(r *server.Router) {
 	r.Handler(http.MethodPost, "/dashboard/settings/keys", s.dashPage("dashboard_create_key", admin, handleCreateKey(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/keys/:id/revoke", s.dashPage("dashboard_revoke_key", admin, handleRevokeKey(s)))
 	r.Handler(http.MethodGet, "/dashboard/sources", s.dashPage("dashboard_sources", viewer, handleSourcesPage(s)))
-	r.Handler(http.MethodGet, "/dashboard/settings/sources", s.dashPage("dashboard_fill_lists", viewer, handleFillSettings(s)))
+	r.Handler(http.MethodGet, "/dashboard/settings/sources", s.dashPage("dashboard_fill_lists", viewer, handleOldSourcesSettings()))
 	r.Handler(http.MethodPost, "/dashboard/settings/sources", s.dashPage("dashboard_set_fill_lists", admin, handleSetFillLists(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/sources/:source", s.dashPage("dashboard_set_source_key", admin, handleSetSourceKey(s)))
 	r.Handler(http.MethodPost, "/dashboard/settings/sources/:source/clear", s.dashPage("dashboard_clear_source_key", admin, handleClearSourceKey(s)))

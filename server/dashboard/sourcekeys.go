@@ -95,7 +95,7 @@ func handleSetSourceKey(s *Dashboard) http.Handler {
 			var e *enrich.Error
 			switch {
 			case err == nil:
-				seeOther(w, r, "/dashboard/settings/sources", name+": your organization now uses its own key, checked with the vendor.")
+				seeOther(w, r, "/dashboard/sources", name+": your organization now uses its own key, checked with the vendor.")
 				return
 			case errors.As(err, &e) && (e.Kind == enrich.KindUnprocessable || e.Kind == enrich.KindUnavailable):
 				problem = e.Message
@@ -104,7 +104,7 @@ func handleSetSourceKey(s *Dashboard) http.Handler {
 				return
 			}
 		}
-		s.renderFillSettings(w, r, http.StatusUnprocessableEntity, "", sourceKeysData{Rejected: name, Problem: problem})
+		s.renderSources(w, r, http.StatusUnprocessableEntity, "", sourceKeysData{Rejected: name, Problem: problem})
 	})
 }
 
@@ -119,6 +119,6 @@ func handleClearSourceKey(s *Dashboard) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		seeOther(w, r, "/dashboard/settings/sources", name+": your organization uses the installation's key again.")
+		seeOther(w, r, "/dashboard/sources", name+": your organization uses the installation's key again.")
 	})
 }

@@ -9,21 +9,22 @@ import (
 	"enrichd/store"
 )
 
-// fillSettings is the Settings → Sources page: per object type, the fields the
-// sources are asked in turn to fill for the organization's tasks.
-type fillSettings struct {
-	Lists []fillListView
-	// Keys are the organization's own vendor keys, below the lists.
-	Keys sourceKeysData
-}
-
 // fillListView is one object type's list: every field it can name, which of them the
 // organization chose (none: it keeps Default, the server's list).
 type fillListView struct {
 	Object  string
 	Fields  []fillField
 	Own     bool     // the organization set a list of its own
+	Chosen  []string // the organization's own list, in its order
 	Default []string // serve's --fill-company or --fill-person
+}
+
+// InForce is the list the organization's tasks work to: its own, else the default.
+func (l fillListView) InForce() []string {
+	if l.Own {
+		return l.Chosen
+	}
+	return l.Default
 }
 
 type fillField struct {
@@ -31,34 +32,23 @@ type fillField struct {
 	Checked bool
 }
 
-// renderFillSettings writes the page with the organization's lists as stored.
-func (s *Dashboard) renderFillSettings(w http.ResponseWriter, r *http.Request, status int, notice string, keys sourceKeysData) {
+// fillLists are the organization's lists as stored, beside the server's defaults.
+func (s *Dashboard) fillLists(r *http.Request) ([]fillListView, error) {
 	own, err := s.db.OrgFillLists(r.Context(), dashUser(r).OrgID)
 	if err != nil {
-		s.dashError(w, r, err)
-		return
+		return nil, err
 	}
 	defaults := s.srv.Config().Fill
-	d := fillSettings{Keys: keys}
-	if err := s.sourceKeys(r, &d.Keys); err != nil {
-		s.dashError(w, r, err)
-		return
-	}
+	var lists []fillListView
 	for _, object := range []string{enrich.ObjectCompany, enrich.ObjectPerson} {
 		chosen := own.For(object)
-		l := fillListView{Object: object, Own: chosen != nil, Default: defaults.For(object)}
+		l := fillListView{Object: object, Own: chosen != nil, Chosen: chosen, Default: defaults.For(object)}
 		for _, name := range enrich.FieldsOf(object) {
 			l.Fields = append(l.Fields, fillField{Name: name, Checked: slices.Contains(chosen, name)})
 		}
-		d.Lists = append(d.Lists, l)
+		lists = append(lists, l)
 	}
-	s.render(w, r, status, "sources", view{Title: "Sources", Section: "sources", Notice: notice, Data: d})
-}
-
-func handleFillSettings(s *Dashboard) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.renderFillSettings(w, r, http.StatusOK, notice(r), sourceKeysData{})
-	})
+	return lists, nil
 }
 
 // maxFieldName bounds a field name sent by the form: longer than every known one.
@@ -89,6 +79,6 @@ func handleSetFillLists(s *Dashboard) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		seeOther(w, r, "/dashboard/settings/sources", "Fill lists saved: they apply from the next task a worker takes.")
+		seeOther(w, r, "/dashboard/sources", "Fill lists saved: they apply from the next task a worker takes.")
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"enrichd/enrich"
 	"enrichd/server"
 	"enrichd/store"
 )
@@ -27,7 +26,7 @@ func newCreditsChart(days []server.SourceDay, month, today time.Time) spendChart
 	for _, d := range days {
 		by[d.Day] = d.Credits
 	}
-	c := spendChart{Width: 720, Height: 140, Top: 16, Bottom: 24}
+	c := spendChart{Width: 720, Height: 152, Top: 28, Bottom: 24} // the top leaves room for the unit
 	var n int
 	for d := month; !d.After(today); d = d.AddDate(0, 0, 1) {
 		n++
@@ -63,52 +62,62 @@ func newCreditsChart(days []server.SourceDay, month, today time.Time) spendChart
 	return c
 }
 
-// fillSummary is one object type's fill list as the Sources page names it.
-type fillSummary struct {
-	Object string
-	Fields []string
-	Own    bool // the organization's own list; else the server's default
+// sourcesPage is the Sources page: each source in the order it is asked, with this
+// month's calls, hit rate and vendor credits and a chart per day, its budgets and
+// what is left, and whose key it uses; then the fill lists the waterfall works to,
+// which an admin changes there; then the organization's own vendor keys.
+type sourcesPage struct {
+	Month   string
+	Sources []sourceCard
+	Lists   []fillListView
+	Keys    sourceKeysData
 }
 
-// handleSourcesPage shows each source in the order it is asked: this month's calls,
-// hit rate and vendor credits with a chart per day, its budgets and what is left, and
-// whose key it uses; and the fill lists the waterfall works to.
-func handleSourcesPage(s *Dashboard) http.Handler {
-	type data struct {
-		Month   string
-		Sources []sourceCard
-		Fill    []fillSummary
+// renderSources writes the Sources page, with keys saying which key form to open
+// again with its problem, if any.
+func (s *Dashboard) renderSources(w http.ResponseWriter, r *http.Request, status int, notice string, keys sourceKeysData) {
+	u := dashUser(r)
+	rep, err := s.srv.Sources(r.Context(), u.OrgID)
+	if err != nil {
+		s.dashError(w, r, err)
+		return
 	}
+	now := s.db.Now().UTC()
+	month, today := store.MonthStart(now), store.DayStart(now)
+	d := sourcesPage{Month: month.Format("January 2006"), Keys: keys}
+	for i, src := range rep.Sources {
+		card := sourceCard{SourceReport: src, Position: i + 1,
+			Asks: src.Hits + src.Misses + src.Errors + src.Unknown + src.Pending, Chart: newCreditsChart(src.Days, month, today)}
+		if src.USD != nil {
+			card.USDText = "$" + strconv.FormatFloat(*src.USD, 'f', 2, 64)
+		}
+		d.Sources = append(d.Sources, card)
+	}
+	if d.Lists, err = s.fillLists(r); err != nil {
+		s.dashError(w, r, err)
+		return
+	}
+	if err := s.sourceKeys(r, &d.Keys); err != nil {
+		s.dashError(w, r, err)
+		return
+	}
+	s.render(w, r, status, "sources", view{Title: "Sources", Section: "sources", Notice: notice, Data: d})
+}
+
+func handleSourcesPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u := dashUser(r)
-		rep, err := s.srv.Sources(r.Context(), u.OrgID)
-		if err != nil {
-			s.dashError(w, r, err)
-			return
+		s.renderSources(w, r, http.StatusOK, notice(r), sourceKeysData{})
+	})
+}
+
+// handleOldSourcesSettings sends Settings → Sources' address, where the fill lists and
+// the keys were before they joined the Sources page, there.
+func handleOldSourcesSettings() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		to := "/dashboard/sources"
+		if r.URL.RawQuery != "" {
+			to += "?" + r.URL.RawQuery
 		}
-		now := s.db.Now().UTC()
-		month, today := store.MonthStart(now), store.DayStart(now)
-		d := data{Month: month.Format("January 2006")}
-		for i, src := range rep.Sources {
-			card := sourceCard{SourceReport: src, Position: i + 1,
-				Asks: src.Hits + src.Misses + src.Errors + src.Unknown + src.Pending, Chart: newCreditsChart(src.Days, month, today)}
-			if src.USD != nil {
-				card.USDText = "$" + strconv.FormatFloat(*src.USD, 'f', 2, 64)
-			}
-			d.Sources = append(d.Sources, card)
-		}
-		own, err := s.db.OrgFillLists(r.Context(), u.OrgID)
-		if err != nil {
-			s.dashError(w, r, err)
-			return
-		}
-		for _, object := range []string{enrich.ObjectCompany, enrich.ObjectPerson} {
-			f := fillSummary{Object: object, Fields: own.For(object), Own: own.For(object) != nil}
-			if !f.Own {
-				f.Fields = s.srv.Config().Fill.For(object)
-			}
-			d.Fill = append(d.Fill, f)
-		}
-		s.render(w, r, http.StatusOK, "sources_month", view{Title: "Sources", Section: "spend", Notice: notice(r), Data: d})
+		http.Redirect(w, r, to, http.StatusMovedPermanently)
 	})
 }

@@ -5,15 +5,20 @@ import (
 	"net/url"
 	"strings"
 
+	"enrichd/server"
 	"enrichd/store"
 )
 
 // startStep is one line of the overview's "getting started" list: what to do, the
 // exact command that does it, and whether it is done.
 type startStep struct {
-	Done     bool
-	Title    string
+	Done  bool
+	Title string
+	// Commands run beside the serve that shows the list, in another terminal.
 	Commands []string
+	// Restart is a serve command that takes the running one's place, shown as such:
+	// a second serve beside the first would find its address taken.
+	Restart  string
 	Link     string // a dashboard page that does the same, if any
 	LinkText string
 }
@@ -50,7 +55,8 @@ func (s *Dashboard) gettingStarted(ctx context.Context, u *store.User, balance i
 		{Done: balance > 0, Title: "Grant credits: each enrichment costs 1 or more",
 			Commands: []string{"./enrichd credits grant" + db + " --org " + u.OrgName + " --amount 1000"}},
 		{Done: canFind, Title: "Give enrichd a source that can find something: import your records, or serve with sources that look things up",
-			Commands: []string{"./enrichd import" + db + " examples/people-and-companies.jsonl", "./enrichd serve" + db + " --sources dataset,web"}},
+			Commands: []string{"./enrichd import" + db + " examples/people-and-companies.jsonl"},
+			Restart:  "./enrichd serve" + db + addrArg(s.cfg.Addr) + " --sources dataset,web"},
 		{Done: hasKey, Title: "Create an API key for your code",
 			Commands: []string{"./enrichd keys create" + db + " --org " + u.OrgName + " --name first"},
 			Link:     "/dashboard/settings/keys", LinkText: "or on Settings → API Keys"},
@@ -72,6 +78,44 @@ func dbArg(database string) string {
 		}
 	}
 	return " --db " + shellQuote(database)
+}
+
+// addrArg is the " --addr …" a serve started again needs to listen where this one
+// does; "" for the default address.
+func addrArg(addr string) string {
+	if addr == "" || addr == server.DefaultConfig().Addr {
+		return ""
+	}
+	return " --addr " + shellQuote(addr)
+}
+
+// shellWords splits a command shellQuote wrote as the shell reads it: at spaces outside
+// single quotes and not escaped, the quotes kept.
+func shellWords(command string) []string {
+	var words []string
+	var word strings.Builder
+	quoted, escaped := false, false
+	for _, r := range command {
+		switch {
+		case escaped:
+			escaped = false
+		case r == '\\' && !quoted:
+			escaped = true
+		case r == '\'':
+			quoted = !quoted
+		case r == ' ' && !quoted:
+			if word.Len() > 0 {
+				words = append(words, word.String())
+				word.Reset()
+			}
+			continue
+		}
+		word.WriteRune(r)
+	}
+	if word.Len() > 0 {
+		words = append(words, word.String())
+	}
+	return words
 }
 
 // shellQuote leaves a word of safe characters as it is and single-quotes any other.

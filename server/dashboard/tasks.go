@@ -1,10 +1,12 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"enrichd/enrich"
@@ -145,6 +147,65 @@ type taskPage struct {
 	// Polled says the page is answering htmx's poll of the part that changes: once the
 	// task settled, that answer also takes away what only an unsettled task offers.
 	Polled bool
+	// Retry is the form an ambiguous email answer offers, when a hint can help.
+	Retry *hintRetry
+}
+
+// hintRetry is the address of an ambiguous email lookup sent again with hints, as
+// POST /v1/people/enrich takes them: the hints the answer named as able to tell the
+// people apart, and those the lookup was sent with, filled in as sent. The retry
+// decides among the people the first lookup gathered, without a new search.
+type hintRetry struct {
+	Email string
+	Hints []hintField
+	Cost  int64
+}
+
+// Mixed says some of the hints shown are there as sent, not as of help: the form
+// then marks those that are.
+func (r *hintRetry) Mixed() bool {
+	for _, h := range r.Hints {
+		if !h.Helps {
+			return true
+		}
+	}
+	return false
+}
+
+type hintField struct {
+	Name, Label, Value string
+	Helps              bool // named by the answer's hintsAccepted
+}
+
+// hintLabels are the hints of an email lookup, in the order the forms show them.
+var hintLabels = []struct{ name, label string }{{"fullName", "Full name"}, {"title", "Title"}, {"location", "Location"}}
+
+// retryOf is the retry an ambiguous email lookup's page offers; nil for any other
+// task, and for an address no hint can settle.
+func retryOf(t *store.Task) *hintRetry {
+	if t.Status != store.StatusFailed || t.Error == nil || t.Error.Code != enrich.CodeAmbiguous ||
+		t.Lookup != enrich.LookupEmail || len(t.Error.HintsAccepted) == 0 {
+		return nil
+	}
+	var sent map[string]any
+	if err := json.Unmarshal(t.Input, &sent); err != nil {
+		sent = nil
+	}
+	text := func(name string) string {
+		v, _ := sent[name].(string)
+		return v
+	}
+	r := &hintRetry{Email: text("email"), Cost: enrich.LookupEmail.Cost()}
+	if r.Email == "" {
+		r.Email = t.Target
+	}
+	for _, h := range hintLabels {
+		f := hintField{Name: h.name, Label: h.label, Value: text(h.name), Helps: slices.Contains(t.Error.HintsAccepted, h.name)}
+		if f.Helps || f.Value != "" {
+			r.Hints = append(r.Hints, f)
+		}
+	}
+	return r
 }
 
 // PollSeconds is how often the page asks again while the task is unsettled: what the
@@ -162,7 +223,8 @@ func handleTaskPage(s *Dashboard) http.Handler {
 			return
 		}
 		p := taskPage{Task: t, Refunded: t.Status == store.StatusFailed || t.Status == store.StatusCanceled,
-			Card: newResultCard(t), Trace: traceOf(t), Polled: r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-Target") == "task-live"}
+			Card: newResultCard(t), Trace: traceOf(t), Polled: r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-Target") == "task-live",
+			Retry: retryOf(t)}
 		if t.LoopID != nil {
 			p.Loop, err = s.db.GetLoop(ctx, u.OrgID, *t.LoopID)
 			var e *enrich.Error

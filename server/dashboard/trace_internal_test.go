@@ -89,11 +89,11 @@ func TestTaskPageShowsEachFieldsSource(t *testing.T) {
 	html := render(traced(store.StatusSucceeded, `{"name":"Acme","slogan":"Widgets"}`, `{"name":"pdl","slogan":"enrichlayer"}`,
 		`[{"name":"pdl","outcome":"hit","vendor_calls":1,"vendor_credits":1,"ms":12},{"name":"enrichlayer","outcome":"hit","vendor_calls":1,"vendor_credits":1,"ms":30},{"name":"apollo","outcome":"skipped","reason":"filled","vendor_calls":0,"vendor_credits":0,"ms":0}]`))
 	for _, want := range []string{
-		`<tr class="field" id="field-name"><td><code>name</code></td><td class="value">Acme</td><td class="source"><code>pdl</code></td></tr>`,
-		`<tr class="field" id="field-slogan"><td><code>slogan</code></td><td class="value">Widgets</td><td class="source"><code>enrichlayer</code></td></tr>`,
+		`<tr class="field" id="field-name"><td class="lead"><code class="nobreak">name</code></td><td class="value">Acme</td><td class="source st"><code class="nobreak">pdl</code></td></tr>`,
+		`<tr class="field" id="field-slogan"><td class="lead"><code class="nobreak">slogan</code></td><td class="value">Widgets</td><td class="source st"><code class="nobreak">enrichlayer</code></td></tr>`,
 		`<table id="task-sources">`,
-		`<td><code>apollo</code></td><td><span class="outcome skipped">skipped</span> <span class="muted">(filled)</span></td><td>0</td><td>0</td><td>0 ms</td>`,
-		`<td><code>enrichlayer</code></td><td><span class="outcome hit">hit</span></td><td>1</td><td>1</td><td>30 ms</td>`,
+		`<td><code class="nobreak">apollo</code></td><td><span class="outcome skipped">skipped</span> <span class="muted">(filled)</span></td><td>0</td><td>0</td><td>0 ms</td>`,
+		`<td><code class="nobreak">enrichlayer</code></td><td><span class="outcome hit">hit</span></td><td>1</td><td>1</td><td>30 ms</td>`,
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("the page lacks %s", want)
