@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
+	"net/url"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -67,16 +68,35 @@ func (n Normalizer) Subject(kind SubjectKind, raw string) (Subject, error) {
 // canonical is the text a subject's hash is made of: its kind and its value in the
 // one form that names it, whatever form it was written in. An address is its mailbox
 // (AddressKey: the local part without case or +tag), so that Jane.Doe@acme.com and
-// jane.doe+news@acme.com are one subject, as the store keeps addresses.
+// jane.doe+news@acme.com are one subject, as the store keeps addresses. A profile is
+// its path (/in/<slug>): the network's host is the installation's (--network-host),
+// the same for every profile it holds, so a row can be hashed without knowing it.
 func (s Subject) canonical() string {
 	v := s.Value
 	switch s.Kind {
 	case SubjectEmail:
 		v = AddressKey(v)
+	case SubjectProfile:
+		if i := strings.Index(v, "/in/"); i >= 0 {
+			v = v[i:]
+		}
+		v = strings.ToLower(v)
 	case SubjectDomain:
 		v = strings.ToLower(strings.TrimSuffix(v, "."))
 	}
 	return string(s.Kind) + "\x00" + v
+}
+
+// ProfileSubject is the subject of a profile URL kept as a client sent it, on
+// whatever host of the network it names: the store reads its old rows with it, not
+// knowing the host the installation was configured with when they were written.
+func ProfileSubject(raw string) (Subject, bool) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Hostname() == "" {
+		return Subject{}, false
+	}
+	s, err := Normalizer{NetworkHost: u.Hostname()}.Subject(SubjectProfile, raw)
+	return s, err == nil
 }
 
 // InputSubjects are the subjects an input names before any source is asked: an

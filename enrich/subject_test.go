@@ -95,3 +95,18 @@ func TestSubjectHintMasksTheIdentifier(t *testing.T) {
 		is.Equal(c.s.Hint(), c.want)
 	}
 }
+
+func TestAProfileIsNamedWhateverTheNetworksHost(t *testing.T) {
+	is := is.New(t)
+	subjects := enrich.NewSubjects([]byte("0123456789abcdef0123456789abcdef"))
+	a, err := enrich.Normalizer{NetworkHost: "www.linkedin.com"}.Subject(enrich.SubjectProfile, "https://www.linkedin.com/in/Jane-Doe")
+	is.NoErr(err)
+	b, ok := enrich.ProfileSubject("https://de.linkedin.com/in/jane-doe/")
+	is.True(ok)
+	c, err := enrich.Normalizer{NetworkHost: "network.example"}.Subject(enrich.SubjectProfile, "https://network.example/in/jane-doe")
+	is.NoErr(err)
+	is.Equal(subjects.Hash(a), subjects.Hash(b))
+	is.Equal(subjects.Hash(a), subjects.Hash(c))
+	_, ok = enrich.ProfileSubject("not a url")
+	is.True(!ok)
+}

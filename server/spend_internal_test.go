@@ -91,6 +91,7 @@ func TestABudgetUnreadInAStorageOutageIsNotLoggedPerAsk(t *testing.T) {
 	is.NoErr(err)
 	t.Cleanup(func() { real.Close() })
 	db := &store.DB{Driver: faultyReads{real.Driver}, Now: real.Now}
+	db.SetSubjects(real.Subjects())
 	var logs bytes.Buffer
 	m := newServerMetrics()
 	keeper := newSpendKeeper(db, slog.New(slog.NewJSONHandler(&logs, nil)), m, map[string]int64{"pdl": 100}, []enrich.Source{&pricedVendor{}})
@@ -103,6 +104,7 @@ func TestABudgetUnreadInAStorageOutageIsNotLoggedPerAsk(t *testing.T) {
 
 	// Nor is an ask's spend that cannot be written for the same reason.
 	failing := &store.DB{Driver: faultyWrites{real.Driver}, Now: real.Now}
+	failing.SetSubjects(real.Subjects())
 	keeper = newSpendKeeper(failing, slog.New(slog.NewJSONHandler(&logs, nil)), m, nil, []enrich.Source{&pricedVendor{}})
 	for range 3 {
 		keeper.Spent(ctx, "org-1", enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})

@@ -107,6 +107,10 @@ type NewBatch struct {
 type NewBatchRow struct {
 	Values  []string
 	Request json.RawMessage
+	// Subject is whom the row's input names (enrich.InputSubject), as the row's task
+	// will be about; ok false for a company's page.
+	Subject   enrich.Subject
+	SubjectOK bool
 }
 
 // PendingBatchRow is a row whose task is still to be made.
@@ -251,17 +255,22 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 	if err := CheckNewBatch(nb); err != nil {
 		return nil, false, err
 	}
+	h, err := db.hasher()
+	if err != nil {
+		return nil, false, err
+	}
 	columns, err := json.Marshal(nb.Columns)
 	if err != nil {
 		return nil, false, err
 	}
-	vals := make([]string, len(nb.Rows))
+	// The values and the subjects' hashes are worked out before the transaction.
+	vals, hashes := make([]string, len(nb.Rows)), make([][]byte, len(nb.Rows))
 	for i, r := range nb.Rows {
 		v, err := json.Marshal(r.Values)
 		if err != nil {
 			return nil, false, err
 		}
-		vals[i] = string(v)
+		vals[i], hashes[i] = string(v), hashOf(h, r.Subject, r.SubjectOK)
 	}
 	var out *Batch
 	var replayed bool
@@ -303,7 +312,7 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 			out, replayed = b, err == nil
 			return err
 		}
-		if err := insertBatchRows(ctx, tx, b.ID, nb.Rows, vals); err != nil {
+		if err := insertBatchRows(ctx, tx, b.ID, nb.Rows, vals, hashes); err != nil {
 			return err
 		}
 		b.Counts.Pending = int64(len(nb.Rows))
@@ -321,21 +330,22 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 // parameters are well within every engine's bound.
 const batchRowsPerInsert = 256
 
-// insertBatchRows writes a batch's rows, vals their values as the column keeps them,
+// insertBatchRows writes a batch's rows, vals their values as the column keeps them
+// and hashes the hashes of their subjects,
 // in INSERTs of many rows: of batchRowsPerInsert, then of the powers of two that make
 // up the rest, so that the statements are few and each engine keeps them prepared.
-func insertBatchRows(ctx context.Context, tx Tx, batchID string, rows []NewBatchRow, vals []string) error {
+func insertBatchRows(ctx context.Context, tx Tx, batchID string, rows []NewBatchRow, vals []string, hashes [][]byte) error {
 	for done := 0; done < len(rows); {
 		n := batchRowsPerInsert
 		for n > len(rows)-done {
 			n /= 2
 		}
-		args := make([]any, 0, 4*n)
+		args := make([]any, 0, 5*n)
 		for i := done; i < done+n; i++ {
-			args = append(args, batchID, i+1, vals[i], string(rows[i].Request))
+			args = append(args, batchID, i+1, vals[i], string(rows[i].Request), hashes[i])
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO batch_rows (batch_id, row_number, vals, request) VALUES (?, ?, ?, ?)`+
-			strings.Repeat(", (?, ?, ?, ?)", n-1), args...); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO batch_rows (batch_id, row_number, vals, request, subject_hash) VALUES (?, ?, ?, ?, ?)`+
+			strings.Repeat(", (?, ?, ?, ?, ?)", n-1), args...); err != nil {
 			return err
 		}
 		done += n

@@ -61,3 +61,7 @@ func (db *DB) EmptyKeyCache() { db.keys.Invalidate() }
 // MissQueries are package store's statements of the sources' misses, for EXPLAIN
 // QUERY PLAN.
 var MissQueries = store.MissQueries
+
+// SuppressionQueries are package store's statements of the suppressions, for EXPLAIN
+// QUERY PLAN.
+var SuppressionQueries = store.SuppressionQueries

@@ -90,4 +90,11 @@ var conformanceTests = []conformanceTest{
 	{"SourceMissesRememberedPerSubjectAndScope", testSourceMissesRememberedPerSubjectAndScope},
 	{"SourceMissesExpireAndArePurged", testSourceMissesExpireAndArePurged},
 	{"SourceMissesFromManyWriters", testSourceMissesFromManyWriters},
+	{"TheRegistryHoldsEveryTableOfTheSchema", testTheRegistryHoldsEveryTableOfTheSchema},
+	{"EveryRowAboutAPersonIsFoundBySubject", testEveryRowAboutAPersonIsFoundBySubject},
+	{"RowsFromBeforeAreHashedAsTheyWouldBeNow", testRowsFromBeforeAreHashedAsTheyWouldBeNow},
+	{"SuppressionsPerOrganization", testSuppressionsPerOrganization},
+	{"ASuppressionIsSeenByEveryHandle", testASuppressionIsSeenByEveryHandle},
+	{"AStoreHitAboutASuppressedSubjectFails", testAStoreHitAboutASuppressedSubjectFails},
+	{"SuppressingASubjectPausesItsWatches", testSuppressingASubjectPausesItsWatches},
 }

@@ -1,0 +1,124 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"enrichd/enrich"
+)
+
+// The people and companies rows are about are named by keyed hashes of their
+// identifiers (enrich.Subjects): every table that holds a person's data keeps the
+// hashes of whom each row is about, in subject_hash (what was asked) and answer_hash
+// (whom the data turned out to be about, where that differs), each indexed, so that
+// everything about one person is a lookup on each table (the registry, privacy.go).
+// An empty hash marks a row that names no subject; NULL, a row not hashed yet
+// (HashSubjects).
+
+// WithSubjectKey gives the store the key of subjects' hashes (secret.Box.SubjectKey).
+// Without it the database can be read, but no row about a person can be written or
+// checked: those operations fail with ErrNoSubjectKey.
+func WithSubjectKey(key []byte) Option {
+	return func(o *Options) { o.SubjectKey = append([]byte(nil), key...) }
+}
+
+// ErrNoSubjectKey is an operation on people's data in a database opened without the
+// subject key.
+var ErrNoSubjectKey = errors.New("this needs the secret key file (--secret-key-file): the people and companies enrichd holds data about " +
+	"are named in the database by keyed hashes under it, and the same file must be given to every process that uses the database")
+
+// Subjects is the hasher of subjects, nil when the database was opened without the
+// subject key.
+func (db *DB) Subjects() *enrich.Subjects { return db.subjects }
+
+// SetSubjects gives a DB made around a driver, rather than by Open, the hasher of
+// subjects (a test's wrapper of a driver). Call it before the DB is used.
+func (db *DB) SetSubjects(s *enrich.Subjects) { db.subjects = s }
+
+// hasher is Subjects, or ErrNoSubjectKey.
+func (db *DB) hasher() (*enrich.Subjects, error) {
+	if db.subjects == nil {
+		return nil, ErrNoSubjectKey
+	}
+	return db.subjects, nil
+}
+
+// noSubject is the hash column of a row that names no subject: empty, which is not
+// NULL (a row not hashed yet).
+var noSubject = []byte{}
+
+// hashOf is the column value of sub's hash, noSubject when ok is false.
+func hashOf(h *enrich.Subjects, sub enrich.Subject, ok bool) []byte {
+	if !ok {
+		return noSubject
+	}
+	sum := h.Hash(sub)
+	return sum[:]
+}
+
+// inputHash is the hash of the one subject an input is about (enrich.InputSubject).
+func inputHash(h *enrich.Subjects, in enrich.Input) []byte {
+	sub, ok := enrich.InputSubject(in)
+	return hashOf(h, sub, ok)
+}
+
+// resultHash is the hash of whom a result is about (enrich.ResultSubject).
+func resultHash(h *enrich.Subjects, res enrich.Result) []byte {
+	sub, ok := enrich.ResultSubject(res)
+	return hashOf(h, sub, ok)
+}
+
+// resultJSONHash is resultHash of a company or a person as the store keeps it (JSON):
+// its profile URL or its domain are all it reads of it. objectType "" tells them apart
+// by the fields only a person has (a task's result, kept without its type).
+func resultJSONHash(h *enrich.Subjects, objectType string, data []byte) []byte {
+	if len(data) == 0 {
+		return noSubject
+	}
+	var who struct {
+		NetworkURL *string         `json:"network_url"`
+		Domain     *string         `json:"domain"`
+		FullName   json.RawMessage `json:"full_name"`
+		Positions  json.RawMessage `json:"positions"`
+	}
+	if json.Unmarshal(data, &who) != nil {
+		return noSubject
+	}
+	if objectType == "" && (who.FullName != nil || who.Positions != nil) {
+		objectType = enrich.ObjectPerson
+	}
+	if objectType == enrich.ObjectPerson {
+		return resultHash(h, enrich.Result{Person: &enrich.Person{NetworkURL: who.NetworkURL}})
+	}
+	return resultHash(h, enrich.Result{Company: &enrich.Company{Domain: who.Domain}})
+}
+
+// keyHash is the hash of the identifier a record key names (see RecordKey): an
+// address, a profile, a domain; a company's page names none. A key Key shortened is
+// not read back: the record's own subject, fallback, stands for it.
+func keyHash(h *enrich.Subjects, key string, fallback []byte) []byte {
+	kind, value, ok := strings.Cut(key, ":")
+	if !ok || len(key) >= maxIndexedText {
+		return fallback
+	}
+	switch kind {
+	case "email":
+		return hashOf(h, enrich.Subject{Kind: enrich.SubjectEmail, Value: value}, true)
+	case "person":
+		return hashOf(h, enrich.Subject{Kind: enrich.SubjectProfile, Value: value}, true)
+	case "domain":
+		return hashOf(h, enrich.Subject{Kind: enrich.SubjectDomain, Value: value}, true)
+	}
+	return noSubject
+}
+
+// answerColumn is answer_hash: whom the data is about, where that differs from the
+// subject asked; NULL when it does not, or there is none.
+func answerColumn(subject, answer []byte) any {
+	if len(answer) == 0 || bytes.Equal(subject, answer) {
+		return nil
+	}
+	return answer
+}
