@@ -397,7 +397,8 @@ func (s *Server) planBatch(up *upload, objectType string) (*batchPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		plan.rows = append(plan.rows, store.NewBatchRow{Values: row.values, Request: raw})
+		sub, ok := enrich.InputSubject(in)
+		plan.rows = append(plan.rows, store.NewBatchRow{Values: row.values, Request: raw, Subject: sub, SubjectOK: ok})
 		plan.estimate += in.Lookup.Cost()
 	}
 	if len(refused) > 0 {

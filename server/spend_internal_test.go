@@ -40,7 +40,7 @@ func (v *pricedVendor) PersonByURL(context.Context, string) (*enrich.Person, err
 func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 	is.NoErr(err)
 	t.Cleanup(func() { db.Close() })
 	var logs bytes.Buffer
@@ -87,7 +87,7 @@ func (faultyReads) Read(context.Context, func(store.Executor) error) error {
 func TestABudgetUnreadInAStorageOutageIsNotLoggedPerAsk(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	real, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
+	real, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 	is.NoErr(err)
 	t.Cleanup(func() { real.Close() })
 	db := &store.DB{Driver: faultyReads{real.Driver}, Now: real.Now}

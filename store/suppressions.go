@@ -166,6 +166,11 @@ func (db *DB) addSuppressions(ctx context.Context, list []NewSuppression, skipEx
 		now := db.now()
 		for _, s := range entries {
 			s.CreatedAt = now
+			if s.AddedBy.Kind == AddedByKey && s.AddedBy.Name == nil && s.AddedBy.ID != nil {
+				if s.AddedBy.Name, err = keyName(ctx, tx, *s.AddedBy.ID); err != nil {
+					return err
+				}
+			}
 			n, err := tx.Exec(ctx, `INSERT INTO suppressions (`+suppressionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT (org_id, hash) DO NOTHING`, s.ID, s.OrgID, s.Kind, s.Hash, s.Hint, s.Reason,
 				s.AddedBy.Kind, s.AddedBy.ID, s.AddedBy.Name, ms(now))
@@ -192,6 +197,23 @@ func (db *DB) addSuppressions(ctx context.Context, list []NewSuppression, skipEx
 		c.Invalidate()
 	}
 	return added, nil
+}
+
+// keyName is how an API key is shown as who added a suppression: its name, or its
+// prefix when it has none; nil for a key that is gone.
+func keyName(ctx context.Context, q Executor, id string) (*string, error) {
+	var name, prefix string
+	err := q.QueryRow(ctx, `SELECT name, prefix FROM api_keys WHERE id = ?`, id).Scan(&name, &prefix)
+	if errors.Is(err, ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = prefix
+	}
+	return &name, nil
 }
 
 // pauseSuppressedWatches pauses, in tx, the watches whose subject or answer hash is
