@@ -722,6 +722,14 @@ CREATE INDEX watches_subject ON watches(subject_hash);
 CREATE INDEX watches_answer ON watches(answer_hash) WHERE answer_hash IS NOT NULL;
 CREATE INDEX watches_unhashed ON watches(id) WHERE subject_hash IS NULL;
 
+-- The key the hashes are made under, by an id that gives nothing of it away: a
+-- process given another key file is refused, since its hashes would name nobody the
+-- rows name (and no suppression would hold). One row.
+CREATE TABLE subject_key (
+    id           TEXT PRIMARY KEY,
+    created_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+
 -- People and companies an organization must not enrich (do-not-enrich, an objection):
 -- kept by the keyed hash of the address, profile or domain alone, with a masked hint
 -- to recognize it by, never the value. org_id '' is the installation's, which holds

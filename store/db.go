@@ -103,6 +103,10 @@ func Open(ctx context.Context, dsn, schema string, opts ...Option) (*DB, error) 
 	db.Driver = d
 	if o.SubjectKey != nil {
 		db.subjects = enrich.NewSubjects(o.SubjectKey)
+		if err := db.claimSubjectKey(ctx, o.SubjectKey); err != nil {
+			d.Close()
+			return nil, err
+		}
 		// Rows from before subjects were hashed are hashed now, before any request
 		// looks a subject up; on PostgreSQL a replica starting at the same time does
 		// the same rows again, to the same effect.

@@ -269,6 +269,7 @@ var NonPersonalTables = map[string]string{
 	"source_budgets":  "monthly budgets of the sources",
 	"org_source_keys": "organizations' own vendor keys, sealed",
 	"replicas":        "PostgreSQL replicas' heartbeats",
+	"subject_key":     "the id of the key subjects are hashed under, not the key",
 }
 
 // PersonalTables is the registry, in the order export shows it.

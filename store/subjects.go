@@ -2,8 +2,12 @@ package store
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"enrichd/enrich"
@@ -36,6 +40,37 @@ func (db *DB) Subjects() *enrich.Subjects { return db.subjects }
 // SetSubjects gives a DB made around a driver, rather than by Open, the hasher of
 // subjects (a test's wrapper of a driver). Call it before the DB is used.
 func (db *DB) SetSubjects(s *enrich.Subjects) { db.subjects = s }
+
+// SubjectKeyID names a subject key without giving anything of it away.
+func SubjectKeyID(key []byte) string {
+	sum := sha256.Sum256(append([]byte("enrichd subject key id\x00"), key...))
+	return hex.EncodeToString(sum[:6])
+}
+
+// claimSubjectKey records the key the database's subjects are hashed under, the first
+// time one is given, and refuses another: its hashes would name nobody the rows
+// name, and no suppression would hold.
+func (db *DB) claimSubjectKey(ctx context.Context, key []byte) error {
+	id := SubjectKeyID(key)
+	var held []string
+	err := db.Write(ctx, func(tx Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO subject_key (id, created_at) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM subject_key)
+			ON CONFLICT (id) DO NOTHING`, id, ms(db.now())); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT id FROM subject_key ORDER BY id`)
+		held, err = collect(rows, err, func(r Row) (s string, err error) { return s, r.Scan(&s) })
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(held) != 1 || held[0] != id {
+		return fmt.Errorf("this database names the people it holds data about by hashes under another secret key file (key id %s; the file given has %s): "+
+			"give every process the file the database was first served with; if that file is lost, see docs/privacy.md", strings.Join(held, ", "), id)
+	}
+	return nil
+}
 
 // hasher is Subjects, or ErrNoSubjectKey.
 func (db *DB) hasher() (*enrich.Subjects, error) {

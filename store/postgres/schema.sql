@@ -600,6 +600,13 @@ CREATE INDEX watches_subject ON watches(subject_hash);
 CREATE INDEX watches_answer ON watches(answer_hash) WHERE answer_hash IS NOT NULL;
 CREATE INDEX watches_unhashed ON watches(id) WHERE subject_hash IS NULL;
 
+-- The key the hashes are made under, by an id that gives nothing of it away: a
+-- process given another key file is refused. One row.
+CREATE TABLE subject_key (
+    id           TEXT COLLATE "C" PRIMARY KEY,
+    created_at   BIGINT NOT NULL
+);
+
 -- People and companies an organization must not enrich, by keyed hash alone, with a
 -- masked hint; org_id '' is the installation's, for every organization.
 CREATE TABLE suppressions (

@@ -93,6 +93,7 @@ var conformanceTests = []conformanceTest{
 	{"TheRegistryHoldsEveryTableOfTheSchema", testTheRegistryHoldsEveryTableOfTheSchema},
 	{"EveryRowAboutAPersonIsFoundBySubject", testEveryRowAboutAPersonIsFoundBySubject},
 	{"RowsFromBeforeAreHashedAsTheyWouldBeNow", testRowsFromBeforeAreHashedAsTheyWouldBeNow},
+	{"AnotherKeyIsRefused", testAnotherKeyIsRefused},
 	{"SuppressionsPerOrganization", testSuppressionsPerOrganization},
 	{"ASuppressionIsSeenByEveryHandle", testASuppressionIsSeenByEveryHandle},
 	{"AStoreHitAboutASuppressedSubjectFails", testAStoreHitAboutASuppressedSubjectFails},

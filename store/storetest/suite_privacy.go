@@ -285,6 +285,21 @@ func testEveryRowAboutAPersonIsFoundBySubject(t *testing.T, env *Env) {
 	}
 }
 
+// testAnotherKeyIsRefused: a handle given another subject key than the one the
+// database was first opened with is refused, with a message that says so: its hashes
+// would find no row and hold no suppression.
+func testAnotherKeyIsRefused(t *testing.T, env *Env) {
+	ctx := context.Background()
+	_, err := store.Open(ctx, env.DSN, Schema(t), store.WithSubjectKey([]byte("another key, thirty-two bytes!!!")))
+	if err == nil || !strings.Contains(err.Error(), "another secret key file") {
+		t.Fatalf("opened with another key: %v", err)
+	}
+	again := env.Open() // the right key still opens it
+	if again.Subjects() == nil {
+		t.Fatal("opened without its subjects")
+	}
+}
+
 // downgradeSubjects takes the database back to the schema before subjects were
 // hashed: the hash columns, their indexes and the suppressions dropped, the migration
 // forgotten. It returns, by table and row key, the hashes the rows had.
@@ -313,6 +328,7 @@ func downgradeSubjects(t *testing.T, env *Env) map[string]string {
 	}
 	for _, stmt := range []string{
 		`DROP TABLE suppressions`,
+		`DROP TABLE subject_key`,
 		raw.Pick(`SELECT 1`, `DROP FUNCTION suppressions_changed()`),
 		`DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)`,
 	} {
