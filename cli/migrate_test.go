@@ -187,7 +187,7 @@ func TestMigrateToPostgres(t *testing.T) {
 	ctx := t.Context()
 	dsn := storetest.PostgresURL(t)
 	path := filepath.Join(t.TempDir(), "enrichd.db")
-	src, err := store.Open(ctx, path, schema)
+	src, err := store.Open(ctx, path, schema, store.WithSubjectKey(testSubjectKey))
 	is.NoErr(err)
 	defer src.Close()
 	filled := fillForMigration(t, src)
@@ -334,9 +334,13 @@ func TestMigrateRefusesWhatItCannotCopy(t *testing.T) {
 }
 
 // openPostgresStore opens dsn through the store, closing it when the test ends.
+// testSubjectKey is the subject key the migration's two sides are opened with: the
+// same key file goes with the data.
+var testSubjectKey = []byte("migrate tests' subject key, 32 b")
+
 func openPostgresStore(t *testing.T, dsn string) *store.DB {
 	t.Helper()
-	db, err := store.Open(t.Context(), dsn, schema)
+	db, err := store.Open(t.Context(), dsn, schema, store.WithSubjectKey(testSubjectKey))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,18 +82,21 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			// The database is opened, and created when missing, only once every flag
-			// is known good, so a refused command leaves no file behind.
+			// is known good, so a refused command leaves no file behind. The key file
+			// comes first: the subjects of the rows about people are hashed under it,
+			// those from before as the database opens.
+			if cfg.Secrets, err = openSecrets(cmd, logger); err != nil {
+				return err
+			}
 			cacheMiB, _ := f.GetInt("cache-size")
 			readers, _ := f.GetInt("readers")
 			path, _ := f.GetString("db")
-			db, err := store.Open(cmd.Context(), path, program(cmd).Schema, store.WithCacheSize(cacheMiB), store.WithReaders(readers))
+			db, err := store.Open(cmd.Context(), path, program(cmd).Schema, store.WithCacheSize(cacheMiB), store.WithReaders(readers),
+				store.WithSubjectKey(cfg.Secrets.SubjectKey()))
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if cfg.Secrets, err = openSecrets(cmd, logger); err != nil {
-				return err
-			}
 			warnSealedElsewhere(cmd.Context(), db, cfg.Secrets, logger)
 			for i, s := range cfg.Sources {
 				if s == nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -149,6 +150,23 @@ func (s *Server) AddSuppression(ctx context.Context, orgID string, req Suppressi
 // regard to case; any other column (a name, a note) is read past and kept nowhere.
 var suppressionColumns = []string{"email", "networkUrl", "domain", "reason"}
 
+// ReadSuppressionsCSV reads a CSV of suppressions (a header with any of email,
+// networkUrl, domain and reason) as the API's import does, checking every row: the CLI
+// imports through it. networkHost is serve's --network-host.
+func ReadSuppressionsCSV(networkHost, orgID string, body []byte, by store.AddedBy) ([]store.NewSuppression, error) {
+	if len(body) > store.MaxBatchBytes {
+		return nil, enrich.Errorf(enrich.KindInvalid, "the file is larger than %d MiB", store.MaxBatchBytes>>20)
+	}
+	if !utf8.Valid(body) {
+		return nil, enrich.Errorf(enrich.KindInvalid, "the file is not valid UTF-8 (first bad byte at offset %d); save it as UTF-8", invalidUTF8At(body))
+	}
+	up, err := parseCSVUpload(bytes.TrimPrefix(body, []byte("\ufeff")))
+	if err != nil {
+		return nil, err
+	}
+	return planSuppressions(networkHost, up, orgID, by)
+}
+
 // importSuppressions reads a CSV of suppressions from the request, checks every row
 // (each must name exactly one subject), and adds them in one transaction, or refuses
 // the file, listing its bad rows by number, and adds none.
@@ -160,7 +178,7 @@ func (s *Server) importSuppressions(r *http.Request, orgID string, by store.Adde
 	if err != nil {
 		return SuppressionImport{}, err
 	}
-	list, err := s.planSuppressions(up, orgID, by)
+	list, err := planSuppressions(s.cfg.NetworkHost, up, orgID, by)
 	if err != nil {
 		return SuppressionImport{}, err
 	}
@@ -170,7 +188,7 @@ func (s *Server) importSuppressions(r *http.Request, orgID string, by store.Adde
 
 // planSuppressions checks every row of an uploaded CSV of suppressions, and collects
 // every refusal: nothing is added unless every row passes.
-func (s *Server) planSuppressions(up *upload, orgID string, by store.AddedBy) ([]store.NewSuppression, error) {
+func planSuppressions(networkHost string, up *upload, orgID string, by store.AddedBy) ([]store.NewSuppression, error) {
 	col := map[string]int{}
 	for i, c := range up.columns {
 		for _, name := range suppressionColumns {
@@ -213,7 +231,7 @@ func (s *Server) planSuppressions(up *upload, orgID string, by store.AddedBy) ([
 			continue
 		}
 		req := SuppressionRequest{Email: get(row, "email"), NetworkURL: get(row, "networkUrl"), Domain: get(row, "domain"), Reason: get(row, "reason")}
-		ns, err := CheckSuppression(s.cfg.NetworkHost, orgID, req, by)
+		ns, err := CheckSuppression(networkHost, orgID, req, by)
 		if err != nil {
 			refused = append(refused, enrich.RowError{Row: i + 1, Line: row.line, Message: err.Error()})
 			continue
