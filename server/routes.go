@@ -94,6 +94,9 @@ func addRoutes(r *httprouter.Router, s *Server) {
 	//   POST /dashboard/watches/:id/resume
 	//   POST /dashboard/watches/:id/run
 	//   POST /dashboard/watches/:id/delete
+	//   GET  /dashboard/suppressions
+	//   POST /dashboard/suppressions
+	//   POST /dashboard/suppressions/:id/lift
 	//   GET  /dashboard/batches
 	//   POST /dashboard/batches
 	//   POST /dashboard/batches/preview
