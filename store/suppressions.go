@@ -334,7 +334,7 @@ func (db *DB) Suppressed(ctx context.Context, orgID string, subjects ...enrich.S
 	}
 	for _, sub := range subjects {
 		hash := h.Hash(sub)
-		ok, err := db.suppressedHashes(ctx, db.Reader(), orgID, hash[:])
+		ok, err := db.suppressedHashes(ctx, nil, orgID, hash[:])
 		if err != nil || ok {
 			return sub, ok, err
 		}
@@ -345,21 +345,29 @@ func (db *DB) Suppressed(ctx context.Context, orgID string, subjects ...enrich.S
 // SuppressedHash reports whether the subject of hash is suppressed for the
 // organization.
 func (db *DB) SuppressedHash(ctx context.Context, orgID string, hash []byte) (bool, error) {
-	return db.suppressedHashes(ctx, db.Reader(), orgID, hash)
+	return db.suppressedHashes(ctx, nil, orgID, hash)
 }
 
 // suppressedHashes reports whether any of hashes is suppressed for the organization:
-// from the cache when the engine keeps one, else by one read of the unique index on q.
-func (db *DB) suppressedHashes(ctx context.Context, q Executor, orgID string, hashes ...[]byte) (bool, error) {
+// from the cache when the engine keeps one, else by one read of the unique index. tx,
+// when set, is the transaction the check is made in: the read is its, and the cache
+// is not filled from it (a transaction waiting on another connection of the pool
+// could wait for ever on PostgreSQL, and SQLite's writer would wait on the read);
+// outside one, the organization's entries are read into the cache.
+func (db *DB) suppressedHashes(ctx context.Context, tx Executor, orgID string, hashes ...[]byte) (bool, error) {
+	q := tx
 	if c := db.SuppressionCache(); c != nil {
 		if hit, known := c.check(orgID, hashes); known {
 			return hit, nil
 		}
-		if c.load(ctx, db.Reader(), orgID) {
+		if tx == nil && c.load(ctx, db.Reader(), orgID) {
 			if hit, known := c.check(orgID, hashes); known {
 				return hit, nil
 			}
 		}
+	}
+	if q == nil {
+		q = db.Reader()
 	}
 	args := make([]any, 0, len(hashes)+1)
 	args = append(args, orgID)
