@@ -228,10 +228,14 @@ func (db *DB) CreateWatch(ctx context.Context, nw NewWatch) (*Watch, error) {
 	if err != nil {
 		return nil, err
 	}
+	suppressed, err := db.watchSuppressed(ctx, nw)
+	if err != nil {
+		return nil, err
+	}
 	var w *Watch
 	err = db.Write(ctx, func(tx Tx) error {
 		var err error
-		w, err = createWatch(ctx, tx, h, nw, db.now())
+		w, err = createWatch(ctx, tx, h, nw, suppressed, db.now())
 		return err
 	})
 	if err != nil {
@@ -251,12 +255,18 @@ func (db *DB) CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult,
 	if err != nil {
 		return nil, err
 	}
+	suppressed := make([]bool, len(nws))
+	for i, nw := range nws {
+		if suppressed[i], err = db.watchSuppressed(ctx, nw); err != nil {
+			return nil, err
+		}
+	}
 	var out []WatchResult
 	err = db.Write(ctx, func(tx Tx) error {
 		out = make([]WatchResult, len(nws))
 		now := db.now()
 		for i, nw := range nws {
-			w, err := createWatch(ctx, tx, h, nw, now)
+			w, err := createWatch(ctx, tx, h, nw, suppressed[i], now)
 			var refused *enrich.Error
 			if err != nil && !errors.As(err, &refused) {
 				return err // the database failed: nothing of the import is kept
@@ -278,7 +288,10 @@ func (db *DB) CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult,
 // abort PostgreSQL's transaction (CreateWatches goes on after a duplicate). A second
 // request for the same key at once waits for the first's transaction, then finds it
 // taken.
-func createWatch(ctx context.Context, tx Tx, h *enrich.Subjects, nw NewWatch, now time.Time) (*Watch, error) {
+//
+// A watch of a suppressed subject is created paused (PausedSuppressed): it is never
+// due until it is resumed.
+func createWatch(ctx context.Context, tx Tx, h *enrich.Subjects, nw NewWatch, suppressed bool, now time.Time) (*Watch, error) {
 	if err := CheckNewWatch(nw); err != nil {
 		return nil, err
 	}
@@ -291,7 +304,10 @@ func createWatch(ctx context.Context, tx Tx, h *enrich.Subjects, nw NewWatch, no
 	if len(w.Input) == 0 {
 		w.Input = json.RawMessage("{}")
 	}
-	if nw.Enabled {
+	if suppressed {
+		reason := PausedSuppressed
+		w.PausedReason = &reason
+	} else if nw.Enabled {
 		first := nw.FirstRunAt.UTC().Truncate(time.Millisecond)
 		if nw.FirstRunAt.IsZero() {
 			first = now
@@ -303,10 +319,11 @@ func createWatch(ctx context.Context, tx Tx, h *enrich.Subjects, nw NewWatch, no
 		return nil, err
 	}
 	n, err := tx.Exec(ctx, `INSERT INTO watches (id, org_id, object_type, lookup, target, input, loop_id, every_days, fields,
-		notify_unchanged, enabled, next_run_at, created_at, updated_at, subject_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		notify_unchanged, enabled, paused_reason, next_run_at, created_at, updated_at, subject_hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, loop_id, lookup, target) DO NOTHING`,
 		w.ID, w.OrgID, w.ObjectType, string(w.Lookup), w.Target, string(w.Input), w.LoopID, w.EveryDays, fields,
-		boolInt(w.NotifyUnchanged), boolInt(w.Enabled), nullMS(w.NextRunAt), ms(now), ms(now), w.SubjectHash)
+		boolInt(w.NotifyUnchanged), boolInt(w.Enabled), w.PausedReason, nullMS(w.NextRunAt), ms(now), ms(now), w.SubjectHash)
 	if err != nil {
 		return nil, err
 	}
@@ -314,6 +331,13 @@ func createWatch(ctx context.Context, tx Tx, h *enrich.Subjects, nw NewWatch, no
 		return nil, WatchExists()
 	}
 	return w, nil
+}
+
+// watchSuppressed reports whether a watch asked for names a suppressed subject of its
+// organization (an address's domain included).
+func (db *DB) watchSuppressed(ctx context.Context, nw NewWatch) (bool, error) {
+	_, suppressed, err := db.Suppressed(ctx, nw.OrgID, enrich.InputSubjects(nw.Input)...)
+	return suppressed, err
 }
 
 // lockWatchLoop is what a watch's Loop must be: the organization's (another's is not

@@ -280,4 +280,17 @@ func testSuppressingASubjectPausesItsWatches(t *testing.T, env *Env) {
 	due, err := db.DueWatches(ctx, env.Clock.Now().Add(time.Hour), 100, 100)
 	is.NoErr(err)
 	is.Equal(len(due), 0)
+
+	// A watch made of a suppressed subject, or of an address at a suppressed domain,
+	// is made paused.
+	_, err = db.AddSuppression(ctx, store.NewSuppression{OrgID: acme, Subject: domainSubject("initech.com"), AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
+	is.NoErr(err)
+	l := newLoop(t, db, acme, "more people", enrich.ObjectPerson)
+	for _, nw := range []store.NewWatch{newPersonWatch(acme, l.ID, "jane-doe", env.Clock.Now()), {OrgID: acme, ObjectType: enrich.ObjectPerson,
+		Input: enrich.Input{Lookup: enrich.LookupEmail, Target: "peter@initech.com"}, RawInput: json.RawMessage(`{"email":"peter@initech.com"}`),
+		LoopID: l.ID, EveryDays: 30, Enabled: true}} {
+		w, err := db.CreateWatch(ctx, nw)
+		is.NoErr(err)
+		is.True(paused(acme, w.ID))
+	}
 }
