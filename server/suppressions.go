@@ -372,6 +372,9 @@ func (s *Server) withoutSuppressed(ctx context.Context, c *store.Claim, out stor
 // when its input was suppressed after it was queued.
 func (s *Server) claimSuppressed(ctx context.Context, c *store.Claim) *enrich.TaskError {
 	_, fail, err := s.inputSuppression(ctx, c.OrgID, c.Input)
+	if err != nil && ctx.Err() != nil {
+		return nil // the task's time is up: it fails as any task past its lifetime does
+	}
 	if err != nil {
 		if !store.IsStorageFault(err) {
 			s.log.Error("checking the suppressions", "task", c.TaskID, "err", err)

@@ -109,8 +109,10 @@ func Open(ctx context.Context, dsn, schema string, opts ...Option) (*DB, error) 
 		}
 		// Rows from before subjects were hashed are hashed now, before any request
 		// looks a subject up; on PostgreSQL a replica starting at the same time does
-		// the same rows again, to the same effect.
-		if _, err := db.HashSubjects(ctx, 0); err != nil {
+		// the same rows again, to the same effect. A database that cannot take writes
+		// now opens all the same (its writes answer storage_unavailable): the serving
+		// process's maintenance hashes them once it can.
+		if _, err := db.HashSubjects(ctx, 0); err != nil && !IsStorageFault(err) {
 			d.Close()
 			return nil, fmt.Errorf("hashing the subjects of rows from before: %w", err)
 		}

@@ -50,26 +50,43 @@ func SubjectKeyID(key []byte) string {
 // claimSubjectKey records the key the database's subjects are hashed under, the first
 // time one is given, and refuses another: its hashes would name nobody the rows
 // name, and no suppression would hold.
+//
+// A database that cannot take the write now (read-only, a full disk) is checked by a
+// read alone: it opens, answering writes storage_unavailable as it does, and the key
+// is recorded by a later start.
 func (db *DB) claimSubjectKey(ctx context.Context, key []byte) error {
 	id := SubjectKeyID(key)
-	var held []string
-	err := db.Write(ctx, func(tx Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO subject_key (id, created_at) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM subject_key)
-			ON CONFLICT (id) DO NOTHING`, id, ms(db.now())); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT id FROM subject_key ORDER BY id`)
-		held, err = collect(rows, err, func(r Row) (s string, err error) { return s, r.Scan(&s) })
-		return err
-	})
+	held, err := subjectKeys(ctx, db.Reader())
 	if err != nil {
 		return err
+	}
+	if len(held) == 0 {
+		err = db.Write(ctx, func(tx Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO subject_key (id, created_at) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM subject_key)
+				ON CONFLICT (id) DO NOTHING`, id, ms(db.now())); err != nil {
+				return err
+			}
+			held, err = subjectKeys(ctx, tx)
+			return err
+		})
+		if IsStorageFault(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if len(held) != 1 || held[0] != id {
 		return fmt.Errorf("this database names the people it holds data about by hashes under another secret key file (key id %s; the file given has %s): "+
 			"give every process the file the database was first served with; if that file is lost, see docs/privacy.md", strings.Join(held, ", "), id)
 	}
 	return nil
+}
+
+// subjectKeys reads the ids of subject_key.
+func subjectKeys(ctx context.Context, q Executor) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT id FROM subject_key ORDER BY id`)
+	return collect(rows, err, func(r Row) (s string, err error) { return s, r.Scan(&s) })
 }
 
 // hasher is Subjects, or ErrNoSubjectKey.
