@@ -51,6 +51,7 @@ func newServeCommand() *cobra.Command {
 			cfg.Addr, _ = f.GetString("addr")
 			cfg.PublicURL, _ = f.GetString("public-url")
 			cfg.Database, _ = f.GetString("db")
+			cfg.SecretKeyFile, _ = f.GetString("secret-key-file")
 			cfg.SessionIdle, _ = f.GetDuration("session-idle")
 			cfg.SessionMax, _ = f.GetDuration("session-max")
 			cfg.HTTP.ReadHeaderTimeout, _ = f.GetDuration("read-header-timeout")

@@ -47,10 +47,10 @@ type Erasure struct {
 	Why     string
 }
 
-// EraseFunc erases, in tx, the rows of a table about any of hashes that the scope
-// orgID holds ("": every organization's), as the table's Erasure says, and returns how
-// many it erased.
-type EraseFunc func(ctx context.Context, tx Tx, orgID string, hashes [][]byte) (int64, error)
+// EraseFunc erases, in tx, the rows of a table about any of hashes that the
+// organization orgID holds (allOrgs: every organization's), the rows Find finds, as
+// the table's Erasure says, and returns how many it erased.
+type EraseFunc func(ctx context.Context, tx Tx, orgID string, allOrgs bool, hashes []enrich.SubjectHash) (int64, error)
 
 // PersonalTable is one table of the registry.
 type PersonalTable struct {
@@ -376,7 +376,7 @@ func (db *DB) FindSubject(ctx context.Context, orgID string, allOrgs bool, hashe
 	err := db.Read(ctx, func(q Executor) error {
 		out = nil
 		for _, p := range personalTables {
-			rows, err := p.find(ctx, q, orgID, allOrgs, hashes)
+			rows, err := p.Find(ctx, q, orgID, allOrgs, hashes)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.Name, err)
 			}
@@ -389,8 +389,10 @@ func (db *DB) FindSubject(ctx context.Context, orgID string, allOrgs bool, hashe
 	return out, err
 }
 
-// find runs FindQuery and reads its rows as the export shows them.
-func (p PersonalTable) find(ctx context.Context, q Executor, orgID string, allOrgs bool, hashes []enrich.SubjectHash) ([]map[string]any, error) {
+// Find reads, on q (a transaction, or the reader), the table's rows about any of
+// hashes that the organization orgID holds, shared rows included (allOrgs: every
+// organization's), each as its key columns and what an export shows of it.
+func (p PersonalTable) Find(ctx context.Context, q Executor, orgID string, allOrgs bool, hashes []enrich.SubjectHash) ([]map[string]any, error) {
 	query, args := p.FindQuery(hashes, orgID, allOrgs)
 	rows, err := q.Query(ctx, query, args...)
 	return collect(rows, err, func(r Row) (map[string]any, error) {
