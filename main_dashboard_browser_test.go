@@ -672,6 +672,26 @@ func TestDashboardInABrowser(t *testing.T) {
 	contains(t, b.text("#watches"), "globex.com")
 	contains(t, b.text("main"), "1 watch.")
 	b.axe("watches")
+
+	// Suppressions: one person from the form, then a list from a CSV file; each shown
+	// by its masked hint, never the address.
+	b.open("/dashboard/suppressions", "form#add-suppression")
+	b.fill("form#add-suppression", "value", "jane.doe@globex.com", "reason", "objected by email")
+	b.submit("form#add-suppression")
+	b.waitText(".notice", "j***@globex.com is suppressed")
+	suppressionList := filepath.Join(t.TempDir(), "do-not-contact.csv")
+	if err := os.WriteFile(suppressionList, []byte("email,domain,reason\nann@initech.com,,asked us\n,hooli.com,the whole company\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.step("choosing the list", chromedp.SetUploadFiles(chromedp.CSS(`form#import-suppressions input[name=file]`), []string{suppressionList}))
+	b.submit("form#import-suppressions")
+	b.waitText(".notice", "2 suppressions added")
+	contains(t, b.text("#suppressions"), "h***.com")
+	if strings.Contains(b.text("main"), "jane.doe") {
+		t.Error("the Suppressions page shows a suppressed address")
+	}
+	b.axe("suppressions")
+	b.shot("suppressions")
 	b.refused(base+"/dashboard/no-such-page", http.StatusNotFound)
 	b.waitVisible(`header nav a[href="/dashboard/tasks"]`)
 	b.axe("not found")
@@ -690,6 +710,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		{"loop", loopPath, "#deliveries"},
 		{"delivery", "/dashboard/deliveries/" + deliveryID, "#delivery-status"},
 		{"watches", "/dashboard/watches", "#watches"},
+		{"suppressions", "/dashboard/suppressions", "#suppressions"},
 		{"credits", "/dashboard/credits", "tr.ledger"},
 		{"sources-month", "/dashboard/sources", "section.source"},
 		{"keys", "/dashboard/settings/keys", "tr.key"},

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+
+	"enrichd/store"
 )
 
 // serveWith runs serve with extra flags and returns its URL and a stop function.
@@ -13,6 +16,10 @@ func serveWith(t *testing.T, db string, extra ...string) (string, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
+	if store.Engine(db) != "sqlite" && !slices.Contains(extra, "--secret-key-file") {
+		// On PostgreSQL serve needs a key file: there is no database file to keep it beside.
+		extra = append(extra, "--secret-key-file", filepath.Join(t.TempDir(), "enrichd.secret-key"))
+	}
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--workers", "2"}, extra...), &stdout, &stderr)
 	}()

@@ -48,10 +48,10 @@ type servedOnce struct {
 	done   chan error
 }
 
-func startBinary(t *testing.T, bin, db string) *servedOnce {
+func startBinary(t *testing.T, bin, db string, extra ...string) *servedOnce {
 	t.Helper()
 	s := &servedOnce{stderr: &syncBuffer{}, done: make(chan error, 1)}
-	s.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--db", db)
+	s.cmd = exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--db", db}, extra...)...)
 	s.cmd.Stdout, s.cmd.Stderr = io.Discard, s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -131,7 +131,14 @@ func firstStart(t *testing.T, bin, db string) {
 		return string(out)
 	}
 
-	s := startBinary(t, bin, db)
+	// Beside a SQLite database serve makes its key file; PostgreSQL has no file beside
+	// it, and serve is given one.
+	keyFile, keyArgs := db+".secret-key", []string(nil)
+	if store.Engine(db) != "sqlite" {
+		keyFile = filepath.Join(t.TempDir(), "enrichd.secret-key")
+		keyArgs = []string{"--secret-key-file", keyFile}
+	}
+	s := startBinary(t, bin, db, keyArgs...)
 	old := s.link(t)
 	out := s.stop(t)
 	is.True(strings.HasPrefix(old, s.base+"/dashboard/install?token="))
@@ -140,27 +147,21 @@ func firstStart(t *testing.T, bin, db string) {
 	contains(t, out, "Dashboard:  "+s.base+"/dashboard/")
 	contains(t, out, "It works once, for\n1 hour")
 	is.Equal(strings.Count(out, "/dashboard/install?token="), 1) // once a start
-	// Beside a SQLite database, the first start made the key that seals organizations'
-	// own vendor keys, readable by its owner alone, and logged where it is; PostgreSQL
-	// has no file beside it, and nothing is made.
-	keyFile := db + ".secret-key"
-	var sealingKey []byte
-	if store.Engine(db) == "sqlite" {
-		info, err := os.Stat(keyFile)
-		is.NoErr(err)
-		is.Equal(info.Mode().Perm(), os.FileMode(0o600))
-		sealingKey, err = os.ReadFile(keyFile)
-		is.NoErr(err)
-		abs, err := filepath.Abs(keyFile)
-		is.NoErr(err)
-		contains(t, out, `"msg":"created the secret key file (mode 0600): back it up with the database`)
-		contains(t, out, `"path":"`+abs+`"`)
-		is.True(!strings.Contains(out, strings.TrimSpace(string(sealingKey)))) // its contents are not logged
-	} else {
-		is.True(!strings.Contains(out, "created the secret key file"))
-	}
+	// The first start made the key that seals organizations' own vendor keys and names
+	// the people the database holds data about, readable by its owner alone, and
+	// logged where it is.
+	info, err := os.Stat(keyFile)
+	is.NoErr(err)
+	is.Equal(info.Mode().Perm(), os.FileMode(0o600))
+	sealingKey, err := os.ReadFile(keyFile)
+	is.NoErr(err)
+	abs, err := filepath.Abs(keyFile)
+	is.NoErr(err)
+	contains(t, out, `"msg":"created the secret key file (mode 0600): back it up with the database`)
+	contains(t, out, `"path":"`+abs+`"`)
+	is.True(!strings.Contains(out, strings.TrimSpace(string(sealingKey)))) // its contents are not logged
 
-	s = startBinary(t, bin, db)
+	s = startBinary(t, bin, db, keyArgs...)
 	link := s.link(t)
 	is.True(link != old) // a new one each start
 	jar, err := cookiejar.New(nil)
@@ -272,17 +273,15 @@ func firstStart(t *testing.T, bin, db string) {
 	contains(t, restarted.stop(t), `"sources":"dataset,web"`)
 
 	// A user exists: the next start prints nothing of a first start.
-	s = startBinary(t, bin, db)
+	s = startBinary(t, bin, db, keyArgs...)
 	time.Sleep(200 * time.Millisecond) // what would be printed follows the listening line at once
 	out = s.stop(t)
 	is.True(!strings.Contains(out, "no user yet"))
 	is.True(!strings.Contains(out, "/dashboard/install"))
 	is.True(!strings.Contains(out, "created the secret key file")) // made once, then read
-	if sealingKey != nil {
-		again, err := os.ReadFile(keyFile)
-		is.NoErr(err)
-		is.Equal(again, sealingKey)
-	}
+	again, err := os.ReadFile(keyFile)
+	is.NoErr(err)
+	is.Equal(again, sealingKey)
 	for _, l := range lines(out) {
 		is.True(strings.HasPrefix(l, "{")) // the JSON log alone
 	}

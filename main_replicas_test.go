@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/secret"
 	"enrichd/store"
 	"enrichd/store/storetest"
 
@@ -220,7 +221,11 @@ func TestReplicasSurviveAKill(t *testing.T) {
 	is := is.New(t)
 	ctx := t.Context()
 	dsn := storetest.PostgresURL(t)
-	db, err := store.Open(ctx, dsn, schema)
+	// Every replica is given the same secret key file, as on PostgreSQL it must be.
+	keyFile := filepath.Join(t.TempDir(), "enrichd.secret-key")
+	box, _, err := secret.LoadOrCreate(keyFile)
+	is.NoErr(err)
+	db, err := store.Open(ctx, dsn, schema, store.WithSubjectKey(box.SubjectKey()))
 	is.NoErr(err)
 	defer db.Close()
 	bin := buildEnrichd(t)
@@ -247,7 +252,7 @@ func TestReplicasSurviveAKill(t *testing.T) {
 
 	var replicas []*replica
 	for _, name := range names {
-		replicas = append(replicas, startReplica(t, bin, name, "--db", dsn,
+		replicas = append(replicas, startReplica(t, bin, name, "--db", dsn, "--secret-key-file", keyFile,
 			"--sources", "enrichlayer", "--enrichlayer-url", vendor.srv.URL+"/"+name,
 			"--enrichlayer-rate", "0", "--enrichlayer-concurrency", "16",
 			"--workers", fmt.Sprint(workers), "--lease", "1s", "--shutdown-grace", "1s",

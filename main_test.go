@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/secret"
 	"enrichd/store"
 
 	"github.com/matryer/is"
@@ -87,10 +88,15 @@ func contains(t *testing.T, got, want string) {
 	}
 }
 
-// openStore opens the database file with the same schema the CLI uses.
+// openStore opens the database file with the same schema and secret key file (the
+// one beside it) the CLI uses.
 func openStore(t *testing.T, path string) *store.DB {
 	t.Helper()
-	db, err := store.Open(t.Context(), path, schema)
+	box, _, err := secret.LoadOrCreate(path + ".secret-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(t.Context(), path, schema, store.WithSubjectKey(box.SubjectKey()))
 	if err != nil {
 		t.Fatalf("store.Open(%s): %v", path, err)
 	}

@@ -713,3 +713,104 @@ CREATE INDEX source_asks_installation ON source_asks(source, day) WHERE own_key 
 -- the sweep of the asks whose process is gone, oldest first
 CREATE INDEX source_asks_booked ON source_asks(booked_at);
 ALTER TABLE source_spend ADD COLUMN unknown INTEGER NOT NULL DEFAULT 0;
+
+-- migration 21: subjects by keyed hash, and suppressions
+-- Every row that holds a person's data carries the keyed hashes of whom it is about
+-- (HMAC-SHA256 under the subject key the secret key file gives, enrich.Subjects), so
+-- that everything about one person is a lookup of an index on each table (the
+-- registry of store/privacy.go lists them): subject_hash names what was asked (an
+-- address, a profile, a domain), answer_hash whom the data turned out to be about,
+-- where that differs (the person an address belongs to, a company's canonical domain).
+-- An empty hash says the row names no subject (a company's page, a test event); NULL
+-- says it was not hashed yet: the rows from before this migration, which enrichd
+-- hashes when it opens the database with the key (store's backfill), finding them
+-- through the *_unhashed indexes, which are empty once it is done.
+ALTER TABLE tasks ADD COLUMN subject_hash BLOB;
+ALTER TABLE tasks ADD COLUMN answer_hash BLOB;
+CREATE INDEX tasks_subject ON tasks(subject_hash);
+CREATE INDEX tasks_answer ON tasks(answer_hash) WHERE answer_hash IS NOT NULL;
+CREATE INDEX tasks_unhashed ON tasks(id) WHERE subject_hash IS NULL;
+
+ALTER TABLE task_results ADD COLUMN subject_hash BLOB;
+CREATE INDEX task_results_subject ON task_results(subject_hash);
+CREATE INDEX task_results_unhashed ON task_results(id) WHERE subject_hash IS NULL;
+
+ALTER TABLE records ADD COLUMN subject_hash BLOB;
+CREATE INDEX records_subject ON records(subject_hash);
+CREATE INDEX records_unhashed ON records(id) WHERE subject_hash IS NULL;
+
+-- subject_hash the identifier a key names (the address of an email: key), answer_hash
+-- its record's subject where that differs (the person the address is on record for).
+ALTER TABLE record_keys ADD COLUMN subject_hash BLOB;
+ALTER TABLE record_keys ADD COLUMN answer_hash BLOB;
+CREATE INDEX record_keys_subject ON record_keys(subject_hash);
+CREATE INDEX record_keys_answer ON record_keys(answer_hash) WHERE answer_hash IS NOT NULL;
+CREATE INDEX record_keys_unhashed ON record_keys(origin, key) WHERE subject_hash IS NULL;
+
+ALTER TABLE positions ADD COLUMN subject_hash BLOB;
+CREATE INDEX positions_subject ON positions(subject_hash);
+CREATE INDEX positions_unhashed ON positions(record_id, ord) WHERE subject_hash IS NULL;
+
+ALTER TABLE deliveries ADD COLUMN subject_hash BLOB;
+ALTER TABLE deliveries ADD COLUMN answer_hash BLOB;
+CREATE INDEX deliveries_subject ON deliveries(subject_hash);
+CREATE INDEX deliveries_answer ON deliveries(answer_hash) WHERE answer_hash IS NOT NULL;
+CREATE INDEX deliveries_unhashed ON deliveries(id) WHERE subject_hash IS NULL;
+
+ALTER TABLE email_gatherings ADD COLUMN subject_hash BLOB;
+CREATE INDEX email_gatherings_subject ON email_gatherings(subject_hash);
+CREATE INDEX email_gatherings_unhashed ON email_gatherings(address) WHERE subject_hash IS NULL;
+
+-- subject_hash the address asked, answer_hash the candidate's profile.
+ALTER TABLE email_candidates ADD COLUMN subject_hash BLOB;
+ALTER TABLE email_candidates ADD COLUMN answer_hash BLOB;
+CREATE INDEX email_candidates_subject ON email_candidates(subject_hash);
+CREATE INDEX email_candidates_answer ON email_candidates(answer_hash) WHERE answer_hash IS NOT NULL;
+CREATE INDEX email_candidates_unhashed ON email_candidates(address, ord) WHERE subject_hash IS NULL;
+
+ALTER TABLE batch_rows ADD COLUMN subject_hash BLOB;
+CREATE INDEX batch_rows_subject ON batch_rows(subject_hash);
+CREATE INDEX batch_rows_unhashed ON batch_rows(batch_id, row_number) WHERE subject_hash IS NULL;
+
+ALTER TABLE source_misses ADD COLUMN subject_hash BLOB;
+CREATE INDEX source_misses_subject_hash ON source_misses(subject_hash);
+CREATE INDEX source_misses_unhashed ON source_misses(subject, source, org_id) WHERE subject_hash IS NULL;
+
+ALTER TABLE watches ADD COLUMN subject_hash BLOB;
+ALTER TABLE watches ADD COLUMN answer_hash BLOB;
+CREATE INDEX watches_subject ON watches(subject_hash);
+CREATE INDEX watches_answer ON watches(answer_hash) WHERE answer_hash IS NOT NULL;
+CREATE INDEX watches_unhashed ON watches(id) WHERE subject_hash IS NULL;
+
+-- The key the hashes are made under, by an id that gives nothing of it away: a
+-- process given another key file is refused, since its hashes would name nobody the
+-- rows name (and no suppression would hold). One row.
+CREATE TABLE subject_key (
+    id           TEXT PRIMARY KEY,
+    created_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- People and companies an organization must not enrich (do-not-enrich, an objection):
+-- kept by the keyed hash of the address, profile or domain alone, with a masked hint
+-- to recognize it by, never the value. org_id '' is the installation's, which holds
+-- for every organization (enrichd suppressions add --all-orgs). Every enrichment looks
+-- its subjects up here, by (org_id, hash), before the store and any source. added_by
+-- says who: an API key (its id and name), a dashboard user (id and email), the CLI.
+-- The same columns as PostgreSQL's migration 15.
+CREATE TABLE suppressions (
+    id              TEXT PRIMARY KEY,          -- UUIDv7
+    org_id          TEXT NOT NULL,
+    kind            TEXT NOT NULL CHECK (kind IN ('email', 'profile', 'domain')),
+    hash            BLOB NOT NULL,
+    hint            TEXT NOT NULL,
+    reason          TEXT,
+    added_by_kind   TEXT NOT NULL CHECK (added_by_kind IN ('key', 'user', 'cli')),
+    added_by_id     TEXT,
+    added_by_name   TEXT,
+    created_at      INTEGER NOT NULL,
+    UNIQUE (org_id, hash)
+);
+-- GET /v1/suppressions, newest first
+CREATE INDEX suppressions_org_created ON suppressions(org_id, created_at, id);
+-- every organization's entries for one subject (an export, an erasure across them)
+CREATE INDEX suppressions_hash ON suppressions(hash);

@@ -235,7 +235,7 @@ func newEnv(ctx context.Context, opt Options, configure func(*server.Config)) (*
 		return nil, err
 	}
 	e := &env{dir: dir}
-	if e.db, err = store.Open(ctx, e.dbPath(), opt.Schema); err != nil {
+	if e.db, err = store.Open(ctx, e.dbPath(), opt.Schema, subjectKey()); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

@@ -49,7 +49,7 @@ func measureCeilings(ctx context.Context, opt Options) (write, read float64, err
 		return 0, 0, err
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.Open(ctx, filepath.Join(dir, "ceiling.db"), opt.Schema)
+	db, err := store.Open(ctx, filepath.Join(dir, "ceiling.db"), opt.Schema, subjectKey())
 	if err != nil {
 		return 0, 0, err
 	}

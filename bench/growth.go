@@ -111,7 +111,7 @@ func growthClaim(ctx context.Context, opt Options) (Result, error) {
 		return Result{}, err
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.Open(ctx, filepath.Join(dir, "claim.db"), opt.Schema)
+	db, err := store.Open(ctx, filepath.Join(dir, "claim.db"), opt.Schema, subjectKey())
 	if err != nil {
 		return Result{}, err
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -73,7 +74,7 @@ func memory(ctx context.Context, opt Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	srv, err := startServe(opt, path, addr)
+	srv, err := startServe(opt, path, addr, "") // the key file beside the database, made as serve starts
 	if err != nil {
 		return Result{}, err
 	}
@@ -186,6 +187,14 @@ func prepareServeDB(ctx context.Context, opt Options, path, hookURL string) (key
 	return key, loop.ID, db.Close()
 }
 
+// subjectKey is the store's option of a subject key of the run's own: the people the
+// bench's databases hold are the sim's, named by keyed hashes as any others.
+func subjectKey() store.Option {
+	key := make([]byte, 32)
+	rand.Read(key)
+	return store.WithSubjectKey(key)
+}
+
 // freeLoopbackAddr is a loopback port free a moment ago, for a process that must be
 // told its address before it listens.
 func freeLoopbackAddr() (string, error) {
@@ -205,7 +214,9 @@ type serveProcess struct {
 	err  error
 }
 
-func startServe(opt Options, path, addr string) (*serveProcess, error) {
+// startServe starts serve on the database at path, listening on addr; keyFile, when
+// set, is its --secret-key-file (PostgreSQL's replicas share one).
+func startServe(opt Options, path, addr, keyFile string) (*serveProcess, error) {
 	command := opt.ServeCommand
 	if len(command) == 0 {
 		exe, err := os.Executable()
@@ -220,6 +231,9 @@ func startServe(opt Options, path, addr string) (*serveProcess, error) {
 		// all but 64 of them.
 		"--max-conns-per-addr", "1024",
 		"--max-backlog", strconv.FormatInt(1<<40, 10), "--allow-private-webhooks", "--workers", strconv.Itoa(opt.Workers))
+	if keyFile != "" {
+		args = append(args, "--secret-key-file", keyFile)
+	}
 	args = append(args, opt.ServeArgs...)
 	// Its log goes nowhere (no Stdout or Stderr: /dev/null), as in the in-process
 	// scenarios: a line per request, written, is part of the cost, not a pipe to drain.

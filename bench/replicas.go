@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"enrichd/secret"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -85,6 +89,16 @@ func replicaRun(ctx context.Context, opt Options, n int) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// The replicas share one secret key file, as they must.
+	keyDir, err := os.MkdirTemp("", "enrichd-bench-key-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(keyDir)
+	keyFile := filepath.Join(keyDir, "secret-key")
+	if _, _, err := secret.LoadOrCreate(keyFile); err != nil {
+		return Result{}, err
+	}
 	e := &env{client: &http.Client{Timeout: 30 * time.Second}, spread: &spread{}}
 	defer e.client.CloseIdleConnections()
 	defer e.spread.closeIdle()
@@ -93,7 +107,7 @@ func replicaRun(ctx context.Context, opt Options, n int) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		srv, err := startServe(opt, dsn, addr)
+		srv, err := startServe(opt, dsn, addr, keyFile)
 		if err != nil {
 			return Result{}, err
 		}

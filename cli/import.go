@@ -27,7 +27,7 @@ func newImportCommand() *cobra.Command {
 				defer f.Close()
 				in = f
 			}
-			db, err := openDB(cmd)
+			db, err := openPersonalDB(cmd)
 			if err != nil {
 				return err
 			}
@@ -42,5 +42,6 @@ func newImportCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().String("network-host", enrich.DefaultNetworkHost, "host of the professional network whose URLs the file holds")
+	addSecretKeyFlag(cmd.Flags())
 	return cmd
 }

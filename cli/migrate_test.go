@@ -83,6 +83,9 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		is.NoErr(err)
 		_, err = db.CreateSession(ctx, u.ID, time.Hour)
 		is.NoErr(err)
+		_, err = db.AddSuppression(ctx, store.NewSuppression{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "jane@" + name + ".example"},
+			AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
+		is.NoErr(err)
 
 		task := func(domain string, loopID *string, idemKey string) *store.Enqueued {
 			t.Helper()
@@ -194,7 +197,7 @@ func TestMigrateToPostgres(t *testing.T) {
 	ctx := t.Context()
 	dsn := storetest.PostgresURL(t)
 	path := filepath.Join(t.TempDir(), "enrichd.db")
-	src, err := store.Open(ctx, path, schema)
+	src, err := store.Open(ctx, path, schema, store.WithSubjectKey(testSubjectKey))
 	is.NoErr(err)
 	defer src.Close()
 	filled := fillForMigration(t, src)
@@ -295,6 +298,13 @@ func TestMigrateToPostgres(t *testing.T) {
 		is.Equal(string(gotJSON), string(wantJSON)) // the task reads the same
 		is.Equal(string(got.Data), string(want.Data))
 	}
+	// The suppressions hold on PostgreSQL, given the same key file: their hashes are
+	// copied as they are.
+	acme, err := dst.FindOrg(ctx, "acme")
+	is.NoErr(err)
+	_, suppressed, err := dst.Suppressed(ctx, acme.ID, enrich.Subject{Kind: enrich.SubjectEmail, Value: "Jane@acme.example"})
+	is.NoErr(err)
+	is.True(suppressed)
 	grantID, err := dst.GrantCredits(ctx, "acme", 7, nil)
 	is.NoErr(err) // a new grant's id does not collide with a copied one
 	var maxCopied int64
@@ -341,9 +351,13 @@ func TestMigrateRefusesWhatItCannotCopy(t *testing.T) {
 }
 
 // openPostgresStore opens dsn through the store, closing it when the test ends.
+// testSubjectKey is the subject key the migration's two sides are opened with: the
+// same key file goes with the data.
+var testSubjectKey = []byte("migrate tests' subject key, 32 b")
+
 func openPostgresStore(t *testing.T, dsn string) *store.DB {
 	t.Helper()
-	db, err := store.Open(t.Context(), dsn, schema)
+	db, err := store.Open(t.Context(), dsn, schema, store.WithSubjectKey(testSubjectKey))
 	if err != nil {
 		t.Fatal(err)
 	}

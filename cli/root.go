@@ -65,6 +65,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newLoopsCommand(),
 		newDeliveriesCommand(),
 		newWatchesCommand(),
+		newSuppressionsCommand(),
 		newBenchCommand(),
 		newBackupCommand(),
 		newMigrateCommand(),

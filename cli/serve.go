@@ -52,6 +52,7 @@ func newServeCommand() *cobra.Command {
 			cfg.Addr, _ = f.GetString("addr")
 			cfg.PublicURL, _ = f.GetString("public-url")
 			cfg.Database, _ = f.GetString("db")
+			cfg.SecretKeyFile, _ = f.GetString("secret-key-file")
 			cfg.SessionIdle, _ = f.GetDuration("session-idle")
 			cfg.SessionMax, _ = f.GetDuration("session-max")
 			cfg.HTTP.ReadHeaderTimeout, _ = f.GetDuration("read-header-timeout")
@@ -83,18 +84,21 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			// The database is opened, and created when missing, only once every flag
-			// is known good, so a refused command leaves no file behind.
+			// is known good, so a refused command leaves no file behind. The key file
+			// comes first: the subjects of the rows about people are hashed under it,
+			// those from before as the database opens.
+			if cfg.Secrets, err = openSecrets(cmd, logger); err != nil {
+				return err
+			}
 			cacheMiB, _ := f.GetInt("cache-size")
 			readers, _ := f.GetInt("readers")
 			path, _ := f.GetString("db")
-			db, err := store.Open(cmd.Context(), path, program(cmd).Schema, store.WithCacheSize(cacheMiB), store.WithReaders(readers))
+			db, err := store.Open(cmd.Context(), path, program(cmd).Schema, store.WithCacheSize(cacheMiB), store.WithReaders(readers),
+				store.WithSubjectKey(cfg.Secrets.SubjectKey()))
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if cfg.Secrets, err = openSecrets(cmd, logger); err != nil {
-				return err
-			}
 			warnSealedElsewhere(cmd.Context(), db, cfg.Secrets, logger)
 			for i, s := range cfg.Sources {
 				if s == nil {

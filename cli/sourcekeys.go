@@ -44,13 +44,22 @@ const keyedSourceNames = "enrichlayer, pdl, apollo"
 // maxVendorKey bounds what set-key reads from standard input.
 const maxVendorKey = 4 << 10
 
-// addSecretKeyFlag adds --secret-key-file, where the organizations' own vendor keys
-// are sealed.
+// addSecretKeyFlag adds --secret-key-file, the installation's key file: it seals the
+// organizations' own vendor keys and names the people enrichd holds data about by
+// keyed hashes.
 func addSecretKeyFlag(f *pflag.FlagSet) {
-	f.String("secret-key-file", "", "file holding the key that seals organizations' own vendor keys (AES-256-GCM), mode 0600; "+
+	f.String("secret-key-file", "", "file holding the installation's secret key, mode 0600: it seals organizations' own vendor keys (AES-256-GCM) "+
+		"and names the people enrichd holds data about by keyed hashes (HMAC-SHA256; suppressions are kept that way); "+
 		"created on first use when missing; default: the SQLite database's path with .secret-key appended (required with PostgreSQL, "+
-		"where every replica needs the same file)")
+		"where every replica and every command that writes or checks data about people needs the same file)")
 }
+
+// errSecretKeyRequired is a command on PostgreSQL without --secret-key-file that needs
+// the key: serve, and every command that writes or checks data about people.
+var errSecretKeyRequired = errors.New("--secret-key-file is required with PostgreSQL: give serve on every replica, and every enrichd command " +
+	"that writes or checks data about people (import, watches create, suppressions add), the same key file; it seals organizations' " +
+	"own vendor keys and names the people enrichd holds data about by keyed hashes, so a process with another file would not find them " +
+	"(docs/privacy.md)")
 
 // secretKeyPath is the key file --secret-key-file names, or its default beside a
 // SQLite database; "" for PostgreSQL without one.
@@ -67,11 +76,11 @@ func secretKeyPath(cmd *cobra.Command) string {
 }
 
 // openSecrets reads the key file, creating it when missing. With PostgreSQL and no
-// --secret-key-file it returns nil: organizations' own keys are then not used.
+// --secret-key-file it fails (errSecretKeyRequired).
 func openSecrets(cmd *cobra.Command, log *slog.Logger) (*secret.Box, error) {
 	path := secretKeyPath(cmd)
 	if path == "" {
-		return nil, nil
+		return nil, errSecretKeyRequired
 	}
 	box, created, err := secret.LoadOrCreate(path)
 	if err != nil {
@@ -79,23 +88,44 @@ func openSecrets(cmd *cobra.Command, log *slog.Logger) (*secret.Box, error) {
 	}
 	if created {
 		abs, _ := filepath.Abs(path)
-		log.Warn("created the secret key file (mode 0600): back it up with the database; without it the organizations' own vendor keys cannot be read", "path", abs)
+		log.Warn("created the secret key file (mode 0600): back it up with the database; without it the organizations' own vendor keys "+
+			"cannot be read, nor the suppressions and the rows about people found", "path", abs)
 	}
 	return box, nil
 }
 
+// withPersonalDB is withDB for a command that writes or checks data about people: the
+// database is opened with the subject key of the secret key file (openSecrets), and
+// refused without one on PostgreSQL.
+func withPersonalDB(fn func(cmd *cobra.Command, args []string, db *store.DB) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := checkDBExists(cmd); err != nil {
+			return err
+		}
+		db, err := openPersonalDB(cmd)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return fn(cmd, args, db)
+	}
+}
+
+// openPersonalDB opens the database named by --db, creating it when missing, with the
+// subject key of the secret key file.
+func openPersonalDB(cmd *cobra.Command) (*store.DB, error) {
+	box, err := openSecrets(cmd, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
+	if err != nil {
+		return nil, err
+	}
+	path, _ := cmd.Flags().GetString("db")
+	return store.Open(cmd.Context(), path, program(cmd).Schema, store.WithSubjectKey(box.SubjectKey()))
+}
+
 // warnSealedElsewhere logs the organizations' keys the key file in use cannot open.
 func warnSealedElsewhere(ctx context.Context, db *store.DB, box *secret.Box, log *slog.Logger) {
-	id := ""
-	if box != nil {
-		id = box.ID()
-	}
-	n, err := db.SourceKeysSealedElsewhere(ctx, id)
+	n, err := db.SourceKeysSealedElsewhere(ctx, box.ID())
 	if err != nil || n == 0 {
-		return
-	}
-	if box == nil {
-		log.Warn("organizations have their own vendor keys but serve has no --secret-key-file: they are not used until it is given", "keys", n)
 		return
 	}
 	log.Warn("organizations' own vendor keys were sealed under another secret key file and cannot be read: put that file back, or set the keys again (enrichd sources set-key)", "keys", n)

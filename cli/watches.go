@@ -42,7 +42,7 @@ func newWatchesCommand() *cobra.Command {
 		Long: "Create a watch of a company (--domain or --network-url) or a person (--network-url, or --email with hints).\n" +
 			"It is checked as POST /v1/watches checks a body; its first check is due within the hour and sets the baseline.",
 		Args: cobra.NoArgs,
-		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
+		RunE: withPersonalDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
 			f := cmd.Flags()
 			body := map[string]any{}
 			for flag, field := range map[string]string{"object-type": "object_type", "domain": "domain", "network-url": "networkUrl",
@@ -101,6 +101,7 @@ func newWatchesCommand() *cobra.Command {
 	cf.Bool("notify-unchanged", false, "send record.unchanged when a check finds nothing changed")
 	cf.Bool("disabled", false, "create it disabled")
 	cf.String("network-host", enrich.DefaultNetworkHost, "host of the professional network, as serve's --network-host")
+	addSecretKeyFlag(cf)
 	create.MarkFlagRequired("loop")
 
 	list := listCommand(&cobra.Command{

@@ -43,7 +43,7 @@ type env struct {
 
 func newEnv(t *testing.T, configure ...func(*server.Config)) *env {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 	if err != nil {
 		t.Fatal(err)
 	}

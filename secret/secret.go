@@ -2,6 +2,8 @@
 // Each is sealed with AES-256-GCM under the installation's secret key, a 32-byte key
 // kept in a file of its own beside the database (or where the operator says), never
 // in the database: a copy of the database alone does not give the secrets away.
+// The same file also gives the key that names the people enrichd holds data about by
+// keyed hashes (SubjectKey): derived from it for that use alone, never the AES key.
 //
 // The key file holds the key as 64 hexadecimal characters. It must be readable by its
 // owner alone: a file others may read is refused, never used. A sealed value is bound
@@ -12,6 +14,7 @@ package secret
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -33,8 +36,9 @@ var ErrWrongKey = errors.New("the secret does not open under this installation's
 
 // Box seals and opens secrets under one key.
 type Box struct {
-	aead cipher.AEAD
-	id   string
+	aead       cipher.AEAD
+	id         string
+	subjectKey []byte
 }
 
 // New makes a Box of a KeySize-byte key.
@@ -51,8 +55,24 @@ func New(key []byte) (*Box, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(append([]byte("enrichd secret key id\x00"), key...))
-	return &Box{aead: aead, id: hex.EncodeToString(sum[:4])}, nil
+	return &Box{aead: aead, id: hex.EncodeToString(sum[:4]), subjectKey: derive(key, "enrichd subject hashes v1")}, nil
 }
+
+// derive is a key of its own for purpose, made from the installation's key with
+// HMAC-SHA256 (HKDF's expand step for one block): knowing it tells nothing of the key
+// it came from, nor of another purpose's.
+func derive(key []byte, purpose string) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(purpose))
+	mac.Write([]byte{1})
+	return mac.Sum(nil)
+}
+
+// SubjectKey is the key of the keyed hashes (HMAC-SHA256) that name a person or a
+// company in the database: their profile URL, email address or domain. Every process
+// serving one database must have the same one (the same key file), or the hashes one
+// writes name nobody for another. A copy of its bytes is returned.
+func (b *Box) SubjectKey() []byte { return append([]byte(nil), b.subjectKey...) }
 
 // ID names the key without giving anything of it away: stored beside each sealed
 // value, it tells a value sealed under another key file from one altered.

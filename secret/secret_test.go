@@ -68,3 +68,28 @@ func TestLast4(t *testing.T) {
 	is.Equal(secret.Last4("abcdefgh1234"), "…1234")
 	is.Equal(secret.Last4("abcd"), "…")
 }
+
+func TestSubjectKeyIsDerivedNotTheKeyItself(t *testing.T) {
+	is := is.New(t)
+	key := make([]byte, secret.KeySize)
+	for i := range key {
+		key[i] = byte(i)
+	}
+	box, err := secret.New(key)
+	is.NoErr(err)
+	sub := box.SubjectKey()
+	is.Equal(len(sub), 32)
+	is.True(string(sub) != string(key)) // never the AES key
+
+	again, err := secret.New(key)
+	is.NoErr(err)
+	is.Equal(again.SubjectKey(), sub) // the same key file gives every replica the same
+
+	key[0] ^= 1
+	other, err := secret.New(key)
+	is.NoErr(err)
+	is.True(string(other.SubjectKey()) != string(sub))
+
+	sub[0] ^= 1 // a copy: changing it changes nothing of the box's
+	is.True(string(box.SubjectKey()) != string(sub))
+}

@@ -227,7 +227,7 @@ func postgresDatabase(t testing.TB) string {
 func migratedTemplate(t testing.TB) string {
 	t.Helper()
 	dsn, name := storetest.PostgresDatabase(t, "")
-	db, err := store.Open(t.Context(), dsn, storetest.Schema(t))
+	db, err := store.Open(t.Context(), dsn, storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 	if err != nil {
 		t.Fatal(err)
 	}

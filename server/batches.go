@@ -546,6 +546,9 @@ func (s *Server) planBatch(up *upload, ask batchAsk) (*batchPlan, error) {
 			}
 			if j == 0 {
 				nr.Request, nr.Kind = raw, p.kind
+				// The row is about whom its own lookup names; its company's is a
+				// company's, not a person's.
+				nr.Subject, nr.SubjectOK = enrich.InputSubject(p.in)
 			} else {
 				nr.CompanyRequest = raw
 			}

@@ -26,7 +26,7 @@ import (
 // that holds plenty of credits, and acme.com already in the 30-day store.
 func benchServer(b *testing.B) (srv *server.Server, key string) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "enrichd.db"), storetest.Schema(b))
+	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "enrichd.db"), storetest.Schema(b), store.WithSubjectKey(storetest.SubjectKey))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -197,17 +197,22 @@ func pageText(p *webPage) string {
 // TestDashboardGettingStartedNamesTheDatabase: a service on a database other than the
 // default file shows commands that reach that database, since without --db they would
 // act on ./enrichd.db; a PostgreSQL URL is shown without its password.
+//
+// The commands that write data about people (import, serve) name the secret key file
+// serve was given, since they must hash it under the same key.
 func TestDashboardGettingStartedNamesTheDatabase(t *testing.T) {
-	for _, c := range []struct{ db, want, never string }{
-		{"", "./enrichd credits grant --org bare --amount 1000", "--db"},
-		{"/var/lib/enrichd/prod.db", "./enrichd credits grant --db /var/lib/enrichd/prod.db --org bare --amount 1000", ""},
-		{"/srv/my data/e.db", "./enrichd import --db &#39;/srv/my data/e.db&#39; examples/people-and-companies.jsonl", ""},
-		{"postgres://enrichd:s3cret@db.internal:5432/enrichd?sslmode=require",
+	for _, c := range []struct{ db, keyFile, want, never string }{
+		{"", "", "./enrichd credits grant --org bare --amount 1000", "--db"},
+		{"/var/lib/enrichd/prod.db", "", "./enrichd credits grant --db /var/lib/enrichd/prod.db --org bare --amount 1000", "--secret-key-file"},
+		{"/srv/my data/e.db", "", "./enrichd import --db &#39;/srv/my data/e.db&#39; examples/people-and-companies.jsonl", ""},
+		{"postgres://enrichd:s3cret@db.internal:5432/enrichd?sslmode=require", "/etc/enrichd/secret key",
 			"./enrichd keys create --db &#39;postgres://enrichd@db.internal:5432/enrichd?sslmode=require&#39; --org bare --name first", "s3cret"},
+		{"postgres://enrichd@db.internal/enrichd", "/etc/enrichd/secret key",
+			"./enrichd import --db postgres://enrichd@db.internal/enrichd --secret-key-file &#39;/etc/enrichd/secret key&#39; examples/people-and-companies.jsonl", ""},
 	} {
 		t.Run("db="+c.db, func(t *testing.T) {
 			is := is.New(t)
-			e := newEnv(t, func(cfg *server.Config) { cfg.Database = c.db })
+			e := newEnv(t, func(cfg *server.Config) { cfg.Database, cfg.SecretKeyFile = c.db, c.keyFile })
 			e.newOrg("bare", 0)
 			bare := e.signIn("bare", "viewer")
 			p := bare.get("/dashboard/")

@@ -74,6 +74,12 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 		t.Fatalf("other's batch: %d %s", r.status, r.raw)
 	}
 	otherBatch := r.str("data.id")
+	acme["suppressions"] = e.suppress(map[string]any{"email": "jane@acme.com"})
+	r = e.do("POST", "/v1/suppressions", map[string]any{"email": "jane@other.com"}, asOther...)
+	if r.status != http.StatusCreated {
+		t.Fatalf("other's suppression: %d %s", r.status, r.raw)
+	}
+	otherSuppression := r.str("data.id")
 	r = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
 	if r.status != http.StatusAccepted {
 		t.Fatalf("other's task: %d %s", r.status, r.raw)
@@ -86,6 +92,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 		"settings/sources": "apollo",
 		"watches":          otherWatch,
 		"batches":          otherBatch,
+		"suppressions":     otherSuppression,
 	}
 	e.clock.Add(time.Hour) // a change to other's objects would show in their times
 	otherBefore := e.otherState(otherKey, otherLoop, other["tasks"])
@@ -167,7 +174,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 
 			if hasID {
 				// Another organization's object, or no object at all, is not found.
-				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope", "settings/sources": "nope", "watches": "nope", "batches": "nope"}} {
+				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope", "settings/sources": "nope", "watches": "nope", "batches": "nope", "suppressions": "nope"}} {
 					target, _ := withID(t, path, ids)
 					var p *webPage
 					if method == http.MethodGet {
@@ -193,7 +200,7 @@ func (e *env) otherState(key, loopID, taskID string) string {
 	e.t.Helper()
 	auth := []string{"Authorization", "Bearer " + key}
 	var b strings.Builder
-	for _, path := range []string{"/v1/loops/" + loopID, "/v1/loops/" + loopID + "/deliveries", "/v1/tasks/" + taskID, "/v1/status", "/v1/watches"} {
+	for _, path := range []string{"/v1/loops/" + loopID, "/v1/loops/" + loopID + "/deliveries", "/v1/tasks/" + taskID, "/v1/status", "/v1/watches", "/v1/suppressions"} {
 		r := e.do("GET", path, nil, auth...)
 		b.WriteString(path + " " + http.StatusText(r.status) + " " + string(r.raw) + "\n")
 	}

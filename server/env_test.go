@@ -100,7 +100,7 @@ type dbAt string
 // open opens the database and builds the server on it.
 func (e *env) open() {
 	// Closed by env.close, which a restart calls in the middle of a test.
-	db, err := store.Open(context.Background(), e.path, storetest.Schema(e.t))
+	db, err := store.Open(context.Background(), e.path, storetest.Schema(e.t), store.WithSubjectKey(storetest.SubjectKey))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -205,8 +205,12 @@ func (s *Server) submitTask(ctx context.Context, tr taskRequest) (*store.Enqueue
 	if tr.MaxBacklog > 0 {
 		nt.MaxBacklog = min(nt.MaxBacklog, tr.MaxBacklog)
 	}
-	if tr.Input.Lookup == enrich.LookupEmail {
-		// Personal-mailbox and role addresses are refused without asking any source.
+	// A suppressed subject is refused before the store and any source; so are
+	// personal-mailbox and role addresses. The subject's hash is made once, here.
+	if nt.SubjectHash, nt.Fail, err = s.inputSuppression(ctx, tr.OrgID, tr.Input); err != nil {
+		return nil, err
+	}
+	if nt.Fail == nil && tr.Input.Lookup == enrich.LookupEmail {
 		nt.Fail = enrich.Refusal(tr.Input.Target)
 	}
 	res, err := s.db.CreateTask(ctx, nt)

@@ -44,6 +44,15 @@ func (s *Server) maintain(ctx context.Context) {
 		// The sources' misses go once past the freshness window, whatever the
 		// retention of tasks: no task reads them then.
 		s.purgeMisses(ctx)
+		// Rows a replica of an older release wrote during a rolling upgrade, without
+		// the hashes of whom they are about, are hashed as those written now are.
+		if s.db.Subjects() != nil {
+			if n, err := s.db.HashSubjects(ctx, 10*purgeBatch); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
+				s.log.Error("hashing the subjects of rows written without them", "err", err)
+			} else if n > 0 {
+				s.log.Info("hashed the subjects of rows written without them", "rows", n)
+			}
+		}
 		// Sessions past their expiry are refused when used; this deletes the rows of
 		// those never used again.
 		if _, err := s.db.PurgeSessions(ctx, s.cfg.SessionIdle); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {

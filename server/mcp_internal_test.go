@@ -21,7 +21,7 @@ import (
 // driven here with a body that does: the agent gets the API's 500 sentence with the
 // requestId, as a tool error, and the log says what happened.
 func TestAToolThatPanicsOrFailsAnswersAToolError(t *testing.T) {
-	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
+	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 	if err != nil {
 		t.Fatal(err)
 	}

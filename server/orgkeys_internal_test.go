@@ -86,7 +86,7 @@ func TestOrgKeysPickTheOrganizationsKey(t *testing.T) {
 			const installKey, ownKey = "install-key-0000aaaa", "own-pdl-key-9f8e7d6c"
 			vendor := newKeyedPDL(t, installKey, ownKey)
 			dsn := engine.fresh(t)
-			db, err := store.Open(ctx, dsn, storetest.Schema(t))
+			db, err := store.Open(ctx, dsn, storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 			is.NoErr(err)
 			t.Cleanup(func() { db.Close() })
 			var logs syncLog

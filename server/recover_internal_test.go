@@ -22,7 +22,7 @@ import (
 // handler that does: the answer must be the contract's 500, not a dropped connection.
 func TestAPanicInAHandlerAnswers500WithTheRequestID(t *testing.T) {
 	is := is.New(t)
-	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
+	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 	is.NoErr(err)
 	t.Cleanup(func() { db.Close() })
 	var logs bytes.Buffer

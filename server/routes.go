@@ -35,6 +35,11 @@ func addRoutes(r *Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/loops/:id/deliveries", s.route("list_deliveries", s.authed(handleListDeliveries(s))))
 	r.Handler(http.MethodPost, "/v1/deliveries/:id/retry", s.route("retry_delivery", s.authed(handleRetryDelivery(s))))
 
+	r.Handler(http.MethodPost, "/v1/suppressions", s.route("create_suppression", s.authed(handleCreateSuppression(s))))
+	r.Handler(http.MethodGet, "/v1/suppressions", s.route("list_suppressions", s.authed(handleListSuppressions(s))))
+	r.Handler(http.MethodGet, "/v1/suppressions/:id", s.route("get_suppression", s.authed(handleGetSuppression(s))))
+	r.Handler(http.MethodDelete, "/v1/suppressions/:id", s.route("delete_suppression", s.authed(handleDeleteSuppression(s))))
+
 	r.Handler(http.MethodPost, "/v1/watches", s.route("create_watch", s.authed(handleCreateWatch(s))))
 	r.Handler(http.MethodGet, "/v1/watches", s.route("list_watches", s.authed(handleListWatches(s))))
 	r.Handler(http.MethodGet, "/v1/watches/:id", s.route("get_watch", s.authed(handleGetWatch(s))))
@@ -88,6 +93,9 @@ func addRoutes(r *Router, s *Server) {
 	//   POST /dashboard/watches/:id/resume
 	//   POST /dashboard/watches/:id/run
 	//   POST /dashboard/watches/:id/delete
+	//   GET  /dashboard/suppressions
+	//   POST /dashboard/suppressions
+	//   POST /dashboard/suppressions/:id/lift
 	//   GET  /dashboard/batches
 	//   POST /dashboard/batches
 	//   POST /dashboard/batches/preview

@@ -102,6 +102,10 @@ type Config struct {
 	// the dashboard's getting started commands name it, a URL's password left out, so
 	// that they act on this database rather than on ./enrichd.db.
 	Database string
+	// SecretKeyFile is the --secret-key-file the service was started with ("" for the
+	// default beside a SQLite database): the getting started commands that write data
+	// about people name it too, since they must hash it under the same key.
+	SecretKeyFile string
 
 	// PublicURL is the address people reach the service at (https behind a proxy that
 	// ends TLS): the dashboard's session cookie is Secure when it is https.

@@ -39,7 +39,7 @@ func (c countedExecutor) QueryRow(ctx context.Context, query string, args ...any
 func TestASettledTaskIsReadFromTheDatabaseOnce(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 	is.NoErr(err)
 	t.Cleanup(func() { db.Close() })
 	key, _, err := db.CreateKey(ctx, "acme", "test", true)

@@ -323,7 +323,7 @@ func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
 // server.New and its own listener, answering to e's key.
 func replicaOf(e *env) *env {
 	e.t.Helper()
-	db, err := store.Open(context.Background(), e.path, storetest.Schema(e.t))
+	db, err := store.Open(context.Background(), e.path, storetest.Schema(e.t), store.WithSubjectKey(storetest.SubjectKey))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func asksOnTheBooks(t *testing.T, db *store.DB) (n int) {
 func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 	is.NoErr(err)
 	t.Cleanup(func() { db.Close() })
 	org := storetest.NewOrg(t, db, "acme")
@@ -92,11 +92,12 @@ func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 func TestBooksUnwritableInAStorageOutageAreNotLoggedPerAsk(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	real, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t))
+	real, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 	is.NoErr(err)
 	t.Cleanup(func() { real.Close() })
 	org := storetest.NewOrg(t, real, "acme")
 	db := &store.DB{Driver: faultyWrites{real.Driver}, Now: real.Now}
+	db.SetSubjects(real.Subjects())
 	var logs bytes.Buffer
 	m := newServerMetrics()
 	vendor := &pricedVendor{}

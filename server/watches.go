@@ -38,6 +38,30 @@ func (s *Server) scheduleWatches(ctx context.Context) {
 	}
 }
 
+// pauseSuppressedWatch pauses a due watch whose subject (or an address's domain, or
+// whom its baseline is about) is suppressed, and reports whether it did: its check is
+// skipped, unpaid, until it is resumed.
+func (s *Server) pauseSuppressedWatch(ctx context.Context, w *store.Watch, in enrich.Input) bool {
+	_, fail, err := s.inputSuppression(ctx, w.OrgID, in)
+	suppressed := fail != nil
+	if err == nil && !suppressed && len(w.AnswerHash) > 0 {
+		suppressed, err = s.db.SuppressedHash(ctx, w.OrgID, w.AnswerHash)
+	}
+	if err != nil {
+		if ctx.Err() == nil && !store.IsStorageFault(err) {
+			s.log.Error("checking a watch's subject against the suppressions", "watch", w.ID, "err", err)
+		}
+		return true // retried when its claim runs out
+	}
+	if !suppressed {
+		return false
+	}
+	if err := s.db.PauseWatch(ctx, w.OrgID, w.ID, store.PausedSuppressed); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {
+		s.log.Error("pausing a watch of a suppressed subject", "watch", w.ID, "err", err)
+	}
+	return true
+}
+
 // runDueWatches is one scheduling round: the watches due now are claimed (each becomes
 // due again WatchRetry later, should its task never be scheduled), and each either
 // gets its task or, when its organization's monthly cap would be passed, waits for
@@ -71,6 +95,9 @@ func (s *Server) runDueWatches(ctx context.Context) {
 			spent[w.OrgID] = d.MonthSpend
 		}
 		in := watchTaskInput(w)
+		if s.pauseSuppressedWatch(ctx, w, in) {
+			continue
+		}
 		cost := in.Lookup.Cost()
 		if d.MonthlyCap != nil && spent[w.OrgID]+cost > *d.MonthlyCap {
 			if err := s.db.DeferWatch(ctx, w.OrgID, w.ID, watch.NextMonth(w.ID, now)); err != nil && ctx.Err() == nil && !store.IsStorageFault(err) {

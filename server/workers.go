@@ -220,7 +220,11 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 	var res enrich.Result
 	var trace enrich.Trace
 	var taskErr *enrich.TaskError
-	if failed := s.runSafely(c.TaskID, func() {
+	// A task queued before its subject was suppressed asks no source.
+	suppressed := s.claimSuppressed(taskCtx, c)
+	if suppressed != nil {
+		out, taskErr = store.Outcome{Err: suppressed}, suppressed
+	} else if failed := s.runSafely(c.TaskID, func() {
 		fill, err := s.fillFor(taskCtx, c)
 		if err != nil {
 			// The organization's list cannot be read now: the server's default
@@ -277,10 +281,10 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 		}
 		return
 	}
-	if c.Input.Lookup != enrich.LookupEmail {
+	if c.Input.Lookup != enrich.LookupEmail && suppressed == nil {
 		out = s.outcome(settleCtx, c, res, trace, taskErr)
 	}
-	s.settle(settleCtx, c, out, ctx.Done())
+	s.settle(settleCtx, c, s.withoutSuppressed(settleCtx, c, out), ctx.Done())
 }
 
 // processSafely is process, where a panic outside the enrichment (which process

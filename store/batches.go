@@ -132,6 +132,10 @@ type NewBatchRow struct {
 	CompanyRequest json.RawMessage
 	Line           int // the line of the file the row starts on
 	Skipped        string
+	// Subject is whom the row's input names (enrich.InputSubject), as the row's task
+	// will be about; SubjectOK false for a company's page or a skipped row.
+	Subject   enrich.Subject
+	SubjectOK bool
 }
 
 // PendingBatchRow is a row whose task is still to be made: the row's own, or its
@@ -378,11 +382,16 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 	if err := CheckNewBatch(nb); err != nil {
 		return nil, false, err
 	}
+	h, err := db.hasher()
+	if err != nil {
+		return nil, false, err
+	}
 	columns, err := json.Marshal(nb.Columns)
 	if err != nil {
 		return nil, false, err
 	}
-	vals := make([]string, len(nb.Rows))
+	// The values and the subjects' hashes are worked out before the transaction.
+	vals, hashes := make([]string, len(nb.Rows)), make([][]byte, len(nb.Rows))
 	var lookups, skipped int64
 	var skips []enrich.RowError
 	for i, r := range nb.Rows {
@@ -390,7 +399,7 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 		if err != nil {
 			return nil, false, err
 		}
-		vals[i] = string(v)
+		vals[i], hashes[i] = string(v), hashOf(h, r.Subject, r.SubjectOK)
 		switch {
 		case r.Skipped != "":
 			skipped++
@@ -447,7 +456,7 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 			out, replayed = b, err == nil
 			return err
 		}
-		if err := insertBatchRows(ctx, tx, b.ID, nb.Rows, vals); err != nil {
+		if err := insertBatchRows(ctx, tx, b.ID, nb.Rows, vals, hashes); err != nil {
 			return err
 		}
 		b.Counts.Pending, b.Counts.Skipped, b.SkippedRows = lookups, skipped, skips
@@ -465,16 +474,17 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 // parameters are well within every engine's bound.
 const batchRowsPerInsert = 256
 
-// insertBatchRows writes a batch's rows, vals their values as the column keeps them,
+// insertBatchRows writes a batch's rows, vals their values as the column keeps them
+// and hashes the hashes of their subjects,
 // in INSERTs of many rows: of batchRowsPerInsert, then of the powers of two that make
 // up the rest, so that the statements are few and each engine keeps them prepared. A
 // batch of one kind without a skipped row, the most common, sets only the columns it
 // has: nearly half the parameters to bind.
-func insertBatchRows(ctx context.Context, tx Tx, batchID string, rows []NewBatchRow, vals []string) error {
+func insertBatchRows(ctx context.Context, tx Tx, batchID string, rows []NewBatchRow, vals []string, hashes [][]byte) error {
 	wide := slices.ContainsFunc(rows, func(r NewBatchRow) bool { return r.Kind != "" || r.Skipped != "" || r.CompanyRequest != nil })
-	columns, width := `batch_id, row_number, vals, request, line`, 5
+	columns, width := `batch_id, row_number, vals, request, line, subject_hash`, 6
 	if wide {
-		columns, width = `batch_id, row_number, vals, request, line, kind, skipped, error, company_request`, 9
+		columns, width = `batch_id, row_number, vals, request, line, subject_hash, kind, skipped, error, company_request`, 10
 	}
 	row := "(" + strings.Repeat("?, ", width-1) + "?)"
 	for done := 0; done < len(rows); {
@@ -490,7 +500,7 @@ func insertBatchRows(ctx context.Context, tx Tx, batchID string, rows []NewBatch
 				line = r.Line
 			}
 			if !wide {
-				args = append(args, batchID, i+1, vals[i], string(r.Request), line)
+				args = append(args, batchID, i+1, vals[i], string(r.Request), line, hashes[i])
 				continue
 			}
 			var kind, rowErr, company any
@@ -508,7 +518,7 @@ func insertBatchRows(ctx context.Context, tx Tx, batchID string, rows []NewBatch
 				}
 				request, skipped, rowErr = "", 1, string(raw)
 			}
-			args = append(args, batchID, i+1, vals[i], request, line, kind, skipped, rowErr, company)
+			args = append(args, batchID, i+1, vals[i], request, line, hashes[i], kind, skipped, rowErr, company)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO batch_rows (`+columns+`) VALUES `+row+strings.Repeat(", "+row, n-1), args...); err != nil {
 			return err

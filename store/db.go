@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"enrichd/enrich"
 )
 
 // DB is the enrichd database: a Driver, and the clock every driver writes times by.
@@ -34,6 +36,10 @@ type DB struct {
 	Now func() time.Time
 
 	answers answerMemo // store hits' results by their input (see answerAhead)
+
+	// subjects hashes the people and companies rows are about (WithSubjectKey); nil
+	// when the database was opened without the key, which then writes no such row.
+	subjects *enrich.Subjects
 }
 
 // OpenFunc opens a driver on dsn. schema is the text of SQLite's migrations (the
@@ -95,6 +101,22 @@ func Open(ctx context.Context, dsn, schema string, opts ...Option) (*DB, error) 
 		return nil, err
 	}
 	db.Driver = d
+	if o.SubjectKey != nil {
+		db.subjects = enrich.NewSubjects(o.SubjectKey)
+		if err := db.claimSubjectKey(ctx, o.SubjectKey); err != nil {
+			d.Close()
+			return nil, err
+		}
+		// Rows from before subjects were hashed are hashed now, before any request
+		// looks a subject up; on PostgreSQL a replica starting at the same time does
+		// the same rows again, to the same effect. A database that cannot take writes
+		// now opens all the same (its writes answer storage_unavailable): the serving
+		// process's maintenance hashes them once it can.
+		if _, err := db.HashSubjects(ctx, 0); err != nil && !IsStorageFault(err) {
+			d.Close()
+			return nil, fmt.Errorf("hashing the subjects of rows from before: %w", err)
+		}
+	}
 	return db, nil
 }
 

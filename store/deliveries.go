@@ -199,19 +199,23 @@ func scanDeliveries(rows Rows, err error) ([]*Delivery, error) {
 
 // insertDelivery writes a pending delivery, due at once; or, when the Loop's
 // destination is disabled, a failed one that says why (retried once it is enabled).
-func insertDelivery(ctx context.Context, tx Tx, loopID, orgID, event string, taskID *string, payload []byte, now time.Time) (*Delivery, error) {
+// subject and answer are the hashes of whom its payload is about (those of its task).
+func insertDelivery(ctx context.Context, tx Tx, loopID, orgID, event string, taskID *string, payload, subject, answer []byte, now time.Time) (*Delivery, error) {
 	d := &Delivery{ID: uuid.Must(uuid.NewV7()).String(), LoopID: loopID, OrgID: orgID, Event: event, TaskID: taskID, CreatedAt: now}
 	before, after := NotSentErrorParts()
 	var next, last sql.NullInt64
+	if subject == nil {
+		subject = noSubject
+	}
 	err := tx.QueryRow(ctx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status, next_attempt_at,
-			last_error, last_attempt_at, created_at)
+			last_error, last_attempt_at, created_at, subject_hash, answer_hash)
 		SELECT ?, id, ?, ?, ?, ?, CASE WHEN destination_disabled_at IS NULL THEN 'pending' ELSE 'failed' END,
 			CASE WHEN destination_disabled_at IS NULL THEN CAST(? AS BIGINT) END,
 			CASE WHEN destination_disabled_at IS NOT NULL THEN CAST(? AS TEXT) || destination_disabled_reason || CAST(? AS TEXT) END,
-			CASE WHEN destination_disabled_at IS NOT NULL THEN CAST(? AS BIGINT) END, ?
+			CASE WHEN destination_disabled_at IS NOT NULL THEN CAST(? AS BIGINT) END, ?, ?, ?
 		FROM loops WHERE id = ?
 		RETURNING status, next_attempt_at, last_error, last_attempt_at`,
-		d.ID, orgID, event, taskID, string(payload), ms(now), before, after, ms(now), ms(now), loopID).
+		d.ID, orgID, event, taskID, string(payload), ms(now), before, after, ms(now), ms(now), subject, answerColumn(subject, answer), loopID).
 		Scan(&d.Status, &next, &d.LastError, &last)
 	if errors.Is(err, ErrNoRows) {
 		return nil, LoopNotFound()
@@ -233,7 +237,8 @@ func deliverSettled(ctx context.Context, tx Tx, taskID string, loopID *string, n
 	if loopID == nil {
 		return nil
 	}
-	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, taskID))
+	var subject, answer []byte
+	t, err := scanTask(tx.QueryRow(ctx, `SELECT subject_hash, answer_hash, `+taskColumns+` FROM tasks WHERE id = ?`, taskID), &subject, &answer)
 	if err != nil {
 		return err
 	}
@@ -248,7 +253,7 @@ func deliverSettled(ctx context.Context, tx Tx, taskID string, loopID *string, n
 	if err != nil || event == "" {
 		return err
 	}
-	_, err = insertDelivery(ctx, tx, *t.LoopID, t.OrgID, event, &t.ID, payload, now)
+	_, err = insertDelivery(ctx, tx, *t.LoopID, t.OrgID, event, &t.ID, payload, subject, answer, now)
 	return err
 }
 
@@ -264,7 +269,7 @@ func (db *DB) CreateTestDelivery(ctx context.Context, orgID, loopID string) (*De
 		if err != nil {
 			return err
 		}
-		d, err = insertDelivery(ctx, tx, loopID, orgID, EventTest, nil, payload, db.now())
+		d, err = insertDelivery(ctx, tx, loopID, orgID, EventTest, nil, payload, noSubject, nil, db.now())
 		return err
 	})
 	return d, err

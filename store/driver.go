@@ -36,6 +36,9 @@ type Driver interface {
 	// request then reads its key.
 	KeyTouches() *KeyTouches
 	KeyCache() *KeyCache
+	// SuppressionCache holds the organizations' suppressions read, emptied as KeyCache
+	// is; nil while the driver cannot tell, and every check then reads the index.
+	SuppressionCache() *SuppressionCache
 
 	// Tasks and their queue. SingleWriter reports whether one writer runs every write
 	// transaction (SQLite): work done before a transaction on the reader (CreateTask's

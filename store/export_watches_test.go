@@ -5,7 +5,7 @@ import "context"
 // SettleWatch applies a settled task to its watch in a write transaction of db, the
 // step Settle takes in its own (settleWatch).
 func SettleWatch(ctx context.Context, db *DB, taskID, watchID string, fetched bool) error {
-	return db.Write(ctx, func(tx Tx) error { return settleWatch(ctx, tx, taskID, watchID, fetched, db.now()) })
+	return db.Write(ctx, func(tx Tx) error { return settleWatch(ctx, tx, db.subjects, taskID, watchID, fetched, db.now()) })
 }
 
 // LinkBatchRow links a batch's row to a task in a write transaction of db, the step

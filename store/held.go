@@ -66,7 +66,11 @@ func (db *DB) Gathering(ctx context.Context, address string, since time.Time) (*
 // gathering's row is upserted first: two settles gathering the same address at once
 // (PostgreSQL) then take turns on it, where a delete-then-insert would have both
 // insert and one fail on the key.
-func keepGathering(ctx context.Context, tx Tx, g *enrich.Gathering, keepSince time.Time) error {
+//
+// The gathering and its candidates carry the hash of the address (subject_hash), each
+// candidate also that of its profile (answer_hash).
+func keepGathering(ctx context.Context, tx Tx, h *enrich.Subjects, g *enrich.Gathering, keepSince time.Time) error {
+	address := hashOf(h, enrich.Subject{Kind: enrich.SubjectEmail, Value: g.Address}, true)
 	if _, err := tx.Exec(ctx, `DELETE FROM email_gatherings WHERE gathered_at < ? AND address <> ?`, ms(keepSince), g.Address); err != nil {
 		return err
 	}
@@ -74,9 +78,9 @@ func keepGathering(ctx context.Context, tx Tx, g *enrich.Gathering, keepSince ti
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO email_gatherings (address, company, gathered_at) VALUES (?, ?, ?)
-		ON CONFLICT (address) DO UPDATE SET company = excluded.company, gathered_at = excluded.gathered_at`,
-		g.Address, string(company), ms(g.GatheredAt)); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO email_gatherings (address, company, gathered_at, subject_hash) VALUES (?, ?, ?, ?)
+		ON CONFLICT (address) DO UPDATE SET company = excluded.company, gathered_at = excluded.gathered_at, subject_hash = excluded.subject_hash`,
+		g.Address, string(company), ms(g.GatheredAt), address); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM email_candidates WHERE address = ?`, g.Address); err != nil {
@@ -99,8 +103,9 @@ func keepGathering(ctx context.Context, tx Tx, g *enrich.Gathering, keepSince ti
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO email_candidates (address, ord, method, pattern, person, retrieved_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, g.Address, i, c.Method, c.Pattern, string(person), ms(c.RetrievedAt)); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO email_candidates (address, ord, method, pattern, person, retrieved_at, subject_hash, answer_hash)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, g.Address, i, c.Method, c.Pattern, string(person), ms(c.RetrievedAt),
+			address, answerColumn(address, resultHash(h, enrich.Result{Person: c.Person}))); err != nil {
 			return err
 		}
 	}

@@ -31,6 +31,9 @@ type Option func(*Options)
 type Options struct {
 	CacheMiB int
 	Readers  int
+	// SubjectKey is the key of subjects' hashes (WithSubjectKey), the store's own: no
+	// driver reads it.
+	SubjectKey []byte
 }
 
 // WithCacheSize sets the page-cache budget, in MiB, shared by the writer and the

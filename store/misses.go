@@ -34,8 +34,8 @@ const (
 	// The subject's rows: a range of the primary key.
 	sourceMissesQuery = `SELECT source, org_id, missed_at FROM source_misses WHERE subject = ? AND missed_at >= ?
 		ORDER BY source, org_id`
-	rememberMissQuery = `INSERT INTO source_misses (subject, source, org_id, missed_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (subject, source, org_id) DO UPDATE SET missed_at = excluded.missed_at`
+	rememberMissQuery = `INSERT INTO source_misses (subject, source, org_id, missed_at, subject_hash) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (subject, source, org_id) DO UPDATE SET missed_at = excluded.missed_at, subject_hash = excluded.subject_hash`
 	forgetMissesQuery = `DELETE FROM source_misses WHERE subject = ? AND source = ?`
 	// The oldest first, through source_misses_missed.
 	purgeMissesQuery = `DELETE FROM source_misses WHERE (subject, source, org_id) IN (
@@ -59,8 +59,14 @@ func (db *DB) SourceMisses(ctx context.Context, in enrich.Input, since time.Time
 // the installation's keys, for everyone). A miss remembered again starts its window
 // again.
 func (db *DB) RememberMiss(ctx context.Context, in enrich.Input, source, orgID string) error {
+	h, err := db.hasher()
+	if err != nil {
+		return err
+	}
+	subject := RecordKey(in.Lookup, in.Target)
+	hash := keyHash(h, subject, noSubject)
 	return db.Write(ctx, func(tx Tx) error {
-		_, err := tx.Exec(ctx, rememberMissQuery, RecordKey(in.Lookup, in.Target), source, orgID, ms(db.now()))
+		_, err := tx.Exec(ctx, rememberMissQuery, subject, source, orgID, ms(db.now()), hash)
 		return err
 	})
 }

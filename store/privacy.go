@@ -2,103 +2,456 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 
 	"enrichd/enrich"
 )
 
-// Holdings counts what the installation holds that is about companies and the people in
-// them, every organization's, for the record of processing (`enrichd privacy report`).
-// Each count reads its whole table (tasks excepted, counted by task_counts): it is
-// meant for an operator's occasional report, not for a request's path.
-type Holdings struct {
-	// StoredCompanies and StoredPeople are the records of the store: what the sources
-	// gave, kept for everyone or for one organization until --retain-records.
-	StoredCompanies int64 `json:"stored_companies"`
-	StoredPeople    int64 `json:"stored_people"`
-	// DatasetCompanies and DatasetPeople are the records the team imported.
-	DatasetCompanies int64 `json:"dataset_companies"`
-	DatasetPeople    int64 `json:"dataset_people"`
-	// Tasks of every status: each keeps what it was asked and, once it succeeded, its
-	// answer, until --retain.
-	Tasks int64 `json:"tasks"`
-	// EmailGatherings are the addresses ambiguous lookups gathered people for, and
-	// EmailCandidates those people's profiles, until --retain-candidates.
-	EmailGatherings int64 `json:"email_gatherings"`
-	EmailCandidates int64 `json:"email_candidates"`
-	// Deliveries are the webhook events with their payloads, PendingDeliveries those
-	// still to be sent.
-	Deliveries        int64 `json:"deliveries"`
-	PendingDeliveries int64 `json:"pending_deliveries"`
-	// Batches uploaded and their rows, as uploaded.
-	Batches   int64 `json:"batches"`
-	BatchRows int64 `json:"batch_rows"`
-	// Watches, each with the last result it keeps.
-	Watches int64 `json:"watches"`
-	// Loops are the webhook destinations results are sent to.
-	Loops int64 `json:"loops"`
-	// SourceMisses are the subjects a vendor was found not to know.
-	SourceMisses int64 `json:"source_misses"`
-	// OwnKeys counts, by source, the organizations that set their own vendor key: that
-	// vendor receives their tasks' questions under their own account.
-	OwnKeys map[string]int64 `json:"-"`
+// The registry of personal data: every table that holds a person's data, how its rows
+// are found by subject (the keyed hashes of subjects.go), what an export shows of them,
+// and what an erasure does to them. Export and erasure walk it and nothing else knows
+// the list; the conformance suite fails when a table or a column of the schema is in
+// neither the registry nor NonPersonalTables, so a new one must be placed before it
+// ships.
+
+// RowScope says whose a table's rows are.
+type RowScope string
+
+const (
+	// OrgRows belong to one organization: its tasks, deliveries, batches, watches.
+	OrgRows RowScope = "organization"
+	// SharedRows serve every organization (the store of records fetched with the
+	// installation's keys, what email lookups gathered, the sources' misses), beside
+	// the rows kept for one organization alone where the table has those too.
+	SharedRows RowScope = "shared"
+)
+
+// EraseAction is what an erasure does to a row found about the person.
+type EraseAction string
+
+const (
+	EraseDelete EraseAction = "delete" // the row goes
+	EraseRedact EraseAction = "redact" // the row stays, its personal columns replaced
+	EraseKeep   EraseAction = "keep"   // the row stays as it is: it holds hashes alone
+)
+
+// Erasure is what an erasure does to a table's rows, and why.
+type Erasure struct {
+	Action EraseAction
+	// Redacts are the columns an EraseRedact replaces (with NULL, or a fixed marker
+	// where the column cannot be NULL).
+	Redacts []string
+	Why     string
 }
 
-// Holdings counts what the installation holds, in one consistent read.
-func (db *DB) Holdings(ctx context.Context) (Holdings, error) {
-	var h Holdings
+// EraseFunc erases, in tx, the rows of a table about any of hashes that the
+// organization orgID holds (allOrgs: every organization's), the rows Find finds, as
+// the table's Erasure says, and returns how many it erased.
+type EraseFunc func(ctx context.Context, tx Tx, orgID string, allOrgs bool, hashes []enrich.SubjectHash) (int64, error)
+
+// PersonalTable is one table of the registry.
+type PersonalTable struct {
+	Name string
+	// Key are the columns that name a row; Holds those that hold the person's data;
+	// Hashes the subject hash columns, each the first column of an index; Other the
+	// rest. Together they are every column of the table.
+	Key, Holds, Hashes, Other []string
+	Scope                     RowScope
+	Erasure                   Erasure
+	// Erase is the erasure of the table's rows. It is nil until erasure is built:
+	// nothing calls it, and nothing pretends to erase meanwhile.
+	Erase EraseFunc
+
+	// from is the FROM clause, the table as t, joined to what decides whose a row is;
+	// orgScope the condition that keeps the rows of one organization (and the shared
+	// ones), with the arguments orgScopeArgs makes of the organization's id.
+	from         string
+	orgScope     string
+	orgScopeArgs func(orgID string) []any
+	export       []exportColumn
+}
+
+// exportColumn is one value an export shows of a row: expr, read as kind, shown under
+// name; when onlyBy names a hash column, only in a row found by it (a candidate's
+// profile, shown to the export of that candidate, not to the address's).
+type exportColumn struct {
+	name, expr string
+	kind       exportKind
+	onlyBy     string
+}
+
+type exportKind int
+
+const (
+	exportText exportKind = iota
+	exportJSON            // JSON text, shown as the value it holds
+	exportTime            // milliseconds, shown as a UTC time
+	exportInt
+)
+
+func text(name string) exportColumn {
+	return exportColumn{name: name, expr: "t." + name, kind: exportText}
+}
+func jsonCol(name string) exportColumn {
+	return exportColumn{name: name, expr: "t." + name, kind: exportJSON}
+}
+func timeCol(name string) exportColumn {
+	return exportColumn{name: name, expr: "t." + name, kind: exportTime}
+}
+func intCol(name string) exportColumn {
+	return exportColumn{name: name, expr: "t." + name, kind: exportInt}
+}
+func orgArg(orgID string) []any           { return []any{orgID} }
+func orgArgTwice(orgID string) []any      { return []any{orgID, orgID} }
+func privateOriginArg(orgID string) []any { return []any{privateOrigin(orgID)} }
+
+// personalTables is the registry. Each entry's find reads its rows by the hash
+// columns' indexes.
+var personalTables = []PersonalTable{
+	{
+		Name: "tasks", Key: []string{"id"},
+		Holds:  []string{"input", "target", "result_id", "error", "provenance", "sources"},
+		Hashes: []string{"subject_hash", "answer_hash"},
+		Other: []string{"org_id", "object_type", "status", "lookup", "credits_charged", "loop_id", "idempotency_key",
+			"created_at", "queued_at", "started_at", "finished_at", "expires_at", "lease_token", "lease_until", "attempts", "watch_id"},
+		Scope: OrgRows,
+		Erasure: Erasure{Action: EraseRedact, Redacts: []string{"input", "target", "result_id", "error", "provenance", "sources"},
+			Why: "the task stays, with its status and its charge, so that the ledger adds up; its input, target and result go"},
+		from: "tasks t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{timeCol("created_at"), text("object_type"), text("status"), text("target"), jsonCol("input"),
+			intCol("credits_charged"), text("loop_id"), text("watch_id"), timeCol("finished_at"),
+			{name: "data", expr: resultColumnOf("t"), kind: exportJSON}, jsonCol("error"), jsonCol("provenance"), jsonCol("sources")},
+	},
+	{
+		Name: "task_results", Key: []string{"id"},
+		Holds: []string{"data"}, Hashes: []string{"subject_hash"}, Other: []string{"hash", "refs"},
+		Scope: SharedRows,
+		Erasure: Erasure{Action: EraseDelete,
+			Why: "a result is kept once for every task that has the same one; it goes once no task shows it"},
+		from: "task_results t",
+		// A result is the organization's when one of its tasks about the subject shows it.
+		orgScope: `(EXISTS (SELECT 1 FROM tasks o WHERE o.subject_hash = t.subject_hash AND o.result_id = t.id AND o.org_id = ?)
+			OR EXISTS (SELECT 1 FROM tasks o WHERE o.answer_hash = t.subject_hash AND o.result_id = t.id AND o.org_id = ?))`,
+		orgScopeArgs: orgArgTwice,
+		export:       []exportColumn{jsonCol("data")},
+	},
+	{
+		Name: "records", Key: []string{"id"},
+		Holds: []string{"data", "provenance"}, Hashes: []string{"subject_hash"},
+		Other: []string{"origin", "object_type", "last_enriched_at", "created_at", "updated_at", "org_id"},
+		Scope: SharedRows,
+		Erasure: Erasure{Action: EraseDelete,
+			Why: "the stored or imported record goes, its keys and positions with it"},
+		from: "records t", orgScope: "(t.org_id IS NULL OR t.org_id = ?)", orgScopeArgs: orgArg,
+		export: []exportColumn{text("origin"), text("object_type"), jsonCol("data"), jsonCol("provenance"),
+			timeCol("last_enriched_at"), timeCol("created_at"), timeCol("updated_at")},
+	},
+	{
+		Name: "record_keys", Key: []string{"origin", "key"},
+		Holds: []string{"key"}, Hashes: []string{"subject_hash", "answer_hash"}, Other: []string{"origin", "record_id", "redirect"},
+		Scope:   SharedRows,
+		Erasure: Erasure{Action: EraseDelete, Why: "the ways the record was looked up (an address, a profile) go with it"},
+		// A key is found by its own identifier, or by the subject of its record.
+		from: "record_keys t", orgScope: "(t.origin NOT LIKE 'store:%' OR t.origin = ?)", orgScopeArgs: privateOriginArg,
+		export: []exportColumn{text("key"), intCol("record_id")},
+	},
+	{
+		Name: "positions", Key: []string{"record_id", "ord"},
+		Holds:  []string{"title", "company_name", "company_network_url", "company_domain", "is_current"},
+		Hashes: []string{"subject_hash"}, Other: []string{},
+		Scope:   SharedRows,
+		Erasure: Erasure{Action: EraseDelete, Why: "a person's positions go with their record"},
+		from:    "positions t JOIN records r ON r.id = t.record_id", orgScope: "(r.org_id IS NULL OR r.org_id = ?)", orgScopeArgs: orgArg,
+		export: []exportColumn{text("title"), text("company_name"), text("company_network_url"), text("company_domain"), intCol("is_current")},
+	},
+	{
+		Name: "deliveries", Key: []string{"id"},
+		Holds: []string{"payload", "last_error"}, Hashes: []string{"subject_hash", "answer_hash"},
+		Other: []string{"loop_id", "org_id", "event", "task_id", "status", "attempts", "next_attempt_at", "lease_until",
+			"last_attempt_at", "last_status_code", "created_at"},
+		Scope: OrgRows,
+		Erasure: Erasure{Action: EraseRedact, Redacts: []string{"payload"},
+			Why: "a delivery still pending is deleted, never sent; one sent stays in the Loop's history without its payload"},
+		from: "deliveries t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{text("loop_id"), text("event"), text("task_id"), text("status"), intCol("attempts"),
+			timeCol("created_at"), timeCol("last_attempt_at"), jsonCol("payload")},
+	},
+	{
+		Name: "email_gatherings", Key: []string{"address"},
+		Holds: []string{"address"}, Hashes: []string{"subject_hash"}, Other: []string{"company", "gathered_at"},
+		Scope:   SharedRows,
+		Erasure: Erasure{Action: EraseDelete, Why: "what an ambiguous lookup of the address gathered goes, its candidates with it"},
+		from:    "email_gatherings t",
+		export:  []exportColumn{text("address"), jsonCol("company"), timeCol("gathered_at")},
+	},
+	{
+		Name: "email_candidates", Key: []string{"address", "ord"},
+		Holds: []string{"address", "person", "pattern"}, Hashes: []string{"subject_hash", "answer_hash"},
+		Other:   []string{"method", "retrieved_at"},
+		Scope:   SharedRows,
+		Erasure: Erasure{Action: EraseDelete, Why: "a profile gathered for an address goes, whoever's address it was"},
+		from:    "email_candidates t",
+		// A row is found by the address asked or by the candidate's profile: the
+		// candidate's profile is someone else's data in an export of the address.
+		export: []exportColumn{text("address"), text("method"), text("pattern"), timeCol("retrieved_at"),
+			{name: "person", expr: "t.person", kind: exportJSON, onlyBy: "answer_hash"}},
+	},
+	{
+		Name: "batch_rows", Key: []string{"batch_id", "row_number"},
+		Holds: []string{"vals", "request", "error", "company_request", "company_error"}, Hashes: []string{"subject_hash"},
+		Other: []string{"task_id", "kind", "line", "skipped", "company_task_id"},
+		Scope: OrgRows,
+		Erasure: Erasure{Action: EraseRedact, Redacts: []string{"vals", "request", "error", "company_request", "company_error"},
+			Why: "the row stays, so that the batch keeps its numbering and counts; the values uploaded go"},
+		from: "batch_rows t JOIN batches b ON b.id = t.batch_id", orgScope: "b.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{{name: "batch_name", expr: "b.name", kind: exportText}, jsonCol("vals"), jsonCol("request"), text("task_id"), jsonCol("error")},
+	},
+	{
+		Name: "source_misses", Key: []string{"subject", "source", "org_id"},
+		Holds: []string{"subject"}, Hashes: []string{"subject_hash"}, Other: []string{"source", "org_id", "missed_at"},
+		Scope:   SharedRows,
+		Erasure: Erasure{Action: EraseDelete, Why: "that a source did not know the subject is forgotten"},
+		from:    "source_misses t", orgScope: "t.org_id IN ('', ?)", orgScopeArgs: orgArg,
+		export: []exportColumn{text("subject"), text("source"), timeCol("missed_at")},
+	},
+	{
+		Name: "watches", Key: []string{"id"},
+		Holds: []string{"target", "input", "baseline"}, Hashes: []string{"subject_hash", "answer_hash"},
+		Other: []string{"org_id", "object_type", "lookup", "loop_id", "every_days", "fields", "notify_unchanged", "enabled",
+			"paused_reason", "not_found_streak", "next_run_at", "claimed_due_at", "last_run_at", "last_task_id", "created_at", "updated_at"},
+		Scope:   OrgRows,
+		Erasure: Erasure{Action: EraseDelete, Why: "a watch of the person goes: they are not checked again"},
+		from:    "watches t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{text("object_type"), text("target"), jsonCol("input"), text("loop_id"), intCol("every_days"),
+			text("paused_reason"), timeCol("last_run_at"), jsonCol("baseline"), timeCol("created_at")},
+	},
+	{
+		Name: "suppressions", Key: []string{"id"},
+		Holds: []string{"hint", "reason"}, Hashes: []string{"hash"},
+		Other: []string{"org_id", "kind", "added_by_kind", "added_by_id", "added_by_name", "created_at"},
+		Scope: OrgRows,
+		Erasure: Erasure{Action: EraseKeep,
+			Why: "an erasure suppresses the person, so that nothing fetches them again; the entry holds a keyed hash and a masked hint"},
+		from: "suppressions t", orgScope: "t.org_id IN (?, '')", orgScopeArgs: orgArg,
+		export: []exportColumn{text("kind"), text("hint"), text("reason"), text("added_by_kind"), text("added_by_name"), timeCol("created_at")},
+	},
+}
+
+// resultColumnOf is resultColumn for the tasks aliased alias.
+func resultColumnOf(alias string) string {
+	return `(SELECT data FROM task_results WHERE task_results.id = ` + alias + `.result_id)`
+}
+
+// NonPersonalTables are the tables that hold no data about the people and companies
+// looked up, and why: the conformance suite holds every table of the schema to be
+// here or in the registry.
+var NonPersonalTables = map[string]string{
+	"schema_migrations": "the migrations applied",
+	"orgs":              "the organizations using the installation",
+	"queue_turns":       "the queue's order of organizations",
+	"api_keys":          "API keys, by hash and prefix",
+	"credit_grants":     "credits granted",
+	"credit_ledger":     "credits charged and refunded, by task id",
+	"credit_days":       "the ledger summed by day",
+	"task_counts":       "tasks counted by status",
+	"idempotency_keys": "the client's keys, bound to a hash of the request (the CLI's are hashes too); " +
+		"a client that puts a person's address in its keys puts it here",
+	"loops":           "webhook destinations and their secrets",
+	"users":           "the dashboard's own users (managed with enrichd users), not people looked up",
+	"user_links":      "set-password links, by hash",
+	"sessions":        "dashboard sessions, by hash",
+	"install_links":   "the first-start link, by hash",
+	"batches":         "an upload's name, header and counts; its rows are batch_rows",
+	"fill_lists":      "the fields an organization asks the sources to fill",
+	"source_spend":    "what the sources cost, by day",
+	"source_asks":     "the asks of priced sources under way: organization, source, price; never whom they ask about",
+	"source_budgets":  "monthly budgets of the sources",
+	"org_source_keys": "organizations' own vendor keys, sealed",
+	"replicas":        "PostgreSQL replicas' heartbeats",
+	"subject_key":     "the id of the key subjects are hashed under, not the key",
+}
+
+// PersonalTables is the registry, in the order export shows it.
+func PersonalTables() []PersonalTable { return slices.Clone(personalTables) }
+
+// PersonalTableByName is the registry's entry for a table.
+func PersonalTableByName(name string) (PersonalTable, bool) {
+	for _, t := range personalTables {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return PersonalTable{}, false
+}
+
+// Columns are every column of the table, as the registry classes them.
+func (p PersonalTable) Columns() []string {
+	all := slices.Concat(p.Key, p.Holds, p.Hashes, p.Other)
+	slices.Sort(all)
+	return slices.Compact(all)
+}
+
+// FindQuery is the statement that finds the table's rows about the subjects of hashes
+// for one organization (allOrgs: for every organization), and its arguments: it
+// selects the key columns, then the exported ones. Each hash column is matched
+// through its index.
+func (p PersonalTable) FindQuery(hashes []enrich.SubjectHash, orgID string, allOrgs bool) (string, []any) {
+	list := "(?" + strings.Repeat(", ?", len(hashes)-1) + ")"
+	var listArgs []any
+	for _, h := range hashes {
+		listArgs = append(listArgs, h[:])
+	}
+	var args []any
+	cols := make([]string, 0, len(p.Key)+len(p.export))
+	for _, k := range p.Key {
+		cols = append(cols, "t."+k)
+	}
+	for _, e := range p.export {
+		if e.onlyBy != "" {
+			cols = append(cols, "CASE WHEN t."+e.onlyBy+" IN "+list+" THEN "+e.expr+" END")
+			args = append(args, listArgs...)
+			continue
+		}
+		cols = append(cols, e.expr)
+	}
+	var match []string
+	for _, h := range p.Hashes {
+		match = append(match, "t."+h+" IN "+list)
+		args = append(args, listArgs...)
+	}
+	where := "(" + strings.Join(match, " OR ") + ")"
+	if p.orgScope != "" && !allOrgs {
+		where += " AND " + p.orgScope
+		args = append(args, p.orgScopeArgs(orgID)...)
+	}
+	return "SELECT " + strings.Join(cols, ", ") + " FROM " + p.from + " WHERE " + where, args
+}
+
+// SubjectQueries are the registry's statements, by table, finding the rows about two
+// hashes of one organization, and (with " (all)") of every organization: each driver's
+// tests check that none reads a whole table.
+func SubjectQueries() map[string]struct {
+	Query string
+	Args  []any
+} {
+	out := map[string]struct {
+		Query string
+		Args  []any
+	}{}
+	hashes := []enrich.SubjectHash{{1}, {2}}
+	for _, p := range personalTables {
+		q, args := p.FindQuery(hashes, "o", false)
+		out[p.Name] = struct {
+			Query string
+			Args  []any
+		}{q, args}
+		q, args = p.FindQuery(hashes, "", true)
+		out[p.Name+" (all)"] = struct {
+			Query string
+			Args  []any
+		}{q, args}
+	}
+	return out
+}
+
+// SubjectRows are the rows of one table about a subject: each its key and what an
+// export shows of it, by column.
+type SubjectRows struct {
+	Table string           `json:"table"`
+	Rows  []map[string]any `json:"rows"`
+}
+
+// FindSubject finds, table by table of the registry, the rows about the subjects of
+// hashes (the keyed hashes of one person's or company's identifiers) that the
+// organization orgID holds, shared rows included; allOrgs finds every
+// organization's. Tables without such a row are left out. Each row is its key and what
+// an export shows of it: what an export of the person is made of, and where an
+// erasure goes.
+func (db *DB) FindSubject(ctx context.Context, orgID string, allOrgs bool, hashes []enrich.SubjectHash) ([]SubjectRows, error) {
+	if len(hashes) == 0 {
+		return nil, nil
+	}
+	var out []SubjectRows
 	err := db.Read(ctx, func(q Executor) error {
-		h = Holdings{OwnKeys: map[string]int64{}}
-		rows, err := q.Query(ctx, `SELECT origin, object_type, count(*) FROM records GROUP BY origin, object_type`)
-		if _, err := collect(rows, err, func(r Row) (struct{}, error) {
-			var origin, objectType string
-			var n int64
-			if err := r.Scan(&origin, &objectType, &n); err != nil {
-				return struct{}{}, err
+		out = nil
+		for _, p := range personalTables {
+			rows, err := p.Find(ctx, q, orgID, allOrgs, hashes)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.Name, err)
 			}
-			switch {
-			case origin == OriginDataset && objectType == enrich.ObjectCompany:
-				h.DatasetCompanies = n
-			case origin == OriginDataset:
-				h.DatasetPeople = n
-			case objectType == enrich.ObjectCompany:
-				h.StoredCompanies = n
-			default:
-				h.StoredPeople = n
-			}
-			return struct{}{}, nil
-		}); err != nil {
-			return err
-		}
-		if err := q.QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM task_counts`).Scan(&h.Tasks); err != nil {
-			return err
-		}
-		for _, c := range []struct {
-			query string
-			n     *int64
-		}{
-			{`SELECT count(*) FROM email_gatherings`, &h.EmailGatherings},
-			{`SELECT count(*) FROM email_candidates`, &h.EmailCandidates},
-			{`SELECT count(*) FROM deliveries`, &h.Deliveries},
-			{`SELECT count(*) FROM deliveries WHERE status = 'pending'`, &h.PendingDeliveries},
-			{`SELECT count(*) FROM batches`, &h.Batches},
-			{`SELECT count(*) FROM batch_rows`, &h.BatchRows},
-			{`SELECT count(*) FROM watches`, &h.Watches},
-			{`SELECT count(*) FROM loops`, &h.Loops},
-			{`SELECT count(*) FROM source_misses`, &h.SourceMisses},
-		} {
-			if err := q.QueryRow(ctx, c.query).Scan(c.n); err != nil {
-				return err
+			if len(rows) > 0 {
+				out = append(out, SubjectRows{Table: p.Name, Rows: rows})
 			}
 		}
-		rows, err = q.Query(ctx, `SELECT source, count(*) FROM org_source_keys GROUP BY source`)
-		_, err = collect(rows, err, func(r Row) (struct{}, error) {
-			var source string
-			var n int64
-			err := r.Scan(&source, &n)
-			h.OwnKeys[source] = n
-			return struct{}{}, err
-		})
-		return err
+		return nil
 	})
-	return h, err
+	return out, err
+}
+
+// Find reads, on q (a transaction, or the reader), the table's rows about any of
+// hashes that the organization orgID holds, shared rows included (allOrgs: every
+// organization's), each as its key columns and what an export shows of it.
+func (p PersonalTable) Find(ctx context.Context, q Executor, orgID string, allOrgs bool, hashes []enrich.SubjectHash) ([]map[string]any, error) {
+	query, args := p.FindQuery(hashes, orgID, allOrgs)
+	rows, err := q.Query(ctx, query, args...)
+	return collect(rows, err, func(r Row) (map[string]any, error) {
+		vals := make([]any, len(p.Key)+len(p.export))
+		ptrs := make([]any, len(vals))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := r.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		row := make(map[string]any, len(vals))
+		for i, k := range p.Key {
+			row[k] = exportValue(vals[i], exportText)
+		}
+		for i, e := range p.export {
+			row[e.name] = exportValue(vals[len(p.Key)+i], e.kind)
+		}
+		return row, nil
+	})
+}
+
+// exportValue is a column's value as an export shows it.
+func exportValue(v any, kind exportKind) any {
+	if v == nil {
+		return nil
+	}
+	if b, ok := v.([]byte); ok {
+		v = string(b)
+	}
+	switch kind {
+	case exportJSON:
+		if s, ok := v.(string); ok && json.Valid([]byte(s)) {
+			return json.RawMessage(s)
+		}
+	case exportTime:
+		if n, ok := toInt64(v); ok {
+			return fromMS(n)
+		}
+	case exportInt:
+		if n, ok := toInt64(v); ok {
+			return n
+		}
+	}
+	return v
+}
+
+func toInt64(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int16:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
 }

@@ -199,19 +199,27 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 }
 
 func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, error) {
+	h, err := db.hasher()
+	if err != nil {
+		return false, err
+	}
 	now := db.now()
-	// Owning the claim, the task's Loop and its watch, in one read.
+	// Owning the claim, the task's Loop, its watch and whom it is about, in one read.
 	var loopID, watchID *string
-	err := tx.QueryRow(ctx, `SELECT loop_id, watch_id FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running' FOR UPDATE`,
-		c.TaskID, c.Token).Scan(&loopID, &watchID)
+	var subject []byte
+	err = tx.QueryRow(ctx, `SELECT loop_id, watch_id, subject_hash FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running' FOR UPDATE`,
+		c.TaskID, c.Token).Scan(&loopID, &watchID, &subject)
 	if errors.Is(err, ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
+	if subject == nil { // queued by a release that did not hash it
+		subject = inputHash(h, c.Input)
+	}
 	if out.Gathered != nil {
-		if err := keepGathering(ctx, tx, out.Gathered, now.Add(-out.KeepGathered)); err != nil {
+		if err := keepGathering(ctx, tx, h, out.Gathered, now.Add(-out.KeepGathered)); err != nil {
 			return true, err
 		}
 	}
@@ -225,7 +233,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		if err != nil {
 			return true, err
 		}
-		if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, []byte(`{}`), sources, now); err != nil {
+		if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, []byte(`{}`), sources, subject, nil, now); err != nil {
 			return true, err
 		}
 		if err := refund(ctx, tx, c.TaskID, now); err != nil {
@@ -242,7 +250,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 			if out.Trace.Private {
 				owner = c.OrgID
 			}
-			if res, err = storeFetched(ctx, tx, c.Input, res, !out.TieBroken, owner, provenance, at, now); err != nil {
+			if res, err = storeFetched(ctx, tx, h, c.Input, res, !out.TieBroken, owner, provenance, at, now); err != nil {
 				return true, err
 			}
 		}
@@ -256,7 +264,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		if err != nil {
 			return true, err
 		}
-		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, provenance, sources, now); err != nil {
+		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, provenance, sources, subject, resultHash(h, res), now); err != nil {
 			return true, err
 		}
 		fetched = out.Fetched
@@ -265,21 +273,23 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		return true, err
 	}
 	if watchID != nil {
-		if err := settleWatch(ctx, tx, c.TaskID, *watchID, fetched, now); err != nil {
+		if err := settleWatch(ctx, tx, h, c.TaskID, *watchID, fetched, now); err != nil {
 			return true, err
 		}
 	}
 	return true, nil
 }
 
-func finishTask(ctx context.Context, tx Tx, id, status string, data, taskErr, provenance, sources []byte, now time.Time) error {
-	result, err := resultID(ctx, tx, data)
+// finishTask settles the task id. subject is the hash of whom its input names, answer
+// of whom its result is about (nil without a result).
+func finishTask(ctx context.Context, tx Tx, id, status string, data, taskErr, provenance, sources, subject, answer []byte, now time.Time) error {
+	result, err := resultID(ctx, tx, data, answer)
 	if err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, `UPDATE tasks SET status = ?, result_id = ?, error = ?, finished_at = ?,
-		lease_token = NULL, lease_until = NULL, provenance = ?, sources = ? WHERE id = ?`,
-		status, result, nullText(taskErr), ms(now), nullText(provenance), nullText(sources), id)
+		lease_token = NULL, lease_until = NULL, provenance = ?, sources = ?, subject_hash = ?, answer_hash = ? WHERE id = ?`,
+		status, result, nullText(taskErr), ms(now), nullText(provenance), nullText(sources), subject, answerColumn(subject, answer), id)
 	return err
 }
 

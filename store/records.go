@@ -32,6 +32,9 @@ type StoredRecord struct {
 	// Provenance is the JSON object naming the source of each field, as the record was
 	// stored (FindRecord only; nil for a record kept before provenance was).
 	Provenance []byte
+	// SubjectHash is the hash of whom the record is about: a person's profile, a
+	// company's domain (FindRecord only; nil for a record not hashed yet).
+	SubjectHash []byte
 }
 
 // Result decodes the record as the result of looking up in (see RecordResult).
@@ -107,7 +110,7 @@ func findStoredFor(ctx context.Context, q Executor, orgID, key string) (*StoredR
 	if orgID == "" {
 		return findRecord(ctx, q, OriginStore, key)
 	}
-	return scanRecord(q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect, r.provenance
+	return scanRecord(q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect, r.provenance, r.subject_hash
 		FROM record_keys k JOIN records r ON r.id = k.record_id
 		WHERE k.origin IN (?, ?) AND k.key = ? ORDER BY k.origin DESC LIMIT 1`, OriginStore, privateOrigin(orgID), key))
 }
@@ -282,7 +285,7 @@ func (db *DB) FindRecord(ctx context.Context, origin, key string) (*StoredRecord
 }
 
 func findRecord(ctx context.Context, q Executor, origin, key string) (*StoredRecord, error) {
-	return scanRecord(q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect, r.provenance
+	return scanRecord(q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect, r.provenance, r.subject_hash
 		FROM record_keys k JOIN records r ON r.id = k.record_id
 		WHERE k.origin = ? AND k.key = ?`, origin, key))
 }
@@ -292,7 +295,7 @@ func scanRecord(row Row) (*StoredRecord, error) {
 	var last int64
 	var redirect *int64
 	var provenance sql.NullString
-	err := row.Scan(&r.ID, &r.ObjectType, &r.Data, &last, &redirect, &provenance)
+	err := row.Scan(&r.ID, &r.ObjectType, &r.Data, &last, &redirect, &provenance, &r.SubjectHash)
 	if errors.Is(err, ErrNoRows) {
 		return nil, nil
 	}
@@ -351,7 +354,8 @@ func (db *DB) HasRecords(ctx context.Context, origin string) (bool, error) {
 // the store hits it answers; nil for an imported record. owner, when not "", is the
 // organization the record is kept for alone (fetched with its own vendor key): the
 // record carries it, and its keys are under privateOrigin.
-func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Result, keys RecordKeys, identity string, provenance []byte, lastEnriched, now time.Time) error {
+func saveRecord(ctx context.Context, tx Tx, h *enrich.Subjects, origin, owner string, res enrich.Result, keys RecordKeys, identity string, provenance []byte, lastEnriched, now time.Time) error {
+	subject := resultHash(h, res)
 	keyOrigin := origin
 	var ownerCol any
 	if owner != "" {
@@ -370,8 +374,8 @@ func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Res
 	if rec, err := findRecord(ctx, tx, keyOrigin, identity); err != nil {
 		return err
 	} else if rec != nil && rec.ObjectType == objectType {
-		n, err := tx.Exec(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ?, provenance = ? WHERE id = ?`,
-			string(raw), ms(lastEnriched), ms(now), nullText(provenance), rec.ID)
+		n, err := tx.Exec(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ?, provenance = ?, subject_hash = ? WHERE id = ?`,
+			string(raw), ms(lastEnriched), ms(now), nullText(provenance), subject, rec.ID)
 		if err != nil {
 			return err
 		}
@@ -382,8 +386,8 @@ func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Res
 		// it is written anew.
 	}
 	if id == 0 {
-		if err := tx.QueryRow(ctx, `INSERT INTO records (origin, org_id, object_type, data, last_enriched_at, created_at, updated_at, provenance)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, origin, ownerCol, objectType, string(raw), ms(lastEnriched), ms(now), ms(now), nullText(provenance)).Scan(&id); err != nil {
+		if err := tx.QueryRow(ctx, `INSERT INTO records (origin, org_id, object_type, data, last_enriched_at, created_at, updated_at, provenance, subject_hash)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, origin, ownerCol, objectType, string(raw), ms(lastEnriched), ms(now), ms(now), nullText(provenance), subject).Scan(&id); err != nil {
 			return err
 		}
 	}
@@ -396,7 +400,8 @@ func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Res
 	}
 	slices.Sort(names)
 	for _, key := range names {
-		previous, err := tx.PointRecordKey(ctx, keyOrigin, key, id, keys[key])
+		own := keyHash(h, key, subject)
+		previous, err := tx.PointRecordKey(ctx, keyOrigin, key, id, keys[key], own, answerColumn(own, subject))
 		if err != nil {
 			return err
 		}
@@ -428,8 +433,8 @@ func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Res
 		if p.IsCurrent {
 			isCurrent = 1
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO positions (record_id, ord, title, company_name, company_network_url, company_domain, is_current)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, id, i, IndexedText(p.Title), IndexedText(p.CompanyName), IndexedText(p.CompanyNetworkURL), IndexedText(domain), isCurrent); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO positions (record_id, ord, title, company_name, company_network_url, company_domain, is_current, subject_hash)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, i, IndexedText(p.Title), IndexedText(p.CompanyName), IndexedText(p.CompanyNetworkURL), IndexedText(domain), isCurrent, subject); err != nil {
 			return err
 		}
 	}
@@ -443,7 +448,7 @@ func saveRecord(ctx context.Context, tx Tx, origin, owner string, res enrich.Res
 // record, and the next lookup of it is exact. owner, when not "", is the organization
 // whose own vendor key fetched some field of the record: it is kept for that
 // organization alone.
-func storeFetched(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result, byTarget bool, owner string, provenance []byte, fetchedAt, now time.Time) (enrich.Result, error) {
+func storeFetched(ctx context.Context, tx Tx, h *enrich.Subjects, in enrich.Input, res enrich.Result, byTarget bool, owner string, provenance []byte, fetchedAt, now time.Time) (enrich.Result, error) {
 	stored, shown, keys := FetchedRecord(in, res, byTarget, fetchedAt, now)
 	identity := IdentityKey(stored, RecordKey(in.Lookup, in.Target))
 	// A profile retrieved earlier (one gathered for an ambiguous address, settled
@@ -455,13 +460,17 @@ func storeFetched(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result
 	if held != nil && held.LastEnriched.After(fetchedAt) {
 		return shown, nil
 	}
-	return shown, saveRecord(ctx, tx, OriginStore, owner, stored, keys, identity, provenance, fetchedAt, now)
+	return shown, saveRecord(ctx, tx, h, OriginStore, owner, stored, keys, identity, provenance, fetchedAt, now)
 }
 
 // Import reads JSON Lines of companies and people into the dataset (ParseImport
 // checks every line before anything is written) and writes the whole file in one
 // transaction: a bad line, reported with its number, leaves the dataset untouched.
 func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (ImportStats, error) {
+	h, err := db.hasher()
+	if err != nil {
+		return ImportStats{}, err
+	}
 	lines, stats, err := ParseImport(r, norm)
 	if err != nil {
 		return ImportStats{}, err
@@ -473,7 +482,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader, norm enrich.Normalizer) (
 			if p.LastEnriched != nil {
 				last = *p.LastEnriched
 			}
-			if err := saveRecord(ctx, tx, OriginDataset, "", p.Result, p.Keys, IdentityKey(p.Result, ""), nil, last, now); err != nil {
+			if err := saveRecord(ctx, tx, h, OriginDataset, "", p.Result, p.Keys, IdentityKey(p.Result, ""), nil, last, now); err != nil {
 				return err
 			}
 		}

@@ -21,7 +21,10 @@ const resultColumn = `(SELECT data FROM task_results WHERE task_results.id = tas
 // it, and with it the row, either waits for this transaction or has deleted the row
 // before and this one adds it anew. A weaker FOR SHARE would let two transactions
 // share the lock and deadlock when each trigger then updates refs.
-func keepResult(ctx context.Context, tx Tx, data []byte) (int64, error) {
+//
+// subject is the hash of whom the result is about, kept with a result added (the same
+// bytes are always about the same subject).
+func keepResult(ctx context.Context, tx Tx, data, subject []byte) (int64, error) {
 	sum := sha256.Sum256(data)
 	for {
 		var id int64
@@ -29,8 +32,8 @@ func keepResult(ctx context.Context, tx Tx, data []byte) (int64, error) {
 		if !errors.Is(err, ErrNoRows) {
 			return id, err
 		}
-		err = tx.QueryRow(ctx, `INSERT INTO task_results (hash, refs, data) VALUES (?, 0, ?)
-			ON CONFLICT (hash) DO NOTHING RETURNING id`, sum[:], string(data)).Scan(&id)
+		err = tx.QueryRow(ctx, `INSERT INTO task_results (hash, refs, data, subject_hash) VALUES (?, 0, ?, ?)
+			ON CONFLICT (hash) DO NOTHING RETURNING id`, sum[:], string(data), subject).Scan(&id)
 		if !errors.Is(err, ErrNoRows) {
 			return id, err
 		}
@@ -39,9 +42,12 @@ func keepResult(ctx context.Context, tx Tx, data []byte) (int64, error) {
 }
 
 // resultID is keepResult for a task that may have no result: nil then.
-func resultID(ctx context.Context, tx Tx, data []byte) (any, error) {
+func resultID(ctx context.Context, tx Tx, data, subject []byte) (any, error) {
 	if data == nil {
 		return nil, nil
 	}
-	return keepResult(ctx, tx, data)
+	if subject == nil {
+		subject = noSubject
+	}
+	return keepResult(ctx, tx, data, subject)
 }

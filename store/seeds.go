@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"enrichd/enrich"
+
 	"github.com/google/uuid"
 )
 
@@ -22,9 +24,10 @@ func (db *DB) CeilingWrite(ctx context.Context, orgID string, grantID int64) (st
 	id := uuid.Must(uuid.NewV7()).String()
 	err := db.WriteAlone(context.WithoutCancel(ctx), func(tx Tx) error {
 		now := ms(db.now())
+		// A task is written with the hash of whom it is about, as every task is.
 		if _, err := tx.Exec(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
-			credits_charged, created_at, queued_at, expires_at) VALUES (?, ?, 'company', 'queued', 'domain', '{}', ?, 1, ?, ?, ?)`,
-			id, orgID, id+".example", now, now, now+600_000); err != nil {
+			credits_charged, created_at, queued_at, expires_at, subject_hash) VALUES (?, ?, 'company', 'queued', 'domain', '{}', ?, 1, ?, ?, ?, ?)`,
+			id, orgID, id+".example", now, now, now+600_000, db.seedHash(id+".example")); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)
@@ -50,18 +53,18 @@ func (db *DB) CeilingRead(ctx context.Context, id string) error {
 func (db *DB) SeedTasks(ctx context.Context, orgID string, n int) error {
 	start := db.now().Add(-time.Duration(n) * time.Millisecond)
 	return db.seed(ctx, n, func(tx Tx, from, to int) error {
-		result, err := keepResult(ctx, tx, []byte(`{"name":"Seeded","enrichment_status":"enriched"}`))
+		result, err := keepResult(ctx, tx, []byte(`{"name":"Seeded","enrichment_status":"enriched"}`), noSubject)
 		if err != nil {
 			return err
 		}
-		args := make([]any, 0, (to-from)*9)
+		args := make([]any, 0, (to-from)*10)
 		for i := from; i < to; i++ {
-			at := ms(start.Add(time.Duration(i) * time.Millisecond))
-			args = append(args, uuid.Must(uuid.NewV7()).String(), orgID, fmt.Sprintf("seed-%d.com", i), at, at, at, at, at+600_000, result)
+			at, domain := ms(start.Add(time.Duration(i)*time.Millisecond)), fmt.Sprintf("seed-%d.com", i)
+			args = append(args, uuid.Must(uuid.NewV7()).String(), orgID, domain, at, at, at, at, at+600_000, result, db.seedHash(domain))
 		}
 		return insertRows(ctx, tx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
-			credits_charged, created_at, queued_at, started_at, finished_at, expires_at, result_id)`,
-			`(?, ?, 'company', 'succeeded', 'domain', '{}', ?, 1, ?, ?, ?, ?, ?, ?)`, 9, args)
+			credits_charged, created_at, queued_at, started_at, finished_at, expires_at, result_id, subject_hash)`,
+			`(?, ?, 'company', 'succeeded', 'domain', '{}', ?, 1, ?, ?, ?, ?, ?, ?, ?)`, 10, args)
 	})
 }
 
@@ -79,13 +82,14 @@ func (db *DB) SeedQueuedTasks(ctx context.Context, orgID string, n int) error {
 		if err := db.joinQueue(ctx, tx, orgID); err != nil {
 			return err
 		}
-		args := make([]any, 0, (to-from)*7)
+		args := make([]any, 0, (to-from)*8)
 		for i := from; i < to; i++ {
 			at, domain := ms(start.Add(time.Duration(i)*time.Millisecond)), fmt.Sprintf("queued-%d.com", i)
-			args = append(args, uuid.Must(uuid.NewV7()).String(), orgID, `{"domain":"`+domain+`"}`, domain, at, at, ms(now.Add(24*time.Hour)))
+			args = append(args, uuid.Must(uuid.NewV7()).String(), orgID, `{"domain":"`+domain+`"}`, domain, at, at, ms(now.Add(24*time.Hour)),
+				db.seedHash(domain))
 		}
 		if err := insertRows(ctx, tx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
-			credits_charged, created_at, queued_at, expires_at)`, `(?, ?, 'company', 'queued', 'domain', ?, ?, 1, ?, ?, ?)`, 7, args); err != nil {
+			credits_charged, created_at, queued_at, expires_at, subject_hash)`, `(?, ?, 'company', 'queued', 'domain', ?, ?, 1, ?, ?, ?, ?)`, 8, args); err != nil {
 			return err
 		}
 		return tx.NotifyQueued(ctx)
@@ -136,18 +140,27 @@ func (db *DB) SeedDeliveries(ctx context.Context, orgID, loopID string, n int) e
 		} else if err != nil {
 			return err
 		}
-		args := make([]any, 0, (to-from)*7)
+		args := make([]any, 0, (to-from)*8)
 		for i := from; i < to; i++ {
-			at := ms(start.Add(time.Duration(i) * time.Millisecond))
+			at, domain := ms(start.Add(time.Duration(i)*time.Millisecond)), fmt.Sprintf("seed-%d.com", i)
 			id, taskID := uuid.Must(uuid.NewV7()).String(), uuid.Must(uuid.NewV7()).String()
 			payload := fmt.Sprintf(`{"event":"task.succeeded","task":{"id":%q,"object_type":"company","status":"succeeded"},`+
-				`"data":{"name":"Seeded","domain":"seed-%d.com","enrichment_status":"enriched"},"error":null}`, taskID, i)
-			args = append(args, id, loopID, orgID, taskID, payload, at, at)
+				`"data":{"name":"Seeded","domain":%q,"enrichment_status":"enriched"},"error":null}`, taskID, domain)
+			args = append(args, id, loopID, orgID, taskID, payload, at, at, db.seedHash(domain))
 		}
 		return insertRows(ctx, tx, `INSERT INTO deliveries (id, loop_id, org_id, event, task_id, payload, status,
-			attempts, last_attempt_at, last_status_code, created_at)`,
-			`(?, ?, ?, 'task.succeeded', ?, ?, 'succeeded', 1, ?, 204, ?)`, 7, args)
+			attempts, last_attempt_at, last_status_code, created_at, subject_hash)`,
+			`(?, ?, ?, 'task.succeeded', ?, ?, 'succeeded', 1, ?, 204, ?, ?)`, 8, args)
 	})
+}
+
+// seedHash is the hash of a seeded company's domain, as its rows carry it; a
+// database opened without the subject key seeds them as naming no subject.
+func (db *DB) seedHash(domain string) []byte {
+	if db.subjects == nil {
+		return noSubject
+	}
+	return hashOf(db.subjects, enrich.Subject{Kind: enrich.SubjectDomain, Value: domain}, true)
 }
 
 // A seed writes seedBatch rows a transaction, seedStatement rows a statement: few round

@@ -46,11 +46,13 @@ type Tx interface {
 
 	// Tasks, the queue, records.
 
-	// PointRecordKey points origin's key at the record recordID, with redirect, and
-	// returns the record it named before (0: none). On PostgreSQL a key another
-	// transaction is adding is waited for and then moved, so a record left without
-	// keys is deleted whichever of the two commits last.
-	PointRecordKey(ctx context.Context, origin, key string, recordID int64, redirect sql.NullInt64) (previous int64, err error)
+	// PointRecordKey points origin's key at the record recordID, with redirect, the
+	// hash of the identifier the key names and that of its record's subject where it
+	// differs (answer, nil for NULL: see subjects.go), and returns the record it named
+	// before (0: none). On PostgreSQL a key another transaction is adding is waited for
+	// and then moved, so a record left without keys is deleted whichever of the two
+	// commits last.
+	PointRecordKey(ctx context.Context, origin, key string, recordID int64, redirect sql.NullInt64, subject []byte, answer any) (previous int64, err error)
 	// LockOrgs holds the organizations' rows, taken in one order, against the other
 	// enqueues of their tasks, a claimer dropping their turns, and another write of
 	// their Loops' names (PostgreSQL, FOR NO KEY UPDATE, which the inserts that refer

@@ -94,6 +94,9 @@ type NewTask struct {
 	// Batch, when set, is the batch row the task is made for: the row is linked to
 	// the task in the task's transaction. A replay links nothing (the first did).
 	Batch *BatchRowRef
+	// SubjectHash is the hash of the subject Input names, when the caller has made it
+	// already (to check the suppressions): nil makes the store hash it.
+	SubjectHash []byte
 }
 
 // Enqueued is what CreateTask did.
@@ -238,11 +241,21 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 }
 
 func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAnswer) (*Enqueued, error) {
+	h, err := db.hasher()
+	if err != nil {
+		return nil, err
+	}
 	now := db.now()
 	t := &Task{
 		ID: uuid.Must(uuid.NewV7()).String(), OrgID: nt.OrgID, ObjectType: nt.Input.Lookup.ObjectType(),
 		Operation: TaskOperation, Status: StatusQueued, Lookup: nt.Input.Lookup, Input: nt.RawInput, Target: nt.Input.Target,
 		CreditsCharged: nt.Input.Lookup.Cost(), LoopID: nt.LoopID, WatchID: nt.WatchID, CreatedAt: now, ExpiresAt: now.Add(nt.TTL),
+	}
+	// Whom the input names, and whom the result turns out to be about (a store hit's
+	// record): see subjects.go.
+	subject, answer := nt.SubjectHash, []byte(nil)
+	if subject == nil {
+		subject = inputHash(h, nt.Input)
 	}
 	if nt.IdempotencyKey != "" {
 		t.IdempotencyKey = &nt.IdempotencyKey
@@ -272,8 +285,8 @@ func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAn
 		}
 	}
 	var rec *StoredRecord
-	if nt.Fail == nil {
-		var err error
+	fail := nt.Fail
+	if fail == nil {
 		if rec, err = findStoredFor(ctx, tx, nt.OrgID, RecordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
 			return nil, err
 		}
@@ -286,9 +299,26 @@ func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAn
 			}
 		}
 	}
+	if rec != nil && now.Sub(rec.LastEnriched) < nt.Freshness {
+		if rec.SubjectHash == nil { // written by a release that did not hash it
+			rec.SubjectHash = resultJSONHash(h, rec.ObjectType, rec.Data)
+		}
+		// The record may be about someone the input did not name: the person an
+		// address belongs to, the company behind a page. A suppressed one is not
+		// answered, as if the input had named them.
+		if !bytes.Equal(rec.SubjectHash, subject) && len(rec.SubjectHash) > 0 {
+			suppressed, err := db.suppressedHashes(ctx, tx, nt.OrgID, rec.SubjectHash)
+			if err != nil {
+				return nil, err
+			}
+			if suppressed {
+				fail, rec = SuppressedAnswer(nt.Input), nil
+			}
+		}
+	}
 	switch {
-	case nt.Fail != nil:
-		t.Status, t.FinishedAt, t.Error = StatusFailed, &now, nt.Fail
+	case fail != nil:
+		t.Status, t.FinishedAt, t.Error = StatusFailed, &now, fail
 	case rec != nil && now.Sub(rec.LastEnriched) < nt.Freshness:
 		if t.Data = ahead.answer(rec); t.Data == nil {
 			var err error
@@ -303,6 +333,7 @@ func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAn
 		// A store hit asks no source, and shows where the record's fields came from
 		// when it was stored.
 		t.Provenance, t.Sources = storedProvenance(rec), json.RawMessage(`[]`)
+		answer = rec.SubjectHash
 	default:
 		if err := tx.LockOrgs(ctx, nt.OrgID); err != nil {
 			return nil, err
@@ -315,7 +346,7 @@ func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAn
 		}
 		t.QueuedAt = &now
 	}
-	if err := insertTask(ctx, tx, t); err != nil {
+	if err := insertTask(ctx, tx, t, subject, answer); err != nil {
 		return nil, err
 	}
 	if nt.Batch != nil {
@@ -526,7 +557,9 @@ func checkBacklog(ctx context.Context, q Executor, orgID string, limit int64) er
 	return nil
 }
 
-func insertTask(ctx context.Context, tx Tx, t *Task) error {
+// insertTask writes the task t; subject and answer are the hashes of whom its input
+// names and whom its result is about.
+func insertTask(ctx context.Context, tx Tx, t *Task, subject, answer []byte) error {
 	var taskErr *string
 	if t.Error != nil {
 		b, err := json.Marshal(t.Error)
@@ -536,17 +569,21 @@ func insertTask(ctx context.Context, tx Tx, t *Task) error {
 		s := string(b)
 		taskErr = &s
 	}
-	result, err := resultID(ctx, tx, t.Data)
+	resultSubject := answer
+	if len(resultSubject) == 0 {
+		resultSubject = subject
+	}
+	result, err := resultID(ctx, tx, t.Data, resultSubject)
 	if err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
 		credits_charged, loop_id, watch_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result_id, error,
-		provenance, sources)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		provenance, sources, subject_hash, answer_hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.OrgID, t.ObjectType, t.Status, string(t.Lookup), string(t.Input), t.Target, t.CreditsCharged,
 		t.LoopID, t.WatchID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, taskErr,
-		nullText(t.Provenance), nullText(t.Sources))
+		nullText(t.Provenance), nullText(t.Sources), subject, answerColumn(subject, answer))
 	return err
 }
 

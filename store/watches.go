@@ -38,6 +38,10 @@ type Watch struct {
 	Target         string          `json:"-"`
 	NotFoundStreak int             `json:"-"`
 	Baseline       json.RawMessage `json:"-"` // the last result kept, what the next is compared with
+	// SubjectHash is the hash of whom the input names, AnswerHash of whom the baseline
+	// is about where that differs (see subjects.go).
+	SubjectHash []byte `json:"-"`
+	AnswerHash  []byte `json:"-"`
 }
 
 // NewWatch is a request to create a watch. Input is already checked and normalized by
@@ -165,7 +169,8 @@ func WatchLoopMismatch(loopSlug, loopType, objectType string) error {
 // the locked ones. SQLite's single writer needs none of these locks.
 
 const watchColumns = `id, org_id, object_type, lookup, target, input, loop_id, every_days, fields, notify_unchanged,
-	enabled, paused_reason, not_found_streak, next_run_at, last_run_at, last_task_id, baseline, created_at, updated_at`
+	enabled, paused_reason, not_found_streak, next_run_at, last_run_at, last_task_id, baseline, created_at, updated_at,
+	subject_hash, answer_hash`
 
 func scanWatch(row Row) (*Watch, error) {
 	var w Watch
@@ -176,7 +181,7 @@ func scanWatch(row Row) (*Watch, error) {
 	var created, updated int64
 	if err := row.Scan(&w.ID, &w.OrgID, &w.ObjectType, &w.Lookup, &w.Target, &input, &w.LoopID, &w.EveryDays, &fields,
 		&notifyUnchanged, &enabled, &w.PausedReason, &w.NotFoundStreak, &next, &last, &w.LastTaskID, &baseline,
-		&created, &updated); err != nil {
+		&created, &updated, &w.SubjectHash, &w.AnswerHash); err != nil {
 		return nil, err
 	}
 	w.Input = json.RawMessage(input)
@@ -219,10 +224,18 @@ func findWatch(ctx context.Context, q Executor, orgID, id, lock string) (*Watch,
 // watch's object type. An enabled watch is first due at nw.FirstRunAt (now if unset);
 // a disabled one is not due until it is enabled.
 func (db *DB) CreateWatch(ctx context.Context, nw NewWatch) (*Watch, error) {
+	h, err := db.hasher()
+	if err != nil {
+		return nil, err
+	}
+	suppressed, err := db.watchSuppressed(ctx, nw)
+	if err != nil {
+		return nil, err
+	}
 	var w *Watch
-	err := db.Write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		var err error
-		w, err = createWatch(ctx, tx, nw, db.now())
+		w, err = createWatch(ctx, tx, h, nw, suppressed, db.now())
 		return err
 	})
 	if err != nil {
@@ -238,12 +251,22 @@ func (db *DB) CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult,
 	if len(nws) > MaxWatchImport {
 		return nil, enrich.Errorf(enrich.KindInvalid, "watches: at most %d in one import, not %d", MaxWatchImport, len(nws))
 	}
+	h, err := db.hasher()
+	if err != nil {
+		return nil, err
+	}
+	suppressed := make([]bool, len(nws))
+	for i, nw := range nws {
+		if suppressed[i], err = db.watchSuppressed(ctx, nw); err != nil {
+			return nil, err
+		}
+	}
 	var out []WatchResult
-	err := db.Write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		out = make([]WatchResult, len(nws))
 		now := db.now()
 		for i, nw := range nws {
-			w, err := createWatch(ctx, tx, nw, now)
+			w, err := createWatch(ctx, tx, h, nw, suppressed[i], now)
 			var refused *enrich.Error
 			if err != nil && !errors.As(err, &refused) {
 				return err // the database failed: nothing of the import is kept
@@ -265,7 +288,10 @@ func (db *DB) CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult,
 // abort PostgreSQL's transaction (CreateWatches goes on after a duplicate). A second
 // request for the same key at once waits for the first's transaction, then finds it
 // taken.
-func createWatch(ctx context.Context, tx Tx, nw NewWatch, now time.Time) (*Watch, error) {
+//
+// A watch of a suppressed subject is created paused (PausedSuppressed): it is never
+// due until it is resumed.
+func createWatch(ctx context.Context, tx Tx, h *enrich.Subjects, nw NewWatch, suppressed bool, now time.Time) (*Watch, error) {
 	if err := CheckNewWatch(nw); err != nil {
 		return nil, err
 	}
@@ -274,11 +300,14 @@ func createWatch(ctx context.Context, tx Tx, nw NewWatch, now time.Time) (*Watch
 	}
 	w := &Watch{ID: uuid.Must(uuid.NewV7()).String(), OrgID: nw.OrgID, ObjectType: nw.ObjectType, Lookup: nw.Input.Lookup,
 		Target: nw.Input.Target, Input: nw.RawInput, LoopID: nw.LoopID, EveryDays: nw.EveryDays, Fields: nw.Fields,
-		NotifyUnchanged: nw.NotifyUnchanged, Enabled: nw.Enabled, CreatedAt: now, UpdatedAt: now}
+		NotifyUnchanged: nw.NotifyUnchanged, Enabled: nw.Enabled, CreatedAt: now, UpdatedAt: now, SubjectHash: inputHash(h, nw.Input)}
 	if len(w.Input) == 0 {
 		w.Input = json.RawMessage("{}")
 	}
-	if nw.Enabled {
+	if suppressed {
+		reason := PausedSuppressed
+		w.PausedReason = &reason
+	} else if nw.Enabled {
 		first := nw.FirstRunAt.UTC().Truncate(time.Millisecond)
 		if nw.FirstRunAt.IsZero() {
 			first = now
@@ -290,10 +319,11 @@ func createWatch(ctx context.Context, tx Tx, nw NewWatch, now time.Time) (*Watch
 		return nil, err
 	}
 	n, err := tx.Exec(ctx, `INSERT INTO watches (id, org_id, object_type, lookup, target, input, loop_id, every_days, fields,
-		notify_unchanged, enabled, next_run_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		notify_unchanged, enabled, paused_reason, next_run_at, created_at, updated_at, subject_hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, loop_id, lookup, target) DO NOTHING`,
 		w.ID, w.OrgID, w.ObjectType, string(w.Lookup), w.Target, string(w.Input), w.LoopID, w.EveryDays, fields,
-		boolInt(w.NotifyUnchanged), boolInt(w.Enabled), nullMS(w.NextRunAt), ms(now), ms(now))
+		boolInt(w.NotifyUnchanged), boolInt(w.Enabled), w.PausedReason, nullMS(w.NextRunAt), ms(now), ms(now), w.SubjectHash)
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +331,13 @@ func createWatch(ctx context.Context, tx Tx, nw NewWatch, now time.Time) (*Watch
 		return nil, WatchExists()
 	}
 	return w, nil
+}
+
+// watchSuppressed reports whether a watch asked for names a suppressed subject of its
+// organization (an address's domain included).
+func (db *DB) watchSuppressed(ctx context.Context, nw NewWatch) (bool, error) {
+	_, suppressed, err := db.Suppressed(ctx, nw.OrgID, enrich.InputSubjects(nw.Input)...)
+	return suppressed, err
 }
 
 // lockWatchLoop is what a watch's Loop must be: the organization's (another's is not
@@ -631,7 +668,7 @@ func (db *DB) setWatchRun(ctx context.Context, orgID, id, set string, args []any
 // Loop in between, that Loop is taken after the watch: out of order, but only against
 // a delete of that very Loop at the same moment, a deadlock PostgreSQL detects and
 // answers by settling again.
-func settleWatch(ctx context.Context, tx Tx, taskID, watchID string, fetched bool, now time.Time) error {
+func settleWatch(ctx context.Context, tx Tx, h *enrich.Subjects, taskID, watchID string, fetched bool, now time.Time) error {
 	var loopID string
 	var loopExists bool
 	err := tx.QueryRow(ctx, `SELECT loop_id, EXISTS (SELECT 1 FROM loops WHERE loops.id = watches.loop_id FOR KEY SHARE)
@@ -660,8 +697,13 @@ func settleWatch(ctx context.Context, tx Tx, taskID, watchID string, fetched boo
 	}
 	u := WatchSettled(w, t, fetched)
 	set, args := `not_found_streak = ?`, []any{u.NotFoundStreak}
+	if w.SubjectHash == nil { // made by a release that did not hash it
+		w.SubjectHash = inputHash(h, enrich.Input{Lookup: w.Lookup, Target: w.Target})
+		set, args = set+`, subject_hash = ?`, append(args, w.SubjectHash)
+	}
 	if u.Baseline != nil {
-		set, args = set+`, baseline = ?`, append(args, string(u.Baseline))
+		w.AnswerHash = resultJSONHash(h, w.ObjectType, u.Baseline)
+		set, args = set+`, baseline = ?, answer_hash = ?`, append(args, string(u.Baseline), answerColumn(w.SubjectHash, w.AnswerHash))
 	}
 	if u.PausedReason != nil {
 		// A paused watch is not due again until it is enabled, which plans its next run.
@@ -674,7 +716,7 @@ func settleWatch(ctx context.Context, tx Tx, taskID, watchID string, fetched boo
 		return nil
 	}
 	for _, e := range u.Events {
-		if _, err := insertDelivery(ctx, tx, w.LoopID, w.OrgID, e.Event, &t.ID, e.Payload, now); err != nil {
+		if _, err := insertDelivery(ctx, tx, w.LoopID, w.OrgID, e.Event, &t.ID, e.Payload, w.SubjectHash, w.AnswerHash, now); err != nil {
 			return err
 		}
 	}

@@ -51,12 +51,16 @@ func (s *Dashboard) gettingStarted(ctx context.Context, u *store.User, balance i
 		return nil, nil
 	}
 	db := dbArg(s.cfg.Database)
+	key := "" // the key file serve was given: an import hashes the people it writes under it
+	if s.cfg.SecretKeyFile != "" {
+		key = " --secret-key-file " + shellQuote(s.cfg.SecretKeyFile)
+	}
 	return []startStep{
 		{Done: balance > 0, Title: "Grant credits: each enrichment costs 1 or more",
 			Commands: []string{"./enrichd credits grant" + db + " --org " + u.OrgName + " --amount 1000"}},
 		{Done: canFind, Title: "Give enrichd a source that can find something: import your records, or serve with sources that look things up",
-			Commands: []string{"./enrichd import" + db + " examples/people-and-companies.jsonl"},
-			Restart:  "./enrichd serve" + db + addrArg(s.cfg.Addr) + " --sources dataset,web"},
+			Commands: []string{"./enrichd import" + db + key + " examples/people-and-companies.jsonl"},
+			Restart:  "./enrichd serve" + db + key + addrArg(s.cfg.Addr) + " --sources dataset,web"},
 		{Done: hasKey, Title: "Create an API key for your code",
 			Commands: []string{"./enrichd keys create" + db + " --org " + u.OrgName + " --name first"},
 			Link:     "/dashboard/settings/keys", LinkText: "or on Settings → API Keys"},

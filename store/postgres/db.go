@@ -85,6 +85,8 @@ type DB struct {
 
 	touches store.KeyTouches // keys' last use being written
 	keys    store.KeyCache   // valid keys by the hash of their token, while listening (KeyCache)
+	// suppressed is the organizations' suppressions, while listening (SuppressionCache)
+	suppressed store.SuppressionCache
 
 	listen    listener
 	closing   chan struct{}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"time"
 
 	"enrichd/enrich"
 	"enrichd/store"
@@ -23,4 +24,11 @@ type pgxTx = pgx.Tx
 
 // facade is db as the rest of enrichd calls it: package store's operations on this
 // driver, on the driver's clock.
-func facade(db *DB) *store.DB { return &store.DB{Driver: db, Now: db.nowFn} }
+func facade(db *DB) *store.DB { return wrap(db, db.nowFn) }
+
+// wrap is the store's facade over a driver, with the tests' subject key.
+func wrap(d store.Driver, now func() time.Time) *store.DB {
+	db := &store.DB{Driver: d, Now: now}
+	db.SetSubjects(enrich.NewSubjects([]byte("enrichd tests' subject key, 32 b")))
+	return db
+}

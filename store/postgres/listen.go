@@ -58,8 +58,12 @@ const (
 )
 
 // Channels: tasksChannel is NOTIFY'd by an enqueue (notifyTasks), keysChannel by the
-// api_keys triggers (schema.sql, migration 8).
-const keysChannel = "enrichd_keys"
+// api_keys triggers (schema.sql, migration 8), suppressionsChannel by the suppressions
+// trigger (migration 12).
+const (
+	keysChannel         = "enrichd_keys"
+	suppressionsChannel = "enrichd_suppressions"
+)
 
 // listenApplication names the LISTEN connection in pg_stat_activity.
 const listenApplication = "enrichd listen"
@@ -90,6 +94,17 @@ func (db *DB) KeyCache() *store.KeyCache {
 		return nil
 	}
 	return &db.keys
+}
+
+// SuppressionCache holds the suppressions this replica has read, per organization, on
+// the same terms as KeyCache: nil unless the LISTEN connection is known to work, and
+// emptied whenever any replica, or psql, changes a suppression.
+func (db *DB) SuppressionCache() *store.SuppressionCache {
+	db.startListening()
+	if !db.listen.trusted() {
+		return nil
+	}
+	return &db.suppressed
 }
 
 func (db *DB) startListening() {
@@ -124,6 +139,7 @@ func (db *DB) proved() {
 	l := &db.listen
 	if !l.trusted() {
 		db.keys.Invalidate()
+		db.suppressed.Invalidate()
 	}
 	l.alive.Store(sinceStart())
 }
@@ -132,6 +148,7 @@ func (db *DB) proved() {
 func (db *DB) lost() {
 	db.listen.alive.Store(0)
 	db.keys.Invalidate()
+	db.suppressed.Invalidate()
 }
 
 func (db *DB) listenLoop(ctx context.Context) {
@@ -144,7 +161,7 @@ func (db *DB) listenLoop(ctx context.Context) {
 		cfg.RuntimeParams["application_name"] = listenApplication
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+tasksChannel+"; LISTEN "+keysChannel)
+			_, err = conn.Exec(ctx, "LISTEN "+tasksChannel+"; LISTEN "+keysChannel+"; LISTEN "+suppressionsChannel)
 		}
 		if err == nil {
 			wait = listenRetryMin
@@ -180,9 +197,12 @@ func (db *DB) listenOn(ctx context.Context, conn *pgx.Conn) error {
 		switch {
 		case err == nil:
 			db.proved()
-			if n.Channel == keysChannel {
+			switch n.Channel {
+			case keysChannel:
 				db.keys.Invalidate()
-			} else {
+			case suppressionsChannel:
+				db.suppressed.Invalidate()
+			default:
 				db.listen.signal()
 			}
 		case ctx.Err() != nil:

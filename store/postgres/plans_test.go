@@ -60,6 +60,12 @@ func TestListQueriesUseAnIndex(t *testing.T) {
 		queries = append(queries, query{name, rebind(q.Query), q.Args})
 	}
 	queries = append(queries, query{"LiveReplicas", liveReplicasQuery, []any{1}})
+	for name, q := range store.SuppressionQueries {
+		queries = append(queries, query{name, rebind(q.Query), q.Args})
+	}
+	for name, q := range store.SubjectQueries() {
+		queries = append(queries, query{"find " + name, rebind(q.Query), q.Args})
+	}
 	for _, q := range queries {
 		var plan strings.Builder
 		rows, err := conn.Query(ctx, `EXPLAIN `+q.sql, q.args...)

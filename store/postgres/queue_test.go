@@ -222,7 +222,7 @@ func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 	held := heldWrite{DB: a, made: make(chan struct{}), release: make(chan struct{})}
 	firstDone := make(chan *store.Enqueued, 1)
 	go func() {
-		e, err := (&store.DB{Driver: held, Now: a.nowFn}).CreateTask(ctx, nt)
+		e, err := wrap(held, a.nowFn).CreateTask(ctx, nt)
 		if err != nil {
 			t.Error(err)
 		}
@@ -305,7 +305,7 @@ func TestTwoClaimersNeverGetTheSameTask(t *testing.T) {
 	holder := heldWrite{DB: a, made: make(chan struct{}), release: make(chan struct{})}
 	heldDone := make(chan *store.Claim, 1)
 	go func() {
-		cl, err := (&store.DB{Driver: holder, Now: a.nowFn}).ClaimTask(ctx, time.Minute)
+		cl, err := wrap(holder, a.nowFn).ClaimTask(ctx, time.Minute)
 		if err != nil {
 			t.Error(err)
 		}

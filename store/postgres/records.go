@@ -12,10 +12,10 @@ import (
 // before (0: none). A key another transaction is adding is waited for (the insert's
 // conflict check) and then read, locked, and moved: what it named is not lost, so a
 // record left without keys is deleted whichever of the two commits last.
-func (e exec) PointRecordKey(ctx context.Context, origin, key string, id int64, redirect sql.NullInt64) (int64, error) {
+func (e exec) PointRecordKey(ctx context.Context, origin, key string, id int64, redirect sql.NullInt64, subject []byte, answer any) (int64, error) {
 	for {
-		n, err := e.Exec(ctx, `INSERT INTO record_keys (origin, key, record_id, redirect) VALUES (?, ?, ?, ?)
-			ON CONFLICT (origin, key) DO NOTHING`, origin, key, id, redirect)
+		n, err := e.Exec(ctx, `INSERT INTO record_keys (origin, key, record_id, redirect, subject_hash, answer_hash) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (origin, key) DO NOTHING`, origin, key, id, redirect, subject, answer)
 		if err != nil || n == 1 {
 			return 0, err
 		}
@@ -27,8 +27,8 @@ func (e exec) PointRecordKey(ctx context.Context, origin, key string, id int64, 
 		if err != nil {
 			return 0, err
 		}
-		_, err = e.Exec(ctx, `UPDATE record_keys SET record_id = ?, redirect = ? WHERE origin = ? AND key = ?`,
-			id, redirect, origin, key)
+		_, err = e.Exec(ctx, `UPDATE record_keys SET record_id = ?, redirect = ?, subject_hash = ?, answer_hash = ? WHERE origin = ? AND key = ?`,
+			id, redirect, subject, answer, origin, key)
 		return previous, err
 	}
 }

@@ -582,3 +582,100 @@ CREATE INDEX source_asks_org ON source_asks(org_id, source, day);
 CREATE INDEX source_asks_installation ON source_asks(source, day) WHERE own_key = 0;
 CREATE INDEX source_asks_booked ON source_asks(booked_at);
 ALTER TABLE source_spend ADD COLUMN unknown BIGINT NOT NULL DEFAULT 0;
+
+-- migration 15: subjects by keyed hash, and suppressions (the SQLite schema's
+-- migration 21)
+-- Every row that holds a person's data carries the keyed hashes of whom it is about
+-- (HMAC-SHA256 under the subject key the secret key file gives): subject_hash what was
+-- asked, answer_hash whom the data turned out to be about where that differs. Empty:
+-- the row names no subject; NULL: not hashed yet (rows from before this migration,
+-- hashed by the store's backfill through the *_unhashed indexes).
+ALTER TABLE tasks ADD COLUMN subject_hash BYTEA;
+ALTER TABLE tasks ADD COLUMN answer_hash BYTEA;
+CREATE INDEX tasks_subject ON tasks(subject_hash);
+CREATE INDEX tasks_answer ON tasks(answer_hash) WHERE answer_hash IS NOT NULL;
+CREATE INDEX tasks_unhashed ON tasks(id) WHERE subject_hash IS NULL;
+
+ALTER TABLE task_results ADD COLUMN subject_hash BYTEA;
+CREATE INDEX task_results_subject ON task_results(subject_hash);
+CREATE INDEX task_results_unhashed ON task_results(id) WHERE subject_hash IS NULL;
+
+ALTER TABLE records ADD COLUMN subject_hash BYTEA;
+CREATE INDEX records_subject ON records(subject_hash);
+CREATE INDEX records_unhashed ON records(id) WHERE subject_hash IS NULL;
+
+ALTER TABLE record_keys ADD COLUMN subject_hash BYTEA;
+ALTER TABLE record_keys ADD COLUMN answer_hash BYTEA;
+CREATE INDEX record_keys_subject ON record_keys(subject_hash);
+CREATE INDEX record_keys_answer ON record_keys(answer_hash) WHERE answer_hash IS NOT NULL;
+CREATE INDEX record_keys_unhashed ON record_keys(origin, key) WHERE subject_hash IS NULL;
+
+ALTER TABLE positions ADD COLUMN subject_hash BYTEA;
+CREATE INDEX positions_subject ON positions(subject_hash);
+CREATE INDEX positions_unhashed ON positions(record_id, ord) WHERE subject_hash IS NULL;
+
+ALTER TABLE deliveries ADD COLUMN subject_hash BYTEA;
+ALTER TABLE deliveries ADD COLUMN answer_hash BYTEA;
+CREATE INDEX deliveries_subject ON deliveries(subject_hash);
+CREATE INDEX deliveries_answer ON deliveries(answer_hash) WHERE answer_hash IS NOT NULL;
+CREATE INDEX deliveries_unhashed ON deliveries(id) WHERE subject_hash IS NULL;
+
+ALTER TABLE email_gatherings ADD COLUMN subject_hash BYTEA;
+CREATE INDEX email_gatherings_subject ON email_gatherings(subject_hash);
+CREATE INDEX email_gatherings_unhashed ON email_gatherings(address) WHERE subject_hash IS NULL;
+
+ALTER TABLE email_candidates ADD COLUMN subject_hash BYTEA;
+ALTER TABLE email_candidates ADD COLUMN answer_hash BYTEA;
+CREATE INDEX email_candidates_subject ON email_candidates(subject_hash);
+CREATE INDEX email_candidates_answer ON email_candidates(answer_hash) WHERE answer_hash IS NOT NULL;
+CREATE INDEX email_candidates_unhashed ON email_candidates(address, ord) WHERE subject_hash IS NULL;
+
+ALTER TABLE batch_rows ADD COLUMN subject_hash BYTEA;
+CREATE INDEX batch_rows_subject ON batch_rows(subject_hash);
+CREATE INDEX batch_rows_unhashed ON batch_rows(batch_id, row_number) WHERE subject_hash IS NULL;
+
+ALTER TABLE source_misses ADD COLUMN subject_hash BYTEA;
+CREATE INDEX source_misses_subject_hash ON source_misses(subject_hash);
+CREATE INDEX source_misses_unhashed ON source_misses(subject, source, org_id) WHERE subject_hash IS NULL;
+
+ALTER TABLE watches ADD COLUMN subject_hash BYTEA;
+ALTER TABLE watches ADD COLUMN answer_hash BYTEA;
+CREATE INDEX watches_subject ON watches(subject_hash);
+CREATE INDEX watches_answer ON watches(answer_hash) WHERE answer_hash IS NOT NULL;
+CREATE INDEX watches_unhashed ON watches(id) WHERE subject_hash IS NULL;
+
+-- The key the hashes are made under, by an id that gives nothing of it away: a
+-- process given another key file is refused. One row.
+CREATE TABLE subject_key (
+    id           TEXT COLLATE "C" PRIMARY KEY,
+    created_at   BIGINT NOT NULL
+);
+
+-- People and companies an organization must not enrich, by keyed hash alone, with a
+-- masked hint; org_id '' is the installation's, for every organization.
+CREATE TABLE suppressions (
+    id              TEXT COLLATE "C" PRIMARY KEY,          -- UUIDv7
+    org_id          TEXT COLLATE "C" NOT NULL,
+    kind            TEXT COLLATE "C" NOT NULL CHECK (kind IN ('email', 'profile', 'domain')),
+    hash            BYTEA NOT NULL,
+    hint            TEXT NOT NULL,
+    reason          TEXT,
+    added_by_kind   TEXT COLLATE "C" NOT NULL CHECK (added_by_kind IN ('key', 'user', 'cli')),
+    added_by_id     TEXT COLLATE "C",
+    added_by_name   TEXT,
+    created_at      BIGINT NOT NULL,
+    UNIQUE (org_id, hash)
+);
+CREATE INDEX suppressions_org_created ON suppressions(org_id, created_at, id);
+CREATE INDEX suppressions_hash ON suppressions(hash);
+
+-- Each replica keeps the suppressions it has read per organization
+-- (store.SuppressionCache) while it listens on enrichd_suppressions: any change,
+-- through any replica or psql, empties every replica's cache when it commits.
+CREATE FUNCTION suppressions_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('enrichd_suppressions', '');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER suppressions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON suppressions
+    FOR EACH STATEMENT EXECUTE FUNCTION suppressions_changed();

@@ -48,8 +48,9 @@ type DB struct {
 	reopen       atomic.Bool // the writer's connection is to be opened anew (reopenWriter)
 	// writerEpoch counts the writer's connections closed by reopenIfAsked.
 	writerEpoch atomic.Int64
-	touches     store.KeyTouches // keys' last use being written
-	keys        store.KeyCache   // valid keys by the hash of their token
+	touches     store.KeyTouches       // keys' last use being written
+	keys        store.KeyCache         // valid keys by the hash of their token
+	suppressed  store.SuppressionCache // organizations' suppressions, by the hash of their subject
 
 	ops        chan *writeOp // transactions waiting for the writer
 	closing    chan struct{}

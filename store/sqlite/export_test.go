@@ -65,3 +65,7 @@ var MissQueries = store.MissQueries
 // SpendQueries are package store's statements of the sources' spend and of the asks on
 // the books, for EXPLAIN QUERY PLAN.
 var SpendQueries = store.SpendQueries
+
+// SuppressionQueries are package store's statements of the suppressions, for EXPLAIN
+// QUERY PLAN.
+var SuppressionQueries = store.SuppressionQueries

@@ -18,6 +18,13 @@ func (db *DB) dataVersion() (int64, error) {
 	return v, err
 }
 
+// forget empties the caches of what another process may have changed: the keys, the
+// suppressions.
+func (db *DB) forget() {
+	db.keys.Invalidate()
+	db.suppressed.Invalidate()
+}
+
 // watchForeignWrites empties the key cache whenever another process has committed
 // since the version read before the cache was first used, checking every
 // foreignWritePoll until the database closes. data_version is a count of the one
@@ -39,13 +46,13 @@ func (db *DB) watchForeignWrites(last int64) {
 		v, err := db.dataVersion()
 		switch {
 		case err != nil || db.writerEpoch.Load() != epoch:
-			db.keys.Invalidate() // unknown, or read across a reopening: trust nothing kept
+			db.forget() // unknown, or read across a reopening: trust nothing kept
 		case epoch != lastEpoch:
 			last, lastEpoch = v, epoch
-			db.keys.Invalidate()
+			db.forget()
 		case v != last:
 			last = v
-			db.keys.Invalidate()
+			db.forget()
 		}
 	}
 }

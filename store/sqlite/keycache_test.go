@@ -90,3 +90,32 @@ func TestARevokeFromAnotherProcessTakesEffect(t *testing.T) {
 		})
 	}
 }
+
+// TestASuppressionCheckReadsTheListOnce: an organization's suppressions are read once,
+// then checked in memory, and a change in this process is seen by the next check.
+func TestASuppressionCheckReadsTheListOnce(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _, _ := openDB(t)
+	org, err := db.CreateOrg(ctx, "acme")
+	is.NoErr(err)
+	jane := enrich.Subject{Kind: enrich.SubjectEmail, Value: "jane@acme.com"}
+	for range 100 {
+		_, suppressed, err := db.Suppressed(ctx, org.ID, jane)
+		is.NoErr(err)
+		is.True(!suppressed)
+	}
+	cache := db.SuppressionCache()
+	is.Equal(cache.Loads(), int64(1))
+	s, err := db.AddSuppression(ctx, store.NewSuppression{OrgID: org.ID, Subject: jane, AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
+	is.NoErr(err)
+	_, suppressed, err := db.Suppressed(ctx, org.ID, jane)
+	is.NoErr(err)
+	is.True(suppressed)
+	is.Equal(cache.Loads(), int64(2))
+	_, err = db.DeleteSuppression(ctx, org.ID, s.ID)
+	is.NoErr(err)
+	_, suppressed, err = db.Suppressed(ctx, org.ID, jane)
+	is.NoErr(err)
+	is.True(!suppressed)
+}

@@ -11,3 +11,7 @@ func (db *DB) KeyTouches() *store.KeyTouches { return &db.touches }
 // so what it keeps goes stale only by its own revocations, which empty it, or by
 // another process's commit, which watchForeignWrites notices and empties it for.
 func (db *DB) KeyCache() *store.KeyCache { return &db.keys }
+
+// SuppressionCache is the suppressions this process has read, per organization, kept
+// and emptied as the keys are.
+func (db *DB) SuppressionCache() *store.SuppressionCache { return &db.suppressed }

@@ -27,10 +27,14 @@ func Schema(t testing.TB) string {
 	return string(b)
 }
 
+// SubjectKey is the subject key tests open their databases with (store.WithSubjectKey):
+// the same for every handle, as one key file is for every replica.
+var SubjectKey = []byte("enrichd tests' subject key, 32 b")
+
 // Open opens the database file at path on clock, and closes it when the test ends.
 func Open(t testing.TB, path string, clock *Clock) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), path, Schema(t))
+	db, err := store.Open(context.Background(), path, Schema(t), store.WithSubjectKey(SubjectKey))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,4 +97,12 @@ var conformanceTests = []conformanceTest{
 	{"StoredRecordsNotRefreshedAreDeleted", testStoredRecordsNotRefreshedAreDeleted},
 	{"GatheringsPastTheirWindowAreDeleted", testGatheringsPastTheirWindowAreDeleted},
 	{"HoldingsCountEveryKind", testHoldingsCountEveryKind},
+	{"TheRegistryHoldsEveryTableOfTheSchema", testTheRegistryHoldsEveryTableOfTheSchema},
+	{"EveryRowAboutAPersonIsFoundBySubject", testEveryRowAboutAPersonIsFoundBySubject},
+	{"RowsFromBeforeAreHashedAsTheyWouldBeNow", testRowsFromBeforeAreHashedAsTheyWouldBeNow},
+	{"AnotherKeyIsRefused", testAnotherKeyIsRefused},
+	{"SuppressionsPerOrganization", testSuppressionsPerOrganization},
+	{"ASuppressionIsSeenByEveryHandle", testASuppressionIsSeenByEveryHandle},
+	{"AStoreHitAboutASuppressedSubjectFails", testAStoreHitAboutASuppressedSubjectFails},
+	{"SuppressingASubjectPausesItsWatches", testSuppressingASubjectPausesItsWatches},
 }

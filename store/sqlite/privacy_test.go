@@ -1,0 +1,46 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"slices"
+	"strings"
+	"testing"
+
+	"enrichd/store"
+	"enrichd/store/sqlite"
+)
+
+// TestSubjectQueriesUseTheirIndexes: finding a person's rows reads, table by table of
+// the registry, the ranges of the subject hash indexes, never a whole table; the
+// suppressions are listed, counted and checked on their own indexes.
+func TestSubjectQueriesUseTheirIndexes(t *testing.T) {
+	_, path, _ := openDB(t)
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for name, q := range store.SubjectQueries() {
+		plan := explain(t, raw, sqlite.Unlocked(q.Query), q.Args...)
+		table := strings.Fields(name)[0]
+		if slices.ContainsFunc(plan, func(l string) bool { return strings.HasPrefix(l, "SCAN ") }) ||
+			!slices.ContainsFunc(plan, func(l string) bool { return strings.HasPrefix(l, "SEARCH t USING") }) {
+			t.Errorf("finding %s's rows: plan %q", table, plan)
+		}
+	}
+	wants := map[string][]string{
+		"ListSuppressions":  {"SEARCH suppressions USING INDEX suppressions_org_created (org_id=?)"},
+		"CountSuppressions": {"SEARCH suppressions USING COVERING INDEX suppressions_org_created (org_id=?)"},
+		"Suppressed":        {"SEARCH suppressions USING COVERING INDEX sqlite_autoindex_suppressions_2 (org_id=? AND hash=?)"},
+		"LoadSuppressions":  {"SEARCH suppressions USING COVERING INDEX sqlite_autoindex_suppressions_2 (org_id=?)"},
+	}
+	for name, q := range sqlite.SuppressionQueries {
+		plan := explain(t, raw, q.Query, q.Args...)
+		if !slices.ContainsFunc(plan, func(l string) bool { return slices.Contains(wants[name], l) }) ||
+			slices.ContainsFunc(plan, func(l string) bool {
+				return (strings.HasPrefix(l, "SCAN ") && l != "SCAN CONSTANT ROW") || strings.Contains(l, "TEMP B-TREE")
+			}) {
+			t.Errorf("%s: plan %q, want %q", name, plan, wants[name])
+		}
+	}
+}
