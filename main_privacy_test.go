@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,10 @@ func privacyReport(t *testing.T, db string) {
 
 	// Traffic: a company stored, an ambiguous address and the two people it gathered,
 	// a batch of two companies.
-	base, stop := serveWith(t, db, "--sources", "sim")
+	// serve and the commands that write about people share a key file (on SQLite the
+	// one beside the database would do; on PostgreSQL there is none unless given).
+	keyFile := filepath.Join(t.TempDir(), "enrichd.secret-key")
+	base, stop := serveWith(t, db, "--sources", "sim", "--secret-key-file", keyFile)
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	settle := func(path, body string) apiResponse {
@@ -106,7 +110,7 @@ func privacyReport(t *testing.T, db string) {
 	stop()
 	// With serve stopped, a test event stays pending, and a watch is not checked yet.
 	mustCLI(t, "loops", "test", "--org", "acme", "crm", "--db", db)
-	mustCLI(t, "watches", "create", "--org", "acme", "--loop", "crm", "--domain", "globex.com", "--db", db)
+	mustCLI(t, "watches", "create", "--org", "acme", "--loop", "crm", "--domain", "globex.com", "--db", db, "--secret-key-file", keyFile)
 
 	// The report, configured as serve would be: by the environment, and by flags that win.
 	t.Setenv("ENRICHD_SOURCES", "dataset,web,pdl")

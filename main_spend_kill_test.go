@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -179,7 +180,10 @@ func spendSurvivesAKill(t *testing.T, bin, db, engine string) {
 		// PDL knows neither, Enrich Layer the size, Apollo the description.
 		"--fill-company", "employee_count,about",
 		"--workers", fmt.Sprint(workers), "--lease", "1s", "--shutdown-grace", "1s", "--rate-ip", "0", "--rate-key", "0",
-		"--apollo-monthly-budget", fmt.Sprint(budget)}
+		"--apollo-monthly-budget", fmt.Sprint(budget),
+		// Both serves hash their subjects under one key file (on SQLite, the one beside the
+		// database; on PostgreSQL there is none unless given).
+		"--secret-key-file", filepath.Join(t.TempDir(), "enrichd.secret-key")}
 	for _, name := range billedVendors {
 		args = append(args, "--"+name+"-url", vendors.srv.URL+"/"+name, "--"+name+"-rate", "0", "--"+name+"-concurrency", "16")
 	}

@@ -119,11 +119,13 @@ var objectNotFound = []struct {
 	{"/v1/deliveries/", store.DeliveryNotFound},
 	{"/v1/watches/", store.WatchNotFound},
 	{"/v1/batches/", store.BatchNotFound},
+	{"/v1/suppressions/", store.SuppressionNotFound},
 	{"/dashboard/tasks/", store.TaskNotFound},
 	{"/dashboard/loops/", store.LoopNotFound},
 	{"/dashboard/deliveries/", store.DeliveryNotFound},
 	{"/dashboard/watches/", store.WatchNotFound},
 	{"/dashboard/batches/", store.BatchNotFound},
+	{"/dashboard/suppressions/", store.SuppressionNotFound},
 	{"/dashboard/settings/keys/", NoSuchKey},
 }
 
