@@ -150,12 +150,12 @@ type Candidate struct {
 }
 
 // Confirm returns the person as a candidate when they hold a current position at the
-// company and the local part fits their name.
+// company and the local part fits their name, read every way it splits (NamesOf).
 func (e Employer) Confirm(person *Person, local, method string) (Candidate, bool) {
 	if person == nil || e.CurrentPosition(person) == nil {
 		return Candidate{}, false
 	}
-	pattern := MatchPattern(NameOf(person), local)
+	pattern := MatchNames(NamesOf(person), local)
 	if pattern == "" {
 		return Candidate{}, false
 	}

@@ -376,7 +376,8 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 	names := LocalPartNames(local)
 	limit := p.maxRetrievals()
 	var hits []string
-	listedBy := map[string]string{} // the source whose search listed a hit first
+	listedBy := map[string]string{}            // the source whose search listed a hit first
+	records := map[string]map[string]*Person{} // whole records the searches returned, by source and URL
 	s := staffSearch{listed: map[string]bool{}}
 	for _, src := range p.Sources {
 		own := false
@@ -401,7 +402,8 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if ctx.Err() != nil {
 			return nil, staffSearch{}, timedOut()
 		}
-		members, cutOff, skip, err := p.searchStaffSpent(ctx, src, ss, StaffQuery{Company: company, Names: names, Spelled: LocalPartSpelled(local)}, limit, own)
+		members, cutOff, skip, err := p.searchStaffSpent(ctx, src, ss, StaffQuery{Company: company, Names: names,
+			Local: local, Splits: LocalPartSplits(local)}, limit, own)
 		if skip != "" {
 			// Not asked: as a source that could not answer now, and one whose budget is
 			// spent is named, so that the lookup can say why.
@@ -432,8 +434,14 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			}
 			s.listed[m.NetworkURL] = true
 			listedBy[m.NetworkURL] = src.Name()
+			if m.Profile != nil {
+				if records[src.Name()] == nil {
+					records[src.Name()] = map[string]*Person{}
+				}
+				records[src.Name()][m.NetworkURL] = m.Profile
+			}
 			// A name shown that the address cannot stand for is not worth a retrieval.
-			if !mayFit(m.FullName, local) {
+			if !mayFit(m, local) {
 				continue
 			}
 			hits = append(hits, m.NetworkURL)
@@ -458,6 +466,12 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 	}
 	s.decided = map[string]bool{}
+	// A profile a search returned whole is that source's answer when it is retrieved:
+	// asked again, it would be paid for twice.
+	retrieveCtx := ctx
+	for name, recs := range records {
+		retrieveCtx = withGiven(retrieveCtx, name, recs)
+	}
 	var out []Candidate
 	for _, u := range hits {
 		if s.decided[u] {
@@ -473,7 +487,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			continue
 		}
 		s.retrievals++
-		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: u})
+		res, terr := p.Enrich(retrieveCtx, Input{Lookup: LookupPersonURL, Target: u})
 		if terr != nil {
 			switch terr.Code {
 			case CodeTimedOut:
@@ -552,22 +566,29 @@ func searchStaff(ctx context.Context, ss StaffSearcher, q StaffQuery, limit int)
 }
 
 // mayFit reports whether a search hit shown under this name may be a person the local
-// part fits. Only a whole name rules a person out: one shown cut short ("Jonathan S.",
-// a first name alone) or not at all may be anyone's, and is retrieved, so the answer
-// does not depend on whether the person was held before.
-func mayFit(shown, local string) bool {
-	n := SplitFullName(strings.TrimSpace(shown))
-	if n.First == "" || n.Last == "" {
+// part fits. Only a whole name rules a person out, read every way it splits (NamesOf:
+// Kim Ly Tô is Kim / Ly Tô and Kim Ly / Tô), never by a guess at where the given names
+// end: a name shown cut short ("Jonathan S.", a first name alone) or not at all may be
+// anyone's, and is retrieved, so the answer does not depend on whether the person was
+// held before.
+func mayFit(m StaffMember, local string) bool {
+	names := nameReadings(m.First, m.Last, strings.TrimSpace(m.FullName))
+	if len(names) == 0 {
 		return true
 	}
-	for _, part := range []string{n.First, n.Last} {
-		for _, w := range nameWords(Fold(part)) {
-			if utf8.RuneCountInString(w) < 2 {
-				return true
+	for _, n := range names {
+		if n.First == "" || n.Last == "" {
+			return true
+		}
+		for _, part := range []string{n.First, n.Last} {
+			for _, w := range nameWords(Fold(part)) {
+				if utf8.RuneCountInString(w) < 2 {
+					return true
+				}
 			}
 		}
 	}
-	return MatchPattern(n, local) != ""
+	return MatchNames(names, local) != ""
 }
 
 // decide turns the people the address fits into the lookup's outcome. Only the person

@@ -231,18 +231,46 @@ func TestLocationHintsAcceptedAreTheOnesThatSeparate(t *testing.T) {
 	}
 }
 
-// A profile known only by its full name: its middle name is not a last name.
-func TestAMiddleNameIsNotReadAsALastName(t *testing.T) {
-	n := NameOf(&Person{FullName: Ptr("John Michael Smith")})
-	for _, local := range []string{"michael", "john.michael"} {
-		if pat := MatchPattern(n, local); pat != "" {
-			t.Errorf("%s@ fits John Michael Smith as %q", local, pat)
+// A profile known only by its full name is read every way it splits, so nobody is
+// ruled out by a guess at where the given names end: María García López fits by her
+// first surname as by her second, Kim Ly Trần by her given names joined, and John
+// Michael Smith by Michael, since nothing in a full name tells a second given name from
+// a first surname. What fits no reading fits nobody.
+func TestAFullNameIsMatchedByEveryReading(t *testing.T) {
+	for full, locals := range map[string][]string{
+		"María García López":        {"maria.garcia", "mgarcia", "maria.lopez", "mariagarcialopez", "garcia.maria"},
+		"Kim Ly Trần":               {"kimlyt", "ktran", "kimly.tran", "kim.tran", "lytran"},
+		"Anna Maria van der Berg":   {"anna.vanderberg", "annamaria.berg", "aberg", "mberg"},
+		"John Michael Smith":        {"john.smith", "michael.smith", "jsmith", "michael"},
+		"Dr. Ana Laura Macedo, PhD": {"lmacedo", "amacedo", "analaura.macedo"},
+	} {
+		names := NamesOf(&Person{FullName: Ptr(full)})
+		for _, local := range locals {
+			if MatchNames(names, local) == "" {
+				t.Errorf("%s@ does not fit %s (readings %v)", local, full, names)
+			}
 		}
 	}
-	if MatchPattern(n, "john.smith") == "" {
-		t.Error("john.smith@ does not fit John Michael Smith")
+	for full, local := range map[string]string{"María García López": "jgarcia", "Kim Ly Trần": "kto", "John Michael Smith": "jjones"} {
+		if got := MatchNames(NamesOf(&Person{FullName: Ptr(full)}), local); got != "" {
+			t.Errorf("%s@ fits %s as %q", local, full, got)
+		}
 	}
-	if got := NameOf(&Person{FullName: Ptr("Anna Maria van der Berg")}); got.Last != "van der Berg" {
-		t.Errorf("last name %q, want van der Berg", got.Last)
+}
+
+// First and last names set are read as they are: the record knows where the given
+// names end. A full name that holds a word neither has (a middle name a vendor keeps
+// apart) is read every way too.
+func TestFirstAndLastNamesAreReadAsTheyAre(t *testing.T) {
+	kim := &Person{FirstName: Ptr("Kim Ly"), LastName: Ptr("Trần"), FullName: Ptr("Kim Ly Trần")}
+	if names := NamesOf(kim); len(names) != 1 || names[0] != (PersonName{First: "Kim Ly", Last: "Trần"}) {
+		t.Errorf("readings %v, want Kim Ly / Trần alone", names)
+	}
+	if got := MatchNames(NamesOf(kim), "kim.ly"); got != "" {
+		t.Errorf("kim.ly@ fits Kim Ly / Trần as %q", got)
+	}
+	middle := &Person{FirstName: Ptr("kim"), LastName: Ptr("trần"), FullName: Ptr("kim ly trần")}
+	if MatchNames(NamesOf(middle), "kimlyt") == "" || MatchNames(NamesOf(middle), "ktran") == "" {
+		t.Errorf("a middle name kept apart is not read: %v", NamesOf(middle))
 	}
 }

@@ -203,9 +203,12 @@ func TestADirectEmailAnswerThatFailsConfirmationIsNeverCharged(t *testing.T) {
 			is.Equal(done.str("data.email_match.source"), "pdl") // PDL's search listed the owner
 			is.Equal(e.balance("acme").Balance, start-3)         // for the owner
 			// The owner's profile, found by PDL's search, makes PDL's part a hit; the
-			// dropped match is still in its calls and credits: the match, the search
-			// (one record returned) and the owner's profile.
-			is.Equal(sourceCredits(done, "pdl"), "hit 3 calls 3 credits")
+			// dropped match is still in its calls and credits: the match and the search
+			// (one record returned, the owner's profile, which is not paid for again).
+			is.Equal(sourceCredits(done, "pdl"), "hit 2 calls 2 credits")
+			pdl.mu.Lock()
+			is.Equal(pdl.profileAsks, 0)
+			pdl.mu.Unlock()
 		})
 	}
 }

@@ -117,8 +117,9 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		var hits []elPerson
 		for _, p := range f.staff {
+			first, last := strings.ToLower(p.first), strings.ToLower(p.last)
 			if pdlMatches(body.Query, map[string]string{"job_company_website": "globex.com",
-				"first_name": strings.ToLower(p.first), "last_name": strings.ToLower(p.last)}) {
+				"first_name": first, "last_name": last, "full_name": first + " " + last}) {
 				hits = append(hits, p)
 			}
 		}

@@ -236,8 +236,9 @@ func (s datasetSource) find(ctx context.Context, in enrich.Input) (enrich.Result
 	return rec.Result(in)
 }
 
-// SearchStaff lists the imported people with a current position at the company whose
-// names may be among q.Names.
+// SearchStaff lists the imported people with a current position at the company whom
+// the query may stand for (StaffQuery.MayBe): their own name forms are compared with
+// the local part, so a joined address is found whatever list holds its names.
 func (s datasetSource) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	if q.Company == nil {
 		return nil, fmt.Errorf("dataset: staff search without a company: %w", enrich.ErrNotFound)
@@ -257,8 +258,7 @@ func (s datasetSource) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]
 		if p.NetworkURL == nil || e.CurrentPosition(p) == nil {
 			continue
 		}
-		n := enrich.NameOf(p)
-		if !q.Matches(n.First, n.Last) {
+		if !q.MayBe(p) {
 			continue
 		}
 		m := enrich.StaffMember{NetworkURL: *p.NetworkURL}

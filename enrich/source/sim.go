@@ -153,7 +153,7 @@ func (s *Sim) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 	}
 	var out []enrich.StaffMember
 	for _, m := range s.Staff(slug) {
-		if q.Matches(m.FirstName, m.LastName) {
+		if q.MayBe(&enrich.Person{FirstName: &m.FirstName, LastName: &m.LastName}) {
 			out = append(out, enrich.StaffMember{NetworkURL: m.NetworkURL, FullName: m.FirstName + " " + m.LastName})
 			if q.Limit > 0 && len(out) >= q.Limit {
 				break
