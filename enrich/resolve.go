@@ -69,6 +69,12 @@ type EmailOutcome struct {
 	// address did not name them alone, so it is not remembered as theirs, and what
 	// was gathered for it stays for retries with other hints.
 	TieBroken bool
+	// Company is the company behind the domain when a source was asked for it rather
+	// than read from the store, retrieved at CompanyAt: it is kept as a company
+	// lookup's would be, so the next lookup at the domain reads it instead of asking
+	// a vendor again. nil when the store answered, or nobody did.
+	Company   *Company
+	CompanyAt time.Time
 }
 
 // ResolveEmail resolves a work address to the one person it belongs to:
@@ -101,6 +107,25 @@ type EmailOutcome struct {
 // else ambiguous with the count and the hints that would. Hints never change the
 // answer when one person fits.
 func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
+	var id identified
+	out := p.resolveEmail(ctx, in, &id)
+	if id.fetched {
+		out.Company, out.CompanyAt = id.company, id.at
+	}
+	return out
+}
+
+// identified is the company behind an email's domain, once a lookup has identified it:
+// one lookup asks for it at most once, whichever of its steps needs it first.
+type identified struct {
+	done    bool
+	company *Company
+	terr    *TaskError
+	fetched bool // a source answered, not the store
+	at      time.Time
+}
+
+func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) EmailOutcome {
 	address := in.Target
 	if terr := Refusal(address); terr != nil {
 		return EmailOutcome{Err: terr}
@@ -116,7 +141,7 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 		return p.internal("reading the person on record", err)
 	}
 	if held != nil {
-		if out, ok := p.exact(ctx, in, held, domain, now); ok {
+		if out, ok := p.exact(ctx, in, held, domain, now, id); ok {
 			return out
 		}
 		// The person on record for the address no longer works there: resolve it afresh.
@@ -131,7 +156,7 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 		return p.decide(ctx, in, employer, gathered.Company, gathered.Candidates, nil)
 	}
 
-	company, terr := p.identify(ctx, domain, now)
+	company, terr := p.identify(ctx, domain, now, id)
 	if terr != nil {
 		return EmailOutcome{Err: terr}
 	}
@@ -169,7 +194,7 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 // profile is older than the freshness window (a refresh that cannot complete serves
 // it as it is), as long as they still hold a current position at the company behind
 // the domain. It reports false when they do not: the address is then resolved afresh.
-func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain string, now time.Time) (EmailOutcome, bool) {
+func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain string, now time.Time, id *identified) (EmailOutcome, bool) {
 	match := &EmailMatch{Method: MatchExact, Email: in.Target}
 	person, at := held.Person, held.LastEnriched
 	if p.Fresh && person.NetworkURL == nil {
@@ -186,7 +211,7 @@ func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain
 	}
 	// The company behind the domain, if it can be identified now; the domain alone
 	// otherwise (a refresh that cannot complete serves what is held).
-	company, terr := p.identify(ctx, domain, now)
+	company, terr := p.identify(ctx, domain, now, id)
 	if terr != nil && terr.Code == CodeTimedOut {
 		return EmailOutcome{Err: terr}, true
 	}
@@ -198,8 +223,18 @@ func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain
 }
 
 // identify finds the company behind the domain: a stored company fresher than the
-// window, else the sources.
-func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time) (*Company, *TaskError) {
+// window, else the sources, asked once a lookup (id remembers the answer).
+func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time, id *identified) (*Company, *TaskError) {
+	if id.done {
+		return id.company, id.terr
+	}
+	id.company, id.terr = p.identifyOnce(ctx, domain, now, id)
+	// A lookup that timed out may be asked again: the task's lifetime decides.
+	id.done = id.terr == nil || id.terr.Code != CodeTimedOut
+	return id.company, id.terr
+}
+
+func (p *Pipeline) identifyOnce(ctx context.Context, domain string, now time.Time, id *identified) (*Company, *TaskError) {
 	held, err := p.Held.CompanyByDomain(ctx, domain)
 	if err != nil {
 		return nil, &TaskError{Code: CodeInternalError, Message: "the stored company could not be read"}
@@ -214,6 +249,7 @@ func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time) (
 		}
 		return nil, terr
 	}
+	id.fetched, id.at = true, now
 	return res.Company, nil
 }
 

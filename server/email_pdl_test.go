@@ -39,6 +39,7 @@ type fakePDL struct {
 	// profileAsks counts the asks by profile.
 	byProfile   map[string]map[string]any
 	profileAsks int
+	companyAsks int
 }
 
 type pdlSearchCall struct {
@@ -66,6 +67,9 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	switch r.URL.Path {
 	case "/v5/company/enrich":
+		f.mu.Lock()
+		f.companyAsks++
+		f.mu.Unlock()
 		if q.Get("website") != "globex.com" {
 			notFound()
 			return
@@ -329,4 +333,29 @@ func TestAnEmailLookupOnPDLCutOffPaysNoRecordTwice(t *testing.T) {
 		}
 	}
 	is.Equal(len(pdl.searches), 2)
+}
+
+// An email lookup keeps the company it identified the domain as, whatever it found:
+// the next lookups at the domain read it from the store, PDL is asked for it once, and
+// a company lookup of the domain is served from the store with PDL's provenance.
+func TestAnEmailLookupAsksForItsCompanyOnce(t *testing.T) {
+	is := is.New(t)
+	pdl := newFakePDL(t, elPerson{"kim-lee", "Kim", "Lee"})
+	e := newEnv(t, withPDL(t, pdl))
+	e.startWorkers()
+	for _, address := range []string{"zed.nobody@globex.com", "kim.lee@globex.com", "k.lee@globex.com"} {
+		_, done := e.emailLookup(address)
+		is.True(done.str("task.status") != "")
+	}
+	pdl.mu.Lock()
+	is.Equal(pdl.companyAsks, 1) // the first lookup's, though it found nobody
+	pdl.mu.Unlock()
+	r := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "globex.com"})
+	is.Equal(r.status, http.StatusOK) // held: settled inside the request
+	got := e.do("GET", "/v1/tasks/"+r.str("task.id"), nil)
+	is.Equal(got.str("data.name"), "Globex")
+	is.Equal(got.get("provenance.name"), "pdl")
+	pdl.mu.Lock()
+	is.Equal(pdl.companyAsks, 1)
+	pdl.mu.Unlock()
 }
