@@ -145,6 +145,9 @@ type Candidate struct {
 	// Source names the source that found the person (EmailMatch.Source), "" when
 	// what is held did.
 	Source string
+	// MatchedBy names the vendor whose match by the address found them
+	// (EmailMatch.MatchedBy), "" when the name did.
+	MatchedBy string
 	// RetrievedAt is when the profile was retrieved from its source.
 	RetrievedAt time.Time
 }

@@ -684,6 +684,9 @@ func chosen(c Candidate, address string) EmailOutcome {
 	if c.Source != "" {
 		match.Source = Ptr(c.Source)
 	}
+	if c.MatchedBy != "" {
+		match.MatchedBy = Ptr(c.MatchedBy)
+	}
 	return success(c.Person, match, c.RetrievedAt)
 }
 

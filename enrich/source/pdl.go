@@ -35,6 +35,7 @@ var (
 	_ enrich.Metered       = (*PDL)(nil)
 	_ enrich.StaffPager    = (*PDL)(nil)
 	_ enrich.EmailMatcher  = (*PDL)(nil)
+	_ enrich.RecordMatcher = (*PDL)(nil)
 	_ enrich.Priced        = (*PDL)(nil)
 )
 
@@ -181,6 +182,11 @@ func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*enrich.Perso
 func (p *PDL) PersonByEmail(ctx context.Context, address string) (*enrich.Person, error) {
 	return p.personEnrich(ctx, url.Values{"email": {address}})
 }
+
+// MatchesAddressOnRecord: PDL's person enrich by email matches the address among the
+// emails its records hold (its reference: email, an email the person has used), so
+// a confirmed answer is the person it has the address on record for (enrich.RecordMatcher).
+func (p *PDL) MatchesAddressOnRecord() {}
 
 // Prices: PDL bills one credit a person or company matched, nothing for a 404, and
 // its search one credit a record returned.
