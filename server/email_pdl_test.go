@@ -40,6 +40,8 @@ type fakePDL struct {
 	byProfile   map[string]map[string]any
 	profileAsks int
 	companyAsks int
+	// middle holds the second given names PDL keeps apart in middle_name, by slug.
+	middle map[string]string
 }
 
 type pdlSearchCall struct {
@@ -49,7 +51,8 @@ type pdlSearchCall struct {
 }
 
 func newFakePDL(t *testing.T, staff ...elPerson) *fakePDL {
-	f := &fakePDL{staff: staff, returned: map[string]int{}, byEmail: map[string]map[string]any{}, byProfile: map[string]map[string]any{}}
+	f := &fakePDL{staff: staff, returned: map[string]int{}, byEmail: map[string]map[string]any{}, byProfile: map[string]map[string]any{},
+		middle: map[string]string{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -123,7 +126,7 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 		for _, p := range f.staff {
 			first, last := strings.ToLower(p.first), strings.ToLower(p.last)
 			if pdlMatches(body.Query, map[string]string{"job_company_website": "globex.com",
-				"first_name": first, "last_name": last, "full_name": first + " " + last}) {
+				"first_name": first, "middle_name": f.middle[p.slug], "last_name": last, "full_name": first + " " + last}) {
 				hits = append(hits, p)
 			}
 		}
@@ -156,7 +159,11 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakePDL) record(p elPerson) map[string]any {
 	first, last := strings.ToLower(p.first), strings.ToLower(p.last)
-	return map[string]any{"id": p.slug, "full_name": first + " " + last, "first_name": first, "last_name": last,
+	var middle any
+	if m := f.middle[p.slug]; m != "" {
+		middle = m
+	}
+	return map[string]any{"id": p.slug, "full_name": first + " " + last, "first_name": first, "middle_name": middle, "last_name": last,
 		"linkedin_url": "linkedin.com/in/" + p.slug, "job_title": "engineer", "job_company_name": "globex",
 		"job_company_website": "globex.com", "job_company_linkedin_url": "linkedin.com/company/globex",
 		"location_locality": "springfield", "location_country": "united states",
