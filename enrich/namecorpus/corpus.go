@@ -264,6 +264,18 @@ func (n Name) Renderings(pattern string) []string {
 	return dedupe(out)
 }
 
+// Usual is the address a person writes in pattern from the forms they usually go by:
+// the given names joined, the first initial, and the surname (the one their culture
+// goes by alone, of two).
+func (n Name) Usual(pattern string) string {
+	surnames := n.SurnameForms()
+	s := surnames[0]
+	if n.DoubleSurname() && len(surnames) > 1 {
+		s = surnames[1]
+	}
+	return render(pattern, n.GivenForms()[0], n.Initials()[0], s)
+}
+
 // written is every local part the name renders to, in any pattern.
 func (n Name) written() map[string]bool {
 	out := map[string]bool{}
