@@ -124,6 +124,12 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 			continue
 		}
 		c, ok := employer.Confirm(a.person, local, MatchResolved)
+		_, onRecord := src.(RecordMatcher)
+		// A vendor's closest match whom the address fits only possibly (Confirm) is two
+		// guesses; a record the vendor has the address on is not.
+		if ok && c.Possible && !onRecord {
+			ok = false
+		}
 		if !ok {
 			a.call.Outcome, a.call.Reason = OutcomeMiss, ReasonOtherSubject
 			a.record(ctx, p)
@@ -137,7 +143,7 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 		a.record(ctx, p)
 		c.Person = p.fillFound(ctx, a.person)
 		c.Source, c.RetrievedAt, c.MatchedBy = src.Name(), now, src.Name()
-		if _, onRecord := src.(RecordMatcher); onRecord {
+		if onRecord {
 			c.Method = MatchExact // the vendor has the address on record for them
 		}
 		return chosen(c, in.Target), true

@@ -236,6 +236,12 @@ var nameSuffixes = map[string]bool{"jr": true, "sr": true, "ii": true, "iii": tr
 // PersonName is a person's name as the pattern engine reads it.
 type PersonName struct {
 	First, Last string
+	// guessed says only the first word of First is known to be a given name: a
+	// reading of a full name that puts more words before the surname, which may be
+	// surnames as well. Those words count as given names written whole, but an
+	// initial stands only for the first (Laia Pujol Puigdemont, read Laia Pujol /
+	// Puigdemont, is laia.puigdemont and laiapujol.puigdemont, never ppuigdemont).
+	guessed bool
 }
 
 // NameOf returns the first reading of a person's name (NamesOf): first_name and
@@ -252,11 +258,25 @@ func NameOf(p *Person) PersonName {
 // full name is read every way it splits (Kim Ly Trần as Kim / Ly Trần and as Kim Ly /
 // Trần; María García López as María / García López and as María García / López),
 // when it is all the record has, or when it holds words that neither first_name nor
-// last_name does (a middle name a vendor keeps apart). Where the split is not known,
-// no reading is preferred: a person fits an address when any reading does, so nobody
-// is ruled out by a guess at where the given names end.
+// last_name does (a middle name a vendor keeps apart: then first_name, the middle name
+// and last_name are a reading too, the middle name a given name). Where the split is
+// not known, no reading is preferred: a person fits an address when any reading does,
+// so nobody is ruled out by a guess at where the given names end; and an initial
+// stands only for a word known to be a given name (PersonName.guessed).
 func NamesOf(p *Person) []PersonName {
 	return nameReadings(deref(p.FirstName), deref(p.LastName), deref(p.FullName))
+}
+
+// leniently returns the readings with every word before the surname a given name
+// of its own, its initial included: what a person may be, for listing and counting
+// them, where NamesOf's readings say what they are sure to be.
+func leniently(names []PersonName) []PersonName {
+	out := make([]PersonName, len(names))
+	for i, n := range names {
+		n.guessed = false
+		out[i] = n
+	}
+	return out
 }
 
 // readingWords bounds the readings of a long full name: a split leaves at most this
@@ -284,13 +304,35 @@ func nameReadings(first, last, full string) []PersonName {
 		}
 		return out
 	}
+	if known {
+		if middle, ok := between(words, first, last); ok {
+			out = append(out, PersonName{First: first + " " + middle, Last: last})
+		}
+	}
 	for i := 1; i < len(words); i++ {
 		if i > readingWords && len(words)-i > readingWords {
 			continue
 		}
-		out = append(out, PersonName{First: strings.Join(words[:i], " "), Last: strings.Join(words[i:], " ")})
+		out = append(out, PersonName{First: strings.Join(words[:i], " "), Last: strings.Join(words[i:], " "), guessed: i > 1})
 	}
 	return out
+}
+
+// between returns the words of a full name between its first and last names, when it
+// is the first name, those words and the last name (a vendor's middle name put back).
+func between(words []string, first, last string) (string, bool) {
+	fw, lw := nameWords(Fold(first)), nameWords(Fold(last))
+	var folded []string
+	for _, w := range words {
+		folded = append(folded, strings.Join(nameWords(Fold(w)), ""))
+	}
+	n := len(strings.Fields(first))
+	m := len(strings.Fields(last))
+	if n+m >= len(words) || strings.Join(folded[:n], "") != strings.Join(fw, "") ||
+		strings.Join(folded[len(words)-m:], "") != strings.Join(lw, "") {
+		return "", false
+	}
+	return strings.Join(words[n:len(words)-m], " "), true
 }
 
 // fullNameWords are the words of a full name without its honorifics ("Dr.") and
@@ -356,8 +398,11 @@ func (n PersonName) variants() variants {
 			continue
 		}
 		v.firsts = append(v.firsts, strings.Join(words, ""), strings.Join(words, "-"))
-		for _, w := range words {
+		for i, w := range words {
 			v.firsts = append(v.firsts, equivalents(w)...)
+			if i > 0 && n.guessed {
+				continue // a given name only in this reading: no initial of its own
+			}
 			v.initials = append(v.initials, initial(w))
 			for _, formal := range formalNames(w) {
 				v.initials = append(v.initials, initial(formal))

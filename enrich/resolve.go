@@ -612,6 +612,9 @@ func mayFit(m StaffMember, local string) bool {
 	if len(names) == 0 {
 		return true
 	}
+	// A hit is only a lead: the profile may say its given names are all that come
+	// before the surname, each with its initial, where its shown name alone cannot.
+	names = leniently(names)
 	for _, n := range names {
 		if n.First == "" || n.Last == "" {
 			return true
@@ -638,6 +641,11 @@ func (p *Pipeline) decide(ctx context.Context, in Input, employer Employer, comp
 		return EmailOutcome{Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
 			"no current employee of %s was found whom %s fits", company.Name, address)}}
 	case 1:
+		if cands[0].Possible {
+			return EmailOutcome{Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
+				"no current employee of %s was found whom %s surely fits: one fits it only if a word of their full name that may be a surname is a given name",
+				company.Name, address)}}
+		}
 		return p.settled(ctx, cands[0], address)
 	}
 	if in.Hints.empty() {

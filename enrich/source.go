@@ -77,7 +77,7 @@ type StaffQuery struct {
 // fits one of the readings of their name (NamesOf), or one of Names is one of its
 // forms (Matches). A source that holds people's records lists those it is true of.
 func (q StaffQuery) MayBe(p *Person) bool {
-	readings := NamesOf(p)
+	readings := leniently(NamesOf(p))
 	if q.Local != "" && MatchNames(readings, q.Local) != "" {
 		return true
 	}

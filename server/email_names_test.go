@@ -165,13 +165,21 @@ func TestJoinedAddressesNeedNoNameList(t *testing.T) {
 
 // A record with only a full name is read every way it splits: a Spanish or Portuguese
 // name by either surname and both, a particle with the surname after it, a compound
-// given name by either. Only its last word was a surname before.
+// given name by either. Only its last word was a surname before. An initial stands
+// only for a word known to be a given name.
 func TestAFullNameAloneIsReadEveryWay(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	e.importJSONL(globexJSONL(t, [3]string{"maria-garcia-lopez", "María García López", ""}, [3]string{"joao-dos-santos-silva", "João dos Santos Silva", ""},
-		[3]string{"ana-julia-ferraz", "Ana Júlia Ferraz", ""})...)
+		[3]string{"ana-julia-ferraz", "Ana Júlia Ferraz", ""}, [3]string{"laia-pujol-puigdemont", "Laia Pujol Puigdemont", ""},
+		[3]string{"rosa-puigdemont", "Rosa", "Puigdemont"}, [3]string{"laia-roser-puigdemont", "Laia Roser Puigdemont", ""})...)
 	e.startWorkers()
+	// Pujol and Roser may be given names or first surnames: an initial of theirs makes
+	// a possible fit, counted but never answered alone.
+	for local, want := range map[string]string{"ppuigdemont": "not_found", "rpuigdemont": "ambiguous 2"} {
+		_, done := e.emailLookup(local + "@globex.com")
+		is.Equal(local+": "+outcome(done), local+": "+want)
+	}
 	for local, slug := range map[string]string{
 		"maria.garcia": "maria-garcia-lopez", "mgarcia": "maria-garcia-lopez", "maria.lopez": "maria-garcia-lopez", "mariagarcialopez": "maria-garcia-lopez",
 		"joao.santos": "joao-dos-santos-silva", "joao.dossantos": "joao-dos-santos-silva", "jsilva": "joao-dos-santos-silva",

@@ -265,6 +265,9 @@ func (s datasetSource) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]
 		if p.FullName != nil {
 			m.FullName = *p.FullName
 		}
+		if p.FirstName != nil && p.LastName != nil {
+			m.First, m.Last = *p.FirstName, *p.LastName
+		}
 		out = append(out, m)
 		if q.Limit > 0 && len(out) >= q.Limit {
 			break

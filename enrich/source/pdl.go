@@ -396,59 +396,76 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 
 // pdlNameClauses are the wildcard clauses that list, with diacritics and all, the
 // people the local part may be written for, within PDL's 20 wildcards a query; fit
-// says every reading is in them. They are pdlShapes, on the full name, and for each
-// reading whose first name may be a person's second given name (which PDL keeps in
-// middle_name, or after a hyphen in first_name: Citlali Xóchitl, Héloïse-Clémence)
-// that name with the surname (pdlOtherGiven).
+// says every reading is in them. They are pdlShapes, on the full name, and the
+// readings whose first name, or its initial, may be a person's second given name
+// (which PDL keeps in middle_name, or after a hyphen in first_name: Citlali Xóchitl,
+// Héloïse-Clémence), by pdlOtherGiven.
 func pdlNameClauses(local string) (clauses []any, fit bool) {
-	others := pdlOtherGiven(local)
-	shapes, fit := pdlShapes(local, pdlMaxWildcards-3*len(others))
+	var given []any
+	used := 0
+	for _, o := range pdlOtherGiven(local) {
+		clause := map[string]any{"bool": map[string]any{"should": []any{
+			map[string]any{"wildcard": map[string]any{"middle_name": o.middle}},
+			map[string]any{"wildcard": map[string]any{"first_name": "*-" + strings.TrimPrefix(o.middle, "*")}},
+		}}}
+		used += 2
+		if o.last != "" {
+			used++
+			clause = map[string]any{"bool": map[string]any{"must": []any{clause,
+				map[string]any{"wildcard": map[string]any{"last_name": o.last}}}}}
+		}
+		given = append(given, clause)
+	}
+	shapes, fit := pdlShapes(local, pdlMaxWildcards-used)
 	for _, shape := range shapes {
 		clauses = append(clauses, map[string]any{"wildcard": map[string]any{"full_name": shape}})
 	}
-	for _, o := range others {
-		clauses = append(clauses, map[string]any{"bool": map[string]any{"must": []any{
-			map[string]any{"bool": map[string]any{"should": []any{
-				map[string]any{"wildcard": map[string]any{"middle_name": "*" + o[0] + "*"}},
-				map[string]any{"wildcard": map[string]any{"first_name": "*-" + o[0] + "*"}},
-			}}},
-			map[string]any{"wildcard": map[string]any{"last_name": "*" + o[1] + "*"}},
-		}}})
-	}
-	return clauses, fit
+	return append(clauses, given...), fit
 }
 
-// pdlOtherGiven are the readings of the local part as a second given name and a
-// surname, as wildcards of each (pdlSkeleton): a local part with separators gives its
-// first and last pieces in either order (the one that is no initial first); a joined
-// one gives its first letter and the rest (flast: a second given name's initial), and
-// all its splits in one reading, first name then surname: a given name holding its
-// first two letters' shape and a surname holding its last two's.
-func pdlOtherGiven(local string) [][2]string {
+// pdlGiven is a reading of a local part as a second given name, as a wildcard of
+// middle_name, with the surname it goes with, a wildcard of last_name ("" for any).
+type pdlGiven struct{ middle, last string }
+
+// pdlOtherGiven are the readings of the local part as a second given name (or its
+// initial) and a surname. A local part with separators gives its first and last
+// pieces in either order, an initial standing for a given name that begins with it
+// (a.saez: a middle name beginning with a, or á, and a surname holding s???); a
+// joined one gives a second given name that begins with its first letter (a name or
+// an initial written first: firstlast, flast, firstl) and one holding its last letter
+// (written last: lastfirst, lastf), whatever the surname.
+func pdlOtherGiven(local string) []pdlGiven {
 	if len(local) > enrich.MaxLocalPart {
 		return nil
 	}
 	pieces := strings.FieldsFunc(enrich.CleanLocalPart(local), func(r rune) bool { return r == '.' || r == '_' || r == '-' })
-	var out [][2]string
+	given := func(s string) string {
+		if utf8.RuneCountInString(s) == 1 {
+			return pdlSkeleton(s) + "*"
+		}
+		return "*" + pdlSkeleton(s) + "*"
+	}
+	var out []pdlGiven
 	switch {
 	case len(pieces) >= 2:
 		first, last := pieces[0], pieces[len(pieces)-1]
-		if utf8.RuneCountInString(first) > 1 {
-			out = append(out, [2]string{pdlSkeleton(first), pdlSkeleton(last)})
+		if utf8.RuneCountInString(last) > 1 {
+			out = append(out, pdlGiven{given(first), "*" + pdlSkeleton(last) + "*"}) // first.last, f.last
 		}
-		if utf8.RuneCountInString(last) > 1 && utf8.RuneCountInString(first) > 1 {
-			out = append(out, [2]string{pdlSkeleton(last), pdlSkeleton(first)})
+		if utf8.RuneCountInString(first) > 1 {
+			if utf8.RuneCountInString(last) == 1 {
+				out = append(out, pdlGiven{given(first), "*" + pdlSkeleton(last) + "*"}) // first.l
+			} else {
+				out = append(out, pdlGiven{given(last), "*" + pdlSkeleton(first) + "*"}) // last.first
+			}
 		}
 	case len(pieces) == 1:
-		w := []rune(pdlSkeleton(pieces[0]))
-		n := len(w)
-		if n < 3 {
+		w := []rune(pieces[0])
+		if len(w) < 3 {
 			break
 		}
-		out = append(out, [2]string{string(w[:1]), string(w[1:])}) // flast
-		if n >= 4 {
-			out = append(out, [2]string{string(w[:2]), string(w[n-2:])}) // firstlast and lastfirst
-		}
+		out = append(out, pdlGiven{middle: pdlSkeleton(string(w[:1])) + "*"})              // written first
+		out = append(out, pdlGiven{middle: "*" + pdlSkeleton(string(w[len(w)-1:])) + "*"}) // written last
 	}
 	return out
 }

@@ -73,10 +73,11 @@ func TestPDLShapes(t *testing.T) {
 // is asked for with the surname: xochitl.ordonez lists Citlali Xóchitl Ordóñez.
 func TestPDLOtherGivenNames(t *testing.T) {
 	is := is.New(t)
-	is.Equal(pdlOtherGiven("xochitl.ordonez"), [][2]string{{"x??h???", "???????"}, {"???????", "x??h???"}})
+	is.Equal(pdlOtherGiven("xochitl.ordonez"), []pdlGiven{{"*x??h???*", "*???????*"}, {"*???????*", "*x??h???*"}})
 	is.True(wildcardMatches("*x??h???*", "xóchitl"))
-	is.Equal(pdlOtherGiven("k.lee"), [][2]string(nil)) // an initial is no given name alone
-	is.Equal(len(pdlOtherGiven("kimlytran")), 2)
+	is.Equal(pdlOtherGiven("a.saez"), []pdlGiven{{"?*", "*????*"}}) // an initial: a given name beginning with a, or á
+	is.True(wildcardMatches("?*", "álvaro"))
+	is.Equal(pdlOtherGiven("loncarv"), []pdlGiven{{middle: "?*"}, {middle: "*v*"}}) // written first, or last
 	clauses, fit := pdlNameClauses("aitanasaezgarcia")
 	is.True(fit)
 	raw, _ := json.Marshal(clauses)
