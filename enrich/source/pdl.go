@@ -526,10 +526,10 @@ func pdlShapes(local string, max int) (shapes []string, fit bool) {
 		if n < 3 {
 			break
 		}
-		sk := []rune(pdlSkeleton(string(w)))
-		add(string(w[:1]), string(sk[1:]))                            // flast
-		add(pdlSkeletonAfterFirst(string(w[:n-1])), string(sk[n-1:])) // firstl
-		add(string(w[n-1:]), string(sk[:n-1]))                        // lastf
+		sk := func(from, to int) string { return pdlSkeleton(string(w[from:to])) }
+		add(string(w[:1]), sk(1, n))                            // flast
+		add(pdlSkeletonAfterFirst(string(w[:n-1])), sk(n-1, n)) // firstl
+		add(string(w[n-1:]), sk(0, n-1))                        // lastf
 		// The splits, both orders, in as many shapes as leave room for the three above:
 		// a run of neighbouring splits k..m shares one.
 		splits := n - 3
@@ -540,17 +540,17 @@ func pdlShapes(local string, max int) (shapes []string, fit bool) {
 		for g := range groups {
 			k, m := 2+g*splits/groups, 2+(g+1)*splits/groups-1
 			// firstlast: a first name that begins with w[:k], a surname holding w[m:].
-			add(pdlSkeletonAfterFirst(string(w[:k])), string(sk[m:]))
+			add(pdlSkeletonAfterFirst(string(w[:k])), sk(m, n))
 			// lastfirst: a first name that is w[k:] or a tail of it (one of w[m:] at
 			// least), then a surname that begins with w[:k].
 			if m > k {
-				rd := reading{first: '*', rest: string(sk[m:]) + " *" + string(sk[:k]) + "*"}
+				rd := reading{first: '*', rest: sk(m, n) + " *" + sk(0, k) + "*"}
 				if !seen[rd] {
 					seen[rd] = true
 					readings = append(readings, rd)
 				}
 			} else {
-				add(pdlSkeletonAfterFirst(string(w[k:])), string(sk[:k]))
+				add(pdlSkeletonAfterFirst(string(w[k:])), sk(0, k))
 			}
 		}
 	}
@@ -601,14 +601,23 @@ func pdlInitials(r rune) []rune {
 }
 
 // pdlSkeleton writes a folded name for PDL's wildcard: each letter a diacritic may sit
-// on is `?`, one character, as an accented letter is one in PDL's data.
+// on is `?`, one character, as an accented letter is one in PDL's data; a letter none
+// sits on is kept, after a `*` but at the start, since the name may be two words there
+// (medeirossiqueira: m?????????*q?????, medeiros siqueira).
 func pdlSkeleton(name string) string {
-	return strings.Map(func(r rune) rune {
-		if _, ok := pdlAccented[r]; ok && r != '*' {
-			return '?'
+	var b strings.Builder
+	for i, r := range name {
+		switch _, accented := pdlAccented[r]; {
+		case accented:
+			b.WriteByte('?')
+		case i > 0 && r != '*':
+			b.WriteByte('*')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
 		}
-		return r
-	}, name)
+	}
+	return b.String()
 }
 
 // pdlMaxTerms is the most elements PDL accepts in one array of a query: it rejects a
