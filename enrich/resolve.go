@@ -91,10 +91,12 @@ type EmailOutcome struct {
 //     answer is a candidate: it succeeds (resolved) only with a current position at
 //     that company and a name the local part fits, and is dropped otherwise;
 //  5. resolved: the company's staff is searched on every source that can, with the
-//     names the local part describes (LocalPartNames); each plausible profile is
-//     read (from what is held when it is younger than the freshness window, else
-//     retrieved) and kept when it holds a current position at that company under a
-//     name the local part fits. A search whose whole page is full, or that shows more
+//     names the local part describes (LocalPartNames), its splits (LocalPartSplits)
+//     and the local part itself (StaffQuery.Local); each plausible profile is read
+//     (from what is held when it is younger than the freshness window, else
+//     retrieved, or taken as its source returned it whole) and kept when it holds a
+//     current position at that company under a name the local part fits, read every
+//     way it splits (NamesOf). A search whose whole page is full, or that shows more
 //     plausible people than MaxRetrievals, confirms nobody: not_found, whatever is
 //     held;
 //  6. inferred: held people with a current position at that company whose name the
@@ -103,9 +105,10 @@ type EmailOutcome struct {
 //     search saw everyone the address may stand for (see fits). Stale ones are
 //     refreshed with what is left of MaxRetrievals, which steps 5 and 6 share.
 //
-// One person -> success; none -> not_found; several -> the hints sent break the tie,
-// else ambiguous with the count and the hints that would. Hints never change the
-// answer when one person fits.
+// One person -> success, unless they fit only possibly (Candidate.Possible): then
+// not_found; none -> not_found; several -> the hints sent break the tie, else
+// ambiguous with the count and the hints that would. Hints never change the answer
+// when one person fits.
 func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 	var id identified
 	out := p.resolveEmail(ctx, in, &id)

@@ -407,6 +407,7 @@ type corpusScore struct {
 	double, rightDouble                int
 	formerAnswered                     int
 	matchedBy                          int // answers resting on a vendor's match by the address
+	matchedSeveral                     int // of them, addresses several current employees fit
 	// holderOfSeveral counts the wrong answers that name the address's holder where it
 	// fits several people: a vendor's match by the address not said to be one.
 	holderOfSeveral int
@@ -447,6 +448,9 @@ func scoreCorpus(cs []namecorpus.Company, answers map[string]corpusAnswer) corpu
 				}
 				if got.matchedBy != "" {
 					s.matchedBy++
+					if len(fits) > 1 {
+						s.matchedSeveral++
+					}
 				}
 				for _, p := range c.Staff {
 					if !p.Current && got.person == corpusProfile(p.Slug) {
@@ -548,7 +552,7 @@ func TestEmailResolutionOnNamesNoListHolds(t *testing.T) {
 			fmt.Fprintln(&b, s.row("double surnames", s.rightDouble, s.double))
 			fmt.Fprintf(&b, "%-28s %d\n", "former employees answered", s.formerAnswered+s2.formerAnswered)
 			fmt.Fprintf(&b, "%-28s %d\n", "answers changed by order", len(changed))
-			fmt.Fprintf(&b, "%-28s %d\n", "answered by a vendor's match", s.matchedBy)
+			fmt.Fprintf(&b, "%-28s %d (%d of them addresses several fit)\n", "answered by a vendor's match", s.matchedBy, s.matchedSeveral)
 			if pdl != nil {
 				fmt.Fprintf(&b, "%-28s %.2f (%d calls: %s; %.2f records billed a lookup)\n", "vendor calls a lookup",
 					float64(calls)/float64(lookups), calls, kinds, float64(records)/float64(lookups))
