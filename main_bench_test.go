@@ -49,8 +49,9 @@ func TestBenchRuns(t *testing.T) {
 }
 
 // The email-quality scenario answers every address through the real server and scores
-// it against the sim's staff: on a few companies, no wrong person, every unique fit
-// found, the same answers in a shuffled order.
+// it against the sim's staff, on the names enrichd's lists hold and on names no list
+// holds: on a few companies, no wrong person, the unique fits found, the same answers
+// in a shuffled order.
 func TestBenchEmailQuality(t *testing.T) {
 	if testing.Short() {
 		t.Skip("answers hundreds of email lookups")
@@ -62,22 +63,33 @@ func TestBenchEmailQuality(t *testing.T) {
 	is.Equal(len(rep.Results), 1)
 	r := rep.Results[0]
 	q := r.EmailQuality
-	is.True(q != nil)
-	is.Equal(q.Companies, 3)
-	is.Equal(len(q.Runs), 2)
-	for _, run := range q.Runs {
-		is.Equal(run.Wrong, []string(nil)) // no wrong person
-		is.Equal(run.Total.RightUnique, run.Total.UniqueFit)
-		is.True(run.Total.UniqueFit > 100)
-		nobody := run.PerPattern[len(run.PerPattern)-1]
-		is.Equal(nobody.Pattern, "nobody")
-		is.Equal(nobody.Addresses, 18)
-		is.Equal(nobody.NotFound, 18)
+	is.True(q != nil && q.HeldOut != nil)
+	is.Equal(q.Names, "lists")
+	is.Equal(q.HeldOut.Names, "heldout")
+	for _, set := range []*bench.EmailQuality{q, q.HeldOut} {
+		is.Equal(set.Companies, 3)
+		is.Equal(len(set.Runs), 2)
+		for _, run := range set.Runs {
+			is.Equal(run.Wrong, []string(nil)) // no wrong person
+			is.True(run.Total.UniqueFit > 100)
+			is.True(float64(run.Total.RightUnique) >= 0.95*float64(run.Total.UniqueFit))
+			nobody := run.PerPattern[len(run.PerPattern)-1]
+			is.Equal(nobody.Pattern, "nobody")
+			is.Equal(nobody.Addresses, 18)
+			is.Equal(nobody.NotFound, 18)
+		}
+		is.Equal(set.Changed, []string(nil)) // the order changes no answer
 	}
-	is.Equal(q.Changed, []string(nil)) // the order changes no answer
+	is.Equal(q.Runs[0].Total.RightUnique, q.Runs[0].Total.UniqueFit) // the lists' names: every one
 	is.Equal(r.Errors, int64(0))
-	is.Equal(r.Rate, 100.0)
+	is.Equal(r.Rate, 100*float64(q.HeldOut.Runs[0].Total.RightUnique)/float64(q.HeldOut.Runs[0].Total.UniqueFit)) // the held-out names' figure
 	contains(t, failCLI(t, "bench", "--scenario", "email-quality", "--email-companies", "0"), "--email-companies")
+	contains(t, failCLI(t, "bench", "--scenario", "email-quality", "--email-names", "kings"), "--email-names")
+	one := mustCLI(t, "bench", "--json", "--scenario", "email-quality", "--email-companies", "1", "--email-names", "heldout", "--concurrency", "1", "--workers", "2")
+	var only bench.Report
+	is.NoErr(json.Unmarshal([]byte(one), &only))
+	is.Equal(only.Results[0].EmailQuality.Names, "heldout")
+	is.True(only.Results[0].EmailQuality.HeldOut == nil)
 }
 
 // The waterfall scenario enriches the same companies through three synthetic vendors:

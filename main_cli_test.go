@@ -187,6 +187,7 @@ func TestBenchHelpSaysWhichScenarioUsesAFlag(t *testing.T) {
 		"db":                 "replicas scenario:",
 		"replicas":           "replicas scenario:",
 		"email-companies":    "email-quality scenario:",
+		"email-names":        "email-quality scenario:",
 		"rounds":             "peer scenario:",
 		"waterfall-subjects": "waterfall scenario:",
 		"tail-window":        "tail scenario:",

@@ -74,6 +74,7 @@ func TestServeSourceEconomicsFlags(t *testing.T) {
 		{[]string{"--apollo-credit-usd", "-0.1"}, []string{"--apollo-credit-usd"}},
 		{[]string{"--enrichlayer-credit-usd", "NaN"}, []string{"--enrichlayer-credit-usd"}},
 		{[]string{"--sources", "sim", "--sim-credits", "-2"}, []string{"--sim-credits"}},
+		{[]string{"--sources", "sim", "--sim-names", "kings"}, []string{"--sim-names", "lists", "heldout"}},
 	} {
 		path := newDBPath(t)
 		msg := runServeExpectError(t, append([]string{"serve", "--db", path, "--addr", "127.0.0.1:0"}, c.args...)...)

@@ -250,6 +250,10 @@ type EmailMatch struct {
 	// Source names the source that found the person (pdl, apollo, ...); nil when
 	// what the server already held answered.
 	Source *string `json:"source"`
+	// MatchedBy names the vendor whose own match by the address answered (pdl,
+	// apollo): the answer rests on its record of the address, not on the name. nil
+	// when the address was resolved by the name, or is on record in the server.
+	MatchedBy *string `json:"matched_by"`
 }
 
 // Loop is a webhook destination.

@@ -421,8 +421,8 @@ func (f *fakeNetwork) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]e
 		for _, pos := range p.Positions {
 			at = at || q.Company.NetworkURL != nil && pos.CompanyNetworkURL != nil && *pos.CompanyNetworkURL == *q.Company.NetworkURL
 		}
-		n := enrich.NameOf(p)
-		if at && q.Matches(n.First, n.Last) {
+		if at && q.MayBe(p) {
+			n := enrich.NameOf(p)
 			out = append(out, enrich.StaffMember{NetworkURL: url, FullName: n.First + " " + n.Last})
 		}
 	}

@@ -254,6 +254,14 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.KeepGathered(), TieBroken: o.TieBroken,
 				Trace: rec.Trace(o.Result)}
 			out.Gathered = sharedGathering(o.Gathered, out.Trace)
+			if o.Company != nil {
+				// The company identified is kept, so the next lookup at the domain
+				// reads it rather than asking a vendor again.
+				ct := rec.Trace(enrich.Result{Company: o.Company})
+				_, domain, _ := enrich.SplitAddress(c.Input.Target)
+				out.Company = &store.IdentifiedCompany{Company: o.Company, Domain: domain, At: o.CompanyAt,
+					Provenance: ct.Provenance, Private: ct.Private}
+			}
 			if o.Err == nil {
 				out.Result, out.Fetched, out.FetchedAt = &o.Result, true, o.FetchedAt
 				if len(out.Trace.Provenance) == 0 {
