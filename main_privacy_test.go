@@ -59,8 +59,8 @@ func privacyReport(t *testing.T, db string) {
 	mustCLI(t, "loops", "create", "--org", "acme", "--name", "CRM", "--object-type", "company", "--url", "http://127.0.0.1:9/hook",
 		"--allow-private-webhooks", "--db", db)
 
-	// Traffic: a company stored, an ambiguous address and the two people it gathered,
-	// a batch of two companies.
+	// Traffic: a company stored, an ambiguous address, the two people it gathered and
+	// its company (asked once, and kept as any company is), a batch of two companies.
 	// serve and the commands that write about people share a key file (on SQLite the
 	// one beside the database would do; on PostgreSQL there is none unless given).
 	keyFile := filepath.Join(t.TempDir(), "enrichd.secret-key")
@@ -150,7 +150,7 @@ func privacyReport(t *testing.T, db string) {
 	is.Equal(kept, map[string]string{"--retain": "90d", "--retain-records": "400d", "--retain-candidates": "3d", "the freshness window": "30d"})
 
 	is.Equal(r.Held, map[string]int64{
-		"stored_companies": 3, "stored_people": 0, "dataset_companies": 0, "dataset_people": 0,
+		"stored_companies": 4, "stored_people": 0, "dataset_companies": 0, "dataset_people": 0,
 		"tasks": 4, "email_gatherings": 1, "email_candidates": 2,
 		"deliveries": 1, "pending_deliveries": 1, "batches": 1, "batch_rows": 2,
 		"watches": 1, "loops": 1, "source_misses": 0,
@@ -165,7 +165,7 @@ func privacyReport(t *testing.T, db string) {
 		"installation key PDL_API_KEY: set; organizations with their own key: 0",
 		"--retain-records      400d",
 		"--retain-candidates   3d    profiles an ambiguous email lookup gathered",
-		"stored records                  3 companies, 0 people",
+		"stored records                  4 companies, 0 people",
 		"gathered profiles               2, for 1 ambiguous address",
 		"webhook deliveries              1, 1 not yet sent",
 		"batches                         1, with 2 rows",
