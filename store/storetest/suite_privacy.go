@@ -241,7 +241,9 @@ func testEveryRowAboutAPersonIsFoundBySubject(t *testing.T, env *Env) {
 	is.NoErr(err)
 	var all []string
 	for _, p := range store.PersonalTables() {
-		all = append(all, p.Name)
+		if p.Name != "erasures" { // no erasure yet: testAnErasureRemovesThePersonFromEveryTable
+			all = append(all, p.Name)
+		}
 	}
 	sort.Strings(all)
 	is.Equal(tablesOf(found), all) // a row in every table of the registry
@@ -307,8 +309,20 @@ func downgradeSubjects(t *testing.T, env *Env) map[string]string {
 	t.Helper()
 	raw := env.Raw()
 	before := hashSnapshot(t, env)
+	// The erasures' migration, which came after, undone first.
+	for _, stmt := range []string{
+		`DROP TABLE erasures`,
+		`DROP INDEX deliveries_erasure`,
+		`ALTER TABLE deliveries DROP COLUMN erasure_id`,
+		`ALTER TABLE tasks DROP COLUMN erased_at`,
+		`DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)`,
+	} {
+		if _, err := raw.Exec(stmt); err != nil {
+			t.Fatal(stmt, err)
+		}
+	}
 	for _, p := range store.PersonalTables() {
-		if p.Name == "suppressions" {
+		if p.Name == "suppressions" || p.Name == "erasures" {
 			continue
 		}
 		indexes := []string{p.Name + "_subject", p.Name + "_answer", p.Name + "_unhashed"}
@@ -405,7 +419,7 @@ func hashSnapshot(t *testing.T, env *Env) map[string]string {
 	raw := env.Raw()
 	out := map[string]string{}
 	for _, p := range store.PersonalTables() {
-		if p.Name == "suppressions" {
+		if p.Name == "suppressions" || p.Name == "erasures" {
 			continue
 		}
 		rows, err := raw.Query(`SELECT ` + strings.Join(p.Key, ", ") + `, ` + strings.Join(p.Hashes, ", ") + ` FROM ` + p.Name)
