@@ -158,6 +158,21 @@ func (db *DB) ForgetErased() {
 	}
 }
 
+// ErasureEpoch is a number that changes whenever an erasure may have been made, by
+// this process or another: what a process keeps of tasks' answers (the server's
+// settled answers) is to be kept with the epoch it was read at, and not used once the
+// epoch moved. ok is false while the engine cannot tell (PostgreSQL without its
+// LISTEN connection): then nothing is to be kept. An erasure suppresses the person,
+// and the epoch is the suppressions' (SuppressionCache.Epoch), which every engine
+// already follows across processes; a suppression changed elsewhere moves it too.
+func (db *DB) ErasureEpoch() (epoch uint64, ok bool) {
+	c := db.SuppressionCache()
+	if c == nil {
+		return 0, false
+	}
+	return c.Epoch(), true
+}
+
 func (db *DB) erase(ctx context.Context, tx Tx, h *enrich.Subjects, ne NewErasure) (*Erasure, error) {
 	now := db.now()
 	e := &Erasing{ID: uuid.Must(uuid.NewV7()).String(), OrgID: ne.OrgID, AllOrgs: ne.AllOrgs, Now: now, Removed: map[string]int64{}}
@@ -518,11 +533,14 @@ func identifiersAbout(ctx context.Context, q Executor, hashes []enrich.SubjectHa
 			}
 			return nil
 		}),
-		scan("record_keys", `t.key`, ``, func(r Row) error {
+		// A key names its record's person too: the profile an address is on record for.
+		scan("record_keys", `t.key, (SELECT r.data FROM records r WHERE r.id = t.record_id AND r.object_type = 'person')`, ``, func(r Row) error {
 			var key string
-			if err := r.Scan(&key); err != nil {
+			var data *string
+			if err := r.Scan(&key, &data); err != nil {
 				return err
 			}
+			addProfileOf(data)
 			if v, ok := strings.CutPrefix(key, "email:"); ok {
 				add(enrich.SubjectEmail, v)
 			} else if v, ok := strings.CutPrefix(key, "person:"); ok {

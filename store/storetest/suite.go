@@ -110,4 +110,5 @@ var conformanceTests = []conformanceTest{
 	{"AnErasureCancelsATaskUnderWay", testAnErasureCancelsATaskUnderWay},
 	{"ErasureRefusals", testErasureRefusals},
 	{"AnExportShowsEverythingHeldOnThePerson", testAnExportShowsEverythingHeldOnThePerson},
+	{"AnErasedDeliveryIsNotRetried", testAnErasedDeliveryIsNotRetried},
 }

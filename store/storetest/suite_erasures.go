@@ -390,3 +390,50 @@ func testAnExportShowsEverythingHeldOnThePerson(t *testing.T, env *Env) {
 		is.Equal(task["target"], store.ErasedMarker)
 	}
 }
+
+// testAnErasedDeliveryIsNotRetried: a task's event that failed after an attempt is
+// kept without its payload and cannot be retried; the person.erased event to a Loop
+// whose destination is disabled is recorded failed at once, holding the erasure's id
+// alone, and cannot be retried either: the way to tell the receiver again is another
+// erasure.
+func testAnErasedDeliveryIsNotRetried(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	acme := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 100, nil)
+	is.NoErr(err)
+	loop := newLoop(t, db, acme, "crm", enrich.ObjectPerson)
+	nt := newPersonTask(acme, "jane-doe")
+	nt.LoopID = &loop.ID
+	_, err = db.CreateTask(ctx, nt)
+	is.NoErr(err)
+	c, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	jane := &enrich.Person{NetworkURL: enrich.Ptr("https://network.example/in/jane-doe"), FullName: enrich.Ptr("Jane Doe")}
+	_, err = db.Settle(ctx, c, store.Outcome{Result: &enrich.Result{Person: jane}, Fetched: true})
+	is.NoErr(err)
+	due, err := db.ClaimDeliveries(ctx, 10, 10, nil, time.Minute)
+	is.NoErr(err)
+	is.Equal(len(due), 1)
+	is.NoErr(db.RecordAttempts(ctx, []store.Attempted{{Dispatch: due[0], Attempt: &store.Attempt{At: env.Clock.Now(), Ended: env.Clock.Now(),
+		StatusCode: 500, Err: "500 Internal Server Error"}}}))
+	_, err = db.UpdateLoop(ctx, acme, loop.ID, store.LoopPatch{DestinationEnabled: enrich.Ptr(false)})
+	is.NoErr(err)
+
+	er, err := db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: enrich.Subject{Kind: enrich.SubjectProfile, Value: *jane.NetworkURL},
+		By: store.AddedBy{Kind: store.AddedByCLI}})
+	is.NoErr(err)
+	is.Equal(len(er.Loops), 1) // an attempt reached it, or may have
+	is.Equal(*er.Loops[0].Status, store.DeliveryFailed)
+	_, payload, err := db.GetDelivery(ctx, acme, er.Loops[0].DeliveryID)
+	is.NoErr(err)
+	is.Equal(string(payload), string(store.SpentErasurePayload(er.ID)))
+	for _, id := range []string{er.Loops[0].DeliveryID, due[0].ID} {
+		_, err = db.RetryDelivery(ctx, acme, id)
+		is.Equal(err.(*enrich.Error).Code, "delivery_erased")
+	}
+	n, err := db.CompleteErasures(ctx)
+	is.NoErr(err)
+	is.Equal(n, 1) // nothing left to send
+}
