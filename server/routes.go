@@ -101,6 +101,9 @@ func addRoutes(r *Router, s *Server) {
 	//   GET  /dashboard/suppressions
 	//   POST /dashboard/suppressions
 	//   POST /dashboard/suppressions/:id/lift
+	//   GET  /dashboard/erasures
+	//   POST /dashboard/erasures
+	//   POST /dashboard/erasures/export
 	//   GET  /dashboard/batches
 	//   POST /dashboard/batches
 	//   POST /dashboard/batches/preview
