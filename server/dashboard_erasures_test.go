@@ -59,8 +59,10 @@ func TestDashboardErasures(t *testing.T) {
 	is.True(strings.HasPrefix(p.header.Get("Content-Disposition"), `attachment; filename="person-export-`))
 	is.Equal(p.header.Get("Content-Type"), "application/json")
 	var x struct {
-		Identifiers struct{ NetworkURLs []string `json:"networkUrls"` }
-		Tasks       []map[string]any
+		Identifiers struct {
+			NetworkURLs []string `json:"networkUrls"`
+		}
+		Tasks []map[string]any
 	}
 	is.NoErr(json.Unmarshal([]byte(p.body), &x))
 	is.Equal(x.Identifiers.NetworkURLs, []string{rosa.url})
