@@ -137,6 +137,10 @@ func testTheRegistryHoldsEveryTableOfTheSchema(t *testing.T, env *Env) {
 		if p.Erasure.Action == store.EraseRedact && len(p.Erasure.Redacts) == 0 {
 			t.Errorf("the registry's %s redacts no column", name)
 		}
+		if p.Erase == nil {
+			t.Errorf("the registry's %s has no Erase: an erasure would leave its rows (testAnErasureRemovesThePersonFromEveryTable "+
+				"writes a row about a person in every table and checks that none is left holding her)", name)
+		}
 	}
 }
 
