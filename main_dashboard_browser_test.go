@@ -295,6 +295,26 @@ func (b *browser) fetch(path string) string {
 	return body
 }
 
+// post sends a form of name, value pairs to path from the page, as its own forms do,
+// and returns the body of the answer: a download the page would save.
+func (b *browser) post(path string, fields ...string) string {
+	b.t.Helper()
+	form := map[string]string{}
+	for i := 0; i+1 < len(fields); i += 2 {
+		form[fields[i]] = fields[i+1]
+	}
+	raw, _ := json.Marshal(form)
+	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
+	defer cancel()
+	body, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(
+		`fetch(%q, {method: "POST", body: new URLSearchParams(%s)}).then(r => r.ok ? r.text() : Promise.reject(new Error(r.status + " " + r.statusText)))`,
+		path, raw), chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.fail("posting to "+path, err)
+	}
+	return body
+}
+
 // reloadUntil opens path again until the element sel matches shows want: for a page
 // that shows what the server did after it was rendered.
 func (b *browser) reloadUntil(path, sel, want string) {
@@ -692,6 +712,27 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	b.axe("suppressions")
 	b.shot("suppressions")
+
+	// Erasures: John Smith, whose imported record names his address, exported as JSON,
+	// then erased from the form once confirmed, and listed by masked hints alone.
+	b.open("/dashboard/erasures", "form#erase-person")
+	exported := b.post("/dashboard/erasures/export", "kind", "email", "value", "john.smith@globex.com")
+	contains(t, exported, `"networkUrls": [`)
+	contains(t, exported, "https://www.linkedin.com/in/john-smith")
+	b.fill("form#erase-person", "value", "john.smith@globex.com")
+	b.submit("form#erase-person")
+	b.waitVisible("#confirm-erasure")
+	b.axe("erasure, to confirm")
+	b.submit("#confirm-erasure form")
+	b.waitText(".notice", "is erased from everything your organization holds")
+	contains(t, b.text("#erasures"), "j***@globex.com")
+	contains(t, b.text("#erasures"), "2 record keys, 1 position, 1 record")
+	if text := b.text("main"); strings.Contains(text, "john.smith") || strings.Contains(text, "John Smith") {
+		t.Error("the Erasures page shows the person erased")
+	}
+	b.reloadUntil("/dashboard/erasures", "#erasures", "done") // the file scrubbed
+	b.axe("erasures")
+	b.shot("erasures")
 	b.refused(base+"/dashboard/no-such-page", http.StatusNotFound)
 	b.waitVisible(`header nav a[href="/dashboard/tasks"]`)
 	b.axe("not found")
@@ -711,6 +752,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		{"delivery", "/dashboard/deliveries/" + deliveryID, "#delivery-status"},
 		{"watches", "/dashboard/watches", "#watches"},
 		{"suppressions", "/dashboard/suppressions", "#suppressions"},
+		{"erasures", "/dashboard/erasures", "#erasures"},
 		{"credits", "/dashboard/credits", "tr.ledger"},
 		{"sources-month", "/dashboard/sources", "section.source"},
 		{"keys", "/dashboard/settings/keys", "tr.key"},

@@ -105,4 +105,10 @@ var conformanceTests = []conformanceTest{
 	{"ASuppressionIsSeenByEveryHandle", testASuppressionIsSeenByEveryHandle},
 	{"AStoreHitAboutASuppressedSubjectFails", testAStoreHitAboutASuppressedSubjectFails},
 	{"SuppressingASubjectPausesItsWatches", testSuppressingASubjectPausesItsWatches},
+	{"AnErasureRemovesThePersonFromEveryTable", testAnErasureRemovesThePersonFromEveryTable},
+	{"AnErasureKeepsAnotherOrganizationsOwnRows", testAnErasureKeepsAnotherOrganizationsOwnRows},
+	{"AnErasureCancelsATaskUnderWay", testAnErasureCancelsATaskUnderWay},
+	{"ErasureRefusals", testErasureRefusals},
+	{"AnExportShowsEverythingHeldOnThePerson", testAnExportShowsEverythingHeldOnThePerson},
+	{"AnErasedDeliveryIsNotRetried", testAnErasedDeliveryIsNotRetried},
 }
