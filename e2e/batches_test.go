@@ -28,6 +28,7 @@ func TestBatchOfTenThousandRowsAddsUp(t *testing.T) {
 	if raceDetector {
 		t.Skip("-race: 10,000 tasks take minutes under the race detector; the run without -race covers them")
 	}
+	t.Parallel()
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			db := newDBPath(t)

@@ -18,6 +18,7 @@ func TestBenchRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts several servers")
 	}
+	t.Parallel()
 	is := is.New(t)
 	out := mustCLI(t, "bench", "--json", "--duration", "300ms", "--concurrency", "4", "--workers", "4",
 		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,mixed,peer,growth", "--growth-tasks", "2000", "--fair-bulk", "200", "--rounds", "2")
@@ -55,6 +56,7 @@ func TestBenchEmailQuality(t *testing.T) {
 	if testing.Short() {
 		t.Skip("answers hundreds of email lookups")
 	}
+	t.Parallel()
 	is := is.New(t)
 	out := mustCLI(t, "bench", "--json", "--scenario", "email-quality", "--email-companies", "3", "--concurrency", "3", "--workers", "4")
 	var rep bench.Report
@@ -85,6 +87,7 @@ func TestBenchEmailQuality(t *testing.T) {
 // it, every call the vendors count is on a task's `sources`, and the second pass asks
 // nothing for a record held.
 func TestBenchWaterfall(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	out := mustCLI(t, "bench", "--json", "--scenario", "waterfall", "--waterfall-subjects", "200", "--concurrency", "4", "--workers", "4")
 	var rep bench.Report

@@ -98,7 +98,7 @@ func TestSetupCommandsRefusedLeaveNoDatabase(t *testing.T) {
 func TestErrorsCarryNoPackagePrefix(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	bin := buildEnrichd(t)
+	bin := enrichdBinary(t)
 	db := newDBPath(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	missingDir := filepath.Join(t.TempDir(), "gone")
@@ -127,7 +127,7 @@ func TestClientErrorsPrintOnePrefix(t *testing.T) {
 	defer srv.Close()
 	in := filepath.Join(t.TempDir(), "in.csv")
 	is.NoErr(os.WriteFile(in, []byte("domain\nacme.com\n"), 0o600))
-	line := failBinary(t, buildEnrichd(t), "enrich", "--csv", in, "--out", filepath.Join(t.TempDir(), "o.csv"), "--column", "domain", "--url", srv.URL, "--key", "enr_x")
+	line := failBinary(t, enrichdBinary(t), "enrich", "--csv", in, "--out", filepath.Join(t.TempDir(), "o.csv"), "--column", "domain", "--url", srv.URL, "--key", "enr_x")
 	is.True(strings.HasPrefix(line, "enrichd: cannot use the server at ")) // the CLI's sentence first
 	is.Equal(strings.Count(line, "enrichd:"), 1)                           // one prefix
 }

@@ -376,6 +376,7 @@ func (b *browser) checkConsole() {
 // ENRICHD_UPDATE_SCREENSHOTS=1 and only when every step passed.
 func TestDashboardInABrowser(t *testing.T) {
 	chromium := findChromium(t)
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
 	defer cancel()
 

@@ -81,6 +81,7 @@ func (b *browser) phoneLayout(page string) {
 // shown and the navigation is.
 func TestDashboardOnAPhoneInABrowser(t *testing.T) {
 	chromium := findChromium(t)
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
 	defer cancel()
 	db := newDBPath(t)

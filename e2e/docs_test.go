@@ -24,6 +24,7 @@ var markdownLink = regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)\)`)
 // names exists, and a #fragment names a heading of that file, as a reader's click on
 // the repository's web page would find it.
 func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +134,7 @@ func itoa(n int) string {
 // lists: every command and flag the page names exists, and every command and flag
 // that exists is named there, so the page cannot fall behind the binary.
 func TestCLIDocsMatchTheCommands(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "docs", "cli.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -223,6 +225,7 @@ var etcPath = regexp.MustCompile(`/etc/enrichd/[A-Za-z0-9._-]*`)
 // one every doc, deploy file and the Dockerfile name; a reader who follows the docs
 // puts the keys where the service looks.
 func TestEnvironmentFileHasOneName(t *testing.T) {
+	t.Parallel()
 	unit, err := os.ReadFile(filepath.Join("..", "deploy", "enrichd.service"))
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ func serveWith(t *testing.T, db string, extra ...string) (string, func()) {
 // A row whose runs each met a passing failure is enriched once the provider is back:
 // earlier keys of its series replay their failed tasks for free, and a new key runs.
 func TestEnrichRetriesARowAcrossRunsUntilTheProviderIsBack(t *testing.T) {
+	t.Parallel()
 	db, key := companiesDB(t, "acme.com")
 	in := writeCSV(t, "domain", "sim-co.com")
 	out := filepath.Join(t.TempDir(), "out.csv")

@@ -16,6 +16,7 @@ import (
 // sources fill sets an organization's lists, keeps a list left out, clears one given
 // empty back to the default, and with neither flag shows them; on both engines.
 func TestSourcesFill(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			db := newDBPath(t)
@@ -87,6 +88,7 @@ type fillShown struct {
 
 // A refused list opens no database: a mistyped field is not a new empty file.
 func TestSourcesFillRefusesBeforeOpening(t *testing.T) {
+	t.Parallel()
 	db := newDBPath(t)
 	contains(t, failCLI(t, "sources", "fill", "--org", "acme", "--company", "nope", "--db", db), `"nope"`)
 	contains(t, failCLI(t, "sources", "fill", "--org", "acme", "--db", db), "no database at")

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,48 +38,17 @@ var markup = regexp.MustCompile(`<[^>]*>`)
 // firstStartLink is the link serve prints on a database with no user.
 var firstStartLink = regexp.MustCompile(`http://127\.0\.0\.1:\d+/dashboard/install\?token=[A-Za-z0-9_-]{43}`)
 
-// servedOnce runs the binary's serve on db until stop is called, and returns its base
-// address and its standard error so far, once any first-start text is printed.
-type servedOnce struct {
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	base   string
-	done   chan error
-}
-
-func startBinary(t *testing.T, bin, db string, extra ...string) *servedOnce {
+// startBinary runs the binary's serve on db until it is stopped or the test ends, and
+// returns it once it listens.
+func startBinary(t *testing.T, bin, db string, extra ...string) *serveProcess {
 	t.Helper()
-	s := &servedOnce{stderr: &syncBuffer{}, done: make(chan error, 1)}
-	s.cmd = exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--db", db}, extra...)...)
-	s.cmd.Stdout, s.cmd.Stderr = io.Discard, s.stderr
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() { s.cmd.Process.Kill() })
-	s.base = waitListening(t, s.stderr, s.done)
-	return s
-}
-
-// stop ends serve as SIGTERM does, and returns all it wrote to stderr.
-func (s *servedOnce) stop(t *testing.T) string {
-	t.Helper()
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Fatalf("serve: %v\n%s", err, s.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not stop\n%s", s.stderr.String())
-	}
-	return s.stderr.String()
+	return startBinaryServe(t, bin, "serve", nil, append([]string{"--db", db}, extra...)...)
 }
 
 // link waits for the first-start link on stderr.
-func (s *servedOnce) link(t *testing.T) string {
+func (s *serveProcess) link(t *testing.T) string {
 	t.Helper()
-	return waitFirstStartLink(t, s.stderr)
+	return waitFirstStartLink(t, s.log)
 }
 
 // waitFirstStartLink waits for the first-start link serve prints on stderr just after
@@ -109,7 +77,7 @@ func TestFirstStartOfTheBinary(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	t.Parallel()
-	bin := buildEnrichd(t)
+	bin := enrichdBinary(t)
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		firstStart(t, bin, newDBPath(t))
@@ -265,14 +233,9 @@ func firstStart(t *testing.T, bin, db string) {
 	s.stop(t)
 
 	// Stopped, the serve the list showed takes its place, on the same database.
-	restarted := &servedOnce{stderr: &syncBuffer{}, done: make(chan error, 1)}
-	restarted.cmd = exec.Command("sh", "-c", "exec "+strings.Replace(restart, "./enrichd", bin, 1))
-	restarted.cmd.Dir = ".."
-	restarted.cmd.Stdout, restarted.cmd.Stderr = io.Discard, restarted.stderr
-	is.NoErr(restarted.cmd.Start())
-	go func() { restarted.done <- restarted.cmd.Wait() }()
-	t.Cleanup(func() { restarted.cmd.Process.Kill() })
-	restarted.base = waitListening(t, restarted.stderr, restarted.done)
+	restartCmd := exec.Command("sh", "-c", "exec "+strings.Replace(restart, "./enrichd", bin, 1))
+	restartCmd.Dir = ".."
+	restarted := startServeProcess(t, "the restart shown", restartCmd)
 	contains(t, restarted.stop(t), `"sources":"dataset,web"`)
 
 	// A user exists: the next start prints nothing of a first start.

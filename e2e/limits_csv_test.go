@@ -11,6 +11,7 @@ import (
 // Bulk CSV goes through the API, so a value over its limit fails its row as
 // invalid_input naming the limit, and costs nothing.
 func TestEnrichCSVRowsOverTheLimitsChargeNothing(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	db, key := companiesDB(t, "acme.com")
 	base := startEnrichServe(t, db)

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -51,15 +50,7 @@ func TestQuickstart(t *testing.T) {
 		}
 	}
 
-	bin := filepath.Join(t.TempDir(), "enrichd")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
-	build := exec.Command(goTool, "build", "-o", bin, "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := enrichdBinary(t)
 
 	t.Run("runs", func(t *testing.T) {
 		t.Parallel()
@@ -223,7 +214,7 @@ func quickstartCommands(t *testing.T, readme string) []string {
 // blocks into bash at once, in a directory laid out as the checkout (the example
 // records, .gitignore), with the port as the one change: localhost:8080 becomes a free
 // one, which serve and wait-ready read from ENRICHD_ADDR. `go build` is a stand-in
-// that copies the binary built above. Every step prints what the README says it does,
+// that copies the built binary. Every step prints what the README says it does,
 // a store hit's 200 carries the task and no data as step 5 says, and everything the
 // steps made in the checkout is ignored by its .gitignore, while serve runs and once
 // it has stopped.

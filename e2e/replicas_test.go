@@ -10,8 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -29,45 +27,10 @@ import (
 	"github.com/matryer/is"
 )
 
-// replica is one `enrichd serve` process of the test.
-type replica struct {
-	name   string
-	cmd    *exec.Cmd
-	base   string // http://127.0.0.1:PORT
-	log    *syncBuffer
-	exited chan struct{} // closed once the process has exited
-}
-
-func startReplica(t *testing.T, bin, name string, args ...string) *replica {
+// startReplica starts a serve process of bin, one replica of the test.
+func startReplica(t *testing.T, bin, name string, args ...string) *serveProcess {
 	t.Helper()
 	return startBinaryServe(t, bin, name, []string{"ENRICHLAYER_API_KEY=replica-test-key"}, args...)
-}
-
-// startBinaryServe starts `enrichd serve` from bin with args, env added to this process's
-// environment, and waits until it listens; it is killed when the test ends.
-func startBinaryServe(t *testing.T, bin, name string, env []string, args ...string) *replica {
-	t.Helper()
-	r := &replica{name: name, log: &syncBuffer{}, exited: make(chan struct{})}
-	r.cmd = exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)...)
-	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
-	r.cmd.Env = append(os.Environ(), env...)
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1) // for waitListening
-	go func() {
-		done <- r.cmd.Wait()
-		close(r.exited)
-	}()
-	t.Cleanup(func() {
-		r.cmd.Process.Kill()
-		<-r.exited
-		if t.Failed() {
-			t.Logf("replica %s's log:\n%s", r.name, r.log.String())
-		}
-	})
-	r.base = waitListening(t, r.log, done)
-	return r
 }
 
 // fakeVendor is the Enrich Layer API the replicas ask, one path prefix per replica so
@@ -203,6 +166,7 @@ func TestReplicasSurviveAKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs three serve processes")
 	}
+	t.Parallel()
 	is := is.New(t)
 	ctx := t.Context()
 	dsn := storetest.PostgresURL(t)
@@ -213,7 +177,7 @@ func TestReplicasSurviveAKill(t *testing.T) {
 	db, err := store.Open(ctx, dsn, schema, store.WithSubjectKey(box.SubjectKey()))
 	is.NoErr(err)
 	defer db.Close()
-	bin := buildEnrichd(t)
+	bin := enrichdBinary(t)
 
 	const orgs, perOrg, workers = 8, 12, 3
 	hooks := newReplicaHooks(t)
@@ -235,7 +199,7 @@ func TestReplicasSurviveAKill(t *testing.T) {
 		loops[i] = loop.ID
 	}
 
-	var replicas []*replica
+	var replicas []*serveProcess
 	for _, name := range names {
 		replicas = append(replicas, startReplica(t, bin, name, "--db", dsn, "--secret-key-file", keyFile,
 			"--sources", "enrichlayer", "--enrichlayer-url", vendor.srv.URL+"/"+name,
@@ -249,7 +213,7 @@ func TestReplicasSurviveAKill(t *testing.T) {
 	// accepted is every task a replica answered 200 or 202 for, with its organization.
 	var mu sync.Mutex
 	accepted := map[string]int{}
-	burst := func(from, to int, targets []*replica) {
+	burst := func(from, to int, targets []*serveProcess) {
 		t.Helper()
 		var wg sync.WaitGroup
 		errs := make(chan error, orgs*perOrg)

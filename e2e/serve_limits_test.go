@@ -102,6 +102,7 @@ func TestServeHelpShowsTheDefaults(t *testing.T) {
 // connection from one address is closed at once and counted on the admin listener's
 // /metrics, and the log says so; another address is still served.
 func TestServeCapsConnectionsPerAddress(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	logs, done := startServe(t, ctx, "--db", newDBPath(t), "--max-conns-per-addr", "2", "--admin-addr", "127.0.0.1:0")

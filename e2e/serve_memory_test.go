@@ -49,6 +49,7 @@ func TestServeTakesTheCacheSizeFromTheEnvironment(t *testing.T) {
 // TestServeProfilesOnTheAdminAddress runs serve with a memory budget and an admin
 // listener: Go's profiles are served there, and not on the API's address.
 func TestServeProfilesOnTheAdminAddress(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	logs, done := startServe(t, ctx, "--db", newDBPath(t), "--cache-size", "8", "--readers", "3", "--admin-addr", "127.0.0.1:0")

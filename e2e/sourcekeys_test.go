@@ -82,6 +82,7 @@ func notInFiles(t *testing.T, dir, secret string) {
 }
 
 func TestSourcesSetKey(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	const good, bad = "pdl-org-key-5e1f0c9a1234", "pdl-wrong-key-77770000"
 	vendor := newKeyVendor(t, good)
@@ -154,6 +155,7 @@ func TestSourcesSetKey(t *testing.T) {
 // refused before the key is read or checked, and stores nothing; with it, the file
 // is created, mode 0600, and the key stored.
 func TestSourceKeyFileIsRequiredOnPostgres(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	const good = "pdl-org-key-on-postgres-4c4c"
 	vendor := newKeyVendor(t, good)

@@ -156,7 +156,8 @@ func TestSpendOfAKilledServeIsWhatTheVendorsBilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and kills a serve process")
 	}
-	bin := buildEnrichd(t)
+	t.Parallel()
+	bin := enrichdBinary(t)
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			db := newDBPath(t)

@@ -69,6 +69,7 @@ func TestSourcesBudgetCommand(t *testing.T) {
 // serve's budgets, credit prices and sim's price reach GET /v1/sources; bad ones stop
 // it before it opens the database.
 func TestServeSourceEconomicsFlags(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ args, want []string }{
 		{[]string{"--pdl-monthly-budget", "-1"}, []string{"--pdl-monthly-budget"}},
 		{[]string{"--apollo-credit-usd", "-0.1"}, []string{"--apollo-credit-usd"}},

@@ -17,6 +17,7 @@ import (
 // installation's hold for every organization; bad input is refused and changes
 // nothing.
 func TestSuppressionsFromTheCLI(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	db := newDBPath(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
@@ -99,6 +100,7 @@ func TestSuppressionsFromTheCLI(t *testing.T) {
 // naming it, and change nothing; with it they run. A database whose people were
 // hashed under one key file refuses another.
 func TestTheSecretKeyFileIsRequiredOnPostgres(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	db := storetest.PostgresURL(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
