@@ -17,7 +17,7 @@ import (
 // breaks use by screen reader or keyboard, and fitsWidth what a phone would clip.
 
 var axeSource = sync.OnceValues(func() (string, error) {
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "axe", "axe.min.js"))
+	b, err := os.ReadFile(filepath.Join("testdata", "axe", "axe.min.js"))
 	return string(b), err
 })
 
