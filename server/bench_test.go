@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	_ "enrichd/store/sqlite" // the default engine
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"enrichd/server/servertest"
+	_ "enrichd/store/sqlite" // the default engine
 
 	"enrichd/enrich"
 	"enrichd/server"
@@ -38,8 +40,8 @@ func benchServer(b *testing.B) (srv *server.Server, key string) {
 	if _, err := db.GrantCredits(ctx, "acme", 1<<40, nil); err != nil {
 		b.Fatal(err)
 	}
-	net := newFakeNetwork()
-	net.addCompany(company("Acme", "acme.com"))
+	net := servertest.NewFakeNetwork()
+	net.AddCompany(servertest.Company("Acme", "acme.com"))
 	cfg := server.DefaultConfig()
 	cfg.RateIP, cfg.RateKey = server.Rate{}, server.Rate{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))

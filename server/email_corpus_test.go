@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"enrichd/enrich/namecorpus"
+	"enrichd/server/servertest"
 )
 
 // Email resolution measured on names no list of enrichd holds (enrich/namecorpus: 21
@@ -296,12 +297,12 @@ func (a corpusAnswer) String() string {
 // corpusRun answers every address on a fresh enrichd: companies side by side, each
 // company's addresses one at a time, in the order written or shuffled.
 func corpusRun(t *testing.T, cs []namecorpus.Company, opts []any, dataset bool, shuffled bool) (map[string]corpusAnswer, int) {
-	e := newEnv(t, opts...)
+	e := servertest.NewEnv(t, opts...)
 	if dataset {
-		e.importJSONL(corpusJSONL(cs)...)
+		e.ImportJSONL(corpusJSONL(cs)...)
 	}
-	e.key, _ = e.newOrg("corpus", 1<<30)
-	e.startWorkers()
+	e.Key, _ = e.NewOrg("corpus", 1<<30)
+	e.StartWorkers()
 	answers := map[string]corpusAnswer{}
 	var mu sync.Mutex
 	var failed atomic.Value
@@ -348,10 +349,10 @@ func corpusRun(t *testing.T, cs []namecorpus.Company, opts []any, dataset bool, 
 }
 
 // corpusAsk asks for an address and waits for its task to settle.
-func corpusAsk(e *env, address string) (corpusAnswer, error) {
+func corpusAsk(e *servertest.Env, address string) (corpusAnswer, error) {
 	send := func(method, path string, body []byte) (map[string]any, error) {
-		req, _ := http.NewRequest(method, e.http.URL+path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+e.key)
+		req, _ := http.NewRequest(method, e.HTTP.URL+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e.Key)
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
@@ -374,18 +375,18 @@ func corpusAsk(e *env, address string) (corpusAnswer, error) {
 	if err != nil {
 		return corpusAnswer{}, err
 	}
-	r := &response{body: got}
-	id := r.str("task.id")
+	r := &servertest.Response{Body: got}
+	id := r.Str("task.id")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		switch r.str("task.status") {
+		switch r.Str("task.status") {
 		case "succeeded":
-			if r.has("data") {
-				return corpusAnswer{person: r.str("data.network_url"), method: r.str("data.email_match.method"),
-					matchedBy: r.str("data.email_match.matched_by")}, nil
+			if r.Has("data") {
+				return corpusAnswer{person: r.Str("data.network_url"), method: r.Str("data.email_match.method"),
+					matchedBy: r.Str("data.email_match.matched_by")}, nil
 			}
 		case "failed":
-			return corpusAnswer{code: r.str("error.code")}, nil
+			return corpusAnswer{code: r.Str("error.code")}, nil
 		}
 		if time.Now().After(deadline) {
 			return corpusAnswer{}, fmt.Errorf("task %s did not settle", id)
@@ -394,7 +395,7 @@ func corpusAsk(e *env, address string) (corpusAnswer, error) {
 		if got, err = send("GET", "/v1/tasks/"+id, nil); err != nil {
 			return corpusAnswer{}, err
 		}
-		r = &response{body: got}
+		r = &servertest.Response{Body: got}
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"enrichd/server/servertest"
+
 	// The runtime the generated client imports. Importing it here keeps it, at the
 	// version go.sum vouches for, among the module's requirements, so the generated
 	// client below builds from the module cache alone.
@@ -39,7 +41,7 @@ func TestAGeneratedGoClientCompiles(t *testing.T) {
 	// generator's default (pruning of unused components included).
 	write("oapi-codegen.yaml", "package: enrichclient\ngenerate:\n  client: true\n  models: true\noutput: "+
 		filepath.Join(dir, "client.gen.go")+"\n")
-	doc, err := filepath.Abs(openAPIFile)
+	doc, err := filepath.Abs(servertest.OpenAPIFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestAGeneratedGoClientCompiles(t *testing.T) {
 func TestTheDocumentSaysWhatGeneratorsNeed(t *testing.T) {
 	s := loadOpenAPI(t)
 	var doc any
-	if err := json.Unmarshal(s.raw, &doc); err != nil {
+	if err := json.Unmarshal(s.Raw, &doc); err != nil {
 		t.Fatal(err)
 	}
 	declared := map[string]bool{}

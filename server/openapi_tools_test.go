@@ -21,7 +21,7 @@ var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "p
 func TestTheDocumentSaysWhatLintersAndTypeGeneratorsNeed(t *testing.T) {
 	s := loadOpenAPI(t)
 	var doc map[string]any
-	if err := json.Unmarshal(s.raw, &doc); err != nil {
+	if err := json.Unmarshal(s.Raw, &doc); err != nil {
 		t.Fatal(err)
 	}
 	info, _ := doc["info"].(map[string]any)
@@ -147,7 +147,7 @@ func TestTheDocumentSaysWhatLintersAndTypeGeneratorsNeed(t *testing.T) {
 func TestTheDocumentKeepsTheLintersRules(t *testing.T) {
 	s := loadOpenAPI(t)
 	var doc map[string]any
-	if err := json.Unmarshal(s.raw, &doc); err != nil {
+	if err := json.Unmarshal(s.Raw, &doc); err != nil {
 		t.Fatal(err)
 	}
 	for _, problem := range lintProblems(doc) {

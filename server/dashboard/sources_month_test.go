@@ -1,4 +1,4 @@
-package server_test
+package dashboard_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/server"
+	"enrichd/server/servertest"
 	"enrichd/store"
 
 	"github.com/matryer/is"
@@ -20,31 +21,31 @@ import (
 // organization's spend is not on it.
 func TestDashboardSourcesMonthPage(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t, withPricedVendors("pdl"), func(c *server.Config) {
+	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"), func(c *server.Config) {
 		c.CreditUSD = map[string]float64{"pdl": 0.1}
 		c.Fill = enrich.FillLists{Person: []string{"about"}}
 	})
 	ctx := context.Background()
-	_, otherID := e.newOrg("other", 10)
-	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 50))
+	_, otherID := e.NewOrg("other", 10)
+	is.NoErr(e.DB.SetSourceBudget(ctx, e.OrgID, "pdl", 50))
 	company := []string{"slogan", "employee_count"}
-	is.NoErr(e.db.SetFillLists(ctx, e.orgID, store.FillUpdate{Company: &company}))
+	is.NoErr(e.DB.SetFillLists(ctx, e.OrgID, store.FillUpdate{Company: &company}))
 	for range 3 {
-		e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 4})
+		e.Ask(e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 4})
 	}
-	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
-	e.ask(otherID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 999})
+	e.Ask(e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1})
+	e.Ask(otherID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 999})
 
 	for _, role := range []string{"admin", "viewer"} {
-		p := e.signIn("acme", role).get("/dashboard/sources")
-		is.Equal(p.status, http.StatusOK)
-		is.True(p.has(`<a href="/dashboard/sources" aria-current="page">Sources</a>`))
-		is.True(p.has(`id="fill-company-state">This organization's own list: <code>slogan</code>, <code>employee_count</code>.`))
-		is.True(p.has(`id="fill-person-state">The server's default: <code>about</code>.`))
+		p := e.SignIn("acme", role).Get("/dashboard/sources")
+		is.Equal(p.Status, http.StatusOK)
+		is.True(p.Has(`<a href="/dashboard/sources" aria-current="page">Sources</a>`))
+		is.True(p.Has(`id="fill-company-state">This organization's own list: <code>slogan</code>, <code>employee_count</code>.`))
+		is.True(p.Has(`id="fill-person-state">The server's default: <code>about</code>.`))
 		// In order: the fake network, the dataset, pdl.
-		i, j, k := strings.Index(p.body, `id="source-fake-network"`), strings.Index(p.body, `id="source-dataset"`), strings.Index(p.body, `id="source-pdl"`)
+		i, j, k := strings.Index(p.Body, `id="source-fake-network"`), strings.Index(p.Body, `id="source-dataset"`), strings.Index(p.Body, `id="source-pdl"`)
 		is.True(i > 0 && i < j && j < k)
-		pdl := p.body[k:]
+		pdl := p.Body[k:]
 		is.True(strings.Contains(pdl, `<div class="n">4</div><div class="label">4 calls upstream</div>`))
 		is.True(strings.Contains(pdl, `<div class="n">75%</div>`))
 		is.True(strings.Contains(pdl, `<div class="n">12</div><div class="label">$1.20</div>`))
@@ -52,8 +53,8 @@ func TestDashboardSourcesMonthPage(t *testing.T) {
 		is.True(strings.Contains(pdl, `50 a month for your organization`))
 		is.True(strings.Contains(pdl, `<dt>Key</dt><dd>the installation`))
 		is.True(strings.Contains(pdl, `12 vendor credits</title>`)) // today's bar
-		is.True(!p.has(">999<") && !p.has("999 vendor credits"))    // the other organization's
-		is.True(strings.Contains(p.body[j:k], "takes no key"))
+		is.True(!p.Has(">999<") && !p.Has("999 vendor credits"))    // the other organization's
+		is.True(strings.Contains(p.Body[j:k], "takes no key"))
 	}
 }
 
@@ -61,18 +62,18 @@ func TestDashboardSourcesMonthPage(t *testing.T) {
 // Sources page as asks, at their full price, and say so.
 func TestDashboardSourcesMonthShowsAsksUnderWayAndUnknown(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t, withPricedVendors("pdl"))
+	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	ctx := context.Background()
-	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
-	gone := replicaOf(e)
-	is.True(admit(t, gone.srv.Spend(), e.orgID, "pdl") != nil) // its process is gone before the answer
-	is.True(admit(t, e.srv.Spend(), e.orgID, "pdl") != nil)    // under way here
-	e.clock.Add(time.Minute)
-	e.srv.SettleDeadAsks(ctx)
+	e.Ask(e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
+	gone := servertest.ReplicaOf(e)
+	is.True(servertest.Admit(t, gone.Srv.Spend(), e.OrgID, "pdl") != nil) // its process is gone before the answer
+	is.True(servertest.Admit(t, e.Srv.Spend(), e.OrgID, "pdl") != nil)    // under way here
+	e.Clock.Add(time.Minute)
+	e.Srv.SettleDeadAsks(ctx)
 
-	pdl := e.signIn("acme", "viewer").get("/dashboard/sources")
-	is.Equal(pdl.status, http.StatusOK)
-	body := pdl.body[strings.Index(pdl.body, `id="source-pdl"`):]
+	pdl := e.SignIn("acme", "viewer").Get("/dashboard/sources")
+	is.Equal(pdl.Status, http.StatusOK)
+	body := pdl.Body[strings.Index(pdl.Body, `id="source-pdl"`):]
 	is.True(strings.Contains(body, `<div class="n">3</div><div class="label">3 calls upstream</div>`))
 	is.True(strings.Contains(body, `1 hits · 0 misses · 0 errors · <span title="Their process ended before the answers came: counted at their full price">1 unknown</span> · <span title="Under way now: counted at their full price until answered">1 under way</span>`))
 	is.True(strings.Contains(body, `<div class="n">3</div><div class="label">this month</div>`))

@@ -1,4 +1,4 @@
-package server_test
+package dashboard_test
 
 import (
 	"bytes"
@@ -12,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"enrichd/server"
 	"github.com/matryer/is"
+
+	"enrichd/server"
+	"enrichd/server/servertest"
 )
 
 // TestDashboardFirstStartLink follows the link serve prints on a database with no
@@ -21,29 +23,29 @@ import (
 // organization's admin and signs them in, and the link then works no more.
 func TestDashboardFirstStartLink(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t) // acme, with a key and credits, and nobody to sign in
+	e := servertest.NewEnv(t) // acme, with a key and credits, and nobody to sign in
 	ctx := context.Background()
-	token, err := e.db.NewInstallLink(ctx)
+	token, err := e.DB.NewInstallLink(ctx)
 	is.NoErr(err)
-	b := e.newBrowser()
+	b := e.NewBrowser()
 	link := "/dashboard/install?token=" + url.QueryEscape(token)
 
-	p := b.get("/dashboard/login") // nobody can sign in: the page says where the first admin comes from
-	is.Equal(p.status, http.StatusOK)
-	is.True(p.has(`id="first-start-hint"`))
+	p := b.Get("/dashboard/login") // nobody can sign in: the page says where the first admin comes from
+	is.Equal(p.Status, http.StatusOK)
+	is.True(p.Has(`id="first-start-hint"`))
 
-	p = b.get(link)
-	is.Equal(p.status, http.StatusOK)
-	is.True(p.has(`name="org"`) && p.has(`name="email"`) && p.has(`name="confirm"`))
-	is.Equal(p.header.Get("Referrer-Policy"), "no-referrer") // the token never leaves in a Referer
-	is.Equal(p.header.Get("Cache-Control"), "no-store")
+	p = b.Get(link)
+	is.Equal(p.Status, http.StatusOK)
+	is.True(p.Has(`name="org"`) && p.Has(`name="email"`) && p.Has(`name="confirm"`))
+	is.Equal(p.Header.Get("Referrer-Policy"), "no-referrer") // the token never leaves in a Referer
+	is.Equal(p.Header.Get("Cache-Control"), "no-store")
 	for _, bad := range []string{"", "nope", token + "x"} {
-		p = b.get("/dashboard/install?token=" + url.QueryEscape(bad))
-		is.Equal(p.status, http.StatusNotFound)
-		is.True(p.has("first-start link is not valid"))
+		p = b.Get("/dashboard/install?token=" + url.QueryEscape(bad))
+		is.Equal(p.Status, http.StatusNotFound)
+		is.True(p.Has("first-start link is not valid"))
 	}
 
-	good := url.Values{"token": {token}, "org": {"beta"}, "email": {" Owner@Beta.example "}, "password": {dashPassword}, "confirm": {dashPassword}}
+	good := url.Values{"token": {token}, "org": {"beta"}, "email": {" Owner@Beta.example "}, "password": {servertest.DashPassword}, "confirm": {servertest.DashPassword}}
 	with := func(name, value string) url.Values {
 		f := url.Values{}
 		for k, v := range good {
@@ -60,58 +62,58 @@ func TestDashboardFirstStartLink(t *testing.T) {
 		{with("org", "no spaces allowed"), "organization name"},
 		{with("email", "not an address"), "email"},
 		{with("password", "too short"), "at least 12 characters"},
-		{with("confirm", dashPassword+"!"), "differ"},
+		{with("confirm", servertest.DashPassword+"!"), "differ"},
 	} {
-		p = b.post("/dashboard/install", c.form)
-		is.Equal(p.status, http.StatusBadRequest)
-		is.True(strings.Contains(p.body, c.want))
-		is.True(p.has(`role="alert"`))
-		is.True(!p.has(dashPassword)) // a password is never sent back
+		p = b.Post("/dashboard/install", c.form)
+		is.Equal(p.Status, http.StatusBadRequest)
+		is.True(strings.Contains(p.Body, c.want))
+		is.True(p.Has(`role="alert"`))
+		is.True(!p.Has(servertest.DashPassword)) // a password is never sent back
 	}
-	p = b.post("/dashboard/install", with("token", "nope"))
-	is.Equal(p.status, http.StatusNotFound)
+	p = b.Post("/dashboard/install", with("token", "nope"))
+	is.Equal(p.Status, http.StatusNotFound)
 	// A form from another site is refused before anything is read.
-	p = b.do(http.MethodPost, "/dashboard/install", good, "Sec-Fetch-Site", "cross-site")
-	is.Equal(p.status, http.StatusForbidden)
-	users, err := e.db.ListUsers(ctx, "")
+	p = b.Do(http.MethodPost, "/dashboard/install", good, "Sec-Fetch-Site", "cross-site")
+	is.Equal(p.Status, http.StatusForbidden)
+	users, err := e.DB.ListUsers(ctx, "")
 	is.NoErr(err)
 	is.Equal(len(users), 0) // nothing refused made a user
-	orgs, err := e.db.ListOrgs(ctx)
+	orgs, err := e.DB.ListOrgs(ctx)
 	is.NoErr(err)
 	is.Equal(len(orgs), 1) // nor an organization
-	is.True(b.sessionCookie() == nil)
+	is.True(b.SessionCookie() == nil)
 
-	p = b.post("/dashboard/install", good)
-	is.Equal(p.status, http.StatusSeeOther)
-	is.True(strings.HasPrefix(p.location, "/dashboard/?notice="))
-	is.True(b.sessionCookie() != nil) // signed in
-	p = b.get(p.location)
-	is.Equal(p.status, http.StatusOK)
-	is.True(p.has("beta · admin"))
-	is.True(p.has("Welcome: beta and its admin owner@beta.example are set up"))
-	users, err = e.db.ListUsers(ctx, "")
+	p = b.Post("/dashboard/install", good)
+	is.Equal(p.Status, http.StatusSeeOther)
+	is.True(strings.HasPrefix(p.Location, "/dashboard/?notice="))
+	is.True(b.SessionCookie() != nil) // signed in
+	p = b.Get(p.Location)
+	is.Equal(p.Status, http.StatusOK)
+	is.True(p.Has("beta · admin"))
+	is.True(p.Has("Welcome: beta and its admin owner@beta.example are set up"))
+	users, err = e.DB.ListUsers(ctx, "")
 	is.NoErr(err)
 	is.Equal(len(users), 1)
 	is.Equal(users[0].Role, "admin")
 
 	// Used once: refused, and no new link is made.
-	p = e.newBrowser().get(link)
-	is.Equal(p.status, http.StatusNotFound)
-	p = e.newBrowser().post("/dashboard/install", with("email", "eve@beta.example"))
-	is.Equal(p.status, http.StatusNotFound)
-	again, err := e.db.NewInstallLink(ctx)
+	p = e.NewBrowser().Get(link)
+	is.Equal(p.Status, http.StatusNotFound)
+	p = e.NewBrowser().Post("/dashboard/install", with("email", "eve@beta.example"))
+	is.Equal(p.Status, http.StatusNotFound)
+	again, err := e.DB.NewInstallLink(ctx)
 	is.NoErr(err)
 	is.Equal(again, "")
-	users, err = e.db.ListUsers(ctx, "")
+	users, err = e.DB.ListUsers(ctx, "")
 	is.NoErr(err)
 	is.Equal(len(users), 1)
 
 	// The password set is the one to sign in with, and the hint is gone.
-	other := e.newBrowser()
-	p = other.get("/dashboard/login")
-	is.True(!p.has(`id="first-start-hint"`))
-	is.True(p.has("enrichd users create"))
-	other.login("owner@beta.example", dashPassword)
+	other := e.NewBrowser()
+	p = other.Get("/dashboard/login")
+	is.True(!p.Has(`id="first-start-hint"`))
+	is.True(p.Has("enrichd users create"))
+	other.Login("owner@beta.example", servertest.DashPassword)
 }
 
 // TestDashboardGettingStarted: an organization without credits or a key sees the
@@ -119,50 +121,50 @@ func TestDashboardFirstStartLink(t *testing.T) {
 // nothing is left to do.
 func TestDashboardGettingStarted(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
+	e := servertest.NewEnv(t)
 	ctx := context.Background()
-	b := e.signIn("fresh", "admin") // fresh has 100 credits and a key
-	p := b.get("/dashboard/")
-	is.Equal(p.status, http.StatusOK)
-	is.True(!p.has("Getting started")) // credits, a key, and the fake network as a source
+	b := e.SignIn("fresh", "admin") // fresh has 100 credits and a key
+	p := b.Get("/dashboard/")
+	is.Equal(p.Status, http.StatusOK)
+	is.True(!p.Has("Getting started")) // credits, a key, and the fake network as a source
 
-	e.newOrg("bare", 0)
-	k := e.keysOf("bare")
+	e.NewOrg("bare", 0)
+	k := e.KeysOf("bare")
 	is.Equal(len(k), 1)
-	is.NoErr(e.db.RevokeKey(ctx, "bare", k[0].ID))
-	bare := e.signIn("bare", "viewer")
-	p = bare.get("/dashboard/")
-	is.Equal(p.status, http.StatusOK)
-	is.True(p.has("Getting started"))
+	is.NoErr(e.DB.RevokeKey(ctx, "bare", k[0].ID))
+	bare := e.SignIn("bare", "viewer")
+	p = bare.Get("/dashboard/")
+	is.Equal(p.Status, http.StatusOK)
+	is.True(p.Has("Getting started"))
 	is.True(strings.Contains(pageText(p), "./enrichd credits grant --org bare --amount 1000"))
 	is.True(strings.Contains(pageText(p), "./enrichd keys create --org bare --name first"))
-	is.Equal(strings.Count(p.body, `<li class="todo">`), 2)
-	is.Equal(strings.Count(p.body, `<li class="done">`), 1) // the source: the fake network finds things
+	is.Equal(strings.Count(p.Body, `<li class="todo">`), 2)
+	is.Equal(strings.Count(p.Body, `<li class="done">`), 1) // the source: the fake network finds things
 
-	_, err := e.db.GrantCredits(ctx, "bare", 10, nil)
+	_, err := e.DB.GrantCredits(ctx, "bare", 10, nil)
 	is.NoErr(err)
-	p = bare.get("/dashboard/")
-	is.Equal(strings.Count(p.body, `<li class="todo">`), 1)
-	is.Equal(strings.Count(p.body, `<li class="done">`), 2)
+	p = bare.Get("/dashboard/")
+	is.Equal(strings.Count(p.Body, `<li class="todo">`), 1)
+	is.Equal(strings.Count(p.Body, `<li class="done">`), 2)
 
-	_, _, err = e.db.CreateKey(ctx, "bare", "first", false)
+	_, _, err = e.DB.CreateKey(ctx, "bare", "first", false)
 	is.NoErr(err)
-	p = bare.get("/dashboard/")
-	is.Equal(p.status, http.StatusOK)
-	is.True(!p.has("Getting started"))
+	p = bare.Get("/dashboard/")
+	is.Equal(p.Status, http.StatusOK)
+	is.True(!p.Has("Getting started"))
 }
 
 // TestRootAndFavicon: the site's root leads to the dashboard, and /favicon.ico is an
 // icon browsers read.
 func TestRootAndFavicon(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
-	b := e.newBrowser()
-	p := b.get("/")
-	is.Equal(p.status, http.StatusFound)
-	is.Equal(p.location, "/dashboard/")
+	e := servertest.NewEnv(t)
+	b := e.NewBrowser()
+	p := b.Get("/")
+	is.Equal(p.Status, http.StatusFound)
+	is.Equal(p.Location, "/dashboard/")
 
-	res, err := http.Get(e.http.URL + "/favicon.ico")
+	res, err := http.Get(e.HTTP.URL + "/favicon.ico")
 	is.NoErr(err)
 	defer res.Body.Close()
 	ico, err := io.ReadAll(res.Body)
@@ -190,8 +192,8 @@ func TestRootAndFavicon(t *testing.T) {
 
 // pageText is the page's HTML without its tags, as a reader copies its text: a
 // command's words are each in an element of their own.
-func pageText(p *webPage) string {
-	return regexp.MustCompile(`<[^>]*>`).ReplaceAllString(p.body, "")
+func pageText(p *servertest.WebPage) string {
+	return regexp.MustCompile(`<[^>]*>`).ReplaceAllString(p.Body, "")
 }
 
 // TestDashboardGettingStartedNamesTheDatabase: a service on a database other than the
@@ -212,16 +214,16 @@ func TestDashboardGettingStartedNamesTheDatabase(t *testing.T) {
 	} {
 		t.Run("db="+c.db, func(t *testing.T) {
 			is := is.New(t)
-			e := newEnv(t, func(cfg *server.Config) { cfg.Database, cfg.SecretKeyFile = c.db, c.keyFile })
-			e.newOrg("bare", 0)
-			bare := e.signIn("bare", "viewer")
-			p := bare.get("/dashboard/")
-			is.Equal(p.status, http.StatusOK)
+			e := servertest.NewEnv(t, func(cfg *server.Config) { cfg.Database, cfg.SecretKeyFile = c.db, c.keyFile })
+			e.NewOrg("bare", 0)
+			bare := e.SignIn("bare", "viewer")
+			p := bare.Get("/dashboard/")
+			is.Equal(p.Status, http.StatusOK)
 			if !strings.Contains(pageText(p), c.want) {
-				t.Fatalf("the overview lacks %q:\n%s", c.want, p.body)
+				t.Fatalf("the overview lacks %q:\n%s", c.want, p.Body)
 			}
 			if c.never != "" {
-				is.True(!p.has(c.never))
+				is.True(!p.Has(c.never))
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package server_test
+package dashboard_test
 
 import (
 	"context"
@@ -13,20 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"enrichd/server/servertest"
 	"enrichd/store"
 
 	"github.com/matryer/is"
 )
-
-// ledgerOf is an organization's whole ledger, oldest first, straight from the store.
-func (e *env) ledgerOf(org string) []store.LedgerEntry {
-	e.t.Helper()
-	entries, err := e.db.CreditLedger(context.Background(), org)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return entries
-}
 
 // newestFirst is the ids of ledger rows, newest first.
 func newestFirst(entries []store.LedgerEntry) []int64 {
@@ -40,10 +31,10 @@ func newestFirst(entries []store.LedgerEntry) []int64 {
 var ledgerRowPattern = regexp.MustCompile(`<tr class="ledger" id="ledger-(\d+)">`)
 
 // ledgerIDs are the ids of the ledger rows a credits page shows, in its order.
-func ledgerIDs(t *testing.T, p *webPage) []int64 {
+func ledgerIDs(t *testing.T, p *servertest.WebPage) []int64 {
 	t.Helper()
 	var ids []int64
-	for _, m := range ledgerRowPattern.FindAllStringSubmatch(p.body, -1) {
+	for _, m := range ledgerRowPattern.FindAllStringSubmatch(p.Body, -1) {
 		id, err := strconv.ParseInt(m[1], 10, 64)
 		if err != nil {
 			t.Fatal(err)
@@ -54,8 +45,8 @@ func ledgerIDs(t *testing.T, p *webPage) []int64 {
 }
 
 // ledgerRowHTML is the HTML of one ledger row of a credits page.
-func ledgerRowHTML(p *webPage, id int64) string {
-	_, after, ok := strings.Cut(p.body, fmt.Sprintf(`<tr class="ledger" id="ledger-%d">`, id))
+func ledgerRowHTML(p *servertest.WebPage, id int64) string {
+	_, after, ok := strings.Cut(p.Body, fmt.Sprintf(`<tr class="ledger" id="ledger-%d">`, id))
 	if !ok {
 		return ""
 	}
@@ -66,48 +57,27 @@ func ledgerRowHTML(p *webPage, id int64) string {
 var olderPattern = regexp.MustCompile(`<a href="(/dashboard/credits\?before=\d+)" rel="next">Older →</a>`)
 
 // olderLink is the page's "Older →" link, "" on the last page.
-func olderLink(p *webPage) string {
-	m := olderPattern.FindStringSubmatch(p.body)
+func olderLink(p *servertest.WebPage) string {
+	m := olderPattern.FindStringSubmatch(p.Body)
 	if m == nil {
 		return ""
 	}
 	return m[1]
 }
 
-// everyKind gives acme one ledger row of each kind beside its first grant: a charge
-// and its refund (a task submitted through the API, then canceled) and a grant that
-// expires. It returns the task's id.
-func (e *env) everyKind() string {
-	e.t.Helper()
-	r := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com"})
-	if r.status != http.StatusAccepted {
-		e.t.Fatalf("enrich: %d %s", r.status, r.raw)
-	}
-	taskID := r.str("task.id")
-	if r := e.do("POST", "/v1/tasks/"+taskID+"/cancel", nil); r.status != http.StatusOK {
-		e.t.Fatalf("cancel: %d %s", r.status, r.raw)
-	}
-	expires := e.clock.Now().Add(time.Hour)
-	if _, err := e.db.GrantCredits(context.Background(), "acme", 5, &expires); err != nil {
-		e.t.Fatal(err)
-	}
-	e.clock.Add(2 * time.Hour) // the next balance writes off the 5
-	return taskID
-}
-
 func TestDashboardCreditsPageForBothRoles(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
-	taskID := e.everyKind()
-	admin, viewer := e.signIn("acme", "admin"), e.signIn("acme", "viewer")
+	e := servertest.NewEnv(t)
+	taskID := e.EveryKind()
+	admin, viewer := e.SignIn("acme", "admin"), e.SignIn("acme", "viewer")
 
-	for _, b := range []*browser{admin, viewer} {
-		p := b.get("/dashboard/credits")
-		is.Equal(p.status, http.StatusOK)
-		is.True(p.has(`id="balance">100<`)) // 100 + 5 - charge + refund - 5
-		is.True(p.has(`<a id="export-csv" href="/dashboard/credits.csv">`))
-		is.True(p.has(`<span class="status failed">expired</span>`)) // the 5 in the grants
-		ledger := e.ledgerOf("acme")
+	for _, b := range []*servertest.Browser{admin, viewer} {
+		p := b.Get("/dashboard/credits")
+		is.Equal(p.Status, http.StatusOK)
+		is.True(p.Has(`id="balance">100<`)) // 100 + 5 - charge + refund - 5
+		is.True(p.Has(`<a id="export-csv" href="/dashboard/credits.csv">`))
+		is.True(p.Has(`<span class="status failed">expired</span>`)) // the 5 in the grants
+		ledger := e.LedgerOf("acme")
 		is.Equal(ledgerIDs(t, p), newestFirst(ledger))
 		kinds := map[string]int{}
 		for _, en := range ledger {
@@ -124,84 +94,84 @@ func TestDashboardCreditsPageForBothRoles(t *testing.T) {
 		}
 		is.Equal(kinds, map[string]int{"grant": 2, "charge": 1, "refund": 1, "expiry": 1})
 		is.True(olderLink(p) == "") // one page
-		is.True(!p.has("← Newest"))
+		is.True(!p.Has("← Newest"))
 	}
 }
 
 func TestDashboardLedgerIsPagedByIndex(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
+	e := servertest.NewEnv(t)
 	ctx := context.Background()
 	for i := range 60 {
-		if _, err := e.db.GrantCredits(ctx, "acme", int64(i+1), nil); err != nil {
+		if _, err := e.DB.GrantCredits(ctx, "acme", int64(i+1), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := newestFirst(e.ledgerOf("acme")) // 61 rows
-	b := e.signIn("acme", "viewer")
+	want := newestFirst(e.LedgerOf("acme")) // 61 rows
+	b := e.SignIn("acme", "viewer")
 
-	p := b.get("/dashboard/credits")
-	is.Equal(p.status, http.StatusOK)
+	p := b.Get("/dashboard/credits")
+	is.Equal(p.Status, http.StatusOK)
 	is.Equal(ledgerIDs(t, p), want[:50])
 	older := olderLink(p)
 	is.Equal(older, fmt.Sprintf("/dashboard/credits?before=%d", want[49]))
 
-	p = b.get(older)
-	is.Equal(p.status, http.StatusOK)
+	p = b.Get(older)
+	is.Equal(p.Status, http.StatusOK)
 	is.Equal(ledgerIDs(t, p), want[50:]) // the rest, none twice, none missed
 	is.Equal(olderLink(p), "")
-	is.True(p.has(`<a href="/dashboard/credits">← Newest</a>`))
-	is.True(p.has(`id="balance">1930<`)) // every page shows the whole balance: 100 + 1 + … + 60
+	is.True(p.Has(`<a href="/dashboard/credits">← Newest</a>`))
+	is.True(p.Has(`id="balance">1930<`)) // every page shows the whole balance: 100 + 1 + … + 60
 
 	// Past the oldest row there is nothing, said so.
-	p = b.get(fmt.Sprintf("/dashboard/credits?before=%d", want[len(want)-1]))
-	is.Equal(p.status, http.StatusOK)
+	p = b.Get(fmt.Sprintf("/dashboard/credits?before=%d", want[len(want)-1]))
+	is.Equal(p.Status, http.StatusOK)
 	is.Equal(len(ledgerIDs(t, p)), 0)
-	is.True(p.has("No older rows."))
+	is.True(p.Has("No older rows."))
 
 	for _, bad := range []string{"abc", "-1", "0", "1.5", "99999999999999999999"} {
-		p = b.get("/dashboard/credits?before=" + url.QueryEscape(bad))
-		is.Equal(p.status, http.StatusBadRequest)
+		p = b.Get("/dashboard/credits?before=" + url.QueryEscape(bad))
+		is.Equal(p.Status, http.StatusBadRequest)
 	}
 
 	// Exactly a page of rows: no link to an empty older page.
-	e.newOrg("even", 1)
+	e.NewOrg("even", 1)
 	for range 49 {
-		if _, err := e.db.GrantCredits(ctx, "even", 1, nil); err != nil {
+		if _, err := e.DB.GrantCredits(ctx, "even", 1, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p = e.signIn("even", "admin").get("/dashboard/credits")
+	p = e.SignIn("even", "admin").Get("/dashboard/credits")
 	is.Equal(len(ledgerIDs(t, p)), 50)
 	is.Equal(olderLink(p), "")
 }
 
 func TestDashboardLedgerPagesStayInTheirOrganization(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
-	e.newOrg("other", 7)
-	acmeIDs := newestFirst(e.ledgerOf("acme"))
-	otherIDs := newestFirst(e.ledgerOf("other"))
+	e := servertest.NewEnv(t)
+	e.NewOrg("other", 7)
+	acmeIDs := newestFirst(e.LedgerOf("acme"))
+	otherIDs := newestFirst(e.LedgerOf("other"))
 
 	// A cursor is only a position: before another org's row, acme still sees acme's.
-	p := e.signIn("acme", "admin").get(fmt.Sprintf("/dashboard/credits?before=%d", otherIDs[0]+1))
-	is.Equal(p.status, http.StatusOK)
+	p := e.SignIn("acme", "admin").Get(fmt.Sprintf("/dashboard/credits?before=%d", otherIDs[0]+1))
+	is.Equal(p.Status, http.StatusOK)
 	is.Equal(ledgerIDs(t, p), acmeIDs)
-	p = e.signIn("other", "viewer").get("/dashboard/credits")
+	p = e.SignIn("other", "viewer").Get("/dashboard/credits")
 	is.Equal(ledgerIDs(t, p), otherIDs)
-	is.True(p.has(`id="balance">7<`))
+	is.True(p.Has(`id="balance">7<`))
 }
 
 // csvExport downloads a browser's ledger export and checks what every export must be.
-func csvExport(t *testing.T, e *env, b *browser, org string) [][]string {
+func csvExport(t *testing.T, e *servertest.Env, b *servertest.Browser, org string) [][]string {
 	t.Helper()
 	is := is.New(t)
-	p := b.get("/dashboard/credits.csv")
-	is.Equal(p.status, http.StatusOK)
-	is.Equal(p.header.Get("Content-Type"), "text/csv; charset=utf-8")
-	is.Equal(p.header.Get("Content-Disposition"),
-		`attachment; filename="enrichd-credits-`+org+`-`+e.clock.Now().UTC().Format("2006-01-02")+`.csv"`)
-	records, err := csv.NewReader(strings.NewReader(p.body)).ReadAll()
+	p := b.Get("/dashboard/credits.csv")
+	is.Equal(p.Status, http.StatusOK)
+	is.Equal(p.Header.Get("Content-Type"), "text/csv; charset=utf-8")
+	is.Equal(p.Header.Get("Content-Disposition"),
+		`attachment; filename="enrichd-credits-`+org+`-`+e.Clock.Now().UTC().Format("2006-01-02")+`.csv"`)
+	records, err := csv.NewReader(strings.NewReader(p.Body)).ReadAll()
 	is.NoErr(err)
 	is.True(len(records) > 0)
 	is.Equal(records[0], []string{"id", "created_at", "kind", "amount", "signed_amount", "grant_id", "task_id"})
@@ -210,20 +180,20 @@ func csvExport(t *testing.T, e *env, b *browser, org string) [][]string {
 
 func TestDashboardCreditsCSVExport(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
-	taskID := e.everyKind()
+	e := servertest.NewEnv(t)
+	taskID := e.EveryKind()
 	ctx := context.Background()
 	// More rows than the export reads at a time, so it goes on past its first page.
 	for range store.MaxLedgerPage + 100 {
-		if _, err := e.db.GrantCredits(ctx, "acme", 2, nil); err != nil {
+		if _, err := e.DB.GrantCredits(ctx, "acme", 2, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.newOrg("other", 7)
-	viewer := e.signIn("acme", "viewer") // reading is enough to export
+	e.NewOrg("other", 7)
+	viewer := e.SignIn("acme", "viewer") // reading is enough to export
 
 	rows := csvExport(t, e, viewer, "acme")
-	ledger := e.ledgerOf("acme") // read after the export, which wrote off the expired grant
+	ledger := e.LedgerOf("acme") // read after the export, which wrote off the expired grant
 	is.Equal(len(rows), len(ledger))
 	byID := map[int64]store.LedgerEntry{}
 	for _, en := range ledger {
@@ -260,27 +230,27 @@ func TestDashboardCreditsCSVExport(t *testing.T) {
 		}
 	}
 	is.Equal(ids, newestFirst(ledger)) // newest first, each row once
-	is.Equal(sum, e.balance("acme").Balance)
+	is.Equal(sum, e.Balance("acme").Balance)
 	is.Equal(sum, int64(100+2*(store.MaxLedgerPage+100)))
 
 	// Another organization's export holds its own rows only.
-	other := csvExport(t, e, e.signIn("other", "admin"), "other")
+	other := csvExport(t, e, e.SignIn("other", "admin"), "other")
 	is.Equal(len(other), 1)
 	is.Equal(other[0][2], "grant")
 	is.Equal(other[0][4], "7")
 	otherID, _ := strconv.ParseInt(other[0][0], 10, 64)
-	is.Equal(otherID, e.ledgerOf("other")[0].ID)
+	is.Equal(otherID, e.LedgerOf("other")[0].ID)
 	is.True(!slices.Contains(ids, otherID))
 }
 
 func TestDashboardCreditsNeedASession(t *testing.T) {
 	is := is.New(t)
-	e := newEnv(t)
-	b := e.newBrowser()
+	e := servertest.NewEnv(t)
+	b := e.NewBrowser()
 	for _, path := range []string{"/dashboard/credits", "/dashboard/credits.csv"} {
-		p := b.get(path, "Authorization", "Bearer "+e.key) // an API key is no session
-		is.Equal(p.status, http.StatusSeeOther)
-		is.True(strings.HasPrefix(p.location, "/dashboard/login"))
-		is.True(!p.has("grant"))
+		p := b.Get(path, "Authorization", "Bearer "+e.Key) // an API key is no session
+		is.Equal(p.Status, http.StatusSeeOther)
+		is.True(strings.HasPrefix(p.Location, "/dashboard/login"))
+		is.True(!p.Has("grant"))
 	}
 }

@@ -1,4 +1,4 @@
-package server_test
+package dashboard_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"enrichd/server/servertest"
 	"enrichd/store"
 )
 
@@ -21,49 +22,49 @@ const benchTasks = 100_000
 // through an index from where it starts. The CSV export is the one answer that grows
 // with the ledger, by design; it is measured apart.
 func BenchmarkDashboardPages(b *testing.B) {
-	e := newEnv(b)
+	e := servertest.NewEnv(b)
 	ctx := context.Background()
-	if err := e.db.SeedTasks(ctx, e.orgID, benchTasks); err != nil {
+	if err := e.DB.SeedTasks(ctx, e.OrgID, benchTasks); err != nil {
 		b.Fatal(err)
 	}
-	grant, err := e.db.GrantCredits(ctx, "acme", 1<<40, nil)
+	grant, err := e.DB.GrantCredits(ctx, "acme", 1<<40, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := e.db.SeedLedger(ctx, e.orgID, grant, benchTasks, 30*24*time.Hour); err != nil {
+	if err := e.DB.SeedLedger(ctx, e.OrgID, grant, benchTasks, 30*24*time.Hour); err != nil {
 		b.Fatal(err)
 	}
-	loop, err := e.db.CreateLoop(ctx, store.NewLoop{OrgID: e.orgID, Name: "CRM sync", ObjectType: "company",
+	loop, err := e.DB.CreateLoop(ctx, store.NewLoop{OrgID: e.OrgID, Name: "CRM sync", ObjectType: "company",
 		WebhookURL: "https://hooks.example.com/enrichd", Enabled: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := e.db.SeedDeliveries(ctx, e.orgID, loop.ID, benchTasks); err != nil {
+	if err := e.DB.SeedDeliveries(ctx, e.OrgID, loop.ID, benchTasks); err != nil {
 		b.Fatal(err)
 	}
 	for range 5 {
-		if _, _, err := e.db.CreateKey(ctx, "acme", "bench", false); err != nil {
+		if _, _, err := e.DB.CreateKey(ctx, "acme", "bench", false); err != nil {
 			b.Fatal(err)
 		}
 	}
-	admin := e.signIn("acme", "admin")
+	admin := e.SignIn("acme", "admin")
 
 	// A task and a delivery 90% of the way down their lists, and the cursor of the
 	// tasks page that starts there.
-	deep, _, err := e.db.FindTasks(ctx, e.orgID, store.TaskFilter{To: e.db.Now().Add(-benchTasks * 9 / 10 * time.Millisecond), Limit: 1})
+	deep, _, err := e.DB.FindTasks(ctx, e.OrgID, store.TaskFilter{To: e.DB.Now().Add(-benchTasks * 9 / 10 * time.Millisecond), Limit: 1})
 	if err != nil || len(deep) != 1 {
 		b.Fatal(len(deep), err)
 	}
 	cursor := store.TaskCursor{CreatedAt: deep[0].CreatedAt, ID: deep[0].ID}.String()
-	deliveries, total, err := e.db.ListDeliveries(ctx, e.orgID, loop.ID, benchTasks*9/10/50, 50)
+	deliveries, total, err := e.DB.ListDeliveries(ctx, e.OrgID, loop.ID, benchTasks*9/10/50, 50)
 	if err != nil || len(deliveries) == 0 || total != benchTasks {
 		b.Fatal(len(deliveries), total, err)
 	}
-	ledger, err := e.db.LedgerPage(ctx, e.orgID, 0, 1)
+	ledger, err := e.DB.LedgerPage(ctx, e.OrgID, 0, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	day := e.db.Now().UTC().Format(time.DateOnly)
+	day := e.DB.Now().UTC().Format(time.DateOnly)
 
 	pages := []struct{ name, path string }{
 		{"overview", "/dashboard/"},
@@ -85,10 +86,10 @@ func BenchmarkDashboardPages(b *testing.B) {
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {
 			br := *admin
-			br.t = b // a failure ends this benchmark's goroutine, not the parent's
+			br.T = b // a failure ends this benchmark's goroutine, not the parent's
 			for b.Loop() {
-				if got := br.get(p.path); got.status != http.StatusOK {
-					b.Fatalf("%s: %d %s", p.path, got.status, got.body)
+				if got := br.Get(p.path); got.Status != http.StatusOK {
+					b.Fatalf("%s: %d %s", p.path, got.Status, got.Body)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
@@ -96,11 +97,11 @@ func BenchmarkDashboardPages(b *testing.B) {
 	}
 	b.Run("credits_csv_whole", func(b *testing.B) {
 		br := *admin
-		br.t = b
+		br.T = b
 		for b.Loop() {
-			got := br.get("/dashboard/credits.csv")
-			if got.status != http.StatusOK || strings.Count(got.body, "\n") < benchTasks {
-				b.Fatalf("credits.csv: %d, %d lines", got.status, strings.Count(got.body, "\n"))
+			got := br.Get("/dashboard/credits.csv")
+			if got.Status != http.StatusOK || strings.Count(got.Body, "\n") < benchTasks {
+				b.Fatalf("credits.csv: %d, %d lines", got.Status, strings.Count(got.Body, "\n"))
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")

@@ -1,4 +1,4 @@
-package server_test
+package dashboard_test
 
 import (
 	"net/http"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"enrichd/server/servertest"
 
 	"github.com/matryer/is"
 )
@@ -39,65 +41,65 @@ var dashboardMovedPages = map[string]string{
 // both roles, a change for admins only, no change from another site, nothing without
 // a session, and another organization's object not found.
 func TestDashboardEveryRouteIsGuarded(t *testing.T) {
-	e := newEnv(t, allowPrivateWebhooks)
-	acmeLoop, _ := e.createLoop("Acme loop", "http://127.0.0.1:9/hook", "company")
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
+	acmeLoop, _ := e.CreateLoop("Acme loop", "http://127.0.0.1:9/hook", "company")
 	acme := map[string]string{
-		"tasks":         e.enrichCompany(map[string]string{"domain": "acme.com"}), // queued: no workers run
+		"tasks":         e.EnrichCompany(map[string]string{"domain": "acme.com"}), // queued: no workers run
 		"loops":         acmeLoop,
-		"deliveries":    e.testDelivery(acmeLoop),
-		"settings/keys": e.keyByPrefix("acme", e.key).ID,
+		"deliveries":    e.SendTestDelivery(acmeLoop),
+		"settings/keys": e.KeyByPrefix("acme", e.Key).ID,
 		// A source is no organization's object: one this server does not ask with a
 		// key is not found, whoever asks.
 		"settings/sources": "pdl",
 	}
-	otherKey, _ := e.newOrg("other", 100)
+	otherKey, _ := e.NewOrg("other", 100)
 	asOther := []string{"Authorization", "Bearer " + otherKey}
-	r := e.do("POST", "/v1/loops", map[string]any{"name": "Other loop", "webhook_url": "http://127.0.0.1:9/other", "object_type": "company"}, asOther...)
-	if r.status != http.StatusCreated {
-		t.Fatalf("other's Loop: %d %s", r.status, r.raw)
+	r := e.Do("POST", "/v1/loops", map[string]any{"name": "Other loop", "webhook_url": "http://127.0.0.1:9/other", "object_type": "company"}, asOther...)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("other's Loop: %d %s", r.Status, r.Raw)
 	}
-	otherLoop := r.str("data.id")
-	r = e.do("POST", "/v1/loops/"+otherLoop+"/test", nil, asOther...)
-	if r.status != http.StatusAccepted {
-		t.Fatalf("other's test event: %d %s", r.status, r.raw)
+	otherLoop := r.Str("data.id")
+	r = e.Do("POST", "/v1/loops/"+otherLoop+"/test", nil, asOther...)
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("other's test event: %d %s", r.Status, r.Raw)
 	}
-	otherDelivery := r.str("delivery.id")
-	acme["watches"] = e.createWatch(map[string]any{"object_type": "company", "domain": "acme.com", "loop_id": acmeLoop}).str("data.id")
-	r = e.do("POST", "/v1/watches", map[string]any{"object_type": "company", "domain": "other.com", "loop_id": otherLoop}, asOther...)
-	if r.status != http.StatusCreated {
-		t.Fatalf("other's watch: %d %s", r.status, r.raw)
+	otherDelivery := r.Str("delivery.id")
+	acme["watches"] = e.CreateWatch(map[string]any{"object_type": "company", "domain": "acme.com", "loop_id": acmeLoop}).Str("data.id")
+	r = e.Do("POST", "/v1/watches", map[string]any{"object_type": "company", "domain": "other.com", "loop_id": otherLoop}, asOther...)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("other's watch: %d %s", r.Status, r.Raw)
 	}
-	otherWatch := r.str("data.id")
-	acme["batches"] = e.uploadCSV("domain\nacme.com\n", "").str("data.id")
-	r = e.do("POST", "/v1/batches", "domain\nother.com\n", append([]string{"Content-Type", "text/csv"}, asOther...)...)
-	if r.status != http.StatusAccepted {
-		t.Fatalf("other's batch: %d %s", r.status, r.raw)
+	otherWatch := r.Str("data.id")
+	acme["batches"] = e.UploadCSV("domain\nacme.com\n", "").Str("data.id")
+	r = e.Do("POST", "/v1/batches", "domain\nother.com\n", append([]string{"Content-Type", "text/csv"}, asOther...)...)
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("other's batch: %d %s", r.Status, r.Raw)
 	}
-	otherBatch := r.str("data.id")
-	acme["suppressions"] = e.suppress(map[string]any{"email": "jane@acme.com"})
-	r = e.do("POST", "/v1/suppressions", map[string]any{"email": "jane@other.com"}, asOther...)
-	if r.status != http.StatusCreated {
-		t.Fatalf("other's suppression: %d %s", r.status, r.raw)
+	otherBatch := r.Str("data.id")
+	acme["suppressions"] = e.Suppress(map[string]any{"email": "jane@acme.com"})
+	r = e.Do("POST", "/v1/suppressions", map[string]any{"email": "jane@other.com"}, asOther...)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("other's suppression: %d %s", r.Status, r.Raw)
 	}
-	otherSuppression := r.str("data.id")
-	r = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
-	if r.status != http.StatusAccepted {
-		t.Fatalf("other's task: %d %s", r.status, r.raw)
+	otherSuppression := r.Str("data.id")
+	r = e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("other's task: %d %s", r.Status, r.Raw)
 	}
 	other := map[string]string{
-		"tasks":            r.str("task.id"),
+		"tasks":            r.Str("task.id"),
 		"loops":            otherLoop,
 		"deliveries":       otherDelivery,
-		"settings/keys":    e.keyByPrefix("other", otherKey).ID,
+		"settings/keys":    e.KeyByPrefix("other", otherKey).ID,
 		"settings/sources": "apollo",
 		"watches":          otherWatch,
 		"batches":          otherBatch,
 		"suppressions":     otherSuppression,
 	}
-	e.clock.Add(time.Hour) // a change to other's objects would show in their times
-	otherBefore := e.otherState(otherKey, otherLoop, other["tasks"])
+	e.Clock.Add(time.Hour) // a change to other's objects would show in their times
+	otherBefore := e.OtherState(otherKey, otherLoop, other["tasks"])
 
-	admin, viewer := e.signIn("acme", "admin"), e.signIn("acme", "viewer")
+	admin, viewer := e.SignIn("acme", "admin"), e.SignIn("acme", "viewer")
 	// withID fills a route's {id} (or {source}) with the object of ids its path names.
 	withID := func(t *testing.T, route string, ids map[string]string) (string, bool) {
 		t.Helper()
@@ -115,7 +117,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 	}
 
 	var routes int
-	for _, route := range registeredRoutes(t) {
+	for _, route := range servertest.RegisteredRoutes(t) {
 		method, path, _ := strings.Cut(route, " ")
 		if path != "/dashboard" && !strings.HasPrefix(path, "/dashboard/") {
 			continue
@@ -127,9 +129,9 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 				// Every form, the public ones too, is refused from another site.
 				target, _ := withID(t, path, acme)
 				for _, h := range [][]string{{"Sec-Fetch-Site", "cross-site"}, {"Origin", "https://evil.example"}} {
-					p := admin.do(method, target, url.Values{}, h...)
-					is.Equal(p.status, http.StatusForbidden) // a form from another site
-					is.True(p.has("another site"))
+					p := admin.Do(method, target, url.Values{}, h...)
+					is.Equal(p.Status, http.StatusForbidden) // a form from another site
+					is.True(p.Has("another site"))
 				}
 			}
 			if dashboardPublicRoutes[route] {
@@ -138,36 +140,36 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 			target, hasID := withID(t, path, acme)
 
 			// Without a session, the dashboard sends to sign-in and does nothing.
-			var p *webPage
+			var p *servertest.WebPage
 			if method == http.MethodGet {
-				p = e.newBrowser().get(target)
+				p = e.NewBrowser().Get(target)
 			} else {
-				p = e.newBrowser().post(target, url.Values{})
+				p = e.NewBrowser().Post(target, url.Values{})
 			}
-			is.Equal(p.status, http.StatusSeeOther)
-			is.True(strings.HasPrefix(p.location, "/dashboard/login"))
+			is.Equal(p.Status, http.StatusSeeOther)
+			is.True(strings.HasPrefix(p.Location, "/dashboard/login"))
 
 			switch method {
 			case http.MethodGet:
 				// Every page, for both roles, with the dashboard's headers.
-				for _, b := range []*browser{admin, viewer} {
-					p := b.get(target)
+				for _, b := range []*servertest.Browser{admin, viewer} {
+					p := b.Get(target)
 					if to, moved := dashboardMovedPages[path]; moved {
 						// A page that moved leads to where it is now, for a signed-in user alone.
-						is.Equal(p.status, http.StatusMovedPermanently)
-						is.Equal(p.location, to)
-						p = b.get(to)
+						is.Equal(p.Status, http.StatusMovedPermanently)
+						is.Equal(p.Location, to)
+						p = b.Get(to)
 					}
-					is.Equal(p.status, http.StatusOK)
-					is.True(strings.Contains(p.header.Get("Content-Security-Policy"), "default-src 'self'"))
-					is.Equal(p.header.Get("Cache-Control"), "no-store")
-					is.Equal(p.header.Get("X-Frame-Options"), "DENY")
+					is.Equal(p.Status, http.StatusOK)
+					is.True(strings.Contains(p.Header.Get("Content-Security-Policy"), "default-src 'self'"))
+					is.Equal(p.Header.Get("Cache-Control"), "no-store")
+					is.Equal(p.Header.Get("X-Frame-Options"), "DENY")
 				}
 			case http.MethodPost:
 				// A viewer reads: every change is refused, before it is looked at.
-				p := viewer.post(target, url.Values{})
-				is.Equal(p.status, http.StatusForbidden)
-				is.True(p.has("Your role is viewer"))
+				p := viewer.Post(target, url.Values{})
+				is.Equal(p.Status, http.StatusForbidden)
+				is.True(p.Has("Your role is viewer"))
 			default:
 				t.Fatalf("a dashboard route with method %s: add its rules to this test", method)
 			}
@@ -176,14 +178,14 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 				// Another organization's object, or no object at all, is not found.
 				for _, ids := range []map[string]string{other, {"tasks": "nope", "loops": "nope", "deliveries": "nope", "settings/keys": "nope", "settings/sources": "nope", "watches": "nope", "batches": "nope", "suppressions": "nope"}} {
 					target, _ := withID(t, path, ids)
-					var p *webPage
+					var p *servertest.WebPage
 					if method == http.MethodGet {
-						p = admin.get(target)
+						p = admin.Get(target)
 					} else {
-						p = admin.post(target, url.Values{"name": {"Taken over"}, "webhook_url": {"http://127.0.0.1:9/mine"}, "domain": {"acme.com"}})
+						p = admin.Post(target, url.Values{"name": {"Taken over"}, "webhook_url": {"http://127.0.0.1:9/mine"}, "domain": {"acme.com"}})
 					}
-					is.Equal(p.status, http.StatusNotFound)
-					is.True(!p.has("Other loop") && !p.has("other.com"))
+					is.Equal(p.Status, http.StatusNotFound)
+					is.True(!p.Has("Other loop") && !p.Has("other.com"))
 				}
 			}
 		})
@@ -191,41 +193,28 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 	if routes < 20 {
 		t.Fatalf("only %d dashboard routes found in the source", routes)
 	}
-	is.New(t).Equal(e.otherState(otherKey, otherLoop, other["tasks"]), otherBefore) // nothing of other's changed
-}
-
-// otherState is what an action on another organization's key, Loop, delivery, task or watch
-// could change, as the API shows it to that organization.
-func (e *env) otherState(key, loopID, taskID string) string {
-	e.t.Helper()
-	auth := []string{"Authorization", "Bearer " + key}
-	var b strings.Builder
-	for _, path := range []string{"/v1/loops/" + loopID, "/v1/loops/" + loopID + "/deliveries", "/v1/tasks/" + taskID, "/v1/status", "/v1/watches", "/v1/suppressions"} {
-		r := e.do("GET", path, nil, auth...)
-		b.WriteString(path + " " + http.StatusText(r.status) + " " + string(r.raw) + "\n")
-	}
-	return b.String()
+	is.New(t).Equal(e.OtherState(otherKey, otherLoop, other["tasks"]), otherBefore) // nothing of other's changed
 }
 
 // TestDashboardRoutesAreListedInRoutesGo holds the list of the dashboard's routes in
 // routes.go, which mounts them from package dashboard, to the routes that package
 // registers, both ways, so that routes.go still shows the whole surface.
 func TestDashboardRoutesAreListedInRoutesGo(t *testing.T) {
-	src, err := os.ReadFile("routes.go")
+	src, err := os.ReadFile(filepath.Join(servertest.ServerDir, "routes.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	listed := regexp.MustCompile(`(?m)^\t//   (GET|POST|PUT|PATCH|DELETE) +(/\S*)$`).FindAllStringSubmatch(string(src), -1)
 	var inRoutesGo []string
 	for _, m := range listed {
-		inRoutesGo = append(inRoutesGo, m[1]+" "+openAPIPath(m[2]))
+		inRoutesGo = append(inRoutesGo, m[1]+" "+servertest.OpenAPIPath(m[2]))
 	}
 	slices.Sort(inRoutesGo)
-	files, err := filepath.Glob("dashboard/*.go")
+	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	registered := routesIn(t, files)
+	registered := servertest.RoutesIn(t, files)
 	if len(registered) < 20 {
 		t.Fatalf("only %d routes found in package dashboard", len(registered))
 	}
