@@ -4,10 +4,9 @@ import (
 	"testing"
 
 	"enrichd/server/servertest"
-	"enrichd/store/storetest"
 )
 
-func TestMain(m *testing.M) { storetest.PostgresMain(m) }
+func TestMain(m *testing.M) { servertest.Main(m) }
 
 // TestHTTPSuiteOnPostgres runs the tests this run selects again, on PostgreSQL.
 func TestHTTPSuiteOnPostgres(t *testing.T) { servertest.RunOnPostgres(t) }

@@ -19,7 +19,7 @@ import (
 // fresh database of one shared server, copied from a template that holds the schema.
 // A package whose tests use NewEnv runs them on both with these two functions:
 //
-//	func TestMain(m *testing.M) { storetest.PostgresMain(m) }
+//	func TestMain(m *testing.M) { servertest.Main(m) }
 //
 //	// TestHTTPSuiteOnPostgres runs the tests this run selects again, on PostgreSQL.
 //	func TestHTTPSuiteOnPostgres(t *testing.T) { servertest.RunOnPostgres(t) }
@@ -116,10 +116,10 @@ func RunOnPostgres(t *testing.T) {
 		time.Since(began).Round(time.Millisecond), len(children))
 }
 
-// childShardCount is how many runs on PostgreSQL share the suite. Their tests mostly
-// wait, on workers, sweeps and deadlines, so three beside the SQLite suite still leave
-// a loaded 2-core machine's cores to share rather than to queue for.
-const childShardCount = 3
+// childShardCount is how many runs on PostgreSQL share the suite. Each runs its tests
+// in parallel as this run does (Main), so one beside the SQLite suite is enough to keep
+// a 2-core machine's cores busy while most tests wait.
+const childShardCount = 1
 
 // child is a run of this test binary on PostgreSQL.
 type child struct {

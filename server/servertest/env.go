@@ -89,6 +89,7 @@ func NewEnv(t testing.TB, opts ...any) *Env {
 	}
 	if e.Path == "" {
 		e.Path = filepath.Join(t.TempDir(), "enrichd.db")
+		copySQLiteTemplate(t, e.Path)
 	}
 	e.Open()
 	t.Cleanup(e.Close)
