@@ -15,6 +15,7 @@ import (
 // takes is routed. An id is a uuid: /v1/watches/import is no watch's path, and
 // /v1/watches/{id} takes no POST.
 func TestEveryPathAllowsWhatItTakes(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	admin := e.SignIn("acme", "admin")
 	// Every route's parameters filled alike, so that two routes share a path exactly

@@ -17,6 +17,7 @@ import (
 // it, fails after store.MaxTaskAttempts claims instead of being claimed for ever:
 // internal_error, refunded, and its Loop is told.
 func TestATaskThatKeepsKillingItsWorkerFailsAfterBoundedAttempts(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)

@@ -29,6 +29,7 @@ func column(t *testing.T, header []string, name string) int {
 // GET /v1/batches/{id} and in the results, uncharged. Every lookup is charged and
 // refunded on its own terms, and the ledger says so, task by task.
 func TestBatchOfContactsEachRowDecides(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	contacts := servertest.ContactExport(e)
@@ -155,6 +156,7 @@ func TestBatchOfContactsEachRowDecides(t *testing.T) {
 // company, two tasks in one result row, each charged and refunded on its own terms: a
 // company that is not found is refunded while its person is kept.
 func TestBatchOfContactsEnrichesPersonAndCompany(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	contacts := servertest.ContactExport(e)
@@ -216,6 +218,7 @@ func TestBatchOfContactsEnrichesPersonAndCompany(t *testing.T) {
 // A company whose task cannot be made when its turn comes (the credits were spent
 // meanwhile) fails alone, uncharged, and the person beside it is kept.
 func TestBatchCompanyFailsAloneWhenCreditsRunOut(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	contacts := servertest.ContactExport(e)
@@ -256,6 +259,7 @@ func TestBatchCompanyFailsAloneWhenCreditsRunOut(t *testing.T) {
 // The parameters of an upload are checked before its file is read; a file of which
 // every row is refused makes no batch, skipped or not.
 func TestBatchAskRefusals(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	e.StartWorkers()
 	for _, c := range []struct {
@@ -289,6 +293,7 @@ func TestBatchAskRefusals(t *testing.T) {
 // with the columns it always had: a row with a profile is a person, a row with a
 // company page a company, whatever the file's first row is.
 func TestBatchRowsOfOneKindKeepTheirColumns(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))

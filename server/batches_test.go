@@ -16,6 +16,7 @@ import (
 )
 
 func TestBatchEnrichesEveryRowAndWritesTheResults(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -91,6 +92,7 @@ func TestBatchEnrichesEveryRowAndWritesTheResults(t *testing.T) {
 }
 
 func TestBatchOfPeopleFromJSONLines(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	companyURL := "https://www.linkedin.com/company/acme"
@@ -114,6 +116,7 @@ func TestBatchOfPeopleFromJSONLines(t *testing.T) {
 
 // Every refused row is listed, numbered, and nothing is made or charged.
 func TestBatchRefusesBadRowsAndChargesNothing(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.StartWorkers()
@@ -147,6 +150,7 @@ func TestBatchRefusesBadRowsAndChargesNothing(t *testing.T) {
 }
 
 func TestBatchBoundsAndRefusals(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.StartWorkers()
@@ -215,6 +219,7 @@ func TestBatchBoundsAndRefusals(t *testing.T) {
 
 // The batch's Idempotency-Key: sent again, the same batch, and nothing charged twice.
 func TestBatchIdempotencyKeyReplaysTheBatch(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -246,6 +251,7 @@ func TestBatchIdempotencyKeyReplaysTheBatch(t *testing.T) {
 // feeder stopped before every row had its task) makes the rest, and no row is
 // charged twice.
 func TestBatchKeepsToHalfTheBacklogAndResumesAfterARestart(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.MaxBacklog = 6 })
 	release := e.Net.Hold()
@@ -290,6 +296,7 @@ func TestBatchKeepsToHalfTheBacklogAndResumesAfterARestart(t *testing.T) {
 // A batch is one organization's bulk upload: another organization's task, sent after
 // it, is claimed in turn, not after the whole batch.
 func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.Workers = 1 })
 	if _, err := e.DB.GrantCredits(t.Context(), "acme", 1000, nil); err != nil {
@@ -346,6 +353,7 @@ func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
 // it came from the upload or from a source's result; a number stays a number, and
 // JSON Lines keeps every value as it is.
 func TestBatchResultsCSVDefusesFormulas(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	c := servertest.Company("Acme", "acme.com")

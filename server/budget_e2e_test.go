@@ -92,6 +92,7 @@ func outcomes(calls []enrich.SourceCall) []string {
 // source over the organization's budget is skipped (outcome skipped, reason budget)
 // and the next one asked; another organization's tasks still go to it.
 func TestWaterfallSkipsASourceOverBudgetAndAsksTheNext(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	vendors, pdl, apollo := withPDLAndApollo(t)
 	e := servertest.NewEnv(t, vendors)
@@ -131,6 +132,7 @@ func TestWaterfallSkipsASourceOverBudgetAndAsksTheNext(t *testing.T) {
 // A task no source could answer because every priced one is over its budget fails
 // provider_unavailable, saying so, and is refunded; no vendor is called.
 func TestWaterfallAllSourcesOverBudgetFailsRefunded(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	vendors, pdl, apollo := withPDLAndApollo(t)
 	e := servertest.NewEnv(t, vendors, func(c *server.Config) { c.SourceBudgets = map[string]int64{"pdl": 5, "apollo": 5} })
@@ -178,6 +180,7 @@ func (pricedPanicker) PersonByURL(context.Context, string) (*enrich.Person, erro
 // A source that panics in the middle of an ask fails its task, and the ask's hold on
 // the budget goes with it: the organization's budget still admits what it has left.
 func TestBudgetAskThatPanicsHoldsNothing(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, pricedPanicker{}) })
 	is.NoErr(e.DB.SetSourceBudget(context.Background(), e.OrgID, "panicky", 2))

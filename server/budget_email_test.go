@@ -44,6 +44,7 @@ func (v *searchVendor) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]
 // organization's spend like every other ask: the search is recorded with its 10
 // credits, and once the month's credits reach the cap the vendor is not asked again.
 func TestEmailStaffSearchesAreBudgeted(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	vendor := &searchVendor{}
 	e := servertest.NewEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, vendor) })
@@ -81,6 +82,7 @@ func TestEmailStaffSearchesAreBudgeted(t *testing.T) {
 // and credits: a task's sources account for every vendor call it paid, the dearest
 // (a search's 10 credits) included.
 func TestEmailStaffSearchIsInTheTasksSources(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	vendor := &searchVendor{}
 	e := servertest.NewEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, vendor) })

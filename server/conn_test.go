@@ -55,6 +55,7 @@ func closedWithin(t *testing.T, c net.Conn, limit time.Duration) []byte {
 }
 
 func TestAStalledBodyIsDropped(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	readTimeout := 300 * time.Millisecond
@@ -83,6 +84,7 @@ func TestAStalledBodyIsDropped(t *testing.T) {
 }
 
 func TestOpenConnectionsAreCapped(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, server.HTTPLimits{MaxConns: 2, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
@@ -130,6 +132,8 @@ func get(t *testing.T, c net.Conn, r *bufio.Reader) error {
 // A full listener closes the keep-alive connection idle the longest, so that a new
 // client is served rather than an idle one kept.
 func TestIdleConnectionsMakeRoomForNewOnes(t *testing.T) {
+	// Not in parallel: what it checks is bounded in time, which other tests running
+	// at once would stretch.
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, server.HTTPLimits{MaxConns: 2, IdleTimeout: time.Minute})
@@ -176,6 +180,7 @@ func closedAtOnce(c net.Conn) bool {
 }
 
 func TestConnectionsPerAddressAreCapped(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, server.HTTPLimits{MaxConns: 100, MaxConnsPerAddr: 3, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
@@ -214,6 +219,7 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 }
 
 func TestDefaultLimitsBoundAConnection(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	l := server.DefaultConfig().HTTP
 	for _, d := range []time.Duration{l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout, l.IdleTimeout} {
@@ -234,6 +240,7 @@ func TestDefaultLimitsBoundAConnection(t *testing.T) {
 }
 
 func TestOversizedHeadersAreRefused(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, server.HTTPLimits{MaxHeaderBytes: 8 << 10})

@@ -26,6 +26,7 @@ func refused(t *testing.T, r *servertest.Response, want string) {
 }
 
 func TestInvalidUTF8InTheBodyIsRefused(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	personLoop, _ := e.CreateLoop("people", "https://hooks.example/p", "person")
 	for name, c := range map[string]struct{ path, body string }{
@@ -61,6 +62,7 @@ func TestInvalidUTF8InTheBodyIsRefused(t *testing.T) {
 }
 
 func TestAnotherCharsetIsRefused(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	for _, ct := range []string{
 		"application/json; charset=iso-8859-1",
@@ -86,6 +88,7 @@ func TestAnotherCharsetIsRefused(t *testing.T) {
 }
 
 func TestIdempotencyKeyIsBounded(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	companyLoop, _ := e.CreateLoop("companies", "https://hooks.example/c", "company")
 	for _, path := range []string{"/v1/companies/enrich", "/v1/loops/" + companyLoop + "/run"} {

@@ -49,6 +49,8 @@ func rawRequestText(t *testing.T, addr, req string) (*http.Response, []byte) {
 // refused before it is told to send the body, instead of being told to send 100 MB
 // that would be refused after the read timeout.
 func TestExpectContinueOverTheLimitIsRefusedUnread(t *testing.T) {
+	// Not in parallel: what it checks is bounded in time, which other tests running
+	// at once would stretch.
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	companyLoop, _ := e.CreateLoop("companies", "https://hooks.example/c", "company")
 	addr := strings.TrimPrefix(e.HTTP.URL, "http://")
@@ -100,6 +102,7 @@ func TestExpectContinueOverTheLimitIsRefusedUnread(t *testing.T) {
 
 // The dashboard's forms hold their limit the same way.
 func TestExpectContinueOverTheFormLimitIsRefusedUnread(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	res, page := rawRequestText(t, strings.TrimPrefix(e.HTTP.URL, "http://"), "POST /dashboard/login HTTP/1.1\r\nHost: x\r\n"+
@@ -112,6 +115,7 @@ func TestExpectContinueOverTheFormLimitIsRefusedUnread(t *testing.T) {
 // Requests net/http refuses before any handler sees them are answered with the API's
 // JSON error, a code, and the connection closed, and counted in /metrics.
 func TestRequestsNetHTTPRefusesAreAnsweredInJSON(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, server.HTTPLimits{MaxHeaderBytes: 8 << 10})
 	enrich := "POST /v1/companies/enrich HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.Key + "\r\nContent-Type: application/json\r\n"
@@ -176,6 +180,7 @@ func TestRequestsNetHTTPRefusesAreAnsweredInJSON(t *testing.T) {
 // A port is dropped from a website address, but what is not a port is no website:
 // refused, and nothing charged.
 func TestAPortThatIsNoPortIsRefused(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	companyLoop, _ := e.CreateLoop("companies", "https://hooks.example/c", "company")
 	for _, domain := range []string{"acme.com:99999", "https://acme.com:99999/about", "acme.com:0", "acme.com:http", "acme.com:"} {

@@ -22,6 +22,7 @@ func withSim(cfg *server.Config) {
 // company-332 Ada and Alan Berners-Lee. An address that drops the hyphen fits several
 // of them, whatever was looked up before, and costs nothing.
 func TestACompoundSurnameIsNeverAnsweredWithAPersonHeld(t *testing.T) {
+	t.Parallel()
 	for _, seq := range []struct {
 		short, long, name, hyphen string
 	}{
@@ -61,6 +62,7 @@ func TestACompoundSurnameIsNeverAnsweredWithAPersonHeld(t *testing.T) {
 // a given name joined to a Mc surname, a part of a compound surname, a nickname's
 // initial that is not the person's own.
 func TestUniqueFitsAreFound(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, withSim)
 	e.StartWorkers()
 	for _, tt := range []struct{ address, want string }{

@@ -518,9 +518,11 @@ func changedAnswers(a, b map[string]corpusAnswer) []string {
 // lookups, joined addresses (firstlast) found without a list, and on PDL no more
 // vendor calls a lookup than the direct match, the search and a retrieval.
 func TestEmailResolutionOnNamesNoListHolds(t *testing.T) {
+	t.Parallel()
 	cs := namecorpus.Generate(namecorpus.Options{Seed: corpusSeed, Companies: corpusCompanies(t)})
 	for _, src := range []string{"dataset", "pdl"} {
 		t.Run(src, func(t *testing.T) {
+			t.Parallel() // each source's runs are on servers of their own
 			var pdl *corpusPDL
 			opts := func() []any {
 				if src == "dataset" {

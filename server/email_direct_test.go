@@ -94,6 +94,7 @@ func pdlRole(t *testing.T, company, page, title, start, end string) map[string]a
 // page names the vendor too. Asked again, the address is on record (exact): nobody
 // is asked, and no source is named.
 func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
 	pdl := newFakePDL(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
@@ -150,6 +151,7 @@ func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T
 // charged for. The lookup goes on with the staff search, which answers as it would
 // have (the owner when it finds them, refunded not_found when it finds nobody).
 func TestADirectEmailAnswerThatFailsConfirmationIsNeverCharged(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		answer map[string]any
@@ -283,6 +285,7 @@ func withApollo(t *testing.T, f *fakeApollo) func(*server.Config) {
 // nobody. email_match.source names the source that found the person, and is kept
 // with the profiles an ambiguous address gathered.
 func TestADirectEmailMatchIsNotAskedBeforeACheaperStaffSearch(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	apollo := newFakeApollo(t)
 	apollo.byEmail["jane.smith@acme.com"] = apolloPersonAt("jane-smith", "Jane", "Smith")
@@ -362,6 +365,7 @@ func sourceCredits(r *servertest.Response, name string) string {
 // network URL for) still says where its fields came from: its task's provenance names
 // the vendor for each of them.
 func TestADirectEmailAnswerWithoutAProfilePageKeepsItsProvenance(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	el := newFakeEnrichLayer(t)
 	pdl := newFakePDL(t)
@@ -384,6 +388,7 @@ func TestADirectEmailAnswerWithoutAProfilePageKeepsItsProvenance(t *testing.T) {
 // overwritten. PDL is not asked again for the profile. A direct answer that does not
 // confirm is filled by nobody: no vendor is paid for a guess's fields.
 func TestADirectEmailAnswerIsFilledByThePersonList(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"})
 	pdl := newFakePDL(t)
@@ -430,6 +435,7 @@ func TestADirectEmailAnswerIsFilledByThePersonList(t *testing.T) {
 // record: method exact, matched_by pdl. The same address PDL does not know is
 // ambiguous.
 func TestAVendorsMatchOfAnAddressSeveralFitSaysSo(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := newFakePDL(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
 	pdl.byEmail["rjones@globex.com"] = pdlRecordAt(t, "robert-jones", "robert", "jones",

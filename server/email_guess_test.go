@@ -12,6 +12,7 @@ import (
 // A remembered address whose person has left Acme: the stale record is refreshed, the
 // refresh shows the position ended, and the address is not served as theirs.
 func TestARememberedAddressOfSomeoneWhoLeftIsNotServed(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -28,6 +29,7 @@ func TestARememberedAddressOfSomeoneWhoLeftIsNotServed(t *testing.T) {
 // A retry decided against profiles gathered earlier must not write the old snapshot
 // over a newer stored record of the same person.
 func TestATieBreakDoesNotRollBackANewerStoredProfile(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)

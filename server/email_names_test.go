@@ -78,6 +78,7 @@ const in = "https://www.linkedin.com/in/"
 // charged, once she was held: the search showed Tô as "Kim Ly Tô", read as Kim / Ly
 // Tô, which kimlyt does not fit, and dropped her unretrieved.
 func TestKimlytIsAmbiguousWhoeverIsHeld(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{"dataset", "pdl"} {
 		t.Run(src, func(t *testing.T) {
 			for _, fresh := range []bool{false, true} {
@@ -107,6 +108,7 @@ func TestKimlytIsAmbiguousWhoeverIsHeld(t *testing.T) {
 // initial of either of Ana Laura's given names), in any order of the lookups. It was
 // Laura Macedo on a fresh store and ambiguous once Ana Laura was held.
 func TestLmacedoIsTheSameAnswerInAnyOrder(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{"dataset", "pdl"} {
 		t.Run(src, func(t *testing.T) {
 			for _, order := range [][]string{{"lmacedo", "amacedo", "lmacedo"}, {"amacedo", "lmacedo", "laura.macedo"}} {
@@ -132,6 +134,7 @@ func TestLmacedoIsTheSameAnswerInAnyOrder(t *testing.T) {
 // Joined addresses of names no list holds are found, by every split of the local part:
 // firstlast, lastfirst, and a second given name or the surname's particle joined in.
 func TestJoinedAddressesNeedNoNameList(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"oluwaseunadeyemi":     "oluwaseun-adeyemi",
 		"adeyemioluwaseun":     "oluwaseun-adeyemi",
@@ -170,6 +173,7 @@ func TestJoinedAddressesNeedNoNameList(t *testing.T) {
 // given name by either. Only its last word was a surname before. An initial stands
 // only for a word known to be a given name.
 func TestAFullNameAloneIsReadEveryWay(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.ImportJSONL(globexJSONL(t, [3]string{"maria-garcia-lopez", "María García López", ""}, [3]string{"joao-dos-santos-silva", "João dos Santos Silva", ""},
@@ -197,6 +201,7 @@ func TestAFullNameAloneIsReadEveryWay(t *testing.T) {
 // A namesake pair where only the plain one would be listed is never answered alone,
 // and the one written with diacritics is found alone.
 func TestPDLIsAskedForNamesWithTheirDiacritics(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := newNamedPDL(t, pdlNamed("jose-nunez", "jose", "", "nunez"), pdlNamed("jose-nunez-2", "josé", "", "núñez"),
 		pdlNamed("lukasz-krol", "łukasz", "", "król"), pdlNamed("ozlem-sahin", "özlem", "", "şahin"))

@@ -245,6 +245,7 @@ func withPDL(t *testing.T, f *fakePDL) func(*server.Config) {
 // which fits both Kim Lee and Ken Berners-Lee, is ambiguous, whether or not Kim is
 // held, and never answered with Kim alone.
 func TestAnEmailLookupOnPDLSeesCompoundSurnames(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := newFakePDL(t, elPerson{"kim-lee", "Kim", "Lee"}, elPerson{"ken-berners-lee", "Ken", "Berners-Lee"})
 	e := servertest.NewEnv(t, withPDL(t, pdl))
@@ -273,6 +274,7 @@ func TestAnEmailLookupOnPDLSeesCompoundSurnames(t *testing.T) {
 // The same for a surname written joined: k.bernerslee fits Katherine and Ken
 // Berners-Lee, before and after Katherine is held.
 func TestAnEmailLookupOnPDLSeesJoinedCompoundSurnames(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := newFakePDL(t, elPerson{"katherine-berners-lee", "Katherine", "Berners-Lee"}, elPerson{"ken-berners-lee", "Ken", "Berners-Lee"})
 	e := servertest.NewEnv(t, withPDL(t, pdl))
@@ -290,6 +292,7 @@ func TestAnEmailLookupOnPDLSeesJoinedCompoundSurnames(t *testing.T) {
 // goes on from where it ended (scroll_token) instead of asking for the same records
 // again. Twelve people named Jones, one of them Robert.
 func TestAnEmailLookupPaysNoPDLRecordTwice(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	staff := []elPerson{{"robert-jones", "Robert", "Jones"}}
 	for _, first := range []string{"Ann", "Tom", "Tim", "Eve", "Ida", "Max", "Sam", "Lea", "Kai", "Mia", "Zoe"} {
@@ -319,6 +322,7 @@ func TestAnEmailLookupPaysNoPDLRecordTwice(t *testing.T) {
 // When the rest of the page comes back full too, people the address fits may lie
 // beyond it: the lookup is cut off, refunded, and still paid no record twice.
 func TestAnEmailLookupOnPDLCutOffPaysNoRecordTwice(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	var staff []elPerson
 	for i := range enrich.StaffSearchMax + 5 {
@@ -347,6 +351,7 @@ func TestAnEmailLookupOnPDLCutOffPaysNoRecordTwice(t *testing.T) {
 // the next lookups at the domain read it from the store, PDL is asked for it once, and
 // a company lookup of the domain is served from the store with PDL's provenance.
 func TestAnEmailLookupAsksForItsCompanyOnce(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := newFakePDL(t, elPerson{"kim-lee", "Kim", "Lee"})
 	e := servertest.NewEnv(t, withPDL(t, pdl))

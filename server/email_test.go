@@ -14,6 +14,7 @@ import (
 )
 
 func TestRefusedAddressesFailInTheRequestAndCostNothing(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
 	for _, address := range []string{"jane.smith@gmail.com", "Jane@Outlook.FR", "jane@mail.yahoo.co.uk", "info@acme.com", "sales+eu@acme.com", "noreply@acme.com"} {
@@ -63,6 +64,7 @@ func TestRefusedAddressesFailInTheRequestAndCostNothing(t *testing.T) {
 }
 
 func TestAnAddressOnRecordIsExact(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.ImportJSONL(`{"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe","first_name":"Jane","last_name":"Doe",` +
@@ -90,6 +92,7 @@ func TestAnAddressOnRecordIsExact(t *testing.T) {
 }
 
 func TestAnAddressIsResolvedOnTheNetworkThenExact(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -120,6 +123,7 @@ func TestAnAddressIsResolvedOnTheNetworkThenExact(t *testing.T) {
 // A person held does not shadow the company's staff: jsmith@ fits three Smiths on the
 // network, and having looked up one of them before does not make it theirs.
 func TestAPersonHeldDoesNotShadowTheStaff(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -146,6 +150,7 @@ func TestAPersonHeldDoesNotShadowTheStaff(t *testing.T) {
 // alone: a search that cannot see the one person it should have listed may miss
 // others the address fits too. The lookup fails not_found, refunded.
 func TestAPersonHeldTheSearchDoesNotShowDecidesNothingAlone(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -173,6 +178,7 @@ func TestAPersonHeldTheSearchDoesNotShowDecidesNothingAlone(t *testing.T) {
 }
 
 func TestAnAddressNobodyFitsIsNotFound(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
 	e.StartWorkers()
@@ -196,6 +202,7 @@ func TestAnAddressNobodyFitsIsNotFound(t *testing.T) {
 }
 
 func TestAnAmbiguousAddressAndItsHints(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -261,6 +268,7 @@ func TestAnAmbiguousAddressAndItsHints(t *testing.T) {
 }
 
 func TestAnAmbiguousReplayIsTheSameTask(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -281,6 +289,7 @@ func TestAnAmbiguousReplayIsTheSameTask(t *testing.T) {
 // Hints are not filters: an address that fits one person gets that person, whatever
 // the hints say.
 func TestHintsDoNotFilterASingleFit(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -298,6 +307,7 @@ func TestHintsDoNotFilterASingleFit(t *testing.T) {
 }
 
 func TestAStaleAddressIsRefreshedBeforeSettling(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -320,6 +330,7 @@ func TestAStaleAddressIsRefreshedBeforeSettling(t *testing.T) {
 
 // A stale address whose refresh cannot complete still settles, with the stored record.
 func TestAStaleAddressWithTheNetworkDownServesTheStoredRecord(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -337,6 +348,7 @@ func TestAStaleAddressWithTheNetworkDownServesTheStoredRecord(t *testing.T) {
 // cannot check them all, so it confirms nobody and retrieves nothing (not_found,
 // refunded); allowed three, it retrieves the three and finds them all current.
 func TestEmailRetrievalsAreBounded(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.EmailMaxRetrievals = 2 })
 	servertest.AcmeNetwork(e)
@@ -357,6 +369,7 @@ func TestEmailRetrievalsAreBounded(t *testing.T) {
 }
 
 func TestTheNetworkDownIsProviderUnavailable(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)

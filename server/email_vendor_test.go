@@ -114,6 +114,7 @@ func withEnrichLayer(t *testing.T, f *fakeEnrichLayer) func(*server.Config) {
 // An email lookup retrieves only the candidates it does not hold fresh, and its staff
 // search asks for the names the local part describes, not fragments of it.
 func TestAnEmailLookupDoesNotPayTwiceForAProfileHeldFresh(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	el := newFakeEnrichLayer(t,
 		elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"}, elPerson{"tom-jones", "Tom", "Jones"})
@@ -161,6 +162,7 @@ func TestAnEmailLookupDoesNotPayTwiceForAProfileHeldFresh(t *testing.T) {
 // lookup asks it once for a whole page, never for a short page and then the same
 // names again. Twelve people named Jones, one of them Robert.
 func TestAnEmailLookupPaysEnrichLayersStaffSearchOnce(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	staff := []elPerson{{"robert-jones", "Robert", "Jones"}}
 	for _, first := range []string{"Ann", "Tom", "Tim", "Eve", "Ida", "Max", "Sam", "Lea", "Kai", "Mia", "Zoe"} {
@@ -187,6 +189,7 @@ func TestAnEmailLookupPaysEnrichLayersStaffSearchOnce(t *testing.T) {
 // The task names both, for their fields and in its sources. The profile, held fresh
 // once filled, is not asked of either vendor again by the next lookup that finds it.
 func TestAnEmailLookupFillsThePersonList(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"}) // no summary: `about` is null
 	pdl := newFakePDL(t)                                                     // its search lists nobody

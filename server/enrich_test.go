@@ -16,6 +16,7 @@ import (
 )
 
 func TestCompanyIsQueuedFetchedThenServedFromTheStore(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -67,6 +68,7 @@ func TestCompanyIsQueuedFetchedThenServedFromTheStore(t *testing.T) {
 }
 
 func TestAnAliasDomainAnswersWithRedirect(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.ImportJSONL(`{"type":"company","name":"Acme","domain":"acme.com","network_url":"https://www.linkedin.com/company/acme","domains":["acme.io"]}`)
@@ -89,6 +91,7 @@ func TestAnAliasDomainAnswersWithRedirect(t *testing.T) {
 }
 
 func TestPersonByNetworkURL(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.ImportJSONL(`{"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe","first_name":"Jane","last_name":"Doe",` +
@@ -114,6 +117,7 @@ func TestPersonByNetworkURL(t *testing.T) {
 }
 
 func TestAMissFailsAndIsRefunded(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.StartWorkers()
@@ -132,6 +136,7 @@ func TestAMissFailsAndIsRefunded(t *testing.T) {
 }
 
 func TestSourceDownFailsAsProviderUnavailable(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.SetDown(true)
@@ -144,6 +149,7 @@ func TestSourceDownFailsAsProviderUnavailable(t *testing.T) {
 }
 
 func TestAStaleRecordIsRefetched(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	url := "https://www.linkedin.com/in/jane-doe"
@@ -165,6 +171,7 @@ func TestAStaleRecordIsRefetched(t *testing.T) {
 }
 
 func TestARefreshWithTheSourceDownServesTheStoredRecord(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	url := "https://www.linkedin.com/in/jane-doe"
@@ -189,6 +196,7 @@ func TestARefreshWithTheSourceDownServesTheStoredRecord(t *testing.T) {
 // TestBadRequestsAreRefusedAndChargeNothing sends every malformed input the contract
 // names and checks the status, the body, and that no task was created or charged.
 func TestBadRequestsAreRefusedAndChargeNothing(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	long := strings.Repeat("x", 201)
 	cases := []struct {
@@ -251,6 +259,7 @@ func TestBadRequestsAreRefusedAndChargeNothing(t *testing.T) {
 }
 
 func TestUnauthorizedIsPlainText(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	revoked, _ := e.NewOrg("other", 10)
 	if err := e.DB.RevokeKey(t.Context(), "other", revoked[:12]); err != nil {
@@ -279,6 +288,7 @@ func TestUnauthorizedIsPlainText(t *testing.T) {
 }
 
 func TestPaymentRequired(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	broke, _ := e.NewOrg("broke", 0)
@@ -303,6 +313,7 @@ func TestPaymentRequired(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	key := strings.Repeat("k", 255)
@@ -348,6 +359,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestIdempotencyUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	const n = 50
@@ -380,6 +392,7 @@ func TestIdempotencyUnderConcurrency(t *testing.T) {
 }
 
 func TestRateLimits(t *testing.T) {
+	t.Parallel()
 	t.Run("per key", func(t *testing.T) {
 		is := is.New(t)
 		e := servertest.NewEnv(t, func(c *server.Config) { c.RateKey = server.Rate{Limit: 0.5, Burst: 2} })
@@ -433,6 +446,7 @@ func TestRateLimits(t *testing.T) {
 }
 
 func TestQueueFull(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.MaxBacklog = 2 })
 	e.ImportJSONL(`{"type":"company","name":"Acme","domain":"acme.com"}`)
@@ -462,6 +476,7 @@ func TestQueueFull(t *testing.T) {
 }
 
 func TestServerErrorsCarryARequestID(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	key := e.Key
@@ -477,6 +492,7 @@ func TestServerErrorsCarryARequestID(t *testing.T) {
 }
 
 func TestUnknownPathsAndMethods(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	r := e.Do("GET", "/v1/nothing", nil)
@@ -495,6 +511,7 @@ func TestUnknownPathsAndMethods(t *testing.T) {
 // (the later ones without reading the database), a read while it was queued said so,
 // and another organization's key is never answered with it, before or after.
 func TestASettledTaskReadsTheSameEveryTime(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))

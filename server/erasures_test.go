@@ -28,6 +28,7 @@ import (
 // erasure's id and not her, she is suppressed, and the erasure completes once the
 // event is delivered. Another organization sees none of it.
 func TestErasingAPersonRemovesThemAndTellsTheLoopsThatWereSentThem(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, servertest.ErasuresOften)
 	otherKey, _ := e.NewOrg("globex", 10)
@@ -127,6 +128,7 @@ func TestErasingAPersonRemovesThemAndTellsTheLoopsThatWereSentThem(t *testing.T)
 // is not an address or a profile, an unknown field, an unknown or another
 // organization's id: 400 or 404, and nothing is erased.
 func TestBadErasuresAndExportsAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	otherKey, _ := e.NewOrg("globex", 10)
 	servertest.RosaNetwork(e)
@@ -207,6 +209,7 @@ func TestBadErasuresAndExportsAreRefusedAndChangeNothing(t *testing.T) {
 // watch, and whether she is suppressed; another organization's export of her shows
 // the stored record, which the store serves it too, and nothing of acme's.
 func TestAnExportShowsEverythingTheOrganizationHolds(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	otherKey, _ := e.NewOrg("globex", 10)
@@ -265,6 +268,7 @@ func TestAnExportShowsEverythingTheOrganizationHolds(t *testing.T) {
 // may still hold the bytes in the space VACUUM freed, until new rows take it, and hold
 // none once VACUUM FULL has rewritten them, read through pg_read_binary_file.
 func TestAnErasedPersonLeavesNoByteInTheDatabaseFiles(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, servertest.ErasuresOften)
 	servertest.RosaNetwork(e)

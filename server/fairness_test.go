@@ -38,6 +38,8 @@ func raiseFileLimit(t *testing.T, n uint64) {
 // on a new connection. The client is served at once; the attacker's connections over
 // its share are closed at once and counted.
 func TestOneAddressCannotStarveTheOthers(t *testing.T) {
+	// Not in parallel: what it checks is bounded in time, which other tests running
+	// at once would stretch.
 	const attackers = 1100
 	raiseFileLimit(t, 2*attackers+500) // both ends of every connection, in one process
 	limits := server.DefaultConfig().HTTP

@@ -16,6 +16,7 @@ import (
 // type where it set one, and the server's default otherwise; a change is read by the
 // next task.
 func TestAWorkerReadsTheOrganizationsFillListOverTheDefault(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	e := servertest.NewEnv(t, func(c *server.Config) {

@@ -23,6 +23,7 @@ import (
 // handler: they are logged below ERROR and counted as 499, never as a 500, and nothing
 // is charged.
 func TestAClientThatHangsUpIsNotAServerError(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	gone := func(method, path, body string) *httptest.ResponseRecorder {
@@ -85,6 +86,7 @@ func (r stallingResolver) LookupNetIP(ctx context.Context, _, _ string) ([]netip
 // the handler waits on the webhook URL's DNS lookup: the server logs the request at
 // INFO as 499 and counts it apart from server errors.
 func TestAClientThatHangsUpMidRequestIsNotAServerError(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	asked := make(chan struct{})
 	e := servertest.NewEnv(t, func(cfg *server.Config) {

@@ -24,6 +24,7 @@ var (
 )
 
 func TestInputsOverTheirLimitsAreRefusedBeforeAnyCharge(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	personLoop, _ := e.CreateLoop("people", "https://hooks.example/p", "person")
 	companyLoop, _ := e.CreateLoop("companies", "https://hooks.example/c", "company")
@@ -76,6 +77,7 @@ func TestInputsOverTheirLimitsAreRefusedBeforeAnyCharge(t *testing.T) {
 
 // Inputs exactly at their limits are accepted: the limits are the RFCs', not tighter.
 func TestInputsAtTheirLimitsAreAccepted(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
 	for name, c := range map[string]struct {

@@ -34,6 +34,7 @@ func signedAt(t *testing.T, rcv servertest.Received) int64 {
 }
 
 func TestLoopLifecycle(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -116,6 +117,7 @@ func TestLoopLifecycle(t *testing.T) {
 }
 
 func TestLoopCreateAndPatchRefuseBadInput(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
 	id, _ := e.CreateLoop("Existing", rcv.Srv.URL, "company")
@@ -166,6 +168,7 @@ func (r resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, 
 }
 
 func TestWebhookURLMustBePublicHTTPS(t *testing.T) {
+	t.Parallel()
 	targets := map[string]string{
 		"loopback":    "127.0.0.1",
 		"private":     "10.0.0.8",
@@ -223,6 +226,7 @@ func TestWebhookURLMustBePublicHTTPS(t *testing.T) {
 }
 
 func TestDeliveryIsRefusedAtConnectionToANonPublicAddress(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	// The URL was accepted once (as if DNS then pointed to a public address); at
 	// delivery time it leads to loopback, and the dial is refused.
@@ -245,6 +249,7 @@ func TestDeliveryIsRefusedAtConnectionToANonPublicAddress(t *testing.T) {
 }
 
 func TestAPlainHTTPWebhookIsNotSentByAServerThatRequiresHTTPS(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	// Accepted under the development setting, then served without it.
 	rcv := servertest.NewReceiver(t)
@@ -262,6 +267,7 @@ func TestAPlainHTTPWebhookIsNotSentByAServerThatRequiresHTTPS(t *testing.T) {
 }
 
 func TestRenamingALoopKeepsItsSlugWhenTheNameFoldsToIt(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -281,6 +287,7 @@ func TestRenamingALoopKeepsItsSlugWhenTheNameFoldsToIt(t *testing.T) {
 // this test once did, measured how fast the scheduler ran one in-flight request
 // against another, not which delivery the sender chose.)
 func TestDeliveriesGoOutOldestFirstAcrossLoops(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, func(cfg *server.Config) { cfg.DeliveryConcurrency, cfg.DeliveryPerLoop = 2, 1 })
 	type delivery struct{ loop, id string }
 	arrived := make(chan delivery, 64)
@@ -390,6 +397,7 @@ func TestDeliveriesGoOutOldestFirstAcrossLoops(t *testing.T) {
 }
 
 func TestTheNextAttemptIsScheduledFromTheFailure(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	arrived, release := make(chan struct{}, 2), make(chan struct{})
@@ -414,6 +422,7 @@ func TestTheNextAttemptIsScheduledFromTheFailure(t *testing.T) {
 }
 
 func TestRunDeliversASignedEventOnce(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -465,6 +474,7 @@ func TestRunDeliversASignedEventOnce(t *testing.T) {
 }
 
 func TestDirectCallsDeliverToTheLoopTheyName(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -520,6 +530,7 @@ func TestDirectCallsDeliverToTheLoopTheyName(t *testing.T) {
 }
 
 func TestRunRefusesWhatTheLoopDoesNotTake(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
 	companies, _ := e.CreateLoop("Companies", rcv.Srv.URL, "company")
@@ -576,6 +587,7 @@ func TestRunRefusesWhatTheLoopDoesNotTake(t *testing.T) {
 }
 
 func TestDisabledLoopStillDeliversTasksInFlight(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -594,6 +606,7 @@ func TestDisabledLoopStillDeliversTasksInFlight(t *testing.T) {
 }
 
 func TestDeliveryRetriesOnScheduleWithTheSameID(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t, 500, 503)
@@ -639,6 +652,7 @@ func TestDeliveryRetriesOnScheduleWithTheSameID(t *testing.T) {
 }
 
 func TestDeliveryScheduleSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t, 500)
@@ -664,6 +678,7 @@ func TestDeliveryScheduleSurvivesARestart(t *testing.T) {
 }
 
 func TestDeliveryFailsAfterTheLastAttemptAndCanBeRetried(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t, 500, 500, 500, 500, 500, 500, 500)
@@ -724,6 +739,7 @@ func TestDeliveryFailsAfterTheLastAttemptAndCanBeRetried(t *testing.T) {
 }
 
 func TestSlowReceiverDoesNotHoldBackOthers(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, func(cfg *server.Config) {
 		cfg.DeliveryConcurrency, cfg.DeliveryPerLoop = 4, 2
@@ -745,6 +761,7 @@ func TestSlowReceiverDoesNotHoldBackOthers(t *testing.T) {
 }
 
 func TestDeletingALoopDropsItsPendingDeliveries(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -770,6 +787,7 @@ func TestDeletingALoopDropsItsPendingDeliveries(t *testing.T) {
 }
 
 func TestDeliveriesListPages(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -793,6 +811,8 @@ func TestDeliveriesListPages(t *testing.T) {
 }
 
 func TestAReceiverThatDoesNotAnswerInTimeFailsTheAttempt(t *testing.T) {
+	// Not in parallel: what it checks is bounded in time, which other tests running
+	// at once would stretch.
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, func(cfg *server.Config) { cfg.DeliveryTimeout = time.Second })
 	rcv := servertest.NewReceiver(t)
@@ -818,6 +838,7 @@ func TestAReceiverThatDoesNotAnswerInTimeFailsTheAttempt(t *testing.T) {
 }
 
 func TestAPersonLoopRunsEmailLookups(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	servertest.AcmeNetwork(e)
@@ -850,6 +871,7 @@ func TestAPersonLoopRunsEmailLookups(t *testing.T) {
 }
 
 func TestAnIdempotencyKeyReusedOnAnotherLoopSaysSo(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	first, _ := e.CreateLoop("first", "https://127.0.0.1:9/hook", "company")

@@ -113,6 +113,7 @@ func toolRefused(t testing.TB, r *toolResult, status int, code, message string) 
 }
 
 func TestMCPListsItsTools(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	cs := e.MCP(e.Key)
@@ -166,6 +167,7 @@ func TestMCPListsItsTools(t *testing.T) {
 }
 
 func TestMCPNeedsTheAPIKey(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	revoked, _ := e.NewOrg("other", 10)
 	if err := e.DB.RevokeKey(t.Context(), "other", e.KeyByPrefix("other", revoked).ID); err != nil {
@@ -206,6 +208,7 @@ func TestMCPNeedsTheAPIKey(t *testing.T) {
 }
 
 func TestMCPEnrichCompanyWaitsForTheResult(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -239,6 +242,7 @@ func TestMCPEnrichCompanyWaitsForTheResult(t *testing.T) {
 }
 
 func TestMCPEnrichPersonAndAFailureRefunded(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -272,6 +276,7 @@ func TestMCPEnrichPersonAndAFailureRefunded(t *testing.T) {
 }
 
 func TestMCPTaskNotSettledIsPolledWithGetTask(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -314,6 +319,8 @@ func TestMCPTaskNotSettledIsPolledWithGetTask(t *testing.T) {
 // TestMCPWaitOutlastsTheWriteTimeout: a tool's wait is not cut off by the listener's
 // write or read timeout, which are shorter than the longest wait.
 func TestMCPWaitOutlastsTheWriteTimeout(t *testing.T) {
+	// Not in parallel: what it checks is bounded in time, which other tests running
+	// at once would stretch.
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -337,6 +344,7 @@ func TestMCPWaitOutlastsTheWriteTimeout(t *testing.T) {
 // (its tools never change), and a connection held without end is one the listener
 // cannot give to anyone else: it ends when a tool's longest wait would.
 func TestMCPHoldsAConnectionNoLongerThanAWait(t *testing.T) {
+	// Not in parallel: it shortens the hold of every server in the process (SetMCPHold).
 	is := is.New(t)
 	limits := server.HTTPLimits{WriteTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond}
 	e := servertest.NewEnv(t, func(c *server.Config) { c.HTTP = limits })
@@ -366,6 +374,8 @@ func TestMCPHoldsAConnectionNoLongerThanAWait(t *testing.T) {
 // TestMCPWaitEndsWhenTheWorkersStop: a process shutting down settles no more tasks, so
 // a tool waiting for one answers at once with the task as it is and how to poll.
 func TestMCPWaitEndsWhenTheWorkersStop(t *testing.T) {
+	// Not in parallel: what it checks is bounded in time, which other tests running
+	// at once would stretch.
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -403,6 +413,7 @@ func TestMCPWaitEndsWhenTheWorkersStop(t *testing.T) {
 // timeout, a cancel) leaves nobody to answer; the tool stops waiting at once rather
 // than polling the task for the rest of wait_seconds, and the request ends.
 func TestMCPWaitEndsWhenTheClientLeaves(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -450,6 +461,7 @@ func TestMCPWaitEndsWhenTheClientLeaves(t *testing.T) {
 // TestMCPRefusesWhatTheAPIRefuses: each input the API answers 400 is a tool error with
 // the same sentence and code, and costs nothing.
 func TestMCPRefusesWhatTheAPIRefuses(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	cs := e.MCP(e.Key)
 	for name, c := range map[string]struct {
@@ -504,6 +516,7 @@ func TestMCPRefusesWhatTheAPIRefuses(t *testing.T) {
 }
 
 func TestMCPWithoutCredits(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	broke, _ := e.NewOrg("broke", 0)
@@ -523,6 +536,7 @@ func TestMCPWithoutCredits(t *testing.T) {
 }
 
 func TestMCPIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -588,6 +602,7 @@ func TestMCPIdempotencyKey(t *testing.T) {
 // TestMCPLoopID: loop_id posts the result to the organization's own Loop, as the API's
 // field does, and names no other organization's.
 func TestMCPLoopID(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -620,6 +635,7 @@ func TestMCPLoopID(t *testing.T) {
 // tool too, with its code and Retry-After, no requestId and no internals; nothing is
 // charged, and the reads still answer.
 func TestMCPStorageUnavailable(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	e := servertest.NewEnv(t)
@@ -640,6 +656,7 @@ func TestMCPStorageUnavailable(t *testing.T) {
 }
 
 func TestMCPListTasksAndBalance(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -679,6 +696,7 @@ func TestMCPListTasksAndBalance(t *testing.T) {
 // TestMCPChargesAsTheHTTPAPI makes the same calls over HTTP in one enrichd and through
 // the tools in another, on the same network: the ledgers and the tasks are the same.
 func TestMCPChargesAsTheHTTPAPI(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	calls := []struct {
 		tool string
@@ -737,6 +755,7 @@ func TestMCPChargesAsTheHTTPAPI(t *testing.T) {
 }
 
 func TestMCPSharesTheKeysRateLimit(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.RateKey = server.Rate{Limit: rate.Limit(0.01), Burst: 3} })
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
@@ -760,6 +779,7 @@ func TestMCPSharesTheKeysRateLimit(t *testing.T) {
 // the key's rate limit (the protocol before 2025-06-18 allowed them, and a request
 // without its version header is read as that protocol). One message a request.
 func TestMCPRefusesABatch(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	enrich := func(id int, domain string) string {
@@ -794,6 +814,7 @@ func TestMCPRefusesABatch(t *testing.T) {
 // message when it has one; answered as the OpenAPI document says (e.Do checks each
 // answer against it), and it costs nothing.
 func TestMCPTransportRefusals(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	accept := "application/json, text/event-stream"
 	call := func(domain string) string {
@@ -853,6 +874,7 @@ func rpcRefused(t *testing.T, r *servertest.Response, status int, id any, code f
 // TestMCPToolCallNeedsNoSession: a tool call is one POST, answered by whichever
 // replica gets it; no session id is given or needed.
 func TestMCPToolCallNeedsNoSession(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))

@@ -12,6 +12,7 @@ import (
 // released once the service is idle, not again while it stays idle (a slow machine
 // only makes fewer ticks), and once more after a request ends the spell.
 func TestIdleMemoryIsReleased(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "what is released is SQLite's page cache")
 	e := servertest.NewEnv(t, func(c *server.Config) { c.IdleRelease = 20 * time.Millisecond })
 	e.StartWorkers()

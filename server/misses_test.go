@@ -23,6 +23,7 @@ import (
 // is that organization's: another organization with its own key still asks. Past the
 // window the misses are purged and the vendors asked again.
 func TestAVendorsMissIsNotPaidTwice(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pdl, el, apollo := fakePDLCompanies(t, nil), fakeEnrichLayerCompanies(t, nil), fakeApolloOrganizations(t, nil)
@@ -112,6 +113,7 @@ func TestAVendorsMissIsNotPaidTwice(t *testing.T) {
 // A watch's check compares what the sources say now: it asks a vendor remembered not
 // to know the subject all the same, where an ordinary task skips it.
 func TestAWatchCheckAsksAVendorRememberedNotToKnow(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := fakePDLCompanies(t, nil)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, withVendors(t, pdl, fakeEnrichLayerCompanies(t, nil), fakeApolloOrganizations(t, nil)))

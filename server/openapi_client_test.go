@@ -23,6 +23,7 @@ import (
 // schemas referenced only from webhooks are pruned away, a const without a type
 // becomes interface{}, an enum holding null becomes a bogus constant.
 func TestAGeneratedGoClientCompiles(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("generates and compiles a client")
 	}
@@ -114,6 +115,7 @@ func TestAGeneratedGoClientCompiles(t *testing.T) {
 // holding null (say "or null" with anyOf instead), and a tag used by an operation but
 // not declared.
 func TestTheDocumentSaysWhatGeneratorsNeed(t *testing.T) {
+	t.Parallel()
 	s := loadOpenAPI(t)
 	var doc any
 	if err := json.Unmarshal(s.Raw, &doc); err != nil {

@@ -21,6 +21,7 @@ func loadOpenAPI(t testing.TB) *servertest.OpenAPISpec {
 }
 
 func TestOpenAPIDocumentIsServed(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	s := loadOpenAPI(t)
 	// No key: a client reads the document before it has one.
@@ -50,6 +51,7 @@ func TestOpenAPIDocumentIsServed(t *testing.T) {
 // the operations of the document to each other, both ways, and asks the running server
 // whether each of them is really there.
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
+	t.Parallel()
 	s := loadOpenAPI(t)
 	registered := servertest.RegisteredRoutes(t)
 	if len(registered) == 0 {

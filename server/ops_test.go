@@ -23,6 +23,7 @@ import (
 // vendor calls through the real handler and workers, and reads each movement back
 // from /metrics.
 func TestMetricsFollowTraffic(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -88,6 +89,7 @@ func TestMetricsFollowTraffic(t *testing.T) {
 }
 
 func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 
@@ -131,6 +133,7 @@ func TestHealthAndReadiness(t *testing.T) {
 }
 
 func TestAdminRoutesCanLeaveTheAPI(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.SeparateAdmin = true })
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
@@ -153,6 +156,7 @@ func TestAdminRoutesCanLeaveTheAPI(t *testing.T) {
 
 // TestRequestLogLine checks the fields of the one line a request writes.
 func TestRequestLogLine(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	r := e.Do("GET", "/v1/tasks", nil)
@@ -179,6 +183,7 @@ func TestRequestLogLine(t *testing.T) {
 // TestShutdownLetsClaimedTasksFinish stops the workers while a task is running: with
 // a grace period the task settles, without one it goes back to the queue.
 func TestShutdownLetsClaimedTasksFinish(t *testing.T) {
+	t.Parallel()
 	for _, grace := range []time.Duration{time.Hour, 0} {
 		t.Run(grace.String(), func(t *testing.T) {
 			is := is.New(t)
@@ -223,6 +228,7 @@ func TestShutdownLetsClaimedTasksFinish(t *testing.T) {
 // TestRetentionRunsInTheBackground lets maintenance delete a task settled longer ago
 // than the retention window, while a recent one stays, then checkpoint once quiet.
 func TestRetentionRunsInTheBackground(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) {
 		c.Retain = 90 * 24 * time.Hour

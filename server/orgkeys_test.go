@@ -29,6 +29,7 @@ import (
 // installation's key once it allows the fallback; the key is in no log line, no
 // response and not in the database in clear.
 func TestAnOrganizationsOwnKey(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	const installKey, ownKey = "pdl-install-key-00aa11bb", "pdl-acme-own-key-7c6d5e4f"

@@ -12,6 +12,7 @@ import (
 )
 
 func TestDeepPagesAreCapped(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	loop, _ := e.CreateLoop("companies", "https://hooks.example/c", "company")
 	for i := range 3 {

@@ -18,6 +18,7 @@ import (
 // logged as an error, and nothing changes. The key, or the session, is checked first,
 // as for any id.
 func TestAnIDThatCannotBeOneIsNotFound(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	// One object of each kind, so that an id read loosely could find something.
 	loopID, _ := e.CreateLoop("Acme loop", "http://127.0.0.1:9/hook", "company")

@@ -17,6 +17,7 @@ import (
 // admin handler and by the API's handler never, whether or not the health endpoints
 // share the API's address.
 func TestProfilesOnlyOnTheAdminListener(t *testing.T) {
+	t.Parallel()
 	for _, separate := range []bool{false, true} {
 		is := is.New(t)
 		e := servertest.NewEnv(t, func(c *server.Config) { c.SeparateAdmin = separate })

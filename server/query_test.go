@@ -15,6 +15,7 @@ import (
 // escape would be dropped) are 400 on every endpoint that takes a key, before
 // anything is read, made or charged.
 func TestAQueryThatSaysTwoThingsIsRefused(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	loopID, _ := e.CreateLoop("Acme loop", "http://127.0.0.1:9/hook", "company")
 	taskID := e.EnrichCompany(map[string]string{"domain": "acme.com"})
@@ -66,6 +67,7 @@ func TestAQueryThatSaysTwoThingsIsRefused(t *testing.T) {
 // answered as the organization of either, the first as it was, nor with one key
 // sent twice: 401 on every endpoint that takes a key.
 func TestTwoAuthorizationHeadersAreUnauthorized(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	otherKey, _ := e.NewOrg("other", 100)
 	balance := e.Balance("acme")

@@ -35,6 +35,7 @@ func verifiers(t *testing.T, got servertest.Received, secret string) (stripe, st
 // of t=; the specification's own library verifies it, as stripe-go verifies ours, and
 // neither accepts a byte changed.
 func TestDeliveriesCarryTheStandardWebhooksHeaders(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t, 500)
@@ -73,6 +74,7 @@ func TestDeliveriesCarryTheStandardWebhooksHeaders(t *testing.T) {
 // holds only the old secret or only the new one verifies it with either library; after
 // the grace period only the new one. Bad rotation requests are 400 and change nothing.
 func TestRotatingASecretWithAGracePeriodLosesNoDelivery(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -180,6 +182,7 @@ func answer(status int, header ...string) http.HandlerFunc {
 // why and when), fails what was pending, and fails new deliveries without sending
 // them; a retry is refused until a PATCH enables the destination again.
 func TestAGoneReceiverDisablesTheDestination(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := newScripted(t, answer(http.StatusGone))
@@ -223,6 +226,7 @@ func TestAGoneReceiverDisablesTheDestination(t *testing.T) {
 // least that far off, at most the schedule's longest delay (6 h); without one, or a
 // shorter one, the schedule holds.
 func TestRetryAfterDelaysTheNextAttempt(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	start := e.Clock.Now()
@@ -265,6 +269,7 @@ func TestRetryAfterDelaysTheNextAttempt(t *testing.T) {
 // A redirect is not followed: it is a failed attempt, retried on schedule, and the
 // address it points to gets nothing.
 func TestARedirectIsAFailedAttempt(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	var elsewhere atomic.Int64
@@ -288,6 +293,7 @@ func TestARedirectIsAFailedAttempt(t *testing.T) {
 // page, with the last error, and counted in /metrics; one acknowledged attempt
 // clears it. A destination a 410 disabled is shown and counted too.
 func TestFailingLoopsAreShownAndCounted(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	down := newScripted(t, answer(502), answer(502), answer(502))
@@ -343,6 +349,7 @@ func TestFailingLoopsAreShownAndCounted(t *testing.T) {
 // The dashboard's rotation takes a grace period in hours and says until when the old
 // secret still signs; the Loop's page shows it after.
 func TestTheDashboardRotatesWithAGracePeriod(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)

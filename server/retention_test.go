@@ -16,6 +16,7 @@ import (
 // years apart; a year later maintenance deletes the one no source refreshed for three
 // years, with its keys, and keeps the other.
 func TestStoredRecordsPastRetentionAreDeleted(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	e := servertest.NewEnv(t, func(c *server.Config) { c.MaintenanceInterval = 10 * time.Millisecond })
@@ -56,6 +57,7 @@ func TestStoredRecordsPastRetentionAreDeleted(t *testing.T) {
 // a hint picked stays, and a retry with another hint then searches again, as a first
 // lookup does, and answers.
 func TestGatheredCandidatesPastRetentionAreDeleted(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	e := servertest.NewEnv(t, func(c *server.Config) { c.MaintenanceInterval = 10 * time.Millisecond })

@@ -23,6 +23,7 @@ import (
 // own figures, in the order of the sources, in money where a credit's price is set,
 // the same after a restart.
 func TestSourcesSpendPerOrganizationSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl", "enrichlayer"), func(c *server.Config) {
 		c.CreditUSD = map[string]float64{"pdl": 0.25}
@@ -66,6 +67,7 @@ func TestSourcesSpendPerOrganizationSurvivesARestart(t *testing.T) {
 // priced source that sent nothing upstream leaves nothing either, its booking gone
 // with its answer.
 func TestSourcesAFreeAskWritesNothing(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	rows := func() (n int) {
@@ -90,6 +92,7 @@ func TestSourcesAFreeAskWritesNothing(t *testing.T) {
 // and against the caps, of this replica and of another on the same database; its
 // answer settles it with what it cost, and frees what it held beyond that.
 func TestSourcesAnAskUnderWayIsOnTheBooks(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	ctx := context.Background()
@@ -126,6 +129,7 @@ func TestSourcesAnAskUnderWayIsOnTheBooks(t *testing.T) {
 // longer than a task can, its settling lost; and a late answer to an ask settled as
 // unknown is not counted twice.
 func TestSourcesAsksOfAGoneProcessAreSettledUnknown(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	ctx := context.Background()
@@ -176,6 +180,7 @@ func TestSourcesAsksOfAGoneProcessAreSettledUnknown(t *testing.T) {
 // other; the installation's cap (the lower of the database's and the flag's) binds
 // the installation's keys, not an organization's own; a cap cleared admits again.
 func TestSourcesBudgetsRefuseAtTheCap(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"), func(c *server.Config) { c.SourceBudgets = map[string]int64{"pdl": 10} })
 	ctx := context.Background()
@@ -212,6 +217,7 @@ func TestSourcesBudgetsRefuseAtTheCap(t *testing.T) {
 // Asks in flight count against the cap: as many are admitted at once as the cap
 // leaves, never more, and each recorded releases its place.
 func TestSourcesBudgetCountsAsksInFlight(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	ctx := context.Background()
@@ -243,6 +249,7 @@ func TestSourcesBudgetCountsAsksInFlight(t *testing.T) {
 // The month's credits are the database's: a second server on the same database (a
 // replica) refuses once the first has spent the cap.
 func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	ctx := context.Background()
@@ -260,6 +267,7 @@ func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
 // month's credits come to the cap exactly, never past it, and both replicas report
 // the same month.
 func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	const budget, askers, attempts = 20, 6, 12 // askers per replica
@@ -312,6 +320,7 @@ func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
 // /metrics counts each source's asks by outcome, its vendor credits and the asks its
 // budget refused.
 func TestSourcesMetrics(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	e.Ask(e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 2})
@@ -339,6 +348,7 @@ func TestSourcesMetrics(t *testing.T) {
 // what an admitted ask reserves (1 credit), so no more than the cap are admitted,
 // however the asks' reads of the month and their recording interleave.
 func TestSourcesConcurrentAsksStayUnderTheCap(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	const budget = 5

@@ -21,6 +21,7 @@ import (
 // The status endpoint shows the running server's upstream counters, read through the
 // real handler after real tasks went through a vendor adapter.
 func TestStatusShowsSourceCounters(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	var down atomic.Bool
 	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -75,6 +76,7 @@ func TestStatusShowsSourceCounters(t *testing.T) {
 }
 
 func TestStatusNeedsAKey(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	r := e.Do("GET", "/v1/status", nil, "Authorization", "")

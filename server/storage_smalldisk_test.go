@@ -22,6 +22,7 @@ import (
 // writes, without being run again; those a restart left running are requeued once
 // their lease has run out.
 func TestStorageSmallDiskRecoversByItself(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	dir := storetest.MountTmpfs(t, "2m")
 	e := servertest.NewEnv(t, servertest.DBAt(filepath.Join(dir, "enrichd.db")), twoWorkers)

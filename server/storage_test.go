@@ -74,6 +74,7 @@ func checkStorageUnavailable(t *testing.T, r *servertest.Response) {
 // not ready, the failures are logged once with a count and counted in /metrics, and
 // once space is freed /readyz is ready again by itself and writes succeed.
 func TestStorageFullDisk(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
@@ -149,6 +150,7 @@ func TestStorageFullDisk(t *testing.T) {
 // root cannot write): writes answer 503 and charge nothing, /readyz says not ready,
 // and once the file is writable again both recover by themselves.
 func TestStorageReadOnlyFile(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	e := servertest.NewEnv(t, twoWorkers)
@@ -189,6 +191,7 @@ func TestStorageReadOnlyFile(t *testing.T) {
 // stays queued and charged once, a due delivery waits, nothing is logged per attempt,
 // and both go out once space is back.
 func TestStorageWorkersAndSenderWait(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
@@ -256,6 +259,7 @@ func readOnly(t *testing.T, path string) (undo func()) {
 // volume mounted read-only): it serves reads, answers writes 503 and charges nothing,
 // says not ready, and once the file is writable again recovers without a restart.
 func TestStorageReadOnlyFileAtStart(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	e := servertest.NewEnv(t, twoWorkers)
@@ -318,6 +322,7 @@ func waitFailures(t *testing.T, e *servertest.Env, n uint64) {
 // retention that cannot delete, and the checkpoint, leave the log to the store's one
 // line, and rounds are skipped while the database does not take writes.
 func TestStorageMaintenanceStaysQuiet(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
@@ -358,6 +363,7 @@ func TestStorageMaintenanceStaysQuiet(t *testing.T) {
 // A task whose result cannot be stored (the disk filled while it ran) is not logged
 // by the worker: the store's line says it once.
 func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
@@ -391,6 +397,7 @@ func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
 // charged; the rows of a batch made before wait, pending and uncharged, instead of
 // failing, and get their tasks once space is freed.
 func TestStorageFullDiskBatches(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
@@ -428,6 +435,7 @@ func TestStorageFullDiskBatches(t *testing.T) {
 // connection is dropped, so the client sees a broken download (not a 200 that looks
 // complete), and the failure is logged once with the requestId.
 func TestStorageFailureCutsBatchResultsVisibly(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	key, _ := e.NewOrg("bulk", 1000)
@@ -482,6 +490,7 @@ func smallBufferClient() *http.Client {
 // TestMetricsCountCheckpoints reads SQLite's checkpoints of the write-ahead log from
 // /metrics once there were writes to copy: the figures a latency spike is laid beside.
 func TestMetricsCountCheckpoints(t *testing.T) {
+	t.Parallel()
 	servertest.SQLiteOnly(t, "checkpoints are SQLite's")
 	e := servertest.NewEnv(t)
 	is.New(t).Equal(e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "acme.com"}).Status, 202)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestSuppressionsAreAddedListedAndLifted(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	otherKey, _ := e.NewOrg("globex", 10)
@@ -69,6 +70,7 @@ func TestSuppressionsAreAddedListedAndLifted(t *testing.T) {
 }
 
 func TestBadSuppressionsAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t)
 	for name, body := range map[string]any{
 		"none":            map[string]any{"reason": "why"},
@@ -107,6 +109,7 @@ func TestBadSuppressionsAreRefusedAndChangeNothing(t *testing.T) {
 }
 
 func TestASuppressionCSVIsCheckedWholeThenAddedInOneCall(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	upload := func(file string) *servertest.Response {
@@ -170,6 +173,7 @@ func TestASuppressionCSVIsCheckedWholeThenAddedInOneCall(t *testing.T) {
 // request, refunded, with no source asked and nothing stored; lifted, it is enriched
 // again.
 func TestASuppressedSubjectIsNeverEnriched(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -216,6 +220,7 @@ func TestASuppressedSubjectIsNeverEnriched(t *testing.T) {
 // suppressed profile, a company page of a suppressed domain) fails the same way once
 // the source has answered: nothing of them is stored, nor what the lookup gathered.
 func TestAnAnswerAboutASuppressedSubjectIsNotKept(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -264,6 +269,7 @@ func TestAnAnswerAboutASuppressedSubjectIsNotKept(t *testing.T) {
 // TestATaskQueuedBeforeItsSubjectWasSuppressedAsksNoSource: the workers check the
 // subject again when they take the task.
 func TestATaskQueuedBeforeItsSubjectWasSuppressedAsksNoSource(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -282,6 +288,7 @@ func TestATaskQueuedBeforeItsSubjectWasSuppressedAsksNoSource(t *testing.T) {
 // TestSuppressionsHoldOnEveryPathThatTakesASubject: a Loop's run, a batch's rows (the
 // suppressed row fails alone), a watch (paused, its check skipped) and the MCP tools.
 func TestSuppressionsHoldOnEveryPathThatTakesASubject(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, watchesOften)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))

@@ -44,6 +44,7 @@ func (p panickySource) PersonByURL(_ context.Context, u string) (*enrich.Person,
 // refunded; the panic is logged once with its stack, and the workers go on: more
 // panics than there are workers, then tasks that succeed.
 func TestAPanickingSourceFailsOnlyItsTask(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, func(c *server.Config) { c.Sources = []enrich.Source{panickySource{}} })
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))

@@ -14,6 +14,7 @@ import (
 )
 
 func TestAnotherOrganizationCannotSeeListOrCancelTasks(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	mine := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com"}).Str("task.id")
@@ -40,6 +41,7 @@ func TestAnotherOrganizationCannotSeeListOrCancelTasks(t *testing.T) {
 }
 
 func TestListTasks(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	var ids []string
@@ -80,6 +82,7 @@ func TestListTasks(t *testing.T) {
 }
 
 func TestCancelAQueuedTask(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -103,6 +106,7 @@ func TestCancelAQueuedTask(t *testing.T) {
 }
 
 func TestCancelARunningTaskDiscardsItsLateResult(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -127,6 +131,7 @@ func TestCancelARunningTaskDiscardsItsLateResult(t *testing.T) {
 }
 
 func TestATaskPastItsLifetimeFailsAsTimedOut(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.TaskTTL = time.Hour })
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -146,6 +151,7 @@ func TestATaskPastItsLifetimeFailsAsTimedOut(t *testing.T) {
 }
 
 func TestAQueuedTaskPastItsLifetimeFailsAsTimedOut(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.TaskTTL = time.Minute })
 	id := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com"}).Str("task.id")
@@ -166,6 +172,7 @@ func TestAQueuedTaskPastItsLifetimeFailsAsTimedOut(t *testing.T) {
 // same database again, and checks that every task settles exactly once with the
 // right ledger.
 func TestEveryAcceptedTaskSettlesOnceAcrossARestart(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.Lease = time.Minute })
 	const n = 12
@@ -201,6 +208,7 @@ func TestEveryAcceptedTaskSettlesOnceAcrossARestart(t *testing.T) {
 }
 
 func TestShutdownPutsHeldTasksBack(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))

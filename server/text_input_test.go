@@ -15,6 +15,7 @@ import (
 // charged or stored, and with the same answer on SQLite and PostgreSQL (where they
 // answered 500 or were stored as sent, or a decoded URL became U+FFFD).
 func TestTextThatIsNotValidIsRefusedOnEitherEngine(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
 	companyLoop, _ := e.CreateLoop("Companies", rcv.Srv.URL, "company")
@@ -69,6 +70,7 @@ func TestTextThatIsNotValidIsRefusedOnEitherEngine(t *testing.T) {
 // marks, right-to-left text and its marks, U+2028) is accepted as before, and kept as
 // sent, on either engine.
 func TestTextOfAnyScriptIsAccepted(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
 	for _, tt := range []struct {

@@ -44,6 +44,7 @@ func position(companyName, companySlug, title, start string, current bool) enric
 // nothing; both checks are charged; a target the source no longer finds twice pauses
 // the watch, which then never runs again.
 func TestWatchSeesAJobChange(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, watchesOften)
 	rcv := servertest.NewReceiver(t)
@@ -201,6 +202,7 @@ func TestWatchSeesAJobChange(t *testing.T) {
 // (the watch waits for next month, nothing charged), while a check asked for by hand
 // still runs and counts.
 func TestWatchMonthlyCap(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, watchesOften)
 	// Mid-month, so that the hour the test moves through stays in one month.
@@ -272,6 +274,7 @@ func TestWatchMonthlyCap(t *testing.T) {
 // creates nothing; the watch is due again WatchRetry later, and runs once the
 // organization has credits.
 func TestWatchRefusedCheckIsRetried(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, watchesOften)
 	key, _ := e.NewOrg("broke", 0)
@@ -309,6 +312,7 @@ func TestWatchRefusedCheckIsRetried(t *testing.T) {
 // AClaimNeverRecordedKeepsItsDueTime); a check of the same due time finds the same
 // task again (its key names that time) rather than charging for a second one.
 func TestWatchCheckIsNotMadeTwiceForOneDueTime(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, watchesOften)
@@ -340,6 +344,7 @@ func TestWatchCheckIsNotMadeTwiceForOneDueTime(t *testing.T) {
 // the address is on record for, however recently the store got them: a check of
 // what the store already holds would be charged and would miss the change.
 func TestEmailWatchAsksTheSource(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, watchesOften)
 	servertest.AcmeNetwork(e)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestWatchLifecycle(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -72,6 +73,7 @@ func TestWatchLifecycle(t *testing.T) {
 }
 
 func TestWatchPersonByEmailKeepsItsHints(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -86,6 +88,7 @@ func TestWatchPersonByEmailKeepsItsHints(t *testing.T) {
 // TestWatchRefusesBadInput: each refusal is a 400 naming the field, and creates and
 // charges nothing.
 func TestWatchRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
 	companyLoop, _ := e.CreateLoop("Companies", rcv.Srv.URL, "company")
@@ -183,6 +186,7 @@ func TestWatchRefusesBadInput(t *testing.T) {
 }
 
 func TestWatchDuplicateIsConflict(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -201,6 +205,7 @@ func TestWatchDuplicateIsConflict(t *testing.T) {
 // TestWatchOfAnotherOrganizationIsNotFound: another organization's watch and Loop are
 // answered as ones that do not exist, whatever is asked of them.
 func TestWatchOfAnotherOrganizationIsNotFound(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -237,6 +242,7 @@ func TestWatchOfAnotherOrganizationIsNotFound(t *testing.T) {
 }
 
 func TestWatchImport(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -304,6 +310,7 @@ func TestWatchImport(t *testing.T) {
 // TestWatchRunNow: a manual check is an enrichment like any other: charged, queued,
 // its Idempotency-Key honoured, and marked as the watch's.
 func TestWatchRunNow(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)

@@ -200,6 +200,7 @@ func jsonNumber(v any) string {
 // asked; so does its webhook. A repeat within the freshness window asks nothing and
 // shows the provenance the record was stored with.
 func TestWaterfallFillsFromTheNextSource(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := fakePDLCompanies(t, map[string]map[string]any{
 		"roadrunner.com": {"website": "roadrunner.com", "display_name": "Road Runner Inc", "linkedin_url": "linkedin.com/company/roadrunner",
@@ -279,6 +280,7 @@ func TestWaterfallFillsFromTheNextSource(t *testing.T) {
 // A second source that answers with another company is discarded, and logged; the
 // next one, the same company, fills what is still missing.
 func TestWaterfallDiscardsAnotherSubject(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := fakePDLCompanies(t, map[string]map[string]any{
 		"coyote.com": {"website": "coyote.com", "display_name": "Coyote Supplies", "linkedin_url": "linkedin.com/company/coyote",
@@ -320,6 +322,7 @@ func TestWaterfallDiscardsAnotherSubject(t *testing.T) {
 // With no fill list, the first source that knows the subject gives the answer (as
 // before the waterfall): the others are not asked.
 func TestWaterfallWithNoFillListIsFirstHitWins(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := fakePDLCompanies(t, map[string]map[string]any{"wile.com": {"website": "wile.com", "headline": nil}})
 	el := fakeEnrichLayerCompanies(t, map[string]elCompany{
@@ -351,6 +354,7 @@ func TestWaterfallWithNoFillListIsFirstHitWins(t *testing.T) {
 // A stored record served because its refresh failed keeps the provenance it was
 // stored with, beside the sources that were asked and failed.
 func TestWaterfallStoredRecordServedOnFailureKeepsItsProvenance(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := fakePDLCompanies(t, map[string]map[string]any{"acme-anvils.com": {"website": "acme-anvils.com"}})
 	e := servertest.NewEnv(t, withVendors(t, pdl, fakeEnrichLayerCompanies(t, nil), fakeApolloOrganizations(t, nil)))
@@ -374,6 +378,7 @@ func TestWaterfallStoredRecordServedOnFailureKeepsItsProvenance(t *testing.T) {
 // found nobody); served again from the store, it asks none
 // and keeps that provenance.
 func TestEmailLookupCarriesProvenanceAndSources(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)
@@ -447,6 +452,7 @@ func withPeopleVendors(t *testing.T, el, pdl *vendorFake, fill ...string) func(*
 // that record merged: PDL's part is a miss, another subject, and a WARN line names
 // both.
 func TestWaterfallFillsAPersonFromTheNextSource(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	const (
 		wile = "https://www.linkedin.com/in/wile-e-coyote"

@@ -16,6 +16,7 @@ import (
 // form an admin sends; the retry settles on the one person the hint picks, charged
 // once. A viewer is told an admin can; an answer no hint can settle offers nothing.
 func TestDashboardAmbiguousAnswerOffersARetryWithHints(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	servertest.AcmeNetwork(e)

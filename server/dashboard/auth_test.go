@@ -16,6 +16,7 @@ import (
 )
 
 func TestDashboardSignInFromTheLink(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	token := e.NewUser("acme", "lead@acme.example", "admin")
@@ -67,6 +68,7 @@ func TestDashboardSignInFromTheLink(t *testing.T) {
 }
 
 func TestDashboardWrongSignInSaysNothingOfWhichPart(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.SignIn("acme", "admin") // admin@acme.example exists with DashPassword
@@ -105,6 +107,7 @@ func emailIn(body string) string {
 }
 
 func TestDashboardCookieFlags(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	token := e.NewUser("acme", "lead@acme.example", "admin")
@@ -133,6 +136,7 @@ func TestDashboardCookieFlags(t *testing.T) {
 }
 
 func TestDashboardSessionsExpire(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.SessionIdle, c.SessionMax = time.Hour, 3*time.Hour })
 	b := e.SignIn("acme", "viewer")
@@ -157,6 +161,7 @@ func TestDashboardSessionsExpire(t *testing.T) {
 }
 
 func TestDashboardLogoutEndsTheSessionOnTheServer(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.SignIn("acme", "admin")
@@ -178,6 +183,7 @@ func TestDashboardLogoutEndsTheSessionOnTheServer(t *testing.T) {
 }
 
 func TestDashboardLoginIsRateLimited(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.SignIn("acme", "admin")
@@ -211,6 +217,7 @@ func TestDashboardLoginIsRateLimited(t *testing.T) {
 }
 
 func TestDashboardRefusesCrossSiteWrites(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.SignIn("acme", "admin")
@@ -228,6 +235,7 @@ func TestDashboardRefusesCrossSiteWrites(t *testing.T) {
 }
 
 func TestDashboardAndAPICredentialsDoNotMix(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.SignIn("acme", "admin")
@@ -244,6 +252,7 @@ func TestDashboardAndAPICredentialsDoNotMix(t *testing.T) {
 }
 
 func TestDashboardStaticFilesAreEmbedded(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.NewBrowser()
@@ -258,6 +267,7 @@ func TestDashboardStaticFilesAreEmbedded(t *testing.T) {
 }
 
 func TestDashboardSignInReturnsToThePageAskedForOnThisSiteOnly(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	i := 0
@@ -282,6 +292,7 @@ func TestDashboardSignInReturnsToThePageAskedForOnThisSiteOnly(t *testing.T) {
 }
 
 func TestDashboardUnknownPageIsAPage(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	p := e.NewBrowser().Get("/dashboard/no-such-page")
@@ -309,6 +320,7 @@ func TestDashboardUnknownPageIsAPage(t *testing.T) {
 // cookie even without an https public URL, and the cookie lasts the session's
 // absolute length at most.
 func TestDashboardSessionOverTLS(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.SessionMax = 2 * time.Hour })
 	tlsSrv := httptest.NewTLSServer(e.Srv)
@@ -334,6 +346,7 @@ func TestDashboardSessionOverTLS(t *testing.T) {
 // TestDashboardDisabledUserIsSignedOut: `enrichd users disable` ends the sessions of
 // a user signed in at that moment.
 func TestDashboardDisabledUserIsSignedOut(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.SignIn("acme", "admin")
@@ -352,6 +365,7 @@ func TestDashboardDisabledUserIsSignedOut(t *testing.T) {
 // another user or the same, ends the session the browser held; it is not left valid
 // on the server with no one meant to hold it.
 func TestDashboardSigningInAgainEndsTheSessionBefore(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.SignIn("acme", "admin")
@@ -374,6 +388,7 @@ func TestDashboardSigningInAgainEndsTheSessionBefore(t *testing.T) {
 // say something else (a phishing line under the site's own name), nor carry a notice
 // said to someone else.
 func TestDashboardNoticesAreOnlyTheServers(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	admin := e.SignIn("acme", "admin")
@@ -409,6 +424,7 @@ func TestDashboardNoticesAreOnlyTheServers(t *testing.T) {
 // /dashboard/ (no such page, a method the page does not take) are dashboard pages,
 // with the same policy headers as every other page.
 func TestDashboardErrorPagesCarryTheDashboardsHeaders(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.SignIn("acme", "admin")
@@ -441,6 +457,7 @@ func TestDashboardErrorPagesCarryTheDashboardsHeaders(t *testing.T) {
 // browser too old to send Sec-Fetch-Site still sends its forms from the public URL's
 // origin, which is this site, while any other origin stays refused.
 func TestDashboardFormsThroughAProxy(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.PublicURL = "https://enrich.example.com/" })
 	token := e.NewUser("acme", "lead@acme.example", "admin")
@@ -453,6 +470,7 @@ func TestDashboardFormsThroughAProxy(t *testing.T) {
 }
 
 func TestDashboardErrorsAnsweredToHtmxAreTheMessageAlone(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	loopID, _ := e.CreateLoop("Hooks", "http://127.0.0.1:1/hook", "company")
@@ -477,6 +495,7 @@ func TestDashboardErrorsAnsweredToHtmxAreTheMessageAlone(t *testing.T) {
 }
 
 func TestDashboardSessionsOutliveARestart(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.SignIn("acme", "admin")
@@ -493,6 +512,7 @@ func TestDashboardSessionsOutliveARestart(t *testing.T) {
 // The sign-in page fills in an address from its link only when it is one: anything
 // else is left out rather than shown.
 func TestDashboardSignInPrefillsOnlyAnAddress(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.NewBrowser()

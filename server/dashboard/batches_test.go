@@ -28,6 +28,7 @@ func confirmForm(p *servertest.WebPage) url.Values {
 // anything made or charged; refused rows are listed; confirming makes the batch once
 // however often it is sent; its page shows the progress and the results download.
 func TestDashboardUpload(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -108,6 +109,7 @@ func TestDashboardUpload(t *testing.T) {
 // the others, and its page lists the skipped rows and the failed lookups with why, each
 // failed lookup linked to its task. Enrich's select asks for a row's person and company.
 func TestDashboardUploadSkipsRefusedRows(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	contacts := servertest.ContactExport(e)

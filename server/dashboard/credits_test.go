@@ -66,6 +66,7 @@ func olderLink(p *servertest.WebPage) string {
 }
 
 func TestDashboardCreditsPageForBothRoles(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	taskID := e.EveryKind()
@@ -99,6 +100,7 @@ func TestDashboardCreditsPageForBothRoles(t *testing.T) {
 }
 
 func TestDashboardLedgerIsPagedByIndex(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	ctx := context.Background()
@@ -147,6 +149,7 @@ func TestDashboardLedgerIsPagedByIndex(t *testing.T) {
 }
 
 func TestDashboardLedgerPagesStayInTheirOrganization(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.NewOrg("other", 7)
@@ -179,6 +182,7 @@ func csvExport(t *testing.T, e *servertest.Env, b *servertest.Browser, org strin
 }
 
 func TestDashboardCreditsCSVExport(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	taskID := e.EveryKind()
@@ -244,6 +248,7 @@ func TestDashboardCreditsCSVExport(t *testing.T) {
 }
 
 func TestDashboardCreditsNeedASession(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.NewBrowser()

@@ -19,6 +19,7 @@ import (
 // kept in the form; the export downloads the API's document; a viewer sees the list,
 // not the forms, and may do neither.
 func TestDashboardErasures(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, servertest.ErasuresOften)
 	servertest.RosaNetwork(e)

@@ -22,6 +22,7 @@ import (
 // user: every refusal leaves the database as it was, the good form creates the
 // organization's admin and signs them in, and the link then works no more.
 func TestDashboardFirstStartLink(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t) // acme, with a key and credits, and nobody to sign in
 	ctx := context.Background()
@@ -120,6 +121,7 @@ func TestDashboardFirstStartLink(t *testing.T) {
 // list with the exact commands, each ticked once done, and the list goes away once
 // nothing is left to do.
 func TestDashboardGettingStarted(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	ctx := context.Background()
@@ -157,6 +159,7 @@ func TestDashboardGettingStarted(t *testing.T) {
 // TestRootAndFavicon: the site's root leads to the dashboard, and /favicon.ico is an
 // icon browsers read.
 func TestRootAndFavicon(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.NewBrowser()
@@ -203,6 +206,7 @@ func pageText(p *servertest.WebPage) string {
 // The commands that write data about people (import, serve) name the secret key file
 // serve was given, since they must hash it under the same key.
 func TestDashboardGettingStartedNamesTheDatabase(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ db, keyFile, want, never string }{
 		{"", "", "./enrichd credits grant --org bare --amount 1000", "--db"},
 		{"/var/lib/enrichd/prod.db", "", "./enrichd credits grant --db /var/lib/enrichd/prod.db --org bare --amount 1000", "--secret-key-file"},

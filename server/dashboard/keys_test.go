@@ -23,6 +23,7 @@ func keyRow(p *servertest.WebPage, keyID string) string {
 }
 
 func TestDashboardKeysPageForBothRoles(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	acme := e.KeyByPrefix("acme", e.Key)
@@ -43,6 +44,7 @@ func TestDashboardKeysPageForBothRoles(t *testing.T) {
 }
 
 func TestDashboardViewerCannotCreateOrRevokeKeys(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	v := e.SignIn("acme", "viewer")
@@ -62,6 +64,7 @@ func TestDashboardViewerCannotCreateOrRevokeKeys(t *testing.T) {
 // TestDashboardKeyLifecycle creates a key in the dashboard, uses it against /v1, and
 // revokes it there: the key is exactly one `enrichd keys create` would make.
 func TestDashboardKeyLifecycle(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	admin := e.SignIn("acme", "admin")
@@ -128,6 +131,7 @@ func TestDashboardKeyLifecycle(t *testing.T) {
 }
 
 func TestDashboardKeyNamesAreBounded(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	admin := e.SignIn("acme", "admin")
@@ -148,6 +152,7 @@ func TestDashboardKeyNamesAreBounded(t *testing.T) {
 }
 
 func TestDashboardKeysOfAnotherOrganization(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	otherKey, _ := e.NewOrg("other", 100)
@@ -176,6 +181,7 @@ func TestDashboardKeysOfAnotherOrganization(t *testing.T) {
 }
 
 func TestDashboardKeysRefuseCrossSiteForms(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	admin := e.SignIn("acme", "admin")
@@ -196,6 +202,7 @@ func TestDashboardKeysRefuseCrossSiteForms(t *testing.T) {
 // TestDashboardKeysAreNotForTheAPI: an API key does not open the keys page, so a
 // leaked key cannot mint more keys.
 func TestDashboardKeysAreNotForTheAPI(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.NewBrowser()

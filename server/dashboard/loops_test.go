@@ -16,6 +16,7 @@ import (
 )
 
 func TestDashboardLoopPagesForBothRoles(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
 	loopID, secret := e.CreateLoop("CRM sync", rcv.Srv.URL+"/hook", "company")
@@ -57,6 +58,7 @@ func TestDashboardLoopPagesForBothRoles(t *testing.T) {
 }
 
 func TestDashboardCreatesTheLoopTheAPIWould(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -109,6 +111,7 @@ func TestDashboardCreatesTheLoopTheAPIWould(t *testing.T) {
 }
 
 func TestDashboardCreateLoopRefusesWhatTheAPIRefuses(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t) // https and public addresses only
 	b := e.SignIn("acme", "admin")
 	for _, c := range []struct {
@@ -150,6 +153,7 @@ func TestDashboardCreateLoopRefusesWhatTheAPIRefuses(t *testing.T) {
 }
 
 func TestDashboardEditLoop(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -193,6 +197,7 @@ func TestDashboardEditLoop(t *testing.T) {
 }
 
 func TestDashboardRotatingTheSecretSignsTheNextDeliveryWithTheNewOne(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -220,6 +225,7 @@ func TestDashboardRotatingTheSecretSignsTheNextDeliveryWithTheNewOne(t *testing.
 }
 
 func TestDashboardSendTestEventShowsTheReceiversAnswer(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t, http.StatusNoContent, http.StatusInternalServerError)
@@ -274,6 +280,7 @@ func TestDashboardSendTestEventShowsTheReceiversAnswer(t *testing.T) {
 }
 
 func TestDashboardRetryNowResendsAFailedDelivery(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t, 500, 500, 500, 500, 500, 500, 500)
@@ -314,6 +321,7 @@ func TestDashboardRetryNowResendsAFailedDelivery(t *testing.T) {
 }
 
 func TestDashboardRunCreatesTheTaskTheAPIWould(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -376,6 +384,7 @@ func TestDashboardRunCreatesTheTaskTheAPIWould(t *testing.T) {
 }
 
 func TestDashboardDeleteLoop(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -412,6 +421,7 @@ func adminActions(loopID, deliveryID string) []struct {
 }
 
 func TestDashboardViewerIsRefusedEveryLoopAction(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	loopID, _ := e.CreateLoop("Companies", "http://127.0.0.1:9/hook", "company")
 	deliveryID := e.SendTestDelivery(loopID)
@@ -430,6 +440,7 @@ func TestDashboardViewerIsRefusedEveryLoopAction(t *testing.T) {
 }
 
 func TestDashboardLoopsOfAnotherOrganizationAreNotFound(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	loopID, _ := e.CreateLoop("Acme only", "http://127.0.0.1:9/hook", "company")
 	deliveryID := e.SendTestDelivery(loopID)
@@ -457,6 +468,7 @@ func TestDashboardLoopsOfAnotherOrganizationAreNotFound(t *testing.T) {
 }
 
 func TestDashboardLoopActionsRefuseCrossSiteForms(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	loopID, _ := e.CreateLoop("Companies", "http://127.0.0.1:9/hook", "company")
 	deliveryID := e.SendTestDelivery(loopID)
@@ -477,6 +489,7 @@ func TestDashboardLoopActionsRefuseCrossSiteForms(t *testing.T) {
 }
 
 func TestDashboardLoopDeliveriesArePaged(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	loopID, _ := e.CreateLoop("Busy", "http://127.0.0.1:9/hook", "company")
@@ -502,6 +515,7 @@ func TestDashboardLoopDeliveriesArePaged(t *testing.T) {
 }
 
 func TestDashboardDeliveryPageWatchesAnAttemptDueSoon(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)

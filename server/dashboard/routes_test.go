@@ -41,6 +41,7 @@ var dashboardMovedPages = map[string]string{
 // both roles, a change for admins only, no change from another site, nothing without
 // a session, and another organization's object not found.
 func TestDashboardEveryRouteIsGuarded(t *testing.T) {
+	t.Parallel()
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	acmeLoop, _ := e.CreateLoop("Acme loop", "http://127.0.0.1:9/hook", "company")
 	acme := map[string]string{
@@ -200,6 +201,7 @@ func TestDashboardEveryRouteIsGuarded(t *testing.T) {
 // routes.go, which mounts them from package dashboard, to the routes that package
 // registers, both ways, so that routes.go still shows the whole surface.
 func TestDashboardRoutesAreListedInRoutesGo(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile(filepath.Join(servertest.ServerDir, "routes.go"))
 	if err != nil {
 		t.Fatal(err)

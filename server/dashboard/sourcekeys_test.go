@@ -34,6 +34,7 @@ func sourceRow(p *servertest.WebPage, name string) string {
 // sees whose key is used and can change nothing; clearing goes back to the
 // installation's key.
 func TestDashboardSourcesSetsAndClearsAnOrganizationsKey(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	const installKey, ownKey, wrongKey = "pdl-install-key-00aa11bb", "pdl-dash-own-key-a1b2c3d4", "pdl-wrong-key-99990000"

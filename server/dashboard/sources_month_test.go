@@ -20,6 +20,7 @@ import (
 // with a bar a day, budgets and what is left, and whose key it uses; another
 // organization's spend is not on it.
 func TestDashboardSourcesMonthPage(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"), func(c *server.Config) {
 		c.CreditUSD = map[string]float64{"pdl": 0.1}
@@ -61,6 +62,7 @@ func TestDashboardSourcesMonthPage(t *testing.T) {
 // An ask under way, and one whose process ended before its answer, count on the
 // Sources page as asks, at their full price, and say so.
 func TestDashboardSourcesMonthShowsAsksUnderWayAndUnknown(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 // source's month, the fill lists (a form for an admin) and the organization's own
 // keys; Settings → Sources' old address leads there, and its forms come back there.
 func TestDashboardSourcesInOnePlace(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	admin, viewer := e.SignIn("acme", "admin"), e.SignIn("acme", "viewer")
@@ -50,6 +51,7 @@ func TestDashboardSourcesInOnePlace(t *testing.T) {
 // Each source's chart on the Sources page has a title, what its bars count in, and
 // an accessible name made of both, naming the source.
 func TestDashboardSourcesChartIsTitled(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	e.Ask(e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 4})

@@ -26,6 +26,7 @@ func checked(p *servertest.WebPage, object, field string) bool {
 // is not in the list, and none checked goes back to the server's default, which the
 // page names. What the form saves is what the worker reads.
 func TestDashboardFillListsForm(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.Fill = enrich.FillLists{Company: []string{"name", "employee_count"}} })
 	admin := e.SignIn("acme", "admin")
@@ -70,6 +71,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 // A field the type does not have is refused naming the known ones, a viewer may look
 // but not change, and neither changes anything.
 func TestDashboardFillListsRefusals(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	admin := e.SignIn("acme", "admin")
@@ -121,6 +123,7 @@ func TestDashboardFillListsRefusals(t *testing.T) {
 // /v1/tasks/{id}; a repeat served from the store says no source was asked and keeps
 // its provenance.
 func TestDashboardTaskPageShowsWhereEachFieldCameFrom(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	var asked []string
 	slogan := &enrichtest.Source{SourceName: "slogans", Asked: &asked,

@@ -16,6 +16,7 @@ import (
 // kept in the form), a CSV of them (every row checked first, refused rows listed), and
 // lifts one; a viewer only sees them; another organization's entry is not found.
 func TestDashboardSuppressions(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	otherKey, _ := e.NewOrg("globex", 0)
@@ -93,6 +94,7 @@ func TestDashboardSuppressions(t *testing.T) {
 // TestDashboardTryItOfASuppressedSubject: Try it makes the task the API makes, which
 // fails at once, refunded, with no source asked.
 func TestDashboardTryItOfASuppressedSubject(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Initech", "initech.com"))

@@ -18,6 +18,7 @@ import (
 )
 
 func TestDashboardTaskListFilters(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -111,6 +112,7 @@ func TestDashboardTaskListFilters(t *testing.T) {
 }
 
 func TestDashboardTaskListPagesByCursor(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	is.NoErr(e.DB.SeedTasks(context.Background(), e.OrgID, 120)) // seed-0.com is the oldest
@@ -156,6 +158,7 @@ func TestDashboardTaskListPagesByCursor(t *testing.T) {
 }
 
 func TestDashboardTaskPage(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	id := e.EnrichCompany(map[string]string{"domain": "HTTPS://WWW.Acme.COM/about"})
@@ -211,6 +214,7 @@ func TestDashboardTaskPage(t *testing.T) {
 }
 
 func TestDashboardTaskPageShowsFailureAndDeliveries(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t)
@@ -246,6 +250,7 @@ func TestDashboardTaskPageShowsFailureAndDeliveries(t *testing.T) {
 }
 
 func TestDashboardCancelTask(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	id := e.EnrichCompany(map[string]string{"domain": "acme.com"})
@@ -292,6 +297,7 @@ func tryForm(kind string, fields ...string) url.Values {
 }
 
 func TestDashboardTryItEndToEnd(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -353,6 +359,7 @@ func TestDashboardTryItEndToEnd(t *testing.T) {
 }
 
 func TestDashboardTryItRefusesWithoutCharging(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, func(c *server.Config) { c.MaxBacklog = 2 })
 	admin, viewer := e.SignIn("acme", "admin"), e.SignIn("acme", "viewer")
@@ -425,6 +432,7 @@ func TestDashboardTryItRefusesWithoutCharging(t *testing.T) {
 // shows it settled also takes away the offer to cancel it (htmx swaps the empty
 // #task-cancel it carries out of band), for an admin, the one offered it.
 func TestDashboardTaskPageWithdrawsCancelOnceSettled(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
@@ -456,6 +464,7 @@ func TestDashboardTaskPageWithdrawsCancelOnceSettled(t *testing.T) {
 // that (here: the network knows no such company) must not sit under a notice that
 // contradicts the page: no charge without its refund, no balance that is no longer so.
 func TestDashboardTryNoticeHoldsWhenTheTaskFailsLater(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t)
 	b := e.SignIn("acme", "admin")

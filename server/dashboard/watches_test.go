@@ -15,6 +15,7 @@ import (
 // month's spend; an admin creates one (refused as the API refuses it), pauses,
 // resumes, checks it now and deletes it, each through the API's own checks.
 func TestDashboardWatches(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	loopID, _ := e.CreateLoop("Company changes", "http://127.0.0.1:9/hook", "company")

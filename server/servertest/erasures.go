@@ -59,7 +59,7 @@ func LookUpRosaEverywhere(t *testing.T, e *Env, rcv *receiver) (loopID, secret s
 // WaitErasureComplete polls an erasure until it is complete.
 func (e *Env) WaitErasureComplete(id string) *Response {
 	e.T.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(settleWithin)
 	for {
 		r := e.Do("GET", "/v1/erasures/"+id, nil)
 		if r.Status != http.StatusOK {

@@ -78,7 +78,7 @@ func (rc *receiver) Count() int {
 // Wait returns the first n requests once they have arrived.
 func (rc *receiver) Wait(t *testing.T, n int) []Received {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(settleWithin)
 	for rc.Count() < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("the receiver got %d requests, not %d", rc.Count(), n)
@@ -107,7 +107,7 @@ func (e *Env) CreateLoop(name, url, objectType string) (id, secret string) {
 // WaitDelivery polls a Loop's deliveries until the newest matches ok.
 func (e *Env) WaitDelivery(loopID string, ok func(d map[string]any) bool) map[string]any {
 	e.T.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(settleWithin)
 	for {
 		r := e.Do("GET", "/v1/loops/"+loopID+"/deliveries", nil)
 		if r.Status != 200 {
