@@ -5,7 +5,9 @@
 // the enrichment pipeline and settle them, and the webhook sender beside them; and what
 // an operator sees of it: health, readiness and metrics, and the maintenance that keeps
 // the database bounded. It knows no SQL: all state is in store. The dashboard's pages
-// are package server/dashboard's, mounted through Config.Dashboard.
+// are package server/dashboard's, mounted through Config.Dashboard. The HTTP tests
+// (package server_test) run it through server/servertest, which the dashboard's tests
+// share.
 package server
 
 import (
