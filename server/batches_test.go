@@ -267,7 +267,7 @@ func TestBatchKeepsToHalfTheBacklogAndResumesAfterARestart(t *testing.T) {
 	is.Equal(r.Status, 202)
 	id := r.Str("data.id")
 	// Half the backlog: 3 queued at most, and the workers hold up to 4 running.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for {
 		b := e.Do("GET", "/v1/batches/"+id, nil)
 		is.True(servertest.Count(b, "queued") <= 3)
@@ -315,7 +315,7 @@ func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
 	r := e.UploadCSV(file.String(), "")
 	is.Equal(r.Status, 202)
 	// The batch's rows are queued before the other organization sends its task.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for servertest.Count(e.Do("GET", "/v1/batches/"+r.Str("data.id"), nil), "queued") < 100 {
 		if time.Now().After(deadline) {
 			t.Fatal("the batch's rows were not queued")
@@ -334,7 +334,7 @@ func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
 	// reports nothing when it finds every one held, as the batch's feeder may hold its
 	// organization's for a moment: a worker polls again, and so does this test.
 	var claimed []string
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(servertest.SettleWithin)
 	for len(claimed) < 2 {
 		c, err := e.DB.ClaimTask(t.Context(), time.Minute)
 		is.NoErr(err)

@@ -419,7 +419,7 @@ func TestRateLimits(t *testing.T) {
 		if !servertest.OnPostgres() {
 			want = 6
 		}
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(servertest.SettleWithin)
 		for servertest.OnPostgres() && !strings.Contains(e.Logs.String(), "replicas alive changed") && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -468,7 +468,7 @@ func TestQueueFull(t *testing.T) {
 	// Once tasks drain, requests are accepted again.
 	e.StartWorkers()
 	e.WaitSettled(e.Do("GET", "/v1/tasks?pageSize=1", nil).Get("data").([]any)[0].(map[string]any)["id"].(string))
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for e.Do("GET", "/v1/tasks?status=queued", nil).Get("total") != 0.0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

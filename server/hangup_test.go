@@ -107,7 +107,7 @@ func TestAClientThatHangsUpMidRequestIsNotAServerError(t *testing.T) {
 
 	// The log line is written once the handler returns.
 	var entry map[string]any
-	for deadline := time.Now().Add(10 * time.Second); entry == nil; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(servertest.SettleWithin); entry == nil; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no log line for the request:\n%s", e.Logs.String())
 		}

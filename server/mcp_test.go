@@ -438,7 +438,7 @@ func TestMCPWaitEndsWhenTheClientLeaves(t *testing.T) {
 	before := logged()
 	cancel()
 	is.True(<-gaveUp != nil)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for logged() == before {
 		if time.Now().After(deadline) {
 			t.Fatal("the request of a client that left did not end: its tool is still waiting")

@@ -194,7 +194,7 @@ func TestShutdownLetsClaimedTasksFinish(t *testing.T) {
 			e.StartWorkers()
 			r := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com"})
 			id := r.Str("task.id")
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(servertest.SettleWithin)
 			for e.Do("GET", "/v1/tasks/"+id, nil).Str("task.status") != "running" {
 				if time.Now().After(deadline) {
 					t.Fatal("the task was not claimed")
@@ -256,7 +256,7 @@ func TestRetentionRunsInTheBackground(t *testing.T) {
 	is.Equal(after.Balance, balance.Balance-1)
 
 	// Nothing but scrapes from here: the service is quiet, and the WAL is checkpointed.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for m := servertest.Scrape(t, e.HTTP.URL); m[`enrichd_wal_checkpoints_total{complete="true"}`]+m[`enrichd_wal_checkpoints_total{complete="false"}`] == 0; m = servertest.Scrape(t, e.HTTP.URL) {
 		if time.Now().After(deadline) {
 			t.Fatal("no checkpoint while quiet")

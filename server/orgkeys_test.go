@@ -238,7 +238,7 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out waiting")

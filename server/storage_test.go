@@ -44,7 +44,7 @@ func storageLogCounts(logs string) []int {
 // waitReady polls /readyz, as a load balancer would, until it answers want.
 func waitReady(t *testing.T, e *servertest.Env, want int) *servertest.Response {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for {
 		r := e.Do("GET", "/readyz", nil)
 		if r.Status == want {
@@ -309,7 +309,7 @@ func TestStorageReadOnlyFileAtStart(t *testing.T) {
 // storage.
 func waitFailures(t *testing.T, e *servertest.Env, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for e.DB.StorageFailures() < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d storage failures, not %d", e.DB.StorageFailures(), n)
@@ -340,7 +340,7 @@ func TestStorageMaintenanceStaysQuiet(t *testing.T) {
 	// room the disk will not have.
 	const checkpoints = `enrichd_wal_checkpoints_total{complete="true"}`
 	c0 := servertest.Scrape(t, e.HTTP.URL)[checkpoints]
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for servertest.Scrape(t, e.HTTP.URL)[checkpoints] < c0+2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the WAL was not checkpointed in a quiet moment")
@@ -374,7 +374,7 @@ func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
 	e.StartWorkers()
 	r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "slow.example"})
 	is.Equal(r.Status, 202)
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for e.Net.Calls.Load() == 0 { // the task is claimed, its source call held
 		if time.Now().After(deadline) {
 			t.Fatal("the task was not claimed")
@@ -494,7 +494,7 @@ func TestMetricsCountCheckpoints(t *testing.T) {
 	servertest.SQLiteOnly(t, "checkpoints are SQLite's")
 	e := servertest.NewEnv(t)
 	is.New(t).Equal(e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "acme.com"}).Status, 202)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for {
 		m := servertest.Scrape(t, e.HTTP.URL)
 		if m["enrichd_wal_checkpoints_run_total"] >= 1 && m["enrichd_wal_checkpoint_seconds_total"] > 0 {

@@ -226,7 +226,7 @@ func TestShutdownPutsHeldTasksBack(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met in time")

@@ -376,7 +376,7 @@ func (e *Env) EnrichCompany(fields map[string]string) string {
 // WaitPage gets a task's page until the task has settled.
 func (b *Browser) WaitPage(id string) *WebPage {
 	b.T.Helper()
-	deadline := time.Now().Add(settleWithin)
+	deadline := time.Now().Add(SettleWithin)
 	for {
 		p := b.Get("/dashboard/tasks/" + id)
 		if p.Status != http.StatusOK {

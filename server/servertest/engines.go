@@ -67,7 +67,7 @@ func RunOnPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the HTTP suite runs on SQLite only")
 	}
-	if RaceDetector && os.Getenv(envRacePostgres) != "1" {
+	if raceDetector && os.Getenv(envRacePostgres) != "1" {
 		// Twice the suite under the race detector passes the 10-minute test timeout on a
 		// 2-core machine: .ci/run runs it on PostgreSQL under -race in a run of its own,
 		// with this variable set and a longer timeout.

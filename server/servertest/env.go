@@ -288,16 +288,16 @@ func (e *Env) Do(method, path string, body any, headers ...string) *Response {
 	return out
 }
 
-// settleWithin is how long the helpers that poll wait for what a test expects to
+// SettleWithin is how long the tests that poll wait for what a test expects to
 // happen (a task to settle, a delivery, a metric). Only a failing test waits it whole:
 // it is long enough that a busy machine, running the tests in parallel, fails nothing
 // merely for being slow.
-const settleWithin = time.Minute
+const SettleWithin = time.Minute
 
 // WaitSettled polls a task until it leaves queued and running.
 func (e *Env) WaitSettled(id string, headers ...string) *Response {
 	e.T.Helper()
-	deadline := time.Now().Add(settleWithin)
+	deadline := time.Now().Add(SettleWithin)
 	for {
 		r := e.Do("GET", "/v1/tasks/"+id, nil, headers...)
 		if r.Status != 200 {

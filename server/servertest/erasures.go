@@ -32,7 +32,7 @@ func RosaNetwork(e *Env) {
 // LookUpRosaEverywhere looks Rosa up by profile through a person Loop (whose receiver
 // gets the event), by address directly, and in a batch, and watches her through the
 // Loop. It returns the Loop's id and secret and the tasks' ids.
-func LookUpRosaEverywhere(t *testing.T, e *Env, rcv *receiver) (loopID, secret string, tasks []string) {
+func LookUpRosaEverywhere(t *testing.T, e *Env, rcv *Receiver) (loopID, secret string, tasks []string) {
 	t.Helper()
 	is := is.New(t)
 	loopID, secret = e.CreateLoop("CRM people", rcv.Srv.URL+"/hook", "person")
@@ -59,7 +59,7 @@ func LookUpRosaEverywhere(t *testing.T, e *Env, rcv *receiver) (loopID, secret s
 // WaitErasureComplete polls an erasure until it is complete.
 func (e *Env) WaitErasureComplete(id string) *Response {
 	e.T.Helper()
-	deadline := time.Now().Add(settleWithin)
+	deadline := time.Now().Add(SettleWithin)
 	for {
 		r := e.Do("GET", "/v1/erasures/"+id, nil)
 		if r.Status != http.StatusOK {

@@ -12,9 +12,9 @@ import (
 	"enrichd/server"
 )
 
-// receiver is a webhook receiver: it records every request and answers with the
+// Receiver is a webhook receiver: it records every request and answers with the
 // status codes it was given, in order, then 200.
-type receiver struct {
+type Receiver struct {
 	Srv     *httptest.Server
 	mu      sync.Mutex
 	got     []Received
@@ -27,8 +27,8 @@ type Received struct {
 	Body   []byte
 }
 
-func NewReceiver(t *testing.T, answers ...int) *receiver {
-	rc := &receiver{answers: answers}
+func NewReceiver(t *testing.T, answers ...int) *Receiver {
+	rc := &Receiver{answers: answers}
 	rc.Srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		checkOpenAPIWebhook(t, r, body)
@@ -54,13 +54,13 @@ func NewReceiver(t *testing.T, answers ...int) *receiver {
 	return rc
 }
 
-func (rc *receiver) Hold() {
+func (rc *Receiver) Hold() {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.gate = make(chan struct{})
 }
 
-func (rc *receiver) Release() {
+func (rc *Receiver) Release() {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.gate != nil {
@@ -69,16 +69,16 @@ func (rc *receiver) Release() {
 	}
 }
 
-func (rc *receiver) Count() int {
+func (rc *Receiver) Count() int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return len(rc.got)
 }
 
 // Wait returns the first n requests once they have arrived.
-func (rc *receiver) Wait(t *testing.T, n int) []Received {
+func (rc *Receiver) Wait(t *testing.T, n int) []Received {
 	t.Helper()
-	deadline := time.Now().Add(settleWithin)
+	deadline := time.Now().Add(SettleWithin)
 	for rc.Count() < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("the receiver got %d requests, not %d", rc.Count(), n)
@@ -107,7 +107,7 @@ func (e *Env) CreateLoop(name, url, objectType string) (id, secret string) {
 // WaitDelivery polls a Loop's deliveries until the newest matches ok.
 func (e *Env) WaitDelivery(loopID string, ok func(d map[string]any) bool) map[string]any {
 	e.T.Helper()
-	deadline := time.Now().Add(settleWithin)
+	deadline := time.Now().Add(SettleWithin)
 	for {
 		r := e.Do("GET", "/v1/loops/"+loopID+"/deliveries", nil)
 		if r.Status != 200 {

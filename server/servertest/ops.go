@@ -44,7 +44,7 @@ func Scrape(t testing.TB, base string) map[string]float64 {
 // transition they count is committed, which a client may see first.
 func (e *Env) WaitMetric(series string, want float64) map[string]float64 {
 	e.T.Helper()
-	deadline := time.Now().Add(settleWithin)
+	deadline := time.Now().Add(SettleWithin)
 	for {
 		m := Scrape(e.T, e.HTTP.URL)
 		if m[series] == want {

@@ -8,18 +8,18 @@ import (
 	"testing"
 )
 
-// byKeyPDL is People Data Labs' company enrichment, in its published shape, for any
+// ByKeyPDL is People Data Labs' company enrichment, in its published shape, for any
 // website, to the keys it takes; any other key gets its 401. It records the key of
 // every request.
-type byKeyPDL struct {
+type ByKeyPDL struct {
 	*httptest.Server
 	mu   sync.Mutex
 	good map[string]bool
 	sent []string // "website key"
 }
 
-func NewByKeyPDL(t *testing.T, good ...string) *byKeyPDL {
-	f := &byKeyPDL{good: map[string]bool{}}
+func NewByKeyPDL(t *testing.T, good ...string) *ByKeyPDL {
+	f := &ByKeyPDL{good: map[string]bool{}}
 	for _, k := range good {
 		f.good[k] = true
 	}
@@ -42,13 +42,13 @@ func NewByKeyPDL(t *testing.T, good ...string) *byKeyPDL {
 	return f
 }
 
-func (f *byKeyPDL) SetGood(key string, ok bool) {
+func (f *ByKeyPDL) SetGood(key string, ok bool) {
 	f.mu.Lock()
 	f.good[key] = ok
 	f.mu.Unlock()
 }
 
-func (f *byKeyPDL) Requests() []string {
+func (f *ByKeyPDL) Requests() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.sent...)

@@ -2,5 +2,5 @@
 
 package servertest
 
-// RaceDetector is whether the binary was built with -race.
-const RaceDetector = false
+// raceDetector is whether the binary was built with -race.
+const raceDetector = false

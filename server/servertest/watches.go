@@ -34,7 +34,7 @@ func (f *FakeNetwork) RemovePerson(url string) {
 // WaitWatch polls a watch until ok says it is as wanted.
 func (e *Env) WaitWatch(id string, ok func(r *Response) bool, headers ...string) *Response {
 	e.T.Helper()
-	deadline := time.Now().Add(settleWithin)
+	deadline := time.Now().Add(SettleWithin)
 	for {
 		r := e.Do("GET", "/v1/watches/"+id, nil, headers...)
 		if r.Status != 200 {
