@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,10 @@ func RunOnPostgres(t *testing.T) {
 		time.Since(began).Round(time.Millisecond), len(children))
 }
 
+// parallelOnPostgres is how many tests the run on PostgreSQL runs at once: as many as
+// the three runs that shared the suite before ran.
+const parallelOnPostgres = 3
+
 // childShardCount is how many runs on PostgreSQL share the suite. Each runs its tests
 // in parallel as this run does (Main), so one beside the SQLite suite is enough to keep
 // a 2-core machine's cores busy while most tests wait.
@@ -130,7 +135,10 @@ type child struct {
 // startChild starts this test binary on PostgreSQL, on the tests pattern selects.
 func startChild(t *testing.T, server, template, pattern string) *child {
 	t.Helper()
-	args := []string{"-test.count=1", "-test.v", "-test.run=" + pattern}
+	// Fewer at a time than on SQLite: each test's database has connections of its own on
+	// the one PostgreSQL server, and a loaded machine's commits there outlast their
+	// deadlines when more run at once.
+	args := []string{"-test.count=1", "-test.v", "-test.run=" + pattern, "-test.parallel=" + strconv.Itoa(parallelOnPostgres)}
 	// A child would only skip this test: leave it out, so that its skips are the
 	// suite's own.
 	skipPattern := "^" + t.Name() + "$"
