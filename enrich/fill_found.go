@@ -14,7 +14,7 @@ import "context"
 // lookup did not ask anyone for (held fresh, read as it is held) is not filled, asking
 // nobody; nor is a person whose record names no profile page, which nothing can be
 // asked for.
-func (p *Pipeline) fillFound(ctx context.Context, person *Person) *Person {
+func (p *Pipeline) fillFound(ctx context.Context, t *Task, person *Person) *Person {
 	fill := personFillOf(ctx)
 	rec := recorderOf(ctx)
 	if len(fill) == 0 || rec == nil || person == nil || person.NetworkURL == nil {
@@ -30,8 +30,7 @@ func (p *Pipeline) fillFound(ctx context.Context, person *Person) *Person {
 	if seed.filled(wantedFields(LookupPersonURL, fill)) {
 		return person
 	}
-	ask := Ask{Input: Input{Lookup: LookupPersonURL, Target: *person.NetworkURL}, Org: OrgOf(ctx), Fill: fill}
-	res, tr, _ := p.lookup(ctx, ask, seed, asked)
+	res, tr, _ := p.lookup(ctx, t, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL}, fill, seed, asked)
 	rec.Record(res, tr) // the filled record's provenance, in the first record's place
 	return res.Person
 }

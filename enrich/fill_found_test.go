@@ -41,7 +41,7 @@ func TestAnEmailLookupFillsOnlyThePersonItConfirms(t *testing.T) {
 	f := &filler{}
 	p := &Pipeline{Sources: []Source{net, f}, Held: revHeld{}}
 	ctx, rec := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
-	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
+	out := p.ResolveEmail(ctx, &Task{Fill: []string{"about"}}, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
 	is.Equal(out.Err, nil)
 	is.Equal(*out.Result.Person.NetworkURL, *jane.NetworkURL)
 	is.Equal(*out.Result.Person.FullName, "Jane Smith") // rev's, not overwritten
@@ -57,7 +57,7 @@ func TestAnEmailLookupFillsOnlyThePersonItConfirms(t *testing.T) {
 	held := revHeld{staff: []HeldPerson{{Person: jane, LastEnriched: time.Now().Add(-time.Hour)}}}
 	p = &Pipeline{Sources: []Source{net, f}, Held: held}
 	ctx, _ = WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
-	out = p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
+	out = p.ResolveEmail(ctx, &Task{Fill: []string{"about"}}, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
 	is.Equal(out.Err, nil)
 	is.Equal(out.Result.Person.About, nil)
 	is.Equal(len(f.asked), 0)
@@ -79,7 +79,7 @@ func TestAnAmbiguousEmailLookupFillsNobody(t *testing.T) {
 	is := is.New(t)
 	p, f, _ := twoSmiths()
 	ctx, _ := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
-	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
+	out := p.ResolveEmail(ctx, &Task{Fill: []string{"about"}}, Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
 	is.True(out.Err != nil)
 	is.Equal(out.Err.Code, CodeAmbiguous)
 	is.Equal(len(f.asked), 0) // neither Jane nor John
@@ -94,7 +94,7 @@ func TestAnEmailLookupThatCouldNotSeeEveryoneFillsNobody(t *testing.T) {
 	net := revNet{company: revCompany(), people: map[string]*Person{*ada.NetworkURL: ada}}
 	p := &Pipeline{Sources: []Source{partialSearch{net}, f}, Held: revHeld{}}
 	ctx, _ := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
-	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "alovelace@acme.com"})
+	out := p.ResolveEmail(ctx, &Task{Fill: []string{"about"}}, Input{Lookup: LookupEmail, Target: "alovelace@acme.com"})
 	is.True(out.Err != nil)
 	is.Equal(out.Err.Code, CodeNotFound)
 	is.Equal(len(f.asked), 0)
@@ -105,7 +105,7 @@ func TestAHintedPickFillsOnlyThePersonPicked(t *testing.T) {
 	is := is.New(t)
 	p, f, john := twoSmiths()
 	ctx, rec := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
-	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jsmith@acme.com", Hints: Hints{FullName: "John Smith"}})
+	out := p.ResolveEmail(ctx, &Task{Fill: []string{"about"}}, Input{Lookup: LookupEmail, Target: "jsmith@acme.com", Hints: Hints{FullName: "John Smith"}})
 	is.Equal(out.Err, nil)
 	is.True(out.TieBroken)
 	is.Equal(*out.Result.Person.NetworkURL, *john.NetworkURL)

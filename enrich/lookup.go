@@ -26,7 +26,7 @@ func Supports(src Source, l Lookup) bool {
 
 // Lookup answers a company or profile lookup with the waterfall: the sources are
 // asked in order, and the first that knows the subject gives the record. While a
-// field of ask.Fill is still null, the next source that can answer this kind of lookup
+// field of t.Fill is still null, the next source that can answer this kind of lookup
 // is asked; its record is merged only when it is the same subject (the same network
 // page, or for companies the same canonical domain, for people the same profile URL),
 // and it fills only the fields still null, never one an earlier source gave. Once
@@ -39,21 +39,20 @@ func Supports(src Source, l Lookup) bool {
 //
 // The Trace says which source gave each field and what each source was asked and
 // cost. Email lookups take more than one question and go through ResolveEmail.
-func (p *Pipeline) Lookup(ctx context.Context, a Ask) (Result, Trace, *TaskError) {
-	return p.lookup(ctx, a, nil, nil)
+func (p *Pipeline) Lookup(ctx context.Context, t *Task, in Input) (Result, Trace, *TaskError) {
+	return p.lookup(ctx, t, in, t.Fill, nil, nil)
 }
 
-// lookup is Lookup, going on from seed when it is set: a record the sources named in
-// asked already gave or were asked for (an email lookup's person, confirmed), which
-// the others fill as if it were the first hit.
-func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[string]bool) (Result, Trace, *TaskError) {
-	in := a.Input
+// lookup is Lookup filling fill, going on from seed when it is set: a record the
+// sources named in asked already gave or were asked for (an email lookup's person,
+// confirmed), which the others fill as if it were the first hit.
+func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string, seed *merging, asked map[string]bool) (Result, Trace, *TaskError) {
 	tr := Trace{Provenance: Provenance{}, Sources: []SourceCall{}}
 	if in.Lookup == LookupEmail {
 		return Result{}, tr, &TaskError{Code: CodeInternalError, Message: "email lookups are resolved by ResolveEmail"}
 	}
-	wanted := wantedFields(in.Lookup, a.Fill)
-	misses := p.knownMisses(a.Org, in)
+	wanted := wantedFields(in.Lookup, fill)
+	misses := p.knownMisses(t.Org, in)
 	var (
 		merged      = seed
 		unavailable bool
@@ -81,7 +80,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 		use, own := src, false
 		if p.Keys != nil {
 			var skip string
-			if use, own, skip = p.Keys.For(ctx, a.Org, src); skip != "" {
+			if use, own, skip = p.Keys.For(ctx, t.Org, src); skip != "" {
 				call.Outcome, call.Reason = OutcomeSkipped, skip
 				tr.Sources = append(tr.Sources, call)
 				unavailable = true
@@ -92,7 +91,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 		var booking *Booking
 		if p.Spend != nil {
 			var skip string
-			if booking, skip = p.Spend.Admit(ctx, a.Org, src.Name(), own); skip != "" {
+			if booking, skip = p.Spend.Admit(ctx, t.Org, src.Name(), own); skip != "" {
 				call.Outcome, call.Reason = OutcomeSkipped, skip
 				tr.Sources = append(tr.Sources, call)
 				if skip == ReasonBudget {
@@ -106,11 +105,11 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 		askCtx, tally := WithBookedTally(ctx, p.Spend, booking)
 		// A source that asks others itself (web) asks them through AskWithin: their
 		// budgets, spend and place in the task's sources are their own.
-		nestedCtx, nested := p.withinAsk(askCtx, a.Org)
+		nestedCtx, nested := p.withinAsk(askCtx, t.Org)
 		start := time.Now()
 		res, err := func() (Result, error) {
 			if p.Spend != nil {
-				defer p.spentOnPanic(ctx, a.Org, call, tally)
+				defer p.spentOnPanic(ctx, t.Org, call, tally)
 			}
 			if got := given(ctx, src.Name(), in); got != nil {
 				return *got, nil // paid for with the search that returned it
@@ -155,7 +154,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 			}
 		}
 		if p.Spend != nil {
-			p.Spend.Spent(ctx, a.Org, call, booking)
+			p.Spend.Spent(ctx, t.Org, call, booking)
 		}
 		misses.record(ctx, src, call)
 		tr.Sources = append(tr.Sources, call)

@@ -58,10 +58,7 @@ func TestLookupFillsFromTheNextSource(t *testing.T) {
 		enrichtest.Source{SourceName: "c", Company: third, Asked: &asked},
 	}}
 
-	res, tr, terr := p.Lookup(context.Background(), enrich.Ask{
-		Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"},
-		Fill:  []string{"employee_count", "slogan"},
-	})
+	res, tr, terr := p.Lookup(context.Background(), &enrich.Task{Fill: []string{"employee_count", "slogan"}}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr == nil)
 	is.Equal(asked, []string{"a acme.com", "b acme.com"}) // c is not asked once the list is filled
@@ -92,7 +89,7 @@ func TestLookupFirstHitWinsWithNoFill(t *testing.T) {
 		enrichtest.Source{SourceName: "c", Company: second, Asked: &asked},
 	}}
 
-	res, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}})
+	res, tr, terr := p.Lookup(context.Background(), &enrich.Task{}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr == nil)
 	is.Equal(asked, []string{"a acme.com", "b acme.com"})
@@ -169,7 +166,7 @@ func TestLookupDiscardsAnotherSubject(t *testing.T) {
 				fill = []string{"headline"}
 			}
 
-			res, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: tt.in, Fill: fill})
+			res, tr, terr := p.Lookup(context.Background(), &enrich.Task{Fill: fill}, tt.in)
 
 			is.True(terr == nil)
 			is.Equal(len(asked), 3)
@@ -194,7 +191,7 @@ func TestLookupSkipsSourcesThatCannotAnswer(t *testing.T) {
 		enrichtest.Source{SourceName: "b", Person: &enrich.Person{NetworkURL: &profile, FullName: enrich.Ptr("Jane Doe")}, Asked: &asked},
 	}}
 
-	res, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile}})
+	res, tr, terr := p.Lookup(context.Background(), &enrich.Task{}, enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile})
 
 	is.True(terr == nil)
 	is.Equal(*res.Person.FullName, "Jane Doe")
@@ -211,10 +208,7 @@ func TestLookupIgnoresFieldsTheRecordHasNot(t *testing.T) {
 	}}
 
 	// positions is a person's field: a company lookup does not wait for it.
-	_, tr, terr := p.Lookup(context.Background(), enrich.Ask{
-		Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"},
-		Fill:  []string{"positions"},
-	})
+	_, tr, terr := p.Lookup(context.Background(), &enrich.Task{Fill: []string{"positions"}}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr == nil)
 	is.Equal(outcomes(tr.Sources), []string{"a hit 1", "b skipped/filled 0"})
@@ -229,10 +223,7 @@ func TestLookupSourceWithNothingNew(t *testing.T) {
 		enrichtest.Source{SourceName: "c", Err: fmt.Errorf("HTTP 503: %w", enrich.ErrUnavailable), Asked: &asked},
 	}}
 
-	res, tr, terr := p.Lookup(context.Background(), enrich.Ask{
-		Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"},
-		Fill:  []string{"slogan"},
-	})
+	res, tr, terr := p.Lookup(context.Background(), &enrich.Task{Fill: []string{"slogan"}}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr == nil) // an unavailable source after a hit does not fail the task
 	is.Equal(res.Company.Name, "Acme")
@@ -276,7 +267,7 @@ func TestLookupBudgetSpent(t *testing.T) {
 		Spend: spend,
 	}
 
-	_, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}, Org: "org-1"})
+	_, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1"}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr != nil)
 	is.Equal(terr.Code, enrich.CodeProviderUnavailable)
@@ -306,11 +297,7 @@ func TestLookupSpendAndKeys(t *testing.T) {
 		},
 	}
 
-	res, tr, terr := p.Lookup(context.Background(), enrich.Ask{
-		Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"},
-		Org:   "org-1",
-		Fill:  []string{"slogan", "about"},
-	})
+	res, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1", Fill: []string{"slogan", "about"}}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr == nil)
 	is.Equal(*res.Company.Slogan, "Everything for coyotes") // from the organization's own b
@@ -349,10 +336,11 @@ func TestRecorderGathersEnrichCalls(t *testing.T) {
 		enrichtest.Source{SourceName: "b", Company: company("Acme", "acme.com", acmePage), Person: jane, Asked: &asked},
 	}}
 	ctx, rec := enrich.WithRecorder(context.Background())
+	task := &enrich.Task{}
 
-	_, terr := p.Enrich(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
+	_, terr := p.Enrich(ctx, task, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 	is.True(terr == nil)
-	res, terr := p.Enrich(ctx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile})
+	res, terr := p.Enrich(ctx, task, enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile})
 	is.True(terr == nil)
 
 	tr := rec.Trace(res)

@@ -111,9 +111,9 @@ type EmailOutcome struct {
 // not_found; none -> not_found; several -> the hints sent break the tie, else
 // ambiguous with the count and the hints that would. Hints never change the answer
 // when one person fits.
-func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
+func (p *Pipeline) ResolveEmail(ctx context.Context, t *Task, in Input) EmailOutcome {
 	var id identified
-	out := p.resolveEmail(ctx, in, &id)
+	out := p.resolveEmail(ctx, t, in, &id)
 	if id.fetched {
 		out.Company, out.CompanyAt = id.company, id.at
 	}
@@ -130,7 +130,7 @@ type identified struct {
 	at      time.Time
 }
 
-func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) EmailOutcome {
+func (p *Pipeline) resolveEmail(ctx context.Context, t *Task, in Input, id *identified) EmailOutcome {
 	address := in.Target
 	if terr := Refusal(address); terr != nil {
 		return EmailOutcome{Err: terr}
@@ -146,7 +146,7 @@ func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) E
 		return p.internal("reading the person on record", err)
 	}
 	if held != nil {
-		if out, ok := p.exact(ctx, in, held, domain, now, id); ok {
+		if out, ok := p.exact(ctx, t, in, held, domain, now, id); ok {
 			return out
 		}
 		// The person on record for the address no longer works there: resolve it afresh.
@@ -158,10 +158,10 @@ func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) E
 	}
 	if gathered != nil {
 		employer := EmployerOf(gathered.Company, domain)
-		return p.decide(ctx, in, employer, gathered.Company, gathered.Candidates, nil)
+		return p.decide(ctx, t, in, employer, gathered.Company, gathered.Candidates, nil)
 	}
 
-	company, terr := p.identify(ctx, domain, now, id)
+	company, terr := p.identify(ctx, t, domain, now, id)
 	if terr != nil {
 		return EmailOutcome{Err: terr}
 	}
@@ -171,13 +171,13 @@ func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) E
 	}
 
 	direct := &directMatches{asked: map[string]bool{}}
-	if out, ok := p.directMatch(ctx, employer, in, local, now, true, direct); ok {
+	if out, ok := p.directMatch(ctx, t, employer, in, local, now, true, direct); ok {
 		return out
 	}
-	cands, terr := p.fits(ctx, employer, company, local, now)
+	cands, terr := p.fits(ctx, t, employer, company, local, now)
 	if (terr == nil && len(cands) == 0) || (terr != nil && (terr.Code == CodeNotFound || terr.Code == CodeProviderUnavailable)) {
 		// Nobody confirmed: the direct matches not asked yet may still answer.
-		if out, ok := p.directMatch(ctx, employer, in, local, now, false, direct); ok {
+		if out, ok := p.directMatch(ctx, t, employer, in, local, now, false, direct); ok {
 			return out
 		}
 		if direct.unavailable && (terr == nil || terr.Code == CodeNotFound) {
@@ -192,21 +192,21 @@ func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) E
 	if len(cands) > 1 {
 		keep = &Gathering{Address: AddressKey(address), Company: company, Candidates: cands, GatheredAt: now}
 	}
-	return p.decide(ctx, in, employer, company, cands, keep)
+	return p.decide(ctx, t, in, employer, company, cands, keep)
 }
 
 // exact serves the person the address is on record for, refreshed first when the
 // profile is older than the freshness window (a refresh that cannot complete serves
 // it as it is), as long as they still hold a current position at the company behind
 // the domain. It reports false when they do not: the address is then resolved afresh.
-func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain string, now time.Time, id *identified) (EmailOutcome, bool) {
+func (p *Pipeline) exact(ctx context.Context, t *Task, in Input, held *HeldPerson, domain string, now time.Time, id *identified) (EmailOutcome, bool) {
 	match := &EmailMatch{Method: MatchExact, Email: in.Target}
 	person, at := held.Person, held.LastEnriched
 	if p.Fresh && person.NetworkURL == nil {
 		return EmailOutcome{}, false // no profile to ask the sources for: resolve the address afresh
 	}
 	if now.Sub(held.LastEnriched) >= p.freshness() && person.NetworkURL != nil {
-		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL})
+		res, terr := p.Enrich(ctx, t, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL})
 		switch {
 		case terr == nil:
 			person, at = res.Person, now
@@ -216,7 +216,7 @@ func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain
 	}
 	// The company behind the domain, if it can be identified now; the domain alone
 	// otherwise (a refresh that cannot complete serves what is held).
-	company, terr := p.identify(ctx, domain, now, id)
+	company, terr := p.identify(ctx, t, domain, now, id)
 	if terr != nil && terr.Code == CodeTimedOut {
 		return EmailOutcome{Err: terr}, true
 	}
@@ -224,22 +224,22 @@ func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain
 		return EmailOutcome{}, false
 	}
 	// Filled when it was refreshed; a profile held fresh is served as it is held.
-	return success(p.fillFound(ctx, person), match, at), true
+	return success(p.fillFound(ctx, t, person), match, at), true
 }
 
 // identify finds the company behind the domain: a stored company fresher than the
 // window, else the sources, asked once a lookup (id remembers the answer).
-func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time, id *identified) (*Company, *TaskError) {
+func (p *Pipeline) identify(ctx context.Context, t *Task, domain string, now time.Time, id *identified) (*Company, *TaskError) {
 	if id.done {
 		return id.company, id.terr
 	}
-	id.company, id.terr = p.identifyOnce(ctx, domain, now, id)
+	id.company, id.terr = p.identifyOnce(ctx, t, domain, now, id)
 	// A lookup that timed out may be asked again: the task's lifetime decides.
 	id.done = id.terr == nil || id.terr.Code != CodeTimedOut
 	return id.company, id.terr
 }
 
-func (p *Pipeline) identifyOnce(ctx context.Context, domain string, now time.Time, id *identified) (*Company, *TaskError) {
+func (p *Pipeline) identifyOnce(ctx context.Context, t *Task, domain string, now time.Time, id *identified) (*Company, *TaskError) {
 	held, err := p.Held.CompanyByDomain(ctx, domain)
 	if err != nil {
 		return nil, &TaskError{Code: CodeInternalError, Message: "the stored company could not be read"}
@@ -247,7 +247,7 @@ func (p *Pipeline) identifyOnce(ctx context.Context, domain string, now time.Tim
 	if held != nil && now.Sub(held.LastEnriched) < p.freshness() {
 		return held.Company, nil
 	}
-	res, terr := p.Enrich(ctx, Input{Lookup: LookupDomain, Target: domain})
+	res, terr := p.Enrich(ctx, t, Input{Lookup: LookupDomain, Target: domain})
 	if terr != nil {
 		if terr.Code == CodeNotFound {
 			terr = &TaskError{Code: CodeNotFound, Message: "no company was found behind the domain " + domain}
@@ -268,8 +268,8 @@ func (p *Pipeline) identifyOnce(ctx context.Context, domain string, now time.Tim
 // address takes) leaves the held people unable to decide alone. The lookup then fails:
 // ambiguous when two or more people fit, not_found otherwise, never a person picked
 // among others unseen. Without a source that can search staff, nothing is seen.
-func (p *Pipeline) fits(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, *TaskError) {
-	found, s, terr := p.resolved(ctx, employer, company, local, now)
+func (p *Pipeline) fits(ctx context.Context, t *Task, employer Employer, company *Company, local string, now time.Time) ([]Candidate, *TaskError) {
+	found, s, terr := p.resolved(ctx, t, employer, company, local, now)
 	if terr != nil {
 		return nil, terr
 	}
@@ -280,7 +280,7 @@ func (p *Pipeline) fits(ctx context.Context, employer Employer, company *Company
 			"the staff search shows more people at %s the address may stand for than this server retrieves for one lookup (%d), so nobody could be confirmed",
 			company.Name, p.maxRetrievals())}
 	}
-	held, unseen, terr := p.inferred(ctx, employer, local, now, s, p.maxRetrievals()-s.retrievals)
+	held, unseen, terr := p.inferred(ctx, t, employer, local, now, s, p.maxRetrievals()-s.retrievals)
 	if terr != nil {
 		return nil, terr
 	}
@@ -336,7 +336,7 @@ func distinct(cands []Candidate) []Candidate {
 // see the form the address takes, so the held people cannot decide alone. A profile
 // older than the freshness window is retrieved again, within budget retrievals, and
 // must still fit.
-func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string, now time.Time, s staffSearch, budget int) (out []Candidate, unseen bool, terr *TaskError) {
+func (p *Pipeline) inferred(ctx context.Context, t *Task, employer Employer, local string, now time.Time, s staffSearch, budget int) (out []Candidate, unseen bool, terr *TaskError) {
 	staff := s.held
 	if !s.heldRead {
 		var err error
@@ -362,7 +362,7 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 		// which would be a guess.
 		if now.Sub(h.LastEnriched) >= p.freshness() && h.Person.NetworkURL != nil && budget > 0 {
 			budget--
-			res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: *h.Person.NetworkURL})
+			res, terr := p.Enrich(ctx, t, Input{Lookup: LookupPersonURL, Target: *h.Person.NetworkURL})
 			switch {
 			case terr == nil:
 				if c, ok = employer.Confirm(res.Person, local, MatchInferred); !ok {
@@ -413,7 +413,7 @@ type staffSearch struct {
 // pages (StaffPager) for the rest of it after the short page. Only a search
 // whose whole page is full may have left people out: the names that cannot fit are
 // dropped before anything is counted.
-func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, staffSearch, *TaskError) {
+func (p *Pipeline) resolved(ctx context.Context, t *Task, employer Employer, company *Company, local string, now time.Time) ([]Candidate, staffSearch, *TaskError) {
 	names := LocalPartNames(local)
 	limit := p.maxRetrievals()
 	var hits []string
@@ -425,7 +425,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if p.Keys != nil {
 			// The search is made with the organization's own key where it has one; its
 			// hits are only leads, retrieved through Enrich, which keeps the trace.
-			use, ownKey, skip := p.Keys.For(ctx, OrgOf(ctx), src)
+			use, ownKey, skip := p.Keys.For(ctx, t.Org, src)
 			if skip != "" {
 				if _, ok := src.(StaffSearcher); ok {
 					s.searchers++
@@ -443,7 +443,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if ctx.Err() != nil {
 			return nil, staffSearch{}, timedOut()
 		}
-		members, cutOff, skip, err := p.searchStaffSpent(ctx, src, ss, StaffQuery{Company: company, Names: names,
+		members, cutOff, skip, err := p.searchStaffSpent(ctx, t, src, ss, StaffQuery{Company: company, Names: names,
 			Local: local, Splits: LocalPartSplits(local)}, limit, own)
 		if skip != "" {
 			// Not asked: as a source that could not answer now, and one whose budget is
@@ -528,7 +528,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			continue
 		}
 		s.retrievals++
-		res, terr := p.Enrich(retrieveCtx, Input{Lookup: LookupPersonURL, Target: u})
+		res, terr := p.Enrich(retrieveCtx, t, Input{Lookup: LookupPersonURL, Target: u})
 		if terr != nil {
 			switch terr.Code {
 			case CodeTimedOut:
@@ -639,7 +639,7 @@ func mayFit(m StaffMember, local string) bool {
 // it settles on is filled (fillFound): the candidates are not, since until then none
 // of them is known to be the one the address belongs to, and a vendor asked for the
 // fields of the others would be paid for people the lookup does not return.
-func (p *Pipeline) decide(ctx context.Context, in Input, employer Employer, company *Company, cands []Candidate, keep *Gathering) EmailOutcome {
+func (p *Pipeline) decide(ctx context.Context, t *Task, in Input, employer Employer, company *Company, cands []Candidate, keep *Gathering) EmailOutcome {
 	address := in.Target
 	switch len(cands) {
 	case 0:
@@ -651,7 +651,7 @@ func (p *Pipeline) decide(ctx context.Context, in Input, employer Employer, comp
 				"no current employee of %s was found whom %s surely fits: one fits it only if a word of their full name that may be a surname is a given name",
 				company.Name, address)}}
 		}
-		return p.settled(ctx, cands[0], address)
+		return p.settled(ctx, t, cands[0], address)
 	}
 	if in.Hints.empty() {
 		return EmailOutcome{Err: ambiguous(employer, company, address, cands, false), Gathered: keep}
@@ -662,7 +662,7 @@ func (p *Pipeline) decide(ctx context.Context, in Input, employer Employer, comp
 		return EmailOutcome{Gathered: keep, Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
 			"%s fits %d current employees of %s, and none of them matches the hints sent", address, len(cands), company.Name)}}
 	case 1:
-		out := p.settled(ctx, picked[0], address)
+		out := p.settled(ctx, t, picked[0], address)
 		out.Gathered, out.TieBroken = keep, true
 		return out
 	}
@@ -687,8 +687,8 @@ func ambiguous(employer Employer, company *Company, address string, cands []Cand
 // settled is the outcome for the one person decide settled the address on, filled
 // with the person fields asked for. fillFound fills a copy: a gathering kept for
 // retries holds the candidate as it was confirmed.
-func (p *Pipeline) settled(ctx context.Context, c Candidate, address string) EmailOutcome {
-	c.Person = p.fillFound(ctx, c.Person)
+func (p *Pipeline) settled(ctx context.Context, t *Task, c Candidate, address string) EmailOutcome {
+	c.Person = p.fillFound(ctx, t, c.Person)
 	return chosen(c, address)
 }
 

@@ -306,8 +306,8 @@ func TestADirectEmailMatchIsInTheTasksTrace(t *testing.T) {
 		outcome string
 	}{{john, OutcomeHit + "/"}, {mary, OutcomeMiss + "/" + ReasonOtherSubject}} {
 		c := newDirectCase(nil, tc.answer, 10, 1, "john.smith@acme.com")
-		ctx, rec := WithRecorder(WithOrg(context.Background(), "acme"))
-		out := c.p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
+		ctx, rec := WithRecorder(context.Background())
+		out := c.p.ResolveEmail(ctx, &Task{Org: "acme"}, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
 		tr := rec.Trace(out.Result)
 		got := "not asked"
 		for _, s := range tr.Sources {
@@ -388,8 +388,8 @@ func TestAStaffSearchIsInTheTasksTraceAndSpentOnItsKey(t *testing.T) {
 	c := newDirectCase([]*Person{john}, nil, 1, 10, "john.smith@acme.com")
 	c.p.Spend = refusingSpend{spent: &spent}
 	c.p.Keys = ownKeys{}
-	ctx, rec := WithRecorder(WithOrg(context.Background(), "acme"))
-	out := c.p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
+	ctx, rec := WithRecorder(context.Background())
+	out := c.p.ResolveEmail(ctx, &Task{Org: "acme"}, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
 	if out.Err != nil {
 		t.Fatalf("%+v", out.Err)
 	}

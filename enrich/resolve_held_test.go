@@ -68,7 +68,7 @@ func TestWithoutAStaffSearchThePeopleHeldNeverDecideAlone(t *testing.T) {
 		t.Fatalf("got %+v, want not_found: John is held, but nobody else could be seen", out)
 	}
 	p.Held = revHeld{}
-	out = p.ResolveEmail(context.Background(), Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
+	out = p.ResolveEmail(context.Background(), &Task{}, Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
 	if out.Err == nil || out.Err.Code != CodeNotFound {
 		t.Fatalf("got %+v, want not_found", out)
 	}

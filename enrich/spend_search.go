@@ -6,19 +6,18 @@ import (
 	"time"
 )
 
-// searchStaffSpent is searchStaff held to the budgets of the organization ctx names and
+// searchStaffSpent is searchStaff held to the budgets of t's organization and
 // counted in its spend, on the key it goes out with (own: the organization's), and in
 // the task's sources, as Lookup holds every source it asks: a staff search is the
 // dearest call a vendor bills (Enrich Layer's 10 credits). skip, when not "", is why the
 // source was not asked (ReasonBudget).
-func (p *Pipeline) searchStaffSpent(ctx context.Context, src Source, ss StaffSearcher, q StaffQuery, limit int, own bool) (members []StaffMember, cutOff bool, skip string, err error) {
-	org := OrgOf(ctx)
+func (p *Pipeline) searchStaffSpent(ctx context.Context, t *Task, src Source, ss StaffSearcher, q StaffQuery, limit int, own bool) (members []StaffMember, cutOff bool, skip string, err error) {
 	call := SourceCall{Name: src.Name(), OwnKey: own}
 	var booking *Booking
 	if p.Spend != nil {
-		if booking, skip = p.Spend.Admit(ctx, org, src.Name(), own); skip != "" {
+		if booking, skip = p.Spend.Admit(ctx, t.Org, src.Name(), own); skip != "" {
 			call.Outcome, call.Reason = OutcomeSkipped, skip
-			p.recordSearch(ctx, call)
+			p.recordSearch(ctx, t, call)
 			return nil, false, skip, nil
 		}
 	}
@@ -26,7 +25,7 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, src Source, ss StaffSea
 	start := time.Now()
 	members, cutOff, err = func() ([]StaffMember, bool, error) {
 		if p.Spend != nil {
-			defer p.spentOnPanic(ctx, org, call, tally)
+			defer p.spentOnPanic(ctx, t.Org, call, tally)
 		}
 		return searchStaff(askCtx, ss, q, limit)
 	}()
@@ -40,15 +39,15 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, src Source, ss StaffSea
 		call.Outcome = OutcomeError
 	}
 	if p.Spend != nil {
-		p.Spend.Spent(ctx, org, call, booking)
+		p.Spend.Spent(ctx, t.Org, call, booking)
 	}
-	p.recordSearch(ctx, call)
+	p.recordSearch(ctx, t, call)
 	return members, cutOff, "", err
 }
 
 // recordSearch keeps a staff search in the task's sources (the Recorder ctx carries),
 // so that a task accounts for every vendor call it paid, its searches included.
-func (p *Pipeline) recordSearch(ctx context.Context, call SourceCall) {
+func (p *Pipeline) recordSearch(ctx context.Context, t *Task, call SourceCall) {
 	if rec := recorderOf(ctx); rec != nil {
 		rec.Record(Result{}, Trace{Sources: []SourceCall{call}})
 	}

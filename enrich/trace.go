@@ -6,21 +6,6 @@ import (
 	"sync"
 )
 
-type orgKey struct{}
-
-// WithOrg returns ctx naming the organization whose task it runs, for the lookups
-// made through Enrich (an email lookup's profiles and companies): their keys, budgets
-// and spend are that organization's.
-func WithOrg(ctx context.Context, org string) context.Context {
-	return context.WithValue(ctx, orgKey{}, org)
-}
-
-// OrgOf returns the organization ctx names, or "".
-func OrgOf(ctx context.Context) string {
-	org, _ := ctx.Value(orgKey{}).(string)
-	return org
-}
-
 type personFillKey struct{}
 
 // WithPersonFill returns ctx carrying the person fields the organization's waterfall

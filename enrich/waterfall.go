@@ -56,16 +56,6 @@ type Trace struct {
 	Private bool
 }
 
-// Ask is one lookup of a task, with what the pipeline needs to know of whose it is.
-type Ask struct {
-	Input Input
-	// Org is the organization whose task asks: its keys, budgets and spend.
-	Org string
-	// Fill are the fields the waterfall tries to fill (FillLists.For the lookup's
-	// object type); empty: the first source that knows the subject gives the answer.
-	Fill []string
-}
-
 // SourceKeys picks which instance of a source answers an organization's task: the one
 // with the organization's own vendor key when it set one, else the installation's.
 type SourceKeys interface {

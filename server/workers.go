@@ -254,8 +254,8 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 			// gathers what each source was asked, and where the person came from. The
 			// person it finds is filled by the organization's person list, as a profile
 			// lookup's is.
-			emailCtx, rec := enrich.WithRecorder(enrich.WithPersonFill(enrich.WithOrg(taskCtx, c.OrgID), fill))
-			o := p.ResolveEmail(emailCtx, c.Input)
+			emailCtx, rec := enrich.WithRecorder(enrich.WithPersonFill(taskCtx, fill))
+			o := p.ResolveEmail(emailCtx, &enrich.Task{Org: c.OrgID, Fill: fill}, c.Input)
 			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.KeepGathered(), TieBroken: o.TieBroken,
 				Trace: rec.Trace(o.Result)}
 			out.Gathered = sharedGathering(o.Gathered, out.Trace)
@@ -276,7 +276,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 				}
 			}
 		} else {
-			res, trace, taskErr = p.Lookup(taskCtx, enrich.Ask{Input: c.Input, Org: c.OrgID, Fill: fill})
+			res, trace, taskErr = p.Lookup(taskCtx, &enrich.Task{Org: c.OrgID, Fill: fill}, c.Input)
 		}
 	}); failed != nil {
 		out, taskErr = store.Outcome{Err: failed}, failed

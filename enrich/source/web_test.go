@@ -367,7 +367,7 @@ func TestWebAsksTheNetworkWithinItsBudget(t *testing.T) {
 				Name: "LD Incorporated", Domain: strp("ld.test"), EmployeeCount: enrich.Ptr(int64(120))}}
 			p := &enrich.Pipeline{Sources: []enrich.Source{s.web(true, vendor)},
 				Spend: webSpend{over: map[string]bool{"vendor": over}, spent: &spent}}
-			res, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "ld.test"}, Org: "org-1"})
+			res, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1"}, enrich.Input{Lookup: enrich.LookupDomain, Target: "ld.test"})
 			is.True(terr == nil)
 			is.Equal(res.Company.Name, map[bool]string{false: "LD Incorporated", true: "LD Inc"}[over])
 			var names []string
