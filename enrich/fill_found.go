@@ -2,8 +2,8 @@ package enrich
 
 import "context"
 
-// fillFound fills a person an email lookup found and confirmed with the person fields
-// ctx says to fill (WithPersonFill), as a profile lookup would: the sources not yet
+// fillFound fills a person an email lookup found and confirmed with the task's person
+// fields (t.Fill), as a profile lookup would: the sources not yet
 // asked for the profile are asked in their order while a wanted field is still null,
 // each filling only what is still null, its record used only for the same profile.
 // Only a confirmed person is filled, so no vendor is paid for the fields of someone
@@ -15,9 +15,8 @@ import "context"
 // nobody; nor is a person whose record names no profile page, which nothing can be
 // asked for.
 func (p *Pipeline) fillFound(ctx context.Context, t *Task, person *Person) *Person {
-	fill := personFillOf(ctx)
 	rec := recorderOf(ctx)
-	if len(fill) == 0 || rec == nil || person == nil || person.NetworkURL == nil {
+	if len(t.Fill) == 0 || rec == nil || person == nil || person.NetworkURL == nil {
 		return person
 	}
 	found := Result{Person: person}
@@ -27,10 +26,10 @@ func (p *Pipeline) fillFound(ctx context.Context, t *Task, person *Person) *Pers
 	}
 	seed := newMerging(found, "", private)
 	seed.provenance = prov
-	if seed.filled(wantedFields(LookupPersonURL, fill)) {
+	if seed.filled(wantedFields(LookupPersonURL, t.Fill)) {
 		return person
 	}
-	res, tr, _ := p.lookup(ctx, t, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL}, fill, seed, asked)
+	res, tr, _ := p.lookup(ctx, t, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL}, t.Fill, seed, asked)
 	rec.Record(res, tr) // the filled record's provenance, in the first record's place
 	return res.Person
 }

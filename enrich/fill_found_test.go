@@ -40,7 +40,7 @@ func TestAnEmailLookupFillsOnlyThePersonItConfirms(t *testing.T) {
 	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *left.NetworkURL: left}}
 	f := &filler{}
 	p := &Pipeline{Sources: []Source{net, f}, Held: revHeld{}}
-	ctx, rec := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
+	ctx, rec := WithRecorder(context.Background())
 	out := p.ResolveEmail(ctx, &Task{Fill: []string{"about"}}, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
 	is.Equal(out.Err, nil)
 	is.Equal(*out.Result.Person.NetworkURL, *jane.NetworkURL)
@@ -56,7 +56,7 @@ func TestAnEmailLookupFillsOnlyThePersonItConfirms(t *testing.T) {
 	f.asked = nil
 	held := revHeld{staff: []HeldPerson{{Person: jane, LastEnriched: time.Now().Add(-time.Hour)}}}
 	p = &Pipeline{Sources: []Source{net, f}, Held: held}
-	ctx, _ = WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
+	ctx, _ = WithRecorder(context.Background())
 	out = p.ResolveEmail(ctx, &Task{Fill: []string{"about"}}, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
 	is.Equal(out.Err, nil)
 	is.Equal(out.Result.Person.About, nil)
@@ -78,7 +78,7 @@ func twoSmiths() (*Pipeline, *filler, *Person) {
 func TestAnAmbiguousEmailLookupFillsNobody(t *testing.T) {
 	is := is.New(t)
 	p, f, _ := twoSmiths()
-	ctx, _ := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
+	ctx, _ := WithRecorder(context.Background())
 	out := p.ResolveEmail(ctx, &Task{Fill: []string{"about"}}, Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
 	is.True(out.Err != nil)
 	is.Equal(out.Err.Code, CodeAmbiguous)
@@ -93,7 +93,7 @@ func TestAnEmailLookupThatCouldNotSeeEveryoneFillsNobody(t *testing.T) {
 	ada := revPerson("ada-lovelace", "Ada", "Lovelace", "Engineer", "London", "GB", "", false)
 	net := revNet{company: revCompany(), people: map[string]*Person{*ada.NetworkURL: ada}}
 	p := &Pipeline{Sources: []Source{partialSearch{net}, f}, Held: revHeld{}}
-	ctx, _ := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
+	ctx, _ := WithRecorder(context.Background())
 	out := p.ResolveEmail(ctx, &Task{Fill: []string{"about"}}, Input{Lookup: LookupEmail, Target: "alovelace@acme.com"})
 	is.True(out.Err != nil)
 	is.Equal(out.Err.Code, CodeNotFound)
@@ -104,7 +104,7 @@ func TestAnEmailLookupThatCouldNotSeeEveryoneFillsNobody(t *testing.T) {
 func TestAHintedPickFillsOnlyThePersonPicked(t *testing.T) {
 	is := is.New(t)
 	p, f, john := twoSmiths()
-	ctx, rec := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
+	ctx, rec := WithRecorder(context.Background())
 	out := p.ResolveEmail(ctx, &Task{Fill: []string{"about"}}, Input{Lookup: LookupEmail, Target: "jsmith@acme.com", Hints: Hints{FullName: "John Smith"}})
 	is.Equal(out.Err, nil)
 	is.True(out.TieBroken)

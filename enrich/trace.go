@@ -6,20 +6,6 @@ import (
 	"sync"
 )
 
-type personFillKey struct{}
-
-// WithPersonFill returns ctx carrying the person fields the organization's waterfall
-// fills (FillLists.Person): the person an email lookup confirms is filled as a profile
-// lookup's is (fillFound).
-func WithPersonFill(ctx context.Context, fill []string) context.Context {
-	return context.WithValue(ctx, personFillKey{}, fill)
-}
-
-func personFillOf(ctx context.Context) []string {
-	fill, _ := ctx.Value(personFillKey{}).([]string)
-	return fill
-}
-
 // Recorder gathers the traces of the lookups one task makes through Enrich (an email
 // lookup asks for a company and for several profiles), so that the task can say what
 // each source was asked and where its person's fields came from.

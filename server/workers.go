@@ -254,7 +254,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 			// gathers what each source was asked, and where the person came from. The
 			// person it finds is filled by the organization's person list, as a profile
 			// lookup's is.
-			emailCtx, rec := enrich.WithRecorder(enrich.WithPersonFill(taskCtx, fill))
+			emailCtx, rec := enrich.WithRecorder(taskCtx)
 			o := p.ResolveEmail(emailCtx, &enrich.Task{Org: c.OrgID, Fill: fill}, c.Input)
 			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.KeepGathered(), TieBroken: o.TieBroken,
 				Trace: rec.Trace(o.Result)}
