@@ -207,23 +207,19 @@ func (a directAsk) record(ctx context.Context, p *Pipeline, t *Task) {
 	if p.Spend != nil && a.call.Outcome != OutcomeSkipped {
 		p.Spend.Spent(ctx, t.Org, a.call, a.booking)
 	}
-	rec := recorderOf(ctx)
-	if rec == nil {
-		return
-	}
 	tr := Trace{Sources: []SourceCall{a.call}}
 	if a.call.Outcome != OutcomeHit {
-		rec.Record(Result{}, tr)
+		t.trace.record(Result{}, tr)
 		return
 	}
 	res := Result{Person: a.person}
 	m := newMerging(res, a.call.Name, a.call.OwnKey)
 	tr.Provenance, tr.Private = m.provenance, m.private
 	// A record that names no profile page is kept by the address, which the answer's
-	// email_match names (Recorder.Trace).
+	// email_match names (Task.Trace).
 	key := recordKey(res)
 	if key == "" {
 		key = emailKey(a.address)
 	}
-	rec.recordAs(key, tr)
+	t.trace.recordAs(key, tr)
 }

@@ -10,17 +10,16 @@ import "context"
 // the address does not belong to.
 //
 // What the lookup already asked for the profile, and where each field came from, is
-// the task's Recorder's (a retrieval through Enrich, or a direct match). A profile the
+// the task's trace's (a retrieval through Enrich, or a direct match). A profile the
 // lookup did not ask anyone for (held fresh, read as it is held) is not filled, asking
 // nobody; nor is a person whose record names no profile page, which nothing can be
 // asked for.
 func (p *Pipeline) fillFound(ctx context.Context, t *Task, person *Person) *Person {
-	rec := recorderOf(ctx)
-	if len(t.Fill) == 0 || rec == nil || person == nil || person.NetworkURL == nil {
+	if len(t.Fill) == 0 || person == nil || person.NetworkURL == nil {
 		return person
 	}
 	found := Result{Person: person}
-	prov, private, asked, ok := rec.retrieved(found)
+	prov, private, asked, ok := t.trace.retrieved(found)
 	if !ok {
 		return person
 	}
@@ -30,6 +29,6 @@ func (p *Pipeline) fillFound(ctx context.Context, t *Task, person *Person) *Pers
 		return person
 	}
 	res, tr, _ := p.lookup(ctx, t, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL}, t.Fill, seed, asked)
-	rec.Record(res, tr) // the filled record's provenance, in the first record's place
+	t.trace.record(res, tr) // the filled record's provenance, in the first record's place
 	return res.Person
 }

@@ -324,9 +324,9 @@ func (k keys) For(_ context.Context, org string, src enrich.Source) (enrich.Sour
 	return src, false, ""
 }
 
-// An email lookup asks through Enrich; the recorder on its context gathers what
-// each source was asked and where the person it answered with came from.
-func TestRecorderGathersEnrichCalls(t *testing.T) {
+// An email lookup asks through Enrich; its task's trace gathers what each source was
+// asked and where the person it answered with came from.
+func TestTheTaskTraceGathersEnrichCalls(t *testing.T) {
 	is := is.New(t)
 	var asked []string
 	profile := "https://www.linkedin.com/in/jane-doe"
@@ -335,15 +335,14 @@ func TestRecorderGathersEnrichCalls(t *testing.T) {
 		enrichtest.Source{SourceName: "a", Err: enrich.ErrNotFound, Asked: &asked},
 		enrichtest.Source{SourceName: "b", Company: company("Acme", "acme.com", acmePage), Person: jane, Asked: &asked},
 	}}
-	ctx, rec := enrich.WithRecorder(context.Background())
-	task := &enrich.Task{}
+	ctx, task := context.Background(), &enrich.Task{}
 
 	_, terr := p.Enrich(ctx, task, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 	is.True(terr == nil)
 	res, terr := p.Enrich(ctx, task, enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile})
 	is.True(terr == nil)
 
-	tr := rec.Trace(res)
+	tr := task.Trace(res)
 	is.Equal(outcomes(tr.Sources), []string{"a miss 2", "b hit 2"})
 	is.Equal(tr.Provenance, enrich.Provenance{"network_url": "b", "full_name": "b"})
 }

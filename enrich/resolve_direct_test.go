@@ -306,9 +306,9 @@ func TestADirectEmailMatchIsInTheTasksTrace(t *testing.T) {
 		outcome string
 	}{{john, OutcomeHit + "/"}, {mary, OutcomeMiss + "/" + ReasonOtherSubject}} {
 		c := newDirectCase(nil, tc.answer, 10, 1, "john.smith@acme.com")
-		ctx, rec := WithRecorder(context.Background())
-		out := c.p.ResolveEmail(ctx, &Task{Org: "acme"}, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
-		tr := rec.Trace(out.Result)
+		task := &Task{Org: "acme"}
+		out := c.p.ResolveEmail(context.Background(), task, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
+		tr := task.Trace(out.Result)
 		got := "not asked"
 		for _, s := range tr.Sources {
 			if s.Name == "vendor" {
@@ -388,8 +388,8 @@ func TestAStaffSearchIsInTheTasksTraceAndSpentOnItsKey(t *testing.T) {
 	c := newDirectCase([]*Person{john}, nil, 1, 10, "john.smith@acme.com")
 	c.p.Spend = refusingSpend{spent: &spent}
 	c.p.Keys = ownKeys{}
-	ctx, rec := WithRecorder(context.Background())
-	out := c.p.ResolveEmail(ctx, &Task{Org: "acme"}, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
+	task := &Task{Org: "acme"}
+	out := c.p.ResolveEmail(context.Background(), task, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
 	if out.Err != nil {
 		t.Fatalf("%+v", out.Err)
 	}
@@ -397,7 +397,7 @@ func TestAStaffSearchIsInTheTasksTraceAndSpentOnItsKey(t *testing.T) {
 		t.Fatalf("searched %d times, want 1", c.searches.Load())
 	}
 	var traced *SourceCall
-	tr := rec.Trace(out.Result)
+	tr := task.Trace(out.Result)
 	for i, s := range tr.Sources {
 		if s.Name == "search" {
 			traced = &tr.Sources[i]

@@ -174,15 +174,14 @@ type Pipeline struct {
 }
 
 // Enrich looks a company or a profile up for t, the first source that knows the
-// subject giving the answer: Lookup with no field to fill. It returns a result, or the
+// subject giving the answer: Lookup with no field to fill, its trace kept in t's
+// (Task.Trace). It returns a result, or the
 // TaskError the task fails with. Email lookups take more than one question and go
 // through ResolveEmail, which asks its profiles and companies here, and fills a person
 // only once they are confirmed (fillFound).
 func (p *Pipeline) Enrich(ctx context.Context, t *Task, in Input) (Result, *TaskError) {
 	res, tr, terr := p.lookup(ctx, t, in, nil, nil, nil)
-	if rec := recorderOf(ctx); rec != nil {
-		rec.Record(res, tr)
-	}
+	t.trace.record(res, tr)
 	return res, terr
 }
 

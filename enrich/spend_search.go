@@ -17,7 +17,7 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, t *Task, src Source, ss
 	if p.Spend != nil {
 		if booking, skip = p.Spend.Admit(ctx, t.Org, src.Name(), own); skip != "" {
 			call.Outcome, call.Reason = OutcomeSkipped, skip
-			p.recordSearch(ctx, t, call)
+			t.trace.record(Result{}, Trace{Sources: []SourceCall{call}})
 			return nil, false, skip, nil
 		}
 	}
@@ -41,14 +41,6 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, t *Task, src Source, ss
 	if p.Spend != nil {
 		p.Spend.Spent(ctx, t.Org, call, booking)
 	}
-	p.recordSearch(ctx, t, call)
+	t.trace.record(Result{}, Trace{Sources: []SourceCall{call}})
 	return members, cutOff, "", err
-}
-
-// recordSearch keeps a staff search in the task's sources (the Recorder ctx carries),
-// so that a task accounts for every vendor call it paid, its searches included.
-func (p *Pipeline) recordSearch(ctx context.Context, t *Task, call SourceCall) {
-	if rec := recorderOf(ctx); rec != nil {
-		rec.Record(Result{}, Trace{Sources: []SourceCall{call}})
-	}
 }

@@ -1,15 +1,15 @@
 package enrich
 
 import (
-	"context"
 	"maps"
 	"sync"
 )
 
-// Recorder gathers the traces of the lookups one task makes through Enrich (an email
+// recorder gathers the traces of the lookups one task makes through Enrich (an email
 // lookup asks for a company and for several profiles), so that the task can say what
-// each source was asked and where its person's fields came from.
-type Recorder struct {
+// each source was asked and where its person's fields came from (Task.Trace). Its
+// zero value is ready to use.
+type recorder struct {
 	mu         sync.Mutex
 	calls      []SourceCall
 	provenance map[string]Provenance // by the person's or company's network URL
@@ -17,29 +17,19 @@ type Recorder struct {
 	asked      map[string]map[string]bool // the sources asked for it, by name
 }
 
-type recorderKey struct{}
-
-// WithRecorder returns ctx carrying a new Recorder.
-func WithRecorder(ctx context.Context) (context.Context, *Recorder) {
-	r := &Recorder{provenance: map[string]Provenance{}, private: map[string]bool{}, asked: map[string]map[string]bool{}}
-	return context.WithValue(ctx, recorderKey{}, r), r
-}
-
-func recorderOf(ctx context.Context) *Recorder {
-	r, _ := ctx.Value(recorderKey{}).(*Recorder)
-	return r
-}
-
-// Record keeps what one lookup asked and, for the record it answered with (res),
+// record keeps what one lookup asked and, for the record it answered with (res),
 // where its fields came from.
-func (r *Recorder) Record(res Result, tr Trace) { r.recordAs(recordKey(res), tr) }
+func (r *recorder) record(res Result, tr Trace) { r.recordAs(recordKey(res), tr) }
 
 // recordAs is Record with the key the record's provenance is kept by.
-func (r *Recorder) recordAs(key string, tr Trace) {
+func (r *recorder) recordAs(key string, tr Trace) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, tr.Sources...)
 	if key != "" {
+		if r.provenance == nil {
+			r.provenance, r.private, r.asked = map[string]Provenance{}, map[string]bool{}, map[string]map[string]bool{}
+		}
 		r.provenance[key] = tr.Provenance
 		r.private[key] = tr.Private
 		if r.asked[key] == nil {
@@ -53,10 +43,10 @@ func (r *Recorder) recordAs(key string, tr Trace) {
 	}
 }
 
-// retrieved returns what the lookups recorded gave for res (Record): its record's
+// retrieved returns what the lookups recorded gave for res (record): its record's
 // provenance, whether it is private, and the sources that were asked for it. ok is
 // false when none of them answered with it.
-func (r *Recorder) retrieved(res Result) (prov Provenance, private bool, asked map[string]bool, ok bool) {
+func (r *recorder) retrieved(res Result) (prov Provenance, private bool, asked map[string]bool, ok bool) {
 	key := recordKey(res)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -80,12 +70,14 @@ func recordKey(res Result) string {
 // the address: the vendor's record may name no profile page to key it by.
 func emailKey(address string) string { return "email " + address }
 
-// Trace is what the recorded lookups asked, one SourceCall a source in the order
-// they were first asked (each source's calls, credits and time summed; its outcome
+// Trace is what the lookups t made through Enrich asked, one SourceCall a source in
+// the order they were first asked (each source's calls, credits and time summed; its outcome
 // the best it came to: a hit, else an error, else a miss, else why it was skipped,
 // a budget, a refused key or the task's end before a filled or unsupported lookup),
 // and the provenance of res, when one of them answered with it.
-func (r *Recorder) Trace(res Result) Trace {
+func (t *Task) Trace(res Result) Trace { return t.trace.trace(res) }
+
+func (r *recorder) trace(res Result) Trace {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	tr := Trace{Provenance: Provenance{}, Sources: []SourceCall{}}
