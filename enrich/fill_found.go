@@ -28,7 +28,7 @@ func (p *Pipeline) fillFound(ctx context.Context, t *Task, person *Person) *Pers
 	if seed.filled(wantedFields(LookupPersonURL, t.Fill)) {
 		return person
 	}
-	res, tr, _ := p.lookup(ctx, t, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL}, t.Fill, seed, asked)
+	res, tr, _ := p.lookup(ctx, t, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL}, t.Fill, from{seed: seed, asked: asked})
 	t.trace.record(res, tr) // the filled record's provenance, in the first record's place
 	return res.Person
 }

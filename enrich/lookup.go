@@ -40,13 +40,27 @@ func Supports(src Source, l Lookup) bool {
 // The Trace says which source gave each field and what each source was asked and
 // cost. Email lookups take more than one question and go through ResolveEmail.
 func (p *Pipeline) Lookup(ctx context.Context, t *Task, in Input) (Result, Trace, *TaskError) {
-	return p.lookup(ctx, t, in, t.Fill, nil, nil)
+	return p.lookup(ctx, t, in, t.Fill, from{})
 }
 
-// lookup is Lookup filling fill, going on from seed when it is set: a record the
-// sources named in asked already gave or were asked for (an email lookup's person,
-// confirmed), which the others fill as if it were the first hit.
-func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string, seed *merging, asked map[string]bool) (Result, Trace, *TaskError) {
+// from is what a lookup goes on from, beyond its task: what the lookups of the task
+// before it gave.
+type from struct {
+	// seed, when set, is a record the sources named in asked already gave or were
+	// asked for (an email lookup's person, confirmed), which the others fill as if it
+	// were the first hit.
+	seed  *merging
+	asked map[string]bool
+	// given are records sources have returned already, whole, by source and by the
+	// profile URL each is: what PDL's staff search returns is the record its person
+	// enrich would, billed once. The waterfall takes one as that source's answer to a
+	// lookup of its profile, asking the sources before it as ever, and pays nothing
+	// more.
+	given map[string]map[string]*Person
+}
+
+// lookup is Lookup filling fill, going on from what f holds.
+func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string, f from) (Result, Trace, *TaskError) {
 	tr := Trace{Provenance: Provenance{}, Sources: []SourceCall{}}
 	if in.Lookup == LookupEmail {
 		return Result{}, tr, &TaskError{Code: CodeInternalError, Message: "email lookups are resolved by ResolveEmail"}
@@ -54,12 +68,12 @@ func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string,
 	wanted := wantedFields(in.Lookup, fill)
 	misses := p.knownMisses(t.Org, in)
 	var (
-		merged      = seed
+		merged      = f.seed
 		unavailable bool
 		budget      []string
 	)
 	for _, src := range p.Sources {
-		if asked[src.Name()] {
+		if f.asked[src.Name()] {
 			continue
 		}
 		call := SourceCall{Name: src.Name()}
@@ -105,16 +119,17 @@ func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string,
 		askCtx, tally := WithBookedTally(ctx, p.Spend, booking)
 		// A source that asks others itself (web) asks them through AskWithin: their
 		// budgets, spend and place in the task's sources are their own.
-		nestedCtx, nested := p.withinAsk(askCtx, t.Org)
+		nested := &within{p: p, task: t}
+		tally.within = nested
 		start := time.Now()
 		res, err := func() (Result, error) {
 			if p.Spend != nil {
 				defer p.spentOnPanic(ctx, t.Org, call, tally)
 			}
-			if got := given(ctx, src.Name(), in); got != nil {
+			if got := f.givenBy(src.Name(), in); got != nil {
 				return *got, nil // paid for with the search that returned it
 			}
-			return ask(nestedCtx, use, in)
+			return ask(askCtx, use, in)
 		}()
 		call.MS = time.Since(start).Milliseconds()
 		call.VendorCalls, call.Credits = tally.Calls(), tally.Credits()
@@ -382,34 +397,13 @@ func isNull(v reflect.Value) bool {
 	return false
 }
 
-type givenKey struct{}
-
-// withGiven returns ctx carrying records a source has returned already, whole, by the
-// profile URL each is: what PDL's staff search returns is the record its person
-// enrich would, billed once. The waterfall takes one as that source's answer to a
-// lookup of its profile, asking the sources before it as ever, and pays nothing more.
-func withGiven(ctx context.Context, source string, records map[string]*Person) context.Context {
-	if len(records) == 0 {
-		return ctx
-	}
-	all := map[string]map[string]*Person{}
-	if prev, ok := ctx.Value(givenKey{}).(map[string]map[string]*Person); ok {
-		for k, v := range prev {
-			all[k] = v
-		}
-	}
-	all[source] = records
-	return context.WithValue(ctx, givenKey{}, all)
-}
-
-// given returns the record source returned already for a lookup of a profile, nil when
-// none.
-func given(ctx context.Context, source string, in Input) *Result {
+// givenBy returns the record source returned already for a lookup of a profile, nil
+// when none.
+func (f from) givenBy(source string, in Input) *Result {
 	if in.Lookup != LookupPersonURL {
 		return nil
 	}
-	all, _ := ctx.Value(givenKey{}).(map[string]map[string]*Person)
-	p := all[source][in.Target]
+	p := f.given[source][in.Target]
 	if p == nil {
 		return nil
 	}

@@ -507,12 +507,6 @@ func (p *Pipeline) resolved(ctx context.Context, t *Task, employer Employer, com
 		}
 	}
 	s.decided = map[string]bool{}
-	// A profile a search returned whole is that source's answer when it is retrieved:
-	// asked again, it would be paid for twice.
-	retrieveCtx := ctx
-	for name, recs := range records {
-		retrieveCtx = withGiven(retrieveCtx, name, recs)
-	}
 	var out []Candidate
 	for _, u := range hits {
 		if s.decided[u] {
@@ -528,7 +522,9 @@ func (p *Pipeline) resolved(ctx context.Context, t *Task, employer Employer, com
 			continue
 		}
 		s.retrievals++
-		res, terr := p.Enrich(retrieveCtx, t, Input{Lookup: LookupPersonURL, Target: u})
+		// A profile a search returned whole is that source's answer when it is
+		// retrieved: asked again, it would be paid for twice.
+		res, terr := p.enrich(ctx, t, Input{Lookup: LookupPersonURL, Target: u}, records)
 		if terr != nil {
 			switch terr.Code {
 			case CodeTimedOut:

@@ -180,7 +180,12 @@ type Pipeline struct {
 // through ResolveEmail, which asks its profiles and companies here, and fills a person
 // only once they are confirmed (fillFound).
 func (p *Pipeline) Enrich(ctx context.Context, t *Task, in Input) (Result, *TaskError) {
-	res, tr, terr := p.lookup(ctx, t, in, nil, nil, nil)
+	return p.enrich(ctx, t, in, nil)
+}
+
+// enrich is Enrich taking the records given as their sources' answers (from.given).
+func (p *Pipeline) enrich(ctx context.Context, t *Task, in Input, given map[string]map[string]*Person) (Result, *TaskError) {
+	res, tr, terr := p.lookup(ctx, t, in, nil, from{given: given})
 	t.trace.record(res, tr)
 	return res, terr
 }

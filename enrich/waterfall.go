@@ -115,6 +115,10 @@ type Tally struct {
 	booking *Booking
 	// sentCalls and sentCredits are the requests Book let go so far, at their full price.
 	sentCalls, sentCredits int64
+
+	// within is what the source needs to ask others itself (AskWithin), for an ask
+	// the waterfall makes; nil for any other.
+	within *within
 }
 
 type tallyKey struct{}

@@ -15,20 +15,12 @@ var ErrNotAsked = errors.New("not asked: its monthly budget of vendor credits is
 // within is what a source asked by the waterfall needs to ask another source itself
 // (the web source asks the network's sources for the company page its site links to):
 // whose task it is, and where the asks it makes are gathered for the task's sources.
+// The waterfall hangs one on the Tally of each ask it makes (Tally.within).
 type within struct {
 	p     *Pipeline
-	org   string
+	task  *Task
 	mu    sync.Mutex
 	calls []SourceCall
-}
-
-type withinKey struct{}
-
-// withinAsk returns ctx carrying what AskWithin needs for an ask the waterfall makes
-// for org.
-func (p *Pipeline) withinAsk(ctx context.Context, org string) (context.Context, *within) {
-	w := &within{p: p, org: org}
-	return context.WithValue(ctx, withinKey{}, w), w
 }
 
 // asked are the asks AskWithin made, in order.
@@ -52,13 +44,16 @@ func (w *within) add(call SourceCall) {
 // source that asks, and its miss remembered or its answer superseding one. Without a
 // waterfall around it (ctx from elsewhere) it is fn(ctx).
 func AskWithin[T any](ctx context.Context, src Source, in Input, fn func(context.Context) (T, error)) (T, error) {
-	w, _ := ctx.Value(withinKey{}).(*within)
+	var w *within
+	if t := TallyOf(ctx); t != nil {
+		w = t.within
+	}
 	if w == nil {
 		return fn(ctx)
 	}
 	var zero T
 	call := SourceCall{Name: src.Name()}
-	misses := w.p.knownMisses(w.org, in)
+	misses := w.p.knownMisses(w.task.Org, in)
 	if misses.known(ctx, src) {
 		call.Outcome, call.Reason = OutcomeSkipped, ReasonKnownMiss
 		w.add(call)
@@ -67,7 +62,7 @@ func AskWithin[T any](ctx context.Context, src Source, in Input, fn func(context
 	var booking *Booking
 	if w.p.Spend != nil {
 		var skip string
-		if booking, skip = w.p.Spend.Admit(ctx, w.org, src.Name(), false); skip != "" {
+		if booking, skip = w.p.Spend.Admit(ctx, w.task.Org, src.Name(), false); skip != "" {
 			call.Outcome, call.Reason = OutcomeSkipped, skip
 			w.add(call)
 			return zero, fmt.Errorf("%s: %w", src.Name(), ErrNotAsked)
@@ -77,7 +72,7 @@ func AskWithin[T any](ctx context.Context, src Source, in Input, fn func(context
 	start := time.Now()
 	v, err := func() (T, error) {
 		if w.p.Spend != nil {
-			defer w.p.spentOnPanic(ctx, w.org, call, tally)
+			defer w.p.spentOnPanic(ctx, w.task.Org, call, tally)
 		}
 		return fn(askCtx)
 	}()
@@ -92,7 +87,7 @@ func AskWithin[T any](ctx context.Context, src Source, in Input, fn func(context
 		call.Outcome = OutcomeError
 	}
 	if w.p.Spend != nil {
-		w.p.Spend.Spent(ctx, w.org, call, booking)
+		w.p.Spend.Spent(ctx, w.task.Org, call, booking)
 	}
 	misses.record(ctx, src, call)
 	w.add(call)
