@@ -14,7 +14,7 @@ type EmailMatcher interface {
 	Source
 	// PersonByEmail returns the person the source holds for the address; ErrNotFound
 	// when it holds nobody.
-	PersonByEmail(ctx context.Context, address string) (*Person, error)
+	PersonByEmail(ctx context.Context, t *Tally, address string) (*Person, error)
 }
 
 // RecordMatcher is an EmailMatcher whose match is a record that has the address on
@@ -185,13 +185,13 @@ func (p *Pipeline) askDirect(ctx context.Context, t *Task, m EmailMatcher, addre
 			return a
 		}
 	}
-	askCtx, tally := WithBookedTally(ctx, p.Spend, a.booking)
+	tally := NewTally(p.Spend, a.booking)
 	start := time.Now()
 	a.person, a.err = func() (*Person, error) {
 		if p.Spend != nil {
 			defer p.spentOnPanic(ctx, t.Org, a.call, tally)
 		}
-		return use.PersonByEmail(askCtx, address)
+		return use.PersonByEmail(ctx, tally, address)
 	}()
 	a.call.MS = time.Since(start).Milliseconds()
 	a.call.VendorCalls, a.call.Credits = tally.Calls(), tally.Credits()

@@ -18,11 +18,13 @@ type filler struct {
 }
 
 func (*filler) Name() string { return "filler" }
-func (*filler) CompanyByDomain(context.Context, string) (*Company, error) {
+func (*filler) CompanyByDomain(context.Context, *Tally, string) (*Company, error) {
 	return nil, ErrNotFound
 }
-func (*filler) CompanyByURL(context.Context, string) (*Company, error) { return nil, ErrNotFound }
-func (f *filler) PersonByURL(_ context.Context, u string) (*Person, error) {
+func (*filler) CompanyByURL(context.Context, *Tally, string) (*Company, error) {
+	return nil, ErrNotFound
+}
+func (f *filler) PersonByURL(_ context.Context, _ *Tally, u string) (*Person, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, u)

@@ -116,7 +116,7 @@ func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string,
 				continue
 			}
 		}
-		askCtx, tally := WithBookedTally(ctx, p.Spend, booking)
+		tally := NewTally(p.Spend, booking)
 		// A source that asks others itself (web) asks them through AskWithin: their
 		// budgets, spend and place in the task's sources are their own.
 		nested := &within{p: p, task: t}
@@ -129,7 +129,7 @@ func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string,
 			if got := f.givenBy(src.Name(), in); got != nil {
 				return *got, nil // paid for with the search that returned it
 			}
-			return ask(askCtx, use, in)
+			return ask(ctx, tally, use, in)
 		}()
 		call.MS = time.Since(start).Milliseconds()
 		call.VendorCalls, call.Credits = tally.Calls(), tally.Credits()

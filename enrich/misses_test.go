@@ -176,13 +176,13 @@ type noCall struct{ SourceName string }
 
 func (n noCall) Name() string        { return n.SourceName }
 func (noCall) Prices() enrich.Prices { return enrich.Prices{} }
-func (noCall) CompanyByDomain(context.Context, string) (*enrich.Company, error) {
+func (noCall) CompanyByDomain(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, enrich.ErrNotFound
 }
-func (noCall) CompanyByURL(context.Context, string) (*enrich.Company, error) {
+func (noCall) CompanyByURL(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, enrich.ErrNotFound
 }
-func (noCall) PersonByURL(context.Context, string) (*enrich.Person, error) {
+func (noCall) PersonByURL(context.Context, *enrich.Tally, string) (*enrich.Person, error) {
 	return nil, enrich.ErrNotFound
 }
 
@@ -260,18 +260,20 @@ type site struct {
 }
 
 func (s site) Name() string { return "site" }
-func (s site) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
+func (s site) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
 	c := company("Nobody", domain, s.page)
-	if nc, err := enrich.AskWithin(ctx, s.network, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: s.page},
-		func(ctx context.Context) (*enrich.Company, error) { return s.network.CompanyByURL(ctx, s.page) }); err == nil {
+	if nc, err := enrich.AskWithin(ctx, tally, s.network, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: s.page},
+		func(ctx context.Context, tally *enrich.Tally) (*enrich.Company, error) {
+			return s.network.CompanyByURL(ctx, tally, s.page)
+		}); err == nil {
 		c.Slogan = nc.Slogan
 	}
 	return c, nil
 }
-func (site) CompanyByURL(context.Context, string) (*enrich.Company, error) {
+func (site) CompanyByURL(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, enrich.ErrNotFound
 }
-func (site) PersonByURL(context.Context, string) (*enrich.Person, error) {
+func (site) PersonByURL(context.Context, *enrich.Tally, string) (*enrich.Person, error) {
 	return nil, enrich.ErrNotFound
 }
 

@@ -556,12 +556,12 @@ func (p *Pipeline) resolved(ctx context.Context, t *Task, employer Employer, com
 // page at once; one that pages (StaffPager) is asked for the rest after the short
 // page, so no record is returned twice. cutOff says the whole page was full: there
 // may be more.
-func searchStaff(ctx context.Context, ss StaffSearcher, q StaffQuery, limit int) (members []StaffMember, cutOff bool, err error) {
+func searchStaff(ctx context.Context, tally *Tally, ss StaffSearcher, q StaffQuery, limit int) (members []StaffMember, cutOff bool, err error) {
 	short := min(limit+1, StaffSearchMax)
 	usable := func(err error) bool { return err == nil || errors.Is(err, ErrSearchIncomplete) }
 	if pager, ok := ss.(StaffPager); ok {
 		q.Limit = short
-		members, next, err := pager.SearchStaffPage(ctx, q, "")
+		members, next, err := pager.SearchStaffPage(ctx, tally, q, "")
 		if !usable(err) || len(members) < short || short == StaffSearchMax {
 			return members, usable(err) && len(members) >= short, err
 		}
@@ -572,7 +572,7 @@ func searchStaff(ctx context.Context, ss StaffSearcher, q StaffQuery, limit int)
 			return nil, false, ctx.Err()
 		}
 		q.Limit = StaffSearchMax - len(members)
-		rest, _, restErr := pager.SearchStaffPage(ctx, q, next)
+		rest, _, restErr := pager.SearchStaffPage(ctx, tally, q, next)
 		if !usable(restErr) {
 			return nil, false, restErr
 		}
@@ -590,7 +590,7 @@ func searchStaff(ctx context.Context, ss StaffSearcher, q StaffQuery, limit int)
 			return nil, false, ctx.Err()
 		}
 		q.Limit = ask
-		members, err = ss.SearchStaff(ctx, q)
+		members, err = ss.SearchStaff(ctx, tally, q)
 		if usable(err) && len(members) >= ask {
 			if ask == StaffSearchMax {
 				return members, true, err // a whole page: there may be more

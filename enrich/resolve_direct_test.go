@@ -17,10 +17,10 @@ type searchCounter struct {
 
 func (n searchCounter) Name() string   { return "search" }
 func (n searchCounter) Prices() Prices { return n.price }
-func (n searchCounter) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error) {
+func (n searchCounter) SearchStaff(ctx context.Context, tally *Tally, q StaffQuery) ([]StaffMember, error) {
 	n.searches.Add(1)
-	TallyOf(ctx).Call()
-	return n.revNet.SearchStaff(ctx, q)
+	tally.Call()
+	return n.revNet.SearchStaff(ctx, tally, q)
 }
 
 // emailVendor answers people by address only (a vendor's person match by email),
@@ -35,12 +35,16 @@ type emailVendor struct {
 
 func (v emailVendor) Name() string   { return v.name }
 func (v emailVendor) Prices() Prices { return v.price }
-func (v emailVendor) CompanyByDomain(context.Context, string) (*Company, error) {
+func (v emailVendor) CompanyByDomain(context.Context, *Tally, string) (*Company, error) {
 	return nil, ErrNotFound
 }
-func (v emailVendor) CompanyByURL(context.Context, string) (*Company, error) { return nil, ErrNotFound }
-func (v emailVendor) PersonByURL(context.Context, string) (*Person, error)   { return nil, ErrNotFound }
-func (v emailVendor) PersonByEmail(_ context.Context, address string) (*Person, error) {
+func (v emailVendor) CompanyByURL(context.Context, *Tally, string) (*Company, error) {
+	return nil, ErrNotFound
+}
+func (v emailVendor) PersonByURL(context.Context, *Tally, string) (*Person, error) {
+	return nil, ErrNotFound
+}
+func (v emailVendor) PersonByEmail(_ context.Context, _ *Tally, address string) (*Person, error) {
 	v.asked.Add(1)
 	if v.down {
 		return nil, fmt.Errorf("%s: %w", v.name, ErrUnavailable)

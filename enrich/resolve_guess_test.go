@@ -31,15 +31,15 @@ type revNet struct {
 }
 
 func (revNet) Name() string { return "rev" }
-func (n revNet) CompanyByDomain(context.Context, string) (*Company, error) {
+func (n revNet) CompanyByDomain(context.Context, *Tally, string) (*Company, error) {
 	c := *n.company
 	return &c, nil
 }
-func (n revNet) CompanyByURL(context.Context, string) (*Company, error) {
+func (n revNet) CompanyByURL(context.Context, *Tally, string) (*Company, error) {
 	c := *n.company
 	return &c, nil
 }
-func (n revNet) PersonByURL(_ context.Context, u string) (*Person, error) {
+func (n revNet) PersonByURL(_ context.Context, _ *Tally, u string) (*Person, error) {
 	if n.retrievals != nil {
 		n.retrievals.Add(1)
 	}
@@ -56,7 +56,7 @@ func (n revNet) PersonByURL(_ context.Context, u string) (*Person, error) {
 	c := *p
 	return &c, nil
 }
-func (n revNet) SearchStaff(_ context.Context, q StaffQuery) ([]StaffMember, error) {
+func (n revNet) SearchStaff(_ context.Context, _ *Tally, q StaffQuery) ([]StaffMember, error) {
 	var out []StaffMember
 	for u, p := range n.people {
 		if !n.hidden[u] {

@@ -10,17 +10,18 @@ import (
 // Source is what the pipeline needs from the outside world: the network's company
 // pages and profiles, or any data vendor that can stand in for them. A source answers
 // ErrNotFound when it knows nothing of the subject and ErrUnavailable (wrapped) when it
-// cannot answer now.
+// cannot answer now. Each ask comes with its Tally, where the source counts the
+// requests it sends upstream and what they cost; ctx is the ask's deadline.
 type Source interface {
 	Name() string
 	// CompanyByDomain finds the company behind a registrable domain. When the domain
 	// is not the company's canonical one, the result's Domain is the canonical domain
 	// and Redirect says how the two were matched.
-	CompanyByDomain(ctx context.Context, domain string) (*Company, error)
+	CompanyByDomain(ctx context.Context, t *Tally, domain string) (*Company, error)
 	// CompanyByURL finds a company by its normalized network page URL.
-	CompanyByURL(ctx context.Context, networkURL string) (*Company, error)
+	CompanyByURL(ctx context.Context, t *Tally, networkURL string) (*Company, error)
 	// PersonByURL finds a person by their normalized network profile URL.
-	PersonByURL(ctx context.Context, networkURL string) (*Person, error)
+	PersonByURL(ctx context.Context, t *Tally, networkURL string) (*Person, error)
 }
 
 // StaffSearcher is a Source that can search one company's staff by name, which email
@@ -29,7 +30,7 @@ type StaffSearcher interface {
 	// SearchStaff lists the people the source shows at q.Company whose names may fit
 	// q.Names. Its hits are leads, not answers: the caller retrieves each profile with
 	// PersonByURL and confirms the current position and the name itself.
-	SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error)
+	SearchStaff(ctx context.Context, t *Tally, q StaffQuery) ([]StaffMember, error)
 }
 
 // SearchBilledPerCall is a StaffSearcher whose search costs the same whatever the
@@ -49,7 +50,7 @@ type StaffPager interface {
 	// SearchStaffPage is SearchStaff from the position after names where a previous
 	// page ended ("" for the first page). next is where this page ended, "" when
 	// nothing is left after it.
-	SearchStaffPage(ctx context.Context, q StaffQuery, after string) (members []StaffMember, next string, err error)
+	SearchStaffPage(ctx context.Context, t *Tally, q StaffQuery, after string) (members []StaffMember, next string, err error)
 }
 
 // StaffQuery asks for the people at one company who may carry one of a few names.
@@ -190,16 +191,16 @@ func (p *Pipeline) enrich(ctx context.Context, t *Task, in Input, given map[stri
 	return res, terr
 }
 
-func ask(ctx context.Context, src Source, in Input) (Result, error) {
+func ask(ctx context.Context, t *Tally, src Source, in Input) (Result, error) {
 	switch in.Lookup {
 	case LookupDomain:
-		c, err := src.CompanyByDomain(ctx, in.Target)
+		c, err := src.CompanyByDomain(ctx, t, in.Target)
 		return Result{Company: c}, err
 	case LookupCompanyURL:
-		c, err := src.CompanyByURL(ctx, in.Target)
+		c, err := src.CompanyByURL(ctx, t, in.Target)
 		return Result{Company: c}, err
 	case LookupPersonURL:
-		p, err := src.PersonByURL(ctx, in.Target)
+		p, err := src.PersonByURL(ctx, t, in.Target)
 		return Result{Person: p}, err
 	}
 	return Result{}, fmt.Errorf("lookup %q: %w", in.Lookup, ErrNotFound)

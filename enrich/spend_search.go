@@ -21,13 +21,13 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, t *Task, src Source, ss
 			return nil, false, skip, nil
 		}
 	}
-	askCtx, tally := WithBookedTally(ctx, p.Spend, booking)
+	tally := NewTally(p.Spend, booking)
 	start := time.Now()
 	members, cutOff, err = func() ([]StaffMember, bool, error) {
 		if p.Spend != nil {
 			defer p.spentOnPanic(ctx, t.Org, call, tally)
 		}
-		return searchStaff(askCtx, ss, q, limit)
+		return searchStaff(ctx, tally, ss, q, limit)
 	}()
 	call.VendorCalls, call.Credits, call.MS = tally.Calls(), tally.Credits(), time.Since(start).Milliseconds()
 	switch {

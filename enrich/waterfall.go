@@ -102,9 +102,11 @@ type Booking struct {
 }
 
 // Tally counts the upstream requests one ask of a source sends and what they cost.
-// The pipeline puts one in the context of each ask (WithTally); the adapters add to
-// it beside their process-wide meters, and put each request on the ask's books before
-// it is sent (Book).
+// The pipeline passes one to the source with each ask (Source's methods take it); the
+// adapters add to it beside their process-wide meters, and put each request on the
+// ask's books before it is sent (Book). A source the waterfall asks finds on it what
+// it needs to ask other sources itself (AskWithin). A zero Tally counts an ask made
+// outside the pipeline, booked nowhere; a nil one counts nothing.
 type Tally struct {
 	calls   atomic.Int64
 	credits atomic.Int64
@@ -121,27 +123,13 @@ type Tally struct {
 	within *within
 }
 
-type tallyKey struct{}
-
-// WithTally returns ctx carrying a new Tally for one ask.
-func WithTally(ctx context.Context) (context.Context, *Tally) {
-	t := &Tally{}
-	return context.WithValue(ctx, tallyKey{}, t), t
-}
-
-// WithBookedTally is WithTally for an ask spend booked (b; nil: not booked): the
+// NewTally returns the Tally of an ask spend booked (b; nil: not booked): the
 // adapters put each request on its books before sending it (Tally.Book).
-func WithBookedTally(ctx context.Context, spend Spend, b *Booking) (context.Context, *Tally) {
-	ctx, t := WithTally(ctx)
+func NewTally(spend Spend, b *Booking) *Tally {
+	t := &Tally{}
 	if b != nil {
 		t.spend, t.booking = spend, b
 	}
-	return ctx, t
-}
-
-// TallyOf returns the Tally ctx carries, or nil.
-func TallyOf(ctx context.Context) *Tally {
-	t, _ := ctx.Value(tallyKey{}).(*Tally)
 	return t
 }
 

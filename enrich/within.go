@@ -36,20 +36,21 @@ func (w *within) add(call SourceCall) {
 	w.calls = append(w.calls, call)
 }
 
-// AskWithin asks src by fn, the lookup in, from inside another source's ask, as the
+// AskWithin asks src by fn, the lookup in, from inside another source's ask (t is its
+// Tally; fn is given the one of src's own ask), as the
 // waterfall asks any source: not asked when it is remembered not to know in's subject
 // (an error wrapping ErrNotFound; see Misses), held to the organization's budget of src
 // (ErrNotAsked when it is spent), its calls and credits counted to src in the
 // organization's spend and listed in the task's sources, apart from those of the
 // source that asks, and its miss remembered or its answer superseding one. Without a
-// waterfall around it (ctx from elsewhere) it is fn(ctx).
-func AskWithin[T any](ctx context.Context, src Source, in Input, fn func(context.Context) (T, error)) (T, error) {
+// waterfall around it (t from elsewhere, or nil) it is fn(ctx, t).
+func AskWithin[T any](ctx context.Context, t *Tally, src Source, in Input, fn func(context.Context, *Tally) (T, error)) (T, error) {
 	var w *within
-	if t := TallyOf(ctx); t != nil {
+	if t != nil {
 		w = t.within
 	}
 	if w == nil {
-		return fn(ctx)
+		return fn(ctx, t)
 	}
 	var zero T
 	call := SourceCall{Name: src.Name()}
@@ -68,13 +69,13 @@ func AskWithin[T any](ctx context.Context, src Source, in Input, fn func(context
 			return zero, fmt.Errorf("%s: %w", src.Name(), ErrNotAsked)
 		}
 	}
-	askCtx, tally := WithBookedTally(ctx, w.p.Spend, booking) // its own: these calls are src's, not the asking source's
+	tally := NewTally(w.p.Spend, booking) // its own: these calls are src's, not the asking source's
 	start := time.Now()
 	v, err := func() (T, error) {
 		if w.p.Spend != nil {
 			defer w.p.spentOnPanic(ctx, w.task.Org, call, tally)
 		}
-		return fn(askCtx)
+		return fn(ctx, tally)
 	}()
 	call.MS = time.Since(start).Milliseconds()
 	call.VendorCalls, call.Credits = tally.Calls(), tally.Credits()

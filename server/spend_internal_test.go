@@ -22,14 +22,14 @@ type pricedVendor struct{ asked atomic.Int64 }
 
 func (v *pricedVendor) Name() string          { return "pdl" }
 func (v *pricedVendor) Prices() enrich.Prices { return enrich.Prices{} }
-func (v *pricedVendor) CompanyByDomain(_ context.Context, d string) (*enrich.Company, error) {
+func (v *pricedVendor) CompanyByDomain(_ context.Context, _ *enrich.Tally, d string) (*enrich.Company, error) {
 	v.asked.Add(1)
 	return &enrich.Company{Name: d, Domain: &d}, nil
 }
-func (v *pricedVendor) CompanyByURL(context.Context, string) (*enrich.Company, error) {
+func (v *pricedVendor) CompanyByURL(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, fmt.Errorf("pdl: %w", enrich.ErrNotFound)
 }
-func (v *pricedVendor) PersonByURL(context.Context, string) (*enrich.Person, error) {
+func (v *pricedVendor) PersonByURL(context.Context, *enrich.Tally, string) (*enrich.Person, error) {
 	return nil, fmt.Errorf("pdl: %w", enrich.ErrNotFound)
 }
 
