@@ -161,10 +161,10 @@ type directAsk struct {
 	booking *Booking // on the books, when it was admitted
 }
 
-// askDirect makes one direct match of m for t's organization, as
-// the waterfall asks any source: through the organization's own key where it set one
-// (Keys), within its budget (Spend), with the calls it sends counted (Tally). A
-// source the organization's key or budget rules out comes back skipped, unasked.
+// askDirect makes one direct match of m for t's organization, as the waterfall asks
+// any source: through the organization's own key where it set one (Keys), within its
+// budget (Spend), with the calls it sends counted (Tally). A source the
+// organization's key or budget rules out comes back skipped, unasked.
 func (p *Pipeline) askDirect(ctx context.Context, t *Task, m EmailMatcher, address string) directAsk {
 	a := directAsk{address: address, call: SourceCall{Name: m.Name()}}
 	use := m

@@ -9,6 +9,55 @@ import (
 	"time"
 )
 
+// What a source's part in a task came to (SourceCall.Outcome).
+const (
+	OutcomeHit     = "hit"     // it knew the subject and gave at least one field
+	OutcomeMiss    = "miss"    // it did not know the subject, or answered with another one
+	OutcomeError   = "error"   // it could not answer now
+	OutcomeSkipped = "skipped" // it was not asked (Reason says why)
+)
+
+// Why a source was skipped, or why a miss was one (SourceCall.Reason).
+const (
+	ReasonFilled       = "filled"        // every wanted field was already filled
+	ReasonNotSupported = "not_supported" // it cannot answer this kind of lookup
+	ReasonBudget       = "budget"        // its monthly budget of vendor credits is spent
+	ReasonBudgetUnread = "budget_unread" // its budget could not be read now: not asked, as a source that cannot answer now
+	ReasonKeyFailing   = "key_failing"   // the organization's own key was refused and no fallback is allowed
+	ReasonOtherSubject = "other_subject" // it answered with another company or person: discarded
+	ReasonTimedOut     = "timed_out"     // the task's lifetime ended before it was asked
+	ReasonKnownMiss    = "known_miss"    // it did not know the subject when asked within the freshness window
+)
+
+// SourceCall is one source's part in a task, in the order the sources were asked:
+// `sources` on the task.
+type SourceCall struct {
+	Name    string `json:"name"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	// VendorCalls are the requests it sent upstream for this task (what a vendor
+	// bills and rate-limits), retries included; Credits the vendor credits they cost
+	// by the vendor's published price.
+	VendorCalls int64 `json:"vendor_calls"`
+	Credits     int64 `json:"vendor_credits"`
+	MS          int64 `json:"ms"`
+	// OwnKey says the call went out with the organization's own vendor key.
+	OwnKey bool `json:"-"`
+}
+
+// Provenance names, for every non-null top-level field of a result, the source that
+// gave it: `provenance` on the task.
+type Provenance map[string]string
+
+// Trace is what a lookup asked and where its answer came from.
+type Trace struct {
+	Provenance Provenance
+	Sources    []SourceCall
+	// Private says some field came from the organization's own vendor key: the record
+	// is kept in the store for that organization alone.
+	Private bool
+}
+
 // LookupSupporter is a Source that can answer some kinds of lookup only (a website
 // finds companies by domain, never people). The waterfall skips it, unasked, for the
 // others (ReasonNotSupported). A Source that does not implement it is asked for all.
