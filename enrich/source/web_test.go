@@ -331,6 +331,22 @@ func TestWebFollowsARedirectToHTTPWhenAllowed(t *testing.T) {
 	is.Equal(plainHits.Load(), int64(1))
 }
 
+// Every request a fetch sends, each hop of a redirect included, counts in the Tally of
+// the ask it was sent for, as in the source's meter, and in no other ask's.
+func TestWebCountsEachHopInTheAsksTally(t *testing.T) {
+	is := is.New(t)
+	web, _ := downgradeSites(t, true)
+	tally, other := &enrich.Tally{}, &enrich.Tally{}
+	_, err := web.CompanyByDomain(context.Background(), tally, "acme.test")
+	is.NoErr(err)
+	is.Equal(tally.Calls(), int64(2)) // the https page and the page it redirects to
+	is.Equal(*web.Stats().Calls, int64(2))
+	_, err = web.CompanyByDomain(context.Background(), other, "acme.test")
+	is.NoErr(err)
+	is.Equal(tally.Calls(), int64(2))
+	is.Equal(other.Calls(), int64(2))
+}
+
 // webSpend refuses the sources named in over, and keeps what each ask recorded.
 type webSpend struct {
 	over  map[string]bool
