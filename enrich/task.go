@@ -405,6 +405,7 @@ func AskWithin[T any](ctx context.Context, t *Tally, src Source, in Input, fn fu
 		}
 	}
 	tally := NewTally(w.p.Spend, booking) // its own: these calls are src's, not the asking source's
+	tally.within = w                      // and what src asks in turn is the task's too
 	start := time.Now()
 	v, err := func() (T, error) {
 		if w.p.Spend != nil {
