@@ -224,15 +224,15 @@ func (f *fakeSource) company(ctx context.Context, key string) (*enrich.Company, 
 	return nil, enrich.ErrNotFound
 }
 
-func (f *fakeSource) CompanyByDomain(ctx context.Context, d string) (*enrich.Company, error) {
+func (f *fakeSource) CompanyByDomain(ctx context.Context, tally *enrich.Tally, d string) (*enrich.Company, error) {
 	return f.company(ctx, d)
 }
 
-func (f *fakeSource) CompanyByURL(ctx context.Context, u string) (*enrich.Company, error) {
+func (f *fakeSource) CompanyByURL(ctx context.Context, tally *enrich.Tally, u string) (*enrich.Company, error) {
 	return f.company(ctx, u)
 }
 
-func (f *fakeSource) PersonByURL(ctx context.Context, u string) (*enrich.Person, error) {
+func (f *fakeSource) PersonByURL(ctx context.Context, tally *enrich.Tally, u string) (*enrich.Person, error) {
 	if err := f.enter(ctx); err != nil {
 		return nil, err
 	}

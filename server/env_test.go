@@ -393,15 +393,15 @@ func (f *fakeNetwork) company(ctx context.Context, key string) (*enrich.Company,
 	return nil, enrich.ErrNotFound
 }
 
-func (f *fakeNetwork) CompanyByDomain(ctx context.Context, d string) (*enrich.Company, error) {
+func (f *fakeNetwork) CompanyByDomain(ctx context.Context, tally *enrich.Tally, d string) (*enrich.Company, error) {
 	return f.company(ctx, d)
 }
 
-func (f *fakeNetwork) CompanyByURL(ctx context.Context, u string) (*enrich.Company, error) {
+func (f *fakeNetwork) CompanyByURL(ctx context.Context, tally *enrich.Tally, u string) (*enrich.Company, error) {
 	return f.company(ctx, u)
 }
 
-func (f *fakeNetwork) PersonByURL(ctx context.Context, u string) (*enrich.Person, error) {
+func (f *fakeNetwork) PersonByURL(ctx context.Context, tally *enrich.Tally, u string) (*enrich.Person, error) {
 	f.profiles.Add(1)
 	if err := f.enter(ctx); err != nil {
 		return nil, err
@@ -418,7 +418,7 @@ func (f *fakeNetwork) PersonByURL(ctx context.Context, u string) (*enrich.Person
 // SearchStaff lists the people who have or had a position at the company (by its
 // page) and whose names may be among q.Names, as a network's search does: leads, some
 // of whom have left.
-func (f *fakeNetwork) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+func (f *fakeNetwork) SearchStaff(ctx context.Context, tally *enrich.Tally, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	f.searches.Add(1)
 	if err := f.enter(ctx); err != nil {
 		return nil, err

@@ -111,7 +111,7 @@ func TestOrgKeysPickTheOrganizationsKey(t *testing.T) {
 				if skip != "" {
 					return own, skip, nil
 				}
-				_, err = use.CompanyByDomain(ctx, "globex.com")
+				_, err = use.CompanyByDomain(ctx, nil, "globex.com")
 				return own, "", err
 			}
 

@@ -22,14 +22,14 @@ type pricedVendor struct{ asked atomic.Int64 }
 
 func (v *pricedVendor) Name() string          { return "pdl" }
 func (v *pricedVendor) Prices() enrich.Prices { return enrich.Prices{} }
-func (v *pricedVendor) CompanyByDomain(_ context.Context, d string) (*enrich.Company, error) {
+func (v *pricedVendor) CompanyByDomain(_ context.Context, _ *enrich.Tally, d string) (*enrich.Company, error) {
 	v.asked.Add(1)
 	return &enrich.Company{Name: d, Domain: &d}, nil
 }
-func (v *pricedVendor) CompanyByURL(context.Context, string) (*enrich.Company, error) {
+func (v *pricedVendor) CompanyByURL(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, fmt.Errorf("pdl: %w", enrich.ErrNotFound)
 }
-func (v *pricedVendor) PersonByURL(context.Context, string) (*enrich.Person, error) {
+func (v *pricedVendor) PersonByURL(context.Context, *enrich.Tally, string) (*enrich.Person, error) {
 	return nil, fmt.Errorf("pdl: %w", enrich.ErrNotFound)
 }
 
@@ -77,7 +77,7 @@ func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 	is.Equal(m.counter("enrichd_source_skipped_total", "source", "pdl", "reason", enrich.ReasonBudget).Get(), uint64(0))
 
 	p := &enrich.Pipeline{Sources: []enrich.Source{vendor}, Spend: keeper}
-	_, tr, terr := p.Lookup(ctx, enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}, Org: org})
+	_, tr, terr := p.Lookup(ctx, &enrich.Task{Org: org}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 	is.Equal(vendor.asked.Load(), int64(0)) // not asked
 	is.True(terr != nil)
 	is.Equal(terr.Code, enrich.CodeProviderUnavailable)
@@ -109,7 +109,7 @@ func TestBooksUnwritableInAStorageOutageAreNotLoggedPerAsk(t *testing.T) {
 	}
 	is.Equal(m.counter("enrichd_source_skipped_total", "source", "pdl", "reason", enrich.ReasonBudgetUnread).Get(), uint64(3))
 	p := &enrich.Pipeline{Sources: []enrich.Source{vendor}, Spend: keeper}
-	_, _, terr := p.Lookup(ctx, enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}, Org: org})
+	_, _, terr := p.Lookup(ctx, &enrich.Task{Org: org}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 	is.Equal(terr.Code, enrich.CodeProviderUnavailable)
 	is.Equal(vendor.asked.Load(), int64(0)) // off the books, not asked
 	is.Equal(logs.String(), "")             // no line an ask

@@ -250,19 +250,19 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 		if c.Input.Lookup == enrich.LookupEmail {
 			// An email lookup serves its own stale fallbacks: a stored record is not a
 			// substitute for resolving an address.
-			// The email path asks its companies and profiles through Enrich: the recorder
-			// gathers what each source was asked, and where the person came from. The
+			// The email path asks its companies and profiles through Enrich: the task's
+			// trace gathers what each source was asked, and where the person came from. The
 			// person it finds is filled by the organization's person list, as a profile
 			// lookup's is.
-			emailCtx, rec := enrich.WithRecorder(enrich.WithPersonFill(enrich.WithOrg(taskCtx, c.OrgID), fill))
-			o := p.ResolveEmail(emailCtx, c.Input)
+			task := &enrich.Task{Org: c.OrgID, Fill: fill}
+			o := p.ResolveEmail(taskCtx, task, c.Input)
 			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.KeepGathered(), TieBroken: o.TieBroken,
-				Trace: rec.Trace(o.Result)}
+				Trace: task.Trace(o.Result)}
 			out.Gathered = sharedGathering(o.Gathered, out.Trace)
 			if o.Company != nil {
 				// The company identified is kept, so the next lookup at the domain
 				// reads it rather than asking a vendor again.
-				ct := rec.Trace(enrich.Result{Company: o.Company})
+				ct := task.Trace(enrich.Result{Company: o.Company})
 				_, domain, _ := enrich.SplitAddress(c.Input.Target)
 				out.Company = &store.IdentifiedCompany{Company: o.Company, Domain: domain, At: o.CompanyAt,
 					Provenance: ct.Provenance, Private: ct.Private}
@@ -276,7 +276,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 				}
 			}
 		} else {
-			res, trace, taskErr = p.Lookup(taskCtx, enrich.Ask{Input: c.Input, Org: c.OrgID, Fill: fill})
+			res, trace, taskErr = p.Lookup(taskCtx, &enrich.Task{Org: c.OrgID, Fill: fill}, c.Input)
 		}
 	}); failed != nil {
 		out, taskErr = store.Outcome{Err: failed}, failed

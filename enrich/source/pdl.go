@@ -109,8 +109,8 @@ type pdlPerson struct {
 
 // CompanyByDomain enriches by website: GET /v5/company/enrich?website=. A record whose
 // website is another domain gives an unconfirmed redirect to it.
-func (p *PDL) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	c, err := p.companyEnrich(ctx, url.Values{"website": {domain}}, domain)
+func (p *PDL) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
+	c, err := p.companyEnrich(ctx, tally, url.Values{"website": {domain}}, domain)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +119,8 @@ func (p *PDL) CompanyByDomain(ctx context.Context, domain string) (*enrich.Compa
 }
 
 // CompanyByURL enriches by the network page: GET /v5/company/enrich?profile=.
-func (p *PDL) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
-	c, err := p.companyEnrich(ctx, url.Values{"profile": {networkURL}}, networkURL)
+func (p *PDL) CompanyByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Company, error) {
+	c, err := p.companyEnrich(ctx, tally, url.Values{"profile": {networkURL}}, networkURL)
 	if err != nil {
 		return nil, err
 	}
@@ -130,12 +130,12 @@ func (p *PDL) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Comp
 	return c, nil
 }
 
-func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*enrich.Company, error) {
+func (p *PDL) companyEnrich(ctx context.Context, tally *enrich.Tally, q url.Values, asked string) (*enrich.Company, error) {
 	var c pdlCompany
-	if err := p.api.get(ctx, "/v5/company/enrich", q, pdlMatchCredits, &c); err != nil {
+	if err := p.api.get(ctx, tally, "/v5/company/enrich", q, pdlMatchCredits, &c); err != nil {
 		return nil, err
 	}
-	charge(ctx, pdlMatchCredits)
+	charge(tally, pdlMatchCredits)
 	name := orDefault(text(c.DisplayName), text(c.Name))
 	if name == nil {
 		return nil, fmt.Errorf("pdl: the record for %s has no name: %w", asked, enrich.ErrNotFound)
@@ -164,8 +164,8 @@ func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*e
 }
 
 // PersonByURL enriches by profile: GET /v5/person/enrich?profile=.
-func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
-	out, err := p.personEnrich(ctx, url.Values{"profile": {networkURL}})
+func (p *PDL) PersonByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Person, error) {
+	out, err := p.personEnrich(ctx, tally, url.Values{"profile": {networkURL}})
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +179,8 @@ func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*enrich.Perso
 // answers with the record it matches to the address above its default likelihood
 // (2 of 10), or 404. That is PDL's best match, not a proof: an email lookup confirms
 // the person's current position and name before it answers with them.
-func (p *PDL) PersonByEmail(ctx context.Context, address string) (*enrich.Person, error) {
-	return p.personEnrich(ctx, url.Values{"email": {address}})
+func (p *PDL) PersonByEmail(ctx context.Context, tally *enrich.Tally, address string) (*enrich.Person, error) {
+	return p.personEnrich(ctx, tally, url.Values{"email": {address}})
 }
 
 // MatchesAddressOnRecord: PDL's person enrich by email matches the address among the
@@ -199,14 +199,14 @@ const (
 	pdlCreditsPerRecord = 1
 )
 
-func (p *PDL) personEnrich(ctx context.Context, q url.Values) (*enrich.Person, error) {
+func (p *PDL) personEnrich(ctx context.Context, tally *enrich.Tally, q url.Values) (*enrich.Person, error) {
 	var r struct {
 		Data *pdlPerson `json:"data"`
 	}
-	if err := p.api.get(ctx, "/v5/person/enrich", q, pdlMatchCredits, &r); err != nil {
+	if err := p.api.get(ctx, tally, "/v5/person/enrich", q, pdlMatchCredits, &r); err != nil {
 		return nil, err
 	}
-	charge(ctx, pdlMatchCredits)
+	charge(tally, pdlMatchCredits)
 	if r.Data == nil {
 		return nil, fmt.Errorf("pdl: no person record matched: %w", enrich.ErrNotFound)
 	}
@@ -270,8 +270,8 @@ func pdlFullName(full, first, middle, last *string) *string {
 }
 
 // SearchStaff runs POST /v5/person/search for one page: SearchStaffPage from the start.
-func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
-	members, _, err := p.SearchStaffPage(ctx, q, "")
+func (p *PDL) SearchStaff(ctx context.Context, tally *enrich.Tally, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+	members, _, err := p.SearchStaffPage(ctx, tally, q, "")
 	return members, err
 }
 
@@ -296,7 +296,7 @@ func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 // enrich.ErrSearchIncomplete, so nobody held is taken for the only fit, and no
 // plain-named person for the only one where a namesake written with diacritics may
 // have gone unlisted.
-func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after string) ([]enrich.StaffMember, string, error) {
+func (p *PDL) SearchStaffPage(ctx context.Context, tally *enrich.Tally, q enrich.StaffQuery, after string) ([]enrich.StaffMember, string, error) {
 	if q.Company == nil || len(q.Names) == 0 {
 		return nil, "", nil
 	}
@@ -355,14 +355,14 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 		ScrollToken *string     `json:"scroll_token"`
 	}
 	// A credit a record returned: at most size.
-	err := p.api.post(ctx, "/v5/person/search", body, int64(q.Limit)*pdlMatchCredits, &r)
+	err := p.api.post(ctx, tally, "/v5/person/search", body, int64(q.Limit)*pdlMatchCredits, &r)
 	if isNotFound(err) { // PDL answers 404 when no record matches
 		return nil, "", nil
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	charge(ctx, int64(len(r.Data))*pdlMatchCredits)
+	charge(tally, int64(len(r.Data))*pdlMatchCredits)
 	var next string
 	if r.ScrollToken != nil && len(r.Data) >= q.Limit {
 		next = *r.ScrollToken
