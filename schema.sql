@@ -814,3 +814,56 @@ CREATE TABLE suppressions (
 CREATE INDEX suppressions_org_created ON suppressions(org_id, created_at, id);
 -- every organization's entries for one subject (an export, an erasure across them)
 CREATE INDEX suppressions_hash ON suppressions(hash);
+
+-- migration 22: the audit log
+-- Every access to people's data and every change to who may access it, per
+-- organization (org_id '' for the installation's own acts, from the CLI), appended and
+-- never changed by enrichd but for an erasure, which blanks subject. Entries form one
+-- hash chain per organization, in seq order (1, 2, ...): hash is the SHA-256 of
+-- prev_hash (the previous entry's hash; 32 zero bytes before the first, or the
+-- checkpoint of audit_heads once retention deleted the entries before) and of every
+-- other column but subject: the subject is covered by subject_seal, the keyed hash of
+-- its text as sent, so that an erasure blanks it (NULL, the seal kept) and the chain
+-- holds.
+-- subject_hash is the keyed hash of the subject normalized (empty: none), which finds
+-- an entry by person; subject_seal empty: no subject text was kept. detail is a JSON
+-- object of the act's own figures, never a person's data.
+-- The same columns as PostgreSQL's migration 16.
+CREATE TABLE audit_log (
+    org_id        TEXT NOT NULL,
+    seq           INTEGER NOT NULL,
+    at            INTEGER NOT NULL,
+    actor_kind    TEXT NOT NULL,
+    actor_id      TEXT,
+    actor_name    TEXT,
+    action        TEXT NOT NULL,
+    subject       TEXT,
+    subject_hash  BLOB NOT NULL,
+    subject_seal  BLOB NOT NULL,
+    task_id       TEXT,
+    batch_id      TEXT,
+    object_id     TEXT,
+    credits       INTEGER NOT NULL,
+    request_id    TEXT,
+    detail        TEXT,
+    prev_hash     BLOB NOT NULL,
+    hash          BLOB NOT NULL,
+    PRIMARY KEY (org_id, seq)
+) WITHOUT ROWID;
+-- GET /v1/audit newest first, with or without since and until
+CREATE INDEX audit_log_org_at ON audit_log(org_id, at, seq);
+-- GET /v1/audit?action=
+CREATE INDEX audit_log_org_action ON audit_log(org_id, action, at, seq);
+-- GET /v1/audit?subject=, and a person's entries for an export or an erasure
+CREATE INDEX audit_log_subject ON audit_log(subject_hash, org_id, at, seq);
+
+-- The head of each organization's chain, the row an entry's writer holds while it
+-- appends (PostgreSQL's replicas append in turn), and the checkpoint retention leaves:
+-- base_seq and base_hash are the last entry deleted, from which the chain is verified.
+CREATE TABLE audit_heads (
+    org_id     TEXT PRIMARY KEY,
+    seq        INTEGER NOT NULL,
+    hash       BLOB NOT NULL,
+    base_seq   INTEGER NOT NULL,
+    base_hash  BLOB NOT NULL
+) WITHOUT ROWID;

@@ -238,6 +238,19 @@ var personalTables = []PersonalTable{
 		from: "suppressions t", orgScope: "t.org_id IN (?, '')", orgScopeArgs: orgArg,
 		export: []exportColumn{text("kind"), text("hint"), text("reason"), text("added_by_kind"), text("added_by_name"), timeCol("created_at")},
 	},
+	{
+		Name: "audit_log", Key: []string{"org_id", "seq"},
+		Holds: []string{"subject"}, Hashes: []string{"subject_hash"},
+		Other: []string{"at", "actor_kind", "actor_id", "actor_name", "action", "subject_seal", "task_id", "batch_id", "object_id",
+			"credits", "request_id", "detail", "prev_hash", "hash"},
+		Scope: OrgRows,
+		Erasure: Erasure{Action: EraseRedact, Redacts: []string{"subject"},
+			Why: "the entry stays, named by the subject's keyed hash, so that the record of who looked the person up and its hash chain stay whole; the subject as sent goes"},
+		Erase: eraseAudit,
+		from:  "audit_log t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{timeCol("at"), text("action"), text("actor_kind"), text("actor_name"), text("subject"),
+			text("task_id"), text("batch_id"), intCol("credits"), text("request_id")},
+	},
 }
 
 // resultColumnOf is resultColumn for the tasks aliased alias.
@@ -272,6 +285,7 @@ var NonPersonalTables = map[string]string{
 	"org_source_keys": "organizations' own vendor keys, sealed",
 	"replicas":        "PostgreSQL replicas' heartbeats",
 	"subject_key":     "the id of the key subjects are hashed under, not the key",
+	"audit_heads":     "the head of each organization's audit chain and the checkpoint retention left: places and hashes",
 }
 
 // PersonalTables is the registry, in the order export shows it.

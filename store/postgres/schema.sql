@@ -679,3 +679,41 @@ BEGIN
 END $$;
 CREATE TRIGGER suppressions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON suppressions
     FOR EACH STATEMENT EXECUTE FUNCTION suppressions_changed();
+
+-- migration 16: the audit log (the SQLite schema's migration 22)
+-- One hash chain of entries per organization (org_id '' the installation's), in seq
+-- order; audit_heads holds each chain's head, locked by the transaction that appends
+-- (FOR UPDATE: replicas append to one chain in turn), and the checkpoint retention
+-- leaves. See the SQLite schema for the columns.
+CREATE TABLE audit_log (
+    org_id        TEXT COLLATE "C" NOT NULL,
+    seq           BIGINT NOT NULL,
+    at            BIGINT NOT NULL,
+    actor_kind    TEXT COLLATE "C" NOT NULL,
+    actor_id      TEXT COLLATE "C",
+    actor_name    TEXT,
+    action        TEXT COLLATE "C" NOT NULL,
+    subject       TEXT,
+    subject_hash  BYTEA NOT NULL,
+    subject_seal  BYTEA NOT NULL,
+    task_id       TEXT COLLATE "C",
+    batch_id      TEXT COLLATE "C",
+    object_id     TEXT COLLATE "C",
+    credits       BIGINT NOT NULL,
+    request_id    TEXT COLLATE "C",
+    detail        TEXT,
+    prev_hash     BYTEA NOT NULL,
+    hash          BYTEA NOT NULL,
+    PRIMARY KEY (org_id, seq)
+);
+CREATE INDEX audit_log_org_at ON audit_log(org_id, at, seq);
+CREATE INDEX audit_log_org_action ON audit_log(org_id, action, at, seq);
+CREATE INDEX audit_log_subject ON audit_log(subject_hash, org_id, at, seq);
+
+CREATE TABLE audit_heads (
+    org_id     TEXT COLLATE "C" PRIMARY KEY,
+    seq        BIGINT NOT NULL,
+    hash       BYTEA NOT NULL,
+    base_seq   BIGINT NOT NULL,
+    base_hash  BYTEA NOT NULL
+);

@@ -105,4 +105,10 @@ var conformanceTests = []conformanceTest{
 	{"ASuppressionIsSeenByEveryHandle", testASuppressionIsSeenByEveryHandle},
 	{"AStoreHitAboutASuppressedSubjectFails", testAStoreHitAboutASuppressedSubjectFails},
 	{"SuppressingASubjectPausesItsWatches", testSuppressingASubjectPausesItsWatches},
+	{"TheAuditLogRecordsEachActInItsOrganizationsChain", testTheAuditLogRecordsEachActInItsOrganizationsChain},
+	{"TheAuditLogIsListedByEachFilterAndPaged", testTheAuditLogIsListedByEachFilterAndPaged},
+	{"TheAuditChainHoldsUnderManyWriters", testTheAuditChainHoldsUnderManyWriters},
+	{"AuditVerifyNamesTheFirstBadEntry", testAuditVerifyNamesTheFirstBadEntry},
+	{"AnErasureBlanksTheAuditSubjectAndTheChainHolds", testAnErasureBlanksTheAuditSubjectAndTheChainHolds},
+	{"AuditRetentionLeavesAVerifiableCheckpoint", testAuditRetentionLeavesAVerifiableCheckpoint},
 }
