@@ -147,7 +147,8 @@ func privacyReport(t *testing.T, db string) {
 			kept[rule.Setting] = rule.Kept
 		}
 	}
-	is.Equal(kept, map[string]string{"--retain": "90d", "--retain-records": "400d", "--retain-candidates": "3d", "the freshness window": "30d"})
+	is.Equal(kept, map[string]string{"--retain": "90d", "--retain-records": "400d", "--retain-candidates": "3d", "the freshness window": "30d",
+		"--retain-audit": "1095d"})
 
 	is.Equal(r.Held, map[string]int64{
 		"stored_companies": 3, "stored_people": 0, "dataset_companies": 0, "dataset_people": 0,
@@ -165,6 +166,7 @@ func privacyReport(t *testing.T, db string) {
 		"installation key PDL_API_KEY: set; organizations with their own key: 0",
 		"--retain-records      400d",
 		"--retain-candidates   3d    profiles an ambiguous email lookup gathered",
+		"--retain-audit        1095d  the audit log: who enriched, exported, erased or suppressed whom",
 		"stored records                  3 companies, 0 people",
 		"gathered profiles               2, for 1 ambiguous address",
 		"webhook deliveries              1, 1 not yet sent",

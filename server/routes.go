@@ -40,6 +40,8 @@ func addRoutes(r *Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/suppressions/:id", s.route("get_suppression", s.authed(handleGetSuppression(s))))
 	r.Handler(http.MethodDelete, "/v1/suppressions/:id", s.route("delete_suppression", s.authed(handleDeleteSuppression(s))))
 
+	r.Handler(http.MethodGet, "/v1/audit", s.route("list_audit", s.authed(handleListAudit(s))))
+
 	r.Handler(http.MethodPost, "/v1/watches", s.route("create_watch", s.authed(handleCreateWatch(s))))
 	r.Handler(http.MethodGet, "/v1/watches", s.route("list_watches", s.authed(handleListWatches(s))))
 	r.Handler(http.MethodGet, "/v1/watches/:id", s.route("get_watch", s.authed(handleGetWatch(s))))

@@ -159,6 +159,12 @@ func ActorOf(ctx context.Context) (Actor, string) {
 	return Actor{Kind: ActorSystem}, ""
 }
 
+// UserActor is a dashboard user as an actor: their id and email.
+func UserActor(u *User) Actor {
+	id, email := u.ID, u.Email
+	return Actor{Kind: ActorUser, ID: &id, Name: &email}
+}
+
 // KeyActor is an API key as an actor: its name, or its prefix when it has none.
 func KeyActor(p *Principal) Actor {
 	id, name := p.KeyID, p.KeyName
@@ -277,21 +283,23 @@ func (db *DB) appendAudit(ctx context.Context, tx Tx, e NewAuditEntry) error {
 		s := string(raw)
 		r.detail = &s
 	}
+	var headAt int64
 	var err error
-	if r.seq, r.prevHash, err = lockAuditHead(ctx, tx, e.OrgID); err != nil {
+	if r.seq, headAt, r.prevHash, err = lockAuditHead(ctx, tx, e.OrgID); err != nil {
 		return err
 	}
-	r.seq++
+	// Time never goes back along a chain, whatever the clock of the replica that
+	// appends: the primary key's order is the chain's.
+	r.seq, r.at = r.seq+1, max(r.at, headAt)
 	r.hash = r.chainHash()
-	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (org_id, seq, at, actor_kind, actor_id, actor_name, action, subject,
+	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (org_id, at, seq, actor_kind, actor_id, actor_name, action, subject,
 		subject_hash, subject_seal, task_id, batch_id, object_id, credits, request_id, detail, prev_hash, hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.orgID, r.seq, r.at, r.actorKind, r.actorID, r.actorName, r.action, r.subject, r.subjectHash, r.seal,
+		r.orgID, r.at, r.seq, r.actorKind, r.actorID, r.actorName, r.action, r.subject, r.subjectHash, r.seal,
 		r.taskID, r.batchID, r.objID, r.credits, r.requestID, r.detail, r.prevHash, r.hash); err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE audit_heads SET seq = ?, hash = ? WHERE org_id = ?`, r.seq, r.hash, r.orgID)
-	return err
+	return nil // the insert's trigger moved the head to the entry
 }
 
 // RecordAudit appends e in a transaction of its own: for an act that is not a write of
@@ -301,20 +309,18 @@ func (db *DB) RecordAudit(ctx context.Context, e NewAuditEntry) error {
 }
 
 // lockAuditHead reads, and on PostgreSQL locks, the head of orgID's chain: the last
-// entry's place and hash (0 and zeroHash before the first). A chain's head is made by
-// its first entry: two transactions making it at once meet on its primary key, and
-// the second then waits for the first and reads the head it left.
-func lockAuditHead(ctx context.Context, tx Tx, orgID string) (int64, []byte, error) {
+// entry's place, time and hash (0, 0 and zeroHash before the first). A chain's head is
+// made by its first entry: two transactions making it at once meet on its primary
+// key, and the second then waits for the first and reads the head it left.
+func lockAuditHead(ctx context.Context, tx Tx, orgID string) (seq, at int64, hash []byte, err error) {
 	for attempt := 0; ; attempt++ {
-		var seq int64
-		var hash []byte
-		err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_heads WHERE org_id = ? FOR UPDATE`, orgID).Scan(&seq, &hash)
+		err = tx.QueryRow(ctx, `SELECT seq, at, hash FROM audit_heads WHERE org_id = ? FOR UPDATE`, orgID).Scan(&seq, &at, &hash)
 		if !errors.Is(err, ErrNoRows) || attempt > 0 {
-			return seq, hash, err
+			return seq, at, hash, err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO audit_heads (org_id, seq, hash, base_seq, base_hash) VALUES (?, 0, ?, 0, ?)
-			ON CONFLICT (org_id) DO NOTHING`, orgID, zeroHash, zeroHash); err != nil {
-			return 0, nil, err
+		if _, err := tx.Exec(ctx, `INSERT INTO audit_heads (org_id, seq, at, hash, base_seq, base_at, base_hash)
+			VALUES (?, 0, 0, ?, 0, 0, ?) ON CONFLICT (org_id) DO NOTHING`, orgID, zeroHash, zeroHash); err != nil {
+			return 0, 0, nil, err
 		}
 	}
 }
@@ -356,23 +362,28 @@ func (r *auditRow) entry() *AuditEntry {
 // auditQuery is the statement that selects the entries of f for one organization, in
 // order (newest first, or oldest first for an export, after the entry after when it is
 // set), and its arguments but the LIMIT and OFFSET it ends with. Each filter walks
-// the range of its own index, named where the engine can be told (Driver.IndexedBy):
-// the subject's (audit_log_subject), the action's (audit_log_org_action), or the
-// organization's by time (audit_log_org_at); the time range bounds the walk, and a
-// filter the index lacks is checked on the rows it reaches.
+// the range of an index, named where the engine can be told (Driver.IndexedBy): the
+// subject's (audit_log_subject), the action's (audit_log_org_action, which holds every
+// action but enrichments), or the primary key, the organization's entries by time
+// (enrichments, most of them); the time range bounds the walk, and a filter the index
+// lacks is checked on the rows it reaches.
 func (db *DB) auditQuery(orgID string, f AuditFilter, oldestFirst bool, after *auditRow) (string, []any) {
 	var where []string
 	var args []any
-	index := "audit_log_org_at"
+	from := "audit_log"
 	switch {
 	case len(f.SubjectHash) > 0:
-		index = "audit_log_subject"
+		from = db.IndexedBy("audit_log", "audit_log_subject")
 		where, args = append(where, "subject_hash = ?", "org_id = ?"), append(args, f.SubjectHash, orgID)
 		if f.Action != "" {
 			where, args = append(where, "action = ?"), append(args, f.Action)
 		}
+	case f.Action != "" && f.Action != AuditTaskCreated:
+		// The index holds every action but enrichments: the condition, written as the
+		// index's, lets the engine use it.
+		from = db.IndexedBy("audit_log", "audit_log_org_action")
+		where, args = append(where, "org_id = ?", "action = ?", "action <> '"+AuditTaskCreated+"'"), append(args, orgID, f.Action)
 	case f.Action != "":
-		index = "audit_log_org_action"
 		where, args = append(where, "org_id = ?", "action = ?"), append(args, orgID, f.Action)
 	default:
 		where, args = append(where, "org_id = ?"), append(args, orgID)
@@ -391,8 +402,7 @@ func (db *DB) auditQuery(orgID string, f AuditFilter, oldestFirst bool, after *a
 	if oldestFirst {
 		order = " ORDER BY at, seq"
 	}
-	return `SELECT ` + auditColumns + ` FROM ` + db.IndexedBy("audit_log", index) + ` WHERE ` + strings.Join(where, " AND ") +
-		order + ` LIMIT ? OFFSET ?`, args
+	return `SELECT ` + auditColumns + ` FROM ` + from + ` WHERE ` + strings.Join(where, " AND ") + order + ` LIMIT ? OFFSET ?`, args
 }
 
 // AuditQueries are the statements of the log's reads, by name, with arguments of the
@@ -409,8 +419,9 @@ func (db *DB) AuditQueries() map[string]struct {
 	hash := bytes.Repeat([]byte{1}, sha256.Size)
 	cursor := &auditRow{at: 1500, seq: 3}
 	for name, f := range map[string]AuditFilter{
-		"all": {}, "action": {Action: AuditTaskCreated}, "subject": {SubjectHash: hash},
-		"since": {Since: since}, "until": {Until: until}, "between": {Since: since, Until: until},
+		"all": {}, "action": {Action: AuditKeyRevoked}, "subject": {SubjectHash: hash}, "enrichments": {Action: AuditTaskCreated},
+		"enrichments between": {Action: AuditTaskCreated, Since: since, Until: until},
+		"since":               {Since: since}, "until": {Until: until}, "between": {Since: since, Until: until},
 		"action between":  {Action: AuditKeyCreated, Since: since, Until: until},
 		"subject action":  {SubjectHash: hash, Action: AuditTaskCreated},
 		"subject between": {SubjectHash: hash, Since: since, Until: until},
@@ -429,11 +440,11 @@ func (db *DB) AuditQueries() map[string]struct {
 	out["VerifyAudit"] = struct {
 		Query string
 		Args  []any
-	}{verifyAuditQuery, []any{"o", int64(0), auditChunk}}
+	}{verifyAuditQuery, []any{"o", int64(0), int64(0), auditChunk}}
 	out["PurgeAudit"] = struct {
 		Query string
 		Args  []any
-	}{purgeAuditQuery, []any{"o", int64(0), 500}}
+	}{purgeAuditQuery, []any{"o", int64(0), int64(0), 500}}
 	return out
 }
 
@@ -495,29 +506,32 @@ func (db *DB) ExportAudit(ctx context.Context, orgID string, f AuditFilter, max 
 type AuditHead struct {
 	OrgID    string `json:"org_id"`
 	Seq      int64  `json:"seq"`
+	At       int64  `json:"-"`
 	Hash     string `json:"hash"`
 	BaseSeq  int64  `json:"base_seq"`
+	BaseAt   int64  `json:"-"`
 	BaseHash string `json:"base_hash"`
 }
 
 // AuditHeads reads the head of every chain (orgID "" and all), or of one.
 func (db *DB) AuditHeads(ctx context.Context, orgID string, all bool) ([]AuditHead, error) {
-	q, args := `SELECT org_id, seq, hash, base_seq, base_hash FROM audit_heads ORDER BY org_id`, []any(nil)
+	q, args := `SELECT org_id, seq, at, hash, base_seq, base_at, base_hash FROM audit_heads ORDER BY org_id`, []any(nil)
 	if !all {
-		q, args = `SELECT org_id, seq, hash, base_seq, base_hash FROM audit_heads WHERE org_id = ?`, []any{orgID}
+		q, args = `SELECT org_id, seq, at, hash, base_seq, base_at, base_hash FROM audit_heads WHERE org_id = ?`, []any{orgID}
 	}
 	rows, err := db.Reader().Query(ctx, q, args...)
 	return collect(rows, err, func(r Row) (AuditHead, error) {
 		var h AuditHead
 		var hash, base []byte
-		err := r.Scan(&h.OrgID, &h.Seq, &hash, &h.BaseSeq, &base)
+		err := r.Scan(&h.OrgID, &h.Seq, &h.At, &hash, &h.BaseSeq, &h.BaseAt, &base)
 		h.Hash, h.BaseHash = hex.EncodeToString(hash), hex.EncodeToString(base)
 		return h, err
 	})
 }
 
-// verifyAuditQuery reads a chain in its order, from after a place.
-const verifyAuditQuery = `SELECT ` + auditColumns + ` FROM audit_log WHERE org_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+// verifyAuditQuery reads a chain in its order, the primary key's, from after an entry
+// (its time and place).
+const verifyAuditQuery = `SELECT ` + auditColumns + ` FROM audit_log WHERE org_id = ? AND (at, seq) > (?, ?) ORDER BY at, seq LIMIT ?`
 
 // AuditProblem is the first thing wrong with a chain: the entry it is found at (its
 // place in the chain; a missing one's place too) and what is wrong.
@@ -528,10 +542,10 @@ type AuditProblem struct {
 
 // AuditChain is what a verification found of one organization's chain.
 type AuditChain struct {
-	OrgID    string `json:"org_id"`
-	Entries  int64  `json:"entries"` // the entries read
-	FirstSeq int64  `json:"first_seq"`
-	Head     AuditHead
+	OrgID    string    `json:"org_id"`
+	Entries  int64     `json:"entries"` // the entries read
+	FirstSeq int64     `json:"first_seq"`
+	Head     AuditHead `json:"head"`
 	// Erased counts the entries whose subject an erasure blanked; Unsealed those whose
 	// subject could not be checked against its seal, for want of the secret key file.
 	Erased   int64 `json:"erased"`
@@ -591,11 +605,11 @@ func (db *DB) verifyChain(ctx context.Context, head AuditHead) (AuditChain, erro
 	if err != nil {
 		return c, err
 	}
-	seq := head.BaseSeq
+	seq, at := head.BaseSeq, head.BaseAt
 	var lastErasure, lastBlanked int64
 	var lastPurge *auditRow
 	for {
-		rows, err := db.Reader().Query(ctx, verifyAuditQuery, head.OrgID, seq, auditChunk)
+		rows, err := db.Reader().Query(ctx, verifyAuditQuery, head.OrgID, at, seq, auditChunk)
 		list, err := collect(rows, err, scanAuditRow)
 		if err != nil {
 			return c, err
@@ -637,7 +651,7 @@ func (db *DB) verifyChain(ctx context.Context, head AuditHead) (AuditChain, erro
 			case AuditPurged:
 				lastPurge = r
 			}
-			seq, prev = r.seq, r.hash
+			seq, at, prev = r.seq, r.at, r.hash
 		}
 		if len(list) < auditChunk {
 			break
@@ -672,7 +686,7 @@ func mustHex(s string) []byte {
 }
 
 // purgeAuditQuery reads the oldest entries of a chain, from its checkpoint on.
-const purgeAuditQuery = `SELECT seq, at, hash FROM audit_log WHERE org_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+const purgeAuditQuery = `SELECT seq, at, hash FROM audit_log WHERE org_id = ? AND (at, seq) > (?, ?) ORDER BY at, seq LIMIT ?`
 
 // auditPurgeSlack is how far past the cutoff a chain's oldest entry must be before
 // PurgeAudit cuts it: a chain is then cut about once a day, each cut recorded by one
@@ -697,11 +711,12 @@ func (db *DB) PurgeAudit(ctx context.Context, cutoff time.Time, limit int) (int,
 		var n int
 		err := db.Write(ctx, func(tx Tx) error {
 			n = 0
-			var base int64
-			if err := tx.QueryRow(ctx, `SELECT base_seq FROM audit_heads WHERE org_id = ? FOR UPDATE`, h.OrgID).Scan(&base); err != nil {
+			var baseSeq, baseAt int64
+			if err := tx.QueryRow(ctx, `SELECT base_seq, base_at FROM audit_heads WHERE org_id = ? FOR UPDATE`, h.OrgID).
+				Scan(&baseSeq, &baseAt); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, purgeAuditQuery, h.OrgID, base, limit)
+			rows, err := tx.Query(ctx, purgeAuditQuery, h.OrgID, baseAt, baseSeq, limit)
 			type cut struct {
 				seq, at int64
 				hash    []byte
@@ -721,11 +736,11 @@ func (db *DB) PurgeAudit(ctx context.Context, cutoff time.Time, limit int) (int,
 				last = i
 			}
 			through := oldest[last]
-			if _, err := tx.Exec(ctx, `DELETE FROM audit_log WHERE org_id = ? AND seq > ? AND seq <= ?`, h.OrgID, base, through.seq); err != nil {
+			if _, err := tx.Exec(ctx, `DELETE FROM audit_log WHERE org_id = ? AND (at, seq) <= (?, ?)`, h.OrgID, through.at, through.seq); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE audit_heads SET base_seq = ?, base_hash = ? WHERE org_id = ?`,
-				through.seq, through.hash, h.OrgID); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE audit_heads SET base_seq = ?, base_at = ?, base_hash = ? WHERE org_id = ?`,
+				through.seq, through.at, through.hash, h.OrgID); err != nil {
 				return err
 			}
 			n = last + 1

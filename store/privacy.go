@@ -239,9 +239,9 @@ var personalTables = []PersonalTable{
 		export: []exportColumn{text("kind"), text("hint"), text("reason"), text("added_by_kind"), text("added_by_name"), timeCol("created_at")},
 	},
 	{
-		Name: "audit_log", Key: []string{"org_id", "seq"},
+		Name: "audit_log", Key: []string{"org_id", "at", "seq"},
 		Holds: []string{"subject"}, Hashes: []string{"subject_hash"},
-		Other: []string{"at", "actor_kind", "actor_id", "actor_name", "action", "subject_seal", "task_id", "batch_id", "object_id",
+		Other: []string{"actor_kind", "actor_id", "actor_name", "action", "subject_seal", "task_id", "batch_id", "object_id",
 			"credits", "request_id", "detail", "prev_hash", "hash"},
 		Scope: OrgRows,
 		Erasure: Erasure{Action: EraseRedact, Redacts: []string{"subject"},

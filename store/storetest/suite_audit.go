@@ -295,7 +295,8 @@ var auditTamperings = []struct {
 	{"subject blanked", []string{`UPDATE audit_log SET subject = NULL WHERE org_id = ? AND seq = 2`}, 2, "erasure"},
 	{"oldest cut without retention", []string{
 		`DELETE FROM audit_log WHERE org_id = ? AND seq <= 2`,
-		`UPDATE audit_heads SET base_seq = 2, base_hash = (SELECT prev_hash FROM audit_log WHERE org_id = audit_heads.org_id AND seq = 3) WHERE org_id = ?`,
+		`UPDATE audit_heads SET base_seq = 2, base_at = (SELECT at FROM audit_log WHERE org_id = audit_heads.org_id AND seq = 3),
+			base_hash = (SELECT prev_hash FROM audit_log WHERE org_id = audit_heads.org_id AND seq = 3) WHERE org_id = ?`,
 	}, 3, "retention"},
 }
 
@@ -478,7 +479,8 @@ func testAuditRetentionLeavesAVerifiableCheckpoint(t *testing.T, env *Env) {
 
 	// The oldest remaining entry cut behind enrichd's back, the checkpoint moved to it.
 	raw := env.Raw()
-	_, err = raw.Exec(`UPDATE audit_heads SET base_seq = 6, base_hash = (SELECT hash FROM audit_log WHERE org_id = ? AND seq = 6) WHERE org_id = ?`, acme, acme)
+	_, err = raw.Exec(`UPDATE audit_heads SET base_seq = 6, base_at = (SELECT at FROM audit_log WHERE org_id = ? AND seq = 6),
+		base_hash = (SELECT hash FROM audit_log WHERE org_id = ? AND seq = 6) WHERE org_id = ?`, acme, acme, acme)
 	is.NoErr(err)
 	_, err = raw.Exec(`DELETE FROM audit_log WHERE org_id = ? AND seq = 6`, acme)
 	is.NoErr(err)
