@@ -80,16 +80,16 @@ func (s *Server) AuditFilter(q AuditQuery) (store.AuditFilter, error) {
 }
 
 // auditSubject is the subject a filter names: an address when it has an @, a profile
-// when it is a URL (a company's page names no subject), a domain otherwise.
+// when it is a profile's URL (/in/), a domain otherwise (a website's address too); a
+// company's page names no subject.
 func auditSubject(norm enrich.Normalizer, raw string) (enrich.Subject, error) {
 	raw = strings.TrimSpace(raw)
 	switch {
 	case strings.Contains(raw, "@"):
 		return norm.Subject(enrich.SubjectEmail, raw)
-	case strings.Contains(raw, "/"):
-		if strings.Contains(raw, "/company/") {
-			return enrich.Subject{}, enrich.Errorf(enrich.KindInvalid, "subject: a company's page names no subject; filter by the company's domain")
-		}
+	case strings.Contains(raw, "/company/"):
+		return enrich.Subject{}, enrich.Errorf(enrich.KindInvalid, "subject: a company's page names no subject; filter by the company's domain")
+	case strings.Contains(raw, "/in/"):
 		return norm.Subject(enrich.SubjectProfile, raw)
 	}
 	return norm.Subject(enrich.SubjectDomain, raw)
