@@ -692,6 +692,29 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	b.axe("suppressions")
 	b.shot("suppressions")
+
+	// Audit: who enriched, suppressed, signed in; suppressions by hash alone; filtered
+	// by action, and downloaded as JSON Lines.
+	b.open("/dashboard/audit", "tr.audit-entry")
+	b.waitText("#audit", "Suppressed")
+	contains(t, b.text("#audit"), "Enriched")
+	contains(t, b.text("#audit"), "Signed in")
+	if strings.Contains(b.text("main"), "jane.doe") {
+		t.Error("the Audit page shows a suppressed address")
+	}
+	contains(t, b.text("#audit-head"), "The chain's head")
+	b.axe("audit")
+	b.shot("audit")
+	b.step("choosing suppressions", chromedp.SetValue(chromedp.CSS(`form#audit-filter select[name=action]`), "suppression.added"))
+	b.submit("form#audit-filter")
+	b.waitUntil("the list is filtered", `location.search.includes("action=suppression.added") && document.readyState === "complete"`)
+	if got := b.text("#audit"); strings.Contains(got, "Enriched") || !strings.Contains(got, "Suppressed") {
+		t.Errorf("the Audit page filtered by suppressions shows: %s", got)
+	}
+	exported := b.fetch(b.attr("a#audit-download", "href"))
+	if n := strings.Count(exported, "\n"); n != 3 || !strings.Contains(exported, `"action":"suppression.added"`) {
+		t.Errorf("the download of the suppressions' entries holds %d lines: %s", n, exported)
+	}
 	b.refused(base+"/dashboard/no-such-page", http.StatusNotFound)
 	b.waitVisible(`header nav a[href="/dashboard/tasks"]`)
 	b.axe("not found")
@@ -711,6 +734,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		{"delivery", "/dashboard/deliveries/" + deliveryID, "#delivery-status"},
 		{"watches", "/dashboard/watches", "#watches"},
 		{"suppressions", "/dashboard/suppressions", "#suppressions"},
+		{"audit", "/dashboard/audit", "#audit"},
 		{"credits", "/dashboard/credits", "tr.ledger"},
 		{"sources-month", "/dashboard/sources", "section.source"},
 		{"keys", "/dashboard/settings/keys", "tr.key"},

@@ -98,6 +98,8 @@ func addRoutes(r *Router, s *Server) {
 	//   GET  /dashboard/suppressions
 	//   POST /dashboard/suppressions
 	//   POST /dashboard/suppressions/:id/lift
+	//   GET  /dashboard/audit
+	//   GET  /dashboard/audit.jsonl
 	//   GET  /dashboard/batches
 	//   POST /dashboard/batches
 	//   POST /dashboard/batches/preview

@@ -57,6 +57,8 @@ func (s *Dashboard) Mount(r *server.Router) {
 	r.Handler(http.MethodGet, "/dashboard/suppressions", s.dashPage("dashboard_suppressions", viewer, handleSuppressionsPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/suppressions", s.dashPage("dashboard_add_suppressions", admin, handleAddSuppressions(s)))
 	r.Handler(http.MethodPost, "/dashboard/suppressions/:id/lift", s.dashPage("dashboard_lift_suppression", admin, handleLiftSuppression(s)))
+	r.Handler(http.MethodGet, "/dashboard/audit", s.dashPage("dashboard_audit", viewer, handleAuditPage(s)))
+	r.Handler(http.MethodGet, "/dashboard/audit.jsonl", s.dashPage("dashboard_audit_download", viewer, handleAuditDownload(s)))
 	r.Handler(http.MethodGet, "/dashboard/batches", s.dashPage("dashboard_batches", viewer, handleBatchesPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/batches", s.dashPage("dashboard_create_batch", admin, handleCreateBatchForm(s)))
 	r.Handler(http.MethodPost, "/dashboard/batches/preview", s.dashPage("dashboard_preview_batch", admin, handleBatchPreview(s)))
