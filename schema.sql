@@ -815,7 +815,45 @@ CREATE INDEX suppressions_org_created ON suppressions(org_id, created_at, id);
 -- every organization's entries for one subject (an export, an erasure across them)
 CREATE INDEX suppressions_hash ON suppressions(hash);
 
--- migration 22: the audit log
+-- migration 22: erasures
+-- An erasure removes a person from everything an organization holds (org_id '': every
+-- organization's, enrichd erase --all-orgs) by walking the registry of personal data
+-- (store/privacy.go), and is kept by the keyed hash of what was asked and a masked
+-- hint, never the value: hints are the other identifiers found for the person, masked
+-- (JSON array); removed the rows deleted or redacted, by table (JSON object); loops
+-- the Loops told, [{loop_id, name, delivery_id}] (JSON). completed_at is set once
+-- every person.erased event it queued was delivered or failed for good and the
+-- database's files were rid of the erased bytes (the write-ahead log checkpointed and
+-- truncated). A task it erased keeps its row and charge, with erased_at; a delivery
+-- names the erasure it announces (event person.erased) or whose payload it erased.
+-- The same columns as PostgreSQL's migration 16.
+CREATE TABLE erasures (
+    id                 TEXT PRIMARY KEY,          -- UUIDv7
+    org_id             TEXT NOT NULL,
+    kind               TEXT NOT NULL CHECK (kind IN ('email', 'profile')),
+    hash               BLOB NOT NULL,
+    hint               TEXT NOT NULL,
+    hints              TEXT NOT NULL,
+    requested_by_kind  TEXT NOT NULL CHECK (requested_by_kind IN ('key', 'user', 'cli')),
+    requested_by_id    TEXT,
+    requested_by_name  TEXT,
+    removed            TEXT NOT NULL,
+    loops              TEXT NOT NULL,
+    created_at         INTEGER NOT NULL,
+    completed_at       INTEGER
+);
+-- GET /v1/erasures, newest first
+CREATE INDEX erasures_org_created ON erasures(org_id, created_at, id);
+-- the erasures of one subject (an export, the registry's find)
+CREATE INDEX erasures_hash ON erasures(hash);
+-- those not completed yet, which maintenance completes
+CREATE INDEX erasures_incomplete ON erasures(created_at) WHERE completed_at IS NULL;
+ALTER TABLE tasks ADD COLUMN erased_at INTEGER;
+ALTER TABLE deliveries ADD COLUMN erasure_id TEXT;
+-- an erasure's events, which it waits for before it completes
+CREATE INDEX deliveries_erasure ON deliveries(erasure_id) WHERE erasure_id IS NOT NULL;
+
+-- migration 23: the audit log
 -- Every access to people's data and every change to who may access it, per
 -- organization (org_id '' for the installation's own acts, from the CLI), appended and
 -- never changed by enrichd but for an erasure, which blanks subject. Entries form one
@@ -829,7 +867,7 @@ CREATE INDEX suppressions_hash ON suppressions(hash);
 -- holds. subject_hash is the keyed hash of the subject normalized (empty: none), which
 -- finds an entry by person; subject_seal empty: no subject text was kept. detail is a
 -- JSON object of the act's own figures, never the data of a person looked up.
--- The same columns as PostgreSQL's migration 16.
+-- The same columns as PostgreSQL's migration 17.
 CREATE TABLE audit_log (
     org_id        TEXT NOT NULL,
     at            INTEGER NOT NULL,

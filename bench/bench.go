@@ -78,6 +78,9 @@ type Options struct {
 	// EmailCompanies is how many sim companies the email-quality scenario writes
 	// addresses for; 50 when 0.
 	EmailCompanies int
+	// EmailNames are the name sets the email-quality scenario's staff are drawn from
+	// (source.SimNamesLists, source.SimNamesHeldOut); both when empty.
+	EmailNames []string
 
 	// WaterfallSubjects is how many companies the waterfall scenario enriches in each
 	// of its passes; 10,000 when 0.

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/enrich/namecorpus"
 	"enrichd/enrich/source"
+	"enrichd/server"
 )
 
 // The email-quality scenario answers, through the real server on the sim source, an
@@ -22,6 +24,12 @@ import (
 // answers against the sim's own staff lists. Its truth does not come from the code it
 // measures: an address belongs to the people whose name renders to it in one of the
 // patterns below (written out here, nicknames left out).
+//
+// It runs on each name set the sim draws its staff from (Options.EmailNames): the
+// names enrichd's lists of given names hold, whose coverage the lists flatter, and
+// names of 21 Latin-script cultures that no list holds (source.SimNamesHeldOut,
+// enrich/namecorpus), written as their cultures write them, whose addresses render as
+// namecorpus's truth says (Name.Renderings).
 
 // emailPatterns are the corporate local-part patterns the scenario writes addresses in.
 var emailPatterns = []struct {
@@ -44,11 +52,13 @@ var (
 	nobodyLast  = []string{"quill", "fenwick", "brandt", "okafor", "sato", "vance"}
 )
 
-// EmailQuality is the email-quality scenario's figures.
+// EmailQuality is the email-quality scenario's figures, for one name set.
 type EmailQuality struct {
-	Companies int `json:"companies"`
-	Current   int `json:"current_employees"`
-	Former    int `json:"former_employees"`
+	// Names is the name set the staff are drawn from: lists or heldout.
+	Names     string `json:"names"`
+	Companies int    `json:"companies"`
+	Current   int    `json:"current_employees"`
+	Former    int    `json:"former_employees"`
 	// Runs: "in order" on a fresh database, then "random order" on another fresh one,
 	// its cache warmed by the same addresses asked in a shuffled order.
 	Runs []EmailQualityRun `json:"runs"`
@@ -58,6 +68,8 @@ type EmailQuality struct {
 	// fresh in the other), which the order decides by design.
 	Changed       []string `json:"changed"`
 	MethodChanged int      `json:"method_changed"`
+	// HeldOut is the same on the held-out names, when the scenario ran on both.
+	HeldOut *EmailQuality `json:"held_out,omitempty"`
 }
 
 // EmailQualityRun is one pass over every address.
@@ -122,8 +134,12 @@ func (a emailAnswer) String() string {
 	return a.person + " (" + a.method + ")"
 }
 
-// emailCases writes the addresses of n sim companies, company by company.
-func emailCases(n int) (cases []emailCase, current, former int) {
+// emailCases writes the addresses of n sim companies, company by company, their staff
+// drawn from the name set names.
+func emailCases(n int, names string) (cases []emailCase, current, former int) {
+	if names == source.SimNamesHeldOut {
+		return heldOutCases(n)
+	}
 	sim := &source.Sim{NetworkHost: enrich.DefaultNetworkHost}
 	for i := 1; i <= n; i++ {
 		slug := fmt.Sprintf("company-%d", i)
@@ -193,17 +209,129 @@ func emailCases(n int) (cases []emailCase, current, former int) {
 	return cases, current, former
 }
 
+// heldOutCases writes the addresses of n sim companies whose staff are drawn from the
+// held-out names: each person's usual address in each pattern (namecorpus's
+// Name.Usual), and six of names nobody there has; an address belongs to everyone
+// whose name renders to it in any pattern (Name.Renderings).
+func heldOutCases(n int) (cases []emailCase, current, former int) {
+	sim := &source.Sim{NetworkHost: enrich.DefaultNetworkHost, Names: source.SimNamesHeldOut}
+	for i := 1; i <= n; i++ {
+		slug := fmt.Sprintf("company-%d", i)
+		staff := sim.Staff(slug)
+		byAddress := map[string]*emailCase{}
+		var order []string
+		add := func(local, pattern string) {
+			address := local + "@" + slug + ".com"
+			if byAddress[address] == nil {
+				byAddress[address] = &emailCase{company: slug, address: address, pattern: pattern}
+				order = append(order, address)
+			}
+		}
+		for _, m := range staff {
+			if m.Current {
+				current++
+			} else {
+				former++
+			}
+			for _, p := range emailPatterns {
+				add(m.Name.Usual(p.name), p.name)
+			}
+		}
+		for _, m := range staff {
+			for _, p := range namecorpus.Patterns {
+				for _, local := range m.Name.Renderings(p) {
+					c := byAddress[local+"@"+slug+".com"]
+					if c == nil {
+						continue
+					}
+					list := &c.former
+					if m.Current {
+						list = &c.current
+					}
+					if !slices.Contains(*list, m.NetworkURL) {
+						*list = append(*list, m.NetworkURL)
+					}
+				}
+			}
+		}
+		r := namecorpus.Seeded("nobody:" + slug)
+		for k := 0; k < 6; {
+			local := namecorpus.Draw(r, "").Usual(emailPatterns[k%len(emailPatterns)].name)
+			if byAddress[local+"@"+slug+".com"] != nil {
+				continue
+			}
+			taken := false
+			for _, m := range staff {
+				for _, p := range namecorpus.Patterns {
+					taken = taken || slices.Contains(m.Name.Renderings(p), local)
+				}
+			}
+			if taken {
+				continue
+			}
+			add(local, "nobody")
+			k++
+		}
+		for _, a := range order {
+			cases = append(cases, *byAddress[a])
+		}
+	}
+	return cases, current, former
+}
+
 func emailQuality(ctx context.Context, opt Options) (Result, error) {
 	n := opt.EmailCompanies
 	if n <= 0 {
 		n = 50
 	}
-	cases, current, former := emailCases(n)
-	q := &EmailQuality{Companies: n, Current: current, Former: former}
-	for _, order := range []string{"in order", "random order"} {
-		run, err := emailQualityRun(ctx, opt, cases, order)
+	sets := opt.EmailNames
+	if len(sets) == 0 {
+		sets = []string{source.SimNamesLists, source.SimNamesHeldOut}
+	}
+	var q *EmailQuality
+	for _, names := range sets {
+		set, err := emailQualitySet(ctx, opt, n, names)
 		if err != nil {
 			return Result{}, err
+		}
+		if q == nil {
+			q = set
+		} else {
+			q.HeldOut = set
+		}
+	}
+	// The figure is the held-out names' when they ran: the lists' flatters.
+	shown := q
+	if q.HeldOut != nil {
+		shown = q.HeldOut
+	}
+	t := shown.Runs[0].Total
+	errors := 0
+	var notes []string
+	for _, set := range []*EmailQuality{q, q.HeldOut} {
+		if set == nil {
+			continue
+		}
+		st := set.Runs[0].Total
+		errors += st.wrong() + set.Runs[1].Total.wrong() + len(set.Changed)
+		notes = append(notes, fmt.Sprintf("%s names: %d addresses, precision %.2f%%, coverage %.1f%%, unique-fit coverage %.2f%%, %d wrong; random order: %d wrong, %d answers changed",
+			set.Names, st.Addresses, 100*st.precision(), 100*st.coverage(), 100*st.uniqueCoverage(), st.wrong(), set.Runs[1].Total.wrong(), len(set.Changed)))
+	}
+	return Result{Scenario: "email-quality", Unit: "% unique", Rate: 100 * t.uniqueCoverage(), Count: int64(t.Addresses),
+		Errors: int64(errors), EmailQuality: q,
+		Note: fmt.Sprintf("%d sim companies; %s (the figure is the %s names'; errors counts wrong answers and changes)",
+			n, strings.Join(notes, "; "), shown.Names)}, nil
+}
+
+// emailQualitySet answers every address of n sim companies whose staff are drawn from
+// the name set names, in order then shuffled, and compares the two runs.
+func emailQualitySet(ctx context.Context, opt Options, n int, names string) (*EmailQuality, error) {
+	cases, current, former := emailCases(n, names)
+	q := &EmailQuality{Names: names, Companies: n, Current: current, Former: former}
+	for _, order := range []string{"in order", "random order"} {
+		run, err := emailQualityRun(ctx, opt, cases, order, names)
+		if err != nil {
+			return nil, err
 		}
 		q.Runs = append(q.Runs, run)
 	}
@@ -217,24 +345,26 @@ func emailQuality(ctx context.Context, opt Options) (Result, error) {
 			q.MethodChanged++
 		}
 	}
-	t := q.Runs[0].Total
-	r := Result{Scenario: "email-quality", Unit: "% unique", Rate: 100 * t.uniqueCoverage(), Count: int64(t.Addresses),
-		Errors: int64(t.wrong() + q.Runs[1].Total.wrong() + len(q.Changed)), EmailQuality: q,
-		Note: fmt.Sprintf("%d addresses at %d sim companies: precision %.2f%%, coverage %.1f%%, unique-fit coverage %.2f%%, %d wrong; random order: %d wrong, %d answers changed (errors counts wrong answers and changes)",
-			t.Addresses, n, 100*t.precision(), 100*t.coverage(), 100*t.uniqueCoverage(), t.wrong(), q.Runs[1].Total.wrong(), len(q.Changed))}
-	return r, nil
+	return q, nil
 }
 
 // emailQualityRun answers every address on a fresh server. Companies are answered
 // side by side (their staff do not meet); within a company the addresses go one at a
 // time, in the order written or shuffled, so what one lookup stores is there for the
 // next.
-func emailQualityRun(ctx context.Context, opt Options, cases []emailCase, order string) (EmailQualityRun, error) {
-	e, key, _, err := startEnv(ctx, opt)
+func emailQualityRun(ctx context.Context, opt Options, cases []emailCase, order, names string) (EmailQualityRun, error) {
+	e, err := newEnv(ctx, opt, func(cfg *server.Config) {
+		cfg.Sources = []enrich.Source{&source.Sim{NetworkHost: enrich.DefaultNetworkHost, Names: names}}
+	})
 	if err != nil {
 		return EmailQualityRun{}, err
 	}
 	defer e.close()
+	key, _, err := e.newOrg(ctx, "bench")
+	if err != nil {
+		return EmailQualityRun{}, err
+	}
+	e.startWorkers()
 	byCompany := map[string][]emailCase{}
 	var companies []string
 	for _, c := range cases {
@@ -402,9 +532,10 @@ func (e *env) askEmail(ctx context.Context, key, address string) (emailAnswer, e
 	}
 }
 
-// writeEmailQuality prints the scenario's table: a row per pattern, for each run.
+// writeEmailQuality prints the scenario's table: a row per pattern, for each run, for
+// each name set.
 func writeEmailQuality(w interface{ Write([]byte) (int, error) }, q *EmailQuality) {
-	fmt.Fprintf(w, "\nemail-quality: %d sim companies, %d current and %d former employees\n", q.Companies, q.Current, q.Former)
+	fmt.Fprintf(w, "\nemail-quality, %s names: %d sim companies, %d current and %d former employees\n", q.Names, q.Companies, q.Current, q.Former)
 	for _, run := range q.Runs {
 		fmt.Fprintf(w, "\n%s (%.0f s)\n", run.Order, run.Seconds)
 		fmt.Fprintf(w, "%-11s %9s %8s %7s %10s %10s %9s %9s %6s %9s %9s\n", "pattern", "addresses", "fitting", "unique", "succeeded", "precision", "coverage", "unique-fit", "wrong", "ambiguous", "not_found")
@@ -419,5 +550,8 @@ func writeEmailQuality(w interface{ Write([]byte) (int, error) }, q *EmailQualit
 	fmt.Fprintf(w, "\nanswers that changed with the order: %d (the same person found another way, resolved or inferred from a profile held fresh: %d)\n", len(q.Changed), q.MethodChanged)
 	for _, c := range q.Changed {
 		fmt.Fprintf(w, "  %s\n", c)
+	}
+	if q.HeldOut != nil {
+		writeEmailQuality(w, q.HeldOut)
 	}
 }

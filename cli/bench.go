@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"enrichd/enrich/source"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -45,6 +46,7 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 			serveArgs, _ := f.GetStringArray("serve-arg")
 			pgURL, _ := f.GetString("db")
 			emailCompanies, _ := f.GetInt("email-companies")
+			emailNames, _ := f.GetStringSlice("email-names")
 			rounds, _ := f.GetInt("rounds")
 			waterfallSubjects, _ := f.GetInt("waterfall-subjects")
 			tailWindow, _ := f.GetDuration("tail-window")
@@ -81,6 +83,11 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 			if emailCompanies < 1 || emailCompanies > 10000 {
 				return fmt.Errorf("--email-companies must be from 1 to 10,000")
 			}
+			for _, names := range emailNames {
+				if names != source.SimNamesLists && names != source.SimNamesHeldOut {
+					return fmt.Errorf("--email-names: %q is no name set (%s, %s)", names, source.SimNamesLists, source.SimNamesHeldOut)
+				}
+			}
 			if waterfallSubjects < 1 || waterfallSubjects > 1_000_000 {
 				return fmt.Errorf("--waterfall-subjects must be from 1 to 1,000,000")
 			}
@@ -112,7 +119,7 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 				defer pprof.StopCPUProfile()
 			}
 			opt := bench.Options{Schema: program(cmd).Schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks, FairBulk: fairBulk,
-				MemoryLoad: memoryLoad, MemoryIdle: memoryIdle, ServeArgs: serveArgs, DB: pgURL, Replicas: replicas, EmailCompanies: emailCompanies, Rounds: rounds, WaterfallSubjects: waterfallSubjects, TailWindow: tailWindow}
+				MemoryLoad: memoryLoad, MemoryIdle: memoryIdle, ServeArgs: serveArgs, DB: pgURL, Replicas: replicas, EmailCompanies: emailCompanies, EmailNames: emailNames, Rounds: rounds, WaterfallSubjects: waterfallSubjects, TailWindow: tailWindow}
 			if !asJSON {
 				opt.Progress = cmd.ErrOrStderr()
 			}
@@ -137,6 +144,8 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 	f.Duration("memory-idle", 30*time.Second, "memory scenario: how long the serve process then stays idle before its RSS is read again")
 	f.StringArray("serve-arg", nil, "memory scenario: a flag for the serve process (the replicas scenario's too), as --serve-arg=--flag=value; repeat it for more")
 	f.Int("email-companies", 50, "email-quality scenario: how many sim companies it writes addresses for, every current and former employee in eight patterns, and six addresses of nobody each")
+	f.StringSlice("email-names", []string{source.SimNamesLists, source.SimNamesHeldOut}, "email-quality scenario: the name sets the sim companies' staff are drawn from, each answered and scored on its own: "+
+		source.SimNamesLists+" (names enrichd's lists hold) and "+source.SimNamesHeldOut+" (names of 21 Latin-script cultures no list holds)")
 	f.Duration("tail-window", 10*time.Second, "tail scenario: the length of each window its long run of store hits is cut into (run it with --duration 60s or more)")
 	f.Int("waterfall-subjects", 10_000, "waterfall scenario: how many companies it enriches through three synthetic vendors, first-hit-wins and then as a waterfall, each twice")
 	f.Int("rounds", 3, "peer scenario: how many times each server is driven in turn (bare, naive, enrichd, then again), each time for --duration divided by it")

@@ -131,6 +131,8 @@ func newServeCommand() *cobra.Command {
 	f.Duration("sim-latency", 0, "sim source: latency added to every call")
 	f.Float64("sim-failure-rate", 0, "sim source: share of calls (0 to 1) that fail as unavailable")
 	f.Int64("sim-credits", 0, "sim source: vendor credits each answer that knows its subject costs, to try spend and budgets")
+	f.String("sim-names", source.SimNamesLists, "sim source: where its staff's names come from: "+source.SimNamesLists+
+		" (names enrichd's lists hold) or "+source.SimNamesHeldOut+" (names of 21 Latin-script cultures no list holds)")
 	f.String("log-format", "json", "log format: json or text")
 	f.Bool("allow-private-webhooks", false, allowPrivateHelp)
 	f.String("public-url", "", "the URL people reach the service at, when a proxy ends TLS in front of it; "+
@@ -173,6 +175,7 @@ func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 	latency, _ := cmd.Flags().GetDuration("sim-latency")
 	failures, _ := cmd.Flags().GetFloat64("sim-failure-rate")
 	simCredits, _ := cmd.Flags().GetInt64("sim-credits")
+	simNames, _ := cmd.Flags().GetString("sim-names")
 	cacheMiB, _ := cmd.Flags().GetInt("cache-size")
 	readers, _ := cmd.Flags().GetInt("readers")
 	switch {
@@ -208,6 +211,8 @@ func checkServeConfig(cmd *cobra.Command, cfg server.Config) error {
 		return fmt.Errorf("--sim-failure-rate must be from 0 to 1")
 	case simCredits < 0 || simCredits > 1000:
 		return fmt.Errorf("--sim-credits must be from 0 to 1000")
+	case simNames != source.SimNamesLists && simNames != source.SimNamesHeldOut:
+		return fmt.Errorf("--sim-names must be %s or %s, not %q", source.SimNamesLists, source.SimNamesHeldOut, simNames)
 	case cacheMiB < 1 || cacheMiB > store.MaxCacheSize:
 		return fmt.Errorf("--cache-size must be from 1 to %d (MiB), not %d", store.MaxCacheSize, cacheMiB)
 	case readers < 1 || readers > store.MaxReaders:
@@ -292,7 +297,8 @@ func sources(cmd *cobra.Command) ([]enrich.Source, error) {
 			latency, _ := cmd.Flags().GetDuration("sim-latency")
 			failures, _ := cmd.Flags().GetFloat64("sim-failure-rate")
 			credits, _ := cmd.Flags().GetInt64("sim-credits")
-			out = append(out, &source.Sim{NetworkHost: host, Latency: latency, FailureRate: failures, Credits: credits})
+			names, _ := cmd.Flags().GetString("sim-names")
+			out = append(out, &source.Sim{NetworkHost: host, Latency: latency, FailureRate: failures, Credits: credits, Names: names})
 		default:
 			src, err := extraSource(cmd, name)
 			if err != nil {

@@ -143,8 +143,13 @@ func newSuppressionsCommand() *cobra.Command {
 
 // scopeFlags gives a suppressions command --org and --all-orgs, one of which it needs.
 func scopeFlags(cmd *cobra.Command) {
-	cmd.Flags().String("org", "", "the organization whose suppressions these are")
-	cmd.Flags().Bool("all-orgs", false, "the installation's suppressions, which hold for every organization")
+	orgScopeFlags(cmd, "the organization whose suppressions these are", "the installation's suppressions, which hold for every organization")
+}
+
+// orgScopeFlags gives a command --org and --all-orgs, one of which it needs.
+func orgScopeFlags(cmd *cobra.Command, org, allOrgs string) {
+	cmd.Flags().String("org", "", org)
+	cmd.Flags().Bool("all-orgs", false, allOrgs)
 	cmd.MarkFlagsMutuallyExclusive("org", "all-orgs")
 	cmd.MarkFlagsOneRequired("org", "all-orgs")
 }

@@ -53,7 +53,15 @@ type Task struct {
 	StartedAt      *time.Time      `json:"started_at"`
 	FinishedAt     *time.Time      `json:"finished_at"`
 	ExpiresAt      time.Time       `json:"expires_at"`
+	// ErasedAt is when an erasure of the person the task was about (Client.Erase) took
+	// its input (then {}), target (then ErasedMarker) and result: the task stays, with
+	// its charge, and answers without Data.
+	ErasedAt *time.Time `json:"erased_at"`
 }
+
+// ErasedMarker is the Target of an erased task, and what stands for each value an
+// erasure took from a batch row or a task's error message.
+const ErasedMarker = "[erased]"
 
 // Settled reports whether the task has reached a final status: succeeded, failed or
 // canceled.
@@ -250,6 +258,10 @@ type EmailMatch struct {
 	// Source names the source that found the person (pdl, apollo, ...); nil when
 	// what the server already held answered.
 	Source *string `json:"source"`
+	// MatchedBy names the vendor whose own match by the address answered (pdl,
+	// apollo): the answer rests on its record of the address, not on the name. nil
+	// when the address was resolved by the name, or is on record in the server.
+	MatchedBy *string `json:"matched_by"`
 }
 
 // Loop is a webhook destination.
@@ -292,7 +304,7 @@ type Destination struct {
 type Delivery struct {
 	ID             string     `json:"id"`
 	LoopID         string     `json:"loop_id"`
-	Event          string     `json:"event"` // task.succeeded, task.failed or test
+	Event          string     `json:"event"` // task.succeeded, task.failed, test, a watch's, or person.erased
 	TaskID         *string    `json:"task_id"`
 	Status         string     `json:"status"` // pending, succeeded or failed
 	Attempts       int        `json:"attempts"`
@@ -301,6 +313,9 @@ type Delivery struct {
 	LastStatusCode *int       `json:"last_status_code"`
 	LastError      *string    `json:"last_error"`
 	CreatedAt      time.Time  `json:"created_at"`
+	// ErasureID is the erasure a person.erased event announces, or the one that took
+	// a task's event's payload out of the history (it cannot be retried).
+	ErasureID *string `json:"erasure_id"`
 }
 
 // DeliveryList is a page of a Loop's deliveries, newest first.

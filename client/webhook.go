@@ -10,7 +10,7 @@ import (
 // Headers of every webhook delivery a Loop receives: ours, and the Standard Webhooks
 // ones beside them, signed with the same secret.
 const (
-	HeaderEvent            = signature.HeaderEvent      // task.succeeded, task.failed or test
+	HeaderEvent            = signature.HeaderEvent      // task.succeeded, task.failed, test, a watch's, or person.erased
 	HeaderDeliveryID       = signature.HeaderDeliveryID // the same on every attempt: deduplicate on it
 	HeaderSignature        = signature.HeaderSignature
 	HeaderWebhookID        = signature.HeaderWebhookID // the delivery id again

@@ -17,6 +17,15 @@ type EmailMatcher interface {
 	PersonByEmail(ctx context.Context, address string) (*Person, error)
 }
 
+// RecordMatcher is an EmailMatcher whose match is a record that has the address on
+// record, not its closest guess: People Data Labs matches the address among the
+// emails its records hold. Its confirmed answer is exact, as an address on record in
+// the store is.
+type RecordMatcher interface {
+	EmailMatcher
+	MatchesAddressOnRecord()
+}
+
 // Prices are what a source's calls cost upstream, in its vendor's credits, by its
 // published price. An email lookup weighs a direct match against a staff search by
 // them.
@@ -66,7 +75,9 @@ type directMatches struct {
 // their order, for the person behind in.Target, and returns the first answer that
 // confirms: a current position at the employer and a name the local part fits. A
 // direct answer is a candidate, never the answer by itself: one that does not
-// confirm is dropped and logged, and the lookup goes on. first says the lookup has
+// confirm is dropped and logged, and the lookup goes on. One that confirms names its
+// vendor in email_match.matched_by, and is exact where the vendor matches the address
+// on record (RecordMatcher), resolved where it is the vendor's closest match. first says the lookup has
 // not searched the staff yet: the matches asked then are those that cost, together,
 // no more than the staff search would (staffSearchPrice), a hit of which must still
 // be retrieved where a direct answer is the profile itself; after a search that
@@ -113,6 +124,12 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 			continue
 		}
 		c, ok := employer.Confirm(a.person, local, MatchResolved)
+		_, onRecord := src.(RecordMatcher)
+		// A vendor's closest match whom the address fits only possibly (Confirm) is two
+		// guesses; a record the vendor has the address on is not.
+		if ok && c.Possible && !onRecord {
+			ok = false
+		}
 		if !ok {
 			a.call.Outcome, a.call.Reason = OutcomeMiss, ReasonOtherSubject
 			a.record(ctx, p)
@@ -126,7 +143,10 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 		a.call.Outcome = OutcomeHit
 		a.record(ctx, p)
 		c.Person = p.fillFound(ctx, a.person)
-		c.Source, c.RetrievedAt = src.Name(), now
+		c.Source, c.RetrievedAt, c.MatchedBy = src.Name(), now, src.Name()
+		if onRecord {
+			c.Method = MatchExact // the vendor has the address on record for them
+		}
 		return chosen(c, in.Target), true
 	}
 	return EmailOutcome{}, false

@@ -230,12 +230,7 @@ func FuzzLocalPartNames(f *testing.F) {
 		if len(local) > MaxLocalPart && (pattern != "" || names != nil) {
 			t.Fatalf("a local part over %d bytes named %q, fit %q", MaxLocalPart, names, pattern)
 		}
-		if pattern != "" && !slices.ContainsFunc(patterns, func(p struct {
-			name        string
-			left, right nameSet
-			sep         string
-			single      bool
-		}) bool {
+		if pattern != "" && !slices.ContainsFunc(patterns, func(p addressPattern) bool {
 			return p.name == pattern
 		}) {
 			t.Fatalf("MatchPattern returned %q, not a pattern", pattern)

@@ -112,6 +112,9 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 			if p.Spend != nil {
 				defer p.spentOnPanic(ctx, a.Org, call, tally)
 			}
+			if got := given(ctx, src.Name(), in); got != nil {
+				return *got, nil // paid for with the search that returned it
+			}
 			return ask(nestedCtx, use, in)
 		}()
 		call.MS = time.Since(start).Milliseconds()
@@ -378,4 +381,39 @@ func isNull(v reflect.Value) bool {
 		return v.Len() == 0
 	}
 	return false
+}
+
+type givenKey struct{}
+
+// withGiven returns ctx carrying records a source has returned already, whole, by the
+// profile URL each is: what PDL's staff search returns is the record its person
+// enrich would, billed once. The waterfall takes one as that source's answer to a
+// lookup of its profile, asking the sources before it as ever, and pays nothing more.
+func withGiven(ctx context.Context, source string, records map[string]*Person) context.Context {
+	if len(records) == 0 {
+		return ctx
+	}
+	all := map[string]map[string]*Person{}
+	if prev, ok := ctx.Value(givenKey{}).(map[string]map[string]*Person); ok {
+		for k, v := range prev {
+			all[k] = v
+		}
+	}
+	all[source] = records
+	return context.WithValue(ctx, givenKey{}, all)
+}
+
+// given returns the record source returned already for a lookup of a profile, nil when
+// none.
+func given(ctx context.Context, source string, in Input) *Result {
+	if in.Lookup != LookupPersonURL {
+		return nil
+	}
+	all, _ := ctx.Value(givenKey{}).(map[string]map[string]*Person)
+	p := all[source][in.Target]
+	if p == nil {
+		return nil
+	}
+	copied := *p
+	return &Result{Person: &copied}
 }

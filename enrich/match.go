@@ -145,21 +145,37 @@ type Candidate struct {
 	// Source names the source that found the person (EmailMatch.Source), "" when
 	// what is held did.
 	Source string
+	// MatchedBy names the vendor whose match by the address found them
+	// (EmailMatch.MatchedBy), "" when the name did.
+	MatchedBy string
+	// Possible says the address fits them only if a word of their full name that may
+	// be a surname is a given name (Confirm): they count among the people it fits, but
+	// are never its answer alone.
+	Possible bool
 	// RetrievedAt is when the profile was retrieved from its source.
 	RetrievedAt time.Time
 }
 
 // Confirm returns the person as a candidate when they hold a current position at the
-// company and the local part fits their name.
+// company and the local part fits their name, read every way it splits (NamesOf). A
+// person the local part fits only by the initial of a word that may be a surname as
+// well as a given name (ppuigdemont for Laia Pujol Puigdemont, known by her full name
+// alone) is a candidate Possible: ruling them out would be a guess, and so would
+// answering with them alone.
 func (e Employer) Confirm(person *Person, local, method string) (Candidate, bool) {
 	if person == nil || e.CurrentPosition(person) == nil {
 		return Candidate{}, false
 	}
-	pattern := MatchPattern(NameOf(person), local)
+	names := NamesOf(person)
+	pattern := MatchNames(names, local)
+	possible := false
+	if pattern == "" {
+		pattern, possible = MatchNames(leniently(names), local), true
+	}
 	if pattern == "" {
 		return Candidate{}, false
 	}
-	return Candidate{Person: person, Method: method, Pattern: pattern}, true
+	return Candidate{Person: person, Method: method, Pattern: pattern, Possible: possible}, true
 }
 
 // Hint names, as a request sends them.

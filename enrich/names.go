@@ -42,15 +42,17 @@ const (
 	lastInitials
 )
 
-// patterns are the local-part patterns, most specific first: a pattern fits a local
-// part when it splits, at sep, into a name of set left and one of set right (a pattern
-// of one name has no right).
-var patterns = []struct {
+// addressPattern is a local-part pattern: it fits a local part when the part splits, at sep,
+// into a name of set left and one of set right (a pattern of one name has no right).
+type addressPattern struct {
 	name        string
 	left, right nameSet
 	sep         string
 	single      bool
-}{
+}
+
+// patterns are the local-part patterns, most specific first.
+var patterns = []addressPattern{
 	{name: PatternFirstDotLast, left: firstNames, sep: ".", right: lastNames},
 	{name: PatternFirstUnderLast, left: firstNames, sep: "_", right: lastNames},
 	{name: PatternFirstDashLast, left: firstNames, sep: "-", right: lastNames},
@@ -234,41 +236,108 @@ var nameSuffixes = map[string]bool{"jr": true, "sr": true, "ii": true, "iii": tr
 // PersonName is a person's name as the pattern engine reads it.
 type PersonName struct {
 	First, Last string
+	// guessed says only the first word of First is known to be a given name: a
+	// reading of a full name that puts more words before the surname, which may be
+	// surnames as well. Those words count as given names written whole, but an
+	// initial stands only for the first (Laia Pujol Puigdemont, read Laia Pujol /
+	// Puigdemont, is laia.puigdemont and laiapujol.puigdemont, never ppuigdemont).
+	guessed bool
 }
 
-// NameOf returns the first and last name of a person: first_name and last_name when
-// both are set, else read from full_name (honorifics such as "Dr." and suffixes such
-// as "Jr." or ", PhD" left out; the first word is the first name, the last word with
-// its particles the last name).
+// NameOf returns the first reading of a person's name (NamesOf): first_name and
+// last_name when both are set, else the first word of the full name and the rest.
 func NameOf(p *Person) PersonName {
-	var n PersonName
-	if p.FirstName != nil {
-		n.First = strings.TrimSpace(*p.FirstName)
+	if names := NamesOf(p); len(names) > 0 {
+		return names[0]
 	}
-	if p.LastName != nil {
-		n.Last = strings.TrimSpace(*p.LastName)
-	}
-	if (n.First != "" && n.Last != "") || p.FullName == nil {
-		return n
-	}
-	// Confirming a person, a middle name must not pass for a last name ("michael@"
-	// is not John Michael Smith): the last word is the last name, with the particles
-	// before it ("van der Berg"). A search hit's name is read leniently instead
-	// (SplitFullName): it only decides what is worth retrieving.
-	n = SplitFullName(*p.FullName)
-	words := strings.Fields(n.Last)
-	i := len(words) - 1
-	for i > 0 && lastNameParticles[Fold(words[i-1])] {
-		i--
-	}
-	if i > 0 {
-		n.Last = strings.Join(words[i:], " ")
-	}
-	return n
+	return PersonName{}
 }
 
-// SplitFullName reads "Dr. Jane van der Berg, PhD" as Jane / van der Berg.
-func SplitFullName(full string) PersonName {
+// NamesOf returns the readings of a person's name: the ways its words may split into
+// given names and surname. first_name and last_name, when both are set, are one; a
+// full name is read every way it splits (Kim Ly Trần as Kim / Ly Trần and as Kim Ly /
+// Trần; María García López as María / García López and as María García / López),
+// when it is all the record has, or when it holds words that neither first_name nor
+// last_name does (a middle name a vendor keeps apart: then first_name, the middle name
+// and last_name are a reading too, the middle name a given name). Where the split is
+// not known, no reading is preferred: a person fits an address when any reading does,
+// so nobody is ruled out by a guess at where the given names end; and an initial
+// stands only for a word known to be a given name (PersonName.guessed).
+func NamesOf(p *Person) []PersonName {
+	return nameReadings(deref(p.FirstName), deref(p.LastName), deref(p.FullName))
+}
+
+// leniently returns the readings with every word before the surname a given name
+// of its own, its initial included: what a person may be, for listing and counting
+// them, where NamesOf's readings say what they are sure to be.
+func leniently(names []PersonName) []PersonName {
+	out := make([]PersonName, len(names))
+	for i, n := range names {
+		n.guessed = false
+		out[i] = n
+	}
+	return out
+}
+
+// readingWords bounds the readings of a long full name: a split leaves at most this
+// many words on one side, so a name of many words has a few readings, not one a word.
+const readingWords = 4
+
+func nameReadings(first, last, full string) []PersonName {
+	first, last = strings.TrimSpace(first), strings.TrimSpace(last)
+	var out []PersonName
+	known := first != "" && last != ""
+	if known {
+		out = append(out, PersonName{First: first, Last: last})
+	}
+	words := fullNameWords(full)
+	if known && !holdsOtherWords(words, first, last) {
+		return out
+	}
+	if len(words) < 2 {
+		if !known && (first != "" || last != "" || len(words) == 1) {
+			n := PersonName{First: first, Last: last}
+			if n.First == "" && len(words) == 1 {
+				n.First = words[0]
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	if known {
+		if middle, ok := between(words, first, last); ok {
+			out = append(out, PersonName{First: first + " " + middle, Last: last})
+		}
+	}
+	for i := 1; i < len(words); i++ {
+		if i > readingWords && len(words)-i > readingWords {
+			continue
+		}
+		out = append(out, PersonName{First: strings.Join(words[:i], " "), Last: strings.Join(words[i:], " "), guessed: i > 1})
+	}
+	return out
+}
+
+// between returns the words of a full name between its first and last names, when it
+// is the first name, those words and the last name (a vendor's middle name put back).
+func between(words []string, first, last string) (string, bool) {
+	fw, lw := nameWords(Fold(first)), nameWords(Fold(last))
+	var folded []string
+	for _, w := range words {
+		folded = append(folded, strings.Join(nameWords(Fold(w)), ""))
+	}
+	n := len(strings.Fields(first))
+	m := len(strings.Fields(last))
+	if n+m >= len(words) || strings.Join(folded[:n], "") != strings.Join(fw, "") ||
+		strings.Join(folded[len(words)-m:], "") != strings.Join(lw, "") {
+		return "", false
+	}
+	return strings.Join(words[n:len(words)-m], " "), true
+}
+
+// fullNameWords are the words of a full name without its honorifics ("Dr.") and
+// suffixes ("Jr.", ", PhD").
+func fullNameWords(full string) []string {
 	full, _, _ = strings.Cut(full, ",")
 	words := strings.Fields(full)
 	for len(words) > 0 && honorifics[strings.Trim(Fold(words[0]), ".")] {
@@ -277,6 +346,32 @@ func SplitFullName(full string) PersonName {
 	for len(words) > 1 && nameSuffixes[strings.Trim(Fold(words[len(words)-1]), ".")] {
 		words = words[:len(words)-1]
 	}
+	return words
+}
+
+// holdsOtherWords reports whether the full name has a name word that neither first
+// nor last has.
+func holdsOtherWords(words []string, first, last string) bool {
+	known := map[string]bool{}
+	for _, s := range []string{first, last} {
+		for _, w := range nameWords(Fold(s)) {
+			known[w] = true
+		}
+	}
+	for _, word := range words {
+		for _, w := range nameWords(Fold(word)) {
+			if !known[w] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SplitFullName reads "Dr. Jane van der Berg, PhD" as Jane / van der Berg: the first
+// word and the rest, one of the readings NamesOf gives.
+func SplitFullName(full string) PersonName {
+	words := fullNameWords(full)
 	switch len(words) {
 	case 0:
 		return PersonName{}
@@ -303,8 +398,11 @@ func (n PersonName) variants() variants {
 			continue
 		}
 		v.firsts = append(v.firsts, strings.Join(words, ""), strings.Join(words, "-"))
-		for _, w := range words {
+		for i, w := range words {
 			v.firsts = append(v.firsts, equivalents(w)...)
+			if i > 0 && n.guessed {
+				continue // a given name only in this reading: no initial of its own
+			}
 			v.initials = append(v.initials, initial(w))
 			for _, formal := range formalNames(w) {
 				v.initials = append(v.initials, initial(formal))
@@ -323,12 +421,24 @@ func (n PersonName) variants() variants {
 				main = append(main, w)
 			}
 		}
-		// A hyphenated or two-part last name may appear as any of its parts.
+		// A hyphenated or two-part last name may appear as any of its parts, and a
+		// part with the particles before it: dos Loureiro Rebelo is dosloureiro too.
 		if len(main) > 0 && len(main) < len(words) {
 			v.lasts = append(v.lasts, strings.Join(main, ""))
 		}
 		if len(main) > 1 {
 			v.lasts = append(v.lasts, main...)
+			run := 0
+			for i, w := range words {
+				if lastNameParticles[w] {
+					run++
+					continue
+				}
+				if run > 0 {
+					v.lasts = append(v.lasts, strings.Join(words[i-run:i+1], ""))
+				}
+				run = 0
+			}
 		}
 	}
 	v.firsts, v.lasts = dedupe(v.firsts), dedupe(v.lasts)
@@ -406,6 +516,25 @@ func MatchPattern(n PersonName, local string) string {
 	return ""
 }
 
+// MatchNames says which pattern the local part fits any of the readings of a name in
+// (NamesOf), the most specific of them; "" when it fits none.
+func MatchNames(names []PersonName, local string) string {
+	best := len(patterns)
+	for _, n := range names {
+		p := MatchPattern(n, local)
+		if p == "" {
+			continue
+		}
+		if i := slices.IndexFunc(patterns, func(q addressPattern) bool { return q.name == p }); i < best {
+			best = i
+		}
+	}
+	if best == len(patterns) {
+		return ""
+	}
+	return patterns[best].name
+}
+
 // LocalPartNames lists the names a staff search asks for: the plausible names the
 // local part describes, never fragments. A local part with separators gives each
 // piece of two letters or more (an initial alone is not searched) and the surname its
@@ -422,15 +551,6 @@ func LocalPartNames(local string) []string {
 	// bound on patterns) leaves out a nickname before a surname.
 	spelled, others := localPartForms(local)
 	return dedupe(append(spelled, others...))
-}
-
-// LocalPartSpelled is LocalPartNames without the other names of the same first name:
-// the words the address spells, and those without their particles. Only these may
-// be a surname or a part of one (a nickname stands for a first name), so a source
-// that matches names whole asks for the surnames holding them.
-func LocalPartSpelled(local string) []string {
-	spelled, _ := localPartForms(local)
-	return dedupe(spelled)
 }
 
 func localPartForms(local string) (spelled, others []string) {
@@ -497,6 +617,31 @@ func localPartWords(local string) []string {
 		}
 	}
 	return words
+}
+
+// LocalPartSplits lists every split of the local part's names into two of two letters
+// or more, whatever list holds them or not: a given name and a surname joined
+// (annalopez: an|nalopez, ann|alopez, anna|lopez, annal|opez, ...), in each piece of
+// a local part with separators (kimly.tran: ki|mly, kim|ly). A source that matches
+// names whole asks for both sides of each (a local part of n letters has n-3 such
+// splits), so a joined address is searched for without a list of given names; a
+// source that matches any text of a profile does not, as a fragment of two letters
+// would list most of a company. A local part longer than MaxLocalPart has none.
+func LocalPartSplits(local string) [][2]string {
+	if len(local) > MaxLocalPart {
+		return nil
+	}
+	var out [][2]string
+	for _, piece := range strings.FieldsFunc(CleanLocalPart(local), func(r rune) bool { return r == '.' || r == '_' || r == '-' }) {
+		for i := range piece {
+			head, tail := piece[:i], piece[i:]
+			if utf8.RuneCountInString(head) < 2 || utf8.RuneCountInString(tail) < 2 {
+				continue
+			}
+			out = append(out, [2]string{head, tail})
+		}
+	}
+	return out
 }
 
 // searchParticles are the particles a surname may be joined with in an address, which

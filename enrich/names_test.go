@@ -2,6 +2,7 @@ package enrich_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/matryer/is"
@@ -326,13 +327,24 @@ func TestCommonGivenNamesAreSplitOut(t *testing.T) {
 	}
 }
 
-// The names the address spells come before the other names of the same first name,
-// and LocalPartSpelled lists them alone.
+// The names the address spells come before the other names of the same first name.
 func TestLocalPartSpelledComesFirst(t *testing.T) {
 	is := is.New(t)
-	is.Equal(enrich.LocalPartSpelled("robert.jones"), []string{"robert", "jones"})
 	names := enrich.LocalPartNames("robert.jones")
 	is.Equal(names[:2], []string{"robert", "jones"})
 	is.True(slices.Contains(names, "bob"))
-	is.Equal(enrich.LocalPartSpelled("j.vanderberg"), []string{"vanderberg", "berg"})
+	is.Equal(enrich.LocalPartNames("j.vanderberg")[:2], []string{"vanderberg", "berg"})
+}
+
+// Every split of a joined name into two of two letters or more is listed, whatever
+// list holds them: a joined address is searched for without a list of given names.
+func TestLocalPartSplitsNeedNoList(t *testing.T) {
+	is := is.New(t)
+	is.Equal(enrich.LocalPartSplits("zbigniew"), [][2]string{{"zb", "igniew"}, {"zbi", "gniew"}, {"zbig", "niew"}, {"zbign", "iew"}, {"zbigni", "ew"}})
+	splits := enrich.LocalPartSplits("aitanasaez")
+	is.True(slices.Contains(splits, [2]string{"aitana", "saez"}))
+	is.Equal(len(splits), len("aitanasaez")-3)                                             // n letters, n-3 splits of two letters a side
+	is.True(slices.Contains(enrich.LocalPartSplits("kimly.tran"), [2]string{"kim", "ly"})) // a piece of a local part with separators
+	is.Equal(len(enrich.LocalPartSplits("jo")), 0)
+	is.Equal(enrich.LocalPartSplits(strings.Repeat("a", enrich.MaxLocalPart+1)), [][2]string(nil))
 }

@@ -69,6 +69,12 @@ type EmailOutcome struct {
 	// address did not name them alone, so it is not remembered as theirs, and what
 	// was gathered for it stays for retries with other hints.
 	TieBroken bool
+	// Company is the company behind the domain when a source was asked for it rather
+	// than read from the store, retrieved at CompanyAt: it is kept as a company
+	// lookup's would be, so the next lookup at the domain reads it instead of asking
+	// a vendor again. nil when the store answered, or nobody did.
+	Company   *Company
+	CompanyAt time.Time
 }
 
 // ResolveEmail resolves a work address to the one person it belongs to:
@@ -87,10 +93,12 @@ type EmailOutcome struct {
 //     answer is a candidate: it succeeds (resolved) only with a current position at
 //     that company and a name the local part fits, and is dropped otherwise;
 //  5. resolved: the company's staff is searched on every source that can, with the
-//     names the local part describes (LocalPartNames); each plausible profile is
-//     read (from what is held when it is younger than the freshness window, else
-//     retrieved) and kept when it holds a current position at that company under a
-//     name the local part fits. A search whose whole page is full, or that shows more
+//     names the local part describes (LocalPartNames), its splits (LocalPartSplits)
+//     and the local part itself (StaffQuery.Local); each plausible profile is read
+//     (from what is held when it is younger than the freshness window, else
+//     retrieved, or taken as its source returned it whole) and kept when it holds a
+//     current position at that company under a name the local part fits, read every
+//     way it splits (NamesOf). A search whose whole page is full, or that shows more
 //     plausible people than MaxRetrievals, confirms nobody: not_found, whatever is
 //     held;
 //  6. inferred: held people with a current position at that company whose name the
@@ -99,10 +107,30 @@ type EmailOutcome struct {
 //     search saw everyone the address may stand for (see fits). Stale ones are
 //     refreshed with what is left of MaxRetrievals, which steps 5 and 6 share.
 //
-// One person -> success; none -> not_found; several -> the hints sent break the tie,
-// else ambiguous with the count and the hints that would. Hints never change the
-// answer when one person fits.
+// One person -> success, unless they fit only possibly (Candidate.Possible): then
+// not_found; none -> not_found; several -> the hints sent break the tie, else
+// ambiguous with the count and the hints that would. Hints never change the answer
+// when one person fits.
 func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
+	var id identified
+	out := p.resolveEmail(ctx, in, &id)
+	if id.fetched {
+		out.Company, out.CompanyAt = id.company, id.at
+	}
+	return out
+}
+
+// identified is the company behind an email's domain, once a lookup has identified it:
+// one lookup asks for it at most once, whichever of its steps needs it first.
+type identified struct {
+	done    bool
+	company *Company
+	terr    *TaskError
+	fetched bool // a source answered, not the store
+	at      time.Time
+}
+
+func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) EmailOutcome {
 	address := in.Target
 	if terr := Refusal(address); terr != nil {
 		return EmailOutcome{Err: terr}
@@ -118,7 +146,7 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 		return p.internal("reading the person on record", err)
 	}
 	if held != nil {
-		if out, ok := p.exact(ctx, in, held, domain, now); ok {
+		if out, ok := p.exact(ctx, in, held, domain, now, id); ok {
 			return out
 		}
 		// The person on record for the address no longer works there: resolve it afresh.
@@ -133,7 +161,7 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 		return p.decide(ctx, in, employer, gathered.Company, gathered.Candidates, nil)
 	}
 
-	company, terr := p.identify(ctx, domain, now)
+	company, terr := p.identify(ctx, domain, now, id)
 	if terr != nil {
 		return EmailOutcome{Err: terr}
 	}
@@ -171,7 +199,7 @@ func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
 // profile is older than the freshness window (a refresh that cannot complete serves
 // it as it is), as long as they still hold a current position at the company behind
 // the domain. It reports false when they do not: the address is then resolved afresh.
-func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain string, now time.Time) (EmailOutcome, bool) {
+func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain string, now time.Time, id *identified) (EmailOutcome, bool) {
 	match := &EmailMatch{Method: MatchExact, Email: in.Target}
 	person, at := held.Person, held.LastEnriched
 	if p.Fresh && person.NetworkURL == nil {
@@ -188,7 +216,7 @@ func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain
 	}
 	// The company behind the domain, if it can be identified now; the domain alone
 	// otherwise (a refresh that cannot complete serves what is held).
-	company, terr := p.identify(ctx, domain, now)
+	company, terr := p.identify(ctx, domain, now, id)
 	if terr != nil && terr.Code == CodeTimedOut {
 		return EmailOutcome{Err: terr}, true
 	}
@@ -200,8 +228,18 @@ func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain
 }
 
 // identify finds the company behind the domain: a stored company fresher than the
-// window, else the sources.
-func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time) (*Company, *TaskError) {
+// window, else the sources, asked once a lookup (id remembers the answer).
+func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time, id *identified) (*Company, *TaskError) {
+	if id.done {
+		return id.company, id.terr
+	}
+	id.company, id.terr = p.identifyOnce(ctx, domain, now, id)
+	// A lookup that timed out may be asked again: the task's lifetime decides.
+	id.done = id.terr == nil || id.terr.Code != CodeTimedOut
+	return id.company, id.terr
+}
+
+func (p *Pipeline) identifyOnce(ctx context.Context, domain string, now time.Time, id *identified) (*Company, *TaskError) {
 	held, err := p.Held.CompanyByDomain(ctx, domain)
 	if err != nil {
 		return nil, &TaskError{Code: CodeInternalError, Message: "the stored company could not be read"}
@@ -216,6 +254,7 @@ func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time) (
 		}
 		return nil, terr
 	}
+	id.fetched, id.at = true, now
 	return res.Company, nil
 }
 
@@ -378,7 +417,8 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 	names := LocalPartNames(local)
 	limit := p.maxRetrievals()
 	var hits []string
-	listedBy := map[string]string{} // the source whose search listed a hit first
+	listedBy := map[string]string{}            // the source whose search listed a hit first
+	records := map[string]map[string]*Person{} // whole records the searches returned, by source and URL
 	s := staffSearch{listed: map[string]bool{}}
 	for _, src := range p.Sources {
 		own := false
@@ -403,7 +443,8 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if ctx.Err() != nil {
 			return nil, staffSearch{}, timedOut()
 		}
-		members, cutOff, skip, err := p.searchStaffSpent(ctx, src, ss, StaffQuery{Company: company, Names: names, Spelled: LocalPartSpelled(local)}, limit, own)
+		members, cutOff, skip, err := p.searchStaffSpent(ctx, src, ss, StaffQuery{Company: company, Names: names,
+			Local: local, Splits: LocalPartSplits(local)}, limit, own)
 		if skip != "" {
 			// Not asked: as a source that could not answer now, and one whose budget is
 			// spent is named, so that the lookup can say why.
@@ -434,8 +475,14 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			}
 			s.listed[m.NetworkURL] = true
 			listedBy[m.NetworkURL] = src.Name()
+			if m.Profile != nil {
+				if records[src.Name()] == nil {
+					records[src.Name()] = map[string]*Person{}
+				}
+				records[src.Name()][m.NetworkURL] = m.Profile
+			}
 			// A name shown that the address cannot stand for is not worth a retrieval.
-			if !mayFit(m.FullName, local) {
+			if !mayFit(m, local) {
 				continue
 			}
 			hits = append(hits, m.NetworkURL)
@@ -460,6 +507,12 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 	}
 	s.decided = map[string]bool{}
+	// A profile a search returned whole is that source's answer when it is retrieved:
+	// asked again, it would be paid for twice.
+	retrieveCtx := ctx
+	for name, recs := range records {
+		retrieveCtx = withGiven(retrieveCtx, name, recs)
+	}
 	var out []Candidate
 	for _, u := range hits {
 		if s.decided[u] {
@@ -475,7 +528,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			continue
 		}
 		s.retrievals++
-		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: u})
+		res, terr := p.Enrich(retrieveCtx, Input{Lookup: LookupPersonURL, Target: u})
 		if terr != nil {
 			switch terr.Code {
 			case CodeTimedOut:
@@ -554,22 +607,32 @@ func searchStaff(ctx context.Context, ss StaffSearcher, q StaffQuery, limit int)
 }
 
 // mayFit reports whether a search hit shown under this name may be a person the local
-// part fits. Only a whole name rules a person out: one shown cut short ("Jonathan S.",
-// a first name alone) or not at all may be anyone's, and is retrieved, so the answer
-// does not depend on whether the person was held before.
-func mayFit(shown, local string) bool {
-	n := SplitFullName(strings.TrimSpace(shown))
-	if n.First == "" || n.Last == "" {
+// part fits. Only a whole name rules a person out, read every way it splits (NamesOf:
+// Kim Ly Tô is Kim / Ly Tô and Kim Ly / Tô), never by a guess at where the given names
+// end: a name shown cut short ("Jonathan S.", a first name alone) or not at all may be
+// anyone's, and is retrieved, so the answer does not depend on whether the person was
+// held before.
+func mayFit(m StaffMember, local string) bool {
+	names := nameReadings(m.First, m.Last, strings.TrimSpace(m.FullName))
+	if len(names) == 0 {
 		return true
 	}
-	for _, part := range []string{n.First, n.Last} {
-		for _, w := range nameWords(Fold(part)) {
-			if utf8.RuneCountInString(w) < 2 {
-				return true
+	// A hit is only a lead: the profile may say its given names are all that come
+	// before the surname, each with its initial, where its shown name alone cannot.
+	names = leniently(names)
+	for _, n := range names {
+		if n.First == "" || n.Last == "" {
+			return true
+		}
+		for _, part := range []string{n.First, n.Last} {
+			for _, w := range nameWords(Fold(part)) {
+				if utf8.RuneCountInString(w) < 2 {
+					return true
+				}
 			}
 		}
 	}
-	return MatchPattern(n, local) != ""
+	return MatchNames(names, local) != ""
 }
 
 // decide turns the people the address fits into the lookup's outcome. Only the person
@@ -583,6 +646,11 @@ func (p *Pipeline) decide(ctx context.Context, in Input, employer Employer, comp
 		return EmailOutcome{Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
 			"no current employee of %s was found whom %s fits", company.Name, address)}}
 	case 1:
+		if cands[0].Possible {
+			return EmailOutcome{Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
+				"no current employee of %s was found whom %s surely fits: one fits it only if a word of their full name that may be a surname is a given name",
+				company.Name, address)}}
+		}
 		return p.settled(ctx, cands[0], address)
 	}
 	if in.Hints.empty() {
@@ -628,6 +696,9 @@ func chosen(c Candidate, address string) EmailOutcome {
 	match := &EmailMatch{Method: c.Method, Email: address, Pattern: Ptr(c.Pattern)}
 	if c.Source != "" {
 		match.Source = Ptr(c.Source)
+	}
+	if c.MatchedBy != "" {
+		match.MatchedBy = Ptr(c.MatchedBy)
 	}
 	return success(c.Person, match, c.RetrievedAt)
 }

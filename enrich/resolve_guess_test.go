@@ -231,18 +231,80 @@ func TestLocationHintsAcceptedAreTheOnesThatSeparate(t *testing.T) {
 	}
 }
 
-// A profile known only by its full name: its middle name is not a last name.
-func TestAMiddleNameIsNotReadAsALastName(t *testing.T) {
-	n := NameOf(&Person{FullName: Ptr("John Michael Smith")})
-	for _, local := range []string{"michael", "john.michael"} {
-		if pat := MatchPattern(n, local); pat != "" {
-			t.Errorf("%s@ fits John Michael Smith as %q", local, pat)
+// A profile known only by its full name is read every way it splits, so nobody is
+// ruled out by a guess at where the given names end: María García López fits by her
+// first surname as by her second, Kim Ly Trần by her given names joined, and John
+// Michael Smith by Michael, since nothing in a full name tells a second given name from
+// a first surname. What fits no reading fits nobody, and an initial stands only for
+// the first word, the one given name every reading has: Laia Pujol Puigdemont is no
+// ppuigdemont, Pujol being her first surname as likely as a second given name.
+func TestAFullNameIsMatchedByEveryReading(t *testing.T) {
+	for full, locals := range map[string][]string{
+		"María García López":        {"maria.garcia", "mgarcia", "maria.lopez", "mariagarcialopez", "garcia.maria"},
+		"Kim Ly Trần":               {"kimlyt", "ktran", "kimly.tran", "kim.tran", "lytran"},
+		"Anna Maria van der Berg":   {"anna.vanderberg", "annamaria.berg", "aberg", "maria.berg"},
+		"John Michael Smith":        {"john.smith", "michael.smith", "jsmith", "michael"},
+		"Dr. Ana Laura Macedo, PhD": {"amacedo", "analaura.macedo", "laura.macedo"},
+		"Laia Pujol Puigdemont":     {"laia.puigdemont", "laiapujol.puigdemont", "lpujol", "lpuigdemont"},
+	} {
+		names := NamesOf(&Person{FullName: Ptr(full)})
+		for _, local := range locals {
+			if MatchNames(names, local) == "" {
+				t.Errorf("%s@ does not fit %s (readings %v)", local, full, names)
+			}
 		}
 	}
-	if MatchPattern(n, "john.smith") == "" {
-		t.Error("john.smith@ does not fit John Michael Smith")
+	for full, local := range map[string]string{"María García López": "jgarcia", "Kim Ly Trần": "kto", "John Michael Smith": "jjones",
+		"Laia Pujol Puigdemont": "ppuigdemont", "Anna Maria van der Berg": "mberg", "Ana Laura Macedo": "lmacedo"} {
+		if got := MatchNames(NamesOf(&Person{FullName: Ptr(full)}), local); got != "" {
+			t.Errorf("%s@ fits %s as %q", local, full, got)
+		}
 	}
-	if got := NameOf(&Person{FullName: Ptr("Anna Maria van der Berg")}); got.Last != "van der Berg" {
-		t.Errorf("last name %q, want van der Berg", got.Last)
+}
+
+// First and last names set are read as they are: the record knows where the given
+// names end. A full name that holds a word neither has (a middle name a vendor keeps
+// apart) is read every way too.
+func TestFirstAndLastNamesAreReadAsTheyAre(t *testing.T) {
+	kim := &Person{FirstName: Ptr("Kim Ly"), LastName: Ptr("Trần"), FullName: Ptr("Kim Ly Trần")}
+	if names := NamesOf(kim); len(names) != 1 || names[0] != (PersonName{First: "Kim Ly", Last: "Trần"}) {
+		t.Errorf("readings %v, want Kim Ly / Trần alone", names)
+	}
+	if got := MatchNames(NamesOf(kim), "kim.ly"); got != "" {
+		t.Errorf("kim.ly@ fits Kim Ly / Trần as %q", got)
+	}
+	middle := &Person{FirstName: Ptr("kim"), LastName: Ptr("trần"), FullName: Ptr("kim ly trần")}
+	for _, local := range []string{"kimlyt", "ktran", "ltran", "ly.tran"} { // the middle name a given name, its initial too
+		if MatchNames(NamesOf(middle), local) == "" {
+			t.Errorf("%s@: a middle name kept apart is not read: %v", local, NamesOf(middle))
+		}
+	}
+}
+
+// A person the address fits only by the initial of a word of their full name that may
+// be a surname counts among the people it fits, and is never its answer alone: Laia
+// Pujol Puigdemont, known by her full name alone, makes rpuigdemont@ ambiguous beside
+// a Rosa Puigdemont, and ppuigdemont@ not_found alone.
+func TestAFitOnAGuessedGivenNameIsNeverAnsweredAlone(t *testing.T) {
+	laia := &Person{FullName: Ptr("Laia Pujol Puigdemont"), Positions: []Position{{IsCurrent: true, CompanyName: Ptr("Acme")}}}
+	e := Employer{Name: "Acme"}
+	c, ok := e.Confirm(laia, "ppuigdemont", MatchResolved)
+	if !ok || !c.Possible {
+		t.Fatalf("ppuigdemont: %+v %v, want a possible candidate", c, ok)
+	}
+	if c, ok := e.Confirm(laia, "lpuigdemont", MatchResolved); !ok || c.Possible {
+		t.Fatalf("lpuigdemont: %+v %v, want a sure candidate", c, ok)
+	}
+	p := &Pipeline{}
+	out := p.decide(context.Background(), Input{Target: "ppuigdemont@acme.com"}, e, &Company{Name: "Acme"}, []Candidate{c}, nil)
+	if out.Err == nil || out.Err.Code != CodeNotFound {
+		t.Fatalf("a possible candidate alone: %+v, want not_found", out)
+	}
+	rosa := &Person{FirstName: Ptr("Rosa"), LastName: Ptr("Puigdemont"), Positions: laia.Positions}
+	r, _ := e.Confirm(rosa, "rpuigdemont", MatchResolved)
+	l, _ := e.Confirm(&Person{FullName: Ptr("Laia Roser Puigdemont"), Positions: laia.Positions}, "rpuigdemont", MatchResolved)
+	out = p.decide(context.Background(), Input{Target: "rpuigdemont@acme.com"}, e, &Company{Name: "Acme"}, []Candidate{r, l}, nil)
+	if out.Err == nil || out.Err.Code != CodeAmbiguous {
+		t.Fatalf("a sure and a possible candidate: %+v, want ambiguous", out)
 	}
 }

@@ -60,15 +60,33 @@ type StaffQuery struct {
 	// Names are the name words the local part may stand for, case- and accent-folded
 	// ("smith", "john"); a source matches any of them against first or last names.
 	Names []string
-	// Spelled are the names of Names the address spells (LocalPartSpelled): the
-	// forms a surname, or a part of one, may take, where the rest are other names of
-	// the same first name. A source that matches names whole asks for the surnames
-	// holding these; none set, it takes every name as one.
-	Spelled []string
+	// Local is the address's local part the names are read from: a source that holds
+	// the people's records (the dataset, the sim) compares it with each person's own
+	// name forms (MayBe), so a joined address is found without a list of given names.
+	Local string
+	// Splits are the local part's splits into two names (LocalPartSplits): a source
+	// that matches names whole asks for both sides of each.
+	Splits [][2]string
 	// Limit is the most hits wanted, at most StaffSearchMax; a source may return
 	// fewer, never more. Email lookups ask for one more than they retrieve, so a
 	// search that returns Limit hits tells them it stopped before the end.
 	Limit int
+}
+
+// MayBe reports whether the person may be one the query stands for: the local part
+// fits one of the readings of their name (NamesOf), or one of Names is one of its
+// forms (Matches). A source that holds people's records lists those it is true of.
+func (q StaffQuery) MayBe(p *Person) bool {
+	readings := leniently(NamesOf(p))
+	if q.Local != "" && MatchNames(readings, q.Local) != "" {
+		return true
+	}
+	for _, n := range readings {
+		if q.Matches(n.First, n.Last) {
+			return true
+		}
+	}
+	return false
 }
 
 // StaffSearchMax is the most hits a staff search asks a source for (a vendor's
@@ -103,6 +121,13 @@ func (q StaffQuery) Matches(first, last string) bool {
 type StaffMember struct {
 	NetworkURL string // the normalized profile URL
 	FullName   string // as the source shows it; "" when it does not
+	// First and Last are the given names and the surname when the source shows them
+	// apart; "" when it does not.
+	First, Last string
+	// Profile is the whole record when the search returned it (PDL's search returns
+	// the records its person enrich does): the lookup's retrieval of the profile takes
+	// it as this source's answer instead of asking, and paying, again.
+	Profile *Person
 }
 
 // Result is what an enrichment produced: a company or a person.

@@ -129,6 +129,11 @@ type EmailMatch struct {
 	// direct match answered, or whose staff search listed them. nil when what is held
 	// answered (exact, inferred): the store does not say which source gave a record.
 	Source *string `json:"source"`
+	// MatchedBy names the vendor whose own match by the address answered (a direct
+	// match, DirectMatcher): the answer rests on the vendor's record of the address,
+	// the name only confirming it, so it stands where the address fits several current
+	// employees by name alone. nil when the address was resolved by the name.
+	MatchedBy *string `json:"matched_by"`
 }
 
 // Ptr returns a pointer to v, for the many optional fields of the results.

@@ -106,8 +106,9 @@ func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T
 	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
 	is.Equal(done.str("data.full_name"), "robert jones")
 	is.Equal(done.str("data.network_url"), "https://www.linkedin.com/in/robert-jones")
-	is.Equal(done.get("data.email_match"), map[string]any{"method": "resolved", "email": "robert.jones@globex.com",
-		"pattern": "first.last", "source": "pdl"})
+	// PDL has the address on record for him: exact, on its record (matched_by).
+	is.Equal(done.get("data.email_match"), map[string]any{"method": "exact", "email": "robert.jones@globex.com",
+		"pattern": "first.last", "source": "pdl", "matched_by": "pdl"})
 	is.Equal(done.get("task.credits_charged"), 3.0)
 	is.Equal(done.get("provenance.full_name"), "pdl") // the vendor's record, as it gave it
 	is.Equal(done.get("provenance.positions"), "pdl")
@@ -128,6 +129,7 @@ func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T
 	viewer := e.signIn("acme", "viewer")
 	page := viewer.get("/dashboard/tasks/" + done.str("task.id"))
 	is.True(page.has(`found by <code id="email-match-source">pdl</code>`)) // the task page says so too
+	is.True(page.has(`matched by <code id="email-match-matched-by">pdl</code>`))
 
 	asks, calls := pdl.emailAsks, el.count()
 	_, again := e.emailLookup("robert.jones@globex.com")
@@ -203,9 +205,12 @@ func TestADirectEmailAnswerThatFailsConfirmationIsNeverCharged(t *testing.T) {
 			is.Equal(done.str("data.email_match.source"), "pdl") // PDL's search listed the owner
 			is.Equal(e.balance("acme").Balance, start-3)         // for the owner
 			// The owner's profile, found by PDL's search, makes PDL's part a hit; the
-			// dropped match is still in its calls and credits: the match, the search
-			// (one record returned) and the owner's profile.
-			is.Equal(sourceCredits(done, "pdl"), "hit 3 calls 3 credits")
+			// dropped match is still in its calls and credits: the match and the search
+			// (one record returned, the owner's profile, which is not paid for again).
+			is.Equal(sourceCredits(done, "pdl"), "hit 2 calls 2 credits")
+			pdl.mu.Lock()
+			is.Equal(pdl.profileAsks, 0)
+			pdl.mu.Unlock()
 		})
 	}
 }
@@ -295,7 +300,7 @@ func TestADirectEmailMatchIsNotAskedBeforeACheaperStaffSearch(t *testing.T) {
 	is.Equal(picked.str("task.status")+" "+picked.str("error.message"), "succeeded ")
 	is.Equal(picked.str("data.network_url"), "https://www.linkedin.com/in/john-smith")
 	is.Equal(picked.get("data.email_match"), map[string]any{"method": "resolved", "email": "jsmith@acme.com",
-		"pattern": "flast", "source": "fake-network"})
+		"pattern": "flast", "source": "fake-network", "matched_by": nil})
 	is.Equal(apollo.asked(), 0)
 	is.Equal(e.net.searches.Load(), int64(1))
 
@@ -305,7 +310,7 @@ func TestADirectEmailMatchIsNotAskedBeforeACheaperStaffSearch(t *testing.T) {
 	is.Equal(jane.str("task.status")+" "+jane.str("error.message"), "succeeded ")
 	is.Equal(jane.str("data.network_url"), "https://www.linkedin.com/in/jane-smith")
 	is.Equal(jane.get("data.email_match"), map[string]any{"method": "resolved", "email": "jane.smith@acme.com",
-		"pattern": "first.last", "source": "fake-network"})
+		"pattern": "first.last", "source": "fake-network", "matched_by": nil})
 	is.Equal(apollo.asked(), 0)
 	is.Equal(e.net.searches.Load(), int64(2))
 
@@ -315,8 +320,9 @@ func TestADirectEmailMatchIsNotAskedBeforeACheaperStaffSearch(t *testing.T) {
 	_, ada := e.emailLookup("ada.lovelace@acme.com")
 	is.Equal(ada.str("task.status")+" "+ada.str("error.message"), "succeeded ")
 	is.Equal(ada.str("data.full_name"), "Ada Lovelace")
+	// Apollo's match is its closest record: resolved, on Apollo's match (matched_by).
 	is.Equal(ada.get("data.email_match"), map[string]any{"method": "resolved", "email": "ada.lovelace@acme.com",
-		"pattern": "first.last", "source": "apollo"})
+		"pattern": "first.last", "source": "apollo", "matched_by": "apollo"})
 	is.Equal(apollo.asked(), 1)
 	is.Equal(e.net.searches.Load(), int64(3))
 	is.Equal(e.balance("acme").Balance, start-3)
@@ -416,4 +422,25 @@ func TestADirectEmailAnswerIsFilledByThePersonList(t *testing.T) {
 	for _, u := range el.since(before) {
 		is.True(u.Path != "/api/v2/profile") // the dropped answer's profile is not asked for
 	}
+}
+
+// An address several current employees fit by name alone (rjones: Robert and Rachel
+// Jones) that PDL has on record for one of them is answered with that one, on PDL's
+// record: method exact, matched_by pdl. The same address PDL does not know is
+// ambiguous.
+func TestAVendorsMatchOfAnAddressSeveralFitSaysSo(t *testing.T) {
+	is := is.New(t)
+	pdl := newFakePDL(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
+	pdl.byEmail["rjones@globex.com"] = pdlRecordAt(t, "robert-jones", "robert", "jones",
+		pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
+	e := newEnv(t, withPDL(t, pdl))
+	e.startWorkers()
+	_, done := e.emailLookup("rjones@globex.com")
+	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
+	is.Equal(done.str("data.full_name"), "robert jones")
+	is.Equal(done.get("data.email_match"), map[string]any{"method": "exact", "email": "rjones@globex.com",
+		"pattern": "flast", "source": "pdl", "matched_by": "pdl"})
+	_, other := e.emailLookup("r.jones@globex.com") // PDL knows nobody for it: the name decides
+	is.Equal(other.str("error.code"), "ambiguous")
+	is.Equal(other.get("error.candidates"), 2.0)
 }

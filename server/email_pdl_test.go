@@ -39,6 +39,9 @@ type fakePDL struct {
 	// profileAsks counts the asks by profile.
 	byProfile   map[string]map[string]any
 	profileAsks int
+	companyAsks int
+	// middle holds the second given names PDL keeps apart in middle_name, by slug.
+	middle map[string]string
 }
 
 type pdlSearchCall struct {
@@ -48,7 +51,8 @@ type pdlSearchCall struct {
 }
 
 func newFakePDL(t *testing.T, staff ...elPerson) *fakePDL {
-	f := &fakePDL{staff: staff, returned: map[string]int{}, byEmail: map[string]map[string]any{}, byProfile: map[string]map[string]any{}}
+	f := &fakePDL{staff: staff, returned: map[string]int{}, byEmail: map[string]map[string]any{}, byProfile: map[string]map[string]any{},
+		middle: map[string]string{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -66,6 +70,9 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	switch r.URL.Path {
 	case "/v5/company/enrich":
+		f.mu.Lock()
+		f.companyAsks++
+		f.mu.Unlock()
 		if q.Get("website") != "globex.com" {
 			notFound()
 			return
@@ -117,8 +124,9 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		var hits []elPerson
 		for _, p := range f.staff {
+			first, last := strings.ToLower(p.first), strings.ToLower(p.last)
 			if pdlMatches(body.Query, map[string]string{"job_company_website": "globex.com",
-				"first_name": strings.ToLower(p.first), "last_name": strings.ToLower(p.last)}) {
+				"first_name": first, "middle_name": f.middle[p.slug], "last_name": last, "full_name": first + " " + last}) {
 				hits = append(hits, p)
 			}
 		}
@@ -151,7 +159,11 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakePDL) record(p elPerson) map[string]any {
 	first, last := strings.ToLower(p.first), strings.ToLower(p.last)
-	return map[string]any{"id": p.slug, "full_name": first + " " + last, "first_name": first, "last_name": last,
+	var middle any
+	if m := f.middle[p.slug]; m != "" {
+		middle = m
+	}
+	return map[string]any{"id": p.slug, "full_name": first + " " + last, "first_name": first, "middle_name": middle, "last_name": last,
 		"linkedin_url": "linkedin.com/in/" + p.slug, "job_title": "engineer", "job_company_name": "globex",
 		"job_company_website": "globex.com", "job_company_linkedin_url": "linkedin.com/company/globex",
 		"location_locality": "springfield", "location_country": "united states",
@@ -328,4 +340,29 @@ func TestAnEmailLookupOnPDLCutOffPaysNoRecordTwice(t *testing.T) {
 		}
 	}
 	is.Equal(len(pdl.searches), 2)
+}
+
+// An email lookup keeps the company it identified the domain as, whatever it found:
+// the next lookups at the domain read it from the store, PDL is asked for it once, and
+// a company lookup of the domain is served from the store with PDL's provenance.
+func TestAnEmailLookupAsksForItsCompanyOnce(t *testing.T) {
+	is := is.New(t)
+	pdl := newFakePDL(t, elPerson{"kim-lee", "Kim", "Lee"})
+	e := newEnv(t, withPDL(t, pdl))
+	e.startWorkers()
+	for _, address := range []string{"zed.nobody@globex.com", "kim.lee@globex.com", "k.lee@globex.com"} {
+		_, done := e.emailLookup(address)
+		is.True(done.str("task.status") != "")
+	}
+	pdl.mu.Lock()
+	is.Equal(pdl.companyAsks, 1) // the first lookup's, though it found nobody
+	pdl.mu.Unlock()
+	r := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "globex.com"})
+	is.Equal(r.status, http.StatusOK) // held: settled inside the request
+	got := e.do("GET", "/v1/tasks/"+r.str("task.id"), nil)
+	is.Equal(got.str("data.name"), "Globex")
+	is.Equal(got.get("provenance.name"), "pdl")
+	pdl.mu.Lock()
+	is.Equal(pdl.companyAsks, 1)
+	pdl.mu.Unlock()
 }

@@ -99,7 +99,7 @@ func TestAnAddressOnRecordIsExact(t *testing.T) {
 	is.Equal(r.status, http.StatusAccepted) // the dataset is not the store: queued
 	is.Equal(done.str("task.status"), "succeeded")
 	is.Equal(done.str("data.full_name"), "Jane Doe")
-	is.Equal(done.get("data.email_match"), map[string]any{"method": "exact", "email": "jane@acme.com", "pattern": nil, "source": nil})
+	is.Equal(done.get("data.email_match"), map[string]any{"method": "exact", "email": "jane@acme.com", "pattern": nil, "source": nil, "matched_by": nil})
 	is.Equal(e.net.searches.Load(), int64(0)) // no search for an address on record
 
 	// Now in the store: settled inside the request, in any case and with a +tag.
@@ -128,7 +128,7 @@ func TestAnAddressIsResolvedOnTheNetworkThenExact(t *testing.T) {
 	is.Equal(done.str("task.status"), "succeeded")
 	is.Equal(done.str("data.network_url"), "https://www.linkedin.com/in/jane-smith")
 	is.Equal(done.str("data.enrichment_status"), "enriched")
-	is.Equal(done.get("data.email_match"), map[string]any{"method": "resolved", "email": "jane.smith@acme.com", "pattern": "first.last", "source": "fake-network"})
+	is.Equal(done.get("data.email_match"), map[string]any{"method": "resolved", "email": "jane.smith@acme.com", "pattern": "first.last", "source": "fake-network", "matched_by": nil})
 	is.Equal(e.net.searches.Load(), int64(1))
 	is.Equal(e.balance("acme").Balance, int64(97))
 
@@ -137,7 +137,7 @@ func TestAnAddressIsResolvedOnTheNetworkThenExact(t *testing.T) {
 	again := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane.smith@acme.com"})
 	is.Equal(again.status, http.StatusOK)
 	got := e.do("GET", "/v1/tasks/"+again.str("task.id"), nil)
-	is.Equal(got.get("data.email_match"), map[string]any{"method": "exact", "email": "jane.smith@acme.com", "pattern": nil, "source": nil})
+	is.Equal(got.get("data.email_match"), map[string]any{"method": "exact", "email": "jane.smith@acme.com", "pattern": nil, "source": nil, "matched_by": nil})
 	is.Equal(e.net.calls.Load(), calls)
 	// The profile itself is in the store too.
 	is.Equal(e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": "https://www.linkedin.com/in/jane-smith"}).status, http.StatusOK)
@@ -253,7 +253,7 @@ func TestAnAmbiguousAddressAndItsHints(t *testing.T) {
 		_, done := e.emailLookup("jsmith@acme.com", tt.hint, tt.value)
 		is.Equal(done.str("task.status"), "succeeded")
 		is.Equal(done.str("data.network_url"), tt.want)
-		is.Equal(done.get("data.email_match"), map[string]any{"method": "resolved", "email": "jsmith@acme.com", "pattern": "flast", "source": "fake-network"})
+		is.Equal(done.get("data.email_match"), map[string]any{"method": "resolved", "email": "jsmith@acme.com", "pattern": "flast", "source": "fake-network", "matched_by": nil})
 	}
 
 	// A hint that two of them match is still ambiguous; now only the full name helps.

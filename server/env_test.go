@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -189,7 +190,8 @@ type response struct {
 	body   map[string]any
 }
 
-// str reads a string at a dotted path of the JSON body ("task.status").
+// str reads a string at a dotted path of the JSON body ("task.status"); a number
+// indexes an array ("data.0.id").
 func (r *response) str(path string) string {
 	v, _ := r.get(path).(string)
 	return v
@@ -198,6 +200,14 @@ func (r *response) str(path string) string {
 func (r *response) get(path string) any {
 	var v any = r.body
 	for _, part := range strings.Split(path, ".") {
+		if list, ok := v.([]any); ok {
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(list) {
+				return nil
+			}
+			v = list[i]
+			continue
+		}
 		m, ok := v.(map[string]any)
 		if !ok {
 			return nil
@@ -421,8 +431,8 @@ func (f *fakeNetwork) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]e
 		for _, pos := range p.Positions {
 			at = at || q.Company.NetworkURL != nil && pos.CompanyNetworkURL != nil && *pos.CompanyNetworkURL == *q.Company.NetworkURL
 		}
-		n := enrich.NameOf(p)
-		if at && q.Matches(n.First, n.Last) {
+		if at && q.MayBe(p) {
+			n := enrich.NameOf(p)
 			out = append(out, enrich.StaffMember{NetworkURL: url, FullName: n.First + " " + n.Last})
 		}
 	}

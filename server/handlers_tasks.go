@@ -27,6 +27,7 @@ func handleGetTask(s *Server) http.Handler {
 			writeJSON(w, http.StatusOK, body)
 			return
 		}
+		epoch, known := s.settled.epochNow()
 		t, err := s.db.GetTask(r.Context(), org, id)
 		if err != nil {
 			s.error(w, r, err)
@@ -36,7 +37,7 @@ func handleGetTask(s *Server) http.Handler {
 		if !t.Settled() {
 			w.Header().Set("Retry-After", "2")
 		} else if t.FinishedAt != nil {
-			s.settled.put(org, id, *t.FinishedAt, body)
+			s.settled.putAt(org, id, *t.FinishedAt, body, epoch, known)
 		}
 		writeJSON(w, http.StatusOK, body)
 	})

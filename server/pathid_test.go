@@ -26,7 +26,7 @@ func TestAnIDThatCannotBeOneIsNotFound(t *testing.T) {
 	before, balance := e.otherState(e.key, loopID, taskID), e.balance("acme")
 
 	notIDs := []string{"%00", "%ff", "%C3%28", "a%00b", "nope", strings.ToUpper(loopID), "{" + loopID + "}", "urn:uuid:" + loopID, loopID[:35]}
-	kinds := map[string]string{"tasks": "task", "loops": "loop", "deliveries": "delivery", "watches": "watch", "batches": "batch", "suppressions": "suppression"}
+	kinds := map[string]string{"tasks": "task", "loops": "loop", "deliveries": "delivery", "watches": "watch", "batches": "batch", "suppressions": "suppression", "erasures": "erasure"}
 	admin, nobody := e.signIn("acme", "admin"), e.newBrowser()
 	var api, pages int
 	for _, route := range registeredRoutes(t) {

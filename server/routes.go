@@ -41,6 +41,10 @@ func addRoutes(r *Router, s *Server) {
 	r.Handler(http.MethodDelete, "/v1/suppressions/:id", s.route("delete_suppression", s.authed(handleDeleteSuppression(s))))
 
 	r.Handler(http.MethodGet, "/v1/audit", s.route("list_audit", s.authed(handleListAudit(s))))
+	r.Handler(http.MethodPost, "/v1/erasures", s.route("create_erasure", s.authed(handleCreateErasure(s))))
+	r.Handler(http.MethodGet, "/v1/erasures", s.route("list_erasures", s.authed(handleListErasures(s))))
+	r.Handler(http.MethodGet, "/v1/erasures/:id", s.route("get_erasure", s.authed(handleGetErasure(s))))
+	r.Handler(http.MethodGet, "/v1/people/export", s.route("export_person", s.authed(handleExportPerson(s))))
 
 	r.Handler(http.MethodPost, "/v1/watches", s.route("create_watch", s.authed(handleCreateWatch(s))))
 	r.Handler(http.MethodGet, "/v1/watches", s.route("list_watches", s.authed(handleListWatches(s))))
@@ -100,6 +104,9 @@ func addRoutes(r *Router, s *Server) {
 	//   POST /dashboard/suppressions/:id/lift
 	//   GET  /dashboard/audit
 	//   GET  /dashboard/audit.jsonl
+	//   GET  /dashboard/erasures
+	//   POST /dashboard/erasures
+	//   POST /dashboard/erasures/export
 	//   GET  /dashboard/batches
 	//   POST /dashboard/batches
 	//   POST /dashboard/batches/preview
@@ -124,12 +131,14 @@ var objectNotFound = []struct {
 	{"/v1/watches/", store.WatchNotFound},
 	{"/v1/batches/", store.BatchNotFound},
 	{"/v1/suppressions/", store.SuppressionNotFound},
+	{"/v1/erasures/", store.ErasureNotFound},
 	{"/dashboard/tasks/", store.TaskNotFound},
 	{"/dashboard/loops/", store.LoopNotFound},
 	{"/dashboard/deliveries/", store.DeliveryNotFound},
 	{"/dashboard/watches/", store.WatchNotFound},
 	{"/dashboard/batches/", store.BatchNotFound},
 	{"/dashboard/suppressions/", store.SuppressionNotFound},
+	{"/dashboard/erasures/", store.ErasureNotFound},
 	{"/dashboard/settings/keys/", NoSuchKey},
 }
 

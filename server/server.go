@@ -281,6 +281,8 @@ type Server struct {
 	listeners   []*Listener
 	refusals    refusalLog
 	settled     settledAnswers // answers of settled tasks (handleGetTask)
+	// erasuresWake wakes the completer of erasures (completeErasures).
+	erasuresWake chan struct{}
 	// stopping is closed when the running RunWorkers' context ends; nil before any.
 	stopping atomic.Pointer[chan struct{}]
 }
@@ -338,7 +340,8 @@ func New(db *store.DB, cfg Config) *Server {
 	if cfg.KeyInfos == nil {
 		cfg.KeyInfos = keys
 	}
-	s := &Server{
+	var s *Server
+	s = &Server{
 		cfg:  cfg,
 		db:   db,
 		norm: enrich.Normalizer{NetworkHost: cfg.NetworkHost},
@@ -355,9 +358,12 @@ func New(db *store.DB, cfg Config) *Server {
 		replica:   replica,
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
 			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,
-			Recorded: m.recorded, Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() }}),
-		metrics: m,
+			Recorded: func(batch []store.Attempted) { m.recorded(batch); s.erasureEventsRecorded(batch) },
+			Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() }}),
+		metrics:      m,
+		erasuresWake: make(chan struct{}, 1),
 	}
+	s.settled.epoch = db.ErasureEpoch
 	if cfg.Dashboard != nil {
 		s.pages = cfg.Dashboard(s)
 	}

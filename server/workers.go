@@ -13,7 +13,8 @@ import (
 // enrich tasks, a sweeper fails expired tasks and requeues the claims of workers that
 // died, the watch scheduler enqueues the tasks of the watches that are due, the batch
 // feeder those of the batches' rows,
-// maintenance applies retention and checkpoints the WAL, memory is given back when
+// maintenance applies retention and checkpoints the WAL, the completer completes the
+// erasures whose events are done, memory is given back when
 // idle, and the webhook sender delivers the Loops' events.
 //
 // Once ctx ends nothing new is claimed, and the tasks already claimed get
@@ -30,7 +31,7 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	s.stopping.Store(&stopping)
 	defer context.AfterFunc(ctx, func() { close(stopping) })()
 	var workers, others sync.WaitGroup
-	others.Add(7)
+	others.Add(8)
 	go func() {
 		defer others.Done()
 		s.keepRunning(ctx, "watch scheduler", s.scheduleWatches)
@@ -54,6 +55,10 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	go func() {
 		defer others.Done()
 		s.keepRunning(ctx, "idle memory release", s.releaseIdleMemory)
+	}()
+	go func() {
+		defer others.Done()
+		s.keepRunning(ctx, "erasure completer", s.completeErasures)
 	}()
 	go func() {
 		defer others.Done()
@@ -254,6 +259,14 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.KeepGathered(), TieBroken: o.TieBroken,
 				Trace: rec.Trace(o.Result)}
 			out.Gathered = sharedGathering(o.Gathered, out.Trace)
+			if o.Company != nil {
+				// The company identified is kept, so the next lookup at the domain
+				// reads it rather than asking a vendor again.
+				ct := rec.Trace(enrich.Result{Company: o.Company})
+				_, domain, _ := enrich.SplitAddress(c.Input.Target)
+				out.Company = &store.IdentifiedCompany{Company: o.Company, Domain: domain, At: o.CompanyAt,
+					Provenance: ct.Provenance, Private: ct.Private}
+			}
 			if o.Err == nil {
 				out.Result, out.Fetched, out.FetchedAt = &o.Result, true, o.FetchedAt
 				if len(out.Trace.Provenance) == 0 {

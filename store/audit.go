@@ -762,27 +762,27 @@ type auditCut struct {
 	Hash    string `json:"hash"`
 }
 
-// eraseAudit blanks, in tx, the subject of the entries about any of hashes that the
-// organization orgID holds (allOrgs: every organization's): an entry stays, named by
-// the subject's hash, and its chain holds, its seal standing for the text. It is the
-// registry's Erase of audit_log.
-func eraseAudit(ctx context.Context, tx Tx, orgID string, allOrgs bool, hashes []enrich.SubjectHash) (int64, error) {
-	if len(hashes) == 0 {
-		return 0, nil
+// eraseAudit blanks the subject of the entries about the person in the erasure's
+// scope: an entry stays, named by the subject's hash, and its chain holds, its seal
+// standing for the text. It is the registry's Erase of audit_log; the chains it
+// blanked are noted for the erasure's own entries (recordErasure).
+func eraseAudit(ctx context.Context, tx Tx, p PersonalTable, e *Erasing) error {
+	where, args := p.where(e.Hashes, e.OrgID, e.AllOrgs)
+	rows, err := tx.Query(ctx, `SELECT DISTINCT t.org_id FROM `+p.from+` WHERE `+where+` AND t.subject IS NOT NULL`, args...)
+	orgs, err := collect(rows, err, func(r Row) (o string, err error) { return o, r.Scan(&o) })
+	if err != nil || len(orgs) == 0 {
+		return err
 	}
-	list, args := inList(hashArgs(hashes))
-	q := `UPDATE audit_log SET subject = NULL WHERE subject_hash IN ` + list + ` AND subject IS NOT NULL`
-	if !allOrgs {
-		q += ` AND org_id = ?`
-		args = append(args, orgID)
+	n, err := tx.Exec(ctx, `UPDATE audit_log SET subject = NULL WHERE (org_id, at, seq) IN (SELECT t.org_id, t.at, t.seq FROM `+
+		p.from+` WHERE `+where+` AND t.subject IS NOT NULL)`, args...)
+	if err != nil {
+		return err
 	}
-	return tx.Exec(ctx, q, args...)
-}
-
-func hashArgs(hashes []enrich.SubjectHash) []any {
-	out := make([]any, len(hashes))
-	for i, h := range hashes {
-		out[i] = h[:]
+	e.Removed[p.Name] += n
+	for _, o := range orgs {
+		if !slices.Contains(e.AuditChains, o) {
+			e.AuditChains = append(e.AuditChains, o)
+		}
 	}
-	return out
+	return nil
 }

@@ -50,6 +50,9 @@ type Delivery struct {
 	LastStatusCode *int       `json:"last_status_code"`
 	LastError      *string    `json:"last_error"`
 	CreatedAt      time.Time  `json:"created_at"`
+	// ErasureID names the erasure a person.erased event announces, or the one that
+	// took a task's event's payload out of the history.
+	ErasureID *string `json:"erasure_id"`
 
 	OrgID string `json:"-"`
 }
@@ -173,7 +176,7 @@ type Attempted struct {
 }
 
 const deliveryColumns = `id, loop_id, org_id, event, task_id, status, attempts, next_attempt_at, last_attempt_at,
-	last_status_code, last_error, created_at`
+	last_status_code, last_error, created_at, erasure_id`
 
 // scanDelivery reads a delivery selected as deliveryColumns, then extra.
 func scanDelivery(row Row, extra ...any) (*Delivery, error) {
@@ -181,7 +184,7 @@ func scanDelivery(row Row, extra ...any) (*Delivery, error) {
 	var next, last sql.NullInt64
 	var created int64
 	dest := append([]any{&d.ID, &d.LoopID, &d.OrgID, &d.Event, &d.TaskID, &d.Status, &d.Attempts, &next, &last,
-		&d.LastStatusCode, &d.LastError, &created}, extra...)
+		&d.LastStatusCode, &d.LastError, &created, &d.ErasureID}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -222,6 +225,18 @@ func insertDelivery(ctx context.Context, tx Tx, loopID, orgID, event string, tas
 	}
 	d.NextAttemptAt, d.LastAttemptAt = fromNullMS(next), fromNullMS(last)
 	return d, err
+}
+
+// DeliveryErased refuses a retry of a delivery an erasure took the payload of: a
+// task's event erased with its person, or a person.erased event that was delivered
+// or failed for good and keeps the erasure's id alone.
+func DeliveryErased(event, erasureID string) error {
+	msg := "this delivery's payload was erased (erasure " + erasureID + "): there is nothing left to send"
+	if event == EventPersonErased {
+		msg = "this person.erased event failed for good and kept only its erasure's id (" + erasureID + "), not the identifiers it " +
+			"was to send; to tell the receiver again, erase the person again (POST /v1/erasures), which tells every Loop that was sent them"
+	}
+	return &enrich.Error{Kind: enrich.KindConflict, Code: "delivery_erased", Message: msg}
 }
 
 // deliverSettled queues the task.succeeded or task.failed event of a task that has just
@@ -374,6 +389,9 @@ func (db *DB) RetryDelivery(ctx context.Context, orgID, id string) (*Delivery, e
 			return &enrich.Error{Kind: enrich.KindConflict, Code: "delivery_not_failed",
 				Message: "the delivery already succeeded (its receiver acknowledged it); there is nothing to retry"}
 		}
+		if d.ErasureID != nil && (d.Event != EventPersonErased || d.Status != DeliveryPending) {
+			return DeliveryErased(d.Event, *d.ErasureID)
+		}
 		var reason *string
 		if err := tx.QueryRow(ctx, `SELECT destination_disabled_reason FROM loops WHERE id = ?`, d.LoopID).Scan(&reason); err != nil {
 			return err
@@ -499,7 +517,8 @@ func recordAttempt(ctx context.Context, tx Tx, d *Dispatch, a *Attempt) error {
 	if a.NotSent {
 		// As failPending fails the destination's other pending deliveries.
 		_, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'failed', next_attempt_at = NULL, lease_until = NULL,
-			last_error = ?, last_attempt_at = coalesce(last_attempt_at, ?) WHERE id = ? AND status = 'pending' AND lease_until = ?`,
+			last_error = ?, last_attempt_at = coalesce(last_attempt_at, ?), payload = `+spendErasureEvent+`
+			WHERE id = ? AND status = 'pending' AND lease_until = ?`,
 			a.Err, ms(a.At), d.ID, d.LeaseUntil)
 		return err
 	}
@@ -511,11 +530,20 @@ func recordAttempt(ctx context.Context, tx Tx, d *Dispatch, a *Attempt) error {
 	if a.Err != "" {
 		lastErr = a.Err
 	}
+	payload := `payload`
+	if status != DeliveryPending && d.Event == EventPersonErased {
+		payload = spendErasureEvent
+	}
 	_, err := tx.Exec(ctx, `UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL,
-		last_attempt_at = ?, last_status_code = ?, last_error = ? WHERE id = ? AND status = 'pending' AND lease_until = ?`,
+		last_attempt_at = ?, last_status_code = ?, last_error = ?, payload = `+payload+` WHERE id = ? AND status = 'pending' AND lease_until = ?`,
 		status, d.Attempt, nullMS(nextAt), ms(a.At), code, lastErr, d.ID, d.LeaseUntil)
 	return err
 }
+
+// spendErasureEvent is the payload of a delivery being settled: a person.erased event
+// keeps the erasure's id alone once it is delivered or failed for good
+// (SpentErasurePayload), any other its own.
+const spendErasureEvent = `CASE WHEN event = 'person.erased' THEN ` + spentErasurePayloadSQL + ` ELSE payload END`
 
 // recordHeard keeps a Loop's failure streak and last error, and on a 410 Gone
 // disables its destination. An attempt that failed while the destination was being

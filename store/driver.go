@@ -65,6 +65,13 @@ type Driver interface {
 	Writable(ctx context.Context) bool
 	Backup(ctx context.Context, path string, overwrite bool) error
 	Checkpoint(ctx context.Context) (bool, error)
+	// Scrub rids the database's files of what was deleted or overwritten in tables
+	// (an erasure's rows, its events' identifiers): SQLite's writer overwrites deleted
+	// content as it goes (secure_delete), and Scrub copies the write-ahead log into the
+	// file and empties it, so no older page is left in it; PostgreSQL vacuums the
+	// tables, outside a transaction. ok is false when it could not be done now (readers
+	// kept SQLite's log busy): a later call tries again.
+	Scrub(ctx context.Context, tables []string) (ok bool, err error)
 	ReleaseMemory(ctx context.Context) error
 	SpaceUsage(ctx context.Context) (*Space, error)
 	WriteStats() (transactions, commits int64)

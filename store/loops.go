@@ -414,7 +414,7 @@ func disableDestination(ctx context.Context, tx Tx, loopID, reason string, now t
 // when there was none, so that retention deletes it in time.
 func failPending(ctx context.Context, tx Tx, loopID, reason string, now time.Time) error {
 	_, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'failed', next_attempt_at = NULL, lease_until = NULL,
-		last_error = ?, last_attempt_at = coalesce(last_attempt_at, ?)
+		last_error = ?, last_attempt_at = coalesce(last_attempt_at, ?), payload = `+spendErasureEvent+`
 		WHERE loop_id = ? AND status = 'pending' AND (lease_until IS NULL OR lease_until <= ?)`,
 		NotSentError(reason), ms(now), loopID, ms(now))
 	return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"enrichd/enrich"
 )
@@ -38,8 +39,8 @@ const (
 	EraseKeep   EraseAction = "keep"   // the row stays as it is: it holds hashes alone
 )
 
-// Erasure is what an erasure does to a table's rows, and why.
-type Erasure struct {
+// EraseRule is what an erasure does to a table's rows, and why.
+type EraseRule struct {
 	Action EraseAction
 	// Redacts are the columns an EraseRedact replaces (with NULL, or a fixed marker
 	// where the column cannot be NULL).
@@ -47,10 +48,28 @@ type Erasure struct {
 	Why     string
 }
 
-// EraseFunc erases, in tx, the rows of a table about any of hashes that the
-// organization orgID holds (allOrgs: every organization's), the rows Find finds, as
-// the table's Erasure says, and returns how many it erased.
-type EraseFunc func(ctx context.Context, tx Tx, orgID string, allOrgs bool, hashes []enrich.SubjectHash) (int64, error)
+// Erasing is one erasure under way, handed to each table's Erase in the registry's
+// order: whom (the hashes of every identifier found for the person), for whom (one
+// organization's rows and the shared ones; AllOrgs, every organization's), and what it
+// has done so far.
+type Erasing struct {
+	ID      string // the erasure's
+	OrgID   string
+	AllOrgs bool
+	Hashes  []enrich.SubjectHash
+	Now     time.Time
+	// Removed counts the rows deleted or redacted, by table. An Erase may count rows
+	// of another table that go with its own (a gathering with its candidates).
+	Removed map[string]int64
+	// AuditChains are the organizations whose audit entries about the person were
+	// blanked: the erasure records itself in each, after them, so that each chain
+	// shows why its entries lost their subject.
+	AuditChains []string
+}
+
+// EraseFunc erases, in tx, the rows of p about the person that Find finds for the
+// erasure e, as p.Erasure says, and counts them in e.Removed.
+type EraseFunc func(ctx context.Context, tx Tx, p PersonalTable, e *Erasing) error
 
 // PersonalTable is one table of the registry.
 type PersonalTable struct {
@@ -60,9 +79,8 @@ type PersonalTable struct {
 	// rest. Together they are every column of the table.
 	Key, Holds, Hashes, Other []string
 	Scope                     RowScope
-	Erasure                   Erasure
-	// Erase is the erasure of the table's rows. It is nil until erasure is built:
-	// nothing calls it, and nothing pretends to erase meanwhile.
+	Erasure                   EraseRule
+	// Erase is the erasure of the table's rows (see Erase).
 	Erase EraseFunc
 
 	// from is the FROM clause, the table as t, joined to what decides whose a row is;
@@ -90,6 +108,7 @@ const (
 	exportJSON            // JSON text, shown as the value it holds
 	exportTime            // milliseconds, shown as a UTC time
 	exportInt
+	exportBool // 0 or 1 (SQLite), a boolean (PostgreSQL)
 )
 
 func text(name string) exportColumn {
@@ -109,29 +128,37 @@ func orgArgTwice(orgID string) []any      { return []any{orgID, orgID} }
 func privateOriginArg(orgID string) []any { return []any{privateOrigin(orgID)} }
 
 // personalTables is the registry. Each entry's find reads its rows by the hash
-// columns' indexes.
+// columns' indexes. An erasure walks it in this order, which puts a table before the
+// tables its rows depend on (a task before the result it shows, a record's keys and
+// positions before the record, a gathering's candidates before it), and the tasks
+// first, as every transaction that writes them takes them first (CreateTask).
 var personalTables = []PersonalTable{
 	{
 		Name: "tasks", Key: []string{"id"},
 		Holds:  []string{"input", "target", "result_id", "error", "provenance", "sources"},
 		Hashes: []string{"subject_hash", "answer_hash"},
 		Other: []string{"org_id", "object_type", "status", "lookup", "credits_charged", "loop_id", "idempotency_key",
-			"created_at", "queued_at", "started_at", "finished_at", "expires_at", "lease_token", "lease_until", "attempts", "watch_id"},
+			"created_at", "queued_at", "started_at", "finished_at", "expires_at", "lease_token", "lease_until", "attempts", "watch_id",
+			"erased_at"},
 		Scope: OrgRows,
-		Erasure: Erasure{Action: EraseRedact, Redacts: []string{"input", "target", "result_id", "error", "provenance", "sources"},
-			Why: "the task stays, with its status and its charge, so that the ledger adds up; its input, target and result go"},
-		from: "tasks t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
-		export: []exportColumn{timeCol("created_at"), text("object_type"), text("status"), text("target"), jsonCol("input"),
+		Erasure: EraseRule{Action: EraseRedact, Redacts: []string{"input", "target", "result_id", "error", "provenance", "sources"},
+			Why: "the task stays, with its status and its charge, so that the ledger adds up; its input, target and result go, " +
+				"its error keeps its code only, its idempotency key goes, and one not settled yet is canceled and refunded"},
+		Erase: eraseTasks,
+		from:  "tasks t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{timeCol("created_at"), text("object_type"), text("lookup"), text("status"), text("target"), jsonCol("input"),
 			intCol("credits_charged"), text("loop_id"), text("watch_id"), timeCol("finished_at"),
-			{name: "data", expr: resultColumnOf("t"), kind: exportJSON}, jsonCol("error"), jsonCol("provenance"), jsonCol("sources")},
+			{name: "data", expr: resultColumnOf("t"), kind: exportJSON}, jsonCol("error"), jsonCol("provenance"), jsonCol("sources"),
+			timeCol("erased_at")},
 	},
 	{
 		Name: "task_results", Key: []string{"id"},
 		Holds: []string{"data"}, Hashes: []string{"subject_hash"}, Other: []string{"hash", "refs"},
 		Scope: SharedRows,
-		Erasure: Erasure{Action: EraseDelete,
+		Erasure: EraseRule{Action: EraseDelete,
 			Why: "a result is kept once for every task that has the same one; it goes once no task shows it"},
-		from: "task_results t",
+		Erase: eraseTaskResults,
+		from:  "task_results t",
 		// A result is the organization's when one of its tasks about the subject shows it.
 		orgScope: `(EXISTS (SELECT 1 FROM tasks o WHERE o.subject_hash = t.subject_hash AND o.result_id = t.id AND o.org_id = ?)
 			OR EXISTS (SELECT 1 FROM tasks o WHERE o.answer_hash = t.subject_hash AND o.result_id = t.id AND o.org_id = ?))`,
@@ -139,21 +166,11 @@ var personalTables = []PersonalTable{
 		export:       []exportColumn{jsonCol("data")},
 	},
 	{
-		Name: "records", Key: []string{"id"},
-		Holds: []string{"data", "provenance"}, Hashes: []string{"subject_hash"},
-		Other: []string{"origin", "object_type", "last_enriched_at", "created_at", "updated_at", "org_id"},
-		Scope: SharedRows,
-		Erasure: Erasure{Action: EraseDelete,
-			Why: "the stored or imported record goes, its keys and positions with it"},
-		from: "records t", orgScope: "(t.org_id IS NULL OR t.org_id = ?)", orgScopeArgs: orgArg,
-		export: []exportColumn{text("origin"), text("object_type"), jsonCol("data"), jsonCol("provenance"),
-			timeCol("last_enriched_at"), timeCol("created_at"), timeCol("updated_at")},
-	},
-	{
 		Name: "record_keys", Key: []string{"origin", "key"},
 		Holds: []string{"key"}, Hashes: []string{"subject_hash", "answer_hash"}, Other: []string{"origin", "record_id", "redirect"},
 		Scope:   SharedRows,
-		Erasure: Erasure{Action: EraseDelete, Why: "the ways the record was looked up (an address, a profile) go with it"},
+		Erasure: EraseRule{Action: EraseDelete, Why: "the ways the record was looked up (an address, a profile) go with it"},
+		Erase:   deleteFound,
 		// A key is found by its own identifier, or by the subject of its record.
 		from: "record_keys t", orgScope: "(t.origin NOT LIKE 'store:%' OR t.origin = ?)", orgScopeArgs: privateOriginArg,
 		export: []exportColumn{text("key"), intCol("record_id")},
@@ -163,57 +180,82 @@ var personalTables = []PersonalTable{
 		Holds:  []string{"title", "company_name", "company_network_url", "company_domain", "is_current"},
 		Hashes: []string{"subject_hash"}, Other: []string{},
 		Scope:   SharedRows,
-		Erasure: Erasure{Action: EraseDelete, Why: "a person's positions go with their record"},
+		Erasure: EraseRule{Action: EraseDelete, Why: "a person's positions go with their record"},
+		Erase:   deleteFound,
 		from:    "positions t JOIN records r ON r.id = t.record_id", orgScope: "(r.org_id IS NULL OR r.org_id = ?)", orgScopeArgs: orgArg,
 		export: []exportColumn{text("title"), text("company_name"), text("company_network_url"), text("company_domain"), intCol("is_current")},
+	},
+	{
+		Name: "records", Key: []string{"id"},
+		Holds: []string{"data", "provenance"}, Hashes: []string{"subject_hash"},
+		Other: []string{"origin", "object_type", "last_enriched_at", "created_at", "updated_at", "org_id"},
+		Scope: SharedRows,
+		Erasure: EraseRule{Action: EraseDelete,
+			Why: "the stored or imported record goes, its keys and positions with it, shared or not: any organization's next " +
+				"lookup would fetch it again, and the erasure suppresses the person"},
+		Erase: deleteFound,
+		from:  "records t", orgScope: "(t.org_id IS NULL OR t.org_id = ?)", orgScopeArgs: orgArg,
+		export: []exportColumn{text("origin"), text("object_type"), jsonCol("data"), jsonCol("provenance"),
+			timeCol("last_enriched_at"), timeCol("created_at"), timeCol("updated_at"), {name: "shared", expr: "t.org_id IS NULL", kind: exportBool}},
 	},
 	{
 		Name: "deliveries", Key: []string{"id"},
 		Holds: []string{"payload", "last_error"}, Hashes: []string{"subject_hash", "answer_hash"},
 		Other: []string{"loop_id", "org_id", "event", "task_id", "status", "attempts", "next_attempt_at", "lease_until",
-			"last_attempt_at", "last_status_code", "created_at"},
+			"last_attempt_at", "last_status_code", "created_at", "erasure_id"},
 		Scope: OrgRows,
-		Erasure: Erasure{Action: EraseRedact, Redacts: []string{"payload"},
-			Why: "a delivery still pending is deleted, never sent; one sent stays in the Loop's history without its payload"},
-		from: "deliveries t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
-		export: []exportColumn{text("loop_id"), text("event"), text("task_id"), text("status"), intCol("attempts"),
-			timeCol("created_at"), timeCol("last_attempt_at"), jsonCol("payload")},
-	},
-	{
-		Name: "email_gatherings", Key: []string{"address"},
-		Holds: []string{"address"}, Hashes: []string{"subject_hash"}, Other: []string{"company", "gathered_at"},
-		Scope:   SharedRows,
-		Erasure: Erasure{Action: EraseDelete, Why: "what an ambiguous lookup of the address gathered goes, its candidates with it"},
-		from:    "email_gatherings t",
-		export:  []exportColumn{text("address"), jsonCol("company"), timeCol("gathered_at")},
+		Erasure: EraseRule{Action: EraseRedact, Redacts: []string{"payload", "last_error"},
+			Why: "a delivery still pending is deleted, never sent; one sent stays in the Loop's history without its payload, " +
+				"naming the erasure; the person.erased events of an erasure are left to be sent, and keep only the erasure's id once they are"},
+		Erase: eraseDeliveries,
+		from:  "deliveries t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{text("loop_id"), {name: "loop_name", expr: "(SELECT name FROM loops WHERE loops.id = t.loop_id)", kind: exportText},
+			text("event"), text("task_id"), text("status"), intCol("attempts"), timeCol("created_at"), timeCol("last_attempt_at"),
+			text("erasure_id"), jsonCol("payload")},
 	},
 	{
 		Name: "email_candidates", Key: []string{"address", "ord"},
 		Holds: []string{"address", "person", "pattern"}, Hashes: []string{"subject_hash", "answer_hash"},
-		Other:   []string{"method", "retrieved_at"},
-		Scope:   SharedRows,
-		Erasure: Erasure{Action: EraseDelete, Why: "a profile gathered for an address goes, whoever's address it was"},
-		from:    "email_candidates t",
+		Other: []string{"method", "retrieved_at"},
+		Scope: SharedRows,
+		Erasure: EraseRule{Action: EraseDelete,
+			Why: "a profile gathered for an address goes, whoever's address it was, and with it everything gathered for that address: " +
+				"a retry with a hint would otherwise pick among the others"},
+		Erase: eraseCandidates,
+		from:  "email_candidates t",
 		// A row is found by the address asked or by the candidate's profile: the
 		// candidate's profile is someone else's data in an export of the address.
 		export: []exportColumn{text("address"), text("method"), text("pattern"), timeCol("retrieved_at"),
 			{name: "person", expr: "t.person", kind: exportJSON, onlyBy: "answer_hash"}},
 	},
 	{
+		Name: "email_gatherings", Key: []string{"address"},
+		Holds: []string{"address"}, Hashes: []string{"subject_hash"}, Other: []string{"company", "gathered_at"},
+		Scope:   SharedRows,
+		Erasure: EraseRule{Action: EraseDelete, Why: "what an ambiguous lookup of the address gathered goes, its candidates with it"},
+		Erase:   deleteFound,
+		from:    "email_gatherings t",
+		export:  []exportColumn{text("address"), jsonCol("company"), timeCol("gathered_at")},
+	},
+	{
 		Name: "batch_rows", Key: []string{"batch_id", "row_number"},
 		Holds: []string{"vals", "request", "error", "company_request", "company_error"}, Hashes: []string{"subject_hash"},
 		Other: []string{"task_id", "kind", "line", "skipped", "company_task_id"},
 		Scope: OrgRows,
-		Erasure: Erasure{Action: EraseRedact, Redacts: []string{"vals", "request", "error", "company_request", "company_error"},
-			Why: "the row stays, so that the batch keeps its numbering and counts; the values uploaded go"},
-		from: "batch_rows t JOIN batches b ON b.id = t.batch_id", orgScope: "b.org_id = ?", orgScopeArgs: orgArg,
-		export: []exportColumn{{name: "batch_name", expr: "b.name", kind: exportText}, jsonCol("vals"), jsonCol("request"), text("task_id"), jsonCol("error")},
+		Erasure: EraseRule{Action: EraseRedact, Redacts: []string{"vals", "request", "error", "company_request", "company_error"},
+			Why: "the row stays, so that the batch keeps its numbering and counts; the values uploaded go, each shown as the marker, " +
+				"and a row still waiting for its task gets none"},
+		Erase: eraseBatchRows,
+		from:  "batch_rows t JOIN batches b ON b.id = t.batch_id", orgScope: "b.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{{name: "batch_name", expr: "b.name", kind: exportText},
+			{name: "batch_created_at", expr: "b.created_at", kind: exportTime}, {name: "columns", expr: "b.columns", kind: exportJSON}, jsonCol("vals"), jsonCol("request"), text("task_id"), jsonCol("error")},
 	},
 	{
 		Name: "source_misses", Key: []string{"subject", "source", "org_id"},
 		Holds: []string{"subject"}, Hashes: []string{"subject_hash"}, Other: []string{"source", "org_id", "missed_at"},
 		Scope:   SharedRows,
-		Erasure: Erasure{Action: EraseDelete, Why: "that a source did not know the subject is forgotten"},
+		Erasure: EraseRule{Action: EraseDelete, Why: "that a source did not know the subject is forgotten"},
+		Erase:   deleteFound,
 		from:    "source_misses t", orgScope: "t.org_id IN ('', ?)", orgScopeArgs: orgArg,
 		export: []exportColumn{text("subject"), text("source"), timeCol("missed_at")},
 	},
@@ -223,7 +265,8 @@ var personalTables = []PersonalTable{
 		Other: []string{"org_id", "object_type", "lookup", "loop_id", "every_days", "fields", "notify_unchanged", "enabled",
 			"paused_reason", "not_found_streak", "next_run_at", "claimed_due_at", "last_run_at", "last_task_id", "created_at", "updated_at"},
 		Scope:   OrgRows,
-		Erasure: Erasure{Action: EraseDelete, Why: "a watch of the person goes: they are not checked again"},
+		Erasure: EraseRule{Action: EraseDelete, Why: "a watch of the person goes: they are not checked again"},
+		Erase:   deleteFound,
 		from:    "watches t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
 		export: []exportColumn{text("object_type"), text("target"), jsonCol("input"), text("loop_id"), intCol("every_days"),
 			text("paused_reason"), timeCol("last_run_at"), jsonCol("baseline"), timeCol("created_at")},
@@ -233,10 +276,27 @@ var personalTables = []PersonalTable{
 		Holds: []string{"hint", "reason"}, Hashes: []string{"hash"},
 		Other: []string{"org_id", "kind", "added_by_kind", "added_by_id", "added_by_name", "created_at"},
 		Scope: OrgRows,
-		Erasure: Erasure{Action: EraseKeep,
+		Erasure: EraseRule{Action: EraseKeep,
 			Why: "an erasure suppresses the person, so that nothing fetches them again; the entry holds a keyed hash and a masked hint"},
-		from: "suppressions t", orgScope: "t.org_id IN (?, '')", orgScopeArgs: orgArg,
-		export: []exportColumn{text("kind"), text("hint"), text("reason"), text("added_by_kind"), text("added_by_name"), timeCol("created_at")},
+		Erase: keepRows,
+		from:  "suppressions t", orgScope: "t.org_id IN (?, '')", orgScopeArgs: orgArg,
+		export: []exportColumn{text("kind"), text("hint"), text("reason"), text("added_by_kind"), text("added_by_name"), timeCol("created_at"),
+			{name: "all_orgs", expr: "t.org_id = ''", kind: exportBool}},
+	},
+	{
+		Name: "erasures", Key: []string{"id"},
+		Holds: []string{"hint", "hints"}, Hashes: []string{"hash"},
+		Other: []string{"org_id", "kind", "requested_by_kind", "requested_by_id", "requested_by_name", "removed", "loops",
+			"created_at", "completed_at"},
+		Scope: OrgRows,
+		Erasure: EraseRule{Action: EraseKeep,
+			Why: "the record that the person was erased, and when: a keyed hash and masked hints, never the identifiers"},
+		Erase: keepRows,
+		// The installation's erasures are shown without what they removed, which counts
+		// every organization's rows.
+		from: "erasures t", orgScope: "t.org_id IN (?, '')", orgScopeArgs: orgArg,
+		export: []exportColumn{text("kind"), text("hint"), jsonCol("hints"), text("requested_by_kind"), text("requested_by_name"),
+			timeCol("created_at"), timeCol("completed_at"), {name: "all_orgs", expr: "t.org_id = ''", kind: exportBool}},
 	},
 	{
 		Name: "audit_log", Key: []string{"org_id", "at", "seq"},
@@ -244,8 +304,9 @@ var personalTables = []PersonalTable{
 		Other: []string{"actor_kind", "actor_id", "actor_name", "action", "subject_seal", "task_id", "batch_id", "object_id",
 			"credits", "request_id", "detail", "prev_hash", "hash"},
 		Scope: OrgRows,
-		Erasure: Erasure{Action: EraseRedact, Redacts: []string{"subject"},
-			Why: "the entry stays, named by the subject's keyed hash, so that the record of who looked the person up and its hash chain stay whole; the subject as sent goes"},
+		Erasure: EraseRule{Action: EraseRedact, Redacts: []string{"subject"},
+			Why: "the entry stays, named by the subject's keyed hash, so that the record of who looked the person up and its hash chain stay whole; " +
+				"the subject as sent goes, and the erasure's own entry follows in each chain it blanked"},
 		Erase: eraseAudit,
 		from:  "audit_log t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
 		export: []exportColumn{timeCol("at"), text("action"), text("actor_kind"), text("actor_name"), text("subject"),
@@ -313,11 +374,7 @@ func (p PersonalTable) Columns() []string {
 // selects the key columns, then the exported ones. Each hash column is matched
 // through its index.
 func (p PersonalTable) FindQuery(hashes []enrich.SubjectHash, orgID string, allOrgs bool) (string, []any) {
-	list := "(?" + strings.Repeat(", ?", len(hashes)-1) + ")"
-	var listArgs []any
-	for _, h := range hashes {
-		listArgs = append(listArgs, h[:])
-	}
+	list, listArgs := hashList(hashes)
 	var args []any
 	cols := make([]string, 0, len(p.Key)+len(p.export))
 	for _, k := range p.Key {
@@ -331,7 +388,17 @@ func (p PersonalTable) FindQuery(hashes []enrich.SubjectHash, orgID string, allO
 		}
 		cols = append(cols, e.expr)
 	}
+	where, whereArgs := p.where(hashes, orgID, allOrgs)
+	return "SELECT " + strings.Join(cols, ", ") + " FROM " + p.from + " WHERE " + where, append(args, whereArgs...)
+}
+
+// where is the condition, on p.from, of the table's rows about any of hashes that the
+// organization orgID holds (allOrgs: every organization's), and its arguments: each
+// hash column matched through its index.
+func (p PersonalTable) where(hashes []enrich.SubjectHash, orgID string, allOrgs bool) (string, []any) {
+	list, listArgs := hashList(hashes)
 	var match []string
+	var args []any
 	for _, h := range p.Hashes {
 		match = append(match, "t."+h+" IN "+list)
 		args = append(args, listArgs...)
@@ -341,7 +408,16 @@ func (p PersonalTable) FindQuery(hashes []enrich.SubjectHash, orgID string, allO
 		where += " AND " + p.orgScope
 		args = append(args, p.orgScopeArgs(orgID)...)
 	}
-	return "SELECT " + strings.Join(cols, ", ") + " FROM " + p.from + " WHERE " + where, args
+	return where, args
+}
+
+// hashList is a list of one parameter a hash, (?, ?, ...), and its arguments.
+func hashList(hashes []enrich.SubjectHash) (string, []any) {
+	args := make([]any, len(hashes))
+	for i, h := range hashes {
+		args[i] = h[:]
+	}
+	return "(?" + strings.Repeat(", ?", len(hashes)-1) + ")", args
 }
 
 // SubjectQueries are the registry's statements, by table, finding the rows about two
@@ -390,19 +466,26 @@ func (db *DB) FindSubject(ctx context.Context, orgID string, allOrgs bool, hashe
 	}
 	var out []SubjectRows
 	err := db.Read(ctx, func(q Executor) error {
-		out = nil
-		for _, p := range personalTables {
-			rows, err := p.Find(ctx, q, orgID, allOrgs, hashes)
-			if err != nil {
-				return fmt.Errorf("%s: %w", p.Name, err)
-			}
-			if len(rows) > 0 {
-				out = append(out, SubjectRows{Table: p.Name, Rows: rows})
-			}
-		}
-		return nil
+		var err error
+		out, err = findSubject(ctx, q, orgID, allOrgs, hashes)
+		return err
 	})
 	return out, err
+}
+
+// findSubject is FindSubject on q.
+func findSubject(ctx context.Context, q Executor, orgID string, allOrgs bool, hashes []enrich.SubjectHash) ([]SubjectRows, error) {
+	var out []SubjectRows
+	for _, p := range personalTables {
+		rows, err := p.Find(ctx, q, orgID, allOrgs, hashes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Name, err)
+		}
+		if len(rows) > 0 {
+			out = append(out, SubjectRows{Table: p.Name, Rows: rows})
+		}
+	}
+	return out, nil
 }
 
 // Find reads, on q (a transaction, or the reader), the table's rows about any of
@@ -451,6 +534,13 @@ func exportValue(v any, kind exportKind) any {
 	case exportInt:
 		if n, ok := toInt64(v); ok {
 			return n
+		}
+	case exportBool:
+		if b, ok := v.(bool); ok {
+			return b
+		}
+		if n, ok := toInt64(v); ok {
+			return n != 0
 		}
 	}
 	return v

@@ -49,6 +49,21 @@ type Outcome struct {
 	// in the store for that organization alone. A stored record served because its
 	// refresh failed carries the provenance it was stored with.
 	Trace enrich.Trace
+	// Company is the company an email lookup identified the address's domain as, when
+	// a source gave it: it is kept as a company lookup's result is, whether or not the
+	// lookup found its person, so the next lookup at the domain reads it.
+	Company *IdentifiedCompany
+}
+
+// IdentifiedCompany is a company an email lookup identified, as a source gave it.
+type IdentifiedCompany struct {
+	Company    *enrich.Company
+	Domain     string    // the address's domain, the company was asked for by
+	At         time.Time // when the source gave it
+	Provenance enrich.Provenance
+	// Private says a field came from the organization's own vendor key: the record is
+	// kept for that organization alone.
+	Private bool
 }
 
 // ExpiredTask is a task ExpireTasks failed as timed_out, or RequeueAbandoned as
@@ -223,6 +238,11 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 			return true, err
 		}
 	}
+	if ic := out.Company; ic != nil && ic.Company != nil {
+		if err := keepIdentified(ctx, tx, h, c.OrgID, ic, now); err != nil {
+			return true, err
+		}
+	}
 	fetched := false
 	provenance, sources, err := traceJSON(out.Trace)
 	if err != nil {
@@ -278,6 +298,27 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		}
 	}
 	return true, nil
+}
+
+// keepIdentified keeps the company an email lookup identified as a lookup of its
+// domain would have: by the domain and its page, for everyone, or for the organization
+// alone when a field came from its own key.
+func keepIdentified(ctx context.Context, tx Tx, h *enrich.Subjects, orgID string, ic *IdentifiedCompany, now time.Time) error {
+	prov := ic.Provenance
+	if prov == nil {
+		prov = enrich.Provenance{}
+	}
+	provenance, err := json.Marshal(prov)
+	if err != nil {
+		return err
+	}
+	owner := ""
+	if ic.Private {
+		owner = orgID
+	}
+	_, err = storeFetched(ctx, tx, h, enrich.Input{Lookup: enrich.LookupDomain, Target: ic.Domain}, enrich.Result{Company: ic.Company},
+		true, owner, provenance, ic.At, now)
+	return err
 }
 
 // finishTask settles the task id. subject is the hash of whom its input names, answer

@@ -239,8 +239,9 @@ func (s datasetSource) find(ctx context.Context, in enrich.Input) (enrich.Result
 	return rec.Result(in)
 }
 
-// SearchStaff lists the imported people with a current position at the company whose
-// names may be among q.Names.
+// SearchStaff lists the imported people with a current position at the company whom
+// the query may stand for (StaffQuery.MayBe): their own name forms are compared with
+// the local part, so a joined address is found whatever list holds its names.
 func (s datasetSource) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	if q.Company == nil {
 		return nil, fmt.Errorf("dataset: staff search without a company: %w", enrich.ErrNotFound)
@@ -260,13 +261,15 @@ func (s datasetSource) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]
 		if p.NetworkURL == nil || e.CurrentPosition(p) == nil {
 			continue
 		}
-		n := enrich.NameOf(p)
-		if !q.Matches(n.First, n.Last) {
+		if !q.MayBe(p) {
 			continue
 		}
 		m := enrich.StaffMember{NetworkURL: *p.NetworkURL}
 		if p.FullName != nil {
 			m.FullName = *p.FullName
+		}
+		if p.FirstName != nil && p.LastName != nil {
+			m.First, m.Last = *p.FirstName, *p.LastName
 		}
 		out = append(out, m)
 		if q.Limit > 0 && len(out) >= q.Limit {

@@ -27,10 +27,12 @@ const (
 // and no cache while that connection is not known to work), and this process's own
 // changes do (AddSuppression, DeleteSuppression).
 type SuppressionCache struct {
-	mu   sync.Mutex
-	gen  uint64 // counts the invalidations: a load begun before one is not kept
-	orgs map[string]*orgSuppressions
-	size int
+	mu  sync.Mutex
+	gen uint64 // counts the invalidations: a load begun before one is not kept
+	// epoch is gen, read without the lock (Epoch).
+	epoch atomic.Uint64
+	orgs  map[string]*orgSuppressions
+	size  int
 	// loads counts the lists read from the database, for tests.
 	loads atomic.Int64
 }
@@ -105,9 +107,14 @@ func (c *SuppressionCache) Invalidate() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
+	c.epoch.Add(1)
 	clear(c.orgs)
 	c.size = 0
 }
+
+// Epoch counts the invalidations: it changes whenever a suppression may have been
+// added or lifted, by this process or another, an erasure's included.
+func (c *SuppressionCache) Epoch() uint64 { return c.epoch.Load() }
 
 // Loads counts the lists read from the database rather than the cache, for tests.
 func (c *SuppressionCache) Loads() int64 { return c.loads.Load() }

@@ -48,6 +48,8 @@ func (t *Task) AppendJSON(b []byte) []byte {
 	b = appendJSONTime(b, t.FinishedAt)
 	b = append(b, `,"expires_at":`...)
 	b = appendJSONTime(b, &t.ExpiresAt)
+	b = append(b, `,"erased_at":`...)
+	b = appendJSONTime(b, t.ErasedAt)
 	return append(b, '}')
 }
 

@@ -53,6 +53,9 @@ type Task struct {
 	StartedAt      *time.Time      `json:"started_at"`
 	FinishedAt     *time.Time      `json:"finished_at"`
 	ExpiresAt      time.Time       `json:"expires_at"`
+	// ErasedAt is when an erasure of the person it was about took its input, target
+	// and result (see ErasedMarker); the task stays, with its charge.
+	ErasedAt *time.Time `json:"erased_at"`
 
 	OrgID  string            `json:"-"`
 	Lookup enrich.Lookup     `json:"-"`
@@ -158,7 +161,7 @@ func ParseTaskCursor(s string) (*TaskCursor, error) {
 // that a join (findIdempotent) can read them.
 const taskColumns = `tasks.id, tasks.org_id, tasks.object_type, tasks.status, tasks.lookup, tasks.input, tasks.target,
 	tasks.credits_charged, tasks.loop_id, tasks.watch_id, tasks.idempotency_key, tasks.created_at, tasks.queued_at,
-	tasks.started_at, tasks.finished_at, tasks.expires_at, ` + resultColumn + `, tasks.error, tasks.provenance, tasks.sources`
+	tasks.started_at, tasks.finished_at, tasks.expires_at, ` + resultColumn + `, tasks.error, tasks.provenance, tasks.sources, tasks.erased_at`
 
 // scanTask reads a task selected as taskColumns, after the columns before it, into
 // before.
@@ -169,12 +172,13 @@ func scanTask(row Row, before ...any) (*Task, error) {
 	// and every task read scans these.
 	var result, taskErr, provenance, sources sql.NullString
 	var created, expires int64
-	var queued, started, finished sql.NullInt64
+	var queued, started, finished, erased sql.NullInt64
 	if err := row.Scan(append(before, &t.ID, &t.OrgID, &t.ObjectType, &t.Status, &t.Lookup, &input, &t.Target,
 		&t.CreditsCharged, &t.LoopID, &t.WatchID, &t.IdempotencyKey, &created, &queued, &started, &finished, &expires,
-		&result, &taskErr, &provenance, &sources)...); err != nil {
+		&result, &taskErr, &provenance, &sources, &erased)...); err != nil {
 		return nil, err
 	}
+	t.ErasedAt = fromNullMS(erased)
 	t.Operation = TaskOperation
 	t.Input = json.RawMessage(input)
 	t.CreatedAt, t.ExpiresAt = fromMS(created), fromMS(expires)
@@ -470,6 +474,13 @@ func (m *answerMemo) get(in enrich.Input) *storedAnswer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.m[in]
+}
+
+// clear forgets every answer: an erasure may have taken the records they came from.
+func (m *answerMemo) clear() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.m)
 }
 
 func (m *answerMemo) put(in enrich.Input, a *storedAnswer) {

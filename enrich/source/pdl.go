@@ -35,6 +35,7 @@ var (
 	_ enrich.Metered       = (*PDL)(nil)
 	_ enrich.StaffPager    = (*PDL)(nil)
 	_ enrich.EmailMatcher  = (*PDL)(nil)
+	_ enrich.RecordMatcher = (*PDL)(nil)
 	_ enrich.Priced        = (*PDL)(nil)
 )
 
@@ -96,6 +97,7 @@ type pdlExperience struct {
 type pdlPerson struct {
 	FullName            *string         `json:"full_name"`
 	FirstName           *string         `json:"first_name"`
+	MiddleName          *string         `json:"middle_name"`
 	LastName            *string         `json:"last_name"`
 	LinkedinURL         *string         `json:"linkedin_url"`
 	Headline            *string         `json:"headline"`
@@ -181,6 +183,11 @@ func (p *PDL) PersonByEmail(ctx context.Context, address string) (*enrich.Person
 	return p.personEnrich(ctx, url.Values{"email": {address}})
 }
 
+// MatchesAddressOnRecord: PDL's person enrich by email matches the address among the
+// emails its records hold (its reference: email, an email the person has used), so
+// a confirmed answer is the person it has the address on record for (enrich.RecordMatcher).
+func (p *PDL) MatchesAddressOnRecord() {}
+
 // Prices: PDL bills one credit a person or company matched, nothing for a 404, and
 // its search one credit a record returned.
 func (p *PDL) Prices() enrich.Prices {
@@ -203,10 +210,14 @@ func (p *PDL) personEnrich(ctx context.Context, q url.Values) (*enrich.Person, e
 	if r.Data == nil {
 		return nil, fmt.Errorf("pdl: no person record matched: %w", enrich.ErrNotFound)
 	}
-	d := r.Data
+	return p.person(r.Data), nil
+}
+
+// person maps PDL's person record, as person enrich and person search return it.
+func (p *PDL) person(d *pdlPerson) *enrich.Person {
 	out := &enrich.Person{
 		NetworkURL: p.norm.personURLOf(d.LinkedinURL),
-		FullName:   text(d.FullName),
+		FullName:   pdlFullName(d.FullName, d.FirstName, d.MiddleName, d.LastName),
 		FirstName:  text(d.FirstName),
 		LastName:   text(d.LastName),
 		Headline:   text(d.Headline),
@@ -238,7 +249,24 @@ func (p *PDL) personEnrich(ctx context.Context, q url.Values) (*enrich.Person, e
 		out.Positions = append(out.Positions, pos)
 	}
 	out.Positions = currentFirst(out.Positions)
-	return out, nil
+	return out
+}
+
+// pdlFullName is the person's whole name: PDL's full_name is its first and last names
+// alone (its schema says so), and a middle name it keeps apart (middle_name: the
+// second given name of a Kim Ly Trần, a Sean Fong Thorne's Fong) is put back between
+// them, where a name's readings find it (enrich.NamesOf).
+func pdlFullName(full, first, middle, last *string) *string {
+	m := text(middle)
+	f, l := text(first), text(last)
+	if m == nil || f == nil || l == nil {
+		return text(full)
+	}
+	whole := *f + " " + *m + " " + *l
+	if full := text(full); full != nil && strings.Contains(" "+*full+" ", " "+*m+" ") {
+		return full // the middle name is in it already
+	}
+	return &whole
 }
 
 // SearchStaff runs POST /v5/person/search for one page: SearchStaffPage from the start.
@@ -248,14 +276,26 @@ func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 }
 
 // SearchStaffPage runs POST /v5/person/search: people whose current employer is the
-// company (by website, else by its network page) and whose first or last name is one
-// of the names, or whose last name holds one the address spells (pdlSurnamePattern),
-// so that lee lists Berners-Lee and bernerslee lists it too: PDL's names are whole
-// keywords, and a nickname stands for a first name, not a part of a surname. after
-// is the scroll_token a previous page ended with; PDL bills per record returned, and
-// a page goes on from there instead of asking for the same records again. Names past
-// what one query may hold (100 terms, pdlMaxWildcards patterns) are not asked for: the
-// hits come with enrich.ErrSearchIncomplete, so nobody held is taken for the only fit.
+// company (by website, else by its network page) and whom the address may stand for,
+// in one query within PDL's published limits (at most 100 elements an array, 20
+// wildcards a query):
+//   - their first, middle or last name is one of the names, or one of the sides of a
+//     split of the local part (q.Splits: annalopez asks anna and lopez among the
+//     others), so a joined address is searched for without a list of given names;
+//   - their last name holds one the address spells (pdlSurnamePattern): lee lists
+//     Berners-Lee, bernerslee lists it too, since PDL's names are whole keywords and a
+//     nickname stands for a first name, not a part of a surname;
+//   - their full name has the shape of a reading of the local part written with
+//     diacritics (pdlShapes): PDL keeps a name's diacritics and searches its data as
+//     the query writes it, so josé núñez is no term "jose" or "nunez", and both forms
+//     are asked for, the plain one as terms and this one as a pattern.
+//
+// after is the scroll_token a previous page ended with; PDL bills per record
+// returned, and a page goes on from there instead of asking for the same records
+// again. What does not fit in the query is not asked for: the hits come with
+// enrich.ErrSearchIncomplete, so nobody held is taken for the only fit, and no
+// plain-named person for the only one where a namesake written with diacritics may
+// have gone unlisted.
 func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after string) ([]enrich.StaffMember, string, error) {
 	if q.Company == nil || len(q.Names) == 0 {
 		return nil, "", nil
@@ -271,42 +311,34 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 	default:
 		return nil, "", nil
 	}
-	names := make([]string, 0, len(q.Names))
-	for _, n := range q.Names {
-		if n = strings.ToLower(strings.TrimSpace(n)); n != "" {
+	var names []string
+	seen := map[string]bool{}
+	addName := func(n string) {
+		if n = strings.ToLower(strings.TrimSpace(n)); n != "" && !seen[n] {
+			seen[n] = true
 			names = append(names, n)
 		}
 	}
+	for _, n := range q.Names {
+		addName(n)
+	}
 	if len(names) == 0 {
 		return nil, "", nil
+	}
+	for _, s := range q.Splits {
+		addName(s[0])
+		addName(s[1])
 	}
 	complete := len(names) <= pdlMaxTerms
 	names = names[:min(len(names), pdlMaxTerms)]
 	should := []any{
 		map[string]any{"terms": map[string]any{"first_name": names}},
+		map[string]any{"terms": map[string]any{"middle_name": names}},
 		map[string]any{"terms": map[string]any{"last_name": names}},
 	}
-	parts := names
-	if len(q.Spelled) > 0 {
-		parts = nil
-		for _, n := range q.Spelled {
-			if n = strings.ToLower(strings.TrimSpace(n)); n != "" {
-				parts = append(parts, n)
-			}
-		}
-	}
-	wildcards := 0
-	for _, n := range parts {
-		if strings.ContainsAny(n, `*?\`) {
-			continue // no name: nothing a pattern should hold
-		}
-		if wildcards == pdlMaxWildcards {
-			complete = false
-			break
-		}
-		wildcards++
-		should = append(should, map[string]any{"wildcard": map[string]any{"last_name": pdlSurnamePattern(n)}})
-	}
+	clauses, fit := pdlNameClauses(q.Local)
+	complete = complete && fit
+	should = append(should, clauses...)
 	q.Limit = min(max(q.Limit, 1), enrich.StaffSearchMax)
 	body := map[string]any{
 		"query": map[string]any{"bool": map[string]any{"must": []any{
@@ -319,11 +351,8 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 		body["scroll_token"] = after
 	}
 	var r struct {
-		Data []struct {
-			FullName    *string `json:"full_name"`
-			LinkedinURL *string `json:"linkedin_url"`
-		} `json:"data"`
-		ScrollToken *string `json:"scroll_token"`
+		Data        []pdlPerson `json:"data"`
+		ScrollToken *string     `json:"scroll_token"`
 	}
 	// A credit a record returned: at most size.
 	err := p.api.post(ctx, "/v5/person/search", body, int64(q.Limit)*pdlMatchCredits, &r)
@@ -339,14 +368,21 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 		next = *r.ScrollToken
 	}
 	var out []enrich.StaffMember
-	for _, d := range r.Data {
+	for i := range r.Data {
+		d := &r.Data[i]
 		u := p.norm.personURLOf(d.LinkedinURL)
 		if u == nil {
 			continue
 		}
-		m := enrich.StaffMember{NetworkURL: *u}
-		if d.FullName != nil {
-			m.FullName = strings.TrimSpace(*d.FullName)
+		// The hit is the record person enrich returns, paid for once: it is read as the
+		// profile (its given names and surname as PDL keeps them apart, its middle name
+		// among the given names), and is the profile when the lookup retrieves it.
+		m := enrich.StaffMember{NetworkURL: *u, Profile: p.person(d)}
+		if full := m.Profile.FullName; full != nil {
+			m.FullName = *full
+		}
+		if f, l := text(d.FirstName), text(d.LastName); f != nil && l != nil {
+			m.First, m.Last = *f, *l
 		}
 		out = append(out, m)
 		if len(out) == q.Limit {
@@ -359,24 +395,236 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 	return out, next, nil
 }
 
-// pdlSurnamePattern is the wildcard that finds the last names a name form may be
-// written for in an address: the surnames that contain it (lee: berners-lee, van der
-// lee) and, for a form of five letters or more, those that spell it with separators
-// between its letters (bernerslee: berners-lee, obrien: o'brien, mccarthy: mc carthy).
-// Short forms are kept whole: spread out, they would list, and bill, most surnames.
-func pdlSurnamePattern(name string) string {
-	letters := strings.Split(name, "")
-	if utf8.RuneCountInString(name) < 5 {
-		return "*" + name + "*"
+// pdlNameClauses are the wildcard clauses that list, with diacritics and all, the
+// people the local part may be written for, within PDL's 20 wildcards a query; fit
+// says every reading is in them. They are pdlShapes, on the full name, and the
+// readings whose first name, or its initial, may be a person's second given name
+// (which PDL keeps in middle_name, or after a hyphen in first_name: Citlali Xóchitl,
+// Héloïse-Clémence), by pdlOtherGiven.
+func pdlNameClauses(local string) (clauses []any, fit bool) {
+	var given []any
+	used := 0
+	for _, o := range pdlOtherGiven(local) {
+		clause := map[string]any{"bool": map[string]any{"should": []any{
+			map[string]any{"wildcard": map[string]any{"middle_name": o.middle}},
+			map[string]any{"wildcard": map[string]any{"first_name": "*-" + strings.TrimPrefix(o.middle, "*")}},
+		}}}
+		used += 2
+		if o.last != "" {
+			used++
+			clause = map[string]any{"bool": map[string]any{"must": []any{clause,
+				map[string]any{"wildcard": map[string]any{"last_name": o.last}}}}}
+		}
+		given = append(given, clause)
 	}
-	return "*" + strings.Join(letters, "*") + "*"
+	shapes, fit := pdlShapes(local, pdlMaxWildcards-used)
+	for _, shape := range shapes {
+		clauses = append(clauses, map[string]any{"wildcard": map[string]any{"full_name": shape}})
+	}
+	return append(clauses, given...), fit
+}
+
+// pdlGiven is a reading of a local part as a second given name, as a wildcard of
+// middle_name, with the surname it goes with, a wildcard of last_name ("" for any).
+type pdlGiven struct{ middle, last string }
+
+// pdlOtherGiven are the readings of the local part as a second given name (or its
+// initial) and a surname. A local part with separators gives its first and last
+// pieces in either order, an initial standing for a given name that begins with it
+// (a.saez: a middle name beginning with a, or á, and a surname holding s???); a
+// joined one gives a second given name that begins with its first letter (a name or
+// an initial written first: firstlast, flast, firstl) and one holding its last letter
+// (written last: lastfirst, lastf), whatever the surname.
+func pdlOtherGiven(local string) []pdlGiven {
+	if len(local) > enrich.MaxLocalPart {
+		return nil
+	}
+	pieces := strings.FieldsFunc(enrich.CleanLocalPart(local), func(r rune) bool { return r == '.' || r == '_' || r == '-' })
+	given := func(s string) string {
+		if utf8.RuneCountInString(s) == 1 {
+			return pdlSkeleton(s) + "*"
+		}
+		return "*" + pdlSkeleton(s) + "*"
+	}
+	var out []pdlGiven
+	switch {
+	case len(pieces) >= 2:
+		first, last := pieces[0], pieces[len(pieces)-1]
+		if utf8.RuneCountInString(last) > 1 {
+			out = append(out, pdlGiven{given(first), "*" + pdlSkeleton(last) + "*"}) // first.last, f.last
+		}
+		if utf8.RuneCountInString(first) > 1 {
+			if utf8.RuneCountInString(last) == 1 {
+				out = append(out, pdlGiven{given(first), "*" + pdlSkeleton(last) + "*"}) // first.l
+			} else {
+				out = append(out, pdlGiven{given(last), "*" + pdlSkeleton(first) + "*"}) // last.first
+			}
+		}
+	case len(pieces) == 1:
+		w := []rune(pieces[0])
+		if len(w) < 3 {
+			break
+		}
+		out = append(out, pdlGiven{middle: pdlSkeleton(string(w[:1])) + "*"})              // written first
+		out = append(out, pdlGiven{middle: "*" + pdlSkeleton(string(w[len(w)-1:])) + "*"}) // written last
+	}
+	return out
+}
+
+// pdlShapes are the full names (the first name, a space and the last name, as PDL's
+// full_name is) the local part may be written from, diacritics and all, at most max
+// of them; fit says every reading is in one. In a shape each letter a diacritic may
+// sit on is PDL's one-character wildcard, the others are kept, the first name may go
+// on (Jean-Luc for jean), and other words (a first surname, a second) may come before
+// and after the surname's. One shape a reading: a local part with separators is its
+// first and last pieces, in either order unless one is an initial (jose.nunez:
+// j???* *?????*, which lists josé núñez, jose nunez and josé garcía núñez, and
+// ?????* *j???*); a joined one is its initial and the rest (flast), the rest and its
+// last letter (firstl, lastf), then every split into two names of two letters or
+// more, in either order. An initial stands for a first name of any length. A shape is
+// also what lists a surname written joined (k.bernerslee: k* *b?????????*, ken
+// berners-lee) or by one of its parts (ken.lee).
+//
+// Where the splits of a joined local part are more than fit, neighbouring ones share a
+// shape, a little looser: annalopez's anna|lopez and annal|opez are ????* *????* and
+// ?????* *???*, and together ????* *???*. Where every shape fits with room to spare,
+// the first letter, the first name's, is written out with each diacritic it may carry,
+// one shape each (l????* *???????* and ł????* *???????*): a shape that begins with a
+// wildcard lists every name of its length.
+func pdlShapes(local string, max int) (shapes []string, fit bool) {
+	if len(local) > enrich.MaxLocalPart || max < 1 {
+		return nil, max >= 1
+	}
+	clean := enrich.CleanLocalPart(local)
+	pieces := strings.FieldsFunc(clean, func(r rune) bool { return r == '.' || r == '_' || r == '-' })
+	// A reading is the full name's shape after its first letter: the first name's
+	// rest, then the surname's.
+	type reading struct {
+		first rune
+		rest  string
+	}
+	var readings []reading
+	seen := map[reading]bool{}
+	add := func(firstName, surname string) {
+		r, size := utf8.DecodeRuneInString(firstName)
+		rd := reading{first: r, rest: firstName[size:] + "* *" + surname + "*"}
+		rd.rest = strings.ReplaceAll(rd.rest, "**", "*")
+		if !seen[rd] {
+			seen[rd] = true
+			readings = append(readings, rd)
+		}
+	}
+	switch {
+	case len(pieces) >= 2:
+		first, last := pieces[0], pieces[len(pieces)-1]
+		add(pdlSkeletonAfterFirst(first), pdlSkeleton(last)) // first.last, f.last, first.l
+		if utf8.RuneCountInString(first) > 1 && utf8.RuneCountInString(last) > 1 {
+			add(pdlSkeletonAfterFirst(last), pdlSkeleton(first)) // last.first
+		}
+	case len(pieces) == 1:
+		w := []rune(pieces[0])
+		n := len(w)
+		if n < 3 {
+			break
+		}
+		sk := func(from, to int) string { return pdlSkeleton(string(w[from:to])) }
+		add(string(w[:1]), sk(1, n))                            // flast
+		add(pdlSkeletonAfterFirst(string(w[:n-1])), sk(n-1, n)) // firstl
+		add(string(w[n-1:]), sk(0, n-1))                        // lastf
+		// The splits, both orders, in as many shapes as leave room for the three above:
+		// a run of neighbouring splits k..m shares one.
+		splits := n - 3
+		groups := min(splits, (max-len(readings))/2)
+		if groups < 1 {
+			return nil, false
+		}
+		for g := range groups {
+			k, m := 2+g*splits/groups, 2+(g+1)*splits/groups-1
+			// firstlast: a first name that begins with w[:k], a surname holding w[m:].
+			add(pdlSkeletonAfterFirst(string(w[:k])), sk(m, n))
+			// lastfirst: a first name that is w[k:] or a tail of it (one of w[m:] at
+			// least), then a surname that begins with w[:k].
+			if m > k {
+				rd := reading{first: '*', rest: sk(m, n) + " *" + sk(0, k) + "*"}
+				if !seen[rd] {
+					seen[rd] = true
+					readings = append(readings, rd)
+				}
+			} else {
+				add(pdlSkeletonAfterFirst(string(w[k:])), sk(0, k))
+			}
+		}
+	}
+	narrow := 0
+	for _, rd := range readings {
+		narrow += len(pdlInitials(rd.first))
+	}
+	for _, rd := range readings {
+		if len(shapes) == max {
+			return shapes, false
+		}
+		if narrow <= max {
+			for _, v := range pdlInitials(rd.first) {
+				shapes = append(shapes, string(v)+rd.rest)
+			}
+			continue
+		}
+		shapes = append(shapes, pdlSkeleton(string(rd.first))+rd.rest)
+	}
+	return shapes, true
+}
+
+// pdlSkeletonAfterFirst is pdlSkeleton of a name but its first letter, which is kept
+// for pdlShapes to write out with each diacritic it may carry.
+func pdlSkeletonAfterFirst(name string) string {
+	r, size := utf8.DecodeRuneInString(name)
+	return string(r) + pdlSkeleton(name[size:])
+}
+
+// pdlAccented are the letters a folded letter stands for in Latin-script names, itself
+// first: what a name PDL keeps with its diacritics may begin with where an address
+// writes the plain letter.
+var pdlAccented = map[rune]string{
+	'a': "aáàâäãåāąă", 'c': "cçčć", 'd': "dđď", 'e': "eéèêëēėęě", 'g': "gğģ", 'i': "iíìîïīįı",
+	'l': "lłľĺļ", 'n': "nñńňņ", 'o': "oóòôöõøōő", 'r': "rřŕ", 's': "sšśşș", 't': "tťțţþ",
+	'u': "uúùûüūůűư", 'y': "yýÿ", 'z': "zžżź",
+}
+
+// pdlInitials are the letters a name written with r may begin with.
+func pdlInitials(r rune) []rune {
+	if r == '*' {
+		return []rune{r}
+	}
+	if v, ok := pdlAccented[r]; ok {
+		return []rune(v)
+	}
+	return []rune{r}
+}
+
+// pdlSkeleton writes a folded name for PDL's wildcard: each letter a diacritic may sit
+// on is `?`, one character, as an accented letter is one in PDL's data; a letter none
+// sits on is kept, after a `*` but at the start, since the name may be two words there
+// (medeirossiqueira: m?????????*q?????, medeiros siqueira).
+func pdlSkeleton(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		switch _, accented := pdlAccented[r]; {
+		case accented:
+			b.WriteByte('?')
+		case i > 0 && r != '*':
+			b.WriteByte('*')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // pdlMaxTerms is the most elements PDL accepts in one array of a query: it rejects a
 // query with a longer terms array.
 const pdlMaxTerms = 100
 
-// pdlMaxWildcards is the most wildcard clauses one staff search sends. PDL limits the
-// wildcards a query may hold, and each leading wildcard is a costly scan of its index;
-// names past it are left unasked, and the search says so.
-const pdlMaxWildcards = 10
+// pdlMaxWildcards is the most wildcard clauses one query may hold (PDL's Person Search
+// FAQ: a hard limit of 20). Shapes past it are left unasked, the search saying so.
+const pdlMaxWildcards = 20

@@ -167,19 +167,26 @@ func TestPDLSearchStaff(t *testing.T) {
 	hits, err := p.SearchStaff(context.Background(), enrich.StaffQuery{
 		Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")},
 		Names:   []string{"Wile", "coyote"},
+		Splits:  [][2]string{{"wi", "le"}},
 		Limit:   3,
 	})
 	is.NoErr(err)
-	is.Equal(hits, []enrich.StaffMember{{NetworkURL: "https://www.linkedin.com/in/wile-e-coyote", FullName: "wile coyote"}}) // a hit without a profile is no lead
+	// A hit without a profile is no lead; a hit's names are read as its profile's, and
+	// the record is the profile person enrich would return.
+	is.Equal(len(hits), 1)
+	is.Equal(*hits[0].Profile.NetworkURL, "https://www.linkedin.com/in/wile-e-coyote")
+	hits[0].Profile = nil
+	is.Equal(hits, []enrich.StaffMember{{NetworkURL: "https://www.linkedin.com/in/wile-e-coyote", FullName: "wile coyote", First: "wile", Last: "coyote"}})
 	r := f.requests()[0]
 	is.Equal(r.Method, "POST")
 	is.Equal(r.Header.Get("Content-Type"), "application/json")
 	var body map[string]any
 	is.NoErr(json.Unmarshal([]byte(f.bodies[0]), &body))
 	is.Equal(body["size"], float64(3))
-	want := `{"bool":{"must":[{"term":{"job_company_website":"acme.com"}},{"bool":{"should":[{"terms":{"first_name":["wile","coyote"]}},{"terms":{"last_name":["wile","coyote"]}},` +
-		// PDL's names are whole keywords: the surnames holding each name are asked for too.
-		`{"wildcard":{"last_name":"*wile*"}},{"wildcard":{"last_name":"*c*o*y*o*t*e*"}}]}}]}}`
+	// The names, then both sides of each split, as whole keywords of any of the names.
+	names := `["wile","coyote","wi","le"]`
+	want := `{"bool":{"must":[{"term":{"job_company_website":"acme.com"}},{"bool":{"should":[{"terms":{"first_name":` + names + `}},` +
+		`{"terms":{"middle_name":` + names + `}},{"terms":{"last_name":` + names + `}}]}}]}}`
 	got, _ := json.Marshal(body["query"])
 	is.Equal(string(got), want)
 }
@@ -202,22 +209,16 @@ func TestPDLSearchStaffPages(t *testing.T) {
 	is.True(strings.Contains(f.bodies[1], `"size":5`))
 }
 
-// PDL's wildcard clauses are bounded: names past pdlMaxWildcards get no pattern, and
-// the hits then say the search could not ask for every name.
+// A query holds at most 20 wildcards, PDL's limit, however long the local part.
 func TestPDLSearchStaffWildcardBound(t *testing.T) {
-	for _, c := range []struct {
-		names    int
-		complete bool
-	}{{10, true}, {11, false}} {
+	for _, local := range []string{"jose.nunez", "aitanasaezgarcia", strings.Repeat("ab", 32)} {
 		is := is.New(t)
 		p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search.json"}}})
-		var names []string
-		for i := range c.names {
-			names = append(names, "name"+string(rune('a'+i)))
-		}
-		_, err := p.SearchStaff(context.Background(), enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")}, Names: names, Limit: 3})
-		is.Equal(errors.Is(err, enrich.ErrSearchIncomplete), !c.complete)
-		is.Equal(strings.Count(f.bodies[0], `"wildcard"`), 10)
+		_, err := p.SearchStaff(context.Background(), enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")},
+			Names: enrich.LocalPartNames(local), Local: local, Splits: enrich.LocalPartSplits(local), Limit: 3})
+		is.NoErr(err)
+		is.True(strings.Count(f.bodies[0], `"wildcard"`) <= 20)
+		is.True(strings.Contains(f.bodies[0], `{"wildcard":{"full_name":`))
 	}
 }
 
@@ -262,25 +263,12 @@ func TestPDLSearchStaffTermsBound(t *testing.T) {
 	}
 	is.NoErr(json.Unmarshal([]byte(f.bodies[0]), &body))
 	should := body.Query.Bool.Must[1].Bool.Should
-	is.Equal(len(should), 2+10) // both terms arrays and the most wildcards a query sends
+	is.Equal(len(should), 3) // the three terms arrays
 	for _, s := range should {
 		for _, names := range s.Terms {
 			is.Equal(len(names), 100)
 		}
 	}
-}
-
-// A nickname stands for a first name: only the names the address spells get a
-// surname pattern, the surname among them however many nicknames come along.
-func TestPDLSearchStaffPatternsOnlyForSpelledNames(t *testing.T) {
-	is := is.New(t)
-	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search.json"}}})
-	names := []string{"elizabeth", "smith", "liz", "beth", "betty", "eliza", "lizzie", "libby", "bess", "betsy", "elsie", "lisa", "bette"}
-	_, err := p.SearchStaff(context.Background(), enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")},
-		Names: names, Spelled: []string{"elizabeth", "smith"}, Limit: 3})
-	is.NoErr(err) // every form the address spells was asked for
-	is.Equal(strings.Count(f.bodies[0], `"wildcard"`), 2)
-	is.True(strings.Contains(f.bodies[0], `"*s*m*i*t*h*"`))
 }
 
 // Person enrich by a work address: the same record as by profile, asked with email;

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"enrichd/enrich"
+	"enrichd/enrich/namecorpus"
 )
 
 // Sim is the `sim` source: a synthetic network, not real data. Every company and
@@ -27,7 +29,18 @@ type Sim struct {
 	Credits int64
 	// Now stamps the records it makes; time.Now when nil.
 	Now func() time.Time
+	// Names is where its companies' staff draw their names from: SimNamesLists (the
+	// default), names enrichd's lists of given names hold, or SimNamesHeldOut, names
+	// of 21 Latin-script cultures that no list of enrichd holds (enrich/namecorpus),
+	// with compound given names, double surnames, particles and diacritics.
+	Names string
 }
+
+// The name sets the sim draws its staff from (Sim.Names).
+const (
+	SimNamesLists   = "lists"
+	SimNamesHeldOut = "heldout"
+)
 
 var (
 	_ enrich.Source        = (*Sim)(nil)
@@ -92,6 +105,9 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*enrich.Perso
 	// A profile a staff search pointed at works, or worked, at the company searched.
 	if m, ok := parseStaffSlug(slug); ok {
 		first, last = m.first, m.last
+		if staff := s.Staff(m.company); s.Names == SimNamesHeldOut && m.n >= 1 && m.n <= len(staff) {
+			first, last = staff[m.n-1].FirstName, staff[m.n-1].LastName // as written, not as the slug spells them
+		}
 		name, url := titleCase(strings.ReplaceAll(m.company, "-", " ")), "https://"+host+"/company/"+m.company
 		if m.current {
 			employer, employerURL = name, url
@@ -153,7 +169,7 @@ func (s *Sim) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 	}
 	var out []enrich.StaffMember
 	for _, m := range s.Staff(slug) {
-		if q.Matches(m.FirstName, m.LastName) {
+		if q.MayBe(&enrich.Person{FirstName: &m.FirstName, LastName: &m.LastName}) {
 			out = append(out, enrich.StaffMember{NetworkURL: m.NetworkURL, FullName: m.FirstName + " " + m.LastName})
 			if q.Limit > 0 && len(out) >= q.Limit {
 				break
@@ -184,30 +200,58 @@ type SimStaffMember struct {
 	FirstName, LastName string
 	NetworkURL          string
 	Current             bool // false: they have left the company
+	// Name is the name as its culture writes it, for staff drawn from the held-out
+	// names (SimNamesHeldOut); zero otherwise.
+	Name namecorpus.Name
 }
 
 // Staff is the synthetic staff of the sim company with this page slug: 12 to 40
 // people, about one in eight of whom has left. Names repeat, as they do in real
 // companies, so some addresses fit several people.
+//
+// With the held-out names (SimNamesHeldOut), most of a company's staff share a culture
+// (the company's), the rest come from any of the 21, and the names are written as
+// their culture writes them.
 func (s *Sim) Staff(companySlug string) []SimStaffMember {
 	r := seeded("staff:" + companySlug)
 	n := 12 + r.IntN(29)
+	heldOut := s.Names == SimNamesHeldOut
+	var culture string
+	if heldOut {
+		// Drawn from a source of its own: the staff of the lists' names stay as they were.
+		cultures := namecorpus.Locales()
+		culture = cultures[seeded("culture:"+companySlug).IntN(len(cultures))]
+	}
 	out := make([]SimStaffMember, 0, n)
+	names := seeded("names:" + companySlug)
 	for i := range n {
 		m := SimStaffMember{
 			FirstName: simFirstNames[r.IntN(len(simFirstNames))],
 			LastName:  simLastNames[r.IntN(len(simLastNames))],
 			Current:   r.IntN(8) != 0,
 		}
+		if heldOut {
+			from := culture
+			if names.IntN(10) >= 6 {
+				from = ""
+			}
+			m.Name = namecorpus.Draw(names, from)
+			m.FirstName, m.LastName = m.Name.First(), m.Name.Last()
+		}
 		marker := staffAt
 		if !m.Current {
 			marker = staffFormer
 		}
-		m.NetworkURL = fmt.Sprintf("https://%s/in/%s-%s-%s%s-%d", s.host(), strings.ToLower(m.FirstName), strings.ToLower(m.LastName),
+		m.NetworkURL = fmt.Sprintf("https://%s/in/%s-%s-%s%s-%d", s.host(), slugWords(m.FirstName), slugWords(m.LastName),
 			marker, hex.EncodeToString([]byte(companySlug)), i+1)
 		out = append(out, m)
 	}
 	return out
+}
+
+// slugWords writes a name as a profile slug does: folded, words joined by hyphens.
+func slugWords(name string) string {
+	return strings.Join(strings.FieldsFunc(enrich.Fold(name), func(r rune) bool { return !unicode.IsLetter(r) }), "-")
 }
 
 // A staff profile's slug is first-last-<marker><hex of the company slug>-<n>: the
@@ -220,6 +264,7 @@ const (
 type staffSlug struct {
 	first, last, company string
 	current              bool
+	n                    int // the person's place in the company's staff, from 1
 }
 
 func parseStaffSlug(slug string) (staffSlug, bool) {
@@ -234,11 +279,13 @@ func parseStaffSlug(slug string) (staffSlug, bool) {
 		strings.Trim(string(company), "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
 		return staffSlug{}, false
 	}
+	n, _ := strconv.Atoi(parts[k+1])
 	return staffSlug{
 		first:   asListed(simFirstNames, titleCase(parts[0])),
 		last:    asListed(simLastNames, strings.ReplaceAll(titleCase(strings.Join(parts[1:k], " ")), " ", "-")),
 		company: string(company),
 		current: marker == staffAt,
+		n:       n,
 	}, true
 }
 

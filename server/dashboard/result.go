@@ -49,6 +49,7 @@ type roleCard struct {
 type emailMatchCard struct {
 	Email, Method, Pattern, Explained string
 	Source                            string // the source that found the person, "" when what is held did
+	MatchedBy                         string // the vendor whose match by the address answered, "" when the name did
 }
 
 // newResultCard makes the card of a succeeded task's result, or nil when the result is
@@ -137,7 +138,11 @@ func newPersonCard(p *enrich.Person) *personCard {
 	}
 	if m := p.EmailMatch; m != nil {
 		card.EmailMatch = &emailMatchCard{Email: m.Email, Method: m.Method, Pattern: str(m.Pattern), Source: str(m.Source),
-			Explained: emailMatchWords[m.Method]}
+			MatchedBy: str(m.MatchedBy), Explained: emailMatchWords[m.Method]}
+		if card.EmailMatch.MatchedBy != "" {
+			card.EmailMatch.Explained = "The answer rests on " + card.EmailMatch.MatchedBy + "'s own match by the address, " +
+				"the name only confirming it: it stands where the address fits several people by name alone."
+		}
 	}
 	return card
 }

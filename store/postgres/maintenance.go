@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"enrichd/enrich"
 	"enrichd/store"
@@ -54,4 +55,23 @@ func (db *DB) SpaceUsage(ctx context.Context) (*store.Space, error) {
 		return nil, fmt.Errorf("reading the database's space: %w", err)
 	}
 	return sp, nil
+}
+
+// Scrub vacuums tables, outside any transaction, so that the tuples an erasure
+// deleted or overwrote are pruned from their pages and from the indexes. A VACUUM
+// does not overwrite the space it frees (new rows do, in time), and the server's
+// write-ahead log keeps what it logged until its segments are recycled:
+// docs/privacy.md says what removes the rest (VACUUM FULL).
+func (db *DB) Scrub(ctx context.Context, tables []string) (bool, error) {
+	if len(tables) == 0 {
+		return true, nil
+	}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = pgx.Identifier{t}.Sanitize()
+	}
+	if _, err := db.pool.Exec(ctx, `VACUUM `+strings.Join(names, ", ")); err != nil {
+		return false, db.storageChecked(fmt.Errorf("vacuuming %s: %w", strings.Join(tables, ", "), err))
+	}
+	return true, nil
 }

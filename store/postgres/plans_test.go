@@ -69,6 +69,9 @@ func TestListQueriesUseAnIndex(t *testing.T) {
 	for name, q := range facade(db).AuditQueries() {
 		queries = append(queries, query{name, rebind(q.Query), q.Args})
 	}
+	for name, q := range store.ErasureQueries {
+		queries = append(queries, query{name, rebind(q.Query), q.Args})
+	}
 	for _, q := range queries {
 		var plan strings.Builder
 		rows, err := conn.Query(ctx, `EXPLAIN `+q.sql, q.args...)

@@ -680,7 +680,33 @@ END $$;
 CREATE TRIGGER suppressions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON suppressions
     FOR EACH STATEMENT EXECUTE FUNCTION suppressions_changed();
 
--- migration 16: the audit log (the SQLite schema's migration 22)
+-- migration 16: erasures (the SQLite schema's migration 22)
+-- An erasure, kept by the keyed hash of what was asked and a masked hint; org_id '' is
+-- the installation's (every organization's). completed_at once its person.erased
+-- events are delivered or failed for good and the tables it touched were vacuumed.
+CREATE TABLE erasures (
+    id                 TEXT COLLATE "C" PRIMARY KEY,          -- UUIDv7
+    org_id             TEXT COLLATE "C" NOT NULL,
+    kind               TEXT COLLATE "C" NOT NULL CHECK (kind IN ('email', 'profile')),
+    hash               BYTEA NOT NULL,
+    hint               TEXT NOT NULL,
+    hints              TEXT NOT NULL,
+    requested_by_kind  TEXT COLLATE "C" NOT NULL CHECK (requested_by_kind IN ('key', 'user', 'cli')),
+    requested_by_id    TEXT COLLATE "C",
+    requested_by_name  TEXT,
+    removed            TEXT NOT NULL,
+    loops              TEXT NOT NULL,
+    created_at         BIGINT NOT NULL,
+    completed_at       BIGINT
+);
+CREATE INDEX erasures_org_created ON erasures(org_id, created_at, id);
+CREATE INDEX erasures_hash ON erasures(hash);
+CREATE INDEX erasures_incomplete ON erasures(created_at) WHERE completed_at IS NULL;
+ALTER TABLE tasks ADD COLUMN erased_at BIGINT;
+ALTER TABLE deliveries ADD COLUMN erasure_id TEXT COLLATE "C";
+CREATE INDEX deliveries_erasure ON deliveries(erasure_id) WHERE erasure_id IS NOT NULL;
+
+-- migration 17: the audit log (the SQLite schema's migration 23)
 -- One hash chain of entries per organization (org_id '' the installation's), in seq
 -- order, at never going back along one; audit_heads holds each chain's head, locked by
 -- the transaction that appends (FOR UPDATE: replicas append to one chain in turn), and

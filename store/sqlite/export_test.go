@@ -69,3 +69,6 @@ var SpendQueries = store.SpendQueries
 // SuppressionQueries are package store's statements of the suppressions, for EXPLAIN
 // QUERY PLAN.
 var SuppressionQueries = store.SuppressionQueries
+
+// ErasureQueries are package store's statements of the erasures, for EXPLAIN.
+var ErasureQueries = store.ErasureQueries

@@ -146,3 +146,11 @@ func CheckIntegrity(ctx context.Context, path string) error {
 	}
 	return nil
 }
+
+// Scrub empties the write-ahead log into the file (Checkpoint): the writer overwrote
+// the erased rows' bytes in their pages as it deleted them (secure_delete, set on
+// every connection that writes), and the log's older frames, which still hold them,
+// go. tables are PostgreSQL's concern: the checkpoint covers every table.
+func (db *DB) Scrub(ctx context.Context, tables []string) (bool, error) {
+	return db.Checkpoint(ctx)
+}

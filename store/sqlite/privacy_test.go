@@ -43,6 +43,21 @@ func TestSubjectQueriesUseTheirIndexes(t *testing.T) {
 			t.Errorf("%s: plan %q, want %q", name, plan, wants[name])
 		}
 	}
+	erasures := map[string]string{
+		"ListErasures":       "SEARCH erasures USING INDEX erasures_org_created (org_id=?)",
+		"CountErasures":      "SEARCH erasures USING COVERING INDEX erasures_org_created (org_id=?)",
+		"GetErasure":         "SEARCH erasures USING INDEX sqlite_autoindex_erasures_1 (id=?)",
+		"ErasureEvents":      "SEARCH deliveries USING INDEX deliveries_erasure (erasure_id=?)",
+		"IncompleteErasures": "SCAN e USING INDEX erasures_incomplete",
+	}
+	for name, q := range sqlite.ErasureQueries {
+		plan := explain(t, raw, q.Query, q.Args...)
+		if !slices.Contains(plan, erasures[name]) || slices.ContainsFunc(plan, func(l string) bool {
+			return (strings.HasPrefix(l, "SCAN ") && l != erasures[name]) || strings.Contains(l, "TEMP B-TREE")
+		}) {
+			t.Errorf("%s: plan %q, want %q", name, plan, erasures[name])
+		}
+	}
 }
 
 // TestAuditQueriesUseTheirIndexes: every list, export, verification and purge of the

@@ -38,7 +38,7 @@ func TestTaskAppendJSONIsEncodingJSON(t *testing.T) {
 	for i := range 2000 {
 		task := &store.Task{ID: pick(), ObjectType: pick(), Operation: pick(), Status: pick(), Input: inputs[i%len(inputs)],
 			Target: pick(), CreditsCharged: rng.Int64N(5) - 1, LoopID: ptr(), WatchID: ptr(), IdempotencyKey: ptr(),
-			CreatedAt: *tm2(tm(), at), QueuedAt: tm(), StartedAt: tm(), FinishedAt: tm(), ExpiresAt: *tm2(tm(), whole),
+			CreatedAt: *tm2(tm(), at), QueuedAt: tm(), StartedAt: tm(), FinishedAt: tm(), ExpiresAt: *tm2(tm(), whole), ErasedAt: tm(),
 			Data: json.RawMessage(`{"x":1}`)}
 		want, err := json.Marshal(task)
 		if err != nil {

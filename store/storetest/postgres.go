@@ -16,6 +16,10 @@ const (
 // cluster the tests started once they have run.
 func PostgresMain(m *testing.M) { pgcluster.Main(m) }
 
+// PostgresRun is PostgresMain that returns the tests' exit code instead of exiting
+// (pgcluster.Run).
+func PostgresRun(m *testing.M) int { return pgcluster.Run(m) }
+
 // PostgresURL is a fresh, empty database for this test (pgcluster.URL).
 func PostgresURL(t testing.TB) string { return pgcluster.URL(t) }
 

@@ -111,4 +111,10 @@ var conformanceTests = []conformanceTest{
 	{"AuditVerifyNamesTheFirstBadEntry", testAuditVerifyNamesTheFirstBadEntry},
 	{"AnErasureBlanksTheAuditSubjectAndTheChainHolds", testAnErasureBlanksTheAuditSubjectAndTheChainHolds},
 	{"AuditRetentionLeavesAVerifiableCheckpoint", testAuditRetentionLeavesAVerifiableCheckpoint},
+	{"AnErasureRemovesThePersonFromEveryTable", testAnErasureRemovesThePersonFromEveryTable},
+	{"AnErasureKeepsAnotherOrganizationsOwnRows", testAnErasureKeepsAnotherOrganizationsOwnRows},
+	{"AnErasureCancelsATaskUnderWay", testAnErasureCancelsATaskUnderWay},
+	{"ErasureRefusals", testErasureRefusals},
+	{"AnExportShowsEverythingHeldOnThePerson", testAnExportShowsEverythingHeldOnThePerson},
+	{"AnErasedDeliveryIsNotRetried", testAnErasedDeliveryIsNotRetried},
 }

@@ -379,14 +379,14 @@ func testAnErasureBlanksTheAuditSubjectAndTheChainHolds(t *testing.T, env *Env) 
 	entry, ok := store.PersonalTableByName("audit_log")
 	is.True(ok)
 	is.True(entry.Erase != nil)
-	var n int64
+	erasing := &store.Erasing{ID: "e", OrgID: acme, Hashes: hashes, Now: env.Clock.Now(), Removed: map[string]int64{}}
 	err = db.Write(context.Background(), func(tx store.Tx) error {
-		var err error
-		n, err = entry.Erase(context.Background(), tx, acme, false, hashes)
-		return err
+		return entry.Erase(context.Background(), tx, entry, erasing)
 	})
 	is.NoErr(err)
+	n := erasing.Removed["audit_log"]
 	is.True(n >= 4) // the email lookup, the profile lookup, the store hit, the watch
+	is.Equal(erasing.AuditChains, []string{acme})
 
 	found, err := db.FindSubject(context.Background(), acme, false, hashes)
 	is.NoErr(err)

@@ -42,10 +42,14 @@ const (
 // Main is TestMain for a package whose tests call URL: it runs the tests,
 // then stops the cluster this process started, if any, so no server outlives the test
 // binary.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain that has more to clean up once the tests have run: it
+// returns their exit code instead of exiting.
+func Run(m *testing.M) int {
 	code := m.Run()
 	stopCluster()
-	os.Exit(code)
+	return code
 }
 
 // URL returns the DSN of a fresh, empty database for this test, dropped when the

@@ -1,0 +1,95 @@
+package source
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"enrichd/enrich"
+
+	"github.com/matryer/is"
+)
+
+func sp(s string) *string { return &s }
+
+// A middle name PDL keeps apart is put back in the full name, where a name's readings
+// find it: Kim Ly Trần is first_name kim, middle_name ly.
+func TestPDLMiddleNameIsInTheFullName(t *testing.T) {
+	is := is.New(t)
+	is.Equal(*pdlFullName(sp("kim trần"), sp("kim"), sp("ly"), sp("trần")), "kim ly trần")
+	is.Equal(*pdlFullName(sp("kim ly trần"), sp("kim"), sp("ly"), sp("trần")), "kim ly trần") // there already
+	is.Equal(*pdlFullName(sp("sean thorne"), sp("sean"), nil, sp("thorne")), "sean thorne")
+	is.True(pdlFullName(nil, nil, nil, nil) == nil)
+}
+
+// The shapes a local part is asked for in: each of its readings as a full name with a
+// wildcard for every letter a diacritic may sit on, the first letter written out with
+// each diacritic it may carry while they all fit, and neighbouring splits of a long
+// joined local part sharing one, so that every reading is asked in one query.
+func TestPDLShapes(t *testing.T) {
+	is := is.New(t)
+	lists := func(shapes []string, name string) bool {
+		return slices.ContainsFunc(shapes, func(s string) bool { return wildcardMatches(s, name) })
+	}
+	shapes, fit := pdlShapes("jose.nunez", pdlMaxWildcards)
+	is.True(fit)
+	is.Equal(shapes[0], "j???* *?????*")              // j carries no diacritic: one shape
+	is.True(slices.Contains(shapes, "n????* *j???*")) // last.first
+	is.True(slices.Contains(shapes, "ñ????* *j???*")) // its first letter with a diacritic
+	for _, name := range []string{"josé núñez", "jose nunez", "josé núñez garcía", "josé garcía núñez", "núñez josé", "josé-luis núñez"} {
+		is.True(lists(shapes, name))
+	}
+	is.True(!lists(shapes, "pepe núñez")) // another first name
+
+	shapes, _ = pdlShapes("k.bernerslee", pdlMaxWildcards)
+	is.Equal(shapes, []string{"k* *b?????????*"}) // an initial goes first: one order
+	is.True(lists(shapes, "ken berners-lee"))
+
+	shapes, fit = pdlShapes("jnunez", pdlMaxWildcards)
+	is.True(fit)
+	is.True(lists(shapes, "josé núñez")) // flast
+	is.True(lists(shapes, "jo nuñez"))   // firstlast, a name of two letters
+	is.True(lists(shapes, "nuño jez"))   // lastfirst
+
+	// Every split of a long joined local part, in either order, within one query.
+	for _, local := range []string{"aitanasaezgarcia", "oluwaseunadeyemiokonkwo", strings.Repeat("ab", 32)} {
+		shapes, fit = pdlShapes(local, pdlMaxWildcards)
+		is.True(fit)
+		is.True(len(shapes) <= pdlMaxWildcards)
+	}
+	shapes, _ = pdlShapes("aitanasaezgarcia", pdlMaxWildcards)
+	for _, name := range []string{"aitana sáez garcía", "aitana sáez-garcía", "garcía aitana sáez", "aitanasáez garcía"} {
+		if !lists(shapes, name) {
+			t.Errorf("aitanasaezgarcia's shapes %q do not list %s", shapes, name)
+		}
+	}
+	// A letter no diacritic sits on may follow a word boundary the address drops.
+	shapes, _ = pdlShapes("hmedeirossiqueira", pdlMaxWildcards)
+	is.True(lists(shapes, "heloísa medeiros siqueira"))
+	shapes, _ = pdlShapes(strings.Repeat("a", enrich.MaxLocalPart+1), pdlMaxWildcards)
+	is.Equal(len(shapes), 0)
+}
+
+// A second given name, which PDL keeps in middle_name or after a hyphen in first_name,
+// is asked for with the surname: xochitl.ordonez lists Citlali Xóchitl Ordóñez.
+func TestPDLOtherGivenNames(t *testing.T) {
+	is := is.New(t)
+	is.Equal(pdlOtherGiven("xochitl.ordonez"), []pdlGiven{{"*x??*h???*", "*???????*"}, {"*???????*", "*x??*h???*"}})
+	is.True(wildcardMatches("*x??*h???*", "xóchitl"))
+	is.Equal(pdlOtherGiven("a.saez"), []pdlGiven{{"?*", "*????*"}}) // an initial: a given name beginning with a, or á
+	is.True(wildcardMatches("?*", "álvaro"))
+	is.Equal(pdlOtherGiven("loncarv"), []pdlGiven{{middle: "?*"}, {middle: "*v*"}}) // written first, or last
+	clauses, fit := pdlNameClauses("aitanasaezgarcia")
+	is.True(fit)
+	raw, _ := json.Marshal(clauses)
+	is.True(strings.Count(string(raw), `"wildcard"`) <= pdlMaxWildcards)
+}
+
+// wildcardMatches evaluates a pattern as PDL's wildcard query does: ? one character,
+// * any run of them.
+func wildcardMatches(pattern, s string) bool {
+	re := "^" + strings.ReplaceAll(strings.ReplaceAll(regexp.QuoteMeta(pattern), `\*`, ".*"), `\?`, ".") + "$"
+	return regexp.MustCompile(re).MatchString(s)
+}
