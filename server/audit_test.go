@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"enrichd/enrich"
-
 	"github.com/matryer/is"
 )
 
@@ -263,4 +261,89 @@ func clipTo(s string, n int) string {
 	return s
 }
 
-var _ = enrich.Ptr[string]
+// TestErasuresAndExportsAreInTheAuditLog: Rosa, looked up by profile through a Loop, by
+// address, in a batch and watched, is in the log by the subject sent; her export
+// through the API lists those entries and who made each task, and is itself recorded,
+// by the key, with the request's id; bad requests to export or erase her record
+// nothing; her erasure blanks every entry about her, found by hash still, and records
+// itself after them, by the key, by hash alone, and the chain verifies. A dashboard
+// user's export and erasure are recorded as theirs.
+func TestErasuresAndExportsAreInTheAuditLog(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks, erasuresOften)
+	rosaNetwork(e)
+	e.startWorkers()
+	rcv := newReceiver(t)
+	lookUpRosaEverywhere(t, e, rcv)
+	byProfile := "subject=" + url.QueryEscape(rosa.url)
+	byEmail := "subject=" + url.QueryEscape(rosa.email)
+	hers := append(e.auditEntries(byProfile), e.auditEntries(byEmail)...)
+	is.True(len(hers) >= 4) // the Loop's run, the address, the batch's row, the watch
+	for _, en := range hers {
+		is.True(en["subject"] != nil)
+	}
+
+	x := e.do("GET", "/v1/people/export?networkUrl="+url.QueryEscape(rosa.url), nil)
+	is.Equal(x.status, http.StatusOK)
+	is.Equal(len(x.get("audit").([]any)), len(hers))
+	for _, task := range x.get("tasks").([]any) {
+		by := task.(map[string]any)["by"].(map[string]any)
+		is.True(by["kind"] == "key" || by["kind"] == "batch" || by["kind"] == "watch")
+	}
+	exported := e.auditEntries("action=person.exported")
+	is.Equal(len(exported), 1)
+	kind, name := actorOf(exported[0])
+	is.Equal([]any{kind, name}, []any{"key", "test"})
+	is.Equal(exported[0]["subject"], rosa.url)
+	is.Equal(exported[0]["request_id"], x.header.Get("X-Request-Id"))
+
+	before := len(e.auditEntries(""))
+	for _, bad := range []map[string]any{{"email": rosa.email, "networkUrl": rosa.url}, {}, {"email": "not an address"}} {
+		is.Equal(e.do("POST", "/v1/erasures", bad).status, http.StatusBadRequest)
+	}
+	is.Equal(e.do("GET", "/v1/people/export?email=nope", nil).status, http.StatusBadRequest)
+	is.Equal(len(e.auditEntries("")), before) // nothing recorded
+
+	r := e.do("POST", "/v1/erasures", map[string]any{"networkUrl": rosa.url})
+	is.Equal(r.status, http.StatusCreated)
+	id := r.str("data.id")
+	is.True(r.get("data.removed.audit_log").(float64) >= float64(len(hers)))
+	erased := entryOf(t, e.auditEntries("action=person.erased"), "person.erased", "object_id", id)
+	kind, name = actorOf(erased)
+	is.Equal([]any{kind, name}, []any{"key", "test"})
+	is.Equal(erased["request_id"], r.header.Get("X-Request-Id"))
+	is.Equal(erased["subject"], nil)
+	is.Equal(erased["subject_hash"], entryOf(t, e.auditEntries(byProfile), "person.erased", "object_id", id)["subject_hash"])
+	for _, q := range []string{byProfile, byEmail} {
+		for _, en := range e.auditEntries(q) {
+			is.Equal(en["subject"], nil) // found by her hash, without her
+			is.True(en["erased"] == true || en["action"] == "person.erased")
+		}
+	}
+	all := e.do("GET", "/v1/audit?format=jsonl", nil)
+	for _, s := range rosaSays {
+		if strings.Contains(strings.ToLower(string(all.raw)), strings.ToLower(s)) {
+			t.Errorf("the audit log holds %q after her erasure", s)
+		}
+	}
+	chains, err := e.db.VerifyAudit(context.Background(), e.orgID, false)
+	is.NoErr(err)
+	is.Equal(chains[0].Bad, nil)
+	is.True(chains[0].Erased >= int64(len(hers)))
+
+	// In the dashboard, the user's own.
+	admin := e.signIn("acme", "admin")
+	p := admin.post("/dashboard/erasures/export", url.Values{"kind": {"email"}, "value": {"someone.else@acme.com"}})
+	is.Equal(p.status, http.StatusOK)
+	kind, name = actorOf(entryOf(t, e.auditEntries("action=person.exported"), "person.exported", "subject", "someone.else@acme.com"))
+	is.Equal([]any{kind, name}, []any{"user", "admin@acme.example"})
+	p = admin.post("/dashboard/erasures", url.Values{"kind": {"email"}, "value": {"someone.else@acme.com"}, "confirm": {"yes"}})
+	is.Equal(p.status, http.StatusSeeOther)
+	last := e.auditEntries("action=person.erased")[0]
+	kind, name = actorOf(last)
+	is.Equal([]any{kind, name}, []any{"user", "admin@acme.example"})
+	is.Equal(last["request_id"], p.header.Get("X-Request-Id"))
+	chains, err = e.db.VerifyAudit(context.Background(), e.orgID, false)
+	is.NoErr(err)
+	is.Equal(chains[0].Bad, nil)
+}

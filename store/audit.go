@@ -786,3 +786,27 @@ func eraseAudit(ctx context.Context, tx Tx, p PersonalTable, e *Erasing) error {
 	}
 	return nil
 }
+
+// recordErasure appends the erasure's entry, last in its transaction: to the chain of
+// the organization that asked (the installation's, for every organization), and to
+// each other chain whose entries it blanked, in the order of the organizations' ids.
+// The entries name the person by the hash of what was asked alone.
+func (db *DB) recordErasure(ctx context.Context, tx Tx, e *Erasing, er *Erasure) error {
+	chains := append([]string{er.OrgID}, e.AuditChains...)
+	slices.Sort(chains)
+	chains = slices.Compact(chains)
+	for _, org := range chains {
+		id := er.ID
+		// What it removed is told to the chain that asked: an erasure of every
+		// organization counts every organization's rows.
+		detail := map[string]any{"kind": er.Kind, "all_orgs": er.AllOrgs}
+		if org == er.OrgID {
+			detail["removed"], detail["loops"] = er.Removed, len(er.Loops)
+		}
+		if err := db.appendAudit(ctx, tx, NewAuditEntry{OrgID: org, Action: AuditPersonErased, SubjectHash: er.Hash,
+			ObjectID: &id, Detail: detail}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

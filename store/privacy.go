@@ -309,8 +309,8 @@ var personalTables = []PersonalTable{
 				"the subject as sent goes, and the erasure's own entry follows in each chain it blanked"},
 		Erase: eraseAudit,
 		from:  "audit_log t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
-		export: []exportColumn{timeCol("at"), text("action"), text("actor_kind"), text("actor_name"), text("subject"),
-			text("task_id"), text("batch_id"), intCol("credits"), text("request_id")},
+		export: []exportColumn{timeCol("at"), text("action"), text("actor_kind"), text("actor_id"), text("actor_name"), text("subject"),
+			text("task_id"), text("batch_id"), text("object_id"), intCol("credits"), text("request_id")},
 	},
 }
 

@@ -117,4 +117,6 @@ var conformanceTests = []conformanceTest{
 	{"ErasureRefusals", testErasureRefusals},
 	{"AnExportShowsEverythingHeldOnThePerson", testAnExportShowsEverythingHeldOnThePerson},
 	{"AnErasedDeliveryIsNotRetried", testAnErasedDeliveryIsNotRetried},
+	{"AnErasureIsRecordedInEveryChainItBlanks", testAnErasureIsRecordedInEveryChainItBlanks},
+	{"AnExportIsRecordedAndListsThePersonsEntries", testAnExportIsRecordedAndListsThePersonsEntries},
 }

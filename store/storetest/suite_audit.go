@@ -488,3 +488,155 @@ func testAuditRetentionLeavesAVerifiableCheckpoint(t *testing.T, env *Env) {
 	is.True(c.Bad != nil)
 	is.True(strings.Contains(c.Bad.Problem, "retention"))
 }
+
+// testAnErasureIsRecordedInEveryChainItBlanks: an erasure blanks the subject of every
+// entry about the person (by the profile asked and the address found for her), keeps
+// the entries, found by hash, and records itself, by whoever asked, after them: the
+// chain verifies. The operator's erasure of every organization records itself in the
+// installation's chain and in each organization's chain it blanked, each of which
+// verifies; an organization whose entries it did not touch gets no entry.
+func testAnErasureIsRecordedInEveryChainItBlanks(t *testing.T, env *Env) {
+	is := is.New(t)
+	db := env.DB
+	acme, other, bystander := NewOrg(t, db, "acme"), NewOrg(t, db, "other"), NewOrg(t, db, "bystander")
+	for _, org := range []string{"acme", "other", "bystander"} {
+		_, err := db.GrantCredits(context.Background(), org, 100, nil)
+		is.NoErr(err)
+	}
+	profile, resolved, _ := erasedWorkload(t, env, acme)
+	_, err := db.CreateTask(byKey("k", "k", ""), NewTask(acme, "acme.com"))
+	is.NoErr(err)
+	_, err = db.CreateTask(byKey("k", "k", ""), NewTask(bystander, "acme.com"))
+	is.NoErr(err)
+	// Hers are the entries about her profile and the address found for her: the
+	// address she was one candidate for is another subject, erased on its own.
+	hers := map[string]bool{}
+	for _, sub := range []enrich.Subject{profile, resolved} {
+		h := db.Subjects().Hash(sub)
+		hers[hex.EncodeToString(h[:])] = true
+	}
+	about := func(org string) (clear, blanked int) {
+		for _, e := range auditOf(t, db, org) {
+			if e.Subject != nil && e.SubjectHash != nil && hers[*e.SubjectHash] {
+				clear++
+			}
+			if e.Erased {
+				blanked++
+			}
+		}
+		return clear, blanked
+	}
+	clear, _ := about(acme)
+	is.True(clear >= 4) // her lookups by profile and address, the store hit, the watch
+
+	user, email := "u1", "dpo@acme.example"
+	er, err := db.Erase(store.Acting(context.Background(), store.Actor{Kind: store.ActorUser, ID: &user, Name: &email}, "req-1"),
+		store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
+	is.NoErr(err)
+	is.True(er.Removed["audit_log"] >= 4)
+	clear, blanked := about(acme)
+	is.Equal(clear, 0)
+	is.Equal(int64(blanked), er.Removed["audit_log"])
+	entries := auditOf(t, db, acme)
+	last := entries[0]
+	is.Equal(last.Action, store.AuditPersonErased)
+	is.Equal(*last.ObjectID, er.ID)
+	is.Equal(last.Subject, nil) // by hash alone
+	hash := db.Subjects().Hash(profile)
+	is.Equal(*last.SubjectHash, hex.EncodeToString(hash[:]))
+	is.Equal(last.Actor.Kind, store.ActorUser)
+	is.Equal(*last.Actor.Name, email)
+	is.Equal(*last.RequestID, "req-1")
+	for _, e := range entries {
+		if e.Subject != nil {
+			is.True(*e.Subject == "acme.com" || *e.Subject == "Jane.Doe@acme.com") // the company's, and the other address's
+		}
+	}
+	byAddress, _, err := db.ListAudit(context.Background(), acme, store.AuditFilter{SubjectHash: func() []byte {
+		h := db.Subjects().Hash(resolved)
+		return h[:]
+	}()}, 0, 100)
+	is.NoErr(err)
+	is.True(len(byAddress) > 0) // still found by the address's hash
+	for _, e := range byAddress {
+		is.True(e.Erased)
+	}
+	c := chainOf(t, db, acme)
+	is.Equal(c.Bad, nil)
+	is.Equal(c.Erased, er.Removed["audit_log"])
+
+	// Every organization's: the installation's chain, and other's, which looked her up.
+	_, err = db.CreateTask(byKey("k2", "k2", ""), newPersonTask(other, "jane-doe"))
+	is.NoErr(err)
+	before := len(auditOf(t, db, bystander))
+	all, err := db.Erase(store.Acting(context.Background(), store.Actor{Kind: store.ActorCLI}, ""),
+		store.NewErasure{AllOrgs: true, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
+	is.NoErr(err)
+	for _, org := range []string{"", other} {
+		list := auditOf(t, db, org)
+		is.True(len(list) > 0)
+		is.Equal(list[0].Action, store.AuditPersonErased)
+		is.Equal(*list[0].ObjectID, all.ID)
+		is.Equal(list[0].Actor.Kind, store.ActorCLI)
+	}
+	is.Equal(len(auditOf(t, db, bystander)), before)
+	clear, _ = about(other)
+	is.Equal(clear, 0)
+	chains, err := db.VerifyAudit(context.Background(), "", true)
+	is.NoErr(err)
+	for _, ch := range chains {
+		if ch.Bad != nil {
+			t.Errorf("the chain of %q: %+v", ch.OrgID, *ch.Bad)
+		}
+	}
+}
+
+// testAnExportIsRecordedAndListsThePersonsEntries: an export lists the organization's
+// audit entries about the person (who looked her up, and how), oldest first, and is
+// itself recorded, by whoever asked; another organization's export shows none of
+// them and is recorded in its own chain alone.
+func testAnExportIsRecordedAndListsThePersonsEntries(t *testing.T, env *Env) {
+	is := is.New(t)
+	db := env.DB
+	acme, other := NewOrg(t, db, "acme"), NewOrg(t, db, "other")
+	_, err := db.GrantCredits(context.Background(), "acme", 100, nil)
+	is.NoErr(err)
+	profile, _, _ := erasedWorkload(t, env, acme)
+	before := len(auditOf(t, db, acme))
+
+	x, err := db.ExportPerson(byKey("key-1", "crm", "req-7"), acme, false, profile)
+	is.NoErr(err)
+	is.True(len(x.Audit) >= 4)
+	var prev time.Time
+	for _, e := range x.Audit {
+		at := e["at"].(time.Time)
+		is.True(!at.Before(prev)) // oldest first
+		prev = at
+		is.Equal(e["org_id"], acme)
+		is.True(e["action"] == store.AuditTaskCreated || e["action"] == store.AuditWatchCreated)
+	}
+	for _, task := range x.Tasks { // each says who made it: here the tests' setup, outside any request
+		is.Equal(task["by"].(map[string]any)["kind"], store.ActorSystem)
+	}
+	entries := auditOf(t, db, acme)
+	is.Equal(len(entries), before+1)
+	last := entries[0]
+	is.Equal(last.Action, store.AuditPersonExported)
+	is.Equal(*last.Subject, profile.Value)
+	is.Equal(last.Actor.Kind, store.ActorKey)
+	is.Equal(*last.Actor.Name, "crm")
+	is.Equal(*last.RequestID, "req-7")
+	is.Equal(chainOf(t, db, acme).Bad, nil)
+
+	theirs, err := db.ExportPerson(byKey("key-2", "theirs", ""), other, false, profile)
+	is.NoErr(err)
+	is.Equal(len(theirs.Audit), 0)
+	is.Equal(len(auditOf(t, db, acme)), before+1)
+	mine := auditOf(t, db, other)
+	is.Equal(mine[0].Action, store.AuditPersonExported)
+
+	// A second export shows the first.
+	again, err := db.ExportPerson(context.Background(), acme, false, profile)
+	is.NoErr(err)
+	is.Equal(again.Audit[len(again.Audit)-1]["action"], store.AuditPersonExported)
+}
