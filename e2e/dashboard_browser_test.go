@@ -735,14 +735,15 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.axe("erasures")
 	b.shot("erasures")
 
-	// Audit: who enriched, suppressed, signed in; suppressions by hash alone; filtered
-	// by action, and downloaded as JSON Lines.
+	// Audit: who enriched, suppressed, signed in, exported and erased; suppressions and
+	// the erased person by hash alone; filtered by action, and downloaded as JSON Lines.
 	b.open("/dashboard/audit", "tr.audit-entry")
-	b.waitText("#audit", "Suppressed")
-	contains(t, b.text("#audit"), "Enriched")
-	contains(t, b.text("#audit"), "Signed in")
-	if strings.Contains(b.text("main"), "jane.doe") {
-		t.Error("the Audit page shows a suppressed address")
+	b.waitText("#audit", "Erased a person")
+	for _, what := range []string{"Exported a person", "Suppressed", "Enriched", "Signed in"} {
+		contains(t, b.text("#audit"), what)
+	}
+	if text := b.text("main"); strings.Contains(text, "jane.doe") || strings.Contains(text, "john.smith") {
+		t.Error("the Audit page shows a suppressed or erased address")
 	}
 	contains(t, b.text("#audit-head"), "The chain's head")
 	b.axe("audit")
