@@ -717,7 +717,11 @@ func (s *Server) feedRound(ctx context.Context) bool {
 			if p.Company {
 				key = store.CompanyRowIdempotencyKey(p.BatchID, p.Row)
 			}
-			_, err = s.submitTask(ctx, taskRequest{OrgID: p.OrgID, Input: in, Fields: fields,
+			// A row's lookup is the batch's, in the audit log: its batch.created entry
+			// names who uploaded it.
+			id := p.BatchID
+			byBatch := store.Acting(ctx, store.Actor{Kind: store.ActorBatch, ID: &id}, "")
+			_, err = s.submitTask(byBatch, taskRequest{OrgID: p.OrgID, Input: in, Fields: fields,
 				IdempotencyKey: key, Route: "create_batch", Endpoint: "POST /v1/batches",
 				Batch: &store.BatchRowRef{BatchID: p.BatchID, Row: p.Row, Company: p.Company}, MaxBacklog: s.feedBacklog()})
 		}
@@ -849,6 +853,14 @@ func (s *Server) writeBatchResults(w http.ResponseWriter, r *http.Request, b *st
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	}
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": base + "-results" + ext}))
+	// The download is an access to the rows' people: recorded before a byte is sent.
+	batchID := b.ID
+	if err := s.db.RecordAudit(ctx, store.NewAuditEntry{OrgID: b.OrgID, Action: store.AuditBatchDownloaded, BatchID: &batchID,
+		Detail: map[string]any{"format": ext[1:], "rows": b.Rows}}); err != nil {
+		w.Header().Del("Content-Disposition")
+		fail(w, r, err)
+		return
+	}
 	columns := append(append([]string{}, b.Columns...), flatten.Columns(b.ObjectType)...)
 	out := &sentWriter{w: w}
 	cw := csv.NewWriter(out)

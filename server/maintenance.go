@@ -38,6 +38,9 @@ func (s *Server) maintain(ctx context.Context) {
 		if s.cfg.RetainRecords > 0 {
 			s.purgeRecords(ctx)
 		}
+		if s.cfg.RetainAudit > 0 {
+			s.purgeAudit(ctx)
+		}
 		// Other people's profiles go once past their window, whatever the other
 		// settings: no retry reads them then.
 		s.purgeGatherings(ctx)
@@ -120,6 +123,33 @@ func (s *Server) purgeRecords(ctx context.Context) {
 	}
 	if records > 0 {
 		s.log.Info("deleted stored records no source refreshed within retention", "records", records,
+			"before", cutoff.Format("2006-01-02T15:04:05Z"))
+	}
+}
+
+// purgeAudit deletes the audit log's entries older than cfg.RetainAudit, chain by
+// chain, batch after batch, each in its own short transaction that leaves the chain's
+// checkpoint and records the cut, until a batch finds less than a full one. A chain is
+// cut once its oldest entry is a day past the cutoff, so about once a day.
+func (s *Server) purgeAudit(ctx context.Context) {
+	cutoff := s.db.Now().Add(-s.cfg.RetainAudit)
+	entries := 0
+	for ctx.Err() == nil {
+		n, err := s.db.PurgeAudit(ctx, cutoff, 4*purgeBatch)
+		if err != nil {
+			if ctx.Err() == nil && !store.IsStorageFault(err) {
+				s.log.Error("deleting audit log entries past retention", "err", err)
+			}
+			break
+		}
+		entries += n
+		s.metrics.counter("enrichd_retention_deleted_total", "kind", "audit_entries").Add(n)
+		if n < 4*purgeBatch {
+			break
+		}
+	}
+	if entries > 0 {
+		s.log.Info("deleted audit log entries past retention, leaving each chain's checkpoint", "entries", entries,
 			"before", cutoff.Format("2006-01-02T15:04:05Z"))
 	}
 }

@@ -84,6 +84,11 @@ func (s *Server) AbortStream(r *http.Request, msg string, err error, attrs ...an
 	s.abortStream(r, msg, err, attrs...)
 }
 
+// ActAs is r acting as actor, for the audit log (store.Acting), with the request's id.
+func ActAs(r *http.Request, actor store.Actor) *http.Request {
+	return r.WithContext(store.Acting(r.Context(), actor, info(r).id))
+}
+
 // SubmitTask creates a task as the enrichment endpoints do (see submitTask).
 func (s *Server) SubmitTask(ctx context.Context, tr TaskRequest) (*store.Enqueued, error) {
 	return s.submitTask(ctx, tr)

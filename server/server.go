@@ -86,6 +86,10 @@ type Config struct {
 	// freshness window; zero leaves the freshness window alone to bound it (and is not
 	// replaced by the default).
 	RetainCandidates time.Duration
+	// RetainAudit is how long the audit log's entries are kept, whatever the other
+	// settings: a chain is cut to it once a day. Zero keeps them for ever (and is not
+	// replaced by the default).
+	RetainAudit time.Duration
 	// WatchInterval is how often the watches that are due are looked for and their
 	// tasks enqueued.
 	WatchInterval time.Duration
@@ -178,6 +182,7 @@ func DefaultConfig() Config {
 
 		RetainRecords:    3 * 365 * 24 * time.Hour,
 		RetainCandidates: 7 * 24 * time.Hour,
+		RetainAudit:      3 * 365 * 24 * time.Hour,
 
 		MaintenanceInterval: time.Minute,
 		WatchInterval:       10 * time.Second,

@@ -118,7 +118,11 @@ func (s *Server) runDueWatches(ctx context.Context) {
 		// between the enqueue and WatchScheduled, the claim's retry finds that task
 		// again instead of charging for a second one.
 		key := "watch-" + w.ID + "-" + strconv.FormatInt(prevDue.UnixMilli(), 10)
-		res, err := s.submitTask(ctx, taskRequest{OrgID: w.OrgID, Input: in, Fields: w.Input, WatchID: &w.ID,
+		// The check is the watch's, in the audit log: its watch.created entry names who
+		// made it.
+		id := w.ID
+		byWatch := store.Acting(ctx, store.Actor{Kind: store.ActorWatch, ID: &id}, "")
+		res, err := s.submitTask(byWatch, taskRequest{OrgID: w.OrgID, Input: in, Fields: w.Input, WatchID: &w.ID,
 			IdempotencyKey: key, Route: "watch", Endpoint: "watch"})
 		if err != nil {
 			// The claim makes it due again in WatchRetry: no credits, a full queue or a

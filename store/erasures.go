@@ -227,7 +227,9 @@ func (db *DB) erase(ctx context.Context, tx Tx, h *enrich.Subjects, ne NewErasur
 	if err := insertErasure(ctx, tx, er); err != nil {
 		return nil, err
 	}
-	// An audit entry of the erasure is written here, in its transaction.
+	if err := db.recordErasure(ctx, tx, e, er); err != nil {
+		return nil, fmt.Errorf("recording the erasure in the audit log: %w", err)
+	}
 	return er, nil
 }
 

@@ -38,6 +38,9 @@ type Holdings struct {
 	Loops int64 `json:"loops"`
 	// SourceMisses are the subjects a vendor was found not to know.
 	SourceMisses int64 `json:"source_misses"`
+	// AuditEntries are the audit log's entries, every organization's, until
+	// --retain-audit: counted from the chains' heads, not read.
+	AuditEntries int64 `json:"audit_entries"`
 	// OwnKeys counts, by source, the organizations that set their own vendor key: that
 	// vendor receives their tasks' questions under their own account.
 	OwnKeys map[string]int64 `json:"-"`
@@ -85,6 +88,7 @@ func (db *DB) Holdings(ctx context.Context) (Holdings, error) {
 			{`SELECT count(*) FROM watches`, &h.Watches},
 			{`SELECT count(*) FROM loops`, &h.Loops},
 			{`SELECT count(*) FROM source_misses`, &h.SourceMisses},
+			{`SELECT coalesce(sum(seq - base_seq), 0) FROM audit_heads`, &h.AuditEntries},
 		} {
 			if err := q.QueryRow(ctx, c.query).Scan(c.n); err != nil {
 				return err

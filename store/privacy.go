@@ -61,6 +61,10 @@ type Erasing struct {
 	// Removed counts the rows deleted or redacted, by table. An Erase may count rows
 	// of another table that go with its own (a gathering with its candidates).
 	Removed map[string]int64
+	// AuditChains are the organizations whose audit entries about the person were
+	// blanked: the erasure records itself in each, after them, so that each chain
+	// shows why its entries lost their subject.
+	AuditChains []string
 }
 
 // EraseFunc erases, in tx, the rows of p about the person that Find finds for the
@@ -294,6 +298,20 @@ var personalTables = []PersonalTable{
 		export: []exportColumn{text("kind"), text("hint"), jsonCol("hints"), text("requested_by_kind"), text("requested_by_name"),
 			timeCol("created_at"), timeCol("completed_at"), {name: "all_orgs", expr: "t.org_id = ''", kind: exportBool}},
 	},
+	{
+		Name: "audit_log", Key: []string{"org_id", "at", "seq"},
+		Holds: []string{"subject"}, Hashes: []string{"subject_hash"},
+		Other: []string{"actor_kind", "actor_id", "actor_name", "action", "subject_seal", "task_id", "batch_id", "object_id",
+			"credits", "request_id", "detail", "prev_hash", "hash"},
+		Scope: OrgRows,
+		Erasure: EraseRule{Action: EraseRedact, Redacts: []string{"subject"},
+			Why: "the entry stays, named by the subject's keyed hash, so that the record of who looked the person up and its hash chain stay whole; " +
+				"the subject as sent goes, and the erasure's own entry follows in each chain it blanked"},
+		Erase: eraseAudit,
+		from:  "audit_log t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{timeCol("at"), text("action"), text("actor_kind"), text("actor_id"), text("actor_name"), text("subject"),
+			text("task_id"), text("batch_id"), text("object_id"), intCol("credits"), text("request_id")},
+	},
 }
 
 // resultColumnOf is resultColumn for the tasks aliased alias.
@@ -328,6 +346,7 @@ var NonPersonalTables = map[string]string{
 	"org_source_keys": "organizations' own vendor keys, sealed",
 	"replicas":        "PostgreSQL replicas' heartbeats",
 	"subject_key":     "the id of the key subjects are hashed under, not the key",
+	"audit_heads":     "the head of each organization's audit chain and the checkpoint retention left: places and hashes",
 }
 
 // PersonalTables is the registry, in the order export shows it.

@@ -307,14 +307,19 @@ func testAnotherKeyIsRefused(t *testing.T, env *Env) {
 }
 
 // downgradeSubjects takes the database back to the schema before subjects were
-// hashed: the hash columns, their indexes and the suppressions dropped, the migration
-// forgotten. It returns, by table and row key, the hashes the rows had.
+// hashed: the hash columns, their indexes and the suppressions dropped, the erasures and the audit log
+// that came after them dropped, the migrations forgotten. It returns, by table and row
+// key, the hashes the rows had.
 func downgradeSubjects(t *testing.T, env *Env) map[string]string {
 	t.Helper()
 	raw := env.Raw()
 	before := hashSnapshot(t, env)
-	// The erasures' migration, which came after, undone first.
+	// The audit log's and the erasures' migrations, which came after, undone first.
 	for _, stmt := range []string{
+		`DROP TABLE audit_log`,
+		`DROP TABLE audit_heads`,
+		raw.Pick(`SELECT 1`, `DROP FUNCTION audit_log_head()`),
+		`DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)`,
 		`DROP TABLE erasures`,
 		`DROP INDEX deliveries_erasure`,
 		`ALTER TABLE deliveries DROP COLUMN erasure_id`,
@@ -326,7 +331,7 @@ func downgradeSubjects(t *testing.T, env *Env) map[string]string {
 		}
 	}
 	for _, p := range store.PersonalTables() {
-		if p.Name == "suppressions" || p.Name == "erasures" {
+		if p.Name == "suppressions" || p.Name == "erasures" || p.Name == "audit_log" {
 			continue
 		}
 		indexes := []string{p.Name + "_subject", p.Name + "_answer", p.Name + "_unhashed"}
@@ -423,7 +428,9 @@ func hashSnapshot(t *testing.T, env *Env) map[string]string {
 	raw := env.Raw()
 	out := map[string]string{}
 	for _, p := range store.PersonalTables() {
-		if p.Name == "suppressions" || p.Name == "erasures" {
+		// Suppressions, erasures and the audit log came with hashing or after it:
+		// their rows are written with their hashes, never backfilled.
+		if p.Name == "suppressions" || p.Name == "erasures" || p.Name == "audit_log" {
 			continue
 		}
 		rows, err := raw.Query(`SELECT ` + strings.Join(p.Key, ", ") + `, ` + strings.Join(p.Hashes, ", ") + ` FROM ` + p.Name)

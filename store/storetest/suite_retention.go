@@ -268,5 +268,5 @@ func testHoldingsCountEveryKind(t *testing.T, env *Env) {
 	held, err = db.Holdings(ctx)
 	is.NoErr(err)
 	is.Equal(held, store.Holdings{StoredCompanies: 1, Tasks: 2, Deliveries: 2, PendingDeliveries: 2, Loops: 1, SourceMisses: 1,
-		OwnKeys: map[string]int64{"pdl": 1}})
+		AuditEntries: 2, OwnKeys: map[string]int64{"pdl": 1}}) // an entry for each task
 }
