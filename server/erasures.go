@@ -14,7 +14,7 @@ import (
 // from everything the organization holds, lists the erasures, and exports what is held
 // on a person as one document; the dashboard and the CLI go through the same checks
 // and store methods. After an erasure the webhook sender is woken for its person.erased
-// events, and the completer (completeErasures) for the erasures whose events are done.
+// events, and the completer (package worker's) for the erasures whose events are done.
 
 // ErasureRequest is the body of POST /v1/erasures, and the query of GET
 // /v1/people/export: exactly one of email or networkUrl (a profile).

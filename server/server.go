@@ -25,7 +25,10 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Config is how the service behaves. Zero values take the defaults of DefaultConfig.
+// Config is how the service behaves: serve's flags. The server reads the HTTP
+// surface's fields; wire.WorkerConfig passes the background's (Workers, Lease,
+// ShutdownGrace, the retention and the intervals, the sources and the deliveries) on
+// to package worker. Zero values take the defaults of DefaultConfig.
 type Config struct {
 	// Secrets opens the organizations' own vendor keys (package secret); nil when
 	// serve has no secret key file, and then no organization's own key is used.
@@ -69,7 +72,7 @@ type Config struct {
 	DeliveryTimeout     time.Duration // how long one attempt may take; 10 s
 	Logger              *slog.Logger
 
-	// ShutdownGrace is how long tasks already claimed may run on once RunWorkers' context
+	// ShutdownGrace is how long tasks already claimed may run on once the workers' context
 	// ends; those still running then go back to the queue. Zero puts them back at once.
 	ShutdownGrace time.Duration
 	// Retain is how long settled tasks and delivery history are kept; zero keeps them

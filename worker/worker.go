@@ -4,9 +4,9 @@
 // events, the batch feeder that makes the tasks of batches' rows, the watch
 // scheduler, retention and the WAL checkpoint, the completer of erasures, the replica
 // heartbeat and the release of idle memory. It calls store and enrich, as package
-// server does; neither imports the other. serve (package cli) builds both on one
-// database and wires them: the server tells the Pool what it made (Wake*) and counts
-// requests as activity; the Pool makes the tasks of watches and batch rows through the
+// server does; neither imports the other. Package wire builds both on one database and
+// wires them: the server tells the Pool what it made (Wake*) and counts requests as
+// activity (Active); the Pool makes the tasks of watches and batch rows through the
 // store, as the API does, and tells the server how many replicas share a key's rate
 // limit (Config.SetReplicas).
 package worker
@@ -30,9 +30,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// Config is how the background work behaves. serve fills it from the same flags as
-// server.Config (the fields of the same names mean the same); a zero value takes the
-// default of DefaultConfig, except where a field says otherwise.
+// Config is how the background work behaves. wire.WorkerConfig fills it from
+// server.Config, serve's flags (the fields of the same names mean the same); a zero
+// value takes the default of DefaultConfig, except where a field says otherwise.
 type Config struct {
 	Workers       int           // task workers
 	TaskTTL       time.Duration // a task unsettled this long after creation fails as timed_out
@@ -85,9 +85,9 @@ type Config struct {
 	// the rows of those past it.
 	SessionIdle time.Duration
 
-	// Metrics is the set the background's counters are kept in: serve passes the
-	// server's (server.Server.Metrics), so that /metrics shows them. nil: a set of the
-	// Pool's own.
+	// Metrics is the set the background's counters are kept in: wire passes the one
+	// the server's /metrics writes (server.Config.Metrics). nil: a set of the Pool's
+	// own.
 	Metrics *metrics.Set
 	// RowRequest reads a batch row's stored request back into the input and the
 	// request its endpoint would have made (server.RowRequest), so that a row's task is
