@@ -40,7 +40,7 @@ func WorkerConfig(cfg server.Config) worker.Config {
 		WebhookPolicy: cfg.WebhookPolicy, DeliveryConcurrency: cfg.DeliveryConcurrency,
 		DeliveryPerLoop: cfg.DeliveryPerLoop, DeliveryTimeout: cfg.DeliveryTimeout, Logger: cfg.Logger,
 		ShutdownGrace: cfg.ShutdownGrace, Retain: cfg.Retain, RetainRecords: cfg.RetainRecords,
-		KeepGathered: cfg.KeepGathered(), WatchInterval: cfg.WatchInterval,
+		RetainCandidates: cfg.RetainCandidates, WatchInterval: cfg.WatchInterval,
 		MaintenanceInterval: cfg.MaintenanceInterval, IdleRelease: cfg.IdleRelease, SessionIdle: cfg.SessionIdle,
 		RowRequest: server.RowRequest(cfg.NetworkHost),
 	}

@@ -10,8 +10,8 @@ import (
 )
 
 // wiredApart are the worker's fields that are not serve's settings but what wire.New
-// tells the Pool of the server, or, for KeepGathered, what server.Config computes.
-var wiredApart = map[string]bool{"Metrics": true, "RowRequest": true, "SetReplicas": true, "KeepGathered": true}
+// tells the Pool of the server.
+var wiredApart = map[string]bool{"Metrics": true, "RowRequest": true, "SetReplicas": true}
 
 // Every setting of the background is one of serve's, of the same name and type, and
 // WorkerConfig passes it on: a field added to worker.Config and forgotten here, or

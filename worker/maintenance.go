@@ -128,7 +128,7 @@ func (s *Pool) purgeRecords(ctx context.Context) {
 // cfg.KeepGathered, the candidates' profiles with it, batch after batch, each in its
 // own short transaction, until a batch finds less than a full one.
 func (s *Pool) purgeGatherings(ctx context.Context) {
-	cutoff := s.db.Now().Add(-s.cfg.KeepGathered)
+	cutoff := s.db.Now().Add(-s.cfg.KeepGathered())
 	for ctx.Err() == nil {
 		gatherings, candidates, err := s.db.PurgeGatherings(ctx, cutoff, purgeBatch)
 		if err != nil {

@@ -94,7 +94,7 @@ func (s *Pool) runDueWatches(ctx context.Context) {
 		if _, ok := spent[w.OrgID]; !ok {
 			spent[w.OrgID] = d.MonthSpend
 		}
-		in := w.TaskInput()
+		in := watchTaskInput(w)
 		if s.pauseSuppressedWatch(ctx, w, in) {
 			continue
 		}
@@ -143,3 +143,6 @@ func (s *Pool) runDueWatches(ctx context.Context) {
 		}
 	}
 }
+
+// watchTaskInput is the input of a watch's task (store.Watch.TaskInput).
+func watchTaskInput(w *store.Watch) enrich.Input { return w.TaskInput() }

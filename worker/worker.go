@@ -71,9 +71,10 @@ type Config struct {
 	// replaced by a default).
 	Retain        time.Duration
 	RetainRecords time.Duration
-	// KeepGathered is how long what an ambiguous email lookup gathered is kept and read
-	// (server.Config.KeepGathered); the freshness window when 0.
-	KeepGathered time.Duration
+	// RetainCandidates is how long what an ambiguous email lookup gathered is kept and
+	// read, at most the freshness window (KeepGathered); zero leaves the freshness
+	// window alone to bound it.
+	RetainCandidates time.Duration
 	// WatchInterval is how often the watches that are due are looked for.
 	WatchInterval time.Duration
 	// MaintenanceInterval is how often retention and the WAL checkpoint run.
@@ -121,6 +122,31 @@ func DefaultConfig() Config {
 	}
 }
 
+// KeepGathered is how long what an ambiguous email lookup gathered is kept and read:
+// RetainCandidates, or the freshness window when that is shorter or RetainCandidates
+// is zero (server.Config.KeepGathered, the same rule).
+func (c Config) KeepGathered() time.Duration {
+	w := c.Freshness
+	if w <= 0 {
+		w = DefaultConfig().Freshness
+	}
+	if c.RetainCandidates > 0 && c.RetainCandidates < w {
+		w = c.RetainCandidates
+	}
+	return w
+}
+
+// replicaShare tells the server's rate limits of API keys how many replicas share
+// them (Config.SetReplicas), and returns how many it told them before.
+type replicaShare func(live int) (previous int)
+
+func (f replicaShare) setShare(live int) int {
+	if f == nil {
+		return live // nobody to tell
+	}
+	return f(live)
+}
+
 // Pool is the background work over one database. Its methods' receiver is named s, as
 // when this work was the server's, so that the loops read as they did.
 type Pool struct {
@@ -135,7 +161,10 @@ type Pool struct {
 	wake     chan struct{} // an enqueue wakes an idle worker
 	feedWake chan struct{} // a new batch wakes the feeder
 	replica  string        // this process among the replicas that share the database
-	sender   *webhook.Sender
+	// keyLimits are the server's rate limits of API keys, as far as the heartbeat tells
+	// them how many replicas are alive.
+	keyLimits replicaShare
+	sender    *webhook.Sender
 	// activity counts API requests (Active) and claims; maintenance reads it to find
 	// quiet times.
 	activity atomic.Uint64
@@ -156,9 +185,6 @@ func New(db *store.DB, cfg Config) *Pool {
 	}
 	if cfg.Freshness <= 0 {
 		cfg.Freshness = def.Freshness
-	}
-	if cfg.KeepGathered <= 0 || cfg.KeepGathered > cfg.Freshness {
-		cfg.KeepGathered = cfg.Freshness
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = def.Lease
@@ -199,15 +225,16 @@ func New(db *store.DB, cfg Config) *Pool {
 		cfg: cfg,
 		db:  db,
 		pipeline: &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger, Held: db.Held(),
-			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, KeepGathered: cfg.KeepGathered,
+			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, KeepGathered: cfg.KeepGathered(),
 			Now: func() time.Time { return db.Now() }, Spend: spend,
 			Keys: keys, Misses: missKeeper{db: db, log: cfg.Logger, metrics: m}},
-		spend:    spend,
-		keys:     keys,
-		log:      cfg.Logger,
-		wake:     make(chan struct{}, cfg.Workers),
-		feedWake: make(chan struct{}, 1),
-		replica:  replica,
+		spend:     spend,
+		keys:      keys,
+		log:       cfg.Logger,
+		wake:      make(chan struct{}, cfg.Workers),
+		feedWake:  make(chan struct{}, 1),
+		replica:   replica,
+		keyLimits: replicaShare(cfg.SetReplicas),
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
 			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,
 			Recorded: func(batch []store.Attempted) { m.recorded(batch); s.erasureEventsRecorded(batch) },

@@ -145,8 +145,8 @@ func (s *Pool) heartbeat(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil && !store.IsStorageFault(err):
 			s.log.Error("recording this replica's heartbeat", "err", err)
-		case err == nil && s.cfg.SetReplicas != nil:
-			if old := s.cfg.SetReplicas(live); old != live {
+		case err == nil:
+			if old := s.keyLimits.setShare(live); old != live {
 				s.log.Info("replicas alive changed: each enforces its share of a key's rate limit", "replicas", live)
 			}
 		}
@@ -256,7 +256,7 @@ func (s *Pool) process(ctx context.Context, c *store.Claim) {
 			// lookup's is.
 			emailCtx, rec := enrich.WithRecorder(enrich.WithPersonFill(enrich.WithOrg(taskCtx, c.OrgID), fill))
 			o := p.ResolveEmail(emailCtx, c.Input)
-			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.KeepGathered, TieBroken: o.TieBroken,
+			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.KeepGathered(), TieBroken: o.TieBroken,
 				Trace: rec.Trace(o.Result)}
 			out.Gathered = sharedGathering(o.Gathered, out.Trace)
 			if o.Company != nil {
