@@ -55,8 +55,8 @@ type Config struct {
 	// credit costs, by source (--<vendor>-credit-usd), to show spend in money.
 	SourceBudgets map[string]int64
 	CreditUSD     map[string]float64
-	// KeyInfos tells whose vendor key each source uses for an organization; nil: the
-	// installation's, for every organization.
+	// KeyInfos tells whose vendor key each source uses for an organization (wire.New
+	// passes the workers'); nil: as the database says.
 	KeyInfos enrich.KeyInfos
 	// Fill is the server-wide default of the fields the waterfall fills, per object
 	// type; an organization's own list (store's FillLists) replaces it. Empty lists

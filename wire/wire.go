@@ -12,16 +12,21 @@ import (
 )
 
 // New builds the HTTP server and the background work on one database, each told of
-// the other through its Config: the server wakes the workers (server.Background), the
-// workers count in the server's metrics, read batch rows back as the API does
-// (server.RowRequest) and give the rate limiter its share among the replicas.
+// the other through its Config: the server wakes the workers (server.Background), both
+// count in one metrics set (cfg.Metrics, or a new one), and the workers read batch rows
+// back as the API does (server.RowRequest), give the rate limiter its share among the
+// replicas, and tell GET /v1/sources whose key each source uses (cfg.KeyInfos, unless
+// set).
 func New(db *store.DB, cfg server.Config) (*server.Server, *worker.Pool) {
 	var srv *server.Server
 	wcfg := WorkerConfig(cfg)
-	wcfg.Metrics = metrics.NewSet()
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	wcfg.Metrics = cfg.Metrics
 	wcfg.SetReplicas = func(live int) int { return srv.SetReplicas(live) }
 	work := worker.New(db, wcfg)
-	cfg.Background, cfg.Metrics = work, wcfg.Metrics
+	cfg.Background = work
 	if cfg.KeyInfos == nil {
 		cfg.KeyInfos = work.KeyInfos()
 	}
