@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"enrichd/wire"
 	"errors"
 	"fmt"
 	"io"
@@ -335,7 +336,7 @@ func fillFlags(cmd *cobra.Command) (enrich.FillLists, error) {
 // prints to stderr where the API and the dashboard are and the first-start link.
 func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Config, stderr io.Writer) error {
 	cfg.Dashboard = dashboard.New
-	srv := server.New(db, cfg)
+	srv, work := wire.New(db, cfg)
 	ln, err := srv.Listen(cfg.Addr, cfg.HTTP)
 	if err != nil {
 		return err
@@ -357,7 +358,7 @@ func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Confi
 	workersDone := make(chan struct{})
 	go func() {
 		defer close(workersDone)
-		srv.RunWorkers(workCtx)
+		work.RunWorkers(workCtx)
 	}()
 	serveErr := make(chan error, len(servers))
 	for i, hs := range servers {

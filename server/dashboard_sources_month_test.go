@@ -65,10 +65,10 @@ func TestDashboardSourcesMonthShowsAsksUnderWayAndUnknown(t *testing.T) {
 	ctx := context.Background()
 	e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
 	gone := replicaOf(e)
-	is.True(admit(t, gone.srv.Spend(), e.orgID, "pdl") != nil) // its process is gone before the answer
-	is.True(admit(t, e.srv.Spend(), e.orgID, "pdl") != nil)    // under way here
+	is.True(admit(t, gone.work.Spend(), e.orgID, "pdl") != nil) // its process is gone before the answer
+	is.True(admit(t, e.work.Spend(), e.orgID, "pdl") != nil)    // under way here
 	e.clock.Add(time.Minute)
-	e.srv.SettleDeadAsks(ctx)
+	e.work.SettleDeadAsks(ctx)
 
 	pdl := e.signIn("acme", "viewer").get("/dashboard/sources")
 	is.Equal(pdl.status, http.StatusOK)

@@ -57,7 +57,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 	is.Equal(p.status, http.StatusSeeOther)
 	is.True(strings.HasPrefix(p.location, "/dashboard/sources?"))
 	is.Equal(e.ownFill(e.orgID), enrich.FillLists{Company: []string{"slogan", "about"}, Person: []string{"positions"}})
-	fields, err := e.srv.FillFor(context.Background(), claimOf(e.orgID, enrich.LookupDomain))
+	fields, err := e.work.FillFor(context.Background(), claimOf(e.orgID, enrich.LookupDomain))
 	is.NoErr(err)
 	is.Equal(fields, []string{"slogan", "about"})
 
@@ -71,7 +71,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 	p = admin.post("/dashboard/settings/sources", url.Values{"person": {"headline"}})
 	is.Equal(p.status, http.StatusSeeOther)
 	is.Equal(e.ownFill(e.orgID), enrich.FillLists{Person: []string{"headline"}})
-	fields, err = e.srv.FillFor(context.Background(), claimOf(e.orgID, enrich.LookupDomain))
+	fields, err = e.work.FillFor(context.Background(), claimOf(e.orgID, enrich.LookupDomain))
 	is.NoErr(err)
 	is.Equal(fields, []string{"name", "employee_count"})
 }

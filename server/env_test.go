@@ -24,6 +24,8 @@ import (
 	"enrichd/server/dashboard"
 	"enrichd/store"
 	"enrichd/store/storetest"
+	"enrichd/wire"
+	"enrichd/worker"
 )
 
 // env is one enrichd: a real database (a SQLite file, or a fresh PostgreSQL database
@@ -35,6 +37,7 @@ type env struct {
 	db      *store.DB
 	cfg     server.Config
 	srv     *server.Server
+	work    *worker.Pool // the background work: startWorkers runs it
 	http    *httptest.Server
 	clock   *storetest.Clock
 	net     *fakeNetwork
@@ -111,7 +114,7 @@ func (e *env) open() {
 	// Sources a test configures are asked after the fake network and the dataset.
 	cfg.Sources = append([]enrich.Source{e.net, db.Dataset()}, e.cfg.Sources...)
 	cfg.Dashboard = dashboard.New
-	e.srv = server.New(db, cfg)
+	e.srv, e.work = wire.New(db, cfg)
 	e.http = httptest.NewServer(e.srv)
 }
 
@@ -139,7 +142,7 @@ func (e *env) startWorkers() {
 	e.stop, e.stopped = cancel, make(chan struct{})
 	go func() {
 		defer close(e.stopped)
-		e.srv.RunWorkers(ctx)
+		e.work.RunWorkers(ctx)
 	}()
 }
 

@@ -25,7 +25,7 @@ func TestAWorkerReadsTheOrganizationsFillListOverTheDefault(t *testing.T) {
 	person := enrich.Input{Lookup: enrich.LookupPersonURL}
 	fill := func(orgID string, in enrich.Input) []string {
 		t.Helper()
-		fields, err := e.srv.FillFor(ctx, &store.Claim{TaskID: "t", OrgID: orgID, Input: in})
+		fields, err := e.work.FillFor(ctx, &store.Claim{TaskID: "t", OrgID: orgID, Input: in})
 		is.NoErr(err)
 		return fields
 	}

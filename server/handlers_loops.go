@@ -321,7 +321,7 @@ func handleTestLoop(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		s.sender.Wake()
+		s.wakeSender()
 		encode(w, http.StatusAccepted, deliveryResponse{Delivery: d})
 	})
 }
@@ -353,7 +353,7 @@ func handleRetryDelivery(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		s.sender.Wake()
+		s.wakeSender()
 		encode(w, http.StatusAccepted, deliveryResponse{Delivery: d})
 	})
 }

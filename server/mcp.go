@@ -496,10 +496,7 @@ func (s *Server) mcpEnrich(ctx context.Context, p *store.Principal, a mcpEnrichA
 func (s *Server) awaitTask(ctx context.Context, orgID string, t *store.Task, wait time.Duration) (*store.Task, error) {
 	deadline := time.Now().Add(wait)
 	poll := mcpPoll.first
-	var stopping <-chan struct{} // nil, which never fires, when no workers run
-	if ch := s.stopping.Load(); ch != nil {
-		stopping = *ch
-	}
+	stopping := s.bg.Stopping() // nil, which never fires, when no workers run
 	for {
 		if t.Settled() {
 			// The enqueue answer holds no result; the stored task does.

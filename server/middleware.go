@@ -140,7 +140,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 				level = slog.LevelDebug
 			}
 		} else {
-			s.activity.Add(1)
+			s.bg.Active()
 		}
 		switch {
 		case ri.clientClosed:

@@ -71,7 +71,7 @@ func (s *Server) Config() Config { return s.cfg }
 func (s *Server) Log() *slog.Logger { return s.log }
 
 // WakeSender has the webhook sender look for deliveries due now.
-func (s *Server) WakeSender() { s.sender.Wake() }
+func (s *Server) WakeSender() { s.wakeSender() }
 
 // Route names a route for the request log, metrics and recovery (see route).
 func (s *Server) Route(name string, next http.Handler) http.Handler { return s.route(name, next) }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"enrichd/wire"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
@@ -43,11 +44,11 @@ func withPricedVendors(names ...string) func(*server.Config) {
 func (e *env) ask(org string, call enrich.SourceCall) string {
 	e.t.Helper()
 	ctx := context.Background()
-	b, skip := e.srv.Spend().Admit(ctx, org, call.Name, call.OwnKey)
+	b, skip := e.work.Spend().Admit(ctx, org, call.Name, call.OwnKey)
 	if skip != "" {
 		return skip
 	}
-	e.srv.Spend().Spent(ctx, org, call, b)
+	e.work.Spend().Spent(ctx, org, call, b)
 	return ""
 }
 
@@ -158,10 +159,10 @@ func TestSourcesAnAskUnderWayIsOnTheBooks(t *testing.T) {
 	ctx := context.Background()
 	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 3))
 	replica := replicaOf(e)
-	b := admit(t, e.srv.Spend(), e.orgID, "pdl")
+	b := admit(t, e.work.Spend(), e.orgID, "pdl")
 	is.True(b != nil)
 	// The adapter books its request at its full price, 3 credits, before sending it.
-	is.NoErr(e.srv.Spend().Book(ctx, b, 1, 3))
+	is.NoErr(e.work.Spend().Book(ctx, b, 1, 3))
 	for _, r := range []*env{e, replica} {
 		_, by, _ := r.sourcesOf(e.key)
 		is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 1, Pending: 1, Credits: 3})
@@ -170,15 +171,15 @@ func TestSourcesAnAskUnderWayIsOnTheBooks(t *testing.T) {
 		is.Equal(*by["pdl"].Budget.Remaining, int64(0))
 	}
 	// The cap is reached by the ask under way: neither replica admits another.
-	is.True(admit(t, replica.srv.Spend(), e.orgID, "pdl") == nil)
-	is.True(admit(t, e.srv.Spend(), e.orgID, "pdl") == nil)
+	is.True(admit(t, replica.work.Spend(), e.orgID, "pdl") == nil)
+	is.True(admit(t, e.work.Spend(), e.orgID, "pdl") == nil)
 
 	// Its answer cost 1 credit: 2 are free again.
-	e.srv.Spend().Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}, b)
+	e.work.Spend().Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}, b)
 	_, by, _ := replica.sourcesOf(e.key)
 	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
 	is.Equal(*by["pdl"].Budget.Remaining, int64(2))
-	is.True(admit(t, replica.srv.Spend(), e.orgID, "pdl") != nil)
+	is.True(admit(t, replica.work.Spend(), e.orgID, "pdl") != nil)
 }
 
 // The asks a process left on the books when it ended (killed while the vendors
@@ -194,16 +195,16 @@ func TestSourcesAsksOfAGoneProcessAreSettledUnknown(t *testing.T) {
 	ctx := context.Background()
 	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 7))
 	gone := replicaOf(e)
-	if _, err := gone.db.Heartbeat(ctx, gone.srv.Replica(), 15*time.Second); err != nil {
+	if _, err := gone.db.Heartbeat(ctx, gone.work.Replica(), 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.db.Heartbeat(ctx, e.srv.Replica(), time.Hour); err != nil {
+	if _, err := e.db.Heartbeat(ctx, e.work.Replica(), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	cut := admit(t, gone.srv.Spend(), e.orgID, "pdl")
-	is.NoErr(gone.srv.Spend().Book(ctx, cut, 2, 3)) // a second request, of 2 credits, sent
-	lost := admit(t, gone.srv.Spend(), e.orgID, "pdl")
-	mine := admit(t, e.srv.Spend(), e.orgID, "pdl")
+	cut := admit(t, gone.work.Spend(), e.orgID, "pdl")
+	is.NoErr(gone.work.Spend().Book(ctx, cut, 2, 3)) // a second request, of 2 credits, sent
+	lost := admit(t, gone.work.Spend(), e.orgID, "pdl")
+	mine := admit(t, e.work.Spend(), e.orgID, "pdl")
 	is.True(cut != nil && lost != nil && mine != nil)
 	want := store.SourceUse{Calls: 4, Pending: 3, Credits: 5}
 	_, by, _ := e.sourcesOf(e.key)
@@ -212,7 +213,7 @@ func TestSourcesAsksOfAGoneProcessAreSettledUnknown(t *testing.T) {
 	// The other process is gone: on PostgreSQL once its heartbeat has run out (15 s)
 	// and its asks are older than a replica's first heartbeat may be (15 s).
 	e.clock.Add(31 * time.Second)
-	e.srv.SettleDeadAsks(ctx)
+	e.work.SettleDeadAsks(ctx)
 	_, by, _ = e.sourcesOf(e.key)
 	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 4, Unknown: 2, Pending: 1, Credits: 5})
 	is.Equal(*by["pdl"].Budget.Remaining, int64(2))
@@ -220,17 +221,17 @@ func TestSourcesAsksOfAGoneProcessAreSettledUnknown(t *testing.T) {
 
 	// A late answer to an ask settled as unknown changes nothing: counted once, at its
 	// full price.
-	gone.srv.Spend().Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 2}, lost)
+	gone.work.Spend().Spent(ctx, e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 2}, lost)
 	_, by, _ = e.sourcesOf(e.key)
 	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 4, Unknown: 2, Pending: 1, Credits: 5})
 
 	// This process's own ask under way is left alone, until it outlives any task: its
 	// settling was lost.
-	e.srv.SettleDeadAsks(ctx)
+	e.work.SettleDeadAsks(ctx)
 	_, by, _ = e.sourcesOf(e.key)
 	is.Equal(by["pdl"].Pending, int64(1))
 	e.clock.Add(e.cfg.TaskTTL + time.Minute)
-	e.srv.SettleDeadAsks(ctx)
+	e.work.SettleDeadAsks(ctx)
 	_, by, _ = e.sourcesOf(e.key)
 	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 4, Unknown: 3, Credits: 5})
 }
@@ -279,7 +280,7 @@ func TestSourcesBudgetCountsAsksInFlight(t *testing.T) {
 	e := newEnv(t, withPricedVendors("pdl"))
 	ctx := context.Background()
 	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 5))
-	spend := e.srv.Spend()
+	spend := e.work.Spend()
 	var mu sync.Mutex
 	var admitted []*enrich.Booking
 	var wg sync.WaitGroup
@@ -310,7 +311,7 @@ func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
 	e := newEnv(t, withPricedVendors("pdl"))
 	ctx := context.Background()
 	is.NoErr(e.db.SetSourceBudget(ctx, e.orgID, "pdl", 4))
-	replica := server.New(e.db, e.cfg)
+	_, replica := wire.New(e.db, e.cfg)
 	for range 4 {
 		is.Equal(e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}), "")
 	}
@@ -331,7 +332,7 @@ func replicaOf(e *env) *env {
 	r := &env{t: e.t, path: e.path, db: db, cfg: e.cfg, clock: e.clock, net: e.net, logs: &syncBuffer{}, key: e.key, orgID: e.orgID}
 	cfg := e.cfg
 	cfg.Sources = append([]enrich.Source{e.net, db.Dataset()}, e.cfg.Sources...)
-	r.srv = server.New(db, cfg)
+	r.srv, r.work = wire.New(db, cfg)
 	r.http = httptest.NewServer(r.srv)
 	e.t.Cleanup(r.close)
 	return r
@@ -352,7 +353,7 @@ func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
 	var inFlight, peak, admitted atomic.Int64
 	var wg sync.WaitGroup
 	for _, r := range []*env{e, replica} {
-		spend := r.srv.Spend()
+		spend := r.work.Spend()
 		for range askers {
 			wg.Add(1)
 			go func() {
@@ -387,8 +388,8 @@ func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
 	is.Equal(here["pdl"].Pending, int64(0))
 	is.Equal(*here["pdl"].Budget.Remaining, int64(0))
 	// Spent: neither replica admits another.
-	is.True(admit(t, e.srv.Spend(), e.orgID, "pdl") == nil)
-	is.True(admit(t, replica.srv.Spend(), e.orgID, "pdl") == nil)
+	is.True(admit(t, e.work.Spend(), e.orgID, "pdl") == nil)
+	is.True(admit(t, replica.work.Spend(), e.orgID, "pdl") == nil)
 }
 
 // /metrics counts each source's asks by outcome, its vendor credits and the asks its

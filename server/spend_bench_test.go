@@ -15,7 +15,7 @@ import (
 func BenchmarkSpend(b *testing.B) {
 	e := newEnv(b, withPricedVendors("pdl"))
 	ctx := context.Background()
-	spend := e.srv.Spend()
+	spend := e.work.Spend()
 	miss := enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1}
 	for range 30 { // a month of rows to sum
 		e.ask(e.orgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})

@@ -763,3 +763,13 @@ var WatchQueries = map[string]struct {
 	"DueWatches":       {dueWatchesQuery, []any{int64(5), 10, 200}},
 	"WatchSpend":       {watchSpendQuery, []any{"o", int64(5)}},
 }
+
+// TaskInput is the input of a watch's task: the watch's lookup and target, and the
+// hints it keeps for an email.
+func (w *Watch) TaskInput() enrich.Input {
+	in := enrich.Input{Lookup: w.Lookup, Target: w.Target}
+	if w.Lookup == enrich.LookupEmail {
+		json.Unmarshal(w.Input, &in.Hints) // a watch's input is what the API's checks wrote
+	}
+	return in
+}

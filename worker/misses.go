@@ -1,4 +1,4 @@
-package server
+package worker
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 type missKeeper struct {
 	db      *store.DB
 	log     *slog.Logger
-	metrics *serverMetrics
+	metrics *workerMetrics
 }
 
 var _ enrich.Misses = missKeeper{}
@@ -58,7 +58,7 @@ func (k missKeeper) Forget(ctx context.Context, in enrich.Input, source string) 
 // purgeMisses deletes the misses remembered before the freshness window, batch after
 // batch, each in its own short transaction, until a batch finds less than a full one.
 // No task reads them any more.
-func (s *Server) purgeMisses(ctx context.Context) {
+func (s *Pool) purgeMisses(ctx context.Context) {
 	cutoff := s.db.Now().Add(-s.cfg.Freshness)
 	for ctx.Err() == nil {
 		n, err := s.db.PurgeMisses(ctx, cutoff, purgeBatch)

@@ -1,4 +1,4 @@
-package server
+package worker
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 type spendKeeper struct {
 	db      *store.DB
 	log     *slog.Logger
-	metrics *serverMetrics
+	metrics *workerMetrics
 	// budgets are the installation's caps serve's flags set, by source.
 	budgets map[string]int64
 	// priced are the sources whose answers cost vendor credits (enrich.Priced: they
@@ -43,7 +43,7 @@ const (
 // that may have committed is waited for, so that what the books hold is known.
 const bookTimeout = 10 * time.Second
 
-func newSpendKeeper(db *store.DB, log *slog.Logger, m *serverMetrics, budgets map[string]int64, sources []enrich.Source, owner string) *spendKeeper {
+func newSpendKeeper(db *store.DB, log *slog.Logger, m *workerMetrics, budgets map[string]int64, sources []enrich.Source, owner string) *spendKeeper {
 	priced := map[string]bool{}
 	for _, src := range sources {
 		if _, ok := src.(enrich.Priced); ok {

@@ -1,4 +1,4 @@
-package server
+package worker
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // cfg.ShutdownGrace to settle; those still running then go back to the queue,
 // untouched, for the next start. The sender keeps delivering while they settle. It
 // returns once every worker has stopped.
-func (s *Server) RunWorkers(ctx context.Context) error {
+func (s *Pool) RunWorkers(ctx context.Context) error {
 	// hard ends the tasks in hand and the sender: when the grace runs out, or as soon
 	// as the workers are done.
 	hard, stopHard := context.WithCancel(context.WithoutCancel(ctx))
@@ -94,7 +94,7 @@ func (s *Server) RunWorkers(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) wakeWorker() {
+func (s *Pool) wakeWorker() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -102,7 +102,7 @@ func (s *Server) wakeWorker() {
 }
 
 // work claims tasks until ctx ends, and runs each to its end unless hard ends first.
-func (s *Server) work(ctx, hard context.Context) {
+func (s *Pool) work(ctx, hard context.Context) {
 	poll := time.NewTicker(s.cfg.PollInterval)
 	defer poll.Stop()
 	for ctx.Err() == nil {
@@ -137,7 +137,7 @@ const heartbeatEvery = 5 * time.Second
 // that a key's requests spread over them by a load balancer meet the limit as a
 // whole. On SQLite there is one replica, and the share is the whole. Then it settles
 // the asks on the books of the processes that are gone.
-func (s *Server) heartbeat(ctx context.Context) {
+func (s *Pool) heartbeat(ctx context.Context) {
 	tick := time.NewTicker(heartbeatEvery)
 	defer tick.Stop()
 	for {
@@ -165,7 +165,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 // first heartbeat was surely in; and anyone's ask older than a task lives, whose
 // settling was lost to a storage outage. They count the same before and after: the
 // sweep says they will not be answered.
-func (s *Server) settleDeadAsks(ctx context.Context) {
+func (s *Pool) settleDeadAsks(ctx context.Context) {
 	now := s.db.Now()
 	n, err := s.db.SettleDeadSourceAsks(ctx, s.replica, now.Add(-3*heartbeatEvery), now.Add(-s.cfg.TaskTTL-time.Minute))
 	switch {
@@ -176,7 +176,7 @@ func (s *Server) settleDeadAsks(ctx context.Context) {
 	}
 }
 
-func (s *Server) sweep(ctx context.Context) {
+func (s *Pool) sweep(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.SweepInterval)
 	defer tick.Stop()
 	for {
@@ -212,7 +212,7 @@ func (s *Server) sweep(ctx context.Context) {
 }
 
 // process runs one claimed task to its end, keeping its lease alive meanwhile.
-func (s *Server) process(ctx context.Context, c *store.Claim) {
+func (s *Pool) process(ctx context.Context, c *store.Claim) {
 	// The deadline is measured on the store's clock, the one expires_at was set by.
 	taskCtx, cancel := context.WithTimeout(ctx, c.ExpiresAt.Sub(s.db.Now()))
 	defer cancel()
@@ -303,7 +303,7 @@ func (s *Server) process(ctx context.Context, c *store.Claim) {
 // processSafely is process, where a panic outside the enrichment (which process
 // recovers itself) fails the task as internal_error, refunded, instead of leaving
 // its claim running until the lease runs out.
-func (s *Server) processSafely(ctx context.Context, c *store.Claim) {
+func (s *Pool) processSafely(ctx context.Context, c *store.Claim) {
 	if failed := s.runSafely(c.TaskID, func() { s.process(ctx, c) }); failed != nil {
 		settleCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer done()
@@ -316,7 +316,7 @@ func (s *Server) processSafely(ctx context.Context, c *store.Claim) {
 // as the claim's lease lasts or until stop is closed (a shutdown out of grace): the
 // result in hand is kept rather than the task run again. Past that the sweeper puts
 // the task back in the queue once the database takes writes.
-func (s *Server) settle(ctx context.Context, c *store.Claim, out store.Outcome, stop <-chan struct{}) {
+func (s *Pool) settle(ctx context.Context, c *store.Claim, out store.Outcome, stop <-chan struct{}) {
 	leaseEnd := s.db.Now().Add(s.cfg.Lease)
 	settled, err := s.db.Settle(ctx, c, out)
 	if store.IsStorageFault(err) {
@@ -350,7 +350,7 @@ func (s *Server) settle(ctx context.Context, c *store.Claim, out store.Outcome, 
 
 // gaveUp counts and logs the tasks failed (and refunded) for their claims being lost
 // too many times, and wakes the sender for those with a Loop.
-func (s *Server) gaveUp(tasks []store.ExpiredTask) {
+func (s *Pool) gaveUp(tasks []store.ExpiredTask) {
 	for _, t := range tasks {
 		s.log.Warn("a task's claim ran out too many times: the task fails", "task", t.ID, "attempts", store.MaxTaskAttempts)
 		s.metrics.settled(t.ObjectType, store.StatusFailed, t.CreditsCharged)
@@ -363,7 +363,7 @@ func (s *Server) gaveUp(tasks []store.ExpiredTask) {
 // outcome is how a company or profile lookup ends: a refresh that cannot complete
 // serves the stored record, as old as it is, with the provenance it was stored with
 // and the sources that were asked.
-func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result, tr enrich.Trace, taskErr *enrich.TaskError) store.Outcome {
+func (s *Pool) outcome(ctx context.Context, c *store.Claim, res enrich.Result, tr enrich.Trace, taskErr *enrich.TaskError) store.Outcome {
 	out := store.Outcome{Result: &res, Fetched: true, Trace: tr}
 	if taskErr != nil {
 		out = store.Outcome{Err: taskErr, Trace: enrich.Trace{Sources: tr.Sources}}
@@ -381,7 +381,7 @@ func (s *Server) outcome(ctx context.Context, c *store.Claim, res enrich.Result,
 }
 
 // heldProvenance is the provenance the store keeps for a person's profile, or nil.
-func (s *Server) heldProvenance(ctx context.Context, res enrich.Result) enrich.Provenance {
+func (s *Pool) heldProvenance(ctx context.Context, res enrich.Result) enrich.Provenance {
 	if res.Person == nil || res.Person.NetworkURL == nil {
 		return nil
 	}
@@ -394,7 +394,7 @@ func (s *Server) heldProvenance(ctx context.Context, res enrich.Result) enrich.P
 
 // keepLease extends the claim's lease while the task runs, and cancels the task once
 // the claim is no longer its (canceled or expired meanwhile).
-func (s *Server) keepLease(ctx context.Context, cancel context.CancelFunc, c *store.Claim) {
+func (s *Pool) keepLease(ctx context.Context, cancel context.CancelFunc, c *store.Claim) {
 	tick := time.NewTicker(max(s.cfg.Lease/3, time.Millisecond))
 	defer tick.Stop()
 	for {

@@ -1,9 +1,10 @@
-package server
+package worker
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/VictoriaMetrics/metrics"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -55,7 +56,7 @@ func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 	org := storetest.NewOrg(t, db, "acme")
 	var logs bytes.Buffer
 	vendor := &pricedVendor{}
-	m := newServerMetrics()
+	m := newWorkerMetrics(metrics.NewSet())
 	keeper := newSpendKeeper(db, slog.New(slog.NewJSONHandler(&logs, nil)), m, map[string]int64{"pdl": 100}, []enrich.Source{vendor}, "this")
 	b, skip := keeper.Admit(ctx, org, "pdl", false) // readable: admitted
 	is.Equal(skip, "")
@@ -99,7 +100,7 @@ func TestBooksUnwritableInAStorageOutageAreNotLoggedPerAsk(t *testing.T) {
 	db := &store.DB{Driver: faultyWrites{real.Driver}, Now: real.Now}
 	db.SetSubjects(real.Subjects())
 	var logs bytes.Buffer
-	m := newServerMetrics()
+	m := newWorkerMetrics(metrics.NewSet())
 	vendor := &pricedVendor{}
 	keeper := newSpendKeeper(db, slog.New(slog.NewJSONHandler(&logs, nil)), m, nil, []enrich.Source{vendor}, "this")
 	for range 3 {

@@ -1,4 +1,4 @@
-package server
+package worker
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func internalError() *enrich.TaskError {
 // runSafely runs fn, a task's enrichment (the pipeline and the sources, code that
 // must not take the process down), and reports the TaskError the task fails with
 // when fn panicked: the panic is logged once, with its stack and the task's id.
-func (s *Server) runSafely(taskID string, fn func()) (failed *enrich.TaskError) {
+func (s *Pool) runSafely(taskID string, fn func()) (failed *enrich.TaskError) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.panicked("task", v, "task", taskID)
@@ -36,7 +36,7 @@ func (s *Server) runSafely(taskID string, fn func()) (failed *enrich.TaskError) 
 // keepRunning runs loop until ctx ends. A panic that escapes it is logged once, with
 // its stack, and loop starts again after restartPause: one bad round stops neither
 // the loop for good nor the process.
-func (s *Server) keepRunning(ctx context.Context, what string, loop func(context.Context)) {
+func (s *Pool) keepRunning(ctx context.Context, what string, loop func(context.Context)) {
 	for {
 		ok := func() (ok bool) {
 			defer func() {
@@ -59,7 +59,7 @@ func (s *Server) keepRunning(ctx context.Context, what string, loop func(context
 }
 
 // panicked logs a recovered panic with its stack, and counts it.
-func (s *Server) panicked(where string, v any, attrs ...any) {
+func (s *Pool) panicked(where string, v any, attrs ...any) {
 	s.metrics.counter("enrichd_panics_total", "in", where).Inc()
 	s.log.Error("recovered from a panic in "+where, append(attrs, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))...)
 }

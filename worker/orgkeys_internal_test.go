@@ -1,4 +1,4 @@
-package server
+package worker
 
 import (
 	"bytes"
@@ -99,7 +99,7 @@ func TestOrgKeysPickTheOrganizationsKey(t *testing.T) {
 			is.NoErr(err)
 			beta, err := db.CreateOrg(ctx, "beta")
 			is.NoErr(err)
-			sealed, err := box.Seal([]byte(ownKey), SourceKeyLabel(alpha.ID, "pdl"))
+			sealed, err := box.Seal([]byte(ownKey), store.SourceKeyLabel(alpha.ID, "pdl"))
 			is.NoErr(err)
 			is.NoErr(db.SetSourceKey(ctx, alpha.ID, "pdl", sealed, box.ID(), secret.Last4(ownKey), false))
 
@@ -164,7 +164,7 @@ func TestOrgKeysPickTheOrganizationsKey(t *testing.T) {
 			vendor.mu.Lock()
 			vendor.good[newKey] = true
 			vendor.mu.Unlock()
-			sealed, err = box.Seal([]byte(newKey), SourceKeyLabel(alpha.ID, "pdl"))
+			sealed, err = box.Seal([]byte(newKey), store.SourceKeyLabel(alpha.ID, "pdl"))
 			is.NoErr(err)
 			is.NoErr(db.SetSourceKey(ctx, alpha.ID, "pdl", sealed, box.ID(), secret.Last4(newKey), false))
 			clock = clock.Add(OrgKeyRefresh)

@@ -1,4 +1,4 @@
-package server
+package worker
 
 import (
 	"context"
@@ -19,7 +19,7 @@ const purgeBatch = 500
 // dashboard sessions go, then, if nothing happened since the last round, the WAL is
 // checkpointed and truncated. A round is skipped while the database cannot take
 // writes, and the storage faults of a round are left to the store's log line.
-func (s *Server) maintain(ctx context.Context) {
+func (s *Pool) maintain(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.MaintenanceInterval)
 	defer tick.Stop()
 	seen := s.activity.Load()
@@ -75,7 +75,7 @@ func (s *Server) maintain(ctx context.Context) {
 
 // purge deletes settled tasks and delivery history older than cfg.Retain, batch after
 // batch, each in its own short transaction, until a batch finds less than a full one.
-func (s *Server) purge(ctx context.Context) {
+func (s *Pool) purge(ctx context.Context) {
 	cutoff := s.db.Now().Add(-s.cfg.Retain)
 	var tasks, deliveries int
 	for ctx.Err() == nil {
@@ -104,7 +104,7 @@ func (s *Server) purge(ctx context.Context) {
 // purgeRecords deletes the stored records no source refreshed for cfg.RetainRecords,
 // with their keys and positions, batch after batch, each in its own short
 // transaction, until a batch finds less than a full one.
-func (s *Server) purgeRecords(ctx context.Context) {
+func (s *Pool) purgeRecords(ctx context.Context) {
 	cutoff := s.db.Now().Add(-s.cfg.RetainRecords)
 	records := 0
 	for ctx.Err() == nil {
@@ -131,7 +131,7 @@ func (s *Server) purgeRecords(ctx context.Context) {
 // chain, batch after batch, each in its own short transaction that leaves the chain's
 // checkpoint and records the cut, until a batch finds less than a full one. A chain is
 // cut once its oldest entry is a day past the cutoff, so about once a day.
-func (s *Server) purgeAudit(ctx context.Context) {
+func (s *Pool) purgeAudit(ctx context.Context) {
 	cutoff := s.db.Now().Add(-s.cfg.RetainAudit)
 	entries := 0
 	for ctx.Err() == nil {
@@ -157,7 +157,7 @@ func (s *Server) purgeAudit(ctx context.Context) {
 // purgeGatherings deletes what ambiguous email lookups gathered longer ago than
 // cfg.KeepGathered, the candidates' profiles with it, batch after batch, each in its
 // own short transaction, until a batch finds less than a full one.
-func (s *Server) purgeGatherings(ctx context.Context) {
+func (s *Pool) purgeGatherings(ctx context.Context) {
 	cutoff := s.db.Now().Add(-s.cfg.KeepGathered())
 	for ctx.Err() == nil {
 		gatherings, candidates, err := s.db.PurgeGatherings(ctx, cutoff, purgeBatch)

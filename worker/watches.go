@@ -1,4 +1,4 @@
-package server
+package worker
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const (
 // scheduleWatches enqueues the task of every watch that is due, every
 // cfg.WatchInterval, until ctx ends. On PostgreSQL, DueWatches lets one replica at a
 // time schedule; the others find nothing.
-func (s *Server) scheduleWatches(ctx context.Context) {
+func (s *Pool) scheduleWatches(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.WatchInterval)
 	defer tick.Stop()
 	for {
@@ -41,7 +41,7 @@ func (s *Server) scheduleWatches(ctx context.Context) {
 // pauseSuppressedWatch pauses a due watch whose subject (or an address's domain, or
 // whom its baseline is about) is suppressed, and reports whether it did: its check is
 // skipped, unpaid, until it is resumed.
-func (s *Server) pauseSuppressedWatch(ctx context.Context, w *store.Watch, in enrich.Input) bool {
+func (s *Pool) pauseSuppressedWatch(ctx context.Context, w *store.Watch, in enrich.Input) bool {
 	_, fail, err := s.inputSuppression(ctx, w.OrgID, in)
 	suppressed := fail != nil
 	if err == nil && !suppressed && len(w.AnswerHash) > 0 {
@@ -66,7 +66,7 @@ func (s *Server) pauseSuppressedWatch(ctx context.Context, w *store.Watch, in en
 // due again WatchRetry later, should its task never be scheduled), and each either
 // gets its task or, when its organization's monthly cap would be passed, waits for
 // next month, unpaid.
-func (s *Server) runDueWatches(ctx context.Context) {
+func (s *Pool) runDueWatches(ctx context.Context) {
 	// One replica schedules a round from its claims to its last task: the spend it
 	// reads at the start must not be spent by another replica meanwhile.
 	release, ok, err := s.db.HoldWatchScheduler(ctx)
@@ -147,3 +147,6 @@ func (s *Server) runDueWatches(ctx context.Context) {
 		}
 	}
 }
+
+// watchTaskInput is the input of a watch's task (store.Watch.TaskInput).
+func watchTaskInput(w *store.Watch) enrich.Input { return w.TaskInput() }

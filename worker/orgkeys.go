@@ -1,10 +1,9 @@
-package server
+package worker
 
 import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,11 +18,6 @@ import (
 // marked failing elsewhere (the CLI, the dashboard, another replica) is in use within
 // it.
 const OrgKeyRefresh = 5 * time.Second
-
-// SourceKeyLabel is what an organization's key for a source is sealed for (secret's
-// label): a sealed key copied onto another organization's or source's row does not
-// open.
-func SourceKeyLabel(orgID, source string) string { return orgID + "/" + source }
 
 // orgKeys is the pipeline's enrich.SourceKeys: for an organization that set its own
 // key for a vendor source, the adapter built with that key (one per organization and
@@ -127,7 +121,7 @@ func (k *orgKeys) build(keyed source.Keyed, key *store.SourceKey) (enrich.Source
 	if key.KeyID != k.box.ID() {
 		return nil, errors.New("the organization's own key was sealed under another secret key file than this one (a database restored without its key file?): set it again")
 	}
-	plain, err := k.box.Open(key.Sealed, SourceKeyLabel(key.OrgID, key.Source))
+	plain, err := k.box.Open(key.Sealed, store.SourceKeyLabel(key.OrgID, key.Source))
 	if err != nil {
 		return nil, err
 	}
@@ -173,79 +167,6 @@ func (k *orgKeys) mark(org, name string, gen int64, why string) {
 	if err := k.db.MarkSourceKeyFailing(ctx, org, name, gen, why); err != nil && !store.IsStorageFault(err) {
 		k.log.Error("marking an organization's own vendor key failing", "org", org, "source", name, "err", err.Error())
 	}
-}
-
-// SourceKeyCheck names, for each vendor source an organization can set its own key
-// for, the one cheap call that checks a key and what it costs.
-var SourceKeyCheck = map[string]string{
-	"enrichlayer": "GET /api/v2/credit-balance (0 credits)",
-	"pdl":         "GET /v5/company/enrich of a website no company has (a 404, which PDL does not bill)",
-	"apollo":      "GET /api/v1/auth/health (no credit)",
-}
-
-// StoreSourceKey checks key with chk's one cheap call and, the vendor having accepted
-// it, stores it sealed under the box openBox gives (opened only then) for the
-// organization and source name. A refusal (KindUnprocessable) or a check that could
-// not be made (KindUnavailable) stores nothing; no error names the key.
-func StoreSourceKey(ctx context.Context, db *store.DB, openBox func() (*secret.Box, error), chk source.KeyChecker, orgID, name, key string, allowFallback bool) error {
-	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := chk.CheckKey(checkCtx)
-	cancel()
-	switch {
-	case errors.Is(err, source.ErrKeyRefused):
-		return enrich.Errorf(enrich.KindUnprocessable, "%s refused the key, so it was not stored: %s", name,
-			strings.TrimSuffix(err.Error(), ": "+source.ErrKeyRefused.Error()))
-	case err != nil:
-		return enrich.Errorf(enrich.KindUnavailable, "the key could not be checked, so it was not stored; try again: %s", err.Error())
-	}
-	box, err := openBox()
-	if err != nil {
-		return err
-	}
-	if box == nil {
-		return enrich.Errorf(enrich.KindUnavailable, "enrichd has no secret key file (--secret-key-file), so an organization's own key cannot be stored")
-	}
-	sealed, err := box.Seal([]byte(key), SourceKeyLabel(orgID, name))
-	if err != nil {
-		return err
-	}
-	return db.SetSourceKey(ctx, orgID, name, sealed, box.ID(), secret.Last4(key), allowFallback)
-}
-
-// KeyedSources are the configured sources an organization can set its own key for,
-// in --sources order.
-func (s *Server) KeyedSources() []string {
-	var names []string
-	for _, src := range s.cfg.Sources {
-		if _, ok := src.(source.Keyed); ok {
-			names = append(names, src.Name())
-		}
-	}
-	return names
-}
-
-// SetSourceKey is StoreSourceKey for a configured source, checked against the vendor
-// at the address serve asks it.
-func (s *Server) SetSourceKey(ctx context.Context, orgID, name, key string, allowFallback bool) error {
-	for _, src := range s.cfg.Sources {
-		keyed, ok := src.(source.Keyed)
-		if !ok || src.Name() != name {
-			continue
-		}
-		built, err := keyed.WithAPIKey(key, nil)
-		if err != nil {
-			return enrich.Errorf(enrich.KindInvalid, "%s", err.Error())
-		}
-		chk, ok := built.(source.KeyChecker)
-		if !ok {
-			return enrich.Errorf(enrich.KindInvalid, "%s cannot check a key", name)
-		}
-		if s.cfg.Secrets == nil {
-			return enrich.Errorf(enrich.KindUnavailable, "enrichd has no secret key file (--secret-key-file), so an organization's own key cannot be stored")
-		}
-		return StoreSourceKey(ctx, s.db, func() (*secret.Box, error) { return s.cfg.Secrets, nil }, chk, orgID, name, key, allowFallback)
-	}
-	return enrich.Errorf(enrich.KindNotFound, "%q is not a source this server asks with an API key", name)
 }
 
 // KeyInfo says whose key src uses for the organization's tasks (enrich.KeyInfos), for

@@ -1,4 +1,4 @@
-package server
+package worker
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 //
 // Go's own free heap is left to the runtime, which returns it within minutes: forcing
 // it back (debug.FreeOSMemory) gained 1.3 MB of 60 after a load, the page cache 27 MB.
-func (s *Server) releaseIdleMemory(ctx context.Context) {
+func (s *Pool) releaseIdleMemory(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.IdleRelease)
 	defer tick.Stop()
 	seen, released := s.activity.Load(), false
