@@ -86,6 +86,11 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		_, err = db.AddSuppression(ctx, store.NewSuppression{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "jane@" + name + ".example"},
 			AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 		is.NoErr(err)
+		// An erasure of someone the organization holds nothing on: its row, its
+		// suppression and its audit entry are copied as any others.
+		_, err = db.Erase(ctx, store.NewErasure{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "gone@" + name + ".example"},
+			By: store.AddedBy{Kind: store.AddedByCLI}})
+		is.NoErr(err)
 
 		task := func(domain string, loopID *string, idemKey string) *store.Enqueued {
 			t.Helper()
