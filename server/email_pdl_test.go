@@ -113,11 +113,7 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.searchCalls++
 		f.mu.Unlock()
-		var body struct {
-			Query       map[string]any `json:"query"`
-			Size        int            `json:"size"`
-			ScrollToken string         `json:"scroll_token"`
-		}
+		body := pdlSearchBody{Size: 1} // PDL's default size
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Size < 1 || body.Size > 100 {
 			reply(http.StatusBadRequest, map[string]any{"status": 400, "error": map[string]any{"type": "invalid_request_error", "message": "bad request"}})
 			return
@@ -216,8 +212,7 @@ func pdlMatches(query map[string]any, doc map[string]string) bool {
 				if m, ok := pattern.(map[string]any); ok {
 					p, _ = m["value"].(string)
 				}
-				re := "^" + strings.ReplaceAll(strings.ReplaceAll(regexp.QuoteMeta(p), `\*`, ".*"), `\?`, ".") + "$"
-				if !regexp.MustCompile(re).MatchString(doc[field]) {
+				if !wildcardRegexp(p).MatchString(doc[field]) {
 					return false
 				}
 			}
@@ -226,6 +221,27 @@ func pdlMatches(query map[string]any, doc map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// pdlSearchBody is a Person Search request: size, from 1 to 100, is 1 when not sent
+// (PDL's reference); a record returned is a credit billed.
+type pdlSearchBody struct {
+	Query       map[string]any `json:"query"`
+	Size        int            `json:"size"`
+	ScrollToken string         `json:"scroll_token"`
+}
+
+// wildcards holds the wildcard patterns compiled, by pattern: a corpus run evaluates
+// each against every record.
+var wildcards sync.Map
+
+func wildcardRegexp(pattern string) *regexp.Regexp {
+	if re, ok := wildcards.Load(pattern); ok {
+		return re.(*regexp.Regexp)
+	}
+	re := regexp.MustCompile("^" + strings.ReplaceAll(strings.ReplaceAll(regexp.QuoteMeta(pattern), `\*`, ".*"), `\?`, ".") + "$")
+	wildcards.Store(pattern, re)
+	return re
 }
 
 func withPDL(t *testing.T, f *fakePDL) func(*server.Config) {

@@ -311,39 +311,15 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 	default:
 		return nil, "", nil
 	}
-	var names []string
-	seen := map[string]bool{}
-	addName := func(n string) {
-		if n = strings.ToLower(strings.TrimSpace(n)); n != "" && !seen[n] {
-			seen[n] = true
-			names = append(names, n)
-		}
-	}
-	for _, n := range q.Names {
-		addName(n)
-	}
-	if len(names) == 0 {
+	names, complete := pdlNamesQuery(q)
+	if names == nil {
 		return nil, "", nil
 	}
-	for _, s := range q.Splits {
-		addName(s[0])
-		addName(s[1])
-	}
-	complete := len(names) <= pdlMaxTerms
-	names = names[:min(len(names), pdlMaxTerms)]
-	should := []any{
-		map[string]any{"terms": map[string]any{"first_name": names}},
-		map[string]any{"terms": map[string]any{"middle_name": names}},
-		map[string]any{"terms": map[string]any{"last_name": names}},
-	}
-	clauses, fit := pdlNameClauses(q.Local)
-	complete = complete && fit
-	should = append(should, clauses...)
 	q.Limit = min(max(q.Limit, 1), enrich.StaffSearchMax)
 	body := map[string]any{
 		"query": map[string]any{"bool": map[string]any{"must": []any{
 			employer,
-			map[string]any{"bool": map[string]any{"should": should}},
+			names,
 		}}},
 		"size": q.Limit,
 	}
@@ -393,6 +369,40 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 		return out, next, fmt.Errorf("pdl: %d names do not fit in one query: %w", len(q.Names), enrich.ErrSearchIncomplete)
 	}
 	return out, next, nil
+}
+
+// pdlNamesQuery is the part of the staff search that asks for the names: nil when
+// there is none to ask for; complete says every reading of the local part is in it.
+func pdlNamesQuery(q enrich.StaffQuery) (map[string]any, bool) {
+	var names []string
+	seen := map[string]bool{}
+	addName := func(n string) {
+		if n = strings.ToLower(strings.TrimSpace(n)); n != "" && !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, n := range q.Names {
+		addName(n)
+	}
+	if len(names) == 0 {
+		return nil, false
+	}
+	for _, s := range q.Splits {
+		addName(s[0])
+		addName(s[1])
+	}
+	complete := len(names) <= pdlMaxTerms
+	names = names[:min(len(names), pdlMaxTerms)]
+	should := []any{
+		map[string]any{"terms": map[string]any{"first_name": names}},
+		map[string]any{"terms": map[string]any{"middle_name": names}},
+		map[string]any{"terms": map[string]any{"last_name": names}},
+	}
+	clauses, fit := pdlNameClauses(q.Local)
+	complete = complete && fit
+	should = append(should, clauses...)
+	return map[string]any{"bool": map[string]any{"should": should}}, complete
 }
 
 // pdlNameClauses are the wildcard clauses that list, with diacritics and all, the
