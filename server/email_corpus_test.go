@@ -389,9 +389,10 @@ func (a corpusAnswer) String() string {
 
 // lookupCost is what one lookup cost at PDL: the records its searches returned, a
 // credit each, of which those of people the address fits and those a plain name's
-// terms listed (the others only the wildcards that stand for diacritics did); its
+// terms listed (the others only the wildcards that stand for diacritics did), and
+// the people it fits whom the wildcards alone listed; its
 // person enrich matches, a credit each; and its calls of every kind.
-type lookupCost struct{ records, fits, plain, enriched, calls int64 }
+type lookupCost struct{ records, fits, fitsWild, plain, enriched, calls int64 }
 
 // corpusRun answers every address on a fresh enrichd: companies side by side, each
 // company's addresses one at a time, in the order written or shuffled. With pdl, it
@@ -449,6 +450,9 @@ func corpusRun(t *testing.T, cs []namecorpus.Company, opts []any, dataset bool, 
 							for _, o := range a.Owners {
 								if corpusProfile(c.Staff[o].Slug) == r.url && current[r.url] {
 									cost.fits++
+									if !r.plain {
+										cost.fitsWild++
+									}
 								}
 							}
 						}
@@ -637,7 +641,8 @@ func billedSpread(costs map[string]lookupCost, answers map[string]corpusAnswer) 
 	byEnd := map[string][2]int64{}
 	for address, c := range costs {
 		all = append(all, c.records)
-		sum.records, sum.fits, sum.plain, sum.enriched = sum.records+c.records, sum.fits+c.fits, sum.plain+c.plain, sum.enriched+c.enriched
+		sum.records, sum.fits, sum.fitsWild = sum.records+c.records, sum.fits+c.fits, sum.fitsWild+c.fitsWild
+		sum.plain, sum.enriched = sum.plain+c.plain, sum.enriched+c.enriched
 		if worst == "" || c.records > costs[worst].records || c.records == costs[worst].records && address < worst {
 			worst = address
 		}
@@ -656,9 +661,9 @@ func billedSpread(costs map[string]lookupCost, answers map[string]corpusAnswer) 
 		ends = append(ends, fmt.Sprintf("%s %.2f (%d)", end, float64(e[0])/float64(e[1]), e[1]))
 	}
 	sort.Strings(ends)
-	return fmt.Sprintf("mean %.2f, median %d, p95 %d, most %d (%s, %s); of people the address fits %.2f; listed by a plain name's terms %.2f, "+
-		"by the diacritics' wildcards alone %.2f; by outcome: %s; credits a lookup with person enrich matches %.2f",
-		float64(sum.records)/n, at(0.5), at(0.95), all[len(all)-1], worst, answers[worst], float64(sum.fits)/n, float64(sum.plain)/n,
+	return fmt.Sprintf("mean %.2f, median %d, p95 %d, most %d (%s, %s); of people the address fits %.2f (%d, %d of them listed by the wildcards alone); "+
+		"listed by a plain name's terms %.2f, by the diacritics' wildcards alone %.2f; by outcome: %s; credits a lookup with person enrich matches %.2f",
+		float64(sum.records)/n, at(0.5), at(0.95), all[len(all)-1], worst, answers[worst], float64(sum.fits)/n, sum.fits, sum.fitsWild, float64(sum.plain)/n,
 		float64(sum.records-sum.plain)/n, strings.Join(ends, ", "), float64(sum.records+sum.enriched)/n)
 }
 
