@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -329,6 +330,7 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 	var r struct {
 		Data        []pdlPerson `json:"data"`
 		ScrollToken *string     `json:"scroll_token"`
+		Total       int         `json:"total"` // the records the query matches, all pages
 	}
 	// A credit a record returned: at most size.
 	err := p.api.post(ctx, "/v5/person/search", body, int64(q.Limit)*pdlMatchCredits, &r)
@@ -365,10 +367,16 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 			break
 		}
 	}
+	var errs []error
 	if !complete {
-		return out, next, fmt.Errorf("pdl: %d names do not fit in one query: %w", len(q.Names), enrich.ErrSearchIncomplete)
+		errs = append(errs, fmt.Errorf("pdl: %d names do not fit in one query: %w", len(q.Names), enrich.ErrSearchIncomplete))
 	}
-	return out, next, nil
+	if after == "" && r.Total >= enrich.StaffSearchMax {
+		// The rest of a whole page would be billed record by record and still not
+		// show everyone: it is not asked for.
+		errs = append(errs, fmt.Errorf("pdl: %d records match: %w", r.Total, enrich.ErrSearchBeyondPage))
+	}
+	return out, next, errors.Join(errs...)
 }
 
 // pdlNamesQuery is the part of the staff search that asks for the names: nil when
