@@ -149,7 +149,7 @@ func newCorpusPDL(t *testing.T, cs []namecorpus.Company) *corpusPDL {
 				"job_company_website": website, "location_locality": "springfield", "location_country": "united states",
 				"experience": []any{exp}}
 			f.docs = append(f.docs, map[string]string{"job_company_website": website, "first_name": first, "middle_name": middle,
-				"last_name": last, "full_name": first + " " + last})
+				"middle_initial": pdlInitialOf(middle), "last_name": last, "last_initial": pdlInitialOf(last), "full_name": first + " " + last})
 			f.urls = append(f.urls, u)
 			f.domainOf[u] = c.Domain
 		}

@@ -122,7 +122,8 @@ func (f *fakePDL) serve(w http.ResponseWriter, r *http.Request) {
 		for _, p := range f.staff {
 			first, last := strings.ToLower(p.first), strings.ToLower(p.last)
 			if pdlMatches(body.Query, map[string]string{"job_company_website": "globex.com",
-				"first_name": first, "middle_name": f.middle[p.slug], "last_name": last, "full_name": first + " " + last}) {
+				"first_name": first, "middle_name": f.middle[p.slug], "middle_initial": pdlInitialOf(f.middle[p.slug]), "last_name": last,
+				"last_initial": pdlInitialOf(last), "full_name": first + " " + last}) {
 				hits = append(hits, p)
 			}
 		}
@@ -221,6 +222,15 @@ func pdlMatches(query map[string]any, doc map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// pdlInitialOf is a name's first letter, as PDL's middle_initial and last_initial
+// keep it ("" for no name).
+func pdlInitialOf(name string) string {
+	for _, r := range name {
+		return string(r)
+	}
+	return ""
 }
 
 // pdlSearchBody is a Person Search request: size, from 1 to 100, is 1 when not sent

@@ -423,15 +423,44 @@ func pdlNameClauses(local string) (clauses []any, fit bool) {
 	var given []any
 	used := 0
 	for _, o := range pdlOtherGiven(local) {
+		// A second given name known only by its first letter is asked by PDL's
+		// middle_initial, every form of the letter a term: no wildcard, and none that
+		// stands for every letter a diacritic may sit on.
+		middle := map[string]any{"wildcard": map[string]any{"middle_name": o.middle}}
+		if o.initial != 0 {
+			var forms []string
+			for _, r := range pdlInitials(o.initial) {
+				forms = append(forms, string(r))
+			}
+			middle = map[string]any{"terms": map[string]any{"middle_initial": forms}}
+		} else {
+			used++
+		}
 		clause := map[string]any{"bool": map[string]any{"should": []any{
-			map[string]any{"wildcard": map[string]any{"middle_name": o.middle}},
+			middle,
 			map[string]any{"wildcard": map[string]any{"first_name": "*-" + strings.TrimPrefix(o.middle, "*")}},
 		}}}
-		used += 2
-		if o.last != "" {
+		used++
+		switch {
+		case o.last != "":
 			used++
 			clause = map[string]any{"bool": map[string]any{"must": []any{clause,
 				map[string]any{"wildcard": map[string]any{"last_name": o.last}}}}}
+		case o.surnameInitial != 0:
+			// The surname is written first: it begins with that letter in one of its
+			// forms (PDL's last_initial), or is a word after the first of a surname of
+			// several (a space or a hyphen before it).
+			var forms []string
+			for _, r := range pdlInitials(o.surnameInitial) {
+				forms = append(forms, string(r))
+			}
+			word := pdlSkeleton(string(o.surnameInitial)) + "*"
+			used += 2
+			clause = map[string]any{"bool": map[string]any{"must": []any{clause, map[string]any{"bool": map[string]any{"should": []any{
+				map[string]any{"terms": map[string]any{"last_initial": forms}},
+				map[string]any{"wildcard": map[string]any{"last_name": "* " + word}},
+				map[string]any{"wildcard": map[string]any{"last_name": "*-" + word}},
+			}}}}}}
 		}
 		given = append(given, clause)
 	}
@@ -444,7 +473,13 @@ func pdlNameClauses(local string) (clauses []any, fit bool) {
 
 // pdlGiven is a reading of a local part as a second given name, as a wildcard of
 // middle_name, with the surname it goes with, a wildcard of last_name ("" for any).
-type pdlGiven struct{ middle, last string }
+// initial, when not 0, says the second given name is known by its first letter alone
+// (middle is then that letter's skeleton and a *); surnameInitial, when not 0 and last
+// is "", is the letter the address begins with, the surname written first.
+type pdlGiven struct {
+	middle, last            string
+	initial, surnameInitial rune
+}
 
 // pdlOtherGiven are the readings of the local part as a second given name (or its
 // initial) and a surname. A local part with separators gives its first and last
@@ -458,24 +493,24 @@ func pdlOtherGiven(local string) []pdlGiven {
 		return nil
 	}
 	pieces := strings.FieldsFunc(enrich.CleanLocalPart(local), func(r rune) bool { return r == '.' || r == '_' || r == '-' })
-	given := func(s string) string {
-		if utf8.RuneCountInString(s) == 1 {
-			return pdlSkeleton(s) + "*"
+	given := func(s, last string) pdlGiven {
+		if r, _ := utf8.DecodeRuneInString(s); utf8.RuneCountInString(s) == 1 {
+			return pdlGiven{middle: pdlSkeleton(s) + "*", last: last, initial: r}
 		}
-		return "*" + pdlSkeleton(s) + "*"
+		return pdlGiven{middle: "*" + pdlSkeleton(s) + "*", last: last}
 	}
 	var out []pdlGiven
 	switch {
 	case len(pieces) >= 2:
 		first, last := pieces[0], pieces[len(pieces)-1]
 		if utf8.RuneCountInString(last) > 1 {
-			out = append(out, pdlGiven{given(first), "*" + pdlSkeleton(last) + "*"}) // first.last, f.last
+			out = append(out, given(first, "*"+pdlSkeleton(last)+"*")) // first.last, f.last
 		}
 		if utf8.RuneCountInString(first) > 1 {
 			if utf8.RuneCountInString(last) == 1 {
-				out = append(out, pdlGiven{given(first), "*" + pdlSkeleton(last) + "*"}) // first.l
+				out = append(out, given(first, "*"+pdlSkeleton(last)+"*")) // first.l
 			} else {
-				out = append(out, pdlGiven{given(last), "*" + pdlSkeleton(first) + "*"}) // last.first
+				out = append(out, given(last, "*"+pdlSkeleton(first)+"*")) // last.first
 			}
 		}
 	case len(pieces) == 1:
@@ -483,8 +518,8 @@ func pdlOtherGiven(local string) []pdlGiven {
 		if len(w) < 3 {
 			break
 		}
-		out = append(out, pdlGiven{middle: pdlSkeleton(string(w[:1])) + "*"})              // written first
-		out = append(out, pdlGiven{middle: "*" + pdlSkeleton(string(w[len(w)-1:])) + "*"}) // written last
+		out = append(out, given(string(w[:1]), ""))                                                              // written first
+		out = append(out, pdlGiven{middle: "*" + pdlSkeleton(string(w[len(w)-1:])) + "*", surnameInitial: w[0]}) // written last
 	}
 	return out
 }
