@@ -449,18 +449,39 @@ func pdlNameClauses(local string) (clauses []any, fit bool) {
 		case o.surnameInitial != 0:
 			// The surname is written first: it begins with that letter in one of its
 			// forms (PDL's last_initial), or is a word after the first of a surname of
-			// several (a space or a hyphen before it).
+			// several (a space or a hyphen before it); or the second given name follows
+			// a first one in the address (Thái Minh Nguyễn's thaiminhnguyen), so it
+			// begins with one of the address's letters (middle_initial).
 			var forms []string
 			for _, r := range pdlInitials(o.surnameInitial) {
 				forms = append(forms, string(r))
 			}
 			word := pdlSkeleton(string(o.surnameInitial)) + "*"
 			used += 2
-			clause = map[string]any{"bool": map[string]any{"must": []any{clause, map[string]any{"bool": map[string]any{"should": []any{
+			surname := []any{
 				map[string]any{"terms": map[string]any{"last_initial": forms}},
 				map[string]any{"wildcard": map[string]any{"last_name": "* " + word}},
 				map[string]any{"wildcard": map[string]any{"last_name": "*-" + word}},
-			}}}}}}
+			}
+			var letters []string
+			seen := map[rune]bool{}
+			for _, r := range o.rest {
+				for _, f := range pdlInitials(r) {
+					if !seen[f] {
+						seen[f] = true
+						letters = append(letters, string(f))
+					}
+				}
+			}
+			if len(letters) > pdlMaxTerms {
+				letters = letters[:0] // more than one array holds: any middle name
+				surname = append(surname, map[string]any{"wildcard": map[string]any{"middle_name": "*"}})
+				used++
+			}
+			if len(letters) > 0 {
+				surname = append(surname, map[string]any{"terms": map[string]any{"middle_initial": letters}})
+			}
+			clause = map[string]any{"bool": map[string]any{"must": []any{clause, map[string]any{"bool": map[string]any{"should": surname}}}}}
 		}
 		given = append(given, clause)
 	}
@@ -479,6 +500,7 @@ func pdlNameClauses(local string) (clauses []any, fit bool) {
 type pdlGiven struct {
 	middle, last            string
 	initial, surnameInitial rune
+	rest                    string // with surnameInitial, the address after its first letter
 }
 
 // pdlOtherGiven are the readings of the local part as a second given name (or its
@@ -518,8 +540,8 @@ func pdlOtherGiven(local string) []pdlGiven {
 		if len(w) < 3 {
 			break
 		}
-		out = append(out, given(string(w[:1]), ""))                                                              // written first
-		out = append(out, pdlGiven{middle: "*" + pdlSkeleton(string(w[len(w)-1:])) + "*", surnameInitial: w[0]}) // written last
+		out = append(out, given(string(w[:1]), ""))                                                                                   // written first
+		out = append(out, pdlGiven{middle: "*" + pdlSkeleton(string(w[len(w)-1:])) + "*", surnameInitial: w[0], rest: string(w[1:])}) // written last
 	}
 	return out
 }

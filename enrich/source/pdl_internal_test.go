@@ -82,7 +82,7 @@ func TestPDLOtherGivenNames(t *testing.T) {
 	// An initial: a given name beginning with a, or á, asked by its middle_initial.
 	is.Equal(pdlOtherGiven("a.saez"), []pdlGiven{{middle: "?*", last: "*????*", initial: 'a'}})
 	is.True(wildcardMatches("?*", "álvaro"))
-	is.Equal(pdlOtherGiven("loncarv"), []pdlGiven{{middle: "?*", initial: 'l'}, {middle: "*v*", surnameInitial: 'l'}}) // written first, or last
+	is.Equal(pdlOtherGiven("loncarv"), []pdlGiven{{middle: "?*", initial: 'l'}, {middle: "*v*", surnameInitial: 'l', rest: "oncarv"}}) // written first, or last
 	clauses, fit := pdlNameClauses("aitanasaezgarcia")
 	is.True(fit)
 	raw, _ := json.Marshal(clauses)
@@ -114,6 +114,16 @@ func TestPDLSecondGivenNamesAskedByTheirInitials(t *testing.T) {
 		is.True(!reflect.DeepEqual(c, written)) // never alone
 	}
 	is.True(strings.Contains(string(raw), `"last_initial"`))
+	// Or it follows a first given name in the address, and begins with one of its
+	// letters: Thái Minh Nguyễn's thaiminhnguyen.
+	is.Equal(strings.Count(string(raw), `"middle_initial"`), 2)
+	var afterFirst []string
+	for _, terms := range regexp.MustCompile(`"middle_initial":\[[^\]]*\]`).FindAllString(string(raw), -1) {
+		if strings.Contains(terms, `"ñ"`) { // a form of n, a letter of the address
+			afterFirst = append(afterFirst, terms)
+		}
+	}
+	is.Equal(len(afterFirst), 1)
 }
 
 // wildcardMatches evaluates a pattern as PDL's wildcard query does: ? one character,
