@@ -593,14 +593,22 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, t *Task, src Source, ss
 // for one hit more than a lookup retrieves and, when that page is full, for a whole
 // page (StaffSearchMax) in all. A source billed by the call is asked for the whole
 // page at once; one that pages (StaffPager) is asked for the rest after the short
-// page, so no record is returned twice. cutOff says the whole page was full: there
-// may be more.
+// page, so no record is returned twice, and not at all when its first page says more
+// match than the whole page would show (ErrSearchBeyondPage). cutOff says the whole
+// page was full, or would be: there may be more.
 func searchStaff(ctx context.Context, tally *Tally, ss StaffSearcher, q StaffQuery, limit int) (members []StaffMember, cutOff bool, err error) {
 	short := min(limit+1, StaffSearchMax)
 	usable := func(err error) bool { return err == nil || errors.Is(err, ErrSearchIncomplete) }
 	if pager, ok := ss.(StaffPager); ok {
 		q.Limit = short
 		members, next, err := pager.SearchStaffPage(ctx, tally, q, "")
+		if errors.Is(err, ErrSearchBeyondPage) {
+			// The rest of the page would be paid for and end cut off all the same.
+			if errors.Is(err, ErrSearchIncomplete) {
+				return members, true, ErrSearchIncomplete
+			}
+			return members, true, nil
+		}
 		if !usable(err) || len(members) < short || short == StaffSearchMax {
 			return members, usable(err) && len(members) >= short, err
 		}

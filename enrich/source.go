@@ -79,7 +79,8 @@ type StaffPager interface {
 	StaffSearcher
 	// SearchStaffPage is SearchStaff from the position after names where a previous
 	// page ended ("" for the first page). next is where this page ended, "" when
-	// nothing is left after it.
+	// nothing is left after it. A first page that shows more people match than
+	// StaffSearchMax comes with ErrSearchBeyondPage.
 	SearchStaffPage(ctx context.Context, t *Tally, q StaffQuery, after string) (members []StaffMember, next string, err error)
 }
 

@@ -209,6 +209,22 @@ func TestPDLSearchStaffPages(t *testing.T) {
 	is.True(strings.Contains(f.bodies[1], `"size":5`))
 }
 
+// A first page whose total says more records match than a whole page holds comes with
+// ErrSearchBeyondPage, so the lookup buys no more of them; its records are still
+// returned, and a later page never says so.
+func TestPDLSearchStaffSaysWhenMoreMatchThanAPage(t *testing.T) {
+	is := is.New(t)
+	p, _, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search_beyond_page.json"}}})
+	q := enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")}, Names: []string{"wile"}, Limit: 2}
+	hits, next, err := p.SearchStaffPage(context.Background(), nil, q, "")
+	is.True(errors.Is(err, enrich.ErrSearchBeyondPage))
+	is.True(!errors.Is(err, enrich.ErrSearchIncomplete))
+	is.Equal(len(hits), 1) // the hit without a profile is no lead
+	is.Equal(next, "1234_abcd")
+	_, _, err = p.SearchStaffPage(context.Background(), nil, q, next)
+	is.NoErr(err)
+}
+
 // A query holds at most 20 wildcards, PDL's limit, however long the local part.
 func TestPDLSearchStaffWildcardBound(t *testing.T) {
 	for _, local := range []string{"jose.nunez", "aitanasaezgarcia", strings.Repeat("ab", 32)} {
