@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/hubspot"
 	"enrichd/netguard"
 	"enrichd/secret"
 	"enrichd/store"
@@ -70,6 +71,9 @@ type Config struct {
 	DeliveryConcurrency int
 	DeliveryPerLoop     int
 	DeliveryTimeout     time.Duration // how long one attempt may take; 10 s
+	// HubSpotURL is HubSpot's API, which HubSpot Loops write into (hubspot.DefaultURL
+	// when ""; serve's --hubspot-url, ENRICHD_HUBSPOT_URL).
+	HubSpotURL string
 	Logger              *slog.Logger
 
 	// ShutdownGrace is how long tasks already claimed may run on once RunWorkers' context
@@ -354,7 +358,9 @@ func New(db *store.DB, cfg Config) *Server {
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
 			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,
 			Recorded: func(batch []store.Attempted) { m.recorded(batch); s.erasureEventsRecorded(batch) },
-			Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() }}),
+			Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() },
+			Destinations: map[string]webhook.Destination{store.KindHubSpot: &hubspot.Deliverer{DB: db, Box: cfg.Secrets,
+				BaseURL: cfg.HubSpotURL, HTTP: hubspotClient(cfg.DeliveryTimeout)}}}),
 		metrics:      m,
 		erasuresWake: make(chan struct{}, 1),
 	}
