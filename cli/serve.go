@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"enrichd/enrich"
-	"enrichd/hubspot"
 	"enrichd/enrich/source"
+	"enrichd/hubspot"
 	"enrichd/server"
 	"enrichd/server/dashboard"
 	"enrichd/store"

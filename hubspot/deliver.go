@@ -229,6 +229,8 @@ func (w *writer) write(ctx context.Context, ev event) (string, *store.CRMWrite, 
 			refreshed = append(refreshed, p)
 		case ours(p):
 			written[p] = prev.Written[p]
+		case strings.TrimSpace(*cur) == v:
+			// The value there already: whoever wrote it, nothing to write or keep.
 		default:
 			kept = append(kept, p)
 		}

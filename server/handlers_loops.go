@@ -124,10 +124,10 @@ func (s *Server) newLoop(ctx context.Context, orgID string, req loopCreate) (sto
 
 // loopChange is a change asked for to a Loop: nil leaves a field as it is.
 type loopChange struct {
-	Name        *string            `json:"name"`
-	WebhookURL  *string            `json:"webhook_url"`
-	Enabled     *bool              `json:"enabled"`
-	ObjectType  *string            `json:"object_type"`
+	Name        *string          `json:"name"`
+	WebhookURL  *string          `json:"webhook_url"`
+	Enabled     *bool            `json:"enabled"`
+	ObjectType  *string          `json:"object_type"`
 	Destination *destinationSpec `json:"destination"`
 	// RotateSecret replaces the signing secret; the old one keeps signing beside it
 	// for SecretGraceSeconds (store.DefaultSecretGrace when not sent).

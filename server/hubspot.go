@@ -97,7 +97,8 @@ func (s *Server) sealHubSpotToken(ctx context.Context, loopID, objectType, token
 		return nil, err
 	}
 	if s.cfg.Secrets == nil {
-		return nil, enrich.Errorf(enrich.KindUnavailable, "enrichd has no secret key file (--secret-key-file), so a HubSpot token cannot be stored")
+		return nil, &enrich.Error{Kind: enrich.KindUnavailable, Code: "hubspot_unavailable",
+			Message: "enrichd has no secret key file (--secret-key-file), so a HubSpot token cannot be stored"}
 	}
 	base := s.cfg.HubSpotURL
 	if base == "" {
@@ -118,7 +119,8 @@ func (s *Server) sealHubSpotToken(ctx context.Context, loopID, objectType, token
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
 	case err != nil:
-		return nil, enrich.Errorf(enrich.KindUnavailable, "the token could not be checked with HubSpot, so the Loop was not saved; try again: %s", err.Error())
+		return nil, &enrich.Error{Kind: enrich.KindUnavailable, Code: "hubspot_unavailable",
+			Message: "the token could not be checked with HubSpot, so the Loop was not saved; try again: " + err.Error()}
 	}
 	sealed, err := s.cfg.Secrets.Seal([]byte(token), store.HubSpotTokenLabel(loopID))
 	if err != nil {

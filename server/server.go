@@ -74,7 +74,7 @@ type Config struct {
 	// HubSpotURL is HubSpot's API, which HubSpot Loops write into (hubspot.DefaultURL
 	// when ""; serve's --hubspot-url, ENRICHD_HUBSPOT_URL).
 	HubSpotURL string
-	Logger              *slog.Logger
+	Logger     *slog.Logger
 
 	// ShutdownGrace is how long tasks already claimed may run on once RunWorkers' context
 	// ends; those still running then go back to the queue. Zero puts them back at once.
