@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -37,9 +38,12 @@ type Client struct {
 // APIError is an answer HubSpot gave other than 2xx, with its error body's message
 // ({"status": "error", "message", "category", "correlationId"}).
 type APIError struct {
-	Status     int
-	Message    string
-	Category   string
+	Status   int
+	Message  string
+	Category string
+	// Missing are the properties a 400 said the portal does not have
+	// (PROPERTY_DOESNT_EXIST).
+	Missing    []string
 	RetryAfter time.Duration // what a 429 asked to wait: Retry-After, or the rate limit's interval
 }
 
@@ -114,6 +118,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 		if json.Unmarshal(raw, &b) == nil {
 			e.Message, e.Category = truncate(b.Message, 300), b.Category
+			if resp.StatusCode == http.StatusBadRequest {
+				e.Missing = missingProperties(b.Message)
+			}
 		}
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 			e.RetryAfter = retryAfter(resp.Header, c.now())
@@ -142,6 +149,19 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 		}
 	}
 	return 0
+}
+
+// missingProperty finds, in a 400's message, the properties HubSpot's validation says
+// do not exist: its message embeds the errors as JSON, each {"error":
+// "PROPERTY_DOESNT_EXIST", "name": "..."}.
+var missingProperty = regexp.MustCompile(`"error"\s*:\s*"PROPERTY_DOESNT_EXIST"\s*,\s*"name"\s*:\s*"([a-z0-9_]+)"`)
+
+func missingProperties(msg string) []string {
+	var out []string
+	for _, m := range missingProperty.FindAllStringSubmatch(msg, 20) {
+		out = append(out, m[1])
+	}
+	return out
 }
 
 func truncate(s string, n int) string {

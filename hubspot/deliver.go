@@ -127,7 +127,7 @@ func blank(v *string) bool { return v == nil || strings.TrimSpace(*v) == "" }
 // before, else a search), created when absent with every mapped property, else given
 // the properties blank in HubSpot (and, with refresh, those still holding the value
 // enrichd wrote).
-func (w *writer) write(ctx context.Context, ev event) (string, *store.CRMWrite, error) {
+func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *store.CRMWrite, err error) {
 	objectType := w.d.ObjectType
 	objects := ObjectPath(objectType)
 	var res enrich.Result
@@ -193,7 +193,11 @@ func (w *writer) write(ctx context.Context, ev event) (string, *store.CRMWrite, 
 		if w.opts.Provenance {
 			values[ProvenanceProperty] = provenanceText(nil, values, from, ev.Provenance)
 		}
-		o, err := w.c.Create(ctx, objects, values)
+		var o *Object
+		left, err := withoutMissing(values, func(props map[string]string) (err error) {
+			o, err = w.c.Create(ctx, objects, props)
+			return err
+		})
 		if err != nil {
 			return "", nil, err
 		}
@@ -202,7 +206,7 @@ func (w *writer) write(ctx context.Context, ev event) (string, *store.CRMWrite, 
 			written[p] = w.hash(p, v)
 		}
 		delete(values, ProvenanceProperty)
-		return fmt.Sprintf("created %s %s with %s", noun, o.ID, strings.Join(slices.Sorted(maps.Keys(values)), ", ")),
+		return fmt.Sprintf("created %s %s with %s", noun, o.ID, strings.Join(slices.Sorted(maps.Keys(values)), ", ")) + left,
 			&store.CRMWrite{ObjectType: objects, ObjectID: o.ID, Written: written}, nil
 	}
 
@@ -235,24 +239,28 @@ func (w *writer) write(ctx context.Context, ev event) (string, *store.CRMWrite, 
 			kept = append(kept, p)
 		}
 	}
-	for p, v := range update {
-		written[p] = w.hash(p, v)
-	}
-	summary := fmt.Sprintf("%s %s: ", noun, found.ID)
+	summary = fmt.Sprintf("%s %s: ", noun, found.ID)
+	left := ""
 	if len(update) == 0 {
 		summary += "nothing blank to fill"
 	} else {
+		values := maps.Clone(update)
 		if w.opts.Provenance {
-			update[ProvenanceProperty] = provenanceText(found.Properties[ProvenanceProperty], update, from, ev.Provenance)
+			update[ProvenanceProperty] = provenanceText(found.Properties[ProvenanceProperty], values, from, ev.Provenance)
 		}
-		if err := w.c.Update(ctx, objects, found.ID, update); err != nil {
+		if left, err = withoutMissing(update, func(props map[string]string) error { return w.c.Update(ctx, objects, found.ID, props) }); err != nil {
 			return "", nil, err
 		}
+		for p, v := range values {
+			if _, ok := update[p]; ok {
+				written[p] = w.hash(p, v)
+			}
+		}
 		var parts []string
-		if len(filled) > 0 {
+		if filled = kept2(filled, update); len(filled) > 0 {
 			parts = append(parts, "filled "+strings.Join(filled, ", "))
 		}
-		if len(refreshed) > 0 {
+		if refreshed = kept2(refreshed, update); len(refreshed) > 0 {
 			parts = append(parts, "refreshed "+strings.Join(refreshed, ", "))
 		}
 		summary += strings.Join(parts, "; ")
@@ -260,7 +268,39 @@ func (w *writer) write(ctx context.Context, ev event) (string, *store.CRMWrite, 
 	if len(kept) > 0 {
 		summary += "; kept the values already there in " + strings.Join(kept, ", ")
 	}
-	return summary, &store.CRMWrite{ObjectType: objects, ObjectID: found.ID, Written: written}, nil
+	return summary + left, &store.CRMWrite{ObjectType: objects, ObjectID: found.ID, Written: written}, nil
+}
+
+// withoutMissing writes props by write; when HubSpot answers that some of them do not
+// exist in the portal (a default property it lacks, a mapping's typo), it writes the
+// others once more without them, which it deletes from props, and says so.
+func withoutMissing(props map[string]string, write func(map[string]string) error) (string, error) {
+	err := write(props)
+	var e *APIError
+	if !errors.As(err, &e) || len(e.Missing) == 0 {
+		return "", err
+	}
+	for _, p := range e.Missing {
+		delete(props, p)
+	}
+	if len(props) == 0 {
+		return "", err
+	}
+	if err := write(props); err != nil {
+		return "", err
+	}
+	return "; left out " + strings.Join(e.Missing, ", ") + ", which HubSpot does not have", nil
+}
+
+// kept2 is names less those no longer in props.
+func kept2(names []string, props map[string]string) []string {
+	var out []string
+	for _, n := range names {
+		if _, ok := props[n]; ok {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // prevWrite is what the Loop wrote about the delivery's subject before, or nil.

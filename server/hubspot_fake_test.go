@@ -33,7 +33,9 @@ type fakeHubSpot struct {
 	fail            []int
 	failAfterCreate bool
 	calls           []string // "METHOD path" of every request served
-	gdprDeleted     []string
+	// missing are properties the portal does not have: a write naming one is 400.
+	missing     map[string]bool
+	gdprDeleted []string
 }
 
 func newFakeHubSpot(t *testing.T, token string) *fakeHubSpot {
@@ -166,6 +168,16 @@ func (f *fakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 	json.Unmarshal(raw["name"], &body.Name)
 	if json.Unmarshal(raw["properties"], &body.Properties) != nil {
 		json.Unmarshal(raw["properties"], &body.Want) // a search's properties are a list
+	}
+	var invalid []string
+	for name := range body.Properties {
+		if f.missing[name] {
+			invalid = append(invalid, fmt.Sprintf(`{"isValid":false,"message":"Property \"%s\" does not exist","error":"PROPERTY_DOESNT_EXIST","name":"%s","localizedErrorMessage":"Property \"%s\" does not exist"}`, name, name, name))
+		}
+	}
+	if len(invalid) > 0 && (r.Method == http.MethodPost || r.Method == http.MethodPatch) {
+		hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", "Property values were not valid: ["+strings.Join(invalid, ",")+"]")
+		return
 	}
 	switch {
 	case len(parts) == 2 && parts[0] == "properties" && r.Method == http.MethodPost:

@@ -125,5 +125,26 @@ func TestHubSpotErasureDeletesTheContactOnlyWhereTheLoopSaysSo(t *testing.T) {
 	is.Equal(kept, 0)
 }
 
+// A default property the portal does not have is left out, and the delivery says so,
+// rather than failing every attempt on HubSpot's 400.
+func TestHubSpotLeavesOutAPropertyThePortalDoesNotHave(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	hs.missing = map[string]bool{"hs_linkedin_url": true}
+	e := newEnv(t, withHubSpot(t, hs))
+	janeOnRecord(e)
+	loopID := e.createHubSpotLoop("HubSpot people", "person", nil)
+	e.startWorkers()
+
+	e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	d := e.waitDelivery(loopID, succeeded)
+	id := hs.only(t, "contacts")
+	is.Equal(d["summary"], "created contact "+id+" with city, company, country, email, firstname, jobtitle, lastname; left out hs_linkedin_url, which HubSpot does not have")
+	got := hs.object("contacts", id)
+	is.Equal(got["jobtitle"], "CTO")
+	_, has := got["hs_linkedin_url"]
+	is.True(!has)
+}
+
 func strPtr(s string) *string { return &s }
 func int64Ptr(n int64) *int64 { return &n }
