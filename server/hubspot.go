@@ -87,24 +87,30 @@ func checkHubSpotTokenText(token string) error {
 	return nil
 }
 
-// sealHubSpotToken checks the token with HubSpot (one cheap read of the Loop's object
-// type, and the provenance property created when the Loop asks for it) and seals it
-// for the Loop loopID. A token HubSpot refuses is 422 hubspot_token_refused; one that
-// could not be checked 503; either way nothing is stored. Never inside a transaction;
-// no error names the token.
+// sealHubSpotToken is SealHubSpotToken with the server's secret key file and HubSpot's
+// address.
 func (s *Server) sealHubSpotToken(ctx context.Context, loopID, objectType, token string, provenance bool) (*store.HubSpotToken, error) {
+	return SealHubSpotToken(ctx, s.cfg.Secrets, s.cfg.HubSpotURL, loopID, objectType, token, provenance)
+}
+
+// SealHubSpotToken checks a Loop's token with HubSpot at baseURL (hubspot.DefaultURL
+// when ""): one cheap read of the Loop's object type, and the provenance property
+// created when the Loop asks for it; then seals it under box for the Loop loopID. A
+// token HubSpot refuses is 422 hubspot_token_refused; one that could not be checked,
+// or no box, 503 hubspot_unavailable; either way nothing is stored. Never inside a
+// transaction; no error names the token.
+func SealHubSpotToken(ctx context.Context, box *secret.Box, baseURL, loopID, objectType, token string, provenance bool) (*store.HubSpotToken, error) {
 	if err := checkHubSpotTokenText(token); err != nil {
 		return nil, err
 	}
-	if s.cfg.Secrets == nil {
+	if box == nil {
 		return nil, &enrich.Error{Kind: enrich.KindUnavailable, Code: "hubspot_unavailable",
 			Message: "enrichd has no secret key file (--secret-key-file), so a HubSpot token cannot be stored"}
 	}
-	base := s.cfg.HubSpotURL
-	if base == "" {
-		base = hubspot.DefaultURL
+	if baseURL == "" {
+		baseURL = hubspot.DefaultURL
 	}
-	c := &hubspot.Client{BaseURL: base, Token: token, HTTP: hubspotClient(s.cfg.DeliveryTimeout), Now: s.db.Now}
+	c := &hubspot.Client{BaseURL: baseURL, Token: token, HTTP: hubspotClient(0)}
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err := c.CheckToken(checkCtx, objectType)
@@ -113,20 +119,23 @@ func (s *Server) sealHubSpotToken(ctx context.Context, loopID, objectType, token
 	}
 	switch {
 	case hubspot.Refused(err):
+		scopes := "crm.objects." + hubspot.ObjectPath(objectType) + ".read and .write"
+		if provenance {
+			scopes += ", and crm.schemas." + hubspot.ObjectPath(objectType) + ".write for provenance"
+		}
 		return nil, &enrich.Error{Kind: enrich.KindUnprocessable, Code: "hubspot_token_refused",
-			Message: "HubSpot refused the token, so the Loop was not saved: " + err.Error() + " (the private app needs the scopes crm.objects." +
-				hubspot.ObjectPath(objectType) + ".read and .write" + map[bool]string{true: ", and crm.schemas." + hubspot.ObjectPath(objectType) + ".write for provenance"}[provenance] + ")"}
+			Message: "HubSpot refused the token, so the Loop was not saved: " + err.Error() + " (the private app needs the scopes " + scopes + ")"}
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
 	case err != nil:
 		return nil, &enrich.Error{Kind: enrich.KindUnavailable, Code: "hubspot_unavailable",
 			Message: "the token could not be checked with HubSpot, so the Loop was not saved; try again: " + err.Error()}
 	}
-	sealed, err := s.cfg.Secrets.Seal([]byte(token), store.HubSpotTokenLabel(loopID))
+	sealed, err := box.Seal([]byte(token), store.HubSpotTokenLabel(loopID))
 	if err != nil {
 		return nil, err
 	}
-	return &store.HubSpotToken{Sealed: sealed, KeyID: s.cfg.Secrets.ID(), Last4: secret.Last4(token)}, nil
+	return &store.HubSpotToken{Sealed: sealed, KeyID: box.ID(), Last4: secret.Last4(token)}, nil
 }
 
 // newHubSpotLoop completes nl, a Loop asked for with a HubSpot destination: its
