@@ -472,6 +472,9 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*L
 		if l, err = lockLoop(ctx, tx, orgID, id); err != nil {
 			return err
 		}
+		if p.Rotate != nil && l.Destination.Kind == KindHubSpot {
+			return enrich.Errorf(enrich.KindInvalid, "a hubspot destination signs nothing: there is no secret to rotate")
+		}
 		wasEnabled := l.Destination.Enabled
 		if p.Apply(l, db.now()) {
 			if l.Slug, err = uniqueSlug(ctx, tx, orgID, id, Slugify(l.Name)); err != nil {
