@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"enrichd/enrich"
 	"enrichd/secret"
@@ -25,6 +28,65 @@ type Deliverer struct {
 	Box     *secret.Box // opens the Loops' tokens; nil: none can be opened
 	BaseURL string      // DefaultURL when ""
 	HTTP    *http.Client
+
+	// stripes order the writes of one Loop about one object: two deliveries about a
+	// company HubSpot does not have yet, sent at once, would each find none and
+	// create one (HubSpot keeps companies' domains unique only by convention). A
+	// stripe is picked by hash, so the locks are bounded; replicas on PostgreSQL each
+	// have their own, which the next delivery's search then finds.
+	stripes [64]sync.Mutex
+	// created remembers, for a while, the objects this process created, by Loop and
+	// key: HubSpot's search shows a new object only seconds later, and the attempt
+	// that created it may not be recorded yet when the next delivery about it comes.
+	mu      sync.Mutex
+	created map[string]createdObject
+}
+
+type createdObject struct {
+	id string
+	at time.Time
+}
+
+// createdRecently is how long a created object is looked for by its id rather than by
+// a search; maxCreated bounds what is remembered.
+const (
+	createdRecently = 10 * time.Minute
+	maxCreated      = 10000
+)
+
+func (dl *Deliverer) rememberCreated(loopID, key, id string) {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	now := time.Now()
+	if dl.created == nil || len(dl.created) >= maxCreated {
+		for k, o := range dl.created {
+			if now.Sub(o.at) > createdRecently {
+				delete(dl.created, k)
+			}
+		}
+		if dl.created == nil || len(dl.created) >= maxCreated {
+			dl.created = map[string]createdObject{}
+		}
+	}
+	dl.created[loopID+"\x00"+key] = createdObject{id: id, at: now}
+}
+
+func (dl *Deliverer) recentlyCreated(loopID, key string) string {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	if o, ok := dl.created[loopID+"\x00"+key]; ok && time.Since(o.at) <= createdRecently {
+		return o.id
+	}
+	return ""
+}
+
+// lock holds the stripe of the Loop's object key until the returned func is called.
+func (dl *Deliverer) lock(loopID, key string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(loopID + "\x00" + key))
+	m := &dl.stripes[h.Sum32()%uint32(len(dl.stripes))]
+	m.Lock()
+	return m.Unlock
 }
 
 // ReasonTokenRefused is why a HubSpot destination is disabled when HubSpot answers 401.
@@ -66,7 +128,7 @@ func (dl *Deliverer) Deliver(ctx context.Context, d *store.Dispatch) webhook.Out
 	if err := json.Unmarshal(d.Payload, &ev); err != nil {
 		return webhook.Outcome{Err: fmt.Errorf("the delivery's payload cannot be read: %v", err)}
 	}
-	w := &writer{db: dl.DB, c: c, d: d, opts: opts, key: dl.valueKey()}
+	w := &writer{dl: dl, db: dl.DB, c: c, d: d, opts: opts, key: dl.valueKey()}
 	var out webhook.Outcome
 	switch ev.Event {
 	case store.EventTest:
@@ -107,6 +169,7 @@ func (dl *Deliverer) valueKey() []byte {
 
 // writer is one delivery's writing into HubSpot.
 type writer struct {
+	dl   *Deliverer
 	db   *store.DB
 	c    *Client
 	d    *store.Dispatch
@@ -159,6 +222,7 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 			return "skipped: the company has no domain, which HubSpot's companies are found by", nil, nil
 		}
 	}
+	defer w.dl.lock(w.d.LoopID, key)()
 	mapping := Mapping(objectType, w.opts.Mapping)
 	values, from := Properties(objectType, mapping, res, key)
 	values[keyProperty(objectType)], from[keyProperty(objectType)] = key, keyProperty(objectType)
@@ -176,6 +240,11 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 	var found *Object
 	if prev != nil && prev.ObjectType == objects {
 		if found, err = w.c.Get(ctx, objects, prev.ObjectID, props); err != nil {
+			return "", nil, err
+		}
+	}
+	if id := w.dl.recentlyCreated(w.d.LoopID, key); found == nil && id != "" {
+		if found, err = w.c.Get(ctx, objects, id, props); err != nil {
 			return "", nil, err
 		}
 	}
@@ -201,6 +270,7 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 		if err != nil {
 			return "", nil, err
 		}
+		w.dl.rememberCreated(w.d.LoopID, key, o.ID)
 		written := map[string]string{}
 		for p, v := range values {
 			written[p] = w.hash(p, v)

@@ -34,7 +34,11 @@ type fakeHubSpot struct {
 	failAfterCreate bool
 	calls           []string // "METHOD path" of every request served
 	// missing are properties the portal does not have: a write naming one is 400.
-	missing     map[string]bool
+	missing map[string]bool
+	// searchLags hides the objects created through the API from its search, as
+	// HubSpot's search shows a new object only seconds later.
+	searchLags  bool
+	fresh       map[string]bool
 	gdprDeleted []string
 }
 
@@ -200,7 +204,7 @@ func (f *fakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 3 && parts[0] == "objects" && parts[2] == "search" && r.Method == http.MethodPost:
 		var results []any
 		for id, props := range f.objects[parts[1]] {
-			match := len(body.FilterGroups) > 0
+			match := len(body.FilterGroups) > 0 && !(f.searchLags && f.fresh[id])
 			for _, g := range body.FilterGroups {
 				for _, flt := range g.Filters {
 					match = match && flt.Operator == "EQ" && strings.EqualFold(props[flt.PropertyName], flt.Value)
@@ -223,6 +227,10 @@ func (f *fakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 		f.nextID++
 		id := fmt.Sprint(f.nextID)
 		f.objects[parts[1]][id] = body.Properties
+		if f.fresh == nil {
+			f.fresh = map[string]bool{}
+		}
+		f.fresh[id] = true
 		if f.failAfterCreate {
 			f.failAfterCreate = false
 			hubspotError(w, http.StatusBadGateway, "INTERNAL_ERROR", "the answer was lost")

@@ -3,6 +3,7 @@ package server_test
 import (
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,35 @@ func TestHubSpotLoopCreatesOnceThroughARetry(t *testing.T) {
 	id := hs.only(t, "companies")
 	is.Equal(d["summary"], "company "+id+": nothing blank to fill")
 	is.Equal(hs.callsTo("POST", "/objects/companies"), 1) // created once
+}
+
+// Two results about a company HubSpot does not have, delivered at once, make one
+// company, though HubSpot's search does not show it yet when the second comes.
+func TestHubSpotLoopCreatesOnceWhenTwoResultsComeAtOnce(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	hs.searchLags = true
+	e := newEnv(t, withHubSpot(t, hs))
+	e.net.addCompany(company("Initech", "initech.com"))
+	loopID := e.createHubSpotLoop("HubSpot", "company", nil)
+	first := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"domain": "initech.com"})
+	second := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"domain": "initech.com"}, "Idempotency-Key", "another")
+	is.True(first.str("task.id") != second.str("task.id"))
+	e.startWorkers()
+	var summaries []string
+	for deadline := time.Now().Add(10 * time.Second); len(summaries) < 2 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		summaries = nil
+		for _, d := range e.do("GET", "/v1/loops/"+loopID+"/deliveries", nil).get("data").([]any) {
+			if d := d.(map[string]any); succeeded(d) {
+				summaries = append(summaries, d["summary"].(string))
+			}
+		}
+	}
+	is.Equal(len(summaries), 2)
+	id := hs.only(t, "companies")
+	slices.Sort(summaries)
+	is.Equal(summaries, []string{"company " + id + ": nothing blank to fill", "created company " + id + " with domain, linkedin_company_page, name, numberofemployees"})
+	is.Equal(hs.callsTo("POST", "/objects/companies"), 1)
 }
 
 // HubSpot's 429 (Retry-After 30, its rate limit spent) and 5xx are retried on the
