@@ -913,3 +913,33 @@ CREATE TABLE audit_heads (
 CREATE TRIGGER audit_log_head AFTER INSERT ON audit_log BEGIN
     UPDATE audit_heads SET seq = NEW.seq, at = NEW.at, hash = NEW.hash WHERE org_id = NEW.org_id;
 END;
+
+-- migration 24: HubSpot destinations
+-- A Loop's destination is a webhook (webhook_url, signed with secret) or HubSpot's CRM
+-- (destination_kind 'hubspot'): its private app token sealed under the secret key file
+-- (package secret, bound to the Loop's id; key_id names the key file) and shown by its
+-- last four characters alone; hubspot_options the Loop's choices (JSON: refresh,
+-- provenance, gdpr_delete, mapping). A delivery's summary says what the destination
+-- did with it (the object created or the properties filled, or why it was skipped).
+-- hubspot_writes keeps, per Loop and subject (keyed hash), the HubSpot object enrichd
+-- wrote and keyed hashes of the values it wrote, so a refresh rewrites only its own
+-- values and a retry finds the object it created: in the registry of personal data.
+-- The same columns as PostgreSQL's migration 18.
+ALTER TABLE loops ADD COLUMN destination_kind TEXT NOT NULL DEFAULT 'webhook';
+ALTER TABLE loops ADD COLUMN hubspot_token TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_token_key_id TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_token_last4 TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_options TEXT;
+ALTER TABLE deliveries ADD COLUMN summary TEXT;
+CREATE TABLE hubspot_writes (
+    loop_id       TEXT NOT NULL REFERENCES loops(id) ON DELETE CASCADE,
+    subject_hash  BLOB NOT NULL,
+    org_id        TEXT NOT NULL,
+    object_type   TEXT NOT NULL,
+    object_id     TEXT NOT NULL,
+    written       TEXT NOT NULL,
+    updated_at    INTEGER NOT NULL,
+    PRIMARY KEY (loop_id, subject_hash)
+);
+-- the registry's find, by subject
+CREATE INDEX hubspot_writes_subject ON hubspot_writes(subject_hash);

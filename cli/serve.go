@@ -19,6 +19,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/enrich/source"
+	"enrichd/hubspot"
 	"enrichd/server"
 	"enrichd/server/dashboard"
 	"enrichd/store"
@@ -108,6 +109,7 @@ func newServeCommand() *cobra.Command {
 			}
 			linkWeb(cfg.Sources)
 			cfg.WebhookPolicy = webhookPolicy(cmd)
+			cfg.HubSpotURL, _ = cmd.Flags().GetString("hubspot-url")
 			if cfg.WebhookPolicy.AllowPrivate {
 				logger.Warn("--allow-private-webhooks is on: webhooks may be sent over plain http and to loopback and private addresses; use it only for local development")
 			}
@@ -136,6 +138,7 @@ func newServeCommand() *cobra.Command {
 		" (names enrichd's lists hold) or "+source.SimNamesHeldOut+" (names of 21 Latin-script cultures no list holds)")
 	f.String("log-format", "json", "log format: json or text")
 	f.Bool("allow-private-webhooks", false, allowPrivateHelp)
+	f.String("hubspot-url", hubspot.DefaultURL, "base URL of HubSpot's API, which HubSpot Loops write into")
 	f.String("public-url", "", "the URL people reach the service at, when a proxy ends TLS in front of it; "+
 		"https makes the dashboard's session cookie Secure")
 	f.Duration("session-idle", def.SessionIdle, "a dashboard session unused this long ends")

@@ -35,11 +35,13 @@ type (
 	LoopRun        = loopRun
 	LoopCreate     = loopCreate
 	LoopChange     = loopChange
-	WatchCreate    = watchCreate
-	WatchChange    = watchChange
-	Upload         = upload
-	BatchFormat    = batchFormat
-	Limiter        = limiter
+	// DestinationSpec is a Loop's destination asked for (a HubSpot one) or changed.
+	DestinationSpec = destinationSpec
+	WatchCreate     = watchCreate
+	WatchChange     = watchChange
+	Upload          = upload
+	BatchFormat     = batchFormat
+	Limiter         = limiter
 )
 
 // What a batch upload is written in.

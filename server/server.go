@@ -70,7 +70,10 @@ type Config struct {
 	DeliveryConcurrency int
 	DeliveryPerLoop     int
 	DeliveryTimeout     time.Duration // how long one attempt may take; 10 s
-	Logger              *slog.Logger
+	// HubSpotURL is HubSpot's API, which HubSpot Loops write into (hubspot.DefaultURL
+	// when ""; serve's --hubspot-url, ENRICHD_HUBSPOT_URL).
+	HubSpotURL string
+	Logger     *slog.Logger
 
 	// ShutdownGrace is how long tasks already claimed may run on once the workers' context
 	// ends; those still running then go back to the queue. Zero puts them back at once.

@@ -41,7 +41,7 @@ func WorkerConfig(cfg server.Config) worker.Config {
 		Workers: cfg.Workers, TaskTTL: cfg.TaskTTL, MaxBacklog: cfg.MaxBacklog, Freshness: cfg.Freshness,
 		Lease: cfg.Lease, PollInterval: cfg.PollInterval, SweepInterval: cfg.SweepInterval,
 		EmailMaxRetrievals: cfg.EmailMaxRetrievals, Sources: cfg.Sources, SourceBudgets: cfg.SourceBudgets,
-		Secrets: cfg.Secrets, OrgKeyRefresh: cfg.OrgKeyRefresh, Fill: cfg.Fill,
+		Secrets: cfg.Secrets, HubSpotURL: cfg.HubSpotURL, OrgKeyRefresh: cfg.OrgKeyRefresh, Fill: cfg.Fill,
 		WebhookPolicy: cfg.WebhookPolicy, DeliveryConcurrency: cfg.DeliveryConcurrency,
 		DeliveryPerLoop: cfg.DeliveryPerLoop, DeliveryTimeout: cfg.DeliveryTimeout, Logger: cfg.Logger,
 		ShutdownGrace: cfg.ShutdownGrace, Retain: cfg.Retain, RetainRecords: cfg.RetainRecords,

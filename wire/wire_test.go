@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -74,6 +75,8 @@ func nonZero(t *testing.T, typ reflect.Type, seed int) reflect.Value {
 		t.Fatalf("%s has no exported field to set", typ)
 	case reflect.Bool:
 		v.SetBool(true)
+	case reflect.String:
+		v.SetString(fmt.Sprint("setting ", seed))
 	default:
 		t.Fatalf("no value for a %s", typ)
 	}

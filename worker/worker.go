@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/hubspot"
 	"enrichd/netguard"
 	"enrichd/secret"
 	"enrichd/store"
@@ -50,7 +51,10 @@ type Config struct {
 	// Secrets opens the organizations' own vendor keys; nil: no organization's own key
 	// is used. OrgKeyRefresh is how long what was read of one is used before it is read
 	// again (OrgKeyRefresh when 0).
-	Secrets       *secret.Box
+	Secrets *secret.Box
+	// HubSpotURL is HubSpot's API, which HubSpot Loops write into (hubspot.DefaultURL
+	// when "").
+	HubSpotURL    string
 	OrgKeyRefresh time.Duration
 	// Fill is the default of the fields the waterfall fills, per object type; an
 	// organization's own list replaces it.
@@ -241,7 +245,9 @@ func New(db *store.DB, cfg Config) *Pool {
 		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
 			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,
 			Recorded: func(batch []store.Attempted) { m.recorded(batch); s.erasureEventsRecorded(batch) },
-			Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() }}),
+			Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() },
+			Destinations: map[string]webhook.Destination{store.KindHubSpot: &hubspot.Deliverer{DB: db, Box: cfg.Secrets,
+				BaseURL: cfg.HubSpotURL, HTTP: hubspot.HTTPClient(cfg.DeliveryTimeout)}}}),
 		metrics:      m,
 		erasuresWake: make(chan struct{}, 1),
 	}

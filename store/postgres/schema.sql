@@ -750,3 +750,26 @@ BEGIN
     RETURN NULL;
 END $$;
 CREATE TRIGGER audit_log_head AFTER INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION audit_log_head();
+
+-- migration 18: HubSpot destinations (the SQLite schema's migration 24)
+-- A Loop's destination kind, its HubSpot private app token sealed (never in clear) and
+-- its last four characters, its options (JSON); a delivery's summary of what the
+-- destination did; what enrichd wrote in HubSpot, per Loop and subject, by keyed hashes
+-- of the values (in the registry of personal data).
+ALTER TABLE loops ADD COLUMN destination_kind TEXT COLLATE "C" NOT NULL DEFAULT 'webhook';
+ALTER TABLE loops ADD COLUMN hubspot_token TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_token_key_id TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_token_last4 TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_options TEXT;
+ALTER TABLE deliveries ADD COLUMN summary TEXT;
+CREATE TABLE hubspot_writes (
+    loop_id       TEXT COLLATE "C" NOT NULL REFERENCES loops(id) ON DELETE CASCADE,
+    subject_hash  BYTEA NOT NULL,
+    org_id        TEXT COLLATE "C" NOT NULL,
+    object_type   TEXT COLLATE "C" NOT NULL,
+    object_id     TEXT NOT NULL,
+    written       TEXT NOT NULL,
+    updated_at    BIGINT NOT NULL,
+    PRIMARY KEY (loop_id, subject_hash)
+);
+CREATE INDEX hubspot_writes_subject ON hubspot_writes(subject_hash);

@@ -1,0 +1,150 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+// janeOnRecord imports Jane Doe, CTO at Acme, with her address.
+func janeOnRecord(e *env) {
+	e.importJSONL(`{"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe","first_name":"Jane","last_name":"Doe",` +
+		`"city":"Berlin","country_code":"DE","positions":[{"title":"CTO","company_name":"Acme","is_current":true}],"emails":["jane@acme.com"],` +
+		`"last_enriched_at":"` + e.clock.Now().Add(-24*time.Hour).Format(time.RFC3339) + `"}`)
+}
+
+// A people Loop finds the contact by the address looked up: the title a person typed
+// is kept, the blank name and city filled. A lookup by profile alone, with no address,
+// is skipped with the reason in the history; a failed task too.
+func TestHubSpotPeopleLoopWritesContactsFoundByEmail(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	e := newEnv(t, withHubSpot(t, hs))
+	janeOnRecord(e)
+	contact := hs.put("contacts", map[string]string{"email": "jane@acme.com", "jobtitle": "Chief Technology Officer", "lifecyclestage": "customer"})
+	loopID := e.createHubSpotLoop("HubSpot people", "person", nil)
+	e.startWorkers()
+
+	r := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	is.True(r.status == http.StatusAccepted || r.status == http.StatusOK)
+	d := e.waitDelivery(loopID, succeeded)
+	is.Equal(d["summary"], "contact "+contact+": filled city, company, country, firstname, hs_linkedin_url, lastname; kept the values already there in jobtitle")
+	is.Equal(hs.object("contacts", contact), map[string]string{"email": "jane@acme.com", "jobtitle": "Chief Technology Officer", "lifecyclestage": "customer",
+		"firstname": "Jane", "lastname": "Doe", "company": "Acme", "city": "Berlin", "country": "DE", "hs_linkedin_url": "https://www.linkedin.com/in/jane-doe"})
+
+	byProfile := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"networkUrl": "https://www.linkedin.com/in/jane-doe"})
+	d = e.waitDelivery(loopID, func(d map[string]any) bool { return succeeded(d) && d["task_id"] == byProfile.str("task.id") })
+	is.Equal(d["summary"], "skipped: the lookup was by profile, with no email address, and HubSpot's contacts are found by email")
+	is.Equal(hs.count("contacts"), 1)
+
+	unknown := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"networkUrl": "https://www.linkedin.com/in/nobody-here"})
+	d = e.waitDelivery(loopID, func(d map[string]any) bool { return succeeded(d) && d["task_id"] == unknown.str("task.id") })
+	is.Equal(d["event"], "task.failed")
+	is.Equal(d["summary"], "skipped: the task failed, there is nothing to write")
+
+	test := e.do("POST", "/v1/loops/"+loopID+"/test", nil)
+	is.Equal(test.status, http.StatusAccepted)
+	d = e.waitDelivery(loopID, func(d map[string]any) bool { return succeeded(d) && d["event"] == "test" })
+	is.Equal(d["summary"], "HubSpot accepted the token (a page of contacts read)")
+}
+
+// With refresh, a value enrichd wrote is rewritten when the record changes, and a
+// value a person typed over it is not; provenance says which source gave each field.
+func TestHubSpotRefreshRewritesOnlyWhatEnrichdWrote(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	e := newEnv(t, withHubSpot(t, hs))
+	acme := company("Acme", "acme.com")
+	acme.About = strPtr("Rockets.")
+	e.net.addCompany(acme)
+	loopID := e.createHubSpotLoop("HubSpot", "company", map[string]any{"refresh": true, "provenance": true})
+	is.Equal(hs.callsTo("POST", "/properties/companies"), 1)
+	e.startWorkers()
+
+	r := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"domain": "acme.com"})
+	e.waitDelivery(loopID, func(d map[string]any) bool { return succeeded(d) && d["task_id"] == r.str("task.id") })
+	id := hs.only(t, "companies")
+	got := hs.object("companies", id)
+	is.Equal(got["description"], "Rockets.")
+	is.Equal(got["numberofemployees"], "42")
+	is.True(strings.Contains(got["enrichd_provenance"], "numberofemployees: fake-network"))
+
+	// Someone rewrites the description; the company grows; a month later it is
+	// looked up again.
+	hs.mu.Lock()
+	hs.objects["companies"][id]["description"] = "Rockets, typed by sales."
+	hs.mu.Unlock()
+	grown := company("Acme", "acme.com")
+	grown.About, grown.EmployeeCount = strPtr("Rockets and anvils."), int64Ptr(420)
+	e.net.addCompany(grown)
+	e.clock.Add(31 * 24 * time.Hour)
+	r = e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"domain": "acme.com"})
+	d := e.waitDelivery(loopID, func(d map[string]any) bool { return succeeded(d) && d["task_id"] == r.str("task.id") })
+	is.Equal(d["summary"], "company "+id+": refreshed numberofemployees; kept the values already there in description")
+	got = hs.object("companies", id)
+	is.Equal(got["numberofemployees"], "420")                // enrichd's own: refreshed
+	is.Equal(got["description"], "Rockets, typed by sales.") // typed: kept
+	is.Equal(hs.count("companies"), 1)
+}
+
+// An erasure tells both people Loops that were sent Jane: the one without gdpr_delete
+// leaves HubSpot's contact (skipped, with the reason); the one with it deletes the
+// contact under HubSpot's GDPR delete, by id. What enrichd kept of its writes goes.
+func TestHubSpotErasureDeletesTheContactOnlyWhereTheLoopSaysSo(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	e := newEnv(t, withHubSpot(t, hs), erasuresOften)
+	janeOnRecord(e)
+	keeps := e.createHubSpotLoop("Keeps", "person", nil)
+	deletes := e.createHubSpotLoop("Deletes", "person", map[string]any{"gdpr_delete": true})
+	e.startWorkers()
+	for _, l := range []string{keeps, deletes} {
+		e.do("POST", "/v1/loops/"+l+"/run", map[string]string{"email": "jane@acme.com"})
+		e.waitDelivery(l, succeeded)
+	}
+	contact := hs.only(t, "contacts")
+	var kept int
+	is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT count(*) FROM hubspot_writes`).Scan(&kept))
+	is.Equal(kept, 2)
+
+	r := e.do("POST", "/v1/erasures", map[string]any{"email": "jane@acme.com"})
+	is.Equal(r.status, http.StatusCreated)
+	is.Equal(len(r.get("data.loops").([]any)), 2)
+	d := e.waitDelivery(keeps, func(d map[string]any) bool { return d["event"] == "person.erased" && succeeded(d) })
+	is.Equal(d["summary"], "skipped: this Loop keeps its HubSpot contacts on an erasure (gdpr_delete is off)")
+	d = e.waitDelivery(deletes, func(d map[string]any) bool { return d["event"] == "person.erased" && succeeded(d) })
+	is.Equal(d["summary"], "deleted contact "+contact+" under HubSpot's GDPR delete")
+	is.Equal(hs.count("contacts"), 0)
+	hs.mu.Lock()
+	is.Equal(hs.gdprDeleted, []string{contact})
+	hs.mu.Unlock()
+	is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT count(*) FROM hubspot_writes`).Scan(&kept))
+	is.Equal(kept, 0)
+}
+
+// A default property the portal does not have is left out, and the delivery says so,
+// rather than failing every attempt on HubSpot's 400.
+func TestHubSpotLeavesOutAPropertyThePortalDoesNotHave(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	hs.missing = map[string]bool{"hs_linkedin_url": true}
+	e := newEnv(t, withHubSpot(t, hs))
+	janeOnRecord(e)
+	loopID := e.createHubSpotLoop("HubSpot people", "person", nil)
+	e.startWorkers()
+
+	e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	d := e.waitDelivery(loopID, succeeded)
+	id := hs.only(t, "contacts")
+	is.Equal(d["summary"], "created contact "+id+" with city, company, country, email, firstname, jobtitle, lastname; left out hs_linkedin_url, which HubSpot does not have")
+	got := hs.object("contacts", id)
+	is.Equal(got["jobtitle"], "CTO")
+	_, has := got["hs_linkedin_url"]
+	is.True(!has)
+}
+
+func strPtr(s string) *string { return &s }
+func int64Ptr(n int64) *int64 { return &n }
