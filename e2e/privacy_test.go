@@ -154,7 +154,7 @@ func privacyReport(t *testing.T, db string) {
 		"stored_companies": 4, "stored_people": 0, "dataset_companies": 0, "dataset_people": 0,
 		"tasks": 4, "email_gatherings": 1, "email_candidates": 2,
 		"deliveries": 1, "pending_deliveries": 1, "batches": 1, "batch_rows": 2,
-		"watches": 1, "loops": 1, "source_misses": 0, "audit_entries": 7,
+		"watches": 1, "loops": 1, "hubspot_loops": 0, "hubspot_writes": 0, "source_misses": 0, "audit_entries": 7,
 	})
 
 	// The same as text, for people.
