@@ -852,3 +852,94 @@ ALTER TABLE tasks ADD COLUMN erased_at INTEGER;
 ALTER TABLE deliveries ADD COLUMN erasure_id TEXT;
 -- an erasure's events, which it waits for before it completes
 CREATE INDEX deliveries_erasure ON deliveries(erasure_id) WHERE erasure_id IS NOT NULL;
+
+-- migration 23: the audit log
+-- Every access to people's data and every change to who may access it, per
+-- organization (org_id '' for the installation's own acts, from the CLI), appended and
+-- never changed by enrichd but for an erasure, which blanks subject. Entries form one
+-- hash chain per organization, in seq order (1, 2, ...), and at never goes back along
+-- a chain (an entry takes the time of the one before when the clock is behind it), so
+-- that the primary key's order is the chain's and serves its walk, the lists newest
+-- first and their time ranges. hash is the SHA-256 of prev_hash (the previous entry's
+-- hash; 32 zero bytes before the first, or the checkpoint retention left) and of every
+-- other column but subject: the subject is covered by subject_seal, the keyed hash of
+-- its text as sent, so that an erasure blanks it (NULL, the seal kept) and the chain
+-- holds. subject_hash is the keyed hash of the subject normalized (empty: none), which
+-- finds an entry by person; subject_seal empty: no subject text was kept. detail is a
+-- JSON object of the act's own figures, never the data of a person looked up.
+-- The same columns as PostgreSQL's migration 17.
+CREATE TABLE audit_log (
+    org_id        TEXT NOT NULL,
+    at            INTEGER NOT NULL,
+    seq           INTEGER NOT NULL,
+    actor_kind    TEXT NOT NULL,
+    actor_id      TEXT,
+    actor_name    TEXT,
+    action        TEXT NOT NULL,
+    subject       TEXT,
+    subject_hash  BLOB NOT NULL,
+    subject_seal  BLOB NOT NULL,
+    task_id       TEXT,
+    batch_id      TEXT,
+    object_id     TEXT,
+    credits       INTEGER NOT NULL,
+    request_id    TEXT,
+    detail        TEXT,
+    prev_hash     BLOB NOT NULL,
+    hash          BLOB NOT NULL,
+    PRIMARY KEY (org_id, at, seq)
+) WITHOUT ROWID;
+-- GET /v1/audit?subject=, and a person's entries for an export or an erasure
+CREATE INDEX audit_log_subject ON audit_log(subject_hash, org_id, at, seq);
+-- GET /v1/audit?action= of any action but enrichments, which are most entries: those
+-- are read from the primary key, and an enrichment writes no entry here
+CREATE INDEX audit_log_org_action ON audit_log(org_id, action, at, seq) WHERE action <> 'task.created';
+
+-- The head of each organization's chain (its last entry's place, time and hash), which
+-- the transaction that appends updates (PostgreSQL's replicas hold its row, FOR
+-- UPDATE, until they commit: they append to one chain in turn), and the checkpoint
+-- retention leaves: base_* are the last entry it deleted, from which the chain is
+-- verified.
+CREATE TABLE audit_heads (
+    org_id     TEXT PRIMARY KEY,
+    seq        INTEGER NOT NULL,
+    at         INTEGER NOT NULL,
+    hash       BLOB NOT NULL,
+    base_seq   INTEGER NOT NULL,
+    base_at    INTEGER NOT NULL,
+    base_hash  BLOB NOT NULL
+) WITHOUT ROWID;
+-- An entry moves its chain's head to itself as it is inserted, in the same statement.
+CREATE TRIGGER audit_log_head AFTER INSERT ON audit_log BEGIN
+    UPDATE audit_heads SET seq = NEW.seq, at = NEW.at, hash = NEW.hash WHERE org_id = NEW.org_id;
+END;
+
+-- migration 24: HubSpot destinations
+-- A Loop's destination is a webhook (webhook_url, signed with secret) or HubSpot's CRM
+-- (destination_kind 'hubspot'): its private app token sealed under the secret key file
+-- (package secret, bound to the Loop's id; key_id names the key file) and shown by its
+-- last four characters alone; hubspot_options the Loop's choices (JSON: refresh,
+-- provenance, gdpr_delete, mapping). A delivery's summary says what the destination
+-- did with it (the object created or the properties filled, or why it was skipped).
+-- hubspot_writes keeps, per Loop and subject (keyed hash), the HubSpot object enrichd
+-- wrote and keyed hashes of the values it wrote, so a refresh rewrites only its own
+-- values and a retry finds the object it created: in the registry of personal data.
+-- The same columns as PostgreSQL's migration 18.
+ALTER TABLE loops ADD COLUMN destination_kind TEXT NOT NULL DEFAULT 'webhook';
+ALTER TABLE loops ADD COLUMN hubspot_token TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_token_key_id TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_token_last4 TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_options TEXT;
+ALTER TABLE deliveries ADD COLUMN summary TEXT;
+CREATE TABLE hubspot_writes (
+    loop_id       TEXT NOT NULL REFERENCES loops(id) ON DELETE CASCADE,
+    subject_hash  BLOB NOT NULL,
+    org_id        TEXT NOT NULL,
+    object_type   TEXT NOT NULL,
+    object_id     TEXT NOT NULL,
+    written       TEXT NOT NULL,
+    updated_at    INTEGER NOT NULL,
+    PRIMARY KEY (loop_id, subject_hash)
+);
+-- the registry's find, by subject
+CREATE INDEX hubspot_writes_subject ON hubspot_writes(subject_hash);

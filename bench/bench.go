@@ -10,6 +10,8 @@ import (
 	"context"
 	_ "enrichd/store/postgres" // the engine several replicas share
 	_ "enrichd/store/sqlite"   // the default engine
+	"enrichd/wire"
+	"enrichd/worker"
 	"errors"
 	"fmt"
 	"io"
@@ -223,6 +225,7 @@ type env struct {
 	dir    string
 	db     *store.DB
 	srv    *server.Server
+	work   *worker.Pool
 	http   *http.Server
 	base   string
 	client *http.Client // for the few requests outside the load (readiness)
@@ -253,7 +256,7 @@ func newEnv(ctx context.Context, opt Options, configure func(*server.Config)) (*
 	if configure != nil {
 		configure(&cfg)
 	}
-	e.srv = server.New(e.db, cfg)
+	e.srv, e.work = wire.New(e.db, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.close()
@@ -276,7 +279,7 @@ func (e *env) startWorkers() {
 	e.stop, e.done = cancel, make(chan struct{})
 	go func() {
 		defer close(e.done)
-		e.srv.RunWorkers(ctx)
+		e.work.RunWorkers(ctx)
 	}()
 }
 

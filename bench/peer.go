@@ -270,6 +270,7 @@ type peerTask struct {
 	StartedAt      *string         `json:"started_at"`
 	FinishedAt     *string         `json:"finished_at"`
 	ExpiresAt      string          `json:"expires_at"`
+	ErasedAt       *string         `json:"erased_at"` // null: the peers hold no erasures
 }
 
 type peerAnswer struct {

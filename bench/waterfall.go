@@ -43,23 +43,20 @@ func (v *vendor) Name() string { return v.name }
 // email and searches no staff.
 func (v *vendor) Prices() enrich.Prices { return enrich.Prices{} }
 
-func (v *vendor) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	return v.company(ctx, domain, func() (*enrich.Company, error) { return v.sim.CompanyByDomain(unbilled(ctx), domain) })
+func (v *vendor) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
+	return v.company(ctx, tally, domain, func() (*enrich.Company, error) { return v.sim.CompanyByDomain(ctx, unbilled(), domain) })
 }
 
-func (v *vendor) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
-	return v.company(ctx, networkURL, func() (*enrich.Company, error) { return v.sim.CompanyByURL(unbilled(ctx), networkURL) })
+func (v *vendor) CompanyByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Company, error) {
+	return v.company(ctx, tally, networkURL, func() (*enrich.Company, error) { return v.sim.CompanyByURL(ctx, unbilled(), networkURL) })
 }
 
-// unbilled is ctx with a tally of its own, so the sim the vendor reads its records
-// from does not count a second call, or its own price, on the ask's.
-func unbilled(ctx context.Context) context.Context {
-	ctx, _ = enrich.WithTally(ctx)
-	return ctx
-}
+// unbilled is a tally of its own, so the sim the vendor reads its records from does
+// not count a second call, or its own price, on the ask's.
+func unbilled() *enrich.Tally { return &enrich.Tally{} }
 
-func (v *vendor) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
-	if err := v.bill(ctx); err != nil {
+func (v *vendor) PersonByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Person, error) {
+	if err := v.bill(ctx, tally); err != nil {
 		return nil, err
 	}
 	return nil, fmt.Errorf("%s: people: %w", v.name, enrich.ErrNotFound)
@@ -68,8 +65,7 @@ func (v *vendor) PersonByURL(ctx context.Context, networkURL string) (*enrich.Pe
 // bill puts one call on the ask's books at its price, then counts it and its price in
 // the vendor's own counters and in the ask's tally, as an adapter of a real vendor
 // does; a call that cannot be booked is not made.
-func (v *vendor) bill(ctx context.Context) error {
-	t := enrich.TallyOf(ctx)
+func (v *vendor) bill(ctx context.Context, t *enrich.Tally) error {
 	if err := t.Book(ctx, v.price); err != nil {
 		return err
 	}
@@ -80,8 +76,8 @@ func (v *vendor) bill(ctx context.Context) error {
 	return nil
 }
 
-func (v *vendor) company(ctx context.Context, subject string, fetch func() (*enrich.Company, error)) (*enrich.Company, error) {
-	if err := v.bill(ctx); err != nil {
+func (v *vendor) company(ctx context.Context, tally *enrich.Tally, subject string, fetch func() (*enrich.Company, error)) (*enrich.Company, error) {
+	if err := v.bill(ctx, tally); err != nil {
 		return nil, err
 	}
 	if !v.knows(subject, "") {

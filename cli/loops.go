@@ -39,7 +39,7 @@ func findLoopArg(cmd *cobra.Command, db *store.DB, arg string) (*store.Loop, err
 }
 
 func newLoopsCommand() *cobra.Command {
-	loops := &cobra.Command{Use: "loops", Short: "Manage Loops: webhook destinations of enrichment results"}
+	loops := &cobra.Command{Use: "loops", Short: "Manage Loops: destinations of enrichment results (webhooks, HubSpot)"}
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a Loop; prints it as JSON with its signing secret, shown this once",
@@ -55,6 +55,15 @@ func newLoopsCommand() *cobra.Command {
 			}
 			if strings.TrimSpace(name) == "" || utf8.RuneCountInString(name) > 200 {
 				return fmt.Errorf("--name must be 1 to 200 characters, not blank")
+			}
+			if toHubSpot, _ := f.GetBool("hubspot"); toHubSpot {
+				if url != "" {
+					return errors.New("--url is a webhook's; a Loop created with --hubspot writes into HubSpot")
+				}
+				return createHubSpotLoop(cmd, db, store.NewLoop{Name: name, ObjectType: objectType, Enabled: !disabled})
+			}
+			if url == "" {
+				return errors.New("--url is required: the https webhook URL (or --hubspot, with the token on standard input)")
 			}
 			if _, err := webhookPolicy(cmd).CheckURL(cmd.Context(), url); err != nil {
 				if errors.Is(err, netguard.ErrPlainHTTP) || errors.Is(err, netguard.ErrNotPublic) {
@@ -75,12 +84,12 @@ func newLoopsCommand() *cobra.Command {
 	}
 	requiredOrg(create)
 	create.Flags().String("name", "", "name of the Loop (required)")
-	create.Flags().String("url", "", "https webhook URL, publicly reachable (required)")
+	create.Flags().String("url", "", "https webhook URL, publicly reachable (required, unless --hubspot)")
 	create.Flags().String("object-type", enrich.ObjectCompany, "company or person")
 	create.Flags().Bool("disabled", false, "create it disabled")
 	create.Flags().Bool("allow-private-webhooks", false, allowPrivateHelp)
+	addHubSpotFlags(create)
 	create.MarkFlagRequired("name")
-	create.MarkFlagRequired("url")
 
 	list := listCommand(&cobra.Command{
 		Use:   "list",
@@ -100,7 +109,11 @@ func newLoopsCommand() *cobra.Command {
 				if !l.Enabled {
 					state = "disabled"
 				}
-				return []string{l.ID, l.Slug, l.ObjectType, state, l.Destination.URL}
+				where := l.Destination.URL
+				if l.Destination.Kind == store.KindHubSpot {
+					where = "hubspot (token " + l.Destination.TokenLast4 + ")"
+				}
+				return []string{l.ID, l.Slug, l.ObjectType, state, where}
 			})
 		}),
 	})
@@ -232,7 +245,7 @@ func newLoopsCommand() *cobra.Command {
 		setEnabled("disable", "Disable a Loop: it takes no new runs; tasks in flight still deliver", false),
 		setDestination("enable-destination", "Send a Loop's deliveries again after its receiver answered 410 Gone", true),
 		setDestination("disable-destination", "Stop sending a Loop's deliveries: pending ones fail, new ones fail at once", false),
-		rotate, del, test)
+		rotate, del, test, newSetHubSpotTokenCommand())
 	return loops
 }
 

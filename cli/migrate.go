@@ -542,6 +542,9 @@ func pgValue(v any, pgType string) (any, error) {
 	case "bytea":
 		switch x := v.(type) {
 		case []byte:
+			if x == nil {
+				return []byte{}, nil // SQLite's empty blob, which pgx would send as NULL
+			}
 			return x, nil
 		case string:
 			return []byte(x), nil

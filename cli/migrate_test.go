@@ -86,6 +86,11 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		_, err = db.AddSuppression(ctx, store.NewSuppression{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "jane@" + name + ".example"},
 			AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 		is.NoErr(err)
+		// An erasure of someone the organization holds nothing on: its row, its
+		// suppression and its audit entry are copied as any others.
+		_, err = db.Erase(ctx, store.NewErasure{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "gone@" + name + ".example"},
+			By: store.AddedBy{Kind: store.AddedByCLI}})
+		is.NoErr(err)
 
 		task := func(domain string, loopID *string, idemKey string) *store.Enqueued {
 			t.Helper()
@@ -115,6 +120,20 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		is.NoErr(err)
 		is.True(ok)
 		m.tasks[c.TaskID] = c.OrgID
+		// Its deliveries acknowledged, as a HubSpot destination acknowledges them, with
+		// what it wrote into the CRM kept; and a Loop that writes into HubSpot.
+		due, err := db.ClaimDeliveries(ctx, 10, 10, nil, time.Minute)
+		is.NoErr(err)
+		var acked []store.Attempted
+		for _, d := range due {
+			acked = append(acked, store.Attempted{Dispatch: d, Attempt: &store.Attempt{At: db.Now(), Ended: db.Now(), StatusCode: 200,
+				Summary: "created company 9" + strconv.Itoa(i), Wrote: &store.CRMWrite{ObjectType: "companies", ObjectID: "9" + strconv.Itoa(i),
+					Written: map[string]string{"name": "00ff"}}}})
+		}
+		is.NoErr(db.RecordAttempts(ctx, acked))
+		_, err = db.CreateLoop(ctx, store.NewLoop{OrgID: org, Name: "hubspot", ObjectType: enrich.ObjectPerson, Enabled: true,
+			HubSpot: &store.HubSpotToken{Sealed: "c2VhbGVkIHRva2Vu", KeyID: "0a1b2c3d", Last4: "…abcd"}, Options: &store.HubSpotOptions{Refresh: true}})
+		is.NoErr(err)
 		// The same domain again: a store hit, settled inside the request.
 		hit := task(domain, nil, "")
 		is.Equal(hit.Task.Status, store.StatusSucceeded)

@@ -71,11 +71,13 @@ func addOpsFlags(f *pflag.FlagSet, def server.Config) {
 // addRetentionFlags adds serve's retention settings: serve and `privacy report` read
 // them alike.
 func addRetentionFlags(f *pflag.FlagSet, def server.Config) {
-	retain, records, candidates := days(def.Retain), days(def.RetainRecords), days(def.RetainCandidates)
+	retain, records, candidates, audit := days(def.Retain), days(def.RetainRecords), days(def.RetainCandidates), days(def.RetainAudit)
 	f.Var(&retain, "retain", "delete settled tasks, delivery history and batches this much older than now (e.g. 90d, 36h); 0 keeps them")
 	f.Var(&records, "retain-records", "delete the stored records no source has refreshed for this long, with their keys and positions; 0 keeps them")
 	f.Var(&candidates, "retain-candidates", "delete the profiles an ambiguous email lookup gathered for a retry with a hint (other people's) this long after, "+
 		"at most the freshness window (30d); 0: the freshness window")
+	f.Var(&audit, "retain-audit", "delete the audit log's entries (who enriched, exported, erased and suppressed whom; keys, users, sign-ins) "+
+		"this much older than now, whatever --retain says, leaving a checkpoint the chain is verified from; 0 keeps them")
 }
 
 // retentionFlags reads the retention settings into cfg.
@@ -83,6 +85,7 @@ func retentionFlags(f *pflag.FlagSet, cfg *server.Config) {
 	cfg.Retain = time.Duration(*f.Lookup("retain").Value.(*days))
 	cfg.RetainRecords = time.Duration(*f.Lookup("retain-records").Value.(*days))
 	cfg.RetainCandidates = time.Duration(*f.Lookup("retain-candidates").Value.(*days))
+	cfg.RetainAudit = time.Duration(*f.Lookup("retain-audit").Value.(*days))
 }
 
 // days is a duration flag that also takes whole days, "90d", since retention is

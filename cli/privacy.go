@@ -140,8 +140,11 @@ func reportRetention(cfg server.Config) []retentionRule {
 		period("stored records (companies, people, their keys and positions) no source has refreshed", "--retain-records", cfg.RetainRecords),
 		candidates,
 		period("subjects a vendor did not know", "the freshness window", cfg.Freshness),
+		period("the audit log: who enriched, exported, erased or suppressed whom (the subject as sent, until an erasure; its keyed hash), "+
+			"keys and users added or revoked, sign-ins", "--retain-audit", cfg.RetainAudit),
 		until("webhook deliveries not yet sent", "until sent or failed for good (7 attempts over about 9 hours)"),
 		until("watches, with the last result each keeps", "until the watch or its Loop is deleted"),
+		until("what a HubSpot Loop wrote (the object's id, keyed hashes of the values)", "until the Loop is deleted or the person erased"),
 		until("the imported dataset", "as long as the team keeps it (importing a record again replaces it)"),
 		until("logs", "wherever serve's standard error goes (journald under the systemd unit): the system's retention"),
 	}
@@ -198,10 +201,12 @@ func (r privacyReport) print(out io.Writer) error {
 		{"tasks", strconv.FormatInt(h.Tasks, 10)},
 		{"gathered profiles", fmt.Sprintf("%d, for %d ambiguous %s", h.EmailCandidates, h.EmailGatherings, plural(h.EmailGatherings, "address", "addresses"))},
 		{"webhook deliveries", fmt.Sprintf("%d, %d not yet sent", h.Deliveries, h.PendingDeliveries)},
-		{"Loops (webhook destinations)", strconv.FormatInt(h.Loops, 10)},
+		{"Loops (destinations)", fmt.Sprintf("%d, %d of them into HubSpot (%d %s written there)", h.Loops, h.HubSpotLoops,
+			h.HubSpotWrites, plural(h.HubSpotWrites, "object", "objects"))},
 		{"batches", fmt.Sprintf("%d, with %d rows", h.Batches, h.BatchRows)},
 		{"watches", strconv.FormatInt(h.Watches, 10)},
 		{"subjects a vendor did not know", strconv.FormatInt(h.SourceMisses, 10)},
+		{"audit log entries", strconv.FormatInt(h.AuditEntries, 10)},
 	} {
 		fmt.Fprintf(w, "  %s\t%s\n", row[0], row[1])
 	}

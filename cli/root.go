@@ -47,7 +47,13 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			cmd.SetContext(context.WithValue(ctx, programKey{}, p))
+			ctx = context.WithValue(ctx, programKey{}, p)
+			if name := cmd.Name(); name != "serve" && name != "bench" {
+				// What a command does is the operator's, in the audit log; serve's
+				// requests and work say each whose it is.
+				ctx = store.Acting(ctx, store.Actor{Kind: store.ActorCLI}, "")
+			}
+			cmd.SetContext(ctx)
 			return flagsFromEnv(cmd.Flags())
 		},
 	}
@@ -66,6 +72,7 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 		newDeliveriesCommand(),
 		newWatchesCommand(),
 		newSuppressionsCommand(),
+		newAuditCommand(),
 		newEraseCommand(),
 		newErasuresCommand(),
 		newExportCommand(),

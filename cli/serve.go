@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"enrichd/wire"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/enrich/source"
+	"enrichd/hubspot"
 	"enrichd/server"
 	"enrichd/server/dashboard"
 	"enrichd/store"
@@ -107,6 +109,7 @@ func newServeCommand() *cobra.Command {
 			}
 			linkWeb(cfg.Sources)
 			cfg.WebhookPolicy = webhookPolicy(cmd)
+			cfg.HubSpotURL, _ = cmd.Flags().GetString("hubspot-url")
 			if cfg.WebhookPolicy.AllowPrivate {
 				logger.Warn("--allow-private-webhooks is on: webhooks may be sent over plain http and to loopback and private addresses; use it only for local development")
 			}
@@ -135,6 +138,7 @@ func newServeCommand() *cobra.Command {
 		" (names enrichd's lists hold) or "+source.SimNamesHeldOut+" (names of 21 Latin-script cultures no list holds)")
 	f.String("log-format", "json", "log format: json or text")
 	f.Bool("allow-private-webhooks", false, allowPrivateHelp)
+	f.String("hubspot-url", hubspot.DefaultURL, "base URL of HubSpot's API, which HubSpot Loops write into")
 	f.String("public-url", "", "the URL people reach the service at, when a proxy ends TLS in front of it; "+
 		"https makes the dashboard's session cookie Secure")
 	f.Duration("session-idle", def.SessionIdle, "a dashboard session unused this long ends")
@@ -335,7 +339,7 @@ func fillFlags(cmd *cobra.Command) (enrich.FillLists, error) {
 // prints to stderr where the API and the dashboard are and the first-start link.
 func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Config, stderr io.Writer) error {
 	cfg.Dashboard = dashboard.New
-	srv := server.New(db, cfg)
+	srv, work := wire.New(db, cfg)
 	ln, err := srv.Listen(cfg.Addr, cfg.HTTP)
 	if err != nil {
 		return err
@@ -357,7 +361,7 @@ func serve(ctx context.Context, adminAddr string, db *store.DB, cfg server.Confi
 	workersDone := make(chan struct{})
 	go func() {
 		defer close(workersDone)
-		srv.RunWorkers(workCtx)
+		work.RunWorkers(workCtx)
 	}()
 	serveErr := make(chan error, len(servers))
 	for i, hs := range servers {

@@ -178,12 +178,31 @@ func (c *Client) CancelTask(ctx context.Context, id string) (*Task, error) {
 	return &out.Task, nil
 }
 
-// NewLoop is the body of POST /v1/loops.
+// NewLoop is the body of POST /v1/loops: WebhookURL, or Destination.
 type NewLoop struct {
 	Name       string `json:"name"`
-	WebhookURL string `json:"webhook_url"`           // https, publicly reachable
+	WebhookURL string `json:"webhook_url,omitempty"` // https, publicly reachable
 	ObjectType string `json:"object_type,omitempty"` // company (the default) or person
 	Enabled    *bool  `json:"enabled,omitempty"`     // true when nil
+	// Destination is the long form: a webhook's {Kind: "webhook", URL}, or HubSpot's.
+	Destination *NewDestination `json:"destination,omitempty"`
+}
+
+// NewDestination is a Loop's destination on create. For HubSpot (Kind "hubspot"):
+// Token, a private app's access token, checked with HubSpot (a refusal is the error
+// hubspot_token_refused) and never shown again; Refresh lets a delivery rewrite the
+// values enrichd itself wrote; Provenance writes which source gave each field into
+// enrichd_provenance; GDPRDelete (people) deletes the contact on a person.erased;
+// Mapping overrides the default mapping (HubSpot property to enrichd field, "" to
+// leave one unwritten).
+type NewDestination struct {
+	Kind       string            `json:"kind"`
+	URL        string            `json:"url,omitempty"`
+	Token      string            `json:"token,omitempty"`
+	Refresh    bool              `json:"refresh,omitempty"`
+	Provenance bool              `json:"provenance,omitempty"`
+	GDPRDelete bool              `json:"gdpr_delete,omitempty"`
+	Mapping    map[string]string `json:"mapping,omitempty"`
 }
 
 // CreateLoop creates a Loop. The returned Loop's Destination.Secret, which signs its
@@ -221,10 +240,16 @@ type LoopPatch struct {
 	SecretGraceSeconds *int64 `json:"secret_grace_seconds,omitempty"`
 }
 
-// DestinationPatch enables a Loop's destination again (after a 410 Gone) or
-// disables it.
+// DestinationPatch enables a Loop's destination again (after a 410 Gone, or HubSpot's
+// 401) or disables it; for a HubSpot destination it also replaces the token (checked
+// with HubSpot first) and changes the options it sets (Mapping replaces the override).
 type DestinationPatch struct {
-	Enabled bool `json:"enabled"`
+	Enabled    *bool             `json:"enabled,omitempty"`
+	Token      *string           `json:"token,omitempty"`
+	Refresh    *bool             `json:"refresh,omitempty"`
+	Provenance *bool             `json:"provenance,omitempty"`
+	GDPRDelete *bool             `json:"gdpr_delete,omitempty"`
+	Mapping    map[string]string `json:"mapping,omitempty"`
 }
 
 // UpdateLoop changes a Loop and returns it as it is now.
@@ -243,7 +268,8 @@ func (c *Client) RotateLoopSecret(ctx context.Context, id string, grace time.Dur
 // EnableDestination sends a Loop's deliveries again after its receiver answered 410
 // Gone; the deliveries failed meanwhile can be retried (RetryDelivery).
 func (c *Client) EnableDestination(ctx context.Context, id string) (*Loop, error) {
-	return c.UpdateLoop(ctx, id, LoopPatch{Destination: &DestinationPatch{Enabled: true}})
+	enabled := true
+	return c.UpdateLoop(ctx, id, LoopPatch{Destination: &DestinationPatch{Enabled: &enabled}})
 }
 
 func (c *Client) loop(ctx context.Context, method, path string, body any) (*Loop, error) {

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	_ "enrichd/store/sqlite" // the default engine
+	"enrichd/wire"
+	"enrichd/worker"
 	"io"
 	"log/slog"
 	"net/http"
@@ -33,6 +35,7 @@ type env struct {
 	t     *testing.T
 	db    *store.DB
 	srv   *server.Server
+	work  *worker.Pool
 	url   string
 	src   *fakeSource
 	clock *storetest.Clock // the server's clock: it moves only when a test moves it
@@ -63,7 +66,7 @@ func newEnv(t *testing.T, configure ...func(*server.Config)) *env {
 	for _, c := range configure {
 		c(&cfg)
 	}
-	e.srv = server.New(db, cfg)
+	e.srv, e.work = wire.New(db, cfg)
 	hs := httptest.NewServer(e.srv)
 	t.Cleanup(hs.Close)
 	e.url = hs.URL
@@ -78,7 +81,7 @@ func (e *env) startWorkers() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.srv.RunWorkers(ctx)
+		e.work.RunWorkers(ctx)
 	}()
 	e.t.Cleanup(func() { cancel(); <-done })
 }
@@ -224,15 +227,15 @@ func (f *fakeSource) company(ctx context.Context, key string) (*enrich.Company, 
 	return nil, enrich.ErrNotFound
 }
 
-func (f *fakeSource) CompanyByDomain(ctx context.Context, d string) (*enrich.Company, error) {
+func (f *fakeSource) CompanyByDomain(ctx context.Context, tally *enrich.Tally, d string) (*enrich.Company, error) {
 	return f.company(ctx, d)
 }
 
-func (f *fakeSource) CompanyByURL(ctx context.Context, u string) (*enrich.Company, error) {
+func (f *fakeSource) CompanyByURL(ctx context.Context, tally *enrich.Tally, u string) (*enrich.Company, error) {
 	return f.company(ctx, u)
 }
 
-func (f *fakeSource) PersonByURL(ctx context.Context, u string) (*enrich.Person, error) {
+func (f *fakeSource) PersonByURL(ctx context.Context, tally *enrich.Tally, u string) (*enrich.Person, error) {
 	if err := f.enter(ctx); err != nil {
 		return nil, err
 	}

@@ -68,8 +68,8 @@ type PersonExport struct {
 	// Records are the stored and imported records, each with provenance per field
 	// ({source, at}) and the keys it is looked up by.
 	Records []map[string]json.RawMessage `json:"records"`
-	// Tasks are the organization's tasks about them, each with via: request, loop,
-	// batch or watch.
+	// Tasks are the organization's tasks about them, each with via (request, loop,
+	// batch or watch) and by (who made it: an Actor, from the audit log).
 	Tasks        []map[string]json.RawMessage `json:"tasks"`
 	Loops        []ExportedLoop               `json:"loops"`
 	Batches      []map[string]json.RawMessage `json:"batches"`
@@ -78,6 +78,9 @@ type PersonExport struct {
 	Misses       []map[string]json.RawMessage `json:"misses"`
 	Suppressions []map[string]json.RawMessage `json:"suppressions"`
 	Erasures     []map[string]json.RawMessage `json:"erasures"`
+	// Audit are the organization's audit log's entries about the person, oldest
+	// first: who looked them up, exported or erased them.
+	Audit []map[string]json.RawMessage `json:"audit"`
 }
 
 // ExportedLoop is a Loop that was sent the person, and its deliveries about them.

@@ -264,7 +264,7 @@ type EmailMatch struct {
 	MatchedBy *string `json:"matched_by"`
 }
 
-// Loop is a webhook destination.
+// Loop is a destination of enrichment results: a webhook or HubSpot's CRM.
 type Loop struct {
 	ID          string      `json:"id"`
 	Name        string      `json:"name"`
@@ -283,12 +283,21 @@ type Loop struct {
 	LastDeliveryErrorAt *time.Time `json:"last_delivery_error_at"`
 }
 
-// Destination is where a Loop's events go.
+// Destination is where a Loop's events go: a webhook (URL, signed with Secret) or
+// HubSpot (its token shown by TokenLast4 alone, and its options).
 type Destination struct {
-	Kind string `json:"kind"` // webhook
-	URL  string `json:"url"`
-	// Enabled is false once the receiver answered 410 Gone (DisabledReason and
-	// DisabledAt say so): nothing is sent until EnableDestination.
+	Kind string `json:"kind"` // webhook or hubspot
+	URL  string `json:"url,omitempty"`
+	// TokenLast4 is a HubSpot destination's token, shown by its last four characters.
+	TokenLast4 string `json:"token_last4,omitempty"`
+	// A HubSpot destination's options (see NewDestination).
+	Refresh    *bool             `json:"refresh,omitempty"`
+	Provenance *bool             `json:"provenance,omitempty"`
+	GDPRDelete *bool             `json:"gdpr_delete,omitempty"`
+	Mapping    map[string]string `json:"mapping,omitempty"`
+	// Enabled is false once the receiver answered 410 Gone, or HubSpot refused the
+	// token (DisabledReason and DisabledAt say so): nothing is sent until
+	// EnableDestination.
 	Enabled        bool       `json:"enabled"`
 	DisabledReason *string    `json:"disabled_reason,omitempty"`
 	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
@@ -316,6 +325,9 @@ type Delivery struct {
 	// ErasureID is the erasure a person.erased event announces, or the one that took
 	// a task's event's payload out of the history (it cannot be retried).
 	ErasureID *string `json:"erasure_id"`
+	// Summary says what a HubSpot destination did: the object created, the properties
+	// filled and kept, or why nothing was written ("skipped: ..."). nil for a webhook.
+	Summary *string `json:"summary"`
 }
 
 // DeliveryList is a page of a Loop's deliveries, newest first.

@@ -734,6 +734,30 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.reloadUntil("/dashboard/erasures", "#erasures", "done") // the file scrubbed
 	b.axe("erasures")
 	b.shot("erasures")
+
+	// Audit: who enriched, suppressed, signed in, exported and erased; suppressions and
+	// the erased person by hash alone; filtered by action, and downloaded as JSON Lines.
+	b.open("/dashboard/audit", "tr.audit-entry")
+	b.waitText("#audit", "Erased a person")
+	for _, what := range []string{"Exported a person", "Suppressed", "Enriched", "Signed in"} {
+		contains(t, b.text("#audit"), what)
+	}
+	if text := b.text("main"); strings.Contains(text, "jane.doe") || strings.Contains(text, "john.smith") {
+		t.Error("the Audit page shows a suppressed or erased address")
+	}
+	contains(t, b.text("#audit-head"), "The chain's head")
+	b.axe("audit")
+	b.shot("audit")
+	b.step("choosing suppressions", chromedp.SetValue(chromedp.CSS(`form#audit-filter select[name=action]`), "suppression.added"))
+	b.submit("form#audit-filter")
+	b.waitUntil("the list is filtered", `location.search.includes("action=suppression.added") && document.readyState === "complete"`)
+	if got := b.text("#audit"); strings.Contains(got, "Enriched") || !strings.Contains(got, "Suppressed") {
+		t.Errorf("the Audit page filtered by suppressions shows: %s", got)
+	}
+	downloaded := b.fetch(b.attr("a#audit-download", "href"))
+	if n := strings.Count(downloaded, "\n"); n != 3 || !strings.Contains(downloaded, `"action":"suppression.added"`) {
+		t.Errorf("the download of the suppressions' entries holds %d lines: %s", n, downloaded)
+	}
 	b.refused(base+"/dashboard/no-such-page", http.StatusNotFound)
 	b.waitVisible(`header nav a[href="/dashboard/tasks"]`)
 	b.axe("not found")
@@ -754,6 +778,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		{"watches", "/dashboard/watches", "#watches"},
 		{"suppressions", "/dashboard/suppressions", "#suppressions"},
 		{"erasures", "/dashboard/erasures", "#erasures"},
+		{"audit", "/dashboard/audit", "#audit"},
 		{"credits", "/dashboard/credits", "tr.ledger"},
 		{"sources-month", "/dashboard/sources", "section.source"},
 		{"keys", "/dashboard/settings/keys", "tr.key"},

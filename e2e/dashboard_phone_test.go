@@ -129,7 +129,7 @@ func TestDashboardOnAPhoneInABrowser(t *testing.T) {
 			if (r.top < last + r.height / 2) out.push(a.textContent + " shares a row");
 			last = r.top;
 		}
-		if (links.length !== 11) out.push(links.length + " links, want 11");
+		if (links.length !== 12) out.push(links.length + " links, want 12");
 		return out;
 	})()`)
 	for _, p := range problems {

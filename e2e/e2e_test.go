@@ -322,23 +322,23 @@ func TestImport(t *testing.T) {
 
 			// Nothing from lines 1 and 2 is in the dataset.
 			sdb := openStore(t, db)
-			_, err := sdb.Dataset().CompanyByDomain(ctx, "acme.com")
+			_, err := sdb.Dataset().CompanyByDomain(ctx, nil, "acme.com")
 			is.True(errors.Is(err, enrich.ErrNotFound)) // line 1's company was not imported
-			_, err = sdb.Dataset().PersonByURL(ctx, janeURL)
+			_, err = sdb.Dataset().PersonByURL(ctx, nil, janeURL)
 			is.True(errors.Is(err, enrich.ErrNotFound)) // line 2's person was not imported
 
 			out := mustCLI(t, "import", writeFile(t, goodCompany+"\n"+goodPerson+"\n"), "--db", db)
 			is.Equal(out, "imported 1 companies and 1 people\n")
 
-			c, err := sdb.Dataset().CompanyByDomain(ctx, "acme.com")
+			c, err := sdb.Dataset().CompanyByDomain(ctx, nil, "acme.com")
 			is.NoErr(err)
 			is.Equal(c.Name, "Acme")
-			c, err = sdb.Dataset().CompanyByDomain(ctx, "acme.io") // the alias domain
+			c, err = sdb.Dataset().CompanyByDomain(ctx, nil, "acme.io") // the alias domain
 			is.NoErr(err)
 			is.Equal(c.Name, "Acme")
 			is.True(c.Domain != nil && *c.Domain == "acme.com") // alias leads to the canonical domain
 			is.True(c.Redirect != nil && c.Redirect.From == "acme.io" && c.Redirect.To == "acme.com")
-			p, err := sdb.Dataset().PersonByURL(ctx, janeURL) // normalized from the file's URL
+			p, err := sdb.Dataset().PersonByURL(ctx, nil, janeURL) // normalized from the file's URL
 			is.NoErr(err)
 			is.True(p.FullName != nil && *p.FullName == "Jane Doe")
 			is.Equal(len(p.Positions), 1)

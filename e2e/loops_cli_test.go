@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,4 +50,63 @@ func TestLoopsRotateAndDestinationCommands(t *testing.T) {
 	got = mustCLI(t, "loops", "get", "--org", "acme", "hooks", "--db", db)
 	is.True(!strings.Contains(got, "disabled_reason"))
 	is.True(strings.Contains(got, `"enabled": true`))
+}
+
+// loops create --hubspot reads the token from standard input, checks it with HubSpot
+// (refused: nothing created) and prints the Loop with the token's last four characters
+// alone; set-hubspot-token replaces it, checked the same way; a webhook Loop has no
+// token to set.
+func TestLoopsCreateHubSpotFromTheCLI(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	const token = "pat-na1-cli-token-7e21"
+	var checks atomic.Int64
+	hubspot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		checks.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer "+token || r.URL.Path != "/crm/v3/objects/contacts" {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"status":"error","message":"Authentication credentials not found.","correlationId":"x","category":"INVALID_AUTHENTICATION"}`))
+			return
+		}
+		w.Write([]byte(`{"results":[]}`))
+	}))
+	defer hubspot.Close()
+	db := newDBPath(t)
+	mustCLI(t, "orgs", "create", "acme", "--db", db)
+	create := []string{"loops", "create", "--org", "acme", "--name", "HubSpot people", "--object-type", "person", "--hubspot", "--gdpr-delete",
+		"--hubspot-url", hubspot.URL, "--db", db}
+
+	_, stderr, err := runCLIWithInput(t, "pat-na1-wrong\n", create...)
+	is.True(err != nil && strings.Contains(err.Error(), "HubSpot refused the token, so the Loop was not saved"))
+	is.True(!strings.Contains(stderr+err.Error(), "pat-na1-wrong"))
+	is.True(!strings.Contains(mustCLI(t, "loops", "list", "--org", "acme", "--db", db), "hubspot-people")) // nothing created
+
+	out, _, err := runCLIWithInput(t, token+"\n", create...)
+	is.NoErr(err)
+	var l struct {
+		Slug        string `json:"slug"`
+		Destination struct {
+			Kind       string `json:"kind"`
+			TokenLast4 string `json:"token_last4"`
+			GDPRDelete bool   `json:"gdpr_delete"`
+		} `json:"destination"`
+	}
+	is.NoErr(json.Unmarshal([]byte(out), &l))
+	is.Equal(l.Slug, "hubspot-people")
+	is.Equal(l.Destination.Kind, "hubspot")
+	is.Equal(l.Destination.TokenLast4, "…7e21")
+	is.True(l.Destination.GDPRDelete)
+	is.True(!strings.Contains(out, token))
+
+	_, _, err = runCLIWithInput(t, "pat-na1-other\n", "loops", "set-hubspot-token", "--org", "acme", "hubspot-people", "--hubspot-url", hubspot.URL, "--db", db)
+	is.True(err != nil && strings.Contains(err.Error(), "HubSpot refused the token"))
+	out, _, err = runCLIWithInput(t, token+"\n", "loops", "set-hubspot-token", "--org", "acme", "hubspot-people", "--hubspot-url", hubspot.URL, "--db", db)
+	is.NoErr(err)
+	is.True(strings.Contains(out, "now writes into HubSpot with the token …7e21"))
+	is.Equal(checks.Load(), int64(4))
+
+	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Both", "--hubspot", "--url", "https://hooks.example/", "--db", db), "--url is a webhook's")
+	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Neither", "--db", db), "--url is required")
+	contains(t, failCLI(t, "loops", "create", "--org", "acme", "--name", "Companies", "--hubspot", "--gdpr-delete", "--db", db), "--gdpr-delete deletes contacts")
 }

@@ -147,13 +147,14 @@ func privacyReport(t *testing.T, db string) {
 			kept[rule.Setting] = rule.Kept
 		}
 	}
-	is.Equal(kept, map[string]string{"--retain": "90d", "--retain-records": "400d", "--retain-candidates": "3d", "the freshness window": "30d"})
+	is.Equal(kept, map[string]string{"--retain": "90d", "--retain-records": "400d", "--retain-candidates": "3d", "the freshness window": "30d",
+		"--retain-audit": "1095d"})
 
 	is.Equal(r.Held, map[string]int64{
 		"stored_companies": 4, "stored_people": 0, "dataset_companies": 0, "dataset_people": 0,
 		"tasks": 4, "email_gatherings": 1, "email_candidates": 2,
 		"deliveries": 1, "pending_deliveries": 1, "batches": 1, "batch_rows": 2,
-		"watches": 1, "loops": 1, "source_misses": 0,
+		"watches": 1, "loops": 1, "hubspot_loops": 0, "hubspot_writes": 0, "source_misses": 0, "audit_entries": 7,
 	})
 
 	// The same as text, for people.
@@ -164,11 +165,13 @@ func privacyReport(t *testing.T, db string) {
 		"pdl      to People Data Labs (https://pdl.example.test): company domains; company pages; profile URLs; work email addresses; name words",
 		"installation key PDL_API_KEY: set; organizations with their own key: 0",
 		"--retain-records      400d",
-		"--retain-candidates   3d    profiles an ambiguous email lookup gathered",
+		"--retain-candidates   3d     profiles an ambiguous email lookup gathered",
+		"--retain-audit        1095d  the audit log: who enriched, exported, erased or suppressed whom",
 		"stored records                  4 companies, 0 people",
 		"gathered profiles               2, for 1 ambiguous address",
 		"webhook deliveries              1, 1 not yet sent",
 		"batches                         1, with 2 rows",
+		"audit log entries               7",
 	} {
 		contains(t, text, want)
 	}

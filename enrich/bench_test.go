@@ -82,7 +82,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
 				asked = asked[:0]
-				if _, _, terr := p.Lookup(ctx, enrich.Ask{Input: in, Fill: bc.fill}); terr != nil {
+				if _, _, terr := p.Lookup(ctx, &enrich.Task{Fill: bc.fill}, in); terr != nil {
 					b.Fatal(terr)
 				}
 			}

@@ -14,7 +14,7 @@ type EmailMatcher interface {
 	Source
 	// PersonByEmail returns the person the source holds for the address; ErrNotFound
 	// when it holds nobody.
-	PersonByEmail(ctx context.Context, address string) (*Person, error)
+	PersonByEmail(ctx context.Context, t *Tally, address string) (*Person, error)
 }
 
 // RecordMatcher is an EmailMatcher whose match is a record that has the address on
@@ -83,7 +83,7 @@ type directMatches struct {
 // be retrieved where a direct answer is the profile itself; after a search that
 // confirmed nobody, or could not be made (first false), the matches not asked before
 // are.
-func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input, local string, now time.Time, first bool, d *directMatches) (EmailOutcome, bool) {
+func (p *Pipeline) directMatch(ctx context.Context, t *Task, employer Employer, in Input, local string, now time.Time, first bool, d *directMatches) (EmailOutcome, bool) {
 	searchPrice, searchable := p.staffSearchPrice()
 	var spent int64
 	for _, src := range p.Sources {
@@ -100,9 +100,9 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 		}
 		spent += price
 		d.asked[src.Name()] = true
-		a := p.askDirect(ctx, m, in.Target)
+		a := p.askDirect(ctx, t, m, in.Target)
 		if a.call.Outcome == OutcomeSkipped {
-			a.record(ctx, p)
+			a.record(ctx, p, t)
 			if a.call.Reason == ReasonBudgetUnread {
 				d.unavailable = true // it may know the person: a retry may ask it
 			}
@@ -111,7 +111,7 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 		if a.err != nil {
 			if ctx.Err() != nil {
 				a.call.Outcome, a.call.Reason = OutcomeError, ReasonTimedOut
-				a.record(ctx, p)
+				a.record(ctx, p, t)
 				return EmailOutcome{Err: timedOut()}, true
 			}
 			a.call.Outcome = OutcomeMiss
@@ -120,7 +120,7 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 				d.unavailable = true
 				p.warn("direct email match failed", src, a.err)
 			}
-			a.record(ctx, p)
+			a.record(ctx, p, t)
 			continue
 		}
 		c, ok := employer.Confirm(a.person, local, MatchResolved)
@@ -132,7 +132,7 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 		}
 		if !ok {
 			a.call.Outcome, a.call.Reason = OutcomeMiss, ReasonOtherSubject
-			a.record(ctx, p)
+			a.record(ctx, p, t)
 			if p.Logger != nil {
 				// The dropped profile is another person's: it stays out of the log.
 				p.Logger.Info("direct email match dropped: no current position at the company under a name the address fits",
@@ -141,8 +141,8 @@ func (p *Pipeline) directMatch(ctx context.Context, employer Employer, in Input,
 			continue
 		}
 		a.call.Outcome = OutcomeHit
-		a.record(ctx, p)
-		c.Person = p.fillFound(ctx, a.person)
+		a.record(ctx, p, t)
+		c.Person = p.fillFound(ctx, t, a.person)
 		c.Source, c.RetrievedAt, c.MatchedBy = src.Name(), now, src.Name()
 		if onRecord {
 			c.Method = MatchExact // the vendor has the address on record for them
@@ -161,16 +161,15 @@ type directAsk struct {
 	booking *Booking // on the books, when it was admitted
 }
 
-// askDirect makes one direct match of m for the organization ctx names (WithOrg), as
-// the waterfall asks any source: through the organization's own key where it set one
-// (Keys), within its budget (Spend), with the calls it sends counted (Tally). A
-// source the organization's key or budget rules out comes back skipped, unasked.
-func (p *Pipeline) askDirect(ctx context.Context, m EmailMatcher, address string) directAsk {
+// askDirect makes one direct match of m for t's organization, as the waterfall asks
+// any source: through the organization's own key where it set one (Keys), within its
+// budget (Spend), with the calls it sends counted (Tally). A source the
+// organization's key or budget rules out comes back skipped, unasked.
+func (p *Pipeline) askDirect(ctx context.Context, t *Task, m EmailMatcher, address string) directAsk {
 	a := directAsk{address: address, call: SourceCall{Name: m.Name()}}
-	org := OrgOf(ctx)
 	use := m
 	if p.Keys != nil {
-		src, own, skip := p.Keys.For(ctx, org, m)
+		src, own, skip := p.Keys.For(ctx, t.Org, m)
 		if skip != "" {
 			a.call.Outcome, a.call.Reason = OutcomeSkipped, skip
 			return a
@@ -181,18 +180,18 @@ func (p *Pipeline) askDirect(ctx context.Context, m EmailMatcher, address string
 	}
 	if p.Spend != nil {
 		var skip string
-		if a.booking, skip = p.Spend.Admit(ctx, org, m.Name(), a.call.OwnKey); skip != "" {
+		if a.booking, skip = p.Spend.Admit(ctx, t.Org, m.Name(), a.call.OwnKey); skip != "" {
 			a.call.Outcome, a.call.Reason = OutcomeSkipped, skip
 			return a
 		}
 	}
-	askCtx, tally := WithBookedTally(ctx, p.Spend, a.booking)
+	tally := NewTally(p.Spend, a.booking)
 	start := time.Now()
 	a.person, a.err = func() (*Person, error) {
 		if p.Spend != nil {
-			defer p.spentOnPanic(ctx, org, a.call, tally)
+			defer p.spentOnPanic(ctx, t.Org, a.call, tally)
 		}
-		return use.PersonByEmail(askCtx, address)
+		return use.PersonByEmail(ctx, tally, address)
 	}()
 	a.call.MS = time.Since(start).Milliseconds()
 	a.call.VendorCalls, a.call.Credits = tally.Calls(), tally.Credits()
@@ -204,27 +203,23 @@ func (p *Pipeline) askDirect(ctx context.Context, m EmailMatcher, address string
 
 // record keeps the ask in the organization's spend (when it was admitted) and in the
 // task's trace: a confirmed answer with every field it gave by this source.
-func (a directAsk) record(ctx context.Context, p *Pipeline) {
+func (a directAsk) record(ctx context.Context, p *Pipeline, t *Task) {
 	if p.Spend != nil && a.call.Outcome != OutcomeSkipped {
-		p.Spend.Spent(ctx, OrgOf(ctx), a.call, a.booking)
-	}
-	rec := recorderOf(ctx)
-	if rec == nil {
-		return
+		p.Spend.Spent(ctx, t.Org, a.call, a.booking)
 	}
 	tr := Trace{Sources: []SourceCall{a.call}}
 	if a.call.Outcome != OutcomeHit {
-		rec.Record(Result{}, tr)
+		t.trace.record(Result{}, tr)
 		return
 	}
 	res := Result{Person: a.person}
 	m := newMerging(res, a.call.Name, a.call.OwnKey)
 	tr.Provenance, tr.Private = m.provenance, m.private
 	// A record that names no profile page is kept by the address, which the answer's
-	// email_match names (Recorder.Trace).
+	// email_match names (Task.Trace).
 	key := recordKey(res)
 	if key == "" {
 		key = emailKey(a.address)
 	}
-	rec.recordAs(key, tr)
+	t.trace.recordAs(key, tr)
 }

@@ -95,4 +95,9 @@ var (
 	// was given (a vendor's length limit): its hits are returned with it, and people
 	// the address may stand for may be missing from them.
 	ErrSearchIncomplete = errors.New("the staff search could not ask for every name")
+	// ErrSearchBeyondPage: a staff search billed per record (StaffPager) says, with its
+	// first page, that more people match than a whole page (StaffSearchMax) shows.
+	// The lookup could confirm nobody among them, so the rest of the page is not
+	// bought: the search counts as cut off, as a whole page full would.
+	ErrSearchBeyondPage = errors.New("the staff search matches more people than a whole page shows")
 )

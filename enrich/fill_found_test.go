@@ -18,11 +18,13 @@ type filler struct {
 }
 
 func (*filler) Name() string { return "filler" }
-func (*filler) CompanyByDomain(context.Context, string) (*Company, error) {
+func (*filler) CompanyByDomain(context.Context, *Tally, string) (*Company, error) {
 	return nil, ErrNotFound
 }
-func (*filler) CompanyByURL(context.Context, string) (*Company, error) { return nil, ErrNotFound }
-func (f *filler) PersonByURL(_ context.Context, u string) (*Person, error) {
+func (*filler) CompanyByURL(context.Context, *Tally, string) (*Company, error) {
+	return nil, ErrNotFound
+}
+func (f *filler) PersonByURL(_ context.Context, _ *Tally, u string) (*Person, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, u)
@@ -40,14 +42,14 @@ func TestAnEmailLookupFillsOnlyThePersonItConfirms(t *testing.T) {
 	net := revNet{company: revCompany(), people: map[string]*Person{*jane.NetworkURL: jane, *left.NetworkURL: left}}
 	f := &filler{}
 	p := &Pipeline{Sources: []Source{net, f}, Held: revHeld{}}
-	ctx, rec := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
-	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
+	task := &Task{Fill: []string{"about"}}
+	out := p.ResolveEmail(context.Background(), task, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
 	is.Equal(out.Err, nil)
 	is.Equal(*out.Result.Person.NetworkURL, *jane.NetworkURL)
 	is.Equal(*out.Result.Person.FullName, "Jane Smith") // rev's, not overwritten
 	is.Equal(*out.Result.Person.About, "Filled in.")
 	is.Equal(f.asked, []string{*jane.NetworkURL}) // not the one ruled out
-	tr := rec.Trace(out.Result)
+	tr := task.Trace(out.Result)
 	is.Equal(tr.Provenance["full_name"], "rev")
 	is.Equal(tr.Provenance["about"], "filler")
 	is.True(slices.ContainsFunc(tr.Sources, func(c SourceCall) bool { return c.Name == "filler" && c.Outcome == OutcomeHit }))
@@ -56,8 +58,8 @@ func TestAnEmailLookupFillsOnlyThePersonItConfirms(t *testing.T) {
 	f.asked = nil
 	held := revHeld{staff: []HeldPerson{{Person: jane, LastEnriched: time.Now().Add(-time.Hour)}}}
 	p = &Pipeline{Sources: []Source{net, f}, Held: held}
-	ctx, _ = WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
-	out = p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
+	task = &Task{Fill: []string{"about"}}
+	out = p.ResolveEmail(context.Background(), task, Input{Lookup: LookupEmail, Target: "jane.smith@acme.com"})
 	is.Equal(out.Err, nil)
 	is.Equal(out.Result.Person.About, nil)
 	is.Equal(len(f.asked), 0)
@@ -78,8 +80,8 @@ func twoSmiths() (*Pipeline, *filler, *Person) {
 func TestAnAmbiguousEmailLookupFillsNobody(t *testing.T) {
 	is := is.New(t)
 	p, f, _ := twoSmiths()
-	ctx, _ := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
-	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
+	task := &Task{Fill: []string{"about"}}
+	out := p.ResolveEmail(context.Background(), task, Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
 	is.True(out.Err != nil)
 	is.Equal(out.Err.Code, CodeAmbiguous)
 	is.Equal(len(f.asked), 0) // neither Jane nor John
@@ -93,8 +95,8 @@ func TestAnEmailLookupThatCouldNotSeeEveryoneFillsNobody(t *testing.T) {
 	ada := revPerson("ada-lovelace", "Ada", "Lovelace", "Engineer", "London", "GB", "", false)
 	net := revNet{company: revCompany(), people: map[string]*Person{*ada.NetworkURL: ada}}
 	p := &Pipeline{Sources: []Source{partialSearch{net}, f}, Held: revHeld{}}
-	ctx, _ := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
-	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "alovelace@acme.com"})
+	task := &Task{Fill: []string{"about"}}
+	out := p.ResolveEmail(context.Background(), task, Input{Lookup: LookupEmail, Target: "alovelace@acme.com"})
 	is.True(out.Err != nil)
 	is.Equal(out.Err.Code, CodeNotFound)
 	is.Equal(len(f.asked), 0)
@@ -104,14 +106,14 @@ func TestAnEmailLookupThatCouldNotSeeEveryoneFillsNobody(t *testing.T) {
 func TestAHintedPickFillsOnlyThePersonPicked(t *testing.T) {
 	is := is.New(t)
 	p, f, john := twoSmiths()
-	ctx, rec := WithRecorder(WithPersonFill(context.Background(), []string{"about"}))
-	out := p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "jsmith@acme.com", Hints: Hints{FullName: "John Smith"}})
+	task := &Task{Fill: []string{"about"}}
+	out := p.ResolveEmail(context.Background(), task, Input{Lookup: LookupEmail, Target: "jsmith@acme.com", Hints: Hints{FullName: "John Smith"}})
 	is.Equal(out.Err, nil)
 	is.True(out.TieBroken)
 	is.Equal(*out.Result.Person.NetworkURL, *john.NetworkURL)
 	is.Equal(*out.Result.Person.About, "Filled in.")
 	is.Equal(f.asked, []string{*john.NetworkURL})
-	is.Equal(rec.Trace(out.Result).Provenance["about"], "filler")
+	is.Equal(task.Trace(out.Result).Provenance["about"], "filler")
 	// What is kept for retries with other hints is as confirmed, not filled.
 	is.True(out.Gathered != nil)
 	for _, c := range out.Gathered.Candidates {

@@ -9,6 +9,55 @@ import (
 	"time"
 )
 
+// What a source's part in a task came to (SourceCall.Outcome).
+const (
+	OutcomeHit     = "hit"     // it knew the subject and gave at least one field
+	OutcomeMiss    = "miss"    // it did not know the subject, or answered with another one
+	OutcomeError   = "error"   // it could not answer now
+	OutcomeSkipped = "skipped" // it was not asked (Reason says why)
+)
+
+// Why a source was skipped, or why a miss was one (SourceCall.Reason).
+const (
+	ReasonFilled       = "filled"        // every wanted field was already filled
+	ReasonNotSupported = "not_supported" // it cannot answer this kind of lookup
+	ReasonBudget       = "budget"        // its monthly budget of vendor credits is spent
+	ReasonBudgetUnread = "budget_unread" // its budget could not be read now: not asked, as a source that cannot answer now
+	ReasonKeyFailing   = "key_failing"   // the organization's own key was refused and no fallback is allowed
+	ReasonOtherSubject = "other_subject" // it answered with another company or person: discarded
+	ReasonTimedOut     = "timed_out"     // the task's lifetime ended before it was asked
+	ReasonKnownMiss    = "known_miss"    // it did not know the subject when asked within the freshness window
+)
+
+// SourceCall is one source's part in a task, in the order the sources were asked:
+// `sources` on the task.
+type SourceCall struct {
+	Name    string `json:"name"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	// VendorCalls are the requests it sent upstream for this task (what a vendor
+	// bills and rate-limits), retries included; Credits the vendor credits they cost
+	// by the vendor's published price.
+	VendorCalls int64 `json:"vendor_calls"`
+	Credits     int64 `json:"vendor_credits"`
+	MS          int64 `json:"ms"`
+	// OwnKey says the call went out with the organization's own vendor key.
+	OwnKey bool `json:"-"`
+}
+
+// Provenance names, for every non-null top-level field of a result, the source that
+// gave it: `provenance` on the task.
+type Provenance map[string]string
+
+// Trace is what a lookup asked and where its answer came from.
+type Trace struct {
+	Provenance Provenance
+	Sources    []SourceCall
+	// Private says some field came from the organization's own vendor key: the record
+	// is kept in the store for that organization alone.
+	Private bool
+}
+
 // LookupSupporter is a Source that can answer some kinds of lookup only (a website
 // finds companies by domain, never people). The waterfall skips it, unasked, for the
 // others (ReasonNotSupported). A Source that does not implement it is asked for all.
@@ -26,7 +75,7 @@ func Supports(src Source, l Lookup) bool {
 
 // Lookup answers a company or profile lookup with the waterfall: the sources are
 // asked in order, and the first that knows the subject gives the record. While a
-// field of ask.Fill is still null, the next source that can answer this kind of lookup
+// field of t.Fill is still null, the next source that can answer this kind of lookup
 // is asked; its record is merged only when it is the same subject (the same network
 // page, or for companies the same canonical domain, for people the same profile URL),
 // and it fills only the fields still null, never one an earlier source gave. Once
@@ -39,28 +88,41 @@ func Supports(src Source, l Lookup) bool {
 //
 // The Trace says which source gave each field and what each source was asked and
 // cost. Email lookups take more than one question and go through ResolveEmail.
-func (p *Pipeline) Lookup(ctx context.Context, a Ask) (Result, Trace, *TaskError) {
-	return p.lookup(ctx, a, nil, nil)
+func (p *Pipeline) Lookup(ctx context.Context, t *Task, in Input) (Result, Trace, *TaskError) {
+	return p.lookup(ctx, t, in, t.Fill, from{})
 }
 
-// lookup is Lookup, going on from seed when it is set: a record the sources named in
-// asked already gave or were asked for (an email lookup's person, confirmed), which
-// the others fill as if it were the first hit.
-func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[string]bool) (Result, Trace, *TaskError) {
-	in := a.Input
+// from is what a lookup goes on from, beyond its task: what the lookups of the task
+// before it gave.
+type from struct {
+	// seed, when set, is a record the sources named in asked already gave or were
+	// asked for (an email lookup's person, confirmed), which the others fill as if it
+	// were the first hit.
+	seed  *merging
+	asked map[string]bool
+	// given are records sources have returned already, whole, by source and by the
+	// profile URL each is: what PDL's staff search returns is the record its person
+	// enrich would, billed once. The waterfall takes one as that source's answer to a
+	// lookup of its profile, asking the sources before it as ever, and pays nothing
+	// more.
+	given map[string]map[string]*Person
+}
+
+// lookup is Lookup filling fill, going on from what f holds.
+func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string, f from) (Result, Trace, *TaskError) {
 	tr := Trace{Provenance: Provenance{}, Sources: []SourceCall{}}
 	if in.Lookup == LookupEmail {
 		return Result{}, tr, &TaskError{Code: CodeInternalError, Message: "email lookups are resolved by ResolveEmail"}
 	}
-	wanted := wantedFields(in.Lookup, a.Fill)
-	misses := p.knownMisses(a.Org, in)
+	wanted := wantedFields(in.Lookup, fill)
+	misses := p.knownMisses(t.Org, in)
 	var (
-		merged      = seed
+		merged      = f.seed
 		unavailable bool
 		budget      []string
 	)
 	for _, src := range p.Sources {
-		if asked[src.Name()] {
+		if f.asked[src.Name()] {
 			continue
 		}
 		call := SourceCall{Name: src.Name()}
@@ -81,7 +143,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 		use, own := src, false
 		if p.Keys != nil {
 			var skip string
-			if use, own, skip = p.Keys.For(ctx, a.Org, src); skip != "" {
+			if use, own, skip = p.Keys.For(ctx, t.Org, src); skip != "" {
 				call.Outcome, call.Reason = OutcomeSkipped, skip
 				tr.Sources = append(tr.Sources, call)
 				unavailable = true
@@ -92,7 +154,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 		var booking *Booking
 		if p.Spend != nil {
 			var skip string
-			if booking, skip = p.Spend.Admit(ctx, a.Org, src.Name(), own); skip != "" {
+			if booking, skip = p.Spend.Admit(ctx, t.Org, src.Name(), own); skip != "" {
 				call.Outcome, call.Reason = OutcomeSkipped, skip
 				tr.Sources = append(tr.Sources, call)
 				if skip == ReasonBudget {
@@ -103,19 +165,20 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 				continue
 			}
 		}
-		askCtx, tally := WithBookedTally(ctx, p.Spend, booking)
+		tally := NewTally(p.Spend, booking)
 		// A source that asks others itself (web) asks them through AskWithin: their
 		// budgets, spend and place in the task's sources are their own.
-		nestedCtx, nested := p.withinAsk(askCtx, a.Org)
+		nested := &within{p: p, task: t}
+		tally.within = nested
 		start := time.Now()
 		res, err := func() (Result, error) {
 			if p.Spend != nil {
-				defer p.spentOnPanic(ctx, a.Org, call, tally)
+				defer p.spentOnPanic(ctx, t.Org, call, tally)
 			}
-			if got := given(ctx, src.Name(), in); got != nil {
+			if got := f.givenBy(src.Name(), in); got != nil {
 				return *got, nil // paid for with the search that returned it
 			}
-			return ask(nestedCtx, use, in)
+			return ask(ctx, tally, use, in)
 		}()
 		call.MS = time.Since(start).Milliseconds()
 		call.VendorCalls, call.Credits = tally.Calls(), tally.Credits()
@@ -155,7 +218,7 @@ func (p *Pipeline) lookup(ctx context.Context, a Ask, seed *merging, asked map[s
 			}
 		}
 		if p.Spend != nil {
-			p.Spend.Spent(ctx, a.Org, call, booking)
+			p.Spend.Spent(ctx, t.Org, call, booking)
 		}
 		misses.record(ctx, src, call)
 		tr.Sources = append(tr.Sources, call)
@@ -383,34 +446,13 @@ func isNull(v reflect.Value) bool {
 	return false
 }
 
-type givenKey struct{}
-
-// withGiven returns ctx carrying records a source has returned already, whole, by the
-// profile URL each is: what PDL's staff search returns is the record its person
-// enrich would, billed once. The waterfall takes one as that source's answer to a
-// lookup of its profile, asking the sources before it as ever, and pays nothing more.
-func withGiven(ctx context.Context, source string, records map[string]*Person) context.Context {
-	if len(records) == 0 {
-		return ctx
-	}
-	all := map[string]map[string]*Person{}
-	if prev, ok := ctx.Value(givenKey{}).(map[string]map[string]*Person); ok {
-		for k, v := range prev {
-			all[k] = v
-		}
-	}
-	all[source] = records
-	return context.WithValue(ctx, givenKey{}, all)
-}
-
-// given returns the record source returned already for a lookup of a profile, nil when
-// none.
-func given(ctx context.Context, source string, in Input) *Result {
+// givenBy returns the record source returned already for a lookup of a profile, nil
+// when none.
+func (f from) givenBy(source string, in Input) *Result {
 	if in.Lookup != LookupPersonURL {
 		return nil
 	}
-	all, _ := ctx.Value(givenKey{}).(map[string]map[string]*Person)
-	p := all[source][in.Target]
+	p := f.given[source][in.Target]
 	if p == nil {
 		return nil
 	}

@@ -58,10 +58,7 @@ func TestLookupFillsFromTheNextSource(t *testing.T) {
 		enrichtest.Source{SourceName: "c", Company: third, Asked: &asked},
 	}}
 
-	res, tr, terr := p.Lookup(context.Background(), enrich.Ask{
-		Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"},
-		Fill:  []string{"employee_count", "slogan"},
-	})
+	res, tr, terr := p.Lookup(context.Background(), &enrich.Task{Fill: []string{"employee_count", "slogan"}}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr == nil)
 	is.Equal(asked, []string{"a acme.com", "b acme.com"}) // c is not asked once the list is filled
@@ -92,7 +89,7 @@ func TestLookupFirstHitWinsWithNoFill(t *testing.T) {
 		enrichtest.Source{SourceName: "c", Company: second, Asked: &asked},
 	}}
 
-	res, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}})
+	res, tr, terr := p.Lookup(context.Background(), &enrich.Task{}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr == nil)
 	is.Equal(asked, []string{"a acme.com", "b acme.com"})
@@ -169,7 +166,7 @@ func TestLookupDiscardsAnotherSubject(t *testing.T) {
 				fill = []string{"headline"}
 			}
 
-			res, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: tt.in, Fill: fill})
+			res, tr, terr := p.Lookup(context.Background(), &enrich.Task{Fill: fill}, tt.in)
 
 			is.True(terr == nil)
 			is.Equal(len(asked), 3)
@@ -194,7 +191,7 @@ func TestLookupSkipsSourcesThatCannotAnswer(t *testing.T) {
 		enrichtest.Source{SourceName: "b", Person: &enrich.Person{NetworkURL: &profile, FullName: enrich.Ptr("Jane Doe")}, Asked: &asked},
 	}}
 
-	res, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile}})
+	res, tr, terr := p.Lookup(context.Background(), &enrich.Task{}, enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile})
 
 	is.True(terr == nil)
 	is.Equal(*res.Person.FullName, "Jane Doe")
@@ -211,10 +208,7 @@ func TestLookupIgnoresFieldsTheRecordHasNot(t *testing.T) {
 	}}
 
 	// positions is a person's field: a company lookup does not wait for it.
-	_, tr, terr := p.Lookup(context.Background(), enrich.Ask{
-		Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"},
-		Fill:  []string{"positions"},
-	})
+	_, tr, terr := p.Lookup(context.Background(), &enrich.Task{Fill: []string{"positions"}}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr == nil)
 	is.Equal(outcomes(tr.Sources), []string{"a hit 1", "b skipped/filled 0"})
@@ -229,10 +223,7 @@ func TestLookupSourceWithNothingNew(t *testing.T) {
 		enrichtest.Source{SourceName: "c", Err: fmt.Errorf("HTTP 503: %w", enrich.ErrUnavailable), Asked: &asked},
 	}}
 
-	res, tr, terr := p.Lookup(context.Background(), enrich.Ask{
-		Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"},
-		Fill:  []string{"slogan"},
-	})
+	res, tr, terr := p.Lookup(context.Background(), &enrich.Task{Fill: []string{"slogan"}}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr == nil) // an unavailable source after a hit does not fail the task
 	is.Equal(res.Company.Name, "Acme")
@@ -276,7 +267,7 @@ func TestLookupBudgetSpent(t *testing.T) {
 		Spend: spend,
 	}
 
-	_, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}, Org: "org-1"})
+	_, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1"}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr != nil)
 	is.Equal(terr.Code, enrich.CodeProviderUnavailable)
@@ -306,11 +297,7 @@ func TestLookupSpendAndKeys(t *testing.T) {
 		},
 	}
 
-	res, tr, terr := p.Lookup(context.Background(), enrich.Ask{
-		Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"},
-		Org:   "org-1",
-		Fill:  []string{"slogan", "about"},
-	})
+	res, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1", Fill: []string{"slogan", "about"}}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr == nil)
 	is.Equal(*res.Company.Slogan, "Everything for coyotes") // from the organization's own b
@@ -337,9 +324,9 @@ func (k keys) For(_ context.Context, org string, src enrich.Source) (enrich.Sour
 	return src, false, ""
 }
 
-// An email lookup asks through Enrich; the recorder on its context gathers what
-// each source was asked and where the person it answered with came from.
-func TestRecorderGathersEnrichCalls(t *testing.T) {
+// An email lookup asks through Enrich; its task's trace gathers what each source was
+// asked and where the person it answered with came from.
+func TestTheTaskTraceGathersEnrichCalls(t *testing.T) {
 	is := is.New(t)
 	var asked []string
 	profile := "https://www.linkedin.com/in/jane-doe"
@@ -348,14 +335,14 @@ func TestRecorderGathersEnrichCalls(t *testing.T) {
 		enrichtest.Source{SourceName: "a", Err: enrich.ErrNotFound, Asked: &asked},
 		enrichtest.Source{SourceName: "b", Company: company("Acme", "acme.com", acmePage), Person: jane, Asked: &asked},
 	}}
-	ctx, rec := enrich.WithRecorder(context.Background())
+	ctx, task := context.Background(), &enrich.Task{}
 
-	_, terr := p.Enrich(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
+	_, terr := p.Enrich(ctx, task, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 	is.True(terr == nil)
-	res, terr := p.Enrich(ctx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile})
+	res, terr := p.Enrich(ctx, task, enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile})
 	is.True(terr == nil)
 
-	tr := rec.Trace(res)
+	tr := task.Trace(res)
 	is.Equal(outcomes(tr.Sources), []string{"a miss 2", "b hit 2"})
 	is.Equal(tr.Provenance, enrich.Provenance{"network_url": "b", "full_name": "b"})
 }

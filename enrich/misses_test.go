@@ -115,7 +115,7 @@ func TestLookupSkipsAKnownMiss(t *testing.T) {
 		Now:    func() time.Time { return misses.now },
 	}
 	lookup := func() ([]string, *enrich.TaskError) {
-		_, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: nobody, Org: "org-1"})
+		_, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1"}, nobody)
 		return outcomes(tr.Sources), terr
 	}
 
@@ -133,7 +133,7 @@ func TestLookupSkipsAKnownMiss(t *testing.T) {
 
 	// Another subject is another question.
 	asked = nil
-	_, _, _ = p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupCompanyURL, Target: "nobody.example"}, Org: "org-1"})
+	_, _, _ = p.Lookup(context.Background(), &enrich.Task{Org: "org-1"}, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: "nobody.example"})
 	is.Equal(len(asked), 3)
 
 	// Past the window, the vendors are asked again.
@@ -163,7 +163,7 @@ func TestLookupRemembersOnlyRealMisses(t *testing.T) {
 		Keys:   keys{failing: map[string]bool{"keyless": true}},
 		Misses: misses,
 	}
-	_, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}, Org: "org-1", Fill: []string{"slogan"}})
+	_, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1", Fill: []string{"slogan"}}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 	is.True(terr == nil)
 	is.Equal(outcomes(tr.Sources), []string{"first hit 1", "other miss/other_subject 1", "down error 1",
 		"broke skipped/budget 0", "keyless skipped/key_failing 0", "sent-nothing miss 0"})
@@ -176,13 +176,13 @@ type noCall struct{ SourceName string }
 
 func (n noCall) Name() string        { return n.SourceName }
 func (noCall) Prices() enrich.Prices { return enrich.Prices{} }
-func (noCall) CompanyByDomain(context.Context, string) (*enrich.Company, error) {
+func (noCall) CompanyByDomain(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, enrich.ErrNotFound
 }
-func (noCall) CompanyByURL(context.Context, string) (*enrich.Company, error) {
+func (noCall) CompanyByURL(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, enrich.ErrNotFound
 }
-func (noCall) PersonByURL(context.Context, string) (*enrich.Person, error) {
+func (noCall) PersonByURL(context.Context, *enrich.Tally, string) (*enrich.Person, error) {
 	return nil, enrich.ErrNotFound
 }
 
@@ -201,7 +201,7 @@ func TestLookupKnownMissScopes(t *testing.T) {
 		Misses:  misses,
 	}
 	lookup := func(org string, in enrich.Input) []string {
-		_, tr, _ := p.Lookup(context.Background(), enrich.Ask{Input: in, Org: org})
+		_, tr, _ := p.Lookup(context.Background(), &enrich.Task{Org: org}, in)
 		return outcomes(tr.Sources)
 	}
 
@@ -239,7 +239,7 @@ func TestLookupAnswerSupersedesAMiss(t *testing.T) {
 		},
 		Misses: misses,
 	}
-	_, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: nobody, Org: "org-1", Fill: []string{"slogan"}})
+	_, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1", Fill: []string{"slogan"}}, nobody)
 	is.True(terr == nil)
 	is.Equal(outcomes(tr.Sources), []string{"a hit 1", "b skipped/known_miss 0"})
 	is.Equal(misses.forgotten, []string{"a domain:nobody.example"}) // a knows it now, for org-9 too
@@ -247,7 +247,7 @@ func TestLookupAnswerSupersedesAMiss(t *testing.T) {
 
 	fresh := *p
 	fresh.Fresh = true
-	_, tr, _ = fresh.Lookup(context.Background(), enrich.Ask{Input: nobody, Org: "org-1", Fill: []string{"slogan"}})
+	_, tr, _ = fresh.Lookup(context.Background(), &enrich.Task{Org: "org-1", Fill: []string{"slogan"}}, nobody)
 	is.Equal(outcomes(tr.Sources), []string{"a hit 1", "b miss/nothing_new 1"})
 	is.Equal(misses.remembered(), []string{}) // b answered for it: its miss goes
 }
@@ -260,18 +260,20 @@ type site struct {
 }
 
 func (s site) Name() string { return "site" }
-func (s site) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
+func (s site) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
 	c := company("Nobody", domain, s.page)
-	if nc, err := enrich.AskWithin(ctx, s.network, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: s.page},
-		func(ctx context.Context) (*enrich.Company, error) { return s.network.CompanyByURL(ctx, s.page) }); err == nil {
+	if nc, err := enrich.AskWithin(ctx, tally, s.network, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: s.page},
+		func(ctx context.Context, tally *enrich.Tally) (*enrich.Company, error) {
+			return s.network.CompanyByURL(ctx, tally, s.page)
+		}); err == nil {
 		c.Slogan = nc.Slogan
 	}
 	return c, nil
 }
-func (site) CompanyByURL(context.Context, string) (*enrich.Company, error) {
+func (site) CompanyByURL(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, enrich.ErrNotFound
 }
-func (site) PersonByURL(context.Context, string) (*enrich.Person, error) {
+func (site) PersonByURL(context.Context, *enrich.Tally, string) (*enrich.Person, error) {
 	return nil, enrich.ErrNotFound
 }
 
@@ -285,13 +287,13 @@ func TestAskWithinSkipsAKnownMiss(t *testing.T) {
 	page := "https://www.linkedin.com/company/nobody"
 	p := &enrich.Pipeline{Sources: []enrich.Source{site{network: vendor, page: page}}, Misses: misses}
 
-	_, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: nobody, Org: "org-1"})
+	_, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1"}, nobody)
 	is.True(terr == nil)
 	is.Equal(outcomes(tr.Sources), []string{"site hit 0", "a miss 1"})
 	is.Equal(misses.remembered(), []string{"company_url:" + page + " a *"})
 
 	asked = nil
-	_, tr, _ = p.Lookup(context.Background(), enrich.Ask{Input: nobody, Org: "org-1"})
+	_, tr, _ = p.Lookup(context.Background(), &enrich.Task{Org: "org-1"}, nobody)
 	is.Equal(outcomes(tr.Sources), []string{"site hit 0", "a skipped/known_miss 0"})
 	is.Equal(len(asked), 0)
 }
@@ -311,11 +313,11 @@ func TestLookupReadsMissesOncePricedSourceIsDue(t *testing.T) {
 		Misses: misses,
 	}
 	acme := enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}
-	_, _, terr := p.Lookup(context.Background(), enrich.Ask{Input: acme, Org: "org-1"})
+	_, _, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1"}, acme)
 	is.True(terr == nil)
 	is.Equal(misses.reads, 0) // the dataset answered, first hit wins
 
-	_, _, _ = p.Lookup(context.Background(), enrich.Ask{Input: acme, Org: "org-1", Fill: []string{"slogan"}})
+	_, _, _ = p.Lookup(context.Background(), &enrich.Task{Org: "org-1", Fill: []string{"slogan"}}, acme)
 	is.Equal(misses.reads, 1) // once, for both vendors
 }
 
@@ -327,7 +329,7 @@ func TestAnAnswerWithNoMissReadWritesNothing(t *testing.T) {
 	a := priced{enrichtest.Source{SourceName: "a", Company: company("Nobody", "nobody.example", ""), Asked: &asked}}
 	misses := newMemMisses(time.Now())
 	p := &enrich.Pipeline{Sources: []enrich.Source{a}, Misses: misses}
-	_, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: nobody, Org: "org-1"})
+	_, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1"}, nobody)
 	is.True(terr == nil)
 	is.Equal(outcomes(tr.Sources), []string{"a hit 1"})
 	is.Equal(misses.reads, 1)

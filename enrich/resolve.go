@@ -111,9 +111,9 @@ type EmailOutcome struct {
 // not_found; none -> not_found; several -> the hints sent break the tie, else
 // ambiguous with the count and the hints that would. Hints never change the answer
 // when one person fits.
-func (p *Pipeline) ResolveEmail(ctx context.Context, in Input) EmailOutcome {
+func (p *Pipeline) ResolveEmail(ctx context.Context, t *Task, in Input) EmailOutcome {
 	var id identified
-	out := p.resolveEmail(ctx, in, &id)
+	out := p.resolveEmail(ctx, t, in, &id)
 	if id.fetched {
 		out.Company, out.CompanyAt = id.company, id.at
 	}
@@ -130,7 +130,7 @@ type identified struct {
 	at      time.Time
 }
 
-func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) EmailOutcome {
+func (p *Pipeline) resolveEmail(ctx context.Context, t *Task, in Input, id *identified) EmailOutcome {
 	address := in.Target
 	if terr := Refusal(address); terr != nil {
 		return EmailOutcome{Err: terr}
@@ -146,7 +146,7 @@ func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) E
 		return p.internal("reading the person on record", err)
 	}
 	if held != nil {
-		if out, ok := p.exact(ctx, in, held, domain, now, id); ok {
+		if out, ok := p.exact(ctx, t, in, held, domain, now, id); ok {
 			return out
 		}
 		// The person on record for the address no longer works there: resolve it afresh.
@@ -158,10 +158,10 @@ func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) E
 	}
 	if gathered != nil {
 		employer := EmployerOf(gathered.Company, domain)
-		return p.decide(ctx, in, employer, gathered.Company, gathered.Candidates, nil)
+		return p.decide(ctx, t, in, employer, gathered.Company, gathered.Candidates, nil)
 	}
 
-	company, terr := p.identify(ctx, domain, now, id)
+	company, terr := p.identify(ctx, t, domain, now, id)
 	if terr != nil {
 		return EmailOutcome{Err: terr}
 	}
@@ -171,13 +171,13 @@ func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) E
 	}
 
 	direct := &directMatches{asked: map[string]bool{}}
-	if out, ok := p.directMatch(ctx, employer, in, local, now, true, direct); ok {
+	if out, ok := p.directMatch(ctx, t, employer, in, local, now, true, direct); ok {
 		return out
 	}
-	cands, terr := p.fits(ctx, employer, company, local, now)
+	cands, terr := p.fits(ctx, t, employer, company, local, now)
 	if (terr == nil && len(cands) == 0) || (terr != nil && (terr.Code == CodeNotFound || terr.Code == CodeProviderUnavailable)) {
 		// Nobody confirmed: the direct matches not asked yet may still answer.
-		if out, ok := p.directMatch(ctx, employer, in, local, now, false, direct); ok {
+		if out, ok := p.directMatch(ctx, t, employer, in, local, now, false, direct); ok {
 			return out
 		}
 		if direct.unavailable && (terr == nil || terr.Code == CodeNotFound) {
@@ -192,21 +192,21 @@ func (p *Pipeline) resolveEmail(ctx context.Context, in Input, id *identified) E
 	if len(cands) > 1 {
 		keep = &Gathering{Address: AddressKey(address), Company: company, Candidates: cands, GatheredAt: now}
 	}
-	return p.decide(ctx, in, employer, company, cands, keep)
+	return p.decide(ctx, t, in, employer, company, cands, keep)
 }
 
 // exact serves the person the address is on record for, refreshed first when the
 // profile is older than the freshness window (a refresh that cannot complete serves
 // it as it is), as long as they still hold a current position at the company behind
 // the domain. It reports false when they do not: the address is then resolved afresh.
-func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain string, now time.Time, id *identified) (EmailOutcome, bool) {
+func (p *Pipeline) exact(ctx context.Context, t *Task, in Input, held *HeldPerson, domain string, now time.Time, id *identified) (EmailOutcome, bool) {
 	match := &EmailMatch{Method: MatchExact, Email: in.Target}
 	person, at := held.Person, held.LastEnriched
 	if p.Fresh && person.NetworkURL == nil {
 		return EmailOutcome{}, false // no profile to ask the sources for: resolve the address afresh
 	}
 	if now.Sub(held.LastEnriched) >= p.freshness() && person.NetworkURL != nil {
-		res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL})
+		res, terr := p.Enrich(ctx, t, Input{Lookup: LookupPersonURL, Target: *person.NetworkURL})
 		switch {
 		case terr == nil:
 			person, at = res.Person, now
@@ -216,7 +216,7 @@ func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain
 	}
 	// The company behind the domain, if it can be identified now; the domain alone
 	// otherwise (a refresh that cannot complete serves what is held).
-	company, terr := p.identify(ctx, domain, now, id)
+	company, terr := p.identify(ctx, t, domain, now, id)
 	if terr != nil && terr.Code == CodeTimedOut {
 		return EmailOutcome{Err: terr}, true
 	}
@@ -224,22 +224,22 @@ func (p *Pipeline) exact(ctx context.Context, in Input, held *HeldPerson, domain
 		return EmailOutcome{}, false
 	}
 	// Filled when it was refreshed; a profile held fresh is served as it is held.
-	return success(p.fillFound(ctx, person), match, at), true
+	return success(p.fillFound(ctx, t, person), match, at), true
 }
 
 // identify finds the company behind the domain: a stored company fresher than the
 // window, else the sources, asked once a lookup (id remembers the answer).
-func (p *Pipeline) identify(ctx context.Context, domain string, now time.Time, id *identified) (*Company, *TaskError) {
+func (p *Pipeline) identify(ctx context.Context, t *Task, domain string, now time.Time, id *identified) (*Company, *TaskError) {
 	if id.done {
 		return id.company, id.terr
 	}
-	id.company, id.terr = p.identifyOnce(ctx, domain, now, id)
+	id.company, id.terr = p.identifyOnce(ctx, t, domain, now, id)
 	// A lookup that timed out may be asked again: the task's lifetime decides.
 	id.done = id.terr == nil || id.terr.Code != CodeTimedOut
 	return id.company, id.terr
 }
 
-func (p *Pipeline) identifyOnce(ctx context.Context, domain string, now time.Time, id *identified) (*Company, *TaskError) {
+func (p *Pipeline) identifyOnce(ctx context.Context, t *Task, domain string, now time.Time, id *identified) (*Company, *TaskError) {
 	held, err := p.Held.CompanyByDomain(ctx, domain)
 	if err != nil {
 		return nil, &TaskError{Code: CodeInternalError, Message: "the stored company could not be read"}
@@ -247,7 +247,7 @@ func (p *Pipeline) identifyOnce(ctx context.Context, domain string, now time.Tim
 	if held != nil && now.Sub(held.LastEnriched) < p.freshness() {
 		return held.Company, nil
 	}
-	res, terr := p.Enrich(ctx, Input{Lookup: LookupDomain, Target: domain})
+	res, terr := p.Enrich(ctx, t, Input{Lookup: LookupDomain, Target: domain})
 	if terr != nil {
 		if terr.Code == CodeNotFound {
 			terr = &TaskError{Code: CodeNotFound, Message: "no company was found behind the domain " + domain}
@@ -268,8 +268,8 @@ func (p *Pipeline) identifyOnce(ctx context.Context, domain string, now time.Tim
 // address takes) leaves the held people unable to decide alone. The lookup then fails:
 // ambiguous when two or more people fit, not_found otherwise, never a person picked
 // among others unseen. Without a source that can search staff, nothing is seen.
-func (p *Pipeline) fits(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, *TaskError) {
-	found, s, terr := p.resolved(ctx, employer, company, local, now)
+func (p *Pipeline) fits(ctx context.Context, t *Task, employer Employer, company *Company, local string, now time.Time) ([]Candidate, *TaskError) {
+	found, s, terr := p.resolved(ctx, t, employer, company, local, now)
 	if terr != nil {
 		return nil, terr
 	}
@@ -280,7 +280,7 @@ func (p *Pipeline) fits(ctx context.Context, employer Employer, company *Company
 			"the staff search shows more people at %s the address may stand for than this server retrieves for one lookup (%d), so nobody could be confirmed",
 			company.Name, p.maxRetrievals())}
 	}
-	held, unseen, terr := p.inferred(ctx, employer, local, now, s, p.maxRetrievals()-s.retrievals)
+	held, unseen, terr := p.inferred(ctx, t, employer, local, now, s, p.maxRetrievals()-s.retrievals)
 	if terr != nil {
 		return nil, terr
 	}
@@ -336,7 +336,7 @@ func distinct(cands []Candidate) []Candidate {
 // see the form the address takes, so the held people cannot decide alone. A profile
 // older than the freshness window is retrieved again, within budget retrievals, and
 // must still fit.
-func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string, now time.Time, s staffSearch, budget int) (out []Candidate, unseen bool, terr *TaskError) {
+func (p *Pipeline) inferred(ctx context.Context, t *Task, employer Employer, local string, now time.Time, s staffSearch, budget int) (out []Candidate, unseen bool, terr *TaskError) {
 	staff := s.held
 	if !s.heldRead {
 		var err error
@@ -362,7 +362,7 @@ func (p *Pipeline) inferred(ctx context.Context, employer Employer, local string
 		// which would be a guess.
 		if now.Sub(h.LastEnriched) >= p.freshness() && h.Person.NetworkURL != nil && budget > 0 {
 			budget--
-			res, terr := p.Enrich(ctx, Input{Lookup: LookupPersonURL, Target: *h.Person.NetworkURL})
+			res, terr := p.Enrich(ctx, t, Input{Lookup: LookupPersonURL, Target: *h.Person.NetworkURL})
 			switch {
 			case terr == nil:
 				if c, ok = employer.Confirm(res.Person, local, MatchInferred); !ok {
@@ -413,7 +413,7 @@ type staffSearch struct {
 // pages (StaffPager) for the rest of it after the short page. Only a search
 // whose whole page is full may have left people out: the names that cannot fit are
 // dropped before anything is counted.
-func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Company, local string, now time.Time) ([]Candidate, staffSearch, *TaskError) {
+func (p *Pipeline) resolved(ctx context.Context, t *Task, employer Employer, company *Company, local string, now time.Time) ([]Candidate, staffSearch, *TaskError) {
 	names := LocalPartNames(local)
 	limit := p.maxRetrievals()
 	var hits []string
@@ -425,7 +425,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if p.Keys != nil {
 			// The search is made with the organization's own key where it has one; its
 			// hits are only leads, retrieved through Enrich, which keeps the trace.
-			use, ownKey, skip := p.Keys.For(ctx, OrgOf(ctx), src)
+			use, ownKey, skip := p.Keys.For(ctx, t.Org, src)
 			if skip != "" {
 				if _, ok := src.(StaffSearcher); ok {
 					s.searchers++
@@ -443,7 +443,7 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		if ctx.Err() != nil {
 			return nil, staffSearch{}, timedOut()
 		}
-		members, cutOff, skip, err := p.searchStaffSpent(ctx, src, ss, StaffQuery{Company: company, Names: names,
+		members, cutOff, skip, err := p.searchStaffSpent(ctx, t, src, ss, StaffQuery{Company: company, Names: names,
 			Local: local, Splits: LocalPartSplits(local)}, limit, own)
 		if skip != "" {
 			// Not asked: as a source that could not answer now, and one whose budget is
@@ -507,12 +507,6 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 		}
 	}
 	s.decided = map[string]bool{}
-	// A profile a search returned whole is that source's answer when it is retrieved:
-	// asked again, it would be paid for twice.
-	retrieveCtx := ctx
-	for name, recs := range records {
-		retrieveCtx = withGiven(retrieveCtx, name, recs)
-	}
 	var out []Candidate
 	for _, u := range hits {
 		if s.decided[u] {
@@ -528,7 +522,9 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 			continue
 		}
 		s.retrievals++
-		res, terr := p.Enrich(retrieveCtx, Input{Lookup: LookupPersonURL, Target: u})
+		// A profile a search returned whole is that source's answer when it is
+		// retrieved: asked again, it would be paid for twice.
+		res, terr := p.enrich(ctx, t, Input{Lookup: LookupPersonURL, Target: u}, records)
 		if terr != nil {
 			switch terr.Code {
 			case CodeTimedOut:
@@ -554,18 +550,65 @@ func (p *Pipeline) resolved(ctx context.Context, employer Employer, company *Com
 	return out, s, nil
 }
 
+// searchStaffSpent is searchStaff held to the budgets of t's organization and
+// counted in its spend, on the key it goes out with (own: the organization's), and in
+// the task's sources, as Lookup holds every source it asks: a staff search is the
+// dearest call a vendor bills (Enrich Layer's 10 credits). skip, when not "", is why the
+// source was not asked (ReasonBudget).
+func (p *Pipeline) searchStaffSpent(ctx context.Context, t *Task, src Source, ss StaffSearcher, q StaffQuery, limit int, own bool) (members []StaffMember, cutOff bool, skip string, err error) {
+	call := SourceCall{Name: src.Name(), OwnKey: own}
+	var booking *Booking
+	if p.Spend != nil {
+		if booking, skip = p.Spend.Admit(ctx, t.Org, src.Name(), own); skip != "" {
+			call.Outcome, call.Reason = OutcomeSkipped, skip
+			t.trace.record(Result{}, Trace{Sources: []SourceCall{call}})
+			return nil, false, skip, nil
+		}
+	}
+	tally := NewTally(p.Spend, booking)
+	start := time.Now()
+	members, cutOff, err = func() ([]StaffMember, bool, error) {
+		if p.Spend != nil {
+			defer p.spentOnPanic(ctx, t.Org, call, tally)
+		}
+		return searchStaff(ctx, tally, ss, q, limit)
+	}()
+	call.VendorCalls, call.Credits, call.MS = tally.Calls(), tally.Credits(), time.Since(start).Milliseconds()
+	switch {
+	case (err == nil || errors.Is(err, ErrSearchIncomplete)) && len(members) > 0:
+		call.Outcome = OutcomeHit
+	case err == nil || errors.Is(err, ErrSearchIncomplete) || errors.Is(err, ErrNotFound):
+		call.Outcome = OutcomeMiss
+	default:
+		call.Outcome = OutcomeError
+	}
+	if p.Spend != nil {
+		p.Spend.Spent(ctx, t.Org, call, booking)
+	}
+	t.trace.record(Result{}, Trace{Sources: []SourceCall{call}})
+	return members, cutOff, "", err
+}
+
 // searchStaff asks one source for the company's staff the names describe: first
 // for one hit more than a lookup retrieves and, when that page is full, for a whole
 // page (StaffSearchMax) in all. A source billed by the call is asked for the whole
 // page at once; one that pages (StaffPager) is asked for the rest after the short
-// page, so no record is returned twice. cutOff says the whole page was full: there
-// may be more.
-func searchStaff(ctx context.Context, ss StaffSearcher, q StaffQuery, limit int) (members []StaffMember, cutOff bool, err error) {
+// page, so no record is returned twice, and not at all when its first page says more
+// match than the whole page would show (ErrSearchBeyondPage). cutOff says the whole
+// page was full, or would be: there may be more.
+func searchStaff(ctx context.Context, tally *Tally, ss StaffSearcher, q StaffQuery, limit int) (members []StaffMember, cutOff bool, err error) {
 	short := min(limit+1, StaffSearchMax)
 	usable := func(err error) bool { return err == nil || errors.Is(err, ErrSearchIncomplete) }
 	if pager, ok := ss.(StaffPager); ok {
 		q.Limit = short
-		members, next, err := pager.SearchStaffPage(ctx, q, "")
+		members, next, err := pager.SearchStaffPage(ctx, tally, q, "")
+		if errors.Is(err, ErrSearchBeyondPage) {
+			// The rest of the page would be paid for and end cut off all the same.
+			if errors.Is(err, ErrSearchIncomplete) {
+				return members, true, ErrSearchIncomplete
+			}
+			return members, true, nil
+		}
 		if !usable(err) || len(members) < short || short == StaffSearchMax {
 			return members, usable(err) && len(members) >= short, err
 		}
@@ -576,7 +619,7 @@ func searchStaff(ctx context.Context, ss StaffSearcher, q StaffQuery, limit int)
 			return nil, false, ctx.Err()
 		}
 		q.Limit = StaffSearchMax - len(members)
-		rest, _, restErr := pager.SearchStaffPage(ctx, q, next)
+		rest, _, restErr := pager.SearchStaffPage(ctx, tally, q, next)
 		if !usable(restErr) {
 			return nil, false, restErr
 		}
@@ -594,7 +637,7 @@ func searchStaff(ctx context.Context, ss StaffSearcher, q StaffQuery, limit int)
 			return nil, false, ctx.Err()
 		}
 		q.Limit = ask
-		members, err = ss.SearchStaff(ctx, q)
+		members, err = ss.SearchStaff(ctx, tally, q)
 		if usable(err) && len(members) >= ask {
 			if ask == StaffSearchMax {
 				return members, true, err // a whole page: there may be more
@@ -639,7 +682,7 @@ func mayFit(m StaffMember, local string) bool {
 // it settles on is filled (fillFound): the candidates are not, since until then none
 // of them is known to be the one the address belongs to, and a vendor asked for the
 // fields of the others would be paid for people the lookup does not return.
-func (p *Pipeline) decide(ctx context.Context, in Input, employer Employer, company *Company, cands []Candidate, keep *Gathering) EmailOutcome {
+func (p *Pipeline) decide(ctx context.Context, t *Task, in Input, employer Employer, company *Company, cands []Candidate, keep *Gathering) EmailOutcome {
 	address := in.Target
 	switch len(cands) {
 	case 0:
@@ -651,7 +694,7 @@ func (p *Pipeline) decide(ctx context.Context, in Input, employer Employer, comp
 				"no current employee of %s was found whom %s surely fits: one fits it only if a word of their full name that may be a surname is a given name",
 				company.Name, address)}}
 		}
-		return p.settled(ctx, cands[0], address)
+		return p.settled(ctx, t, cands[0], address)
 	}
 	if in.Hints.empty() {
 		return EmailOutcome{Err: ambiguous(employer, company, address, cands, false), Gathered: keep}
@@ -662,7 +705,7 @@ func (p *Pipeline) decide(ctx context.Context, in Input, employer Employer, comp
 		return EmailOutcome{Gathered: keep, Err: &TaskError{Code: CodeNotFound, Message: fmt.Sprintf(
 			"%s fits %d current employees of %s, and none of them matches the hints sent", address, len(cands), company.Name)}}
 	case 1:
-		out := p.settled(ctx, picked[0], address)
+		out := p.settled(ctx, t, picked[0], address)
 		out.Gathered, out.TieBroken = keep, true
 		return out
 	}
@@ -687,8 +730,8 @@ func ambiguous(employer Employer, company *Company, address string, cands []Cand
 // settled is the outcome for the one person decide settled the address on, filled
 // with the person fields asked for. fillFound fills a copy: a gathering kept for
 // retries holds the candidate as it was confirmed.
-func (p *Pipeline) settled(ctx context.Context, c Candidate, address string) EmailOutcome {
-	c.Person = p.fillFound(ctx, c.Person)
+func (p *Pipeline) settled(ctx context.Context, t *Task, c Candidate, address string) EmailOutcome {
+	c.Person = p.fillFound(ctx, t, c.Person)
 	return chosen(c, address)
 }
 

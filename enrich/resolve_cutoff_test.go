@@ -13,9 +13,9 @@ type countingSearch struct {
 	limits *[]int
 }
 
-func (c countingSearch) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error) {
+func (c countingSearch) SearchStaff(ctx context.Context, tally *Tally, q StaffQuery) ([]StaffMember, error) {
 	*c.limits = append(*c.limits, q.Limit)
-	return c.revNet.SearchStaff(ctx, q)
+	return c.revNet.SearchStaff(ctx, tally, q)
 }
 
 // staffOf puts n people the address barbara.lee cannot stand for on the network, and
@@ -61,8 +61,8 @@ func TestASearchIsCutOffAfterFittingNotBefore(t *testing.T) {
 // partialSearch answers like revNet but could not ask for every name.
 type partialSearch struct{ revNet }
 
-func (s partialSearch) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error) {
-	hits, _ := s.revNet.SearchStaff(ctx, q)
+func (s partialSearch) SearchStaff(ctx context.Context, tally *Tally, q StaffQuery) ([]StaffMember, error) {
+	hits, _ := s.revNet.SearchStaff(ctx, tally, q)
 	return hits, fmt.Errorf("too many names: %w", ErrSearchIncomplete)
 }
 

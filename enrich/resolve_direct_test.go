@@ -17,10 +17,10 @@ type searchCounter struct {
 
 func (n searchCounter) Name() string   { return "search" }
 func (n searchCounter) Prices() Prices { return n.price }
-func (n searchCounter) SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error) {
+func (n searchCounter) SearchStaff(ctx context.Context, tally *Tally, q StaffQuery) ([]StaffMember, error) {
 	n.searches.Add(1)
-	TallyOf(ctx).Call()
-	return n.revNet.SearchStaff(ctx, q)
+	tally.Call()
+	return n.revNet.SearchStaff(ctx, tally, q)
 }
 
 // emailVendor answers people by address only (a vendor's person match by email),
@@ -35,12 +35,16 @@ type emailVendor struct {
 
 func (v emailVendor) Name() string   { return v.name }
 func (v emailVendor) Prices() Prices { return v.price }
-func (v emailVendor) CompanyByDomain(context.Context, string) (*Company, error) {
+func (v emailVendor) CompanyByDomain(context.Context, *Tally, string) (*Company, error) {
 	return nil, ErrNotFound
 }
-func (v emailVendor) CompanyByURL(context.Context, string) (*Company, error) { return nil, ErrNotFound }
-func (v emailVendor) PersonByURL(context.Context, string) (*Person, error)   { return nil, ErrNotFound }
-func (v emailVendor) PersonByEmail(_ context.Context, address string) (*Person, error) {
+func (v emailVendor) CompanyByURL(context.Context, *Tally, string) (*Company, error) {
+	return nil, ErrNotFound
+}
+func (v emailVendor) PersonByURL(context.Context, *Tally, string) (*Person, error) {
+	return nil, ErrNotFound
+}
+func (v emailVendor) PersonByEmail(_ context.Context, _ *Tally, address string) (*Person, error) {
 	v.asked.Add(1)
 	if v.down {
 		return nil, fmt.Errorf("%s: %w", v.name, ErrUnavailable)
@@ -306,9 +310,9 @@ func TestADirectEmailMatchIsInTheTasksTrace(t *testing.T) {
 		outcome string
 	}{{john, OutcomeHit + "/"}, {mary, OutcomeMiss + "/" + ReasonOtherSubject}} {
 		c := newDirectCase(nil, tc.answer, 10, 1, "john.smith@acme.com")
-		ctx, rec := WithRecorder(WithOrg(context.Background(), "acme"))
-		out := c.p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
-		tr := rec.Trace(out.Result)
+		task := &Task{Org: "acme"}
+		out := c.p.ResolveEmail(context.Background(), task, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
+		tr := task.Trace(out.Result)
 		got := "not asked"
 		for _, s := range tr.Sources {
 			if s.Name == "vendor" {
@@ -388,8 +392,8 @@ func TestAStaffSearchIsInTheTasksTraceAndSpentOnItsKey(t *testing.T) {
 	c := newDirectCase([]*Person{john}, nil, 1, 10, "john.smith@acme.com")
 	c.p.Spend = refusingSpend{spent: &spent}
 	c.p.Keys = ownKeys{}
-	ctx, rec := WithRecorder(WithOrg(context.Background(), "acme"))
-	out := c.p.ResolveEmail(ctx, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
+	task := &Task{Org: "acme"}
+	out := c.p.ResolveEmail(context.Background(), task, Input{Lookup: LookupEmail, Target: "john.smith@acme.com"})
 	if out.Err != nil {
 		t.Fatalf("%+v", out.Err)
 	}
@@ -397,7 +401,7 @@ func TestAStaffSearchIsInTheTasksTraceAndSpentOnItsKey(t *testing.T) {
 		t.Fatalf("searched %d times, want 1", c.searches.Load())
 	}
 	var traced *SourceCall
-	tr := rec.Trace(out.Result)
+	tr := task.Trace(out.Result)
 	for i, s := range tr.Sources {
 		if s.Name == "search" {
 			traced = &tr.Sources[i]

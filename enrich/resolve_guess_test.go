@@ -31,15 +31,15 @@ type revNet struct {
 }
 
 func (revNet) Name() string { return "rev" }
-func (n revNet) CompanyByDomain(context.Context, string) (*Company, error) {
+func (n revNet) CompanyByDomain(context.Context, *Tally, string) (*Company, error) {
 	c := *n.company
 	return &c, nil
 }
-func (n revNet) CompanyByURL(context.Context, string) (*Company, error) {
+func (n revNet) CompanyByURL(context.Context, *Tally, string) (*Company, error) {
 	c := *n.company
 	return &c, nil
 }
-func (n revNet) PersonByURL(_ context.Context, u string) (*Person, error) {
+func (n revNet) PersonByURL(_ context.Context, _ *Tally, u string) (*Person, error) {
 	if n.retrievals != nil {
 		n.retrievals.Add(1)
 	}
@@ -56,7 +56,7 @@ func (n revNet) PersonByURL(_ context.Context, u string) (*Person, error) {
 	c := *p
 	return &c, nil
 }
-func (n revNet) SearchStaff(_ context.Context, q StaffQuery) ([]StaffMember, error) {
+func (n revNet) SearchStaff(_ context.Context, _ *Tally, q StaffQuery) ([]StaffMember, error) {
 	var out []StaffMember
 	for u, p := range n.people {
 		if !n.hidden[u] {
@@ -110,7 +110,7 @@ func revCompany() *Company {
 }
 
 func revEmail(p *Pipeline, address string, h Hints) EmailOutcome {
-	return p.ResolveEmail(context.Background(), Input{Lookup: LookupEmail, Target: address, Hints: h})
+	return p.ResolveEmail(context.Background(), &Task{}, Input{Lookup: LookupEmail, Target: address, Hints: h})
 }
 
 // a plausible profile that could not be retrieved is ignored, and the other one
@@ -296,14 +296,14 @@ func TestAFitOnAGuessedGivenNameIsNeverAnsweredAlone(t *testing.T) {
 		t.Fatalf("lpuigdemont: %+v %v, want a sure candidate", c, ok)
 	}
 	p := &Pipeline{}
-	out := p.decide(context.Background(), Input{Target: "ppuigdemont@acme.com"}, e, &Company{Name: "Acme"}, []Candidate{c}, nil)
+	out := p.decide(context.Background(), &Task{}, Input{Target: "ppuigdemont@acme.com"}, e, &Company{Name: "Acme"}, []Candidate{c}, nil)
 	if out.Err == nil || out.Err.Code != CodeNotFound {
 		t.Fatalf("a possible candidate alone: %+v, want not_found", out)
 	}
 	rosa := &Person{FirstName: Ptr("Rosa"), LastName: Ptr("Puigdemont"), Positions: laia.Positions}
 	r, _ := e.Confirm(rosa, "rpuigdemont", MatchResolved)
 	l, _ := e.Confirm(&Person{FullName: Ptr("Laia Roser Puigdemont"), Positions: laia.Positions}, "rpuigdemont", MatchResolved)
-	out = p.decide(context.Background(), Input{Target: "rpuigdemont@acme.com"}, e, &Company{Name: "Acme"}, []Candidate{r, l}, nil)
+	out = p.decide(context.Background(), &Task{}, Input{Target: "rpuigdemont@acme.com"}, e, &Company{Name: "Acme"}, []Candidate{r, l}, nil)
 	if out.Err == nil || out.Err.Code != CodeAmbiguous {
 		t.Fatalf("a sure and a possible candidate: %+v, want ambiguous", out)
 	}

@@ -11,14 +11,14 @@ import (
 type profilesOnly struct{ net revNet }
 
 func (profilesOnly) Name() string { return "profiles-only" }
-func (n profilesOnly) CompanyByDomain(ctx context.Context, d string) (*Company, error) {
-	return n.net.CompanyByDomain(ctx, d)
+func (n profilesOnly) CompanyByDomain(ctx context.Context, tally *Tally, d string) (*Company, error) {
+	return n.net.CompanyByDomain(ctx, tally, d)
 }
-func (n profilesOnly) CompanyByURL(ctx context.Context, u string) (*Company, error) {
-	return n.net.CompanyByURL(ctx, u)
+func (n profilesOnly) CompanyByURL(ctx context.Context, tally *Tally, u string) (*Company, error) {
+	return n.net.CompanyByURL(ctx, tally, u)
 }
-func (n profilesOnly) PersonByURL(ctx context.Context, u string) (*Person, error) {
-	return n.net.PersonByURL(ctx, u)
+func (n profilesOnly) PersonByURL(ctx context.Context, tally *Tally, u string) (*Person, error) {
+	return n.net.PersonByURL(ctx, tally, u)
 }
 
 // Held people never stand in for the staff search: a person held who fits the
@@ -68,7 +68,7 @@ func TestWithoutAStaffSearchThePeopleHeldNeverDecideAlone(t *testing.T) {
 		t.Fatalf("got %+v, want not_found: John is held, but nobody else could be seen", out)
 	}
 	p.Held = revHeld{}
-	out = p.ResolveEmail(context.Background(), Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
+	out = p.ResolveEmail(context.Background(), &Task{}, Input{Lookup: LookupEmail, Target: "jsmith@acme.com"})
 	if out.Err == nil || out.Err.Code != CodeNotFound {
 		t.Fatalf("got %+v, want not_found", out)
 	}

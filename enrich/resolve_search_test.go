@@ -142,14 +142,14 @@ type goneNet struct {
 	gone map[string]bool
 }
 
-func (n goneNet) PersonByURL(ctx context.Context, u string) (*Person, error) {
+func (n goneNet) PersonByURL(ctx context.Context, tally *Tally, u string) (*Person, error) {
 	if n.gone[u] {
 		if n.retrievals != nil {
 			n.retrievals.Add(1)
 		}
 		return nil, ErrNotFound
 	}
-	return n.revNet.PersonByURL(ctx, u)
+	return n.revNet.PersonByURL(ctx, tally, u)
 }
 
 // A profile the search lists but its source no longer has is nobody's answer, held

@@ -44,7 +44,7 @@ func TestResolveEmailOnTheSimNetwork(t *testing.T) {
 		if names[local] != 1 {
 			continue
 		}
-		out := p.ResolveEmail(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: local + "@acme.com"})
+		out := p.ResolveEmail(context.Background(), &enrich.Task{}, enrich.Input{Lookup: enrich.LookupEmail, Target: local + "@acme.com"})
 		if m.Current {
 			current++
 			is.Equal(out.Err, nil)
@@ -64,7 +64,7 @@ func TestResolveEmailRefusesWithoutAsking(t *testing.T) {
 	is := is.New(t)
 	var asked []string
 	p := &enrich.Pipeline{Sources: []enrich.Source{enrichtest.Source{SourceName: "a", Asked: &asked}}, Held: noneHeld{}}
-	out := p.ResolveEmail(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@gmail.com"})
+	out := p.ResolveEmail(context.Background(), &enrich.Task{}, enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@gmail.com"})
 	is.Equal(out.Err.Code, enrich.CodeNotFound)
 	is.Equal(len(asked), 0)
 }
@@ -74,7 +74,7 @@ func TestResolveEmailWithoutStaffSearch(t *testing.T) {
 	var asked []string
 	src := enrichtest.Source{SourceName: "a", Company: &enrich.Company{Name: "Acme", Domain: enrich.Ptr("acme.com")}, Asked: &asked}
 	p := &enrich.Pipeline{Sources: []enrich.Source{src}, Held: noneHeld{}}
-	out := p.ResolveEmail(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"})
+	out := p.ResolveEmail(context.Background(), &enrich.Task{}, enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"})
 	is.Equal(out.Err.Code, enrich.CodeNotFound) // no source can search staff: nothing confirms
 	is.True(strings.Contains(out.Err.Message, "search"))
 }
@@ -84,7 +84,7 @@ func TestResolveEmailSimExamplesOfTheReadme(t *testing.T) {
 	is := is.New(t)
 	p := &enrich.Pipeline{Sources: []enrich.Source{&source.Sim{}}, Held: noneHeld{}}
 	ask := func(address string, hints enrich.Hints) enrich.EmailOutcome {
-		return p.ResolveEmail(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: address, Hints: hints})
+		return p.ResolveEmail(context.Background(), &enrich.Task{}, enrich.Input{Lookup: enrich.LookupEmail, Target: address, Hints: hints})
 	}
 	out := ask("edsger.dijkstra@acme.com", enrich.Hints{})
 	is.Equal(out.Err, nil)

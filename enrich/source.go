@@ -10,17 +10,48 @@ import (
 // Source is what the pipeline needs from the outside world: the network's company
 // pages and profiles, or any data vendor that can stand in for them. A source answers
 // ErrNotFound when it knows nothing of the subject and ErrUnavailable (wrapped) when it
-// cannot answer now.
+// cannot answer now. Each ask comes with its Tally, where the source counts the
+// requests it sends upstream and what they cost; ctx is the ask's deadline.
 type Source interface {
 	Name() string
 	// CompanyByDomain finds the company behind a registrable domain. When the domain
 	// is not the company's canonical one, the result's Domain is the canonical domain
 	// and Redirect says how the two were matched.
-	CompanyByDomain(ctx context.Context, domain string) (*Company, error)
+	CompanyByDomain(ctx context.Context, t *Tally, domain string) (*Company, error)
 	// CompanyByURL finds a company by its normalized network page URL.
-	CompanyByURL(ctx context.Context, networkURL string) (*Company, error)
+	CompanyByURL(ctx context.Context, t *Tally, networkURL string) (*Company, error)
 	// PersonByURL finds a person by their normalized network profile URL.
-	PersonByURL(ctx context.Context, networkURL string) (*Person, error)
+	PersonByURL(ctx context.Context, t *Tally, networkURL string) (*Person, error)
+}
+
+// Keyed is a Source that calls a vendor with an API key: KeyEnv names the environment
+// variable the installation's key is read from.
+type Keyed interface {
+	KeyEnv() string
+}
+
+// SourceStats is what an operator sees of one source: how many requests it sent
+// upstream (what the upstream bills and rate-limits), how many failed, and the last
+// failure. Calls and Errors are nil for a source that calls nothing upstream.
+type SourceStats struct {
+	Name        string     `json:"name"`
+	Calls       *int64     `json:"calls"`
+	Errors      *int64     `json:"errors"`
+	LastError   *string    `json:"last_error"`
+	LastErrorAt *time.Time `json:"last_error_at"`
+}
+
+// Metered is a Source that counts its upstream requests.
+type Metered interface {
+	Stats() SourceStats
+}
+
+// StatsOf returns the counters of src, or its name alone when it keeps none.
+func StatsOf(src Source) SourceStats {
+	if m, ok := src.(Metered); ok {
+		return m.Stats()
+	}
+	return SourceStats{Name: src.Name()}
 }
 
 // StaffSearcher is a Source that can search one company's staff by name, which email
@@ -29,7 +60,7 @@ type StaffSearcher interface {
 	// SearchStaff lists the people the source shows at q.Company whose names may fit
 	// q.Names. Its hits are leads, not answers: the caller retrieves each profile with
 	// PersonByURL and confirms the current position and the name itself.
-	SearchStaff(ctx context.Context, q StaffQuery) ([]StaffMember, error)
+	SearchStaff(ctx context.Context, t *Tally, q StaffQuery) ([]StaffMember, error)
 }
 
 // SearchBilledPerCall is a StaffSearcher whose search costs the same whatever the
@@ -48,8 +79,9 @@ type StaffPager interface {
 	StaffSearcher
 	// SearchStaffPage is SearchStaff from the position after names where a previous
 	// page ended ("" for the first page). next is where this page ended, "" when
-	// nothing is left after it.
-	SearchStaffPage(ctx context.Context, q StaffQuery, after string) (members []StaffMember, next string, err error)
+	// nothing is left after it. A first page that shows more people match than
+	// StaffSearchMax comes with ErrSearchBeyondPage.
+	SearchStaffPage(ctx context.Context, t *Tally, q StaffQuery, after string) (members []StaffMember, next string, err error)
 }
 
 // StaffQuery asks for the people at one company who may carry one of a few names.
@@ -173,29 +205,33 @@ type Pipeline struct {
 	Fresh bool
 }
 
-// Enrich looks a company or a profile up, the first source that knows the subject
-// giving the answer: Lookup with no field to fill, for the organization ctx names
-// (WithOrg). It returns a result, or the TaskError the task fails with. Email lookups
-// take more than one question and go through ResolveEmail, which asks its profiles
-// and companies here, and fills a person only once they are confirmed (fillFound).
-func (p *Pipeline) Enrich(ctx context.Context, in Input) (Result, *TaskError) {
-	res, tr, terr := p.Lookup(ctx, Ask{Input: in, Org: OrgOf(ctx)})
-	if rec := recorderOf(ctx); rec != nil {
-		rec.Record(res, tr)
-	}
+// Enrich looks a company or a profile up for t, the first source that knows the
+// subject giving the answer: Lookup with no field to fill, its trace kept in t's
+// (Task.Trace). It returns a result, or the
+// TaskError the task fails with. Email lookups take more than one question and go
+// through ResolveEmail, which asks its profiles and companies here, and fills a person
+// only once they are confirmed (fillFound).
+func (p *Pipeline) Enrich(ctx context.Context, t *Task, in Input) (Result, *TaskError) {
+	return p.enrich(ctx, t, in, nil)
+}
+
+// enrich is Enrich taking the records given as their sources' answers (from.given).
+func (p *Pipeline) enrich(ctx context.Context, t *Task, in Input, given map[string]map[string]*Person) (Result, *TaskError) {
+	res, tr, terr := p.lookup(ctx, t, in, nil, from{given: given})
+	t.trace.record(res, tr)
 	return res, terr
 }
 
-func ask(ctx context.Context, src Source, in Input) (Result, error) {
+func ask(ctx context.Context, t *Tally, src Source, in Input) (Result, error) {
 	switch in.Lookup {
 	case LookupDomain:
-		c, err := src.CompanyByDomain(ctx, in.Target)
+		c, err := src.CompanyByDomain(ctx, t, in.Target)
 		return Result{Company: c}, err
 	case LookupCompanyURL:
-		c, err := src.CompanyByURL(ctx, in.Target)
+		c, err := src.CompanyByURL(ctx, t, in.Target)
 		return Result{Company: c}, err
 	case LookupPersonURL:
-		p, err := src.PersonByURL(ctx, in.Target)
+		p, err := src.PersonByURL(ctx, t, in.Target)
 		return Result{Person: p}, err
 	}
 	return Result{}, fmt.Errorf("lookup %q: %w", in.Lookup, ErrNotFound)

@@ -111,7 +111,7 @@ func TestPipelineEnrich(t *testing.T) {
 					p.Sources = append(p.Sources, f)
 				}
 
-				res, terr := p.Enrich(context.Background(), in)
+				res, terr := p.Enrich(context.Background(), &enrich.Task{}, in)
 
 				var wantAsked []string
 				for _, name := range tt.asked {
@@ -167,7 +167,7 @@ func TestPipelineEnrichTimedOut(t *testing.T) {
 			ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 			defer cancel()
 
-			res, terr := p.Enrich(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
+			res, terr := p.Enrich(ctx, &enrich.Task{}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 			is.True(terr != nil) // want a TaskError
 			is.Equal(terr.Code, enrich.CodeTimedOut)
@@ -193,7 +193,7 @@ func TestPipelineEnrichLeavesEmailToResolveEmail(t *testing.T) {
 		Asked:      &asked,
 	}}}
 
-	res, terr := p.Enrich(context.Background(), enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"})
+	res, terr := p.Enrich(context.Background(), &enrich.Task{}, enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"})
 
 	is.True(terr != nil)
 	is.Equal(terr.Code, enrich.CodeInternalError)
@@ -211,7 +211,7 @@ func TestPipelineLogsUnavailableSource(t *testing.T) {
 		Logger:  slog.New(slog.NewTextHandler(&buf, nil)),
 	}
 
-	_, terr := p.Enrich(context.Background(), enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
+	_, terr := p.Enrich(context.Background(), &enrich.Task{}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
 
 	is.True(terr != nil)
 	is.Equal(terr.Code, enrich.CodeProviderUnavailable)

@@ -198,6 +198,19 @@ func (s *Subjects) Hash(sub Subject) SubjectHash {
 	return out
 }
 
+// HashText is the keyed hash of a text that is no subject's normalized form (what a
+// request sent, kept as it was sent), under a label that keeps it apart from every
+// subject's hash and every other label's.
+func (s *Subjects) HashText(label, text string) SubjectHash {
+	mac := s.macs.Get().(hash.Hash)
+	mac.Reset()
+	mac.Write([]byte("text\x00" + label + "\x00" + text))
+	var out SubjectHash
+	mac.Sum(out[:0])
+	s.macs.Put(mac)
+	return out
+}
+
 // HashAll is the hashes of subs, in order.
 func (s *Subjects) HashAll(subs []Subject) []SubjectHash {
 	out := make([]SubjectHash, len(subs))

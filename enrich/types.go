@@ -4,11 +4,14 @@
 // task error codes, names and nicknames, matching a local part to a name, email
 // resolution, and the pipeline that asks the sources as a waterfall (Lookup: the first
 // that knows the subject gives the record, the next fill the wanted fields it lacks)
-// and says which source gave each field and what each was asked (Trace). The Source
-// interface (and StaffSearcher, EmailMatcher, Priced, LookupSupporter, Metered) is
-// what the pipeline needs from the outside world; the adapters that implement it over
-// HTTP live in enrich/source, the `dataset` source in store. It knows no SQL, no HTTP
-// client and no HTTP server.
+// and says which source gave each field and what each was asked (Trace). What a
+// lookup depends on is passed down to it, never read from its context: the Task (whose
+// it is, what it fills, where what it asked is recorded) to the pipeline, and each
+// ask's Tally (where what it sends upstream is counted and booked) to the source. The
+// Source interface (and StaffSearcher, EmailMatcher, Priced, LookupSupporter, Metered)
+// is what the pipeline needs from the outside world; the adapters that implement it
+// over HTTP live in enrich/source, the `dataset` source in store. It knows no SQL, no
+// HTTP client and no HTTP server.
 package enrich
 
 import "time"

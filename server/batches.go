@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"enrichd/enrich"
@@ -25,12 +24,10 @@ import (
 
 // Bounds of an upload beyond its rows and bytes (store.MaxBatchRows, MaxBatchBytes).
 const (
-	maxBatchColumns   = 200
-	maxBatchName      = 200
-	maxRowRefusals    = 1000 // listed in a 400; the message counts them all
-	batchResultsPage  = 500
-	batchFeedBatches  = 50  // batches a feeding round takes rows from
-	batchFeedPerBatch = 200 // rows of one batch a round makes tasks for
+	maxBatchColumns  = 200
+	maxBatchName     = 200
+	maxRowRefusals   = 1000 // listed in a 400; the message counts them all
+	batchResultsPage = 500
 )
 
 // The columns a batch reads, matched without regard to case; any other column is
@@ -607,23 +604,30 @@ func refusedRows(refused []enrich.RowError, rows int) error {
 	return &enrich.Error{Kind: enrich.KindInvalid, Code: enrich.CodeInvalidInput, Message: msg, Rows: refused}
 }
 
-// rowRequest decodes a batch row's stored request back into the endpoint's request
-// and checks it again, as the endpoint would.
-func (s *Server) rowRequest(objectType string, raw json.RawMessage) (enrich.Input, any, error) {
-	if objectType == enrich.ObjectCompany {
-		var cr companyRequest
-		if err := json.Unmarshal(raw, &cr); err != nil {
+// RowRequest reads a batch row's stored request back into the endpoint's request and
+// checks it again, as the endpoint would, with serve's --network-host (the default
+// when ""): the batch feeder (package worker) makes the row's task of it.
+func RowRequest(networkHost string) func(objectType string, raw json.RawMessage) (enrich.Input, any, error) {
+	if networkHost == "" {
+		networkHost = DefaultConfig().NetworkHost
+	}
+	norm := enrich.Normalizer{NetworkHost: networkHost}
+	return func(objectType string, raw json.RawMessage) (enrich.Input, any, error) {
+		if objectType == enrich.ObjectCompany {
+			var cr companyRequest
+			if err := json.Unmarshal(raw, &cr); err != nil {
+				return enrich.Input{}, nil, err
+			}
+			in, err := cr.input(norm)
+			return in, cr, err
+		}
+		var pr personRequest
+		if err := json.Unmarshal(raw, &pr); err != nil {
 			return enrich.Input{}, nil, err
 		}
-		in, err := cr.input(s.norm)
-		return in, cr, err
+		in, err := pr.input(norm)
+		return in, pr, err
 	}
-	var pr personRequest
-	if err := json.Unmarshal(raw, &pr); err != nil {
-		return enrich.Input{}, nil, err
-	}
-	in, err := pr.input(s.norm)
-	return in, pr, err
 }
 
 // createBatch checks an upload and makes the batch, for the API and the dashboard
@@ -656,104 +660,6 @@ func (s *Server) createBatch(ctx context.Context, orgID string, body []byte, up 
 		s.wakeFeeder()
 	}
 	return b, replayed, nil
-}
-
-func (s *Server) wakeFeeder() {
-	select {
-	case s.feedWake <- struct{}{}:
-	default:
-	}
-}
-
-// feedBacklog is the most queued tasks an organization may have for a batch row's task
-// to be made: half its backlog, so that its own calls keep room while a batch runs.
-func (s *Server) feedBacklog() int64 { return max(1, s.cfg.MaxBacklog/2) }
-
-// feedBatches makes the tasks of batch rows until ctx ends: a round takes the rows
-// still without a task and makes each one's task through the path every enrichment
-// takes (charged, fair-queued, an Idempotency-Key derived from the batch and the row,
-// so a row tried twice, by two replicas or after a restart, makes one task). An
-// organization whose backlog is full waits for the next round.
-func (s *Server) feedBatches(ctx context.Context) {
-	tick := time.NewTicker(s.cfg.PollInterval)
-	defer tick.Stop()
-	for {
-		if s.storageWait(ctx, tick.C) {
-			continue
-		}
-		if s.feedRound(ctx) && ctx.Err() == nil {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.feedWake:
-		case <-tick.C:
-		}
-	}
-}
-
-// feedRound is one round of feedBatches; it reports whether it made a task.
-func (s *Server) feedRound(ctx context.Context) bool {
-	pending, err := s.db.PendingBatchRows(ctx, batchFeedBatches, batchFeedPerBatch)
-	if err != nil {
-		if ctx.Err() == nil && !store.IsStorageFault(err) {
-			s.log.Error("reading batch rows to enqueue", "err", err)
-		}
-		return false
-	}
-	full := map[string]bool{} // organizations whose backlog is full this round
-	made := false
-	for _, p := range pending {
-		if ctx.Err() != nil {
-			return made
-		}
-		if full[p.OrgID] {
-			continue
-		}
-		in, fields, err := s.rowRequest(p.ObjectType, p.Request)
-		if err == nil {
-			key := store.RowIdempotencyKey(p.BatchID, p.Row)
-			if p.Company {
-				key = store.CompanyRowIdempotencyKey(p.BatchID, p.Row)
-			}
-			_, err = s.submitTask(ctx, taskRequest{OrgID: p.OrgID, Input: in, Fields: fields,
-				IdempotencyKey: key, Route: "create_batch", Endpoint: "POST /v1/batches",
-				Batch: &store.BatchRowRef{BatchID: p.BatchID, Row: p.Row, Company: p.Company}, MaxBacklog: s.feedBacklog()})
-		}
-		var e *enrich.Error
-		switch {
-		case err == nil:
-			made = true
-			continue
-		case !errors.As(err, &e) || e.Kind == enrich.KindInternal || e.Kind == enrich.KindUnavailable:
-			if ctx.Err() == nil && !store.IsStorageFault(err) {
-				s.log.Error("enqueuing a batch row", "batch", p.BatchID, "row", p.Row, "err", err)
-			}
-			return made
-		case e.Kind == enrich.KindTooManyRequests:
-			full[p.OrgID] = true
-			continue
-		}
-		// The row cannot have its task (credits ran out since the upload, say): it
-		// fails alone, uncharged, and the batch goes on.
-		code := e.Code
-		if code == "" {
-			code = enrich.CodeInvalidInput
-		}
-		fail := s.db.FailBatchRow
-		if p.Company {
-			fail = s.db.FailBatchCompany
-		}
-		if err := fail(ctx, p.BatchID, p.Row, &enrich.TaskError{Code: code, Message: e.Message}); err != nil {
-			if ctx.Err() == nil && !store.IsStorageFault(err) {
-				s.log.Error("failing a batch row", "batch", p.BatchID, "row", p.Row, "err", err)
-			}
-			return made
-		}
-		made = true
-	}
-	return made
 }
 
 // batchOutcome is a lookup of a result row as the flattened columns show it.
@@ -849,6 +755,14 @@ func (s *Server) writeBatchResults(w http.ResponseWriter, r *http.Request, b *st
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	}
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": base + "-results" + ext}))
+	// The download is an access to the rows' people: recorded before a byte is sent.
+	batchID := b.ID
+	if err := s.db.RecordAudit(ctx, store.NewAuditEntry{OrgID: b.OrgID, Action: store.AuditBatchDownloaded, BatchID: &batchID,
+		Detail: map[string]any{"format": ext[1:], "rows": b.Rows}}); err != nil {
+		w.Header().Del("Content-Disposition")
+		fail(w, r, err)
+		return
+	}
 	columns := append(append([]string{}, b.Columns...), flatten.Columns(b.ObjectType)...)
 	out := &sentWriter{w: w}
 	cw := csv.NewWriter(out)

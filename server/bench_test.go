@@ -19,6 +19,7 @@ import (
 	"enrichd/server"
 	"enrichd/store"
 	"enrichd/store/storetest"
+	"enrichd/wire"
 )
 
 // The server's own cost of a request, without a network or a load generator: the
@@ -46,12 +47,12 @@ func benchServer(b *testing.B) (srv *server.Server, key string) {
 	cfg.RateIP, cfg.RateKey = server.Rate{}, server.Rate{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	cfg.Sources = []enrich.Source{net}
-	srv = server.New(db, cfg)
+	srv, work := wire.New(db, cfg)
 	workers, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srv.RunWorkers(workers)
+		work.RunWorkers(workers)
 	}()
 	b.Cleanup(func() { stop(); <-done })
 	w := serve(srv, "POST", "/v1/companies/enrich", key, `{"domain":"acme.com"}`)

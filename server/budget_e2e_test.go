@@ -162,18 +162,18 @@ type pricedPanicker struct{}
 
 func (pricedPanicker) Name() string          { return "panicky" }
 func (pricedPanicker) Prices() enrich.Prices { return enrich.Prices{} }
-func (pricedPanicker) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	enrich.TallyOf(ctx).Call()
+func (pricedPanicker) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
+	tally.Call()
 	if domain == "boom.com" {
 		panic("an answer the adapter cannot map")
 	}
-	enrich.TallyOf(ctx).Charge(1)
+	tally.Charge(1)
 	return &enrich.Company{Name: domain, Domain: enrich.Ptr(domain)}, nil
 }
-func (pricedPanicker) CompanyByURL(context.Context, string) (*enrich.Company, error) {
+func (pricedPanicker) CompanyByURL(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, enrich.ErrNotFound
 }
-func (pricedPanicker) PersonByURL(context.Context, string) (*enrich.Person, error) {
+func (pricedPanicker) PersonByURL(context.Context, *enrich.Tally, string) (*enrich.Person, error) {
 	return nil, enrich.ErrNotFound
 }
 

@@ -24,20 +24,20 @@ type searchVendor struct {
 
 func (v *searchVendor) Name() string          { return "searcher" }
 func (v *searchVendor) Prices() enrich.Prices { return enrich.Prices{StaffSearch: 10} }
-func (v *searchVendor) CompanyByDomain(context.Context, string) (*enrich.Company, error) {
+func (v *searchVendor) CompanyByDomain(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, fmt.Errorf("searcher: %w", enrich.ErrNotFound)
 }
-func (v *searchVendor) CompanyByURL(context.Context, string) (*enrich.Company, error) {
+func (v *searchVendor) CompanyByURL(context.Context, *enrich.Tally, string) (*enrich.Company, error) {
 	return nil, fmt.Errorf("searcher: %w", enrich.ErrNotFound)
 }
-func (v *searchVendor) PersonByURL(context.Context, string) (*enrich.Person, error) {
+func (v *searchVendor) PersonByURL(context.Context, *enrich.Tally, string) (*enrich.Person, error) {
 	return nil, fmt.Errorf("searcher: %w", enrich.ErrNotFound)
 }
-func (v *searchVendor) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+func (v *searchVendor) SearchStaff(ctx context.Context, tally *enrich.Tally, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	v.searches.Add(1)
-	enrich.TallyOf(ctx).Call()
-	enrich.TallyOf(ctx).Charge(10)
-	return v.net.SearchStaff(ctx, q)
+	tally.Call()
+	tally.Charge(10)
+	return v.net.SearchStaff(ctx, tally, q)
 }
 
 // An email lookup's staff searches are held to the budgets and counted in the

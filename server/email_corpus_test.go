@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,10 +102,26 @@ type corpusPDL struct {
 	profiles  atomic.Int64 // person enrich calls by profile
 	mu        sync.Mutex
 	rejected  []string // queries PDL would refuse
+	// Since the last lookup at each company ended (by its domain), which corpusRun
+	// reads once a lookup (a company's lookups are made one at a time): the calls
+	// made, the records the search returned and the person enrich matches (a credit
+	// each, as PDL bills), and the profiles of the records returned, with whether a
+	// plain name's terms listed them or the wildcards alone.
+	asked, enriched map[string]int64
+	returned        map[string][]billedRecord
+	domainOf        map[string]string // the company's domain, by profile URL
+}
+
+// billedRecord is a record a search returned: its profile, and whether the query
+// without its wildcards lists it too.
+type billedRecord struct {
+	url   string
+	plain bool
 }
 
 func newCorpusPDL(t *testing.T, cs []namecorpus.Company) *corpusPDL {
-	f := &corpusPDL{companyOf: map[string]namecorpus.Company{}, people: map[string]map[string]any{}, byEmail: map[string]string{}}
+	f := &corpusPDL{companyOf: map[string]namecorpus.Company{}, people: map[string]map[string]any{}, byEmail: map[string]string{},
+		asked: map[string]int64{}, enriched: map[string]int64{}, returned: map[string][]billedRecord{}, domainOf: map[string]string{}}
 	for _, c := range cs {
 		f.companyOf[c.Domain] = c
 		for _, p := range c.Staff {
@@ -133,8 +150,9 @@ func newCorpusPDL(t *testing.T, cs []namecorpus.Company) *corpusPDL {
 				"job_company_website": website, "location_locality": "springfield", "location_country": "united states",
 				"experience": []any{exp}}
 			f.docs = append(f.docs, map[string]string{"job_company_website": website, "first_name": first, "middle_name": middle,
-				"last_name": last, "full_name": first + " " + last})
+				"middle_initial": pdlInitialOf(middle), "last_name": last, "last_initial": pdlInitialOf(last), "full_name": first + " " + last})
 			f.urls = append(f.urls, u)
+			f.domainOf[u] = c.Domain
 		}
 		for _, a := range c.Addresses {
 			if a.Holder >= 0 && corpusHash(a.Local+"@"+c.Domain)%3 == 0 {
@@ -167,6 +185,7 @@ func (f *corpusPDL) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v5/company/enrich":
 		f.companies.Add(1)
+		f.spent(q.Get("website"))
 		c, ok := f.companyOf[q.Get("website")]
 		if !ok {
 			notFound()
@@ -178,9 +197,12 @@ func (f *corpusPDL) serve(w http.ResponseWriter, r *http.Request) {
 		u := q.Get("profile")
 		if email := q.Get("email"); email != "" {
 			f.emails.Add(1)
+			_, domain, _ := strings.Cut(strings.ToLower(email), "@")
+			f.spent(domain)
 			u = f.byEmail[strings.ToLower(email)]
 		} else {
 			f.profiles.Add(1)
+			f.spent(f.domainOf[u])
 		}
 		rec, ok := f.people[u]
 		if ok && q.Get("email") != "" {
@@ -190,20 +212,21 @@ func (f *corpusPDL) serve(w http.ResponseWriter, r *http.Request) {
 			notFound()
 			return
 		}
+		f.mu.Lock()
+		f.enriched[f.domainOf[u]]++ // a match is a credit
+		f.mu.Unlock()
 		reply(http.StatusOK, map[string]any{"status": 200, "likelihood": 9, "data": rec})
 	case "/v5/person/search":
 		f.searches.Add(1)
-		var body struct {
-			Query       map[string]any `json:"query"`
-			Size        int            `json:"size"`
-			ScrollToken string         `json:"scroll_token"`
-		}
+		body := pdlSearchBody{Size: 1} // PDL's default size
 		raw := new(bytes.Buffer)
 		raw.ReadFrom(r.Body)
 		if err := json.Unmarshal(raw.Bytes(), &body); err != nil || body.Size < 1 || body.Size > 100 {
 			reply(http.StatusBadRequest, map[string]any{"status": 400, "error": map[string]any{"type": "invalid_request_error", "message": "bad request"}})
 			return
 		}
+		domain := queryWebsite(body.Query)
+		f.spent(domain)
 		if why := pdlRefuses(body.Query); why != "" {
 			f.mu.Lock()
 			f.rejected = append(f.rejected, why)
@@ -211,10 +234,10 @@ func (f *corpusPDL) serve(w http.ResponseWriter, r *http.Request) {
 			reply(http.StatusBadRequest, map[string]any{"status": 400, "error": map[string]any{"type": "invalid_request_error", "message": why}})
 			return
 		}
-		var hits []string
+		var hits []int
 		for i, doc := range f.docs {
 			if pdlMatches(body.Query, doc) {
-				hits = append(hits, f.urls[i])
+				hits = append(hits, i)
 			}
 		}
 		if len(hits) == 0 {
@@ -227,9 +250,13 @@ func (f *corpusPDL) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		end := min(from+body.Size, len(hits))
 		data := []any{}
-		for _, u := range hits[min(from, end):end] {
-			data = append(data, f.people[u])
+		plain := withoutWildcards(body.Query).(map[string]any)
+		f.mu.Lock()
+		for _, i := range hits[min(from, end):end] {
+			data = append(data, f.people[f.urls[i]])
+			f.returned[domain] = append(f.returned[domain], billedRecord{url: f.urls[i], plain: pdlMatches(plain, f.docs[i])})
 		}
+		f.mu.Unlock()
 		f.records.Add(int64(len(data)))
 		var scroll any
 		if end < len(hits) {
@@ -239,6 +266,73 @@ func (f *corpusPDL) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		notFound()
 	}
+}
+
+// spent counts a call at the company of this domain.
+func (f *corpusPDL) spent(domain string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked[domain]++
+}
+
+// since returns what was asked at the company of this domain since it was last
+// asked: the calls, the person enrich matches and the records the search returned;
+// and starts counting afresh.
+func (f *corpusPDL) since(domain string) (calls, enriched int64, returned []billedRecord) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	calls, enriched, returned = f.asked[domain], f.enriched[domain], f.returned[domain]
+	delete(f.asked, domain)
+	delete(f.enriched, domain)
+	delete(f.returned, domain)
+	return calls, enriched, returned
+}
+
+// withoutWildcards is a query with each wildcard clause made one that lists nobody:
+// what the plain names alone would list (the names query has no must_not).
+func withoutWildcards(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v["wildcard"]; ok {
+			return map[string]any{"terms": map[string]any{"full_name": []any{}}}
+		}
+		out := map[string]any{}
+		for k, x := range v {
+			out[k] = withoutWildcards(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = withoutWildcards(x)
+		}
+		return out
+	}
+	return v
+}
+
+// queryWebsite is the employer's website a search asks for (job_company_website).
+func queryWebsite(v any) string {
+	switch v := v.(type) {
+	case map[string]any:
+		if term, ok := v["term"].(map[string]any); ok {
+			if w, ok := term["job_company_website"].(string); ok {
+				return w
+			}
+		}
+		for _, x := range v {
+			if w := queryWebsite(x); w != "" {
+				return w
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if w := queryWebsite(x); w != "" {
+				return w
+			}
+		}
+	}
+	return ""
 }
 
 // pdlRefuses says why PDL would refuse a query, by its published limits: an array of
@@ -294,9 +388,17 @@ func (a corpusAnswer) String() string {
 	return s + ")"
 }
 
+// lookupCost is what one lookup cost at PDL: the records its searches returned, a
+// credit each, of which those of people the address fits and those a plain name's
+// terms listed (the others only the wildcards that stand for diacritics did), and
+// the people it fits whom the wildcards alone listed; its
+// person enrich matches, a credit each; and its calls of every kind.
+type lookupCost struct{ records, fits, fitsWild, plain, enriched, calls int64 }
+
 // corpusRun answers every address on a fresh enrichd: companies side by side, each
-// company's addresses one at a time, in the order written or shuffled.
-func corpusRun(t *testing.T, cs []namecorpus.Company, opts []any, dataset bool, shuffled bool) (map[string]corpusAnswer, int) {
+// company's addresses one at a time, in the order written or shuffled. With pdl, it
+// also returns what each lookup cost there, by address.
+func corpusRun(t *testing.T, cs []namecorpus.Company, opts []any, dataset bool, shuffled bool, pdl *corpusPDL) (map[string]corpusAnswer, int, map[string]lookupCost) {
 	e := servertest.NewEnv(t, opts...)
 	if dataset {
 		e.ImportJSONL(corpusJSONL(cs)...)
@@ -304,7 +406,14 @@ func corpusRun(t *testing.T, cs []namecorpus.Company, opts []any, dataset bool, 
 	e.Key, _ = e.NewOrg("corpus", 1<<30)
 	e.StartWorkers()
 	answers := map[string]corpusAnswer{}
+	costs := map[string]lookupCost{}
 	var mu sync.Mutex
+	current := map[string]bool{} // current employees' profiles
+	for _, c := range cs {
+		for _, p := range c.Staff {
+			current[corpusProfile(p.Slug)] = p.Current
+		}
+	}
 	var failed atomic.Value
 	work := make(chan namecorpus.Company)
 	var wg sync.WaitGroup
@@ -332,6 +441,24 @@ func corpusRun(t *testing.T, cs []namecorpus.Company, opts []any, dataset bool, 
 					}
 					mu.Lock()
 					answers[address] = got
+					if pdl != nil {
+						calls, enriched, returned := pdl.since(c.Domain)
+						cost := lookupCost{records: int64(len(returned)), enriched: enriched, calls: calls}
+						for _, r := range returned {
+							if r.plain {
+								cost.plain++
+							}
+							for _, o := range a.Owners {
+								if corpusProfile(c.Staff[o].Slug) == r.url && current[r.url] {
+									cost.fits++
+									if !r.plain {
+										cost.fitsWild++
+									}
+								}
+							}
+						}
+						costs[address] = cost
+					}
 					mu.Unlock()
 				}
 			}
@@ -345,7 +472,7 @@ func corpusRun(t *testing.T, cs []namecorpus.Company, opts []any, dataset bool, 
 	if err, _ := failed.Load().(error); err != nil {
 		t.Fatal(err)
 	}
-	return answers, lookups
+	return answers, lookups, costs
 }
 
 // corpusAsk asks for an address and waits for its task to settle.
@@ -500,6 +627,47 @@ func scoreCorpus(cs []namecorpus.Company, answers map[string]corpusAnswer) corpu
 	return s
 }
 
+// billedSpread describes what PDL billed the lookups: the records their searches
+// returned (mean, median, 95th percentile and most, and the mean by how the lookup
+// ended), how many of them were people the address fits and how many a plain name's
+// terms listed, the rest being listed only by the wildcards that stand for letters a
+// diacritic may sit on; and the credits in all, person enrich matches included.
+func billedSpread(costs map[string]lookupCost, answers map[string]corpusAnswer) string {
+	if len(costs) == 0 {
+		return "no lookups"
+	}
+	var all []int64
+	var sum lookupCost
+	worst := ""
+	byEnd := map[string][2]int64{}
+	for address, c := range costs {
+		all = append(all, c.records)
+		sum.records, sum.fits, sum.fitsWild = sum.records+c.records, sum.fits+c.fits, sum.fitsWild+c.fitsWild
+		sum.plain, sum.enriched = sum.plain+c.plain, sum.enriched+c.enriched
+		if worst == "" || c.records > costs[worst].records || c.records == costs[worst].records && address < worst {
+			worst = address
+		}
+		end := answers[address].code
+		if end == "" {
+			end = "succeeded"
+		}
+		e := byEnd[end]
+		byEnd[end] = [2]int64{e[0] + c.records, e[1] + 1}
+	}
+	slices.Sort(all)
+	n := float64(len(all))
+	at := func(q float64) int64 { return all[min(len(all)-1, int(q*n))] }
+	var ends []string
+	for end, e := range byEnd {
+		ends = append(ends, fmt.Sprintf("%s %.2f (%d)", end, float64(e[0])/float64(e[1]), e[1]))
+	}
+	sort.Strings(ends)
+	return fmt.Sprintf("mean %.2f, median %d, p95 %d, most %d (%s, %s); of people the address fits %.2f (%d, %d of them listed by the wildcards alone); "+
+		"listed by a plain name's terms %.2f, by the diacritics' wildcards alone %.2f; by outcome: %s; credits a lookup with person enrich matches %.2f",
+		float64(sum.records)/n, at(0.5), at(0.95), all[len(all)-1], worst, answers[worst], float64(sum.fits)/n, sum.fits, sum.fitsWild, float64(sum.plain)/n,
+		float64(sum.records-sum.plain)/n, strings.Join(ends, ", "), float64(sum.records+sum.enriched)/n)
+}
+
 // changedAnswers lists the addresses two runs answered differently (another person,
 // or another failure).
 func changedAnswers(a, b map[string]corpusAnswer) []string {
@@ -531,7 +699,11 @@ func TestEmailResolutionOnNamesNoListHolds(t *testing.T) {
 				pdl = newCorpusPDL(t, cs)
 				return []any{withPDL(t, &fakePDL{srv: pdl.srv})}
 			}
-			first, lookups := corpusRun(t, cs, opts(), src == "dataset", false)
+			run := func(shuffled bool) (map[string]corpusAnswer, int, map[string]lookupCost) {
+				o := opts()
+				return corpusRun(t, cs, o, src == "dataset", shuffled, pdl)
+			}
+			first, lookups, costs := run(false)
 			var calls, records, searches int64
 			var kinds string
 			if pdl != nil {
@@ -542,7 +714,7 @@ func TestEmailResolutionOnNamesNoListHolds(t *testing.T) {
 					t.Errorf("PDL would refuse %d queries: %v", len(pdl.rejected), pdl.rejected[0])
 				}
 			}
-			second, _ := corpusRun(t, cs, opts(), src == "dataset", true)
+			second, _, _ := run(true)
 			s, s2 := scoreCorpus(cs, first), scoreCorpus(cs, second)
 			changed := changedAnswers(first, second)
 			var b strings.Builder
@@ -559,6 +731,7 @@ func TestEmailResolutionOnNamesNoListHolds(t *testing.T) {
 			if pdl != nil {
 				fmt.Fprintf(&b, "%-28s %.2f (%d calls: %s; %.2f records billed a lookup)\n", "vendor calls a lookup",
 					float64(calls)/float64(lookups), calls, kinds, float64(records)/float64(lookups))
+				fmt.Fprintf(&b, "%-28s %s\n", "records billed a lookup", billedSpread(costs, first))
 			}
 			for _, w := range append(s.wrongs, s2.wrongs...) {
 				fmt.Fprintf(&b, "  wrong: %s\n", w)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"time"
 
 	"enrichd/enrich"
 	"enrichd/store"
@@ -15,7 +14,7 @@ import (
 // from everything the organization holds, lists the erasures, and exports what is held
 // on a person as one document; the dashboard and the CLI go through the same checks
 // and store methods. After an erasure the webhook sender is woken for its person.erased
-// events, and the completer (completeErasures) for the erasures whose events are done.
+// events, and the completer (package worker's) for the erasures whose events are done.
 
 // ErasureRequest is the body of POST /v1/erasures, and the query of GET
 // /v1/people/export: exactly one of email or networkUrl (a profile).
@@ -69,7 +68,7 @@ func (s *Server) Erase(ctx context.Context, orgID string, req ErasureRequest, by
 	}
 	s.log.Info("erased a person", "erasure", er.ID, "org", orgID, "loops_told", len(er.Loops))
 	if len(er.Loops) > 0 {
-		s.sender.Wake()
+		s.wakeSender()
 	}
 	s.wakeErasures()
 	return er, nil
@@ -186,50 +185,4 @@ func handleExportPerson(s *Server) http.Handler {
 		body, _ := json.Marshal(x)
 		writeJSON(w, http.StatusOK, append(body, '\n'))
 	})
-}
-
-// wakeErasures tells the completer that an erasure may be ready to complete.
-func (s *Server) wakeErasures() {
-	select {
-	case s.erasuresWake <- struct{}{}:
-	default:
-	}
-}
-
-// erasureEventsRecorded wakes the completer when a batch of attempts settled a
-// person.erased event: its erasure may be ready to complete.
-func (s *Server) erasureEventsRecorded(batch []store.Attempted) {
-	for _, a := range batch {
-		if a.Dispatch.Event == store.EventPersonErased && a.Attempt != nil {
-			if status, _ := a.Attempt.Outcome(a.Dispatch); status != store.DeliveryPending || a.Attempt.NotSent {
-				s.wakeErasures()
-				return
-			}
-		}
-	}
-}
-
-// completeErasures completes the erasures whose events are done (store's
-// CompleteErasures: the database's files scrubbed, then each marked complete), when
-// woken and every maintenance interval, until ctx ends.
-func (s *Server) completeErasures(ctx context.Context) {
-	tick := time.NewTicker(s.cfg.MaintenanceInterval)
-	defer tick.Stop()
-	for {
-		if s.db.Writable(ctx) {
-			n, err := s.db.CompleteErasures(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil && !store.IsStorageFault(err):
-				s.log.Error("completing erasures", "err", err)
-			case n > 0:
-				s.log.Info("completed erasures: their events are done and the database's files rid of what they erased", "erasures", n)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.erasuresWake:
-		case <-tick.C:
-		}
-	}
 }

@@ -12,6 +12,3 @@ func SetMCPHold(t testing.TB, d time.Duration) {
 	mcpHold = d
 	t.Cleanup(func() { mcpHold = old })
 }
-
-// Replica is this server's name among the replicas, which its asks on the books carry.
-func (s *Server) Replica() string { return s.replica }

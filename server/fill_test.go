@@ -27,7 +27,7 @@ func TestAWorkerReadsTheOrganizationsFillListOverTheDefault(t *testing.T) {
 	person := enrich.Input{Lookup: enrich.LookupPersonURL}
 	fill := func(orgID string, in enrich.Input) []string {
 		t.Helper()
-		fields, err := e.Srv.FillFor(ctx, &store.Claim{TaskID: "t", OrgID: orgID, Input: in})
+		fields, err := e.Work.FillFor(ctx, &store.Claim{TaskID: "t", OrgID: orgID, Input: in})
 		is.NoErr(err)
 		return fields
 	}

@@ -2,16 +2,11 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"unicode/utf8"
 
 	"enrichd/enrich"
 	"enrichd/store"
-
-	"github.com/google/uuid"
 )
 
 // maxIdempotencyKey is the longest Idempotency-Key accepted, in characters.
@@ -154,66 +149,13 @@ func (s *Server) answerEnqueue(w http.ResponseWriter, r *http.Request, tr taskRe
 }
 
 // taskRequest is one enrichment asked for, through the API or the dashboard's forms: the
-// two make exactly the same task, charge and idempotency binding.
-type taskRequest struct {
-	OrgID  string
-	Input  enrich.Input
-	LoopID *string
-	// WatchID makes the task a watch's check: it asks the source afresh, never the
-	// 30-day store, since the watch compares what the source says now with what it
-	// said last time.
-	WatchID *string
-	// Fields is the request as decoded, stored as the task's input and bound to its
-	// Idempotency-Key.
-	Fields         any
-	IdempotencyKey string
-	Route          string // the route's name, part of the idempotency binding
-	Endpoint       string // "POST /v1/people/enrich"
-	// Batch is the batch row the task is made for, if any; MaxBacklog, when set,
-	// is a lower backlog limit than the organization's (see feedBatches).
-	Batch      *store.BatchRowRef
-	MaxBacklog int64
-}
+// two make exactly the same task, charge and idempotency binding (store.TaskRequest).
+type taskRequest = store.TaskRequest
 
 // submitTask creates the task, charging for it, and wakes a worker when it is queued
 // and the sender when it settled at once with a Loop to tell.
 func (s *Server) submitTask(ctx context.Context, tr taskRequest) (*store.Enqueued, error) {
-	bind := tr.Route + "\n"
-	if tr.LoopID != nil {
-		if _, err := uuid.Parse(*tr.LoopID); err != nil {
-			return nil, enrich.Errorf(enrich.KindInvalid, "loop_id must be the uuid of a Loop")
-		}
-		bind += *tr.LoopID + "\n"
-	}
-	freshness := s.cfg.Freshness
-	if tr.WatchID != nil {
-		bind += "watch " + *tr.WatchID + "\n"
-		freshness = 0
-	}
-	raw, err := json.Marshal(tr.Fields)
-	if err != nil {
-		return nil, err
-	}
-	// The key is bound to the request as decoded, so the same fields in another order
-	// or spacing are the same request.
-	sum := sha256.Sum256(append([]byte(bind), raw...))
-	nt := store.NewTask{
-		OrgID: tr.OrgID, Input: tr.Input, RawInput: raw, LoopID: tr.LoopID, WatchID: tr.WatchID,
-		IdempotencyKey: tr.IdempotencyKey, Endpoint: tr.Endpoint, BodyHash: hex.EncodeToString(sum[:]),
-		TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: freshness, Batch: tr.Batch,
-	}
-	if tr.MaxBacklog > 0 {
-		nt.MaxBacklog = min(nt.MaxBacklog, tr.MaxBacklog)
-	}
-	// A suppressed subject is refused before the store and any source; so are
-	// personal-mailbox and role addresses. The subject's hash is made once, here.
-	if nt.SubjectHash, nt.Fail, err = s.inputSuppression(ctx, tr.OrgID, tr.Input); err != nil {
-		return nil, err
-	}
-	if nt.Fail == nil && tr.Input.Lookup == enrich.LookupEmail {
-		nt.Fail = enrich.Refusal(tr.Input.Target)
-	}
-	res, err := s.db.CreateTask(ctx, nt)
+	res, err := s.db.SubmitTask(ctx, tr, store.TaskLimits{TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness})
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +167,7 @@ func (s *Server) submitTask(ctx context.Context, tr taskRequest) (*store.Enqueue
 		s.wakeWorker()
 	}
 	if t.Settled() && t.LoopID != nil && !res.Replayed {
-		s.sender.Wake()
+		s.wakeSender()
 	}
 	return res, nil
 }

@@ -62,6 +62,9 @@ type loopCreate struct {
 	WebhookURL *string `json:"webhook_url"`
 	ObjectType *string `json:"object_type"`
 	Enabled    *bool   `json:"enabled"`
+	// Destination is the long form: {"kind": "webhook", "url"} (webhook_url is its
+	// short form) or {"kind": "hubspot", "token", ...}.
+	Destination *destinationSpec `json:"destination"`
 }
 
 // newLoop checks a Loop asked for and makes it the store's NewLoop, the same for the
@@ -70,9 +73,25 @@ type loopCreate struct {
 func (s *Server) newLoop(ctx context.Context, orgID string, req loopCreate) (store.NewLoop, error) {
 	nl := store.NewLoop{OrgID: orgID, ObjectType: enrich.ObjectCompany, Enabled: true}
 	var err error
+	hubspotDest := false
+	if d := req.Destination; d != nil {
+		switch {
+		case d.Kind == nil || (*d.Kind != store.KindWebhook && *d.Kind != store.KindHubSpot):
+			return nl, enrich.Errorf(enrich.KindInvalid, "destination.kind must be webhook or hubspot")
+		case req.WebhookURL != nil:
+			return nl, enrich.Errorf(enrich.KindInvalid, "send webhook_url or destination, not both (webhook_url is the short form of {\"kind\": \"webhook\", \"url\"})")
+		case *d.Kind == store.KindHubSpot:
+			hubspotDest = true
+		case d.Token != nil || d.hubspotOptionsSet() || d.Enabled != nil:
+			return nl, enrich.Errorf(enrich.KindInvalid, "a webhook destination takes url only")
+		default:
+			req.WebhookURL = d.URL
+		}
+	}
 	switch {
 	case req.Name == nil:
 		err = enrich.Errorf(enrich.KindInvalid, "name is required")
+	case hubspotDest:
 	case req.WebhookURL == nil:
 		err = enrich.Errorf(enrich.KindInvalid, "webhook_url is required: the https URL the Loop's events are posted to")
 	case req.ObjectType != nil && *req.ObjectType != enrich.ObjectCompany && *req.ObjectType != enrich.ObjectPerson:
@@ -80,15 +99,22 @@ func (s *Server) newLoop(ctx context.Context, orgID string, req loopCreate) (sto
 	default:
 		err = checkLoopName(*req.Name)
 	}
-	if err == nil {
+	if err == nil && !hubspotDest {
 		err = s.checkWebhookURL(ctx, *req.WebhookURL)
 	}
 	if err != nil {
 		return nl, err
 	}
-	nl.Name, nl.WebhookURL = *req.Name, *req.WebhookURL
+	nl.Name = *req.Name
 	if req.ObjectType != nil {
 		nl.ObjectType = *req.ObjectType
+	}
+	if hubspotDest {
+		if err := s.newHubSpotLoop(ctx, &nl, req.Destination); err != nil {
+			return nl, err
+		}
+	} else {
+		nl.WebhookURL = *req.WebhookURL
 	}
 	if req.Enabled != nil {
 		nl.Enabled = *req.Enabled
@@ -98,21 +124,15 @@ func (s *Server) newLoop(ctx context.Context, orgID string, req loopCreate) (sto
 
 // loopChange is a change asked for to a Loop: nil leaves a field as it is.
 type loopChange struct {
-	Name        *string            `json:"name"`
-	WebhookURL  *string            `json:"webhook_url"`
-	Enabled     *bool              `json:"enabled"`
-	ObjectType  *string            `json:"object_type"`
-	Destination *destinationChange `json:"destination"`
+	Name        *string          `json:"name"`
+	WebhookURL  *string          `json:"webhook_url"`
+	Enabled     *bool            `json:"enabled"`
+	ObjectType  *string          `json:"object_type"`
+	Destination *destinationSpec `json:"destination"`
 	// RotateSecret replaces the signing secret; the old one keeps signing beside it
 	// for SecretGraceSeconds (store.DefaultSecretGrace when not sent).
 	RotateSecret       *bool  `json:"rotate_secret"`
 	SecretGraceSeconds *int64 `json:"secret_grace_seconds"`
-}
-
-// destinationChange is a change to a Loop's destination: enabling it again after the
-// receiver answered 410 Gone, or disabling it.
-type destinationChange struct {
-	Enabled *bool `json:"enabled"`
 }
 
 // secretRotation checks a rotation asked for and makes the new secret: nil when none
@@ -149,11 +169,25 @@ func (s *Server) loopPatch(ctx context.Context, current *store.Loop, req loopCha
 	case req.Name != nil:
 		err = checkLoopName(*req.Name)
 	}
+	hubspotDest := current.Destination.Kind == store.KindHubSpot
+	d := req.Destination
+	switch {
+	case err != nil:
+	case d != nil && d.Kind != nil && *d.Kind != current.Destination.Kind:
+		err = enrich.Errorf(enrich.KindInvalid, "destination.kind cannot change; create a new Loop for another kind of destination")
+	case hubspotDest && req.WebhookURL != nil:
+		err = enrich.Errorf(enrich.KindInvalid, "webhook_url is a webhook's; this Loop's destination is hubspot")
+	case hubspotDest && req.RotateSecret != nil:
+		err = enrich.Errorf(enrich.KindInvalid, "a hubspot destination signs nothing: there is no secret to rotate (send destination.token to replace its token)")
+	case !hubspotDest && d != nil && (d.Token != nil || d.hubspotOptionsSet() || d.URL != nil):
+		err = enrich.Errorf(enrich.KindInvalid, "destination takes enabled (true or false) only; a webhook's URL changes with webhook_url")
+	case !hubspotDest && d != nil && d.Enabled == nil:
+		err = enrich.Errorf(enrich.KindInvalid, "destination takes enabled (true or false) only")
+	case hubspotDest && d != nil && d.Enabled == nil && d.Token == nil && !d.hubspotOptionsSet():
+		err = enrich.Errorf(enrich.KindInvalid, "destination takes enabled, token, refresh, provenance, gdpr_delete or mapping")
+	}
 	if err == nil && req.WebhookURL != nil {
 		err = s.checkWebhookURL(ctx, *req.WebhookURL)
-	}
-	if err == nil && req.Destination != nil && req.Destination.Enabled == nil {
-		err = enrich.Errorf(enrich.KindInvalid, "destination takes enabled (true or false) only")
 	}
 	var rotation *store.SecretRotation
 	if err == nil {
@@ -163,8 +197,13 @@ func (s *Server) loopPatch(ctx context.Context, current *store.Loop, req loopCha
 		return store.LoopPatch{}, err
 	}
 	p := store.LoopPatch{Name: req.Name, WebhookURL: req.WebhookURL, Enabled: req.Enabled, Rotate: rotation}
-	if req.Destination != nil {
-		p.DestinationEnabled = req.Destination.Enabled
+	if d != nil {
+		p.DestinationEnabled = d.Enabled
+		if hubspotDest {
+			if err := s.hubspotPatch(ctx, current, d, &p); err != nil {
+				return store.LoopPatch{}, err
+			}
+		}
 	}
 	return p, nil
 }
@@ -321,7 +360,7 @@ func handleTestLoop(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		s.sender.Wake()
+		s.wakeSender()
 		encode(w, http.StatusAccepted, deliveryResponse{Delivery: d})
 	})
 }
@@ -353,7 +392,7 @@ func handleRetryDelivery(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		s.sender.Wake()
+		s.wakeSender()
 		encode(w, http.StatusAccepted, deliveryResponse{Delivery: d})
 	})
 }

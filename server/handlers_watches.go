@@ -89,15 +89,8 @@ func watchInput(in enrich.Input) json.RawMessage {
 	return raw
 }
 
-// watchTaskInput is the input of a watch's task: the watch's lookup and target, and
-// the hints it keeps for an email.
-func watchTaskInput(w *store.Watch) enrich.Input {
-	in := enrich.Input{Lookup: w.Lookup, Target: w.Target}
-	if w.Lookup == enrich.LookupEmail {
-		json.Unmarshal(w.Input, &in.Hints) // a watch's input is what watchInput wrote
-	}
-	return in
-}
+// watchTaskInput is the input of a watch's task (store.Watch.TaskInput).
+func watchTaskInput(w *store.Watch) enrich.Input { return w.TaskInput() }
 
 // CheckWatch checks a body of POST /v1/watches as the API does and makes it the
 // store's NewWatch: the CLI creates watches through it, so that a watch made there is

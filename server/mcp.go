@@ -450,6 +450,20 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 	}))
 }
 
+// mcpActor is who a tool call acts as, for the audit log: the MCP client, through its
+// API key, named by the key and by the client's own name when it gives one.
+func mcpActor(p *store.Principal, client *mcp.Implementation) store.Actor {
+	a := store.KeyActor(p)
+	a.Kind = store.ActorMCP
+	if client != nil {
+		if name := clip(strings.TrimSpace(client.Name), 100); name != "" && enrich.CheckText("the client's name", name) == nil {
+			full := *a.Name + " (" + name + ")"
+			a.Name = &full
+		}
+	}
+	return a
+}
+
 // mcpEnrich submits the task as the API's enrichment endpoints do, bound to the
 // idempotency_key argument as they bind the Idempotency-Key header, then waits for it
 // to settle.
@@ -482,10 +496,7 @@ func (s *Server) mcpEnrich(ctx context.Context, p *store.Principal, a mcpEnrichA
 func (s *Server) awaitTask(ctx context.Context, orgID string, t *store.Task, wait time.Duration) (*store.Task, error) {
 	deadline := time.Now().Add(wait)
 	poll := mcpPoll.first
-	var stopping <-chan struct{} // nil, which never fires, when no workers run
-	if ch := s.stopping.Load(); ch != nil {
-		stopping = *ch
-	}
+	stopping := s.bg.Stopping() // nil, which never fires, when no workers run
 	for {
 		if t.Settled() {
 			// The enqueue answer holds no result; the stored task does.
@@ -557,6 +568,7 @@ func (s *Server) mcpTool(run func(ctx context.Context, p *store.Principal, args 
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}") // a tool called without arguments
 		}
+		ctx = store.Acting(ctx, mcpActor(p, req.ClientInfo()), ri.id)
 		out, err := run(ctx, p, args)
 		if err != nil {
 			return s.mcpError(ctx, ri, err), nil

@@ -1,16 +1,13 @@
 package server
 
 import (
-	"fmt"
-	"io"
 	"net/http"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/prom"
 	"enrichd/store"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -25,8 +22,7 @@ import (
 // sources' counters are read when scraped.
 type serverMetrics struct {
 	set             *metrics.Set
-	requestDuration *histograms
-	claimLag        *histograms
+	requestDuration *prom.Histograms
 	// byRoute holds each route and status's counter and histogram labels: rendering
 	// and looking them up by name on every request was a tenth of a task read's CPU.
 	byRoute sync.Map // routeStatus -> *requestMetrics
@@ -44,41 +40,24 @@ type requestMetrics struct {
 
 // Latency buckets, in seconds: a stored answer takes a millisecond, a lookup through
 // a vendor seconds.
-var (
-	requestBuckets  = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-	claimLagBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}
-)
+var requestBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-func newServerMetrics() *serverMetrics {
-	m := &serverMetrics{
-		set:             metrics.NewSet(),
-		requestDuration: newHistograms("enrichd_http_request_duration_seconds", requestBuckets),
-		claimLag:        newHistograms("enrichd_task_claim_lag_seconds", claimLagBuckets),
+// newServerMetrics keeps the server's metrics in set (Config.Metrics, which serve
+// shares with the background work), or in a set of its own when set is nil.
+func newServerMetrics(set *metrics.Set) *serverMetrics {
+	if set == nil {
+		set = metrics.NewSet()
 	}
-	m.set.RegisterMetricsWriter(m.requestDuration.write)
-	m.set.RegisterMetricsWriter(m.claimLag.write)
+	m := &serverMetrics{
+		set:             set,
+		requestDuration: prom.NewHistograms("enrichd_http_request_duration_seconds", requestBuckets),
+	}
+	m.set.RegisterMetricsWriter(m.requestDuration.Write)
 	return m
 }
 
 func (m *serverMetrics) counter(name string, labels ...string) *metrics.Counter {
-	return m.set.GetOrCreateCounter(name + labelString(labels))
-}
-
-// labelString renders name, value pairs as {name="value",...}.
-func labelString(pairs []string) string {
-	if len(pairs) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteByte('{')
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%s=%s", pairs[i], strconv.Quote(pairs[i+1]))
-	}
-	b.WriteByte('}')
-	return b.String()
+	return m.set.GetOrCreateCounter(name + prom.Labels(labels))
 }
 
 func (m *serverMetrics) request(route string, status int, took time.Duration) {
@@ -90,12 +69,12 @@ func (m *serverMetrics) request(route string, status int, took time.Duration) {
 	if !ok {
 		rm, _ = m.byRoute.LoadOrStore(key, &requestMetrics{
 			requests: m.counter("enrichd_http_requests_total", "route", route, "status", strconv.Itoa(status)),
-			labels:   labelString([]string{"route", route}),
+			labels:   prom.Labels([]string{"route", route}),
 		})
 	}
 	r := rm.(*requestMetrics)
 	r.requests.Inc()
-	m.requestDuration.observeLabeled(took.Seconds(), r.labels)
+	m.requestDuration.ObserveLabeled(took.Seconds(), r.labels)
 }
 
 // created counts a task that was created and charged (not an idempotent replay).
@@ -112,33 +91,6 @@ func (m *serverMetrics) settled(objectType, status string, credits int64) {
 	m.counter("enrichd_tasks_settled_total", "object_type", objectType, "status", status).Inc()
 	if status != store.StatusSucceeded {
 		m.counter("enrichd_credits_refunded_total").AddInt64(credits)
-	}
-}
-
-func (m *serverMetrics) claimed(c *store.Claim, now time.Time) {
-	m.claimLag.observe(max(0, now.Sub(c.QueuedAt).Seconds()), "object_type", c.Input.Lookup.ObjectType())
-}
-
-// recorded counts delivery attempts and the deliveries they finished.
-func (m *serverMetrics) recorded(batch []store.Attempted) {
-	for _, a := range batch {
-		if a.Attempt == nil {
-			continue // cut short by a shutdown: not an attempt
-		}
-		if a.Attempt.NotSent {
-			// Its destination was disabled: no request, yet the delivery is finished.
-			m.counter("enrichd_webhook_deliveries_total", "result", store.DeliveryFailed).Inc()
-			continue
-		}
-		result := "error"
-		if a.Attempt.Err == "" {
-			result = "ok"
-		}
-		m.counter("enrichd_webhook_attempts_total", "result", result).Inc()
-		// A 410 Gone finishes its delivery as failed at once, like the last attempt.
-		if status, _ := a.Attempt.Outcome(a.Dispatch); status != store.DeliveryPending {
-			m.counter("enrichd_webhook_deliveries_total", "result", status).Inc()
-		}
 	}
 }
 
@@ -182,69 +134,4 @@ func handleMetrics(s *Server) http.Handler {
 		m.set.WritePrometheus(w)
 		metrics.WriteProcessMetrics(w)
 	})
-}
-
-// histograms is a family of Prometheus histograms with cumulative "le" buckets, one
-// per label set. The library's own histogram exposes "vmrange" buckets, which
-// Prometheus cannot compute quantiles from.
-type histograms struct {
-	name   string
-	bounds []float64
-	mu     sync.Mutex
-	by     map[string]*histogram // by rendered labels
-}
-
-type histogram struct {
-	counts []uint64 // per bucket, the last one past every bound; not cumulative
-	sum    float64
-}
-
-func newHistograms(name string, bounds []float64) *histograms {
-	return &histograms{name: name, bounds: bounds, by: map[string]*histogram{}}
-}
-
-func (h *histograms) observe(v float64, labels ...string) {
-	h.observeLabeled(v, labelString(labels))
-}
-
-// observeLabeled is observe with the labels already rendered by labelString.
-func (h *histograms) observeLabeled(v float64, key string) {
-	i := sort.SearchFloat64s(h.bounds, v) // the first bound >= v
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	one := h.by[key]
-	if one == nil {
-		one = &histogram{counts: make([]uint64, len(h.bounds)+1)}
-		h.by[key] = one
-	}
-	one.counts[i]++
-	one.sum += v
-}
-
-func (h *histograms) write(w io.Writer) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	keys := make([]string, 0, len(h.by))
-	for k := range h.by {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
-		one := h.by[key]
-		inner := strings.TrimSuffix(strings.TrimPrefix(key, "{"), "}")
-		if inner != "" {
-			inner += ","
-		}
-		var cum uint64
-		for i, c := range one.counts {
-			cum += c
-			le := "+Inf"
-			if i < len(h.bounds) {
-				le = strconv.FormatFloat(h.bounds[i], 'g', -1, 64)
-			}
-			fmt.Fprintf(w, "%s_bucket{%sle=%q} %d\n", h.name, inner, le, cum)
-		}
-		fmt.Fprintf(w, "%s_sum%s %s\n", h.name, key, strconv.FormatFloat(one.sum, 'g', -1, 64))
-		fmt.Fprintf(w, "%s_count%s %d\n", h.name, key, cum)
-	}
 }

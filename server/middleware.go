@@ -140,7 +140,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 				level = slog.LevelDebug
 			}
 		} else {
-			s.activity.Add(1)
+			s.bg.Active()
 		}
 		switch {
 		case ri.clientClosed:
@@ -219,7 +219,9 @@ func (s *Server) authed(next http.Handler) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
+		// What the request does is the key's, for the audit log (store.Acting).
+		ctx := store.Acting(context.WithValue(r.Context(), principalKey, p), store.KeyActor(p), info(r).id)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	}))
 }
 

@@ -35,11 +35,13 @@ type (
 	LoopRun        = loopRun
 	LoopCreate     = loopCreate
 	LoopChange     = loopChange
-	WatchCreate    = watchCreate
-	WatchChange    = watchChange
-	Upload         = upload
-	BatchFormat    = batchFormat
-	Limiter        = limiter
+	// DestinationSpec is a Loop's destination asked for (a HubSpot one) or changed.
+	DestinationSpec = destinationSpec
+	WatchCreate     = watchCreate
+	WatchChange     = watchChange
+	Upload          = upload
+	BatchFormat     = batchFormat
+	Limiter         = limiter
 )
 
 // What a batch upload is written in.
@@ -71,7 +73,7 @@ func (s *Server) Config() Config { return s.cfg }
 func (s *Server) Log() *slog.Logger { return s.log }
 
 // WakeSender has the webhook sender look for deliveries due now.
-func (s *Server) WakeSender() { s.sender.Wake() }
+func (s *Server) WakeSender() { s.wakeSender() }
 
 // Route names a route for the request log, metrics and recovery (see route).
 func (s *Server) Route(name string, next http.Handler) http.Handler { return s.route(name, next) }
@@ -82,6 +84,11 @@ func (s *Server) LimitIP(next http.Handler) http.Handler { return s.limitIP(next
 // AbortStream ends a download that failed after its first bytes (see abortStream).
 func (s *Server) AbortStream(r *http.Request, msg string, err error, attrs ...any) {
 	s.abortStream(r, msg, err, attrs...)
+}
+
+// ActAs is r acting as actor, for the audit log (store.Acting), with the request's id.
+func ActAs(r *http.Request, actor store.Actor) *http.Request {
+	return r.WithContext(store.Acting(r.Context(), actor, info(r).id))
 }
 
 // SubmitTask creates a task as the enrichment endpoints do (see submitTask).

@@ -40,6 +40,7 @@ func addRoutes(r *Router, s *Server) {
 	r.Handler(http.MethodGet, "/v1/suppressions/:id", s.route("get_suppression", s.authed(handleGetSuppression(s))))
 	r.Handler(http.MethodDelete, "/v1/suppressions/:id", s.route("delete_suppression", s.authed(handleDeleteSuppression(s))))
 
+	r.Handler(http.MethodGet, "/v1/audit", s.route("list_audit", s.authed(handleListAudit(s))))
 	r.Handler(http.MethodPost, "/v1/erasures", s.route("create_erasure", s.authed(handleCreateErasure(s))))
 	r.Handler(http.MethodGet, "/v1/erasures", s.route("list_erasures", s.authed(handleListErasures(s))))
 	r.Handler(http.MethodGet, "/v1/erasures/:id", s.route("get_erasure", s.authed(handleGetErasure(s))))
@@ -101,6 +102,8 @@ func addRoutes(r *Router, s *Server) {
 	//   GET  /dashboard/suppressions
 	//   POST /dashboard/suppressions
 	//   POST /dashboard/suppressions/:id/lift
+	//   GET  /dashboard/audit
+	//   GET  /dashboard/audit.jsonl
 	//   GET  /dashboard/erasures
 	//   POST /dashboard/erasures
 	//   POST /dashboard/erasures/export

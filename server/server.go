@@ -1,36 +1,35 @@
-// Package server owns enrichd's HTTP API and its task workers: the listener that
-// caps connections in all and per client address, routes, handlers, authentication,
-// rate limits, JSON errors, the MCP endpoint that offers the same
-// enrichments to AI agents as tools, the workers that claim queued tasks, run
-// the enrichment pipeline and settle them, and the webhook sender beside them; and what
-// an operator sees of it: health, readiness and metrics, and the maintenance that keeps
-// the database bounded. It knows no SQL: all state is in store. The dashboard's pages
-// are package server/dashboard's, mounted through Config.Dashboard. The HTTP tests
-// (package server_test) run it through server/servertest, which the dashboard's tests
-// share.
+// Package server owns enrichd's HTTP API: the listener that caps connections in all and
+// per client address, routes, handlers, authentication, rate limits, JSON errors, the
+// MCP endpoint that offers the same enrichments to AI agents as tools; and what an
+// operator sees of it: health, readiness and metrics. It knows no SQL: all state is in
+// store. The background work (the task workers, the webhook sender, the batch feeder,
+// the watch scheduler, retention) is package worker's: the server imports none of it,
+// and tells it what it made through Config.Background, which serve fills with the
+// worker.Pool it runs. The dashboard's pages are package server/dashboard's, mounted
+// through Config.Dashboard. The HTTP tests (package server_test) run it through
+// server/servertest, which the dashboard's tests share.
 package server
 
 import (
-	"fmt"
 	"log"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"enrichd/enrich"
 	"enrichd/netguard"
 	"enrichd/secret"
 	"enrichd/store"
-	"enrichd/webhook"
 
-	"github.com/google/uuid"
+	"github.com/VictoriaMetrics/metrics"
 	"golang.org/x/time/rate"
 )
 
-// Config is how the service behaves. Zero values take the defaults of DefaultConfig.
+// Config is how the service behaves: serve's flags. The server reads the HTTP
+// surface's fields; wire.WorkerConfig passes the background's (Workers, Lease,
+// ShutdownGrace, the retention and the intervals, the sources and the deliveries) on
+// to package worker. Zero values take the defaults of DefaultConfig.
 type Config struct {
 	// Secrets opens the organizations' own vendor keys (package secret); nil when
 	// serve has no secret key file, and then no organization's own key is used.
@@ -57,8 +56,8 @@ type Config struct {
 	// credit costs, by source (--<vendor>-credit-usd), to show spend in money.
 	SourceBudgets map[string]int64
 	CreditUSD     map[string]float64
-	// KeyInfos tells whose vendor key each source uses for an organization; nil: the
-	// installation's, for every organization.
+	// KeyInfos tells whose vendor key each source uses for an organization (wire.New
+	// passes the workers'); nil: as the database says.
 	KeyInfos enrich.KeyInfos
 	// Fill is the server-wide default of the fields the waterfall fills, per object
 	// type; an organization's own list (store's FillLists) replaces it. Empty lists
@@ -72,9 +71,12 @@ type Config struct {
 	DeliveryConcurrency int
 	DeliveryPerLoop     int
 	DeliveryTimeout     time.Duration // how long one attempt may take; 10 s
-	Logger              *slog.Logger
+	// HubSpotURL is HubSpot's API, which HubSpot Loops write into (hubspot.DefaultURL
+	// when ""; serve's --hubspot-url, ENRICHD_HUBSPOT_URL).
+	HubSpotURL string
+	Logger     *slog.Logger
 
-	// ShutdownGrace is how long tasks already claimed may run on once RunWorkers' context
+	// ShutdownGrace is how long tasks already claimed may run on once the workers' context
 	// ends; those still running then go back to the queue. Zero puts them back at once.
 	ShutdownGrace time.Duration
 	// Retain is how long settled tasks and delivery history are kept; zero keeps them
@@ -88,6 +90,10 @@ type Config struct {
 	// freshness window; zero leaves the freshness window alone to bound it (and is not
 	// replaced by the default).
 	RetainCandidates time.Duration
+	// RetainAudit is how long the audit log's entries are kept, whatever the other
+	// settings: a chain is cut to it once a day. Zero keeps them for ever (and is not
+	// replaced by the default).
+	RetainAudit time.Duration
 	// WatchInterval is how often the watches that are due are looked for and their
 	// tasks enqueued.
 	WatchInterval time.Duration
@@ -119,6 +125,14 @@ type Config struct {
 	// Dashboard makes the pages served beside the API under /dashboard/ (serve passes
 	// dashboard.New); nil serves the API alone.
 	Dashboard func(*Server) Pages
+
+	// Background is told what the API made: a task queued, a batch, an erasure, a
+	// delivery due; serve passes the worker.Pool it runs. nil: nobody is told, and no
+	// task is run (a server without workers).
+	Background Background
+	// Metrics is the set the server's metrics are kept in, shared with the background
+	// work so that /metrics shows its counters too; nil: a set of its own.
+	Metrics *metrics.Set
 
 	// Addr is where serve listens for the API.
 	Addr string
@@ -180,6 +194,7 @@ func DefaultConfig() Config {
 
 		RetainRecords:    3 * 365 * 24 * time.Hour,
 		RetainCandidates: 7 * 24 * time.Hour,
+		RetainAudit:      3 * 365 * 24 * time.Hour,
 
 		MaintenanceInterval: time.Minute,
 		WatchInterval:       10 * time.Second,
@@ -252,39 +267,52 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 	return l
 }
 
-// Server is the HTTP API and the task workers over one database.
+// Server is the HTTP API over one database.
 type Server struct {
 	cfg       Config
 	db        *store.DB
 	norm      enrich.Normalizer
-	pipeline  *enrich.Pipeline
-	spend     *spendKeeper
 	log       *slog.Logger
 	ipLimits  *limiter
 	keyLimits *limiter
-	wake      chan struct{} // an enqueue wakes an idle worker
-	feedWake  chan struct{} // a new batch wakes the feeder
-	replica   string        // this process among the replicas that share the database
-	sender    *webhook.Sender
+	bg        Background
 	handler   http.Handler
 	metrics   *serverMetrics
 	pages     Pages // the dashboard, when Config.Dashboard made one
 	// notFound and notAllowed answer a request no route takes (unrouted).
 	notFound, notAllowed http.Handler
-	// activity counts API requests and claims; maintenance reads it to find quiet times.
-	activity atomic.Uint64
 	// listeners are those Listen made, whose open connections /metrics shows.
 	listenersMu sync.Mutex
 	listeners   []*Listener
 	refusals    refusalLog
 	settled     settledAnswers // answers of settled tasks (handleGetTask)
-	// erasuresWake wakes the completer of erasures (completeErasures).
-	erasuresWake chan struct{}
-	// stopping is closed when the running RunWorkers' context ends; nil before any.
-	stopping atomic.Pointer[chan struct{}]
 }
 
-// New builds the server. Call RunWorkers to process the queue.
+// Background is what the server tells the work that runs beside it (package worker's
+// Pool), and what it asks of it.
+type Background interface {
+	WakeWorker()   // a task was queued
+	WakeFeeder()   // a batch was made, whose rows want their tasks
+	WakeErasures() // an erasure may be ready to complete
+	WakeSender()   // a delivery may be due
+	Active()       // an API request: the service is not idle
+	// Stopping is closed once the workers stop claiming: this process settles no
+	// more tasks; nil before they run.
+	Stopping() <-chan struct{}
+}
+
+// noBackground is the Background of a server without workers.
+type noBackground struct{}
+
+func (noBackground) WakeWorker()               {}
+func (noBackground) WakeFeeder()               {}
+func (noBackground) WakeErasures()             {}
+func (noBackground) WakeSender()               {}
+func (noBackground) Active()                   {}
+func (noBackground) Stopping() <-chan struct{} { return nil }
+
+// New builds the server. The queue is processed by package worker's Pool, which serve
+// passes as cfg.Background.
 func New(db *store.DB, cfg Config) *Server {
 	def := DefaultConfig()
 	if cfg.Workers <= 0 {
@@ -329,36 +357,23 @@ func New(db *store.DB, cfg Config) *Server {
 	if cfg.SessionMax <= 0 {
 		cfg.SessionMax = def.SessionMax
 	}
-	m := newServerMetrics()
-	db.SetLogger(cfg.Logger) // the store reports storage failures there
-	replica := replicaName()
-	spend := newSpendKeeper(db, cfg.Logger, m, cfg.SourceBudgets, cfg.Sources, replica)
-	keys := newOrgKeys(db, cfg.Secrets, cfg.Logger, cfg.OrgKeyRefresh)
-	if cfg.KeyInfos == nil {
-		cfg.KeyInfos = keys
+	if cfg.Background == nil {
+		cfg.Background = noBackground{}
 	}
-	var s *Server
-	s = &Server{
-		cfg:  cfg,
-		db:   db,
-		norm: enrich.Normalizer{NetworkHost: cfg.NetworkHost},
-		pipeline: &enrich.Pipeline{Sources: cfg.Sources, Logger: cfg.Logger, Held: db.Held(),
-			MaxRetrievals: cfg.EmailMaxRetrievals, Freshness: cfg.Freshness, KeepGathered: cfg.KeepGathered(),
-			Now: func() time.Time { return db.Now() }, Spend: spend,
-			Keys: keys, Misses: missKeeper{db: db, log: cfg.Logger, metrics: m}},
-		spend:     spend,
+	m := newServerMetrics(cfg.Metrics)
+	db.SetLogger(cfg.Logger) // the store reports storage failures there
+	if cfg.KeyInfos == nil {
+		cfg.KeyInfos = keyInfos{db}
+	}
+	s := &Server{
+		cfg:       cfg,
+		db:        db,
+		norm:      enrich.Normalizer{NetworkHost: cfg.NetworkHost},
 		log:       cfg.Logger,
 		ipLimits:  newLimiter(cfg.RateIP),
 		keyLimits: newLimiter(cfg.RateKey),
-		wake:      make(chan struct{}, cfg.Workers),
-		feedWake:  make(chan struct{}, 1),
-		replica:   replica,
-		sender: webhook.NewSender(db, webhook.SenderConfig{Policy: cfg.WebhookPolicy, Concurrency: cfg.DeliveryConcurrency,
-			PerLoop: cfg.DeliveryPerLoop, Timeout: cfg.DeliveryTimeout, Poll: cfg.PollInterval, Logger: cfg.Logger,
-			Recorded: func(batch []store.Attempted) { m.recorded(batch); s.erasureEventsRecorded(batch) },
-			Panicked: func() { m.counter("enrichd_panics_total", "in", "webhook attempt").Inc() }}),
-		metrics:      m,
-		erasuresWake: make(chan struct{}, 1),
+		bg:        cfg.Background,
+		metrics:   m,
 	}
 	s.settled.epoch = db.ErasureEpoch
 	if cfg.Dashboard != nil {
@@ -376,9 +391,15 @@ func New(db *store.DB, cfg Config) *Server {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// replicaName names this process among the replicas of one database: its host, its
-// pid and a random part, since a restarted process must not count as the one before.
-func replicaName() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
-}
+// SetReplicas gives each API key's limiter its share of the limit with live replicas
+// alive (the heartbeat's count, worker.Config.SetReplicas), and returns the count it
+// had before.
+func (s *Server) SetReplicas(live int) (previous int) { return s.keyLimits.setShare(live) }
+
+// Metrics is the set the server's metrics are kept in (Config.Metrics, or its own).
+func (s *Server) Metrics() *metrics.Set { return s.metrics.set }
+
+func (s *Server) wakeWorker()   { s.bg.WakeWorker() }
+func (s *Server) wakeFeeder()   { s.bg.WakeFeeder() }
+func (s *Server) wakeErasures() { s.bg.WakeErasures() }
+func (s *Server) wakeSender()   { s.bg.WakeSender() }

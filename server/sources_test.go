@@ -14,6 +14,7 @@ import (
 	"enrichd/server"
 	"enrichd/server/servertest"
 	"enrichd/store"
+	"enrichd/wire"
 
 	"github.com/matryer/is"
 )
@@ -98,10 +99,10 @@ func TestSourcesAnAskUnderWayIsOnTheBooks(t *testing.T) {
 	ctx := context.Background()
 	is.NoErr(e.DB.SetSourceBudget(ctx, e.OrgID, "pdl", 3))
 	replica := servertest.ReplicaOf(e)
-	b := servertest.Admit(t, e.Srv.Spend(), e.OrgID, "pdl")
+	b := servertest.Admit(t, e.Work.Spend(), e.OrgID, "pdl")
 	is.True(b != nil)
 	// The adapter books its request at its full price, 3 credits, before sending it.
-	is.NoErr(e.Srv.Spend().Book(ctx, b, 1, 3))
+	is.NoErr(e.Work.Spend().Book(ctx, b, 1, 3))
 	for _, r := range []*servertest.Env{e, replica} {
 		_, by, _ := r.SourcesOf(e.Key)
 		is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 1, Pending: 1, Credits: 3})
@@ -110,15 +111,15 @@ func TestSourcesAnAskUnderWayIsOnTheBooks(t *testing.T) {
 		is.Equal(*by["pdl"].Budget.Remaining, int64(0))
 	}
 	// The cap is reached by the ask under way: neither replica admits another.
-	is.True(servertest.Admit(t, replica.Srv.Spend(), e.OrgID, "pdl") == nil)
-	is.True(servertest.Admit(t, e.Srv.Spend(), e.OrgID, "pdl") == nil)
+	is.True(servertest.Admit(t, replica.Work.Spend(), e.OrgID, "pdl") == nil)
+	is.True(servertest.Admit(t, e.Work.Spend(), e.OrgID, "pdl") == nil)
 
 	// Its answer cost 1 credit: 2 are free again.
-	e.Srv.Spend().Spent(ctx, e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}, b)
+	e.Work.Spend().Spent(ctx, e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}, b)
 	_, by, _ := replica.SourcesOf(e.Key)
 	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
 	is.Equal(*by["pdl"].Budget.Remaining, int64(2))
-	is.True(servertest.Admit(t, replica.Srv.Spend(), e.OrgID, "pdl") != nil)
+	is.True(servertest.Admit(t, replica.Work.Spend(), e.OrgID, "pdl") != nil)
 }
 
 // The asks a process left on the books when it ended (killed while the vendors
@@ -135,16 +136,16 @@ func TestSourcesAsksOfAGoneProcessAreSettledUnknown(t *testing.T) {
 	ctx := context.Background()
 	is.NoErr(e.DB.SetSourceBudget(ctx, e.OrgID, "pdl", 7))
 	gone := servertest.ReplicaOf(e)
-	if _, err := gone.DB.Heartbeat(ctx, gone.Srv.Replica(), 15*time.Second); err != nil {
+	if _, err := gone.DB.Heartbeat(ctx, gone.Work.Replica(), 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.DB.Heartbeat(ctx, e.Srv.Replica(), time.Hour); err != nil {
+	if _, err := e.DB.Heartbeat(ctx, e.Work.Replica(), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	cut := servertest.Admit(t, gone.Srv.Spend(), e.OrgID, "pdl")
-	is.NoErr(gone.Srv.Spend().Book(ctx, cut, 2, 3)) // a second request, of 2 credits, sent
-	lost := servertest.Admit(t, gone.Srv.Spend(), e.OrgID, "pdl")
-	mine := servertest.Admit(t, e.Srv.Spend(), e.OrgID, "pdl")
+	cut := servertest.Admit(t, gone.Work.Spend(), e.OrgID, "pdl")
+	is.NoErr(gone.Work.Spend().Book(ctx, cut, 2, 3)) // a second request, of 2 credits, sent
+	lost := servertest.Admit(t, gone.Work.Spend(), e.OrgID, "pdl")
+	mine := servertest.Admit(t, e.Work.Spend(), e.OrgID, "pdl")
 	is.True(cut != nil && lost != nil && mine != nil)
 	want := store.SourceUse{Calls: 4, Pending: 3, Credits: 5}
 	_, by, _ := e.SourcesOf(e.Key)
@@ -153,7 +154,7 @@ func TestSourcesAsksOfAGoneProcessAreSettledUnknown(t *testing.T) {
 	// The other process is gone: on PostgreSQL once its heartbeat has run out (15 s)
 	// and its asks are older than a replica's first heartbeat may be (15 s).
 	e.Clock.Add(31 * time.Second)
-	e.Srv.SettleDeadAsks(ctx)
+	e.Work.SettleDeadAsks(ctx)
 	_, by, _ = e.SourcesOf(e.Key)
 	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 4, Unknown: 2, Pending: 1, Credits: 5})
 	is.Equal(*by["pdl"].Budget.Remaining, int64(2))
@@ -161,17 +162,17 @@ func TestSourcesAsksOfAGoneProcessAreSettledUnknown(t *testing.T) {
 
 	// A late answer to an ask settled as unknown changes nothing: counted once, at its
 	// full price.
-	gone.Srv.Spend().Spent(ctx, e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 2}, lost)
+	gone.Work.Spend().Spent(ctx, e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 2}, lost)
 	_, by, _ = e.SourcesOf(e.Key)
 	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 4, Unknown: 2, Pending: 1, Credits: 5})
 
 	// This process's own ask under way is left alone, until it outlives any task: its
 	// settling was lost.
-	e.Srv.SettleDeadAsks(ctx)
+	e.Work.SettleDeadAsks(ctx)
 	_, by, _ = e.SourcesOf(e.Key)
 	is.Equal(by["pdl"].Pending, int64(1))
 	e.Clock.Add(e.Cfg.TaskTTL + time.Minute)
-	e.Srv.SettleDeadAsks(ctx)
+	e.Work.SettleDeadAsks(ctx)
 	_, by, _ = e.SourcesOf(e.Key)
 	is.Equal(by["pdl"].SourceUse, store.SourceUse{Calls: 4, Unknown: 3, Credits: 5})
 }
@@ -222,7 +223,7 @@ func TestSourcesBudgetCountsAsksInFlight(t *testing.T) {
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	ctx := context.Background()
 	is.NoErr(e.DB.SetSourceBudget(ctx, e.OrgID, "pdl", 5))
-	spend := e.Srv.Spend()
+	spend := e.Work.Spend()
 	var mu sync.Mutex
 	var admitted []*enrich.Booking
 	var wg sync.WaitGroup
@@ -254,7 +255,7 @@ func TestSourcesBudgetHoldsAcrossReplicas(t *testing.T) {
 	e := servertest.NewEnv(t, servertest.WithPricedVendors("pdl"))
 	ctx := context.Background()
 	is.NoErr(e.DB.SetSourceBudget(ctx, e.OrgID, "pdl", 4))
-	replica := server.New(e.DB, e.Cfg)
+	_, replica := wire.New(e.DB, e.Cfg)
 	for range 4 {
 		is.Equal(e.Ask(e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}), "")
 	}
@@ -278,7 +279,7 @@ func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
 	var inFlight, peak, admitted atomic.Int64
 	var wg sync.WaitGroup
 	for _, r := range []*servertest.Env{e, replica} {
-		spend := r.Srv.Spend()
+		spend := r.Work.Spend()
 		for range askers {
 			wg.Add(1)
 			go func() {
@@ -313,8 +314,8 @@ func TestSourcesBudgetHoldsAcrossConcurrentReplicas(t *testing.T) {
 	is.Equal(here["pdl"].Pending, int64(0))
 	is.Equal(*here["pdl"].Budget.Remaining, int64(0))
 	// Spent: neither replica admits another.
-	is.True(servertest.Admit(t, e.Srv.Spend(), e.OrgID, "pdl") == nil)
-	is.True(servertest.Admit(t, replica.Srv.Spend(), e.OrgID, "pdl") == nil)
+	is.True(servertest.Admit(t, e.Work.Spend(), e.OrgID, "pdl") == nil)
+	is.True(servertest.Admit(t, replica.Work.Spend(), e.OrgID, "pdl") == nil)
 }
 
 // /metrics counts each source's asks by outcome, its vendor credits and the asks its

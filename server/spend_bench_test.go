@@ -16,7 +16,7 @@ import (
 func BenchmarkSpend(b *testing.B) {
 	e := servertest.NewEnv(b, servertest.WithPricedVendors("pdl"))
 	ctx := context.Background()
-	spend := e.Srv.Spend()
+	spend := e.Work.Spend()
 	miss := enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1}
 	for range 30 { // a month of rows to sum
 		e.Ask(e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})

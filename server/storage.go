@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"time"
 )
 
@@ -9,22 +8,6 @@ import (
 // API writes answer 503 storage_unavailable with Retry-After (statusOf), /readyz answers
 // 503, and the background work below waits instead of failing against the file; the
 // store logs the failures once a minute with a count, and /metrics counts them.
-
-// storageWait reports whether the database cannot take writes, having then waited for
-// the next tick, so a worker loop skips its round instead of writing. The database is
-// asked through a shared probe write at most once a second whatever the number of
-// callers. It reports false once ctx has ended, leaving the caller's own check to stop.
-func (s *Server) storageWait(ctx context.Context, tick <-chan time.Time) bool {
-	if ctx.Err() != nil || s.db.Writable(ctx) {
-		return false
-	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-tick:
-		return true
-	}
-}
 
 // storageMetrics sets the storage figures of /metrics: writes refused for storage
 // since start, whether the database is failing now, and the writer's transactions

@@ -28,15 +28,15 @@ func (panickySource) ask(subject string) error {
 	return enrich.ErrNotFound
 }
 
-func (p panickySource) CompanyByDomain(_ context.Context, d string) (*enrich.Company, error) {
+func (p panickySource) CompanyByDomain(_ context.Context, _ *enrich.Tally, d string) (*enrich.Company, error) {
 	return nil, p.ask(d)
 }
 
-func (p panickySource) CompanyByURL(_ context.Context, u string) (*enrich.Company, error) {
+func (p panickySource) CompanyByURL(_ context.Context, _ *enrich.Tally, u string) (*enrich.Company, error) {
 	return nil, p.ask(u)
 }
 
-func (p panickySource) PersonByURL(_ context.Context, u string) (*enrich.Person, error) {
+func (p panickySource) PersonByURL(_ context.Context, _ *enrich.Tally, u string) (*enrich.Person, error) {
 	return nil, p.ask(u)
 }
 

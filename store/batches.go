@@ -462,7 +462,9 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 		b.Counts.Pending, b.Counts.Skipped, b.SkippedRows = lookups, skipped, skips
 		b.Settle()
 		out = b
-		return nil
+		// The upload itself: each row's lookup is recorded as its task is made.
+		return db.appendAudit(ctx, tx, NewAuditEntry{OrgID: b.OrgID, Action: AuditBatchCreated, BatchID: &b.ID,
+			Credits: b.CreditsEstimate, Detail: map[string]any{"name": b.Name, "rows": b.Rows, "lookups": lookups, "skipped": skipped}})
 	})
 	if err != nil {
 		return nil, false, err

@@ -53,6 +53,9 @@ type Delivery struct {
 	// ErasureID names the erasure a person.erased event announces, or the one that
 	// took a task's event's payload out of the history.
 	ErasureID *string `json:"erasure_id"`
+	// Summary says what a destination other than a webhook did with the delivery: the
+	// CRM object created or the properties filled, or why nothing was written.
+	Summary *string `json:"summary"`
 
 	OrgID string `json:"-"`
 }
@@ -73,6 +76,13 @@ type Dispatch struct {
 	DisabledReason string
 	Payload        []byte
 	Attempt        int // 1 for the first
+	// Kind is the Loop's destination kind (KindWebhook, KindHubSpot); for a HubSpot
+	// destination, HubSpot is its token, sealed, and HubSpotOptions its options, and
+	// ObjectType the Loop's.
+	Kind           string
+	ObjectType     string
+	HubSpot        HubSpotToken
+	HubSpotOptions *string
 	// LeaseUntil is the lease this claim holds (ms since the epoch). Recording the
 	// attempt checks it: a sender whose lease ran out, and whose delivery another
 	// sender claimed and sent since, must not overwrite that sender's outcome.
@@ -92,6 +102,22 @@ type Attempt struct {
 	// destination's pending ones did, and no attempt is counted, of the delivery or of
 	// the Loop's failure streak.
 	NotSent bool
+	// Summary says what the destination did (see Delivery.Summary); "" for a webhook.
+	Summary string
+	// DisableReason, when set, fails the delivery and disables the Loop's destination
+	// for that reason, as a webhook's 410 Gone does (a CRM refusing the token).
+	DisableReason string
+	// Wrote is what an acknowledged attempt wrote into a CRM, kept for the Loop and the
+	// delivery's subject.
+	Wrote *CRMWrite
+}
+
+// CRMWrite is the CRM object a Loop wrote about a subject, and the keyed hashes of the
+// values it wrote, by property.
+type CRMWrite struct {
+	ObjectType string
+	ObjectID   string
+	Written    map[string]string
 }
 
 // Outcome is what recording the attempt of d writes: acknowledged, the delivery
@@ -104,7 +130,7 @@ func (a *Attempt) Outcome(d *Dispatch) (status string, next *time.Time) {
 	switch {
 	case a.Err == "":
 		return DeliverySucceeded, nil
-	case a.NotSent || a.StatusCode == http.StatusGone || d.Attempt >= MaxAttempts:
+	case a.NotSent || a.StatusCode == http.StatusGone || a.DisableReason != "" || d.Attempt >= MaxAttempts:
 		return DeliveryFailed, nil
 	}
 	ended := a.Ended
@@ -128,6 +154,8 @@ type Heard struct {
 	LastErrorAt time.Time
 	// Gone: the receiver answered 410; the destination is to be disabled.
 	Gone bool
+	// Disable is why the destination is to be disabled otherwise (Attempt.DisableReason).
+	Disable string
 }
 
 // AllAcknowledged reports whether every attempt of the batch was acknowledged: then
@@ -164,6 +192,9 @@ func HeardFrom(batch []Attempted) []Heard {
 		h.Failures++
 		h.LastError, h.LastErrorAt = a.Attempt.Err, a.Attempt.At
 		h.Gone = h.Gone || a.Attempt.StatusCode == http.StatusGone
+		if a.Attempt.DisableReason != "" {
+			h.Disable = a.Attempt.DisableReason
+		}
 	}
 	return out
 }
@@ -176,7 +207,7 @@ type Attempted struct {
 }
 
 const deliveryColumns = `id, loop_id, org_id, event, task_id, status, attempts, next_attempt_at, last_attempt_at,
-	last_status_code, last_error, created_at, erasure_id`
+	last_status_code, last_error, created_at, erasure_id, summary`
 
 // scanDelivery reads a delivery selected as deliveryColumns, then extra.
 func scanDelivery(row Row, extra ...any) (*Delivery, error) {
@@ -184,7 +215,7 @@ func scanDelivery(row Row, extra ...any) (*Delivery, error) {
 	var next, last sql.NullInt64
 	var created int64
 	dest := append([]any{&d.ID, &d.LoopID, &d.OrgID, &d.Event, &d.TaskID, &d.Status, &d.Attempts, &next, &last,
-		&d.LastStatusCode, &d.LastError, &created, &d.ErasureID}, extra...)
+		&d.LastStatusCode, &d.LastError, &created, &d.ErasureID, &d.Summary}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -534,10 +565,17 @@ func recordAttempt(ctx context.Context, tx Tx, d *Dispatch, a *Attempt) error {
 	if status != DeliveryPending && d.Event == EventPersonErased {
 		payload = spendErasureEvent
 	}
-	_, err := tx.Exec(ctx, `UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL,
-		last_attempt_at = ?, last_status_code = ?, last_error = ?, payload = `+payload+` WHERE id = ? AND status = 'pending' AND lease_until = ?`,
-		status, d.Attempt, nullMS(nextAt), ms(a.At), code, lastErr, d.ID, d.LeaseUntil)
-	return err
+	var summary any
+	if a.Summary != "" {
+		summary = a.Summary
+	}
+	n, err := tx.Exec(ctx, `UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, lease_until = NULL,
+		last_attempt_at = ?, last_status_code = ?, last_error = ?, summary = ?, payload = `+payload+` WHERE id = ? AND status = 'pending' AND lease_until = ?`,
+		status, d.Attempt, nullMS(nextAt), ms(a.At), code, lastErr, summary, d.ID, d.LeaseUntil)
+	if err != nil || n == 0 || a.Wrote == nil {
+		return err
+	}
+	return keepCRMWrite(ctx, tx, d, a.Wrote, a.Ended)
 }
 
 // spendErasureEvent is the payload of a delivery being settled: a person.erased event
@@ -566,6 +604,8 @@ func recordHeard(ctx context.Context, tx Tx, h Heard, now time.Time) error {
 		return err
 	case h.Gone:
 		return disableDestination(ctx, tx, h.LoopID, ReasonGone, now)
+	case h.Disable != "":
+		return disableDestination(ctx, tx, h.LoopID, h.Disable, now)
 	case reason != nil:
 		return failPending(ctx, tx, h.LoopID, *reason, now)
 	}

@@ -227,7 +227,9 @@ func (db *DB) erase(ctx context.Context, tx Tx, h *enrich.Subjects, ne NewErasur
 	if err := insertErasure(ctx, tx, er); err != nil {
 		return nil, err
 	}
-	// An audit entry of the erasure is written here, in its transaction.
+	if err := db.recordErasure(ctx, tx, e, er); err != nil {
+		return nil, fmt.Errorf("recording the erasure in the audit log: %w", err)
+	}
 	return er, nil
 }
 
@@ -814,7 +816,7 @@ func eraseDeliveries(ctx context.Context, tx Tx, p PersonalTable, e *Erasing) er
 	}
 	e.Removed[p.Name] += n
 	n, err = tx.Exec(ctx, `UPDATE deliveries SET payload = '{"event":"' || event || '","erasure_id":"' || CAST(? AS TEXT) || '"}',
-		last_error = NULL, erasure_id = ? WHERE id IN (SELECT t.id FROM deliveries t WHERE `+where+`
+		last_error = NULL, summary = NULL, erasure_id = ? WHERE id IN (SELECT t.id FROM deliveries t WHERE `+where+`
 		AND t.status <> 'pending' AND t.event <> 'person.erased' AND t.erasure_id IS NULL)`, append([]any{e.ID, e.ID}, args...)...)
 	e.Removed[p.Name] += n
 	return err

@@ -34,10 +34,18 @@ type Holdings struct {
 	BatchRows int64 `json:"batch_rows"`
 	// Watches, each with the last result it keeps.
 	Watches int64 `json:"watches"`
-	// Loops are the webhook destinations results are sent to.
-	Loops int64 `json:"loops"`
+	// Loops are the destinations results are sent to, HubSpotLoops those that write
+	// into a HubSpot account, and HubSpotWrites the objects they wrote there (each an
+	// id and keyed hashes of the values, until the Loop is deleted or the person
+	// erased).
+	Loops         int64 `json:"loops"`
+	HubSpotLoops  int64 `json:"hubspot_loops"`
+	HubSpotWrites int64 `json:"hubspot_writes"`
 	// SourceMisses are the subjects a vendor was found not to know.
 	SourceMisses int64 `json:"source_misses"`
+	// AuditEntries are the audit log's entries, every organization's, until
+	// --retain-audit: counted from the chains' heads, not read.
+	AuditEntries int64 `json:"audit_entries"`
 	// OwnKeys counts, by source, the organizations that set their own vendor key: that
 	// vendor receives their tasks' questions under their own account.
 	OwnKeys map[string]int64 `json:"-"`
@@ -84,7 +92,10 @@ func (db *DB) Holdings(ctx context.Context) (Holdings, error) {
 			{`SELECT count(*) FROM batch_rows`, &h.BatchRows},
 			{`SELECT count(*) FROM watches`, &h.Watches},
 			{`SELECT count(*) FROM loops`, &h.Loops},
+			{`SELECT count(*) FROM loops WHERE destination_kind = '` + KindHubSpot + `'`, &h.HubSpotLoops},
+			{`SELECT count(*) FROM hubspot_writes`, &h.HubSpotWrites},
 			{`SELECT count(*) FROM source_misses`, &h.SourceMisses},
+			{`SELECT coalesce(sum(seq - base_seq), 0) FROM audit_heads`, &h.AuditEntries},
 		} {
 			if err := q.QueryRow(ctx, c.query).Scan(c.n); err != nil {
 				return err

@@ -156,8 +156,14 @@ func (db *DB) Install(ctx context.Context, token string, in NewInstall) (*User, 
 			// the link is spent either way.
 			return InstallLinkInvalid()
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM install_links`)
-		return err
+		if _, err = tx.Exec(ctx, `DELETE FROM install_links`); err != nil {
+			return err
+		}
+		// The first user adds themselves, with the first-start link.
+		id, email := u.ID, u.Email
+		e := userAdded(u)
+		e.Actor = Actor{Kind: ActorUser, ID: &id, Name: &email}
+		return db.appendAudit(ctx, tx, e)
 	})
 	if err != nil {
 		return nil, err

@@ -156,9 +156,11 @@ func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg 
 			return err
 		}
 		key.OrgID = org.ID
-		_, err = tx.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			key.ID, key.OrgID, key.Name, key.Prefix, hash[:], ms(key.CreatedAt))
-		return err
+		if _, err = tx.Exec(ctx, `INSERT INTO api_keys (id, org_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			key.ID, key.OrgID, key.Name, key.Prefix, hash[:], ms(key.CreatedAt)); err != nil {
+			return err
+		}
+		return db.appendAudit(ctx, tx, keyEntry(AuditKeyCreated, key.OrgID, key.ID, key.Name, key.Prefix))
 	})
 	if err != nil {
 		return "", nil, err
@@ -204,16 +206,35 @@ func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
 		if err != nil {
 			return err
 		}
-		n, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?)
-			WHERE org_id = ? AND (id = ? OR prefix = ?)`, ms(db.now()), org.ID, idOrPrefix, idOrPrefix)
+		rows, err := tx.Query(ctx, `UPDATE api_keys SET revoked_at = ?
+			WHERE org_id = ? AND (id = ? OR prefix = ?) AND revoked_at IS NULL RETURNING id, name, prefix`,
+			ms(db.now()), org.ID, idOrPrefix, idOrPrefix)
+		revoked, err := collect(rows, err, func(r Row) (k APIKey, err error) { return k, r.Scan(&k.ID, &k.Name, &k.Prefix) })
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return KeyNotFound(orgName, idOrPrefix)
+		if len(revoked) == 0 {
+			// Revoked already is revoked: only a key the organization lacks is refused.
+			var one int
+			err := tx.QueryRow(ctx, `SELECT 1 FROM api_keys WHERE org_id = ? AND (id = ? OR prefix = ?)`, org.ID, idOrPrefix, idOrPrefix).Scan(&one)
+			if errors.Is(err, ErrNoRows) {
+				return KeyNotFound(orgName, idOrPrefix)
+			}
+			return err
+		}
+		for _, k := range revoked {
+			if err := db.appendAudit(ctx, tx, keyEntry(AuditKeyRevoked, org.ID, k.ID, k.Name, k.Prefix)); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
+}
+
+// keyEntry is the audit entry of a key made or revoked, named by its id, name and
+// prefix (never the key).
+func keyEntry(action, orgID, id, name, prefix string) NewAuditEntry {
+	return NewAuditEntry{OrgID: orgID, Action: action, ObjectID: &id, Detail: map[string]string{"name": name, "prefix": prefix}}
 }
 
 // Authenticate returns the principal of a plaintext API key, or an unauthorized error
@@ -244,8 +265,9 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error
 	var p Principal
 	var stored []byte
 	var revoked, used sql.NullInt64
-	err := db.Reader().QueryRow(ctx, `SELECT id, org_id, hash, revoked_at, last_used_at FROM api_keys WHERE hash = ?`, hash[:]).
-		Scan(&p.KeyID, &p.OrgID, &stored, &revoked, &used)
+	var prefix string
+	err := db.Reader().QueryRow(ctx, `SELECT id, org_id, name, prefix, hash, revoked_at, last_used_at FROM api_keys WHERE hash = ?`, hash[:]).
+		Scan(&p.KeyID, &p.OrgID, &p.KeyName, &prefix, &stored, &revoked, &used)
 	if errors.Is(err, ErrNoRows) {
 		return nil, unauthorized
 	}
@@ -254,6 +276,9 @@ func (db *DB) Authenticate(ctx context.Context, plain string) (*Principal, error
 	}
 	if subtle.ConstantTimeCompare(stored, hash[:]) != 1 || revoked.Valid {
 		return nil, unauthorized
+	}
+	if p.KeyName == "" {
+		p.KeyName = prefix
 	}
 	lastUse := time.Time{}
 	if used.Valid {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,8 +16,10 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Loop is a webhook destination. Its JSON is the Loop of the API; the signing secret is
-// in it only when the Loop has just been created or its secret rotated.
+// Loop is a destination of enrichment results: a webhook or HubSpot's CRM. Its JSON is
+// the Loop of the API; the signing secret is in it only when the Loop has just been
+// created or its secret rotated, and a HubSpot token never (its last four characters
+// alone).
 type Loop struct {
 	ID          string      `json:"id"`
 	Name        string      `json:"name"`
@@ -44,10 +47,20 @@ type Loop struct {
 // LoopTrouble say 3 too.
 const FailingAfter = 3
 
-// Destination is where a Loop's events go.
+// Destination kinds.
+const (
+	KindWebhook = "webhook"
+	KindHubSpot = "hubspot"
+)
+
+// Destination is where a Loop's events go: a webhook's URL, or HubSpot's CRM with the
+// Loop's options (HubSpotOptions, nil for a webhook).
 type Destination struct {
 	Kind string `json:"kind"`
-	URL  string `json:"url"`
+	URL  string `json:"url,omitempty"`
+	// TokenLast4 is how a HubSpot destination's token is shown once stored.
+	TokenLast4 string `json:"token_last4,omitempty"`
+	*HubSpotOptions
 	// Enabled is false once the receiver answered 410 Gone (or the destination was
 	// disabled on request): nothing is sent to it until it is enabled again. It is
 	// apart from the Loop's own enabled, which only stops new runs.
@@ -104,13 +117,54 @@ func NotSentError(reason string) string {
 	return "not sent: the Loop's destination is disabled (" + reason + "); enable it (PATCH {\"destination\": {\"enabled\": true}}) and retry the delivery"
 }
 
-// NewLoop is a request to create a Loop. The webhook URL must already be checked.
+// HubSpotOptions are a HubSpot destination's choices.
+type HubSpotOptions struct {
+	// Refresh lets a delivery rewrite a property enrichd itself wrote earlier (its
+	// value still the one enrichd wrote); a value enrichd did not write is never
+	// overwritten either way.
+	Refresh bool `json:"refresh"`
+	// Provenance writes which source gave each written field into the property
+	// enrichd_provenance.
+	Provenance bool `json:"provenance"`
+	// GDPRDelete makes a person.erased event delete the contact under HubSpot's GDPR
+	// delete; otherwise the CRM keeps it.
+	GDPRDelete bool `json:"gdpr_delete"`
+	// Mapping overrides the default mapping: HubSpot property to enrichd field, "" to
+	// leave a default property unwritten.
+	Mapping map[string]string `json:"mapping,omitempty"`
+}
+
+// HubSpotToken is a HubSpot private app token as stored: sealed (package secret) under
+// the key file KeyID names, shown by Last4.
+type HubSpotToken struct {
+	Sealed, KeyID, Last4 string
+}
+
+// column is a token's value as stored: NULL for a Loop that has no token.
+func (t HubSpotToken) column(v string) any {
+	if t.Sealed == "" {
+		return nil
+	}
+	return v
+}
+
+// HubSpotTokenLabel is what a Loop's token is sealed for: a sealed token copied onto
+// another Loop does not open.
+func HubSpotTokenLabel(loopID string) string { return "hubspot token\x00" + loopID }
+
+// NewLoop is a request to create a Loop. The webhook URL, or the HubSpot token, must
+// already be checked; ID is the new Loop's when the caller needs it first (a token is
+// sealed for it), else one is made.
 type NewLoop struct {
+	ID         string
 	OrgID      string
 	Name       string
 	ObjectType string
 	WebhookURL string
 	Enabled    bool
+	// HubSpot and Options make a HubSpot destination.
+	HubSpot *HubSpotToken
+	Options *HubSpotOptions
 }
 
 // NotSentErrorParts is NotSentError around its reason, for SQL that joins them to a
@@ -136,6 +190,9 @@ type LoopPatch struct {
 	DestinationEnabled *bool
 	// Rotate replaces the signing secret.
 	Rotate *SecretRotation
+	// HubSpotToken replaces a HubSpot destination's token, HubSpotOptions its options.
+	HubSpotToken   *HubSpotToken
+	HubSpotOptions *HubSpotOptions
 }
 
 // Slugify derives a Loop's slug from its name: lower case, accents dropped, runs of
@@ -183,6 +240,12 @@ func (p LoopPatch) Apply(l *Loop, now time.Time) (renamed bool) {
 			reason := ReasonDisabledOnRequest
 			l.Destination.Enabled, l.Destination.DisabledAt, l.Destination.DisabledReason = false, &now, &reason
 		}
+	}
+	if p.HubSpotToken != nil {
+		l.Destination.TokenLast4 = p.HubSpotToken.Last4
+	}
+	if p.HubSpotOptions != nil {
+		l.Destination.HubSpotOptions = p.HubSpotOptions
 	}
 	if p.Rotate != nil {
 		expires := now.Add(p.Rotate.Grace)
@@ -240,6 +303,17 @@ func (db *DB) RotateLoopSecret(ctx context.Context, orgID, id string, grace time
 	return db.UpdateLoop(ctx, orgID, id, LoopPatch{Rotate: &SecretRotation{Secret: secret, Grace: grace}})
 }
 
+// ParseHubSpotOptions reads a HubSpot destination's stored options (nil: the defaults).
+func ParseHubSpotOptions(stored *string) (*HubSpotOptions, error) {
+	o := &HubSpotOptions{}
+	if stored != nil && *stored != "" {
+		if err := json.Unmarshal([]byte(*stored), o); err != nil {
+			return nil, fmt.Errorf("a Loop's HubSpot options: %w", err)
+		}
+	}
+	return o, nil
+}
+
 // boolInt is a boolean as the schemas keep it: the integers 0 and 1 (so rows copy
 // between the engines unchanged).
 func boolInt(b bool) int {
@@ -251,21 +325,31 @@ func boolInt(b bool) int {
 
 const loopColumns = `id, org_id, name, slug, object_type, operation, enabled, webhook_url, created_at, updated_at,
 	destination_disabled_at, destination_disabled_reason, previous_secret_expires_at, delivery_failures,
-	last_delivery_error, last_delivery_error_at`
+	last_delivery_error, last_delivery_error_at, destination_kind, hubspot_token_last4, hubspot_options`
 
 func scanLoop(row Row) (*Loop, error) {
 	var l Loop
 	var created, updated int64
 	var enabled, failures int
 	var disabledAt, previousExpires, lastErrAt sql.NullInt64
-	var reason, lastErr *string
+	var reason, lastErr, last4, options *string
 	if err := row.Scan(&l.ID, &l.OrgID, &l.Name, &l.Slug, &l.ObjectType, &l.Operation, &enabled,
-		&l.Destination.URL, &created, &updated, &disabledAt, &reason, &previousExpires, &failures, &lastErr, &lastErrAt); err != nil {
+		&l.Destination.URL, &created, &updated, &disabledAt, &reason, &previousExpires, &failures, &lastErr, &lastErrAt,
+		&l.Destination.Kind, &last4, &options); err != nil {
 		return nil, err
 	}
 	l.Enabled = enabled != 0
 	l.CreatedAt, l.UpdatedAt = fromMS(created), fromMS(updated)
-	l.Destination.Kind = "webhook"
+	if l.Destination.Kind == KindHubSpot {
+		if last4 != nil {
+			l.Destination.TokenLast4 = *last4
+		}
+		o, err := ParseHubSpotOptions(options)
+		if err != nil {
+			return nil, err
+		}
+		l.Destination.HubSpotOptions = o
+	}
 	l.SetState(fromNullMS(disabledAt), reason, fromNullMS(previousExpires), failures, lastErr, fromNullMS(lastErrAt))
 	return &l, nil
 }
@@ -321,12 +405,35 @@ func (db *DB) CreateLoop(ctx context.Context, nl NewLoop) (*Loop, error) {
 		if err != nil {
 			return err
 		}
-		l = &Loop{ID: uuid.Must(uuid.NewV7()).String(), OrgID: nl.OrgID, Name: nl.Name, Slug: slug,
+		id := nl.ID
+		if id == "" {
+			id = uuid.Must(uuid.NewV7()).String()
+		}
+		l = &Loop{ID: id, OrgID: nl.OrgID, Name: nl.Name, Slug: slug,
 			ObjectType: nl.ObjectType, Operation: "enrich", Enabled: nl.Enabled, CreatedAt: now, UpdatedAt: now,
-			Destination: Destination{Kind: "webhook", URL: nl.WebhookURL, Enabled: true, Secret: secret}}
+			Destination: Destination{Kind: KindWebhook, URL: nl.WebhookURL, Enabled: true, Secret: secret}}
+		var token HubSpotToken
+		var options *string
+		if nl.HubSpot != nil {
+			// A HubSpot destination signs nothing: its secret is kept but never shown.
+			token = *nl.HubSpot
+			o := nl.Options
+			if o == nil {
+				o = &HubSpotOptions{}
+			}
+			b, err := json.Marshal(o)
+			if err != nil {
+				return err
+			}
+			options = new(string)
+			*options = string(b)
+			l.Destination = Destination{Kind: KindHubSpot, Enabled: true, TokenLast4: token.Last4, HubSpotOptions: o}
+		}
 		_, err = tx.Exec(ctx, `INSERT INTO loops (id, org_id, name, slug, object_type, operation, enabled, webhook_url,
-			secret, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			l.ID, l.OrgID, l.Name, l.Slug, l.ObjectType, l.Operation, boolInt(l.Enabled), l.Destination.URL, secret, ms(now), ms(now))
+			secret, created_at, updated_at, destination_kind, hubspot_token, hubspot_token_key_id, hubspot_token_last4, hubspot_options)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			l.ID, l.OrgID, l.Name, l.Slug, l.ObjectType, l.Operation, boolInt(l.Enabled), l.Destination.URL, secret, ms(now), ms(now),
+			l.Destination.Kind, token.column(token.Sealed), token.column(token.KeyID), token.column(token.Last4), options)
 		return err
 	})
 	return l, err
@@ -365,6 +472,9 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*L
 		if l, err = lockLoop(ctx, tx, orgID, id); err != nil {
 			return err
 		}
+		if p.Rotate != nil && l.Destination.Kind == KindHubSpot {
+			return enrich.Errorf(enrich.KindInvalid, "a hubspot destination signs nothing: there is no secret to rotate")
+		}
 		wasEnabled := l.Destination.Enabled
 		if p.Apply(l, db.now()) {
 			if l.Slug, err = uniqueSlug(ctx, tx, orgID, id, Slugify(l.Name)); err != nil {
@@ -374,6 +484,21 @@ func (db *DB) UpdateLoop(ctx context.Context, orgID, id string, p LoopPatch) (*L
 		if _, err = tx.Exec(ctx, `UPDATE loops SET name = ?, slug = ?, webhook_url = ?, enabled = ?, updated_at = ? WHERE id = ?`,
 			l.Name, l.Slug, l.Destination.URL, boolInt(l.Enabled), ms(l.UpdatedAt), id); err != nil {
 			return err
+		}
+		if t := p.HubSpotToken; t != nil {
+			if _, err = tx.Exec(ctx, `UPDATE loops SET hubspot_token = ?, hubspot_token_key_id = ?, hubspot_token_last4 = ? WHERE id = ?`,
+				t.Sealed, t.KeyID, t.Last4, id); err != nil {
+				return err
+			}
+		}
+		if o := p.HubSpotOptions; o != nil {
+			b, err := json.Marshal(o)
+			if err != nil {
+				return err
+			}
+			if _, err = tx.Exec(ctx, `UPDATE loops SET hubspot_options = ? WHERE id = ?`, string(b), id); err != nil {
+				return err
+			}
 		}
 		if r := p.Rotate; r != nil {
 			// The right-hand secret is the one being replaced.

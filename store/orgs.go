@@ -32,6 +32,9 @@ type APIKey struct {
 type Principal struct {
 	OrgID string
 	KeyID string
+	// KeyName is the key's name, or its prefix when it has none: who acts, as the
+	// audit log names the key.
+	KeyName string
 }
 
 // CreateOrg creates an organization. Names are 1-100 letters, digits, '.', '_', '-'.

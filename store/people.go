@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,6 +50,9 @@ type PersonExport struct {
 	Misses       []map[string]any `json:"misses"`
 	Suppressions []map[string]any `json:"suppressions"`
 	Erasures     []map[string]any `json:"erasures"`
+	// Audit are the organization's audit log's entries about the person: who looked
+	// them up, exported or erased them, and when, oldest first.
+	Audit []map[string]any `json:"audit"`
 }
 
 // ExportIdentifiers are a person's identifiers.
@@ -87,9 +91,12 @@ func (db *DB) ExportPerson(ctx context.Context, orgID string, allOrgs bool, subj
 	var out *PersonExport
 	err = db.Write(ctx, func(tx Tx) error {
 		var err error
-		out, err = db.exportPerson(ctx, tx, h, orgID, allOrgs, subject)
-		// An audit entry of the export is written here, in its transaction.
-		return err
+		if out, err = db.exportPerson(ctx, tx, h, orgID, allOrgs, subject); err != nil {
+			return err
+		}
+		value, hash := subject.Value, h.Hash(subject)
+		return db.appendAudit(ctx, tx, NewAuditEntry{OrgID: orgID, Action: AuditPersonExported, Subject: &value,
+			SubjectHash: hash[:], Detail: map[string]any{"kind": string(subject.Kind), "all_orgs": allOrgs}})
 	})
 	return out, err
 }
@@ -103,7 +110,7 @@ func (db *DB) exportPerson(ctx context.Context, tx Tx, h *enrich.Subjects, orgID
 	x := &PersonExport{ExportedAt: db.now(), Asked: map[string]string{}, Identifiers: ExportIdentifiers{Emails: []string{}, NetworkURLs: []string{}},
 		Records: []map[string]any{}, Tasks: []map[string]any{}, Loops: []ExportLoop{}, Batches: []map[string]any{},
 		Watches: []map[string]any{}, EmailLookups: []map[string]any{}, Misses: []map[string]any{},
-		Suppressions: []map[string]any{}, Erasures: []map[string]any{}}
+		Suppressions: []map[string]any{}, Erasures: []map[string]any{}, Audit: []map[string]any{}}
 	if subject.Kind == enrich.SubjectEmail {
 		x.Asked["email"] = subject.Value
 	} else {
@@ -237,6 +244,32 @@ func (db *DB) exportPerson(ctx context.Context, tx Tx, h *enrich.Subjects, orgID
 	x.Misses = append(x.Misses, rows["source_misses"]...)
 	x.Suppressions = append(x.Suppressions, rows["suppressions"]...)
 	x.Erasures = append(x.Erasures, rows["erasures"]...)
+	x.Audit = append(x.Audit, rows["audit_log"]...)
+	slices.SortFunc(x.Audit, func(a, b map[string]any) int {
+		ta, _ := a["at"].(time.Time)
+		tb, _ := b["at"].(time.Time)
+		if c := ta.Compare(tb); c != 0 {
+			return c
+		}
+		sa, _ := toInt64(a["seq"])
+		sb, _ := toInt64(b["seq"])
+		return cmp.Compare(sa, sb)
+	})
+	// Who made each task: its entry's actor (a task made before the audit log was kept
+	// has none).
+	by := map[any]map[string]any{}
+	for _, e := range x.Audit {
+		if e["action"] == AuditTaskCreated && e["task_id"] != nil {
+			by[e["task_id"]] = map[string]any{"kind": e["actor_kind"], "id": e["actor_id"], "name": e["actor_name"]}
+		}
+	}
+	for _, t := range x.Tasks {
+		if b, ok := by[t["id"]]; ok {
+			t["by"] = b
+		} else {
+			t["by"] = nil
+		}
+	}
 	if allOrgs {
 		x.Suppressed = len(x.Suppressions) > 0
 	} else if x.Suppressed, err = db.suppressedHashes(ctx, tx, orgID, checked...); err != nil {

@@ -61,6 +61,10 @@ type Erasing struct {
 	// Removed counts the rows deleted or redacted, by table. An Erase may count rows
 	// of another table that go with its own (a gathering with its candidates).
 	Removed map[string]int64
+	// AuditChains are the organizations whose audit entries about the person were
+	// blanked: the erasure records itself in each, after them, so that each chain
+	// shows why its entries lost their subject.
+	AuditChains []string
 }
 
 // EraseFunc erases, in tx, the rows of p about the person that Find finds for the
@@ -196,18 +200,32 @@ var personalTables = []PersonalTable{
 	},
 	{
 		Name: "deliveries", Key: []string{"id"},
-		Holds: []string{"payload", "last_error"}, Hashes: []string{"subject_hash", "answer_hash"},
+		Holds: []string{"payload", "last_error", "summary"}, Hashes: []string{"subject_hash", "answer_hash"},
 		Other: []string{"loop_id", "org_id", "event", "task_id", "status", "attempts", "next_attempt_at", "lease_until",
 			"last_attempt_at", "last_status_code", "created_at", "erasure_id"},
 		Scope: OrgRows,
-		Erasure: EraseRule{Action: EraseRedact, Redacts: []string{"payload", "last_error"},
+		Erasure: EraseRule{Action: EraseRedact, Redacts: []string{"payload", "last_error", "summary"},
 			Why: "a delivery still pending is deleted, never sent; one sent stays in the Loop's history without its payload, " +
 				"naming the erasure; the person.erased events of an erasure are left to be sent, and keep only the erasure's id once they are"},
 		Erase: eraseDeliveries,
 		from:  "deliveries t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
 		export: []exportColumn{text("loop_id"), {name: "loop_name", expr: "(SELECT name FROM loops WHERE loops.id = t.loop_id)", kind: exportText},
 			text("event"), text("task_id"), text("status"), intCol("attempts"), timeCol("created_at"), timeCol("last_attempt_at"),
-			text("erasure_id"), jsonCol("payload")},
+			text("erasure_id"), text("summary"), jsonCol("payload")},
+	},
+	{
+		Name: "hubspot_writes", Key: []string{"loop_id", "subject_hash"},
+		Holds: []string{"object_id", "written"}, Hashes: []string{"subject_hash"},
+		Other: []string{"org_id", "object_type", "updated_at"},
+		Scope: OrgRows,
+		Erasure: EraseRule{Action: EraseDelete,
+			Why: "which HubSpot object a Loop wrote about the person, and what it wrote (by keyed hashes), goes: the Loop " +
+				"finds the contact by its address again if the person is ever sent again; the contact in HubSpot is the " +
+				"organization's, deleted only by a Loop that says so (gdpr_delete), through its person.erased event"},
+		Erase: deleteFound,
+		from:  "hubspot_writes t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{text("loop_id"), {name: "loop_name", expr: "(SELECT name FROM loops WHERE loops.id = t.loop_id)", kind: exportText},
+			text("object_type"), text("object_id"), jsonCol("written"), timeCol("updated_at")},
 	},
 	{
 		Name: "email_candidates", Key: []string{"address", "ord"},
@@ -294,6 +312,20 @@ var personalTables = []PersonalTable{
 		export: []exportColumn{text("kind"), text("hint"), jsonCol("hints"), text("requested_by_kind"), text("requested_by_name"),
 			timeCol("created_at"), timeCol("completed_at"), {name: "all_orgs", expr: "t.org_id = ''", kind: exportBool}},
 	},
+	{
+		Name: "audit_log", Key: []string{"org_id", "at", "seq"},
+		Holds: []string{"subject"}, Hashes: []string{"subject_hash"},
+		Other: []string{"actor_kind", "actor_id", "actor_name", "action", "subject_seal", "task_id", "batch_id", "object_id",
+			"credits", "request_id", "detail", "prev_hash", "hash"},
+		Scope: OrgRows,
+		Erasure: EraseRule{Action: EraseRedact, Redacts: []string{"subject"},
+			Why: "the entry stays, named by the subject's keyed hash, so that the record of who looked the person up and its hash chain stay whole; " +
+				"the subject as sent goes, and the erasure's own entry follows in each chain it blanked"},
+		Erase: eraseAudit,
+		from:  "audit_log t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
+		export: []exportColumn{timeCol("at"), text("action"), text("actor_kind"), text("actor_id"), text("actor_name"), text("subject"),
+			text("task_id"), text("batch_id"), text("object_id"), intCol("credits"), text("request_id")},
+	},
 }
 
 // resultColumnOf is resultColumn for the tasks aliased alias.
@@ -315,7 +347,7 @@ var NonPersonalTables = map[string]string{
 	"task_counts":       "tasks counted by status",
 	"idempotency_keys": "the client's keys, bound to a hash of the request (the CLI's are hashes too); " +
 		"a client that puts a person's address in its keys puts it here",
-	"loops":           "webhook destinations and their secrets",
+	"loops":           "destinations (webhooks, HubSpot) and their secrets and sealed tokens",
 	"users":           "the dashboard's own users (managed with enrichd users), not people looked up",
 	"user_links":      "set-password links, by hash",
 	"sessions":        "dashboard sessions, by hash",
@@ -328,6 +360,7 @@ var NonPersonalTables = map[string]string{
 	"org_source_keys": "organizations' own vendor keys, sealed",
 	"replicas":        "PostgreSQL replicas' heartbeats",
 	"subject_key":     "the id of the key subjects are hashed under, not the key",
+	"audit_heads":     "the head of each organization's audit chain and the checkpoint retention left: places and hashes",
 }
 
 // PersonalTables is the registry, in the order export shows it.

@@ -213,17 +213,17 @@ var _ enrich.StaffSearcher = datasetSource{}
 
 func (datasetSource) Name() string { return "dataset" }
 
-func (s datasetSource) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
+func (s datasetSource) CompanyByDomain(ctx context.Context, _ *enrich.Tally, domain string) (*enrich.Company, error) {
 	res, err := s.find(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: domain})
 	return res.Company, err
 }
 
-func (s datasetSource) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
+func (s datasetSource) CompanyByURL(ctx context.Context, _ *enrich.Tally, networkURL string) (*enrich.Company, error) {
 	res, err := s.find(ctx, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: networkURL})
 	return res.Company, err
 }
 
-func (s datasetSource) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
+func (s datasetSource) PersonByURL(ctx context.Context, _ *enrich.Tally, networkURL string) (*enrich.Person, error) {
 	res, err := s.find(ctx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: networkURL})
 	return res.Person, err
 }
@@ -242,7 +242,7 @@ func (s datasetSource) find(ctx context.Context, in enrich.Input) (enrich.Result
 // SearchStaff lists the imported people with a current position at the company whom
 // the query may stand for (StaffQuery.MayBe): their own name forms are compared with
 // the local part, so a joined address is found whatever list holds its names.
-func (s datasetSource) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+func (s datasetSource) SearchStaff(ctx context.Context, _ *enrich.Tally, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	if q.Company == nil {
 		return nil, fmt.Errorf("dataset: staff search without a company: %w", enrich.ErrNotFound)
 	}

@@ -141,3 +141,8 @@ func (db *DB) SourceKeysSealedElsewhere(ctx context.Context, keyID string) (int,
 	err := db.Reader().QueryRow(ctx, `SELECT count(*) FROM org_source_keys WHERE key_id <> ?`, keyID).Scan(&n)
 	return n, err
 }
+
+// SourceKeyLabel is what an organization's key for a source is sealed for (secret's
+// label): a sealed key copied onto another organization's or source's row does not
+// open.
+func SourceKeyLabel(orgID, source string) string { return orgID + "/" + source }

@@ -188,6 +188,11 @@ func (db *DB) addSuppressions(ctx context.Context, list []NewSuppression, skipEx
 			}
 			added = append(added, s)
 		}
+		for _, s := range added {
+			if err := db.appendAudit(ctx, tx, suppressionEntry(AuditSuppressionAdded, s, Actor(s.AddedBy))); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -197,6 +202,14 @@ func (db *DB) addSuppressions(ctx context.Context, list []NewSuppression, skipEx
 		c.Invalidate()
 	}
 	return added, nil
+}
+
+// suppressionEntry is the audit entry of a suppression added or lifted: the subject
+// by its hash alone, as the list keeps it, never in clear.
+func suppressionEntry(action string, s *Suppression, by Actor) NewAuditEntry {
+	id := s.ID
+	return NewAuditEntry{OrgID: s.OrgID, Action: action, Actor: by, SubjectHash: s.Hash, ObjectID: &id,
+		Detail: map[string]string{"kind": s.Kind}}
 }
 
 // keyName is how an API key is shown as who added a suppression: its name, or its
@@ -314,7 +327,10 @@ func (db *DB) DeleteSuppression(ctx context.Context, orgID, id string) (*Suppres
 		if errors.Is(err, ErrNoRows) {
 			return SuppressionNotFound()
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return db.appendAudit(ctx, tx, suppressionEntry(AuditSuppressionLifted, s, Actor{}))
 	})
 	if err != nil {
 		return nil, err

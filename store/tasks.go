@@ -376,7 +376,46 @@ func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAn
 			return nil, err
 		}
 	}
+	// The enrichment's entry in the audit log, last: it takes the chain's head.
+	entry := NewAuditEntry{OrgID: nt.OrgID, Action: AuditTaskCreated, Subject: sentSubject(nt.RawInput, nt.Input),
+		SubjectHash: subject, TaskID: &t.ID}
+	if t.Status != StatusFailed { // a task failed here was refunded at once
+		entry.Credits = t.CreditsCharged
+	}
+	if nt.Batch != nil {
+		entry.BatchID = &nt.Batch.BatchID
+	}
+	if err := db.appendAudit(ctx, tx, entry); err != nil {
+		return nil, err
+	}
 	return &Enqueued{Task: t}, nil
+}
+
+// sentSubject is the subject of a task's input as the request sent it, the field that
+// names it (email, networkUrl or domain), for the audit log; the normalized target
+// when the input has no such field.
+func sentSubject(raw json.RawMessage, in enrich.Input) *string {
+	var sent struct {
+		Email      *string `json:"email"`
+		NetworkURL *string `json:"networkUrl"`
+		Domain     *string `json:"domain"`
+	}
+	var v *string
+	if json.Unmarshal(raw, &sent) == nil {
+		switch in.Lookup {
+		case enrich.LookupEmail:
+			v = sent.Email
+		case enrich.LookupPersonURL, enrich.LookupCompanyURL:
+			v = sent.NetworkURL
+		case enrich.LookupDomain:
+			v = sent.Domain
+		}
+	}
+	if v == nil || *v == "" {
+		target := in.Target
+		return &target
+	}
+	return v
 }
 
 // storedAnswer is a store hit's result worked out from the record as the reader saw

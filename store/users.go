@@ -144,12 +144,22 @@ func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*Use
 		if n == 0 {
 			return UserExists(u.Email)
 		}
-		return db.addLink(ctx, tx, u.ID, hash)
+		if err := db.addLink(ctx, tx, u.ID, hash); err != nil {
+			return err
+		}
+		return db.appendAudit(ctx, tx, userAdded(u))
 	})
 	if err != nil {
 		return nil, "", err
 	}
 	return u, plain, nil
+}
+
+// userAdded is the audit entry of a user added to their organization.
+func userAdded(u *User) NewAuditEntry {
+	id := u.ID
+	return NewAuditEntry{OrgID: u.OrgID, Action: AuditUserAdded, ObjectID: &id,
+		Detail: map[string]string{"email": u.Email, "role": u.Role}}
 }
 
 func (db *DB) addLink(ctx context.Context, tx Tx, userID string, hash []byte) error {
@@ -351,16 +361,23 @@ func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Du
 	}
 	err = db.Write(ctx, func(tx Tx) error {
 		now := db.now()
-		n, err := tx.Exec(ctx, `UPDATE users SET last_login_at = ? WHERE id = ? AND disabled_at IS NULL`, ms(now), userID)
+		var orgID, email string
+		err := tx.QueryRow(ctx, `UPDATE users SET last_login_at = ? WHERE id = ? AND disabled_at IS NULL RETURNING org_id, email`,
+			ms(now), userID).Scan(&orgID, &email)
+		if errors.Is(err, ErrNoRows) {
+			return LoginFailed()
+		}
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return LoginFailed()
+		if _, err = tx.Exec(ctx, `INSERT INTO sessions (hash, user_id, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+			hash, userID, ms(now), ms(now), ms(now.Add(absolute))); err != nil {
+			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO sessions (hash, user_id, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
-			hash, userID, ms(now), ms(now), ms(now.Add(absolute)))
-		return err
+		// A sign-in is the user's own act, whoever the context says acts.
+		id := userID
+		return db.appendAudit(ctx, tx, NewAuditEntry{OrgID: orgID, Action: AuditUserSignedIn, ObjectID: &id,
+			Actor: Actor{Kind: ActorUser, ID: &id, Name: &email}})
 	})
 	if err != nil {
 		return "", err

@@ -235,8 +235,10 @@ func (db *DB) CreateWatch(ctx context.Context, nw NewWatch) (*Watch, error) {
 	var w *Watch
 	err = db.Write(ctx, func(tx Tx) error {
 		var err error
-		w, err = createWatch(ctx, tx, h, nw, suppressed, db.now())
-		return err
+		if w, err = createWatch(ctx, tx, h, nw, suppressed, db.now()); err != nil {
+			return err
+		}
+		return db.appendAudit(ctx, tx, watchCreated(w, nw))
 	})
 	if err != nil {
 		return nil, err
@@ -274,6 +276,13 @@ func (db *DB) CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult,
 			// createWatch refuses a row before it writes anything, so the
 			// transaction goes on for the others.
 			out[i] = WatchResult{Watch: w, Err: err}
+		}
+		for i, r := range out {
+			if r.Watch != nil {
+				if err := db.appendAudit(ctx, tx, watchCreated(r.Watch, nws[i])); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -331,6 +340,14 @@ func createWatch(ctx context.Context, tx Tx, h *enrich.Subjects, nw NewWatch, su
 		return nil, WatchExists()
 	}
 	return w, nil
+}
+
+// watchCreated is the audit entry of a watch made: its checks, each a task, are
+// recorded as the watch's.
+func watchCreated(w *Watch, nw NewWatch) NewAuditEntry {
+	id := w.ID
+	return NewAuditEntry{OrgID: w.OrgID, Action: AuditWatchCreated, Subject: sentSubject(nw.RawInput, nw.Input),
+		SubjectHash: w.SubjectHash, ObjectID: &id, Detail: map[string]any{"every_days": w.EveryDays, "loop_id": w.LoopID}}
 }
 
 // watchSuppressed reports whether a watch asked for names a suppressed subject of its
@@ -745,4 +762,14 @@ var WatchQueries = map[string]struct {
 	"CountLoopWatches": {countLoopWatchesQuery, []any{"o", "l"}},
 	"DueWatches":       {dueWatchesQuery, []any{int64(5), 10, 200}},
 	"WatchSpend":       {watchSpendQuery, []any{"o", int64(5)}},
+}
+
+// TaskInput is the input of a watch's task: the watch's lookup and target, and the
+// hints it keeps for an email.
+func (w *Watch) TaskInput() enrich.Input {
+	in := enrich.Input{Lookup: w.Lookup, Target: w.Target}
+	if w.Lookup == enrich.LookupEmail {
+		json.Unmarshal(w.Input, &in.Hints) // a watch's input is what the API's checks wrote
+	}
+	return in
 }

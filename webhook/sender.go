@@ -37,6 +37,8 @@ type Sender struct {
 	wake        chan struct{}
 	recorded    func([]store.Attempted)
 	panicked    func()
+	// destinations deliver the Loops whose destination is not a webhook, by kind.
+	destinations map[string]Destination
 }
 
 // SenderConfig tunes a Sender; zero values take the defaults.
@@ -51,6 +53,9 @@ type SenderConfig struct {
 	Recorded func([]store.Attempted)
 	// Panicked, when set, is told of every panic recovered in an attempt.
 	Panicked func()
+	// Destinations deliver to the destination kinds other than a webhook
+	// (store.KindHubSpot), by kind.
+	Destinations map[string]Destination
 }
 
 // NewSender returns a Sender over db. Call Run to start it.
@@ -84,6 +89,8 @@ func NewSender(db *store.DB, cfg SenderConfig) *Sender {
 		wake:     make(chan struct{}, 1),
 		recorded: cfg.Recorded,
 		panicked: cfg.Panicked,
+
+		destinations: cfg.Destinations,
 	}
 }
 
@@ -182,18 +189,43 @@ func (s *Sender) attempt(ctx context.Context, d *store.Dispatch) store.Attempted
 		at = at.Truncate(time.Millisecond)
 		return store.Attempted{Dispatch: d, Attempt: &store.Attempt{At: at, Ended: at, Err: store.NotSentError(d.DisabledReason), NotSent: true}}
 	}
-	status, retryAfter, err := s.send(ctx, d, at)
+	var out Outcome
+	if d.Kind == "" || d.Kind == store.KindWebhook {
+		out.Status, out.RetryAfter, out.Err = s.send(ctx, d, at)
+	} else {
+		out = s.deliverElsewhere(ctx, d)
+	}
+	err := out.Err
 	if err != nil && ctx.Err() != nil {
 		return store.Attempted{Dispatch: d} // cut short: not counted
 	}
-	a := &store.Attempt{At: at.Truncate(time.Millisecond), Ended: s.db.Now().UTC().Truncate(time.Millisecond), StatusCode: status,
-		RetryAfter: retryAfter}
+	a := &store.Attempt{At: at.Truncate(time.Millisecond), Ended: s.db.Now().UTC().Truncate(time.Millisecond), StatusCode: out.Status,
+		RetryAfter: out.RetryAfter, Summary: out.Summary, DisableReason: out.DisableReason, Wrote: out.Wrote}
 	if err != nil {
 		a.Err = err.Error()
-		s.log.Warn("webhook delivery attempt failed", "delivery", d.ID, "loop", d.LoopID, "attempt", d.Attempt, "status", status, "err", a.Err)
+		s.log.Warn("webhook delivery attempt failed", "delivery", d.ID, "loop", d.LoopID, "attempt", d.Attempt, "status", out.Status, "err", a.Err)
 	}
 	return store.Attempted{Dispatch: d, Attempt: a}
 }
+
+// deliverElsewhere hands the delivery to its kind's Destination, within the time
+// an attempt's lease allows (several calls, each one the attempt's timeout at most).
+func (s *Sender) deliverElsewhere(ctx context.Context, d *store.Dispatch) Outcome {
+	dest := s.destinations[d.Kind]
+	if dest == nil {
+		return Outcome{Err: fmt.Errorf("this server does not deliver to %s destinations", d.Kind)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*s.timeout)
+	defer cancel()
+	out := dest.Deliver(ctx, d)
+	if out.Err != nil && errors.Is(out.Err, context.DeadlineExceeded) && ctx.Err() != nil {
+		out.Err = fmt.Errorf("no answer within %s", 2*s.timeout)
+	}
+	return out
+}
+
+// Timeout is how long one attempt's request may take.
+func (s *Sender) Timeout() time.Duration { return s.timeout }
 
 // attemptSafely is attempt, except that a panic in it is logged once, with its stack,
 // and counts as a failed attempt (retried on schedule) instead of ending the process.

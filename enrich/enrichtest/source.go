@@ -31,31 +31,31 @@ func (f Source) Supports(l enrich.Lookup) bool {
 
 func (f Source) Name() string { return f.SourceName }
 
-func (f Source) answer(ctx context.Context, target string) error {
+func (f Source) answer(ctx context.Context, tally *enrich.Tally, target string) error {
 	*f.Asked = append(*f.Asked, f.SourceName+" "+target)
-	enrich.TallyOf(ctx).Call() // one request upstream, as an adapter counts it
+	tally.Call() // one request upstream, as an adapter counts it
 	if err := ctx.Err(); err != nil && !f.IgnoreCtx {
 		return err
 	}
 	return f.Err
 }
 
-func (f Source) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	if err := f.answer(ctx, domain); err != nil {
+func (f Source) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
+	if err := f.answer(ctx, tally, domain); err != nil {
 		return nil, err
 	}
 	return f.Company, nil
 }
 
-func (f Source) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
-	if err := f.answer(ctx, networkURL); err != nil {
+func (f Source) CompanyByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Company, error) {
+	if err := f.answer(ctx, tally, networkURL); err != nil {
 		return nil, err
 	}
 	return f.Company, nil
 }
 
-func (f Source) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
-	if err := f.answer(ctx, networkURL); err != nil {
+func (f Source) PersonByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Person, error) {
+	if err := f.answer(ctx, tally, networkURL); err != nil {
 		return nil, err
 	}
 	return f.Person, nil

@@ -129,18 +129,18 @@ type apolloPerson struct {
 // CompanyByDomain enriches by domain: GET /api/v1/organizations/enrich?domain=. Apollo
 // answers a domain it does not know with 200 and no organization, or 404. A record
 // whose primary domain is another gives an unconfirmed redirect to it.
-func (a *Apollo) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
+func (a *Apollo) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
 	var r struct {
 		Organization *apolloOrganization `json:"organization"`
 	}
-	if err := a.api.get(ctx, "/api/v1/organizations/enrich", url.Values{"domain": {domain}}, apolloEnrichCredits, &r); err != nil {
+	if err := a.api.get(ctx, tally, "/api/v1/organizations/enrich", url.Values{"domain": {domain}}, apolloEnrichCredits, &r); err != nil {
 		return nil, err
 	}
 	o := r.Organization
 	if o == nil || text(o.Name) == nil {
 		return nil, fmt.Errorf("apollo: no organization for %s: %w", domain, enrich.ErrNotFound)
 	}
-	charge(ctx, apolloEnrichCredits)
+	charge(tally, apolloEnrichCredits)
 	c := &enrich.Company{
 		Name:             *text(o.Name),
 		EnrichmentStatus: enrich.StatusEnriched,
@@ -165,13 +165,13 @@ func (a *Apollo) Supports(l enrich.Lookup) bool { return l != enrich.LookupCompa
 
 // CompanyByURL is always a miss, and costs nothing: Apollo's organization enrichment
 // takes a domain only.
-func (a *Apollo) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
+func (a *Apollo) CompanyByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Company, error) {
 	return nil, fmt.Errorf("apollo: organizations are enriched by domain only: %w", enrich.ErrNotFound)
 }
 
 // PersonByURL matches by profile: POST /api/v1/people/match with linkedin_url.
-func (a *Apollo) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
-	p, err := a.match(ctx, "linkedin_url", networkURL)
+func (a *Apollo) PersonByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Person, error) {
+	p, err := a.match(ctx, tally, "linkedin_url", networkURL)
 	if err != nil {
 		return nil, err
 	}
@@ -186,8 +186,8 @@ func (a *Apollo) PersonByURL(ctx context.Context, networkURL string) (*enrich.Pe
 // so the person is a candidate, not an answer: an email lookup confirms that they
 // hold a current position at the company behind the address's domain and that the
 // address fits their name before it answers with them.
-func (a *Apollo) PersonByEmail(ctx context.Context, address string) (*enrich.Person, error) {
-	return a.match(ctx, "email", address)
+func (a *Apollo) PersonByEmail(ctx context.Context, tally *enrich.Tally, address string) (*enrich.Person, error) {
+	return a.match(ctx, tally, "email", address)
 }
 
 // Prices: a match costs one credit (nothing when it finds nobody); Apollo gives
@@ -202,12 +202,12 @@ const apolloCreditsPerMatch = 1
 // that the address or profile stays out of URLs. Personal emails and phone numbers
 // are not revealed: they cost credits of their own and the Person has no field for
 // them.
-func (a *Apollo) match(ctx context.Context, field, value string) (*enrich.Person, error) {
+func (a *Apollo) match(ctx context.Context, tally *enrich.Tally, field, value string) (*enrich.Person, error) {
 	var r struct {
 		Person *apolloPerson `json:"person"`
 	}
 	body := map[string]any{field: value, "reveal_personal_emails": false, "reveal_phone_number": false}
-	if err := a.api.post(ctx, "/api/v1/people/match", body, apolloEnrichCredits, &r); err != nil {
+	if err := a.api.post(ctx, tally, "/api/v1/people/match", body, apolloEnrichCredits, &r); err != nil {
 		return nil, err
 	}
 	d := r.Person
@@ -215,7 +215,7 @@ func (a *Apollo) match(ctx context.Context, field, value string) (*enrich.Person
 		// Apollo answers 200 with no person when nothing matched: no credit is spent.
 		return nil, fmt.Errorf("apollo: no person matched by %s: %w", field, enrich.ErrNotFound)
 	}
-	charge(ctx, apolloEnrichCredits)
+	charge(tally, apolloEnrichCredits)
 	out := &enrich.Person{
 		NetworkURL: a.norm.personURLOf(d.LinkedinURL),
 		FullName:   text(d.Name),

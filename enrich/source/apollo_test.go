@@ -42,7 +42,7 @@ func TestApolloNeedsKey(t *testing.T) {
 func TestApolloCompanyByDomain(t *testing.T) {
 	is := is.New(t)
 	a, f, _ := newApollo(t, map[string][]reply{apolloOrgPath: {{status: 200, fixture: "apollo/organization_full.json"}}})
-	c, err := a.CompanyByDomain(context.Background(), "acme.com")
+	c, err := a.CompanyByDomain(context.Background(), nil, "acme.com")
 	is.NoErr(err)
 	want := &enrich.Company{
 		Name:             "Acme Corporation",
@@ -68,7 +68,7 @@ func TestApolloCompanyByDomain(t *testing.T) {
 func TestApolloCompanySparse(t *testing.T) {
 	is := is.New(t)
 	a, _, _ := newApollo(t, map[string][]reply{apolloOrgPath: {{status: 200, fixture: "apollo/organization_sparse.json"}}})
-	c, err := a.CompanyByDomain(context.Background(), "tinyco.io")
+	c, err := a.CompanyByDomain(context.Background(), nil, "tinyco.io")
 	is.NoErr(err)
 	want := &enrich.Company{Name: "Tiny Co", EnrichmentStatus: "enriched", Domain: strp("tinyco.io")}
 	is.Equal(asJSON(t, c), asJSON(t, want)) // what Apollo does not report, or reports blank, stays null
@@ -77,7 +77,7 @@ func TestApolloCompanySparse(t *testing.T) {
 func TestApolloCompanyOtherDomainIsUnconfirmedRedirect(t *testing.T) {
 	is := is.New(t)
 	a, _, _ := newApollo(t, map[string][]reply{apolloOrgPath: {{status: 200, fixture: "apollo/organization_full.json"}}})
-	c, err := a.CompanyByDomain(context.Background(), "acme-corp.com")
+	c, err := a.CompanyByDomain(context.Background(), nil, "acme-corp.com")
 	is.NoErr(err)
 	is.Equal(*c.Domain, "acme.com")
 	is.Equal(*c.Redirect, enrich.Redirect{From: "acme-corp.com", To: "acme.com", Confirmed: false})
@@ -89,7 +89,7 @@ func TestApolloCompanyNotFound(t *testing.T) {
 	for _, rep := range []reply{{status: 200, fixture: "apollo/organization_none.json"}, {status: 404, fixture: "apollo/error_404.json"}} {
 		is := is.New(t)
 		a, _, _ := newApollo(t, map[string][]reply{apolloOrgPath: {rep}})
-		_, err := a.CompanyByDomain(context.Background(), "nobody.example")
+		_, err := a.CompanyByDomain(context.Background(), nil, "nobody.example")
 		is.True(errors.Is(err, enrich.ErrNotFound))
 		is.Equal(*a.Stats().Errors, int64(0))
 	}
@@ -99,7 +99,7 @@ func TestApolloCompanyNotFound(t *testing.T) {
 func TestApolloCompanyByURLAsksNothing(t *testing.T) {
 	is := is.New(t)
 	a, f, _ := newApollo(t, nil)
-	_, err := a.CompanyByURL(context.Background(), "https://www.linkedin.com/company/acme")
+	_, err := a.CompanyByURL(context.Background(), nil, "https://www.linkedin.com/company/acme")
 	is.True(errors.Is(err, enrich.ErrNotFound))
 	is.Equal(len(f.requests()), 0)
 	is.Equal(*a.Stats().Calls, int64(0))
@@ -135,7 +135,7 @@ func wantApolloWile() *enrich.Person {
 func TestApolloPersonByURL(t *testing.T) {
 	is := is.New(t)
 	a, f, _ := newApollo(t, map[string][]reply{apolloMatchPath: {{status: 200, fixture: "apollo/person.json"}}})
-	got, err := a.PersonByURL(context.Background(), "https://www.linkedin.com/in/wile-e-coyote")
+	got, err := a.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/wile-e-coyote")
 	is.NoErr(err)
 	is.Equal(asJSON(t, got), asJSON(t, wantApolloWile()))
 	r := f.requests()[0]
@@ -151,7 +151,7 @@ func TestApolloPersonByURL(t *testing.T) {
 func TestApolloPersonByEmail(t *testing.T) {
 	is := is.New(t)
 	a, f, _ := newApollo(t, map[string][]reply{apolloMatchPath: {{status: 200, fixture: "apollo/person.json"}}})
-	got, err := a.PersonByEmail(context.Background(), "wile@acme.com")
+	got, err := a.PersonByEmail(context.Background(), nil, "wile@acme.com")
 	is.NoErr(err)
 	is.Equal(asJSON(t, got), asJSON(t, wantApolloWile()))
 	is.Equal(f.requests()[0].URL.RawQuery, "") // the address is not in the URL
@@ -165,9 +165,9 @@ func TestApolloPersonNoMatch(t *testing.T) {
 	for _, rep := range []reply{{status: 200, fixture: "apollo/person_none.json"}, {status: 404, fixture: "apollo/error_404.json"}} {
 		is := is.New(t)
 		a, _, _ := newApollo(t, map[string][]reply{apolloMatchPath: {rep}})
-		_, err := a.PersonByURL(context.Background(), "https://www.linkedin.com/in/nobody")
+		_, err := a.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/nobody")
 		is.True(errors.Is(err, enrich.ErrNotFound))
-		_, err = a.PersonByEmail(context.Background(), "nobody@acme.com")
+		_, err = a.PersonByEmail(context.Background(), nil, "nobody@acme.com")
 		is.True(errors.Is(err, enrich.ErrNotFound))
 		is.Equal(*a.Stats().Errors, int64(0))
 	}
@@ -182,7 +182,7 @@ func TestApolloRateLimitedThenDown(t *testing.T) {
 		{status: 503, fixture: "apollo/error_503.json"},
 		{status: 503, fixture: "apollo/error_503.json"},
 	}})
-	_, err := a.CompanyByDomain(context.Background(), "acme.com")
+	_, err := a.CompanyByDomain(context.Background(), nil, "acme.com")
 	is.True(errors.Is(err, enrich.ErrUnavailable))
 	is.Equal(f.count(apolloOrgPath), 3) // 429, then two 503s: retried, then given up
 	is.True(strings.Contains(err.Error(), "Something went wrong"))
@@ -199,7 +199,7 @@ func TestApolloRateLimitedThenAnswers(t *testing.T) {
 		{status: 429, fixture: "apollo/error_429.json", header: map[string]string{"X-Minute-Requests-Left": "0"}},
 		{status: 200, fixture: "apollo/organization_full.json"},
 	}})
-	c, err := a.CompanyByDomain(context.Background(), "acme.com")
+	c, err := a.CompanyByDomain(context.Background(), nil, "acme.com")
 	is.NoErr(err)
 	is.Equal(c.Name, "Acme Corporation")
 	is.Equal(f.count(apolloOrgPath), 2)
@@ -217,7 +217,7 @@ func TestApolloQuotaUsedUpIsNotRetried(t *testing.T) {
 	} {
 		is := is.New(t)
 		a, f, logs := newApollo(t, map[string][]reply{apolloMatchPath: {{status: 429, fixture: "apollo/error_429.json", header: c.header}}})
-		_, err := a.PersonByURL(context.Background(), "https://www.linkedin.com/in/wile-e-coyote")
+		_, err := a.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/wile-e-coyote")
 		is.True(errors.Is(err, enrich.ErrUnavailable))
 		is.Equal(f.count(apolloMatchPath), 1) // not retried
 		is.True(strings.Contains(err.Error(), c.want))
@@ -236,7 +236,7 @@ func TestApolloRefusedKey(t *testing.T) {
 	}{{401, "apollo/error_401.json"}, {403, "apollo/error_403.json"}} {
 		is := is.New(t)
 		a, f, logs := newApollo(t, map[string][]reply{apolloMatchPath: {{status: c.status, fixture: c.fixture}}})
-		_, err := a.PersonByEmail(context.Background(), "wile@acme.com")
+		_, err := a.PersonByEmail(context.Background(), nil, "wile@acme.com")
 		is.True(errors.Is(err, enrich.ErrUnavailable))
 		is.True(strings.Contains(err.Error(), "APOLLO_API_KEY"))
 		is.Equal(f.count(apolloMatchPath), 1) // not retried
@@ -250,7 +250,7 @@ func TestApolloRefusedKey(t *testing.T) {
 func TestApolloUnprocessable(t *testing.T) {
 	is := is.New(t)
 	a, f, _ := newApollo(t, map[string][]reply{apolloOrgPath: {{status: 422, fixture: "apollo/error_422.json"}}})
-	_, err := a.CompanyByDomain(context.Background(), "acme.com")
+	_, err := a.CompanyByDomain(context.Background(), nil, "acme.com")
 	is.True(errors.Is(err, enrich.ErrUnavailable))
 	is.True(!errors.Is(err, enrich.ErrNotFound))
 	is.Equal(f.count(apolloOrgPath), 1)
@@ -275,7 +275,7 @@ func TestApolloEmailMatchIsConfirmedOnlyAtTheDomainsCompany(t *testing.T) {
 		{"wile.coyote@globex.com", globex, false}, // Apollo's match works at Acme, not Globex
 		{"hank@acme.com", acme, false},            // the address does not fit the name
 	} {
-		p, err := a.PersonByEmail(context.Background(), c.address)
+		p, err := a.PersonByEmail(context.Background(), nil, c.address)
 		is.NoErr(err)
 		local, domain, _ := enrich.SplitAddress(c.address)
 		_, ok := enrich.EmployerOf(c.company, domain).Confirm(p, local, enrich.MatchResolved)

@@ -40,14 +40,14 @@ func probe(s source.Sent) string {
 // askEverything asks src every question it can answer, with the probes.
 func askEverything(src enrich.Source) {
 	ctx := context.Background()
-	src.CompanyByDomain(ctx, probe(source.SentDomain))
-	src.CompanyByURL(ctx, probe(source.SentCompanyURL))
-	src.PersonByURL(ctx, probe(source.SentPersonURL))
+	src.CompanyByDomain(ctx, nil, probe(source.SentDomain))
+	src.CompanyByURL(ctx, nil, probe(source.SentCompanyURL))
+	src.PersonByURL(ctx, nil, probe(source.SentPersonURL))
 	if m, ok := src.(enrich.EmailMatcher); ok {
-		m.PersonByEmail(ctx, probe(source.SentEmail))
+		m.PersonByEmail(ctx, nil, probe(source.SentEmail))
 	}
 	if s, ok := src.(enrich.StaffSearcher); ok {
-		s.SearchStaff(ctx, enrich.StaffQuery{Company: &enrich.Company{Name: "Probe", Domain: enrich.Ptr(probe(source.SentDomain)),
+		s.SearchStaff(ctx, nil, enrich.StaffQuery{Company: &enrich.Company{Name: "Probe", Domain: enrich.Ptr(probe(source.SentDomain)),
 			NetworkURL: enrich.Ptr(probe(source.SentCompanyURL))}, Names: []string{probe(source.SentNames)}, Limit: 5})
 	}
 }
@@ -113,9 +113,9 @@ func TestDisclosuresAreWhatIsSent(t *testing.T) {
 		})
 		web := s.web(true)
 		ctx := context.Background()
-		web.CompanyByDomain(ctx, "acme.test")
-		web.CompanyByURL(ctx, probe(source.SentCompanyURL))
-		web.PersonByURL(ctx, probe(source.SentPersonURL))
+		web.CompanyByDomain(ctx, nil, "acme.test")
+		web.CompanyByURL(ctx, nil, probe(source.SentCompanyURL))
+		web.PersonByURL(ctx, nil, probe(source.SentPersonURL))
 		mu.Lock()
 		defer mu.Unlock()
 		// The domain asked is the site's own name, and nothing else is asked of anyone.

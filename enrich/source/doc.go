@@ -11,6 +11,8 @@
 //   - Sim (`sim`): a deterministic synthetic network for the demo, the benchmark and
 //     load tests; never real data.
 //
-// The web and vendor adapters count what they send upstream (enrich.Metered). The
+// The web and vendor adapters count what they send upstream (enrich.Metered), and
+// each request again in the enrich.Tally the ask comes with, where a vendor's request
+// is put on the organization's books before it is sent. The
 // `dataset` source is not here: it reads the imported records with SQL, in store.
 package source

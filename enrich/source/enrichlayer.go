@@ -128,23 +128,23 @@ type elProfile struct {
 }
 
 // CompanyByURL reads the company page: GET /api/v2/company?url=.
-func (e *EnrichLayer) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
+func (e *EnrichLayer) CompanyByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Company, error) {
 	var c elCompany
-	if err := e.api.get(ctx, "/api/v2/company", url.Values{"url": {networkURL}}, enrichLayerCompanyCredits, &c); err != nil {
+	if err := e.api.get(ctx, tally, "/api/v2/company", url.Values{"url": {networkURL}}, enrichLayerCompanyCredits, &c); err != nil {
 		return nil, err
 	}
-	charge(ctx, enrichLayerCompanyCredits)
+	charge(tally, enrichLayerCompanyCredits)
 	return e.company(&c, networkURL)
 }
 
 // CompanyByDomain finds the domain's company page (GET /api/v2/company/resolve), then
 // reads it. A page that lists another website gives an unconfirmed redirect to it.
-func (e *EnrichLayer) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	page, err := e.resolve(ctx, domain)
+func (e *EnrichLayer) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
+	page, err := e.resolve(ctx, tally, domain)
 	if err != nil {
 		return nil, err
 	}
-	c, err := e.CompanyByURL(ctx, page)
+	c, err := e.CompanyByURL(ctx, tally, page)
 	if err != nil {
 		return nil, err
 	}
@@ -152,14 +152,14 @@ func (e *EnrichLayer) CompanyByDomain(ctx context.Context, domain string) (*enri
 	return c, nil
 }
 
-func (e *EnrichLayer) resolve(ctx context.Context, domain string) (string, error) {
+func (e *EnrichLayer) resolve(ctx context.Context, tally *enrich.Tally, domain string) (string, error) {
 	var r struct {
 		URL *string `json:"url"`
 	}
-	if err := e.api.get(ctx, "/api/v2/company/resolve", url.Values{"company_domain": {domain}}, enrichLayerResolveCredits, &r); err != nil {
+	if err := e.api.get(ctx, tally, "/api/v2/company/resolve", url.Values{"company_domain": {domain}}, enrichLayerResolveCredits, &r); err != nil {
 		return "", err
 	}
-	charge(ctx, enrichLayerResolveCredits)
+	charge(tally, enrichLayerResolveCredits)
 	page := e.norm.companyURLOf(r.URL)
 	if page == nil {
 		return "", fmt.Errorf("enrichlayer: no company page for %s: %w", domain, enrich.ErrNotFound)
@@ -212,12 +212,12 @@ func headquarters(parts map[string]*string) map[string]any {
 }
 
 // PersonByURL reads the profile: GET /api/v2/profile?profile_url=.
-func (e *EnrichLayer) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
+func (e *EnrichLayer) PersonByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Person, error) {
 	var p elProfile
-	if err := e.api.get(ctx, "/api/v2/profile", url.Values{"profile_url": {networkURL}}, enrichLayerProfileCredits, &p); err != nil {
+	if err := e.api.get(ctx, tally, "/api/v2/profile", url.Values{"profile_url": {networkURL}}, enrichLayerProfileCredits, &p); err != nil {
 		return nil, err
 	}
-	charge(ctx, enrichLayerProfileCredits)
+	charge(tally, enrichLayerProfileCredits)
 	out := &enrich.Person{
 		NetworkURL:         enrich.Ptr(networkURL),
 		FullName:           text(p.FullName),
@@ -275,7 +275,7 @@ const enrichLayerCreditsPerSearch = 10
 // leads: the caller reads each profile and confirms it. Names that do not fit in the
 // vendor's 255 characters are not asked for: the hits come with
 // enrich.ErrSearchIncomplete, so nobody held is taken for the only fit.
-func (e *EnrichLayer) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+func (e *EnrichLayer) SearchStaff(ctx context.Context, tally *enrich.Tally, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	keyword, complete := booleanOr(q.Names, 255)
 	if q.Company == nil || keyword == "" {
 		return nil, nil
@@ -286,7 +286,7 @@ func (e *EnrichLayer) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]e
 		page = *q.Company.NetworkURL
 	case q.Company.Domain != nil:
 		var err error
-		if page, err = e.resolve(ctx, *q.Company.Domain); err != nil {
+		if page, err = e.resolve(ctx, tally, *q.Company.Domain); err != nil {
 			return nil, err
 		}
 	default:
@@ -301,7 +301,7 @@ func (e *EnrichLayer) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]e
 		} `json:"employees"`
 	}
 	q.Limit = min(max(q.Limit, 1), enrich.StaffSearchMax)
-	err := e.api.get(ctx, "/api/v2/company/employee/search/", url.Values{
+	err := e.api.get(ctx, tally, "/api/v2/company/employee/search/", url.Values{
 		"company_profile_url": {page},
 		"keyword_boolean":     {keyword},
 		"page_size":           {strconv.Itoa(q.Limit)},
@@ -312,7 +312,7 @@ func (e *EnrichLayer) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]e
 	if err != nil {
 		return nil, err
 	}
-	charge(ctx, enrichLayerSearchCredits)
+	charge(tally, enrichLayerSearchCredits)
 	var out []enrich.StaffMember
 	for _, emp := range r.Employees {
 		u := e.norm.personURLOf(emp.ProfileURL)

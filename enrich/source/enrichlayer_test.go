@@ -41,7 +41,7 @@ func TestEnrichLayerNeedsKey(t *testing.T) {
 func TestEnrichLayerCompanyFull(t *testing.T) {
 	is := is.New(t)
 	el, f, _ := newEnrichLayer(t, map[string][]reply{"/api/v2/company": {{status: 200, fixture: "enrichlayer/company_full.json"}}})
-	c, err := el.CompanyByURL(context.Background(), "https://www.linkedin.com/company/acme")
+	c, err := el.CompanyByURL(context.Background(), nil, "https://www.linkedin.com/company/acme")
 	is.NoErr(err)
 	want := &enrich.Company{
 		Name:             "Acme Corporation",
@@ -71,7 +71,7 @@ func TestEnrichLayerCompanyFull(t *testing.T) {
 func TestEnrichLayerCompanySparse(t *testing.T) {
 	is := is.New(t)
 	el, _, _ := newEnrichLayer(t, map[string][]reply{"/api/v2/company": {{status: 200, fixture: "enrichlayer/company_sparse.json"}}})
-	c, err := el.CompanyByURL(context.Background(), "https://www.linkedin.com/company/tinyco")
+	c, err := el.CompanyByURL(context.Background(), nil, "https://www.linkedin.com/company/tinyco")
 	is.NoErr(err)
 	want := &enrich.Company{
 		Name:             "Tiny Co",
@@ -89,7 +89,7 @@ func TestEnrichLayerCompanyByDomain(t *testing.T) {
 		"/api/v2/company/resolve": {{status: 200, fixture: "enrichlayer/resolve.json"}},
 		"/api/v2/company":         {{status: 200, fixture: "enrichlayer/company_full.json"}},
 	})
-	c, err := el.CompanyByDomain(context.Background(), "acme.com")
+	c, err := el.CompanyByDomain(context.Background(), nil, "acme.com")
 	is.NoErr(err)
 	is.Equal(*c.NetworkURL, "https://www.linkedin.com/company/acme") // the resolved page, normalized
 	is.Equal(*c.Domain, "acme-corp.com")                             // the website the page lists
@@ -103,7 +103,7 @@ func TestEnrichLayerCompanyByDomain(t *testing.T) {
 func TestEnrichLayerPerson(t *testing.T) {
 	is := is.New(t)
 	el, f, _ := newEnrichLayer(t, map[string][]reply{"/api/v2/profile": {{status: 200, fixture: "enrichlayer/profile.json"}}})
-	p, err := el.PersonByURL(context.Background(), "https://www.linkedin.com/in/wile-e-coyote")
+	p, err := el.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/wile-e-coyote")
 	is.NoErr(err)
 	is.Equal(f.requests()[0].URL.Query().Get("profile_url"), "https://www.linkedin.com/in/wile-e-coyote")
 	want := &enrich.Person{
@@ -148,7 +148,7 @@ func TestEnrichLayerMisses(t *testing.T) {
 	for _, status := range []int{http.StatusNotFound, http.StatusGone} {
 		is := is.New(t)
 		el, f, _ := newEnrichLayer(t, map[string][]reply{"/api/v2/profile": {{status: status, fixture: "enrichlayer/error_404.json"}}})
-		_, err := el.PersonByURL(context.Background(), "https://www.linkedin.com/in/nobody")
+		_, err := el.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/nobody")
 		is.True(errors.Is(err, enrich.ErrNotFound))
 		is.Equal(f.count("/api/v2/profile"), 1) // a miss is not retried
 		st := el.Stats()
@@ -164,7 +164,7 @@ func TestEnrichLayerRetriesTransientFailures(t *testing.T) {
 		{status: 503, fixture: "enrichlayer/error_503.json"},
 		{status: 200, fixture: "enrichlayer/company_full.json"},
 	}})
-	c, err := el.CompanyByURL(context.Background(), "https://www.linkedin.com/company/acme")
+	c, err := el.CompanyByURL(context.Background(), nil, "https://www.linkedin.com/company/acme")
 	is.NoErr(err)
 	is.Equal(c.Name, "Acme Corporation")
 	is.Equal(f.count("/api/v2/company"), 3) // 429 and 503 were retried
@@ -178,7 +178,7 @@ func TestEnrichLayerRetriesTransientFailures(t *testing.T) {
 func TestEnrichLayerGivesUpAsUnavailable(t *testing.T) {
 	is := is.New(t)
 	el, f, logs := newEnrichLayer(t, map[string][]reply{"/api/v2/company": {{status: 503, fixture: "enrichlayer/error_503.json"}}})
-	_, err := el.CompanyByURL(context.Background(), "https://www.linkedin.com/company/acme")
+	_, err := el.CompanyByURL(context.Background(), nil, "https://www.linkedin.com/company/acme")
 	is.True(errors.Is(err, enrich.ErrUnavailable))
 	is.Equal(f.count("/api/v2/company"), 3) // the default of three attempts
 	is.True(strings.Contains(err.Error(), "Enrichment failed, please retry."))
@@ -194,7 +194,7 @@ func TestEnrichLayerStopsRetryingAtTheDeadline(t *testing.T) {
 	is.NoErr(err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = el.CompanyByURL(ctx, "https://www.linkedin.com/company/acme")
+	_, err = el.CompanyByURL(ctx, nil, "https://www.linkedin.com/company/acme")
 	is.True(errors.Is(err, enrich.ErrUnavailable))
 	is.Equal(f.count("/api/v2/company"), 1) // waiting 30 s would outlast the deadline: no retry
 }
@@ -203,7 +203,7 @@ func TestEnrichLayerRefusedKey(t *testing.T) {
 	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
 		is := is.New(t)
 		el, f, logs := newEnrichLayer(t, map[string][]reply{"/api/v2/profile": {{status: status, fixture: "enrichlayer/error_401.json"}}})
-		_, err := el.PersonByURL(context.Background(), "https://www.linkedin.com/in/wile-e-coyote")
+		_, err := el.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/wile-e-coyote")
 		is.True(errors.Is(err, enrich.ErrUnavailable))
 		is.True(strings.Contains(err.Error(), "ENRICHLAYER_API_KEY")) // names where the key comes from
 		is.Equal(f.count("/api/v2/profile"), 1)                       // a refused key is not retried
@@ -226,7 +226,7 @@ func TestEnrichLayerRedactsEchoedKey(t *testing.T) {
 	logs := &bytes.Buffer{}
 	el, err := source.NewEnrichLayer(vendorConfig(f, elKey, logs))
 	is.NoErr(err)
-	_, err = el.CompanyByURL(context.Background(), "https://www.linkedin.com/company/acme")
+	_, err = el.CompanyByURL(context.Background(), nil, "https://www.linkedin.com/company/acme")
 	is.True(err != nil)
 	is.True(strings.Contains(err.Error(), "[redacted]"))
 	noKey(t, elKey, logs.String(), err.Error(), *el.Stats().LastError)
@@ -236,7 +236,7 @@ func TestEnrichLayerSearchStaff(t *testing.T) {
 	is := is.New(t)
 	el, f, _ := newEnrichLayer(t, map[string][]reply{"/api/v2/company/employee/search/": {{status: 200, fixture: "enrichlayer/employee_search.json"}}})
 	var s enrich.StaffSearcher = el
-	hits, err := s.SearchStaff(context.Background(), enrich.StaffQuery{
+	hits, err := s.SearchStaff(context.Background(), nil, enrich.StaffQuery{
 		Company: &enrich.Company{Name: "Acme", NetworkURL: strp("https://www.linkedin.com/company/acme")},
 		Names:   []string{"wile", "coyote"},
 		Limit:   5,
@@ -258,7 +258,7 @@ func TestEnrichLayerSearchStaffByDomain(t *testing.T) {
 		"/api/v2/company/resolve":          {{status: 200, fixture: "enrichlayer/resolve.json"}},
 		"/api/v2/company/employee/search/": {{status: 404, fixture: "enrichlayer/error_404.json"}},
 	})
-	hits, err := el.SearchStaff(context.Background(), enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")}, Names: []string{"wile"}, Limit: 3})
+	hits, err := el.SearchStaff(context.Background(), nil, enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")}, Names: []string{"wile"}, Limit: 3})
 	is.NoErr(err) // no employees found is no hits, not a failure
 	is.Equal(len(hits), 0)
 	is.Equal(f.requests()[1].URL.Query().Get("company_profile_url"), "https://www.linkedin.com/company/acme")
@@ -276,10 +276,10 @@ func TestVendorRateLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for range 2 {
-		_, err := el.CompanyByURL(ctx, "https://www.linkedin.com/company/acme")
+		_, err := el.CompanyByURL(ctx, nil, "https://www.linkedin.com/company/acme")
 		is.NoErr(err)
 	}
-	_, err = el.CompanyByURL(ctx, "https://www.linkedin.com/company/acme")
+	_, err = el.CompanyByURL(ctx, nil, "https://www.linkedin.com/company/acme")
 	is.True(errors.Is(err, enrich.ErrUnavailable))
 	is.Equal(f.count("/api/v2/company"), 2) // the third request was never sent
 	is.Equal(*el.Stats().Calls, int64(2))
@@ -313,7 +313,7 @@ func TestVendorConcurrencyCap(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			el.PersonByURL(context.Background(), "https://www.linkedin.com/in/someone")
+			el.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/someone")
 		}()
 	}
 	for arrived.Load() < 2 {
@@ -333,7 +333,7 @@ func TestEnrichLayerSearchStaffKeyword(t *testing.T) {
 	is := is.New(t)
 	el, f, _ := newEnrichLayer(t, map[string][]reply{"/api/v2/company/employee/search/": {{status: 200, fixture: "enrichlayer/employee_search.json"}}})
 	acme := &enrich.Company{Name: "Acme", NetworkURL: strp("https://www.linkedin.com/company/acme")}
-	_, err := el.SearchStaff(context.Background(), enrich.StaffQuery{Company: acme, Names: enrich.LocalPartNames("rjones"), Limit: 11})
+	_, err := el.SearchStaff(context.Background(), nil, enrich.StaffQuery{Company: acme, Names: enrich.LocalPartNames("rjones"), Limit: 11})
 	is.NoErr(err)
 	is.Equal(f.requests()[0].URL.Query().Get("keyword_boolean"), "rjones OR jones OR rjone")
 
@@ -341,7 +341,7 @@ func TestEnrichLayerSearchStaffKeyword(t *testing.T) {
 	for i := range 40 {
 		many = append(many, fmt.Sprintf("name%02d", i))
 	}
-	hits, err := el.SearchStaff(context.Background(), enrich.StaffQuery{Company: acme, Names: many, Limit: 11})
+	hits, err := el.SearchStaff(context.Background(), nil, enrich.StaffQuery{Company: acme, Names: many, Limit: 11})
 	is.True(errors.Is(err, enrich.ErrSearchIncomplete)) // not every name was asked for
 	is.Equal(len(hits), 2)                              // the hits are still leads
 	is.True(len(f.requests()[1].URL.Query().Get("keyword_boolean")) <= 255)

@@ -108,7 +108,6 @@ func (v *vendorAPI) check(ctx context.Context, path string, q url.Values) ([]byt
 	req.Header.Set("User-Agent", UserAgent)
 	v.authorize(req, v.key)
 	v.meter.call()
-	enrich.TallyOf(ctx).Call()
 	resp, err := v.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s could not be reached to check the key: %s: %w", v.name, v.redact(withoutURL(err).Error()), enrich.ErrUnavailable)

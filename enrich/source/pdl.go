@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -109,8 +110,8 @@ type pdlPerson struct {
 
 // CompanyByDomain enriches by website: GET /v5/company/enrich?website=. A record whose
 // website is another domain gives an unconfirmed redirect to it.
-func (p *PDL) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	c, err := p.companyEnrich(ctx, url.Values{"website": {domain}}, domain)
+func (p *PDL) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
+	c, err := p.companyEnrich(ctx, tally, url.Values{"website": {domain}}, domain)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +120,8 @@ func (p *PDL) CompanyByDomain(ctx context.Context, domain string) (*enrich.Compa
 }
 
 // CompanyByURL enriches by the network page: GET /v5/company/enrich?profile=.
-func (p *PDL) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
-	c, err := p.companyEnrich(ctx, url.Values{"profile": {networkURL}}, networkURL)
+func (p *PDL) CompanyByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Company, error) {
+	c, err := p.companyEnrich(ctx, tally, url.Values{"profile": {networkURL}}, networkURL)
 	if err != nil {
 		return nil, err
 	}
@@ -130,12 +131,12 @@ func (p *PDL) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Comp
 	return c, nil
 }
 
-func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*enrich.Company, error) {
+func (p *PDL) companyEnrich(ctx context.Context, tally *enrich.Tally, q url.Values, asked string) (*enrich.Company, error) {
 	var c pdlCompany
-	if err := p.api.get(ctx, "/v5/company/enrich", q, pdlMatchCredits, &c); err != nil {
+	if err := p.api.get(ctx, tally, "/v5/company/enrich", q, pdlMatchCredits, &c); err != nil {
 		return nil, err
 	}
-	charge(ctx, pdlMatchCredits)
+	charge(tally, pdlMatchCredits)
 	name := orDefault(text(c.DisplayName), text(c.Name))
 	if name == nil {
 		return nil, fmt.Errorf("pdl: the record for %s has no name: %w", asked, enrich.ErrNotFound)
@@ -164,8 +165,8 @@ func (p *PDL) companyEnrich(ctx context.Context, q url.Values, asked string) (*e
 }
 
 // PersonByURL enriches by profile: GET /v5/person/enrich?profile=.
-func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
-	out, err := p.personEnrich(ctx, url.Values{"profile": {networkURL}})
+func (p *PDL) PersonByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Person, error) {
+	out, err := p.personEnrich(ctx, tally, url.Values{"profile": {networkURL}})
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +180,8 @@ func (p *PDL) PersonByURL(ctx context.Context, networkURL string) (*enrich.Perso
 // answers with the record it matches to the address above its default likelihood
 // (2 of 10), or 404. That is PDL's best match, not a proof: an email lookup confirms
 // the person's current position and name before it answers with them.
-func (p *PDL) PersonByEmail(ctx context.Context, address string) (*enrich.Person, error) {
-	return p.personEnrich(ctx, url.Values{"email": {address}})
+func (p *PDL) PersonByEmail(ctx context.Context, tally *enrich.Tally, address string) (*enrich.Person, error) {
+	return p.personEnrich(ctx, tally, url.Values{"email": {address}})
 }
 
 // MatchesAddressOnRecord: PDL's person enrich by email matches the address among the
@@ -199,14 +200,14 @@ const (
 	pdlCreditsPerRecord = 1
 )
 
-func (p *PDL) personEnrich(ctx context.Context, q url.Values) (*enrich.Person, error) {
+func (p *PDL) personEnrich(ctx context.Context, tally *enrich.Tally, q url.Values) (*enrich.Person, error) {
 	var r struct {
 		Data *pdlPerson `json:"data"`
 	}
-	if err := p.api.get(ctx, "/v5/person/enrich", q, pdlMatchCredits, &r); err != nil {
+	if err := p.api.get(ctx, tally, "/v5/person/enrich", q, pdlMatchCredits, &r); err != nil {
 		return nil, err
 	}
-	charge(ctx, pdlMatchCredits)
+	charge(tally, pdlMatchCredits)
 	if r.Data == nil {
 		return nil, fmt.Errorf("pdl: no person record matched: %w", enrich.ErrNotFound)
 	}
@@ -270,8 +271,8 @@ func pdlFullName(full, first, middle, last *string) *string {
 }
 
 // SearchStaff runs POST /v5/person/search for one page: SearchStaffPage from the start.
-func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
-	members, _, err := p.SearchStaffPage(ctx, q, "")
+func (p *PDL) SearchStaff(ctx context.Context, tally *enrich.Tally, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+	members, _, err := p.SearchStaffPage(ctx, tally, q, "")
 	return members, err
 }
 
@@ -296,7 +297,7 @@ func (p *PDL) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.St
 // enrich.ErrSearchIncomplete, so nobody held is taken for the only fit, and no
 // plain-named person for the only one where a namesake written with diacritics may
 // have gone unlisted.
-func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after string) ([]enrich.StaffMember, string, error) {
+func (p *PDL) SearchStaffPage(ctx context.Context, tally *enrich.Tally, q enrich.StaffQuery, after string) ([]enrich.StaffMember, string, error) {
 	if q.Company == nil || len(q.Names) == 0 {
 		return nil, "", nil
 	}
@@ -311,39 +312,15 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 	default:
 		return nil, "", nil
 	}
-	var names []string
-	seen := map[string]bool{}
-	addName := func(n string) {
-		if n = strings.ToLower(strings.TrimSpace(n)); n != "" && !seen[n] {
-			seen[n] = true
-			names = append(names, n)
-		}
-	}
-	for _, n := range q.Names {
-		addName(n)
-	}
-	if len(names) == 0 {
+	names, complete := pdlNamesQuery(q)
+	if names == nil {
 		return nil, "", nil
 	}
-	for _, s := range q.Splits {
-		addName(s[0])
-		addName(s[1])
-	}
-	complete := len(names) <= pdlMaxTerms
-	names = names[:min(len(names), pdlMaxTerms)]
-	should := []any{
-		map[string]any{"terms": map[string]any{"first_name": names}},
-		map[string]any{"terms": map[string]any{"middle_name": names}},
-		map[string]any{"terms": map[string]any{"last_name": names}},
-	}
-	clauses, fit := pdlNameClauses(q.Local)
-	complete = complete && fit
-	should = append(should, clauses...)
 	q.Limit = min(max(q.Limit, 1), enrich.StaffSearchMax)
 	body := map[string]any{
 		"query": map[string]any{"bool": map[string]any{"must": []any{
 			employer,
-			map[string]any{"bool": map[string]any{"should": should}},
+			names,
 		}}},
 		"size": q.Limit,
 	}
@@ -353,16 +330,17 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 	var r struct {
 		Data        []pdlPerson `json:"data"`
 		ScrollToken *string     `json:"scroll_token"`
+		Total       int         `json:"total"` // the records the query matches, all pages
 	}
 	// A credit a record returned: at most size.
-	err := p.api.post(ctx, "/v5/person/search", body, int64(q.Limit)*pdlMatchCredits, &r)
+	err := p.api.post(ctx, tally, "/v5/person/search", body, int64(q.Limit)*pdlMatchCredits, &r)
 	if isNotFound(err) { // PDL answers 404 when no record matches
 		return nil, "", nil
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	charge(ctx, int64(len(r.Data))*pdlMatchCredits)
+	charge(tally, int64(len(r.Data))*pdlMatchCredits)
 	var next string
 	if r.ScrollToken != nil && len(r.Data) >= q.Limit {
 		next = *r.ScrollToken
@@ -389,10 +367,50 @@ func (p *PDL) SearchStaffPage(ctx context.Context, q enrich.StaffQuery, after st
 			break
 		}
 	}
+	var errs []error
 	if !complete {
-		return out, next, fmt.Errorf("pdl: %d names do not fit in one query: %w", len(q.Names), enrich.ErrSearchIncomplete)
+		errs = append(errs, fmt.Errorf("pdl: %d names do not fit in one query: %w", len(q.Names), enrich.ErrSearchIncomplete))
 	}
-	return out, next, nil
+	if after == "" && r.Total >= enrich.StaffSearchMax {
+		// The rest of a whole page would be billed record by record and still not
+		// show everyone: it is not asked for.
+		errs = append(errs, fmt.Errorf("pdl: %d records match: %w", r.Total, enrich.ErrSearchBeyondPage))
+	}
+	return out, next, errors.Join(errs...)
+}
+
+// pdlNamesQuery is the part of the staff search that asks for the names: nil when
+// there is none to ask for; complete says every reading of the local part is in it.
+func pdlNamesQuery(q enrich.StaffQuery) (map[string]any, bool) {
+	var names []string
+	seen := map[string]bool{}
+	addName := func(n string) {
+		if n = strings.ToLower(strings.TrimSpace(n)); n != "" && !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, n := range q.Names {
+		addName(n)
+	}
+	if len(names) == 0 {
+		return nil, false
+	}
+	for _, s := range q.Splits {
+		addName(s[0])
+		addName(s[1])
+	}
+	complete := len(names) <= pdlMaxTerms
+	names = names[:min(len(names), pdlMaxTerms)]
+	should := []any{
+		map[string]any{"terms": map[string]any{"first_name": names}},
+		map[string]any{"terms": map[string]any{"middle_name": names}},
+		map[string]any{"terms": map[string]any{"last_name": names}},
+	}
+	clauses, fit := pdlNameClauses(q.Local)
+	complete = complete && fit
+	should = append(should, clauses...)
+	return map[string]any{"bool": map[string]any{"should": should}}, complete
 }
 
 // pdlNameClauses are the wildcard clauses that list, with diacritics and all, the
@@ -405,15 +423,65 @@ func pdlNameClauses(local string) (clauses []any, fit bool) {
 	var given []any
 	used := 0
 	for _, o := range pdlOtherGiven(local) {
+		// A second given name known only by its first letter is asked by PDL's
+		// middle_initial, every form of the letter a term: no wildcard, and none that
+		// stands for every letter a diacritic may sit on.
+		middle := map[string]any{"wildcard": map[string]any{"middle_name": o.middle}}
+		if o.initial != 0 {
+			var forms []string
+			for _, r := range pdlInitials(o.initial) {
+				forms = append(forms, string(r))
+			}
+			middle = map[string]any{"terms": map[string]any{"middle_initial": forms}}
+		} else {
+			used++
+		}
 		clause := map[string]any{"bool": map[string]any{"should": []any{
-			map[string]any{"wildcard": map[string]any{"middle_name": o.middle}},
+			middle,
 			map[string]any{"wildcard": map[string]any{"first_name": "*-" + strings.TrimPrefix(o.middle, "*")}},
 		}}}
-		used += 2
-		if o.last != "" {
+		used++
+		switch {
+		case o.last != "":
 			used++
 			clause = map[string]any{"bool": map[string]any{"must": []any{clause,
 				map[string]any{"wildcard": map[string]any{"last_name": o.last}}}}}
+		case o.surnameInitial != 0:
+			// The surname is written first: it begins with that letter in one of its
+			// forms (PDL's last_initial), or is a word after the first of a surname of
+			// several (a space or a hyphen before it); or the second given name follows
+			// a first one in the address (Thái Minh Nguyễn's thaiminhnguyen), so it
+			// begins with one of the address's letters (middle_initial).
+			var forms []string
+			for _, r := range pdlInitials(o.surnameInitial) {
+				forms = append(forms, string(r))
+			}
+			word := pdlSkeleton(string(o.surnameInitial)) + "*"
+			used += 2
+			surname := []any{
+				map[string]any{"terms": map[string]any{"last_initial": forms}},
+				map[string]any{"wildcard": map[string]any{"last_name": "* " + word}},
+				map[string]any{"wildcard": map[string]any{"last_name": "*-" + word}},
+			}
+			var letters []string
+			seen := map[rune]bool{}
+			for _, r := range o.rest {
+				for _, f := range pdlInitials(r) {
+					if !seen[f] {
+						seen[f] = true
+						letters = append(letters, string(f))
+					}
+				}
+			}
+			if len(letters) > pdlMaxTerms {
+				letters = letters[:0] // more than one array holds: any middle name
+				surname = append(surname, map[string]any{"wildcard": map[string]any{"middle_name": "*"}})
+				used++
+			}
+			if len(letters) > 0 {
+				surname = append(surname, map[string]any{"terms": map[string]any{"middle_initial": letters}})
+			}
+			clause = map[string]any{"bool": map[string]any{"must": []any{clause, map[string]any{"bool": map[string]any{"should": surname}}}}}
 		}
 		given = append(given, clause)
 	}
@@ -426,7 +494,14 @@ func pdlNameClauses(local string) (clauses []any, fit bool) {
 
 // pdlGiven is a reading of a local part as a second given name, as a wildcard of
 // middle_name, with the surname it goes with, a wildcard of last_name ("" for any).
-type pdlGiven struct{ middle, last string }
+// initial, when not 0, says the second given name is known by its first letter alone
+// (middle is then that letter's skeleton and a *); surnameInitial, when not 0 and last
+// is "", is the letter the address begins with, the surname written first.
+type pdlGiven struct {
+	middle, last            string
+	initial, surnameInitial rune
+	rest                    string // with surnameInitial, the address after its first letter
+}
 
 // pdlOtherGiven are the readings of the local part as a second given name (or its
 // initial) and a surname. A local part with separators gives its first and last
@@ -440,24 +515,24 @@ func pdlOtherGiven(local string) []pdlGiven {
 		return nil
 	}
 	pieces := strings.FieldsFunc(enrich.CleanLocalPart(local), func(r rune) bool { return r == '.' || r == '_' || r == '-' })
-	given := func(s string) string {
-		if utf8.RuneCountInString(s) == 1 {
-			return pdlSkeleton(s) + "*"
+	given := func(s, last string) pdlGiven {
+		if r, _ := utf8.DecodeRuneInString(s); utf8.RuneCountInString(s) == 1 {
+			return pdlGiven{middle: pdlSkeleton(s) + "*", last: last, initial: r}
 		}
-		return "*" + pdlSkeleton(s) + "*"
+		return pdlGiven{middle: "*" + pdlSkeleton(s) + "*", last: last}
 	}
 	var out []pdlGiven
 	switch {
 	case len(pieces) >= 2:
 		first, last := pieces[0], pieces[len(pieces)-1]
 		if utf8.RuneCountInString(last) > 1 {
-			out = append(out, pdlGiven{given(first), "*" + pdlSkeleton(last) + "*"}) // first.last, f.last
+			out = append(out, given(first, "*"+pdlSkeleton(last)+"*")) // first.last, f.last
 		}
 		if utf8.RuneCountInString(first) > 1 {
 			if utf8.RuneCountInString(last) == 1 {
-				out = append(out, pdlGiven{given(first), "*" + pdlSkeleton(last) + "*"}) // first.l
+				out = append(out, given(first, "*"+pdlSkeleton(last)+"*")) // first.l
 			} else {
-				out = append(out, pdlGiven{given(last), "*" + pdlSkeleton(first) + "*"}) // last.first
+				out = append(out, given(last, "*"+pdlSkeleton(first)+"*")) // last.first
 			}
 		}
 	case len(pieces) == 1:
@@ -465,8 +540,8 @@ func pdlOtherGiven(local string) []pdlGiven {
 		if len(w) < 3 {
 			break
 		}
-		out = append(out, pdlGiven{middle: pdlSkeleton(string(w[:1])) + "*"})              // written first
-		out = append(out, pdlGiven{middle: "*" + pdlSkeleton(string(w[len(w)-1:])) + "*"}) // written last
+		out = append(out, given(string(w[:1]), ""))                                                                                   // written first
+		out = append(out, pdlGiven{middle: "*" + pdlSkeleton(string(w[len(w)-1:])) + "*", surnameInitial: w[0], rest: string(w[1:])}) // written last
 	}
 	return out
 }

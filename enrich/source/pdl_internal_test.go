@@ -2,6 +2,7 @@ package source
 
 import (
 	"encoding/json"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -76,15 +77,53 @@ func TestPDLShapes(t *testing.T) {
 // is asked for with the surname: xochitl.ordonez lists Citlali Xóchitl Ordóñez.
 func TestPDLOtherGivenNames(t *testing.T) {
 	is := is.New(t)
-	is.Equal(pdlOtherGiven("xochitl.ordonez"), []pdlGiven{{"*x??*h???*", "*???????*"}, {"*???????*", "*x??*h???*"}})
+	is.Equal(pdlOtherGiven("xochitl.ordonez"), []pdlGiven{{middle: "*x??*h???*", last: "*???????*"}, {middle: "*???????*", last: "*x??*h???*"}})
 	is.True(wildcardMatches("*x??*h???*", "xóchitl"))
-	is.Equal(pdlOtherGiven("a.saez"), []pdlGiven{{"?*", "*????*"}}) // an initial: a given name beginning with a, or á
+	// An initial: a given name beginning with a, or á, asked by its middle_initial.
+	is.Equal(pdlOtherGiven("a.saez"), []pdlGiven{{middle: "?*", last: "*????*", initial: 'a'}})
 	is.True(wildcardMatches("?*", "álvaro"))
-	is.Equal(pdlOtherGiven("loncarv"), []pdlGiven{{middle: "?*"}, {middle: "*v*"}}) // written first, or last
+	is.Equal(pdlOtherGiven("loncarv"), []pdlGiven{{middle: "?*", initial: 'l'}, {middle: "*v*", surnameInitial: 'l', rest: "oncarv"}}) // written first, or last
 	clauses, fit := pdlNameClauses("aitanasaezgarcia")
 	is.True(fit)
 	raw, _ := json.Marshal(clauses)
 	is.True(strings.Count(string(raw), `"wildcard"`) <= pdlMaxWildcards)
+}
+
+// A second given name known by its initial alone is asked by PDL's middle_initial,
+// every form of the letter a term, not by a wildcard that stands for any letter a
+// diacritic may sit on (?*, every middle name there is); and one written after the
+// surname comes with the surname's first letter (last_initial, or a later word of a
+// surname of several), so a joined address does not list, and pay for, everyone at
+// the company with a middle name.
+func TestPDLSecondGivenNamesAskedByTheirInitials(t *testing.T) {
+	is := is.New(t)
+	clauses, fit := pdlNameClauses("eloncar")
+	is.True(fit)
+	raw, _ := json.Marshal(clauses)
+	var forms []string
+	for _, r := range pdlInitials('e') {
+		forms = append(forms, string(r))
+	}
+	want, _ := json.Marshal(map[string]any{"terms": map[string]any{"middle_initial": forms}})
+	is.True(strings.Contains(string(raw), string(want)))
+	is.True(!strings.Contains(string(raw), `"middle_name":"?*"`))
+	written := map[string]any{"bool": map[string]any{"should": []any{
+		map[string]any{"wildcard": map[string]any{"middle_name": "*?*"}},
+		map[string]any{"wildcard": map[string]any{"first_name": "*-?*"}}}}}
+	for _, c := range clauses {
+		is.True(!reflect.DeepEqual(c, written)) // never alone
+	}
+	is.True(strings.Contains(string(raw), `"last_initial"`))
+	// Or it follows a first given name in the address, and begins with one of its
+	// letters: Thái Minh Nguyễn's thaiminhnguyen.
+	is.Equal(strings.Count(string(raw), `"middle_initial"`), 2)
+	var afterFirst []string
+	for _, terms := range regexp.MustCompile(`"middle_initial":\[[^\]]*\]`).FindAllString(string(raw), -1) {
+		if strings.Contains(terms, `"ñ"`) { // a form of n, a letter of the address
+			afterFirst = append(afterFirst, terms)
+		}
+	}
+	is.Equal(len(afterFirst), 1)
 }
 
 // wildcardMatches evaluates a pattern as PDL's wildcard query does: ? one character,

@@ -38,7 +38,7 @@ func TestPDLNeedsKey(t *testing.T) {
 func TestPDLCompanyByDomain(t *testing.T) {
 	is := is.New(t)
 	p, f, _ := newPDL(t, map[string][]reply{"/v5/company/enrich": {{status: 200, fixture: "pdl/company_full.json"}}})
-	c, err := p.CompanyByDomain(context.Background(), "acme.com")
+	c, err := p.CompanyByDomain(context.Background(), nil, "acme.com")
 	is.NoErr(err)
 	want := &enrich.Company{
 		Name:             "Acme Corporation",
@@ -65,7 +65,7 @@ func TestPDLCompanyByDomain(t *testing.T) {
 func TestPDLCompanySparseByURL(t *testing.T) {
 	is := is.New(t)
 	p, f, _ := newPDL(t, map[string][]reply{"/v5/company/enrich": {{status: 200, fixture: "pdl/company_sparse.json"}}})
-	c, err := p.CompanyByURL(context.Background(), "https://www.linkedin.com/company/tinyco")
+	c, err := p.CompanyByURL(context.Background(), nil, "https://www.linkedin.com/company/tinyco")
 	is.NoErr(err)
 	want := &enrich.Company{
 		Name:             "tiny co",
@@ -80,7 +80,7 @@ func TestPDLCompanySparseByURL(t *testing.T) {
 func TestPDLCompanyOtherWebsiteIsUnconfirmedRedirect(t *testing.T) {
 	is := is.New(t)
 	p, _, _ := newPDL(t, map[string][]reply{"/v5/company/enrich": {{status: 200, fixture: "pdl/company_full.json"}}})
-	c, err := p.CompanyByDomain(context.Background(), "acme-corp.com") // an alternative domain
+	c, err := p.CompanyByDomain(context.Background(), nil, "acme-corp.com") // an alternative domain
 	is.NoErr(err)
 	is.Equal(*c.Domain, "acme.com")
 	is.Equal(*c.Redirect, enrich.Redirect{From: "acme-corp.com", To: "acme.com", Confirmed: false})
@@ -89,7 +89,7 @@ func TestPDLCompanyOtherWebsiteIsUnconfirmedRedirect(t *testing.T) {
 func TestPDLPerson(t *testing.T) {
 	is := is.New(t)
 	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/enrich": {{status: 200, fixture: "pdl/person.json"}}})
-	got, err := p.PersonByURL(context.Background(), "https://www.linkedin.com/in/wile-e-coyote")
+	got, err := p.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/wile-e-coyote")
 	is.NoErr(err)
 	is.Equal(f.requests()[0].URL.Query().Get("profile"), "https://www.linkedin.com/in/wile-e-coyote")
 	want := &enrich.Person{
@@ -133,9 +133,9 @@ func TestPDLErrors(t *testing.T) {
 		"/v5/person/enrich":  {{status: 404, fixture: "pdl/error_404.json"}},
 		"/v5/company/enrich": {{status: 429, fixture: "pdl/error_429.json"}, {status: 503, fixture: "pdl/error_503.json"}, {status: 503, fixture: "pdl/error_503.json"}},
 	})
-	_, err := p.PersonByURL(context.Background(), "https://www.linkedin.com/in/nobody")
+	_, err := p.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/nobody")
 	is.True(errors.Is(err, enrich.ErrNotFound))
-	_, err = p.CompanyByDomain(context.Background(), "acme.com")
+	_, err = p.CompanyByDomain(context.Background(), nil, "acme.com")
 	is.True(errors.Is(err, enrich.ErrUnavailable))
 	is.Equal(f.count("/v5/company/enrich"), 3) // 429, then two 503s: retried, then given up
 	is.True(strings.Contains(err.Error(), "temporarily unavailable"))
@@ -152,7 +152,7 @@ func TestPDLOutOfCreditsAndBadKey(t *testing.T) {
 	}{{402, "pdl/error_402.json"}, {401, "pdl/error_401.json"}} {
 		is := is.New(t)
 		p, f, logs := newPDL(t, map[string][]reply{"/v5/person/enrich": {{status: c.status, fixture: c.fixture}}})
-		_, err := p.PersonByURL(context.Background(), "https://www.linkedin.com/in/wile-e-coyote")
+		_, err := p.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/wile-e-coyote")
 		is.True(errors.Is(err, enrich.ErrUnavailable))
 		is.True(strings.Contains(err.Error(), "PDL_API_KEY"))
 		is.Equal(f.count("/v5/person/enrich"), 1) // not retried
@@ -164,7 +164,7 @@ func TestPDLOutOfCreditsAndBadKey(t *testing.T) {
 func TestPDLSearchStaff(t *testing.T) {
 	is := is.New(t)
 	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search.json"}}})
-	hits, err := p.SearchStaff(context.Background(), enrich.StaffQuery{
+	hits, err := p.SearchStaff(context.Background(), nil, enrich.StaffQuery{
 		Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")},
 		Names:   []string{"Wile", "coyote"},
 		Splits:  [][2]string{{"wi", "le"}},
@@ -197,16 +197,32 @@ func TestPDLSearchStaffPages(t *testing.T) {
 	is := is.New(t)
 	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search.json"}, {status: 200, fixture: "pdl/search.json"}}})
 	q := enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")}, Names: []string{"wile"}, Limit: 2}
-	_, next, err := p.SearchStaffPage(context.Background(), q, "")
+	_, next, err := p.SearchStaffPage(context.Background(), nil, q, "")
 	is.NoErr(err)
 	is.Equal(next, "1234_abcd") // a full page: there may be more after it
 	is.True(!strings.Contains(f.bodies[0], "scroll_token"))
 	q.Limit = 5
-	_, next, err = p.SearchStaffPage(context.Background(), q, "1234_abcd")
+	_, next, err = p.SearchStaffPage(context.Background(), nil, q, "1234_abcd")
 	is.NoErr(err)
 	is.Equal(next, "") // a page short of its size is the last
 	is.True(strings.Contains(f.bodies[1], `"scroll_token":"1234_abcd"`))
 	is.True(strings.Contains(f.bodies[1], `"size":5`))
+}
+
+// A first page whose total says more records match than a whole page holds comes with
+// ErrSearchBeyondPage, so the lookup buys no more of them; its records are still
+// returned, and a later page never says so.
+func TestPDLSearchStaffSaysWhenMoreMatchThanAPage(t *testing.T) {
+	is := is.New(t)
+	p, _, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search_beyond_page.json"}}})
+	q := enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")}, Names: []string{"wile"}, Limit: 2}
+	hits, next, err := p.SearchStaffPage(context.Background(), nil, q, "")
+	is.True(errors.Is(err, enrich.ErrSearchBeyondPage))
+	is.True(!errors.Is(err, enrich.ErrSearchIncomplete))
+	is.Equal(len(hits), 1) // the hit without a profile is no lead
+	is.Equal(next, "1234_abcd")
+	_, _, err = p.SearchStaffPage(context.Background(), nil, q, next)
+	is.NoErr(err)
 }
 
 // A query holds at most 20 wildcards, PDL's limit, however long the local part.
@@ -214,7 +230,7 @@ func TestPDLSearchStaffWildcardBound(t *testing.T) {
 	for _, local := range []string{"jose.nunez", "aitanasaezgarcia", strings.Repeat("ab", 32)} {
 		is := is.New(t)
 		p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 200, fixture: "pdl/search.json"}}})
-		_, err := p.SearchStaff(context.Background(), enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")},
+		_, err := p.SearchStaff(context.Background(), nil, enrich.StaffQuery{Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")},
 			Names: enrich.LocalPartNames(local), Local: local, Splits: enrich.LocalPartSplits(local), Limit: 3})
 		is.NoErr(err)
 		is.True(strings.Count(f.bodies[0], `"wildcard"`) <= 20)
@@ -225,7 +241,7 @@ func TestPDLSearchStaffWildcardBound(t *testing.T) {
 func TestPDLSearchStaffNoMatch(t *testing.T) {
 	is := is.New(t)
 	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/search": {{status: 404, fixture: "pdl/error_404.json"}}})
-	hits, err := p.SearchStaff(context.Background(), enrich.StaffQuery{
+	hits, err := p.SearchStaff(context.Background(), nil, enrich.StaffQuery{
 		Company: &enrich.Company{Name: "Acme", NetworkURL: strp("https://www.linkedin.com/company/acme")},
 		Names:   []string{"nobody"}, Limit: 3,
 	})
@@ -243,7 +259,7 @@ func TestPDLSearchStaffTermsBound(t *testing.T) {
 	for i := range 150 {
 		many = append(many, fmt.Sprintf("name%03d", i))
 	}
-	hits, err := p.SearchStaff(context.Background(), enrich.StaffQuery{
+	hits, err := p.SearchStaff(context.Background(), nil, enrich.StaffQuery{
 		Company: &enrich.Company{Name: "Acme", Domain: strp("acme.com")}, Names: many, Limit: 3,
 	})
 	is.True(errors.Is(err, enrich.ErrSearchIncomplete)) // not every name was asked for
@@ -276,7 +292,7 @@ func TestPDLSearchStaffTermsBound(t *testing.T) {
 func TestPDLPersonByEmail(t *testing.T) {
 	is := is.New(t)
 	p, f, _ := newPDL(t, map[string][]reply{"/v5/person/enrich": {{status: 200, fixture: "pdl/person.json"}, {status: 404, fixture: "pdl/error_404.json"}}})
-	got, err := p.PersonByEmail(context.Background(), "wile@acme.com")
+	got, err := p.PersonByEmail(context.Background(), nil, "wile@acme.com")
 	is.NoErr(err)
 	q := f.requests()[0].URL.Query()
 	is.Equal(q.Get("email"), "wile@acme.com")
@@ -284,7 +300,7 @@ func TestPDLPersonByEmail(t *testing.T) {
 	is.Equal(*got.NetworkURL, "https://www.linkedin.com/in/wile-e-coyote") // the record's own profile
 	is.Equal(*got.FullName, "wile coyote")
 	is.Equal(len(got.Positions), 4)
-	_, err = p.PersonByEmail(context.Background(), "nobody@acme.com")
+	_, err = p.PersonByEmail(context.Background(), nil, "nobody@acme.com")
 	is.True(errors.Is(err, enrich.ErrNotFound))
 	is.Equal(p.Prices(), enrich.Prices{EmailMatch: 1, StaffSearch: 1})
 	var _ enrich.EmailMatcher = p

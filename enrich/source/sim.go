@@ -54,27 +54,27 @@ func (s *Sim) Prices() enrich.Prices { return enrich.Prices{} }
 
 func (s *Sim) Name() string { return "sim" }
 
-func (s *Sim) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	if err := s.call(ctx); err != nil {
+func (s *Sim) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
+	if err := s.call(ctx, tally); err != nil {
 		return nil, err
 	}
 	label, _, _ := strings.Cut(domain, ".")
 	if strings.HasPrefix(label, "missing") {
 		return nil, fmt.Errorf("sim: %s: %w", domain, enrich.ErrNotFound)
 	}
-	s.charge(ctx)
+	s.charge(ctx, tally)
 	return s.company(label, domain), nil
 }
 
-func (s *Sim) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
-	if err := s.call(ctx); err != nil {
+func (s *Sim) CompanyByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Company, error) {
+	if err := s.call(ctx, tally); err != nil {
 		return nil, err
 	}
 	slug := enrich.SlugOf(networkURL)
 	if strings.HasPrefix(slug, "missing") {
 		return nil, fmt.Errorf("sim: %s: %w", networkURL, enrich.ErrNotFound)
 	}
-	s.charge(ctx)
+	s.charge(ctx, tally)
 	domain, err := enrich.Normalizer{}.Domain(slug + ".com")
 	if err != nil {
 		domain = strings.Map(domainRune, slug) + ".com"
@@ -82,15 +82,15 @@ func (s *Sim) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Comp
 	return s.company(slug, domain), nil
 }
 
-func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
-	if err := s.call(ctx); err != nil {
+func (s *Sim) PersonByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Person, error) {
+	if err := s.call(ctx, tally); err != nil {
 		return nil, err
 	}
 	slug := enrich.SlugOf(networkURL)
 	if strings.HasPrefix(slug, "missing") {
 		return nil, fmt.Errorf("sim: %s: %w", networkURL, enrich.ErrNotFound)
 	}
-	s.charge(ctx)
+	s.charge(ctx, tally)
 	r := seeded(networkURL)
 	first, last := namesFromSlug(slug)
 	if first == "" {
@@ -159,8 +159,8 @@ func (s *Sim) PersonByURL(ctx context.Context, networkURL string) (*enrich.Perso
 // page's slug, or of its domain's first label) whose names may be among q.Names. As on
 // a real network, a few of the people listed have left the company: their profiles
 // show the position ended.
-func (s *Sim) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
-	if err := s.call(ctx); err != nil {
+func (s *Sim) SearchStaff(ctx context.Context, tally *enrich.Tally, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+	if err := s.call(ctx, tally); err != nil {
 		return nil, err
 	}
 	slug := s.companySlug(q.Company)
@@ -324,9 +324,9 @@ func (s *Sim) company(slug, domain string) *enrich.Company {
 	}
 }
 
-func (s *Sim) call(ctx context.Context) error {
+func (s *Sim) call(ctx context.Context, tally *enrich.Tally) error {
 	// On the ask's books at its full price before it is made, as a vendor's request is.
-	if err := enrich.TallyOf(ctx).Book(ctx, s.Credits); err != nil {
+	if err := tally.Book(ctx, s.Credits); err != nil {
 		return err
 	}
 	if s.Latency > 0 {
@@ -338,7 +338,7 @@ func (s *Sim) call(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-	enrich.TallyOf(ctx).Call()
+	tally.Call()
 	if s.FailureRate > 0 && rand.Float64() < s.FailureRate {
 		return fmt.Errorf("sim: simulated outage: %w", enrich.ErrUnavailable)
 	}
@@ -346,9 +346,9 @@ func (s *Sim) call(ctx context.Context) error {
 }
 
 // charge counts one answer's credits on the ask's Tally.
-func (s *Sim) charge(ctx context.Context) {
+func (s *Sim) charge(ctx context.Context, tally *enrich.Tally) {
 	if s.Credits > 0 {
-		enrich.TallyOf(ctx).Charge(s.Credits)
+		tally.Charge(s.Credits)
 	}
 }
 

@@ -30,7 +30,7 @@ type simCall struct {
 }
 
 func byDomain(ctx context.Context, s *source.Sim, t string) (any, error) {
-	c, err := s.CompanyByDomain(ctx, t)
+	c, err := s.CompanyByDomain(ctx, nil, t)
 	if c == nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func byDomain(ctx context.Context, s *source.Sim, t string) (any, error) {
 }
 
 func byCompanyURL(ctx context.Context, s *source.Sim, t string) (any, error) {
-	c, err := s.CompanyByURL(ctx, t)
+	c, err := s.CompanyByURL(ctx, nil, t)
 	if c == nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func byCompanyURL(ctx context.Context, s *source.Sim, t string) (any, error) {
 }
 
 func byPersonURL(ctx context.Context, s *source.Sim, t string) (any, error) {
-	p, err := s.PersonByURL(ctx, t)
+	p, err := s.PersonByURL(ctx, nil, t)
 	if p == nil {
 		return nil, err
 	}
@@ -92,9 +92,9 @@ func TestSimDifferentInputsDiffer(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	s := newSim()
-	a, err := s.CompanyByDomain(ctx, "acme.com")
+	a, err := s.CompanyByDomain(ctx, nil, "acme.com")
 	is.NoErr(err)
-	b, err := s.CompanyByDomain(ctx, "globex.com")
+	b, err := s.CompanyByDomain(ctx, nil, "globex.com")
 	is.NoErr(err)
 	is.True(a.Name != b.Name)
 	is.True(*a.NetworkID != *b.NetworkID) // derived from the domain, not constant
@@ -113,7 +113,7 @@ func TestSimCompany(t *testing.T) {
 		{
 			name: "by domain",
 			ask: func(ctx context.Context, s *source.Sim) (*enrich.Company, error) {
-				return s.CompanyByDomain(ctx, "acme.com")
+				return s.CompanyByDomain(ctx, nil, "acme.com")
 			},
 			wantName:   "Acme",
 			wantDomain: "acme.com",
@@ -122,7 +122,7 @@ func TestSimCompany(t *testing.T) {
 		{
 			name: "by url",
 			ask: func(ctx context.Context, s *source.Sim) (*enrich.Company, error) {
-				return s.CompanyByURL(ctx, "https://www.linkedin.com/company/acme-corp")
+				return s.CompanyByURL(ctx, nil, "https://www.linkedin.com/company/acme-corp")
 			},
 			wantName:   "Acme Corp",
 			wantDomain: "acme-corp.com",
@@ -132,7 +132,7 @@ func TestSimCompany(t *testing.T) {
 			name: "configured host",
 			host: "network.example",
 			ask: func(ctx context.Context, s *source.Sim) (*enrich.Company, error) {
-				return s.CompanyByDomain(ctx, "globex.co.uk")
+				return s.CompanyByDomain(ctx, nil, "globex.co.uk")
 			},
 			wantName:   "Globex",
 			wantDomain: "globex.co.uk",
@@ -216,7 +216,7 @@ func TestSimNoFailuresAtRateZero(t *testing.T) {
 	is := is.New(t)
 	s := newSim()
 	for i := range 200 {
-		_, err := s.CompanyByDomain(context.Background(), fmt.Sprintf("company%d.com", i))
+		_, err := s.CompanyByDomain(context.Background(), nil, fmt.Sprintf("company%d.com", i))
 		is.NoErr(err)
 	}
 }
@@ -265,7 +265,7 @@ func TestSimLatencyThenAnswer(t *testing.T) {
 	is := is.New(t)
 	s := newSim()
 	s.Latency = time.Millisecond
-	c, err := s.CompanyByDomain(context.Background(), "acme.com")
+	c, err := s.CompanyByDomain(context.Background(), nil, "acme.com")
 	is.NoErr(err)
 	is.Equal(c.Name, "Acme")
 }
@@ -285,7 +285,7 @@ func TestSimPersonNames(t *testing.T) {
 		t.Run(tt.slug, func(t *testing.T) {
 			is := is.New(t)
 			url := "https://www.linkedin.com/in/" + tt.slug
-			p, err := newSim().PersonByURL(context.Background(), url)
+			p, err := newSim().PersonByURL(context.Background(), nil, url)
 			is.NoErr(err)
 			is.Equal(*p.NetworkURL, url)
 			is.Equal(p.EnrichmentStatus, enrich.StatusEnriched)
@@ -307,7 +307,7 @@ func TestSimPersonPositions(t *testing.T) {
 		slug := fmt.Sprintf("person-%d-x%d", i, i)
 		t.Run(slug, func(t *testing.T) {
 			is := is.New(t)
-			p, err := newSim().PersonByURL(context.Background(), "https://www.linkedin.com/in/"+slug)
+			p, err := newSim().PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/"+slug)
 			is.NoErr(err)
 
 			// Check the JSON the API shows, not just the Go values.
@@ -349,7 +349,7 @@ func TestSimEmployeeRange(t *testing.T) {
 	// Enough domains that some headcounts fall on the edges of the buckets.
 	for i := range 50000 {
 		domain := fmt.Sprintf("company%d.com", i)
-		c, err := s.CompanyByDomain(context.Background(), domain)
+		c, err := s.CompanyByDomain(context.Background(), nil, domain)
 		is.NoErr(err)
 		m := form.FindStringSubmatch(*c.EmployeeRange)
 		is.True(m != nil) // employee_range has the form low-high
@@ -373,7 +373,7 @@ func TestSimCompanyHeadquartersConsistent(t *testing.T) {
 	is := is.New(t)
 	s := newSim()
 	for i := range 50 {
-		c, err := s.CompanyByDomain(context.Background(), fmt.Sprintf("company%d.com", i))
+		c, err := s.CompanyByDomain(context.Background(), nil, fmt.Sprintf("company%d.com", i))
 		is.NoErr(err)
 		city, _ := c.Headquarters["city"].(string)
 		country, _ := c.Headquarters["country"].(string)
@@ -390,7 +390,7 @@ func TestSimPersonCityMatchesCountry(t *testing.T) {
 	for _, slug := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		t.Run(slug, func(t *testing.T) {
 			is := is.New(t)
-			p, err := s.PersonByURL(context.Background(), "https://www.linkedin.com/in/"+slug)
+			p, err := s.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/"+slug)
 			is.NoErr(err)
 			want, known := simCountryOf[*p.City]
 			is.True(known)
@@ -405,7 +405,7 @@ func TestSimPersonHeadlineIsTheCurrentRole(t *testing.T) {
 	for _, slug := range []string{"a", "b", "c", "d", "jane-doe"} {
 		t.Run(slug, func(t *testing.T) {
 			is := is.New(t)
-			p, err := s.PersonByURL(context.Background(), "https://www.linkedin.com/in/"+slug)
+			p, err := s.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/"+slug)
 			is.NoErr(err)
 			current := p.Positions[0]
 			is.True(current.IsCurrent)
@@ -422,7 +422,7 @@ func TestSimStaffProfileNamedAsListed(t *testing.T) {
 	seen := 0
 	for _, company := range []string{"acme", "umbrella", "globex", "initech"} {
 		for _, m := range s.Staff(company) {
-			p, err := s.PersonByURL(context.Background(), m.NetworkURL)
+			p, err := s.PersonByURL(context.Background(), nil, m.NetworkURL)
 			is.NoErr(err)
 			if *p.FullName != m.FirstName+" "+m.LastName {
 				t.Errorf("%s is listed as %s %s and its profile says %s", m.NetworkURL, m.FirstName, m.LastName, *p.FullName)
@@ -469,17 +469,17 @@ func TestSimHeldOutNames(t *testing.T) {
 	lists := &source.Sim{Now: func() time.Time { return simNow }}
 	staff := s.Staff("company-7")
 	is.Equal(len(staff), len(lists.Staff("company-7"))) // the same companies, other names
-	company, err := s.CompanyByDomain(context.Background(), "company-7.com")
+	company, err := s.CompanyByDomain(context.Background(), nil, "company-7.com")
 	is.NoErr(err)
 	for _, m := range staff {
 		is.True(m.Name.Locale != "")
 		is.Equal(m.FirstName+" "+m.LastName, m.Name.Full())
-		p, err := s.PersonByURL(context.Background(), m.NetworkURL)
+		p, err := s.PersonByURL(context.Background(), nil, m.NetworkURL)
 		is.NoErr(err)
 		is.Equal(*p.FullName, m.Name.Full()) // as written, not as the slug spells it
 		is.Equal(*p.Positions[0].CompanyNetworkURL == *company.NetworkURL, m.Current)
 		local := m.Name.Renderings("firstlast")[0]
-		hits, err := s.SearchStaff(context.Background(), enrich.StaffQuery{Company: company,
+		hits, err := s.SearchStaff(context.Background(), nil, enrich.StaffQuery{Company: company,
 			Names: enrich.LocalPartNames(local), Local: local, Splits: enrich.LocalPartSplits(local)})
 		is.NoErr(err)
 		found := false

@@ -43,7 +43,7 @@ func TestVendorsDoNotFollowRedirectsWithTheKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src.PersonByURL(context.Background(), "https://www.linkedin.com/in/x")
+		src.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/x")
 		if got := leaked.Load().(string); strings.Contains(got, "sekrit-key-123") {
 			t.Errorf("%s: the key was sent to the redirect target on another host: %q", name, got)
 		}
@@ -60,7 +60,7 @@ func TestAPageLinkingSeveralCompanyPagesClaimsNone(t *testing.T) {
 	})
 	var asked []string
 	network := enrichtest.Source{SourceName: "vendor", Asked: &asked, Company: &enrich.Company{Name: "BigBank", Domain: strp("bigbank.com")}}
-	c, err := s.web(true, network).CompanyByDomain(context.Background(), "acme.test")
+	c, err := s.web(true, network).CompanyByDomain(context.Background(), nil, "acme.test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestJSONLDLocalBusinessIsAnOrganization(t *testing.T) {
 	s := newSites(t, func(w http.ResponseWriter, r *http.Request) {
 		page(w, `<title>Home</title><script type="application/ld+json">{"@type":"LocalBusiness","name":"Joe's Bakery","foundingDate":"1990","sameAs":["https://www.linkedin.com/company/joes-bakery"]}</script>`)
 	})
-	c, err := s.web(true).CompanyByDomain(context.Background(), "ld.test")
+	c, err := s.web(true).CompanyByDomain(context.Background(), nil, "ld.test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestLastErrorDoesNotNameTheLookup(t *testing.T) {
 		enrich.Source
 		enrich.Metered
 	}{el, ap} {
-		src.PersonByURL(context.Background(), "https://www.linkedin.com/in/jane-doe-secret-candidate")
+		src.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/jane-doe-secret-candidate")
 		le := src.Stats().LastError
 		if le == nil {
 			t.Fatalf("%s: an unreachable vendor left no last_error", src.Name())
@@ -112,7 +112,7 @@ func TestLastErrorDoesNotNameTheLookup(t *testing.T) {
 			t.Errorf("%s: last_error names the looked-up profile: %s", src.Name(), *le)
 		}
 	}
-	ap.PersonByEmail(context.Background(), "jane.secret@acme.com")
+	ap.PersonByEmail(context.Background(), nil, "jane.secret@acme.com")
 	if le := ap.Stats().LastError; le == nil || strings.Contains(*le, "jane.secret") {
 		t.Errorf("apollo: last_error names the looked-up address: %v", le)
 	}

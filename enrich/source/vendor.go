@@ -149,28 +149,28 @@ type upstreamError struct {
 // get sends a GET with the query and decodes a 200's JSON body into out. price is the
 // most the request can cost, in the vendor's credits by its published price: each try
 // of it is on the ask's books at that price before it is sent (enrich.Tally.Book).
-func (v *vendorAPI) get(ctx context.Context, path string, q url.Values, price int64, out any) error {
-	return v.do(ctx, http.MethodGet, path, q, nil, price, out)
+func (v *vendorAPI) get(ctx context.Context, tally *enrich.Tally, path string, q url.Values, price int64, out any) error {
+	return v.do(ctx, tally, http.MethodGet, path, q, nil, price, out)
 }
 
 // post sends body as JSON and decodes a 200's JSON body into out; price as get's.
-func (v *vendorAPI) post(ctx context.Context, path string, body any, price int64, out any) error {
+func (v *vendorAPI) post(ctx context.Context, tally *enrich.Tally, path string, body any, price int64, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	return v.do(ctx, http.MethodPost, path, nil, b, price, out)
+	return v.do(ctx, tally, http.MethodPost, path, nil, b, price, out)
 }
 
 // do sends the request, retrying transient failures while the context's deadline
 // leaves time for the wait. It returns nil, an error wrapping ErrNotFound (404, 410),
 // the context's error, or an error wrapping ErrUnavailable.
-func (v *vendorAPI) do(ctx context.Context, method, path string, q url.Values, body []byte, price int64, out any) error {
+func (v *vendorAPI) do(ctx context.Context, tally *enrich.Tally, method, path string, q url.Values, body []byte, price int64, out any) error {
 	u := v.base.JoinPath(path)
 	u.RawQuery = q.Encode()
 	var last *upstreamError
 	for attempt := 1; ; attempt++ {
-		last = v.once(ctx, method, u, body, price, out)
+		last = v.once(ctx, tally, method, u, body, price, out)
 		if last == nil {
 			return nil
 		}
@@ -206,11 +206,11 @@ func (v *vendorAPI) do(ctx context.Context, method, path string, q url.Values, b
 // smaller.
 const maxVendorBody = 8 << 20
 
-func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []byte, price int64, out any) *upstreamError {
+func (v *vendorAPI) once(ctx context.Context, tally *enrich.Tally, method string, u *url.URL, body []byte, price int64, out any) *upstreamError {
 	// On the books before it can leave: should this process die while the vendor
 	// answers, the request still counts, at its full price, in the spend and budgets.
 	// Booked before the waits for a slot and the rate limit, whose time it counts too.
-	if err := enrich.TallyOf(ctx).Book(ctx, price); err != nil {
+	if err := tally.Book(ctx, price); err != nil {
 		return &upstreamError{err: err}
 	}
 	select {
@@ -234,7 +234,7 @@ func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []
 	}
 	v.authorize(req, v.key)
 	v.meter.call()
-	enrich.TallyOf(ctx).Call()
+	tally.Call()
 	resp, err := v.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -285,11 +285,11 @@ func (v *vendorAPI) once(ctx context.Context, method string, u *url.URL, body []
 	}
 }
 
-// charge adds what an answer cost, by the vendor's published price, to the Tally of
-// the ask ctx belongs to: what the organization's spend and budgets count.
-func charge(ctx context.Context, credits int64) {
+// charge adds what an answer cost, by the vendor's published price, to the ask's
+// Tally: what the organization's spend and budgets count.
+func charge(tally *enrich.Tally, credits int64) {
 	if credits > 0 {
-		enrich.TallyOf(ctx).Charge(credits)
+		tally.Charge(credits)
 	}
 }
 

@@ -70,12 +70,12 @@ func (w *Web) Stats() enrich.SourceStats { return w.meter.stats(w.Name()) }
 func (w *Web) Supports(l enrich.Lookup) bool { return l == enrich.LookupDomain }
 
 // CompanyByURL: a website is found by domain only.
-func (w *Web) CompanyByURL(ctx context.Context, networkURL string) (*enrich.Company, error) {
+func (w *Web) CompanyByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Company, error) {
 	return nil, fmt.Errorf("web: finds companies by domain only: %w", enrich.ErrNotFound)
 }
 
 // PersonByURL: a website shows no profiles.
-func (w *Web) PersonByURL(ctx context.Context, networkURL string) (*enrich.Person, error) {
+func (w *Web) PersonByURL(ctx context.Context, tally *enrich.Tally, networkURL string) (*enrich.Person, error) {
 	return nil, fmt.Errorf("web: finds no people: %w", enrich.ErrNotFound)
 }
 
@@ -96,7 +96,7 @@ func (w *Web) httpClient() *http.Client {
 		if w.RootCAs != nil {
 			tr.TLSClientConfig = &tls.Config{RootCAs: w.RootCAs}
 		}
-		c.Transport = countingTransport{next: tr, meter: &w.meter}
+		c.Transport = tr
 		guarded := c.CheckRedirect
 		c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 			if err := guarded(req, via); err != nil {
@@ -116,15 +116,17 @@ func (w *Web) httpClient() *http.Client {
 // errDowngrade refuses a redirect from https to plain http.
 var errDowngrade = errors.New("redirects from https to plain http")
 
-// countingTransport counts every request sent, redirects included.
+// countingTransport counts every request one fetch sends, redirects included, in the
+// source's meter and in the ask's Tally.
 type countingTransport struct {
 	next  http.RoundTripper
 	meter *meter
+	tally *enrich.Tally
 }
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.meter.call()
-	enrich.TallyOf(r.Context()).Call()
+	t.tally.Call()
 	return t.next.RoundTrip(r)
 }
 
@@ -134,8 +136,8 @@ func (w *Web) norm() normalizer { return newNormalizer(w.NetworkHost) }
 // resolves to an address that is not public, is not found; a site that cannot be
 // reached, times out or answers 5xx is unavailable; any other answer but a 200 HTML
 // page is not found.
-func (w *Web) CompanyByDomain(ctx context.Context, domain string) (*enrich.Company, error) {
-	page, final, err := w.fetch(ctx, domain)
+func (w *Web) CompanyByDomain(ctx context.Context, tally *enrich.Tally, domain string) (*enrich.Company, error) {
+	page, final, err := w.fetch(ctx, tally, domain)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +151,7 @@ func (w *Web) CompanyByDomain(ctx context.Context, domain string) (*enrich.Compa
 		c.Domain = enrich.Ptr(domain)
 	}
 	if c.NetworkURL != nil {
-		if nc := w.askNetwork(ctx, *c.NetworkURL); nc != nil {
+		if nc := w.askNetwork(ctx, tally, *c.NetworkURL); nc != nil {
 			c = merge(nc, c, domain)
 		}
 	}
@@ -160,14 +162,16 @@ func (w *Web) CompanyByDomain(ctx context.Context, domain string) (*enrich.Compa
 	return c, nil
 }
 
-func (w *Web) fetch(ctx context.Context, domain string) ([]byte, *url.URL, error) {
+func (w *Web) fetch(ctx context.Context, tally *enrich.Tally, domain string) ([]byte, *url.URL, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+domain+"/", nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("web: %s: %w", domain, enrich.ErrNotFound)
 	}
 	req.Header.Set("User-Agent", UserAgent)
 	req.Header.Set("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1")
-	resp, err := w.httpClient().Do(req)
+	client := *w.httpClient() // the shared client's transport and policy, counted for this ask
+	client.Transport = countingTransport{next: client.Transport, meter: &w.meter, tally: tally}
+	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
@@ -213,11 +217,11 @@ func (w *Web) fetch(ctx context.Context, domain string) ([]byte, *url.URL, error
 
 // askNetwork asks the network sources for the company page, first answer wins; a
 // failure there costs only what the page would have added.
-func (w *Web) askNetwork(ctx context.Context, page string) *enrich.Company {
+func (w *Web) askNetwork(ctx context.Context, tally *enrich.Tally, page string) *enrich.Company {
 	for _, src := range w.Network {
 		// Asked as the waterfall asks it: within its budget, its calls its own.
-		c, err := enrich.AskWithin(ctx, src, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: page}, func(ctx context.Context) (*enrich.Company, error) {
-			return src.CompanyByURL(ctx, page)
+		c, err := enrich.AskWithin(ctx, tally, src, enrich.Input{Lookup: enrich.LookupCompanyURL, Target: page}, func(ctx context.Context, tally *enrich.Tally) (*enrich.Company, error) {
+			return src.CompanyByURL(ctx, tally, page)
 		})
 		if err == nil && c != nil {
 			return c

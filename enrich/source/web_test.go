@@ -104,7 +104,7 @@ func TestWebPlainPage(t *testing.T) {
 <meta property="og:description" content="Not this one."></head>
 <body><a href="/about">About</a><a href="https://www.linkedin.com/company/plain-widgets/about/">Us elsewhere</a></body></html>`)
 	})
-	c, err := s.web(true).CompanyByDomain(context.Background(), "plain.test")
+	c, err := s.web(true).CompanyByDomain(context.Background(), nil, "plain.test")
 	is.NoErr(err)
 	want := &enrich.Company{
 		Name:             "Plain Widgets",
@@ -134,7 +134,7 @@ func TestWebJSONLDAndNetworkMerge(t *testing.T) {
 		Name: "LD Incorporated GmbH", Domain: strp("ld.test"), NetworkID: strp("777"),
 		EmployeeCount: enrich.Ptr(int64(120)), PrimaryIndustry: strp("Software Development"),
 	}}
-	c, err := s.web(true, network).CompanyByDomain(context.Background(), "ld.test")
+	c, err := s.web(true, network).CompanyByDomain(context.Background(), nil, "ld.test")
 	is.NoErr(err)
 	is.Equal(asked, []string{"net https://www.linkedin.com/company/ld-inc"}) // the sameAs page, normalized
 	want := &enrich.Company{
@@ -159,7 +159,7 @@ func TestWebJSONLDAlone(t *testing.T) {
 	s := newSites(t, func(w http.ResponseWriter, r *http.Request) {
 		page(w, `<script type="application/ld+json">[{"@type":"Organization","name":"LD Inc","numberOfEmployees":42,"foundingDate":"1999"}]</script>`)
 	})
-	c, err := s.web(true).CompanyByDomain(context.Background(), "ld.test")
+	c, err := s.web(true).CompanyByDomain(context.Background(), nil, "ld.test")
 	is.NoErr(err)
 	is.Equal(c.Name, "LD Inc")
 	is.Equal(*c.EmployeeCount, int64(42))
@@ -180,7 +180,7 @@ func TestWebRedirectToAnotherDomain(t *testing.T) {
 		}
 	})
 	web := s.web(true)
-	c, err := web.CompanyByDomain(context.Background(), "acme-old.test")
+	c, err := web.CompanyByDomain(context.Background(), nil, "acme-old.test")
 	is.NoErr(err)
 	is.Equal(*c.Domain, "acme.test")
 	is.Equal(*c.Redirect, enrich.Redirect{From: "acme-old.test", To: "acme.test", Confirmed: true})
@@ -194,7 +194,7 @@ func TestWebNetworkListsAnotherWebsite(t *testing.T) {
 	})
 	var asked []string
 	network := enrichtest.Source{SourceName: "net", Asked: &asked, Company: &enrich.Company{Name: "Acme", Domain: strp("acme.test")}}
-	c, err := s.web(true, network).CompanyByDomain(context.Background(), "alias.test")
+	c, err := s.web(true, network).CompanyByDomain(context.Background(), nil, "alias.test")
 	is.NoErr(err)
 	is.Equal(*c.Domain, "acme.test")
 	is.Equal(*c.Redirect, enrich.Redirect{From: "alias.test", To: "acme.test", Confirmed: false})
@@ -206,7 +206,7 @@ func TestWebHugePageIsCutOff(t *testing.T) {
 		page(w, `<html><head><title>Huge Co</title></head><body>`+strings.Repeat("<p>filler</p>", 3<<20/13)+
 			`<script type="application/ld+json">{"@type":"Organization","name":"Past the cut","slogan":"never read"}</script></body></html>`)
 	})
-	c, err := s.web(true).CompanyByDomain(context.Background(), "huge.test")
+	c, err := s.web(true).CompanyByDomain(context.Background(), nil, "huge.test")
 	is.NoErr(err)
 	is.Equal(c.Name, "Huge Co") // read from the first 2 MiB
 	is.True(c.Slogan == nil)    // what lies past them is not
@@ -216,7 +216,7 @@ func TestWebRefusesPrivateAddresses(t *testing.T) {
 	is := is.New(t)
 	s := newSites(t, func(w http.ResponseWriter, r *http.Request) { page(w, `<title>Inside</title>`) })
 	web := s.web(false) // the default policy: public addresses only
-	_, err := web.CompanyByDomain(context.Background(), "acme.test")
+	_, err := web.CompanyByDomain(context.Background(), nil, "acme.test")
 	is.True(errors.Is(err, enrich.ErrNotFound))
 	is.True(strings.Contains(err.Error(), "not public"))
 	is.Equal(s.hits.Load(), int64(0)) // the loopback listener was never reached
@@ -235,7 +235,7 @@ func TestWebTimeout(t *testing.T) {
 	})
 	web := s.web(true)
 	web.Timeout = 100 * time.Millisecond
-	_, err := web.CompanyByDomain(context.Background(), "slow.test")
+	_, err := web.CompanyByDomain(context.Background(), nil, "slow.test")
 	is.True(errors.Is(err, enrich.ErrUnavailable))
 }
 
@@ -265,7 +265,7 @@ func TestWebFailures(t *testing.T) {
 	} {
 		t.Run(c.domain, func(t *testing.T) {
 			is := is.New(t)
-			_, err := s.web(true).CompanyByDomain(context.Background(), c.domain)
+			_, err := s.web(true).CompanyByDomain(context.Background(), nil, c.domain)
 			is.True(errors.Is(err, c.want))
 		})
 	}
@@ -274,9 +274,9 @@ func TestWebFailures(t *testing.T) {
 func TestWebFindsNoPeopleOrPages(t *testing.T) {
 	is := is.New(t)
 	w := &source.Web{}
-	_, err := w.PersonByURL(context.Background(), "https://www.linkedin.com/in/x")
+	_, err := w.PersonByURL(context.Background(), nil, "https://www.linkedin.com/in/x")
 	is.True(errors.Is(err, enrich.ErrNotFound))
-	_, err = w.CompanyByURL(context.Background(), "https://www.linkedin.com/company/x")
+	_, err = w.CompanyByURL(context.Background(), nil, "https://www.linkedin.com/company/x")
 	is.True(errors.Is(err, enrich.ErrNotFound))
 	_, ok := any(w).(enrich.StaffSearcher)
 	is.True(!ok)
@@ -311,7 +311,7 @@ func downgradeSites(t *testing.T, allowHTTP bool) (*source.Web, *atomic.Int64) {
 func TestWebRefusesARedirectFromHTTPSToHTTP(t *testing.T) {
 	is := is.New(t)
 	web, plainHits := downgradeSites(t, false)
-	c, err := web.CompanyByDomain(context.Background(), "acme.test")
+	c, err := web.CompanyByDomain(context.Background(), nil, "acme.test")
 	is.True(c == nil)
 	is.True(errors.Is(err, enrich.ErrNotFound))
 	is.True(strings.Contains(err.Error(), "plain http"))
@@ -325,10 +325,26 @@ func TestWebRefusesARedirectFromHTTPSToHTTP(t *testing.T) {
 func TestWebFollowsARedirectToHTTPWhenAllowed(t *testing.T) {
 	is := is.New(t)
 	web, plainHits := downgradeSites(t, true)
-	c, err := web.CompanyByDomain(context.Background(), "acme.test")
+	c, err := web.CompanyByDomain(context.Background(), nil, "acme.test")
 	is.NoErr(err)
 	is.Equal(c.Name, "Acme")
 	is.Equal(plainHits.Load(), int64(1))
+}
+
+// Every request a fetch sends, each hop of a redirect included, counts in the Tally of
+// the ask it was sent for, as in the source's meter, and in no other ask's.
+func TestWebCountsEachHopInTheAsksTally(t *testing.T) {
+	is := is.New(t)
+	web, _ := downgradeSites(t, true)
+	tally, other := &enrich.Tally{}, &enrich.Tally{}
+	_, err := web.CompanyByDomain(context.Background(), tally, "acme.test")
+	is.NoErr(err)
+	is.Equal(tally.Calls(), int64(2)) // the https page and the page it redirects to
+	is.Equal(*web.Stats().Calls, int64(2))
+	_, err = web.CompanyByDomain(context.Background(), other, "acme.test")
+	is.NoErr(err)
+	is.Equal(tally.Calls(), int64(2))
+	is.Equal(other.Calls(), int64(2))
 }
 
 // webSpend refuses the sources named in over, and keeps what each ask recorded.
@@ -367,7 +383,7 @@ func TestWebAsksTheNetworkWithinItsBudget(t *testing.T) {
 				Name: "LD Incorporated", Domain: strp("ld.test"), EmployeeCount: enrich.Ptr(int64(120))}}
 			p := &enrich.Pipeline{Sources: []enrich.Source{s.web(true, vendor)},
 				Spend: webSpend{over: map[string]bool{"vendor": over}, spent: &spent}}
-			res, tr, terr := p.Lookup(context.Background(), enrich.Ask{Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "ld.test"}, Org: "org-1"})
+			res, tr, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1"}, enrich.Input{Lookup: enrich.LookupDomain, Target: "ld.test"})
 			is.True(terr == nil)
 			is.Equal(res.Company.Name, map[bool]string{false: "LD Incorporated", true: "LD Inc"}[over])
 			var names []string

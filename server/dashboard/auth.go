@@ -232,12 +232,16 @@ func (s *Dashboard) dashPage(route string, who int, next http.Handler) http.Hand
 				return
 			}
 			server.SetRequestOrg(r, u.OrgID)
-			r = r.WithContext(context.WithValue(r.Context(), dashUserKey{}, u))
+			r = server.ActAs(r.WithContext(context.WithValue(r.Context(), dashUserKey{}, u)), store.UserActor(u))
 			if who == admin && u.Role != store.RoleAdmin {
 				s.dashError(w, r, &enrich.Error{Kind: enrich.KindForbidden, Code: "forbidden",
 					Message: "Your role is viewer: you can read everything here but change nothing. An admin of your organization can do this."})
 				return
 			}
+		}
+		if who == anyone {
+			// Signing in, setting a password, the first start: their entries say who.
+			r = server.ActAs(r, store.Actor{Kind: store.ActorSystem})
 		}
 		// An address whose id is no id names no object: not found, the store unasked.
 		if err := server.RefusedID(r); err != nil {

@@ -48,6 +48,9 @@ type erasedTable struct{ Name, One, Many string }
 
 // rowsOf names a table's rows for a count of them: "1 task", "2 batch rows".
 func rowsOf(table string) erasedTable {
+	if table == "audit_log" { // its rows are entries, whose subject an erasure blanks
+		return erasedTable{Name: table, One: "audit entry", Many: "audit entries"}
+	}
 	many := strings.ReplaceAll(table, "_", " ")
 	one := strings.TrimSuffix(many, "s")
 	switch {

@@ -39,6 +39,10 @@ type loopForm struct {
 	Name, WebhookURL, ObjectType string
 	Enabled                      bool
 	Error                        string
+	// Kind is the destination's kind; for HubSpot, its options (the token is never
+	// shown back, not even to the person who just typed it).
+	Kind                            string
+	Refresh, Provenance, GDPRDelete bool
 }
 
 type loopsPage struct {
@@ -118,12 +122,16 @@ func loopText(p *string) string {
 }
 
 func loopEditForm(l *store.Loop) loopForm {
-	return loopForm{Name: l.Name, WebhookURL: l.Destination.URL, ObjectType: l.ObjectType, Enabled: l.Enabled}
+	f := loopForm{Name: l.Name, WebhookURL: l.Destination.URL, ObjectType: l.ObjectType, Enabled: l.Enabled, Kind: l.Destination.Kind}
+	if o := l.Destination.HubSpotOptions; o != nil {
+		f.Refresh, f.Provenance, f.GDPRDelete = o.Refresh, o.Provenance, o.GDPRDelete
+	}
+	return f
 }
 
 func handleLoopsPage(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.renderLoops(w, r, http.StatusOK, loopForm{ObjectType: enrich.ObjectCompany, Enabled: true}, notice(r))
+		s.renderLoops(w, r, http.StatusOK, loopForm{ObjectType: enrich.ObjectCompany, Enabled: true, Kind: store.KindWebhook}, notice(r))
 	})
 }
 
@@ -139,14 +147,23 @@ func (s *Dashboard) renderLoops(w http.ResponseWriter, r *http.Request, status i
 func handleCreateLoopForm(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, u := r.Context(), dashUser(r)
-		form := loopForm{ObjectType: enrich.ObjectCompany, Enabled: true}
+		form := loopForm{ObjectType: enrich.ObjectCompany, Enabled: true, Kind: store.KindWebhook}
 		l, err := func() (*store.Loop, error) {
 			if err := parseForm(w, r, maxLoopField); err != nil {
 				return nil, err
 			}
 			req := server.LoopCreate{Name: formValue(r, "name"), WebhookURL: formValue(r, "webhook_url"),
 				ObjectType: formValue(r, "object_type"), Enabled: loopCheckbox(r, "enabled")}
-			form = loopForm{Name: loopText(req.Name), WebhookURL: loopText(req.WebhookURL), ObjectType: loopText(req.ObjectType), Enabled: *req.Enabled}
+			form = loopForm{Name: loopText(req.Name), WebhookURL: loopText(req.WebhookURL), ObjectType: loopText(req.ObjectType), Enabled: *req.Enabled,
+				Kind: store.KindWebhook}
+			if kind := loopText(formValue(r, "kind")); kind == store.KindHubSpot {
+				// The HubSpot fields, as the API's destination; the webhook URL field is
+				// left out, whatever it holds.
+				d := &server.DestinationSpec{Kind: &kind, Token: formValue(r, "token"), Refresh: loopCheckbox(r, "refresh"),
+					Provenance: loopCheckbox(r, "provenance"), GDPRDelete: loopCheckbox(r, "gdpr_delete")}
+				req.WebhookURL, req.Destination = nil, d
+				form.Kind, form.Refresh, form.Provenance, form.GDPRDelete = kind, *d.Refresh, *d.Provenance, *d.GDPRDelete
+			}
 			// The URL check looks the host up: before the store's transaction, as the API does.
 			nl, err := s.srv.NewLoop(ctx, u.OrgID, req)
 			if err != nil {
@@ -162,6 +179,10 @@ func handleCreateLoopForm(s *Dashboard) http.Handler {
 			}
 			form.Error = msg
 			s.renderLoops(w, r, status, form, "")
+			return
+		}
+		if l.Destination.Kind == store.KindHubSpot {
+			s.showLoop(w, r, http.StatusCreated, l, 1, "The Loop "+l.Name+" is created: HubSpot accepted its token, which is kept sealed and not shown again.", nil)
 			return
 		}
 		s.showLoop(w, r, http.StatusCreated, l, 1, "The Loop "+l.Name+" is created. Copy its signing secret now: it is not shown again.",
@@ -257,6 +278,15 @@ func handleEditLoopForm(s *Dashboard) http.Handler {
 				}
 			}
 			sent.Enabled = *change.Enabled
+			if current.Destination.Kind == store.KindHubSpot {
+				d := &server.DestinationSpec{Token: formValue(r, "token"), Refresh: loopCheckbox(r, "refresh"),
+					Provenance: loopCheckbox(r, "provenance"), GDPRDelete: loopCheckbox(r, "gdpr_delete")}
+				if current.ObjectType != enrich.ObjectPerson {
+					d.GDPRDelete = nil // people Loops only: the form does not show it
+				}
+				change.Destination = d
+				sent.Refresh, sent.Provenance, sent.GDPRDelete = *d.Refresh, *d.Provenance, d.GDPRDelete != nil && *d.GDPRDelete
+			}
 			patch, err := s.srv.LoopPatch(ctx, current, change)
 			if err != nil {
 				return nil, err

@@ -57,6 +57,8 @@ func (s *Dashboard) Mount(r *server.Router) {
 	r.Handler(http.MethodGet, "/dashboard/suppressions", s.dashPage("dashboard_suppressions", viewer, handleSuppressionsPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/suppressions", s.dashPage("dashboard_add_suppressions", admin, handleAddSuppressions(s)))
 	r.Handler(http.MethodPost, "/dashboard/suppressions/:id/lift", s.dashPage("dashboard_lift_suppression", admin, handleLiftSuppression(s)))
+	r.Handler(http.MethodGet, "/dashboard/audit", s.dashPage("dashboard_audit", viewer, handleAuditPage(s)))
+	r.Handler(http.MethodGet, "/dashboard/audit.jsonl", s.dashPage("dashboard_audit_download", viewer, handleAuditDownload(s)))
 	r.Handler(http.MethodGet, "/dashboard/erasures", s.dashPage("dashboard_erasures", viewer, handleErasuresPage(s)))
 	r.Handler(http.MethodPost, "/dashboard/erasures", s.dashPage("dashboard_erase", admin, handleErase(s)))
 	r.Handler(http.MethodPost, "/dashboard/erasures/export", s.dashPage("dashboard_export_person", admin, handleExport(s)))

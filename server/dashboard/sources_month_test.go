@@ -68,10 +68,10 @@ func TestDashboardSourcesMonthShowsAsksUnderWayAndUnknown(t *testing.T) {
 	ctx := context.Background()
 	e.Ask(e.OrgID, enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1})
 	gone := servertest.ReplicaOf(e)
-	is.True(servertest.Admit(t, gone.Srv.Spend(), e.OrgID, "pdl") != nil) // its process is gone before the answer
-	is.True(servertest.Admit(t, e.Srv.Spend(), e.OrgID, "pdl") != nil)    // under way here
+	is.True(servertest.Admit(t, gone.Work.Spend(), e.OrgID, "pdl") != nil) // its process is gone before the answer
+	is.True(servertest.Admit(t, e.Work.Spend(), e.OrgID, "pdl") != nil)    // under way here
 	e.Clock.Add(time.Minute)
-	e.Srv.SettleDeadAsks(ctx)
+	e.Work.SettleDeadAsks(ctx)
 
 	pdl := e.SignIn("acme", "viewer").Get("/dashboard/sources")
 	is.Equal(pdl.Status, http.StatusOK)

@@ -26,7 +26,7 @@ func TestDashboardSourcesInOnePlace(t *testing.T) {
 		is.Equal(p.Status, http.StatusOK)
 		_, nav, _ := strings.Cut(p.Body, "<nav")
 		nav, _, _ = strings.Cut(nav, "</nav>")
-		is.Equal(strings.Count(nav, "<a "), 11)
+		is.Equal(strings.Count(nav, "<a "), 12)
 		is.Equal(strings.Count(nav, "Sources"), 1)
 		is.True(strings.Contains(nav, `<a href="/dashboard/sources" aria-current="page">Sources</a>`))
 		is.True(p.Has(`id="source-pdl"`))                                                          // the month

@@ -49,7 +49,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 	is.Equal(p.Status, http.StatusSeeOther)
 	is.True(strings.HasPrefix(p.Location, "/dashboard/sources?"))
 	is.Equal(e.OwnFill(e.OrgID), enrich.FillLists{Company: []string{"slogan", "about"}, Person: []string{"positions"}})
-	fields, err := e.Srv.FillFor(context.Background(), servertest.ClaimOf(e.OrgID, enrich.LookupDomain))
+	fields, err := e.Work.FillFor(context.Background(), servertest.ClaimOf(e.OrgID, enrich.LookupDomain))
 	is.NoErr(err)
 	is.Equal(fields, []string{"slogan", "about"})
 
@@ -63,7 +63,7 @@ func TestDashboardFillListsForm(t *testing.T) {
 	p = admin.Post("/dashboard/settings/sources", url.Values{"person": {"headline"}})
 	is.Equal(p.Status, http.StatusSeeOther)
 	is.Equal(e.OwnFill(e.OrgID), enrich.FillLists{Person: []string{"headline"}})
-	fields, err = e.Srv.FillFor(context.Background(), servertest.ClaimOf(e.OrgID, enrich.LookupDomain))
+	fields, err = e.Work.FillFor(context.Background(), servertest.ClaimOf(e.OrgID, enrich.LookupDomain))
 	is.NoErr(err)
 	is.Equal(fields, []string{"name", "employee_count"})
 }

@@ -25,6 +25,8 @@ import (
 	"enrichd/server/dashboard"
 	"enrichd/store"
 	"enrichd/store/storetest"
+	"enrichd/wire"
+	"enrichd/worker"
 )
 
 // Env is one enrichd: a real database (a SQLite file, or a fresh PostgreSQL database
@@ -36,6 +38,7 @@ type Env struct {
 	DB      *store.DB
 	Cfg     server.Config
 	Srv     *server.Server
+	Work    *worker.Pool // the background work: StartWorkers runs it
 	HTTP    *httptest.Server
 	Clock   *storetest.Clock
 	Net     *FakeNetwork
@@ -114,7 +117,7 @@ func (e *Env) Open() {
 	// Sources a test configures are asked after the fake network and the dataset.
 	cfg.Sources = append([]enrich.Source{e.Net, db.Dataset()}, e.Cfg.Sources...)
 	cfg.Dashboard = dashboard.New
-	e.Srv = server.New(db, cfg)
+	e.Srv, e.Work = wire.New(db, cfg)
 	e.HTTP = httptest.NewServer(e.Srv)
 }
 
@@ -142,7 +145,7 @@ func (e *Env) StartWorkers() {
 	e.Stop, e.Stopped = cancel, make(chan struct{})
 	go func() {
 		defer close(e.Stopped)
-		e.Srv.RunWorkers(ctx)
+		e.Work.RunWorkers(ctx)
 	}()
 }
 
@@ -402,15 +405,15 @@ func (f *FakeNetwork) company(ctx context.Context, key string) (*enrich.Company,
 	return nil, enrich.ErrNotFound
 }
 
-func (f *FakeNetwork) CompanyByDomain(ctx context.Context, d string) (*enrich.Company, error) {
+func (f *FakeNetwork) CompanyByDomain(ctx context.Context, tally *enrich.Tally, d string) (*enrich.Company, error) {
 	return f.company(ctx, d)
 }
 
-func (f *FakeNetwork) CompanyByURL(ctx context.Context, u string) (*enrich.Company, error) {
+func (f *FakeNetwork) CompanyByURL(ctx context.Context, tally *enrich.Tally, u string) (*enrich.Company, error) {
 	return f.company(ctx, u)
 }
 
-func (f *FakeNetwork) PersonByURL(ctx context.Context, u string) (*enrich.Person, error) {
+func (f *FakeNetwork) PersonByURL(ctx context.Context, tally *enrich.Tally, u string) (*enrich.Person, error) {
 	f.Profiles.Add(1)
 	if err := f.enter(ctx); err != nil {
 		return nil, err
@@ -427,7 +430,7 @@ func (f *FakeNetwork) PersonByURL(ctx context.Context, u string) (*enrich.Person
 // SearchStaff lists the people who have or had a position at the company (by its
 // page) and whose names may be among q.Names, as a network's search does: leads, some
 // of whom have left.
-func (f *FakeNetwork) SearchStaff(ctx context.Context, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
+func (f *FakeNetwork) SearchStaff(ctx context.Context, tally *enrich.Tally, q enrich.StaffQuery) ([]enrich.StaffMember, error) {
 	f.Searches.Add(1)
 	if err := f.enter(ctx); err != nil {
 		return nil, err

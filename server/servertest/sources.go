@@ -10,6 +10,7 @@ import (
 	"enrichd/server"
 	"enrichd/store"
 	"enrichd/store/storetest"
+	"enrichd/wire"
 )
 
 // keyedSource is a vendor source as GET /v1/sources sees one: it takes an API key.
@@ -37,11 +38,11 @@ func WithPricedVendors(names ...string) func(*server.Config) {
 func (e *Env) Ask(org string, call enrich.SourceCall) string {
 	e.T.Helper()
 	ctx := context.Background()
-	b, skip := e.Srv.Spend().Admit(ctx, org, call.Name, call.OwnKey)
+	b, skip := e.Work.Spend().Admit(ctx, org, call.Name, call.OwnKey)
 	if skip != "" {
 		return skip
 	}
-	e.Srv.Spend().Spent(ctx, org, call, b)
+	e.Work.Spend().Spent(ctx, org, call, b)
 	return ""
 }
 
@@ -88,7 +89,7 @@ func ReplicaOf(e *Env) *Env {
 	r := &Env{T: e.T, Path: e.Path, DB: db, Cfg: e.Cfg, Clock: e.Clock, Net: e.Net, Logs: &syncBuffer{}, Key: e.Key, OrgID: e.OrgID}
 	cfg := e.Cfg
 	cfg.Sources = append([]enrich.Source{e.Net, db.Dataset()}, e.Cfg.Sources...)
-	r.Srv = server.New(db, cfg)
+	r.Srv, r.Work = wire.New(db, cfg)
 	r.HTTP = httptest.NewServer(r.Srv)
 	e.T.Cleanup(r.Close)
 	return r

@@ -85,7 +85,8 @@ func (e exec) LeaseDeliveries(ctx context.Context, ids []string, leaseUntil, now
 		WHERE d.id = ANY($2) AND l.id = d.loop_id
 		RETURNING d.id, d.loop_id, d.event, d.payload, d.attempts + 1, l.webhook_url, l.secret,
 			CASE WHEN l.previous_secret_expires_at > $3 THEN coalesce(l.previous_secret, '') ELSE '' END,
-			coalesce(l.destination_disabled_reason, '')`, leaseUntil, ids, now)
+			coalesce(l.destination_disabled_reason, ''), l.destination_kind, l.object_type, coalesce(l.hubspot_token, ''),
+			coalesce(l.hubspot_token_key_id, ''), l.hubspot_options`, leaseUntil, ids, now)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +94,8 @@ func (e exec) LeaseDeliveries(ctx context.Context, ids []string, leaseUntil, now
 	if _, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
 		var d store.Dispatch
 		var payload string
-		err := r.Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret, &d.PreviousSecret, &d.DisabledReason)
+		err := r.Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret, &d.PreviousSecret, &d.DisabledReason,
+			&d.Kind, &d.ObjectType, &d.HubSpot.Sealed, &d.HubSpot.KeyID, &d.HubSpotOptions)
 		d.Payload, d.LeaseUntil = []byte(payload), leaseUntil
 		byID[d.ID] = &d
 		return struct{}{}, err

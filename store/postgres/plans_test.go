@@ -66,6 +66,9 @@ func TestListQueriesUseAnIndex(t *testing.T) {
 	for name, q := range store.SubjectQueries() {
 		queries = append(queries, query{"find " + name, rebind(q.Query), q.Args})
 	}
+	for name, q := range facade(db).AuditQueries() {
+		queries = append(queries, query{name, rebind(q.Query), q.Args})
+	}
 	for name, q := range store.ErasureQueries {
 		queries = append(queries, query{name, rebind(q.Query), q.Args})
 	}

@@ -697,7 +697,7 @@ func TestImportServesTheDatasetAndStaff(t *testing.T) {
 {"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe","emails":["Jane.Doe@Acme.com"],"positions":[{"title":"CEO","company_name":"ACME","is_current":true}]}`), enrich.Normalizer{})
 	is.NoErr(err)
 	is.Equal(stats, store.ImportStats{Companies: 1, People: 1})
-	co, err := facade(db).Dataset().CompanyByDomain(ctx, "acme.io")
+	co, err := facade(db).Dataset().CompanyByDomain(ctx, nil, "acme.io")
 	is.NoErr(err)
 	is.Equal(*co.Redirect, enrich.Redirect{From: "acme.io", To: "acme.com", Confirmed: false})
 	h, err := facade(db).Held().PersonByEmail(ctx, "jane.doe@acme.com")

@@ -705,3 +705,71 @@ CREATE INDEX erasures_incomplete ON erasures(created_at) WHERE completed_at IS N
 ALTER TABLE tasks ADD COLUMN erased_at BIGINT;
 ALTER TABLE deliveries ADD COLUMN erasure_id TEXT COLLATE "C";
 CREATE INDEX deliveries_erasure ON deliveries(erasure_id) WHERE erasure_id IS NOT NULL;
+
+-- migration 17: the audit log (the SQLite schema's migration 23)
+-- One hash chain of entries per organization (org_id '' the installation's), in seq
+-- order, at never going back along one; audit_heads holds each chain's head, locked by
+-- the transaction that appends (FOR UPDATE: replicas append to one chain in turn), and
+-- the checkpoint retention leaves. See the SQLite schema for the columns.
+CREATE TABLE audit_log (
+    org_id        TEXT COLLATE "C" NOT NULL,
+    at            BIGINT NOT NULL,
+    seq           BIGINT NOT NULL,
+    actor_kind    TEXT COLLATE "C" NOT NULL,
+    actor_id      TEXT COLLATE "C",
+    actor_name    TEXT,
+    action        TEXT COLLATE "C" NOT NULL,
+    subject       TEXT,
+    subject_hash  BYTEA NOT NULL,
+    subject_seal  BYTEA NOT NULL,
+    task_id       TEXT COLLATE "C",
+    batch_id      TEXT COLLATE "C",
+    object_id     TEXT COLLATE "C",
+    credits       BIGINT NOT NULL,
+    request_id    TEXT COLLATE "C",
+    detail        TEXT,
+    prev_hash     BYTEA NOT NULL,
+    hash          BYTEA NOT NULL,
+    PRIMARY KEY (org_id, at, seq)
+);
+CREATE INDEX audit_log_subject ON audit_log(subject_hash, org_id, at, seq);
+CREATE INDEX audit_log_org_action ON audit_log(org_id, action, at, seq) WHERE action <> 'task.created';
+
+CREATE TABLE audit_heads (
+    org_id     TEXT COLLATE "C" PRIMARY KEY,
+    seq        BIGINT NOT NULL,
+    at         BIGINT NOT NULL,
+    hash       BYTEA NOT NULL,
+    base_seq   BIGINT NOT NULL,
+    base_at    BIGINT NOT NULL,
+    base_hash  BYTEA NOT NULL
+);
+CREATE FUNCTION audit_log_head() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE audit_heads SET seq = NEW.seq, at = NEW.at, hash = NEW.hash WHERE org_id = NEW.org_id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER audit_log_head AFTER INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION audit_log_head();
+
+-- migration 18: HubSpot destinations (the SQLite schema's migration 24)
+-- A Loop's destination kind, its HubSpot private app token sealed (never in clear) and
+-- its last four characters, its options (JSON); a delivery's summary of what the
+-- destination did; what enrichd wrote in HubSpot, per Loop and subject, by keyed hashes
+-- of the values (in the registry of personal data).
+ALTER TABLE loops ADD COLUMN destination_kind TEXT COLLATE "C" NOT NULL DEFAULT 'webhook';
+ALTER TABLE loops ADD COLUMN hubspot_token TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_token_key_id TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_token_last4 TEXT;
+ALTER TABLE loops ADD COLUMN hubspot_options TEXT;
+ALTER TABLE deliveries ADD COLUMN summary TEXT;
+CREATE TABLE hubspot_writes (
+    loop_id       TEXT COLLATE "C" NOT NULL REFERENCES loops(id) ON DELETE CASCADE,
+    subject_hash  BYTEA NOT NULL,
+    org_id        TEXT COLLATE "C" NOT NULL,
+    object_type   TEXT COLLATE "C" NOT NULL,
+    object_id     TEXT NOT NULL,
+    written       TEXT NOT NULL,
+    updated_at    BIGINT NOT NULL,
+    PRIMARY KEY (loop_id, subject_hash)
+);
+CREATE INDEX hubspot_writes_subject ON hubspot_writes(subject_hash);

@@ -48,9 +48,15 @@ func (e txExec) LeaseDeliveries(ctx context.Context, ids []string, leaseUntil, n
 				(SELECT secret FROM loops WHERE loops.id = deliveries.loop_id),
 				(SELECT CASE WHEN previous_secret_expires_at > ? THEN coalesce(previous_secret, '') ELSE '' END
 					FROM loops WHERE loops.id = deliveries.loop_id),
-				(SELECT coalesce(destination_disabled_reason, '') FROM loops WHERE loops.id = deliveries.loop_id)`,
+				(SELECT coalesce(destination_disabled_reason, '') FROM loops WHERE loops.id = deliveries.loop_id),
+				(SELECT destination_kind FROM loops WHERE loops.id = deliveries.loop_id),
+				(SELECT object_type FROM loops WHERE loops.id = deliveries.loop_id),
+				(SELECT coalesce(hubspot_token, '') FROM loops WHERE loops.id = deliveries.loop_id),
+				(SELECT coalesce(hubspot_token_key_id, '') FROM loops WHERE loops.id = deliveries.loop_id),
+				(SELECT hubspot_options FROM loops WHERE loops.id = deliveries.loop_id)`,
 			leaseUntil, id, now).
-			Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret, &d.PreviousSecret, &d.DisabledReason)
+			Scan(&d.ID, &d.LoopID, &d.Event, &payload, &d.Attempt, &d.URL, &d.Secret, &d.PreviousSecret, &d.DisabledReason,
+				&d.Kind, &d.ObjectType, &d.HubSpot.Sealed, &d.HubSpot.KeyID, &d.HubSpotOptions)
 		if err != nil {
 			return nil, err
 		}

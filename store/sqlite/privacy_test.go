@@ -59,3 +59,29 @@ func TestSubjectQueriesUseTheirIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditQueriesUseTheirIndexes: every list, export, verification and purge of the
+// audit log reads the range of an index, in the order it returns, and sorts nothing:
+// the subject's for a subject, the action's for an action but enrichments, the
+// primary key (the organization's chain, by time) otherwise.
+func TestAuditQueriesUseTheirIndexes(t *testing.T) {
+	_, path, _ := openDB(t)
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for name, q := range (&store.DB{Driver: (*sqlite.DB)(nil)}).AuditQueries() {
+		want := "PRIMARY KEY"
+		switch {
+		case strings.Contains(name, "subject"):
+			want = "INDEX audit_log_subject"
+		case strings.Contains(name, "action"):
+			want = "INDEX audit_log_org_action"
+		}
+		plan := explain(t, raw, sqlite.Unlocked(q.Query), q.Args...)
+		if len(plan) != 1 || !strings.HasPrefix(plan[0], "SEARCH audit_log USING ") || !strings.Contains(plan[0], want) {
+			t.Errorf("%s: plan %q, want a search of %s alone", name, plan, want)
+		}
+	}
+}

@@ -190,6 +190,13 @@ func personWorkload(t *testing.T, env *Env, org string) []enrich.SubjectHash {
 	_, err = db.CreateTask(ctx, byProfile)
 	is.NoErr(err)
 	claimAndSettle(store.Outcome{Result: &enrich.Result{Person: jane}, Fetched: true})
+	// The Loop's delivery, acknowledged by a CRM that was written her contact.
+	sent, err := db.ClaimDeliveries(ctx, 1, 1, nil, time.Minute)
+	is.NoErr(err)
+	is.Equal(len(sent), 1)
+	at := env.Clock.Now()
+	is.NoErr(db.RecordAttempts(ctx, []store.Attempted{{Dispatch: sent[0], Attempt: &store.Attempt{At: at, Ended: at, StatusCode: 200,
+		Summary: "created contact 501", Wrote: &store.CRMWrite{ObjectType: "contacts", ObjectID: "501", Written: map[string]string{"jobtitle": "5f1e"}}}}}))
 	hit, err := db.CreateTask(ctx, newPersonTask(org, "jane-doe"))
 	is.NoErr(err)
 	is.Equal(hit.Task.Status, store.StatusSucceeded) // a store hit
@@ -307,14 +314,28 @@ func testAnotherKeyIsRefused(t *testing.T, env *Env) {
 }
 
 // downgradeSubjects takes the database back to the schema before subjects were
-// hashed: the hash columns, their indexes and the suppressions dropped, the migration
-// forgotten. It returns, by table and row key, the hashes the rows had.
+// hashed: the hash columns, their indexes and the suppressions dropped, the erasures and the audit log
+// that came after them dropped, the migrations forgotten. It returns, by table and row
+// key, the hashes the rows had.
 func downgradeSubjects(t *testing.T, env *Env) map[string]string {
 	t.Helper()
 	raw := env.Raw()
 	before := hashSnapshot(t, env)
-	// The erasures' migration, which came after, undone first.
+	// The migrations that came after undone first: HubSpot destinations, the audit log,
+	// erasures.
 	for _, stmt := range []string{
+		`DROP TABLE hubspot_writes`,
+		`ALTER TABLE deliveries DROP COLUMN summary`,
+		`ALTER TABLE loops DROP COLUMN destination_kind`,
+		`ALTER TABLE loops DROP COLUMN hubspot_token`,
+		`ALTER TABLE loops DROP COLUMN hubspot_token_key_id`,
+		`ALTER TABLE loops DROP COLUMN hubspot_token_last4`,
+		`ALTER TABLE loops DROP COLUMN hubspot_options`,
+		`DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)`,
+		`DROP TABLE audit_log`,
+		`DROP TABLE audit_heads`,
+		raw.Pick(`SELECT 1`, `DROP FUNCTION audit_log_head()`),
+		`DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)`,
 		`DROP TABLE erasures`,
 		`DROP INDEX deliveries_erasure`,
 		`ALTER TABLE deliveries DROP COLUMN erasure_id`,
@@ -326,7 +347,7 @@ func downgradeSubjects(t *testing.T, env *Env) map[string]string {
 		}
 	}
 	for _, p := range store.PersonalTables() {
-		if p.Name == "suppressions" || p.Name == "erasures" {
+		if p.Name == "suppressions" || p.Name == "erasures" || p.Name == "audit_log" || p.Name == "hubspot_writes" {
 			continue
 		}
 		indexes := []string{p.Name + "_subject", p.Name + "_answer", p.Name + "_unhashed"}
@@ -423,7 +444,9 @@ func hashSnapshot(t *testing.T, env *Env) map[string]string {
 	raw := env.Raw()
 	out := map[string]string{}
 	for _, p := range store.PersonalTables() {
-		if p.Name == "suppressions" || p.Name == "erasures" {
+		// Suppressions, erasures, the audit log and HubSpot's writes came with hashing or
+		// after it: their rows are written with their hashes, never backfilled.
+		if p.Name == "suppressions" || p.Name == "erasures" || p.Name == "audit_log" || p.Name == "hubspot_writes" {
 			continue
 		}
 		rows, err := raw.Query(`SELECT ` + strings.Join(p.Key, ", ") + `, ` + strings.Join(p.Hashes, ", ") + ` FROM ` + p.Name)

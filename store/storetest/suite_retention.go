@@ -264,9 +264,12 @@ func testHoldingsCountEveryKind(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.NoErr(db.RememberMiss(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "nobody.example"}, "pdl", ""))
 	is.NoErr(db.SetSourceKey(ctx, org, "pdl", "sealed", "key-id", "…1234", false))
+	_, err = db.CreateLoop(ctx, store.NewLoop{OrgID: org, Name: "hubspot", ObjectType: "company", Enabled: true,
+		HubSpot: &store.HubSpotToken{Sealed: "c2VhbGVkIHRva2Vu", KeyID: "0a1b2c3d", Last4: "…abcd"}, Options: &store.HubSpotOptions{}})
+	is.NoErr(err)
 
 	held, err = db.Holdings(ctx)
 	is.NoErr(err)
-	is.Equal(held, store.Holdings{StoredCompanies: 1, Tasks: 2, Deliveries: 2, PendingDeliveries: 2, Loops: 1, SourceMisses: 1,
-		OwnKeys: map[string]int64{"pdl": 1}})
+	is.Equal(held, store.Holdings{StoredCompanies: 1, Tasks: 2, Deliveries: 2, PendingDeliveries: 2, Loops: 2, HubSpotLoops: 1, SourceMisses: 1,
+		AuditEntries: 2, OwnKeys: map[string]int64{"pdl": 1}}) // an entry for each task
 }

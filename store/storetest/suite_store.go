@@ -303,7 +303,7 @@ func testImportIsAllOrNothing(t *testing.T, env *Env) {
 		is.True(err != nil)
 		is.True(strings.Contains(err.Error(), "line 3"))
 	}
-	_, err := db.Dataset().CompanyByDomain(ctx, "acme.com")
+	_, err := db.Dataset().CompanyByDomain(ctx, nil, "acme.com")
 	is.True(errors.Is(err, enrich.ErrNotFound)) // line 1 was not imported either
 	has, err := db.HasRecords(ctx, store.OriginDataset)
 	is.NoErr(err)
@@ -318,11 +318,11 @@ func testImportIsAllOrNothing(t *testing.T, env *Env) {
 	has, err = db.HasRecords(ctx, store.OriginStore) // an import is the dataset's only
 	is.NoErr(err)
 	is.True(!has)
-	c, err := db.Dataset().CompanyByDomain(ctx, "acme.io")
+	c, err := db.Dataset().CompanyByDomain(ctx, nil, "acme.io")
 	is.NoErr(err)
 	is.Equal(*c.Domain, "acme.com")
 	is.Equal(*c.Redirect, enrich.Redirect{From: "acme.io", To: "acme.com", Confirmed: false})
-	c, err = db.Dataset().CompanyByDomain(ctx, "acme.com")
+	c, err = db.Dataset().CompanyByDomain(ctx, nil, "acme.com")
 	is.NoErr(err)
 	is.Equal(c.Redirect, nil)
 }
@@ -343,11 +343,11 @@ func testAChangedDomainStaysAnAlias(t *testing.T, env *Env) {
 	imp(`{"type":"company","name":"Acme","domain":"acme.com","network_url":"https://www.linkedin.com/company/acme"}`)
 	imp(`{"type":"company","name":"Acme Inc","domain":"acme.net","network_url":"https://www.linkedin.com/company/acme"}`)
 
-	c, err := db.Dataset().CompanyByDomain(ctx, "acme.com")
+	c, err := db.Dataset().CompanyByDomain(ctx, nil, "acme.com")
 	is.NoErr(err)
 	is.Equal(c.Name, "Acme Inc")
 	is.Equal(*c.Redirect, enrich.Redirect{From: "acme.com", To: "acme.net", Confirmed: false})
-	c, err = db.Dataset().CompanyByDomain(ctx, "acme.net")
+	c, err = db.Dataset().CompanyByDomain(ctx, nil, "acme.net")
 	is.NoErr(err)
 	is.Equal(c.Redirect, nil)
 

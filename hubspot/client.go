@@ -1,0 +1,276 @@
+// Package hubspot writes enrichment results into HubSpot's CRM through its CRM v3
+// object API (docs/crm.md): a company found by domain and a contact by email, created
+// when absent, and otherwise given only the properties that are blank in HubSpot, so a
+// value a person typed is never overwritten. It is a destination of the webhook
+// sender (webhook.Destination), under the same schedule, history and retries.
+package hubspot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"enrichd/webhook"
+)
+
+// DefaultURL is HubSpot's API.
+const DefaultURL = "https://api.hubapi.com"
+
+// maxAnswer bounds what is read of one HubSpot answer.
+const maxAnswer = 1 << 20
+
+// Client calls HubSpot's API with one private app token.
+type Client struct {
+	BaseURL string
+	Token   string
+	HTTP    *http.Client
+	Now     func() time.Time
+}
+
+// APIError is an answer HubSpot gave other than 2xx, with its error body's message
+// ({"status": "error", "message", "category", "correlationId"}).
+type APIError struct {
+	Status   int
+	Message  string
+	Category string
+	// Missing are the properties a 400 said the portal does not have
+	// (PROPERTY_DOESNT_EXIST).
+	Missing    []string
+	RetryAfter time.Duration // what a 429 asked to wait: Retry-After, or the rate limit's interval
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("HubSpot answered %d %s", e.Status, http.StatusText(e.Status))
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
+	}
+	return msg
+}
+
+// Refused says HubSpot refused the token: 401, or 403 for a scope it lacks.
+func Refused(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden)
+}
+
+// StatusOf is the HTTP status of a HubSpot answer, 0 when none came.
+func StatusOf(err error) int {
+	var e *APIError
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+func (c *Client) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// do sends one request and reads its JSON answer into out (nil: discarded).
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", webhook.UserAgent)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		// The URL is the installation's, never the token: the error may be shown.
+		return fmt.Errorf("could not reach HubSpot: %v", unwrap(err))
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return fmt.Errorf("reading HubSpot's answer: %v", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		e := &APIError{Status: resp.StatusCode}
+		var b struct {
+			Message  string `json:"message"`
+			Category string `json:"category"`
+		}
+		if json.Unmarshal(raw, &b) == nil {
+			e.Message, e.Category = truncate(b.Message, 300), b.Category
+			if resp.StatusCode == http.StatusBadRequest {
+				e.Missing = missingProperties(b.Message)
+			}
+		}
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			e.RetryAfter = retryAfter(resp.Header, c.now())
+		}
+		return e
+	}
+	if out == nil || len(raw) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("HubSpot's answer is not the JSON expected: %v", err)
+	}
+	return nil
+}
+
+// retryAfter is how long a 429 asks to wait: its Retry-After, or, when the rate limit
+// it names is spent (X-HubSpot-RateLimit-Remaining 0), that limit's interval
+// (X-HubSpot-RateLimit-Interval-Milliseconds); 0 when it says neither.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if d := webhook.ParseRetryAfter(h.Get("Retry-After"), now); d > 0 {
+		return d
+	}
+	if h.Get("X-HubSpot-RateLimit-Remaining") == "0" {
+		if ms, err := strconv.ParseInt(h.Get("X-HubSpot-RateLimit-Interval-Milliseconds"), 10, 64); err == nil && ms > 0 && ms <= 86_400_000 {
+			return time.Duration(ms) * time.Millisecond
+		}
+	}
+	return 0
+}
+
+// missingProperty finds, in a 400's message, the properties HubSpot's validation says
+// do not exist: its message embeds the errors as JSON, each {"error":
+// "PROPERTY_DOESNT_EXIST", "name": "..."}.
+var missingProperty = regexp.MustCompile(`"error"\s*:\s*"PROPERTY_DOESNT_EXIST"\s*,\s*"name"\s*:\s*"([a-z0-9_]+)"`)
+
+func missingProperties(msg string) []string {
+	var out []string
+	for _, m := range missingProperty.FindAllStringSubmatch(msg, 20) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func unwrap(err error) error {
+	var u interface{ Unwrap() error }
+	if errors.As(err, &u) && u.Unwrap() != nil {
+		return u.Unwrap()
+	}
+	return err
+}
+
+// ObjectPath is HubSpot's name of an enrichd object type's CRM objects.
+func ObjectPath(objectType string) string {
+	if objectType == "person" {
+		return "contacts"
+	}
+	return "companies"
+}
+
+// Object is a CRM object as HubSpot answers it.
+type Object struct {
+	ID         string             `json:"id"`
+	Properties map[string]*string `json:"properties"`
+}
+
+// CheckToken makes the cheapest call the token must be allowed: a page of one object of
+// the type the Loop writes (GET /crm/v3/objects/{objects}?limit=1).
+func (c *Client) CheckToken(ctx context.Context, objectType string) error {
+	return c.do(ctx, http.MethodGet, "/crm/v3/objects/"+ObjectPath(objectType)+"?limit=1", nil, nil)
+}
+
+// Search finds the objects whose property equals value, reading props of each
+// (POST /crm/v3/objects/{objects}/search).
+func (c *Client) Search(ctx context.Context, objects, property, value string, props []string) ([]Object, error) {
+	body := map[string]any{
+		"filterGroups": []any{map[string]any{"filters": []any{map[string]string{"propertyName": property, "operator": "EQ", "value": value}}}},
+		"properties":   props,
+		"limit":        2,
+	}
+	var out struct {
+		Results []Object `json:"results"`
+	}
+	err := c.do(ctx, http.MethodPost, "/crm/v3/objects/"+objects+"/search", body, &out)
+	return out.Results, err
+}
+
+// Get reads one object by id with props (GET /crm/v3/objects/{objects}/{id}); nil when
+// HubSpot has no such object (deleted or merged since).
+func (c *Client) Get(ctx context.Context, objects, id string, props []string) (*Object, error) {
+	var o Object
+	err := c.do(ctx, http.MethodGet, "/crm/v3/objects/"+objects+"/"+id+"?properties="+strings.Join(props, ","), nil, &o)
+	if StatusOf(err) == http.StatusNotFound {
+		return nil, nil
+	}
+	return &o, err
+}
+
+// Create creates an object with props (POST /crm/v3/objects/{objects}).
+func (c *Client) Create(ctx context.Context, objects string, props map[string]string) (*Object, error) {
+	var o Object
+	err := c.do(ctx, http.MethodPost, "/crm/v3/objects/"+objects, map[string]any{"properties": props}, &o)
+	return &o, err
+}
+
+// Update writes props into an object (PATCH /crm/v3/objects/{objects}/{id}).
+func (c *Client) Update(ctx context.Context, objects, id string, props map[string]string) error {
+	return c.do(ctx, http.MethodPatch, "/crm/v3/objects/"+objects+"/"+id, map[string]any{"properties": props}, nil)
+}
+
+// GDPRDelete permanently deletes a contact by its id (POST
+// /crm/v3/objects/contacts/gdpr-delete). By id, never by email: HubSpot blocklists an
+// address it has no contact for.
+func (c *Client) GDPRDelete(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/crm/v3/objects/contacts/gdpr-delete", map[string]string{"objectId": id}, nil)
+}
+
+// ProvenanceProperty is the property that says which source gave each field enrichd
+// wrote.
+const ProvenanceProperty = "enrichd_provenance"
+
+// EnsureProvenanceProperty creates the provenance property on the object type
+// (POST /crm/v3/properties/{objects}); one that exists already (409) is kept.
+func (c *Client) EnsureProvenanceProperty(ctx context.Context, objectType string) error {
+	group := "companyinformation"
+	if objectType == "person" {
+		group = "contactinformation"
+	}
+	err := c.do(ctx, http.MethodPost, "/crm/v3/properties/"+ObjectPath(objectType), map[string]string{
+		"name": ProvenanceProperty, "label": "enrichd provenance", "type": "string", "fieldType": "textarea", "groupName": group,
+		"description": "Which source gave each field enrichd wrote, as field: source",
+	}, nil)
+	if StatusOf(err) == http.StatusConflict {
+		return nil
+	}
+	return err
+}
+
+// HTTPClient is the HTTP client of HubSpot's API: the installation's address (not a
+// user's), so not held to the webhooks' policy; each request within the attempt's
+// timeout.
+func HTTPClient(timeout time.Duration) *http.Client {
+	if timeout <= 0 {
+		timeout = webhook.DefaultAttemptTimeout
+	}
+	return &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}

@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"enrichd/enrich"
+
+	"github.com/google/uuid"
+)
+
+// TaskRequest is one enrichment asked for, through the API, the dashboard's forms, the
+// MCP tools, a watch's check or a batch's row: each makes exactly the same task, charge
+// and idempotency binding through SubmitTask.
+type TaskRequest struct {
+	OrgID  string
+	Input  enrich.Input
+	LoopID *string
+	// WatchID makes the task a watch's check: it asks the source afresh, never the
+	// 30-day store, since the watch compares what the source says now with what it
+	// said last time.
+	WatchID *string
+	// Fields is the request as decoded, stored as the task's input and bound to its
+	// Idempotency-Key.
+	Fields         any
+	IdempotencyKey string
+	Route          string // the route's name, part of the idempotency binding
+	Endpoint       string // "POST /v1/people/enrich"
+	// Batch is the batch row the task is made for, if any; MaxBacklog, when set,
+	// is a lower backlog limit than the organization's (the batch feeder's).
+	Batch      *BatchRowRef
+	MaxBacklog int64
+}
+
+// TaskLimits are serve's bounds of a new task: its lifetime, the organization's
+// backlog, and the freshness window of a stored record served in a source's place.
+type TaskLimits struct {
+	TTL        time.Duration
+	MaxBacklog int64
+	Freshness  time.Duration
+}
+
+// SubmitTask creates the task, charging for it, bound to its Idempotency-Key by the
+// request as decoded. A suppressed subject, a personal-mailbox or a role address
+// makes a task failed at once, refunded. The caller wakes a worker when it is queued,
+// and the sender when it settled at once with a Loop to tell.
+func (db *DB) SubmitTask(ctx context.Context, tr TaskRequest, lim TaskLimits) (*Enqueued, error) {
+	bind := tr.Route + "\n"
+	if tr.LoopID != nil {
+		if _, err := uuid.Parse(*tr.LoopID); err != nil {
+			return nil, enrich.Errorf(enrich.KindInvalid, "loop_id must be the uuid of a Loop")
+		}
+		bind += *tr.LoopID + "\n"
+	}
+	freshness := lim.Freshness
+	if tr.WatchID != nil {
+		bind += "watch " + *tr.WatchID + "\n"
+		freshness = 0
+	}
+	raw, err := json.Marshal(tr.Fields)
+	if err != nil {
+		return nil, err
+	}
+	// The key is bound to the request as decoded, so the same fields in another order
+	// or spacing are the same request.
+	sum := sha256.Sum256(append([]byte(bind), raw...))
+	nt := NewTask{
+		OrgID: tr.OrgID, Input: tr.Input, RawInput: raw, LoopID: tr.LoopID, WatchID: tr.WatchID,
+		IdempotencyKey: tr.IdempotencyKey, Endpoint: tr.Endpoint, BodyHash: hex.EncodeToString(sum[:]),
+		TTL: lim.TTL, MaxBacklog: lim.MaxBacklog, Freshness: freshness, Batch: tr.Batch,
+	}
+	if tr.MaxBacklog > 0 {
+		nt.MaxBacklog = min(nt.MaxBacklog, tr.MaxBacklog)
+	}
+	// A suppressed subject is refused before the store and any source; so are
+	// personal-mailbox and role addresses. The subject's hash is made once, here.
+	if nt.SubjectHash, nt.Fail, err = db.InputSuppression(ctx, tr.OrgID, tr.Input); err != nil {
+		return nil, err
+	}
+	if nt.Fail == nil && tr.Input.Lookup == enrich.LookupEmail {
+		nt.Fail = enrich.Refusal(tr.Input.Target)
+	}
+	return db.CreateTask(ctx, nt)
+}
+
+// InputSuppression is how an input's subjects stand for the organization: the hash of
+// the subject the task is about (empty for a company's page), and, when one of its
+// subjects is suppressed (an address's domain included), the error the task fails
+// with. Each subject is hashed once.
+func (db *DB) InputSuppression(ctx context.Context, orgID string, in enrich.Input) (subject []byte, fail *enrich.TaskError, err error) {
+	h := db.Subjects()
+	subs := enrich.InputSubjects(in)
+	if h == nil || len(subs) == 0 {
+		return nil, nil, nil // a company's page; or no key, which the store refuses
+	}
+	for i, sub := range subs {
+		hash := h.Hash(sub)
+		if i == 0 {
+			subject = hash[:]
+		}
+		if fail == nil {
+			suppressed, err := db.SuppressedHash(ctx, orgID, hash[:])
+			if err != nil {
+				return nil, nil, err
+			}
+			if suppressed {
+				fail = SuppressedInput(in, sub)
+			}
+		}
+	}
+	return subject, fail, nil
+}

@@ -1,0 +1,132 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"enrichd/enrich"
+	"enrichd/store"
+)
+
+// spendKeeper is the pipeline's enrich.Spend, on the books in the database: an ask of a
+// priced source is written there, pending, before its first request leaves, within
+// every cap that applies (the organization's, and for the installation's keys the
+// installation's, from the database or serve's flag), and each further request is
+// added before it leaves, at its full price; the ask's answer settles it with what it
+// cost. The caps count every replica's asks under way, and an ask whose process dies
+// counts at its full price until a sweep settles it as unknown (settleDeadAsks).
+type spendKeeper struct {
+	db      *store.DB
+	log     *slog.Logger
+	metrics *workerMetrics
+	// budgets are the installation's caps serve's flags set, by source.
+	budgets map[string]int64
+	// priced are the sources whose answers cost vendor credits (enrich.Priced: they
+	// state a price), by name: the others are neither held to a budget nor booked.
+	priced map[string]bool
+	// owner is this process on the books (the server's replica name).
+	owner string
+}
+
+var _ enrich.Spend = (*spendKeeper)(nil)
+
+// Admit books an ask at one request of one credit (the least a paid answer costs):
+// what an adapter that states no price is counted at; one that does adds the rest
+// before its request leaves.
+const (
+	admittedCalls   = 1
+	admittedCredits = 1
+)
+
+// bookTimeout bounds a write of the books. It outlives the task's context: a write
+// that may have committed is waited for, so that what the books hold is known.
+const bookTimeout = 10 * time.Second
+
+func newSpendKeeper(db *store.DB, log *slog.Logger, m *workerMetrics, budgets map[string]int64, sources []enrich.Source, owner string) *spendKeeper {
+	priced := map[string]bool{}
+	for _, src := range sources {
+		if _, ok := src.(enrich.Priced); ok {
+			priced[src.Name()] = true
+		}
+	}
+	return &spendKeeper{db: db, log: log, metrics: m, budgets: budgets, priced: priced, owner: owner}
+}
+
+// Admit books the ask in one write, while the source's caps for org leave room (the
+// month's credits, settled and on the books, every replica's, under each cap). A
+// budget or books that cannot be read or written refuse with ReasonBudgetUnread: a
+// vendor account is not spent past its cap, nor asked off the books, because the
+// database is down, and the task does not say a budget is spent when nobody knows
+// whether it is.
+func (k *spendKeeper) Admit(ctx context.Context, org, src string, own bool) (*enrich.Booking, string) {
+	if !k.priced[src] {
+		return nil, "" // costs nothing: no budget binds it, and nothing is booked
+	}
+	ask := store.SourceAsk{OrgID: org, Source: src, OwnKey: own, Owner: k.owner, Calls: admittedCalls, Credits: admittedCredits}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookTimeout)
+	defer cancel()
+	booked, err := k.db.BookSourceAsk(wctx, &ask, k.budgets[src])
+	switch {
+	case err != nil:
+		// A storage fault is the store's to log, once a minute, not every ask's.
+		if !store.IsStorageFault(err) {
+			k.log.Error("booking an ask of a source: the source is not asked", "source", src, "org_id", org, "err", err.Error())
+		}
+		k.metrics.counter("enrichd_source_skipped_total", "source", src, "reason", enrich.ReasonBudgetUnread).Inc()
+		return nil, enrich.ReasonBudgetUnread
+	case !booked:
+		k.metrics.counter("enrichd_source_skipped_total", "source", src, "reason", enrich.ReasonBudget).Inc()
+		return nil, enrich.ReasonBudget
+	}
+	return &enrich.Booking{Org: org, Source: src, OwnKey: own, ID: ask.ID, Calls: ask.Calls, Credits: ask.Credits}, ""
+}
+
+// Book adds to the ask's booking what its next request brings it to, before the request
+// leaves: one write, whatever the budgets (the ask was admitted).
+func (k *spendKeeper) Book(ctx context.Context, b *enrich.Booking, calls, credits int64) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookTimeout)
+	defer cancel()
+	ask := store.SourceAsk{ID: b.ID, OrgID: b.Org, Source: b.Source, OwnKey: b.OwnKey, Owner: k.owner}
+	if err := k.db.AddToSourceAsk(wctx, ask, calls-b.Calls, credits-b.Credits); err != nil {
+		if !store.IsStorageFault(err) {
+			k.log.Error("booking a request of a source: it is not sent", "source", b.Source, "org_id", b.Org, "err", err.Error())
+		}
+		return err
+	}
+	b.Calls, b.Credits = calls, credits
+	return nil
+}
+
+// Spent settles the ask: its booking is replaced by what it cost, in one write. An ask
+// with no booking that sent a request (a source that costs nothing) is added to the
+// spend as it is; one that sent nothing and cost nothing writes nothing. The write
+// outlives the task's context: an ask the vendor answered is paid whether or not the
+// task still waits for it. An ask whose settling fails stays on the books at its full
+// price until a sweep settles it as unknown.
+func (k *spendKeeper) Spent(ctx context.Context, org string, call enrich.SourceCall, b *enrich.Booking) {
+	k.metrics.counter("enrichd_source_asks_total", "source", call.Name, "outcome", call.Outcome).Inc()
+	if call.VendorCalls != 0 || call.Credits != 0 {
+		k.metrics.counter("enrichd_source_vendor_credits_total", "source", call.Name).AddInt64(call.Credits)
+	}
+	if b == nil && call.VendorCalls == 0 && call.Credits == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookTimeout)
+	defer cancel()
+	var err error
+	if b != nil {
+		var settled bool
+		settled, err = k.db.SettleSourceAsk(wctx, b.ID, store.UseOf(call))
+		if err == nil && !settled {
+			k.log.Warn("an ask was settled as unknown before its answer was recorded: it stays counted at its full price",
+				"source", call.Name, "org_id", org, "booked_credits", b.Credits, "credits", call.Credits)
+		}
+	} else {
+		err = k.db.AddSourceSpend(wctx, org, call.Name, call.OwnKey, k.db.Now(), store.UseOf(call))
+	}
+	// A storage fault is the store's to log, once a minute with a count, not once an ask.
+	if err != nil && !store.IsStorageFault(err) {
+		k.log.Error("recording what a source cost", "source", call.Name, "org_id", org, "credits", call.Credits, "err", err.Error())
+	}
+}
