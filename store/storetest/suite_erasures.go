@@ -165,12 +165,13 @@ func testAnErasureRemovesThePersonFromEveryTable(t *testing.T, env *Env) {
 		is.True(suppressed)
 	}
 
-	// The Loop is told her profile, which it was sent, not the address.
+	// The Loop is told her profile, which it was sent, not the address, and the
+	// contact it wrote about her, whose record the erasure deleted.
 	d, payload, err := db.GetDelivery(ctx, acme, er.Loops[0].DeliveryID)
 	is.NoErr(err)
 	is.Equal(d.Event, store.EventPersonErased)
 	is.Equal(*d.ErasureID, er.ID)
-	want, _ := store.PersonErasedPayload(er.ID, nil, []string{profile.Value})
+	want, _ := store.PersonErasedPayload(er.ID, nil, []string{profile.Value}, store.ErasedObject{Type: "contacts", ID: "501"})
 	is.Equal(string(payload), string(want))
 	n, err := db.CompleteErasures(ctx)
 	is.NoErr(err)
