@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,4 +236,46 @@ func TestHubSpotErasureAfterARestartDeletesTheContactSearchDoesNotShowYet(t *tes
 	var payload string
 	is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT payload FROM deliveries WHERE event = 'person.erased'`).Scan(&payload))
 	is.Equal(payload, string(store.SpentErasurePayload(erasure)))
+}
+
+// An export lists, per Loop, the HubSpot object the Loop wrote about the person and
+// the properties it wrote, without values (enrichd keeps keyed hashes of them alone),
+// after retention has deleted the deliveries too.
+func TestHubSpotExportShowsWhatALoopWrote(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	e := newEnv(t, withHubSpot(t, hs))
+	janeOnRecord(e)
+	loopID := e.createHubSpotLoop("HubSpot people", "person", nil)
+	e.startWorkers()
+	e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	e.waitDelivery(loopID, succeeded)
+	contact := hs.only(t, "contacts")
+	var written string
+	is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT written FROM hubspot_writes`).Scan(&written))
+
+	x := e.do("GET", "/v1/people/export?email=jane@acme.com", nil)
+	is.Equal(x.status, http.StatusOK)
+	is.Equal(x.str("loops.0.id"), loopID)
+	is.Equal(x.str("loops.0.hubspot.0.object_type"), "contacts")
+	is.Equal(x.str("loops.0.hubspot.0.object_id"), contact)
+	props := x.get("loops.0.hubspot.0.properties_written").([]any)
+	is.True(slices.Contains(props, any("email")))
+	is.True(slices.Contains(props, any("firstname")))
+	is.True(strings.Contains(x.str("loops.0.hubspot.0.values"), "not kept"))
+	var hashes map[string]string
+	is.NoErr(json.Unmarshal([]byte(written), &hashes))
+	for _, h := range hashes {
+		is.True(!strings.Contains(string(x.raw), h)) // the hashes are no one's data to read
+	}
+
+	e.clock.Add(40 * 24 * time.Hour)
+	_, err := e.db.PurgeSettled(t.Context(), e.clock.Now().Add(-30*24*time.Hour), 1000)
+	is.NoErr(err)
+	x = e.do("GET", "/v1/people/export?email=jane@acme.com", nil)
+	is.Equal(x.status, http.StatusOK)
+	is.Equal(len(x.get("loops").([]any)), 1)
+	is.Equal(x.str("loops.0.name"), "HubSpot people")
+	is.Equal(len(x.get("loops.0.deliveries").([]any)), 0)
+	is.Equal(x.str("loops.0.hubspot.0.object_id"), contact)
 }
