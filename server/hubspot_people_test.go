@@ -1,10 +1,14 @@
 package server_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"enrichd/store"
 
 	"github.com/matryer/is"
 )
@@ -148,3 +152,130 @@ func TestHubSpotLeavesOutAPropertyThePortalDoesNotHave(t *testing.T) {
 
 func strPtr(s string) *string { return &s }
 func int64Ptr(n int64) *int64 { return &n }
+
+// Retention deletes the tasks and deliveries that said a gdpr_delete Loop was sent
+// Jane; what enrichd kept of its writes (the contact it created) is kept until the
+// person is erased, and still names the Loop: the erasure tells it, and the contact goes.
+func TestHubSpotErasureAfterRetentionTellsTheLoopThatWroteTheContact(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	e := newEnv(t, withHubSpot(t, hs), erasuresOften)
+	janeOnRecord(e)
+	deletes := e.createHubSpotLoop("Deletes", "person", map[string]any{"gdpr_delete": true})
+	e.startWorkers()
+	e.do("POST", "/v1/loops/"+deletes+"/run", map[string]string{"email": "jane@acme.com"})
+	e.waitDelivery(deletes, succeeded)
+	contact := hs.only(t, "contacts")
+
+	e.clock.Add(40 * 24 * time.Hour)
+	_, err := e.db.PurgeSettled(t.Context(), e.clock.Now().Add(-30*24*time.Hour), 1000)
+	is.NoErr(err)
+	var tasks, deliveries, kept int
+	is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM deliveries),
+		(SELECT count(*) FROM hubspot_writes)`).Scan(&tasks, &deliveries, &kept))
+	is.Equal([]int{tasks, deliveries, kept}, []int{0, 0, 1})
+
+	r := e.do("POST", "/v1/erasures", map[string]any{"email": "jane@acme.com"})
+	is.Equal(r.status, http.StatusCreated)
+	is.Equal(len(r.get("data.loops").([]any)), 1)
+	is.Equal(r.str("data.loops.0.id"), deletes)
+	d := e.waitDelivery(deletes, func(d map[string]any) bool { return d["event"] == "person.erased" && succeeded(d) })
+	is.Equal(d["summary"], "deleted contact "+contact+" under HubSpot's GDPR delete")
+	is.Equal(hs.count("contacts"), 0)
+}
+
+// An erasure right after a gdpr_delete Loop created the contact: HubSpot's search does
+// not show it yet, and the erasure deletes what enrichd kept of the write in its own
+// transaction. The contact is deleted all the same, by the id enrichd wrote it under.
+func TestHubSpotErasureSoonAfterTheContactWasCreatedDeletesIt(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	hs.searchLags = true
+	e := newEnv(t, withHubSpot(t, hs), erasuresOften)
+	janeOnRecord(e)
+	deletes := e.createHubSpotLoop("Deletes", "person", map[string]any{"gdpr_delete": true})
+	e.startWorkers()
+	e.do("POST", "/v1/loops/"+deletes+"/run", map[string]string{"email": "jane@acme.com"})
+	e.waitDelivery(deletes, succeeded)
+	contact := hs.only(t, "contacts")
+
+	r := e.do("POST", "/v1/erasures", map[string]any{"email": "jane@acme.com"})
+	is.Equal(r.status, http.StatusCreated)
+	d := e.waitDelivery(deletes, func(d map[string]any) bool { return d["event"] == "person.erased" && succeeded(d) })
+	is.Equal(d["summary"], "deleted contact "+contact+" under HubSpot's GDPR delete")
+	is.Equal(hs.count("contacts"), 0)
+	hs.mu.Lock()
+	is.Equal(hs.gdprDeleted, []string{contact}) // once, though the id was known twice
+	hs.mu.Unlock()
+}
+
+// The same after a restart, which forgets the objects the process created: the
+// person.erased event carries the ids of the objects enrichd wrote about the person,
+// read before the erasure deleted them; once it is delivered, the payload kept names
+// the erasure alone.
+func TestHubSpotErasureAfterARestartDeletesTheContactSearchDoesNotShowYet(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	hs.searchLags = true
+	e := newEnv(t, withHubSpot(t, hs), erasuresOften)
+	janeOnRecord(e)
+	deletes := e.createHubSpotLoop("Deletes", "person", map[string]any{"gdpr_delete": true})
+	e.startWorkers()
+	e.do("POST", "/v1/loops/"+deletes+"/run", map[string]string{"email": "jane@acme.com"})
+	e.waitDelivery(deletes, succeeded)
+	contact := hs.only(t, "contacts")
+	e.restart()
+	e.startWorkers()
+
+	r := e.do("POST", "/v1/erasures", map[string]any{"email": "jane@acme.com"})
+	is.Equal(r.status, http.StatusCreated)
+	erasure := r.str("data.id")
+	d := e.waitDelivery(deletes, func(d map[string]any) bool { return d["event"] == "person.erased" && succeeded(d) })
+	is.Equal(d["summary"], "deleted contact "+contact+" under HubSpot's GDPR delete")
+	is.Equal(hs.count("contacts"), 0)
+	var payload string
+	is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT payload FROM deliveries WHERE event = 'person.erased'`).Scan(&payload))
+	is.Equal(payload, string(store.SpentErasurePayload(erasure)))
+}
+
+// An export lists, per Loop, the HubSpot object the Loop wrote about the person and
+// the properties it wrote, without values (enrichd keeps keyed hashes of them alone),
+// after retention has deleted the deliveries too.
+func TestHubSpotExportShowsWhatALoopWrote(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	e := newEnv(t, withHubSpot(t, hs))
+	janeOnRecord(e)
+	loopID := e.createHubSpotLoop("HubSpot people", "person", nil)
+	e.startWorkers()
+	e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	e.waitDelivery(loopID, succeeded)
+	contact := hs.only(t, "contacts")
+	var written string
+	is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT written FROM hubspot_writes`).Scan(&written))
+
+	x := e.do("GET", "/v1/people/export?email=jane@acme.com", nil)
+	is.Equal(x.status, http.StatusOK)
+	is.Equal(x.str("loops.0.id"), loopID)
+	is.Equal(x.str("loops.0.hubspot.0.object_type"), "contacts")
+	is.Equal(x.str("loops.0.hubspot.0.object_id"), contact)
+	props := x.get("loops.0.hubspot.0.properties_written").([]any)
+	is.True(slices.Contains(props, any("email")))
+	is.True(slices.Contains(props, any("firstname")))
+	is.True(strings.Contains(x.str("loops.0.hubspot.0.values"), "not kept"))
+	var hashes map[string]string
+	is.NoErr(json.Unmarshal([]byte(written), &hashes))
+	for _, h := range hashes {
+		is.True(!strings.Contains(string(x.raw), h)) // the hashes are no one's data to read
+	}
+
+	e.clock.Add(40 * 24 * time.Hour)
+	_, err := e.db.PurgeSettled(t.Context(), e.clock.Now().Add(-30*24*time.Hour), 1000)
+	is.NoErr(err)
+	x = e.do("GET", "/v1/people/export?email=jane@acme.com", nil)
+	is.Equal(x.status, http.StatusOK)
+	is.Equal(len(x.get("loops").([]any)), 1)
+	is.Equal(x.str("loops.0.name"), "HubSpot people")
+	is.Equal(len(x.get("loops.0.deliveries").([]any)), 0)
+	is.Equal(x.str("loops.0.hubspot.0.object_id"), contact)
+}

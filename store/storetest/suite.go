@@ -117,6 +117,7 @@ var conformanceTests = []conformanceTest{
 	{"ErasureRefusals", testErasureRefusals},
 	{"AnExportShowsEverythingHeldOnThePerson", testAnExportShowsEverythingHeldOnThePerson},
 	{"AnErasedDeliveryIsNotRetried", testAnErasedDeliveryIsNotRetried},
+	{"AnErasureAfterRetentionTellsTheLoopThatWroteIntoTheCRM", testAnErasureAfterRetentionTellsTheLoopThatWroteIntoTheCRM},
 	{"AnErasureIsRecordedInEveryChainItBlanks", testAnErasureIsRecordedInEveryChainItBlanks},
 	{"AnExportIsRecordedAndListsThePersonsEntries", testAnExportIsRecordedAndListsThePersonsEntries},
 }
