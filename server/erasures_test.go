@@ -219,6 +219,7 @@ func TestAnErasedTaskLosesItsIdempotencyKey(t *testing.T) {
 	is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT count(*) FROM idempotency_keys WHERE task_id = ?`, id).Scan(&bound))
 	is.Equal(bound, 0)
 }
+
 // organization's id: 400 or 404, and nothing is erased.
 func TestBadErasuresAndExportsAreRefusedAndChangeNothing(t *testing.T) {
 	e := newEnv(t)
