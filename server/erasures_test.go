@@ -191,9 +191,6 @@ func TestErasingAPersonRemovesThemAndTellsTheLoopsThatWereSentThem(t *testing.T)
 	is.Equal(e.do("GET", "/v1/erasures/"+id, nil, "Authorization", "Bearer "+otherKey).status, http.StatusNotFound)
 }
 
-// TestBadErasuresAndExportsAreRefusedAndChangeNothing: two identifiers, none, text that
-// is not an address or a profile, an unknown field, an unknown or another
-
 // TestAnErasedTaskLosesItsIdempotencyKey: a client that keys its requests by the
 // address it asks about finds neither in the task an erasure kept, nor the key's
 // binding left behind.
@@ -220,6 +217,8 @@ func TestAnErasedTaskLosesItsIdempotencyKey(t *testing.T) {
 	is.Equal(bound, 0)
 }
 
+// TestBadErasuresAndExportsAreRefusedAndChangeNothing: two identifiers, none, text that
+// is not an address or a profile, an unknown field, an unknown or another
 // organization's id: 400 or 404, and nothing is erased.
 func TestBadErasuresAndExportsAreRefusedAndChangeNothing(t *testing.T) {
 	e := newEnv(t)
