@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,12 +84,13 @@ func (c *Client) now() time.Time {
 // do sends one request and reads its JSON answer into out (nil: discarded).
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
+	var sent []byte
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
+		rd, sent = bytes.NewReader(b), b
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, rd)
 	if err != nil {
@@ -117,7 +119,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 			Category string `json:"category"`
 		}
 		if json.Unmarshal(raw, &b) == nil {
-			e.Message, e.Category = truncate(b.Message, 300), b.Category
+			e.Message, e.Category = truncate(scrub(b.Message, sent), 300), b.Category
 			if resp.StatusCode == http.StatusBadRequest {
 				e.Missing = missingProperties(b.Message)
 			}
@@ -162,6 +164,85 @@ func missingProperties(msg string) []string {
 		out = append(out, m[1])
 	}
 	return out
+}
+
+// scrub is what of HubSpot's error message may be logged and kept in the delivery
+// history and the Loop: HubSpot's validation errors quote the values sent ("Email
+// address jane@acme.com is invalid"), and neither the log nor the Loop is reached by
+// an erasure. A validation error is told by each property's name and error code
+// alone; any other message keeps its words, with every value of the request sent
+// (request, its JSON), every address, URL and quoted text replaced by "…".
+func scrub(msg string, request []byte) string {
+	if i := strings.Index(msg, "[{"); i >= 0 {
+		var invalid []struct {
+			Name  string `json:"name"`
+			Error string `json:"error"`
+		}
+		if json.Unmarshal([]byte(msg[i:]), &invalid) == nil && len(invalid) > 0 {
+			var each []string
+			for _, v := range invalid {
+				if hubspotName.MatchString(v.Name) && errorCode.MatchString(v.Error) {
+					each = append(each, v.Name+" "+v.Error)
+				}
+			}
+			return scrub(strings.TrimRight(msg[:i], ": "), request) + ": " + strings.Join(each, ", ")
+		}
+	}
+	for _, v := range sentValues(request) {
+		msg = replaceFold(msg, v, "…")
+	}
+	for _, re := range []*regexp.Regexp{quoted, url, address} {
+		msg = re.ReplaceAllString(msg, "…")
+	}
+	return msg
+}
+
+var (
+	hubspotName = regexp.MustCompile(`^[a-z0-9_]{1,100}$`)
+	errorCode   = regexp.MustCompile(`^[A-Z0-9_]{1,60}$`)
+	quoted      = regexp.MustCompile(`\\?"[^"]*\\?"|\B'[^']+'|“[^”]*”`)
+	url         = regexp.MustCompile(`(?i)\b(?:https?://|www\.)\S+`)
+	address     = regexp.MustCompile(`\S+@\S+`)
+)
+
+// sentValues are the strings of a request's JSON, longest first, so that a value that
+// holds another is replaced whole.
+func sentValues(request []byte) []string {
+	var v any
+	if json.Unmarshal(request, &v) != nil {
+		return nil
+	}
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			if len(strings.TrimSpace(v)) >= 2 {
+				out = append(out, strings.TrimSpace(v))
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// replaceFold replaces every occurrence of old in s, whatever its case (HubSpot may
+// quote an address lowercased), with new.
+func replaceFold(s, old, new string) string {
+	re, err := regexp.Compile(`(?i)` + regexp.QuoteMeta(old))
+	if err != nil {
+		return s
+	}
+	return re.ReplaceAllLiteralString(s, new)
 }
 
 func truncate(s string, n int) string {

@@ -37,8 +37,11 @@ type fakeHubSpot struct {
 	missing map[string]bool
 	// searchLags hides the objects created through the API from its search, as
 	// HubSpot's search shows a new object only seconds later.
-	searchLags  bool
-	fresh       map[string]bool
+	searchLags bool
+	fresh      map[string]bool
+	// refuse answers the next create or update with a 400 VALIDATION_ERROR of this
+	// message, as HubSpot refuses a value it does not take, quoting it.
+	refuse      string
 	gdprDeleted []string
 }
 
@@ -153,6 +156,12 @@ func (f *fakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 		default:
 			hubspotError(w, status, "INTERNAL_ERROR", "internal error")
 		}
+		return
+	}
+	if f.refuse != "" && strings.HasPrefix(r.URL.Path, "/crm/v3/objects/") && (r.Method == http.MethodPost || r.Method == http.MethodPatch) &&
+		!strings.HasSuffix(r.URL.Path, "/search") && !strings.Contains(r.URL.Path, "/batch/read") {
+		hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", f.refuse)
+		f.refuse = ""
 		return
 	}
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/crm/v3/"), "/")
