@@ -237,14 +237,24 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 	if err != nil {
 		return "", nil, err
 	}
+	// An object found by the id kept is this subject's only while it still holds the
+	// key: its address may have been changed in HubSpot since, or the token replaced
+	// by another portal's, where the id is another record.
+	byID := func(id string) (*Object, error) {
+		o, err := w.c.Get(ctx, objects, id, props)
+		if err != nil || o == nil || !strings.EqualFold(strings.TrimSpace(str(o.Properties[keyProperty(objectType)])), key) {
+			return nil, err
+		}
+		return o, nil
+	}
 	var found *Object
 	if prev != nil && prev.ObjectType == objects {
-		if found, err = w.c.Get(ctx, objects, prev.ObjectID, props); err != nil {
+		if found, err = byID(prev.ObjectID); err != nil {
 			return "", nil, err
 		}
 	}
 	if id := w.dl.recentlyCreated(w.d.LoopID, key); found == nil && id != "" {
-		if found, err = w.c.Get(ctx, objects, id, props); err != nil {
+		if found, err = byID(id); err != nil {
 			return "", nil, err
 		}
 	}

@@ -94,6 +94,35 @@ func TestHubSpotErrorsQuotingAValueKeepNoneOfIt(t *testing.T) {
 	}
 }
 
+// A contact found by the id enrichd kept is hers only while it holds her address: one
+// whose address was changed in HubSpot since (another person's record now, or another
+// portal's under a new token) is left alone, and she is searched for by her address.
+func TestHubSpotLeavesAContactWhoseAddressChangedAlone(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	e := newEnv(t, withHubSpot(t, hs))
+	janeOnRecord(e)
+	loopID := e.createHubSpotLoop("HubSpot people", "person", nil)
+	e.startWorkers()
+	first := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	e.waitDelivery(loopID, func(d map[string]any) bool { return succeeded(d) && d["task_id"] == first.str("task.id") })
+	contact := hs.only(t, "contacts")
+
+	hs.mu.Lock()
+	john := hs.objects["contacts"][contact]
+	john["email"], john["firstname"] = "john@globex.com", "John"
+	delete(john, "city")
+	delete(john, "jobtitle")
+	hs.mu.Unlock()
+	before := hs.object("contacts", contact)
+
+	again := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	d := e.waitDelivery(loopID, func(d map[string]any) bool { return succeeded(d) && d["task_id"] == again.str("task.id") })
+	is.Equal(hs.object("contacts", contact), before) // none of her values in his blanks
+	is.Equal(hs.count("contacts"), 2)
+	is.True(strings.HasPrefix(d["summary"].(string), "created contact "))
+}
+
 // With refresh, a value enrichd wrote is rewritten when the record changes, and a
 // value a person typed over it is not; provenance says which source gave each field.
 func TestHubSpotRefreshRewritesOnlyWhatEnrichdWrote(t *testing.T) {
