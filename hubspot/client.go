@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -191,7 +192,7 @@ func scrub(msg string, request []byte) string {
 	for _, v := range sentValues(request) {
 		msg = replaceFold(msg, v, "…")
 	}
-	for _, re := range []*regexp.Regexp{quoted, url, address} {
+	for _, re := range []*regexp.Regexp{quoted, anURL, address} {
 		msg = re.ReplaceAllString(msg, "…")
 	}
 	return msg
@@ -201,7 +202,7 @@ var (
 	hubspotName = regexp.MustCompile(`^[a-z0-9_]{1,100}$`)
 	errorCode   = regexp.MustCompile(`^[A-Z0-9_]{1,60}$`)
 	quoted      = regexp.MustCompile(`\\?"[^"]*\\?"|\B'[^']+'|“[^”]*”`)
-	url         = regexp.MustCompile(`(?i)\b(?:https?://|www\.)\S+`)
+	anURL       = regexp.MustCompile(`(?i)\b(?:https?://|www\.)\S+`)
 	address     = regexp.MustCompile(`\S+@\S+`)
 )
 
@@ -306,6 +307,19 @@ func (c *Client) Get(ctx context.Context, objects, id string, props []string) (*
 	return &o, err
 }
 
+// GetBy reads one object by the value of a property whose values are unique in the
+// portal (GET /crm/v3/objects/{objects}/{value}?idProperty=...); unlike a search, it
+// finds an object the moment it is created. nil when none holds the value.
+func (c *Client) GetBy(ctx context.Context, objects, property, value string, props []string) (*Object, error) {
+	var o Object
+	err := c.do(ctx, http.MethodGet, "/crm/v3/objects/"+objects+"/"+url.PathEscape(value)+"?idProperty="+url.QueryEscape(property)+
+		"&properties="+strings.Join(props, ","), nil, &o)
+	if StatusOf(err) == http.StatusNotFound {
+		return nil, nil
+	}
+	return &o, err
+}
+
 // Create creates an object with props (POST /crm/v3/objects/{objects}).
 func (c *Client) Create(ctx context.Context, objects string, props map[string]string) (*Object, error) {
 	var o Object
@@ -339,6 +353,27 @@ func (c *Client) EnsureProvenanceProperty(ctx context.Context, objectType string
 	err := c.do(ctx, http.MethodPost, "/crm/v3/properties/"+ObjectPath(objectType), map[string]string{
 		"name": ProvenanceProperty, "label": "enrichd provenance", "type": "string", "fieldType": "textarea", "groupName": group,
 		"description": "Which source gave each field enrichd wrote, as field: source",
+	}, nil)
+	if StatusOf(err) == http.StatusConflict {
+		return nil
+	}
+	return err
+}
+
+// CompanyKeyProperty is the property, its values unique in the portal, that enrichd
+// sets to the domain of every company it creates: HubSpot keeps companies' domains
+// unique by convention alone, and its search shows a new company only seconds later,
+// so a create whose answer was lost is found again by it (GetBy), and a second create
+// of the same domain is refused.
+const CompanyKeyProperty = "enrichd_domain"
+
+// EnsureCompanyKeyProperty creates CompanyKeyProperty on companies, with unique values
+// (POST /crm/v3/properties/companies, hasUniqueValue); one that exists already (409)
+// is kept.
+func (c *Client) EnsureCompanyKeyProperty(ctx context.Context) error {
+	err := c.do(ctx, http.MethodPost, "/crm/v3/properties/companies", map[string]any{
+		"name": CompanyKeyProperty, "label": "enrichd domain", "type": "string", "fieldType": "text", "groupName": "companyinformation",
+		"hasUniqueValue": true, "description": "The domain of a company enrichd created, which it finds the company by",
 	}, nil)
 	if StatusOf(err) == http.StatusConflict {
 		return nil

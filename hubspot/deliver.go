@@ -40,6 +40,8 @@ type Deliverer struct {
 	// that created it may not be recorded yet when the next delivery about it comes.
 	mu      sync.Mutex
 	created map[string]createdObject
+	// keyed are the Loops whose portal is known to have CompanyKeyProperty.
+	keyed sync.Map
 }
 
 type createdObject struct {
@@ -267,10 +269,26 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 			found = &hits[0]
 		}
 	}
+	// A company enrichd created is found by the unique property it set at once, where
+	// the search may not show it yet (a create whose answer was lost).
+	if found == nil && objects == "companies" {
+		if _, ok := w.dl.keyed.Load(w.d.LoopID); !ok {
+			if err := w.c.EnsureCompanyKeyProperty(ctx); err != nil {
+				return "", nil, err
+			}
+			w.dl.keyed.Store(w.d.LoopID, true)
+		}
+		if found, err = w.c.GetBy(ctx, objects, CompanyKeyProperty, key, props); err != nil {
+			return "", nil, err
+		}
+	}
 	noun := map[string]string{"companies": "company", "contacts": "contact"}[objects]
 	if found == nil {
 		if w.opts.Provenance {
 			values[ProvenanceProperty] = provenanceText(nil, values, from, ev.Provenance)
+		}
+		if objects == "companies" {
+			values[CompanyKeyProperty] = key
 		}
 		var o *Object
 		left, err := withoutMissing(values, func(props map[string]string) (err error) {
@@ -280,6 +298,7 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 		if err != nil {
 			return "", nil, err
 		}
+		delete(values, CompanyKeyProperty)
 		w.dl.rememberCreated(w.d.LoopID, key, o.ID)
 		written := map[string]string{}
 		for p, v := range values {
