@@ -271,15 +271,23 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 	}
 	// A company enrichd created is found by the unique property it set at once, where
 	// the search may not show it yet (a create whose answer was lost).
+	// A token without the scope to make properties (403) is still served, found by
+	// the search alone.
+	keyed := false
 	if found == nil && objects == "companies" {
-		if _, ok := w.dl.keyed.Load(w.d.LoopID); !ok {
-			if err := w.c.EnsureCompanyKeyProperty(ctx); err != nil {
+		k, ok := w.dl.keyed.Load(w.d.LoopID)
+		if !ok {
+			err := w.c.EnsureCompanyKeyProperty(ctx)
+			if err != nil && StatusOf(err) != http.StatusForbidden {
 				return "", nil, err
 			}
-			w.dl.keyed.Store(w.d.LoopID, true)
+			k = err == nil
+			w.dl.keyed.Store(w.d.LoopID, k)
 		}
-		if found, err = w.c.GetBy(ctx, objects, CompanyKeyProperty, key, props); err != nil {
-			return "", nil, err
+		if keyed = k.(bool); keyed {
+			if found, err = w.c.GetBy(ctx, objects, CompanyKeyProperty, key, props); err != nil {
+				return "", nil, err
+			}
 		}
 	}
 	noun := map[string]string{"companies": "company", "contacts": "contact"}[objects]
@@ -287,7 +295,7 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 		if w.opts.Provenance {
 			values[ProvenanceProperty] = provenanceText(nil, values, from, ev.Provenance)
 		}
-		if objects == "companies" {
+		if keyed {
 			values[CompanyKeyProperty] = key
 		}
 		var o *Object
