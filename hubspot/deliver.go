@@ -40,6 +40,8 @@ type Deliverer struct {
 	// that created it may not be recorded yet when the next delivery about it comes.
 	mu      sync.Mutex
 	created map[string]createdObject
+	// keyed are the Loops whose portal is known to have CompanyKeyProperty.
+	keyed sync.Map
 }
 
 type createdObject struct {
@@ -247,14 +249,24 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 	if err != nil {
 		return "", nil, err
 	}
+	// An object found by the id kept is this subject's only while it still holds the
+	// key: its address may have been changed in HubSpot since, or the token replaced
+	// by another portal's, where the id is another record.
+	byID := func(id string) (*Object, error) {
+		o, err := w.c.Get(ctx, objects, id, props)
+		if err != nil || o == nil || !strings.EqualFold(strings.TrimSpace(str(o.Properties[keyProperty(objectType)])), key) {
+			return nil, err
+		}
+		return o, nil
+	}
 	var found *Object
 	if prev != nil && prev.ObjectType == objects {
-		if found, err = w.c.Get(ctx, objects, prev.ObjectID, props); err != nil {
+		if found, err = byID(prev.ObjectID); err != nil {
 			return "", nil, err
 		}
 	}
 	if id := w.dl.recentlyCreated(w.d.LoopID, key); found == nil && id != "" {
-		if found, err = w.c.Get(ctx, objects, id, props); err != nil {
+		if found, err = byID(id); err != nil {
 			return "", nil, err
 		}
 	}
@@ -267,10 +279,34 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 			found = &hits[0]
 		}
 	}
+	// A company enrichd created is found by the unique property it set at once, where
+	// the search may not show it yet (a create whose answer was lost).
+	// A token without the scope to make properties (403) is still served, found by
+	// the search alone.
+	keyed := false
+	if found == nil && objects == "companies" {
+		k, ok := w.dl.keyed.Load(w.d.LoopID)
+		if !ok {
+			err := w.c.EnsureCompanyKeyProperty(ctx)
+			if err != nil && StatusOf(err) != http.StatusForbidden {
+				return "", nil, err
+			}
+			k = err == nil
+			w.dl.keyed.Store(w.d.LoopID, k)
+		}
+		if keyed = k.(bool); keyed {
+			if found, err = w.c.GetBy(ctx, objects, CompanyKeyProperty, key, props); err != nil {
+				return "", nil, err
+			}
+		}
+	}
 	noun := map[string]string{"companies": "company", "contacts": "contact"}[objects]
 	if found == nil {
 		if w.opts.Provenance {
 			values[ProvenanceProperty] = provenanceText(nil, values, from, ev.Provenance)
+		}
+		if keyed {
+			values[CompanyKeyProperty] = key
 		}
 		var o *Object
 		left, err := withoutMissing(values, func(props map[string]string) (err error) {
@@ -280,6 +316,7 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 		if err != nil {
 			return "", nil, err
 		}
+		delete(values, CompanyKeyProperty)
 		w.dl.rememberCreated(w.d.LoopID, key, o.ID)
 		written := map[string]string{}
 		for p, v := range values {

@@ -191,6 +191,32 @@ func TestErasingAPersonRemovesThemAndTellsTheLoopsThatWereSentThem(t *testing.T)
 	is.Equal(e.do("GET", "/v1/erasures/"+id, nil, "Authorization", "Bearer "+otherKey).status, http.StatusNotFound)
 }
 
+// TestAnErasedTaskLosesItsIdempotencyKey: a client that keys its requests by the
+// address it asks about finds neither in the task an erasure kept, nor the key's
+// binding left behind.
+func TestAnErasedTaskLosesItsIdempotencyKey(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t, allowPrivateWebhooks, erasuresOften)
+	janeOnRecord(e)
+	e.startWorkers()
+	r := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane@acme.com"}, "Idempotency-Key", "jane@acme.com")
+	is.True(r.status < 300)
+	id := r.str("task.id")
+	is.True(id != "")
+	var bound int
+	is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT count(*) FROM idempotency_keys WHERE task_id = ?`, id).Scan(&bound))
+	is.Equal(bound, 1)
+
+	er := e.do("POST", "/v1/erasures", map[string]any{"email": "jane@acme.com"})
+	is.Equal(er.status, http.StatusCreated)
+	g := e.do("GET", "/v1/tasks/"+id, nil)
+	is.Equal(g.status, http.StatusOK)
+	is.True(!strings.Contains(string(g.raw), "jane@acme.com")) // her address, as the key, is gone too
+	is.True(strings.Contains(string(g.raw), `"idempotency_key":null`))
+	is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT count(*) FROM idempotency_keys WHERE task_id = ?`, id).Scan(&bound))
+	is.Equal(bound, 0)
+}
+
 // TestBadErasuresAndExportsAreRefusedAndChangeNothing: two identifiers, none, text that
 // is not an address or a profile, an unknown field, an unknown or another
 // organization's id: 400 or 404, and nothing is erased.

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"database/sql"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -53,6 +54,77 @@ func TestHubSpotPeopleLoopWritesContactsFoundByEmail(t *testing.T) {
 	is.Equal(test.status, http.StatusAccepted)
 	d = e.waitDelivery(loopID, func(d map[string]any) bool { return succeeded(d) && d["event"] == "test" })
 	is.Equal(d["summary"], "HubSpot accepted the token (a page of contacts read)")
+}
+
+// HubSpot's validation errors quote the value refused: what enrichd logs and keeps of
+// them (the delivery's history, the Loop's last error, neither reached by an erasure)
+// names the property and HubSpot's code, never the value.
+func TestHubSpotErrorsQuotingAValueKeepNoneOfIt(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	e := newEnv(t, withHubSpot(t, hs))
+	janeOnRecord(e)
+	loopID := e.createHubSpotLoop("HubSpot people", "person", nil)
+	e.startWorkers()
+	for i, refusal := range []string{
+		`Property values were not valid: [{"isValid":false,"message":"Email address jane@acme.com is invalid","error":"INVALID_EMAIL","name":"email",` +
+			`"localizedErrorMessage":"Email address jane@acme.com is invalid"}]`,
+		`Email address Jane@Acme.com is invalid; "Jane" and 'Doe' were not taken, see https://www.linkedin.com/in/jane-doe`,
+	} {
+		hs.refuse = refusal
+		e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+		d := e.waitDelivery(loopID, func(d map[string]any) bool { return d["last_status_code"] == 400.0 })
+		t.Logf("kept: %v", d["last_error"])
+		if i == 0 {
+			is.Equal(d["last_error"], "HubSpot answered 400 Bad Request: Property values were not valid: email INVALID_EMAIL")
+		}
+		e.clock.Add(10 * time.Second) // the retry writes her
+		e.waitDelivery(loopID, succeeded)
+		for _, kept := range []string{e.logs.String(), string(e.do("GET", "/v1/loops/"+loopID+"/deliveries", nil).raw),
+			string(e.do("GET", "/v1/loops/"+loopID, nil).raw)} {
+			for _, her := range []string{"jane@acme.com", "Jane", "Doe", "jane-doe"} {
+				is.True(!strings.Contains(strings.ToLower(kept), strings.ToLower(her)))
+			}
+		}
+		var lastErr sql.NullString
+		is.NoErr(e.db.Reader().QueryRow(t.Context(), `SELECT last_delivery_error FROM loops WHERE id = ?`, loopID).Scan(&lastErr))
+		is.True(lastErr.Valid)
+		is.True(!strings.Contains(strings.ToLower(lastErr.String), "jane"))
+		hs.mu.Lock()
+		for id := range hs.objects["contacts"] {
+			delete(hs.objects["contacts"], id) // the next run creates her again
+		}
+		hs.mu.Unlock()
+	}
+}
+
+// A contact found by the id enrichd kept is hers only while it holds her address: one
+// whose address was changed in HubSpot since (another person's record now, or another
+// portal's under a new token) is left alone, and she is searched for by her address.
+func TestHubSpotLeavesAContactWhoseAddressChangedAlone(t *testing.T) {
+	is := is.New(t)
+	hs := newFakeHubSpot(t, hubspotToken)
+	e := newEnv(t, withHubSpot(t, hs))
+	janeOnRecord(e)
+	loopID := e.createHubSpotLoop("HubSpot people", "person", nil)
+	e.startWorkers()
+	first := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	e.waitDelivery(loopID, func(d map[string]any) bool { return succeeded(d) && d["task_id"] == first.str("task.id") })
+	contact := hs.only(t, "contacts")
+
+	hs.mu.Lock()
+	john := hs.objects["contacts"][contact]
+	john["email"], john["firstname"] = "john@globex.com", "John"
+	delete(john, "city")
+	delete(john, "jobtitle")
+	hs.mu.Unlock()
+	before := hs.object("contacts", contact)
+
+	again := e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	d := e.waitDelivery(loopID, func(d map[string]any) bool { return succeeded(d) && d["task_id"] == again.str("task.id") })
+	is.Equal(hs.object("contacts", contact), before) // none of her values in his blanks
+	is.Equal(hs.count("contacts"), 2)
+	is.True(strings.HasPrefix(d["summary"].(string), "created contact "))
 }
 
 // With refresh, a value enrichd wrote is rewritten when the record changes, and a

@@ -83,7 +83,7 @@ func TestHubSpotLoopFillsOnlyWhatIsBlankAndNeverOverwritesATypedValue(t *testing
 	}
 	is.Equal(d["summary"], "created company "+created+" with domain, linkedin_company_page, name, numberofemployees")
 	is.Equal(hs.object("companies", created), map[string]string{"domain": "globex.com", "name": "Globex", "numberofemployees": "42",
-		"linkedin_company_page": "https://www.linkedin.com/company/globex"})
+		"linkedin_company_page": "https://www.linkedin.com/company/globex", "enrichd_domain": "globex.com"}) // the key it is found by
 
 	// A second run finds the object it wrote: nothing created, nothing blank to fill.
 	r = e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"domain": "globex.com"})
@@ -94,7 +94,8 @@ func TestHubSpotLoopFillsOnlyWhatIsBlankAndNeverOverwritesATypedValue(t *testing
 }
 
 // A create whose answer is lost (HubSpot made the object, then answered 502) is not
-// made twice: the retry finds it.
+// made twice: the retry finds it, by the unique property enrichd set, though HubSpot's
+// search does not show it yet.
 func TestHubSpotLoopCreatesOnceThroughARetry(t *testing.T) {
 	is := is.New(t)
 	hs := newFakeHubSpot(t, hubspotToken)
@@ -102,6 +103,7 @@ func TestHubSpotLoopCreatesOnceThroughARetry(t *testing.T) {
 	e.net.addCompany(company("Initech", "initech.com"))
 	loopID := e.createHubSpotLoop("HubSpot", "company", nil)
 	hs.failAfterCreate = true
+	hs.searchLags = true
 	e.startWorkers()
 
 	e.do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"domain": "initech.com"})

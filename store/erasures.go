@@ -824,7 +824,7 @@ func eraseTasks(ctx context.Context, tx Tx, p PersonalTable, e *Erasing) error {
 			redacted = &s
 		}
 		if _, err := tx.Exec(ctx, `UPDATE tasks SET input = '{}', target = ?, result_id = NULL, error = ?, provenance = NULL,
-			sources = NULL, erased_at = ? WHERE id = ?`, ErasedMarker, redacted, ms(e.Now), t.id); err != nil {
+			sources = NULL, idempotency_key = NULL, erased_at = ? WHERE id = ?`, ErasedMarker, redacted, ms(e.Now), t.id); err != nil {
 			return err
 		}
 		if t.key != nil {

@@ -111,6 +111,7 @@ var conformanceTests = []conformanceTest{
 	{"AuditVerifyNamesTheFirstBadEntry", testAuditVerifyNamesTheFirstBadEntry},
 	{"AnErasureBlanksTheAuditSubjectAndTheChainHolds", testAnErasureBlanksTheAuditSubjectAndTheChainHolds},
 	{"AuditRetentionLeavesAVerifiableCheckpoint", testAuditRetentionLeavesAVerifiableCheckpoint},
+	{"AuditVerifyHoldsWhileTheChainGrowsAndIsCut", testAuditVerifyHoldsWhileTheChainGrowsAndIsCut},
 	{"AnErasureRemovesThePersonFromEveryTable", testAnErasureRemovesThePersonFromEveryTable},
 	{"AnErasureKeepsAnotherOrganizationsOwnRows", testAnErasureKeepsAnotherOrganizationsOwnRows},
 	{"AnErasureCancelsATaskUnderWay", testAnErasureCancelsATaskUnderWay},
