@@ -39,6 +39,10 @@ func TestHubSpotLoop(t *testing.T) {
 			w.Write([]byte(`{"results":[]}`))
 		case r.Method == http.MethodPost && r.URL.Path == "/crm/v3/objects/companies/search":
 			w.Write([]byte(`{"total":0,"results":[]}`))
+		case r.Method == http.MethodPost && r.URL.Path == "/crm/v3/properties/companies":
+			// The unique property enrichd keeps a company's domain in, made once.
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"name":"enrichd_domain","hasUniqueValue":true}`))
 		case r.Method == http.MethodPost && r.URL.Path == "/crm/v3/objects/companies":
 			var body struct{ Properties map[string]string }
 			json.NewDecoder(r.Body).Decode(&body)
