@@ -157,7 +157,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	// row is written by hand into the SQLite file; on PostgreSQL this is the driver's
 	// own test.
 	if !onPostgres() {
-		raw, err := sql.Open("sqlite", e.path)
+		raw, err := sql.Open("sqlite", "file:"+e.path+"?_pragma=busy_timeout(10000)")
 		is.NoErr(err)
 		defer raw.Close()
 		known := int(r.get("schema.known").(float64))
