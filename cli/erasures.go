@@ -89,19 +89,16 @@ func newErasuresCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			page, _ := cmd.Flags().GetInt("page")
-			if page < 0 || page*store.MaxErasurePage > 10_000 {
-				return fmt.Errorf("--page must be from 0 to %d", 10_000/store.MaxErasurePage)
+			page, err := pageOf(cmd, store.MaxErasurePage)
+			if err != nil {
+				return err
 			}
 			all, total, err := db.ListErasures(cmd.Context(), orgID, page, store.MaxErasurePage)
 			if err != nil {
 				return err
 			}
 			err = printList(cmd, all, []string{"ID", "HINT", "REQUESTED_BY", "CREATED", "COMPLETED", "LOOPS_TOLD", "REMOVED"}, func(er *store.Erasure) []string {
-				by := er.RequestedBy.Kind
-				if er.RequestedBy.Name != nil {
-					by += " " + *er.RequestedBy.Name
-				}
+				by := addedByText(er.RequestedBy)
 				completed := "pending"
 				if er.CompletedAt != nil {
 					completed = er.CompletedAt.Format(timeFormat)

@@ -190,6 +190,28 @@ func listCommand(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
+// maxListedRows bounds how deep --page reaches into a paged list (as the API's offsets).
+const maxListedRows = 10_000
+
+// pageOf is a paged list command's --page, refused past maxListedRows at perPage rows
+// a page.
+func pageOf(cmd *cobra.Command, perPage int) (int, error) {
+	page, _ := cmd.Flags().GetInt("page")
+	if page < 0 || page*perPage > maxListedRows {
+		return 0, fmt.Errorf("--page must be from 0 to %d", maxListedRows/perPage)
+	}
+	return page, nil
+}
+
+// addedByText is who added a suppression or asked an erasure, as a list shows it:
+// the kind, and the name where there is one.
+func addedByText(by store.AddedBy) string {
+	if by.Name == nil {
+		return by.Kind
+	}
+	return by.Kind + " " + *by.Name
+}
+
 // printList prints a list command's rows: tab-separated under a header row, or with
 // --json the items as a JSON array ([] when there are none).
 func printList[T any](cmd *cobra.Command, items []T, header []string, row func(T) []string) error {

@@ -92,19 +92,16 @@ func newSuppressionsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			page, _ := cmd.Flags().GetInt("page")
-			if page < 0 || page*store.MaxSuppressionPage > 10_000 {
-				return fmt.Errorf("--page must be from 0 to %d", 10_000/store.MaxSuppressionPage)
+			page, err := pageOf(cmd, store.MaxSuppressionPage)
+			if err != nil {
+				return err
 			}
 			all, total, err := db.ListSuppressions(cmd.Context(), orgID, page, store.MaxSuppressionPage)
 			if err != nil {
 				return err
 			}
 			err = printList(cmd, all, []string{"ID", "KIND", "HINT", "ADDED_BY", "CREATED", "REASON"}, func(s *store.Suppression) []string {
-				by := s.AddedBy.Kind
-				if s.AddedBy.Name != nil {
-					by += " " + *s.AddedBy.Name
-				}
+				by := addedByText(s.AddedBy)
 				reason := ""
 				if s.Reason != nil {
 					reason = *s.Reason

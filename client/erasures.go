@@ -83,11 +83,24 @@ type PersonExport struct {
 	Audit []map[string]json.RawMessage `json:"audit"`
 }
 
-// ExportedLoop is a Loop that was sent the person, and its deliveries about them.
+// ExportedLoop is a Loop that was sent the person, its deliveries about them, and the
+// HubSpot objects it wrote about them (a HubSpot Loop's).
 type ExportedLoop struct {
 	ID         string                       `json:"id"`
 	Name       *string                      `json:"name"`
 	Deliveries []map[string]json.RawMessage `json:"deliveries"`
+	HubSpot    []ExportedCRMObject          `json:"hubspot"`
+}
+
+// ExportedCRMObject is a HubSpot object a Loop wrote about the person, and which of
+// its properties enrichd wrote. enrichd keeps no value it wrote (only keyed hashes of
+// them), as Values says: the values are in HubSpot.
+type ExportedCRMObject struct {
+	ObjectType        string    `json:"object_type"` // contacts or companies
+	ObjectID          string    `json:"object_id"`
+	PropertiesWritten []string  `json:"properties_written"`
+	Values            string    `json:"values"`
+	UpdatedAt         time.Time `json:"updated_at"`
 }
 
 // EventPersonErased is the event a Loop receives when a person it was sent is erased:

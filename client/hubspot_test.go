@@ -12,6 +12,7 @@ import (
 
 	"github.com/matryer/is"
 
+	"enrichd/enrich"
 	"enrichd/secret"
 	"enrichd/server"
 )
@@ -38,6 +39,10 @@ func TestHubSpotLoop(t *testing.T) {
 			w.Write([]byte(`{"results":[]}`))
 		case r.Method == http.MethodPost && r.URL.Path == "/crm/v3/objects/companies/search":
 			w.Write([]byte(`{"total":0,"results":[]}`))
+		case r.Method == http.MethodPost && r.URL.Path == "/crm/v3/properties/companies":
+			// The unique property enrichd keeps a company's domain in, made once.
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"name":"enrichd_domain","hasUniqueValue":true}`))
 		case r.Method == http.MethodPost && r.URL.Path == "/crm/v3/objects/companies":
 			var body struct{ Properties map[string]string }
 			json.NewDecoder(r.Body).Decode(&body)
@@ -90,4 +95,65 @@ func TestHubSpotLoop(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(*l.Destination.Refresh, false)
 	is.Equal(l.Destination.TokenLast4, "…9f3c") // kept
+}
+
+// TestHubSpotLoopInAnExport: a person Loop writes Jane's contact into HubSpot; her
+// export names the contact under the Loop, and the properties enrichd wrote, without
+// their values, which enrichd does not keep.
+func TestHubSpotLoopInAnExport(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	const token = "pat-na1-client-test-7d21"
+	hubspot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Header.Get("Authorization") != "Bearer "+token:
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"status":"error","message":"Authentication credentials not found.","correlationId":"x","category":"INVALID_AUTHENTICATION"}`))
+		case r.Method == http.MethodGet && r.URL.Path == "/crm/v3/objects/contacts":
+			w.Write([]byte(`{"results":[]}`))
+		case r.Method == http.MethodPost && r.URL.Path == "/crm/v3/objects/contacts/search":
+			w.Write([]byte(`{"total":0,"results":[]}`))
+		case r.Method == http.MethodPost && r.URL.Path == "/crm/v3/objects/contacts":
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"id":"7301","properties":{},"archived":false}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"status":"error","message":"not found","category":"OBJECT_NOT_FOUND"}`))
+		}
+	}))
+	defer hubspot.Close()
+	box, _, err := secret.LoadOrCreate(filepath.Join(t.TempDir(), "secret-key"))
+	is.NoErr(err)
+	e := newEnv(t, func(c *server.Config) { c.HubSpotURL, c.Secrets = hubspot.URL, box })
+	_, err = e.db.Import(t.Context(), strings.NewReader(`{"type":"person","network_url":"https://www.linkedin.com/in/jane-doe",`+
+		`"full_name":"Jane Doe","first_name":"Jane","last_name":"Doe","city":"Berlin","country_code":"DE",`+
+		`"positions":[{"title":"CTO","company_name":"Acme","is_current":true}],"emails":["jane@acme.com"],`+
+		`"last_enriched_at":"`+e.clock.Now().Add(-time.Hour).Format(time.RFC3339)+`"}`), enrich.Normalizer{})
+	is.NoErr(err)
+	e.startWorkers()
+	ctx := t.Context()
+	l, err := e.c.CreateLoop(ctx, NewLoop{Name: "HubSpot people", ObjectType: "person", Destination: &NewDestination{Kind: "hubspot", Token: token}})
+	is.NoErr(err)
+	q, err := e.c.RunLoop(ctx, l.ID, RunInput{Email: "jane@acme.com"})
+	is.NoErr(err)
+	_, err = e.c.WaitTask(ctx, q.Task.ID)
+	is.NoErr(err)
+	var ds *DeliveryList
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if ds, err = e.c.Deliveries(ctx, l.ID, DeliveryListOptions{}); err == nil && len(ds.Data) == 1 && ds.Data[0].Status == "succeeded" {
+			break
+		}
+	}
+	is.Equal(ds.Data[0].Status, "succeeded")
+
+	x, err := e.c.ExportPerson(ctx, PersonRef{Email: "jane@acme.com"})
+	is.NoErr(err)
+	is.Equal(len(x.Loops), 1)
+	is.Equal(len(x.Loops[0].HubSpot), 1)
+	o := x.Loops[0].HubSpot[0]
+	is.Equal(o.ObjectType, "contacts")
+	is.Equal(o.ObjectID, "7301")
+	is.True(len(o.PropertiesWritten) > 0)
+	is.True(strings.HasPrefix(o.Values, "not kept"))
 }

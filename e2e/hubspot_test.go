@@ -31,6 +31,11 @@ func (c *crm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(`{"status":"error","message":"Authentication credentials not found.","correlationId":"e2e","category":"INVALID_AUTHENTICATION"}`))
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, "/crm/v3/properties/") && r.Method == http.MethodPost {
+		w.WriteHeader(http.StatusCreated) // a custom property a Loop makes
+		w.Write([]byte(`{}`))
+		return
+	}
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/crm/v3/objects/"), "/")
 	var body struct {
 		Properties   json.RawMessage

@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,12 +85,13 @@ func (c *Client) now() time.Time {
 // do sends one request and reads its JSON answer into out (nil: discarded).
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
+	var sent []byte
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
+		rd, sent = bytes.NewReader(b), b
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, rd)
 	if err != nil {
@@ -117,7 +120,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 			Category string `json:"category"`
 		}
 		if json.Unmarshal(raw, &b) == nil {
-			e.Message, e.Category = truncate(b.Message, 300), b.Category
+			e.Message, e.Category = truncate(scrub(b.Message, sent), 300), b.Category
 			if resp.StatusCode == http.StatusBadRequest {
 				e.Missing = missingProperties(b.Message)
 			}
@@ -162,6 +165,85 @@ func missingProperties(msg string) []string {
 		out = append(out, m[1])
 	}
 	return out
+}
+
+// scrub is what of HubSpot's error message may be logged and kept in the delivery
+// history and the Loop: HubSpot's validation errors quote the values sent ("Email
+// address jane@acme.com is invalid"), and neither the log nor the Loop is reached by
+// an erasure. A validation error is told by each property's name and error code
+// alone; any other message keeps its words, with every value of the request sent
+// (request, its JSON), every address, URL and quoted text replaced by "…".
+func scrub(msg string, request []byte) string {
+	if i := strings.Index(msg, "[{"); i >= 0 {
+		var invalid []struct {
+			Name  string `json:"name"`
+			Error string `json:"error"`
+		}
+		if json.Unmarshal([]byte(msg[i:]), &invalid) == nil && len(invalid) > 0 {
+			var each []string
+			for _, v := range invalid {
+				if hubspotName.MatchString(v.Name) && errorCode.MatchString(v.Error) {
+					each = append(each, v.Name+" "+v.Error)
+				}
+			}
+			return scrub(strings.TrimRight(msg[:i], ": "), request) + ": " + strings.Join(each, ", ")
+		}
+	}
+	for _, v := range sentValues(request) {
+		msg = replaceFold(msg, v, "…")
+	}
+	for _, re := range []*regexp.Regexp{quoted, anURL, address} {
+		msg = re.ReplaceAllString(msg, "…")
+	}
+	return msg
+}
+
+var (
+	hubspotName = regexp.MustCompile(`^[a-z0-9_]{1,100}$`)
+	errorCode   = regexp.MustCompile(`^[A-Z0-9_]{1,60}$`)
+	quoted      = regexp.MustCompile(`\\?"[^"]*\\?"|\B'[^']+'|“[^”]*”`)
+	anURL       = regexp.MustCompile(`(?i)\b(?:https?://|www\.)\S+`)
+	address     = regexp.MustCompile(`\S+@\S+`)
+)
+
+// sentValues are the strings of a request's JSON, longest first, so that a value that
+// holds another is replaced whole.
+func sentValues(request []byte) []string {
+	var v any
+	if json.Unmarshal(request, &v) != nil {
+		return nil
+	}
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			if len(strings.TrimSpace(v)) >= 2 {
+				out = append(out, strings.TrimSpace(v))
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// replaceFold replaces every occurrence of old in s, whatever its case (HubSpot may
+// quote an address lowercased), with new.
+func replaceFold(s, old, new string) string {
+	re, err := regexp.Compile(`(?i)` + regexp.QuoteMeta(old))
+	if err != nil {
+		return s
+	}
+	return re.ReplaceAllLiteralString(s, new)
 }
 
 func truncate(s string, n int) string {
@@ -225,6 +307,19 @@ func (c *Client) Get(ctx context.Context, objects, id string, props []string) (*
 	return &o, err
 }
 
+// GetBy reads one object by the value of a property whose values are unique in the
+// portal (GET /crm/v3/objects/{objects}/{value}?idProperty=...); unlike a search, it
+// finds an object the moment it is created. nil when none holds the value.
+func (c *Client) GetBy(ctx context.Context, objects, property, value string, props []string) (*Object, error) {
+	var o Object
+	err := c.do(ctx, http.MethodGet, "/crm/v3/objects/"+objects+"/"+url.PathEscape(value)+"?idProperty="+url.QueryEscape(property)+
+		"&properties="+strings.Join(props, ","), nil, &o)
+	if StatusOf(err) == http.StatusNotFound {
+		return nil, nil
+	}
+	return &o, err
+}
+
 // Create creates an object with props (POST /crm/v3/objects/{objects}).
 func (c *Client) Create(ctx context.Context, objects string, props map[string]string) (*Object, error) {
 	var o Object
@@ -258,6 +353,27 @@ func (c *Client) EnsureProvenanceProperty(ctx context.Context, objectType string
 	err := c.do(ctx, http.MethodPost, "/crm/v3/properties/"+ObjectPath(objectType), map[string]string{
 		"name": ProvenanceProperty, "label": "enrichd provenance", "type": "string", "fieldType": "textarea", "groupName": group,
 		"description": "Which source gave each field enrichd wrote, as field: source",
+	}, nil)
+	if StatusOf(err) == http.StatusConflict {
+		return nil
+	}
+	return err
+}
+
+// CompanyKeyProperty is the property, its values unique in the portal, that enrichd
+// sets to the domain of every company it creates: HubSpot keeps companies' domains
+// unique by convention alone, and its search shows a new company only seconds later,
+// so a create whose answer was lost is found again by it (GetBy), and a second create
+// of the same domain is refused.
+const CompanyKeyProperty = "enrichd_domain"
+
+// EnsureCompanyKeyProperty creates CompanyKeyProperty on companies, with unique values
+// (POST /crm/v3/properties/companies, hasUniqueValue); one that exists already (409)
+// is kept.
+func (c *Client) EnsureCompanyKeyProperty(ctx context.Context) error {
+	err := c.do(ctx, http.MethodPost, "/crm/v3/properties/companies", map[string]any{
+		"name": CompanyKeyProperty, "label": "enrichd domain", "type": "string", "fieldType": "text", "groupName": "companyinformation",
+		"hasUniqueValue": true, "description": "The domain of a company enrichd created, which it finds the company by",
 	}, nil)
 	if StatusOf(err) == http.StatusConflict {
 		return nil

@@ -40,6 +40,8 @@ type Deliverer struct {
 	// that created it may not be recorded yet when the next delivery about it comes.
 	mu      sync.Mutex
 	created map[string]createdObject
+	// keyed are the Loops whose portal is known to have CompanyKeyProperty.
+	keyed sync.Map
 }
 
 type createdObject struct {
@@ -69,6 +71,13 @@ func (dl *Deliverer) rememberCreated(loopID, key, id string) {
 		}
 	}
 	dl.created[loopID+"\x00"+key] = createdObject{id: id, at: now}
+}
+
+// forgetCreated forgets the object created by the Loop under key (a contact deleted).
+func (dl *Deliverer) forgetCreated(loopID, key string) {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	delete(dl.created, loopID+"\x00"+key)
 }
 
 func (dl *Deliverer) recentlyCreated(loopID, key string) string {
@@ -103,6 +112,9 @@ type event struct {
 	Person     *struct {
 		Emails []string `json:"emails"`
 	} `json:"person"`
+	// Objects are, on a person.erased event, the objects the Loop wrote about the
+	// person, as enrichd kept them until the erasure.
+	Objects []store.ErasedObject `json:"objects"`
 }
 
 // Deliver makes one attempt of the delivery d.
@@ -237,14 +249,24 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 	if err != nil {
 		return "", nil, err
 	}
+	// An object found by the id kept is this subject's only while it still holds the
+	// key: its address may have been changed in HubSpot since, or the token replaced
+	// by another portal's, where the id is another record.
+	byID := func(id string) (*Object, error) {
+		o, err := w.c.Get(ctx, objects, id, props)
+		if err != nil || o == nil || !strings.EqualFold(strings.TrimSpace(str(o.Properties[keyProperty(objectType)])), key) {
+			return nil, err
+		}
+		return o, nil
+	}
 	var found *Object
 	if prev != nil && prev.ObjectType == objects {
-		if found, err = w.c.Get(ctx, objects, prev.ObjectID, props); err != nil {
+		if found, err = byID(prev.ObjectID); err != nil {
 			return "", nil, err
 		}
 	}
 	if id := w.dl.recentlyCreated(w.d.LoopID, key); found == nil && id != "" {
-		if found, err = w.c.Get(ctx, objects, id, props); err != nil {
+		if found, err = byID(id); err != nil {
 			return "", nil, err
 		}
 	}
@@ -257,10 +279,34 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 			found = &hits[0]
 		}
 	}
+	// A company enrichd created is found by the unique property it set at once, where
+	// the search may not show it yet (a create whose answer was lost).
+	// A token without the scope to make properties (403) is still served, found by
+	// the search alone.
+	keyed := false
+	if found == nil && objects == "companies" {
+		k, ok := w.dl.keyed.Load(w.d.LoopID)
+		if !ok {
+			err := w.c.EnsureCompanyKeyProperty(ctx)
+			if err != nil && StatusOf(err) != http.StatusForbidden {
+				return "", nil, err
+			}
+			k = err == nil
+			w.dl.keyed.Store(w.d.LoopID, k)
+		}
+		if keyed = k.(bool); keyed {
+			if found, err = w.c.GetBy(ctx, objects, CompanyKeyProperty, key, props); err != nil {
+				return "", nil, err
+			}
+		}
+	}
 	noun := map[string]string{"companies": "company", "contacts": "contact"}[objects]
 	if found == nil {
 		if w.opts.Provenance {
 			values[ProvenanceProperty] = provenanceText(nil, values, from, ev.Provenance)
+		}
+		if keyed {
+			values[CompanyKeyProperty] = key
 		}
 		var o *Object
 		left, err := withoutMissing(values, func(props map[string]string) (err error) {
@@ -270,6 +316,7 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 		if err != nil {
 			return "", nil, err
 		}
+		delete(values, CompanyKeyProperty)
 		w.dl.rememberCreated(w.d.LoopID, key, o.ID)
 		written := map[string]string{}
 		for p, v := range values {
@@ -407,27 +454,54 @@ func provenanceText(before *string, written, from, prov map[string]string) strin
 }
 
 // erase is a person.erased event: nothing by default (the CRM holds the team's own
-// relationship with the person); with gdpr_delete, each contact HubSpot has at an
-// address the person was sent by is deleted under its GDPR delete, by id.
+// relationship with the person); with gdpr_delete, each contact enrichd wrote about
+// the person is deleted under HubSpot's GDPR delete, by id: those the event names
+// (what enrichd kept of its writes until the erasure), those this process created at
+// the person's addresses a moment ago, and those HubSpot's search finds at them. The
+// search alone would miss a contact created in the seconds before its index shows it.
 func (w *writer) erase(ctx context.Context, ev event) (string, error) {
 	if !w.opts.GDPRDelete {
 		return "skipped: this Loop keeps its HubSpot contacts on an erasure (gdpr_delete is off)", nil
 	}
-	if ev.Person == nil || len(ev.Person.Emails) == 0 {
+	var emails []string
+	if ev.Person != nil {
+		for _, e := range ev.Person.Emails {
+			emails = append(emails, strings.ToLower(strings.TrimSpace(e)))
+		}
+	}
+	var ids []string
+	for _, o := range ev.Objects {
+		if o.Type == "contacts" && o.ID != "" {
+			ids = append(ids, o.ID)
+		}
+	}
+	if len(emails) == 0 && len(ids) == 0 {
 		return "skipped: the person was sent by no email address, which HubSpot's contacts are found by", nil
 	}
-	var deleted []string
-	for _, email := range ev.Person.Emails {
-		hits, err := w.c.Search(ctx, "contacts", "email", strings.ToLower(email), []string{"email"})
+	for _, email := range emails {
+		if id := w.dl.recentlyCreated(w.d.LoopID, email); id != "" {
+			ids = append(ids, id)
+		}
+		hits, err := w.c.Search(ctx, "contacts", "email", email, []string{"email"})
 		if err != nil {
 			return "", err
 		}
 		for _, h := range hits {
-			if err := w.c.GDPRDelete(ctx, h.ID); err != nil && StatusOf(err) != http.StatusNotFound {
-				return "", err
-			}
-			deleted = append(deleted, h.ID)
+			ids = append(ids, h.ID)
 		}
+	}
+	var deleted []string
+	for _, id := range ids {
+		if slices.Contains(deleted, id) {
+			continue
+		}
+		if err := w.c.GDPRDelete(ctx, id); err != nil && StatusOf(err) != http.StatusNotFound {
+			return "", err
+		}
+		deleted = append(deleted, id)
+	}
+	for _, email := range emails {
+		w.dl.forgetCreated(w.d.LoopID, email)
 	}
 	if len(deleted) == 0 {
 		return "HubSpot has no contact at the person's addresses: nothing to delete", nil

@@ -64,3 +64,15 @@ func TestMappingOverridesAndChecks(t *testing.T) {
 	is.True(CheckMapping("company", map[string]string{"enrichd_provenance": "name"}) != nil)
 	is.NoErr(CheckMapping("company", map[string]string{"about_us": "about"}))
 }
+
+func TestHubSpotsMessagesKeepNoValueSent(t *testing.T) {
+	is := is.New(t)
+	sent := []byte(`{"properties":{"email":"jane@acme.com","firstname":"Jane","lastname":"Doe","hs_linkedin_url":"https://www.linkedin.com/in/jane-doe"}}`)
+	is.Equal(scrub(`Property values were not valid: [{"isValid":false,"message":"Email address jane@acme.com is invalid","error":"INVALID_EMAIL","name":"email"}]`, sent),
+		"Property values were not valid: email INVALID_EMAIL")
+	is.Equal(scrub(`Email address JANE@ACME.COM is invalid`, sent), "Email address … is invalid")
+	is.Equal(scrub(`firstname Jane and lastname Doe conflict with 'someone' at www.example.com/x, "quoted"`, sent),
+		"firstname … and lastname … conflict with … at … …")
+	is.Equal(scrub("You have reached your secondly limit.", nil), "You have reached your secondly limit.")
+	is.Equal(scrub("You've reached the limit", sent), "You've reached the limit")
+}

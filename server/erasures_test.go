@@ -124,6 +124,33 @@ func TestErasingAPersonRemovesThemAndTellsTheLoopsThatWereSentThem(t *testing.T)
 	is.Equal(e.Do("GET", "/v1/erasures/"+id, nil, "Authorization", "Bearer "+otherKey).Status, http.StatusNotFound)
 }
 
+// TestAnErasedTaskLosesItsIdempotencyKey: a client that keys its requests by the
+// address it asks about finds neither in the task an erasure kept, nor the key's
+// binding left behind.
+func TestAnErasedTaskLosesItsIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, servertest.ErasuresOften)
+	servertest.JaneOnRecord(e)
+	e.StartWorkers()
+	r := e.Do("POST", "/v1/people/enrich", map[string]string{"email": "jane@acme.com"}, "Idempotency-Key", "jane@acme.com")
+	is.True(r.Status < 300)
+	id := r.Str("task.id")
+	is.True(id != "")
+	var bound int
+	is.NoErr(e.DB.Reader().QueryRow(t.Context(), `SELECT count(*) FROM idempotency_keys WHERE task_id = ?`, id).Scan(&bound))
+	is.Equal(bound, 1)
+
+	er := e.Do("POST", "/v1/erasures", map[string]any{"email": "jane@acme.com"})
+	is.Equal(er.Status, http.StatusCreated)
+	g := e.Do("GET", "/v1/tasks/"+id, nil)
+	is.Equal(g.Status, http.StatusOK)
+	is.True(!strings.Contains(string(g.Raw), "jane@acme.com")) // her address, as the key, is gone too
+	is.True(strings.Contains(string(g.Raw), `"idempotency_key":null`))
+	is.NoErr(e.DB.Reader().QueryRow(t.Context(), `SELECT count(*) FROM idempotency_keys WHERE task_id = ?`, id).Scan(&bound))
+	is.Equal(bound, 0)
+}
+
 // TestBadErasuresAndExportsAreRefusedAndChangeNothing: two identifiers, none, text that
 // is not an address or a profile, an unknown field, an unknown or another
 // organization's id: 400 or 404, and nothing is erased.

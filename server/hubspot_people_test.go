@@ -1,12 +1,16 @@
 package server_test
 
 import (
+	"database/sql"
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"enrichd/server/servertest"
+	"enrichd/store"
 
 	"github.com/matryer/is"
 )
@@ -47,6 +51,79 @@ func TestHubSpotPeopleLoopWritesContactsFoundByEmail(t *testing.T) {
 	is.Equal(test.Status, http.StatusAccepted)
 	d = e.WaitDelivery(loopID, func(d map[string]any) bool { return servertest.Succeeded(d) && d["event"] == "test" })
 	is.Equal(d["summary"], "HubSpot accepted the token (a page of contacts read)")
+}
+
+// HubSpot's validation errors quote the value refused: what enrichd logs and keeps of
+// them (the delivery's history, the Loop's last error, neither reached by an erasure)
+// names the property and HubSpot's code, never the value.
+func TestHubSpotErrorsQuotingAValueKeepNoneOfIt(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	hs := servertest.NewFakeHubSpot(t, servertest.HubspotToken)
+	e := servertest.NewEnv(t, servertest.WithHubSpot(t, hs))
+	servertest.JaneOnRecord(e)
+	loopID := e.CreateHubSpotLoop("HubSpot people", "person", nil)
+	e.StartWorkers()
+	for i, refusal := range []string{
+		`Property values were not valid: [{"isValid":false,"message":"Email address jane@acme.com is invalid","error":"INVALID_EMAIL","name":"email",` +
+			`"localizedErrorMessage":"Email address jane@acme.com is invalid"}]`,
+		`Email address Jane@Acme.com is invalid; "Jane" and 'Doe' were not taken, see https://www.linkedin.com/in/jane-doe`,
+	} {
+		hs.Refuse = refusal
+		e.Do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+		d := e.WaitDelivery(loopID, func(d map[string]any) bool { return d["last_status_code"] == 400.0 })
+		t.Logf("kept: %v", d["last_error"])
+		if i == 0 {
+			is.Equal(d["last_error"], "HubSpot answered 400 Bad Request: Property values were not valid: email INVALID_EMAIL")
+		}
+		e.Clock.Add(10 * time.Second) // the retry writes her
+		e.WaitDelivery(loopID, servertest.Succeeded)
+		for _, kept := range []string{e.Logs.String(), string(e.Do("GET", "/v1/loops/"+loopID+"/deliveries", nil).Raw),
+			string(e.Do("GET", "/v1/loops/"+loopID, nil).Raw)} {
+			for _, her := range []string{"jane@acme.com", "Jane", "Doe", "jane-doe"} {
+				is.True(!strings.Contains(strings.ToLower(kept), strings.ToLower(her)))
+			}
+		}
+		var lastErr sql.NullString
+		is.NoErr(e.DB.Reader().QueryRow(t.Context(), `SELECT last_delivery_error FROM loops WHERE id = ?`, loopID).Scan(&lastErr))
+		is.True(lastErr.Valid)
+		is.True(!strings.Contains(strings.ToLower(lastErr.String), "jane"))
+		hs.Mu.Lock()
+		for id := range hs.Objects["contacts"] {
+			delete(hs.Objects["contacts"], id) // the next run creates her again
+		}
+		hs.Mu.Unlock()
+	}
+}
+
+// A contact found by the id enrichd kept is hers only while it holds her address: one
+// whose address was changed in HubSpot since (another person's record now, or another
+// portal's under a new token) is left alone, and she is searched for by her address.
+func TestHubSpotLeavesAContactWhoseAddressChangedAlone(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	hs := servertest.NewFakeHubSpot(t, servertest.HubspotToken)
+	e := servertest.NewEnv(t, servertest.WithHubSpot(t, hs))
+	servertest.JaneOnRecord(e)
+	loopID := e.CreateHubSpotLoop("HubSpot people", "person", nil)
+	e.StartWorkers()
+	first := e.Do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	e.WaitDelivery(loopID, func(d map[string]any) bool { return servertest.Succeeded(d) && d["task_id"] == first.Str("task.id") })
+	contact := hs.Only(t, "contacts")
+
+	hs.Mu.Lock()
+	john := hs.Objects["contacts"][contact]
+	john["email"], john["firstname"] = "john@globex.com", "John"
+	delete(john, "city")
+	delete(john, "jobtitle")
+	hs.Mu.Unlock()
+	before := hs.Object("contacts", contact)
+
+	again := e.Do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	d := e.WaitDelivery(loopID, func(d map[string]any) bool { return servertest.Succeeded(d) && d["task_id"] == again.Str("task.id") })
+	is.Equal(hs.Object("contacts", contact), before) // none of her values in his blanks
+	is.Equal(hs.Count("contacts"), 2)
+	is.True(strings.HasPrefix(d["summary"].(string), "created contact "))
 }
 
 // With refresh, a value enrichd wrote is rewritten when the record changes, and a
@@ -149,3 +226,141 @@ func TestHubSpotLeavesOutAPropertyThePortalDoesNotHave(t *testing.T) {
 
 func strPtr(s string) *string { return &s }
 func int64Ptr(n int64) *int64 { return &n }
+
+// Retention deletes the tasks and deliveries that said a gdpr_delete Loop was sent
+// Jane; what enrichd kept of its writes (the contact it created) is kept until the
+// person is erased, and still names the Loop: the erasure tells it, and the contact goes.
+func TestHubSpotErasureAfterRetentionTellsTheLoopThatWroteTheContact(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	hs := servertest.NewFakeHubSpot(t, servertest.HubspotToken)
+	e := servertest.NewEnv(t, servertest.WithHubSpot(t, hs), servertest.ErasuresOften)
+	servertest.JaneOnRecord(e)
+	deletes := e.CreateHubSpotLoop("Deletes", "person", map[string]any{"gdpr_delete": true})
+	e.StartWorkers()
+	e.Do("POST", "/v1/loops/"+deletes+"/run", map[string]string{"email": "jane@acme.com"})
+	e.WaitDelivery(deletes, servertest.Succeeded)
+	contact := hs.Only(t, "contacts")
+
+	e.Clock.Add(40 * 24 * time.Hour)
+	// Retention runs round after round: the purge is repeated until it has taken what
+	// it may (on a loaded machine the sender may still be closing the delivery's books).
+	var tasks, deliveries, kept int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := e.DB.PurgeSettled(t.Context(), e.Clock.Now().Add(-30*24*time.Hour), 1000)
+		is.NoErr(err)
+		is.NoErr(e.DB.Reader().QueryRow(t.Context(), `SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM deliveries),
+		(SELECT count(*) FROM hubspot_writes)`).Scan(&tasks, &deliveries, &kept))
+		if tasks == 0 && deliveries == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	is.Equal([]int{tasks, deliveries, kept}, []int{0, 0, 1})
+
+	r := e.Do("POST", "/v1/erasures", map[string]any{"email": "jane@acme.com"})
+	is.Equal(r.Status, http.StatusCreated)
+	is.Equal(len(r.Get("data.loops").([]any)), 1)
+	is.Equal(r.Str("data.loops.0.id"), deletes)
+	d := e.WaitDelivery(deletes, func(d map[string]any) bool { return d["event"] == "person.erased" && servertest.Succeeded(d) })
+	is.Equal(d["summary"], "deleted contact "+contact+" under HubSpot's GDPR delete")
+	is.Equal(hs.Count("contacts"), 0)
+}
+
+// An erasure right after a gdpr_delete Loop created the contact: HubSpot's search does
+// not show it yet, and the erasure deletes what enrichd kept of the write in its own
+// transaction. The contact is deleted all the same, by the id enrichd wrote it under.
+func TestHubSpotErasureSoonAfterTheContactWasCreatedDeletesIt(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	hs := servertest.NewFakeHubSpot(t, servertest.HubspotToken)
+	hs.SearchLags = true
+	e := servertest.NewEnv(t, servertest.WithHubSpot(t, hs), servertest.ErasuresOften)
+	servertest.JaneOnRecord(e)
+	deletes := e.CreateHubSpotLoop("Deletes", "person", map[string]any{"gdpr_delete": true})
+	e.StartWorkers()
+	e.Do("POST", "/v1/loops/"+deletes+"/run", map[string]string{"email": "jane@acme.com"})
+	e.WaitDelivery(deletes, servertest.Succeeded)
+	contact := hs.Only(t, "contacts")
+
+	r := e.Do("POST", "/v1/erasures", map[string]any{"email": "jane@acme.com"})
+	is.Equal(r.Status, http.StatusCreated)
+	d := e.WaitDelivery(deletes, func(d map[string]any) bool { return d["event"] == "person.erased" && servertest.Succeeded(d) })
+	is.Equal(d["summary"], "deleted contact "+contact+" under HubSpot's GDPR delete")
+	is.Equal(hs.Count("contacts"), 0)
+	hs.Mu.Lock()
+	is.Equal(hs.GdprDeleted, []string{contact}) // once, though the id was known twice
+	hs.Mu.Unlock()
+}
+
+// The same after a restart, which forgets the objects the process created: the
+// person.erased event carries the ids of the objects enrichd wrote about the person,
+// read before the erasure deleted them; once it is delivered, the payload kept names
+// the erasure alone.
+func TestHubSpotErasureAfterARestartDeletesTheContactSearchDoesNotShowYet(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	hs := servertest.NewFakeHubSpot(t, servertest.HubspotToken)
+	hs.SearchLags = true
+	e := servertest.NewEnv(t, servertest.WithHubSpot(t, hs), servertest.ErasuresOften)
+	servertest.JaneOnRecord(e)
+	deletes := e.CreateHubSpotLoop("Deletes", "person", map[string]any{"gdpr_delete": true})
+	e.StartWorkers()
+	e.Do("POST", "/v1/loops/"+deletes+"/run", map[string]string{"email": "jane@acme.com"})
+	e.WaitDelivery(deletes, servertest.Succeeded)
+	contact := hs.Only(t, "contacts")
+	e.Restart()
+	e.StartWorkers()
+
+	r := e.Do("POST", "/v1/erasures", map[string]any{"email": "jane@acme.com"})
+	is.Equal(r.Status, http.StatusCreated)
+	erasure := r.Str("data.id")
+	d := e.WaitDelivery(deletes, func(d map[string]any) bool { return d["event"] == "person.erased" && servertest.Succeeded(d) })
+	is.Equal(d["summary"], "deleted contact "+contact+" under HubSpot's GDPR delete")
+	is.Equal(hs.Count("contacts"), 0)
+	var payload string
+	is.NoErr(e.DB.Reader().QueryRow(t.Context(), `SELECT payload FROM deliveries WHERE event = 'person.erased'`).Scan(&payload))
+	is.Equal(payload, string(store.SpentErasurePayload(erasure)))
+}
+
+// An export lists, per Loop, the HubSpot object the Loop wrote about the person and
+// the properties it wrote, without values (enrichd keeps keyed hashes of them alone),
+// after retention has deleted the deliveries too.
+func TestHubSpotExportShowsWhatALoopWrote(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	hs := servertest.NewFakeHubSpot(t, servertest.HubspotToken)
+	e := servertest.NewEnv(t, servertest.WithHubSpot(t, hs))
+	servertest.JaneOnRecord(e)
+	loopID := e.CreateHubSpotLoop("HubSpot people", "person", nil)
+	e.StartWorkers()
+	e.Do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"email": "jane@acme.com"})
+	e.WaitDelivery(loopID, servertest.Succeeded)
+	contact := hs.Only(t, "contacts")
+	var written string
+	is.NoErr(e.DB.Reader().QueryRow(t.Context(), `SELECT written FROM hubspot_writes`).Scan(&written))
+
+	x := e.Do("GET", "/v1/people/export?email=jane@acme.com", nil)
+	is.Equal(x.Status, http.StatusOK)
+	is.Equal(x.Str("loops.0.id"), loopID)
+	is.Equal(x.Str("loops.0.hubspot.0.object_type"), "contacts")
+	is.Equal(x.Str("loops.0.hubspot.0.object_id"), contact)
+	props := x.Get("loops.0.hubspot.0.properties_written").([]any)
+	is.True(slices.Contains(props, any("email")))
+	is.True(slices.Contains(props, any("firstname")))
+	is.True(strings.Contains(x.Str("loops.0.hubspot.0.values"), "not kept"))
+	var hashes map[string]string
+	is.NoErr(json.Unmarshal([]byte(written), &hashes))
+	for _, h := range hashes {
+		is.True(!strings.Contains(string(x.Raw), h)) // the hashes are no one's data to read
+	}
+
+	e.Clock.Add(40 * 24 * time.Hour)
+	_, err := e.DB.PurgeSettled(t.Context(), e.Clock.Now().Add(-30*24*time.Hour), 1000)
+	is.NoErr(err)
+	x = e.Do("GET", "/v1/people/export?email=jane@acme.com", nil)
+	is.Equal(x.Status, http.StatusOK)
+	is.Equal(len(x.Get("loops").([]any)), 1)
+	is.Equal(x.Str("loops.0.name"), "HubSpot people")
+	is.Equal(len(x.Get("loops.0.deliveries").([]any)), 0)
+	is.Equal(x.Str("loops.0.hubspot.0.object_id"), contact)
+}

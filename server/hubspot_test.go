@@ -68,7 +68,7 @@ func TestHubSpotLoopFillsOnlyWhatIsBlankAndNeverOverwritesATypedValue(t *testing
 	}
 	is.Equal(d["summary"], "created company "+created+" with domain, linkedin_company_page, name, numberofemployees")
 	is.Equal(hs.Object("companies", created), map[string]string{"domain": "globex.com", "name": "Globex", "numberofemployees": "42",
-		"linkedin_company_page": "https://www.linkedin.com/company/globex"})
+		"linkedin_company_page": "https://www.linkedin.com/company/globex", "enrichd_domain": "globex.com"}) // the key it is found by
 
 	// A second run finds the object it wrote: nothing created, nothing blank to fill.
 	r = e.Do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"domain": "globex.com"})
@@ -79,7 +79,8 @@ func TestHubSpotLoopFillsOnlyWhatIsBlankAndNeverOverwritesATypedValue(t *testing
 }
 
 // A create whose answer is lost (HubSpot made the object, then answered 502) is not
-// made twice: the retry finds it.
+// made twice: the retry finds it, by the unique property enrichd set, though HubSpot's
+// search does not show it yet.
 func TestHubSpotLoopCreatesOnceThroughARetry(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
@@ -89,6 +90,7 @@ func TestHubSpotLoopCreatesOnceThroughARetry(t *testing.T) {
 	loopID := e.CreateHubSpotLoop("HubSpot", "company", nil)
 	hs.FailAfterCreate = true
 	e.StartWorkers()
+	hs.SearchLags = true
 
 	e.Do("POST", "/v1/loops/"+loopID+"/run", map[string]string{"domain": "initech.com"})
 	d := e.WaitDelivery(loopID, servertest.Attempts(1))

@@ -111,7 +111,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	// row is written by hand into the SQLite file; on PostgreSQL this is the driver's
 	// own test.
 	if !servertest.OnPostgres() {
-		raw, err := sql.Open("sqlite", e.Path)
+		raw, err := sql.Open("sqlite", "file:"+e.Path+"?_pragma=busy_timeout(10000)")
 		is.NoErr(err)
 		defer raw.Close()
 		known := int(r.Get("schema.known").(float64))

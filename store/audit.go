@@ -515,11 +515,15 @@ type AuditHead struct {
 
 // AuditHeads reads the head of every chain (orgID "" and all), or of one.
 func (db *DB) AuditHeads(ctx context.Context, orgID string, all bool) ([]AuditHead, error) {
+	return auditHeads(ctx, db.Reader(), orgID, all)
+}
+
+func auditHeads(ctx context.Context, rd Executor, orgID string, all bool) ([]AuditHead, error) {
 	q, args := `SELECT org_id, seq, at, hash, base_seq, base_at, base_hash FROM audit_heads ORDER BY org_id`, []any(nil)
 	if !all {
 		q, args = `SELECT org_id, seq, at, hash, base_seq, base_at, base_hash FROM audit_heads WHERE org_id = ?`, []any{orgID}
 	}
-	rows, err := db.Reader().Query(ctx, q, args...)
+	rows, err := rd.Query(ctx, q, args...)
 	return collect(rows, err, func(r Row) (AuditHead, error) {
 		var h AuditHead
 		var hash, base []byte
@@ -561,7 +565,9 @@ type AuditChain struct {
 // place in the chain missing, entries missing at its end, a subject whose text is not
 // the one its seal was made of (checked with the secret key file), a subject blanked
 // without an erasure recorded after it, or a checkpoint retention did not record. It
-// reads a chunk of entries at a time.
+// reads a chunk of entries at a time. Each chain is read in one read transaction, its
+// head and its entries from one view, so that entries appended or purged by retention
+// while it is walked (a running serve, another replica) are not taken for changes.
 func (db *DB) VerifyAudit(ctx context.Context, orgID string, all bool) ([]AuditChain, error) {
 	heads, err := db.AuditHeads(ctx, orgID, all)
 	if err != nil {
@@ -578,15 +584,30 @@ func (db *DB) VerifyAudit(ctx context.Context, orgID string, all bool) ([]AuditC
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range orgs {
-		if !slices.ContainsFunc(heads, func(h AuditHead) bool { return h.OrgID == o }) {
-			heads = append(heads, AuditHead{OrgID: o, Hash: hex.EncodeToString(zeroHash), BaseHash: hex.EncodeToString(zeroHash)})
+	for _, h := range heads {
+		if !slices.Contains(orgs, h.OrgID) {
+			orgs = append(orgs, h.OrgID)
 		}
 	}
-	slices.SortFunc(heads, func(a, b AuditHead) int { return strings.Compare(a.OrgID, b.OrgID) })
+	slices.Sort(orgs)
 	var out []AuditChain
-	for _, head := range heads {
-		c, err := db.verifyChain(ctx, head)
+	for _, o := range orgs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var c AuditChain
+		err := db.Read(ctx, func(rd Executor) error {
+			heads, err := auditHeads(ctx, rd, o, false)
+			if err != nil {
+				return err
+			}
+			head := AuditHead{OrgID: o, Hash: hex.EncodeToString(zeroHash), BaseHash: hex.EncodeToString(zeroHash)}
+			if len(heads) == 1 {
+				head = heads[0]
+			}
+			c, err = db.verifyChain(ctx, rd, head)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -595,7 +616,7 @@ func (db *DB) VerifyAudit(ctx context.Context, orgID string, all bool) ([]AuditC
 	return out, nil
 }
 
-func (db *DB) verifyChain(ctx context.Context, head AuditHead) (AuditChain, error) {
+func (db *DB) verifyChain(ctx context.Context, rd Executor, head AuditHead) (AuditChain, error) {
 	c := AuditChain{OrgID: head.OrgID, Head: head}
 	fail := func(seq int64, format string, args ...any) (AuditChain, error) {
 		c.Bad = &AuditProblem{Seq: seq, Problem: fmt.Sprintf(format, args...)}
@@ -609,7 +630,10 @@ func (db *DB) verifyChain(ctx context.Context, head AuditHead) (AuditChain, erro
 	var lastErasure, lastBlanked int64
 	var lastPurge *auditRow
 	for {
-		rows, err := db.Reader().Query(ctx, verifyAuditQuery, head.OrgID, at, seq, auditChunk)
+		if err := ctx.Err(); err != nil { // a long walk is still stopped when asked
+			return c, err
+		}
+		rows, err := rd.Query(ctx, verifyAuditQuery, head.OrgID, at, seq, auditChunk)
 		list, err := collect(rows, err, scanAuditRow)
 		if err != nil {
 			return c, err

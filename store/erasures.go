@@ -562,17 +562,30 @@ func identifiersAbout(ctx context.Context, q Executor, hashes []enrich.SubjectHa
 	return out, err
 }
 
-// toldLoop is a Loop an erasure tells, and the identifiers of the person it was sent.
+// toldLoop is a Loop an erasure tells, the identifiers of the person it was sent, and
+// the CRM objects it wrote about them.
 type toldLoop struct {
 	id, orgID, name string
 	emails, urls    []string
+	objects         []ErasedObject
+}
+
+// ErasedObject is a CRM object a Loop wrote about an erased person, by its type (as
+// the CRM's API names it: contacts) and its id there: all a person.erased event tells
+// the Loop's destination of it, so that it can delete an object its CRM's search does
+// not show yet.
+type ErasedObject struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
 }
 
 // loopsToTell finds the Loops that were sent the person: those with a delivery about
 // them that was sent, or is being sent (a person.erased event of an earlier erasure
-// aside), and those of a settled task about them whose delivery is no longer kept.
-// Each is told the identifiers its deliveries were about, as the hashes on them say:
-// what it holds already, nothing more. Loops deleted since are not told.
+// aside), those of a settled task about them whose delivery is no longer kept, and
+// those that wrote a CRM object about them (hubspot_writes, which retention keeps
+// when it deletes the tasks and deliveries). Each is told the identifiers its
+// deliveries were about, as the hashes on them say, and the objects it wrote: what it
+// holds already, nothing more. Loops deleted since are not told.
 func loopsToTell(ctx context.Context, q Executor, e *Erasing, who []enrich.Subject) ([]toldLoop, error) {
 	sent := map[string]map[enrich.SubjectHash]bool{}
 	collectSent := func(table, extra string, extraArgs ...any) error {
@@ -604,6 +617,10 @@ func loopsToTell(ctx context.Context, q Executor, e *Erasing, who []enrich.Subje
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.task_id = t.id)`); err != nil {
 		return nil, err
 	}
+	objects, err := crmObjectsWritten(ctx, q, e, sent)
+	if err != nil {
+		return nil, err
+	}
 	var out []toldLoop
 	for _, id := range slices.Sorted(func(yield func(string) bool) {
 		for id := range sent {
@@ -612,7 +629,7 @@ func loopsToTell(ctx context.Context, q Executor, e *Erasing, who []enrich.Subje
 			}
 		}
 	}) {
-		l := toldLoop{id: id}
+		l := toldLoop{id: id, objects: objects[id]}
 		err := q.QueryRow(ctx, `SELECT org_id, name FROM loops WHERE id = ?`, id).Scan(&l.orgID, &l.name)
 		if errors.Is(err, ErrNoRows) {
 			continue
@@ -639,12 +656,46 @@ func loopsToTell(ctx context.Context, q Executor, e *Erasing, who []enrich.Subje
 	return out, nil
 }
 
+// crmObjectsWritten reads, before the erasure deletes them, the CRM objects each Loop
+// wrote about the person (hubspot_writes), by Loop, and marks each such Loop as sent
+// the subject it wrote about.
+func crmObjectsWritten(ctx context.Context, q Executor, e *Erasing, sent map[string]map[enrich.SubjectHash]bool) (map[string][]ErasedObject, error) {
+	p, _ := PersonalTableByName("hubspot_writes")
+	where, args := p.where(e.Hashes, e.OrgID, e.AllOrgs)
+	rows, err := q.Query(ctx, `SELECT t.loop_id, t.subject_hash, t.object_type, t.object_id FROM `+p.from+` WHERE `+where+
+		` ORDER BY t.loop_id, t.object_type, t.object_id`, args...)
+	objects := map[string][]ErasedObject{}
+	_, err = collect(rows, err, func(r Row) (struct{}, error) {
+		var loop string
+		var subject []byte
+		var o ErasedObject
+		if err := r.Scan(&loop, &subject, &o.Type, &o.ID); err != nil {
+			return struct{}{}, err
+		}
+		if len(subject) != enrich.SubjectHashSize {
+			return struct{}{}, nil
+		}
+		if sent[loop] == nil {
+			sent[loop] = map[enrich.SubjectHash]bool{}
+		}
+		sent[loop][enrich.SubjectHash(subject)] = true
+		if !slices.Contains(objects[loop], o) {
+			objects[loop] = append(objects[loop], o)
+		}
+		return struct{}{}, nil
+	})
+	return objects, err
+}
+
 // personErasedBody is the body of a person.erased event. Person is the identifiers
 // the receiver was sent, until the event is delivered or fails for good: null after.
 type personErasedBody struct {
 	Event     string        `json:"event"`
 	ErasureID string        `json:"erasure_id"`
 	Person    *erasedPerson `json:"person"`
+	// Objects are the CRM objects the Loop wrote about the person, to a Loop that
+	// wrote some (a HubSpot one): kept as long as Person is.
+	Objects []ErasedObject `json:"objects,omitempty"`
 }
 
 type erasedPerson struct {
@@ -653,10 +704,12 @@ type erasedPerson struct {
 }
 
 // PersonErasedPayload is the body of the person.erased event of erasure id to a Loop
-// that was sent the person by those addresses and profile URLs.
-func PersonErasedPayload(id string, emails, networkURLs []string) ([]byte, error) {
+// that was sent the person by those addresses and profile URLs, and wrote those CRM
+// objects about them.
+func PersonErasedPayload(id string, emails, networkURLs []string, objects ...ErasedObject) ([]byte, error) {
 	return json.Marshal(personErasedBody{Event: EventPersonErased, ErasureID: id,
-		Person: &erasedPerson{Emails: nonNilStrings(emails), NetworkURLs: nonNilStrings(networkURLs)}})
+		Person:  &erasedPerson{Emails: nonNilStrings(emails), NetworkURLs: nonNilStrings(networkURLs)},
+		Objects: objects})
 }
 
 // SpentErasurePayload is what a person.erased event keeps once it is delivered or
@@ -681,7 +734,7 @@ func nonNilStrings(s []string) []string {
 // l, due at once; or, when the Loop's destination is disabled, records it failed, as
 // insertDelivery does, holding the erasure's id alone.
 func insertErasureEvent(ctx context.Context, tx Tx, l toldLoop, erasureID string, subject []byte, now time.Time) (*Delivery, error) {
-	payload, err := PersonErasedPayload(erasureID, l.emails, l.urls)
+	payload, err := PersonErasedPayload(erasureID, l.emails, l.urls, l.objects...)
 	if err != nil {
 		return nil, err
 	}
@@ -771,7 +824,7 @@ func eraseTasks(ctx context.Context, tx Tx, p PersonalTable, e *Erasing) error {
 			redacted = &s
 		}
 		if _, err := tx.Exec(ctx, `UPDATE tasks SET input = '{}', target = ?, result_id = NULL, error = ?, provenance = NULL,
-			sources = NULL, erased_at = ? WHERE id = ?`, ErasedMarker, redacted, ms(e.Now), t.id); err != nil {
+			sources = NULL, idempotency_key = NULL, erased_at = ? WHERE id = ?`, ErasedMarker, redacted, ms(e.Now), t.id); err != nil {
 			return err
 		}
 		if t.key != nil {

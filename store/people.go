@@ -61,12 +61,32 @@ type ExportIdentifiers struct {
 	NetworkURLs []string `json:"networkUrls"`
 }
 
-// ExportLoop is a Loop that was sent the person: the deliveries about them.
+// ExportLoop is a Loop that was sent the person: the deliveries about them, and the
+// HubSpot objects it wrote about them.
 type ExportLoop struct {
 	ID         string           `json:"id"`
 	Name       *string          `json:"name"`
 	Deliveries []map[string]any `json:"deliveries"`
+	// HubSpot are the objects a HubSpot Loop wrote about the person, as enrichd keeps
+	// them (until the Loop is deleted or the person erased, past the deliveries'
+	// retention): empty for a webhook's.
+	HubSpot []ExportCRMObject `json:"hubspot"`
 }
+
+// ExportCRMObject is a CRM object a Loop wrote about the person: where, and which of
+// its properties enrichd wrote. enrichd keeps no value it wrote, only a keyed hash of
+// each (to tell whether the value in the CRM is still its own), which no one can read
+// back: Values says so, and the values are HubSpot's to show.
+type ExportCRMObject struct {
+	ObjectType        string    `json:"object_type"`
+	ObjectID          string    `json:"object_id"`
+	PropertiesWritten []string  `json:"properties_written"`
+	Values            string    `json:"values"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+// CRMValuesNotKept is an ExportCRMObject's Values.
+const CRMValuesNotKept = "not kept: enrichd keeps only a keyed hash of each value it wrote, which tells whether the value in HubSpot is still the one it wrote and cannot be read back; the values are in HubSpot"
 
 // How a task was made (PersonExport's tasks' via).
 const (
@@ -201,19 +221,39 @@ func (db *DB) exportPerson(ctx context.Context, tx Tx, h *enrich.Subjects, orgID
 	slices.SortFunc(x.Tasks, func(a, b map[string]any) int { return strings.Compare(fmt.Sprint(a["id"]), fmt.Sprint(b["id"])) })
 
 	byLoop := map[string]*ExportLoop{}
-	for _, d := range rows["deliveries"] {
-		id := fmt.Sprint(d["loop_id"])
+	loopOf := func(row map[string]any) *ExportLoop {
+		id := fmt.Sprint(row["loop_id"])
 		l := byLoop[id]
 		if l == nil {
-			l = &ExportLoop{ID: id}
-			if name, ok := d["loop_name"].(string); ok {
+			l = &ExportLoop{ID: id, Deliveries: []map[string]any{}, HubSpot: []ExportCRMObject{}}
+			if name, ok := row["loop_name"].(string); ok {
 				l.Name = &name
 			}
 			byLoop[id] = l
 		}
+		return l
+	}
+	for _, d := range rows["deliveries"] {
+		l := loopOf(d)
 		delete(d, "loop_id")
 		delete(d, "loop_name")
 		l.Deliveries = append(l.Deliveries, d)
+	}
+	for _, w := range rows["hubspot_writes"] {
+		o := ExportCRMObject{PropertiesWritten: []string{}, Values: CRMValuesNotKept}
+		o.ObjectType, _ = w["object_type"].(string)
+		o.ObjectID, _ = w["object_id"].(string)
+		o.UpdatedAt, _ = w["updated_at"].(time.Time)
+		var written map[string]string
+		if err := json.Unmarshal(rawOf(w["written"]), &written); err != nil {
+			return nil, fmt.Errorf("reading what Loop %v wrote into HubSpot: %w", w["loop_id"], err)
+		}
+		for p := range written {
+			o.PropertiesWritten = append(o.PropertiesWritten, p)
+		}
+		slices.Sort(o.PropertiesWritten)
+		l := loopOf(w)
+		l.HubSpot = append(l.HubSpot, o)
 	}
 	for _, id := range slices.Sorted(func(yield func(string) bool) {
 		for id := range byLoop {

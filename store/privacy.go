@@ -135,19 +135,21 @@ func privateOriginArg(orgID string) []any { return []any{privateOrigin(orgID)} }
 var personalTables = []PersonalTable{
 	{
 		Name: "tasks", Key: []string{"id"},
-		Holds:  []string{"input", "target", "result_id", "error", "provenance", "sources"},
+		// A client may key its requests by the address it asks about: the key is held
+		// as the person's data.
+		Holds:  []string{"input", "target", "result_id", "error", "provenance", "sources", "idempotency_key"},
 		Hashes: []string{"subject_hash", "answer_hash"},
-		Other: []string{"org_id", "object_type", "status", "lookup", "credits_charged", "loop_id", "idempotency_key",
+		Other: []string{"org_id", "object_type", "status", "lookup", "credits_charged", "loop_id",
 			"created_at", "queued_at", "started_at", "finished_at", "expires_at", "lease_token", "lease_until", "attempts", "watch_id",
 			"erased_at"},
 		Scope: OrgRows,
-		Erasure: EraseRule{Action: EraseRedact, Redacts: []string{"input", "target", "result_id", "error", "provenance", "sources"},
+		Erasure: EraseRule{Action: EraseRedact, Redacts: []string{"input", "target", "result_id", "error", "provenance", "sources", "idempotency_key"},
 			Why: "the task stays, with its status and its charge, so that the ledger adds up; its input, target and result go, " +
 				"its error keeps its code only, its idempotency key goes, and one not settled yet is canceled and refunded"},
 		Erase: eraseTasks,
 		from:  "tasks t", orgScope: "t.org_id = ?", orgScopeArgs: orgArg,
 		export: []exportColumn{timeCol("created_at"), text("object_type"), text("lookup"), text("status"), text("target"), jsonCol("input"),
-			intCol("credits_charged"), text("loop_id"), text("watch_id"), timeCol("finished_at"),
+			intCol("credits_charged"), text("loop_id"), text("watch_id"), text("idempotency_key"), timeCol("finished_at"),
 			{name: "data", expr: resultColumnOf("t"), kind: exportJSON}, jsonCol("error"), jsonCol("provenance"), jsonCol("sources"),
 			timeCol("erased_at")},
 	},

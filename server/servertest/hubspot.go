@@ -28,6 +28,7 @@ type FakeHubSpot struct {
 	token   string
 	Objects map[string]map[string]map[string]string // by type (companies, contacts), id: properties
 	props   map[string]bool                         // type/name of the custom properties created
+	unique  map[string]bool                         // those of them with unique values (hasUniqueValue)
 	nextID  int
 	// fail answers the next requests with these statuses, in order, instead of serving
 	// them; failAfterCreate does a create, then answers 500 (an answer lost).
@@ -38,17 +39,30 @@ type FakeHubSpot struct {
 	Missing map[string]bool
 	// searchLags hides the objects created through the API from its search, as
 	// HubSpot's search shows a new object only seconds later.
-	SearchLags  bool
-	fresh       map[string]bool
+	SearchLags bool
+	fresh      map[string]bool
+	// Refuse answers the next create or update with a 400 VALIDATION_ERROR of this
+	// message, as HubSpot refuses a value it does not take, quoting it.
+	Refuse      string
 	GdprDeleted []string
 }
 
 func NewFakeHubSpot(t *testing.T, token string) *FakeHubSpot {
 	f := &FakeHubSpot{token: token, Objects: map[string]map[string]map[string]string{"companies": {}, "contacts": {}},
-		props: map[string]bool{}, nextID: 100}
+		props: map[string]bool{}, unique: map[string]bool{}, nextID: 100}
 	f.Srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.Srv.Close)
 	return f
+}
+
+// holding is the id of the object of the type whose property holds value, "" if none.
+func (f *FakeHubSpot) holding(objects, property, value string) string {
+	for id, props := range f.Objects[objects] {
+		if props[property] == value {
+			return id
+		}
+	}
+	return ""
 }
 
 func hubspotError(w http.ResponseWriter, status int, category, msg string) {
@@ -156,6 +170,12 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if f.Refuse != "" && strings.HasPrefix(r.URL.Path, "/crm/v3/objects/") && (r.Method == http.MethodPost || r.Method == http.MethodPatch) &&
+		!strings.HasSuffix(r.URL.Path, "/search") && !strings.Contains(r.URL.Path, "/batch/read") {
+		hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", f.Refuse)
+		f.Refuse = ""
+		return
+	}
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/crm/v3/"), "/")
 	var body struct {
 		Properties   map[string]string `json:"properties"`
@@ -191,6 +211,11 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.props[parts[1]+"/"+body.Name] = true
+		var unique bool
+		json.Unmarshal(raw["hasUniqueValue"], &unique)
+		if unique {
+			f.unique[parts[1]+"/"+body.Name] = true
+		}
 		f.answer(w, http.StatusCreated, raw)
 	case len(parts) == 3 && parts[1] == "contacts" && parts[2] == "gdpr-delete" && r.Method == http.MethodPost:
 		if _, ok := f.Objects["contacts"][body.ObjectID]; !ok {
@@ -225,6 +250,15 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
+		for name, v := range body.Properties {
+			if !f.unique[parts[1]+"/"+name] {
+				continue
+			}
+			if id := f.holding(parts[1], name, v); id != "" {
+				hubspotError(w, http.StatusConflict, "CONFLICT", "An object with the unique value already exists. Existing ID: "+id)
+				return
+			}
+		}
 		f.nextID++
 		id := fmt.Sprint(f.nextID)
 		f.Objects[parts[1]][id] = body.Properties
@@ -239,7 +273,15 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.answer(w, http.StatusCreated, shown(id, body.Properties, nil))
 	case len(parts) == 3 && parts[0] == "objects" && (r.Method == http.MethodGet || r.Method == http.MethodPatch):
-		props, ok := f.Objects[parts[1]][parts[2]]
+		id := parts[2]
+		if by := r.URL.Query().Get("idProperty"); by != "" {
+			if !f.unique[parts[1]+"/"+by] {
+				hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", "Property "+by+" is not a unique identifier")
+				return
+			}
+			id = f.holding(parts[1], by, parts[2])
+		}
+		props, ok := f.Objects[parts[1]][id]
 		if !ok {
 			hubspotError(w, http.StatusNotFound, "OBJECT_NOT_FOUND", "resource not found")
 			return
@@ -249,7 +291,7 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 				props[k] = v
 			}
 		}
-		f.answer(w, http.StatusOK, shown(parts[2], props, strings.Split(r.URL.Query().Get("properties"), ",")))
+		f.answer(w, http.StatusOK, shown(id, props, strings.Split(r.URL.Query().Get("properties"), ",")))
 	default:
 		hubspotError(w, http.StatusNotFound, "NOT_FOUND", "no route "+r.Method+" "+r.URL.Path)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"enrichd/enrich"
 	"enrichd/store"
@@ -68,9 +69,19 @@ func (db *DB) SpaceUsage(ctx context.Context) (*store.Space, error) {
 // removes the index entries of those tuples, which a plain VACUUM leaves when few
 // pages have any. An erasure is rare: the cost of scanning the tables whole is paid
 // for a person's bytes gone from every page.
+//
+// VACUUM keeps a dead tuple that a snapshot still open in the database may read, so
+// the tables are vacuumed only once every snapshot of this database's clients older
+// than the call has ended: a statement that was reading when the erasure's last event
+// was recorded would otherwise leave that event's earlier version whole.
+// Scrub waits for them up to scrubWait, then reports the scrub not done (false) for a
+// later round to try again.
 func (db *DB) Scrub(ctx context.Context, tables []string) (bool, error) {
 	if len(tables) == 0 {
 		return true, nil
+	}
+	if ok, err := db.snapshotsBeforeEnded(ctx, scrubWait); err != nil || !ok {
+		return false, err
 	}
 	names := make([]string, len(tables))
 	for i, t := range tables {
@@ -80,4 +91,41 @@ func (db *DB) Scrub(ctx context.Context, tables []string) (bool, error) {
 		return false, db.storageChecked(fmt.Errorf("vacuuming %s: %w", strings.Join(tables, ", "), err))
 	}
 	return true, nil
+}
+
+// scrubWait is how long Scrub waits for the transactions older than it to end.
+const scrubWait = 10 * time.Second
+
+// snapshotsBeforeEnded waits, up to wait, until no other client of this database holds
+// a snapshot older than the call (one whose xmin, the oldest transaction it sees as
+// running, is older than the first transaction id not yet given out then), and
+// reports whether that came. Sessions of another role show no xmin here and are not
+// waited for (docs/privacy.md says so); VACUUM's own workers hold back nothing.
+func (db *DB) snapshotsBeforeEnded(ctx context.Context, wait time.Duration) (bool, error) {
+	var next string // as an xid: xid8's epoch dropped, as backend_xmin has none
+	if err := db.pool.QueryRow(ctx, `SELECT (pg_snapshot_xmax(pg_current_snapshot())::text::numeric % 4294967296)::text`).
+		Scan(&next); err != nil {
+		return false, db.storageChecked(fmt.Errorf("reading the next transaction id: %w", err))
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		var older int64
+		err := db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+				AND backend_xmin IS NOT NULL AND age(backend_xmin) > age($1::text::xid)`, next).Scan(&older)
+		if err != nil {
+			return false, db.storageChecked(fmt.Errorf("reading the transactions under way: %w", err))
+		}
+		if older == 0 {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -110,7 +110,7 @@ func TestKeyLastUseFailureDoesNotFailAuthentication(t *testing.T) {
 	db, path, clk := openDB(t)
 	plain, key, err := db.CreateKey(ctx, "acme", "", true)
 	is.NoErr(err)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	is.NoErr(err)
 	defer raw.Close()
 	_, err = raw.Exec(`CREATE TRIGGER refuse_last_use BEFORE UPDATE OF last_used_at ON api_keys BEGIN SELECT RAISE(ABORT, 'refused'); END`)
@@ -183,7 +183,7 @@ func TestCreditDaysBackfillAndTrigger(t *testing.T) {
 		}
 	}
 	db := storetest.Open(t, path, clk)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	is.NoErr(err)
 	defer raw.Close()
 	fromLedger, kept := storetest.CreditSums(t, raw)

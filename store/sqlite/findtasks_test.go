@@ -37,7 +37,7 @@ func explain(t *testing.T, raw *sql.DB, q string, args ...any) []string {
 // the index can take, and sorts nothing.
 func TestDashboardQueriesUseIndexes(t *testing.T) {
 	_, path, _ := openDB(t)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ var subqueryNumber = regexp.MustCompile(`SUBQUERY \d+`)
 // abandoned tasks finds the running ones by theirs.
 func TestTaskQueryPlans(t *testing.T) {
 	_, path, _ := openDB(t)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 	for written.Load() < 200 { // the copy starts with writes behind it and around it
 		time.Sleep(time.Millisecond)
 	}
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	is.NoErr(err)
 	defer raw.Close()
 	var before int64
@@ -158,7 +158,7 @@ func TestReadinessChecks(t *testing.T) {
 
 	// A write lock held by another connection makes the probe fail once its context
 	// ends, instead of waiting out the busy timeout.
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	is.NoErr(err)
 	defer raw.Close()
 	conn, err := raw.Conn(ctx)
@@ -210,7 +210,7 @@ func TestQueueDepthReadsTheCounts(t *testing.T) {
 	is.NoErr(err)
 	is.Equal([]int64{queued, running}, []int64{5, 0})
 
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	is.NoErr(err)
 	defer raw.Close()
 	var id, parent, notused int
@@ -226,7 +226,7 @@ func TestQueueDepthReadsTheCounts(t *testing.T) {
 // reads a whole table or sorts.
 func TestRetentionQueryPlans(t *testing.T) {
 	_, path, _ := openDB(t)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

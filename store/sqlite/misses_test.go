@@ -13,7 +13,7 @@ import (
 // source_misses_missed: none reads the whole table or sorts.
 func TestMissQueryPlans(t *testing.T) {
 	_, path, _ := openDB(t)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // suppressions are listed, counted and checked on their own indexes.
 func TestSubjectQueriesUseTheirIndexes(t *testing.T) {
 	_, path, _ := openDB(t)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestSubjectQueriesUseTheirIndexes(t *testing.T) {
 // primary key (the organization's chain, by time) otherwise.
 func TestAuditQueriesUseTheirIndexes(t *testing.T) {
 	_, path, _ := openDB(t)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func resultsAddUp(t *testing.T, path string) int {
 // index backwards for a descending order all the same.
 func TestNoIndexIsDescending(t *testing.T) {
 	_, path, _ := openDB(t)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestMigration8KeepsWhatTasksRead(t *testing.T) {
 	is.NoErr(err)
 	is.NoErr(old.Close())
 
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	is.NoErr(err)
 	defer raw.Close()
 	// A Loop and its deliveries as that schema kept them (the store of today writes

@@ -15,7 +15,7 @@ import (
 // through source_asks_booked: none reads a whole table or sorts.
 func TestSpendQueryPlans(t *testing.T) {
 	_, path, _ := openDB(t)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

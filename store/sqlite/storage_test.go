@@ -129,7 +129,7 @@ func TestStorageProbeIsShared(t *testing.T) {
 	ctx := context.Background()
 	db, path, _ := openDB(t)
 	// Count the probes' commits from outside: a trigger on the probe's row.
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	is.NoErr(err)
 	defer raw.Close()
 	_, err = raw.ExecContext(ctx, `CREATE TABLE probes (n INTEGER NOT NULL);

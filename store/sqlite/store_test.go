@@ -57,7 +57,7 @@ func TestMigrationsAreRecordedAndAppliedOnce(t *testing.T) {
 // lists, claims and sweeps are served by an index instead of scanning or sorting.
 func TestListQueriesUseIndexes(t *testing.T) {
 	_, path, _ := openDB(t)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 // rawDB opens the file beside the store, to look at what no method returns.
 func rawDB(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

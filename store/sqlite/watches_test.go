@@ -14,7 +14,7 @@ import (
 // tasks' index: none of them reads a whole table.
 func TestWatchQueryPlans(t *testing.T) {
 	_, path, _ := openDB(t)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,9 +67,12 @@ func (e *Env) Open() *store.DB {
 // engines; it is closed when the test ends.
 func (e *Env) Raw() *Raw {
 	e.t.Helper()
-	driver, dsn := "sqlite", e.DSN
+	// The store's own handle stays open beside this one, and its background
+	// checkpoint takes the write lock for a moment each quiet second: without a busy
+	// timeout a statement here that meets it fails at once with SQLITE_BUSY.
+	driver, dsn := "sqlite", e.DSN+"?_pragma=busy_timeout(10000)"
 	if e.Postgres() {
-		driver = "pgx"
+		driver, dsn = "pgx", e.DSN
 	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -639,4 +640,65 @@ func testAnExportIsRecordedAndListsThePersonsEntries(t *testing.T, env *Env) {
 	again, err := db.ExportPerson(context.Background(), acme, false, profile)
 	is.NoErr(err)
 	is.Equal(again.Audit[len(again.Audit)-1]["action"], store.AuditPersonExported)
+}
+
+// testAuditVerifyHoldsWhileTheChainGrowsAndIsCut: a verification while the chain is
+// appended to (serve running, another replica) and cut by retention reads one
+// consistent view of each chain: the entries written or purged during its walk are
+// not reported as added or removed behind enrichd's back.
+func testAuditVerifyHoldsWhileTheChainGrowsAndIsCut(t *testing.T, env *Env) {
+	ctx := context.Background()
+	db := env.DB
+	acme := NewOrg(t, db, "acme")
+	record := func(db *store.DB) error {
+		return db.RecordAudit(ctx, store.NewAuditEntry{OrgID: acme, Action: store.AuditBatchDownloaded})
+	}
+	for range 2500 { // more than one chunk of the walk
+		if err := record(db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.Clock.Add(400 * 24 * time.Hour) // the first entries past retention
+	cutoff := env.Clock.Now().Add(-365 * 24 * time.Hour)
+	other := env.Open()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, work := range []func() error{
+		func() error { return record(other) },
+		func() error { _, err := other.PurgeAudit(ctx, cutoff, 7); return err },
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if err := work(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	for i := range 5 {
+		chains, err := db.VerifyAudit(ctx, acme, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range chains {
+			if c.Bad != nil {
+				t.Fatalf("verification %d: a healthy chain reported as tampered with: %+v", i, *c.Bad)
+			}
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	c := chainOf(t, db, acme)
+	if c.Bad != nil || c.Head.BaseSeq == 0 {
+		t.Fatalf("after the writers stopped: %+v", c)
+	}
 }

@@ -165,12 +165,13 @@ func testAnErasureRemovesThePersonFromEveryTable(t *testing.T, env *Env) {
 		is.True(suppressed)
 	}
 
-	// The Loop is told her profile, which it was sent, not the address.
+	// The Loop is told her profile, which it was sent, not the address, and the
+	// contact it wrote about her, whose record the erasure deleted.
 	d, payload, err := db.GetDelivery(ctx, acme, er.Loops[0].DeliveryID)
 	is.NoErr(err)
 	is.Equal(d.Event, store.EventPersonErased)
 	is.Equal(*d.ErasureID, er.ID)
-	want, _ := store.PersonErasedPayload(er.ID, nil, []string{profile.Value})
+	want, _ := store.PersonErasedPayload(er.ID, nil, []string{profile.Value}, store.ErasedObject{Type: "contacts", ID: "501"})
 	is.Equal(string(payload), string(want))
 	n, err := db.CompleteErasures(ctx)
 	is.NoErr(err)
@@ -368,6 +369,12 @@ func testAnExportShowsEverythingHeldOnThePerson(t *testing.T, env *Env) {
 	is.Equal(vias[store.ViaLoop], 1)
 	is.Equal(len(x.Loops), 1)
 	is.Equal(*x.Loops[0].Name, "crm-"+acme[:8])
+	is.Equal(len(x.Loops[0].HubSpot), 1) // the contact it wrote about her, without the values
+	is.Equal(x.Loops[0].HubSpot[0].ObjectID, "501")
+	is.Equal(x.Loops[0].HubSpot[0].PropertiesWritten, []string{"jobtitle"})
+	is.Equal(x.Loops[0].HubSpot[0].Values, store.CRMValuesNotKept)
+	raw, _ = json.Marshal(x)
+	is.True(!strings.Contains(string(raw), "5f1e")) // the value's hash
 	is.Equal(len(x.Batches), 1)
 	is.Equal(x.Batches[0]["values"].(map[string]string)["name"], "Jane Doe")
 	is.Equal(len(x.Watches), 1)
@@ -436,4 +443,41 @@ func testAnErasedDeliveryIsNotRetried(t *testing.T, env *Env) {
 	n, err := db.CompleteErasures(ctx)
 	is.NoErr(err)
 	is.Equal(n, 1) // nothing left to send
+}
+
+// testAnErasureAfterRetentionTellsTheLoopThatWroteIntoTheCRM: retention deletes the
+// task and the delivery that sent Jane to the Loop; what the Loop wrote into the CRM
+// about her is kept, and still names the Loop: her erasure tells it, with the contact
+// it wrote, and her export shows the Loop and the contact.
+func testAnErasureAfterRetentionTellsTheLoopThatWroteIntoTheCRM(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	acme := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 100, nil)
+	is.NoErr(err)
+	profile, _, _ := erasedWorkload(t, env, acme)
+	env.Clock.Add(40 * 24 * time.Hour)
+	_, err = db.PurgeSettled(ctx, env.Clock.Now().Add(-30*24*time.Hour), 1000)
+	is.NoErr(err)
+	var deliveries, loopTasks int
+	is.NoErr(db.Reader().QueryRow(ctx, `SELECT (SELECT count(*) FROM deliveries), (SELECT count(*) FROM tasks WHERE loop_id IS NOT NULL)`).
+		Scan(&deliveries, &loopTasks))
+	is.Equal([]int{deliveries, loopTasks}, []int{0, 0})
+
+	x, err := db.ExportPerson(ctx, acme, false, profile)
+	is.NoErr(err)
+	is.Equal(len(x.Loops), 1)
+	is.Equal(*x.Loops[0].Name, "crm-"+acme[:8])
+	is.Equal(len(x.Loops[0].Deliveries), 0)
+	is.Equal(x.Loops[0].HubSpot[0].ObjectID, "501")
+
+	er, err := db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
+	is.NoErr(err)
+	is.Equal(len(er.Loops), 1)
+	is.Equal(er.Loops[0].ID, x.Loops[0].ID)
+	_, payload, err := db.GetDelivery(ctx, acme, er.Loops[0].DeliveryID)
+	is.NoErr(err)
+	want, _ := store.PersonErasedPayload(er.ID, nil, []string{profile.Value}, store.ErasedObject{Type: "contacts", ID: "501"})
+	is.Equal(string(payload), string(want))
 }
