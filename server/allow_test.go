@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"enrichd/server/servertest"
 )
 
 // TestEveryPathAllowsWhatItTakes walks every route registered in the server's source,
@@ -13,13 +15,14 @@ import (
 // takes is routed. An id is a uuid: /v1/watches/import is no watch's path, and
 // /v1/watches/{id} takes no POST.
 func TestEveryPathAllowsWhatItTakes(t *testing.T) {
-	e := newEnv(t)
-	admin := e.signIn("acme", "admin")
+	t.Parallel()
+	e := servertest.NewEnv(t)
+	admin := e.SignIn("acme", "admin")
 	// Every route's parameters filled alike, so that two routes share a path exactly
 	// when their paths have the same shape.
 	fill := strings.NewReplacer("{id}", "0195f3a2-6b1c-7cde-8f00-123456789abc", "{source}", "pdl", "{file}", "style.css", "{name}", "heap")
 	takes := map[string][]string{} // path → the methods routes.go gives it
-	for _, route := range registeredRoutes(t) {
+	for _, route := range servertest.RegisteredRoutes(t) {
 		method, path, _ := strings.Cut(route, " ")
 		if strings.HasPrefix(path, "/debug/pprof/") {
 			continue // the admin listener's alone (pprof_test.go)
@@ -53,14 +56,14 @@ func TestEveryPathAllowsWhatItTakes(t *testing.T) {
 
 // ask sends a request with no body, as the API's client (with the env's key, the
 // answer checked against the OpenAPI document) or as a signed-in browser.
-func ask(e *env, b *browser, method, path string) (int, http.Header) {
+func ask(e *servertest.Env, b *servertest.Browser, method, path string) (int, http.Header) {
 	if path == "/mcp" || strings.HasPrefix(path, "/v1/") {
-		r := e.do(method, path, nil)
-		if method != http.MethodHead && r.status == http.StatusMethodNotAllowed && r.str("code") != "method_not_allowed" {
-			e.t.Errorf("%s %s: 405 without its code: %s", method, path, r.raw)
+		r := e.Do(method, path, nil)
+		if method != http.MethodHead && r.Status == http.StatusMethodNotAllowed && r.Str("code") != "method_not_allowed" {
+			e.T.Errorf("%s %s: 405 without its code: %s", method, path, r.Raw)
 		}
-		return r.status, r.header
+		return r.Status, r.Header
 	}
-	p := b.do(method, path, nil)
-	return p.status, p.header
+	p := b.Do(method, path, nil)
+	return p.Status, p.Header
 }

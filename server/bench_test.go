@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	_ "enrichd/store/sqlite" // the default engine
-	"enrichd/wire"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,10 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"enrichd/server/servertest"
+	_ "enrichd/store/sqlite" // the default engine
+
 	"enrichd/enrich"
 	"enrichd/server"
 	"enrichd/store"
 	"enrichd/store/storetest"
+	"enrichd/wire"
 )
 
 // The server's own cost of a request, without a network or a load generator: the
@@ -39,8 +41,8 @@ func benchServer(b *testing.B) (srv *server.Server, key string) {
 	if _, err := db.GrantCredits(ctx, "acme", 1<<40, nil); err != nil {
 		b.Fatal(err)
 	}
-	net := newFakeNetwork()
-	net.addCompany(company("Acme", "acme.com"))
+	net := servertest.NewFakeNetwork()
+	net.AddCompany(servertest.Company("Acme", "acme.com"))
 	cfg := server.DefaultConfig()
 	cfg.RateIP, cfg.RateKey = server.Rate{}, server.Rate{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))

@@ -12,6 +12,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/server"
+	"enrichd/server/servertest"
 	"enrichd/store"
 
 	"github.com/matryer/is"
@@ -74,30 +75,6 @@ func withPDLAndApollo(t *testing.T) (func(*server.Config), *fakeCompanyVendor, *
 	}, pdl, apollo
 }
 
-// enrichDomain enriches a domain with key and waits for the task to settle.
-func (e *env) enrichDomain(key, domain string) *response {
-	e.t.Helper()
-	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": domain}, "Authorization", "Bearer "+key)
-	if r.status != 202 && r.status != 200 {
-		e.t.Fatalf("enrich %s: %d %s", domain, r.status, r.raw)
-	}
-	return e.waitSettled(r.str("task.id"), "Authorization", "Bearer "+key)
-}
-
-// taskSources is what the task says each source was asked.
-func (e *env) taskSources(orgID, id string) []enrich.SourceCall {
-	e.t.Helper()
-	task, err := e.db.GetTask(context.Background(), orgID, id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var calls []enrich.SourceCall
-	if err := json.Unmarshal(task.Sources, &calls); err != nil {
-		e.t.Fatalf("the task's sources %s: %v", task.Sources, err)
-	}
-	return calls
-}
-
 func outcomes(calls []enrich.SourceCall) []string {
 	var out []string
 	for _, c := range calls {
@@ -115,65 +92,67 @@ func outcomes(calls []enrich.SourceCall) []string {
 // source over the organization's budget is skipped (outcome skipped, reason budget)
 // and the next one asked; another organization's tasks still go to it.
 func TestWaterfallSkipsASourceOverBudgetAndAsksTheNext(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	vendors, pdl, apollo := withPDLAndApollo(t)
-	e := newEnv(t, vendors)
-	otherKey, otherID := e.newOrg("other", 10)
-	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "pdl", 1))
-	e.startWorkers()
+	e := servertest.NewEnv(t, vendors)
+	otherKey, otherID := e.NewOrg("other", 10)
+	is.NoErr(e.DB.SetSourceBudget(context.Background(), e.OrgID, "pdl", 1))
+	e.StartWorkers()
 
-	first := e.enrichDomain(e.key, "initech.com")
-	is.Equal(first.str("task.status"), "succeeded")
-	is.Equal(outcomes(e.taskSources(e.orgID, first.str("task.id"))),
+	first := e.EnrichDomain(e.Key, "initech.com")
+	is.Equal(first.Str("task.status"), "succeeded")
+	is.Equal(outcomes(e.TaskSources(e.OrgID, first.Str("task.id"))),
 		[]string{"fake-network:miss", "dataset:miss", "pdl:hit", "apollo:skipped/filled"})
 
-	second := e.enrichDomain(e.key, "globex.com")
-	is.Equal(second.str("task.status"), "succeeded")
-	is.Equal(outcomes(e.taskSources(e.orgID, second.str("task.id"))),
+	second := e.EnrichDomain(e.Key, "globex.com")
+	is.Equal(second.Str("task.status"), "succeeded")
+	is.Equal(outcomes(e.TaskSources(e.OrgID, second.Str("task.id"))),
 		[]string{"fake-network:miss", "dataset:miss", "pdl:skipped/budget", "apollo:hit"})
 	is.Equal(pdl.asked(), []string{"initech.com"}) // never asked past the budget
 	is.Equal(apollo.asked(), []string{"globex.com"})
 
-	theirs := e.enrichDomain(otherKey, "hooli.com") // acme's budget is acme's
-	is.Equal(outcomes(e.taskSources(otherID, theirs.str("task.id")))[2], "pdl:hit")
+	theirs := e.EnrichDomain(otherKey, "hooli.com") // acme's budget is acme's
+	is.Equal(outcomes(e.TaskSources(otherID, theirs.Str("task.id")))[2], "pdl:hit")
 
 	check := func() {
-		_, mine, _ := e.sourcesOf(e.key)
+		_, mine, _ := e.SourcesOf(e.Key)
 		is.Equal(mine["pdl"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
 		is.Equal(mine["apollo"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
 		is.Equal(*mine["pdl"].Budget.Remaining, int64(0))
-		_, other, _ := e.sourcesOf(otherKey)
+		_, other, _ := e.SourcesOf(otherKey)
 		is.Equal(other["pdl"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
 		is.Equal(other["apollo"].SourceUse, store.SourceUse{})
 	}
 	check()
-	e.restart()
+	e.Restart()
 	check()
 }
 
 // A task no source could answer because every priced one is over its budget fails
 // provider_unavailable, saying so, and is refunded; no vendor is called.
 func TestWaterfallAllSourcesOverBudgetFailsRefunded(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	vendors, pdl, apollo := withPDLAndApollo(t)
-	e := newEnv(t, vendors, func(c *server.Config) { c.SourceBudgets = map[string]int64{"pdl": 5, "apollo": 5} })
+	e := servertest.NewEnv(t, vendors, func(c *server.Config) { c.SourceBudgets = map[string]int64{"pdl": 5, "apollo": 5} })
 	ctx := context.Background()
-	is.NoErr(e.db.AddSourceSpend(ctx, e.orgID, "pdl", false, e.clock.Now(), store.SourceUse{Calls: 5, Hits: 5, Credits: 5}))
-	is.NoErr(e.db.AddSourceSpend(ctx, e.orgID, "apollo", false, e.clock.Now(), store.SourceUse{Calls: 5, Hits: 5, Credits: 5}))
-	before := e.balance("acme")
-	e.startWorkers()
+	is.NoErr(e.DB.AddSourceSpend(ctx, e.OrgID, "pdl", false, e.Clock.Now(), store.SourceUse{Calls: 5, Hits: 5, Credits: 5}))
+	is.NoErr(e.DB.AddSourceSpend(ctx, e.OrgID, "apollo", false, e.Clock.Now(), store.SourceUse{Calls: 5, Hits: 5, Credits: 5}))
+	before := e.Balance("acme")
+	e.StartWorkers()
 
-	done := e.enrichDomain(e.key, "initech.com")
-	is.Equal(done.str("task.status"), "failed")
-	is.Equal(done.str("error.code"), "provider_unavailable")
-	is.True(strings.Contains(done.str("error.message"), "budget"))
-	is.True(strings.Contains(done.str("error.message"), "pdl, apollo"))
-	is.Equal(outcomes(e.taskSources(e.orgID, done.str("task.id"))),
+	done := e.EnrichDomain(e.Key, "initech.com")
+	is.Equal(done.Str("task.status"), "failed")
+	is.Equal(done.Str("error.code"), "provider_unavailable")
+	is.True(strings.Contains(done.Str("error.message"), "budget"))
+	is.True(strings.Contains(done.Str("error.message"), "pdl, apollo"))
+	is.Equal(outcomes(e.TaskSources(e.OrgID, done.Str("task.id"))),
 		[]string{"fake-network:miss", "dataset:miss", "pdl:skipped/budget", "apollo:skipped/budget"})
 	is.Equal(len(pdl.asked()), 0)
 	is.Equal(len(apollo.asked()), 0)
-	is.Equal(e.balance("acme").Balance, before.Balance) // refunded
-	_, by, _ := e.sourcesOf(e.key)
+	is.Equal(e.Balance("acme").Balance, before.Balance) // refunded
+	_, by, _ := e.SourcesOf(e.Key)
 	is.Equal(by["pdl"].Credits, int64(5)) // nothing added
 }
 
@@ -201,21 +180,22 @@ func (pricedPanicker) PersonByURL(context.Context, *enrich.Tally, string) (*enri
 // A source that panics in the middle of an ask fails its task, and the ask's hold on
 // the budget goes with it: the organization's budget still admits what it has left.
 func TestBudgetAskThatPanicsHoldsNothing(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, pricedPanicker{}) })
-	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "panicky", 2))
-	e.startWorkers()
+	e := servertest.NewEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, pricedPanicker{}) })
+	is.NoErr(e.DB.SetSourceBudget(context.Background(), e.OrgID, "panicky", 2))
+	e.StartWorkers()
 
-	boom := e.enrichDomain(e.key, "boom.com")
-	is.Equal(boom.str("task.status"), "failed")
-	is.Equal(boom.str("error.code"), "internal_error")
+	boom := e.EnrichDomain(e.Key, "boom.com")
+	is.Equal(boom.Str("task.status"), "failed")
+	is.Equal(boom.Str("error.code"), "internal_error")
 
 	for _, domain := range []string{"first-paid.com", "second-paid.com"} {
-		r := e.enrichDomain(e.key, domain)
-		is.Equal(r.str("task.status"), "succeeded") // within the budget of 2
-		is.Equal(r.str("provenance.name"), "panicky")
+		r := e.EnrichDomain(e.Key, domain)
+		is.Equal(r.Str("task.status"), "succeeded") // within the budget of 2
+		is.Equal(r.Str("provenance.name"), "panicky")
 	}
-	_, by, _ := e.sourcesOf(e.key)
+	_, by, _ := e.SourcesOf(e.Key)
 	is.Equal(by["panicky"].Credits, int64(2))
 	is.Equal(by["panicky"].Errors, int64(1)) // the ask that panicked, counted
 }

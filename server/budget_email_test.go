@@ -9,6 +9,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/server"
+	"enrichd/server/servertest"
 	"enrichd/store"
 
 	"github.com/matryer/is"
@@ -17,7 +18,7 @@ import (
 // searchVendor is a vendor that only searches staff, at 10 vendor credits a search (as
 // Enrich Layer bills), listing the fake network's staff.
 type searchVendor struct {
-	net      *fakeNetwork
+	net      *servertest.FakeNetwork
 	searches atomic.Int64
 }
 
@@ -43,34 +44,35 @@ func (v *searchVendor) SearchStaff(ctx context.Context, tally *enrich.Tally, q e
 // organization's spend like every other ask: the search is recorded with its 10
 // credits, and once the month's credits reach the cap the vendor is not asked again.
 func TestEmailStaffSearchesAreBudgeted(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	vendor := &searchVendor{}
-	e := newEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, vendor) })
-	vendor.net = e.net
-	acmeNetwork(e)
-	e.startWorkers()
+	e := servertest.NewEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, vendor) })
+	vendor.net = e.Net
+	servertest.AcmeNetwork(e)
+	e.StartWorkers()
 
-	e.emailLookup("jane.smith@acme.com")
+	e.EmailLookup("jane.smith@acme.com")
 	is.Equal(vendor.searches.Load(), int64(1))
-	_, by, _ := e.sourcesOf(e.key)
+	_, by, _ := e.SourcesOf(e.Key)
 	is.Equal(by["searcher"].SourceUse, store.SourceUse{Calls: 1, Hits: 1, Credits: 10})
 
-	is.NoErr(e.db.SetSourceBudget(context.Background(), e.orgID, "searcher", 10))
-	e.net.addPerson(employee("maria-garcia", "Maria", "Garcia", acmeURL, "Designer", "Madrid", "ES", false))
-	before := e.balance("acme")
-	_, settled := e.emailLookup("maria.garcia@acme.com")
+	is.NoErr(e.DB.SetSourceBudget(context.Background(), e.OrgID, "searcher", 10))
+	e.Net.AddPerson(servertest.Employee("maria-garcia", "Maria", "Garcia", servertest.AcmeURL, "Designer", "Madrid", "ES", false))
+	before := e.Balance("acme")
+	_, settled := e.EmailLookup("maria.garcia@acme.com")
 	is.Equal(vendor.searches.Load(), int64(1)) // over its budget: not asked
-	_, by, _ = e.sourcesOf(e.key)
+	_, by, _ = e.SourcesOf(e.Key)
 	is.Equal(by["searcher"].Credits, int64(10))
 	// The search it could not make may have listed another Maria Garcia: nobody is
 	// confirmed, and the task says a budget is why, refunded.
-	is.Equal(settled.str("task.status"), "failed")
-	is.Equal(settled.str("error.code"), "provider_unavailable")
-	msg := settled.str("error.message")
+	is.Equal(settled.Str("task.status"), "failed")
+	is.Equal(settled.Str("error.code"), "provider_unavailable")
+	msg := settled.Str("error.message")
 	is.True(strings.Contains(msg, "monthly budget of vendor credits of searcher is spent")) // names the budget
 	is.True(!strings.Contains(msg, "could not be reached"))
-	is.True(strings.Contains(string(settled.raw), `{"name":"searcher","outcome":"skipped","reason":"budget"`))
-	after := e.balance("acme")
+	is.True(strings.Contains(string(settled.Raw), `{"name":"searcher","outcome":"skipped","reason":"budget"`))
+	after := e.Balance("acme")
 	is.Equal(after.Balance, before.Balance) // refunded
 	is.Equal(after.Charged-before.Charged, after.Refund-before.Refund)
 	is.True(after.Charged > before.Charged) // charged, then refunded
@@ -80,18 +82,19 @@ func TestEmailStaffSearchesAreBudgeted(t *testing.T) {
 // and credits: a task's sources account for every vendor call it paid, the dearest
 // (a search's 10 credits) included.
 func TestEmailStaffSearchIsInTheTasksSources(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	vendor := &searchVendor{}
-	e := newEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, vendor) })
-	vendor.net = e.net
-	acmeNetwork(e)
-	e.startWorkers()
+	e := servertest.NewEnv(t, func(c *server.Config) { c.Sources = append(c.Sources, vendor) })
+	vendor.net = e.Net
+	servertest.AcmeNetwork(e)
+	e.StartWorkers()
 
-	_, settled := e.emailLookup("jane.smith@acme.com")
-	is.Equal(settled.str("task.status"), "succeeded")
+	_, settled := e.EmailLookup("jane.smith@acme.com")
+	is.Equal(settled.Str("task.status"), "succeeded")
 	is.Equal(vendor.searches.Load(), int64(1))
 	var found map[string]any
-	list, _ := settled.get("sources").([]any)
+	list, _ := settled.Get("sources").([]any)
 	for _, x := range list {
 		if m, _ := x.(map[string]any); m["name"] == "searcher" {
 			found = m

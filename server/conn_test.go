@@ -13,19 +13,20 @@ import (
 	"time"
 
 	"enrichd/server"
+	"enrichd/server/servertest"
 
 	"github.com/matryer/is"
 )
 
 // serveLimited serves e's handler the way serve does, through the limits' listener and
 // http.Server, and returns the address.
-func serveLimited(t *testing.T, e *env, limits server.HTTPLimits) string {
+func serveLimited(t *testing.T, e *servertest.Env, limits server.HTTPLimits) string {
 	t.Helper()
-	ln, err := e.srv.Listen("127.0.0.1:0", limits)
+	ln, err := e.Srv.Listen("127.0.0.1:0", limits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := ln.HTTPServer(e.srv, nil)
+	hs := ln.HTTPServer(e.Srv, nil)
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
 	return ln.Addr().String()
@@ -54,8 +55,9 @@ func closedWithin(t *testing.T, c net.Conn, limit time.Duration) []byte {
 }
 
 func TestAStalledBodyIsDropped(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
+	e := servertest.NewEnv(t)
 	readTimeout := 300 * time.Millisecond
 	addr := serveLimited(t, e, server.HTTPLimits{ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout, WriteTimeout: 5 * time.Second, IdleTimeout: time.Minute})
 
@@ -63,7 +65,7 @@ func TestAStalledBodyIsDropped(t *testing.T) {
 	// be before dial returns: the clock starts before dialing.
 	start := time.Now()
 	c := dial(t, addr)
-	fmt.Fprintf(c, "POST /v1/companies/enrich HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"domain\":", e.key)
+	fmt.Fprintf(c, "POST /v1/companies/enrich HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"domain\":", e.Key)
 	got := closedWithin(t, c, 20*time.Second)
 	is.True(time.Since(start) >= readTimeout) // held no shorter than the timeout
 	// The handler saw the body stop and said so before the connection was closed.
@@ -78,12 +80,13 @@ func TestAStalledBodyIsDropped(t *testing.T) {
 	fmt.Fprintf(c2, "POST /v1/companies/enrich HTTP/1.1\r\nHost: x\r\nAuthoriz")
 	closedWithin(t, c2, 20*time.Second)
 
-	e.nothingCharged()
+	e.NothingCharged()
 }
 
 func TestOpenConnectionsAreCapped(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
+	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, server.HTTPLimits{MaxConns: 2, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
 
 	// Two connections in the middle of their request headers: neither is idle.
@@ -129,8 +132,10 @@ func get(t *testing.T, c net.Conn, r *bufio.Reader) error {
 // A full listener closes the keep-alive connection idle the longest, so that a new
 // client is served rather than an idle one kept.
 func TestIdleConnectionsMakeRoomForNewOnes(t *testing.T) {
+	// Not in parallel: what it checks is bounded in time, which other tests running
+	// at once would stretch.
 	is := is.New(t)
-	e := newEnv(t)
+	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, server.HTTPLimits{MaxConns: 2, IdleTimeout: time.Minute})
 
 	older, newer := dial(t, addr), dial(t, addr)
@@ -150,7 +155,7 @@ func TestIdleConnectionsMakeRoomForNewOnes(t *testing.T) {
 	_, err := olderR.ReadByte()
 	is.True(err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) // closed, not just quiet
 	is.NoErr(get(t, newer, newerR))
-	e.waitMetric("enrichd_http_idle_connections_closed_total", 1)
+	e.WaitMetric("enrichd_http_idle_connections_closed_total", 1)
 }
 
 // dialFrom connects to addr from the loopback address local (127.0.0.0/8 is all
@@ -175,8 +180,9 @@ func closedAtOnce(c net.Conn) bool {
 }
 
 func TestConnectionsPerAddressAreCapped(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
+	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, server.HTTPLimits{MaxConns: 100, MaxConnsPerAddr: 3, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
 
 	// 127.0.0.1 holds its three, stalled in their headers.
@@ -186,7 +192,7 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 	// A fourth from it is closed at once, without an answer...
 	fourth := dialFrom(t, "127.0.0.1", addr)
 	is.True(closedAtOnce(fourth))
-	e.waitMetric(`enrichd_http_connections_refused_total{reason="per_address"}`, 1)
+	e.WaitMetric(`enrichd_http_connections_refused_total{reason="per_address"}`, 1)
 	// ...while another address is served.
 	other := dialFrom(t, "127.0.0.2", addr)
 	is.NoErr(get(t, other, bufio.NewReader(other)))
@@ -206,13 +212,14 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 	next := dialFrom(t, "127.0.0.3", addr)
 	is.NoErr(get(t, next, bufio.NewReader(next)))
 	is.True(closedAtOnce(idle[0])) // the one idle the longest
-	m := e.waitMetric("enrichd_http_idle_connections_closed_total", 1)
+	m := e.WaitMetric("enrichd_http_idle_connections_closed_total", 1)
 	is.Equal(m[`enrichd_http_connections_refused_total{reason="per_address"}`], 1.0)
 	// Open now: 3 stalled, the other address's (until it goes), 2 idle and next.
 	is.True(m["enrichd_http_connections_open"] >= 6)
 }
 
 func TestDefaultLimitsBoundAConnection(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	l := server.DefaultConfig().HTTP
 	for _, d := range []time.Duration{l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout, l.IdleTimeout} {
@@ -233,13 +240,14 @@ func TestDefaultLimitsBoundAConnection(t *testing.T) {
 }
 
 func TestOversizedHeadersAreRefused(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
+	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, server.HTTPLimits{MaxHeaderBytes: 8 << 10})
 	send := func(padding int) int {
 		c := dial(t, addr)
 		fmt.Fprintf(c, "POST /v1/companies/enrich HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nX-Padding: %s\r\nContent-Length: 21\r\n\r\n{\"domain\":\"acme.com\"}",
-			e.key, strings.Repeat("p", padding))
+			e.Key, strings.Repeat("p", padding))
 		c.SetReadDeadline(time.Now().Add(20 * time.Second))
 		res, err := http.ReadResponse(bufio.NewReader(c), nil)
 		is.NoErr(err)
@@ -247,7 +255,7 @@ func TestOversizedHeadersAreRefused(t *testing.T) {
 	}
 	// Past the limit (and the 4 KiB net/http allows over it): 431 before any handler.
 	is.Equal(send(16<<10), http.StatusRequestHeaderFieldsTooLarge)
-	e.nothingCharged()
+	e.NothingCharged()
 	// Within it, the same request is served.
 	is.Equal(send(2<<10), http.StatusAccepted)
 }

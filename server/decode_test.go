@@ -3,38 +3,32 @@ package server_test
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"enrichd/server/servertest"
 
 	"github.com/matryer/is"
 )
 
 // refused checks a 400 whose JSON error holds want.
-func refused(t *testing.T, r *response, want string) {
+func refused(t *testing.T, r *servertest.Response, want string) {
 	t.Helper()
 	is := is.NewRelaxed(t)
-	is.Equal(r.status, http.StatusBadRequest)
-	is.True(strings.HasPrefix(r.header.Get("Content-Type"), "application/json"))
-	is.True(strings.Contains(r.str("error"), want)) // the error says what to fix
-	is.Equal(r.str("code"), "invalid_input")        // and the code a program branches on
+	is.Equal(r.Status, http.StatusBadRequest)
+	is.True(strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"))
+	is.True(strings.Contains(r.Str("error"), want)) // the error says what to fix
+	is.Equal(r.Str("code"), "invalid_input")        // and the code a program branches on
 	if t.Failed() {
-		t.Logf("got %d %s", r.status, r.raw)
+		t.Logf("got %d %s", r.Status, r.Raw)
 	}
 }
 
-// nothingCharged checks that org acme was charged nothing and has no task.
-func (e *env) nothingCharged() {
-	e.t.Helper()
-	is := is.New(e.t)
-	is.Equal(e.balance("acme").Charged, int64(0))
-	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), 0.0)
-}
-
 func TestInvalidUTF8InTheBodyIsRefused(t *testing.T) {
-	e := newEnv(t, allowPrivateWebhooks)
-	personLoop, _ := e.createLoop("people", "https://hooks.example/p", "person")
+	t.Parallel()
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
+	personLoop, _ := e.CreateLoop("people", "https://hooks.example/p", "person")
 	for name, c := range map[string]struct{ path, body string }{
 		"a hint":                          {"/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"fullName\":\"Jan\xe9 Doe\"}"},
 		"the email":                       {"/v1/people/enrich", "{\"email\":\"j\xffane@acme.com\"}"},
@@ -53,22 +47,23 @@ func TestInvalidUTF8InTheBodyIsRefused(t *testing.T) {
 		"a surrogate at the end":          {"/v1/companies/enrich", `{"domain":"acme.com\ud800"}`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			refused(t, e.do("POST", c.path, c.body), "not valid UTF-8")
+			refused(t, e.Do("POST", c.path, c.body), "not valid UTF-8")
 		})
 	}
 	is := is.New(t)
 	// Valid UTF-8, escaped or not, and U+FFFD sent as itself, are accepted.
-	ok := e.do("POST", "/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"fullName\":\"Jané \\u00e9 \uFFFD \\ufffd \\ud83d\\ude00 \\\\ud800\"}")
-	is.Equal(ok.status, http.StatusAccepted)
-	is.Equal(ok.get("task.input.fullName"), "Jané é \uFFFD \uFFFD 😀 \\ud800")
-	is.Equal(e.balance("acme").Charged, int64(3))
-	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), 1.0)
-	loops := e.do("GET", "/v1/loops", nil).get("data").([]any)
+	ok := e.Do("POST", "/v1/people/enrich", "{\"email\":\"jane@acme.com\",\"fullName\":\"Jané \\u00e9 \uFFFD \\ufffd \\ud83d\\ude00 \\\\ud800\"}")
+	is.Equal(ok.Status, http.StatusAccepted)
+	is.Equal(ok.Get("task.input.fullName"), "Jané é \uFFFD \uFFFD 😀 \\ud800")
+	is.Equal(e.Balance("acme").Charged, int64(3))
+	is.Equal(e.Do("GET", "/v1/tasks", nil).Get("total"), 1.0)
+	loops := e.Do("GET", "/v1/loops", nil).Get("data").([]any)
 	is.Equal(len(loops), 1) // only the one made above
 }
 
 func TestAnotherCharsetIsRefused(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := servertest.NewEnv(t)
 	for _, ct := range []string{
 		"application/json; charset=iso-8859-1",
 		"application/json; charset=utf-16",
@@ -76,65 +71,45 @@ func TestAnotherCharsetIsRefused(t *testing.T) {
 		`application/json; charset="latin1"`,
 	} {
 		t.Run(ct, func(t *testing.T) {
-			refused(t, e.do("POST", "/v1/companies/enrich", `{"domain":"acme.com"}`, "Content-Type", ct), "must be UTF-8")
+			refused(t, e.Do("POST", "/v1/companies/enrich", `{"domain":"acme.com"}`, "Content-Type", ct), "must be UTF-8")
 		})
 	}
-	refused(t, e.do("POST", "/v1/companies/enrich", `{"domain":"acme.com"}`, "Content-Type", "application/json; charset="), "Content-Type: application/json")
-	long := e.do("POST", "/v1/companies/enrich", `{"domain":"acme.com"}`, "Content-Type", "application/json; charset="+strings.Repeat("x", 5000))
+	refused(t, e.Do("POST", "/v1/companies/enrich", `{"domain":"acme.com"}`, "Content-Type", "application/json; charset="), "Content-Type: application/json")
+	long := e.Do("POST", "/v1/companies/enrich", `{"domain":"acme.com"}`, "Content-Type", "application/json; charset="+strings.Repeat("x", 5000))
 	refused(t, long, "must be UTF-8")
 	is := is.New(t)
-	is.True(len(long.str("error")) < 300) // the value sent is not echoed whole
-	e.nothingCharged()
+	is.True(len(long.Str("error")) < 300) // the value sent is not echoed whole
+	e.NothingCharged()
 
 	for i, ct := range []string{"application/json; charset=utf-8", "application/json; charset=UTF-8", `Application/JSON;charset="Utf-8"`} {
-		r := e.do("POST", "/v1/companies/enrich", fmt.Sprintf(`{"domain":"c%d.com"}`, i), "Content-Type", ct)
-		is.Equal(r.status, http.StatusAccepted)
+		r := e.Do("POST", "/v1/companies/enrich", fmt.Sprintf(`{"domain":"c%d.com"}`, i), "Content-Type", ct)
+		is.Equal(r.Status, http.StatusAccepted)
 	}
-}
-
-// doHeaders sends a body with a header that may repeat, which env.do cannot.
-func (e *env) doHeaders(path, body string, header http.Header) *response {
-	e.t.Helper()
-	req, err := http.NewRequest("POST", e.http.URL+path, strings.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header = header
-	req.Header.Set("Authorization", "Bearer "+e.key)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	out := &response{status: res.StatusCode, header: res.Header, raw: raw}
-	e.checkOpenAPI(req, []byte(body), out)
-	return out
 }
 
 func TestIdempotencyKeyIsBounded(t *testing.T) {
-	e := newEnv(t, allowPrivateWebhooks)
-	companyLoop, _ := e.createLoop("companies", "https://hooks.example/c", "company")
+	t.Parallel()
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
+	companyLoop, _ := e.CreateLoop("companies", "https://hooks.example/c", "company")
 	for _, path := range []string{"/v1/companies/enrich", "/v1/loops/" + companyLoop + "/run"} {
 		t.Run(path, func(t *testing.T) {
-			refused(t, e.do("POST", path, `{"domain":"acme.com"}`, "Idempotency-Key", strings.Repeat("k", 256)), "longer than 255 characters")
-			refused(t, e.do("POST", path, `{"domain":"acme.com"}`, "Idempotency-Key", strings.Repeat("é", 256)), "longer than 255 characters")
-			refused(t, e.do("POST", path, `{"domain":"acme.com"}`, "Idempotency-Key", strings.Repeat("k", 100_000)), "longer than 255 characters")
-			twice := e.doHeaders(path, `{"domain":"acme.com"}`, http.Header{"Idempotency-Key": {"a", "b"}})
-			if twice.status != http.StatusBadRequest || !bytes.Contains(twice.raw, []byte("sent 2 times")) {
-				t.Errorf("two keys: %d %s", twice.status, twice.raw)
+			refused(t, e.Do("POST", path, `{"domain":"acme.com"}`, "Idempotency-Key", strings.Repeat("k", 256)), "longer than 255 characters")
+			refused(t, e.Do("POST", path, `{"domain":"acme.com"}`, "Idempotency-Key", strings.Repeat("é", 256)), "longer than 255 characters")
+			refused(t, e.Do("POST", path, `{"domain":"acme.com"}`, "Idempotency-Key", strings.Repeat("k", 100_000)), "longer than 255 characters")
+			twice := e.DoHeaders(path, `{"domain":"acme.com"}`, http.Header{"Idempotency-Key": {"a", "b"}})
+			if twice.Status != http.StatusBadRequest || !bytes.Contains(twice.Raw, []byte("sent 2 times")) {
+				t.Errorf("two keys: %d %s", twice.Status, twice.Raw)
 			}
 		})
 	}
-	refused(t, e.do("POST", "/v1/people/enrich", `{"email":"jane@acme.com"}`, "Idempotency-Key", strings.Repeat("k", 256)), "longer than 255 characters")
-	e.nothingCharged()
+	refused(t, e.Do("POST", "/v1/people/enrich", `{"email":"jane@acme.com"}`, "Idempotency-Key", strings.Repeat("k", 256)), "longer than 255 characters")
+	e.NothingCharged()
 
 	// 255 characters is the limit, counted in characters, not bytes.
 	is := is.New(t)
 	for i, key := range []string{strings.Repeat("k", 255), strings.Repeat("é", 255)} {
-		r := e.do("POST", "/v1/companies/enrich", fmt.Sprintf(`{"domain":"c%d.com"}`, i), "Idempotency-Key", key)
-		is.Equal(r.status, http.StatusAccepted)
-		is.Equal(r.str("task.idempotency_key"), key)
+		r := e.Do("POST", "/v1/companies/enrich", fmt.Sprintf(`{"domain":"c%d.com"}`, i), "Idempotency-Key", key)
+		is.Equal(r.Status, http.StatusAccepted)
+		is.Equal(r.Str("task.idempotency_key"), key)
 	}
 }

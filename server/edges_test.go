@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"enrichd/server"
+	"enrichd/server/servertest"
 
 	"github.com/matryer/is"
 )
@@ -48,12 +49,14 @@ func rawRequestText(t *testing.T, addr, req string) (*http.Response, []byte) {
 // refused before it is told to send the body, instead of being told to send 100 MB
 // that would be refused after the read timeout.
 func TestExpectContinueOverTheLimitIsRefusedUnread(t *testing.T) {
-	e := newEnv(t, allowPrivateWebhooks)
-	companyLoop, _ := e.createLoop("companies", "https://hooks.example/c", "company")
-	addr := strings.TrimPrefix(e.http.URL, "http://")
+	// Not in parallel: what it checks is bounded in time, which other tests running
+	// at once would stretch.
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
+	companyLoop, _ := e.CreateLoop("companies", "https://hooks.example/c", "company")
+	addr := strings.TrimPrefix(e.HTTP.URL, "http://")
 	head := func(path string, length int) string {
 		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
-			"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", path, e.key, length)
+			"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", path, e.Key, length)
 	}
 	for _, c := range []struct {
 		path   string
@@ -79,7 +82,7 @@ func TestExpectContinueOverTheLimitIsRefusedUnread(t *testing.T) {
 			is.True(time.Since(start) < 5*time.Second) // far from the read timeout
 		})
 	}
-	e.nothingCharged()
+	e.NothingCharged()
 
 	// Within the limit, the client is told to go on, and served.
 	is := is.New(t)
@@ -99,9 +102,10 @@ func TestExpectContinueOverTheLimitIsRefusedUnread(t *testing.T) {
 
 // The dashboard's forms hold their limit the same way.
 func TestExpectContinueOverTheFormLimitIsRefusedUnread(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
-	res, page := rawRequestText(t, strings.TrimPrefix(e.http.URL, "http://"), "POST /dashboard/login HTTP/1.1\r\nHost: x\r\n"+
+	e := servertest.NewEnv(t)
+	res, page := rawRequestText(t, strings.TrimPrefix(e.HTTP.URL, "http://"), "POST /dashboard/login HTTP/1.1\r\nHost: x\r\n"+
 		"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 104857600\r\nExpect: 100-continue\r\n\r\n")
 	is.Equal(res.StatusCode, http.StatusBadRequest) // the first answer: no 100 Continue
 	is.True(strings.Contains(string(page), "the form is larger than 64 KiB"))
@@ -111,9 +115,10 @@ func TestExpectContinueOverTheFormLimitIsRefusedUnread(t *testing.T) {
 // Requests net/http refuses before any handler sees them are answered with the API's
 // JSON error, a code, and the connection closed, and counted in /metrics.
 func TestRequestsNetHTTPRefusesAreAnsweredInJSON(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, server.HTTPLimits{MaxHeaderBytes: 8 << 10})
-	enrich := "POST /v1/companies/enrich HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.key + "\r\nContent-Type: application/json\r\n"
+	enrich := "POST /v1/companies/enrich HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.Key + "\r\nContent-Type: application/json\r\n"
 	body := `{"domain":"acme.com"}`
 	for _, c := range []struct {
 		name   string
@@ -130,7 +135,7 @@ func TestRequestsNetHTTPRefusesAreAnsweredInJSON(t *testing.T) {
 			http.StatusBadRequest, "invalid_input", "not valid HTTP/1.1"},
 		{"a header name with a space", enrich + "Bad Header: x\r\nContent-Length: 21\r\n\r\n" + body,
 			http.StatusBadRequest, "invalid_input", "invalid header name"},
-		{"no Host", "GET /v1/tasks HTTP/1.1\r\nAuthorization: Bearer " + e.key + "\r\n\r\n",
+		{"no Host", "GET /v1/tasks HTTP/1.1\r\nAuthorization: Bearer " + e.Key + "\r\n\r\n",
 			http.StatusBadRequest, "invalid_input", "missing required Host header"},
 		{"a malformed request line", "GARBAGE\r\n\r\n",
 			http.StatusBadRequest, "invalid_input", "not valid HTTP/1.1"},
@@ -155,8 +160,8 @@ func TestRequestsNetHTTPRefusesAreAnsweredInJSON(t *testing.T) {
 			is.True(res.Close)
 		})
 	}
-	e.nothingCharged()
-	m := scrape(t, e.http.URL)
+	e.NothingCharged()
+	m := servertest.Scrape(t, e.HTTP.URL)
 	is := is.New(t)
 	is.Equal(m[`enrichd_http_malformed_requests_total{status="400"}`], 5.0)
 	is.Equal(m[`enrichd_http_malformed_requests_total{status="431"}`], 1.0)
@@ -175,20 +180,21 @@ func TestRequestsNetHTTPRefusesAreAnsweredInJSON(t *testing.T) {
 // A port is dropped from a website address, but what is not a port is no website:
 // refused, and nothing charged.
 func TestAPortThatIsNoPortIsRefused(t *testing.T) {
-	e := newEnv(t, allowPrivateWebhooks)
-	companyLoop, _ := e.createLoop("companies", "https://hooks.example/c", "company")
+	t.Parallel()
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
+	companyLoop, _ := e.CreateLoop("companies", "https://hooks.example/c", "company")
 	for _, domain := range []string{"acme.com:99999", "https://acme.com:99999/about", "acme.com:0", "acme.com:http", "acme.com:"} {
 		t.Run(domain, func(t *testing.T) {
-			refused(t, e.do("POST", "/v1/companies/enrich", map[string]string{"domain": domain}), "has a port that is not a number from 1 to 65535")
-			refused(t, e.do("POST", "/v1/loops/"+companyLoop+"/run", map[string]string{"domain": domain}), "has a port")
-			refused(t, e.do("POST", "/v1/watches", map[string]any{"object_type": "company", "domain": domain, "loop_id": companyLoop}), "has a port")
+			refused(t, e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": domain}), "has a port that is not a number from 1 to 65535")
+			refused(t, e.Do("POST", "/v1/loops/"+companyLoop+"/run", map[string]string{"domain": domain}), "has a port")
+			refused(t, e.Do("POST", "/v1/watches", map[string]any{"object_type": "company", "domain": domain, "loop_id": companyLoop}), "has a port")
 		})
 	}
-	e.nothingCharged()
+	e.NothingCharged()
 	is := is.New(t)
-	is.Equal(e.do("GET", "/v1/watches", nil).get("total"), 0.0)
+	is.Equal(e.Do("GET", "/v1/watches", nil).Get("total"), 0.0)
 	// A real port is dropped, as before.
-	ok := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com:8080"})
-	is.Equal(ok.status, http.StatusAccepted)
-	is.Equal(ok.str("task.target"), "acme.com")
+	ok := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com:8080"})
+	is.Equal(ok.Status, http.StatusAccepted)
+	is.Equal(ok.Str("task.target"), "acme.com")
 }

@@ -6,6 +6,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/server"
+	"enrichd/server/servertest"
 
 	"github.com/matryer/is"
 )
@@ -21,6 +22,7 @@ func withSim(cfg *server.Config) {
 // company-332 Ada and Alan Berners-Lee. An address that drops the hyphen fits several
 // of them, whatever was looked up before, and costs nothing.
 func TestACompoundSurnameIsNeverAnsweredWithAPersonHeld(t *testing.T) {
+	t.Parallel()
 	for _, seq := range []struct {
 		short, long, name, hyphen string
 	}{
@@ -29,28 +31,28 @@ func TestACompoundSurnameIsNeverAnsweredWithAPersonHeld(t *testing.T) {
 	} {
 		t.Run(seq.short, func(t *testing.T) {
 			is := is.New(t)
-			e := newEnv(t, withSim)
-			e.startWorkers()
+			e := servertest.NewEnv(t, withSim)
+			e.StartWorkers()
 
-			_, first := e.emailLookup(seq.short)
-			is.Equal(first.str("task.status"), "failed")
-			is.Equal(first.str("error.code"), "ambiguous") // both fit; the search sees both
-			is.Equal(first.get("error.candidates"), 2.0)
+			_, first := e.EmailLookup(seq.short)
+			is.Equal(first.Str("task.status"), "failed")
+			is.Equal(first.Str("error.code"), "ambiguous") // both fit; the search sees both
+			is.Equal(first.Get("error.candidates"), 2.0)
 
-			_, long := e.emailLookup(seq.long)
-			is.Equal(long.str("task.status"), "succeeded")
-			is.Equal(long.str("data.full_name"), seq.name)
+			_, long := e.EmailLookup(seq.long)
+			is.Equal(long.Str("task.status"), "succeeded")
+			is.Equal(long.Str("data.full_name"), seq.name)
 
-			_, again := e.emailLookup(seq.short)
-			is.Equal(again.str("task.status"), "failed") // the person now held does not decide it
-			is.Equal(again.str("error.code"), "ambiguous")
-			is.Equal(again.get("error.candidates"), 2.0)
+			_, again := e.EmailLookup(seq.short)
+			is.Equal(again.Str("task.status"), "failed") // the person now held does not decide it
+			is.Equal(again.Str("error.code"), "ambiguous")
+			is.Equal(again.Get("error.candidates"), 2.0)
 
-			_, hyphen := e.emailLookup(seq.hyphen)
-			is.Equal(hyphen.str("error.code"), "ambiguous")
-			is.Equal(hyphen.get("error.candidates"), 2.0)
+			_, hyphen := e.EmailLookup(seq.hyphen)
+			is.Equal(hyphen.Str("error.code"), "ambiguous")
+			is.Equal(hyphen.Get("error.candidates"), 2.0)
 
-			b := e.balance("acme")
+			b := e.Balance("acme")
 			is.Equal(b.Charged-b.Refund, int64(3)) // only the one success is paid for
 		})
 	}
@@ -60,8 +62,9 @@ func TestACompoundSurnameIsNeverAnsweredWithAPersonHeld(t *testing.T) {
 // a given name joined to a Mc surname, a part of a compound surname, a nickname's
 // initial that is not the person's own.
 func TestUniqueFitsAreFound(t *testing.T) {
-	e := newEnv(t, withSim)
-	e.startWorkers()
+	t.Parallel()
+	e := servertest.NewEnv(t, withSim)
+	e.StartWorkers()
 	for _, tt := range []struct{ address, want string }{
 		{"dennismccarthy@company-41.com", "Dennis McCarthy"},    // the search splits at the given name
 		{"vint_mccarthy@company-41.com", "Vint McCarthy"},       // among 11 people named Vint or McCarthy
@@ -73,9 +76,9 @@ func TestUniqueFitsAreFound(t *testing.T) {
 	} {
 		t.Run(tt.address, func(t *testing.T) {
 			is := is.New(t)
-			_, done := e.emailLookup(tt.address)
-			is.Equal(done.str("task.status")+" "+done.str("error.code"), "succeeded ")
-			is.Equal(done.str("data.full_name"), tt.want)
+			_, done := e.EmailLookup(tt.address)
+			is.Equal(done.Str("task.status")+" "+done.Str("error.code"), "succeeded ")
+			is.Equal(done.Str("data.full_name"), tt.want)
 		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"enrichd/enrich/namecorpus"
+	"enrichd/server/servertest"
 )
 
 // Email resolution measured on names no list of enrichd holds (enrich/namecorpus: 21
@@ -398,12 +399,12 @@ type lookupCost struct{ records, fits, fitsWild, plain, enriched, calls int64 }
 // company's addresses one at a time, in the order written or shuffled. With pdl, it
 // also returns what each lookup cost there, by address.
 func corpusRun(t *testing.T, cs []namecorpus.Company, opts []any, dataset bool, shuffled bool, pdl *corpusPDL) (map[string]corpusAnswer, int, map[string]lookupCost) {
-	e := newEnv(t, opts...)
+	e := servertest.NewEnv(t, opts...)
 	if dataset {
-		e.importJSONL(corpusJSONL(cs)...)
+		e.ImportJSONL(corpusJSONL(cs)...)
 	}
-	e.key, _ = e.newOrg("corpus", 1<<30)
-	e.startWorkers()
+	e.Key, _ = e.NewOrg("corpus", 1<<30)
+	e.StartWorkers()
 	answers := map[string]corpusAnswer{}
 	costs := map[string]lookupCost{}
 	var mu sync.Mutex
@@ -475,10 +476,10 @@ func corpusRun(t *testing.T, cs []namecorpus.Company, opts []any, dataset bool, 
 }
 
 // corpusAsk asks for an address and waits for its task to settle.
-func corpusAsk(e *env, address string) (corpusAnswer, error) {
+func corpusAsk(e *servertest.Env, address string) (corpusAnswer, error) {
 	send := func(method, path string, body []byte) (map[string]any, error) {
-		req, _ := http.NewRequest(method, e.http.URL+path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+e.key)
+		req, _ := http.NewRequest(method, e.HTTP.URL+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e.Key)
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
@@ -501,18 +502,18 @@ func corpusAsk(e *env, address string) (corpusAnswer, error) {
 	if err != nil {
 		return corpusAnswer{}, err
 	}
-	r := &response{body: got}
-	id := r.str("task.id")
+	r := &servertest.Response{Body: got}
+	id := r.Str("task.id")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		switch r.str("task.status") {
+		switch r.Str("task.status") {
 		case "succeeded":
-			if r.has("data") {
-				return corpusAnswer{person: r.str("data.network_url"), method: r.str("data.email_match.method"),
-					matchedBy: r.str("data.email_match.matched_by")}, nil
+			if r.Has("data") {
+				return corpusAnswer{person: r.Str("data.network_url"), method: r.Str("data.email_match.method"),
+					matchedBy: r.Str("data.email_match.matched_by")}, nil
 			}
 		case "failed":
-			return corpusAnswer{code: r.str("error.code")}, nil
+			return corpusAnswer{code: r.Str("error.code")}, nil
 		}
 		if time.Now().After(deadline) {
 			return corpusAnswer{}, fmt.Errorf("task %s did not settle", id)
@@ -521,7 +522,7 @@ func corpusAsk(e *env, address string) (corpusAnswer, error) {
 		if got, err = send("GET", "/v1/tasks/"+id, nil); err != nil {
 			return corpusAnswer{}, err
 		}
-		r = &response{body: got}
+		r = &servertest.Response{Body: got}
 	}
 }
 
@@ -685,9 +686,11 @@ func changedAnswers(a, b map[string]corpusAnswer) []string {
 // lookups, joined addresses (firstlast) found without a list, and on PDL no more
 // vendor calls a lookup than the direct match, the search and a retrieval.
 func TestEmailResolutionOnNamesNoListHolds(t *testing.T) {
+	t.Parallel()
 	cs := namecorpus.Generate(namecorpus.Options{Seed: corpusSeed, Companies: corpusCompanies(t)})
 	for _, src := range []string{"dataset", "pdl"} {
 		t.Run(src, func(t *testing.T) {
+			t.Parallel() // each source's runs are on servers of their own
 			var pdl *corpusPDL
 			opts := func() []any {
 				if src == "dataset" {

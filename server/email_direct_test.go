@@ -13,6 +13,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/server"
+	"enrichd/server/servertest"
 	"enrichd/store"
 
 	"github.com/matryer/is"
@@ -93,28 +94,29 @@ func pdlRole(t *testing.T, company, page, title, start, end string) map[string]a
 // page names the vendor too. Asked again, the address is on record (exact): nobody
 // is asked, and no source is named.
 func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
 	pdl := newFakePDL(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
 	pdl.byEmail["robert.jones@globex.com"] = pdlRecordAt(t, "robert-jones", "robert", "jones",
 		pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
-	e := newEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
-	e.startWorkers()
+	e := servertest.NewEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
+	e.StartWorkers()
 
-	start := e.balance("acme")
-	_, done := e.emailLookup("robert.jones@globex.com")
-	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
-	is.Equal(done.str("data.full_name"), "robert jones")
-	is.Equal(done.str("data.network_url"), "https://www.linkedin.com/in/robert-jones")
+	start := e.Balance("acme")
+	_, done := e.EmailLookup("robert.jones@globex.com")
+	is.Equal(done.Str("task.status")+" "+done.Str("error.message"), "succeeded ")
+	is.Equal(done.Str("data.full_name"), "robert jones")
+	is.Equal(done.Str("data.network_url"), "https://www.linkedin.com/in/robert-jones")
 	// PDL has the address on record for him: exact, on its record (matched_by).
-	is.Equal(done.get("data.email_match"), map[string]any{"method": "exact", "email": "robert.jones@globex.com",
+	is.Equal(done.Get("data.email_match"), map[string]any{"method": "exact", "email": "robert.jones@globex.com",
 		"pattern": "first.last", "source": "pdl", "matched_by": "pdl"})
-	is.Equal(done.get("task.credits_charged"), 3.0)
-	is.Equal(done.get("provenance.full_name"), "pdl") // the vendor's record, as it gave it
-	is.Equal(done.get("provenance.positions"), "pdl")
+	is.Equal(done.Get("task.credits_charged"), 3.0)
+	is.Equal(done.Get("provenance.full_name"), "pdl") // the vendor's record, as it gave it
+	is.Equal(done.Get("provenance.positions"), "pdl")
 	is.Equal(sourceOutcome(done, "pdl"), "hit/1") // one vendor call, the match
 	is.Equal(sourceOutcome(done, "fake-network"), "miss/0")
-	after := e.balance("acme")
+	after := e.Balance("acme")
 	is.Equal(after.Balance, start.Balance-3)
 	is.Equal(after.Refund, start.Refund)
 
@@ -125,19 +127,19 @@ func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T
 	for _, u := range el.since(0) {
 		is.True(u.Path != "/api/v2/company/employee/search/") // nor Enrich Layer's
 	}
-	is.Equal(e.net.searches.Load(), int64(0))
-	viewer := e.signIn("acme", "viewer")
-	page := viewer.get("/dashboard/tasks/" + done.str("task.id"))
-	is.True(page.has(`found by <code id="email-match-source">pdl</code>`)) // the task page says so too
-	is.True(page.has(`matched by <code id="email-match-matched-by">pdl</code>`))
+	is.Equal(e.Net.Searches.Load(), int64(0))
+	viewer := e.SignIn("acme", "viewer")
+	page := viewer.Get("/dashboard/tasks/" + done.Str("task.id"))
+	is.True(page.Has(`found by <code id="email-match-source">pdl</code>`)) // the task page says so too
+	is.True(page.Has(`matched by <code id="email-match-matched-by">pdl</code>`))
 
 	asks, calls := pdl.emailAsks, el.count()
-	_, again := e.emailLookup("robert.jones@globex.com")
-	is.Equal(again.str("data.email_match.method"), "exact")
-	is.True(again.has("data.email_match.source"))
-	is.Equal(again.get("data.email_match.source"), nil) // what is held answered
-	page = viewer.get("/dashboard/tasks/" + again.str("task.id"))
-	is.True(page.has(`id="email-match"`) && !page.has(`id="email-match-source"`))
+	_, again := e.EmailLookup("robert.jones@globex.com")
+	is.Equal(again.Str("data.email_match.method"), "exact")
+	is.True(again.Has("data.email_match.source"))
+	is.Equal(again.Get("data.email_match.source"), nil) // what is held answered
+	page = viewer.Get("/dashboard/tasks/" + again.Str("task.id"))
+	is.True(page.Has(`id="email-match"`) && !page.Has(`id="email-match-source"`))
 	pdl.mu.Lock()
 	is.Equal(pdl.emailAsks, asks)
 	pdl.mu.Unlock()
@@ -149,6 +151,7 @@ func TestADirectEmailAnswerThatConfirmsIsChargedWithoutAStaffSearch(t *testing.T
 // charged for. The lookup goes on with the staff search, which answers as it would
 // have (the owner when it finds them, refunded not_found when it finds nobody).
 func TestADirectEmailAnswerThatFailsConfirmationIsNeverCharged(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		answer map[string]any
@@ -172,38 +175,38 @@ func TestADirectEmailAnswerThatFailsConfirmationIsNeverCharged(t *testing.T) {
 			is := is.New(t)
 			pdl := newFakePDL(t, tc.staff...)
 			pdl.byEmail["robert.jones@globex.com"] = tc.answer
-			e := newEnv(t, withPDL(t, pdl))
-			e.startWorkers()
+			e := servertest.NewEnv(t, withPDL(t, pdl))
+			e.StartWorkers()
 			// The company is held, so that PDL is asked only for the person: its part in
 			// the task's sources is the dropped answer's, and the search's.
-			company := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "globex.com"}).str("task.id"))
-			is.Equal(company.str("task.status"), "succeeded")
-			start := e.balance("acme").Balance
-			_, done := e.emailLookup("robert.jones@globex.com")
+			company := e.WaitSettled(e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "globex.com"}).Str("task.id"))
+			is.Equal(company.Str("task.status"), "succeeded")
+			start := e.Balance("acme").Balance
+			_, done := e.EmailLookup("robert.jones@globex.com")
 			pdl.mu.Lock()
 			is.Equal(pdl.emailAsks, 1)   // asked first: it costs no more than the search
 			is.Equal(pdl.searchCalls, 1) // and the search made all the same
 			pdl.mu.Unlock()
 			wrong := "https://www.linkedin.com/in/" + tc.answer["id"].(string)
-			is.True(!strings.Contains(string(done.raw), wrong)) // the wrong person is nowhere in the task
+			is.True(!strings.Contains(string(done.Raw), wrong)) // the wrong person is nowhere in the task
 			// The drop is logged, without whom the vendor answered with: another person.
-			is.True(strings.Contains(e.logs.String(), "direct email match dropped"))
-			is.True(!strings.Contains(e.logs.String(), tc.answer["id"].(string)))
+			is.True(strings.Contains(e.Logs.String(), "direct email match dropped"))
+			is.True(!strings.Contains(e.Logs.String(), tc.answer["id"].(string)))
 			if tc.want == "not_found" {
-				is.Equal(done.str("error.code"), "not_found")
-				is.True(!done.has("data"))
-				is.Equal(e.balance("acme").Balance, start) // refunded
-				is.Equal(e.ledgerKinds(done.str("task.id")), []string{"charge", "refund"})
+				is.Equal(done.Str("error.code"), "not_found")
+				is.True(!done.Has("data"))
+				is.Equal(e.Balance("acme").Balance, start) // refunded
+				is.Equal(e.LedgerKinds(done.Str("task.id")), []string{"charge", "refund"})
 				// PDL's answer is a miss, another subject's: the match it billed, and the
 				// search that listed nobody (a 404, which PDL does not bill).
 				is.Equal(sourceCredits(done, "pdl"), "miss/other_subject 2 calls 1 credits")
 				return
 			}
-			is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
-			is.Equal(done.str("data.full_name"), tc.want)
-			is.Equal(done.str("data.network_url"), "https://www.linkedin.com/in/robert-jones")
-			is.Equal(done.str("data.email_match.source"), "pdl") // PDL's search listed the owner
-			is.Equal(e.balance("acme").Balance, start-3)         // for the owner
+			is.Equal(done.Str("task.status")+" "+done.Str("error.message"), "succeeded ")
+			is.Equal(done.Str("data.full_name"), tc.want)
+			is.Equal(done.Str("data.network_url"), "https://www.linkedin.com/in/robert-jones")
+			is.Equal(done.Str("data.email_match.source"), "pdl") // PDL's search listed the owner
+			is.Equal(e.Balance("acme").Balance, start-3)         // for the owner
 			// The owner's profile, found by PDL's search, makes PDL's part a hit; the
 			// dropped match is still in its calls and credits: the match and the search
 			// (one record returned, the owner's profile, which is not paid for again).
@@ -255,7 +258,7 @@ func (f *fakeApollo) asked() int {
 	return f.matches
 }
 
-// apolloPersonAt is an Apollo person, currently at Acme (acmeURL).
+// apolloPersonAt is an Apollo person, currently at Acme (AcmeURL).
 func apolloPersonAt(slug, first, last string) map[string]any {
 	return map[string]any{"id": slug, "first_name": first, "last_name": last, "name": first + " " + last,
 		"linkedin_url": "http://www.linkedin.com/in/" + slug, "headline": "Engineer at Acme", "email_status": "verified",
@@ -282,56 +285,57 @@ func withApollo(t *testing.T, f *fakeApollo) func(*server.Config) {
 // nobody. email_match.source names the source that found the person, and is kept
 // with the profiles an ambiguous address gathered.
 func TestADirectEmailMatchIsNotAskedBeforeACheaperStaffSearch(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	apollo := newFakeApollo(t)
 	apollo.byEmail["jane.smith@acme.com"] = apolloPersonAt("jane-smith", "Jane", "Smith")
 	apollo.byEmail["jsmith@acme.com"] = apolloPersonAt("john-smith", "John", "Smith")
 	apollo.byEmail["ada.lovelace@acme.com"] = apolloPersonAt("ada-lovelace", "Ada", "Lovelace")
-	e := newEnv(t, withApollo(t, apollo))
-	acmeNetwork(e)
-	e.startWorkers()
+	e := servertest.NewEnv(t, withApollo(t, apollo))
+	servertest.AcmeNetwork(e)
+	e.StartWorkers()
 
 	// jsmith fits three Smiths on the network: ambiguous, and Apollo is not asked.
 	// A hint picks John among the profiles gathered, found by the network's search.
-	_, amb := e.emailLookup("jsmith@acme.com")
-	is.Equal(amb.str("error.code"), "ambiguous")
-	is.Equal(amb.get("error.candidates"), 3.0)
-	_, picked := e.emailLookup("jsmith@acme.com", "fullName", "John Smith")
-	is.Equal(picked.str("task.status")+" "+picked.str("error.message"), "succeeded ")
-	is.Equal(picked.str("data.network_url"), "https://www.linkedin.com/in/john-smith")
-	is.Equal(picked.get("data.email_match"), map[string]any{"method": "resolved", "email": "jsmith@acme.com",
+	_, amb := e.EmailLookup("jsmith@acme.com")
+	is.Equal(amb.Str("error.code"), "ambiguous")
+	is.Equal(amb.Get("error.candidates"), 3.0)
+	_, picked := e.EmailLookup("jsmith@acme.com", "fullName", "John Smith")
+	is.Equal(picked.Str("task.status")+" "+picked.Str("error.message"), "succeeded ")
+	is.Equal(picked.Str("data.network_url"), "https://www.linkedin.com/in/john-smith")
+	is.Equal(picked.Get("data.email_match"), map[string]any{"method": "resolved", "email": "jsmith@acme.com",
 		"pattern": "flast", "source": "fake-network", "matched_by": nil})
 	is.Equal(apollo.asked(), 0)
-	is.Equal(e.net.searches.Load(), int64(1))
+	is.Equal(e.Net.Searches.Load(), int64(1))
 
 	// jane.smith: the network's search confirms Jane; Apollo, which knows her too, is
 	// not asked.
-	_, jane := e.emailLookup("jane.smith@acme.com")
-	is.Equal(jane.str("task.status")+" "+jane.str("error.message"), "succeeded ")
-	is.Equal(jane.str("data.network_url"), "https://www.linkedin.com/in/jane-smith")
-	is.Equal(jane.get("data.email_match"), map[string]any{"method": "resolved", "email": "jane.smith@acme.com",
+	_, jane := e.EmailLookup("jane.smith@acme.com")
+	is.Equal(jane.Str("task.status")+" "+jane.Str("error.message"), "succeeded ")
+	is.Equal(jane.Str("data.network_url"), "https://www.linkedin.com/in/jane-smith")
+	is.Equal(jane.Get("data.email_match"), map[string]any{"method": "resolved", "email": "jane.smith@acme.com",
 		"pattern": "first.last", "source": "fake-network", "matched_by": nil})
 	is.Equal(apollo.asked(), 0)
-	is.Equal(e.net.searches.Load(), int64(2))
+	is.Equal(e.Net.Searches.Load(), int64(2))
 
 	// Nobody at Acme on the network fits ada.lovelace: Apollo, asked after the search,
 	// answers with someone who confirms.
-	start := e.balance("acme").Balance
-	_, ada := e.emailLookup("ada.lovelace@acme.com")
-	is.Equal(ada.str("task.status")+" "+ada.str("error.message"), "succeeded ")
-	is.Equal(ada.str("data.full_name"), "Ada Lovelace")
+	start := e.Balance("acme").Balance
+	_, ada := e.EmailLookup("ada.lovelace@acme.com")
+	is.Equal(ada.Str("task.status")+" "+ada.Str("error.message"), "succeeded ")
+	is.Equal(ada.Str("data.full_name"), "Ada Lovelace")
 	// Apollo's match is its closest record: resolved, on Apollo's match (matched_by).
-	is.Equal(ada.get("data.email_match"), map[string]any{"method": "resolved", "email": "ada.lovelace@acme.com",
+	is.Equal(ada.Get("data.email_match"), map[string]any{"method": "resolved", "email": "ada.lovelace@acme.com",
 		"pattern": "first.last", "source": "apollo", "matched_by": "apollo"})
 	is.Equal(apollo.asked(), 1)
-	is.Equal(e.net.searches.Load(), int64(3))
-	is.Equal(e.balance("acme").Balance, start-3)
+	is.Equal(e.Net.Searches.Load(), int64(3))
+	is.Equal(e.Balance("acme").Balance, start-3)
 }
 
 // sourceOutcome is "outcome/reason" of the named source among a task's sources,
 // and its vendor calls: "hit/1".
-func sourceOutcome(r *response, name string) string {
-	list, _ := r.get("sources").([]any)
+func sourceOutcome(r *servertest.Response, name string) string {
+	list, _ := r.Get("sources").([]any)
 	for _, x := range list {
 		if m, _ := x.(map[string]any); m["name"] == name {
 			reason, _ := m["reason"].(string)
@@ -343,8 +347,8 @@ func sourceOutcome(r *response, name string) string {
 
 // sourceCredits is "outcome[/reason] N calls M credits" of the named source among a
 // task's sources.
-func sourceCredits(r *response, name string) string {
-	list, _ := r.get("sources").([]any)
+func sourceCredits(r *servertest.Response, name string) string {
+	list, _ := r.Get("sources").([]any)
 	for _, x := range list {
 		if m, _ := x.(map[string]any); m["name"] == name {
 			s, _ := m["outcome"].(string)
@@ -361,20 +365,21 @@ func sourceCredits(r *response, name string) string {
 // network URL for) still says where its fields came from: its task's provenance names
 // the vendor for each of them.
 func TestADirectEmailAnswerWithoutAProfilePageKeepsItsProvenance(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	el := newFakeEnrichLayer(t)
 	pdl := newFakePDL(t)
 	rec := pdlRecordAt(t, "robert-jones", "robert", "jones", pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
 	delete(rec, "linkedin_url")
 	pdl.byEmail["robert.jones@globex.com"] = rec
-	e := newEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
-	e.startWorkers()
+	e := servertest.NewEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
+	e.StartWorkers()
 
-	_, done := e.emailLookup("robert.jones@globex.com")
-	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
-	is.Equal(done.str("data.full_name"), "robert jones")
-	is.Equal(done.get("provenance.full_name"), "pdl")
-	is.Equal(done.get("provenance.positions"), "pdl")
+	_, done := e.EmailLookup("robert.jones@globex.com")
+	is.Equal(done.Str("task.status")+" "+done.Str("error.message"), "succeeded ")
+	is.Equal(done.Str("data.full_name"), "robert jones")
+	is.Equal(done.Get("provenance.full_name"), "pdl")
+	is.Equal(done.Get("provenance.positions"), "pdl")
 }
 
 // A direct answer that confirms is filled by the organization's person fill list as a
@@ -383,6 +388,7 @@ func TestADirectEmailAnswerWithoutAProfilePageKeepsItsProvenance(t *testing.T) {
 // overwritten. PDL is not asked again for the profile. A direct answer that does not
 // confirm is filled by nobody: no vendor is paid for a guess's fields.
 func TestADirectEmailAnswerIsFilledByThePersonList(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	el := newFakeEnrichLayer(t, elPerson{"robert-jones", "Robert", "Jones"})
 	pdl := newFakePDL(t)
@@ -390,20 +396,20 @@ func TestADirectEmailAnswerIsFilledByThePersonList(t *testing.T) {
 		pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
 	pdl.byEmail["ann.lee@globex.com"] = pdlRecordAt(t, "ann-lee-initech", "ann", "lee",
 		pdlRole(t, "initech", "linkedin.com/company/initech", "engineer", "2019-01", ""))
-	e := newEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
+	e := servertest.NewEnv(t, withEnrichLayer(t, el), withPDL(t, pdl))
 	fill := []string{"country_code"}
-	is.NoErr(e.db.SetFillLists(t.Context(), e.orgID, store.FillUpdate{Person: &fill}))
-	e.startWorkers()
+	is.NoErr(e.DB.SetFillLists(t.Context(), e.OrgID, store.FillUpdate{Person: &fill}))
+	e.StartWorkers()
 
-	_, done := e.emailLookup("robert.jones@globex.com")
-	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
-	is.Equal(done.str("data.email_match.source"), "pdl")
-	is.Equal(done.str("data.full_name"), "robert jones") // PDL's, not Enrich Layer's "Robert Jones"
-	is.Equal(done.str("data.country_code"), "US")        // Enrich Layer's
-	is.Equal(done.str("provenance.full_name"), "pdl")
-	is.Equal(done.str("provenance.positions"), "pdl")
-	is.Equal(done.str("provenance.country_code"), "enrichlayer")
-	is.Equal(done.get("task.credits_charged"), 3.0)
+	_, done := e.EmailLookup("robert.jones@globex.com")
+	is.Equal(done.Str("task.status")+" "+done.Str("error.message"), "succeeded ")
+	is.Equal(done.Str("data.email_match.source"), "pdl")
+	is.Equal(done.Str("data.full_name"), "robert jones") // PDL's, not Enrich Layer's "Robert Jones"
+	is.Equal(done.Str("data.country_code"), "US")        // Enrich Layer's
+	is.Equal(done.Str("provenance.full_name"), "pdl")
+	is.Equal(done.Str("provenance.positions"), "pdl")
+	is.Equal(done.Str("provenance.country_code"), "enrichlayer")
+	is.Equal(done.Get("task.credits_charged"), 3.0)
 	// PDL: the match alone. Enrich Layer: the company's resolve and page, then the
 	// profile; no staff search on either.
 	is.Equal(sourceCredits(done, "pdl"), "hit 1 calls 1 credits")
@@ -417,8 +423,8 @@ func TestADirectEmailAnswerIsFilledByThePersonList(t *testing.T) {
 	}
 
 	before := el.count()
-	_, guess := e.emailLookup("ann.lee@globex.com")
-	is.Equal(guess.str("error.code"), "not_found")
+	_, guess := e.EmailLookup("ann.lee@globex.com")
+	is.Equal(guess.Str("error.code"), "not_found")
 	for _, u := range el.since(before) {
 		is.True(u.Path != "/api/v2/profile") // the dropped answer's profile is not asked for
 	}
@@ -429,18 +435,19 @@ func TestADirectEmailAnswerIsFilledByThePersonList(t *testing.T) {
 // record: method exact, matched_by pdl. The same address PDL does not know is
 // ambiguous.
 func TestAVendorsMatchOfAnAddressSeveralFitSaysSo(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := newFakePDL(t, elPerson{"robert-jones", "Robert", "Jones"}, elPerson{"rachel-jones", "Rachel", "Jones"})
 	pdl.byEmail["rjones@globex.com"] = pdlRecordAt(t, "robert-jones", "robert", "jones",
 		pdlRole(t, "globex", "linkedin.com/company/globex", "engineer", "2020-03", ""))
-	e := newEnv(t, withPDL(t, pdl))
-	e.startWorkers()
-	_, done := e.emailLookup("rjones@globex.com")
-	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
-	is.Equal(done.str("data.full_name"), "robert jones")
-	is.Equal(done.get("data.email_match"), map[string]any{"method": "exact", "email": "rjones@globex.com",
+	e := servertest.NewEnv(t, withPDL(t, pdl))
+	e.StartWorkers()
+	_, done := e.EmailLookup("rjones@globex.com")
+	is.Equal(done.Str("task.status")+" "+done.Str("error.message"), "succeeded ")
+	is.Equal(done.Str("data.full_name"), "robert jones")
+	is.Equal(done.Get("data.email_match"), map[string]any{"method": "exact", "email": "rjones@globex.com",
 		"pattern": "flast", "source": "pdl", "matched_by": "pdl"})
-	_, other := e.emailLookup("r.jones@globex.com") // PDL knows nobody for it: the name decides
-	is.Equal(other.str("error.code"), "ambiguous")
-	is.Equal(other.get("error.candidates"), 2.0)
+	_, other := e.EmailLookup("r.jones@globex.com") // PDL knows nobody for it: the name decides
+	is.Equal(other.Str("error.code"), "ambiguous")
+	is.Equal(other.Get("error.candidates"), 2.0)
 }

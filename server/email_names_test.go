@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"enrichd/server/servertest"
+
 	"github.com/matryer/is"
 )
 
@@ -57,15 +59,15 @@ func newNamedPDL(t *testing.T, people ...pdlName) *fakePDL {
 
 // outcome is a settled email lookup as "the person's network URL", or "code n" for a
 // failure (n the candidates of an ambiguous one).
-func outcome(r *response) string {
-	if r.str("task.status") == "succeeded" {
-		return r.str("data.network_url")
+func outcome(r *servertest.Response) string {
+	if r.Str("task.status") == "succeeded" {
+		return r.Str("data.network_url")
 	}
-	if r.has("error.candidates") {
-		b, _ := json.Marshal(r.get("error.candidates"))
-		return r.str("error.code") + " " + string(b)
+	if r.Has("error.candidates") {
+		b, _ := json.Marshal(r.Get("error.candidates"))
+		return r.Str("error.code") + " " + string(b)
 	}
-	return r.str("error.code")
+	return r.Str("error.code")
 }
 
 const in = "https://www.linkedin.com/in/"
@@ -76,26 +78,27 @@ const in = "https://www.linkedin.com/in/"
 // charged, once she was held: the search showed Tô as "Kim Ly Tô", read as Kim / Ly
 // Tô, which kimlyt does not fit, and dropped her unretrieved.
 func TestKimlytIsAmbiguousWhoeverIsHeld(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{"dataset", "pdl"} {
 		t.Run(src, func(t *testing.T) {
 			for _, fresh := range []bool{false, true} {
 				is := is.New(t)
-				var e *env
+				var e *servertest.Env
 				if src == "dataset" {
-					e = newEnv(t)
-					e.importJSONL(globexJSONL(t, [3]string{"kim-ly-tran", "Kim Ly", "Trần"}, [3]string{"kim-ly-to", "Kim Ly", "Tô"})...)
+					e = servertest.NewEnv(t)
+					e.ImportJSONL(globexJSONL(t, [3]string{"kim-ly-tran", "Kim Ly", "Trần"}, [3]string{"kim-ly-to", "Kim Ly", "Tô"})...)
 				} else {
-					e = newEnv(t, withPDL(t, newNamedPDL(t, pdlNamed("kim-ly-tran", "kim", "ly", "trần"), pdlNamed("kim-ly-to", "kim", "ly", "tô"))))
+					e = servertest.NewEnv(t, withPDL(t, newNamedPDL(t, pdlNamed("kim-ly-tran", "kim", "ly", "trần"), pdlNamed("kim-ly-to", "kim", "ly", "tô"))))
 				}
-				e.startWorkers()
+				e.StartWorkers()
 				if !fresh {
-					_, ktran := e.emailLookup("ktran@globex.com")
+					_, ktran := e.EmailLookup("ktran@globex.com")
 					is.Equal(outcome(ktran), in+"kim-ly-tran")
 				}
-				start := e.balance("acme").Balance
-				_, kimlyt := e.emailLookup("kimlyt@globex.com")
+				start := e.Balance("acme").Balance
+				_, kimlyt := e.EmailLookup("kimlyt@globex.com")
 				is.Equal(outcome(kimlyt), "ambiguous 2")
-				is.Equal(e.balance("acme").Balance, start) // refunded
+				is.Equal(e.Balance("acme").Balance, start) // refunded
 			}
 		})
 	}
@@ -105,21 +108,22 @@ func TestKimlytIsAmbiguousWhoeverIsHeld(t *testing.T) {
 // initial of either of Ana Laura's given names), in any order of the lookups. It was
 // Laura Macedo on a fresh store and ambiguous once Ana Laura was held.
 func TestLmacedoIsTheSameAnswerInAnyOrder(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{"dataset", "pdl"} {
 		t.Run(src, func(t *testing.T) {
 			for _, order := range [][]string{{"lmacedo", "amacedo", "lmacedo"}, {"amacedo", "lmacedo", "laura.macedo"}} {
 				is := is.New(t)
-				var e *env
+				var e *servertest.Env
 				if src == "dataset" {
-					e = newEnv(t)
-					e.importJSONL(globexJSONL(t, [3]string{"laura-macedo", "Laura", "Macedo"}, [3]string{"ana-laura-macedo", "Ana Laura", "Macedo"})...)
+					e = servertest.NewEnv(t)
+					e.ImportJSONL(globexJSONL(t, [3]string{"laura-macedo", "Laura", "Macedo"}, [3]string{"ana-laura-macedo", "Ana Laura", "Macedo"})...)
 				} else {
-					e = newEnv(t, withPDL(t, newNamedPDL(t, pdlNamed("laura-macedo", "laura", "", "macedo"), pdlNamed("ana-laura-macedo", "ana", "laura", "macedo"))))
+					e = servertest.NewEnv(t, withPDL(t, newNamedPDL(t, pdlNamed("laura-macedo", "laura", "", "macedo"), pdlNamed("ana-laura-macedo", "ana", "laura", "macedo"))))
 				}
-				e.startWorkers()
+				e.StartWorkers()
 				want := map[string]string{"lmacedo": "ambiguous 2", "amacedo": in + "ana-laura-macedo", "laura.macedo": "ambiguous 2"}
 				for _, local := range order {
-					_, done := e.emailLookup(local + "@globex.com")
+					_, done := e.EmailLookup(local + "@globex.com")
 					is.Equal(outcome(done), want[local])
 				}
 			}
@@ -130,6 +134,7 @@ func TestLmacedoIsTheSameAnswerInAnyOrder(t *testing.T) {
 // Joined addresses of names no list holds are found, by every split of the local part:
 // firstlast, lastfirst, and a second given name or the surname's particle joined in.
 func TestJoinedAddressesNeedNoNameList(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"oluwaseunadeyemi":     "oluwaseun-adeyemi",
 		"adeyemioluwaseun":     "oluwaseun-adeyemi",
@@ -144,19 +149,19 @@ func TestJoinedAddressesNeedNoNameList(t *testing.T) {
 	for _, src := range []string{"dataset", "pdl"} {
 		t.Run(src, func(t *testing.T) {
 			is := is.New(t)
-			var e *env
+			var e *servertest.Env
 			if src == "dataset" {
-				e = newEnv(t)
-				e.importJSONL(globexJSONL(t, [3]string{"oluwaseun-adeyemi", "Oluwaseun", "Adeyemi"}, [3]string{"thai-minh-nguyen", "Thái Minh", "Nguyễn"},
+				e = servertest.NewEnv(t)
+				e.ImportJSONL(globexJSONL(t, [3]string{"oluwaseun-adeyemi", "Oluwaseun", "Adeyemi"}, [3]string{"thai-minh-nguyen", "Thái Minh", "Nguyễn"},
 					[3]string{"gwenaelle-dos-santos", "Gwenaëlle", "dos Santos"}, [3]string{"przemyslaw-wisniewski", "Przemysław", "Wiśniewski"})...)
 			} else {
-				e = newEnv(t, withPDL(t, newNamedPDL(t, pdlNamed("oluwaseun-adeyemi", "oluwaseun", "", "adeyemi"), pdlNamed("thai-minh-nguyen", "thái", "minh", "nguyễn"),
+				e = servertest.NewEnv(t, withPDL(t, newNamedPDL(t, pdlNamed("oluwaseun-adeyemi", "oluwaseun", "", "adeyemi"), pdlNamed("thai-minh-nguyen", "thái", "minh", "nguyễn"),
 					pdlNamed("gwenaelle-dos-santos", "gwenaëlle", "", "dos santos"), pdlNamed("przemyslaw-wisniewski", "przemysław", "", "wiśniewski"))))
 			}
-			e.key, _ = e.newOrg("names", 1000)
-			e.startWorkers()
+			e.Key, _ = e.NewOrg("names", 1000)
+			e.StartWorkers()
 			for local, slug := range cases {
-				_, done := e.emailLookup(local + "@globex.com")
+				_, done := e.EmailLookup(local + "@globex.com")
 				is.Equal(local+": "+outcome(done), local+": "+in+slug)
 			}
 		})
@@ -168,16 +173,17 @@ func TestJoinedAddressesNeedNoNameList(t *testing.T) {
 // given name by either. Only its last word was a surname before. An initial stands
 // only for a word known to be a given name.
 func TestAFullNameAloneIsReadEveryWay(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
-	e.importJSONL(globexJSONL(t, [3]string{"maria-garcia-lopez", "María García López", ""}, [3]string{"joao-dos-santos-silva", "João dos Santos Silva", ""},
+	e := servertest.NewEnv(t)
+	e.ImportJSONL(globexJSONL(t, [3]string{"maria-garcia-lopez", "María García López", ""}, [3]string{"joao-dos-santos-silva", "João dos Santos Silva", ""},
 		[3]string{"ana-julia-ferraz", "Ana Júlia Ferraz", ""}, [3]string{"laia-pujol-puigdemont", "Laia Pujol Puigdemont", ""},
 		[3]string{"rosa-puigdemont", "Rosa", "Puigdemont"}, [3]string{"laia-roser-puigdemont", "Laia Roser Puigdemont", ""})...)
-	e.startWorkers()
+	e.StartWorkers()
 	// Pujol and Roser may be given names or first surnames: an initial of theirs makes
 	// a possible fit, counted but never answered alone.
 	for local, want := range map[string]string{"ppuigdemont": "not_found", "rpuigdemont": "ambiguous 2"} {
-		_, done := e.emailLookup(local + "@globex.com")
+		_, done := e.EmailLookup(local + "@globex.com")
 		is.Equal(local+": "+outcome(done), local+": "+want)
 	}
 	for local, slug := range map[string]string{
@@ -185,7 +191,7 @@ func TestAFullNameAloneIsReadEveryWay(t *testing.T) {
 		"joao.santos": "joao-dos-santos-silva", "joao.dossantos": "joao-dos-santos-silva", "jsilva": "joao-dos-santos-silva",
 		"julia.ferraz": "ana-julia-ferraz", "anajulia.ferraz": "ana-julia-ferraz", "aferraz": "ana-julia-ferraz",
 	} {
-		_, done := e.emailLookup(local + "@globex.com")
+		_, done := e.EmailLookup(local + "@globex.com")
 		is.Equal(local+": "+outcome(done), local+": "+in+slug)
 	}
 }
@@ -195,21 +201,22 @@ func TestAFullNameAloneIsReadEveryWay(t *testing.T) {
 // A namesake pair where only the plain one would be listed is never answered alone,
 // and the one written with diacritics is found alone.
 func TestPDLIsAskedForNamesWithTheirDiacritics(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := newNamedPDL(t, pdlNamed("jose-nunez", "jose", "", "nunez"), pdlNamed("jose-nunez-2", "josé", "", "núñez"),
 		pdlNamed("lukasz-krol", "łukasz", "", "król"), pdlNamed("ozlem-sahin", "özlem", "", "şahin"))
-	e := newEnv(t, withPDL(t, pdl))
-	e.startWorkers()
-	start := e.balance("acme").Balance
+	e := servertest.NewEnv(t, withPDL(t, pdl))
+	e.StartWorkers()
+	start := e.Balance("acme").Balance
 	for local, want := range map[string]string{
 		"jose.nunez": "ambiguous 2", "jnunez": "ambiguous 2", "nunezjose": "ambiguous 2",
 		"lukasz.krol": in + "lukasz-krol", "lkrol": in + "lukasz-krol", "lukaszkrol": in + "lukasz-krol",
 		"ozlem.sahin": in + "ozlem-sahin", "sahinozlem": in + "ozlem-sahin",
 	} {
-		_, done := e.emailLookup(local + "@globex.com")
+		_, done := e.EmailLookup(local + "@globex.com")
 		is.Equal(local+": "+outcome(done), local+": "+want)
 	}
-	is.Equal(e.balance("acme").Balance, start-5*3) // the five answers, the ambiguous ones refunded
+	is.Equal(e.Balance("acme").Balance, start-5*3) // the five answers, the ambiguous ones refunded
 	pdl.mu.Lock()
 	defer pdl.mu.Unlock()
 	for _, s := range pdl.searches {

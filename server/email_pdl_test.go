@@ -15,6 +15,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/server"
+	"enrichd/server/servertest"
 
 	"github.com/matryer/is"
 )
@@ -270,62 +271,65 @@ func withPDL(t *testing.T, f *fakePDL) func(*server.Config) {
 // which fits both Kim Lee and Ken Berners-Lee, is ambiguous, whether or not Kim is
 // held, and never answered with Kim alone.
 func TestAnEmailLookupOnPDLSeesCompoundSurnames(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := newFakePDL(t, elPerson{"kim-lee", "Kim", "Lee"}, elPerson{"ken-berners-lee", "Ken", "Berners-Lee"})
-	e := newEnv(t, withPDL(t, pdl))
-	e.startWorkers()
+	e := servertest.NewEnv(t, withPDL(t, pdl))
+	e.StartWorkers()
 
-	start := e.balance("acme").Balance
-	_, first := e.emailLookup("k.lee@globex.com")
-	is.Equal(first.str("error.code")+" "+first.str("data.full_name"), "ambiguous ") // Kim Lee and Ken Berners-Lee
-	is.Equal(first.get("error.candidates"), 2.0)
-	is.Equal(e.balance("acme").Balance, start) // refunded: nobody was charged for
+	start := e.Balance("acme").Balance
+	_, first := e.EmailLookup("k.lee@globex.com")
+	is.Equal(first.Str("error.code")+" "+first.Str("data.full_name"), "ambiguous ") // Kim Lee and Ken Berners-Lee
+	is.Equal(first.Get("error.candidates"), 2.0)
+	is.Equal(e.Balance("acme").Balance, start) // refunded: nobody was charged for
 
-	_, kim := e.emailLookup("kim.lee@globex.com")
-	is.Equal(kim.str("task.status")+" "+kim.str("error.message"), "succeeded ")
-	is.Equal(kim.str("data.full_name"), "kim lee")
-	_, again := e.emailLookup("k.lee@globex.com")
-	is.Equal(again.str("error.code"), "ambiguous") // Kim held changes nothing
+	_, kim := e.EmailLookup("kim.lee@globex.com")
+	is.Equal(kim.Str("task.status")+" "+kim.Str("error.message"), "succeeded ")
+	is.Equal(kim.Str("data.full_name"), "kim lee")
+	_, again := e.EmailLookup("k.lee@globex.com")
+	is.Equal(again.Str("error.code"), "ambiguous") // Kim held changes nothing
 
 	// A surname written joined, or its part alone, finds the one person it fits.
 	for _, address := range []string{"ken.bernerslee@globex.com", "kbernerslee@globex.com", "ken.lee@globex.com"} {
-		_, ken := e.emailLookup(address)
-		is.Equal(ken.str("task.status")+" "+ken.str("error.message"), "succeeded ")
-		is.Equal(ken.str("data.full_name"), "ken berners-lee")
+		_, ken := e.EmailLookup(address)
+		is.Equal(ken.Str("task.status")+" "+ken.Str("error.message"), "succeeded ")
+		is.Equal(ken.Str("data.full_name"), "ken berners-lee")
 	}
 }
 
 // The same for a surname written joined: k.bernerslee fits Katherine and Ken
 // Berners-Lee, before and after Katherine is held.
 func TestAnEmailLookupOnPDLSeesJoinedCompoundSurnames(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := newFakePDL(t, elPerson{"katherine-berners-lee", "Katherine", "Berners-Lee"}, elPerson{"ken-berners-lee", "Ken", "Berners-Lee"})
-	e := newEnv(t, withPDL(t, pdl))
-	e.startWorkers()
-	_, before := e.emailLookup("k.bernerslee@globex.com")
-	is.Equal(before.str("error.code")+" "+before.str("data.full_name"), "ambiguous ")
-	_, katherine := e.emailLookup("katherine.bernerslee@globex.com")
-	is.Equal(katherine.str("data.full_name"), "katherine berners-lee")
-	_, after := e.emailLookup("k.bernerslee@globex.com")
-	is.Equal(after.str("error.code")+" "+after.str("data.full_name"), "ambiguous ")
-	is.Equal(after.get("error.candidates"), 2.0)
+	e := servertest.NewEnv(t, withPDL(t, pdl))
+	e.StartWorkers()
+	_, before := e.EmailLookup("k.bernerslee@globex.com")
+	is.Equal(before.Str("error.code")+" "+before.Str("data.full_name"), "ambiguous ")
+	_, katherine := e.EmailLookup("katherine.bernerslee@globex.com")
+	is.Equal(katherine.Str("data.full_name"), "katherine berners-lee")
+	_, after := e.EmailLookup("k.bernerslee@globex.com")
+	is.Equal(after.Str("error.code")+" "+after.Str("data.full_name"), "ambiguous ")
+	is.Equal(after.Get("error.candidates"), 2.0)
 }
 
 // PDL bills its search per record returned: when the short page is full, the lookup
 // goes on from where it ended (scroll_token) instead of asking for the same records
 // again. Twelve people named Jones, one of them Robert.
 func TestAnEmailLookupPaysNoPDLRecordTwice(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	staff := []elPerson{{"robert-jones", "Robert", "Jones"}}
 	for _, first := range []string{"Ann", "Tom", "Tim", "Eve", "Ida", "Max", "Sam", "Lea", "Kai", "Mia", "Zoe"} {
 		staff = append(staff, elPerson{strings.ToLower(first) + "-jones", first, "Jones"})
 	}
 	pdl := newFakePDL(t, staff...)
-	e := newEnv(t, withPDL(t, pdl))
-	e.startWorkers()
-	_, done := e.emailLookup("robert.jones@globex.com")
-	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
-	is.Equal(done.str("data.full_name"), "robert jones") // PDL answers in lower case
+	e := servertest.NewEnv(t, withPDL(t, pdl))
+	e.StartWorkers()
+	_, done := e.EmailLookup("robert.jones@globex.com")
+	is.Equal(done.Str("task.status")+" "+done.Str("error.message"), "succeeded ")
+	is.Equal(done.Str("data.full_name"), "robert jones") // PDL answers in lower case
 
 	pdl.mu.Lock()
 	defer pdl.mu.Unlock()
@@ -345,19 +349,20 @@ func TestAnEmailLookupPaysNoPDLRecordTwice(t *testing.T) {
 // the address fits may lie beyond any page: the lookup is cut off and refunded, and
 // the rest of the page, which PDL would bill record by record, is not bought.
 func TestAnEmailLookupOnPDLCutOffBuysNoMoreThanItsFirstPage(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	var staff []elPerson
 	for i := range enrich.StaffSearchMax + 5 {
 		staff = append(staff, elPerson{"r" + strconv.Itoa(i) + "-jones", "R" + strconv.Itoa(i), "Jones"})
 	}
 	pdl := newFakePDL(t, staff...)
-	e := newEnv(t, withPDL(t, pdl))
-	e.startWorkers()
-	start := e.balance("acme").Balance
-	_, done := e.emailLookup("rjones@globex.com")
-	is.Equal(done.str("error.code"), "not_found")
-	is.Equal(e.balance("acme").Balance, start) // refunded
-	is.True(strings.Contains(done.str("error.message"), "shows more people"))
+	e := servertest.NewEnv(t, withPDL(t, pdl))
+	e.StartWorkers()
+	start := e.Balance("acme").Balance
+	_, done := e.EmailLookup("rjones@globex.com")
+	is.Equal(done.Str("error.code"), "not_found")
+	is.Equal(e.Balance("acme").Balance, start) // refunded
+	is.True(strings.Contains(done.Str("error.message"), "shows more people"))
 	pdl.mu.Lock()
 	defer pdl.mu.Unlock()
 	is.Equal(len(pdl.searches), 1)
@@ -368,22 +373,23 @@ func TestAnEmailLookupOnPDLCutOffBuysNoMoreThanItsFirstPage(t *testing.T) {
 // the next lookups at the domain read it from the store, PDL is asked for it once, and
 // a company lookup of the domain is served from the store with PDL's provenance.
 func TestAnEmailLookupAsksForItsCompanyOnce(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := newFakePDL(t, elPerson{"kim-lee", "Kim", "Lee"})
-	e := newEnv(t, withPDL(t, pdl))
-	e.startWorkers()
+	e := servertest.NewEnv(t, withPDL(t, pdl))
+	e.StartWorkers()
 	for _, address := range []string{"zed.nobody@globex.com", "kim.lee@globex.com", "k.lee@globex.com"} {
-		_, done := e.emailLookup(address)
-		is.True(done.str("task.status") != "")
+		_, done := e.EmailLookup(address)
+		is.True(done.Str("task.status") != "")
 	}
 	pdl.mu.Lock()
 	is.Equal(pdl.companyAsks, 1) // the first lookup's, though it found nobody
 	pdl.mu.Unlock()
-	r := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "globex.com"})
-	is.Equal(r.status, http.StatusOK) // held: settled inside the request
-	got := e.do("GET", "/v1/tasks/"+r.str("task.id"), nil)
-	is.Equal(got.str("data.name"), "Globex")
-	is.Equal(got.get("provenance.name"), "pdl")
+	r := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "globex.com"})
+	is.Equal(r.Status, http.StatusOK) // held: settled inside the request
+	got := e.Do("GET", "/v1/tasks/"+r.Str("task.id"), nil)
+	is.Equal(got.Str("data.name"), "Globex")
+	is.Equal(got.Get("provenance.name"), "pdl")
 	pdl.mu.Lock()
 	is.Equal(pdl.companyAsks, 1)
 	pdl.mu.Unlock()

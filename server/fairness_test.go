@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"enrichd/server"
+	"enrichd/server/servertest"
 )
 
 // raiseFileLimit lets the test process hold n files, or skips the test if it cannot.
@@ -37,13 +38,15 @@ func raiseFileLimit(t *testing.T, n uint64) {
 // on a new connection. The client is served at once; the attacker's connections over
 // its share are closed at once and counted.
 func TestOneAddressCannotStarveTheOthers(t *testing.T) {
+	// Not in parallel: what it checks is bounded in time, which other tests running
+	// at once would stretch.
 	const attackers = 1100
 	raiseFileLimit(t, 2*attackers+500) // both ends of every connection, in one process
 	limits := server.DefaultConfig().HTTP
 	if attackers <= limits.MaxConns {
 		t.Fatalf("the attack must exceed --max-conns (%d)", limits.MaxConns)
 	}
-	e := newEnv(t)
+	e := servertest.NewEnv(t)
 	addr := serveLimited(t, e, limits)
 
 	conns := make([]net.Conn, attackers)
@@ -98,7 +101,7 @@ func TestOneAddressCannotStarveTheOthers(t *testing.T) {
 	failed := 0
 	for range 20 {
 		req, _ := http.NewRequest("GET", "http://"+addr+"/v1/tasks?pageSize=1", nil)
-		req.Header.Set("Authorization", "Bearer "+e.key)
+		req.Header.Set("Authorization", "Bearer "+e.Key)
 		start := time.Now()
 		res, err := client.Do(req)
 		if err == nil {
@@ -122,7 +125,7 @@ func TestOneAddressCannotStarveTheOthers(t *testing.T) {
 	}
 
 	// The attacker holds its share and no more: the others were closed at once.
-	m := scrape(t, e.http.URL)
+	m := servertest.Scrape(t, e.HTTP.URL)
 	if got, want := m[`enrichd_http_connections_refused_total{reason="per_address"}`], float64(attackers-limits.MaxConnsPerAddr); got < want {
 		t.Errorf("refused connections: %v, want at least %v", got, want)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"enrichd/netguard"
 	"enrichd/server"
+	"enrichd/server/servertest"
 
 	"github.com/matryer/is"
 )
@@ -22,18 +23,19 @@ import (
 // handler: they are logged below ERROR and counted as 499, never as a 500, and nothing
 // is charged.
 func TestAClientThatHangsUpIsNotAServerError(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
+	e := servertest.NewEnv(t)
 	gone := func(method, path, body string) *httptest.ResponseRecorder {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		req := httptest.NewRequestWithContext(ctx, method, path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+e.key)
+		req.Header.Set("Authorization", "Bearer "+e.Key)
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
 		rec := httptest.NewRecorder()
-		e.srv.ServeHTTP(rec, req)
+		e.Srv.ServeHTTP(rec, req)
 		return rec
 	}
 	// Writes notice the hang-up (reads are short and run to the end regardless).
@@ -41,7 +43,7 @@ func TestAClientThatHangsUpIsNotAServerError(t *testing.T) {
 	is.Equal(gone("POST", "/v1/tasks/0190a3c4-0000-7000-8000-000000000000/cancel", "").Code, 499)
 
 	var lines int
-	for _, line := range strings.Split(strings.TrimSpace(e.logs.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(e.Logs.String()), "\n") {
 		var entry map[string]any
 		is.NoErr(json.Unmarshal([]byte(line), &entry))
 		is.True(entry["level"] != "ERROR") // the client's doing, not the server's
@@ -54,20 +56,20 @@ func TestAClientThatHangsUpIsNotAServerError(t *testing.T) {
 	}
 	is.Equal(lines, 2)
 
-	m := scrape(t, e.http.URL)
+	m := servertest.Scrape(t, e.HTTP.URL)
 	is.Equal(m[`enrichd_http_requests_total{route="enrich_company",status="499"}`], 1.0)
 	is.Equal(m[`enrichd_http_requests_total{route="cancel_task",status="499"}`], 1.0)
 	for series := range m {
 		is.True(!strings.Contains(series, `status="5`)) // no server error counted
 	}
-	is.Equal(e.balance("acme").Charged, int64(0))
-	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), 0.0)
+	is.Equal(e.Balance("acme").Charged, int64(0))
+	is.Equal(e.Do("GET", "/v1/tasks", nil).Get("total"), 0.0)
 
 	// A server error while the client is still there is a 500, logged at ERROR.
-	e.db.Close()
-	is.Equal(e.do("GET", "/v1/tasks", nil).status, http.StatusInternalServerError)
-	is.True(strings.Contains(e.logs.String(), `"level":"ERROR"`))
-	e.db = nil
+	e.DB.Close()
+	is.Equal(e.Do("GET", "/v1/tasks", nil).Status, http.StatusInternalServerError)
+	is.True(strings.Contains(e.Logs.String(), `"level":"ERROR"`))
+	e.DB = nil
 }
 
 // stallingResolver answers no lookup: it says it was asked, then waits for the
@@ -84,16 +86,17 @@ func (r stallingResolver) LookupNetIP(ctx context.Context, _, _ string) ([]netip
 // the handler waits on the webhook URL's DNS lookup: the server logs the request at
 // INFO as 499 and counts it apart from server errors.
 func TestAClientThatHangsUpMidRequestIsNotAServerError(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	asked := make(chan struct{})
-	e := newEnv(t, func(cfg *server.Config) {
+	e := servertest.NewEnv(t, func(cfg *server.Config) {
 		cfg.WebhookPolicy = netguard.Policy{Resolver: stallingResolver{asked: asked}}
 	})
 	ctx, hangUp := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, "POST", e.http.URL+"/v1/loops",
+	req, err := http.NewRequestWithContext(ctx, "POST", e.HTTP.URL+"/v1/loops",
 		strings.NewReader(`{"name":"Hooks","webhook_url":"https://hooks.example.com/in"}`))
 	is.NoErr(err)
-	req.Header.Set("Authorization", "Bearer "+e.key)
+	req.Header.Set("Authorization", "Bearer "+e.Key)
 	req.Header.Set("Content-Type", "application/json")
 	go func() {
 		<-asked // the handler is in the middle of its work
@@ -104,11 +107,11 @@ func TestAClientThatHangsUpMidRequestIsNotAServerError(t *testing.T) {
 
 	// The log line is written once the handler returns.
 	var entry map[string]any
-	for deadline := time.Now().Add(10 * time.Second); entry == nil; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(servertest.SettleWithin); entry == nil; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no log line for the request:\n%s", e.logs.String())
+			t.Fatalf("no log line for the request:\n%s", e.Logs.String())
 		}
-		for _, line := range strings.Split(strings.TrimSpace(e.logs.String()), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(e.Logs.String()), "\n") {
 			var l map[string]any
 			if json.Unmarshal([]byte(line), &l) == nil && l["msg"] == "request" && l["route"] == "create_loop" {
 				entry = l
@@ -118,11 +121,11 @@ func TestAClientThatHangsUpMidRequestIsNotAServerError(t *testing.T) {
 	is.Equal(entry["level"], "INFO")
 	is.Equal(entry["status"], 499.0)
 	is.Equal(entry["err"], "client closed the request: context canceled")
-	is.True(!strings.Contains(e.logs.String(), `"level":"ERROR"`))
-	m := scrape(t, e.http.URL)
+	is.True(!strings.Contains(e.Logs.String(), `"level":"ERROR"`))
+	m := servertest.Scrape(t, e.HTTP.URL)
 	is.Equal(m[`enrichd_http_requests_total{route="create_loop",status="499"}`], 1.0)
 	for series := range m {
 		is.True(!strings.Contains(series, `status="5`))
 	}
-	is.Equal(len(e.do("GET", "/v1/loops", nil).get("data").([]any)), 0)
+	is.Equal(len(e.Do("GET", "/v1/loops", nil).Get("data").([]any)), 0)
 }

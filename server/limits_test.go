@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"enrichd/server/servertest"
+
 	"github.com/matryer/is"
 )
 
@@ -22,9 +24,10 @@ var (
 )
 
 func TestInputsOverTheirLimitsAreRefusedBeforeAnyCharge(t *testing.T) {
-	e := newEnv(t, allowPrivateWebhooks)
-	personLoop, _ := e.createLoop("people", "https://hooks.example/p", "person")
-	companyLoop, _ := e.createLoop("companies", "https://hooks.example/c", "company")
+	t.Parallel()
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
+	personLoop, _ := e.CreateLoop("people", "https://hooks.example/p", "person")
+	companyLoop, _ := e.CreateLoop("companies", "https://hooks.example/c", "company")
 	long := func(n int) string { return strings.Repeat("a", n) }
 	cases := []struct {
 		name string
@@ -59,23 +62,24 @@ func TestInputsOverTheirLimitsAreRefusedBeforeAnyCharge(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := e.do("POST", c.path, c.body)
+			r := e.Do("POST", c.path, c.body)
 			refused(t, r, c.want)
 			// The refusal does not echo the input back.
-			is.New(t).True(len(r.raw) < 512)
+			is.New(t).True(len(r.Raw) < 512)
 		})
 	}
-	e.nothingCharged()
+	e.NothingCharged()
 	is := is.New(t)
-	b := e.balance("acme")
+	b := e.Balance("acme")
 	is.Equal(b.Balance, int64(100))
 	is.Equal(b.Refund, int64(0))
 }
 
 // Inputs exactly at their limits are accepted: the limits are the RFCs', not tighter.
 func TestInputsAtTheirLimitsAreAccepted(t *testing.T) {
-	e := newEnv(t)
-	e.net.addCompany(company("Acme", "acme.com"))
+	t.Parallel()
+	e := servertest.NewEnv(t)
+	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
 	for name, c := range map[string]struct {
 		path string
 		body map[string]string
@@ -92,9 +96,9 @@ func TestInputsAtTheirLimitsAreAccepted(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			is := is.New(t)
-			r := e.do("POST", c.path, c.body)
-			is.True(r.status == http.StatusAccepted || r.status == http.StatusOK) // accepted, not refused
-			is.True(r.str("task.id") != "")
+			r := e.Do("POST", c.path, c.body)
+			is.True(r.Status == http.StatusAccepted || r.Status == http.StatusOK) // accepted, not refused
+			is.True(r.Str("task.id") != "")
 		})
 	}
 }

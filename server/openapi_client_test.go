@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"enrichd/server/servertest"
+
 	// The runtime the generated client imports. Importing it here keeps it, at the
 	// version go.sum vouches for, among the module's requirements, so the generated
 	// client below builds from the module cache alone.
@@ -21,6 +23,7 @@ import (
 // schemas referenced only from webhooks are pruned away, a const without a type
 // becomes interface{}, an enum holding null becomes a bogus constant.
 func TestAGeneratedGoClientCompiles(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("generates and compiles a client")
 	}
@@ -39,7 +42,7 @@ func TestAGeneratedGoClientCompiles(t *testing.T) {
 	// generator's default (pruning of unused components included).
 	write("oapi-codegen.yaml", "package: enrichclient\ngenerate:\n  client: true\n  models: true\noutput: "+
 		filepath.Join(dir, "client.gen.go")+"\n")
-	doc, err := filepath.Abs(openAPIFile)
+	doc, err := filepath.Abs(servertest.OpenAPIFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +115,10 @@ func TestAGeneratedGoClientCompiles(t *testing.T) {
 // holding null (say "or null" with anyOf instead), and a tag used by an operation but
 // not declared.
 func TestTheDocumentSaysWhatGeneratorsNeed(t *testing.T) {
+	t.Parallel()
 	s := loadOpenAPI(t)
 	var doc any
-	if err := json.Unmarshal(s.raw, &doc); err != nil {
+	if err := json.Unmarshal(s.Raw, &doc); err != nil {
 		t.Fatal(err)
 	}
 	declared := map[string]bool{}

@@ -19,9 +19,10 @@ var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "p
 // request that leaves it out fails to type-check. Defaults are stated in the field's
 // description instead.
 func TestTheDocumentSaysWhatLintersAndTypeGeneratorsNeed(t *testing.T) {
+	t.Parallel()
 	s := loadOpenAPI(t)
 	var doc map[string]any
-	if err := json.Unmarshal(s.raw, &doc); err != nil {
+	if err := json.Unmarshal(s.Raw, &doc); err != nil {
 		t.Fatal(err)
 	}
 	info, _ := doc["info"].(map[string]any)
@@ -145,9 +146,10 @@ func TestTheDocumentSaysWhatLintersAndTypeGeneratorsNeed(t *testing.T) {
 // a type no value fits, where additionalProperties: true (or the properties) says what
 // it holds.
 func TestTheDocumentKeepsTheLintersRules(t *testing.T) {
+	t.Parallel()
 	s := loadOpenAPI(t)
 	var doc map[string]any
-	if err := json.Unmarshal(s.raw, &doc); err != nil {
+	if err := json.Unmarshal(s.Raw, &doc); err != nil {
 		t.Fatal(err)
 	}
 	for _, problem := range lintProblems(doc) {

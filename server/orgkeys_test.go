@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,56 +15,11 @@ import (
 	"enrichd/enrich/source"
 	"enrichd/secret"
 	"enrichd/server"
+	"enrichd/server/servertest"
 	"enrichd/store"
 
 	"github.com/matryer/is"
 )
-
-// byKeyPDL is People Data Labs' company enrichment, in its published shape, for any
-// website, to the keys it takes; any other key gets its 401. It records the key of
-// every request.
-type byKeyPDL struct {
-	*httptest.Server
-	mu   sync.Mutex
-	good map[string]bool
-	sent []string // "website key"
-}
-
-func newByKeyPDL(t *testing.T, good ...string) *byKeyPDL {
-	f := &byKeyPDL{good: map[string]bool{}}
-	for _, k := range good {
-		f.good[k] = true
-	}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, site := r.Header.Get("X-Api-Key"), r.URL.Query().Get("website")
-		f.mu.Lock()
-		f.sent = append(f.sent, site+" "+key)
-		ok := f.good[key]
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if !ok {
-			w.WriteHeader(http.StatusUnauthorized)
-			json.NewEncoder(w).Encode(map[string]any{"status": 401, "error": map[string]any{"type": "authentication_error", "message": "Invalid API key"}})
-			return
-		}
-		json.NewEncoder(w).Encode(map[string]any{"status": 200, "likelihood": 8, "name": site, "display_name": "Company " + site,
-			"website": site, "employee_count": 120})
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *byKeyPDL) setGood(key string, ok bool) {
-	f.mu.Lock()
-	f.good[key] = ok
-	f.mu.Unlock()
-}
-
-func (f *byKeyPDL) requests() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.sent...)
-}
 
 // TestAnOrganizationsOwnKey goes through the real handler and workers: an
 // organization's own PDL key is sent for its tasks and the installation's for
@@ -78,13 +29,14 @@ func (f *byKeyPDL) requests() []string {
 // installation's key once it allows the fallback; the key is in no log line, no
 // response and not in the database in clear.
 func TestAnOrganizationsOwnKey(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	const installKey, ownKey = "pdl-install-key-00aa11bb", "pdl-acme-own-key-7c6d5e4f"
-	vendor := newByKeyPDL(t, installKey, ownKey)
+	vendor := servertest.NewByKeyPDL(t, installKey, ownKey)
 	box, _, err := secret.LoadOrCreate(filepath.Join(t.TempDir(), "secret-key"))
 	is.NoErr(err)
-	e := newEnv(t, func(c *server.Config) {
+	e := servertest.NewEnv(t, func(c *server.Config) {
 		pdl, err := source.NewPDL(source.VendorConfig{APIKey: installKey, BaseURL: vendor.URL, Rate: 1000, Burst: 1000, Backoff: time.Millisecond, Logger: c.Logger})
 		if err != nil {
 			t.Fatal(err)
@@ -93,41 +45,41 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 		c.Secrets = box
 		c.OrgKeyRefresh = 20 * time.Millisecond
 	})
-	betaKey, betaID := e.newOrg("beta", 100)
+	betaKey, betaID := e.NewOrg("beta", 100)
 	asBeta := []string{"Authorization", "Bearer " + betaKey}
-	sealed, err := box.Seal([]byte(ownKey), server.SourceKeyLabel(e.orgID, "pdl"))
+	sealed, err := box.Seal([]byte(ownKey), server.SourceKeyLabel(e.OrgID, "pdl"))
 	is.NoErr(err)
-	is.NoErr(e.db.SetSourceKey(ctx, e.orgID, "pdl", sealed, box.ID(), secret.Last4(ownKey), false))
-	e.startWorkers()
+	is.NoErr(e.DB.SetSourceKey(ctx, e.OrgID, "pdl", sealed, box.ID(), secret.Last4(ownKey), false))
+	e.StartWorkers()
 	var responses bytes.Buffer
-	enrichAs := func(domain string, headers ...string) (*response, *store.Task) {
+	enrichAs := func(domain string, headers ...string) (*servertest.Response, *store.Task) {
 		t.Helper()
-		r := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": domain}, headers...)
-		responses.Write(r.raw)
-		if r.status == 202 {
-			r = e.waitSettled(r.str("task.id"), headers...)
-			responses.Write(r.raw)
+		r := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": domain}, headers...)
+		responses.Write(r.Raw)
+		if r.Status == 202 {
+			r = e.WaitSettled(r.Str("task.id"), headers...)
+			responses.Write(r.Raw)
 		}
-		org := e.orgID
+		org := e.OrgID
 		if len(headers) > 0 {
 			org = betaID
 		}
-		task, err := e.db.GetTask(ctx, org, r.str("task.id"))
+		task, err := e.DB.GetTask(ctx, org, r.Str("task.id"))
 		is.NoErr(err)
 		return r, task
 	}
 	lastKey := func() string {
-		sent := vendor.requests()
+		sent := vendor.Requests()
 		return sent[len(sent)-1]
 	}
 	// pdlAs is pdl's part of GET /v1/sources for the key's organization; the body is
 	// among the responses the key is looked for in.
 	pdlAs := func(headers ...string) map[string]any {
 		t.Helper()
-		r := e.do("GET", "/v1/sources", nil, headers...)
-		is.Equal(r.status, 200)
-		responses.Write(r.raw)
-		for _, src := range r.get("sources").([]any) {
+		r := e.Do("GET", "/v1/sources", nil, headers...)
+		is.Equal(r.Status, 200)
+		responses.Write(r.Raw)
+		for _, src := range r.Get("sources").([]any) {
 			if m := src.(map[string]any); m["name"] == "pdl" {
 				return m
 			}
@@ -139,7 +91,7 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 	// acme's task goes out with acme's key; beta's, for the same company, is not
 	// served acme's record: it asks the vendor, with the installation's key.
 	r, task := enrichAs("own.example")
-	is.Equal(r.str("task.status"), "succeeded")
+	is.Equal(r.Str("task.status"), "succeeded")
 	is.Equal(lastKey(), "own.example "+ownKey)
 	is.True(strings.Contains(string(task.Sources), `"name":"pdl","outcome":"hit"`))
 	// Its credit is acme's, made with its own key; beta has spent nothing.
@@ -149,22 +101,22 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 	theirs := pdlAs(asBeta...)
 	is.Equal(theirs["vendor_credits"], 0.0)
 	is.Equal(theirs["own_key_vendor_credits"], 0.0)
-	calls := len(vendor.requests())
-	r = e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "own.example"})
-	is.Equal(r.status, 200) // acme's repeat: from the store, asking nothing
-	is.Equal(len(vendor.requests()), calls)
+	calls := len(vendor.Requests())
+	r = e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "own.example"})
+	is.Equal(r.Status, 200) // acme's repeat: from the store, asking nothing
+	is.Equal(len(vendor.Requests()), calls)
 	r, _ = enrichAs("own.example", asBeta...)
-	is.Equal(r.str("task.status"), "succeeded")
+	is.Equal(r.Str("task.status"), "succeeded")
 	is.Equal(lastKey(), "own.example "+installKey)
 
 	// Fetched with the installation's key, a record is everyone's.
 	r, _ = enrichAs("shared.example", asBeta...)
-	is.Equal(r.str("task.status"), "succeeded")
+	is.Equal(r.Str("task.status"), "succeeded")
 	is.Equal(lastKey(), "shared.example "+installKey)
-	calls = len(vendor.requests())
-	is.Equal(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "shared.example"}).status, 200)
-	is.Equal(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "shared.example"}, asBeta...).status, 200)
-	is.Equal(len(vendor.requests()), calls)
+	calls = len(vendor.Requests())
+	is.Equal(e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "shared.example"}).Status, 200)
+	is.Equal(e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "shared.example"}, asBeta...).Status, 200)
+	is.Equal(len(vendor.Requests()), calls)
 	theirs = pdlAs(asBeta...)
 	is.Equal(theirs["vendor_credits"], 2.0) // beta's two, with the installation's key
 	is.Equal(theirs["own_key_vendor_credits"], 0.0)
@@ -172,47 +124,47 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 
 	// The installation's budget binds the installation's key alone: spent, it stops
 	// beta's tasks, refunded, while acme's own key spends acme's own vendor account.
-	is.NoErr(e.db.SetSourceBudget(ctx, "", "pdl", 2))
-	beforeBeta := e.balance("beta")
-	calls = len(vendor.requests())
+	is.NoErr(e.DB.SetSourceBudget(ctx, "", "pdl", 2))
+	beforeBeta := e.Balance("beta")
+	calls = len(vendor.Requests())
 	r, task = enrichAs("over-budget.example", asBeta...)
-	is.Equal(r.str("task.status"), "failed")
-	is.Equal(r.str("error.code"), "provider_unavailable")
-	is.True(strings.Contains(r.str("error.message"), "monthly budget of vendor credits of pdl is spent"))
+	is.Equal(r.Str("task.status"), "failed")
+	is.Equal(r.Str("error.code"), "provider_unavailable")
+	is.True(strings.Contains(r.Str("error.message"), "monthly budget of vendor credits of pdl is spent"))
 	is.True(strings.Contains(string(task.Sources), `{"name":"pdl","outcome":"skipped","reason":"budget"`))
-	is.Equal(len(vendor.requests()), calls)                 // not asked
-	is.Equal(e.balance("beta").Balance, beforeBeta.Balance) // refunded
+	is.Equal(len(vendor.Requests()), calls)                 // not asked
+	is.Equal(e.Balance("beta").Balance, beforeBeta.Balance) // refunded
 	r, task = enrichAs("own-budget.example")
-	is.Equal(r.str("task.status"), "succeeded")
+	is.Equal(r.Str("task.status"), "succeeded")
 	is.Equal(lastKey(), "own-budget.example "+ownKey)
 	mine = pdlAs()
 	is.Equal(mine["own_key_vendor_credits"], 2.0)
 	is.Equal(mine["budget"].(map[string]any)["installation"], 2.0)
 	is.Equal(mine["budget"].(map[string]any)["remaining"], nil) // no cap binds acme's own key
 	is.Equal(pdlAs(asBeta...)["budget"].(map[string]any)["remaining"], 0.0)
-	is.NoErr(e.db.SetSourceBudget(ctx, "", "pdl", 0))
+	is.NoErr(e.DB.SetSourceBudget(ctx, "", "pdl", 0))
 
 	// The vendor refuses acme's key: the task that meets it fails, refunded, and the
 	// key is marked failing; acme's next task skips pdl without asking it.
-	vendor.setGood(ownKey, false)
-	before := e.balance("acme")
+	vendor.SetGood(ownKey, false)
+	before := e.Balance("acme")
 	r, _ = enrichAs("refused.example")
-	is.Equal(r.str("task.status"), "failed")
-	is.Equal(r.str("error.code"), "provider_unavailable")
-	is.Equal(e.balance("acme").Balance, before.Balance) // refunded
+	is.Equal(r.Str("task.status"), "failed")
+	is.Equal(r.Str("error.code"), "provider_unavailable")
+	is.Equal(e.Balance("acme").Balance, before.Balance) // refunded
 	waitUntil(t, func() bool {
-		k, err := e.db.OrgSourceKey(ctx, e.orgID, "pdl")
+		k, err := e.DB.OrgSourceKey(ctx, e.OrgID, "pdl")
 		return err == nil && k.Failing()
 	})
 	time.Sleep(30 * time.Millisecond) // past OrgKeyRefresh: what other replicas see
-	calls = len(vendor.requests())
+	calls = len(vendor.Requests())
 	r, task = enrichAs("skipped.example")
-	is.Equal(r.str("task.status"), "failed")
-	is.Equal(r.str("error.code"), "provider_unavailable")
+	is.Equal(r.Str("task.status"), "failed")
+	is.Equal(r.Str("error.code"), "provider_unavailable")
 	is.True(strings.Contains(string(task.Sources), `{"name":"pdl","outcome":"skipped","reason":"key_failing"`))
-	is.Equal(len(vendor.requests()), calls) // not asked
+	is.Equal(len(vendor.Requests()), calls) // not asked
 	r, _ = enrichAs("beta-still.example", asBeta...)
-	is.Equal(r.str("task.status"), "succeeded") // beta is not touched by acme's key
+	is.Equal(r.Str("task.status"), "succeeded") // beta is not touched by acme's key
 
 	// GET /v1/sources says so: acme's own key, by its last 4, failing; beta's the
 	// installation's.
@@ -228,29 +180,29 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 	is.Equal(keyOf(asBeta...)["owner"], "installation")
 
 	// With the fallback allowed, acme's tasks use the installation's key.
-	ok, err := e.db.SetSourceKeyFallback(ctx, e.orgID, "pdl", true)
+	ok, err := e.DB.SetSourceKeyFallback(ctx, e.OrgID, "pdl", true)
 	is.NoErr(err)
 	is.True(ok)
 	time.Sleep(30 * time.Millisecond)
 	r, task = enrichAs("fallback.example")
-	is.Equal(r.str("task.status"), "succeeded")
+	is.Equal(r.Str("task.status"), "succeeded")
 	is.Equal(lastKey(), "fallback.example "+installKey)
 	is.True(strings.Contains(string(task.Sources), `"name":"pdl","outcome":"hit"`))
 	// What the fallback fetched is shared.
-	is.Equal(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "fallback.example"}, asBeta...).status, 200)
+	is.Equal(e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "fallback.example"}, asBeta...).Status, 200)
 
 	// The key never shows: not in a log line, a response, nor the database in clear.
-	is.True(!strings.Contains(e.logs.String(), ownKey))
-	is.True(!strings.Contains(e.logs.String(), installKey))
+	is.True(!strings.Contains(e.Logs.String(), ownKey))
+	is.True(!strings.Contains(e.Logs.String(), installKey))
 	is.True(!strings.Contains(responses.String(), ownKey))
-	stored, err := e.db.OrgSourceKey(ctx, e.orgID, "pdl")
+	stored, err := e.DB.OrgSourceKey(ctx, e.OrgID, "pdl")
 	is.NoErr(err)
 	is.Equal(stored.Last4, "…5e4f")
 	is.True(strings.Contains(stored.FailingReason, "refused the organization's own key (401)"))
-	if onPostgres() {
+	if servertest.OnPostgres() {
 		// Every column of every table, as text (a bytea as its hex), holds neither
 		// the key nor its hex.
-		cols, err := e.db.Reader().Query(ctx, `SELECT table_name, column_name FROM information_schema.columns
+		cols, err := e.DB.Reader().Query(ctx, `SELECT table_name, column_name FROM information_schema.columns
 			WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position`)
 		is.NoErr(err)
 		var columns [][2]string
@@ -266,15 +218,15 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 		for _, c := range columns {
 			var n int
 			q := fmt.Sprintf(`SELECT count(*) FROM %q WHERE strpos(CAST(%q AS TEXT), ?) > 0 OR strpos(CAST(%q AS TEXT), ?) > 0`, c[0], c[1], c[1])
-			is.NoErr(e.db.Reader().QueryRow(ctx, q, ownKey, hexKey).Scan(&n))
+			is.NoErr(e.DB.Reader().QueryRow(ctx, q, ownKey, hexKey).Scan(&n))
 			if n != 0 {
 				t.Fatalf("the key is in the clear in %s.%s", c[0], c[1])
 			}
 		}
 		return
 	}
-	path := e.path
-	e.close()
+	path := e.Path
+	e.Close()
 	raw, err := os.ReadFile(path)
 	is.NoErr(err) // the database file is there to be looked in
 	is.True(len(raw) > 0)
@@ -286,7 +238,7 @@ func TestAnOrganizationsOwnKey(t *testing.T) {
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out waiting")

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"enrichd/server/servertest"
+
 	"github.com/matryer/is"
 )
 
@@ -16,20 +18,21 @@ import (
 // logged as an error, and nothing changes. The key, or the session, is checked first,
 // as for any id.
 func TestAnIDThatCannotBeOneIsNotFound(t *testing.T) {
-	e := newEnv(t, allowPrivateWebhooks)
+	t.Parallel()
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	// One object of each kind, so that an id read loosely could find something.
-	loopID, _ := e.createLoop("Acme loop", "http://127.0.0.1:9/hook", "company")
-	e.testDelivery(loopID)
-	taskID := e.enrichCompany(map[string]string{"domain": "acme.com"}) // queued: no workers run
-	e.createWatch(map[string]any{"object_type": "company", "domain": "acme.com", "loop_id": loopID})
-	e.uploadCSV("domain\nacme.com\n", "")
-	before, balance := e.otherState(e.key, loopID, taskID), e.balance("acme")
+	loopID, _ := e.CreateLoop("Acme loop", "http://127.0.0.1:9/hook", "company")
+	e.SendTestDelivery(loopID)
+	taskID := e.EnrichCompany(map[string]string{"domain": "acme.com"}) // queued: no workers run
+	e.CreateWatch(map[string]any{"object_type": "company", "domain": "acme.com", "loop_id": loopID})
+	e.UploadCSV("domain\nacme.com\n", "")
+	before, balance := e.OtherState(e.Key, loopID, taskID), e.Balance("acme")
 
 	notIDs := []string{"%00", "%ff", "%C3%28", "a%00b", "nope", strings.ToUpper(loopID), "{" + loopID + "}", "urn:uuid:" + loopID, loopID[:35]}
 	kinds := map[string]string{"tasks": "task", "loops": "loop", "deliveries": "delivery", "watches": "watch", "batches": "batch", "suppressions": "suppression", "erasures": "erasure"}
-	admin, nobody := e.signIn("acme", "admin"), e.newBrowser()
+	admin, nobody := e.SignIn("acme", "admin"), e.NewBrowser()
 	var api, pages int
-	for _, route := range registeredRoutes(t) {
+	for _, route := range servertest.RegisteredRoutes(t) {
 		method, path, _ := strings.Cut(route, " ")
 		if !strings.Contains(path, "{id}") {
 			continue
@@ -39,21 +42,21 @@ func TestAnIDThatCannotBeOneIsNotFound(t *testing.T) {
 				target := strings.Replace(path, "{id}", id, 1)
 				if strings.HasPrefix(path, "/dashboard/") {
 					pages++
-					var p *webPage
+					var p *servertest.WebPage
 					if method == http.MethodGet {
-						p = admin.get(target)
-						if out := nobody.get(target); out.status != http.StatusSeeOther || !strings.HasPrefix(out.location, "/dashboard/login") {
-							t.Errorf("GET %s without a session: %d to %q, want 303 to sign in", target, out.status, out.location)
+						p = admin.Get(target)
+						if out := nobody.Get(target); out.Status != http.StatusSeeOther || !strings.HasPrefix(out.Location, "/dashboard/login") {
+							t.Errorf("GET %s without a session: %d to %q, want 303 to sign in", target, out.Status, out.Location)
 						}
 					} else {
-						p = admin.post(target, url.Values{"name": {"Taken over"}, "domain": {"acme.com"}})
+						p = admin.Post(target, url.Values{"name": {"Taken over"}, "domain": {"acme.com"}})
 					}
 					want := "no such key"
 					if kind, ok := kinds[strings.Split(path, "/")[2]]; ok {
 						want = kind + " not found"
 					}
-					if p.status != http.StatusNotFound || !p.has(want) {
-						t.Errorf("%s %s: %d, want 404 saying %q: %.300s", method, target, p.status, want, p.body)
+					if p.Status != http.StatusNotFound || !p.Has(want) {
+						t.Errorf("%s %s: %d, want 404 saying %q: %.300s", method, target, p.Status, want, p.Body)
 					}
 					continue
 				}
@@ -62,13 +65,13 @@ func TestAnIDThatCannotBeOneIsNotFound(t *testing.T) {
 				if method == http.MethodPost || method == http.MethodPatch {
 					body = map[string]any{}
 				}
-				if r := e.do(method, target, body, "Authorization", ""); r.status != http.StatusUnauthorized {
-					t.Errorf("%s %s without a key: %d %s, want 401", method, target, r.status, r.raw)
+				if r := e.Do(method, target, body, "Authorization", ""); r.Status != http.StatusUnauthorized {
+					t.Errorf("%s %s without a key: %d %s, want 401", method, target, r.Status, r.Raw)
 				}
-				r := e.do(method, target, body)
+				r := e.Do(method, target, body)
 				kind := kinds[strings.Split(path, "/")[2]]
-				if r.status != http.StatusNotFound || r.str("code") != "not_found" || r.str("error") != kind+" not found" {
-					t.Errorf("%s %s: %d %s, want 404 %q", method, target, r.status, r.raw, kind+" not found")
+				if r.Status != http.StatusNotFound || r.Str("code") != "not_found" || r.Str("error") != kind+" not found" {
+					t.Errorf("%s %s: %d %s, want 404 %q", method, target, r.Status, r.Raw, kind+" not found")
 				}
 			}
 		})
@@ -77,15 +80,15 @@ func TestAnIDThatCannotBeOneIsNotFound(t *testing.T) {
 		t.Fatalf("only %d requests to the API's routes with an id and %d to the dashboard's: the walk is broken", api, pages)
 	}
 
-	cs := e.mcp(e.key)
+	cs := e.MCP(e.Key)
 	for _, id := range []string{"\x00", "a\x00b", "nope", strings.ToUpper(taskID), taskID + " "} {
 		toolRefused(t, call(t, cs, "get_task", map[string]any{"task_id": id}), http.StatusNotFound, "not_found", "task not found")
 	}
 
 	is := is.New(t)
-	is.Equal(e.otherState(e.key, loopID, taskID), before) // nothing changed
-	is.Equal(e.balance("acme"), balance)
-	logs := e.logs.String()
+	is.Equal(e.OtherState(e.Key, loopID, taskID), before) // nothing changed
+	is.Equal(e.Balance("acme"), balance)
+	logs := e.Logs.String()
 	if strings.Contains(logs, `"level":"ERROR"`) || strings.Contains(logs, `"status":500`) {
 		t.Errorf("an id that is no id was logged as an error:\n%s", logs)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"enrichd/server"
+	"enrichd/server/servertest"
 
 	"github.com/matryer/is"
 )
@@ -16,15 +17,16 @@ import (
 // admin handler and by the API's handler never, whether or not the health endpoints
 // share the API's address.
 func TestProfilesOnlyOnTheAdminListener(t *testing.T) {
+	t.Parallel()
 	for _, separate := range []bool{false, true} {
 		is := is.New(t)
-		e := newEnv(t, func(c *server.Config) { c.SeparateAdmin = separate })
+		e := servertest.NewEnv(t, func(c *server.Config) { c.SeparateAdmin = separate })
 		for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
-			is.Equal(e.do("GET", path, nil).status, http.StatusNotFound) // not on the API
+			is.Equal(e.Do("GET", path, nil).Status, http.StatusNotFound) // not on the API
 		}
-		is.Equal(e.do("POST", "/debug/pprof/symbol", nil).status, http.StatusNotFound)
+		is.Equal(e.Do("POST", "/debug/pprof/symbol", nil).Status, http.StatusNotFound)
 
-		admin := httptest.NewServer(e.srv.AdminHandler())
+		admin := httptest.NewServer(e.Srv.AdminHandler())
 		defer admin.Close()
 		get := func(path string) (int, string) {
 			res, err := http.Get(admin.URL + path)
@@ -53,7 +55,7 @@ func TestProfilesOnlyOnTheAdminListener(t *testing.T) {
 		status, _ = get("/debug/pprof/no-such-profile")
 		is.Equal(status, http.StatusNotFound)
 
-		m := scrape(t, admin.URL)
+		m := servertest.Scrape(t, admin.URL)
 		is.True(m[`enrichd_http_requests_total{route="pprof",status="200"}`] >= 5) // counted under one route
 	}
 }

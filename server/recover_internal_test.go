@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	_ "enrichd/store/sqlite" // the default engine
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	_ "enrichd/store/sqlite" // the default engine
 
 	"enrichd/store"
 	"enrichd/store/storetest"

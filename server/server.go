@@ -6,7 +6,8 @@
 // the watch scheduler, retention) is package worker's: the server imports none of it,
 // and tells it what it made through Config.Background, which serve fills with the
 // worker.Pool it runs. The dashboard's pages are package server/dashboard's, mounted
-// through Config.Dashboard.
+// through Config.Dashboard. The HTTP tests (package server_test) run it through
+// server/servertest, which the dashboard's tests share.
 package server
 
 import (

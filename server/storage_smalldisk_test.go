@@ -3,12 +3,14 @@ package server_test
 import (
 	"context"
 	"database/sql"
-	"enrichd/store/storetest"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"enrichd/server/servertest"
+	"enrichd/store/storetest"
 )
 
 // A database on a 2 MiB volume with nothing else on it, written to while a long read
@@ -20,18 +22,19 @@ import (
 // writes, without being run again; those a restart left running are requeued once
 // their lease has run out.
 func TestStorageSmallDiskRecoversByItself(t *testing.T) {
-	sqliteOnly(t, "storage faults are made on the database file")
+	t.Parallel()
+	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	dir := storetest.MountTmpfs(t, "2m")
-	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
-	e.key, _ = e.newOrg("small", 1_000_000)
+	e := servertest.NewEnv(t, servertest.DBAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
+	e.Key, _ = e.NewOrg("small", 1_000_000)
 	var accepted []string
-	enrichNew := func() *response {
+	enrichNew := func() *servertest.Response {
 		n := len(accepted)
 		domain := fmt.Sprintf("small%d.example", n)
-		e.net.addCompany(company(fmt.Sprintf("Small %d", n), domain))
-		r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": domain})
-		if r.status == 202 {
-			accepted = append(accepted, r.str("task.id"))
+		e.Net.AddCompany(servertest.Company(fmt.Sprintf("Small %d", n), domain))
+		r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": domain})
+		if r.Status == 202 {
+			accepted = append(accepted, r.Str("task.id"))
 		}
 		return r
 	}
@@ -39,24 +42,24 @@ func TestStorageSmallDiskRecoversByItself(t *testing.T) {
 	for round := 1; round <= 2; round++ {
 		// The workers' source calls wait until the disk is full: their results are
 		// settled on a disk that refuses them.
-		release := e.net.hold()
-		e.startWorkers()
+		release := e.Net.Hold()
+		e.StartWorkers()
 		// A long read (a backup, a report) holds the log meanwhile: it cannot be
 		// emptied, and grows with the writes until the disk is full.
-		endRead := holdRead(t, e.path)
+		endRead := holdRead(t, e.Path)
 		var last503 time.Time
 		for i, refused := 0, 0; refused < 20; i++ {
 			if i == 2000 {
 				t.Fatalf("round %d: %d requests accepted and the disk did not fill", round, len(accepted))
 			}
-			switch r := enrichNew(); r.status {
+			switch r := enrichNew(); r.Status {
 			case 202:
 			case 503:
 				checkStorageUnavailable(t, r)
 				refused++
 				last503 = time.Now()
 			default:
-				t.Fatalf("round %d: %d %s", round, r.status, r.raw)
+				t.Fatalf("round %d: %d %s", round, r.Status, r.Raw)
 			}
 		}
 		endRead()
@@ -64,19 +67,19 @@ func TestStorageSmallDiskRecoversByItself(t *testing.T) {
 		if round == 2 {
 			// A restart on the full disk: the tasks in hand cannot be put back in the queue,
 			// and are left running; their lease runs out, and they are requeued.
-			e.restart()
-			e.clock.Add(e.cfg.Lease + time.Second)
-			e.startWorkers()
+			e.Restart()
+			e.Clock.Add(e.Cfg.Lease + time.Second)
+			e.StartWorkers()
 		}
 
 		// Silence: nothing but /readyz, as a load balancer asks it.
 		for {
-			r := e.do("GET", "/readyz", nil)
-			if r.status == 200 {
+			r := e.Do("GET", "/readyz", nil)
+			if r.Status == 200 {
 				break
 			}
 			if time.Since(last503) > time.Minute {
-				t.Fatalf("round %d: /readyz still %d a minute after the last 503: %s", round, r.status, r.raw)
+				t.Fatalf("round %d: /readyz still %d a minute after the last 503: %s", round, r.Status, r.Raw)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -84,22 +87,22 @@ func TestStorageSmallDiskRecoversByItself(t *testing.T) {
 			time.Since(last503).Round(10*time.Millisecond))
 
 		for i := range 3 {
-			if r := enrichNew(); r.status != 202 {
-				t.Fatalf("round %d: request %d after recovery: %d %s", round, i, r.status, r.raw)
+			if r := enrichNew(); r.Status != 202 {
+				t.Fatalf("round %d: request %d after recovery: %d %s", round, i, r.Status, r.Raw)
 			}
 		}
 		for _, id := range accepted {
-			if r := e.waitSettled(id); r.str("task.status") != "succeeded" {
-				t.Fatalf("round %d: %s", round, r.raw)
+			if r := e.WaitSettled(id); r.Str("task.status") != "succeeded" {
+				t.Fatalf("round %d: %s", round, r.Raw)
 			}
 		}
-		if calls := e.net.calls.Load(); round == 1 && calls != int64(len(accepted)) {
+		if calls := e.Net.Calls.Load(); round == 1 && calls != int64(len(accepted)) {
 			t.Errorf("%d source calls for %d tasks: a task whose result was refused ran again", calls, len(accepted))
 		}
-		e.stopWorkers()
+		e.StopWorkers()
 	}
 	// Each task was charged once, and none refunded.
-	b := e.balance("small")
+	b := e.Balance("small")
 	if b.Charged != int64(len(accepted)) || b.Refund != 0 {
 		t.Errorf("%d tasks succeeded; the ledger says %+v", len(accepted), b)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"enrichd/server"
+	"enrichd/server/servertest"
 	"enrichd/store"
 	"enrichd/store/storetest"
 
@@ -41,16 +42,16 @@ func storageLogCounts(logs string) []int {
 }
 
 // waitReady polls /readyz, as a load balancer would, until it answers want.
-func waitReady(t *testing.T, e *env, want int) *response {
+func waitReady(t *testing.T, e *servertest.Env, want int) *servertest.Response {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for {
-		r := e.do("GET", "/readyz", nil)
-		if r.status == want {
+		r := e.Do("GET", "/readyz", nil)
+		if r.Status == want {
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/readyz answers %d, not %d: %s", r.status, want, r.raw)
+			t.Fatalf("/readyz answers %d, not %d: %s", r.Status, want, r.Raw)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -58,70 +59,71 @@ func waitReady(t *testing.T, e *env, want int) *response {
 
 // checkStorageUnavailable checks a write refused for storage: 503, the code, a
 // Retry-After, and no requestId (it is not an internal error).
-func checkStorageUnavailable(t *testing.T, r *response) {
+func checkStorageUnavailable(t *testing.T, r *servertest.Response) {
 	t.Helper()
 	is := is.NewRelaxed(t)
-	is.Equal(r.status, 503)                             // a write the disk cannot take
-	is.Equal(r.str("code"), "storage_unavailable")      // the stable code
-	is.Equal(r.header.Get("Retry-After"), "5")          // when to retry
-	is.True(strings.Contains(r.str("error"), "retry"))  // a sentence saying what to do
-	is.True(!r.has("requestId"))                        // not a 500
-	is.True(!strings.Contains(string(r.raw), "SQLITE")) // no internals
+	is.Equal(r.Status, 503)                             // a write the disk cannot take
+	is.Equal(r.Str("code"), "storage_unavailable")      // the stable code
+	is.Equal(r.Header.Get("Retry-After"), "5")          // when to retry
+	is.True(strings.Contains(r.Str("error"), "retry"))  // a sentence saying what to do
+	is.True(!r.Has("requestId"))                        // not a 500
+	is.True(!strings.Contains(string(r.Raw), "SQLITE")) // no internals
 }
 
 // A full disk: writes answer 503 storage_unavailable and charge nothing, /readyz says
 // not ready, the failures are logged once with a count and counted in /metrics, and
 // once space is freed /readyz is ready again by itself and writes succeed.
 func TestStorageFullDisk(t *testing.T) {
-	sqliteOnly(t, "storage faults are made on the database file")
+	t.Parallel()
+	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
-	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
-	e.net.addCompany(company("Before", "before.example"))
-	e.net.addCompany(company("After", "after.example"))
-	e.startWorkers()
+	e := servertest.NewEnv(t, servertest.DBAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
+	e.Net.AddCompany(servertest.Company("Before", "before.example"))
+	e.Net.AddCompany(servertest.Company("After", "after.example"))
+	e.StartWorkers()
 
-	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "before.example"})
-	is.Equal(r.status, 202) // the disk has room: queued
-	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
+	r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "before.example"})
+	is.Equal(r.Status, 202) // the disk has room: queued
+	is.Equal(e.WaitSettled(r.Str("task.id")).Str("task.status"), "succeeded")
 	waitReady(t, e, 200)
-	before := e.balance("acme")
+	before := e.Balance("acme")
 	is.Equal(before.Balance, int64(99))
-	tasks := e.do("GET", "/v1/tasks", nil)
-	is.Equal(tasks.status, 200)
+	tasks := e.Do("GET", "/v1/tasks", nil)
+	is.Equal(tasks.Status, 200)
 
 	filler := storetest.FillDisk(t, dir)
 	const attempts = 20
 	for i := range attempts {
-		r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": fmt.Sprintf("full%d.example", i)})
+		r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": fmt.Sprintf("full%d.example", i)})
 		checkStorageUnavailable(t, r)
 	}
-	r = e.do("POST", "/v1/people/enrich", map[string]any{"email": "ada.lovelace@full.example"}, "Idempotency-Key", "full-1")
+	r = e.Do("POST", "/v1/people/enrich", map[string]any{"email": "ada.lovelace@full.example"}, "Idempotency-Key", "full-1")
 	checkStorageUnavailable(t, r)
 
 	// Nothing was charged, no task was created.
-	is.Equal(e.balance("acme"), before)
-	after := e.do("GET", "/v1/tasks", nil)
-	is.Equal(after.get("total"), tasks.get("total"))
+	is.Equal(e.Balance("acme"), before)
+	after := e.Do("GET", "/v1/tasks", nil)
+	is.Equal(after.Get("total"), tasks.Get("total"))
 
 	ready := waitReady(t, e, 503)
-	is.Equal(ready.str("status"), "not_ready")
-	is.True(strings.Contains(ready.str("reason"), "the database does not take writes"))
-	is.True(strings.Contains(ready.str("database"), "full"))
+	is.Equal(ready.Str("status"), "not_ready")
+	is.True(strings.Contains(ready.Str("reason"), "the database does not take writes"))
+	is.True(strings.Contains(ready.Str("database"), "full"))
 
-	is.True(scrape(t, e.http.URL)["enrichd_storage_write_failures_total"] >= attempts+1)
-	is.Equal(scrape(t, e.http.URL)["enrichd_storage_failing"], 1.0)
-	is.True(scrape(t, e.http.URL)[`enrichd_http_requests_total{route="enrich_company",status="503"}`] >= attempts)
+	is.True(servertest.Scrape(t, e.HTTP.URL)["enrichd_storage_write_failures_total"] >= attempts+1)
+	is.Equal(servertest.Scrape(t, e.HTTP.URL)["enrichd_storage_failing"], 1.0)
+	is.True(servertest.Scrape(t, e.HTTP.URL)[`enrichd_http_requests_total{route="enrich_company",status="503"}`] >= attempts)
 
 	// One log line for the whole run so far, no ERROR line per request.
-	logs := e.logs.String()
+	logs := e.Logs.String()
 	is.Equal(storageLogCounts(logs), []int{1})
 	is.Equal(strings.Count(logs, `"level":"ERROR"`), 1) // only that line
 
 	// A minute later, the failure that goes on is logged again, with the count since.
-	e.clock.Add(store.StorageLogInterval + time.Second)
-	checkStorageUnavailable(t, e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "later.example"}))
-	counts := storageLogCounts(e.logs.String())
+	e.Clock.Add(store.StorageLogInterval + time.Second)
+	checkStorageUnavailable(t, e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "later.example"}))
+	counts := storageLogCounts(e.Logs.String())
 	is.Equal(len(counts), 2)
 	is.True(counts[1] >= attempts+1) // the requests since the first line, and the probes
 
@@ -130,99 +132,101 @@ func TestStorageFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, e, 200)
-	is.Equal(scrape(t, e.http.URL)["enrichd_storage_failing"], 0.0)
-	r = e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
-	is.Equal(r.status, 202)
-	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded") // the workers went back to work
-	is.Equal(e.balance("acme").Balance, before.Balance-1)
-	is.True(strings.Contains(e.logs.String(), "the database takes writes again"))
+	is.Equal(servertest.Scrape(t, e.HTTP.URL)["enrichd_storage_failing"], 0.0)
+	r = e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
+	is.Equal(r.Status, 202)
+	is.Equal(e.WaitSettled(r.Str("task.id")).Str("task.status"), "succeeded") // the workers went back to work
+	is.Equal(e.Balance("acme").Balance, before.Balance-1)
+	is.True(strings.Contains(e.Logs.String(), "the database takes writes again"))
 
 	// The Idempotency-Key of the refused request was not kept either: it makes a task now.
-	r = e.do("POST", "/v1/people/enrich", map[string]any{"email": "ada.lovelace@full.example"}, "Idempotency-Key", "full-1")
-	is.True(r.status == 200 || r.status == 202)
-	is.Equal(r.header.Get("Idempotent-Replayed"), "")
-	is.True(r.str("task.id") != "")
+	r = e.Do("POST", "/v1/people/enrich", map[string]any{"email": "ada.lovelace@full.example"}, "Idempotency-Key", "full-1")
+	is.True(r.Status == 200 || r.Status == 202)
+	is.Equal(r.Header.Get("Idempotent-Replayed"), "")
+	is.True(r.Str("task.id") != "")
 }
 
 // The database file made read-only under the running service (immutable, which even
 // root cannot write): writes answer 503 and charge nothing, /readyz says not ready,
 // and once the file is writable again both recover by themselves.
 func TestStorageReadOnlyFile(t *testing.T) {
-	sqliteOnly(t, "storage faults are made on the database file")
+	t.Parallel()
+	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
-	e := newEnv(t, twoWorkers)
-	e.net.addCompany(company("After", "after.example"))
+	e := servertest.NewEnv(t, twoWorkers)
+	e.Net.AddCompany(servertest.Company("After", "after.example"))
 	waitReady(t, e, 200)
-	before := e.balance("acme")
-	files := []string{e.path, e.path + "-wal"} // not -shm: it is mapped in memory
+	before := e.Balance("acme")
+	files := []string{e.Path, e.Path + "-wal"} // not -shm: it is mapped in memory
 	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatal(err)
 		}
 	}
 	storetest.Chattr(t, "+i", files...)
-	if f, err := os.OpenFile(e.path+"-wal", os.O_WRONLY, 0); err == nil {
+	if f, err := os.OpenFile(e.Path+"-wal", os.O_WRONLY, 0); err == nil {
 		f.Close()
 		t.Fatal("the write-ahead log can still be opened for writing")
 	}
 
 	for i := range 5 {
-		r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": fmt.Sprintf("ro%d.example", i)})
+		r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": fmt.Sprintf("ro%d.example", i)})
 		checkStorageUnavailable(t, r)
 	}
-	is.Equal(e.balance("acme"), before)
+	is.Equal(e.Balance("acme"), before)
 	ready := waitReady(t, e, 503)
-	is.True(strings.Contains(ready.str("reason"), "the database does not take writes"))
-	is.Equal(storageLogCounts(e.logs.String()), []int{1})
+	is.True(strings.Contains(ready.Str("reason"), "the database does not take writes"))
+	is.Equal(storageLogCounts(e.Logs.String()), []int{1})
 
 	storetest.Chattr(t, "-i", files...)
 	waitReady(t, e, 200)
-	e.startWorkers()
-	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
-	is.Equal(r.status, 202)
-	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
-	is.Equal(e.balance("acme").Balance, before.Balance-1)
+	e.StartWorkers()
+	r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
+	is.Equal(r.Status, 202)
+	is.Equal(e.WaitSettled(r.Str("task.id")).Str("task.status"), "succeeded")
+	is.Equal(e.Balance("acme").Balance, before.Balance-1)
 }
 
 // Workers and the webhook sender do not claim while the disk is full: a queued task
 // stays queued and charged once, a due delivery waits, nothing is logged per attempt,
 // and both go out once space is back.
 func TestStorageWorkersAndSenderWait(t *testing.T) {
-	sqliteOnly(t, "storage faults are made on the database file")
+	t.Parallel()
+	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
-	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, allowPrivateWebhooks)
-	e.net.addCompany(company("Queued", "queued.example"))
-	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "queued.example"})
-	is.Equal(r.status, 202)
-	id := r.str("task.id")
-	rcv := newReceiver(t)
-	loopID, _ := e.createLoop("CRM", rcv.srv.URL, "company")
-	is.Equal(e.do("POST", "/v1/loops/"+loopID+"/test", nil).status, 202)
+	e := servertest.NewEnv(t, servertest.DBAt(filepath.Join(dir, "enrichd.db")), twoWorkers, servertest.AllowPrivateWebhooks)
+	e.Net.AddCompany(servertest.Company("Queued", "queued.example"))
+	r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "queued.example"})
+	is.Equal(r.Status, 202)
+	id := r.Str("task.id")
+	rcv := servertest.NewReceiver(t)
+	loopID, _ := e.CreateLoop("CRM", rcv.Srv.URL, "company")
+	is.Equal(e.Do("POST", "/v1/loops/"+loopID+"/test", nil).Status, 202)
 	filler := storetest.FillDisk(t, dir)
 
 	// Without a request to fail, the first failures are the workers' own: the claims
 	// and sweeps under way, then a probe write at most once a second while they wait.
 	// Workers that kept claiming would fail a write every poll (10 ms here).
 	start := time.Now()
-	e.startWorkers()
+	e.StartWorkers()
 	time.Sleep(1500 * time.Millisecond)
-	failures, elapsed := e.db.StorageFailures(), time.Since(start)
+	failures, elapsed := e.DB.StorageFailures(), time.Since(start)
 	is.True(failures >= 1)
 	if limit := 8 + uint64(elapsed/time.Second); failures > limit {
 		t.Fatalf("%d writes failed in %s with the disk full: the workers do not wait (at most %d expected)", failures, elapsed, limit)
 	}
-	is.Equal(strings.Count(e.logs.String(), `"level":"ERROR"`), 1) // the store's one line
-	is.Equal(e.do("GET", "/v1/tasks/"+id, nil).str("task.status"), "queued")
-	is.Equal(e.net.calls.Load(), int64(0)) // no source asked for work that could not be kept
-	is.Equal(e.balance("acme").Charged, int64(1))
+	is.Equal(strings.Count(e.Logs.String(), `"level":"ERROR"`), 1) // the store's one line
+	is.Equal(e.Do("GET", "/v1/tasks/"+id, nil).Str("task.status"), "queued")
+	is.Equal(e.Net.Calls.Load(), int64(0)) // no source asked for work that could not be kept
+	is.Equal(e.Balance("acme").Charged, int64(1))
 
-	is.Equal(rcv.count(), 0)
+	is.Equal(rcv.Count(), 0)
 
 	is.NoErr(os.Remove(filler))
-	is.Equal(e.waitSettled(id).str("task.status"), "succeeded")
-	is.Equal(e.balance("acme").Charged, int64(1))
-	is.Equal(rcv.wait(t, 1)[0].header.Get("X-Service-Event"), "test")
+	is.Equal(e.WaitSettled(id).Str("task.status"), "succeeded")
+	is.Equal(e.Balance("acme").Charged, int64(1))
+	is.Equal(rcv.Wait(t, 1)[0].Header.Get("X-Service-Event"), "test")
 }
 
 // readOnly makes the file at path read-only to this process: its mode for a user
@@ -255,20 +259,21 @@ func readOnly(t *testing.T, path string) (undo func()) {
 // volume mounted read-only): it serves reads, answers writes 503 and charges nothing,
 // says not ready, and once the file is writable again recovers without a restart.
 func TestStorageReadOnlyFileAtStart(t *testing.T) {
-	sqliteOnly(t, "storage faults are made on the database file")
+	t.Parallel()
+	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
-	e := newEnv(t, twoWorkers)
-	e.net.addCompany(company("After", "after.example"))
-	before := e.balance("acme")
-	e.close() // a clean close leaves the file alone, without its -wal and -shm
-	undo := readOnly(t, e.path)
-	e.open()
+	e := servertest.NewEnv(t, twoWorkers)
+	e.Net.AddCompany(servertest.Company("After", "after.example"))
+	before := e.Balance("acme")
+	e.Close() // a clean close leaves the file alone, without its -wal and -shm
+	undo := readOnly(t, e.Path)
+	e.Open()
 
-	checkStorageUnavailable(t, e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "ro.example"}))
-	is.Equal(e.do("GET", "/v1/tasks", nil).status, 200) // reads are served
+	checkStorageUnavailable(t, e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "ro.example"}))
+	is.Equal(e.Do("GET", "/v1/tasks", nil).Status, 200) // reads are served
 	ready := waitReady(t, e, 503)
-	is.True(strings.Contains(ready.str("database"), "readonly"))
-	is.Equal(e.balance("acme"), before)
+	is.True(strings.Contains(ready.Str("database"), "readonly"))
+	is.Equal(e.Balance("acme"), before)
 
 	// Under steady write traffic the writer's connection is never idle, and is still
 	// opened anew once the file is writable.
@@ -284,7 +289,7 @@ func TestStorageReadOnlyFileAtStart(t *testing.T) {
 					return
 				default:
 				}
-				e.db.CreateOrg(context.Background(), "traffic") // refused, then a conflict: a write either way
+				e.DB.CreateOrg(context.Background(), "traffic") // refused, then a conflict: a write either way
 			}
 		}()
 	}
@@ -293,21 +298,21 @@ func TestStorageReadOnlyFileAtStart(t *testing.T) {
 	undo()
 	waitReady(t, e, 200)
 	stopTraffic()
-	e.startWorkers()
-	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
-	is.Equal(r.status, 202)
-	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
-	is.Equal(e.balance("acme").Balance, before.Balance-1)
+	e.StartWorkers()
+	r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "after.example"})
+	is.Equal(r.Status, 202)
+	is.Equal(e.WaitSettled(r.Str("task.id")).Str("task.status"), "succeeded")
+	is.Equal(e.Balance("acme").Balance, before.Balance-1)
 }
 
 // waitFailures waits until the store has counted at least n writes refused for
 // storage.
-func waitFailures(t *testing.T, e *env, n uint64) {
+func waitFailures(t *testing.T, e *servertest.Env, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for e.db.StorageFailures() < n {
+	deadline := time.Now().Add(servertest.SettleWithin)
+	for e.DB.StorageFailures() < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d storage failures, not %d", e.db.StorageFailures(), n)
+			t.Fatalf("%d storage failures, not %d", e.DB.StorageFailures(), n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -317,37 +322,38 @@ func waitFailures(t *testing.T, e *env, n uint64) {
 // retention that cannot delete, and the checkpoint, leave the log to the store's one
 // line, and rounds are skipped while the database does not take writes.
 func TestStorageMaintenanceStaysQuiet(t *testing.T) {
-	sqliteOnly(t, "storage faults are made on the database file")
+	t.Parallel()
+	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
-	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, func(c *server.Config) {
+	e := servertest.NewEnv(t, servertest.DBAt(filepath.Join(dir, "enrichd.db")), twoWorkers, func(c *server.Config) {
 		c.MaintenanceInterval = 10 * time.Millisecond
 		c.Retain = 24 * time.Hour
 	})
-	e.net.addCompany(company("Old", "old.example"))
-	e.startWorkers()
-	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "old.example"})
-	is.Equal(r.status, 202)
-	is.Equal(e.waitSettled(r.str("task.id")).str("task.status"), "succeeded")
+	e.Net.AddCompany(servertest.Company("Old", "old.example"))
+	e.StartWorkers()
+	r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "old.example"})
+	is.Equal(r.Status, 202)
+	is.Equal(e.WaitSettled(r.Str("task.id")).Str("task.status"), "succeeded")
 
 	// Two checkpoints after the task settled: the log is empty, and the next write needs
 	// room the disk will not have.
 	const checkpoints = `enrichd_wal_checkpoints_total{complete="true"}`
-	c0 := scrape(t, e.http.URL)[checkpoints]
-	deadline := time.Now().Add(15 * time.Second)
-	for scrape(t, e.http.URL)[checkpoints] < c0+2 {
+	c0 := servertest.Scrape(t, e.HTTP.URL)[checkpoints]
+	deadline := time.Now().Add(servertest.SettleWithin)
+	for servertest.Scrape(t, e.HTTP.URL)[checkpoints] < c0+2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the WAL was not checkpointed in a quiet moment")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	storetest.FillDisk(t, dir)
-	e.clock.Add(48 * time.Hour) // the task is past retention: deleting it is a write
+	e.Clock.Add(48 * time.Hour) // the task is past retention: deleting it is a write
 
 	// The deletion fails; then, for a while, rounds are skipped (a probe a second).
 	waitFailures(t, e, 1)
 	time.Sleep(1500 * time.Millisecond)
-	logs := e.logs.String()
+	logs := e.Logs.String()
 	is.Equal(storageLogCounts(logs), []int{1})
 	is.Equal(strings.Count(logs, `"level":"ERROR"`), 1) // only the store's line
 	is.True(!strings.Contains(logs, "retention"))
@@ -357,18 +363,19 @@ func TestStorageMaintenanceStaysQuiet(t *testing.T) {
 // A task whose result cannot be stored (the disk filled while it ran) is not logged
 // by the worker: the store's line says it once.
 func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
-	sqliteOnly(t, "storage faults are made on the database file")
+	t.Parallel()
+	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
-	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers, func(c *server.Config) { c.Lease = time.Hour })
-	e.net.addCompany(company("Slow", "slow.example"))
-	release := e.net.hold()
+	e := servertest.NewEnv(t, servertest.DBAt(filepath.Join(dir, "enrichd.db")), twoWorkers, func(c *server.Config) { c.Lease = time.Hour })
+	e.Net.AddCompany(servertest.Company("Slow", "slow.example"))
+	release := e.Net.Hold()
 	defer release()
-	e.startWorkers()
-	r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "slow.example"})
-	is.Equal(r.status, 202)
-	deadline := time.Now().Add(15 * time.Second)
-	for e.net.calls.Load() == 0 { // the task is claimed, its source call held
+	e.StartWorkers()
+	r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "slow.example"})
+	is.Equal(r.Status, 202)
+	deadline := time.Now().Add(servertest.SettleWithin)
+	for e.Net.Calls.Load() == 0 { // the task is claimed, its source call held
 		if time.Now().After(deadline) {
 			t.Fatal("the task was not claimed")
 		}
@@ -380,7 +387,7 @@ func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
 	// Settling fails, then the workers wait (a probe a second).
 	waitFailures(t, e, 1)
 	time.Sleep(1500 * time.Millisecond)
-	logs := e.logs.String()
+	logs := e.Logs.String()
 	is.Equal(storageLogCounts(logs), []int{1})
 	is.Equal(strings.Count(logs, `"level":"ERROR"`), 1) // only the store's line
 	is.True(!strings.Contains(logs, "settling a task"))
@@ -390,36 +397,37 @@ func TestStorageSettleFailureIsLoggedOnce(t *testing.T) {
 // charged; the rows of a batch made before wait, pending and uncharged, instead of
 // failing, and get their tasks once space is freed.
 func TestStorageFullDiskBatches(t *testing.T) {
-	sqliteOnly(t, "storage faults are made on the database file")
+	t.Parallel()
+	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
-	e := newEnv(t, dbAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
-	e.net.addCompany(company("Acme", "acme.com"))
-	e.net.addCompany(company("Globex", "globex.com"))
+	e := servertest.NewEnv(t, servertest.DBAt(filepath.Join(dir, "enrichd.db")), twoWorkers)
+	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
+	e.Net.AddCompany(servertest.Company("Globex", "globex.com"))
 
-	r := e.uploadCSV("domain\nacme.com\nglobex.com\n", "")
-	is.Equal(r.status, 202)
-	id := r.str("data.id")
+	r := e.UploadCSV("domain\nacme.com\nglobex.com\n", "")
+	is.Equal(r.Status, 202)
+	id := r.Str("data.id")
 
 	filler := storetest.FillDisk(t, dir)
-	checkStorageUnavailable(t, e.uploadCSV("domain\nacme.com\n", "", "Idempotency-Key", "full-batch"))
-	e.startWorkers()
+	checkStorageUnavailable(t, e.UploadCSV("domain\nacme.com\n", "", "Idempotency-Key", "full-batch"))
+	e.StartWorkers()
 	waitFailures(t, e, 2) // the feeder tried, and was refused
-	b := e.do("GET", "/v1/batches/"+id, nil)
-	is.Equal(b.status, 200)
-	is.Equal(count(b, "pending"), 2)
-	is.Equal(count(b, "failed"), 0)
-	is.Equal(e.balance("acme").Balance, int64(100))
-	is.Equal(e.do("GET", "/v1/batches", nil).get("total"), float64(1))
+	b := e.Do("GET", "/v1/batches/"+id, nil)
+	is.Equal(b.Status, 200)
+	is.Equal(servertest.Count(b, "pending"), 2)
+	is.Equal(servertest.Count(b, "failed"), 0)
+	is.Equal(e.Balance("acme").Balance, int64(100))
+	is.Equal(e.Do("GET", "/v1/batches", nil).Get("total"), float64(1))
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	done := e.waitBatchDone(id)
-	is.Equal(count(done, "succeeded"), 2)
-	is.Equal(e.balance("acme").Balance, int64(98))
+	done := e.WaitBatchDone(id)
+	is.Equal(servertest.Count(done, "succeeded"), 2)
+	is.Equal(e.Balance("acme").Balance, int64(98))
 	// The refused upload's key was not kept: it makes its batch now.
-	is.Equal(e.uploadCSV("domain\nacme.com\n", "", "Idempotency-Key", "full-batch").status, 202)
+	is.Equal(e.UploadCSV("domain\nacme.com\n", "", "Idempotency-Key", "full-batch").Status, 202)
 }
 
 // A batch's results download whose storage fails after the first page was sent (on
@@ -427,9 +435,10 @@ func TestStorageFullDiskBatches(t *testing.T) {
 // connection is dropped, so the client sees a broken download (not a 200 that looks
 // complete), and the failure is logged once with the requestId.
 func TestStorageFailureCutsBatchResultsVisibly(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
-	key, _ := e.newOrg("bulk", 1000)
+	e := servertest.NewEnv(t)
+	key, _ := e.NewOrg("bulk", 1000)
 	// 501 rows of 10 kB: the first page (500 rows, 5 MB) is far more than the
 	// connection's buffers (the client's kept small), so the handler is still writing
 	// it when the storage fails.
@@ -439,10 +448,10 @@ func TestStorageFailureCutsBatchResultsVisibly(t *testing.T) {
 	for i := range 501 {
 		fmt.Fprintf(&file, "d%d.example,%s\n", i, note)
 	}
-	up := e.uploadCSV(file.String(), "", "Authorization", "Bearer "+key)
-	is.Equal(up.status, 202)
+	up := e.UploadCSV(file.String(), "", "Authorization", "Bearer "+key)
+	is.Equal(up.Status, 202)
 
-	req, _ := http.NewRequest("GET", e.http.URL+"/v1/batches/"+up.str("data.id")+"/results", nil)
+	req, _ := http.NewRequest("GET", e.HTTP.URL+"/v1/batches/"+up.Str("data.id")+"/results", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	res, err := smallBufferClient().Do(req)
 	if err != nil {
@@ -457,12 +466,12 @@ func TestStorageFailureCutsBatchResultsVisibly(t *testing.T) {
 	is.True(strings.HasPrefix(string(first), "domain,note,"))
 
 	// The database goes away under the server: the next page's read fails.
-	e.db.Close()
-	defer func() { e.db = nil }()
+	e.DB.Close()
+	defer func() { e.DB = nil }()
 	rest, err := io.ReadAll(res.Body)
 	is.True(errors.Is(err, io.ErrUnexpectedEOF))              // the client sees the download broken
 	is.True(!strings.Contains(string(rest), "d500.example,")) // the last row is not there
-	logs := e.logs.String()
+	logs := e.Logs.String()
 	is.Equal(strings.Count(logs, `"msg":"batch results cut short"`), 1)
 	is.True(strings.Contains(logs, `"requestId":"`+res.Header.Get("X-Request-Id")+`"`))
 }
@@ -481,12 +490,13 @@ func smallBufferClient() *http.Client {
 // TestMetricsCountCheckpoints reads SQLite's checkpoints of the write-ahead log from
 // /metrics once there were writes to copy: the figures a latency spike is laid beside.
 func TestMetricsCountCheckpoints(t *testing.T) {
-	sqliteOnly(t, "checkpoints are SQLite's")
-	e := newEnv(t)
-	is.New(t).Equal(e.do("POST", "/v1/companies/enrich", map[string]any{"domain": "acme.com"}).status, 202)
-	deadline := time.Now().Add(10 * time.Second)
+	t.Parallel()
+	servertest.SQLiteOnly(t, "checkpoints are SQLite's")
+	e := servertest.NewEnv(t)
+	is.New(t).Equal(e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "acme.com"}).Status, 202)
+	deadline := time.Now().Add(servertest.SettleWithin)
 	for {
-		m := scrape(t, e.http.URL)
+		m := servertest.Scrape(t, e.HTTP.URL)
 		if m["enrichd_wal_checkpoints_run_total"] >= 1 && m["enrichd_wal_checkpoint_seconds_total"] > 0 {
 			_, ok := m["enrichd_wal_writer_checkpoint_seconds_total"]
 			is.New(t).True(ok)

@@ -9,6 +9,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/server"
+	"enrichd/server/servertest"
 
 	"github.com/matryer/is"
 )
@@ -43,36 +44,37 @@ func (p panickySource) PersonByURL(_ context.Context, _ *enrich.Tally, u string)
 // refunded; the panic is logged once with its stack, and the workers go on: more
 // panics than there are workers, then tasks that succeed.
 func TestAPanickingSourceFailsOnlyItsTask(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t, allowPrivateWebhooks, func(c *server.Config) { c.Sources = []enrich.Source{panickySource{}} })
-	e.net.addCompany(company("Acme", "acme.com"))
-	rcv := newReceiver(t)
-	loopID, _ := e.createLoop("Companies", rcv.srv.URL, "company")
-	e.startWorkers()
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, func(c *server.Config) { c.Sources = []enrich.Source{panickySource{}} })
+	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
+	rcv := servertest.NewReceiver(t)
+	loopID, _ := e.CreateLoop("Companies", rcv.Srv.URL, "company")
+	e.StartWorkers()
 
 	var ids []string
-	for i := range 2*e.cfg.Workers + 1 {
+	for i := range 2*e.Cfg.Workers + 1 {
 		body := map[string]string{"domain": "boom" + string(rune('a'+i)) + ".com"}
 		if i == 0 {
 			body["loop_id"] = loopID
 		}
-		r := e.do("POST", "/v1/companies/enrich", body)
-		is.Equal(r.status, http.StatusAccepted)
-		ids = append(ids, r.str("task.id"))
+		r := e.Do("POST", "/v1/companies/enrich", body)
+		is.Equal(r.Status, http.StatusAccepted)
+		ids = append(ids, r.Str("task.id"))
 	}
 	// An email lookup whose domain makes the source panic, and a profile lookup.
-	ids = append(ids, e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane.doe@boomworks.com"}).str("task.id"))
-	ids = append(ids, e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": "https://www.linkedin.com/in/boom"}).str("task.id"))
+	ids = append(ids, e.Do("POST", "/v1/people/enrich", map[string]string{"email": "jane.doe@boomworks.com"}).Str("task.id"))
+	ids = append(ids, e.Do("POST", "/v1/people/enrich", map[string]string{"networkUrl": "https://www.linkedin.com/in/boom"}).Str("task.id"))
 	for _, id := range ids {
-		done := e.waitSettled(id)
-		is.Equal(done.str("task.status"), "failed")
-		is.Equal(done.str("error.code"), "internal_error")
-		is.True(done.str("error.message") != "")
-		is.True(!done.has("data"))
-		is.Equal(e.ledgerKinds(id), []string{"charge", "refund"})
+		done := e.WaitSettled(id)
+		is.Equal(done.Str("task.status"), "failed")
+		is.Equal(done.Str("error.code"), "internal_error")
+		is.True(done.Str("error.message") != "")
+		is.True(!done.Has("data"))
+		is.Equal(e.LedgerKinds(id), []string{"charge", "refund"})
 		// The stack is logged once, with the task's id.
 		var lines int
-		for _, l := range strings.Split(e.logs.String(), "\n") {
+		for _, l := range strings.Split(e.Logs.String(), "\n") {
 			if strings.Contains(l, "recovered from a panic in task") && strings.Contains(l, id) {
 				lines++
 				is.True(strings.Contains(l, "assignment to entry in nil map"))
@@ -81,16 +83,16 @@ func TestAPanickingSourceFailsOnlyItsTask(t *testing.T) {
 		}
 		is.Equal(lines, 1)
 	}
-	is.Equal(e.balance("acme").Balance, int64(100))
+	is.Equal(e.Balance("acme").Balance, int64(100))
 
 	// The Loop was told, as of any failure.
-	failed := rcv.wait(t, 1)[0]
-	is.Equal(failed.header.Get("X-Service-Event"), "task.failed")
+	failed := rcv.Wait(t, 1)[0]
+	is.Equal(failed.Header.Get("X-Service-Event"), "task.failed")
 
 	// The server still serves, and the workers still work.
-	ok := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com"})
-	is.Equal(ok.status, http.StatusAccepted)
-	is.Equal(e.waitSettled(ok.str("task.id")).str("task.status"), "succeeded")
-	metrics := e.do("GET", "/metrics", nil)
-	is.True(strings.Contains(string(metrics.raw), `enrichd_panics_total{in="task"} `+strconv.Itoa(len(ids))))
+	ok := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme.com"})
+	is.Equal(ok.Status, http.StatusAccepted)
+	is.Equal(e.WaitSettled(ok.Str("task.id")).Str("task.status"), "succeeded")
+	metrics := e.Do("GET", "/metrics", nil)
+	is.True(strings.Contains(string(metrics.Raw), `enrichd_panics_total{in="task"} `+strconv.Itoa(len(ids))))
 }

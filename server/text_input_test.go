@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"enrichd/server/servertest"
+
 	"github.com/matryer/is"
 )
 
@@ -13,11 +15,12 @@ import (
 // charged or stored, and with the same answer on SQLite and PostgreSQL (where they
 // answered 500 or were stored as sent, or a decoded URL became U+FFFD).
 func TestTextThatIsNotValidIsRefusedOnEitherEngine(t *testing.T) {
-	e := newEnv(t, allowPrivateWebhooks)
-	rcv := newReceiver(t)
-	companyLoop, _ := e.createLoop("Companies", rcv.srv.URL, "company")
-	before := e.balance("acme")
-	tasksBefore := e.do("GET", "/v1/tasks", nil).get("total")
+	t.Parallel()
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
+	rcv := servertest.NewReceiver(t)
+	companyLoop, _ := e.CreateLoop("Companies", rcv.Srv.URL, "company")
+	before := e.Balance("acme")
+	tasksBefore := e.Do("GET", "/v1/tasks", nil).Get("total")
 	for _, tt := range []struct {
 		name, path string
 		body       any
@@ -40,26 +43,26 @@ func TestTextThatIsNotValidIsRefusedOnEitherEngine(t *testing.T) {
 			nil, "email holds a control character"},
 		{"hint with a control character", "/v1/people/enrich", map[string]any{"email": "jane@acme.com", "fullName": "Jane\u001bDoe"},
 			nil, "fullName holds a control character"},
-		{"Loop name with a control character", "/v1/loops", map[string]any{"name": "CRM\u0085", "webhook_url": rcv.srv.URL, "object_type": "company"},
+		{"Loop name with a control character", "/v1/loops", map[string]any{"name": "CRM\u0085", "webhook_url": rcv.Srv.URL, "object_type": "company"},
 			nil, "name holds a control character"},
 		{"watch on a slug not UTF-8", "/v1/watches", map[string]any{"object_type": "company", "networkUrl": "https://www.linkedin.com/company/%ff", "loop_id": companyLoop},
 			nil, "not valid UTF-8"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			is := is.New(t)
-			r := e.do("POST", tt.path, tt.body, tt.headers...)
-			is.Equal(r.status, http.StatusBadRequest)
-			is.Equal(r.str("code"), "invalid_input")
-			if !strings.Contains(r.str("error"), tt.want) {
-				t.Errorf("error %q does not say %q", r.str("error"), tt.want)
+			r := e.Do("POST", tt.path, tt.body, tt.headers...)
+			is.Equal(r.Status, http.StatusBadRequest)
+			is.Equal(r.Str("code"), "invalid_input")
+			if !strings.Contains(r.Str("error"), tt.want) {
+				t.Errorf("error %q does not say %q", r.Str("error"), tt.want)
 			}
 		})
 	}
 	is := is.New(t)
-	is.Equal(e.balance("acme"), before)                                 // nothing charged
-	is.Equal(e.do("GET", "/v1/tasks", nil).get("total"), tasksBefore)   // no task
-	is.Equal(len(e.do("GET", "/v1/loops", nil).get("data").([]any)), 1) // no Loop but the first
-	is.Equal(e.watchTotal(), float64(0))                                // no watch
+	is.Equal(e.Balance("acme"), before)                                 // nothing charged
+	is.Equal(e.Do("GET", "/v1/tasks", nil).Get("total"), tasksBefore)   // no task
+	is.Equal(len(e.Do("GET", "/v1/loops", nil).Get("data").([]any)), 1) // no Loop but the first
+	is.Equal(e.WatchTotal(), float64(0))                                // no watch
 }
 
 // The rule refuses only bytes that are not UTF-8 and control characters: the rest of
@@ -67,8 +70,9 @@ func TestTextThatIsNotValidIsRefusedOnEitherEngine(t *testing.T) {
 // marks, right-to-left text and its marks, U+2028) is accepted as before, and kept as
 // sent, on either engine.
 func TestTextOfAnyScriptIsAccepted(t *testing.T) {
-	e := newEnv(t, allowPrivateWebhooks)
-	rcv := newReceiver(t)
+	t.Parallel()
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
+	rcv := servertest.NewReceiver(t)
 	for _, tt := range []struct {
 		name, text string
 	}{
@@ -79,13 +83,13 @@ func TestTextOfAnyScriptIsAccepted(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			is := is.New(t)
-			r := e.do("POST", "/v1/people/enrich", map[string]any{"email": "jane@acme.com", "fullName": tt.text, "title": tt.text},
+			r := e.Do("POST", "/v1/people/enrich", map[string]any{"email": "jane@acme.com", "fullName": tt.text, "title": tt.text},
 				"Idempotency-Key", tt.text)
-			is.Equal(r.status, http.StatusAccepted) // r.raw
-			id, _ := e.createLoop(tt.text, rcv.srv.URL, "company")
-			loop := e.do("GET", "/v1/loops/"+id, nil)
-			is.Equal(loop.status, http.StatusOK)
-			is.Equal(loop.str("data.name"), tt.text) // kept as sent
+			is.Equal(r.Status, http.StatusAccepted) // r.raw
+			id, _ := e.CreateLoop(tt.text, rcv.Srv.URL, "company")
+			loop := e.Do("GET", "/v1/loops/"+id, nil)
+			is.Equal(loop.Status, http.StatusOK)
+			is.Equal(loop.Str("data.name"), tt.text) // kept as sent
 		})
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"enrichd/server/servertest"
 )
 
 // BenchmarkWALPeakAtRate submits company lookups at a steady rate for a few seconds
@@ -18,11 +20,11 @@ import (
 func BenchmarkWALPeakAtRate(b *testing.B) {
 	for _, rate := range []int{10, 50, 200} {
 		b.Run(fmt.Sprintf("%d-tasks-a-second", rate), func(b *testing.B) {
-			sqliteOnly(b, "the write-ahead log is SQLite's")
+			servertest.SQLiteOnly(b, "the write-ahead log is SQLite's")
 			dir := b.TempDir()
-			e := newEnv(b, dbAt(filepath.Join(dir, "enrichd.db")))
-			e.key, _ = e.newOrg("load", 1_000_000)
-			e.startWorkers()
+			e := servertest.NewEnv(b, servertest.DBAt(filepath.Join(dir, "enrichd.db")))
+			e.Key, _ = e.NewOrg("load", 1_000_000)
+			e.StartWorkers()
 			size := func(p string) int64 {
 				st, err := os.Stat(p)
 				if err != nil {
@@ -30,7 +32,7 @@ func BenchmarkWALPeakAtRate(b *testing.B) {
 				}
 				return st.Size()
 			}
-			startDB := size(e.path)
+			startDB := size(e.Path)
 			var peak int64
 			stop := make(chan struct{})
 			var sampler sync.WaitGroup
@@ -43,7 +45,7 @@ func BenchmarkWALPeakAtRate(b *testing.B) {
 						return
 					case <-time.After(5 * time.Millisecond):
 					}
-					peak = max(peak, size(e.path+"-wal"))
+					peak = max(peak, size(e.Path+"-wal"))
 				}
 			}()
 			const seconds = 5
@@ -54,12 +56,12 @@ func BenchmarkWALPeakAtRate(b *testing.B) {
 			for i := range n {
 				<-tick.C
 				domain := fmt.Sprintf("load%d.example", i)
-				e.net.addCompany(company(fmt.Sprintf("Load %d", i), domain))
+				e.Net.AddCompany(servertest.Company(fmt.Sprintf("Load %d", i), domain))
 				start := time.Now()
-				r := e.do("POST", "/v1/companies/enrich", map[string]any{"domain": domain})
+				r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": domain})
 				took = append(took, time.Since(start))
-				if r.status != 202 {
-					b.Fatalf("%d %s", r.status, r.raw)
+				if r.Status != 202 {
+					b.Fatalf("%d %s", r.Status, r.Raw)
 				}
 			}
 			tick.Stop()
@@ -70,7 +72,7 @@ func BenchmarkWALPeakAtRate(b *testing.B) {
 			b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-enqueue-ms")
 			b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-enqueue-ms")
 			b.ReportMetric(float64(peak), "peak-wal-bytes")
-			b.ReportMetric(float64(size(e.path)-startDB)/float64(n), "db-bytes/task")
+			b.ReportMetric(float64(size(e.Path)-startDB)/float64(n), "db-bytes/task")
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/enrich/source"
 	"enrichd/server"
+	"enrichd/server/servertest"
 	"enrichd/store"
 
 	"github.com/matryer/is"
@@ -174,8 +175,8 @@ func withVendors(t *testing.T, pdl, el, apollo *vendorFake, fill ...string) func
 
 // sourcesOf renders a task's `sources` as "name outcome[/reason] calls=vendor_calls
 // credits=vendor_credits" lines.
-func sourcesOf(r *response) []string {
-	calls, _ := r.get("sources").([]any)
+func sourcesOf(r *servertest.Response) []string {
+	calls, _ := r.Get("sources").([]any)
 	out := []string{}
 	for _, c := range calls {
 		m := c.(map[string]any)
@@ -199,6 +200,7 @@ func jsonNumber(v any) string {
 // asked; so does its webhook. A repeat within the freshness window asks nothing and
 // shows the provenance the record was stored with.
 func TestWaterfallFillsFromTheNextSource(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := fakePDLCompanies(t, map[string]map[string]any{
 		"roadrunner.com": {"website": "roadrunner.com", "display_name": "Road Runner Inc", "linkedin_url": "linkedin.com/company/roadrunner",
@@ -212,32 +214,32 @@ func TestWaterfallFillsFromTheNextSource(t *testing.T) {
 	apollo := fakeApolloOrganizations(t, map[string]map[string]any{
 		"roadrunner.com": {"primary_domain": "roadrunner.com", "short_description": "never asked"},
 	})
-	e := newEnv(t, allowPrivateWebhooks, withVendors(t, pdl, el, apollo, "slogan", "about"))
-	rcv := newReceiver(t)
-	loopID, _ := e.createLoop("Companies", rcv.srv.URL, "company")
-	e.startWorkers()
+	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks, withVendors(t, pdl, el, apollo, "slogan", "about"))
+	rcv := servertest.NewReceiver(t)
+	loopID, _ := e.CreateLoop("Companies", rcv.Srv.URL, "company")
+	e.StartWorkers()
 
-	enq := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "roadrunner.com", "loop_id": loopID})
-	is.Equal(enq.status, http.StatusAccepted)
-	is.True(!enq.has("provenance")) // the enqueue response is the contract's own
-	done := e.waitSettled(enq.str("task.id"))
-	is.Equal(done.str("task.status"), "succeeded")
+	enq := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "roadrunner.com", "loop_id": loopID})
+	is.Equal(enq.Status, http.StatusAccepted)
+	is.True(!enq.Has("provenance")) // the enqueue response is the contract's own
+	done := e.WaitSettled(enq.Str("task.id"))
+	is.Equal(done.Str("task.status"), "succeeded")
 
-	is.Equal(done.str("data.name"), "Road Runner Inc") // PDL's, not overwritten by Enrich Layer's
-	is.Equal(done.get("data.employee_count"), 318.0)   // PDL's, not Enrich Layer's 999
-	is.Equal(done.get("data.year_founded"), 1949.0)    // PDL's, not Enrich Layer's 1980
-	is.Equal(done.str("data.slogan"), "Meep meep")     // Enrich Layer's
-	is.Equal(done.str("data.about"), "Fast birds.")    // Enrich Layer's
-	is.Equal(done.str("provenance.name"), "pdl")       // the first source's
-	is.Equal(done.str("provenance.employee_count"), "pdl")
-	is.Equal(done.str("provenance.slogan"), "enrichlayer") // the second's
-	is.Equal(done.str("provenance.about"), "enrichlayer")
-	provenance := done.get("provenance").(map[string]any)
-	data := done.get("data").(map[string]any)
+	is.Equal(done.Str("data.name"), "Road Runner Inc") // PDL's, not overwritten by Enrich Layer's
+	is.Equal(done.Get("data.employee_count"), 318.0)   // PDL's, not Enrich Layer's 999
+	is.Equal(done.Get("data.year_founded"), 1949.0)    // PDL's, not Enrich Layer's 1980
+	is.Equal(done.Str("data.slogan"), "Meep meep")     // Enrich Layer's
+	is.Equal(done.Str("data.about"), "Fast birds.")    // Enrich Layer's
+	is.Equal(done.Str("provenance.name"), "pdl")       // the first source's
+	is.Equal(done.Str("provenance.employee_count"), "pdl")
+	is.Equal(done.Str("provenance.slogan"), "enrichlayer") // the second's
+	is.Equal(done.Str("provenance.about"), "enrichlayer")
+	provenance := done.Get("provenance").(map[string]any)
+	data := done.Get("data").(map[string]any)
 	for field, v := range data {
 		switch field {
 		case "enrichment_status", "created_at", "updated_at":
-			is.True(!done.has("provenance." + field)) // stamped by enrichd, no source's
+			is.True(!done.Has("provenance." + field)) // stamped by enrichd, no source's
 		default:
 			is.Equal(v != nil, provenance[field] != nil) // every non-null field, and only those, is named
 		}
@@ -254,22 +256,22 @@ func TestWaterfallFillsFromTheNextSource(t *testing.T) {
 	is.Equal(apollo.calls(), 0) // the third source is not asked once the list is filled
 
 	// The webhook body carries both, as the task does.
-	hook := rcv.wait(t, 1)[0]
+	hook := rcv.Wait(t, 1)[0]
 	var body map[string]any
-	is.NoErr(json.Unmarshal(hook.body, &body))
+	is.NoErr(json.Unmarshal(hook.Body, &body))
 	is.Equal(body["event"], "task.succeeded")
-	is.Equal(body["provenance"], done.get("provenance"))
-	is.Equal(body["sources"], done.get("sources"))
+	is.Equal(body["provenance"], done.Get("provenance"))
+	is.Equal(body["sources"], done.Get("sources"))
 
 	// Within the freshness window the store answers: no source is asked.
 	pdlCalls, elCalls := pdl.calls(), el.calls()
-	again := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "roadrunner.com"})
-	is.Equal(again.status, http.StatusOK)
-	hit := e.do("GET", "/v1/tasks/"+again.str("task.id"), nil)
-	is.Equal(hit.str("task.status"), "succeeded")
-	is.Equal(hit.get("data.slogan"), "Meep meep")
-	is.Equal(hit.get("provenance"), done.get("provenance")) // as it was stored
-	is.Equal(hit.get("sources"), []any{})
+	again := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "roadrunner.com"})
+	is.Equal(again.Status, http.StatusOK)
+	hit := e.Do("GET", "/v1/tasks/"+again.Str("task.id"), nil)
+	is.Equal(hit.Str("task.status"), "succeeded")
+	is.Equal(hit.Get("data.slogan"), "Meep meep")
+	is.Equal(hit.Get("provenance"), done.Get("provenance")) // as it was stored
+	is.Equal(hit.Get("sources"), []any{})
 	is.Equal(pdl.calls(), pdlCalls)
 	is.Equal(el.calls(), elCalls)
 	is.Equal(apollo.calls(), 0)
@@ -278,6 +280,7 @@ func TestWaterfallFillsFromTheNextSource(t *testing.T) {
 // A second source that answers with another company is discarded, and logged; the
 // next one, the same company, fills what is still missing.
 func TestWaterfallDiscardsAnotherSubject(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := fakePDLCompanies(t, map[string]map[string]any{
 		"coyote.com": {"website": "coyote.com", "display_name": "Coyote Supplies", "linkedin_url": "linkedin.com/company/coyote",
@@ -291,18 +294,18 @@ func TestWaterfallDiscardsAnotherSubject(t *testing.T) {
 		"coyote.com": {"name": "Coyote", "primary_domain": "coyote.com", "website_url": "http://www.coyote.com",
 			"linkedin_url": "http://www.linkedin.com/company/coyote", "short_description": "Supplies for coyotes."},
 	})
-	e := newEnv(t, withVendors(t, pdl, el, apollo, "slogan", "about"))
-	e.startWorkers()
+	e := servertest.NewEnv(t, withVendors(t, pdl, el, apollo, "slogan", "about"))
+	e.StartWorkers()
 
-	enq := e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "coyote.com"})
-	done := e.waitSettled(enq.str("task.id"))
+	enq := e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "coyote.com"})
+	done := e.WaitSettled(enq.Str("task.id"))
 
-	is.Equal(done.str("task.status"), "succeeded")
-	is.Equal(done.str("data.name"), "Coyote Supplies")
-	is.Equal(done.str("data.about"), "Supplies for coyotes.") // Apollo's
-	is.Equal(done.get("data.slogan"), nil)                    // Acme Bricks' slogan is not Coyote's
-	is.Equal(done.str("provenance.about"), "apollo")
-	for field, src := range done.get("provenance").(map[string]any) {
+	is.Equal(done.Str("task.status"), "succeeded")
+	is.Equal(done.Str("data.name"), "Coyote Supplies")
+	is.Equal(done.Str("data.about"), "Supplies for coyotes.") // Apollo's
+	is.Equal(done.Get("data.slogan"), nil)                    // Acme Bricks' slogan is not Coyote's
+	is.Equal(done.Str("provenance.about"), "apollo")
+	for field, src := range done.Get("provenance").(map[string]any) {
 		is.True(src != "enrichlayer") // nothing of the other company is kept
 		_ = field
 	}
@@ -312,37 +315,38 @@ func TestWaterfallDiscardsAnotherSubject(t *testing.T) {
 		"enrichlayer miss/other_subject calls=2 credits=3", // billed, though discarded
 		"apollo hit calls=1 credits=1",
 	})
-	is.True(strings.Contains(e.logs.String(), "another subject")) // the discarded answer is logged
-	is.True(strings.Contains(e.logs.String(), "acmebricks.com"))
+	is.True(strings.Contains(e.Logs.String(), "another subject")) // the discarded answer is logged
+	is.True(strings.Contains(e.Logs.String(), "acmebricks.com"))
 }
 
 // With no fill list, the first source that knows the subject gives the answer (as
 // before the waterfall): the others are not asked.
 func TestWaterfallWithNoFillListIsFirstHitWins(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := fakePDLCompanies(t, map[string]map[string]any{"wile.com": {"website": "wile.com", "headline": nil}})
 	el := fakeEnrichLayerCompanies(t, map[string]elCompany{
 		"wile.com": {page: "https://www.linkedin.com/company/acme/", set: map[string]any{"website": "https://wile.com/"}},
 	})
 	apollo := fakeApolloOrganizations(t, nil)
-	e := newEnv(t, withVendors(t, pdl, el, apollo))
-	e.startWorkers()
+	e := servertest.NewEnv(t, withVendors(t, pdl, el, apollo))
+	e.StartWorkers()
 
-	done := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "wile.com"}).str("task.id"))
+	done := e.WaitSettled(e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "wile.com"}).Str("task.id"))
 
-	is.Equal(done.str("task.status"), "succeeded")
-	is.Equal(done.get("data.slogan"), nil)
+	is.Equal(done.Str("task.status"), "succeeded")
+	is.Equal(done.Get("data.slogan"), nil)
 	is.Equal(sourcesOf(done), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
 		"pdl hit calls=1 credits=1", "enrichlayer skipped/filled calls=0 credits=0", "apollo skipped/filled calls=0 credits=0"})
 	is.Equal(el.calls()+apollo.calls(), 0)
 
 	// The organization's own list is read for its next task.
 	slogan := []string{"slogan"}
-	is.NoErr(e.db.SetFillLists(t.Context(), e.orgID, store.FillUpdate{Company: &slogan}))
-	e.clock.Add(31 * 24 * time.Hour)
-	filled := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "wile.com"}).str("task.id"))
-	is.Equal(filled.str("data.slogan"), "Everything for the road runner hunter") // Enrich Layer's
-	is.Equal(filled.str("provenance.slogan"), "enrichlayer")
+	is.NoErr(e.DB.SetFillLists(t.Context(), e.OrgID, store.FillUpdate{Company: &slogan}))
+	e.Clock.Add(31 * 24 * time.Hour)
+	filled := e.WaitSettled(e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "wile.com"}).Str("task.id"))
+	is.Equal(filled.Str("data.slogan"), "Everything for the road runner hunter") // Enrich Layer's
+	is.Equal(filled.Str("provenance.slogan"), "enrichlayer")
 	is.Equal(sourcesOf(filled), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
 		"pdl hit calls=1 credits=1", "enrichlayer hit calls=2 credits=3", "apollo skipped/filled calls=0 credits=0"})
 }
@@ -350,19 +354,20 @@ func TestWaterfallWithNoFillListIsFirstHitWins(t *testing.T) {
 // A stored record served because its refresh failed keeps the provenance it was
 // stored with, beside the sources that were asked and failed.
 func TestWaterfallStoredRecordServedOnFailureKeepsItsProvenance(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pdl := fakePDLCompanies(t, map[string]map[string]any{"acme-anvils.com": {"website": "acme-anvils.com"}})
-	e := newEnv(t, withVendors(t, pdl, fakeEnrichLayerCompanies(t, nil), fakeApolloOrganizations(t, nil)))
-	e.startWorkers()
-	first := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme-anvils.com"}).str("task.id"))
-	is.Equal(first.str("provenance.name"), "pdl")
+	e := servertest.NewEnv(t, withVendors(t, pdl, fakeEnrichLayerCompanies(t, nil), fakeApolloOrganizations(t, nil)))
+	e.StartWorkers()
+	first := e.WaitSettled(e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme-anvils.com"}).Str("task.id"))
+	is.Equal(first.Str("provenance.name"), "pdl")
 
 	pdl.down.Store(true)
-	e.clock.Add(31 * 24 * time.Hour) // past the freshness window: the record is refreshed
-	stale := e.waitSettled(e.do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme-anvils.com"}).str("task.id"))
+	e.Clock.Add(31 * 24 * time.Hour) // past the freshness window: the record is refreshed
+	stale := e.WaitSettled(e.Do("POST", "/v1/companies/enrich", map[string]string{"domain": "acme-anvils.com"}).Str("task.id"))
 
-	is.Equal(stale.str("task.status"), "succeeded")
-	is.Equal(stale.get("provenance"), first.get("provenance"))
+	is.Equal(stale.Str("task.status"), "succeeded")
+	is.Equal(stale.Get("provenance"), first.Get("provenance"))
 	// A vendor's error and its 404s bill nothing.
 	is.Equal(sourcesOf(stale), []string{"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
 		"pdl error calls=1 credits=0", "enrichlayer miss calls=1 credits=0", "apollo miss calls=1 credits=0"})
@@ -373,25 +378,26 @@ func TestWaterfallStoredRecordServedOnFailureKeepsItsProvenance(t *testing.T) {
 // found nobody); served again from the store, it asks none
 // and keeps that provenance.
 func TestEmailLookupCarriesProvenanceAndSources(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
-	e := newEnv(t)
-	acmeNetwork(e)
-	e.startWorkers()
+	e := servertest.NewEnv(t)
+	servertest.AcmeNetwork(e)
+	e.StartWorkers()
 
-	_, done := e.emailLookup("jane.smith@acme.com")
+	_, done := e.EmailLookup("jane.smith@acme.com")
 
-	is.Equal(done.str("task.status"), "succeeded")
-	is.Equal(done.str("provenance.full_name"), "fake-network")
-	is.Equal(done.str("provenance.positions"), "fake-network")
-	is.True(!done.has("provenance.email_match")) // how the address was matched is email_match's to say
+	is.Equal(done.Str("task.status"), "succeeded")
+	is.Equal(done.Str("provenance.full_name"), "fake-network")
+	is.Equal(done.Str("provenance.positions"), "fake-network")
+	is.True(!done.Has("provenance.email_match")) // how the address was matched is email_match's to say
 	// The dataset was asked to search the staff too, and listed nobody.
 	is.Equal(sourcesOf(done), []string{"fake-network hit calls=0 credits=0", "dataset miss calls=0 credits=0"})
 
-	again := e.do("POST", "/v1/people/enrich", map[string]string{"email": "jane.smith@acme.com"})
-	is.Equal(again.status, http.StatusOK)
-	hit := e.do("GET", "/v1/tasks/"+again.str("task.id"), nil)
-	is.Equal(hit.get("provenance"), done.get("provenance"))
-	is.Equal(hit.get("sources"), []any{})
+	again := e.Do("POST", "/v1/people/enrich", map[string]string{"email": "jane.smith@acme.com"})
+	is.Equal(again.Status, http.StatusOK)
+	hit := e.Do("GET", "/v1/tasks/"+again.Str("task.id"), nil)
+	is.Equal(hit.Get("provenance"), done.Get("provenance"))
+	is.Equal(hit.Get("sources"), []any{})
 }
 
 // fakeEnrichLayerProfiles answers Enrich Layer's profile (GET /api/v2/profile
@@ -446,6 +452,7 @@ func withPeopleVendors(t *testing.T, el, pdl *vendorFake, fill ...string) func(*
 // that record merged: PDL's part is a miss, another subject, and a WARN line names
 // both.
 func TestWaterfallFillsAPersonFromTheNextSource(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	const (
 		wile = "https://www.linkedin.com/in/wile-e-coyote"
@@ -460,25 +467,25 @@ func TestWaterfallFillsAPersonFromTheNextSource(t *testing.T) {
 		wile: nil, // the published record: Wile's, naming his profile
 		road: nil, // the same record: Wile's, not the Road Runner's
 	})
-	e := newEnv(t, withPeopleVendors(t, el, pdl, "about", "headline"))
-	e.startWorkers()
+	e := servertest.NewEnv(t, withPeopleVendors(t, el, pdl, "about", "headline"))
+	e.StartWorkers()
 
-	done := e.waitSettled(e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": wile}).str("task.id"))
-	is.Equal(done.str("task.status")+" "+done.str("error.message"), "succeeded ")
-	is.Equal(done.str("data.network_url"), wile)
-	is.Equal(done.str("data.full_name"), "Wile E. Coyote")                         // Enrich Layer's, not PDL's "wile coyote"
-	is.Equal(done.str("data.headline"), "Head of Procurement at Acme Corporation") // Enrich Layer's: wanted, but not null
-	is.Equal(done.get("data.network_connections"), 500.0)                          // Enrich Layer's, not PDL's 512
-	is.Equal(done.str("data.about"), "buys anvils.")                               // PDL's
-	is.Equal(done.str("provenance.full_name"), "enrichlayer")
-	is.Equal(done.str("provenance.headline"), "enrichlayer")
-	is.Equal(done.str("provenance.positions"), "enrichlayer")
-	is.Equal(done.str("provenance.about"), "pdl")
-	provenance := done.get("provenance").(map[string]any)
-	for field, v := range done.get("data").(map[string]any) {
+	done := e.WaitSettled(e.Do("POST", "/v1/people/enrich", map[string]string{"networkUrl": wile}).Str("task.id"))
+	is.Equal(done.Str("task.status")+" "+done.Str("error.message"), "succeeded ")
+	is.Equal(done.Str("data.network_url"), wile)
+	is.Equal(done.Str("data.full_name"), "Wile E. Coyote")                         // Enrich Layer's, not PDL's "wile coyote"
+	is.Equal(done.Str("data.headline"), "Head of Procurement at Acme Corporation") // Enrich Layer's: wanted, but not null
+	is.Equal(done.Get("data.network_connections"), 500.0)                          // Enrich Layer's, not PDL's 512
+	is.Equal(done.Str("data.about"), "buys anvils.")                               // PDL's
+	is.Equal(done.Str("provenance.full_name"), "enrichlayer")
+	is.Equal(done.Str("provenance.headline"), "enrichlayer")
+	is.Equal(done.Str("provenance.positions"), "enrichlayer")
+	is.Equal(done.Str("provenance.about"), "pdl")
+	provenance := done.Get("provenance").(map[string]any)
+	for field, v := range done.Get("data").(map[string]any) {
 		switch field {
 		case "enrichment_status", "last_enriched_at":
-			is.True(!done.has("provenance." + field)) // stamped by enrichd, no source's
+			is.True(!done.Has("provenance." + field)) // stamped by enrichd, no source's
 		default:
 			is.Equal(v != nil, provenance[field] != nil) // every non-null field, and only those, is named
 		}
@@ -493,33 +500,33 @@ func TestWaterfallFillsAPersonFromTheNextSource(t *testing.T) {
 		"enrichlayer hit calls=1 credits=1", // the profile
 		"pdl hit calls=1 credits=1",         // the person enrich by profile
 	})
-	is.True(!strings.Contains(e.logs.String(), "another subject"))
+	is.True(!strings.Contains(e.Logs.String(), "another subject"))
 
 	// Within the freshness window the store answers: no source is asked.
 	elCalls, pdlCalls := el.calls(), pdl.calls()
-	again := e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": wile})
-	is.Equal(again.status, http.StatusOK)
-	hit := e.do("GET", "/v1/tasks/"+again.str("task.id"), nil)
-	is.Equal(hit.get("provenance"), done.get("provenance"))
-	is.Equal(hit.get("sources"), []any{})
+	again := e.Do("POST", "/v1/people/enrich", map[string]string{"networkUrl": wile})
+	is.Equal(again.Status, http.StatusOK)
+	hit := e.Do("GET", "/v1/tasks/"+again.Str("task.id"), nil)
+	is.Equal(hit.Get("provenance"), done.Get("provenance"))
+	is.Equal(hit.Get("sources"), []any{})
 	is.Equal(el.calls(), elCalls)
 	is.Equal(pdl.calls(), pdlCalls)
 
-	other := e.waitSettled(e.do("POST", "/v1/people/enrich", map[string]string{"networkUrl": road}).str("task.id"))
-	is.Equal(other.str("task.status"), "succeeded")
-	is.Equal(other.str("data.full_name"), "Road Runner")
-	is.Equal(other.get("data.about"), nil) // Wile's summary is not the Road Runner's
-	is.Equal(other.get("data.network_connections"), 500.0)
-	for _, src := range other.get("provenance").(map[string]any) {
+	other := e.WaitSettled(e.Do("POST", "/v1/people/enrich", map[string]string{"networkUrl": road}).Str("task.id"))
+	is.Equal(other.Str("task.status"), "succeeded")
+	is.Equal(other.Str("data.full_name"), "Road Runner")
+	is.Equal(other.Get("data.about"), nil) // Wile's summary is not the Road Runner's
+	is.Equal(other.Get("data.network_connections"), 500.0)
+	for _, src := range other.Get("provenance").(map[string]any) {
 		is.Equal(src, "enrichlayer") // nothing of the other person is kept
 	}
-	is.True(!strings.Contains(string(other.raw), "buys anvils"))
+	is.True(!strings.Contains(string(other.Raw), "buys anvils"))
 	is.Equal(sourcesOf(other), []string{
 		"fake-network miss calls=0 credits=0", "dataset miss calls=0 credits=0",
 		"enrichlayer hit calls=1 credits=1",
 		"pdl miss/other_subject calls=1 credits=1", // billed, though discarded
 	})
-	is.True(strings.Contains(e.logs.String(), "another subject")) // the discarded answer is logged
-	is.True(!strings.Contains(e.logs.String(), "wile-e-coyote"))  // without the people's profiles
-	is.True(!strings.Contains(e.logs.String(), "road-runner"))
+	is.True(strings.Contains(e.Logs.String(), "another subject")) // the discarded answer is logged
+	is.True(!strings.Contains(e.Logs.String(), "wile-e-coyote"))  // without the people's profiles
+	is.True(!strings.Contains(e.Logs.String(), "road-runner"))
 }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -55,9 +56,6 @@ type dashboardState struct {
 	loginByAddr    *server.Limiter
 	loginByAccount *server.Limiter
 	crossOrigin    *http.CrossOriginProtection
-	// dummyHash is verified against when the account named does not exist, so that a
-	// wrong email costs the same time as a wrong password.
-	dummyHash string
 	// hashing bounds the password hashes computed at once: each takes 19 MiB, so a
 	// burst of sign-ins from many addresses queues here instead of exhausting memory.
 	hashing chan struct{}
@@ -99,9 +97,18 @@ func (s *Dashboard) newDashboard() *dashboardState {
 		s.dashError(w, r, &enrich.Error{Kind: enrich.KindForbidden, Code: "cross_origin",
 			Message: "This form was sent from another site, so it was refused. Open the dashboard and send it from there."})
 	}))
-	d.dummyHash, _ = hashPassword("not a password of anyone's")
+	dummyHash() // computed before the first sign-in, which would otherwise take twice as long
 	return d
 }
+
+// dummyHash is verified against when the account named does not exist, so that a
+// wrong email costs the same time as a wrong password. Its password is no one's and
+// its salt random, so one serves every server in the process (a test binary starts
+// hundreds, and each hash takes 19 MiB).
+var dummyHash = sync.OnceValue(func() string {
+	h, _ := hashPassword("not a password of anyone's")
+	return h
+})
 
 // withHashSlot runs f, a password hash, once one of the slots for hashing is free, or
 // fails when the request ends first.
@@ -359,7 +366,7 @@ func handleLogin(s *Dashboard) http.Handler {
 			return
 		}
 		if err != nil {
-			hash = s.dashboard.dummyHash // the same work as for a real account
+			hash = dummyHash() // the same work as for a real account
 		}
 		var matches bool
 		if err := s.dashboard.withHashSlot(r.Context(), func() { matches = passwordMatches(hash, password) }); err != nil {

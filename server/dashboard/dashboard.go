@@ -4,6 +4,8 @@
 // a page makes goes through package server's own checks and task submission (the
 // surface in server/pages.go), so a page and an endpoint cannot differ; the server
 // mounts the pages (server/routes.go lists their paths) and runs their middleware.
+// Its HTTP tests (package dashboard_test) drive the pages in a real server through
+// server/servertest, the helpers they share with the API's tests.
 package dashboard
 
 import (

@@ -1,6 +1,0 @@
-//go:build !race
-
-package server_test
-
-// raceDetector is whether this test binary was built with -race.
-const raceDetector = false
