@@ -414,8 +414,9 @@ func (c *Client) batchWrite(ctx context.Context, objects, verb, keyProperty stri
 		if err := c.do(ctx, http.MethodPost, "/crm/v3/objects/"+objects+"/batch/"+verb, body, &ans); err != nil {
 			return nil, nil, err
 		}
-		byID, byKey := map[string]string{}, map[string]string{}
+		byID, byKey, inChunk := map[string]string{}, map[string]string{}, map[string]bool{}
 		for _, in := range chunk {
+			inChunk[in.ObjectWriteTraceID] = true
 			if in.ID != "" {
 				byID[in.ID] = in.ObjectWriteTraceID
 			}
@@ -432,7 +433,7 @@ func (c *Client) batchWrite(ctx context.Context, objects, verb, keyProperty stri
 			if trace == "" && keyProperty != "" {
 				trace = byKey[strings.ToLower(str(o.Properties[keyProperty]))]
 			}
-			if trace != "" {
+			if inChunk[trace] {
 				done[trace] = o
 			}
 		}
@@ -444,6 +445,9 @@ func (c *Client) batchWrite(ctx context.Context, objects, verb, keyProperty stri
 				}
 			}
 			for _, t := range traces {
+				if !inChunk[t] {
+					continue
+				}
 				failed[t] = &APIError{Status: http.StatusMultiStatus, Category: e.Category,
 					Message: truncate(scrub(e.Message, sent), 300)}
 			}
