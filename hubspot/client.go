@@ -273,6 +273,9 @@ func ObjectPath(objectType string) string {
 type Object struct {
 	ID         string             `json:"id"`
 	Properties map[string]*string `json:"properties"`
+	// ObjectWriteTraceID is, in a batch create's or update's answer, the trace id the
+	// input that made the object was sent with.
+	ObjectWriteTraceID string `json:"objectWriteTraceId,omitempty"`
 }
 
 // CheckToken makes the cheapest call the token must be allowed: a page of one object of
@@ -318,6 +321,145 @@ func (c *Client) GetBy(ctx context.Context, objects, property, value string, pro
 		return nil, nil
 	}
 	return &o, err
+}
+
+// MaxBatch is how many inputs HubSpot takes in one call of its batch endpoints
+// (batch/read, batch/create, batch/update).
+const MaxBatch = 100
+
+// batchAnswer is a batch endpoint's answer: 200 or 201 with every input's result, or
+// 207 (multi-status) with the results of some and the errors of others, each error's
+// context naming the inputs it is about (ids, objectWriteTraceId).
+type batchAnswer struct {
+	Status  string       `json:"status"`
+	Results []Object     `json:"results"`
+	Errors  []batchError `json:"errors"`
+}
+
+type batchError struct {
+	Status   string              `json:"status"`
+	Category string              `json:"category"`
+	Message  string              `json:"message"`
+	Context  map[string][]string `json:"context"`
+}
+
+// BatchRead reads the objects whose idProperty holds each of values, with props
+// (POST /crm/v3/objects/{objects}/batch/read; idProperty "" reads by HubSpot's ids,
+// otherwise it must be a property with unique values, as contacts' email is). The
+// objects found are returned by the value they were read by, lower case; a value
+// HubSpot holds no object for (a 207's OBJECT_NOT_FOUND) is absent.
+func (c *Client) BatchRead(ctx context.Context, objects, idProperty string, values, props []string) (map[string]*Object, error) {
+	out := map[string]*Object{}
+	if idProperty != "" && !slices.Contains(props, idProperty) {
+		props = append(slices.Clone(props), idProperty)
+	}
+	for chunk := range slices.Chunk(values, MaxBatch) {
+		inputs := make([]map[string]string, len(chunk))
+		for i, v := range chunk {
+			inputs[i] = map[string]string{"id": v}
+		}
+		body := map[string]any{"inputs": inputs, "properties": props}
+		if idProperty != "" {
+			body["idProperty"] = idProperty
+		}
+		var ans batchAnswer
+		if err := c.do(ctx, http.MethodPost, "/crm/v3/objects/"+objects+"/batch/read", body, &ans); err != nil {
+			return nil, err
+		}
+		for i := range ans.Results {
+			o := &ans.Results[i]
+			by := o.ID
+			if idProperty != "" {
+				by = strings.ToLower(str(o.Properties[idProperty]))
+			}
+			if by != "" && out[by] == nil {
+				out[by] = o
+			}
+		}
+	}
+	return out, nil
+}
+
+// BatchInput is one input of a batch create or update: the object's id (update), its
+// properties, and the trace id HubSpot names it by in its answer.
+type BatchInput struct {
+	ID                 string            `json:"id,omitempty"`
+	Properties         map[string]string `json:"properties"`
+	ObjectWriteTraceID string            `json:"objectWriteTraceId"`
+}
+
+// BatchCreate creates an object of each input (POST
+// /crm/v3/objects/{objects}/batch/create). BatchUpdate writes each input's properties
+// into its object (POST /crm/v3/objects/{objects}/batch/update). Each answers, by
+// trace id, the object written or why that input alone failed; an error of the call
+// (HubSpot refusing the whole batch, as it does one that names a property it lacks or
+// a contact it holds) fails every input.
+// A created object whose answer carries no trace id is matched to its input by the
+// value of keyProperty, which every input holds.
+func (c *Client) BatchCreate(ctx context.Context, objects, keyProperty string, inputs []BatchInput) (map[string]*Object, map[string]error, error) {
+	return c.batchWrite(ctx, objects, "create", keyProperty, inputs)
+}
+
+// BatchUpdate: see BatchCreate.
+func (c *Client) BatchUpdate(ctx context.Context, objects string, inputs []BatchInput) (map[string]*Object, map[string]error, error) {
+	return c.batchWrite(ctx, objects, "update", "", inputs)
+}
+
+func (c *Client) batchWrite(ctx context.Context, objects, verb, keyProperty string, inputs []BatchInput) (map[string]*Object, map[string]error, error) {
+	done, failed := map[string]*Object{}, map[string]error{}
+	for chunk := range slices.Chunk(inputs, MaxBatch) {
+		body := map[string]any{"inputs": chunk}
+		sent, _ := json.Marshal(body)
+		var ans batchAnswer
+		if err := c.do(ctx, http.MethodPost, "/crm/v3/objects/"+objects+"/batch/"+verb, body, &ans); err != nil {
+			return nil, nil, err
+		}
+		byID, byKey, inChunk := map[string]string{}, map[string]string{}, map[string]bool{}
+		for _, in := range chunk {
+			inChunk[in.ObjectWriteTraceID] = true
+			if in.ID != "" {
+				byID[in.ID] = in.ObjectWriteTraceID
+			}
+			if k := strings.ToLower(strings.TrimSpace(in.Properties[keyProperty])); keyProperty != "" && k != "" {
+				byKey[k] = in.ObjectWriteTraceID
+			}
+		}
+		for i := range ans.Results {
+			o := &ans.Results[i]
+			trace := o.ObjectWriteTraceID
+			if trace == "" {
+				trace = byID[o.ID]
+			}
+			if trace == "" && keyProperty != "" {
+				trace = byKey[strings.ToLower(str(o.Properties[keyProperty]))]
+			}
+			if inChunk[trace] {
+				done[trace] = o
+			}
+		}
+		for _, e := range ans.Errors {
+			traces := e.Context["objectWriteTraceId"]
+			for _, id := range e.Context["ids"] {
+				if t := byID[id]; t != "" {
+					traces = append(traces, t)
+				}
+			}
+			for _, t := range traces {
+				if !inChunk[t] {
+					continue
+				}
+				failed[t] = &APIError{Status: http.StatusMultiStatus, Category: e.Category,
+					Message: truncate(scrub(e.Message, sent), 300)}
+			}
+		}
+		for _, in := range chunk {
+			if done[in.ObjectWriteTraceID] == nil && failed[in.ObjectWriteTraceID] == nil {
+				failed[in.ObjectWriteTraceID] = &APIError{Status: http.StatusMultiStatus,
+					Message: "HubSpot's answer to the batch " + verb + " did not say what became of this input"}
+			}
+		}
+	}
+	return done, failed, nil
 }
 
 // Create creates an object with props (POST /crm/v3/objects/{objects}).

@@ -119,29 +119,13 @@ type event struct {
 
 // Deliver makes one attempt of the delivery d.
 func (dl *Deliverer) Deliver(ctx context.Context, d *store.Dispatch) webhook.Outcome {
-	if dl.Box == nil {
-		return webhook.Outcome{Err: errors.New("enrichd has no secret key file (--secret-key-file): the Loop's HubSpot token cannot be opened")}
+	w, ev, failed := dl.open(d)
+	if failed != nil {
+		return *failed
 	}
-	token, err := dl.Box.Open(d.HubSpot.Sealed, store.HubSpotTokenLabel(d.LoopID))
-	if err != nil {
-		reason := "the Loop's HubSpot token does not open under this installation's secret key file: set it again (PATCH {\"destination\": {\"token\": \"pat-...\"}})"
-		return webhook.Outcome{Err: errors.New(reason), DisableReason: reason}
-	}
-	opts, err := store.ParseHubSpotOptions(d.HubSpotOptions)
-	if err != nil {
-		return webhook.Outcome{Err: err}
-	}
-	base := dl.BaseURL
-	if base == "" {
-		base = DefaultURL
-	}
-	c := &Client{BaseURL: base, Token: string(token), HTTP: dl.HTTP, Now: dl.DB.Now}
-	var ev event
-	if err := json.Unmarshal(d.Payload, &ev); err != nil {
-		return webhook.Outcome{Err: fmt.Errorf("the delivery's payload cannot be read: %v", err)}
-	}
-	w := &writer{dl: dl, db: dl.DB, c: c, d: d, opts: opts, key: dl.valueKey()}
+	c := w.c
 	var out webhook.Outcome
+	var err error
 	switch ev.Event {
 	case store.EventTest:
 		if err = c.CheckToken(ctx, d.ObjectType); err == nil {
@@ -157,17 +141,49 @@ func (dl *Deliverer) Deliver(ctx context.Context, d *store.Dispatch) webhook.Out
 		out.Summary = "skipped: HubSpot is not written on " + ev.Event
 	}
 	if err != nil {
-		out = webhook.Outcome{Err: err, Status: StatusOf(err)}
-		var e *APIError
-		if errors.As(err, &e) {
-			out.RetryAfter = e.RetryAfter
-			if e.Status == http.StatusUnauthorized {
-				out.DisableReason = ReasonTokenRefused
-			}
-		}
-		return out
+		return failure(err)
 	}
 	out.Status = http.StatusOK
+	return out
+}
+
+// open makes the delivery's writer: its Loop's token opened, its options and its
+// event read; failed says why it cannot be made.
+func (dl *Deliverer) open(d *store.Dispatch) (w *writer, ev event, failed *webhook.Outcome) {
+	if dl.Box == nil {
+		return nil, ev, &webhook.Outcome{Err: errors.New("enrichd has no secret key file (--secret-key-file): the Loop's HubSpot token cannot be opened")}
+	}
+	token, err := dl.Box.Open(d.HubSpot.Sealed, store.HubSpotTokenLabel(d.LoopID))
+	if err != nil {
+		reason := "the Loop's HubSpot token does not open under this installation's secret key file: set it again (PATCH {\"destination\": {\"token\": \"pat-...\"}})"
+		return nil, ev, &webhook.Outcome{Err: errors.New(reason), DisableReason: reason}
+	}
+	opts, err := store.ParseHubSpotOptions(d.HubSpotOptions)
+	if err != nil {
+		return nil, ev, &webhook.Outcome{Err: err}
+	}
+	base := dl.BaseURL
+	if base == "" {
+		base = DefaultURL
+	}
+	c := &Client{BaseURL: base, Token: string(token), HTTP: dl.HTTP, Now: dl.DB.Now}
+	if err := json.Unmarshal(d.Payload, &ev); err != nil {
+		return nil, ev, &webhook.Outcome{Err: fmt.Errorf("the delivery's payload cannot be read: %v", err)}
+	}
+	return &writer{dl: dl, db: dl.DB, c: c, d: d, opts: opts, key: dl.valueKey()}, ev, nil
+}
+
+// failure is the outcome of an attempt that failed with err: HubSpot's 429 waited
+// for, its 401 disabling the destination.
+func failure(err error) webhook.Outcome {
+	out := webhook.Outcome{Err: err, Status: StatusOf(err)}
+	var e *APIError
+	if errors.As(err, &e) {
+		out.RetryAfter = e.RetryAfter
+		if e.Status == http.StatusUnauthorized {
+			out.DisableReason = ReasonTokenRefused
+		}
+	}
 	return out
 }
 
@@ -198,13 +214,24 @@ func (w *writer) hash(prop, value string) string {
 
 func blank(v *string) bool { return v == nil || strings.TrimSpace(*v) == "" }
 
-// write makes the result an object in HubSpot: found by its key (the object written
-// before, else a search), created when absent with every mapped property, else given
-// the properties blank in HubSpot (and, with refresh, those still holding the value
-// enrichd wrote).
-func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *store.CRMWrite, err error) {
+// job is one result being written into HubSpot: its object's key, the values the
+// mapping gives, what the Loop wrote about the subject before, and the object found.
+type job struct {
+	w             *writer
+	ev            event
+	objects, noun string
+	key, keyProp  string
+	values, from  map[string]string
+	props         []string // read of an object found
+	prev          *store.CRMWrite
+	found         *Object
+	keyed         bool // the portal has CompanyKeyProperty: a company created sets it
+}
+
+// prepare reads the result's key and the values it maps to; skip says why nothing is
+// to be written, when nothing is.
+func (w *writer) prepare(ctx context.Context, ev event) (j *job, skip string, err error) {
 	objectType := w.d.ObjectType
-	objects := ObjectPath(objectType)
 	var res enrich.Result
 	var input struct {
 		Domain string `json:"domain"`
@@ -216,176 +243,258 @@ func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *st
 	var key string
 	if objectType == enrich.ObjectPerson {
 		if err := json.Unmarshal(ev.Data, &res.Person); err != nil || res.Person == nil {
-			return "skipped: the result holds no person", nil, nil
+			return nil, "skipped: the result holds no person", nil
 		}
 		key = strings.ToLower(strings.TrimSpace(input.Email))
 		if key == "" {
-			return "skipped: the lookup was by profile, with no email address, and HubSpot's contacts are found by email", nil, nil
+			return nil, "skipped: the lookup was by profile, with no email address, and HubSpot's contacts are found by email", nil
 		}
 	} else {
 		if err := json.Unmarshal(ev.Data, &res.Company); err != nil || res.Company == nil {
-			return "skipped: the result holds no company", nil, nil
+			return nil, "skipped: the result holds no company", nil
 		}
 		key = strings.ToLower(str(res.Company.Domain))
 		if key == "" {
 			key = strings.ToLower(strings.TrimSpace(input.Domain))
 		}
 		if key == "" {
-			return "skipped: the company has no domain, which HubSpot's companies are found by", nil, nil
+			return nil, "skipped: the company has no domain, which HubSpot's companies are found by", nil
 		}
 	}
-	defer w.dl.lock(w.d.LoopID, key)()
+	objects := ObjectPath(objectType)
+	j = &job{w: w, ev: ev, objects: objects, noun: map[string]string{"companies": "company", "contacts": "contact"}[objects],
+		key: key, keyProp: keyProperty(objectType)}
 	mapping := Mapping(objectType, w.opts.Mapping)
-	values, from := Properties(objectType, mapping, res, key)
-	values[keyProperty(objectType)], from[keyProperty(objectType)] = key, keyProperty(objectType)
+	j.values, j.from = Properties(objectType, mapping, res, key)
+	j.values[j.keyProp], j.from[j.keyProp] = key, j.keyProp
 	props := slices.Sorted(maps.Keys(mapping))
-	props = append(props, keyProperty(objectType))
+	props = append(props, j.keyProp)
 	if w.opts.Provenance {
 		props = append(props, ProvenanceProperty)
 	}
-	props = slices.Compact(slices.Sorted(slices.Values(props)))
+	j.props = slices.Compact(slices.Sorted(slices.Values(props)))
+	if j.prev, err = w.prevWrite(ctx); err != nil {
+		return nil, "", err
+	}
+	if j.prev != nil && j.prev.ObjectType != objects {
+		j.prev = nil
+	}
+	return j, "", nil
+}
 
-	prev, err := w.prevWrite(ctx)
-	if err != nil {
-		return "", nil, err
+// holdsKey says whether an object read is the subject's: an object found by the id
+// kept is this subject's only while it still holds the key, since its address may
+// have been changed in HubSpot since, or the token replaced by another portal's, where
+// the id is another record.
+func (j *job) holdsKey(o *Object) bool {
+	return o != nil && strings.EqualFold(strings.TrimSpace(str(o.Properties[j.keyProp])), j.key)
+}
+
+// knownID is the id of the object the Loop wrote about the subject before, or created
+// a moment ago; "" when none.
+func (j *job) knownID() string {
+	if j.prev != nil {
+		return j.prev.ObjectID
 	}
-	// An object found by the id kept is this subject's only while it still holds the
-	// key: its address may have been changed in HubSpot since, or the token replaced
-	// by another portal's, where the id is another record.
-	byID := func(id string) (*Object, error) {
-		o, err := w.c.Get(ctx, objects, id, props)
-		if err != nil || o == nil || !strings.EqualFold(strings.TrimSpace(str(o.Properties[keyProperty(objectType)])), key) {
-			return nil, err
+	return j.w.dl.recentlyCreated(j.w.d.LoopID, j.key)
+}
+
+// companyKeyed says whether the Loop's portal has CompanyKeyProperty, making it the
+// first time it is asked. A token without the scope to make properties (403) is still
+// served, its companies found by the search alone.
+func (j *job) companyKeyed(ctx context.Context) (bool, error) {
+	k, ok := j.w.dl.keyed.Load(j.w.d.LoopID)
+	if !ok {
+		err := j.w.c.EnsureCompanyKeyProperty(ctx)
+		if err != nil && StatusOf(err) != http.StatusForbidden {
+			return false, err
 		}
-		return o, nil
+		k = err == nil
+		j.w.dl.keyed.Store(j.w.d.LoopID, k)
 	}
-	var found *Object
-	if prev != nil && prev.ObjectType == objects {
-		if found, err = byID(prev.ObjectID); err != nil {
-			return "", nil, err
+	return k.(bool), nil
+}
+
+// find looks for the object one call at a time: by the id kept, by the id of the
+// object created a moment ago, by a search, and a company by the unique property
+// enrichd set at once, where the search may not show it yet (a create whose answer
+// was lost).
+func (j *job) find(ctx context.Context) error {
+	c := j.w.c
+	byID := func(id string) error {
+		o, err := c.Get(ctx, j.objects, id, j.props)
+		if err == nil && j.holdsKey(o) {
+			j.found = o
+		}
+		return err
+	}
+	if j.prev != nil {
+		if err := byID(j.prev.ObjectID); err != nil {
+			return err
 		}
 	}
-	if id := w.dl.recentlyCreated(w.d.LoopID, key); found == nil && id != "" {
-		if found, err = byID(id); err != nil {
-			return "", nil, err
+	if id := j.w.dl.recentlyCreated(j.w.d.LoopID, j.key); j.found == nil && id != "" {
+		if err := byID(id); err != nil {
+			return err
 		}
 	}
-	if found == nil {
-		hits, err := w.c.Search(ctx, objects, keyProperty(objectType), key, props)
+	if j.found == nil {
+		hits, err := c.Search(ctx, j.objects, j.keyProp, j.key, j.props)
 		if err != nil {
-			return "", nil, err
+			return err
 		}
 		if len(hits) > 0 {
-			found = &hits[0]
+			j.found = &hits[0]
 		}
 	}
-	// A company enrichd created is found by the unique property it set at once, where
-	// the search may not show it yet (a create whose answer was lost).
-	// A token without the scope to make properties (403) is still served, found by
-	// the search alone.
-	keyed := false
-	if found == nil && objects == "companies" {
-		k, ok := w.dl.keyed.Load(w.d.LoopID)
-		if !ok {
-			err := w.c.EnsureCompanyKeyProperty(ctx)
-			if err != nil && StatusOf(err) != http.StatusForbidden {
-				return "", nil, err
-			}
-			k = err == nil
-			w.dl.keyed.Store(w.d.LoopID, k)
+	if j.found == nil && j.objects == "companies" {
+		var err error
+		if j.keyed, err = j.companyKeyed(ctx); err != nil {
+			return err
 		}
-		if keyed = k.(bool); keyed {
-			if found, err = w.c.GetBy(ctx, objects, CompanyKeyProperty, key, props); err != nil {
-				return "", nil, err
+		if j.keyed {
+			if j.found, err = c.GetBy(ctx, j.objects, CompanyKeyProperty, j.key, j.props); err != nil {
+				return err
 			}
 		}
 	}
-	noun := map[string]string{"companies": "company", "contacts": "contact"}[objects]
-	if found == nil {
-		if w.opts.Provenance {
-			values[ProvenanceProperty] = provenanceText(nil, values, from, ev.Provenance)
+	return nil
+}
+
+// createProps are the properties an absent object is created with: every mapped one
+// that has a value, the provenance, and a company's CompanyKeyProperty.
+func (j *job) createProps() map[string]string {
+	props := maps.Clone(j.values)
+	if j.w.opts.Provenance {
+		props[ProvenanceProperty] = provenanceText(nil, j.values, j.from, j.ev.Provenance)
+	}
+	if j.keyed {
+		props[CompanyKeyProperty] = j.key
+	}
+	return props
+}
+
+// created is what the delivery says and keeps of the object o created with props.
+func (j *job) created(o *Object, props map[string]string, left string) (string, *store.CRMWrite) {
+	delete(props, CompanyKeyProperty)
+	j.w.dl.rememberCreated(j.w.d.LoopID, j.key, o.ID)
+	written := map[string]string{}
+	for p, v := range props {
+		written[p] = j.w.hash(p, v)
+	}
+	delete(props, ProvenanceProperty)
+	return fmt.Sprintf("created %s %s with %s", j.noun, o.ID, strings.Join(slices.Sorted(maps.Keys(props)), ", ")) + left,
+		&store.CRMWrite{ObjectType: j.objects, ObjectID: o.ID, Written: written}
+}
+
+// fill is what a found object is given: the properties to write, and what became of
+// each mapped one.
+type fill struct {
+	props                   map[string]string // sent: the values, and the provenance
+	values                  map[string]string // the values alone
+	filled, refreshed, kept []string
+	written                 map[string]string // the hashes of enrichd's values it still stands behind
+}
+
+// plan decides what the found object is given. Only what is blank in HubSpot is
+// written; with refresh, also what still holds the value enrichd wrote there.
+// Everything else was typed by someone: kept.
+func (j *job) plan() *fill {
+	found, prev := j.found, j.prev
+	ours := func(p string) bool {
+		cur := found.Properties[p]
+		return prev != nil && prev.ObjectID == found.ID && !blank(cur) &&
+			prev.Written[p] != "" && hmac.Equal([]byte(prev.Written[p]), []byte(j.w.hash(p, *cur)))
+	}
+	f := &fill{props: map[string]string{}, written: map[string]string{}}
+	for _, p := range slices.Sorted(maps.Keys(j.values)) {
+		v, cur := j.values[p], found.Properties[p]
+		switch {
+		case p == j.keyProp && !blank(cur):
+			// The object was found by it.
+		case blank(cur):
+			f.props[p] = v
+			f.filled = append(f.filled, p)
+		case ours(p) && strings.TrimSpace(*cur) != v && j.w.opts.Refresh:
+			f.props[p] = v
+			f.refreshed = append(f.refreshed, p)
+		case ours(p):
+			f.written[p] = prev.Written[p]
+		case strings.TrimSpace(*cur) == v:
+			// The value there already: whoever wrote it, nothing to write or keep.
+		default:
+			f.kept = append(f.kept, p)
 		}
-		if keyed {
-			values[CompanyKeyProperty] = key
+	}
+	f.values = maps.Clone(f.props)
+	if len(f.props) > 0 && j.w.opts.Provenance {
+		f.props[ProvenanceProperty] = provenanceText(found.Properties[ProvenanceProperty], f.values, j.from, j.ev.Provenance)
+	}
+	return f
+}
+
+// filled is what the delivery says and keeps once f was written into the found object
+// (f.props less what HubSpot does not have), or nothing needed writing.
+func (j *job) filled(f *fill, left string) (string, *store.CRMWrite) {
+	summary := fmt.Sprintf("%s %s: ", j.noun, j.found.ID)
+	if len(f.props) == 0 {
+		summary += "nothing blank to fill"
+	} else {
+		for p, v := range f.values {
+			if _, ok := f.props[p]; ok {
+				f.written[p] = j.w.hash(p, v)
+			}
 		}
+		var parts []string
+		if filled := kept2(f.filled, f.props); len(filled) > 0 {
+			parts = append(parts, "filled "+strings.Join(filled, ", "))
+		}
+		if refreshed := kept2(f.refreshed, f.props); len(refreshed) > 0 {
+			parts = append(parts, "refreshed "+strings.Join(refreshed, ", "))
+		}
+		summary += strings.Join(parts, "; ")
+	}
+	if len(f.kept) > 0 {
+		summary += "; kept the values already there in " + strings.Join(f.kept, ", ")
+	}
+	return summary + left, &store.CRMWrite{ObjectType: j.objects, ObjectID: j.found.ID, Written: f.written}
+}
+
+// write makes the result an object in HubSpot: found by its key (the object written
+// before, else a search), created when absent with every mapped property, else given
+// the properties blank in HubSpot (and, with refresh, those still holding the value
+// enrichd wrote).
+func (w *writer) write(ctx context.Context, ev event) (summary string, wrote *store.CRMWrite, err error) {
+	j, skip, err := w.prepare(ctx, ev)
+	if j == nil {
+		return skip, nil, err
+	}
+	defer w.dl.lock(w.d.LoopID, j.key)()
+	if err := j.find(ctx); err != nil {
+		return "", nil, err
+	}
+	if j.found == nil {
+		props := j.createProps()
 		var o *Object
-		left, err := withoutMissing(values, func(props map[string]string) (err error) {
-			o, err = w.c.Create(ctx, objects, props)
+		left, err := withoutMissing(props, func(props map[string]string) (err error) {
+			o, err = w.c.Create(ctx, j.objects, props)
 			return err
 		})
 		if err != nil {
 			return "", nil, err
 		}
-		delete(values, CompanyKeyProperty)
-		w.dl.rememberCreated(w.d.LoopID, key, o.ID)
-		written := map[string]string{}
-		for p, v := range values {
-			written[p] = w.hash(p, v)
-		}
-		delete(values, ProvenanceProperty)
-		return fmt.Sprintf("created %s %s with %s", noun, o.ID, strings.Join(slices.Sorted(maps.Keys(values)), ", ")) + left,
-			&store.CRMWrite{ObjectType: objects, ObjectID: o.ID, Written: written}, nil
+		summary, wrote = j.created(o, props, left)
+		return summary, wrote, nil
 	}
-
-	// Only what is blank in HubSpot is written; with refresh, also what still holds
-	// the value enrichd wrote there. Everything else was typed by someone: kept.
-	ours := func(p string) bool {
-		cur := found.Properties[p]
-		return prev != nil && prev.ObjectType == objects && prev.ObjectID == found.ID && !blank(cur) &&
-			prev.Written[p] != "" && hmac.Equal([]byte(prev.Written[p]), []byte(w.hash(p, *cur)))
-	}
-	written := map[string]string{}
-	update := map[string]string{}
-	var filled, refreshed, kept []string
-	for _, p := range slices.Sorted(maps.Keys(values)) {
-		v, cur := values[p], found.Properties[p]
-		switch {
-		case p == keyProperty(objectType) && !blank(cur):
-			// The object was found by it.
-		case blank(cur):
-			update[p] = v
-			filled = append(filled, p)
-		case ours(p) && strings.TrimSpace(*cur) != v && w.opts.Refresh:
-			update[p] = v
-			refreshed = append(refreshed, p)
-		case ours(p):
-			written[p] = prev.Written[p]
-		case strings.TrimSpace(*cur) == v:
-			// The value there already: whoever wrote it, nothing to write or keep.
-		default:
-			kept = append(kept, p)
-		}
-	}
-	summary = fmt.Sprintf("%s %s: ", noun, found.ID)
+	f := j.plan()
 	left := ""
-	if len(update) == 0 {
-		summary += "nothing blank to fill"
-	} else {
-		values := maps.Clone(update)
-		if w.opts.Provenance {
-			update[ProvenanceProperty] = provenanceText(found.Properties[ProvenanceProperty], values, from, ev.Provenance)
-		}
-		if left, err = withoutMissing(update, func(props map[string]string) error { return w.c.Update(ctx, objects, found.ID, props) }); err != nil {
+	if len(f.props) > 0 {
+		if left, err = withoutMissing(f.props, func(props map[string]string) error { return w.c.Update(ctx, j.objects, j.found.ID, props) }); err != nil {
 			return "", nil, err
 		}
-		for p, v := range values {
-			if _, ok := update[p]; ok {
-				written[p] = w.hash(p, v)
-			}
-		}
-		var parts []string
-		if filled = kept2(filled, update); len(filled) > 0 {
-			parts = append(parts, "filled "+strings.Join(filled, ", "))
-		}
-		if refreshed = kept2(refreshed, update); len(refreshed) > 0 {
-			parts = append(parts, "refreshed "+strings.Join(refreshed, ", "))
-		}
-		summary += strings.Join(parts, "; ")
 	}
-	if len(kept) > 0 {
-		summary += "; kept the values already there in " + strings.Join(kept, ", ")
-	}
-	return summary + left, &store.CRMWrite{ObjectType: objects, ObjectID: found.ID, Written: written}, nil
+	summary, wrote = j.filled(f, left)
+	return summary, wrote, nil
 }
 
 // withoutMissing writes props by write; when HubSpot answers that some of them do not

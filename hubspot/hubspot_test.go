@@ -1,7 +1,11 @@
 package hubspot
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +79,62 @@ func TestHubSpotsMessagesKeepNoValueSent(t *testing.T) {
 		"firstname … and lastname … conflict with … at … …")
 	is.Equal(scrub("You have reached your secondly limit.", nil), "You have reached your secondly limit.")
 	is.Equal(scrub("You've reached the limit", sent), "You've reached the limit")
+}
+
+// A batch answer names each input's fate by trace id, or, where HubSpot leaves the
+// trace id out, by the object's id (update) or its key (create); its 207 errors by
+// their context's ids or trace ids; an input it says nothing of fails, alone, and a
+// batch longer than HubSpot takes is sent in calls of MaxBatch.
+func TestBatchAnswersSettleEachInputAlone(t *testing.T) {
+	is := is.New(t)
+	var calls []int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Inputs []BatchInput }
+		is.NoErr(json.NewDecoder(r.Body).Decode(&body))
+		calls = append(calls, len(body.Inputs))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusMultiStatus)
+		if strings.HasSuffix(r.URL.Path, "/batch/update") {
+			w.Write([]byte(`{"status":"COMPLETE","results":[{"id":"11","properties":{}}],"errors":[{"status":"error","category":"OBJECT_NOT_FOUND",` +
+				`"message":"resource not found","context":{"ids":["12"]}}],"numErrors":1}`))
+			return
+		}
+		var results []string
+		for _, in := range body.Inputs {
+			if in.Properties["email"] != "" && in.ObjectWriteTraceID != "t-refused" && in.ObjectWriteTraceID != "t-lost" {
+				results = append(results, `{"id":"9`+in.ObjectWriteTraceID+`","properties":{"email":"`+strings.ToUpper(in.Properties["email"])+`"}}`)
+			}
+		}
+		w.Write([]byte(`{"status":"COMPLETE","results":[` + strings.Join(results, ",") + `],"errors":[{"status":"error","category":"VALIDATION_ERROR",` +
+			`"message":"Email address refused@acme.com is invalid","context":{"objectWriteTraceId":["t-refused"]}}],"numErrors":1}`))
+	}))
+	defer srv.Close()
+	c := &Client{BaseURL: srv.URL, Token: "pat-x", HTTP: srv.Client()}
+
+	done, failed, err := c.BatchUpdate(t.Context(), "contacts", []BatchInput{
+		{ID: "11", Properties: map[string]string{"city": "Berlin"}, ObjectWriteTraceID: "t-11"},
+		{ID: "12", Properties: map[string]string{"city": "Paris"}, ObjectWriteTraceID: "t-12"},
+	})
+	is.NoErr(err)
+	is.Equal(done["t-11"].ID, "11")
+	is.Equal(StatusOf(failed["t-12"]), http.StatusMultiStatus)
+	is.True(strings.Contains(failed["t-12"].Error(), "resource not found"))
+	is.Equal(len(done)+len(failed), 2)
+
+	var inputs []BatchInput
+	for i := range MaxBatch + 1 {
+		inputs = append(inputs, BatchInput{Properties: map[string]string{"email": fmt.Sprintf("p%d@acme.com", i)}, ObjectWriteTraceID: fmt.Sprintf("t%d", i)})
+	}
+	inputs[3].ObjectWriteTraceID, inputs[3].Properties["email"] = "t-refused", "refused@acme.com"
+	inputs[5].ObjectWriteTraceID = "t-lost"
+	calls = nil
+	done, failed, err = c.BatchCreate(t.Context(), "contacts", "email", inputs)
+	is.NoErr(err)
+	is.Equal(calls, []int{MaxBatch, 1})
+	is.Equal(done["t0"].ID, "9t0") // matched by its key, case aside
+	is.Equal(done["t100"].ID, "9t100")
+	is.Equal(len(done), MaxBatch-1)
+	is.True(strings.Contains(failed["t-refused"].Error(), "VALIDATION_ERROR") || strings.Contains(failed["t-refused"].Error(), "is invalid"))
+	is.True(!strings.Contains(failed["t-refused"].Error(), "refused@acme.com")) // the value is not kept
+	is.True(strings.Contains(failed["t-lost"].Error(), "did not say what became of this input"))
 }

@@ -13,6 +13,14 @@ type Destination interface {
 	Deliver(ctx context.Context, d *store.Dispatch) Outcome
 }
 
+// BatchDestination is a Destination that takes several task.succeeded deliveries of
+// one Loop, due at once, in one go (a CRM's batch endpoints), and says how each went,
+// in the order given: each is settled on its own, as if it had gone alone.
+type BatchDestination interface {
+	Destination
+	DeliverBatch(ctx context.Context, ds []*store.Dispatch) []Outcome
+}
+
 // Outcome is how a destination's attempt went. Err nil acknowledges the delivery.
 type Outcome struct {
 	Status     int           // the last HTTP status the destination answered, 0 when none came

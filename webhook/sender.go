@@ -116,10 +116,20 @@ func (s *Sender) Run(ctx context.Context) {
 			if err != nil && ctx.Err() == nil && !store.IsStorageFault(err) { // the store logs those
 				s.log.Error("claiming deliveries", "err", err)
 			}
-			for _, d := range claimed {
-				inFlight[d.LoopID]++
-				total++
-				go func() { done <- s.attemptSafely(ctx, d) }()
+			for _, group := range s.batches(claimed) {
+				for _, d := range group {
+					inFlight[d.LoopID]++
+					total++
+				}
+				if len(group) == 1 {
+					go func() { done <- s.attemptSafely(ctx, group[0]) }()
+				} else {
+					go func() {
+						for _, a := range s.attemptBatchSafely(ctx, group) {
+							done <- a
+						}
+					}()
+				}
 			}
 			if len(claimed) > 0 && len(claimed) == free {
 				continue // more may be due
@@ -195,6 +205,11 @@ func (s *Sender) attempt(ctx context.Context, d *store.Dispatch) store.Attempted
 	} else {
 		out = s.deliverElsewhere(ctx, d)
 	}
+	return s.attempted(ctx, d, at, out)
+}
+
+// attempted is the attempt of d made at, as out says it went.
+func (s *Sender) attempted(ctx context.Context, d *store.Dispatch, at time.Time, out Outcome) store.Attempted {
 	err := out.Err
 	if err != nil && ctx.Err() != nil {
 		return store.Attempted{Dispatch: d} // cut short: not counted
@@ -222,6 +237,62 @@ func (s *Sender) deliverElsewhere(ctx context.Context, d *store.Dispatch) Outcom
 		out.Err = fmt.Errorf("no answer within %s", 2*s.timeout)
 	}
 	return out
+}
+
+// batches groups the claimed deliveries: the task.succeeded deliveries of one Loop
+// whose destination takes them in one go (BatchDestination) together, every other
+// delivery alone.
+func (s *Sender) batches(claimed []*store.Dispatch) [][]*store.Dispatch {
+	var out [][]*store.Dispatch
+	byLoop := map[string]int{} // the group of a Loop's batch, by Loop
+	for _, d := range claimed {
+		_, batches := s.destinations[d.Kind].(BatchDestination)
+		if !batches || d.Event != store.EventTaskSucceeded || d.DisabledReason != "" {
+			out = append(out, []*store.Dispatch{d})
+			continue
+		}
+		if g, ok := byLoop[d.LoopID]; ok {
+			out[g] = append(out[g], d)
+			continue
+		}
+		byLoop[d.LoopID] = len(out)
+		out = append(out, []*store.Dispatch{d})
+	}
+	return out
+}
+
+// attemptBatchSafely makes one attempt of each delivery of a batch through its
+// destination's DeliverBatch, within the time one attempt's lease allows; a panic in
+// it fails every attempt of the batch, as attemptSafely does one.
+func (s *Sender) attemptBatchSafely(ctx context.Context, ds []*store.Dispatch) (as []store.Attempted) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("recovered from a panic in a batch of delivery attempts", "deliveries", len(ds), "loop", ds[0].LoopID,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if s.panicked != nil {
+				s.panicked()
+			}
+			now := s.db.Now().UTC().Truncate(time.Millisecond)
+			as = nil
+			for _, d := range ds {
+				as = append(as, store.Attempted{Dispatch: d, Attempt: &store.Attempt{At: now, Ended: now,
+					Err: "the delivery failed on our side (an internal error); it is retried on schedule"}})
+			}
+		}
+	}()
+	at := s.db.Now().UTC()
+	dest := s.destinations[ds[0].Kind].(BatchDestination)
+	bctx, cancel := context.WithTimeout(ctx, 2*s.timeout)
+	defer cancel()
+	outs := dest.DeliverBatch(bctx, ds)
+	for i, d := range ds {
+		out := outs[i]
+		if out.Err != nil && errors.Is(out.Err, context.DeadlineExceeded) && bctx.Err() != nil {
+			out.Err = fmt.Errorf("no answer within %s", 2*s.timeout)
+		}
+		as = append(as, s.attempted(ctx, d, at, out))
+	}
+	return as
 }
 
 // Timeout is how long one attempt's request may take.

@@ -107,3 +107,41 @@ func TestAPanicInADeliveryAttemptFailsOnlyThatAttempt(t *testing.T) {
 	is.Equal(panics.Load(), int64(1)) // and counted, as /metrics shows it
 	is.True(strings.Contains(logs.String(), "a transport bug"))
 }
+
+type batchingDestination struct{}
+
+func (batchingDestination) Deliver(context.Context, *store.Dispatch) Outcome { return Outcome{} }
+func (batchingDestination) DeliverBatch(_ context.Context, ds []*store.Dispatch) []Outcome {
+	return make([]Outcome, len(ds))
+}
+
+type singleDestination struct{}
+
+func (singleDestination) Deliver(context.Context, *store.Dispatch) Outcome { return Outcome{} }
+
+// The claimed task.succeeded deliveries of one Loop whose destination takes batches
+// go together; every other delivery (a webhook's, another event, another Loop's, a
+// disabled destination's, a destination without batches) goes alone.
+func TestSenderBatchesALoopsResultsOnlyForABatchDestination(t *testing.T) {
+	is := is.New(t)
+	s := &Sender{destinations: map[string]Destination{"crm": batchingDestination{}, "other": singleDestination{}}}
+	d := func(id, loop, kind, event string) *store.Dispatch {
+		return &store.Dispatch{ID: id, LoopID: loop, Kind: kind, Event: event}
+	}
+	disabled := d("7", "A", "crm", store.EventTaskSucceeded)
+	disabled.DisabledReason = "refused"
+	groups := s.batches([]*store.Dispatch{
+		d("1", "A", "crm", store.EventTaskSucceeded), d("2", "B", "crm", store.EventTaskSucceeded), d("3", "A", "crm", store.EventTaskSucceeded),
+		d("4", "A", "crm", store.EventTest), d("5", "A", "", store.EventTaskSucceeded), d("6", "C", "other", store.EventTaskSucceeded),
+		disabled, d("8", "C", "other", store.EventTaskSucceeded), d("9", "A", "crm", store.EventTaskSucceeded),
+	})
+	var ids [][]string
+	for _, g := range groups {
+		var each []string
+		for _, d := range g {
+			each = append(each, d.ID)
+		}
+		ids = append(ids, each)
+	}
+	is.Equal(ids, [][]string{{"1", "3", "9"}, {"2"}, {"4"}, {"5"}, {"6"}, {"7"}, {"8"}})
+}

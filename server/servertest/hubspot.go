@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,10 @@ import (
 )
 
 // FakeHubSpot serves the parts of HubSpot's CRM v3 API a HubSpot Loop calls, in its
-// published shapes: objects listed, searched (EQ filters), read, created and updated,
+// published shapes: objects listed, searched (EQ and IN filters), read, created and
+// updated, one at a time and in batches (batch/read by id or a unique property,
+// batch/create and batch/update of 100 inputs at most, a batch refused whole for one
+// input as HubSpot does, 207 multi-status with the inputs that failed),
 // properties created, contacts deleted under GDPR; its error body ({"status": "error",
 // "message", "correlationId", "category"}) with 401 for a token it does not know, 404,
 // 409 for a contact whose email is taken, and 429 with Retry-After or its rate-limit
@@ -45,6 +49,20 @@ type FakeHubSpot struct {
 	// message, as HubSpot refuses a value it does not take, quoting it.
 	Refuse      string
 	GdprDeleted []string
+	// down answers everything 503 while set.
+	down bool
+	// InvalidEmails are addresses HubSpot refuses as invalid (400 INVALID_EMAIL), a
+	// batch holding one refused whole.
+	InvalidEmails map[string]bool
+	// FailUpdate are the ids whose update in a batch fails alone (207).
+	FailUpdate map[string]bool
+}
+
+func (f *FakeHubSpot) SetDown(down bool) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	f.down = down
+	f.Calls = nil
 }
 
 func NewFakeHubSpot(t *testing.T, token string) *FakeHubSpot {
@@ -152,6 +170,10 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 			"Authentication credentials not found. This API supports OAuth 2.0 authentication and you can find more details at https://developers.hubspot.com/docs/methods/auth/oauth-overview")
 		return
 	}
+	if f.down {
+		hubspotError(w, http.StatusServiceUnavailable, "INTERNAL_ERROR", "down")
+		return
+	}
 	if len(f.fail) > 0 {
 		status := f.fail[0]
 		f.fail = f.fail[1:]
@@ -177,10 +199,17 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/crm/v3/"), "/")
+	if len(parts) == 4 && parts[0] == "objects" && parts[2] == "batch" && r.Method == http.MethodPost {
+		f.serveBatch(w, r, parts[1], parts[3])
+		return
+	}
 	var body struct {
 		Properties   map[string]string `json:"properties"`
 		FilterGroups []struct {
-			Filters []struct{ PropertyName, Operator, Value string }
+			Filters []struct {
+				PropertyName, Operator, Value string
+				Values                        []string
+			}
 		} `json:"filterGroups"`
 		Want     []string `json:"properties_"`
 		ObjectID string   `json:"objectId"`
@@ -233,7 +262,14 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 			match := len(body.FilterGroups) > 0 && !(f.SearchLags && f.fresh[id])
 			for _, g := range body.FilterGroups {
 				for _, flt := range g.Filters {
-					match = match && flt.Operator == "EQ" && strings.EqualFold(props[flt.PropertyName], flt.Value)
+					switch flt.Operator {
+					case "EQ":
+						match = match && strings.EqualFold(props[flt.PropertyName], flt.Value)
+					case "IN":
+						match = match && slices.Contains(flt.Values, strings.ToLower(props[flt.PropertyName]))
+					default:
+						match = false
+					}
 				}
 			}
 			if match {
@@ -242,6 +278,10 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.answer(w, http.StatusOK, map[string]any{"total": len(results), "results": append([]any{}, results...)})
 	case len(parts) == 2 && parts[0] == "objects" && r.Method == http.MethodPost:
+		if f.InvalidEmails[body.Properties["email"]] {
+			hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", invalidEmail(body.Properties["email"]))
+			return
+		}
 		if parts[1] == "contacts" {
 			for id, props := range f.Objects["contacts"] {
 				if strings.EqualFold(props["email"], body.Properties["email"]) {
@@ -292,6 +332,135 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		f.answer(w, http.StatusOK, shown(id, props, strings.Split(r.URL.Query().Get("properties"), ",")))
+	default:
+		hubspotError(w, http.StatusNotFound, "NOT_FOUND", "no route "+r.Method+" "+r.URL.Path)
+	}
+}
+
+func invalidEmail(email string) string {
+	return `Property values were not valid: [{"isValid":false,"message":"Email address ` + email +
+		` is invalid","error":"INVALID_EMAIL","name":"email","localizedErrorMessage":"Email address ` + email + ` is invalid"}]`
+}
+
+// serveBatch serves POST /crm/v3/objects/{objects}/batch/{read,create,update}.
+func (f *FakeHubSpot) serveBatch(w http.ResponseWriter, r *http.Request, objects, verb string) {
+	var body struct {
+		Inputs []struct {
+			ID                 string            `json:"id"`
+			Properties         map[string]string `json:"properties"`
+			ObjectWriteTraceID string            `json:"objectWriteTraceId"`
+		} `json:"inputs"`
+		Properties []string `json:"properties"`
+		IDProperty string   `json:"idProperty"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Inputs) == 0 {
+		hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", "Invalid input JSON")
+		return
+	}
+	if len(body.Inputs) > 100 {
+		hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", "Batch input size must be less than or equal to 100")
+		return
+	}
+	var results, errs []any
+	answer := func(ok int) {
+		status := ok
+		if len(errs) > 0 {
+			status = http.StatusMultiStatus
+		}
+		f.answer(w, status, map[string]any{"status": "COMPLETE", "results": append([]any{}, results...), "errors": errs,
+			"numErrors": len(errs), "startedAt": "2026-11-01T10:00:00.000Z", "completedAt": "2026-11-01T10:00:00.100Z"})
+	}
+	switch verb {
+	case "read":
+		if body.IDProperty != "" && !f.unique[objects+"/"+body.IDProperty] && !(objects == "contacts" && body.IDProperty == "email") {
+			hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", "Property "+body.IDProperty+" is not a unique identifier")
+			return
+		}
+		var missing []string
+		for _, in := range body.Inputs {
+			id := in.ID
+			if body.IDProperty != "" {
+				id = ""
+				for oid, props := range f.Objects[objects] {
+					if strings.EqualFold(props[body.IDProperty], in.ID) {
+						id = oid
+					}
+				}
+			}
+			if props, ok := f.Objects[objects][id]; ok {
+				results = append(results, shown(id, props, body.Properties))
+			} else {
+				missing = append(missing, in.ID)
+			}
+		}
+		if len(missing) > 0 {
+			errs = append(errs, map[string]any{"status": "error", "category": "OBJECT_NOT_FOUND",
+				"message": "Could not get some " + strings.ToUpper(objects) + " objects, they may be deleted or not exist. Check that ids are valid.",
+				"context": map[string][]string{"ids": missing}})
+		}
+		answer(http.StatusOK)
+	case "create":
+		// HubSpot refuses a batch whole for any one of its inputs.
+		seen := map[string]bool{}
+		for _, in := range body.Inputs {
+			if f.InvalidEmails[in.Properties["email"]] {
+				hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", invalidEmail(in.Properties["email"]))
+				return
+			}
+			for name, v := range in.Properties {
+				if f.Missing[name] {
+					hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", `Property values were not valid: [{"isValid":false,"message":"Property \"`+
+						name+`\" does not exist","error":"PROPERTY_DOESNT_EXIST","name":"`+name+`"}]`)
+					return
+				}
+				if !f.unique[objects+"/"+name] && !(objects == "contacts" && name == "email") {
+					continue
+				}
+				if id := f.holding(objects, name, v); id != "" || seen[name+"="+v] {
+					msg := "An object with the unique value already exists. Existing ID: " + id
+					if name == "email" {
+						msg = "Contact already exists. Existing ID: " + id
+					}
+					hubspotError(w, http.StatusConflict, "CONFLICT", msg)
+					return
+				}
+				seen[name+"="+v] = true
+			}
+		}
+		for _, in := range body.Inputs {
+			f.nextID++
+			id := fmt.Sprint(f.nextID)
+			f.Objects[objects][id] = in.Properties
+			if f.fresh == nil {
+				f.fresh = map[string]bool{}
+			}
+			f.fresh[id] = true
+			o := shown(id, in.Properties, nil)
+			o["objectWriteTraceId"] = in.ObjectWriteTraceID
+			results = append(results, o)
+		}
+		if f.FailAfterCreate {
+			f.FailAfterCreate = false
+			hubspotError(w, http.StatusBadGateway, "INTERNAL_ERROR", "the answer was lost")
+			return
+		}
+		answer(http.StatusCreated)
+	case "update":
+		for _, in := range body.Inputs {
+			props, ok := f.Objects[objects][in.ID]
+			if !ok || f.FailUpdate[in.ID] {
+				errs = append(errs, map[string]any{"status": "error", "category": "OBJECT_NOT_FOUND", "message": "resource not found",
+					"context": map[string][]string{"ids": {in.ID}}})
+				continue
+			}
+			for k, v := range in.Properties {
+				props[k] = v
+			}
+			o := shown(in.ID, props, nil)
+			o["objectWriteTraceId"] = in.ObjectWriteTraceID
+			results = append(results, o)
+		}
+		answer(http.StatusOK)
 	default:
 		hubspotError(w, http.StatusNotFound, "NOT_FOUND", "no route "+r.Method+" "+r.URL.Path)
 	}
