@@ -1,16 +1,28 @@
 package e2e
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"enrichd/store/storetest"
 )
 
 // TestMain gives the binary the tests build a directory of its own, and once they
-// have run removes it and stops the throwaway PostgreSQL they started, if any.
+// have run removes it and stops the throwaway PostgreSQL they started, if any. Most
+// of these tests wait (on a serve process, a browser, a sweep) far more than they
+// compute, so unless -parallel is given those that call t.Parallel run parallelTests
+// at a time rather than one a core.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(max(parallelTests, runtime.GOMAXPROCS(0))))
+	}
 	dir, err := os.MkdirTemp("", "enrichd-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -21,3 +33,8 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// parallelTests is how many tests run at once by default: enough to keep a 2-core
+// machine's cores busy while most of them wait on their processes, few enough that
+// the browser tests' and the 10,000-row batch's timings stay well within reach.
+const parallelTests = 6
