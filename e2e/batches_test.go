@@ -31,6 +31,7 @@ func TestBatchOfTenThousandRowsAddsUp(t *testing.T) {
 	t.Parallel()
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
+			t.Parallel() // each engine's serve waits on its own database
 			db := newDBPath(t)
 			if engine == "postgres" {
 				db = storetest.PostgresURL(t)
