@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"flag"
 	"fmt"
 	"os"
-	"runtime"
-	"strconv"
 	"testing"
 
 	"enrichd/store/storetest"
@@ -17,12 +14,7 @@ import (
 // compute, so unless -parallel is given those that call t.Parallel run parallelTests
 // at a time rather than one a core.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		flag.Set("test.parallel", strconv.Itoa(max(parallelTests, runtime.GOMAXPROCS(0))))
-	}
+	storetest.ParallelUnlessGiven(parallelTests)
 	dir, err := os.MkdirTemp("", "enrichd-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

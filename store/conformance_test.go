@@ -7,7 +7,12 @@ import (
 	"enrichd/store/storetest"
 )
 
-func TestMain(m *testing.M) { storetest.PostgresMain(m) }
+// The conformance suite's tests wait on their databases' commits far more than they
+// compute: they run eight at a time.
+func TestMain(m *testing.M) {
+	storetest.ParallelUnlessGiven(8)
+	storetest.PostgresMain(m)
+}
 
 // TestConformance runs everything the store promises on each engine.
 func TestConformance(t *testing.T) {

@@ -2,13 +2,10 @@ package servertest
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -22,12 +19,7 @@ import (
 // time rather than one a core. It stops the PostgreSQL cluster the tests started, and
 // removes the migrated SQLite file the tests' databases are copied from.
 func Main(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		flag.Set("test.parallel", strconv.Itoa(max(parallelTests, runtime.GOMAXPROCS(0))))
-	}
+	storetest.ParallelUnlessGiven(parallelTests)
 	code := storetest.PostgresRun(m)
 	if sqliteTemplate.dir != "" {
 		os.RemoveAll(sqliteTemplate.dir)
