@@ -31,7 +31,6 @@ func TestBatchOfTenThousandRowsAddsUp(t *testing.T) {
 	t.Parallel()
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
-			t.Parallel() // each engine's serve waits on its own database
 			db := newDBPath(t)
 			if engine == "postgres" {
 				db = storetest.PostgresURL(t)
@@ -91,8 +90,11 @@ func tenThousandRows(t *testing.T, db string) {
 		if b.Data.Status == store.BatchDone {
 			break
 		}
-		if time.Since(began) > 5*time.Minute {
-			t.Fatalf("the batch did not finish in 5 minutes: %+v", b.Data.Counts)
+		// A guard against a batch that never ends, not a measure of speed (the bench's
+		// batch scenario is): on two cores shared with the rest of the suite,
+		// PostgreSQL's run has taken over five minutes.
+		if time.Since(began) > 15*time.Minute {
+			t.Fatalf("the batch did not finish in 15 minutes: %+v", b.Data.Counts)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -31,7 +31,7 @@ import (
 // the Content-Security-Policy, cookies as the browser keeps them) is seen here.
 
 // browserBudget bounds the whole browser test, start of Chromium included.
-const browserBudget = 2 * time.Minute
+const browserBudget = 5 * time.Minute
 
 // stepBudget bounds one step, so that a page that never shows what is waited for fails
 // with the step's name long before the whole budget runs out.
