@@ -2,6 +2,7 @@ package hubspot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -96,10 +97,15 @@ func (dl *Deliverer) lockAll(loopID string, keys []string) func() {
 }
 
 // oneAtATime reports whether HubSpot refused a batch for what one of its inputs holds
-// (400, 404, 409 and the like), which the inputs written one at a time tell apart. Its
+// (400, 404, 409 and the like), or a search found more objects holding its keys than
+// are read (where one at a time the first found is enough), which the inputs written
+// one at a time tell apart. Its
 // 401 and 403 (the token), 429 and 5xx (HubSpot) fail every input, each retried on
 // its schedule.
 func oneAtATime(err error) bool {
+	if errors.Is(err, errSearchCrowded) {
+		return true
+	}
 	s := StatusOf(err)
 	return s >= 400 && s < 500 && s != http.StatusUnauthorized && s != http.StatusForbidden && s != http.StatusTooManyRequests
 }
@@ -290,7 +296,7 @@ func (c *Client) SearchIn(ctx context.Context, objects, property string, values,
 		after := ""
 		for page := 0; ; page++ {
 			if page == maxSearchPages {
-				return nil, fmt.Errorf("HubSpot's search found more than %d %s holding these %d values of %s", page*maxSearchPage, objects, len(chunk), property)
+				return nil, fmt.Errorf("%w: more than %d %s holding these %d values of %s", errSearchCrowded, page*maxSearchPage, objects, len(chunk), property)
 			}
 			body := map[string]any{
 				"filterGroups": []any{map[string]any{"filters": []any{map[string]any{"propertyName": property, "operator": "IN", "values": chunk}}}},
@@ -331,5 +337,8 @@ const maxSearchPage = 200
 
 // maxSearchPages bounds the pages read of one search.
 const maxSearchPages = 5
+
+// errSearchCrowded is a search that found more objects than maxSearchPages hold.
+var errSearchCrowded = errors.New("HubSpot's search found too many objects")
 
 var _ webhook.BatchDestination = (*Deliverer)(nil)
