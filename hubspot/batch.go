@@ -57,9 +57,11 @@ func (dl *Deliverer) DeliverBatch(ctx context.Context, ds []*store.Dispatch) []w
 	if len(jobs) == 1 {
 		alone = append(alone, at[0])
 	} else if len(jobs) > 1 {
-		unlock := dl.lockAll(ds[0].LoopID, slices.Collect(maps.Keys(keys)))
-		settled := dl.writeBatch(ctx, jobs)
-		unlock()
+		settled := func() []*webhook.Outcome {
+			// Deferred, so that a panic the sender recovers from leaves no stripe held.
+			defer dl.lockAll(ds[0].LoopID, slices.Collect(maps.Keys(keys)))()
+			return dl.writeBatch(ctx, jobs)
+		}()
 		for n, out := range settled {
 			if out == nil {
 				alone = append(alone, at[n])
