@@ -225,18 +225,17 @@ func (dl *Deliverer) writeBatch(ctx context.Context, jobs []*job) []*webhook.Out
 	}
 	if len(inputs) > 0 {
 		objs, failed, err := c.BatchCreate(ctx, objects, first.keyProp, inputs)
-		if err != nil {
-			settle(creating, err)
-		} else {
-			for _, i := range creating {
-				j := jobs[i]
-				if o := objs[j.w.d.ID]; o != nil {
-					summary, wrote := j.created(o, created[i], "")
-					outs[i] = &webhook.Outcome{Status: http.StatusOK, Summary: summary, Wrote: wrote}
-				} else {
-					out := failure(failed[j.w.d.ID])
-					outs[i] = &out
-				}
+		for _, i := range creating {
+			j := jobs[i]
+			switch o, ferr := objs[j.w.d.ID], failed[j.w.d.ID]; {
+			case o != nil:
+				summary, wrote := j.created(o, created[i], "")
+				outs[i] = &webhook.Outcome{Status: http.StatusOK, Summary: summary, Wrote: wrote}
+			case ferr != nil:
+				out := failure(ferr)
+				outs[i] = &out
+			default: // in a call that failed whole
+				settle([]int{i}, err)
 			}
 		}
 	}
@@ -261,18 +260,17 @@ func (dl *Deliverer) writeBatch(ctx context.Context, jobs []*job) []*webhook.Out
 	}
 	if len(inputs) > 0 {
 		objs, failed, err := c.BatchUpdate(ctx, objects, inputs)
-		if err != nil {
-			settle(filling, err)
-		} else {
-			for _, i := range filling {
-				j := jobs[i]
-				if objs[j.w.d.ID] != nil {
-					summary, wrote := j.filled(fills[i], "")
-					outs[i] = &webhook.Outcome{Status: http.StatusOK, Summary: summary, Wrote: wrote}
-				} else {
-					out := failure(failed[j.w.d.ID])
-					outs[i] = &out
-				}
+		for _, i := range filling {
+			j := jobs[i]
+			switch ferr := failed[j.w.d.ID]; {
+			case objs[j.w.d.ID] != nil:
+				summary, wrote := j.filled(fills[i], "")
+				outs[i] = &webhook.Outcome{Status: http.StatusOK, Summary: summary, Wrote: wrote}
+			case ferr != nil:
+				out := failure(ferr)
+				outs[i] = &out
+			default: // in a call that failed whole
+				settle([]int{i}, err)
 			}
 		}
 	}
