@@ -2,6 +2,7 @@ package hubspot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -56,9 +57,11 @@ func (dl *Deliverer) DeliverBatch(ctx context.Context, ds []*store.Dispatch) []w
 	if len(jobs) == 1 {
 		alone = append(alone, at[0])
 	} else if len(jobs) > 1 {
-		unlock := dl.lockAll(ds[0].LoopID, slices.Collect(maps.Keys(keys)))
-		settled := dl.writeBatch(ctx, jobs)
-		unlock()
+		settled := func() []*webhook.Outcome {
+			// Deferred, so that a panic the sender recovers from leaves no stripe held.
+			defer dl.lockAll(ds[0].LoopID, slices.Collect(maps.Keys(keys)))()
+			return dl.writeBatch(ctx, jobs)
+		}()
 		for n, out := range settled {
 			if out == nil {
 				alone = append(alone, at[n])
@@ -96,10 +99,15 @@ func (dl *Deliverer) lockAll(loopID string, keys []string) func() {
 }
 
 // oneAtATime reports whether HubSpot refused a batch for what one of its inputs holds
-// (400, 404, 409 and the like), which the inputs written one at a time tell apart. Its
+// (400, 404, 409 and the like), or a search found more objects holding its keys than
+// are read (where one at a time the first found is enough), which the inputs written
+// one at a time tell apart. Its
 // 401 and 403 (the token), 429 and 5xx (HubSpot) fail every input, each retried on
 // its schedule.
 func oneAtATime(err error) bool {
+	if errors.Is(err, errSearchCrowded) {
+		return true
+	}
 	s := StatusOf(err)
 	return s >= 400 && s < 500 && s != http.StatusUnauthorized && s != http.StatusForbidden && s != http.StatusTooManyRequests
 }
@@ -217,18 +225,17 @@ func (dl *Deliverer) writeBatch(ctx context.Context, jobs []*job) []*webhook.Out
 	}
 	if len(inputs) > 0 {
 		objs, failed, err := c.BatchCreate(ctx, objects, first.keyProp, inputs)
-		if err != nil {
-			settle(creating, err)
-		} else {
-			for _, i := range creating {
-				j := jobs[i]
-				if o := objs[j.w.d.ID]; o != nil {
-					summary, wrote := j.created(o, created[i], "")
-					outs[i] = &webhook.Outcome{Status: http.StatusOK, Summary: summary, Wrote: wrote}
-				} else {
-					out := failure(failed[j.w.d.ID])
-					outs[i] = &out
-				}
+		for _, i := range creating {
+			j := jobs[i]
+			switch o, ferr := objs[j.w.d.ID], failed[j.w.d.ID]; {
+			case o != nil:
+				summary, wrote := j.created(o, created[i], "")
+				outs[i] = &webhook.Outcome{Status: http.StatusOK, Summary: summary, Wrote: wrote}
+			case ferr != nil:
+				out := failure(ferr)
+				outs[i] = &out
+			default: // in a call that failed whole
+				settle([]int{i}, err)
 			}
 		}
 	}
@@ -253,18 +260,17 @@ func (dl *Deliverer) writeBatch(ctx context.Context, jobs []*job) []*webhook.Out
 	}
 	if len(inputs) > 0 {
 		objs, failed, err := c.BatchUpdate(ctx, objects, inputs)
-		if err != nil {
-			settle(filling, err)
-		} else {
-			for _, i := range filling {
-				j := jobs[i]
-				if objs[j.w.d.ID] != nil {
-					summary, wrote := j.filled(fills[i], "")
-					outs[i] = &webhook.Outcome{Status: http.StatusOK, Summary: summary, Wrote: wrote}
-				} else {
-					out := failure(failed[j.w.d.ID])
-					outs[i] = &out
-				}
+		for _, i := range filling {
+			j := jobs[i]
+			switch ferr := failed[j.w.d.ID]; {
+			case objs[j.w.d.ID] != nil:
+				summary, wrote := j.filled(fills[i], "")
+				outs[i] = &webhook.Outcome{Status: http.StatusOK, Summary: summary, Wrote: wrote}
+			case ferr != nil:
+				out := failure(ferr)
+				outs[i] = &out
+			default: // in a call that failed whole
+				settle([]int{i}, err)
 			}
 		}
 	}
@@ -290,7 +296,7 @@ func (c *Client) SearchIn(ctx context.Context, objects, property string, values,
 		after := ""
 		for page := 0; ; page++ {
 			if page == maxSearchPages {
-				return nil, fmt.Errorf("HubSpot's search found more than %d %s holding these %d values of %s", page*maxSearchPage, objects, len(chunk), property)
+				return nil, fmt.Errorf("%w: more than %d %s holding these %d values of %s", errSearchCrowded, page*maxSearchPage, objects, len(chunk), property)
 			}
 			body := map[string]any{
 				"filterGroups": []any{map[string]any{"filters": []any{map[string]any{"propertyName": property, "operator": "IN", "values": chunk}}}},
@@ -331,5 +337,8 @@ const maxSearchPage = 200
 
 // maxSearchPages bounds the pages read of one search.
 const maxSearchPages = 5
+
+// errSearchCrowded is a search that found more objects than maxSearchPages hold.
+var errSearchCrowded = errors.New("HubSpot's search found too many objects")
 
 var _ webhook.BatchDestination = (*Deliverer)(nil)

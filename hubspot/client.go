@@ -391,9 +391,10 @@ type BatchInput struct {
 // BatchCreate creates an object of each input (POST
 // /crm/v3/objects/{objects}/batch/create). BatchUpdate writes each input's properties
 // into its object (POST /crm/v3/objects/{objects}/batch/update). Each answers, by
-// trace id, the object written or why that input alone failed; an error of the call
+// trace id, the object written or why that input alone failed; an error of a call
 // (HubSpot refusing the whole batch, as it does one that names a property it lacks or
-// a contact it holds) fails every input.
+// a contact it holds) fails every input neither map names: those of that call and of
+// the calls after it, while what the calls before it wrote is still answered.
 // A created object whose answer carries no trace id is matched to its input by the
 // value of keyProperty, which every input holds.
 func (c *Client) BatchCreate(ctx context.Context, objects, keyProperty string, inputs []BatchInput) (map[string]*Object, map[string]error, error) {
@@ -412,7 +413,7 @@ func (c *Client) batchWrite(ctx context.Context, objects, verb, keyProperty stri
 		sent, _ := json.Marshal(body)
 		var ans batchAnswer
 		if err := c.do(ctx, http.MethodPost, "/crm/v3/objects/"+objects+"/batch/"+verb, body, &ans); err != nil {
-			return nil, nil, err
+			return done, failed, err
 		}
 		byID, byKey, inChunk := map[string]string{}, map[string]string{}, map[string]bool{}
 		for _, in := range chunk {

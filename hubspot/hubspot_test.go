@@ -138,3 +138,40 @@ func TestBatchAnswersSettleEachInputAlone(t *testing.T) {
 	is.True(!strings.Contains(failed["t-refused"].Error(), "refused@acme.com")) // the value is not kept
 	is.True(strings.Contains(failed["t-lost"].Error(), "did not say what became of this input"))
 }
+
+// A batch longer than HubSpot takes in one call, whose second call fails, still says
+// which inputs the first call wrote: those objects exist, and a delivery failed for
+// one of them would create it again on its retry.
+func TestBatchWriteKeepsWhatEarlierCallsWrote(t *testing.T) {
+	is := is.New(t)
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Inputs []BatchInput }
+		is.NoErr(json.NewDecoder(r.Body).Decode(&body))
+		if calls++; calls > 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			w.Write([]byte(`{"status":"error","message":"You have reached your secondly limit.","category":"RATE_LIMITS"}`))
+			return
+		}
+		var results []string
+		for i, in := range body.Inputs {
+			results = append(results, fmt.Sprintf(`{"id":"%d","properties":{},"objectWriteTraceId":%q}`, 500+i, in.ObjectWriteTraceID))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"status":"COMPLETE","results":[` + strings.Join(results, ",") + `]}`))
+	}))
+	defer srv.Close()
+	c := &Client{BaseURL: srv.URL, Token: "pat-x", HTTP: srv.Client()}
+	var inputs []BatchInput
+	for i := range MaxBatch + 1 {
+		inputs = append(inputs, BatchInput{Properties: map[string]string{"domain": fmt.Sprintf("c%d.com", i)}, ObjectWriteTraceID: fmt.Sprintf("t%d", i)})
+	}
+	done, failed, err := c.BatchCreate(t.Context(), "companies", "domain", inputs)
+	is.Equal(StatusOf(err), http.StatusTooManyRequests) // the last input's call failed
+	is.Equal(len(done), MaxBatch)                       // the first call's objects are known
+	is.Equal(done["t0"].ID, "500")
+	is.Equal(done["t100"], nil)
+	is.Equal(len(failed), 0)
+}

@@ -186,3 +186,34 @@ func TestHubSpotBatchInputFailsAlone(t *testing.T) {
 	is.Equal(hs.CallsTo("POST", "/objects/contacts/batch/update"), 2)
 	is.Equal(hs.CallsTo("POST", "/objects/contacts"), 2)
 }
+
+// A domain so many companies hold that the batch's search cannot read them all does
+// not fail the batch's other results, nor its own: each is written one at a time,
+// where the search needs only the first company holding its domain.
+func TestHubSpotCrowdedDomainDoesNotFailTheBatch(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	hs := servertest.NewFakeHubSpot(t, servertest.HubspotToken)
+	e := servertest.NewEnv(t, servertest.WithHubSpot(t, hs))
+	e.Net.AddCompany(servertest.Company("Acme", "acme.com"))
+	e.Net.AddCompany(servertest.Company("Globex", "globex.com"))
+	for range 1001 {
+		hs.Put("companies", map[string]string{"domain": "acme.com"})
+	}
+	loopID := e.CreateHubSpotLoop("HubSpot companies", "company", nil)
+	hs.SetDown(true)
+	e.StartWorkers()
+	tasks := runEach(e, loopID, "domain", "acme.com", "globex.com")
+	waitDeliveries(e, loopID, tasks, upTo(1))
+
+	hs.SetDown(false)
+	e.Clock.Add(10 * time.Second)
+	all := waitDeliveries(e, loopID, tasks, upTo(2))
+	is.Equal(hs.CallsTo("POST", "/objects/companies/search"), 5+2) // the batch's five pages, then one search for each result
+	is.Equal(all[tasks[0]]["last_error"], nil)
+	is.Equal(all[tasks[0]]["status"], "succeeded")
+	is.True(strings.HasPrefix(all[tasks[0]]["summary"].(string), "company "))
+	is.Equal(all[tasks[1]]["status"], "succeeded")
+	is.True(strings.HasPrefix(all[tasks[1]]["summary"].(string), "created company "))
+	is.Equal(hs.Count("companies"), 1002)
+}

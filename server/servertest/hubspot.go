@@ -3,10 +3,12 @@ package servertest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +19,8 @@ import (
 )
 
 // FakeHubSpot serves the parts of HubSpot's CRM v3 API a HubSpot Loop calls, in its
-// published shapes: objects listed, searched (EQ and IN filters), read, created and
+// published shapes: objects listed, searched (EQ and IN filters, a page of limit
+// results, 200 at most, the next by after), read, created and
 // updated, one at a time and in batches (batch/read by id or a unique property,
 // batch/create and batch/update of 100 inputs at most, a batch refused whole for one
 // input as HubSpot does, 207 multi-status with the inputs that failed),
@@ -258,7 +261,8 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 		f.answer(w, http.StatusOK, map[string]any{"results": []any{}})
 	case len(parts) == 3 && parts[0] == "objects" && parts[2] == "search" && r.Method == http.MethodPost:
 		var results []any
-		for id, props := range f.Objects[parts[1]] {
+		for _, id := range slices.SortedFunc(maps.Keys(f.Objects[parts[1]]), byNumber) {
+			props := f.Objects[parts[1]][id]
 			match := len(body.FilterGroups) > 0 && !(f.SearchLags && f.fresh[id])
 			for _, g := range body.FilterGroups {
 				for _, flt := range g.Filters {
@@ -276,7 +280,25 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 				results = append(results, shown(id, props, body.Want))
 			}
 		}
-		f.answer(w, http.StatusOK, map[string]any{"total": len(results), "results": append([]any{}, results...)})
+		// A page of limit results (10 unless asked, 200 at most), the next one after.
+		limit, after := 10, 0
+		json.Unmarshal(raw["limit"], &limit)
+		var next string
+		if json.Unmarshal(raw["after"], &next) == nil {
+			after, _ = strconv.Atoi(next)
+		}
+		if limit < 1 || limit > 200 {
+			hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", "limit must be between 1 and 200")
+			return
+		}
+		ans := map[string]any{"total": len(results)}
+		page := results[min(after, len(results)):]
+		if len(page) > limit {
+			page = page[:limit]
+			ans["paging"] = map[string]any{"next": map[string]any{"after": strconv.Itoa(after + limit)}}
+		}
+		ans["results"] = append([]any{}, page...)
+		f.answer(w, http.StatusOK, ans)
 	case len(parts) == 2 && parts[0] == "objects" && r.Method == http.MethodPost:
 		if f.InvalidEmails[body.Properties["email"]] {
 			hubspotError(w, http.StatusBadRequest, "VALIDATION_ERROR", invalidEmail(body.Properties["email"]))
@@ -335,6 +357,13 @@ func (f *FakeHubSpot) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		hubspotError(w, http.StatusNotFound, "NOT_FOUND", "no route "+r.Method+" "+r.URL.Path)
 	}
+}
+
+// byNumber orders HubSpot's ids, which are numbers.
+func byNumber(a, b string) int {
+	x, _ := strconv.Atoi(a)
+	y, _ := strconv.Atoi(b)
+	return x - y
 }
 
 func invalidEmail(email string) string {
