@@ -117,8 +117,9 @@ func RunOnPostgres(t *testing.T) {
 		time.Since(began).Round(time.Millisecond), len(children))
 }
 
-// parallelOnPostgres is how many tests the run on PostgreSQL runs at once: as many as
-// the three runs that shared the suite before ran.
+// parallelOnPostgres is how many tests the run on PostgreSQL runs at once, beside the
+// SQLite suite's: three keep the cluster's connections and the cores busy without
+// starving the tests' timings.
 const parallelOnPostgres = 3
 
 // childShardCount is how many runs on PostgreSQL share the suite. Each runs its tests
