@@ -105,10 +105,13 @@ type NewAuditEntry struct {
 	// entry by person; nil when none.
 	Subject     *string
 	SubjectHash []byte
-	TaskID      *string
-	BatchID     *string
-	ObjectID    *string // what the act made or changed: a key, a user, a suppression, an erasure...
-	Credits     int64
+	// seal is Subject's seal (subjectSeal) when the caller made it ahead, outside the
+	// transaction; nil makes appendAudit make it.
+	seal     []byte
+	TaskID   *string
+	BatchID  *string
+	ObjectID *string // what the act made or changed: a key, a user, a suppression, an erasure...
+	Credits  int64
 	// Detail is the act's own figures, marshaled as a JSON object (counts, a cut); never
 	// a person's data.
 	Detail any
@@ -206,35 +209,46 @@ type auditRow struct {
 // length-prefixed (a NULL told from an empty text), so that no two entries that
 // differ in a column hash alike.
 func (r *auditRow) chainHash() []byte {
-	b := make([]byte, 0, 512)
-	b = append(b, "enrichd audit 1\x00"...)
+	// Built on the stack: every enrichment hashes one entry in the writer.
+	var buf [512]byte
+	b := append(buf[:0], "enrichd audit 1\x00"...)
 	b = append(b, r.prevHash...)
-	str := func(s string) { b = binary.AppendUvarint(append(b, 1), uint64(len(s))); b = append(b, s...) }
-	opt := func(s *string) {
-		if s == nil {
-			b = append(b, 0)
-			return
-		}
-		str(*s)
-	}
-	blob := func(v []byte) { b = binary.AppendUvarint(append(b, 1), uint64(len(v))); b = append(b, v...) }
-	str(r.orgID)
+	b = appendChainText(b, r.orgID)
 	b = binary.AppendVarint(b, r.seq)
 	b = binary.AppendVarint(b, r.at)
-	str(r.actorKind)
-	opt(r.actorID)
-	opt(r.actorName)
-	str(r.action)
-	blob(r.subjectHash)
-	blob(r.seal)
-	opt(r.taskID)
-	opt(r.batchID)
-	opt(r.objID)
+	b = appendChainText(b, r.actorKind)
+	b = appendChainOpt(b, r.actorID)
+	b = appendChainOpt(b, r.actorName)
+	b = appendChainText(b, r.action)
+	b = appendChainBlob(b, r.subjectHash)
+	b = appendChainBlob(b, r.seal)
+	b = appendChainOpt(b, r.taskID)
+	b = appendChainOpt(b, r.batchID)
+	b = appendChainOpt(b, r.objID)
 	b = binary.AppendVarint(b, r.credits)
-	opt(r.requestID)
-	opt(r.detail)
+	b = appendChainOpt(b, r.requestID)
+	b = appendChainOpt(b, r.detail)
 	sum := sha256.Sum256(b)
 	return sum[:]
+}
+
+// appendChainText, appendChainOpt and appendChainBlob append a column to what
+// chainHash hashes: present (1), its length, its bytes; a NULL is a single 0.
+func appendChainText(b []byte, s string) []byte {
+	b = binary.AppendUvarint(append(b, 1), uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendChainOpt(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, 0)
+	}
+	return appendChainText(b, *s)
+}
+
+func appendChainBlob(b []byte, v []byte) []byte {
+	b = binary.AppendUvarint(append(b, 1), uint64(len(v)))
+	return append(b, v...)
 }
 
 // subjectSeal is the keyed hash of a subject's text as kept: what the chain covers in
@@ -265,7 +279,9 @@ func (db *DB) appendAudit(ctx context.Context, tx Tx, e NewAuditEntry) error {
 	if len(e.SubjectHash) > 0 {
 		r.subjectHash = e.SubjectHash
 	}
-	if e.Subject != nil {
+	if e.Subject != nil && e.seal != nil {
+		r.seal = e.seal
+	} else if e.Subject != nil {
 		h, err := db.hasher()
 		if err != nil {
 			return err
