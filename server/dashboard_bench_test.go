@@ -42,7 +42,7 @@ func BenchmarkDashboardPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	for range 5 {
-		if _, _, err := e.db.CreateKey(ctx, "acme", "bench", false); err != nil {
+		if _, _, err := e.db.CreateKey(ctx, store.BySystem, "acme", "bench", false); err != nil {
 			b.Fatal(err)
 		}
 	}

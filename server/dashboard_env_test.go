@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"enrichd/store"
 )
 
 // browser is a person at the dashboard: a cookie jar against the env's server, sending
@@ -49,7 +51,7 @@ func (e *env) newBrowser() *browser {
 // `enrichd users create` does.
 func (e *env) newUser(org, email, role string) string {
 	e.t.Helper()
-	_, token, err := e.db.CreateUser(context.Background(), org, email, role)
+	_, token, err := e.db.CreateUser(context.Background(), store.BySystem, org, email, role)
 	if err != nil {
 		e.t.Fatalf("creating user %s: %v", email, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"enrichd/server"
+	"enrichd/store"
 	"github.com/matryer/is"
 )
 
@@ -129,7 +130,7 @@ func TestDashboardGettingStarted(t *testing.T) {
 	e.newOrg("bare", 0)
 	k := e.keysOf("bare")
 	is.Equal(len(k), 1)
-	is.NoErr(e.db.RevokeKey(ctx, "bare", k[0].ID))
+	is.NoErr(e.db.RevokeKey(ctx, store.BySystem, "bare", k[0].ID))
 	bare := e.signIn("bare", "viewer")
 	p = bare.get("/dashboard/")
 	is.Equal(p.status, http.StatusOK)
@@ -145,7 +146,7 @@ func TestDashboardGettingStarted(t *testing.T) {
 	is.Equal(strings.Count(p.body, `<li class="todo">`), 1)
 	is.Equal(strings.Count(p.body, `<li class="done">`), 2)
 
-	_, _, err = e.db.CreateKey(ctx, "bare", "first", false)
+	_, _, err = e.db.CreateKey(ctx, store.BySystem, "bare", "first", false)
 	is.NoErr(err)
 	p = bare.get("/dashboard/")
 	is.Equal(p.status, http.StatusOK)

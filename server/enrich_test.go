@@ -10,6 +10,7 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/server"
+	"enrichd/store"
 
 	"github.com/matryer/is"
 )
@@ -252,7 +253,7 @@ func TestBadRequestsAreRefusedAndChargeNothing(t *testing.T) {
 func TestUnauthorizedIsPlainText(t *testing.T) {
 	e := newEnv(t)
 	revoked, _ := e.newOrg("other", 10)
-	if err := e.db.RevokeKey(t.Context(), "other", revoked[:12]); err != nil {
+	if err := e.db.RevokeKey(t.Context(), store.BySystem, "other", revoked[:12]); err != nil {
 		t.Fatal(err)
 	}
 	for name, auth := range map[string]string{

@@ -157,7 +157,7 @@ func (e *env) stopWorkers() {
 // newOrg creates an organization holding credits and returns a key of it.
 func (e *env) newOrg(name string, credits int64) (key, orgID string) {
 	ctx := context.Background()
-	key, k, err := e.db.CreateKey(ctx, name, "test", true)
+	key, k, err := e.db.CreateKey(ctx, store.BySystem, name, "test", true)
 	if err != nil {
 		e.t.Fatal(err)
 	}

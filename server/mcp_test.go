@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"enrichd/server"
+	"enrichd/store"
 	"enrichd/store/storetest"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -204,7 +205,7 @@ func TestMCPListsItsTools(t *testing.T) {
 func TestMCPNeedsTheAPIKey(t *testing.T) {
 	e := newEnv(t)
 	revoked, _ := e.newOrg("other", 10)
-	if err := e.db.RevokeKey(t.Context(), "other", e.keyByPrefix("other", revoked).ID); err != nil {
+	if err := e.db.RevokeKey(t.Context(), store.BySystem, "other", e.keyByPrefix("other", revoked).ID); err != nil {
 		t.Fatal(err)
 	}
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`

@@ -227,7 +227,7 @@ func scanTask(row Row, before ...any) (*Task, error) {
 // would give. The task is inserted before it is charged for that reason: a cancel or a
 // refund takes task_counts before credit_grants too. A claimer, which holds a turn,
 // never waits for an organization's row (it skips a locked one).
-func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
+func (db *DB) CreateTask(ctx context.Context, by By, nt NewTask) (*Enqueued, error) {
 	var ahead *storedAnswer
 	if db.SingleWriter() {
 		ahead = db.answerAhead(ctx, nt)
@@ -251,7 +251,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 	var out *Enqueued
 	err = db.Write(ctx, func(tx Tx) error {
 		var err error
-		out, err = db.createTask(ctx, tx, nt, ahead, audit)
+		out, err = db.createTask(ctx, tx, by, nt, ahead, audit)
 		return err
 	})
 	if err != nil {
@@ -262,7 +262,7 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 
 // createTask is CreateTask's transaction; entry is the task's audit entry, its subject
 // hashed and sealed ahead: createTask adds the task and its charge to it.
-func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAnswer, entry NewAuditEntry) (*Enqueued, error) {
+func (db *DB) createTask(ctx context.Context, tx Tx, by By, nt NewTask, ahead *storedAnswer, entry NewAuditEntry) (*Enqueued, error) {
 	h, err := db.hasher()
 	if err != nil {
 		return nil, err
@@ -396,7 +396,7 @@ func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAn
 	if t.Status != StatusFailed { // a task failed here was refunded at once
 		entry.Credits = t.CreditsCharged
 	}
-	if err := db.appendAudit(ctx, tx, entry); err != nil {
+	if err := db.appendAudit(ctx, tx, by, entry); err != nil {
 		return nil, err
 	}
 	return &Enqueued{Task: t}, nil
