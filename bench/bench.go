@@ -310,7 +310,7 @@ func (e *env) close() {
 
 // newOrg creates an organization with plenty of credits and returns a key of it.
 func (e *env) newOrg(ctx context.Context, name string) (key, orgID string, err error) {
-	key, k, err := e.db.CreateKey(ctx, name, "bench", true)
+	key, k, err := e.db.CreateKey(ctx, store.BySystem, name, "bench", true)
 	if err != nil {
 		return "", "", err
 	}

@@ -54,7 +54,7 @@ func measureCeilings(ctx context.Context, opt Options) (write, read float64, err
 		return 0, 0, err
 	}
 	defer db.Close()
-	if _, _, err := db.CreateKey(ctx, "ceiling", "bench", true); err != nil {
+	if _, _, err := db.CreateKey(ctx, store.BySystem, "ceiling", "bench", true); err != nil {
 		return 0, 0, err
 	}
 	grant, err := db.GrantCredits(ctx, "ceiling", 1<<40, nil)

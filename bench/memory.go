@@ -173,7 +173,7 @@ func prepareServeDB(ctx context.Context, opt Options, path, hookURL string) (key
 		return "", "", err
 	}
 	defer db.Close()
-	key, k, err := db.CreateKey(ctx, "bench", "bench", true)
+	key, k, err := db.CreateKey(ctx, store.BySystem, "bench", "bench", true)
 	if err != nil {
 		return "", "", err
 	}

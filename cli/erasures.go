@@ -59,7 +59,7 @@ func newEraseCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			er, err := db.Erase(cmd.Context(), ne)
+			er, err := db.Erase(cmd.Context(), store.ByOperator, ne)
 			if err != nil {
 				return err
 			}
@@ -138,7 +138,7 @@ func newExportCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			x, err := db.ExportPerson(cmd.Context(), orgID, orgID == "", sub)
+			x, err := db.ExportPerson(cmd.Context(), store.ByOperator, orgID, orgID == "", sub)
 			if err != nil {
 				return err
 			}

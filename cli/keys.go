@@ -29,7 +29,7 @@ func newKeysCommand() *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			plain, _, err := db.CreateKey(cmd.Context(), orgFlag(cmd), name, !noCreate)
+			plain, _, err := db.CreateKey(cmd.Context(), store.ByOperator, orgFlag(cmd), name, !noCreate)
 			if err != nil {
 				return err
 			}
@@ -66,7 +66,7 @@ func newKeysCommand() *cobra.Command {
 		Short: "Revoke a key; requests with it are refused at once",
 		Args:  cobra.ExactArgs(1),
 		RunE: withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
-			if err := db.RevokeKey(cmd.Context(), orgFlag(cmd), strings.TrimSuffix(args[0], "…")); err != nil {
+			if err := db.RevokeKey(cmd.Context(), store.ByOperator, orgFlag(cmd), strings.TrimSuffix(args[0], "…")); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "revoked")

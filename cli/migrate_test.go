@@ -57,10 +57,10 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 	m := migrated{tasks: map[string]string{}}
 	for i, name := range []string{"acme", "globex", "initech"} {
 		m.orgs = append(m.orgs, name)
-		_, key, err := db.CreateKey(ctx, name, "ci", true)
+		_, key, err := db.CreateKey(ctx, store.BySystem, name, "ci", true)
 		is.NoErr(err)
 		org := key.OrgID
-		_, _, err = db.CreateKey(ctx, name, "old", false)
+		_, _, err = db.CreateKey(ctx, store.BySystem, name, "old", false)
 		is.NoErr(err)
 		_, err = db.GrantCredits(ctx, name, 100, nil)
 		is.NoErr(err)
@@ -73,22 +73,22 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		_, err = db.CreateTestDelivery(ctx, org, loop.ID)
 		is.NoErr(err)
 		watched := "watched-" + name + ".example"
-		_, err = db.CreateWatch(ctx, store.NewWatch{OrgID: org, ObjectType: enrich.ObjectCompany,
+		_, err = db.CreateWatch(ctx, store.BySystem, store.NewWatch{OrgID: org, ObjectType: enrich.ObjectCompany,
 			Input: enrich.Input{Lookup: enrich.LookupDomain, Target: watched}, RawInput: json.RawMessage(`{"domain":"` + watched + `"}`),
 			LoopID: loop.ID, EveryDays: 30, Fields: []string{"employee_count"}, Enabled: true, FirstRunAt: db.Now()})
 		is.NoErr(err)
-		_, _, err = db.CreateUser(ctx, name, "admin@"+name+".example", "admin")
+		_, _, err = db.CreateUser(ctx, store.BySystem, name, "admin@"+name+".example", "admin")
 		is.NoErr(err)
-		u, _, err := db.CreateUser(ctx, name, "viewer@"+name+".example", "viewer")
+		u, _, err := db.CreateUser(ctx, store.BySystem, name, "viewer@"+name+".example", "viewer")
 		is.NoErr(err)
-		_, err = db.CreateSession(ctx, u.ID, time.Hour)
+		_, err = db.CreateSession(ctx, store.BySystem, u.ID, time.Hour)
 		is.NoErr(err)
-		_, err = db.AddSuppression(ctx, store.NewSuppression{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "jane@" + name + ".example"},
+		_, err = db.AddSuppression(ctx, store.BySystem, store.NewSuppression{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "jane@" + name + ".example"},
 			AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 		is.NoErr(err)
 		// An erasure of someone the organization holds nothing on: its row, its
 		// suppression and its audit entry are copied as any others.
-		_, err = db.Erase(ctx, store.NewErasure{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "gone@" + name + ".example"},
+		_, err = db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "gone@" + name + ".example"},
 			By: store.AddedBy{Kind: store.AddedByCLI}})
 		is.NoErr(err)
 
@@ -100,7 +100,7 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 			if idemKey != "" {
 				nt.IdempotencyKey, nt.Endpoint, nt.BodyHash = idemKey, "POST /v1/companies/enrich", strings.Repeat("ab", 32)
 			}
-			e, err := db.CreateTask(ctx, nt)
+			e, err := db.CreateTask(ctx, store.BySystem, nt)
 			is.NoErr(err)
 			return e
 		}
@@ -159,12 +159,12 @@ func fillForMigration(t *testing.T, db *store.DB) migrated {
 		rowReq := func(d string) store.NewBatchRow {
 			return store.NewBatchRow{Values: []string{d, "x"}, Request: json.RawMessage(`{"domain":"` + d + `"}`)}
 		}
-		b, _, err := db.CreateBatch(ctx, store.NewBatch{OrgID: org, ObjectType: enrich.ObjectCompany, Name: "crm.csv",
+		b, _, err := db.CreateBatch(ctx, store.BySystem, store.NewBatch{OrgID: org, ObjectType: enrich.ObjectCompany, Name: "crm.csv",
 			Columns: []string{"domain", "owner"}, Rows: []store.NewBatchRow{rowReq(domain), rowReq("a-" + domain), rowReq("b-" + domain)},
 			CreditsEstimate: 3, IdempotencyKey: "upload-" + name, BodyHash: strings.Repeat("cd", 32)})
 		is.NoErr(err)
 		body, _ := json.Marshal(map[string]string{"domain": domain})
-		row, err := db.CreateTask(ctx, store.NewTask{OrgID: org, Input: enrich.Input{Lookup: enrich.LookupDomain, Target: domain}, RawInput: body,
+		row, err := db.CreateTask(ctx, store.BySystem, store.NewTask{OrgID: org, Input: enrich.Input{Lookup: enrich.LookupDomain, Target: domain}, RawInput: body,
 			TTL: 10 * time.Minute, MaxBacklog: 1000, Freshness: 30 * 24 * time.Hour, Batch: &store.BatchRowRef{BatchID: b.ID, Row: 1},
 			IdempotencyKey: store.RowIdempotencyKey(b.ID, 1), Endpoint: "POST /v1/batches", BodyHash: strings.Repeat("ef", 32)})
 		is.NoErr(err)

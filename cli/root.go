@@ -48,11 +48,6 @@ func NewRootCommand(p Program, stdout, stderr io.Writer) *cobra.Command {
 				ctx = context.Background()
 			}
 			ctx = context.WithValue(ctx, programKey{}, p)
-			if name := cmd.Name(); name != "serve" && name != "bench" {
-				// What a command does is the operator's, in the audit log; serve's
-				// requests and work say each whose it is.
-				ctx = store.Acting(ctx, store.Actor{Kind: store.ActorCLI}, "")
-			}
 			cmd.SetContext(ctx)
 			return flagsFromEnv(cmd.Flags())
 		},

@@ -49,7 +49,7 @@ func newSuppressionsCommand() *cobra.Command {
 				if err != nil {
 					return rowsError(file, err)
 				}
-				added, existing, err := db.ImportSuppressions(cmd.Context(), list)
+				added, existing, err := db.ImportSuppressions(cmd.Context(), store.ByOperator, list)
 				if err != nil {
 					return err
 				}
@@ -66,7 +66,7 @@ func newSuppressionsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := db.AddSuppression(cmd.Context(), ns)
+			s, err := db.AddSuppression(cmd.Context(), store.ByOperator, ns)
 			if err != nil {
 				return err
 			}
@@ -124,7 +124,7 @@ func newSuppressionsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := db.DeleteSuppression(cmd.Context(), orgID, args[0])
+			s, err := db.DeleteSuppression(cmd.Context(), store.ByOperator, orgID, args[0])
 			if err != nil {
 				return err
 			}

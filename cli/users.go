@@ -54,7 +54,7 @@ func newUsersCommand() *cobra.Command {
 			return withDB(func(cmd *cobra.Command, args []string, db *store.DB) error {
 				email, _ := cmd.Flags().GetString("email")
 				role, _ := cmd.Flags().GetString("role")
-				u, token, err := db.CreateUser(cmd.Context(), orgFlag(cmd), email, role)
+				u, token, err := db.CreateUser(cmd.Context(), store.ByOperator, orgFlag(cmd), email, role)
 				if err != nil {
 					return err
 				}

@@ -79,7 +79,7 @@ func newWatchesCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w, err := db.CreateWatch(cmd.Context(), nw)
+			w, err := db.CreateWatch(cmd.Context(), store.ByOperator, nw)
 			if err != nil {
 				return err
 			}

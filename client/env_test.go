@@ -89,7 +89,7 @@ func (e *env) startWorkers() {
 // newOrg creates an organization holding credits and returns a key of it.
 func (e *env) newOrg(name string, credits int64) string {
 	e.t.Helper()
-	key, _, err := e.db.CreateKey(context.Background(), name, "test", true)
+	key, _, err := e.db.CreateKey(context.Background(), store.BySystem, name, "test", true)
 	if err != nil {
 		e.t.Fatal(err)
 	}

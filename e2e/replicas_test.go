@@ -188,7 +188,7 @@ func TestReplicasSurviveAKill(t *testing.T) {
 	loops := make([]string, orgs)
 	for i := range orgs {
 		name := fmt.Sprintf("org%d", i)
-		key, k, err := db.CreateKey(ctx, name, "ci", true)
+		key, k, err := db.CreateKey(ctx, store.BySystem, name, "ci", true)
 		is.NoErr(err)
 		keys[i] = key
 		_, err = db.GrantCredits(ctx, name, 1000, nil)

@@ -122,7 +122,7 @@ func TestUsersList(t *testing.T) {
 	st := openStore(t, db)
 	jane, err := st.SetPassword(t.Context(), janeLink, "$argon2id$x")
 	is.NoErr(err)
-	_, err = st.CreateSession(t.Context(), jane.ID, time.Hour)
+	_, err = st.CreateSession(t.Context(), store.BySystem, jane.ID, time.Hour)
 	is.NoErr(err)
 	mustCLI(t, "users", "disable", "--email", "amy@beta.io", "--db", db)
 
@@ -168,7 +168,7 @@ func TestUsersDisable(t *testing.T) {
 	st := openStore(t, db)
 	jane, err := st.SetPassword(t.Context(), setupToken(t, out, "http://127.0.0.1:8080"), "$argon2id$x")
 	is.NoErr(err)
-	session, err := st.CreateSession(t.Context(), jane.ID, time.Hour)
+	session, err := st.CreateSession(t.Context(), store.BySystem, jane.ID, time.Hour)
 	is.NoErr(err)
 
 	contains(t, mustCLI(t, "users", "disable", "--email", "Jane@acme.com", "--db", db), "disabled jane@acme.com")

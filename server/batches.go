@@ -651,7 +651,7 @@ func (s *Server) createBatch(ctx context.Context, orgID string, body []byte, up 
 		fmt.Fprintf(h, "enrich\n%s\non_error\n%s\n", ask.enrich, ask.onError)
 	}
 	h.Write(body)
-	b, replayed, err := s.db.CreateBatch(ctx, store.NewBatch{OrgID: orgID, ObjectType: plan.objectType, Name: name,
+	b, replayed, err := s.db.CreateBatch(ctx, ActingOf(ctx), store.NewBatch{OrgID: orgID, ObjectType: plan.objectType, Name: name,
 		Columns: up.columns, Rows: plan.rows, CreditsEstimate: plan.estimate, IdempotencyKey: key, BodyHash: hex.EncodeToString(h.Sum(nil))})
 	if err != nil {
 		return nil, false, err
@@ -757,7 +757,7 @@ func (s *Server) writeBatchResults(w http.ResponseWriter, r *http.Request, b *st
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": base + "-results" + ext}))
 	// The download is an access to the rows' people: recorded before a byte is sent.
 	batchID := b.ID
-	if err := s.db.RecordAudit(ctx, store.NewAuditEntry{OrgID: b.OrgID, Action: store.AuditBatchDownloaded, BatchID: &batchID,
+	if err := s.db.RecordAudit(ctx, ActingOf(ctx), store.NewAuditEntry{OrgID: b.OrgID, Action: store.AuditBatchDownloaded, BatchID: &batchID,
 		Detail: map[string]any{"format": ext[1:], "rows": b.Rows}}); err != nil {
 		w.Header().Del("Content-Disposition")
 		fail(w, r, err)

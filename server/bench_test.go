@@ -34,7 +34,7 @@ func benchServer(b *testing.B) (srv *server.Server, key string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	key, _, err = db.CreateKey(ctx, "acme", "bench", true)
+	key, _, err = db.CreateKey(ctx, store.BySystem, "acme", "bench", true)
 	if err != nil {
 		b.Fatal(err)
 	}

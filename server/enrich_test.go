@@ -11,6 +11,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/server"
 	"enrichd/server/servertest"
+	"enrichd/store"
 
 	"github.com/matryer/is"
 )
@@ -262,7 +263,7 @@ func TestUnauthorizedIsPlainText(t *testing.T) {
 	t.Parallel()
 	e := servertest.NewEnv(t)
 	revoked, _ := e.NewOrg("other", 10)
-	if err := e.DB.RevokeKey(t.Context(), "other", revoked[:12]); err != nil {
+	if err := e.DB.RevokeKey(t.Context(), store.BySystem, "other", revoked[:12]); err != nil {
 		t.Fatal(err)
 	}
 	for name, auth := range map[string]string{

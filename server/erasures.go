@@ -62,7 +62,7 @@ func (s *Server) Erase(ctx context.Context, orgID string, req ErasureRequest, by
 	if err != nil {
 		return nil, err
 	}
-	er, err := s.db.Erase(ctx, ne)
+	er, err := s.db.Erase(ctx, ActingOf(ctx), ne)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (s *Server) ExportPerson(ctx context.Context, orgID string, req ErasureRequ
 	if err != nil {
 		return nil, err
 	}
-	return s.db.ExportPerson(ctx, orgID, false, sub)
+	return s.db.ExportPerson(ctx, ActingOf(ctx), orgID, false, sub)
 }
 
 // ExportRequest reads an export's query: exactly one of email or networkUrl, each at

@@ -155,7 +155,7 @@ type taskRequest = store.TaskRequest
 // submitTask creates the task, charging for it, and wakes a worker when it is queued
 // and the sender when it settled at once with a Loop to tell.
 func (s *Server) submitTask(ctx context.Context, tr taskRequest) (*store.Enqueued, error) {
-	res, err := s.db.SubmitTask(ctx, tr, store.TaskLimits{TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness})
+	res, err := s.db.SubmitTask(ctx, ActingOf(ctx), tr, store.TaskLimits{TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness})
 	if err != nil {
 		return nil, err
 	}

@@ -213,7 +213,7 @@ func handleCreateWatch(s *Server) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		wt, err := s.db.CreateWatch(r.Context(), nw)
+		wt, err := s.db.CreateWatch(r.Context(), ActingOf(r.Context()), nw)
 		if err != nil {
 			s.error(w, r, err)
 			return
@@ -397,7 +397,7 @@ func handleImportWatches(s *Server) http.Handler {
 			valid, at = append(valid, nw), append(at, i)
 		}
 		if len(valid) > 0 {
-			results, err := s.db.CreateWatches(r.Context(), valid)
+			results, err := s.db.CreateWatches(r.Context(), ActingOf(r.Context()), valid)
 			if err != nil {
 				s.error(w, r, err)
 				return

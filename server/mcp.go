@@ -568,7 +568,7 @@ func (s *Server) mcpTool(run func(ctx context.Context, p *store.Principal, args 
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}") // a tool called without arguments
 		}
-		ctx = store.Acting(ctx, mcpActor(p, req.ClientInfo()), ri.id)
+		ctx = acting(ctx, store.By{Actor: mcpActor(p, req.ClientInfo()), RequestID: ri.id})
 		out, err := run(ctx, p, args)
 		if err != nil {
 			return s.mcpError(ctx, ri, err), nil

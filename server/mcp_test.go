@@ -15,6 +15,7 @@ import (
 
 	"enrichd/server"
 	"enrichd/server/servertest"
+	"enrichd/store"
 	"enrichd/store/storetest"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -170,7 +171,7 @@ func TestMCPNeedsTheAPIKey(t *testing.T) {
 	t.Parallel()
 	e := servertest.NewEnv(t)
 	revoked, _ := e.NewOrg("other", 10)
-	if err := e.DB.RevokeKey(t.Context(), "other", e.KeyByPrefix("other", revoked).ID); err != nil {
+	if err := e.DB.RevokeKey(t.Context(), store.BySystem, "other", e.KeyByPrefix("other", revoked).ID); err != nil {
 		t.Fatal(err)
 	}
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`

@@ -219,8 +219,8 @@ func (s *Server) authed(next http.Handler) http.Handler {
 			s.error(w, r, err)
 			return
 		}
-		// What the request does is the key's, for the audit log (store.Acting).
-		ctx := store.Acting(context.WithValue(r.Context(), principalKey, p), store.KeyActor(p), info(r).id)
+		// What the request does is the key's, for the audit log (ActingOf).
+		ctx := acting(context.WithValue(r.Context(), principalKey, p), store.By{Actor: store.KeyActor(p), RequestID: info(r).id})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	}))
 }

@@ -86,9 +86,26 @@ func (s *Server) AbortStream(r *http.Request, msg string, err error, attrs ...an
 	s.abortStream(r, msg, err, attrs...)
 }
 
-// ActAs is r acting as actor, for the audit log (store.Acting), with the request's id.
+// ActAs is r acting as actor, for the audit log (ActingOf), with the request's id.
 func ActAs(r *http.Request, actor store.Actor) *http.Request {
-	return r.WithContext(store.Acting(r.Context(), actor, info(r).id))
+	return r.WithContext(acting(r.Context(), store.By{Actor: actor, RequestID: info(r).id}))
+}
+
+type actingKey struct{}
+
+// acting is ctx carrying who its request acts as, set once where the request is
+// authenticated (an API key, an MCP client, a dashboard session).
+func acting(ctx context.Context, by store.By) context.Context {
+	return context.WithValue(ctx, actingKey{}, by)
+}
+
+// ActingOf is who the request of ctx acts as, which the handlers pass to every store
+// method that records what it does (store.By): the system outside any request.
+func ActingOf(ctx context.Context) store.By {
+	if by, ok := ctx.Value(actingKey{}).(store.By); ok {
+		return by
+	}
+	return store.BySystem
 }
 
 // SubmitTask creates a task as the enrichment endpoints do (see submitTask).

@@ -42,7 +42,7 @@ func TestASettledTaskIsReadFromTheDatabaseOnce(t *testing.T) {
 	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
 	is.NoErr(err)
 	t.Cleanup(func() { db.Close() })
-	key, _, err := db.CreateKey(ctx, "acme", "test", true)
+	key, _, err := db.CreateKey(ctx, store.BySystem, "acme", "test", true)
 	is.NoErr(err)
 	_, err = db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)

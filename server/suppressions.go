@@ -142,7 +142,7 @@ func (s *Server) AddSuppression(ctx context.Context, orgID string, req Suppressi
 	if err != nil {
 		return nil, err
 	}
-	return s.db.AddSuppression(ctx, ns)
+	return s.db.AddSuppression(ctx, ActingOf(ctx), ns)
 }
 
 // suppressionColumns are the columns a CSV of suppressions reads, matched without
@@ -181,7 +181,7 @@ func (s *Server) importSuppressions(r *http.Request, orgID string, by store.Adde
 	if err != nil {
 		return SuppressionImport{}, err
 	}
-	added, existing, err := s.db.ImportSuppressions(r.Context(), list)
+	added, existing, err := s.db.ImportSuppressions(r.Context(), ActingOf(r.Context()), list)
 	return SuppressionImport{Added: added, Existing: existing}, err
 }
 
@@ -278,7 +278,7 @@ func handleGetSuppression(s *Server) http.Handler {
 // organization's, or the installation's, is not found.
 func handleDeleteSuppression(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.db.DeleteSuppression(r.Context(), principal(r).OrgID, pathID(r)); err != nil {
+		if _, err := s.db.DeleteSuppression(r.Context(), ActingOf(r.Context()), principal(r).OrgID, pathID(r)); err != nil {
 			s.error(w, r, err)
 			return
 		}

@@ -28,11 +28,11 @@ import (
 // (the registry's Erase, which blanks the subject) and retention (PurgeAudit, which
 // deletes the oldest and leaves a checkpoint the chain is verified from).
 //
-// Who acts travels with the context (Acting): the server sets the request's API key,
-// dashboard user or MCP client and the request's id; the batch feeder the batch; the
-// watch scheduler the watch; the CLI the operator. An act without one is recorded as
-// the system's.
-//
+// Who acts is a parameter of every method that records an act (By): the server
+// passes the request's API key, dashboard user or MCP client and the request's id;
+// the batch feeder the batch; the watch scheduler the watch; the CLI the operator;
+// retention the system.
+
 // One chain per organization is appended to by one writer at a time: SQLite's single
 // writer orders them, and on PostgreSQL the transaction that appends holds the chain's
 // head row (audit_heads, FOR UPDATE) until it commits. A task's creation already holds
@@ -95,9 +95,9 @@ func IsAuditAction(s string) bool {
 type NewAuditEntry struct {
 	OrgID  string // "" for the installation's own acts (the CLI's --all-orgs)
 	Action string
-	// Actor and RequestID, when empty, are the context's (Acting).
-	Actor     Actor
-	RequestID string
+	// Actor, when set, is whom the entry names in place of who acts (a sign-in is the
+	// user's own act, a suppression its adder's); the request's id is who acts's.
+	Actor Actor
 	// Subject is whom the act is about, as the request sent it, kept in clear until
 	// an erasure; nil when there is none, or when it must not be kept in clear (a
 	// suppression's, an erasure's: their entries keep the hash alone). SubjectHash is
@@ -105,10 +105,13 @@ type NewAuditEntry struct {
 	// entry by person; nil when none.
 	Subject     *string
 	SubjectHash []byte
-	TaskID      *string
-	BatchID     *string
-	ObjectID    *string // what the act made or changed: a key, a user, a suppression, an erasure...
-	Credits     int64
+	// seal is Subject's seal (subjectSeal) when the caller made it ahead, outside the
+	// transaction; nil makes appendAudit make it.
+	seal     []byte
+	TaskID   *string
+	BatchID  *string
+	ObjectID *string // what the act made or changed: a key, a user, a suppression, an erasure...
+	Credits  int64
 	// Detail is the act's own figures, marshaled as a JSON object (counts, a cut); never
 	// a person's data.
 	Detail any
@@ -137,27 +140,20 @@ type AuditEntry struct {
 	OrgID string `json:"-"`
 }
 
-// acting is who acts, and for which request, as a context carries it.
-type acting struct {
-	actor     Actor
-	requestID string
+// By is who acts, and for which request: what the audit entries of an act record.
+// Every method of DB that records an act takes it, rather than reading it from the
+// context, since every such write needs it.
+type By struct {
+	Actor     Actor
+	RequestID string // "" outside a request
 }
 
-type actingKey struct{}
+// BySystem is enrichd acting on its own (retention), and what an act recorded
+// without anyone named is recorded as.
+var BySystem = By{Actor: Actor{Kind: ActorSystem}}
 
-// Acting is ctx carrying who acts and the request's id (""), which the entries of
-// the acts done under it record.
-func Acting(ctx context.Context, a Actor, requestID string) context.Context {
-	return context.WithValue(ctx, actingKey{}, acting{actor: a, requestID: requestID})
-}
-
-// ActorOf is who acts under ctx, and the request's id: the system, outside any.
-func ActorOf(ctx context.Context) (Actor, string) {
-	if a, ok := ctx.Value(actingKey{}).(acting); ok {
-		return a.actor, a.requestID
-	}
-	return Actor{Kind: ActorSystem}, ""
-}
+// ByOperator is the operator, with an enrichd command.
+var ByOperator = By{Actor: Actor{Kind: ActorCLI}}
 
 // UserActor is a dashboard user as an actor: their id and email.
 func UserActor(u *User) Actor {
@@ -206,35 +202,46 @@ type auditRow struct {
 // length-prefixed (a NULL told from an empty text), so that no two entries that
 // differ in a column hash alike.
 func (r *auditRow) chainHash() []byte {
-	b := make([]byte, 0, 512)
-	b = append(b, "enrichd audit 1\x00"...)
+	// Built on the stack: every enrichment hashes one entry in the writer.
+	var buf [512]byte
+	b := append(buf[:0], "enrichd audit 1\x00"...)
 	b = append(b, r.prevHash...)
-	str := func(s string) { b = binary.AppendUvarint(append(b, 1), uint64(len(s))); b = append(b, s...) }
-	opt := func(s *string) {
-		if s == nil {
-			b = append(b, 0)
-			return
-		}
-		str(*s)
-	}
-	blob := func(v []byte) { b = binary.AppendUvarint(append(b, 1), uint64(len(v))); b = append(b, v...) }
-	str(r.orgID)
+	b = appendChainText(b, r.orgID)
 	b = binary.AppendVarint(b, r.seq)
 	b = binary.AppendVarint(b, r.at)
-	str(r.actorKind)
-	opt(r.actorID)
-	opt(r.actorName)
-	str(r.action)
-	blob(r.subjectHash)
-	blob(r.seal)
-	opt(r.taskID)
-	opt(r.batchID)
-	opt(r.objID)
+	b = appendChainText(b, r.actorKind)
+	b = appendChainOpt(b, r.actorID)
+	b = appendChainOpt(b, r.actorName)
+	b = appendChainText(b, r.action)
+	b = appendChainBlob(b, r.subjectHash)
+	b = appendChainBlob(b, r.seal)
+	b = appendChainOpt(b, r.taskID)
+	b = appendChainOpt(b, r.batchID)
+	b = appendChainOpt(b, r.objID)
 	b = binary.AppendVarint(b, r.credits)
-	opt(r.requestID)
-	opt(r.detail)
+	b = appendChainOpt(b, r.requestID)
+	b = appendChainOpt(b, r.detail)
 	sum := sha256.Sum256(b)
 	return sum[:]
+}
+
+// appendChainText, appendChainOpt and appendChainBlob append a column to what
+// chainHash hashes: present (1), its length, its bytes; a NULL is a single 0.
+func appendChainText(b []byte, s string) []byte {
+	b = binary.AppendUvarint(append(b, 1), uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendChainOpt(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, 0)
+	}
+	return appendChainText(b, *s)
+}
+
+func appendChainBlob(b []byte, v []byte) []byte {
+	b = binary.AppendUvarint(append(b, 1), uint64(len(v)))
+	return append(b, v...)
 }
 
 // subjectSeal is the keyed hash of a subject's text as kept: what the chain covers in
@@ -249,15 +256,12 @@ func subjectSeal(h *enrich.Subjects, text string) []byte {
 // head moves on. Call it last in the transaction, after every other lock it takes
 // (see the top of this file); a transaction that appends to several chains appends in
 // the order of their organizations' ids.
-func (db *DB) appendAudit(ctx context.Context, tx Tx, e NewAuditEntry) error {
-	if e.Actor.Kind == "" || e.RequestID == "" {
-		actor, reqID := ActorOf(ctx)
-		if e.Actor.Kind == "" {
-			e.Actor = actor
-		}
-		if e.RequestID == "" {
-			e.RequestID = reqID
-		}
+func (db *DB) appendAudit(ctx context.Context, tx Tx, by By, e NewAuditEntry) error {
+	if e.Actor.Kind == "" {
+		e.Actor = by.Actor
+	}
+	if e.Actor.Kind == "" {
+		e.Actor = BySystem.Actor
 	}
 	r := auditRow{orgID: e.OrgID, at: ms(db.now()), actorKind: e.Actor.Kind, actorID: e.Actor.ID, actorName: e.Actor.Name,
 		action: e.Action, subject: e.Subject, subjectHash: noSubject, seal: noSubject,
@@ -265,15 +269,17 @@ func (db *DB) appendAudit(ctx context.Context, tx Tx, e NewAuditEntry) error {
 	if len(e.SubjectHash) > 0 {
 		r.subjectHash = e.SubjectHash
 	}
-	if e.Subject != nil {
+	if e.Subject != nil && e.seal != nil {
+		r.seal = e.seal
+	} else if e.Subject != nil {
 		h, err := db.hasher()
 		if err != nil {
 			return err
 		}
 		r.seal = subjectSeal(h, *e.Subject)
 	}
-	if e.RequestID != "" {
-		r.requestID = &e.RequestID
+	if by.RequestID != "" {
+		r.requestID = &by.RequestID
 	}
 	if e.Detail != nil {
 		raw, err := json.Marshal(e.Detail)
@@ -304,8 +310,8 @@ func (db *DB) appendAudit(ctx context.Context, tx Tx, e NewAuditEntry) error {
 
 // RecordAudit appends e in a transaction of its own: for an act that is not a write of
 // the store (a download of a batch's results), recorded before it is done.
-func (db *DB) RecordAudit(ctx context.Context, e NewAuditEntry) error {
-	return db.Write(ctx, func(tx Tx) error { return db.appendAudit(ctx, tx, e) })
+func (db *DB) RecordAudit(ctx context.Context, by By, e NewAuditEntry) error {
+	return db.Write(ctx, func(tx Tx) error { return db.appendAudit(ctx, tx, by, e) })
 }
 
 // lockAuditHead reads, and on PostgreSQL locks, the head of orgID's chain: the last
@@ -768,7 +774,7 @@ func (db *DB) PurgeAudit(ctx context.Context, cutoff time.Time, limit int) (int,
 				return err
 			}
 			n = last + 1
-			return db.appendAudit(ctx, tx, NewAuditEntry{OrgID: h.OrgID, Action: AuditPurged, Actor: Actor{Kind: ActorSystem},
+			return db.appendAudit(ctx, tx, BySystem, NewAuditEntry{OrgID: h.OrgID, Action: AuditPurged,
 				Detail: auditCut{Through: through.seq, Hash: hex.EncodeToString(through.hash)}})
 		})
 		if err != nil {
@@ -815,7 +821,7 @@ func eraseAudit(ctx context.Context, tx Tx, p PersonalTable, e *Erasing) error {
 // the organization that asked (the installation's, for every organization), and to
 // each other chain whose entries it blanked, in the order of the organizations' ids.
 // The entries name the person by the hash of what was asked alone.
-func (db *DB) recordErasure(ctx context.Context, tx Tx, e *Erasing, er *Erasure) error {
+func (db *DB) recordErasure(ctx context.Context, tx Tx, by By, e *Erasing, er *Erasure) error {
 	chains := append([]string{er.OrgID}, e.AuditChains...)
 	slices.Sort(chains)
 	chains = slices.Compact(chains)
@@ -827,7 +833,7 @@ func (db *DB) recordErasure(ctx context.Context, tx Tx, e *Erasing, er *Erasure)
 		if org == er.OrgID {
 			detail["removed"], detail["loops"] = er.Removed, len(er.Loops)
 		}
-		if err := db.appendAudit(ctx, tx, NewAuditEntry{OrgID: org, Action: AuditPersonErased, SubjectHash: er.Hash,
+		if err := db.appendAudit(ctx, tx, by, NewAuditEntry{OrgID: org, Action: AuditPersonErased, SubjectHash: er.Hash,
 			ObjectID: &id, Detail: detail}); err != nil {
 			return err
 		}

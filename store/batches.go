@@ -378,7 +378,7 @@ func findBatchByKey(ctx context.Context, tx Tx, nb NewBatch) (*Batch, error) {
 // A balance below the batch's estimate refuses it, since its rows would fail for
 // want of credits. Two uploads with one key at once (PostgreSQL): the second's INSERT
 // waits for the first's transaction on the unique key, and then finds it.
-func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error) {
+func (db *DB) CreateBatch(ctx context.Context, by By, nb NewBatch) (*Batch, bool, error) {
 	if err := CheckNewBatch(nb); err != nil {
 		return nil, false, err
 	}
@@ -463,7 +463,7 @@ func (db *DB) CreateBatch(ctx context.Context, nb NewBatch) (*Batch, bool, error
 		b.Settle()
 		out = b
 		// The upload itself: each row's lookup is recorded as its task is made.
-		return db.appendAudit(ctx, tx, NewAuditEntry{OrgID: b.OrgID, Action: AuditBatchCreated, BatchID: &b.ID,
+		return db.appendAudit(ctx, tx, by, NewAuditEntry{OrgID: b.OrgID, Action: AuditBatchCreated, BatchID: &b.ID,
 			Credits: b.CreditsEstimate, Detail: map[string]any{"name": b.Name, "rows": b.Rows, "lookups": lookups, "skipped": skipped}})
 	})
 	if err != nil {

@@ -126,7 +126,7 @@ func CheckNewErasure(ne NewErasure) error {
 // includes the shared rows the store serves it (a stored record, an email lookup's
 // gathering): those go too, for every organization. The caller's caches of answers
 // are emptied after the commit (see ForgetErased).
-func (db *DB) Erase(ctx context.Context, ne NewErasure) (*Erasure, error) {
+func (db *DB) Erase(ctx context.Context, by By, ne NewErasure) (*Erasure, error) {
 	h, err := db.hasher()
 	if err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func (db *DB) Erase(ctx context.Context, ne NewErasure) (*Erasure, error) {
 	var out *Erasure
 	err = db.Write(ctx, func(tx Tx) error {
 		var err error
-		out, err = db.erase(ctx, tx, h, ne)
+		out, err = db.erase(ctx, tx, by, h, ne)
 		return err
 	})
 	if err != nil {
@@ -173,7 +173,7 @@ func (db *DB) ErasureEpoch() (epoch uint64, ok bool) {
 	return c.Epoch(), true
 }
 
-func (db *DB) erase(ctx context.Context, tx Tx, h *enrich.Subjects, ne NewErasure) (*Erasure, error) {
+func (db *DB) erase(ctx context.Context, tx Tx, by By, h *enrich.Subjects, ne NewErasure) (*Erasure, error) {
 	now := db.now()
 	e := &Erasing{ID: uuid.Must(uuid.NewV7()).String(), OrgID: ne.OrgID, AllOrgs: ne.AllOrgs, Now: now, Removed: map[string]int64{}}
 	who, err := personIdentifiers(ctx, tx, h, ne)
@@ -227,7 +227,7 @@ func (db *DB) erase(ctx context.Context, tx Tx, h *enrich.Subjects, ne NewErasur
 	if err := insertErasure(ctx, tx, er); err != nil {
 		return nil, err
 	}
-	if err := db.recordErasure(ctx, tx, e, er); err != nil {
+	if err := db.recordErasure(ctx, tx, by, e, er); err != nil {
 		return nil, fmt.Errorf("recording the erasure in the audit log: %w", err)
 	}
 	return er, nil

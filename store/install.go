@@ -126,7 +126,7 @@ func (db *DB) checkInstallLink(ctx context.Context, q Executor, token string) er
 // unless one of that name exists, adds the admin with the password hash, and voids
 // every first-start link. Of two uses at once, the second waits for the first's
 // LockInstall, then finds a user and no link, and is refused.
-func (db *DB) Install(ctx context.Context, token string, in NewInstall) (*User, error) {
+func (db *DB) Install(ctx context.Context, by By, token string, in NewInstall) (*User, error) {
 	u, err := CheckInstall(in, db.now())
 	if err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func (db *DB) Install(ctx context.Context, token string, in NewInstall) (*User, 
 		id, email := u.ID, u.Email
 		e := userAdded(u)
 		e.Actor = Actor{Kind: ActorUser, ID: &id, Name: &email}
-		return db.appendAudit(ctx, tx, e)
+		return db.appendAudit(ctx, tx, by, e)
 	})
 	if err != nil {
 		return nil, err

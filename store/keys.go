@@ -134,7 +134,7 @@ func (t *KeyTouches) Started() int64 { return t.started.Load() }
 // the key is ever seen. With createOrg, a missing organization is created first. A
 // name that is not one line of valid text (enrich.CheckText) is refused, whoever asks:
 // the dashboard, the CLI or a test.
-func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg bool) (string, *APIKey, error) {
+func (db *DB) CreateKey(ctx context.Context, by By, orgName, keyName string, createOrg bool) (string, *APIKey, error) {
 	if err := enrich.CheckText("the key's name", keyName); err != nil {
 		return "", nil, err
 	}
@@ -160,7 +160,7 @@ func (db *DB) CreateKey(ctx context.Context, orgName, keyName string, createOrg 
 			key.ID, key.OrgID, key.Name, key.Prefix, hash[:], ms(key.CreatedAt)); err != nil {
 			return err
 		}
-		return db.appendAudit(ctx, tx, keyEntry(AuditKeyCreated, key.OrgID, key.ID, key.Name, key.Prefix))
+		return db.appendAudit(ctx, tx, by, keyEntry(AuditKeyCreated, key.OrgID, key.ID, key.Name, key.Prefix))
 	})
 	if err != nil {
 		return "", nil, err
@@ -194,7 +194,7 @@ func (db *DB) ListKeys(ctx context.Context, orgName string) ([]APIKey, error) {
 // effect on the next request through this process, whose cache is emptied; another
 // process's cache is emptied within its driver's poll for foreign writes (SQLite), or
 // when its LISTEN connection hears the commit (PostgreSQL, every replica).
-func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
+func (db *DB) RevokeKey(ctx context.Context, by By, orgName, idOrPrefix string) error {
 	if c := db.KeyCache(); c != nil {
 		// Emptied again once the revoke is committed: a request that read the key in
 		// between must not have put it back.
@@ -223,7 +223,7 @@ func (db *DB) RevokeKey(ctx context.Context, orgName, idOrPrefix string) error {
 			return err
 		}
 		for _, k := range revoked {
-			if err := db.appendAudit(ctx, tx, keyEntry(AuditKeyRevoked, org.ID, k.ID, k.Name, k.Prefix)); err != nil {
+			if err := db.appendAudit(ctx, tx, by, keyEntry(AuditKeyRevoked, org.ID, k.ID, k.Name, k.Prefix)); err != nil {
 				return err
 			}
 		}

@@ -72,7 +72,7 @@ func testDeliverSettled(t *testing.T, db *store.DB) {
 	loop := newLoop(t, db, org, "CRM")
 	nt := storetest.NewTask(org, "acme.com")
 	nt.LoopID = &loop.ID
-	enq, err := db.CreateTask(ctx, nt)
+	enq, err := db.CreateTask(ctx, store.BySystem, nt)
 	is.NoErr(err)
 	task := enq.Task
 	deliveries := func() []*store.Delivery {

@@ -100,7 +100,7 @@ const (
 // names (an address or a profile URL, normalized), every organization's with
 // allOrgs, in one transaction: a write one, at whose end an audit entry of the export
 // is written, so that no export is read without one.
-func (db *DB) ExportPerson(ctx context.Context, orgID string, allOrgs bool, subject enrich.Subject) (*PersonExport, error) {
+func (db *DB) ExportPerson(ctx context.Context, by By, orgID string, allOrgs bool, subject enrich.Subject) (*PersonExport, error) {
 	h, err := db.hasher()
 	if err != nil {
 		return nil, err
@@ -115,7 +115,7 @@ func (db *DB) ExportPerson(ctx context.Context, orgID string, allOrgs bool, subj
 			return err
 		}
 		value, hash := subject.Value, h.Hash(subject)
-		return db.appendAudit(ctx, tx, NewAuditEntry{OrgID: orgID, Action: AuditPersonExported, Subject: &value,
+		return db.appendAudit(ctx, tx, by, NewAuditEntry{OrgID: orgID, Action: AuditPersonExported, Subject: &value,
 			SubjectHash: hash[:], Detail: map[string]any{"kind": string(subject.Kind), "all_orgs": allOrgs}})
 	})
 	return out, err

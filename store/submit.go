@@ -47,7 +47,7 @@ type TaskLimits struct {
 // request as decoded. A suppressed subject, a personal-mailbox or a role address
 // makes a task failed at once, refunded. The caller wakes a worker when it is queued,
 // and the sender when it settled at once with a Loop to tell.
-func (db *DB) SubmitTask(ctx context.Context, tr TaskRequest, lim TaskLimits) (*Enqueued, error) {
+func (db *DB) SubmitTask(ctx context.Context, by By, tr TaskRequest, lim TaskLimits) (*Enqueued, error) {
 	bind := tr.Route + "\n"
 	if tr.LoopID != nil {
 		if _, err := uuid.Parse(*tr.LoopID); err != nil {
@@ -83,7 +83,7 @@ func (db *DB) SubmitTask(ctx context.Context, tr TaskRequest, lim TaskLimits) (*
 	if nt.Fail == nil && tr.Input.Lookup == enrich.LookupEmail {
 		nt.Fail = enrich.Refusal(tr.Input.Target)
 	}
-	return db.CreateTask(ctx, nt)
+	return db.CreateTask(ctx, by, nt)
 }
 
 // InputSuppression is how an input's subjects stand for the organization: the hash of

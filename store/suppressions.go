@@ -124,8 +124,8 @@ func scanSuppression(row Row) (*Suppression, error) {
 // AddSuppression adds one entry, and pauses the watches of the organizations it holds
 // for whose subject it names; a subject already suppressed is refused (409
 // suppression_exists) and nothing changes.
-func (db *DB) AddSuppression(ctx context.Context, ns NewSuppression) (*Suppression, error) {
-	added, err := db.addSuppressions(ctx, []NewSuppression{ns}, false)
+func (db *DB) AddSuppression(ctx context.Context, by By, ns NewSuppression) (*Suppression, error) {
+	added, err := db.addSuppressions(ctx, by, []NewSuppression{ns}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -135,18 +135,18 @@ func (db *DB) AddSuppression(ctx context.Context, ns NewSuppression) (*Suppressi
 // ImportSuppressions adds every entry of a list in one transaction: those already
 // suppressed (before, or earlier in the list) are passed over. It returns how many it
 // added and how many were there already.
-func (db *DB) ImportSuppressions(ctx context.Context, list []NewSuppression) (added, existing int, err error) {
+func (db *DB) ImportSuppressions(ctx context.Context, by By, list []NewSuppression) (added, existing int, err error) {
 	if len(list) > MaxSuppressionImport {
 		return 0, 0, enrich.Errorf(enrich.KindInvalid, "at most %d suppressions in one import, not %d", MaxSuppressionImport, len(list))
 	}
-	got, err := db.addSuppressions(ctx, list, true)
+	got, err := db.addSuppressions(ctx, by, list, true)
 	if err != nil {
 		return 0, 0, err
 	}
 	return len(got), len(list) - len(got), nil
 }
 
-func (db *DB) addSuppressions(ctx context.Context, list []NewSuppression, skipExisting bool) ([]*Suppression, error) {
+func (db *DB) addSuppressions(ctx context.Context, by By, list []NewSuppression, skipExisting bool) ([]*Suppression, error) {
 	h, err := db.hasher()
 	if err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func (db *DB) addSuppressions(ctx context.Context, list []NewSuppression, skipEx
 			added = append(added, s)
 		}
 		for _, s := range added {
-			if err := db.appendAudit(ctx, tx, suppressionEntry(AuditSuppressionAdded, s, Actor(s.AddedBy))); err != nil {
+			if err := db.appendAudit(ctx, tx, by, suppressionEntry(AuditSuppressionAdded, s, Actor(s.AddedBy))); err != nil {
 				return err
 			}
 		}
@@ -316,7 +316,7 @@ func (db *DB) GetSuppression(ctx context.Context, orgID, id string) (*Suppressio
 // DeleteSuppression lifts one of the organization's entries ("" for the
 // installation's): its subject may be enriched again. Watches it paused stay paused
 // until they are resumed. Another organization's entry is not found.
-func (db *DB) DeleteSuppression(ctx context.Context, orgID, id string) (*Suppression, error) {
+func (db *DB) DeleteSuppression(ctx context.Context, by By, orgID, id string) (*Suppression, error) {
 	if len(id) > 100 {
 		return nil, SuppressionNotFound()
 	}
@@ -330,7 +330,7 @@ func (db *DB) DeleteSuppression(ctx context.Context, orgID, id string) (*Suppres
 		if err != nil {
 			return err
 		}
-		return db.appendAudit(ctx, tx, suppressionEntry(AuditSuppressionLifted, s, Actor{}))
+		return db.appendAudit(ctx, tx, by, suppressionEntry(AuditSuppressionLifted, s, Actor{}))
 	})
 	if err != nil {
 		return nil, err

@@ -227,15 +227,31 @@ func scanTask(row Row, before ...any) (*Task, error) {
 // would give. The task is inserted before it is charged for that reason: a cancel or a
 // refund takes task_counts before credit_grants too. A claimer, which holds a turn,
 // never waits for an organization's row (it skips a locked one).
-func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
+func (db *DB) CreateTask(ctx context.Context, by By, nt NewTask) (*Enqueued, error) {
 	var ahead *storedAnswer
 	if db.SingleWriter() {
 		ahead = db.answerAhead(ctx, nt)
 	}
+	// What the task's audit entry names is hashed here, not in the single writer: the
+	// subject (unless the caller hashed it to check the suppressions), and the seal of
+	// the subject as sent.
+	h, err := db.hasher()
+	if err != nil {
+		return nil, err
+	}
+	if nt.SubjectHash == nil {
+		nt.SubjectHash = inputHash(h, nt.Input)
+	}
+	sent := sentSubject(nt.RawInput, nt.Input)
+	audit := NewAuditEntry{OrgID: nt.OrgID, Action: AuditTaskCreated, Subject: sent, SubjectHash: nt.SubjectHash,
+		seal: subjectSeal(h, *sent)}
+	if nt.Batch != nil {
+		audit.BatchID = &nt.Batch.BatchID
+	}
 	var out *Enqueued
-	err := db.Write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		var err error
-		out, err = db.createTask(ctx, tx, nt, ahead)
+		out, err = db.createTask(ctx, tx, by, nt, ahead, audit)
 		return err
 	})
 	if err != nil {
@@ -244,7 +260,9 @@ func (db *DB) CreateTask(ctx context.Context, nt NewTask) (*Enqueued, error) {
 	return out, nil
 }
 
-func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAnswer) (*Enqueued, error) {
+// createTask is CreateTask's transaction; entry is the task's audit entry, its subject
+// hashed and sealed ahead: createTask adds the task and its charge to it.
+func (db *DB) createTask(ctx context.Context, tx Tx, by By, nt NewTask, ahead *storedAnswer, entry NewAuditEntry) (*Enqueued, error) {
 	h, err := db.hasher()
 	if err != nil {
 		return nil, err
@@ -258,9 +276,6 @@ func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAn
 	// Whom the input names, and whom the result turns out to be about (a store hit's
 	// record): see subjects.go.
 	subject, answer := nt.SubjectHash, []byte(nil)
-	if subject == nil {
-		subject = inputHash(h, nt.Input)
-	}
 	if nt.IdempotencyKey != "" {
 		t.IdempotencyKey = &nt.IdempotencyKey
 		// A key taken by a task that retention deletes between the two statements is
@@ -377,15 +392,11 @@ func (db *DB) createTask(ctx context.Context, tx Tx, nt NewTask, ahead *storedAn
 		}
 	}
 	// The enrichment's entry in the audit log, last: it takes the chain's head.
-	entry := NewAuditEntry{OrgID: nt.OrgID, Action: AuditTaskCreated, Subject: sentSubject(nt.RawInput, nt.Input),
-		SubjectHash: subject, TaskID: &t.ID}
+	entry.TaskID = &t.ID
 	if t.Status != StatusFailed { // a task failed here was refunded at once
 		entry.Credits = t.CreditsCharged
 	}
-	if nt.Batch != nil {
-		entry.BatchID = &nt.Batch.BatchID
-	}
-	if err := db.appendAudit(ctx, tx, entry); err != nil {
+	if err := db.appendAudit(ctx, tx, by, entry); err != nil {
 		return nil, err
 	}
 	return &Enqueued{Task: t}, nil

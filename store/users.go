@@ -121,7 +121,7 @@ func scanUser(row Row, extra ...any) (*User, error) {
 // role of "" is a viewer. Two creations of one email at once (PostgreSQL) make one
 // user: the unique email lets one in, and the other, inserting nothing, gets
 // user_exists.
-func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*User, string, error) {
+func (db *DB) CreateUser(ctx context.Context, by By, orgName, email, role string) (*User, string, error) {
 	u, err := NewUser(email, role, db.now())
 	if err != nil {
 		return nil, "", err
@@ -147,7 +147,7 @@ func (db *DB) CreateUser(ctx context.Context, orgName, email, role string) (*Use
 		if err := db.addLink(ctx, tx, u.ID, hash); err != nil {
 			return err
 		}
-		return db.appendAudit(ctx, tx, userAdded(u))
+		return db.appendAudit(ctx, tx, by, userAdded(u))
 	})
 	if err != nil {
 		return nil, "", err
@@ -351,7 +351,7 @@ func (db *DB) UserForLogin(ctx context.Context, email string) (*User, string, er
 // CreateSession starts a session of the user that ends after absolute at the latest,
 // records the login, and returns the session's plaintext token. A user disabled
 // meanwhile gets the login's unauthorized error.
-func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Duration) (string, error) {
+func (db *DB) CreateSession(ctx context.Context, by By, userID string, absolute time.Duration) (string, error) {
 	if err := CheckSessionLength(absolute); err != nil {
 		return "", err
 	}
@@ -374,9 +374,9 @@ func (db *DB) CreateSession(ctx context.Context, userID string, absolute time.Du
 			hash, userID, ms(now), ms(now), ms(now.Add(absolute))); err != nil {
 			return err
 		}
-		// A sign-in is the user's own act, whoever the context says acts.
+		// A sign-in is the user's own act, whoever by says acts.
 		id := userID
-		return db.appendAudit(ctx, tx, NewAuditEntry{OrgID: orgID, Action: AuditUserSignedIn, ObjectID: &id,
+		return db.appendAudit(ctx, tx, by, NewAuditEntry{OrgID: orgID, Action: AuditUserSignedIn, ObjectID: &id,
 			Actor: Actor{Kind: ActorUser, ID: &id, Name: &email}})
 	})
 	if err != nil {

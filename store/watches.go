@@ -223,7 +223,7 @@ func findWatch(ctx context.Context, q Executor, orgID, id, lock string) (*Watch,
 // CreateWatch creates a watch for one of the organization's Loops, which must take the
 // watch's object type. An enabled watch is first due at nw.FirstRunAt (now if unset);
 // a disabled one is not due until it is enabled.
-func (db *DB) CreateWatch(ctx context.Context, nw NewWatch) (*Watch, error) {
+func (db *DB) CreateWatch(ctx context.Context, by By, nw NewWatch) (*Watch, error) {
 	h, err := db.hasher()
 	if err != nil {
 		return nil, err
@@ -238,7 +238,7 @@ func (db *DB) CreateWatch(ctx context.Context, nw NewWatch) (*Watch, error) {
 		if w, err = createWatch(ctx, tx, h, nw, suppressed, db.now()); err != nil {
 			return err
 		}
-		return db.appendAudit(ctx, tx, watchCreated(w, nw))
+		return db.appendAudit(ctx, tx, by, watchCreated(w, nw))
 	})
 	if err != nil {
 		return nil, err
@@ -249,7 +249,7 @@ func (db *DB) CreateWatch(ctx context.Context, nw NewWatch) (*Watch, error) {
 // CreateWatches creates the watches of an import in one transaction; each row that is
 // refused (a bad row, a duplicate, another organization's Loop) fails alone, with its
 // own error, and the others are created. Only a database error fails them all.
-func (db *DB) CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult, error) {
+func (db *DB) CreateWatches(ctx context.Context, by By, nws []NewWatch) ([]WatchResult, error) {
 	if len(nws) > MaxWatchImport {
 		return nil, enrich.Errorf(enrich.KindInvalid, "watches: at most %d in one import, not %d", MaxWatchImport, len(nws))
 	}
@@ -279,7 +279,7 @@ func (db *DB) CreateWatches(ctx context.Context, nws []NewWatch) ([]WatchResult,
 		}
 		for i, r := range out {
 			if r.Watch != nil {
-				if err := db.appendAudit(ctx, tx, watchCreated(r.Watch, nws[i])); err != nil {
+				if err := db.appendAudit(ctx, tx, by, watchCreated(r.Watch, nws[i])); err != nil {
 					return err
 				}
 			}

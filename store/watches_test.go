@@ -38,14 +38,14 @@ func TestSettleWatchStep(t *testing.T) {
 		loop, err := db.CreateLoop(ctx, store.NewLoop{OrgID: org, Name: "crm", ObjectType: enrich.ObjectCompany,
 			WebhookURL: "https://example.com/hook", Enabled: true})
 		is.NoErr(err)
-		w, err := db.CreateWatch(ctx, store.NewWatch{OrgID: org, ObjectType: enrich.ObjectCompany,
+		w, err := db.CreateWatch(ctx, store.BySystem, store.NewWatch{OrgID: org, ObjectType: enrich.ObjectCompany,
 			Input: enrich.Input{Lookup: enrich.LookupDomain, Target: "stripe.com"}, RawInput: json.RawMessage(`{"domain":"stripe.com"}`),
 			LoopID: loop.ID, EveryDays: 30, Enabled: true, FirstRunAt: env.Clock.Now()})
 		is.NoErr(err)
 		run := func(settle func()) string {
 			nt := storetest.NewTask(org, "stripe.com")
 			nt.Freshness = 0
-			e, err := db.CreateTask(ctx, nt)
+			e, err := db.CreateTask(ctx, store.BySystem, nt)
 			is.NoErr(err)
 			settle()
 			return e.Task.ID
@@ -104,7 +104,7 @@ func TestLinkBatchRowStep(t *testing.T) {
 		org := storetest.NewOrg(t, db, "acme")
 		_, err := db.GrantCredits(ctx, "acme", 100, nil)
 		is.NoErr(err)
-		b, _, err := db.CreateBatch(ctx, store.NewBatch{OrgID: org, ObjectType: enrich.ObjectCompany, Name: "list",
+		b, _, err := db.CreateBatch(ctx, store.BySystem, store.NewBatch{OrgID: org, ObjectType: enrich.ObjectCompany, Name: "list",
 			Columns: []string{"domain"}, CreditsEstimate: 2, Rows: []store.NewBatchRow{
 				{Values: []string{"a.com"}, Request: json.RawMessage(`{"domain":"a.com"}`)},
 				{Values: []string{"b.com"}, Request: json.RawMessage(`{"domain":"b.com"}`)},
@@ -112,7 +112,7 @@ func TestLinkBatchRowStep(t *testing.T) {
 		is.NoErr(err)
 		var tasks []string
 		for _, domain := range []string{"b.com", "c.com"} {
-			e, err := db.CreateTask(ctx, storetest.NewTask(org, domain))
+			e, err := db.CreateTask(ctx, store.BySystem, storetest.NewTask(org, domain))
 			is.NoErr(err)
 			tasks = append(tasks, e.Task.ID)
 		}

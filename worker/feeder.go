@@ -80,8 +80,8 @@ func (s *Pool) feedRound(ctx context.Context) bool {
 			// A row's lookup is the batch's, in the audit log: its batch.created entry
 			// names who uploaded it.
 			id := p.BatchID
-			byBatch := store.Acting(ctx, store.Actor{Kind: store.ActorBatch, ID: &id}, "")
-			_, err = s.submitTask(byBatch, taskRequest{OrgID: p.OrgID, Input: in, Fields: fields,
+			byBatch := store.By{Actor: store.Actor{Kind: store.ActorBatch, ID: &id}}
+			_, err = s.submitTask(ctx, byBatch, taskRequest{OrgID: p.OrgID, Input: in, Fields: fields,
 				IdempotencyKey: key, Route: "create_batch", Endpoint: "POST /v1/batches",
 				Batch: &store.BatchRowRef{BatchID: p.BatchID, Row: p.Row, Company: p.Company}, MaxBacklog: s.feedBacklog()})
 		}
@@ -123,8 +123,8 @@ func (s *Pool) feedRound(ctx context.Context) bool {
 // submitTask makes a watch's or a batch row's task through the path every enrichment
 // takes (store.DB.SubmitTask), and wakes a worker when it is queued and the sender
 // when it settled at once with a Loop to tell.
-func (s *Pool) submitTask(ctx context.Context, tr taskRequest) (*store.Enqueued, error) {
-	res, err := s.db.SubmitTask(ctx, tr, store.TaskLimits{TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness})
+func (s *Pool) submitTask(ctx context.Context, by store.By, tr taskRequest) (*store.Enqueued, error) {
+	res, err := s.db.SubmitTask(ctx, by, tr, store.TaskLimits{TTL: s.cfg.TaskTTL, MaxBacklog: s.cfg.MaxBacklog, Freshness: s.cfg.Freshness})
 	if err != nil {
 		return nil, err
 	}

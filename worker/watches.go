@@ -121,8 +121,8 @@ func (s *Pool) runDueWatches(ctx context.Context) {
 		// The check is the watch's, in the audit log: its watch.created entry names who
 		// made it.
 		id := w.ID
-		byWatch := store.Acting(ctx, store.Actor{Kind: store.ActorWatch, ID: &id}, "")
-		res, err := s.submitTask(byWatch, taskRequest{OrgID: w.OrgID, Input: in, Fields: w.Input, WatchID: &w.ID,
+		byWatch := store.By{Actor: store.Actor{Kind: store.ActorWatch, ID: &id}}
+		res, err := s.submitTask(ctx, byWatch, taskRequest{OrgID: w.OrgID, Input: in, Fields: w.Input, WatchID: &w.ID,
 			IdempotencyKey: key, Route: "watch", Endpoint: "watch"})
 		if err != nil {
 			// The claim makes it due again in WatchRetry: no credits, a full queue or a

@@ -88,9 +88,9 @@ func TestDashboardAudit(t *testing.T) {
 	}
 
 	// A second page once there are more than fifty entries.
-	ctx := store.Acting(context.Background(), store.Actor{Kind: store.ActorCLI}, "")
+	ctx := context.Background()
 	for i := range 50 {
-		if _, err := e.DB.CreateTask(ctx, storetest.NewTask(e.OrgID, fmt.Sprintf("c%d.example", i))); err != nil {
+		if _, err := e.DB.CreateTask(ctx, store.ByOperator, storetest.NewTask(e.OrgID, fmt.Sprintf("c%d.example", i))); err != nil {
 			t.Fatal(err)
 		}
 	}

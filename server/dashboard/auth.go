@@ -383,7 +383,7 @@ func handleLogin(s *Dashboard) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		token, err := s.db.CreateSession(r.Context(), u.ID, s.cfg.SessionMax)
+		token, err := s.db.CreateSession(r.Context(), server.ActingOf(r.Context()), u.ID, s.cfg.SessionMax)
 		if err != nil {
 			s.dashError(w, r, err)
 			return

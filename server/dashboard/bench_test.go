@@ -43,7 +43,7 @@ func BenchmarkDashboardPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	for range 5 {
-		if _, _, err := e.DB.CreateKey(ctx, "acme", "bench", false); err != nil {
+		if _, _, err := e.DB.CreateKey(ctx, store.BySystem, "acme", "bench", false); err != nil {
 			b.Fatal(err)
 		}
 	}

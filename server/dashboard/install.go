@@ -69,7 +69,7 @@ func handleInstall(s *Dashboard) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		u, err := s.db.Install(ctx, f.Token, store.NewInstall{OrgName: f.Org, Email: f.Email, PasswordHash: hash})
+		u, err := s.db.Install(ctx, server.ActingOf(ctx), f.Token, store.NewInstall{OrgName: f.Org, Email: f.Email, PasswordHash: hash})
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -79,7 +79,7 @@ func handleInstall(s *Dashboard) http.Handler {
 			s.dashError(w, r, err)
 			return
 		}
-		token, err := s.db.CreateSession(ctx, u.ID, s.cfg.SessionMax)
+		token, err := s.db.CreateSession(ctx, server.ActingOf(ctx), u.ID, s.cfg.SessionMax)
 		if err != nil {
 			// The admin exists: signing in by hand still works.
 			s.dashError(w, r, err)

@@ -16,6 +16,7 @@ import (
 
 	"enrichd/server"
 	"enrichd/server/servertest"
+	"enrichd/store"
 )
 
 // TestDashboardFirstStartLink follows the link serve prints on a database with no
@@ -133,7 +134,7 @@ func TestDashboardGettingStarted(t *testing.T) {
 	e.NewOrg("bare", 0)
 	k := e.KeysOf("bare")
 	is.Equal(len(k), 1)
-	is.NoErr(e.DB.RevokeKey(ctx, "bare", k[0].ID))
+	is.NoErr(e.DB.RevokeKey(ctx, store.BySystem, "bare", k[0].ID))
 	bare := e.SignIn("bare", "viewer")
 	p = bare.Get("/dashboard/")
 	is.Equal(p.Status, http.StatusOK)
@@ -149,7 +150,7 @@ func TestDashboardGettingStarted(t *testing.T) {
 	is.Equal(strings.Count(p.Body, `<li class="todo">`), 1)
 	is.Equal(strings.Count(p.Body, `<li class="done">`), 2)
 
-	_, _, err = e.DB.CreateKey(ctx, "bare", "first", false)
+	_, _, err = e.DB.CreateKey(ctx, store.BySystem, "bare", "first", false)
 	is.NoErr(err)
 	p = bare.Get("/dashboard/")
 	is.Equal(p.Status, http.StatusOK)

@@ -51,7 +51,7 @@ func handleCreateKey(s *Dashboard) http.Handler {
 			return
 		}
 		name := strings.TrimSpace(r.PostFormValue("name"))
-		plain, _, err := s.db.CreateKey(r.Context(), dashUser(r).OrgName, name, false)
+		plain, _, err := s.db.CreateKey(r.Context(), server.ActingOf(r.Context()), dashUser(r).OrgName, name, false)
 		if err != nil {
 			s.dashError(w, r, err)
 			return
@@ -67,7 +67,7 @@ func handleRevokeKey(s *Dashboard) http.Handler {
 		id := server.PathID(r)
 		// RevokeKey looks the key up within the user's organization only: another
 		// organization's key is not found, exactly as in the API.
-		if err := s.db.RevokeKey(r.Context(), u.OrgName, id); err != nil {
+		if err := s.db.RevokeKey(r.Context(), server.ActingOf(r.Context()), u.OrgName, id); err != nil {
 			if enrich.KindOf(err) == enrich.KindNotFound {
 				err = server.NoSuchKey()
 			}

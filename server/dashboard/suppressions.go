@@ -157,7 +157,7 @@ func (s *Dashboard) importSuppressions(w http.ResponseWriter, r *http.Request) {
 		refuse(err)
 		return
 	}
-	added, existing, err := s.db.ImportSuppressions(r.Context(), list)
+	added, existing, err := s.db.ImportSuppressions(r.Context(), server.ActingOf(r.Context()), list)
 	if err != nil {
 		refuse(err)
 		return
@@ -173,7 +173,7 @@ func (s *Dashboard) importSuppressions(w http.ResponseWriter, r *http.Request) {
 // /v1/suppressions/{id} does.
 func handleLiftSuppression(s *Dashboard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sup, err := s.db.DeleteSuppression(r.Context(), dashUser(r).OrgID, server.PathID(r))
+		sup, err := s.db.DeleteSuppression(r.Context(), server.ActingOf(r.Context()), dashUser(r).OrgID, server.PathID(r))
 		if err != nil {
 			s.dashError(w, r, err)
 			return

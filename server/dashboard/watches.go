@@ -128,7 +128,7 @@ func handleCreateWatchForm(s *Dashboard) http.Handler {
 			if err != nil {
 				return nil, err
 			}
-			return s.db.CreateWatch(ctx, nw)
+			return s.db.CreateWatch(ctx, server.ActingOf(ctx), nw)
 		}()
 		if err != nil {
 			status, msg, ok := loopRefusal(w, err)

@@ -56,7 +56,7 @@ func (e *Env) NewBrowser() *Browser {
 // `enrichd users create` does.
 func (e *Env) NewUser(org, email, role string) string {
 	e.T.Helper()
-	_, token, err := e.DB.CreateUser(context.Background(), org, email, role)
+	_, token, err := e.DB.CreateUser(context.Background(), store.BySystem, org, email, role)
 	if err != nil {
 		e.T.Fatalf("creating user %s: %v", email, err)
 	}

@@ -18,12 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"enrichd/store"
 	_ "enrichd/store/sqlite" // the default engine
 
 	"enrichd/enrich"
 	"enrichd/server"
 	"enrichd/server/dashboard"
-	"enrichd/store"
 	"enrichd/store/storetest"
 	"enrichd/wire"
 	"enrichd/worker"
@@ -160,7 +160,7 @@ func (e *Env) StopWorkers() {
 // NewOrg creates an organization holding credits and returns a key of it.
 func (e *Env) NewOrg(name string, credits int64) (key, orgID string) {
 	ctx := context.Background()
-	key, k, err := e.DB.CreateKey(ctx, name, "test", true)
+	key, k, err := e.DB.CreateKey(ctx, store.BySystem, name, "test", true)
 	if err != nil {
 		e.T.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"enrichd/enrich"
+	"enrichd/store"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
@@ -63,9 +64,9 @@ func TestRevokeThroughOneReplicaEmptiesTheOthersKeyCache(t *testing.T) {
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
-	plain, key, err := facade(a).CreateKey(ctx, "acme", "ci", true)
+	plain, key, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)
 	is.NoErr(err)
-	other, _, err := facade(a).CreateKey(ctx, "acme", "other", false)
+	other, _, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "other", false)
 	is.NoErr(err)
 	listeningWithin(t, a, 10*time.Second)
 	listeningWithin(t, b, 10*time.Second)
@@ -73,7 +74,7 @@ func TestRevokeThroughOneReplicaEmptiesTheOthersKeyCache(t *testing.T) {
 	cachedOn(t, b, plain)
 	cachedOn(t, b, other)
 
-	is.NoErr(facade(a).RevokeKey(ctx, "acme", key.Prefix))
+	is.NoErr(facade(a).RevokeKey(ctx, store.BySystem, "acme", key.Prefix))
 	// Through a, refused at once; on b, once b hears the commit's NOTIFY.
 	_, err = facade(a).Authenticate(ctx, plain)
 	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized)
@@ -92,9 +93,9 @@ func TestRevokeByHandInPsqlEmptiesEveryKeyCache(t *testing.T) {
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a := openTest(t, dsn, c)
-	plain, key, err := facade(a).CreateKey(ctx, "acme", "ci", true)
+	plain, key, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)
 	is.NoErr(err)
-	deleted, _, err := facade(a).CreateKey(ctx, "acme", "deleted", false)
+	deleted, _, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "deleted", false)
 	is.NoErr(err)
 	listeningWithin(t, a, 10*time.Second)
 	cachedOn(t, a, plain)
@@ -117,7 +118,7 @@ func TestKeyUseWritesDoNotEmptyTheKeyCache(t *testing.T) {
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a := openTest(t, dsn, c)
-	plain, _, err := facade(a).CreateKey(ctx, "acme", "ci", true)
+	plain, _, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)
 	is.NoErr(err)
 	listeningWithin(t, a, 10*time.Second)
 	cachedOn(t, a, plain)
@@ -145,7 +146,7 @@ func TestLostListenConnectionTurnsTheKeyCacheOff(t *testing.T) {
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a := openTest(t, dsn, c)
-	plain, key, err := facade(a).CreateKey(ctx, "acme", "ci", true)
+	plain, key, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)
 	is.NoErr(err)
 	listeningWithin(t, a, 10*time.Second)
 	cachedOn(t, a, plain)
@@ -193,7 +194,7 @@ func TestQuietListenConnectionKeepsTheKeyCacheByItsPings(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	a, _ := newTestDB(t)
-	plain, _, err := facade(a).CreateKey(ctx, "acme", "ci", true)
+	plain, _, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)
 	is.NoErr(err)
 	listeningWithin(t, a, 10*time.Second)
 	cachedOn(t, a, plain)

@@ -18,7 +18,7 @@ func TestKeysAuthenticateAndRevokeAcrossReplicas(t *testing.T) {
 	dsn := freshDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
-	plain, key, err := facade(a).CreateKey(ctx, "acme", "ci", true)
+	plain, key, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)
 	is.NoErr(err)
 	p, err := facade(b).Authenticate(ctx, plain)
 	is.NoErr(err)
@@ -43,9 +43,9 @@ func TestKeysAuthenticateAndRevokeAcrossReplicas(t *testing.T) {
 
 	// Revoked through one replica, refused by the other once it hears the commit (see
 	// TestRevokeThroughOneReplicaEmptiesTheOthersKeyCache).
-	is.NoErr(facade(a).RevokeKey(ctx, "acme", key.Prefix))
+	is.NoErr(facade(a).RevokeKey(ctx, store.BySystem, "acme", key.Prefix))
 	refusedWithin(t, b, plain, 5*time.Second)
-	is.Equal(enrich.KindOf(facade(a).RevokeKey(ctx, "acme", "nope")), enrich.KindNotFound)
+	is.Equal(enrich.KindOf(facade(a).RevokeKey(ctx, store.BySystem, "acme", "nope")), enrich.KindNotFound)
 }
 
 func TestConcurrentCreateKeyWithNewOrgMakesOneOrg(t *testing.T) {
@@ -57,7 +57,7 @@ func TestConcurrentCreateKeyWithNewOrgMakesOneOrg(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
-			if _, _, err := facade(dbs[i%2]).CreateKey(ctx, "acme", "k", true); err != nil {
+			if _, _, err := facade(dbs[i%2]).CreateKey(ctx, store.BySystem, "acme", "k", true); err != nil {
 				t.Error(err)
 			}
 		})
@@ -83,10 +83,10 @@ func TestUsersLinksAndSessions(t *testing.T) {
 	db := facade(pg)
 	_, err := db.CreateOrg(ctx, "acme")
 	is.NoErr(err)
-	u, link, err := db.CreateUser(ctx, "acme", " Jane@Acme.com ", store.RoleAdmin)
+	u, link, err := db.CreateUser(ctx, store.BySystem, "acme", " Jane@Acme.com ", store.RoleAdmin)
 	is.NoErr(err)
 	is.Equal(u.Email, "jane@acme.com")
-	_, _, err = db.CreateUser(ctx, "acme", "JANE@acme.com", "")
+	_, _, err = db.CreateUser(ctx, store.BySystem, "acme", "JANE@acme.com", "")
 	is.Equal(errCode(err), "user_exists")
 	_, _, err = db.UserForLogin(ctx, "jane@acme.com")
 	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized) // no password yet
@@ -103,7 +103,7 @@ func TestUsersLinksAndSessions(t *testing.T) {
 	is.Equal(hash, "$argon2id$x")
 	is.True(lu.PasswordSet)
 
-	token, err := db.CreateSession(ctx, u.ID, 12*time.Hour)
+	token, err := db.CreateSession(ctx, store.BySystem, u.ID, 12*time.Hour)
 	is.NoErr(err)
 	su, err := db.SessionUser(ctx, token, time.Hour)
 	is.NoErr(err)
@@ -116,7 +116,7 @@ func TestUsersLinksAndSessions(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(n, 1)
 
-	token, err = db.CreateSession(ctx, u.ID, 12*time.Hour)
+	token, err = db.CreateSession(ctx, store.BySystem, u.ID, 12*time.Hour)
 	is.NoErr(err)
 	users, err := db.ListUsers(ctx, "")
 	is.NoErr(err)

@@ -41,7 +41,7 @@ func domainTask(orgID, domain string) store.NewTask {
 
 func enqueue(t *testing.T, db *DB, nt store.NewTask) *store.Task {
 	t.Helper()
-	e, err := facade(db).CreateTask(context.Background(), nt)
+	e, err := facade(db).CreateTask(context.Background(), store.BySystem, nt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestBacklogLimitHoldsAgainstConcurrentEnqueues(t *testing.T) {
 			defer wg.Done()
 			nt := domainTask(org.ID, fmt.Sprintf("d%d.com", i))
 			nt.MaxBacklog = 5
-			_, err := facade(db).CreateTask(ctx, nt)
+			_, err := facade(db).CreateTask(ctx, store.BySystem, nt)
 			var e *enrich.Error
 			if errorsAs(err, &e) && e.Code == "queue_full" {
 				mu.Lock()
@@ -222,7 +222,7 @@ func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 	held := heldWrite{DB: a, made: make(chan struct{}), release: make(chan struct{})}
 	firstDone := make(chan *store.Enqueued, 1)
 	go func() {
-		e, err := wrap(held, a.nowFn).CreateTask(ctx, nt)
+		e, err := wrap(held, a.nowFn).CreateTask(ctx, store.BySystem, nt)
 		if err != nil {
 			t.Error(err)
 		}
@@ -231,7 +231,7 @@ func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 	<-held.made
 	second := make(chan *store.Enqueued, 1)
 	go func() {
-		e, err := facade(b).CreateTask(ctx, nt)
+		e, err := facade(b).CreateTask(ctx, store.BySystem, nt)
 		if err != nil {
 			t.Error(err)
 		}
@@ -258,7 +258,7 @@ func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e, err := facade(db).CreateTask(ctx, nt)
+			e, err := facade(db).CreateTask(ctx, store.BySystem, nt)
 			if err != nil {
 				t.Error(err)
 				return
@@ -282,7 +282,7 @@ func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 
 	// The key on another body is refused, charging nothing.
 	nt.BodyHash = strings.Repeat("cd", 32)
-	_, err := facade(b).CreateTask(ctx, nt)
+	_, err := facade(b).CreateTask(ctx, store.BySystem, nt)
 	var e *enrich.Error
 	is.True(errorsAs(err, &e))
 	is.Equal(e.Code, "idempotency_key_reused")
@@ -822,7 +822,7 @@ func TestSettledTasksOfALoopSendTheirEvent(t *testing.T) {
 	// A Loop of another type refuses the task, creating and charging nothing.
 	pt := store.NewTask{OrgID: org.ID, Input: enrich.Input{Lookup: enrich.LookupPersonURL, Target: "https://www.linkedin.com/in/x"},
 		RawInput: json.RawMessage(`{}`), TTL: time.Minute, LoopID: &loop.ID}
-	_, err = facade(db).CreateTask(ctx, pt)
+	_, err = facade(db).CreateTask(ctx, store.BySystem, pt)
 	var e *enrich.Error
 	is.True(errorsAs(err, &e))
 	is.Equal(e.Kind, enrich.KindInvalid)
@@ -898,7 +898,7 @@ func TestMixedLoadOnTwoReplicasKeepsTheBooks(t *testing.T) {
 				if i%7 == 0 {
 					nt.TTL = 0
 				}
-				e, err := facade(db).CreateTask(ctx, nt)
+				e, err := facade(db).CreateTask(ctx, store.BySystem, nt)
 				fail(err)
 				if err == nil && i%5 == 0 {
 					_, err := facade(db).CancelTask(ctx, org.ID, e.Task.ID)

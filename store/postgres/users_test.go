@@ -19,9 +19,9 @@ func TestOneReplicaPurgesSessionsAtATime(t *testing.T) {
 	db := facade(pg)
 	_, err := db.CreateOrg(ctx, "acme")
 	is.NoErr(err)
-	u, _, err := db.CreateUser(ctx, "acme", "jane@acme.com", "")
+	u, _, err := db.CreateUser(ctx, store.BySystem, "acme", "jane@acme.com", "")
 	is.NoErr(err)
-	_, err = db.CreateSession(ctx, u.ID, time.Hour)
+	_, err = db.CreateSession(ctx, store.BySystem, u.ID, time.Hour)
 	is.NoErr(err)
 	c.Add(2 * store.SetupLinkTTL)
 

@@ -63,7 +63,7 @@ func TestTwoSchedulersNeverClaimTheSameWatch(t *testing.T) {
 		org := newOrg(t, dbs[0], fmt.Sprintf("org-%d", i), 0)
 		loop := companyLoop(t, dbs[0], org.ID)
 		for j := range each {
-			_, err := facade(dbs[0]).CreateWatch(ctx, domainWatch(org.ID, loop.ID, fmt.Sprintf("d%d.com", j), c.Now().Add(-time.Duration(j)*time.Minute)))
+			_, err := facade(dbs[0]).CreateWatch(ctx, store.BySystem, domainWatch(org.ID, loop.ID, fmt.Sprintf("d%d.com", j), c.Now().Add(-time.Duration(j)*time.Minute)))
 			is.NoErr(err)
 		}
 	}
@@ -122,9 +122,9 @@ func TestASecondSchedulerReturnsNilWhileOneIsAtIt(t *testing.T) {
 	db, clk := newTestDB(t)
 	org := newOrg(t, db, "acme", 0)
 	loop := companyLoop(t, db, org.ID)
-	first, err := facade(db).CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now().Add(-time.Hour)))
+	first, err := facade(db).CreateWatch(ctx, store.BySystem, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now().Add(-time.Hour)))
 	is.NoErr(err)
-	_, err = facade(db).CreateWatch(ctx, domainWatch(org.ID, loop.ID, "acme.com", clk.Now()))
+	_, err = facade(db).CreateWatch(ctx, store.BySystem, domainWatch(org.ID, loop.ID, "acme.com", clk.Now()))
 	is.NoErr(err)
 
 	tx, err := db.pool.Begin(ctx)
@@ -172,7 +172,7 @@ func TestTwoTasksOfOneWatchSettleInTurn(t *testing.T) {
 	a, b := openTest(t, dsn, clk), openTest(t, dsn, clk)
 	org := newOrg(t, a, "acme", 100)
 	loop := companyLoop(t, a, org.ID)
-	w, err := facade(a).CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now()))
+	w, err := facade(a).CreateWatch(ctx, store.BySystem, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now()))
 	is.NoErr(err)
 
 	var claims []*store.Claim
@@ -291,7 +291,7 @@ func TestSettleWatchTakesTheWatchInTurn(t *testing.T) {
 	db, clk := newTestDB(t)
 	org := newOrg(t, db, "acme", 100)
 	loop := companyLoop(t, db, org.ID)
-	w, err := facade(db).CreateWatch(ctx, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now()))
+	w, err := facade(db).CreateWatch(ctx, store.BySystem, domainWatch(org.ID, loop.ID, "stripe.com", clk.Now()))
 	is.NoErr(err)
 	var claims []*store.Claim
 	for range 2 {

@@ -21,7 +21,7 @@ func BenchmarkClaimTask(b *testing.B) {
 		org := newOrg(b, db, fmt.Sprintf("org-%d", o))
 		grantCredits(b, db, fmt.Sprintf("org-%d", o), 1000)
 		for i := range 100 {
-			if _, err := db.CreateTask(ctx, newTask(org, fmt.Sprintf("d%d-%d.com", o, i))); err != nil {
+			if _, err := db.CreateTask(ctx, store.BySystem, newTask(org, fmt.Sprintf("d%d-%d.com", o, i))); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -47,7 +47,7 @@ func BenchmarkCreateTaskStoreHit(b *testing.B) {
 	storeCompany(b, db, org, "acme.com")
 	nt := newTask(org, "acme.com")
 	for b.Loop() {
-		if _, err := db.CreateTask(ctx, nt); err != nil {
+		if _, err := db.CreateTask(ctx, store.BySystem, nt); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -70,7 +70,7 @@ func BenchmarkCreateTaskStoreHitConcurrent(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := db.CreateTask(ctx, nt); err != nil {
+			if _, err := db.CreateTask(ctx, store.BySystem, nt); err != nil {
 				b.Error(err)
 				return
 			}
@@ -102,7 +102,7 @@ func grantCredits(b *testing.B, db *store.DB, org string, amount int64) {
 func storeCompany(b *testing.B, db *store.DB, org, domain string) {
 	b.Helper()
 	ctx := context.Background()
-	if _, err := db.CreateTask(ctx, newTask(org, domain)); err != nil {
+	if _, err := db.CreateTask(ctx, store.BySystem, newTask(org, domain)); err != nil {
 		b.Fatal(err)
 	}
 	c, err := db.ClaimTask(ctx, time.Minute)
@@ -195,7 +195,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	for _, cached := range []bool{true, false} {
 		b.Run(fmt.Sprintf("cached=%v", cached), func(b *testing.B) {
 			db, _, _ := openDB(b)
-			plain, _, err := db.CreateKey(ctx, "acme", "ci", true)
+			plain, _, err := db.CreateKey(ctx, store.BySystem, "acme", "ci", true)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -37,9 +37,9 @@ func TestKeyLastUseIsWrittenOnceAMinute(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, _, clk := openDB(t)
-	plain, key, err := db.CreateKey(ctx, "acme", "ci", true)
+	plain, key, err := db.CreateKey(ctx, store.BySystem, "acme", "ci", true)
 	is.NoErr(err)
-	_, other, err := db.CreateKey(ctx, "acme", "unused", false)
+	_, other, err := db.CreateKey(ctx, store.BySystem, "acme", "unused", false)
 	is.NoErr(err)
 	is.Equal(lastUsed(t, db, "acme", key.ID), nil) // never used
 
@@ -73,7 +73,7 @@ func TestKeyLastUseIsWrittenOnceAMinute(t *testing.T) {
 	is.Equal(lastUsed(t, db, "acme", other.ID), nil) // only the key used
 
 	// A revoked key is refused and its use not recorded.
-	is.NoErr(db.RevokeKey(ctx, "acme", key.ID))
+	is.NoErr(db.RevokeKey(ctx, store.BySystem, "acme", key.ID))
 	clk.Add(time.Hour)
 	_, err = db.Authenticate(ctx, plain)
 	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized)
@@ -86,7 +86,7 @@ func TestKeyLastUseManyAtOnce(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, _, clk := openDB(t)
-	plain, key, err := db.CreateKey(ctx, "acme", "", true)
+	plain, key, err := db.CreateKey(ctx, store.BySystem, "acme", "", true)
 	is.NoErr(err)
 	errs := make(chan error, 64)
 	for range cap(errs) {
@@ -108,7 +108,7 @@ func TestKeyLastUseFailureDoesNotFailAuthentication(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, path, clk := openDB(t)
-	plain, key, err := db.CreateKey(ctx, "acme", "", true)
+	plain, key, err := db.CreateKey(ctx, store.BySystem, "acme", "", true)
 	is.NoErr(err)
 	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	is.NoErr(err)
@@ -172,7 +172,7 @@ func TestCreditDaysBackfillAndTrigger(t *testing.T) {
 			_, err = db.GrantCredits(ctx, name, 5, &exp)
 			is.NoErr(err)
 			for i := range 4 {
-				e, err := db.CreateTask(ctx, newTask(org.ID, name+clk.Now().Format("150405")+string(rune('a'+i))+".com"))
+				e, err := db.CreateTask(ctx, store.BySystem, newTask(org.ID, name+clk.Now().Format("150405")+string(rune('a'+i))+".com"))
 				is.NoErr(err)
 				if i%2 == 0 {
 					_, err = db.CancelTask(ctx, org.ID, e.Task.ID)

@@ -18,7 +18,7 @@ func TestAuthenticateReadsAKeyOnce(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, _, _ := openDB(t)
-	plain, key, err := db.CreateKey(ctx, "acme", "ci", true)
+	plain, key, err := db.CreateKey(ctx, store.BySystem, "acme", "ci", true)
 	is.NoErr(err)
 	for range 5 {
 		p, err := db.Authenticate(ctx, plain)
@@ -33,7 +33,7 @@ func TestAuthenticateReadsAKeyOnce(t *testing.T) {
 	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized)
 	is.Equal(engine(db).KeyReads(), int64(3)) // an unknown key is not kept
 
-	is.NoErr(db.RevokeKey(ctx, "acme", key.ID))
+	is.NoErr(db.RevokeKey(ctx, store.BySystem, "acme", key.ID))
 	_, err = db.Authenticate(ctx, plain)
 	is.Equal(enrich.KindOf(err), enrich.KindUnauthorized)
 	_, err = db.Authenticate(ctx, plain)
@@ -63,14 +63,14 @@ func TestARevokeFromAnotherProcessTakesEffect(t *testing.T) {
 			is := is.New(t)
 			ctx := context.Background()
 			serving, path, clk := openDB(t)
-			plain, key, err := serving.CreateKey(ctx, "acme", "ci", true)
+			plain, key, err := serving.CreateKey(ctx, store.BySystem, "acme", "ci", true)
 			is.NoErr(err)
 			_, err = serving.Authenticate(ctx, plain)
 			is.NoErr(err)
 
 			cli := storetest.Open(t, path, clk) // the CLI process, on the file already
 			c.before(t, serving)
-			is.NoErr(cli.RevokeKey(ctx, "acme", key.ID))
+			is.NoErr(cli.RevokeKey(ctx, store.BySystem, "acme", key.ID))
 			is.NoErr(cli.Close())
 
 			// The poll runs every half second; a loaded machine gets a generous margin.
@@ -107,13 +107,13 @@ func TestASuppressionCheckReadsTheListOnce(t *testing.T) {
 	}
 	cache := db.SuppressionCache()
 	is.Equal(cache.Loads(), int64(1))
-	s, err := db.AddSuppression(ctx, store.NewSuppression{OrgID: org.ID, Subject: jane, AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
+	s, err := db.AddSuppression(ctx, store.BySystem, store.NewSuppression{OrgID: org.ID, Subject: jane, AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	_, suppressed, err := db.Suppressed(ctx, org.ID, jane)
 	is.NoErr(err)
 	is.True(suppressed)
 	is.Equal(cache.Loads(), int64(2))
-	_, err = db.DeleteSuppression(ctx, org.ID, s.ID)
+	_, err = db.DeleteSuppression(ctx, store.BySystem, org.ID, s.ID)
 	is.NoErr(err)
 	_, suppressed, err = db.Suppressed(ctx, org.ID, jane)
 	is.NoErr(err)

@@ -61,7 +61,7 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 				var err error
 				switch i % 3 {
 				case 0, 1:
-					_, err = db.CreateTask(ctx, newTask(org, fmt.Sprintf("w%d-%d.com", w, i)))
+					_, err = db.CreateTask(ctx, store.BySystem, newTask(org, fmt.Sprintf("w%d-%d.com", w, i)))
 				case 2:
 					var c *store.Claim
 					if c, err = db.ClaimTask(ctx, time.Minute); c != nil && err == nil {
@@ -194,7 +194,7 @@ func TestQueueDepthReadsTheCounts(t *testing.T) {
 		_, err := db.GrantCredits(ctx, name, 10, nil)
 		is.NoErr(err)
 		for _, d := range []string{"a.com", "b.com", "c.com"} {
-			_, err := db.CreateTask(ctx, newTask(org, d))
+			_, err := db.CreateTask(ctx, store.BySystem, newTask(org, d))
 			is.NoErr(err)
 		}
 	}

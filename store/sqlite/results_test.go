@@ -208,7 +208,7 @@ func TestMigration8KeepsWhatTasksRead(t *testing.T) {
 	replay := func(key, endpoint, body string) (*store.Enqueued, error) {
 		nt := newTask(org.ID, "acme.com")
 		nt.IdempotencyKey, nt.Endpoint, nt.BodyHash = key, endpoint, body
-		return db.CreateTask(ctx, nt)
+		return db.CreateTask(ctx, store.BySystem, nt)
 	}
 	for _, c := range []struct{ key, endpoint, body, task, refusal string }{
 		{key: "k-new", endpoint: "POST /v1/companies/enrich", body: hexSum("body"), task: rows[1].id},
@@ -233,7 +233,7 @@ func TestMigration8KeepsWhatTasksRead(t *testing.T) {
 	clk.Add(time.Second) // after the tasks above
 	_, err = db.GrantCredits(ctx, "acme", 5, nil)
 	is.NoErr(err)
-	fresh, err := db.CreateTask(ctx, newTask(org.ID, "new.com"))
+	fresh, err := db.CreateTask(ctx, store.BySystem, newTask(org.ID, "new.com"))
 	is.NoErr(err)
 	queued, err := db.CountTasks(ctx, org.ID, store.StatusQueued)
 	is.NoErr(err)

@@ -37,7 +37,7 @@ func TestStorageFullDiskIsUnavailable(t *testing.T) {
 	is.True(!db.StorageFailing())
 
 	filler := storetest.FillDisk(t, dir)
-	_, err = db.CreateTask(ctx, newTask(org, "full.example"))
+	_, err = db.CreateTask(ctx, store.BySystem, newTask(org, "full.example"))
 	is.True(err != nil)
 	is.True(store.IsStorageFault(err))
 	is.Equal(enrich.KindOf(err), enrich.KindUnavailable)
@@ -71,7 +71,7 @@ func TestStorageFullDiskIsUnavailable(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	is.True(!db.StorageFailing())
-	res, err := db.CreateTask(ctx, newTask(org, "full.example"))
+	res, err := db.CreateTask(ctx, store.BySystem, newTask(org, "full.example"))
 	is.NoErr(err)
 	is.Equal(res.Task.CreditsCharged, int64(1))
 }
@@ -107,15 +107,15 @@ func TestStorageWriteEndsFailure(t *testing.T) {
 	is.NoErr(err)
 
 	filler := storetest.FillDisk(t, dir)
-	_, err = db.CreateTask(ctx, newTask(org, "full.example"))
+	_, err = db.CreateTask(ctx, store.BySystem, newTask(org, "full.example"))
 	is.True(store.IsStorageFault(err))
 	is.True(db.StorageFailing())
 
 	is.NoErr(os.Remove(filler))
-	_, err = db.CreateTask(ctx, newTask(org, "back.example")) // no probe in between
+	_, err = db.CreateTask(ctx, store.BySystem, newTask(org, "back.example")) // no probe in between
 	is.NoErr(err)
 	is.True(!db.StorageFailing())
-	_, err = db.CreateTask(ctx, newTask(org, "again.example"))
+	_, err = db.CreateTask(ctx, store.BySystem, newTask(org, "again.example"))
 	is.NoErr(err)
 	mu.Lock()
 	defer mu.Unlock()

@@ -21,7 +21,7 @@ func testATaskWhoseClaimsKeepBeingLostFailsAfterTheLastAttempt(t *testing.T, env
 	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
-	created, err := db.CreateTask(ctx, NewTask(org, "a.com"))
+	created, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "a.com"))
 	is.NoErr(err)
 
 	for attempt := 1; attempt <= store.MaxTaskAttempts; attempt++ {
@@ -68,7 +68,7 @@ func testReleasedClaimsDoNotCountAsAttempts(t *testing.T, env *Env) {
 	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
-	created, err := db.CreateTask(ctx, NewTask(org, "a.com"))
+	created, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "a.com"))
 	is.NoErr(err)
 	for range 2 * store.MaxTaskAttempts {
 		c, err := db.ClaimTask(ctx, 30*time.Second)

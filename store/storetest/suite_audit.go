@@ -17,9 +17,9 @@ import (
 	"enrichd/store"
 )
 
-// byKey is a context acting for an API key, as the server's authentication makes one.
-func byKey(keyID, name, requestID string) context.Context {
-	return store.Acting(context.Background(), store.Actor{Kind: store.ActorKey, ID: &keyID, Name: &name}, requestID)
+// byKey is an API key acting, as the server's authentication names one.
+func byKey(keyID, name, requestID string) store.By {
+	return store.By{Actor: store.Actor{Kind: store.ActorKey, ID: &keyID, Name: &name}, RequestID: requestID}
 }
 
 // auditOf lists every entry of the organization, newest first.
@@ -64,32 +64,32 @@ func testTheAuditLogRecordsEachActInItsOrganizationsChain(t *testing.T, env *Env
 		_, err := db.GrantCredits(context.Background(), org, 100, nil)
 		is.NoErr(err)
 	}
-	ctx := byKey("key-1", "Zapier", "req-1")
+	ctx, by := context.Background(), byKey("key-1", "Zapier", "req-1")
 
-	queued, err := db.CreateTask(ctx, NewTask(acme, "acme.com"))
+	queued, err := db.CreateTask(ctx, by, NewTask(acme, "acme.com"))
 	is.NoErr(err)
 	env.Clock.Add(time.Second)
 	person := newPersonTask(acme, "jane-doe")
 	person.RawInput = json.RawMessage(`{"networkUrl":"linkedin.com/in/Jane-Doe"}`)
-	hit, err := db.CreateTask(byKey("key-1", "Zapier", "req-2"), person)
+	hit, err := db.CreateTask(context.Background(), byKey("key-1", "Zapier", "req-2"), person)
 	is.NoErr(err)
-	_, err = db.CreateTask(byKey("key-9", "Other's", "req-3"), NewTask(other, "other.com"))
+	_, err = db.CreateTask(context.Background(), byKey("key-9", "Other's", "req-3"), NewTask(other, "other.com"))
 	is.NoErr(err)
 
-	cli := store.Acting(context.Background(), store.Actor{Kind: store.ActorCLI}, "")
+	cli := store.ByOperator
 	env.Clock.Add(time.Second)
-	plain, key, err := db.CreateKey(cli, "acme", "crm", false)
+	plain, key, err := db.CreateKey(context.Background(), cli, "acme", "crm", false)
 	is.NoErr(err)
-	is.NoErr(db.RevokeKey(cli, "acme", key.ID))
-	is.NoErr(db.RevokeKey(cli, "acme", key.ID)) // revoked already: nothing to record
-	u, _, err := db.CreateUser(cli, "acme", "ops@acme.com", store.RoleViewer)
+	is.NoErr(db.RevokeKey(context.Background(), cli, "acme", key.ID))
+	is.NoErr(db.RevokeKey(context.Background(), cli, "acme", key.ID)) // revoked already: nothing to record
+	u, _, err := db.CreateUser(context.Background(), cli, "acme", "ops@acme.com", store.RoleViewer)
 	is.NoErr(err)
-	_, err = db.CreateSession(context.Background(), u.ID, time.Hour)
+	_, err = db.CreateSession(context.Background(), store.BySystem, u.ID, time.Hour)
 	is.NoErr(err)
-	sup, err := db.AddSuppression(ctx, store.NewSuppression{OrgID: acme, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "jane@acme.com"},
+	sup, err := db.AddSuppression(ctx, by, store.NewSuppression{OrgID: acme, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: "jane@acme.com"},
 		AddedBy: store.AddedBy{Kind: store.AddedByKey, ID: enrich.Ptr("key-1"), Name: enrich.Ptr("Zapier")}})
 	is.NoErr(err)
-	_, err = db.DeleteSuppression(ctx, acme, sup.ID)
+	_, err = db.DeleteSuppression(ctx, by, acme, sup.ID)
 	is.NoErr(err)
 
 	entries := auditOf(t, db, acme)
@@ -169,16 +169,16 @@ func testTheAuditLogIsListedByEachFilterAndPaged(t *testing.T, env *Env) {
 	acme := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(context.Background(), "acme", 10_000, nil)
 	is.NoErr(err)
-	ctx := byKey("key-1", "Zapier", "")
+	ctx, by := context.Background(), byKey("key-1", "Zapier", "")
 	start := env.Clock.Now()
 	for i := range 30 {
-		_, err := db.CreateTask(ctx, NewTask(acme, fmt.Sprintf("c%02d.com", i)))
+		_, err := db.CreateTask(ctx, by, NewTask(acme, fmt.Sprintf("c%02d.com", i)))
 		is.NoErr(err)
 		env.Clock.Add(time.Minute)
 	}
-	_, err = db.CreateTask(ctx, NewTask(acme, "c05.com")) // the same subject again
+	_, err = db.CreateTask(ctx, by, NewTask(acme, "c05.com")) // the same subject again
 	is.NoErr(err)
-	_, _, err = db.CreateKey(ctx, "acme", "crm", false)
+	_, _, err = db.CreateKey(ctx, by, "acme", "crm", false)
 	is.NoErr(err)
 
 	page0, more, err := db.ListAudit(context.Background(), acme, store.AuditFilter{}, 0, 10)
@@ -258,7 +258,7 @@ func testTheAuditChainHoldsUnderManyWriters(t *testing.T, env *Env) {
 			go func() {
 				defer wg.Done()
 				for i := range each {
-					if _, err := db.CreateTask(byKey("k", "k", ""), NewTask(acme, fmt.Sprintf("h%d-w%d-%d.com", hi, w, i))); err != nil {
+					if _, err := db.CreateTask(context.Background(), byKey("k", "k", ""), NewTask(acme, fmt.Sprintf("h%d-w%d-%d.com", hi, w, i))); err != nil {
 						errs <- err
 					}
 				}
@@ -320,7 +320,7 @@ func testAuditVerifyNamesTheFirstBadEntry(t *testing.T, env *Env) {
 		_, err := db.GrantCredits(context.Background(), name, 100, nil)
 		is.NoErr(err)
 		for n := 1; n <= 5; n++ {
-			_, err := db.CreateTask(byKey("k", "Zapier", ""), NewTask(orgs[c.name], fmt.Sprintf("x%d.com", n)))
+			_, err := db.CreateTask(context.Background(), byKey("k", "Zapier", ""), NewTask(orgs[c.name], fmt.Sprintf("x%d.com", n)))
 			is.NoErr(err)
 		}
 	}
@@ -374,7 +374,7 @@ func testAnErasureBlanksTheAuditSubjectAndTheChainHolds(t *testing.T, env *Env) 
 	_, err := db.GrantCredits(context.Background(), "acme", 100, nil)
 	is.NoErr(err)
 	hashes := personWorkload(t, env, acme)
-	_, err = db.CreateTask(byKey("k", "k", ""), NewTask(acme, "acme.com"))
+	_, err = db.CreateTask(context.Background(), byKey("k", "k", ""), NewTask(acme, "acme.com"))
 	is.NoErr(err)
 
 	entry, ok := store.PersonalTableByName("audit_log")
@@ -417,7 +417,7 @@ func testAnErasureBlanksTheAuditSubjectAndTheChainHolds(t *testing.T, env *Env) 
 	is.True(c.Bad != nil) // blanked, and no erasure recorded
 	is.True(strings.Contains(c.Bad.Problem, "erasure"))
 
-	is.NoErr(db.RecordAudit(context.Background(), store.NewAuditEntry{OrgID: acme, Action: store.AuditPersonErased, SubjectHash: hashes[0][:]}))
+	is.NoErr(db.RecordAudit(context.Background(), store.BySystem, store.NewAuditEntry{OrgID: acme, Action: store.AuditPersonErased, SubjectHash: hashes[0][:]}))
 	c = chainOf(t, db, acme)
 	is.Equal(c.Bad, nil)
 	is.Equal(c.Erased, n)
@@ -436,15 +436,15 @@ func testAuditRetentionLeavesAVerifiableCheckpoint(t *testing.T, env *Env) {
 		is.NoErr(err)
 	}
 	for i := range 5 {
-		_, err := db.CreateTask(byKey("k", "k", ""), NewTask(acme, fmt.Sprintf("old%d.com", i)))
+		_, err := db.CreateTask(context.Background(), byKey("k", "k", ""), NewTask(acme, fmt.Sprintf("old%d.com", i)))
 		is.NoErr(err)
 	}
 	env.Clock.Add(400 * 24 * time.Hour)
 	for i := range 3 {
-		_, err := db.CreateTask(byKey("k", "k", ""), NewTask(acme, fmt.Sprintf("new%d.com", i)))
+		_, err := db.CreateTask(context.Background(), byKey("k", "k", ""), NewTask(acme, fmt.Sprintf("new%d.com", i)))
 		is.NoErr(err)
 	}
-	_, err := db.CreateTask(byKey("k", "k", ""), NewTask(other, "other.com"))
+	_, err := db.CreateTask(context.Background(), byKey("k", "k", ""), NewTask(other, "other.com"))
 	is.NoErr(err)
 
 	// Within a day of the cutoff nothing goes: chains are cut once a day, not at
@@ -505,9 +505,9 @@ func testAnErasureIsRecordedInEveryChainItBlanks(t *testing.T, env *Env) {
 		is.NoErr(err)
 	}
 	profile, resolved, _ := erasedWorkload(t, env, acme)
-	_, err := db.CreateTask(byKey("k", "k", ""), NewTask(acme, "acme.com"))
+	_, err := db.CreateTask(context.Background(), byKey("k", "k", ""), NewTask(acme, "acme.com"))
 	is.NoErr(err)
-	_, err = db.CreateTask(byKey("k", "k", ""), NewTask(bystander, "acme.com"))
+	_, err = db.CreateTask(context.Background(), byKey("k", "k", ""), NewTask(bystander, "acme.com"))
 	is.NoErr(err)
 	// Hers are the entries about her profile and the address found for her: the
 	// address she was one candidate for is another subject, erased on its own.
@@ -531,7 +531,7 @@ func testAnErasureIsRecordedInEveryChainItBlanks(t *testing.T, env *Env) {
 	is.True(clear >= 4) // her lookups by profile and address, the store hit, the watch
 
 	user, email := "u1", "dpo@acme.example"
-	er, err := db.Erase(store.Acting(context.Background(), store.Actor{Kind: store.ActorUser, ID: &user, Name: &email}, "req-1"),
+	er, err := db.Erase(context.Background(), store.By{Actor: store.Actor{Kind: store.ActorUser, ID: &user, Name: &email}, RequestID: "req-1"},
 		store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	is.True(er.Removed["audit_log"] >= 4)
@@ -567,10 +567,10 @@ func testAnErasureIsRecordedInEveryChainItBlanks(t *testing.T, env *Env) {
 	is.Equal(c.Erased, er.Removed["audit_log"])
 
 	// Every organization's: the installation's chain, and other's, which looked her up.
-	_, err = db.CreateTask(byKey("k2", "k2", ""), newPersonTask(other, "jane-doe"))
+	_, err = db.CreateTask(context.Background(), byKey("k2", "k2", ""), newPersonTask(other, "jane-doe"))
 	is.NoErr(err)
 	before := len(auditOf(t, db, bystander))
-	all, err := db.Erase(store.Acting(context.Background(), store.Actor{Kind: store.ActorCLI}, ""),
+	all, err := db.Erase(context.Background(), store.ByOperator,
 		store.NewErasure{AllOrgs: true, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	for _, org := range []string{"", other} {
@@ -605,7 +605,7 @@ func testAnExportIsRecordedAndListsThePersonsEntries(t *testing.T, env *Env) {
 	profile, _, _ := erasedWorkload(t, env, acme)
 	before := len(auditOf(t, db, acme))
 
-	x, err := db.ExportPerson(byKey("key-1", "crm", "req-7"), acme, false, profile)
+	x, err := db.ExportPerson(context.Background(), byKey("key-1", "crm", "req-7"), acme, false, profile)
 	is.NoErr(err)
 	is.True(len(x.Audit) >= 4)
 	var prev time.Time
@@ -629,7 +629,7 @@ func testAnExportIsRecordedAndListsThePersonsEntries(t *testing.T, env *Env) {
 	is.Equal(*last.RequestID, "req-7")
 	is.Equal(chainOf(t, db, acme).Bad, nil)
 
-	theirs, err := db.ExportPerson(byKey("key-2", "theirs", ""), other, false, profile)
+	theirs, err := db.ExportPerson(context.Background(), byKey("key-2", "theirs", ""), other, false, profile)
 	is.NoErr(err)
 	is.Equal(len(theirs.Audit), 0)
 	is.Equal(len(auditOf(t, db, acme)), before+1)
@@ -637,7 +637,7 @@ func testAnExportIsRecordedAndListsThePersonsEntries(t *testing.T, env *Env) {
 	is.Equal(mine[0].Action, store.AuditPersonExported)
 
 	// A second export shows the first.
-	again, err := db.ExportPerson(context.Background(), acme, false, profile)
+	again, err := db.ExportPerson(context.Background(), store.BySystem, acme, false, profile)
 	is.NoErr(err)
 	is.Equal(again.Audit[len(again.Audit)-1]["action"], store.AuditPersonExported)
 }
@@ -651,7 +651,7 @@ func testAuditVerifyHoldsWhileTheChainGrowsAndIsCut(t *testing.T, env *Env) {
 	db := env.DB
 	acme := NewOrg(t, db, "acme")
 	record := func(db *store.DB) error {
-		return db.RecordAudit(ctx, store.NewAuditEntry{OrgID: acme, Action: store.AuditBatchDownloaded})
+		return db.RecordAudit(ctx, store.BySystem, store.NewAuditEntry{OrgID: acme, Action: store.AuditBatchDownloaded})
 	}
 	for range 2500 { // more than one chunk of the walk
 		if err := record(db); err != nil {

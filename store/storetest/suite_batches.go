@@ -46,7 +46,7 @@ func testBatchRowsGetTheirTasks(t *testing.T, env *Env) {
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
 
-	b, replayed, err := db.CreateBatch(ctx, newBatch(org, "a.com", "b.com", "c.com"))
+	b, replayed, err := db.CreateBatch(ctx, store.BySystem, newBatch(org, "a.com", "b.com", "c.com"))
 	is.NoErr(err)
 	is.True(!replayed)
 	is.Equal(b.Rows, 3)
@@ -67,9 +67,9 @@ func testBatchRowsGetTheirTasks(t *testing.T, env *Env) {
 	is.Equal(pending[0], store.PendingBatchRow{BatchID: b.ID, OrgID: org, ObjectType: enrich.ObjectCompany, Row: 1, Request: json.RawMessage(`{"domain":"a.com"}`)})
 	is.Equal(pending[1].Row, 2)
 
-	first, err := db.CreateTask(ctx, batchRowTask(org, b.ID, 1, "a.com"))
+	first, err := db.CreateTask(ctx, store.BySystem, batchRowTask(org, b.ID, 1, "a.com"))
 	is.NoErr(err)
-	again, err := db.CreateTask(ctx, batchRowTask(org, b.ID, 1, "a.com"))
+	again, err := db.CreateTask(ctx, store.BySystem, batchRowTask(org, b.ID, 1, "a.com"))
 	is.NoErr(err)
 	is.True(again.Replayed)
 	is.Equal(again.Task.ID, first.Task.ID)
@@ -85,7 +85,7 @@ func testBatchRowsGetTheirTasks(t *testing.T, env *Env) {
 	ok, err := db.Settle(ctx, claim, store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: "A", Domain: enrich.Ptr("a.com")}}, Fetched: true})
 	is.NoErr(err)
 	is.True(ok)
-	_, err = db.CreateTask(ctx, batchRowTask(org, b.ID, 3, "c.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, batchRowTask(org, b.ID, 3, "c.com"))
 	is.NoErr(err)
 	b, err = db.GetBatch(ctx, org, b.ID)
 	is.NoErr(err)
@@ -114,7 +114,7 @@ func testBatchRowsGetTheirTasks(t *testing.T, env *Env) {
 
 	// Newest first, in pages.
 	clk.Add(time.Millisecond)
-	b2, _, err := db.CreateBatch(ctx, newBatch(org, "d.com"))
+	b2, _, err := db.CreateBatch(ctx, store.BySystem, newBatch(org, "d.com"))
 	is.NoErr(err)
 	list, total, err := db.ListBatches(ctx, org, 0, 1)
 	is.NoErr(err)
@@ -148,7 +148,7 @@ func testBatchIdempotencyKeyAndCredits(t *testing.T, env *Env) {
 	is.NoErr(err)
 
 	nb := newBatch(org, "a.com", "b.com", "c.com")
-	_, _, err = db.CreateBatch(ctx, nb)
+	_, _, err = db.CreateBatch(ctx, store.BySystem, nb)
 	var e *enrich.Error
 	is.True(errors.As(err, &e))
 	is.Equal(e.Code, "insufficient_credits")
@@ -159,23 +159,23 @@ func testBatchIdempotencyKeyAndCredits(t *testing.T, env *Env) {
 
 	nb = newBatch(org, "a.com", "b.com")
 	nb.IdempotencyKey, nb.BodyHash = "upload-1", "hash-1"
-	b, replayed, err := db.CreateBatch(ctx, nb)
+	b, replayed, err := db.CreateBatch(ctx, store.BySystem, nb)
 	is.NoErr(err)
 	is.True(!replayed)
 	is.Equal(*b.IdempotencyKey, "upload-1")
-	_, err = db.CreateTask(ctx, batchRowTask(org, b.ID, 1, "a.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, batchRowTask(org, b.ID, 1, "a.com"))
 	is.NoErr(err)
-	_, err = db.CreateTask(ctx, batchRowTask(org, b.ID, 2, "b.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, batchRowTask(org, b.ID, 2, "b.com"))
 	is.NoErr(err)
 
 	// The balance is spent now; the replay is the batch all the same.
-	again, replayed, err := db.CreateBatch(ctx, nb)
+	again, replayed, err := db.CreateBatch(ctx, store.BySystem, nb)
 	is.NoErr(err)
 	is.True(replayed)
 	is.Equal(again.ID, b.ID)
 	is.Equal(again.Counts, store.BatchCounts{Queued: 2})
 	nb.BodyHash = "hash-2"
-	_, _, err = db.CreateBatch(ctx, nb)
+	_, _, err = db.CreateBatch(ctx, store.BySystem, nb)
 	is.Equal(errCode(err), "idempotency_key_reused")
 	_, total, err = db.ListBatches(ctx, org, 0, 10)
 	is.NoErr(err)
@@ -198,8 +198,8 @@ func testOneBatchKeyFromTwoHandles(t *testing.T, env *Env) {
 		var ra, rb bool
 		var errA, errB error
 		together(
-			func() { ba, ra, errA = a.CreateBatch(ctx, nb) },
-			func() { bb, rb, errB = b.CreateBatch(ctx, nb) },
+			func() { ba, ra, errA = a.CreateBatch(ctx, store.BySystem, nb) },
+			func() { bb, rb, errB = b.CreateBatch(ctx, store.BySystem, nb) },
 		)
 		is.NoErr(errA)
 		is.NoErr(errB)
@@ -221,14 +221,14 @@ func testOneBatchRowFromTwoHandles(t *testing.T, env *Env) {
 	_, err := a.GrantCredits(ctx, "acme", 100, nil)
 	is.NoErr(err)
 	domains := []string{"a.com", "b.com", "c.com", "d.com", "e.com", "f.com", "g.com", "h.com"}
-	batch, _, err := a.CreateBatch(ctx, newBatch(org, domains...))
+	batch, _, err := a.CreateBatch(ctx, store.BySystem, newBatch(org, domains...))
 	is.NoErr(err)
 	for i, d := range domains {
 		var ea, eb *store.Enqueued
 		var errA, errB error
 		together(
-			func() { ea, errA = a.CreateTask(ctx, batchRowTask(org, batch.ID, i+1, d)) },
-			func() { eb, errB = b.CreateTask(ctx, batchRowTask(org, batch.ID, i+1, d)) },
+			func() { ea, errA = a.CreateTask(ctx, store.BySystem, batchRowTask(org, batch.ID, i+1, d)) },
+			func() { eb, errB = b.CreateTask(ctx, store.BySystem, batchRowTask(org, batch.ID, i+1, d)) },
 		)
 		is.NoErr(errA)
 		is.NoErr(errB)
@@ -256,10 +256,10 @@ func testRetentionDeletesOldBatches(t *testing.T, env *Env) {
 	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
-	old, _, err := db.CreateBatch(ctx, newBatch(org, "a.com", "b.com"))
+	old, _, err := db.CreateBatch(ctx, store.BySystem, newBatch(org, "a.com", "b.com"))
 	is.NoErr(err)
 	clk.Add(48 * time.Hour)
-	kept, _, err := db.CreateBatch(ctx, newBatch(org, "c.com"))
+	kept, _, err := db.CreateBatch(ctx, store.BySystem, newBatch(org, "c.com"))
 	is.NoErr(err)
 	p, err := db.PurgeSettled(ctx, clk.Now().Add(-24*time.Hour), 500)
 	is.NoErr(err)
@@ -312,7 +312,7 @@ func testMixedBatchRows(t *testing.T, env *Env) {
 			{Values: []string{"bob@initech.com", ""}, Kind: enrich.ObjectPerson, Request: req("email", "bob@initech.com"), Line: 6},
 			{Values: []string{"cy@hooli.com", "hooli.com"}, Kind: enrich.ObjectPerson, Request: req("email", "cy@hooli.com"), CompanyRequest: req("domain", "hooli.com"), Line: 7},
 		}}
-	b, _, err := db.CreateBatch(ctx, nb)
+	b, _, err := db.CreateBatch(ctx, store.BySystem, nb)
 	is.NoErr(err)
 	is.Equal(b.ObjectType, store.ObjectMixed)
 	is.Equal(b.Rows, 5)
@@ -343,19 +343,19 @@ func testMixedBatchRows(t *testing.T, env *Env) {
 	is.Equal(short[2].Row, 2)
 
 	// Row 1: its person and its company, each its own task, each linked once.
-	ann, err := db.CreateTask(ctx, personRowTask(org, b.ID, 1, "ann@acme.com", false))
+	ann, err := db.CreateTask(ctx, store.BySystem, personRowTask(org, b.ID, 1, "ann@acme.com", false))
 	is.NoErr(err)
-	acme, err := db.CreateTask(ctx, personRowTask(org, b.ID, 1, "ann@acme.com", true))
+	acme, err := db.CreateTask(ctx, store.BySystem, personRowTask(org, b.ID, 1, "ann@acme.com", true))
 	is.NoErr(err)
 	is.True(ann.Task.ID != acme.Task.ID)
-	again, err := db.CreateTask(ctx, personRowTask(org, b.ID, 1, "ann@acme.com", true))
+	again, err := db.CreateTask(ctx, store.BySystem, personRowTask(org, b.ID, 1, "ann@acme.com", true))
 	is.NoErr(err)
 	is.True(again.Replayed)
 	is.Equal(again.Task.ID, acme.Task.ID)
 	// Row 5's company gets no task (the credits ran out, say); its person does.
 	is.NoErr(db.FailBatchCompany(ctx, b.ID, 5, &enrich.TaskError{Code: "insufficient_credits", Message: "not enough credits"}))
 	is.NoErr(db.FailBatchCompany(ctx, b.ID, 2, &enrich.TaskError{Code: "x", Message: "a row without a company has none to fail"}))
-	cy, err := db.CreateTask(ctx, personRowTask(org, b.ID, 5, "cy@hooli.com", false))
+	cy, err := db.CreateTask(ctx, store.BySystem, personRowTask(org, b.ID, 5, "cy@hooli.com", false))
 	is.NoErr(err)
 	pending, err = db.PendingBatchRows(ctx, 10, 10)
 	is.NoErr(err)
@@ -422,7 +422,7 @@ func testMixedBatchRows(t *testing.T, env *Env) {
 		{OrgID: org, ObjectType: store.ObjectMixed, Rows: []store.NewBatchRow{{Values: []string{"a"}, Request: req("domain", "a.com"), Kind: enrich.ObjectCompany, CompanyRequest: req("domain", "a.com")}}},
 		{OrgID: org, ObjectType: enrich.ObjectCompany, Rows: []store.NewBatchRow{{Values: []string{"a"}, Skipped: "why", Request: req("domain", "a.com")}}},
 	} {
-		_, _, err := db.CreateBatch(ctx, bad)
+		_, _, err := db.CreateBatch(ctx, store.BySystem, bad)
 		is.True(err != nil)
 	}
 }

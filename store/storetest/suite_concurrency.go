@@ -51,8 +51,8 @@ func testTwoWritersChargingTheLastCredit(t *testing.T, env *Env) {
 		is.NoErr(err)
 		var errA, errB error
 		together(
-			func() { _, errA = a.CreateTask(ctx, NewTask(org, fmt.Sprintf("a%d.com", round))) },
-			func() { _, errB = b.CreateTask(ctx, NewTask(org, fmt.Sprintf("b%d.com", round))) },
+			func() { _, errA = a.CreateTask(ctx, store.BySystem, NewTask(org, fmt.Sprintf("a%d.com", round))) },
+			func() { _, errB = b.CreateTask(ctx, store.BySystem, NewTask(org, fmt.Sprintf("b%d.com", round))) },
 		)
 		refused := 0
 		for _, err := range []error{errA, errB} {
@@ -91,8 +91,8 @@ func testOneIdempotencyKeyFromTwoHandles(t *testing.T, env *Env) {
 		var resA, resB *store.Enqueued
 		var errA, errB error
 		together(
-			func() { resA, errA = a.CreateTask(ctx, nt) },
-			func() { resB, errB = b.CreateTask(ctx, nt) },
+			func() { resA, errA = a.CreateTask(ctx, store.BySystem, nt) },
+			func() { resB, errB = b.CreateTask(ctx, store.BySystem, nt) },
 		)
 		is.NoErr(errA)
 		is.NoErr(errB)
@@ -122,7 +122,7 @@ func testTwoClaimersNeverTakeTheSameTask(t *testing.T, env *Env) {
 		_, err := a.GrantCredits(ctx, name, tasks, nil)
 		is.NoErr(err)
 		for j := range tasks / 3 {
-			res, err := a.CreateTask(ctx, NewTask(org, fmt.Sprintf("d%d.com", j)))
+			res, err := a.CreateTask(ctx, store.BySystem, NewTask(org, fmt.Sprintf("d%d.com", j)))
 			is.NoErr(err)
 			want[res.Task.ID] = true
 		}
@@ -177,7 +177,7 @@ func testAnExpiredLeaseIsClaimedAgainOnceAndSettlesOnce(t *testing.T, env *Env) 
 	is.NoErr(err)
 	const rounds = 10
 	for round := range rounds {
-		created, err := a.CreateTask(ctx, NewTask(org, fmt.Sprintf("d%d.com", round)))
+		created, err := a.CreateTask(ctx, store.BySystem, NewTask(org, fmt.Sprintf("d%d.com", round)))
 		is.NoErr(err)
 		dead, err := a.ClaimTask(ctx, 30*time.Second)
 		is.NoErr(err)

@@ -165,10 +165,10 @@ func testDailyCredits(t *testing.T, env *Env) {
 	// The last millisecond of the 1st: a charge; the first of the 2nd: a charge and
 	// its refund (a cancel).
 	clk.Add(day(2026, 11, 2).Sub(clk.Now()) - time.Millisecond)
-	_, err = db.CreateTask(ctx, NewTask(org, "a.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(org, "a.com"))
 	is.NoErr(err)
 	clk.Add(time.Millisecond)
-	e, err := db.CreateTask(ctx, NewTask(org, "b.com"))
+	e, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "b.com"))
 	is.NoErr(err)
 	_, err = db.CancelTask(ctx, org, e.Task.ID)
 	is.NoErr(err)
@@ -180,7 +180,7 @@ func testDailyCredits(t *testing.T, env *Env) {
 	// The other organization spends on the 2nd and the 4th: none of it is acme's.
 	otherID, err := db.FindOrg(ctx, "other")
 	is.NoErr(err)
-	_, err = db.CreateTask(ctx, NewTask(otherID.ID, "c.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(otherID.ID, "c.com"))
 	is.NoErr(err)
 
 	now := clk.Now() // 2026-11-04 05:00
@@ -271,7 +271,7 @@ func testGrantsAndLedgerPages(t *testing.T, env *Env) {
 	second, err := db.GrantCredits(ctx, "acme", 50, nil)
 	is.NoErr(err)
 	for i := range 5 {
-		_, err := db.CreateTask(ctx, NewTask(org, string(rune('a'+i))+".com"))
+		_, err := db.CreateTask(ctx, store.BySystem, NewTask(org, string(rune('a'+i))+".com"))
 		is.NoErr(err)
 	}
 	clk.Add(2 * time.Hour)

@@ -31,7 +31,7 @@ func erasedWorkload(t *testing.T, env *Env, org string) (profile, resolved, ambi
 	ambiguous = enrich.Subject{Kind: enrich.SubjectEmail, Value: "Jane.Doe@acme.com"}
 
 	raw, _ := json.Marshal(map[string]string{"email": resolved.Value})
-	_, err := db.CreateTask(ctx, store.NewTask{OrgID: org, Input: enrich.Input{Lookup: enrich.LookupEmail, Target: resolved.Value}, RawInput: raw,
+	_, err := db.CreateTask(ctx, store.BySystem, store.NewTask{OrgID: org, Input: enrich.Input{Lookup: enrich.LookupEmail, Target: resolved.Value}, RawInput: raw,
 		TTL: 10 * time.Minute, MaxBacklog: 10000, Freshness: 30 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func testAnErasureRemovesThePersonFromEveryTable(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.True(len(holdsJane(t, before)) > 0)
 
-	er, err := db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
+	er, err := db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	is.Equal(er.Kind, "profile")
 	is.Equal(er.Hint, "https://network.example/in/j***")
@@ -196,7 +196,7 @@ func testAnErasureRemovesThePersonFromEveryTable(t *testing.T, env *Env) {
 	is.Equal(got.Removed, er.Removed)
 
 	// The address she was one of two candidates for is erased on its own.
-	second, err := db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: ambiguous, By: store.AddedBy{Kind: store.AddedByCLI}})
+	second, err := db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: acme, Subject: ambiguous, By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	is.Equal(second.Removed["tasks"], int64(1))
 	is.Equal(len(second.Loops), 0) // no Loop was sent it
@@ -233,11 +233,11 @@ func testAnErasureKeepsAnotherOrganizationsOwnRows(t *testing.T, env *Env) {
 		is.NoErr(err)
 	}
 	profile, _, _ := erasedWorkload(t, env, acme)
-	theirs, err := db.CreateTask(ctx, newPersonTask(other, "jane-doe"))
+	theirs, err := db.CreateTask(ctx, store.BySystem, newPersonTask(other, "jane-doe"))
 	is.NoErr(err)
 	is.Equal(theirs.Task.Status, store.StatusSucceeded) // served the shared record
 
-	er, err := db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
+	er, err := db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	kept, err := db.GetTask(ctx, other, theirs.Task.ID)
 	is.NoErr(err)
@@ -252,7 +252,7 @@ func testAnErasureKeepsAnotherOrganizationsOwnRows(t *testing.T, env *Env) {
 	_, err = db.GetErasure(ctx, other, er.ID)
 	is.Equal(err.(*enrich.Error).Kind, enrich.KindNotFound)
 
-	all, err := db.Erase(ctx, store.NewErasure{AllOrgs: true, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
+	all, err := db.Erase(ctx, store.BySystem, store.NewErasure{AllOrgs: true, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	is.True(all.AllOrgs)
 	is.Equal(all.Removed["tasks"], int64(1)) // the other organization's
@@ -282,16 +282,16 @@ func testAnErasureCancelsATaskUnderWay(t *testing.T, env *Env) {
 	acme := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 100, nil)
 	is.NoErr(err)
-	running, err := db.CreateTask(ctx, newPersonTask(acme, "jane-doe"))
+	running, err := db.CreateTask(ctx, store.BySystem, newPersonTask(acme, "jane-doe"))
 	is.NoErr(err)
 	c, err := db.ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
-	queued, err := db.CreateTask(ctx, newPersonTask(acme, "Jane-Doe"))
+	queued, err := db.CreateTask(ctx, store.BySystem, newPersonTask(acme, "Jane-Doe"))
 	is.NoErr(err)
 	is.Equal(queued.Task.Status, store.StatusQueued)
 
 	profile := enrich.Subject{Kind: enrich.SubjectProfile, Value: "https://network.example/in/jane-doe"}
-	er, err := db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
+	er, err := db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	is.Equal(er.Removed["tasks"], int64(2))
 	jane := &enrich.Person{NetworkURL: enrich.Ptr(profile.Value), FullName: enrich.Ptr("Jane Doe")}
@@ -319,10 +319,10 @@ func testErasureRefusals(t *testing.T, env *Env) {
 	ctx := context.Background()
 	db := env.DB
 	acme := NewOrg(t, db, "acme")
-	_, err := db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: enrich.Subject{Kind: enrich.SubjectDomain, Value: "acme.com"},
+	_, err := db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: acme, Subject: enrich.Subject{Kind: enrich.SubjectDomain, Value: "acme.com"},
 		By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.Equal(err.(*enrich.Error).Kind, enrich.KindInvalid)
-	_, err = db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: enrich.Subject{Kind: enrich.SubjectEmail},
+	_, err = db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: acme, Subject: enrich.Subject{Kind: enrich.SubjectEmail},
 		By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.Equal(err.(*enrich.Error).Kind, enrich.KindInvalid)
 	for _, id := range []string{"00000000-0000-0000-0000-000000000000", strings.Repeat("x", 200)} {
@@ -350,7 +350,7 @@ func testAnExportShowsEverythingHeldOnThePerson(t *testing.T, env *Env) {
 	is.NoErr(err)
 	profile, resolved, _ := erasedWorkload(t, env, acme)
 
-	x, err := db.ExportPerson(ctx, acme, false, profile)
+	x, err := db.ExportPerson(ctx, store.BySystem, acme, false, profile)
 	is.NoErr(err)
 	is.Equal(x.Asked, map[string]string{"networkUrl": profile.Value})
 	is.Equal(x.Identifiers.Emails, []string{resolved.Value})
@@ -381,14 +381,14 @@ func testAnExportShowsEverythingHeldOnThePerson(t *testing.T, env *Env) {
 	is.True(len(x.EmailLookups) > 0) // she was a candidate for Jane.Doe@acme.com
 	is.Equal(len(x.Misses), 1)
 
-	theirs, err := db.ExportPerson(ctx, other, false, profile)
+	theirs, err := db.ExportPerson(ctx, store.BySystem, other, false, profile)
 	is.NoErr(err)
 	is.Equal(len(theirs.Records), 1) // the store serves it Jane too
 	is.Equal(len(theirs.Tasks)+len(theirs.Loops)+len(theirs.Batches)+len(theirs.Watches)+len(theirs.Suppressions), 0)
 
-	_, err = db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
+	_, err = db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
-	after, err := db.ExportPerson(ctx, acme, false, profile)
+	after, err := db.ExportPerson(ctx, store.BySystem, acme, false, profile)
 	is.NoErr(err)
 	is.True(after.Suppressed)
 	is.Equal(len(after.Erasures), 1)
@@ -413,7 +413,7 @@ func testAnErasedDeliveryIsNotRetried(t *testing.T, env *Env) {
 	loop := newLoop(t, db, acme, "crm", enrich.ObjectPerson)
 	nt := newPersonTask(acme, "jane-doe")
 	nt.LoopID = &loop.ID
-	_, err = db.CreateTask(ctx, nt)
+	_, err = db.CreateTask(ctx, store.BySystem, nt)
 	is.NoErr(err)
 	c, err := db.ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
@@ -428,7 +428,7 @@ func testAnErasedDeliveryIsNotRetried(t *testing.T, env *Env) {
 	_, err = db.UpdateLoop(ctx, acme, loop.ID, store.LoopPatch{DestinationEnabled: enrich.Ptr(false)})
 	is.NoErr(err)
 
-	er, err := db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: enrich.Subject{Kind: enrich.SubjectProfile, Value: *jane.NetworkURL},
+	er, err := db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: acme, Subject: enrich.Subject{Kind: enrich.SubjectProfile, Value: *jane.NetworkURL},
 		By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	is.Equal(len(er.Loops), 1) // an attempt reached it, or may have
@@ -465,14 +465,14 @@ func testAnErasureAfterRetentionTellsTheLoopThatWroteIntoTheCRM(t *testing.T, en
 		Scan(&deliveries, &loopTasks))
 	is.Equal([]int{deliveries, loopTasks}, []int{0, 0})
 
-	x, err := db.ExportPerson(ctx, acme, false, profile)
+	x, err := db.ExportPerson(ctx, store.BySystem, acme, false, profile)
 	is.NoErr(err)
 	is.Equal(len(x.Loops), 1)
 	is.Equal(*x.Loops[0].Name, "crm-"+acme[:8])
 	is.Equal(len(x.Loops[0].Deliveries), 0)
 	is.Equal(x.Loops[0].HubSpot[0].ObjectID, "501")
 
-	er, err := db.Erase(ctx, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
+	er, err := db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	is.Equal(len(er.Loops), 1)
 	is.Equal(er.Loops[0].ID, x.Loops[0].ID)

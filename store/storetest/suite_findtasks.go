@@ -208,7 +208,7 @@ func seedVariety(t *testing.T, env *Env) variety {
 		if i%5 == 0 {
 			nt.Fail = &enrich.TaskError{Code: "invalid_input", Message: "refused"}
 		}
-		e, err := db.CreateTask(ctx, nt)
+		e, err := db.CreateTask(ctx, store.BySystem, nt)
 		if err != nil {
 			t.Fatal(err)
 		}

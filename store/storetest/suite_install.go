@@ -58,12 +58,12 @@ func testFirstStartLink(t *testing.T, env *Env) {
 		{store.NewInstall{OrgName: "", Email: "owner@acme.com", PasswordHash: installHash}, enrich.KindInvalid},
 		{store.NewInstall{OrgName: "acme", Email: "not an address", PasswordHash: installHash}, enrich.KindInvalid},
 	} {
-		_, err := db.Install(ctx, token, c.in)
+		_, err := db.Install(ctx, store.BySystem, token, c.in)
 		errKind(t, err, c.kind, "")
 	}
-	_, err = db.Install(ctx, token, store.NewInstall{OrgName: "acme", Email: "owner@acme.com"})
+	_, err = db.Install(ctx, store.BySystem, token, store.NewInstall{OrgName: "acme", Email: "owner@acme.com"})
 	is.True(err != nil) // no password hash
-	_, err = db.Install(ctx, first, store.NewInstall{OrgName: "acme", Email: "owner@acme.com", PasswordHash: installHash})
+	_, err = db.Install(ctx, store.BySystem, first, store.NewInstall{OrgName: "acme", Email: "owner@acme.com", PasswordHash: installHash})
 	errKind(t, err, enrich.KindNotFound, "link_invalid")
 	orgs, err := db.ListOrgs(ctx)
 	is.NoErr(err)
@@ -78,12 +78,12 @@ func testFirstStartLink(t *testing.T, env *Env) {
 	is.NoErr(db.CheckInstallLink(ctx, token))
 	clk.Add(time.Millisecond)
 	errKind(t, db.CheckInstallLink(ctx, token), enrich.KindNotFound, "link_invalid")
-	_, err = db.Install(ctx, token, store.NewInstall{OrgName: "acme", Email: "owner@acme.com", PasswordHash: installHash})
+	_, err = db.Install(ctx, store.BySystem, token, store.NewInstall{OrgName: "acme", Email: "owner@acme.com", PasswordHash: installHash})
 	errKind(t, err, enrich.KindNotFound, "link_invalid")
 
 	token, err = db.NewInstallLink(ctx)
 	is.NoErr(err)
-	u, err := db.Install(ctx, token, store.NewInstall{OrgName: "acme", Email: " Owner@Acme.com ", PasswordHash: installHash})
+	u, err := db.Install(ctx, store.BySystem, token, store.NewInstall{OrgName: "acme", Email: " Owner@Acme.com ", PasswordHash: installHash})
 	is.NoErr(err)
 	is.Equal(u.Email, "owner@acme.com")
 	is.Equal(u.Role, store.RoleAdmin)
@@ -103,7 +103,7 @@ func testFirstStartLink(t *testing.T, env *Env) {
 
 	// Used once: refused, and no new link is made now that a user exists.
 	errKind(t, db.CheckInstallLink(ctx, token), enrich.KindNotFound, "link_invalid")
-	_, err = db.Install(ctx, token, store.NewInstall{OrgName: "other", Email: "eve@other.com", PasswordHash: installHash})
+	_, err = db.Install(ctx, store.BySystem, token, store.NewInstall{OrgName: "other", Email: "eve@other.com", PasswordHash: installHash})
 	errKind(t, err, enrich.KindNotFound, "link_invalid")
 	none, err := db.NewInstallLink(ctx)
 	is.NoErr(err)
@@ -124,7 +124,7 @@ func testFirstStartJoinsAnExistingOrganization(t *testing.T, env *Env) {
 	acme := NewOrg(t, db, "acme")
 	token, err := db.NewInstallLink(ctx)
 	is.NoErr(err)
-	u, err := db.Install(ctx, token, store.NewInstall{OrgName: "acme", Email: "owner@acme.com", PasswordHash: installHash})
+	u, err := db.Install(ctx, store.BySystem, token, store.NewInstall{OrgName: "acme", Email: "owner@acme.com", PasswordHash: installHash})
 	is.NoErr(err)
 	is.Equal(u.OrgID, acme)
 	orgs, err := db.ListOrgs(ctx)
@@ -146,10 +146,10 @@ func testFirstStartLinkIsSpentByAnyUser(t *testing.T, env *Env) {
 	token, err := db.NewInstallLink(ctx)
 	is.NoErr(err)
 	NewOrg(t, db, "acme")
-	_, _, err = db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleViewer)
+	_, _, err = db.CreateUser(ctx, store.BySystem, "acme", "jane@acme.com", store.RoleViewer)
 	is.NoErr(err)
 	errKind(t, db.CheckInstallLink(ctx, token), enrich.KindNotFound, "link_invalid")
-	_, err = db.Install(ctx, token, store.NewInstall{OrgName: "acme", Email: "owner@acme.com", PasswordHash: installHash})
+	_, err = db.Install(ctx, store.BySystem, token, store.NewInstall{OrgName: "acme", Email: "owner@acme.com", PasswordHash: installHash})
 	errKind(t, err, enrich.KindNotFound, "link_invalid")
 }
 
@@ -167,7 +167,7 @@ func testFirstStartLinkUsedTwiceAtOnce(t *testing.T, env *Env) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = h.Install(ctx, token, store.NewInstall{OrgName: "org" + string(rune('a'+i)),
+			_, errs[i] = h.Install(ctx, store.BySystem, token, store.NewInstall{OrgName: "org" + string(rune('a'+i)),
 				Email: "owner" + string(rune('a'+i)) + "@acme.com", PasswordHash: installHash})
 		}()
 	}

@@ -57,7 +57,7 @@ func testRetentionDeletesOnlyOldSettledRows(t *testing.T, env *Env) {
 		nt := NewTask(org, domain)
 		nt.LoopID, nt.IdempotencyKey, nt.BodyHash = &loop.ID, key, "h-"+domain
 		nt.TTL = 365 * 24 * time.Hour
-		res, err := db.CreateTask(ctx, nt)
+		res, err := db.CreateTask(ctx, store.BySystem, nt)
 		is.NoErr(err)
 		return res.Task.ID
 	}
@@ -161,12 +161,12 @@ func testRetentionDeletesOnlyOldSettledRows(t *testing.T, env *Env) {
 	// The unsettled task's key still replays.
 	nt := NewTask(org, "old-ok.com")
 	nt.LoopID, nt.IdempotencyKey, nt.BodyHash = &loop.ID, "k-old", "h-old-ok.com"
-	res, err := db.CreateTask(ctx, nt)
+	res, err := db.CreateTask(ctx, store.BySystem, nt)
 	is.NoErr(err)
 	is.True(!res.Replayed)
 	nt = NewTask(org, "old-queued.com")
 	nt.LoopID, nt.IdempotencyKey, nt.BodyHash = &loop.ID, "k-queued", "h-old-queued.com"
-	res, err = db.CreateTask(ctx, nt)
+	res, err = db.CreateTask(ctx, store.BySystem, nt)
 	is.NoErr(err)
 	is.True(res.Replayed)
 	is.Equal(res.Task.ID, oldQueued)

@@ -25,7 +25,7 @@ func testAnIdempotencyKeyReusedWithAnotherBodyIsRefused(t *testing.T, env *Env) 
 
 	first := NewTask(org, "acme.com")
 	first.IdempotencyKey, first.Endpoint, first.BodyHash = "k1", "POST /v1/companies/enrich", HexSum(`{"domain":"acme.com"}`)
-	created, err := db.CreateTask(ctx, first)
+	created, err := db.CreateTask(ctx, store.BySystem, first)
 	is.NoErr(err)
 
 	otherBody := NewTask(org, "other.com")
@@ -33,7 +33,7 @@ func testAnIdempotencyKeyReusedWithAnotherBodyIsRefused(t *testing.T, env *Env) 
 	otherEndpoint := first // the hash binds the endpoint too, as the server computes it
 	otherEndpoint.Endpoint, otherEndpoint.BodyHash = "POST /v1/people/enrich", HexSum("POST /v1/people/enrich\n"+`{"domain":"acme.com"}`)
 	for name, nt := range map[string]store.NewTask{"another body": otherBody, "another endpoint": otherEndpoint} {
-		_, err = db.CreateTask(ctx, nt)
+		_, err = db.CreateTask(ctx, store.BySystem, nt)
 		var e *enrich.Error
 		if !errors.As(err, &e) || e.Code != "idempotency_key_reused" {
 			t.Fatalf("%s under a used key: got %v, want idempotency_key_reused", name, err)
@@ -46,7 +46,7 @@ func testAnIdempotencyKeyReusedWithAnotherBodyIsRefused(t *testing.T, env *Env) 
 	_, total, err := db.ListTasks(ctx, org, "", 0, 10)
 	is.NoErr(err)
 	is.Equal(total, int64(1))
-	replay, err := db.CreateTask(ctx, first)
+	replay, err := db.CreateTask(ctx, store.BySystem, first)
 	is.NoErr(err)
 	is.True(replay.Replayed)
 	is.Equal(replay.Task.ID, created.Task.ID)
@@ -62,7 +62,7 @@ func testATaskIsReadOnlyByItsOrganization(t *testing.T, env *Env) {
 	other := NewOrg(t, db, "other")
 	_, err := db.GrantCredits(ctx, "acme", 5, nil)
 	is.NoErr(err)
-	created, err := db.CreateTask(ctx, NewTask(acme, "acme.com"))
+	created, err := db.CreateTask(ctx, store.BySystem, NewTask(acme, "acme.com"))
 	is.NoErr(err)
 
 	_, err = db.GetTask(ctx, other, created.Task.ID)
@@ -93,7 +93,7 @@ func testAKeyNameIsOneLineOfText(t *testing.T, env *Env) {
 	db := env.DB
 	NewOrg(t, db, "acme")
 	for _, name := range []string{"ab\xff\xfe", "two\nlines", "bell\a"} {
-		_, _, err := db.CreateKey(ctx, "acme", name, false)
+		_, _, err := db.CreateKey(ctx, store.BySystem, "acme", name, false)
 		var e *enrich.Error
 		if !errors.As(err, &e) || e.Kind != enrich.KindInvalid {
 			t.Fatalf("key name %q: got %v, want invalid input", name, err)
@@ -102,6 +102,6 @@ func testAKeyNameIsOneLineOfText(t *testing.T, env *Env) {
 	keys, err := db.ListKeys(ctx, "acme")
 	is.NoErr(err)
 	is.Equal(len(keys), 0)
-	_, _, err = db.CreateKey(ctx, "acme", "Zapier · prod ✓", false)
+	_, _, err = db.CreateKey(ctx, store.BySystem, "acme", "Zapier · prod ✓", false)
 	is.NoErr(err)
 }

@@ -172,7 +172,7 @@ func personWorkload(t *testing.T, env *Env, org string) []enrich.SubjectHash {
 
 	email := store.NewTask{OrgID: org, Input: enrich.Input{Lookup: enrich.LookupEmail, Target: address}, RawInput: json.RawMessage(`{"email":"` + address + `"}`),
 		TTL: 10 * time.Minute, MaxBacklog: 10000, Freshness: 30 * 24 * time.Hour}
-	_, err := db.CreateTask(ctx, email)
+	_, err := db.CreateTask(ctx, store.BySystem, email)
 	is.NoErr(err)
 	two := 2
 	claimAndSettle(store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeAmbiguous, Message: "two fit", Candidates: &two},
@@ -187,7 +187,7 @@ func personWorkload(t *testing.T, env *Env, org string) []enrich.SubjectHash {
 	loop := newLoop(t, db, org, "crm-"+org[:8], enrich.ObjectPerson)
 	byProfile := newPersonTask(org, "jane-doe")
 	byProfile.LoopID = &loop.ID
-	_, err = db.CreateTask(ctx, byProfile)
+	_, err = db.CreateTask(ctx, store.BySystem, byProfile)
 	is.NoErr(err)
 	claimAndSettle(store.Outcome{Result: &enrich.Result{Person: jane}, Fetched: true})
 	// The Loop's delivery, acknowledged by a CRM that was written her contact.
@@ -197,12 +197,12 @@ func personWorkload(t *testing.T, env *Env, org string) []enrich.SubjectHash {
 	at := env.Clock.Now()
 	is.NoErr(db.RecordAttempts(ctx, []store.Attempted{{Dispatch: sent[0], Attempt: &store.Attempt{At: at, Ended: at, StatusCode: 200,
 		Summary: "created contact 501", Wrote: &store.CRMWrite{ObjectType: "contacts", ObjectID: "501", Written: map[string]string{"jobtitle": "5f1e"}}}}}))
-	hit, err := db.CreateTask(ctx, newPersonTask(org, "jane-doe"))
+	hit, err := db.CreateTask(ctx, store.BySystem, newPersonTask(org, "jane-doe"))
 	is.NoErr(err)
 	is.Equal(hit.Task.Status, store.StatusSucceeded) // a store hit
 
 	req, _ := json.Marshal(map[string]string{"networkUrl": profile})
-	b, _, err := db.CreateBatch(ctx, store.NewBatch{OrgID: org, ObjectType: enrich.ObjectPerson, Name: "people.csv",
+	b, _, err := db.CreateBatch(ctx, store.BySystem, store.NewBatch{OrgID: org, ObjectType: enrich.ObjectPerson, Name: "people.csv",
 		Columns: []string{"networkUrl", "name"}, CreditsEstimate: 1,
 		Rows: []store.NewBatchRow{{Values: []string{profile, "Jane Doe"}, Request: req,
 			Subject: enrich.Subject{Kind: enrich.SubjectProfile, Value: profile}, SubjectOK: true}}})
@@ -210,11 +210,11 @@ func personWorkload(t *testing.T, env *Env, org string) []enrich.SubjectHash {
 	is.Equal(b.Rows, 1)
 
 	is.NoErr(db.RememberMiss(ctx, enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile}, "pdl", ""))
-	_, err = db.CreateWatch(ctx, store.NewWatch{OrgID: org, ObjectType: enrich.ObjectPerson,
+	_, err = db.CreateWatch(ctx, store.BySystem, store.NewWatch{OrgID: org, ObjectType: enrich.ObjectPerson,
 		Input: enrich.Input{Lookup: enrich.LookupPersonURL, Target: profile}, RawInput: json.RawMessage(`{"networkUrl":"` + profile + `"}`),
 		LoopID: loop.ID, EveryDays: 30, Enabled: true})
 	is.NoErr(err)
-	_, err = db.AddSuppression(ctx, store.NewSuppression{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: address},
+	_, err = db.AddSuppression(ctx, store.BySystem, store.NewSuppression{OrgID: org, Subject: enrich.Subject{Kind: enrich.SubjectEmail, Value: address},
 		Reason: enrich.Ptr("asked us"), AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 
@@ -396,7 +396,7 @@ func testRowsFromBeforeAreHashedAsTheyWouldBeNow(t *testing.T, env *Env) {
 	is.NoErr(err)
 	page := NewTask(acme, "https://network.example/company/acme")
 	page.Input.Lookup = enrich.LookupCompanyURL
-	_, err = db.CreateTask(ctx, page)
+	_, err = db.CreateTask(ctx, store.BySystem, page)
 	is.NoErr(err)
 
 	before := downgradeSubjects(t, env)
@@ -414,7 +414,7 @@ func testRowsFromBeforeAreHashedAsTheyWouldBeNow(t *testing.T, env *Env) {
 	unhashed, err := keyless.Unhashed(ctx)
 	is.NoErr(err)
 	is.True(unhashed["tasks"] > 0)
-	_, err = keyless.CreateTask(ctx, NewTask(acme, "acme.com"))
+	_, err = keyless.CreateTask(ctx, store.BySystem, NewTask(acme, "acme.com"))
 	is.True(errors.Is(err, store.ErrNoSubjectKey))
 	is.NoErr(keyless.Close())
 

@@ -52,7 +52,7 @@ func testTasksKeepProvenanceAndSources(t *testing.T, env *Env) {
 		`{"name":"enrichlayer","outcome":"hit","vendor_calls":2,"vendor_credits":0,"ms":40},` +
 		`{"name":"apollo","outcome":"skipped","reason":"filled","vendor_calls":0,"vendor_credits":0,"ms":0}]`
 
-	_, err = db.CreateTask(ctx, NewTask(org, "acme.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(org, "acme.com"))
 	is.NoErr(err)
 	fetched := settleWith(store.Outcome{Fetched: true, Trace: trace,
 		Result: &enrich.Result{Company: &enrich.Company{Name: "Acme", Slogan: enrich.Ptr("Everything for coyotes")}}})
@@ -63,7 +63,7 @@ func testTasksKeepProvenanceAndSources(t *testing.T, env *Env) {
 	// Within the freshness window the store answers, asking no source, with the
 	// provenance the record was stored with.
 	clk.Add(time.Hour)
-	hit, err := db.CreateTask(ctx, NewTask(org, "acme.com"))
+	hit, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "acme.com"))
 	is.NoErr(err)
 	is.Equal(hit.Task.Status, store.StatusSucceeded)
 	is.Equal(string(hit.Task.Provenance), string(fetched.Provenance))
@@ -77,7 +77,7 @@ func testTasksKeepProvenanceAndSources(t *testing.T, env *Env) {
 	is.Equal(prov, trace.Provenance)
 
 	// A failure keeps what was asked; it has no data, so no provenance.
-	_, err = db.CreateTask(ctx, NewTask(org, "nowhere.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(org, "nowhere.com"))
 	is.NoErr(err)
 	failed := settleWith(store.Outcome{Err: &enrich.TaskError{Code: enrich.CodeNotFound, Message: "no company"},
 		Trace: enrich.Trace{Sources: []enrich.SourceCall{{Name: "pdl", Outcome: enrich.OutcomeMiss, VendorCalls: 1}}}})
@@ -87,7 +87,7 @@ func testTasksKeepProvenanceAndSources(t *testing.T, env *Env) {
 
 	// A record with a field from the organization's own key is that organization's:
 	// the task shows it, the shared store does not keep it.
-	_, err = db.CreateTask(ctx, NewTask(org, "private.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(org, "private.com"))
 	is.NoErr(err)
 	private := settleWith(store.Outcome{Fetched: true,
 		Result: &enrich.Result{Company: &enrich.Company{Name: "Private"}},
@@ -103,7 +103,7 @@ func testTasksKeepProvenanceAndSources(t *testing.T, env *Env) {
 
 	// A task settled with no trace (a result from before provenance was kept) shows
 	// empty ones, never null.
-	_, err = db.CreateTask(ctx, NewTask(org, "old.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(org, "old.com"))
 	is.NoErr(err)
 	old := settleWith(store.Outcome{Fetched: true, Result: &enrich.Result{Company: &enrich.Company{Name: "Old"}}})
 	is.Equal(string(old.Provenance), `{}`)

@@ -98,7 +98,7 @@ func testStoreHitAnswersTheRecordAsItIsNow(t *testing.T, env *Env) {
 	is.NoErr(err)
 	hitName := func() string {
 		t.Helper()
-		hit, err := db.CreateTask(ctx, NewTask(org, "acme.com"))
+		hit, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "acme.com"))
 		is.NoErr(err)
 		is.Equal(hit.Task.Status, store.StatusSucceeded)
 		var c enrich.Company
@@ -106,7 +106,7 @@ func testStoreHitAnswersTheRecordAsItIsNow(t *testing.T, env *Env) {
 		return c.Name
 	}
 
-	_, err = db.CreateTask(ctx, NewTask(org, "acme.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(org, "acme.com"))
 	is.NoErr(err)
 	SettleCompany(t, db, "Acme")
 	is.Equal(hitName(), "Acme")
@@ -115,7 +115,7 @@ func testStoreHitAnswersTheRecordAsItIsNow(t *testing.T, env *Env) {
 	clk.Add(time.Minute)
 	refresh := NewTask(org, "acme.com")
 	refresh.Freshness = time.Second // the record is older than that: enriched anew
-	queued, err := db.CreateTask(ctx, refresh)
+	queued, err := db.CreateTask(ctx, store.BySystem, refresh)
 	is.NoErr(err)
 	is.Equal(queued.Task.Status, store.StatusQueued)
 	SettleCompany(t, db, "Acme Two")
@@ -135,7 +135,7 @@ func testTaskReadsKeepTheirBytes(t *testing.T, env *Env) {
 	_, err := db.GrantCredits(ctx, "acme", 100, nil)
 	is.NoErr(err)
 
-	miss, err := db.CreateTask(ctx, NewTask(org, "acme.com"))
+	miss, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "acme.com"))
 	is.NoErr(err)
 	is.Equal(miss.Task.Status, store.StatusQueued)
 	SettleCompany(t, db, "Acme")
@@ -152,11 +152,11 @@ func testTaskReadsKeepTheirBytes(t *testing.T, env *Env) {
 	clk.Add(time.Minute)
 	nt := NewTask(org, "acme.com")
 	nt.IdempotencyKey, nt.Endpoint, nt.BodyHash = "k1", "POST /v1/companies/enrich", HexSum(`{"domain":"acme.com"}`)
-	hit, err := db.CreateTask(ctx, nt)
+	hit, err := db.CreateTask(ctx, store.BySystem, nt)
 	is.NoErr(err)
 	is.Equal(hit.Task.Status, store.StatusSucceeded) // from the store, inside the request
 	is.Equal(string(hit.Task.Data), string(want))
-	replay, err := db.CreateTask(ctx, nt)
+	replay, err := db.CreateTask(ctx, store.BySystem, nt)
 	is.NoErr(err)
 	is.True(replay.Replayed)
 	is.Equal(replay.Task, hit.Task)
@@ -164,7 +164,7 @@ func testTaskReadsKeepTheirBytes(t *testing.T, env *Env) {
 	refused := NewTask(org, "info@acme.com")
 	refused.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "info@acme.com"}
 	refused.Fail = &enrich.TaskError{Code: enrich.CodeNotFound, Message: "a role address"}
-	failed, err := db.CreateTask(ctx, refused)
+	failed, err := db.CreateTask(ctx, store.BySystem, refused)
 	is.NoErr(err)
 	is.Equal(failed.Task.Status, store.StatusFailed)
 	is.Equal(failed.Task.Data, nil)
@@ -198,13 +198,13 @@ func testRetentionDeletesResultsNoTaskShares(t *testing.T, env *Env) {
 	_, err := db.GrantCredits(ctx, "acme", 100, nil)
 	is.NoErr(err)
 
-	_, err = db.CreateTask(ctx, NewTask(org, "shared.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(org, "shared.com"))
 	is.NoErr(err)
 	SettleCompany(t, db, "Shared")
-	oldHit, err := db.CreateTask(ctx, NewTask(org, "shared.com"))
+	oldHit, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "shared.com"))
 	is.NoErr(err)
 	is.Equal(oldHit.Task.Status, store.StatusSucceeded)
-	_, err = db.CreateTask(ctx, NewTask(org, "alone.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(org, "alone.com"))
 	is.NoErr(err)
 	SettleCompany(t, db, "Alone")
 	is.Equal(resultsAddUp(t, env), 2)
@@ -212,7 +212,7 @@ func testRetentionDeletesResultsNoTaskShares(t *testing.T, env *Env) {
 	clk.Add(100 * 24 * time.Hour)
 	nt := NewTask(org, "shared.com")
 	nt.Freshness = 365 * 24 * time.Hour // still answered from the store
-	recent, err := db.CreateTask(ctx, nt)
+	recent, err := db.CreateTask(ctx, store.BySystem, nt)
 	is.NoErr(err)
 	is.Equal(recent.Task.Status, store.StatusSucceeded)
 	is.Equal(recent.Task.Data, oldHit.Task.Data)
@@ -253,7 +253,7 @@ func testARecordWithTextNoIndexTakesWholeIsKept(t *testing.T, env *Env) {
 	long := strings.Repeat("Überlang Holdings ", 250) // 4,750 bytes, some of them two to a letter
 	page := "https://network.example/company/" + strings.Repeat("x", 3000)
 	nt := newPersonTask(org, "jane")
-	_, err = db.CreateTask(ctx, nt)
+	_, err = db.CreateTask(ctx, store.BySystem, nt)
 	is.NoErr(err)
 	c, err := db.ClaimTask(ctx, time.Minute)
 	is.NoErr(err)

@@ -19,7 +19,7 @@ func settleLookup(t *testing.T, db *store.DB, org string, in enrich.Input, out s
 	ctx := context.Background()
 	raw, _ := json.Marshal(map[string]string{"target": in.Target})
 	nt := store.NewTask{OrgID: org, Input: in, RawInput: raw, TTL: 10 * time.Minute, MaxBacklog: 10000}
-	if _, err := db.CreateTask(ctx, nt); err != nil {
+	if _, err := db.CreateTask(ctx, store.BySystem, nt); err != nil {
 		t.Fatal(err)
 	}
 	c, err := db.ClaimTask(ctx, time.Minute)
@@ -252,13 +252,13 @@ func testHoldingsCountEveryKind(t *testing.T, env *Env) {
 	is.NoErr(err)
 	nt := NewTask(org, "acme.com")
 	nt.LoopID = &loop.ID
-	_, err = db.CreateTask(ctx, nt)
+	_, err = db.CreateTask(ctx, store.BySystem, nt)
 	is.NoErr(err)
 	c, err := db.ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
 	_, err = db.Settle(ctx, c, store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: "Acme", Domain: enrich.Ptr("acme.com")}}, Fetched: true})
 	is.NoErr(err)
-	_, err = db.CreateTask(ctx, NewTask(org, "globex.com")) // queued
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(org, "globex.com")) // queued
 	is.NoErr(err)
 	_, err = db.CreateTestDelivery(ctx, org, loop.ID)
 	is.NoErr(err)

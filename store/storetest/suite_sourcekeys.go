@@ -40,15 +40,15 @@ func testARecordFetchedWithAnOrgsKeyIsServedToItAlone(t *testing.T, env *Env) {
 		is.NoErr(err)
 	}
 
-	first, err := db.CreateTask(ctx, NewTask(a, "private.com"))
+	first, err := db.CreateTask(ctx, store.BySystem, NewTask(a, "private.com"))
 	is.NoErr(err)
 	is.Equal(first.Task.Status, store.StatusQueued)
 	settleFetched(t, db, "Private Co", true)
 
-	again, err := db.CreateTask(ctx, NewTask(a, "private.com"))
+	again, err := db.CreateTask(ctx, store.BySystem, NewTask(a, "private.com"))
 	is.NoErr(err)
 	is.Equal(again.Task.Status, store.StatusSucceeded) // the owner is served from the store
-	other, err := db.CreateTask(ctx, NewTask(b, "private.com"))
+	other, err := db.CreateTask(ctx, store.BySystem, NewTask(b, "private.com"))
 	is.NoErr(err)
 	is.Equal(other.Task.Status, store.StatusQueued) // another organization is not
 	stored, err := db.FindStored(ctx, enrich.Input{Lookup: enrich.LookupDomain, Target: "private.com"})
@@ -68,12 +68,12 @@ func testARecordFetchedWithAnOrgsKeyIsServedToItAlone(t *testing.T, env *Env) {
 		is.Equal(res.Company.Name, want)
 	}
 
-	shared, err := db.CreateTask(ctx, NewTask(b, "shared.com"))
+	shared, err := db.CreateTask(ctx, store.BySystem, NewTask(b, "shared.com"))
 	is.NoErr(err)
 	is.Equal(shared.Task.Status, store.StatusQueued)
 	settleFetched(t, db, "Everyone's", false)
 	for _, org := range []string{a, b} {
-		hit, err := db.CreateTask(ctx, NewTask(org, "shared.com"))
+		hit, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "shared.com"))
 		is.NoErr(err)
 		is.Equal(hit.Task.Status, store.StatusSucceeded)
 	}

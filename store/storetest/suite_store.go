@@ -31,9 +31,9 @@ func testChargesTakeTheGrantThatExpiresFirst(t *testing.T, env *Env) {
 	soonerID, err := db.GrantCredits(ctx, "acme", 1, &sooner)
 	is.NoErr(err)
 
-	first, err := db.CreateTask(ctx, NewTask(org, "a.com"))
+	first, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "a.com"))
 	is.NoErr(err)
-	second, err := db.CreateTask(ctx, NewTask(org, "b.com"))
+	second, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "b.com"))
 	is.NoErr(err)
 
 	ledger, err := db.CreditLedger(ctx, "acme")
@@ -54,7 +54,7 @@ func testInsufficientAndExpiredCredits(t *testing.T, env *Env) {
 	db, clk := env.DB, env.Clock
 	org := NewOrg(t, db, "acme")
 
-	_, err := db.CreateTask(ctx, NewTask(org, "a.com"))
+	_, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "a.com"))
 	var e *enrich.Error
 	is.True(errors.As(err, &e))
 	is.Equal(e.Kind, enrich.KindPaymentRequired)
@@ -65,7 +65,7 @@ func testInsufficientAndExpiredCredits(t *testing.T, env *Env) {
 	_, err = db.GrantCredits(ctx, "acme", 3, &exp)
 	is.NoErr(err)
 	clk.Add(2 * time.Hour)
-	_, err = db.CreateTask(ctx, NewTask(org, "a.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(org, "a.com"))
 	is.True(errors.As(err, &e))
 	is.Equal(e.Code, "credits_expired")
 	is.Equal(*e.CreditsRemaining, int64(0))
@@ -87,7 +87,7 @@ func testRefundToAGrantThatExpiredMeanwhileExpiresAtOnce(t *testing.T, env *Env)
 	exp := clk.Now().Add(time.Minute)
 	_, err := db.GrantCredits(ctx, "acme", 2, &exp)
 	is.NoErr(err)
-	created, err := db.CreateTask(ctx, NewTask(org, "a.com"))
+	created, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "a.com"))
 	is.NoErr(err)
 	clk.Add(2 * time.Minute)
 	_, err = db.CancelTask(ctx, org, created.Task.ID)
@@ -122,7 +122,7 @@ func testLedgerAddsUpAfterAMixedWorkload(t *testing.T, env *Env) {
 			if r.IntN(3) == 0 {
 				nt.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"} // costs 3
 			}
-			res, err := db.CreateTask(ctx, nt)
+			res, err := db.CreateTask(ctx, store.BySystem, nt)
 			if err != nil {
 				is.Equal(enrich.KindOf(err), enrich.KindPaymentRequired)
 				continue
@@ -208,12 +208,12 @@ func testClaimsAreRoundRobinAcrossOrgsAndFIFOWithin(t *testing.T, env *Env) {
 		is.NoErr(err)
 	}
 	for i := range 20 {
-		_, err := db.CreateTask(ctx, NewTask(big, "big"+string(rune('a'+i))+".com"))
+		_, err := db.CreateTask(ctx, store.BySystem, NewTask(big, "big"+string(rune('a'+i))+".com"))
 		is.NoErr(err)
 		clk.Add(time.Millisecond)
 	}
 	for _, d := range []string{"s1.com", "s2.com"} {
-		_, err := db.CreateTask(ctx, NewTask(small, d))
+		_, err := db.CreateTask(ctx, store.BySystem, NewTask(small, d))
 		is.NoErr(err)
 		clk.Add(time.Millisecond)
 	}
@@ -247,7 +247,7 @@ func testAbandonedClaimsAreRequeuedAndSettleOnce(t *testing.T, env *Env) {
 	org := NewOrg(t, db, "acme")
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
-	created, err := db.CreateTask(ctx, NewTask(org, "a.com"))
+	created, err := db.CreateTask(ctx, store.BySystem, NewTask(org, "a.com"))
 	is.NoErr(err)
 
 	dead, err := db.ClaimTask(ctx, 30*time.Second)
@@ -366,9 +366,9 @@ func testClaimSkipsOrganizationsWithNothingLeftQueued(t *testing.T, env *Env) {
 		_, err := db.GrantCredits(ctx, name, 10, nil)
 		is.NoErr(err)
 	}
-	gone, err := db.CreateTask(ctx, NewTask(first, "a.com"))
+	gone, err := db.CreateTask(ctx, store.BySystem, NewTask(first, "a.com"))
 	is.NoErr(err)
-	waiting, err := db.CreateTask(ctx, NewTask(second, "b.com"))
+	waiting, err := db.CreateTask(ctx, store.BySystem, NewTask(second, "b.com"))
 	is.NoErr(err)
 	_, err = db.CancelTask(ctx, first, gone.Task.ID) // first keeps its turn with nothing queued
 	is.NoErr(err)
@@ -381,7 +381,7 @@ func testClaimSkipsOrganizationsWithNothingLeftQueued(t *testing.T, env *Env) {
 	is.Equal(c, nil) // nothing is left
 
 	// A released task gets back in line and keeps no start time.
-	again, err := db.CreateTask(ctx, NewTask(first, "c.com"))
+	again, err := db.CreateTask(ctx, store.BySystem, NewTask(first, "c.com"))
 	is.NoErr(err)
 	c, err = db.ClaimTask(ctx, time.Minute)
 	is.NoErr(err)
@@ -404,7 +404,7 @@ func testPaymentRequiredShowsWhatRemains(t *testing.T, env *Env) {
 	is.NoErr(err)
 	nt := NewTask(org, "jane@acme.com")
 	nt.Input.Lookup = enrich.LookupEmail // costs 3
-	_, err = db.CreateTask(ctx, nt)
+	_, err = db.CreateTask(ctx, store.BySystem, nt)
 	var e *enrich.Error
 	is.True(errors.As(err, &e))
 	is.Equal(e.Code, "insufficient_credits")
@@ -427,7 +427,7 @@ func testATaskCanFailInsideTheRequest(t *testing.T, env *Env) {
 	nt := NewTask(org, "x")
 	nt.Input = enrich.Input{Lookup: enrich.LookupEmail, Target: "info@acme.com"}
 	nt.Fail = &enrich.TaskError{Code: enrich.CodeNotFound, Message: "a role address"}
-	res, err := db.CreateTask(ctx, nt)
+	res, err := db.CreateTask(ctx, store.BySystem, nt)
 	is.NoErr(err)
 	is.Equal(res.Task.Status, store.StatusFailed)
 	is.Equal(res.Task.Error, nt.Fail)
@@ -488,7 +488,7 @@ func testExpiryOfABacklogRefundsEveryTask(t *testing.T, env *Env) {
 	_, err := db.GrantCredits(ctx, "acme", 5000, nil)
 	is.NoErr(err)
 	for i := range 1200 {
-		_, err := db.CreateTask(ctx, NewTask(org, fmt.Sprintf("d%d.com", i)))
+		_, err := db.CreateTask(ctx, store.BySystem, NewTask(org, fmt.Sprintf("d%d.com", i)))
 		is.NoErr(err)
 	}
 	clk.Add(11 * time.Minute)
@@ -517,9 +517,9 @@ func testATaskWhoseInputCannotBeReadDoesNotStopTheQueue(t *testing.T, env *Env) 
 		_, err := db.GrantCredits(ctx, org, 10, nil)
 		is.NoErr(err)
 	}
-	bad, err := db.CreateTask(ctx, NewTask(first, "bad.com"))
+	bad, err := db.CreateTask(ctx, store.BySystem, NewTask(first, "bad.com"))
 	is.NoErr(err)
-	_, err = db.CreateTask(ctx, NewTask(second, "good.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(second, "good.com"))
 	is.NoErr(err)
 	raw := env.Raw()
 	_, err = raw.Exec(`UPDATE tasks SET input = '' WHERE id = ?`, bad.Task.ID)

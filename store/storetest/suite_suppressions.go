@@ -56,7 +56,7 @@ func testSuppressionsPerOrganization(t *testing.T, env *Env) {
 	keyID, keyName := "key-1", "crm"
 	by := store.AddedBy{Kind: store.AddedByKey, ID: &keyID, Name: &keyName}
 
-	s, err := db.AddSuppression(ctx, store.NewSuppression{OrgID: acme, Subject: emailSubject("Jane.Doe@acme.com"),
+	s, err := db.AddSuppression(ctx, store.BySystem, store.NewSuppression{OrgID: acme, Subject: emailSubject("Jane.Doe@acme.com"),
 		Reason: enrich.Ptr("objected on the phone"), AddedBy: by})
 	is.NoErr(err)
 	is.Equal(s.Kind, "email")
@@ -78,7 +78,7 @@ func testSuppressionsPerOrganization(t *testing.T, env *Env) {
 	is.True(!suppressed(t, db, other, emailSubject("jane.doe@acme.com")))
 	is.True(!suppressed(t, db, acme, emailSubject("john@acme.com"), domainSubject("acme.com")))
 
-	_, err = db.AddSuppression(ctx, store.NewSuppression{OrgID: acme, Subject: emailSubject("JANE.DOE@acme.com"), AddedBy: by})
+	_, err = db.AddSuppression(ctx, store.BySystem, store.NewSuppression{OrgID: acme, Subject: emailSubject("JANE.DOE@acme.com"), AddedBy: by})
 	isKind(t, err, enrich.KindConflict, "suppression_exists")
 	for _, bad := range []store.NewSuppression{
 		{OrgID: acme, Subject: emailSubject("x@acme.com"), Reason: enrich.Ptr(strings.Repeat("é", store.MaxSuppressionReason+1)), AddedBy: by},
@@ -86,7 +86,7 @@ func testSuppressionsPerOrganization(t *testing.T, env *Env) {
 		{OrgID: acme, Subject: enrich.Subject{Kind: "phone", Value: "1"}, AddedBy: by},
 		{OrgID: acme, Subject: emailSubject(""), AddedBy: by},
 	} {
-		_, err := db.AddSuppression(ctx, bad)
+		_, err := db.AddSuppression(ctx, store.BySystem, bad)
 		isKind(t, err, enrich.KindInvalid, "")
 	}
 	list, total, err := db.ListSuppressions(ctx, acme, 0, 25)
@@ -97,7 +97,7 @@ func testSuppressionsPerOrganization(t *testing.T, env *Env) {
 	// The installation's entry holds for every organization, and only the CLI's scope
 	// ("") lists and lifts it.
 	env.Clock.Add(time.Second)
-	all, err := db.AddSuppression(ctx, store.NewSuppression{Subject: domainSubject("globex.com"), AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
+	all, err := db.AddSuppression(ctx, store.BySystem, store.NewSuppression{Subject: domainSubject("globex.com"), AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	is.True(all.AllOrgs)
 	is.True(suppressed(t, db, acme, domainSubject("globex.com")))
@@ -109,28 +109,28 @@ func testSuppressionsPerOrganization(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.Equal(total, int64(1))
 	is.Equal(installation[0].ID, all.ID)
-	_, err = db.DeleteSuppression(ctx, acme, all.ID)
+	_, err = db.DeleteSuppression(ctx, store.BySystem, acme, all.ID)
 	isKind(t, err, enrich.KindNotFound, "not_found")
 	_, err = db.GetSuppression(ctx, acme, all.ID)
 	isKind(t, err, enrich.KindNotFound, "not_found")
 
 	// Another organization's entry is not found, and stays.
-	_, err = db.DeleteSuppression(ctx, other, s.ID)
+	_, err = db.DeleteSuppression(ctx, store.BySystem, other, s.ID)
 	isKind(t, err, enrich.KindNotFound, "not_found")
-	_, err = db.DeleteSuppression(ctx, acme, "no-such-id")
+	_, err = db.DeleteSuppression(ctx, store.BySystem, acme, "no-such-id")
 	isKind(t, err, enrich.KindNotFound, "not_found")
 	is.True(suppressed(t, db, acme, emailSubject("jane.doe@acme.com")))
-	lifted, err := db.DeleteSuppression(ctx, acme, s.ID)
+	lifted, err := db.DeleteSuppression(ctx, store.BySystem, acme, s.ID)
 	is.NoErr(err)
 	is.Equal(lifted.ID, s.ID)
 	is.True(!suppressed(t, db, acme, emailSubject("jane.doe@acme.com")))
-	_, err = db.DeleteSuppression(ctx, "", all.ID)
+	_, err = db.DeleteSuppression(ctx, store.BySystem, "", all.ID)
 	is.NoErr(err)
 	is.True(!suppressed(t, db, other, domainSubject("globex.com")))
 
 	// An import passes over what is there, and over its own repeats; newest first in
 	// pages.
-	_, err = db.AddSuppression(ctx, store.NewSuppression{OrgID: acme, Subject: emailSubject("p0@acme.com"), AddedBy: by})
+	_, err = db.AddSuppression(ctx, store.BySystem, store.NewSuppression{OrgID: acme, Subject: emailSubject("p0@acme.com"), AddedBy: by})
 	is.NoErr(err)
 	var batch []store.NewSuppression
 	for i := range 30 {
@@ -138,7 +138,7 @@ func testSuppressionsPerOrganization(t *testing.T, env *Env) {
 	}
 	batch = append(batch, batch[3])
 	env.Clock.Add(time.Second)
-	added, existing, err := db.ImportSuppressions(ctx, batch)
+	added, existing, err := db.ImportSuppressions(ctx, store.BySystem, batch)
 	is.NoErr(err)
 	is.Equal(added, 29)
 	is.Equal(existing, 2)
@@ -154,7 +154,7 @@ func testSuppressionsPerOrganization(t *testing.T, env *Env) {
 	is.True(suppressed(t, db, acme, emailSubject("p29@acme.com")))
 
 	tooMany := make([]store.NewSuppression, store.MaxSuppressionImport+1)
-	_, _, err = db.ImportSuppressions(ctx, tooMany)
+	_, _, err = db.ImportSuppressions(ctx, store.BySystem, tooMany)
 	isKind(t, err, enrich.KindInvalid, "")
 }
 
@@ -177,13 +177,13 @@ func testASuppressionIsSeenByEveryHandle(t *testing.T, env *Env) {
 		}
 	}
 	seen(b, false) // b has read acme's list, which it keeps
-	s, err := a.AddSuppression(ctx, store.NewSuppression{OrgID: acme, Subject: jane, AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
+	s, err := a.AddSuppression(ctx, store.BySystem, store.NewSuppression{OrgID: acme, Subject: jane, AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen(a, true)
 	seen(b, true)
-	if _, err := a.DeleteSuppression(ctx, acme, s.ID); err != nil {
+	if _, err := a.DeleteSuppression(ctx, store.BySystem, acme, s.ID); err != nil {
 		t.Fatal(err)
 	}
 	seen(b, false)
@@ -214,30 +214,30 @@ func testAStoreHitAboutASuppressedSubjectFails(t *testing.T, env *Env) {
 	profile := "https://network.example/in/jane-doe"
 	email := store.NewTask{OrgID: acme, Input: enrich.Input{Lookup: enrich.LookupEmail, Target: "jane@acme.com"},
 		RawInput: json.RawMessage(`{"email":"jane@acme.com"}`), TTL: 10 * time.Minute, MaxBacklog: 100, Freshness: 30 * 24 * time.Hour}
-	_, err = db.CreateTask(ctx, email)
+	_, err = db.CreateTask(ctx, store.BySystem, email)
 	is.NoErr(err)
 	settle(store.Outcome{Fetched: true, Result: &enrich.Result{Person: &enrich.Person{NetworkURL: &profile, FullName: enrich.Ptr("Jane Doe"),
 		Positions: []enrich.Position{{CompanyName: enrich.Ptr("Acme"), IsCurrent: true, Company: &enrich.PositionCompany{Domain: enrich.Ptr("acme.com")}}}}}})
 	page := NewTask(acme, "https://network.example/company/acme")
 	page.Input.Lookup = enrich.LookupCompanyURL
-	_, err = db.CreateTask(ctx, page)
+	_, err = db.CreateTask(ctx, store.BySystem, page)
 	is.NoErr(err)
 	settle(store.Outcome{Fetched: true, Result: &enrich.Result{Company: &enrich.Company{Name: "Acme", Domain: enrich.Ptr("acme.com"),
 		NetworkURL: enrich.Ptr("https://network.example/company/acme")}}})
-	_, err = db.CreateTask(ctx, NewTask(acme, "acme.com"))
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(acme, "acme.com"))
 	is.NoErr(err)
-	hit, err := db.CreateTask(ctx, page)
+	hit, err := db.CreateTask(ctx, store.BySystem, page)
 	is.NoErr(err)
 	is.Equal(hit.Task.Status, store.StatusSucceeded) // answered from the store
 	before, err := db.CreditBalance(ctx, "acme")
 	is.NoErr(err)
 
 	for _, sub := range []enrich.Subject{profileSubject("jane-doe"), domainSubject("acme.com")} {
-		_, err = db.AddSuppression(ctx, store.NewSuppression{OrgID: acme, Subject: sub, AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
+		_, err = db.AddSuppression(ctx, store.BySystem, store.NewSuppression{OrgID: acme, Subject: sub, AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 		is.NoErr(err)
 	}
 	for _, nt := range []store.NewTask{email, page} {
-		res, err := db.CreateTask(ctx, nt)
+		res, err := db.CreateTask(ctx, store.BySystem, nt)
 		is.NoErr(err)
 		is.Equal(res.Task.Status, store.StatusFailed)
 		is.Equal(res.Task.Error.Code, enrich.CodeNotFound)
@@ -260,7 +260,7 @@ func testSuppressingASubjectPausesItsWatches(t *testing.T, env *Env) {
 	watchJane := func(org string) *store.Watch {
 		t.Helper()
 		l := newLoop(t, db, org, "people", enrich.ObjectPerson)
-		w, err := db.CreateWatch(ctx, newPersonWatch(org, l.ID, "jane-doe", env.Clock.Now()))
+		w, err := db.CreateWatch(ctx, store.BySystem, newPersonWatch(org, l.ID, "jane-doe", env.Clock.Now()))
 		is.NoErr(err)
 		return w
 	}
@@ -270,11 +270,11 @@ func testSuppressingASubjectPausesItsWatches(t *testing.T, env *Env) {
 		is.NoErr(err)
 		return w.PausedReason != nil && *w.PausedReason == store.PausedSuppressed && w.NextRunAt == nil
 	}
-	_, err := db.AddSuppression(ctx, store.NewSuppression{OrgID: acme, Subject: profileSubject("jane-doe"), AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
+	_, err := db.AddSuppression(ctx, store.BySystem, store.NewSuppression{OrgID: acme, Subject: profileSubject("jane-doe"), AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	is.True(paused(acme, mine.ID))
 	is.True(!paused(other, theirs.ID))
-	_, err = db.AddSuppression(ctx, store.NewSuppression{Subject: profileSubject("jane-doe"), AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
+	_, err = db.AddSuppression(ctx, store.BySystem, store.NewSuppression{Subject: profileSubject("jane-doe"), AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	is.True(paused(other, theirs.ID))
 	due, err := db.DueWatches(ctx, env.Clock.Now().Add(time.Hour), 100, 100)
@@ -283,13 +283,13 @@ func testSuppressingASubjectPausesItsWatches(t *testing.T, env *Env) {
 
 	// A watch made of a suppressed subject, or of an address at a suppressed domain,
 	// is made paused.
-	_, err = db.AddSuppression(ctx, store.NewSuppression{OrgID: acme, Subject: domainSubject("initech.com"), AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
+	_, err = db.AddSuppression(ctx, store.BySystem, store.NewSuppression{OrgID: acme, Subject: domainSubject("initech.com"), AddedBy: store.AddedBy{Kind: store.AddedByCLI}})
 	is.NoErr(err)
 	l := newLoop(t, db, acme, "more people", enrich.ObjectPerson)
 	for _, nw := range []store.NewWatch{newPersonWatch(acme, l.ID, "jane-doe", env.Clock.Now()), {OrgID: acme, ObjectType: enrich.ObjectPerson,
 		Input: enrich.Input{Lookup: enrich.LookupEmail, Target: "peter@initech.com"}, RawInput: json.RawMessage(`{"email":"peter@initech.com"}`),
 		LoopID: l.ID, EveryDays: 30, Enabled: true}} {
-		w, err := db.CreateWatch(ctx, nw)
+		w, err := db.CreateWatch(ctx, store.BySystem, nw)
 		is.NoErr(err)
 		is.True(paused(acme, w.ID))
 	}

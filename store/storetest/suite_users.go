@@ -33,7 +33,7 @@ func testCreateAndListUsers(t *testing.T, env *Env) {
 	acme := NewOrg(t, db, "acme")
 	NewOrg(t, db, "beta")
 
-	u, token, err := db.CreateUser(ctx, "acme", "  Jane.Doe@Acme.COM ", store.RoleAdmin)
+	u, token, err := db.CreateUser(ctx, store.BySystem, "acme", "  Jane.Doe@Acme.COM ", store.RoleAdmin)
 	is.NoErr(err)
 	is.Equal(u.Email, "jane.doe@acme.com") // trimmed and lower-cased
 	is.Equal(u.OrgID, acme)
@@ -45,10 +45,10 @@ func testCreateAndListUsers(t *testing.T, env *Env) {
 	is.Equal(len(token), 43) // 32 bytes, base64url without padding
 	is.True(!strings.ContainsAny(token, "+/="))
 
-	viewer, _, err := db.CreateUser(ctx, "acme", "bob@acme.com", "")
+	viewer, _, err := db.CreateUser(ctx, store.BySystem, "acme", "bob@acme.com", "")
 	is.NoErr(err)
 	is.Equal(viewer.Role, store.RoleViewer) // "" is a viewer
-	_, _, err = db.CreateUser(ctx, "beta", "amy@beta.io", store.RoleViewer)
+	_, _, err = db.CreateUser(ctx, store.BySystem, "beta", "amy@beta.io", store.RoleViewer)
 	is.NoErr(err)
 
 	list, err := db.ListUsers(ctx, "acme")
@@ -76,28 +76,28 @@ func testCreateUserRefusals(t *testing.T, env *Env) {
 	db := env.DB
 	NewOrg(t, db, "acme")
 	NewOrg(t, db, "beta")
-	_, _, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleViewer)
+	_, _, err := db.CreateUser(ctx, store.BySystem, "acme", "jane@acme.com", store.RoleViewer)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// The same address in any case, in any organization, is taken.
 	for _, org := range []string{"acme", "beta"} {
-		_, _, err = db.CreateUser(ctx, org, "JANE@acme.com", store.RoleAdmin)
+		_, _, err = db.CreateUser(ctx, store.BySystem, org, "JANE@acme.com", store.RoleAdmin)
 		errKind(t, err, enrich.KindConflict, "user_exists")
 	}
-	_, _, err = db.CreateUser(ctx, "nope", "amy@acme.com", store.RoleViewer)
+	_, _, err = db.CreateUser(ctx, store.BySystem, "nope", "amy@acme.com", store.RoleViewer)
 	errKind(t, err, enrich.KindNotFound, "")
 	for _, role := range []string{"owner", "Admin", " admin"} {
-		_, _, err = db.CreateUser(ctx, "acme", "amy@acme.com", role)
+		_, _, err = db.CreateUser(ctx, store.BySystem, "acme", "amy@acme.com", role)
 		errKind(t, err, enrich.KindInvalid, "")
 	}
 	long := strings.Repeat("a", 64) + "@" + strings.Repeat("b", 185) + ".com" // 254 bytes
 	for _, bad := range []string{"", "jane", "jane@", "@acme.com", "Jane <jane@acme.com>", "jane@acme.com, bob@acme.com", "ja ne@acme.com", "x" + long} {
-		_, _, err = db.CreateUser(ctx, "acme", bad, store.RoleViewer)
+		_, _, err = db.CreateUser(ctx, store.BySystem, "acme", bad, store.RoleViewer)
 		errKind(t, err, enrich.KindInvalid, "")
 	}
-	_, _, err = db.CreateUser(ctx, "acme", long, store.RoleViewer)
+	_, _, err = db.CreateUser(ctx, store.BySystem, "acme", long, store.RoleViewer)
 	if err != nil {
 		t.Fatalf("an address of 254 bytes: %v", err)
 	}
@@ -116,7 +116,7 @@ func testSetupLinkIsSingleUseAndExpires(t *testing.T, env *Env) {
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
 	NewOrg(t, db, "acme")
-	created, token, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleViewer)
+	created, token, err := db.CreateUser(ctx, store.BySystem, "acme", "jane@acme.com", store.RoleViewer)
 	is.NoErr(err)
 
 	u, err := db.LinkUser(ctx, token)
@@ -156,7 +156,7 @@ func testNewSetupLinkVoidsEarlierOnes(t *testing.T, env *Env) {
 	ctx := context.Background()
 	db := env.DB
 	NewOrg(t, db, "acme")
-	_, first, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleViewer)
+	_, first, err := db.CreateUser(ctx, store.BySystem, "acme", "jane@acme.com", store.RoleViewer)
 	is.NoErr(err)
 	second, err := db.NewSetupLink(ctx, " JANE@acme.com")
 	is.NoErr(err)
@@ -179,11 +179,11 @@ func testSetPasswordEndsSessionsAndVoidsLinks(t *testing.T, env *Env) {
 	ctx := context.Background()
 	db := env.DB
 	NewOrg(t, db, "acme")
-	_, token, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleAdmin)
+	_, token, err := db.CreateUser(ctx, store.BySystem, "acme", "jane@acme.com", store.RoleAdmin)
 	is.NoErr(err)
 	u, err := db.SetPassword(ctx, token, "$argon2id$one")
 	is.NoErr(err)
-	session, err := db.CreateSession(ctx, u.ID, time.Hour)
+	session, err := db.CreateSession(ctx, store.BySystem, u.ID, time.Hour)
 	is.NoErr(err)
 	_, err = db.SessionUser(ctx, session, time.Hour)
 	is.NoErr(err)
@@ -217,13 +217,13 @@ func testUserForLoginFailsTheSameWayForEveryReason(t *testing.T, env *Env) {
 	ctx := context.Background()
 	db := env.DB
 	NewOrg(t, db, "acme")
-	_, token, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleAdmin)
+	_, token, err := db.CreateUser(ctx, store.BySystem, "acme", "jane@acme.com", store.RoleAdmin)
 	is.NoErr(err)
 	_, err = db.SetPassword(ctx, token, "$argon2id$jane")
 	is.NoErr(err)
-	_, _, err = db.CreateUser(ctx, "acme", "nopass@acme.com", store.RoleViewer)
+	_, _, err = db.CreateUser(ctx, store.BySystem, "acme", "nopass@acme.com", store.RoleViewer)
 	is.NoErr(err)
-	_, token, err = db.CreateUser(ctx, "acme", "gone@acme.com", store.RoleViewer)
+	_, token, err = db.CreateUser(ctx, store.BySystem, "acme", "gone@acme.com", store.RoleViewer)
 	is.NoErr(err)
 	_, err = db.SetPassword(ctx, token, "$argon2id$gone")
 	is.NoErr(err)
@@ -254,11 +254,11 @@ func testDisableUser(t *testing.T, env *Env) {
 	ctx := context.Background()
 	db, clk := env.DB, env.Clock
 	NewOrg(t, db, "acme")
-	_, token, err := db.CreateUser(ctx, "acme", "jane@acme.com", store.RoleAdmin)
+	_, token, err := db.CreateUser(ctx, store.BySystem, "acme", "jane@acme.com", store.RoleAdmin)
 	is.NoErr(err)
 	u, err := db.SetPassword(ctx, token, "$argon2id$jane")
 	is.NoErr(err)
-	session, err := db.CreateSession(ctx, u.ID, time.Hour)
+	session, err := db.CreateSession(ctx, store.BySystem, u.ID, time.Hour)
 	is.NoErr(err)
 	link, err := db.NewSetupLink(ctx, "jane@acme.com")
 	is.NoErr(err)
@@ -270,7 +270,7 @@ func testDisableUser(t *testing.T, env *Env) {
 	errKind(t, err, enrich.KindUnauthorized, "")
 	_, err = db.LinkUser(ctx, link)
 	errKind(t, err, enrich.KindNotFound, "link_invalid")
-	_, err = db.CreateSession(ctx, u.ID, time.Hour) // a login racing the disable loses
+	_, err = db.CreateSession(ctx, store.BySystem, u.ID, time.Hour) // a login racing the disable loses
 	errKind(t, err, enrich.KindUnauthorized, "")
 
 	clk.Add(time.Hour)
@@ -297,7 +297,7 @@ func testDisableUser(t *testing.T, env *Env) {
 func sessionUser(t *testing.T, db *store.DB, email string, absolute time.Duration) (*store.User, string) {
 	t.Helper()
 	ctx := context.Background()
-	_, token, err := db.CreateUser(ctx, "acme", email, store.RoleViewer)
+	_, token, err := db.CreateUser(ctx, store.BySystem, "acme", email, store.RoleViewer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func sessionUser(t *testing.T, db *store.DB, email string, absolute time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
-	session, err := db.CreateSession(ctx, u.ID, absolute)
+	session, err := db.CreateSession(ctx, store.BySystem, u.ID, absolute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func testEndSession(t *testing.T, env *Env) {
 	db := env.DB
 	NewOrg(t, db, "acme")
 	u, session := sessionUser(t, db, "jane@acme.com", time.Hour)
-	other, err := db.CreateSession(ctx, u.ID, time.Hour) // the same user on another device
+	other, err := db.CreateSession(ctx, store.BySystem, u.ID, time.Hour) // the same user on another device
 	is.NoErr(err)
 
 	is.NoErr(db.EndSession(ctx, session))
@@ -432,7 +432,7 @@ func testPurgeSessions(t *testing.T, env *Env) {
 	_, short := sessionUser(t, db, "short@acme.com", 2*time.Hour) // absolute end first
 	_, long := sessionUser(t, db, "long@acme.com", 24*time.Hour)
 	_, kept := sessionUser(t, db, "kept@acme.com", 24*time.Hour)
-	_, _, err := db.CreateUser(ctx, "acme", "linked@acme.com", store.RoleViewer) // a link, never used
+	_, _, err := db.CreateUser(ctx, store.BySystem, "acme", "linked@acme.com", store.RoleViewer) // a link, never used
 	is.NoErr(err)
 
 	n, err := db.PurgeSessions(ctx, idle)

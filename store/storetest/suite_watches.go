@@ -37,7 +37,7 @@ func watchTask(w *store.Watch) store.NewTask {
 
 func mustWatch(t testing.TB, db *store.DB, nw store.NewWatch) *store.Watch {
 	t.Helper()
-	w, err := db.CreateWatch(context.Background(), nw)
+	w, err := db.CreateWatch(context.Background(), store.BySystem, nw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func testWatchesCreateGetListUpdateDelete(t *testing.T, env *Env) {
 
 	nw := newCompanyWatch(org, loopA.ID, "acme.com", first)
 	nw.Fields, nw.NotifyUnchanged = []string{"employee_count", "name"}, true
-	w, err := db.CreateWatch(ctx, nw)
+	w, err := db.CreateWatch(ctx, store.BySystem, nw)
 	is.NoErr(err)
 	is.Equal(w.ObjectType, enrich.ObjectCompany)
 	is.Equal(string(w.Input), `{"domain":"acme.com"}`)
@@ -187,7 +187,7 @@ func testWatchesOfAnotherOrganizationAreNotFound(t *testing.T, env *Env) {
 	is.Equal(len(list), 0)
 
 	// Another organization's Loop, to create a watch for or to move one to.
-	_, err = db.CreateWatch(ctx, newCompanyWatch(org, theirs.ID, "acme.com", clk.Now()))
+	_, err = db.CreateWatch(ctx, store.BySystem, newCompanyWatch(org, theirs.ID, "acme.com", clk.Now()))
 	is.Equal(enrich.KindOf(err), enrich.KindNotFound)
 	is.Equal(errMessage(err), "loop not found")
 	_, err = db.UpdateWatch(ctx, org, w.ID, store.WatchPatch{LoopID: &theirs.ID})
@@ -211,7 +211,7 @@ func testWatchRefusals(t *testing.T, env *Env) {
 	people := newLoop(t, db, org, "people", enrich.ObjectPerson)
 	w := mustWatch(t, db, newCompanyWatch(org, companies.ID, "acme.com", clk.Now()))
 
-	_, err := db.CreateWatch(ctx, newCompanyWatch(org, companies.ID, "acme.com", clk.Now()))
+	_, err := db.CreateWatch(ctx, store.BySystem, newCompanyWatch(org, companies.ID, "acme.com", clk.Now()))
 	is.Equal(enrich.KindOf(err), enrich.KindConflict)
 	is.Equal(errCode(err), "watch_exists")
 	// The same input for another Loop is another watch; moving it onto the first's Loop
@@ -223,7 +223,7 @@ func testWatchRefusals(t *testing.T, env *Env) {
 	_, err = db.UpdateWatch(ctx, org, w.ID, store.WatchPatch{LoopID: &companies.ID})
 	is.NoErr(err)
 
-	_, err = db.CreateWatch(ctx, newCompanyWatch(org, people.ID, "globex.com", clk.Now()))
+	_, err = db.CreateWatch(ctx, store.BySystem, newCompanyWatch(org, people.ID, "globex.com", clk.Now()))
 	is.Equal(enrich.KindOf(err), enrich.KindInvalid)
 	is.True(strings.Contains(errMessage(err), "loop_id"))
 	_, err = db.UpdateWatch(ctx, org, w.ID, store.WatchPatch{LoopID: &people.ID})
@@ -233,7 +233,7 @@ func testWatchRefusals(t *testing.T, env *Env) {
 	for _, days := range []int{0, 6, 366} {
 		nw := newCompanyWatch(org, companies.ID, "initech.com", clk.Now())
 		nw.EveryDays = days
-		_, err = db.CreateWatch(ctx, nw)
+		_, err = db.CreateWatch(ctx, store.BySystem, nw)
 		is.Equal(enrich.KindOf(err), enrich.KindInvalid)
 		is.True(strings.Contains(errMessage(err), "every_days"))
 		_, err = db.UpdateWatch(ctx, org, w.ID, store.WatchPatch{EveryDays: &days})
@@ -241,14 +241,14 @@ func testWatchRefusals(t *testing.T, env *Env) {
 	}
 	nw := newCompanyWatch(org, companies.ID, "initech.com", clk.Now())
 	nw.Fields = []string{"employee_count", "positions"} // a person's field, not a company's
-	_, err = db.CreateWatch(ctx, nw)
+	_, err = db.CreateWatch(ctx, store.BySystem, nw)
 	is.Equal(enrich.KindOf(err), enrich.KindInvalid)
 	is.True(strings.Contains(errMessage(err), "fields"))
 	nw.Fields = make([]string, store.MaxWatchFields+1)
 	for i := range nw.Fields {
 		nw.Fields[i] = "name"
 	}
-	_, err = db.CreateWatch(ctx, nw)
+	_, err = db.CreateWatch(ctx, store.BySystem, nw)
 	is.True(strings.Contains(errMessage(err), "fields"))
 	bad := []string{"updated_at"} // volatile: never compared, so never watched
 	_, err = db.UpdateWatch(ctx, org, w.ID, store.WatchPatch{Fields: &bad})
@@ -284,7 +284,7 @@ func testWatchImportHasPerRowResults(t *testing.T, env *Env) {
 		newCompanyWatch(org, people.ID, "c.com", clk.Now()),
 		newPersonWatch(org, people.ID, "jane", clk.Now()),
 	}
-	results, err := db.CreateWatches(ctx, rows)
+	results, err := db.CreateWatches(ctx, store.BySystem, rows)
 	is.NoErr(err)
 	is.Equal(len(results), len(rows))
 	is.NoErr(results[0].Err)
@@ -306,7 +306,7 @@ func testWatchImportHasPerRowResults(t *testing.T, env *Env) {
 	}
 	is.True(ids[existing.ID] && ids[results[0].Watch.ID] && ids[results[5].Watch.ID])
 
-	_, err = db.CreateWatches(ctx, make([]store.NewWatch, store.MaxWatchImport+1))
+	_, err = db.CreateWatches(ctx, store.BySystem, make([]store.NewWatch, store.MaxWatchImport+1))
 	is.Equal(enrich.KindOf(err), enrich.KindInvalid)
 	is.True(strings.Contains(errMessage(err), "watches"))
 }
@@ -501,7 +501,7 @@ func testSettleAppliesWatchSettled(t *testing.T, env *Env) {
 	}
 
 	// The first run: the baseline, no event.
-	first, err := db.CreateTask(ctx, watchTask(w))
+	first, err := db.CreateTask(ctx, store.BySystem, watchTask(w))
 	is.NoErr(err)
 	is.Equal(first.Task.Status, store.StatusQueued) // never a store hit
 	is.Equal(*first.Task.WatchID, w.ID)
@@ -517,7 +517,7 @@ func testSettleAppliesWatchSettled(t *testing.T, env *Env) {
 
 	// The same person again: nothing sent.
 	clk.Add(30 * 24 * time.Hour)
-	same, err := db.CreateTask(ctx, watchTask(w))
+	same, err := db.CreateTask(ctx, store.BySystem, watchTask(w))
 	is.NoErr(err)
 	settlePerson(t, db, atAcme, true)
 	ds, err = db.TaskDeliveries(ctx, org, same.Task.ID)
@@ -525,7 +525,7 @@ func testSettleAppliesWatchSettled(t *testing.T, env *Env) {
 	is.Equal(len(ds), 0)
 
 	// A stored record served because the source failed is no new reading.
-	served, err := db.CreateTask(ctx, watchTask(w))
+	served, err := db.CreateTask(ctx, store.BySystem, watchTask(w))
 	is.NoErr(err)
 	settlePerson(t, db, atGlobex, false)
 	is.True(!strings.Contains(baseline(), `"Globex"`))
@@ -534,7 +534,7 @@ func testSettleAppliesWatchSettled(t *testing.T, env *Env) {
 	is.Equal(len(ds), 0)
 
 	// A new employer: exactly one person.job_changed, with the diff.
-	moved, err := db.CreateTask(ctx, watchTask(w))
+	moved, err := db.CreateTask(ctx, store.BySystem, watchTask(w))
 	is.NoErr(err)
 	settlePerson(t, db, atGlobex, true)
 	ds, err = db.TaskDeliveries(ctx, org, moved.Task.ID)
@@ -586,7 +586,7 @@ func testSettleAppliesWatchSettled(t *testing.T, env *Env) {
 
 	// A failure that is not not_found changes nothing; two not_found in a row pause.
 	for _, code := range []string{enrich.CodeProviderUnavailable, enrich.CodeNotFound} {
-		_, err = db.CreateTask(ctx, watchTask(w))
+		_, err = db.CreateTask(ctx, store.BySystem, watchTask(w))
 		is.NoErr(err)
 		failTask(t, db, code)
 	}
@@ -595,7 +595,7 @@ func testSettleAppliesWatchSettled(t *testing.T, env *Env) {
 	is.Equal(got.PausedReason, nil)
 	is.Equal(got.NotFoundStreak, 1)
 	is.True(got.NextRunAt != nil)
-	_, err = db.CreateTask(ctx, watchTask(w))
+	_, err = db.CreateTask(ctx, store.BySystem, watchTask(w))
 	is.NoErr(err)
 	failTask(t, db, enrich.CodeNotFound)
 	got, err = db.GetWatch(ctx, org, w.ID)
@@ -636,7 +636,7 @@ func testNotifyUnchangedAndDeletedWatches(t *testing.T, env *Env) {
 	w := mustWatch(t, db, nw)
 	settle := func(name string) []*store.Delivery {
 		t.Helper()
-		created, err := db.CreateTask(ctx, watchTask(w))
+		created, err := db.CreateTask(ctx, store.BySystem, watchTask(w))
 		is.NoErr(err)
 		SettleCompany(t, db, name)
 		ds, err := db.TaskDeliveries(ctx, org, created.Task.ID)
@@ -659,7 +659,7 @@ func testNotifyUnchangedAndDeletedWatches(t *testing.T, env *Env) {
 	is.Equal(string(body.Changes[0].Before), `"Acme"`)
 	is.Equal(string(body.Changes[0].After), `"Acme Inc"`)
 
-	created, err := db.CreateTask(ctx, watchTask(w))
+	created, err := db.CreateTask(ctx, store.BySystem, watchTask(w))
 	is.NoErr(err)
 	is.NoErr(db.DeleteWatch(ctx, org, w.ID))
 	SettleCompany(t, db, "Globex")
@@ -701,11 +701,11 @@ func testWatchSpendCountsWatchTasksOnly(t *testing.T, env *Env) {
 	is.Equal(limit, nil)
 
 	for _, nt := range []store.NewTask{watchTask(company), watchTask(person), watchTask(theirs), NewTask(org, "plain.com")} {
-		_, err := db.CreateTask(ctx, nt)
+		_, err := db.CreateTask(ctx, store.BySystem, nt)
 		is.NoErr(err)
 	}
 	// A refunded watch task costs nothing.
-	refunded, err := db.CreateTask(ctx, watchTask(company))
+	refunded, err := db.CreateTask(ctx, store.BySystem, watchTask(company))
 	is.NoErr(err)
 	_, err = db.CancelTask(ctx, org, refunded.Task.ID)
 	is.NoErr(err)
@@ -769,7 +769,7 @@ func testDeletingALoopDeletesItsWatches(t *testing.T, env *Env) {
 	kept := newLoop(t, db, org, "kept", enrich.ObjectCompany)
 	gone := mustWatch(t, db, newCompanyWatch(org, doomed.ID, "acme.com", clk.Now()))
 	stays := mustWatch(t, db, newCompanyWatch(org, kept.ID, "acme.com", clk.Now()))
-	created, err := db.CreateTask(ctx, watchTask(gone))
+	created, err := db.CreateTask(ctx, store.BySystem, watchTask(gone))
 	is.NoErr(err)
 
 	is.NoErr(db.DeleteLoop(ctx, org, doomed.ID))
