@@ -422,7 +422,7 @@ func runServeExpectError(t *testing.T, args ...string) string {
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, &stdout, &stderr) }()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		select {
 		case err := <-done:
@@ -444,7 +444,7 @@ func runServeExpectError(t *testing.T, args ...string) string {
 // waitListening polls the JSON log for "enrichd listening" and returns its addr.
 func waitListening(t *testing.T, stderr *syncBuffer, done <-chan error) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for time.Now().Before(deadline) {
 		sc := bufio.NewScanner(strings.NewReader(stderr.String()))
 		for sc.Scan() {
@@ -465,7 +465,7 @@ func waitListening(t *testing.T, stderr *syncBuffer, done <-chan error) string {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	t.Fatalf("no \"enrichd listening\" log line within 10s; stderr:\n%s", stderr.String())
+	t.Fatalf("no \"enrichd listening\" log line within %v; stderr:\n%s", patience, stderr.String())
 	return ""
 }
 
@@ -550,7 +550,7 @@ func TestServe(t *testing.T) {
 	is.Equal(resp.Task.Status, "queued")
 
 	var final apiResponse
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		status, final, raw = call(t, client, http.MethodGet, base+"/v1/tasks/"+resp.Task.ID, key, "")
 		is.Equal(status, http.StatusOK)
@@ -558,7 +558,7 @@ func TestServe(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("task still %s after 10s: %s", final.Task.Status, raw)
+			t.Fatalf("task still %s after %v: %s", final.Task.Status, patience, raw)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -582,7 +582,7 @@ func TestServe(t *testing.T) {
 		t.Fatalf("GET /v1/tasks with a new key = %d %s, want 200", status, raw)
 	}
 	mustCLI(t, "keys", "revoke", "--org", "acme", other[:12], "--db", db)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); ; time.Sleep(50 * time.Millisecond) {
 		status, _, raw = call(t, client, http.MethodGet, base+"/v1/tasks", other, "")
 		if status == http.StatusUnauthorized {
 			break
@@ -713,7 +713,7 @@ func TestLoopsBesideARunningServer(t *testing.T) {
 
 	// A test event queued by the CLI is sent by the running server.
 	deliveryID := strings.TrimSpace(mustCLI(t, "loops", "test", "--org", "acme", "crm-hooks", "--db", db))
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for received() < 1 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -88,7 +88,7 @@ func TestErasingAndExportingFromTheCLI(t *testing.T) {
 	is.True(er.AllOrgs)
 	// The installation's suppression, seen by this process within half a second of the
 	// CLI's commit (the file's data version).
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	for !suppressed("globex") && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}

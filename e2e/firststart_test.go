@@ -55,7 +55,7 @@ func (s *serveProcess) link(t *testing.T) string {
 // it logs that it listens.
 func waitFirstStartLink(t *testing.T, stderr *syncBuffer) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for time.Now().Before(deadline) {
 		if l := firstStartLink.FindString(stderr.String()); l != "" {
 			return l

@@ -118,7 +118,7 @@ func TestHubSpotLoopsDeliverThroughServe(t *testing.T) {
 		return l.Data.ID
 	}
 	delivered := func(loopID string) string {
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := time.Now().Add(patience)
 		for {
 			_, _, raw := call(t, client, http.MethodGet, p.base+"/v1/loops/"+loopID+"/deliveries", key, "")
 			var list struct {

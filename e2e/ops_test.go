@@ -68,7 +68,7 @@ func logField(t *testing.T, logs *syncBuffer, msg, field string) string {
 // waitRunning polls the task until a worker has claimed it.
 func waitRunning(t *testing.T, client *http.Client, base, key, id string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		_, resp, raw := call(t, client, http.MethodGet, base+"/v1/tasks/"+id, key, "")
 		if resp.Task.Status == "running" {

@@ -73,7 +73,7 @@ func privacyReport(t *testing.T, db string) {
 		if status != http.StatusOK && status != http.StatusAccepted {
 			t.Fatalf("POST %s: %d %s", path, status, raw)
 		}
-		for deadline := time.Now().Add(10 * time.Second); r.Task.Status == "queued" || r.Task.Status == "running"; {
+		for deadline := time.Now().Add(patience); r.Task.Status == "queued" || r.Task.Status == "running"; {
 			if time.Now().After(deadline) {
 				t.Fatalf("task %s did not settle: %s", r.Task.ID, raw)
 			}
@@ -94,7 +94,7 @@ func privacyReport(t *testing.T, db string) {
 	is.NoErr(err)
 	res.Body.Close()
 	is.Equal(res.StatusCode, http.StatusAccepted)
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(patience); ; {
 		_, _, raw := call(t, client, http.MethodGet, base+"/v1/tasks?status=succeeded", key, "")
 		var list struct{ Total int }
 		is.NoErr(json.Unmarshal([]byte(raw), &list))

@@ -329,7 +329,7 @@ echo "the test's go stands in for go build -o enrichd . alone, not: go $*" >&2; 
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	base := "http://" + addr
-	for deadline := time.Now().Add(10 * time.Second); read.Task.Status == "queued" || read.Task.Status == "running"; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); read.Task.Status == "queued" || read.Task.Status == "running"; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the company's task did not settle: %s", read.Task.Status)
 		}

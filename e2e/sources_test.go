@@ -97,10 +97,10 @@ func TestServeWithEnrichLayer(t *testing.T) {
 	defer client.CloseIdleConnections()
 
 	_, resp, _ := call(t, client, http.MethodPost, base+"/v1/companies/enrich", key, `{"networkUrl":"https://www.linkedin.com/company/globex"}`)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for resp.Task.Status == "queued" || resp.Task.Status == "running" {
 		if time.Now().After(deadline) {
-			t.Fatal("task did not settle in 10s")
+			t.Fatalf("task did not settle in %v", patience)
 		}
 		time.Sleep(20 * time.Millisecond)
 		_, resp, _ = call(t, client, http.MethodGet, base+"/v1/tasks/"+resp.Task.ID, key, "")
@@ -179,10 +179,10 @@ func TestServeWithApollo(t *testing.T) {
 	settle := func(path, body string) (string, string) {
 		t.Helper()
 		_, resp, _ := call(t, client, http.MethodPost, base+path, key, body)
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(patience)
 		for resp.Task.Status == "queued" || resp.Task.Status == "running" {
 			if time.Now().After(deadline) {
-				t.Fatal("task did not settle in 10s")
+				t.Fatalf("task did not settle in %v", patience)
 			}
 			time.Sleep(20 * time.Millisecond)
 			_, resp, _ = call(t, client, http.MethodGet, base+"/v1/tasks/"+resp.Task.ID, key, "")

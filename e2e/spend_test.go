@@ -135,7 +135,7 @@ func TestServeSourceEconomicsFlags(t *testing.T) {
 		if status != http.StatusAccepted && status != http.StatusOK {
 			t.Fatalf("enrich %s: %d %s", domain, status, raw)
 		}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(patience); ; time.Sleep(20 * time.Millisecond) {
 			_, got, raw := call(t, client, http.MethodGet, base+"/v1/tasks/"+r.Task.ID, key, "")
 			if got.Task.Status != "queued" && got.Task.Status != "running" {
 				return got

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"enrichd/store/storetest"
 )
@@ -30,3 +31,8 @@ func TestMain(m *testing.M) {
 // machine's cores busy while most of them wait on their processes, few enough that
 // the browser tests' and the 10,000-row batch's timings stay well within reach.
 const parallelTests = 6
+
+// patience bounds a test's wait for something that comes (serve listening, a task
+// settling, a page's change): a guard against a hang, not a measure of speed, so it
+// is set for two cores shared with the rest of the suite under the race detector.
+const patience = time.Minute
