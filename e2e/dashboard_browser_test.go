@@ -389,6 +389,45 @@ func (b *browser) checkConsole() {
 	}
 }
 
+// adminSignedIn creates the organization acme on db, starts serve on it with args,
+// and signs its first admin (owner@acme.com) in through the link `users create`
+// prints, in a browser that setup, when given, prepares first: the browser on the
+// overview, serve's log and address. Serve stops when the test ends.
+func adminSignedIn(t *testing.T, ctx context.Context, chromium, db string, setup func(*browser), args ...string) (*browser, *syncBuffer, string) {
+	t.Helper()
+	mustCLI(t, "orgs", "create", "acme", "--db", db)
+	serveCtx, stopServe := context.WithCancel(ctx)
+	logs, done := startServe(t, serveCtx, append([]string{"--db", db}, args...)...)
+	t.Cleanup(func() {
+		stopServe()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	base := logField(t, logs, "enrichd listening", "addr")
+	out := mustCLI(t, "users", "create", "--org", "acme", "--email", "owner@acme.com", "--role", "admin", "--public-url", base, "--db", db)
+	var link string
+	for _, l := range lines(out) {
+		if strings.HasPrefix(l, base+"/dashboard/setup?token=") {
+			link = l
+		}
+	}
+	b := newBrowser(t, ctx, chromium, base)
+	if setup != nil {
+		setup(b)
+	}
+	const password = "correct horse battery staple"
+	b.step("opening the set-password link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=confirm]`)))
+	b.fill(`form[action="/dashboard/setup"]`, "password", password, "confirm", password)
+	b.submit(`form[action="/dashboard/setup"]`)
+	b.waitPath("/dashboard/login")
+	b.fill(`form[action="/dashboard/login"]`, "email", "owner@acme.com", "password", password)
+	b.submit(`form[action="/dashboard/login"]`)
+	b.waitPath("/dashboard/")
+	b.waitText("header", "acme · admin")
+	return b, logs, base
+}
+
 // TestDashboardInABrowser follows the README from the first start on: the link serve
 // prints creates the organization and its admin, the link `users create` prints sets
 // a password, the dashboard signs in, and every page is used as a team lead would,

@@ -25,33 +25,7 @@ func TestDashboardHubSpotLoopInABrowser(t *testing.T) {
 	srv := httptest.NewServer(hubspot)
 	defer srv.Close()
 	db := newDBPath(t)
-	mustCLI(t, "orgs", "create", "acme", "--db", db)
-	serveCtx, stopServe := context.WithCancel(ctx)
-	logs, done := startServe(t, serveCtx, "--db", db, "--sources", "dataset", "--hubspot-url", srv.URL)
-	defer func() {
-		stopServe()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	base := logField(t, logs, "enrichd listening", "addr")
-	out := mustCLI(t, "users", "create", "--org", "acme", "--email", "owner@acme.com", "--role", "admin", "--public-url", base, "--db", db)
-	var link string
-	for _, l := range lines(out) {
-		if strings.HasPrefix(l, base+"/dashboard/setup?token=") {
-			link = l
-		}
-	}
-	b := newBrowser(t, ctx, chromium, base)
-	const password = "correct horse battery staple"
-	b.step("opening the set-password link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=confirm]`)))
-	b.fill(`form[action="/dashboard/setup"]`, "password", password, "confirm", password)
-	b.submit(`form[action="/dashboard/setup"]`)
-	b.waitPath("/dashboard/login")
-	b.fill(`form[action="/dashboard/login"]`, "email", "owner@acme.com", "password", password)
-	b.submit(`form[action="/dashboard/login"]`)
-	b.waitPath("/dashboard/")
-	b.waitText("header", "acme · admin")
+	b, logs, _ := adminSignedIn(t, ctx, chromium, db, nil, "--sources", "dataset", "--hubspot-url", srv.URL)
 
 	b.open("/dashboard/loops", "form#create-loop")
 	b.fill("form#create-loop", "name", "HubSpot companies")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -85,35 +84,10 @@ func TestDashboardOnAPhoneInABrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
 	defer cancel()
 	db := newDBPath(t)
-	mustCLI(t, "orgs", "create", "acme", "--db", db)
+	// Signed in at a phone's width.
+	b, _, _ := adminSignedIn(t, ctx, chromium, db, func(b *browser) { b.viewport(phoneWidth, phoneHeight, "light") },
+		"--sources", "sim", "--sim-credits", "1")
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "100", "--db", db)
-	serveCtx, stopServe := context.WithCancel(ctx)
-	logs, done := startServe(t, serveCtx, "--db", db, "--sources", "sim", "--sim-credits", "1")
-	defer func() {
-		stopServe()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	base := logField(t, logs, "enrichd listening", "addr")
-	out := mustCLI(t, "users", "create", "--org", "acme", "--email", "owner@acme.com", "--role", "admin", "--public-url", base, "--db", db)
-	var link string
-	for _, l := range lines(out) {
-		if strings.HasPrefix(l, base+"/dashboard/setup?token=") {
-			link = l
-		}
-	}
-	b := newBrowser(t, ctx, chromium, base)
-	b.viewport(phoneWidth, phoneHeight, "light")
-	const password = "correct horse battery staple"
-	b.step("opening the set-password link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=confirm]`)))
-	b.fill(`form[action="/dashboard/setup"]`, "password", password, "confirm", password)
-	b.submit(`form[action="/dashboard/setup"]`)
-	b.waitPath("/dashboard/login")
-	b.fill(`form[action="/dashboard/login"]`, "email", "owner@acme.com", "password", password)
-	b.submit(`form[action="/dashboard/login"]`)
-	b.waitPath("/dashboard/")
-	b.waitText("header", "acme · admin")
 	b.phoneLayout("overview")
 	b.axe("overview, the menu closed (phone)")
 

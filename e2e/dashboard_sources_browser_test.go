@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/chromedp/chromedp"
 )
 
 // TestDashboardSourcesInABrowser: an admin sets the organization's own PDL key on
@@ -20,34 +18,7 @@ func TestDashboardSourcesInABrowser(t *testing.T) {
 	vendor := newKeyVendor(t, good)
 	t.Setenv("PDL_API_KEY", "pdl-installation-key-7777")
 	t.Setenv("ENRICHD_PDL_URL", vendor.URL)
-	db := newDBPath(t)
-	mustCLI(t, "orgs", "create", "acme", "--db", db)
-	serveCtx, stopServe := context.WithCancel(ctx)
-	logs, done := startServe(t, serveCtx, "--db", db, "--sources", "dataset,pdl")
-	defer func() {
-		stopServe()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	base := logField(t, logs, "enrichd listening", "addr")
-	out := mustCLI(t, "users", "create", "--org", "acme", "--email", "owner@acme.com", "--role", "admin", "--public-url", base, "--db", db)
-	var link string
-	for _, l := range lines(out) {
-		if strings.HasPrefix(l, base+"/dashboard/setup?token=") {
-			link = l
-		}
-	}
-	b := newBrowser(t, ctx, chromium, base)
-	const password = "correct horse battery staple"
-	b.step("opening the set-password link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=confirm]`)))
-	b.fill(`form[action="/dashboard/setup"]`, "password", password, "confirm", password)
-	b.submit(`form[action="/dashboard/setup"]`)
-	b.waitPath("/dashboard/login")
-	b.fill(`form[action="/dashboard/login"]`, "email", "owner@acme.com", "password", password)
-	b.submit(`form[action="/dashboard/login"]`)
-	b.waitPath("/dashboard/")
-	b.waitText("header", "acme · admin")
+	b, logs, base := adminSignedIn(t, ctx, chromium, newDBPath(t), nil, "--sources", "dataset,pdl")
 
 	b.open("/dashboard/sources", "tr#key-pdl")
 	contains(t, b.text("tr#key-pdl .whose"), "the installation's")
