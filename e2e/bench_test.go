@@ -15,6 +15,9 @@ import (
 // program as a serve process of its own, is tested in package cli, whose test binary
 // can be that program.
 func TestBenchRuns(t *testing.T) {
+	if raceDetector {
+		t.Skip("-race: the bench's hundreds of requests take minutes in-process under the race detector; the run without -race covers this, and package bench's own tests run under it")
+	}
 	if testing.Short() {
 		t.Skip("starts several servers")
 	}
@@ -54,6 +57,9 @@ func TestBenchRuns(t *testing.T) {
 // holds: on a few companies, no wrong person, the unique fits found, the same answers
 // in a shuffled order.
 func TestBenchEmailQuality(t *testing.T) {
+	if raceDetector {
+		t.Skip("-race: the bench's hundreds of requests take minutes in-process under the race detector; the run without -race covers this, and package bench's own tests run under it")
+	}
 	if testing.Short() {
 		t.Skip("answers hundreds of email lookups")
 	}
@@ -99,6 +105,9 @@ func TestBenchEmailQuality(t *testing.T) {
 // it, every call the vendors count is on a task's `sources`, and the second pass asks
 // nothing for a record held.
 func TestBenchWaterfall(t *testing.T) {
+	if raceDetector {
+		t.Skip("-race: the bench's hundreds of requests take minutes in-process under the race detector; the run without -race covers this, and package bench's own tests run under it")
+	}
 	t.Parallel()
 	is := is.New(t)
 	out := mustCLI(t, "bench", "--json", "--scenario", "waterfall", "--waterfall-subjects", "200", "--concurrency", "4", "--workers", "4")
