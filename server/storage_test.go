@@ -219,8 +219,8 @@ func TestStorageWorkersAndSenderWait(t *testing.T) {
 	is.Equal(strings.Count(e.Logs.String(), `"level":"ERROR"`), 1) // the store's one line
 	is.Equal(e.Do("GET", "/v1/tasks/"+id, nil).Str("task.status"), "queued")
 	is.Equal(e.Net.Calls.Load(), int64(0)) // no source asked for work that could not be kept
-	is.Equal(e.Balance("acme").Charged, int64(1))
-
+	// The balance is read once the disk has room again (reading it writes off expired
+	// grants first, which a full disk refuses): the one charge is the request's.
 	is.Equal(rcv.Count(), 0)
 
 	is.NoErr(os.Remove(filler))
