@@ -92,6 +92,10 @@ func TestStorageFullDisk(t *testing.T) {
 	tasks := e.Do("GET", "/v1/tasks", nil)
 	is.Equal(tasks.Status, 200)
 
+	// A grant that lapses as it is made, not written off before the disk is full.
+	now := e.Clock.Now()
+	_, err := e.DB.GrantCredits(context.Background(), "acme", 5, &now)
+	is.NoErr(err)
 	filler := storetest.FillDisk(t, dir)
 	const attempts = 20
 	for i := range attempts {
@@ -101,8 +105,11 @@ func TestStorageFullDisk(t *testing.T) {
 	r = e.Do("POST", "/v1/people/enrich", map[string]any{"email": "ada.lovelace@full.example"}, "Idempotency-Key", "full-1")
 	checkStorageUnavailable(t, r)
 
-	// Nothing was charged, no task was created.
-	is.Equal(e.Balance("acme"), before)
+	// Nothing was charged, no task was created. The balance is read all the same, the
+	// lapsed grant counted as expired though the disk takes no write-off.
+	want := before
+	want.Granted, want.Expired = before.Granted+5, before.Expired+5
+	is.Equal(e.Balance("acme"), want)
 	after := e.Do("GET", "/v1/tasks", nil)
 	is.Equal(after.Get("total"), tasks.Get("total"))
 
@@ -157,6 +164,11 @@ func TestStorageReadOnlyFile(t *testing.T) {
 	e.Net.AddCompany(servertest.Company("After", "after.example"))
 	waitReady(t, e, 200)
 	before := e.Balance("acme")
+	// A grant that lapses as it is made: reading the balance writes it off, which a
+	// read-only file refuses.
+	now := e.Clock.Now()
+	_, err := e.DB.GrantCredits(context.Background(), "acme", 5, &now)
+	is.NoErr(err)
 	files := []string{e.Path, e.Path + "-wal"} // not -shm: it is mapped in memory
 	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
@@ -173,7 +185,10 @@ func TestStorageReadOnlyFile(t *testing.T) {
 		r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": fmt.Sprintf("ro%d.example", i)})
 		checkStorageUnavailable(t, r)
 	}
-	is.Equal(e.Balance("acme"), before)
+	// The balance is read all the same, the lapsed grant counted as expired.
+	want := before
+	want.Granted, want.Expired = before.Granted+5, before.Expired+5
+	is.Equal(e.Balance("acme"), want)
 	ready := waitReady(t, e, 503)
 	is.True(strings.Contains(ready.Str("reason"), "the database does not take writes"))
 	is.Equal(storageLogCounts(e.Logs.String()), []int{1})

@@ -207,7 +207,34 @@ func (db *DB) CreditBalance(ctx context.Context, orgName string) (Balance, error
 		b, err = balance(ctx, tx, org.ID)
 		return err
 	})
+	if IsStorageFault(err) {
+		// A disk that takes no writes refuses the write-off, not the balance: what is
+		// left of the grants past their expiry counts as expired all the same, read
+		// without writing, so the balance is shown while writes fail.
+		return db.balanceWithoutWriteOff(ctx, orgName)
+	}
 	return b, err
+}
+
+// balanceWithoutWriteOff is the balance CreditBalance would write off and read, read
+// alone: the grants past their expiry not written off yet count as expired.
+func (db *DB) balanceWithoutWriteOff(ctx context.Context, orgName string) (Balance, error) {
+	org, err := db.FindOrg(ctx, orgName)
+	if err != nil {
+		return Balance{}, err
+	}
+	b, err := balance(ctx, db.Reader(), org.ID)
+	if err != nil {
+		return Balance{}, err
+	}
+	var lapsed int64
+	if err := db.Reader().QueryRow(ctx, `SELECT CAST(coalesce(sum(remaining), 0) AS BIGINT) FROM credit_grants
+		WHERE org_id = ? AND expired_at IS NULL AND expires_at <= ?`, org.ID, ms(db.now())).Scan(&lapsed); err != nil {
+		return Balance{}, err
+	}
+	b.Expired += lapsed
+	b.Balance -= lapsed
+	return b, nil
 }
 
 // CreditLedger lists the organization's ledger, oldest first.
