@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"slices"
 	"time"
 
 	"enrichd/enrich"
@@ -48,10 +50,20 @@ type TaskLimits struct {
 // makes a task failed at once, refunded. The caller wakes a worker when it is queued,
 // and the sender when it settled at once with a Loop to tell.
 func (db *DB) SubmitTask(ctx context.Context, by By, tr TaskRequest, lim TaskLimits) (*Enqueued, error) {
+	nt, err := db.newTask(ctx, tr, lim)
+	if err != nil {
+		return nil, err
+	}
+	return db.CreateTask(ctx, by, nt)
+}
+
+// newTask is the task a request makes, its subject hashed and checked against the
+// suppressions.
+func (db *DB) newTask(ctx context.Context, tr TaskRequest, lim TaskLimits) (NewTask, error) {
 	bind := tr.Route + "\n"
 	if tr.LoopID != nil {
 		if _, err := uuid.Parse(*tr.LoopID); err != nil {
-			return nil, enrich.Errorf(enrich.KindInvalid, "loop_id must be the uuid of a Loop")
+			return NewTask{}, enrich.Errorf(enrich.KindInvalid, "loop_id must be the uuid of a Loop")
 		}
 		bind += *tr.LoopID + "\n"
 	}
@@ -62,7 +74,7 @@ func (db *DB) SubmitTask(ctx context.Context, by By, tr TaskRequest, lim TaskLim
 	}
 	raw, err := json.Marshal(tr.Fields)
 	if err != nil {
-		return nil, err
+		return NewTask{}, err
 	}
 	// The key is bound to the request as decoded, so the same fields in another order
 	// or spacing are the same request.
@@ -78,12 +90,111 @@ func (db *DB) SubmitTask(ctx context.Context, by By, tr TaskRequest, lim TaskLim
 	// A suppressed subject is refused before the store and any source; so are
 	// personal-mailbox and role addresses. The subject's hash is made once, here.
 	if nt.SubjectHash, nt.Fail, err = db.InputSuppression(ctx, tr.OrgID, tr.Input); err != nil {
-		return nil, err
+		return NewTask{}, err
 	}
 	if nt.Fail == nil && tr.Input.Lookup == enrich.LookupEmail {
 		nt.Fail = enrich.Refusal(tr.Input.Target)
 	}
-	return db.CreateTask(ctx, by, nt)
+	return nt, nil
+}
+
+// Submission is one request of SubmitTasks, with whom it is made by.
+type Submission struct {
+	By      By
+	Request TaskRequest
+}
+
+// SubmitTasks is SubmitTask for several requests, made in their order in one
+// transaction: the batch feeder's rows, which one at a time waited on a commit each
+// (on PostgreSQL, a 10,000-row batch was fed at a third of the speed its workers
+// took the tasks). The order is kept so that, when credits run short, the earlier
+// rows get them. A request refused on its own terms (credits, backlog, a Loop gone,
+// an Idempotency-Key bound to another request) gets its *enrich.Error in errs, and
+// its writes are undone alone; any other error, a storage fault among them, ends the
+// call with nothing written, as it ends SubmitTask.
+func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits) (outs []*Enqueued, errs []error, err error) {
+	type prepared struct {
+		nt    NewTask
+		ahead *storedAnswer
+		audit NewAuditEntry
+	}
+	preps := make([]*prepared, len(subs))
+	refused := make([]error, len(subs))
+	for i, sub := range subs {
+		nt, err := db.newTask(ctx, sub.Request, lim)
+		if err == nil {
+			var p prepared
+			p.nt, p.ahead, p.audit, err = db.taskAhead(ctx, nt)
+			preps[i] = &p
+		}
+		if err != nil && !isRefusal(err) {
+			return nil, nil, err
+		}
+		refused[i] = err
+	}
+	made := 0 // the requests the transaction makes, refusals aside
+	for _, err := range refused {
+		if err == nil {
+			made++
+		}
+	}
+	if made == 0 {
+		return make([]*Enqueued, len(subs)), refused, nil
+	}
+	var alone error // the refusal of the one request made, which undid the transaction
+	err = db.Write(ctx, func(tx Tx) error {
+		// PostgreSQL's Write runs this again after a deadlock: start afresh.
+		outs, errs = make([]*Enqueued, len(subs)), slices.Clone(refused)
+		for i, p := range preps {
+			if errs[i] != nil {
+				continue
+			}
+			if made == 1 { // nothing else to keep: a refusal undoes the transaction
+				out, err := db.createTask(ctx, tx, subs[i].By, p.nt, p.ahead, p.audit)
+				outs[i] = out
+				return err
+			}
+			if _, err := tx.Exec(ctx, `SAVEPOINT submit_row`); err != nil {
+				return err
+			}
+			out, err := db.createTask(ctx, tx, subs[i].By, p.nt, p.ahead, p.audit)
+			if err != nil && !isRefusal(err) {
+				return err
+			}
+			if err != nil {
+				if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT submit_row`); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT submit_row`); err != nil {
+				return err
+			}
+			outs[i], errs[i] = out, err
+		}
+		return nil
+	})
+	if made == 1 && isRefusal(err) {
+		alone, err = err, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if alone != nil {
+		outs, errs = make([]*Enqueued, len(subs)), slices.Clone(refused)
+		for i := range errs {
+			if refused[i] == nil {
+				errs[i] = alone
+			}
+		}
+	}
+	return outs, errs, nil
+}
+
+// isRefusal reports whether err refuses one request on its own terms (an
+// *enrich.Error of the request's, not a fault of the service or its storage).
+func isRefusal(err error) bool {
+	var e *enrich.Error
+	return errors.As(err, &e) && e.Kind != enrich.KindInternal && e.Kind != enrich.KindUnavailable && !IsStorageFault(err)
 }
 
 // InputSuppression is how an input's subjects stand for the organization: the hash of

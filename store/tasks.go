@@ -228,25 +228,9 @@ func scanTask(row Row, before ...any) (*Task, error) {
 // refund takes task_counts before credit_grants too. A claimer, which holds a turn,
 // never waits for an organization's row (it skips a locked one).
 func (db *DB) CreateTask(ctx context.Context, by By, nt NewTask) (*Enqueued, error) {
-	var ahead *storedAnswer
-	if db.SingleWriter() {
-		ahead = db.answerAhead(ctx, nt)
-	}
-	// What the task's audit entry names is hashed here, not in the single writer: the
-	// subject (unless the caller hashed it to check the suppressions), and the seal of
-	// the subject as sent.
-	h, err := db.hasher()
+	nt, ahead, audit, err := db.taskAhead(ctx, nt)
 	if err != nil {
 		return nil, err
-	}
-	if nt.SubjectHash == nil {
-		nt.SubjectHash = inputHash(h, nt.Input)
-	}
-	sent := sentSubject(nt.RawInput, nt.Input)
-	audit := NewAuditEntry{OrgID: nt.OrgID, Action: AuditTaskCreated, Subject: sent, SubjectHash: nt.SubjectHash,
-		seal: subjectSeal(h, *sent)}
-	if nt.Batch != nil {
-		audit.BatchID = &nt.Batch.BatchID
 	}
 	var out *Enqueued
 	err = db.Write(ctx, func(tx Tx) error {
@@ -258,6 +242,31 @@ func (db *DB) CreateTask(ctx context.Context, by By, nt NewTask) (*Enqueued, err
 		return nil, err
 	}
 	return out, nil
+}
+
+// taskAhead is what CreateTask works out before its transaction, so as not to hold up
+// SQLite's single writer: a store hit's answer, the subject's hash (unless the caller
+// hashed it to check the suppressions) and the task's audit entry, with the seal of the
+// subject as sent.
+func (db *DB) taskAhead(ctx context.Context, nt NewTask) (NewTask, *storedAnswer, NewAuditEntry, error) {
+	var ahead *storedAnswer
+	if db.SingleWriter() {
+		ahead = db.answerAhead(ctx, nt)
+	}
+	h, err := db.hasher()
+	if err != nil {
+		return nt, nil, NewAuditEntry{}, err
+	}
+	if nt.SubjectHash == nil {
+		nt.SubjectHash = inputHash(h, nt.Input)
+	}
+	sent := sentSubject(nt.RawInput, nt.Input)
+	audit := NewAuditEntry{OrgID: nt.OrgID, Action: AuditTaskCreated, Subject: sent, SubjectHash: nt.SubjectHash,
+		seal: subjectSeal(h, *sent)}
+	if nt.Batch != nil {
+		audit.BatchID = &nt.Batch.BatchID
+	}
+	return nt, ahead, audit, nil
 }
 
 // createTask is CreateTask's transaction; entry is the task's audit entry, its subject

@@ -79,6 +79,7 @@ var conformanceTests = []conformanceTest{
 	{"OneBatchRowFromTwoHandles", testOneBatchRowFromTwoHandles},
 	{"RetentionDeletesOldBatches", testRetentionDeletesOldBatches},
 	{"MixedBatchRows", testMixedBatchRows},
+	{"SubmitTasksKeepsTheOrderAndUndoesARefusalAlone", testSubmitTasksKeepsTheOrderAndUndoesARefusalAlone},
 	{"SourceSpendAddsUpPerOrgSourceDay", testSourceSpendAddsUpPerOrgSourceDay},
 	{"SourceSpendFromManyWritersAddsUp", testSourceSpendFromManyWritersAddsUp},
 	{"SourceBudgetsSetReplaceClearAndRefuse", testSourceBudgetsSetReplaceClearAndRefuse},

@@ -426,3 +426,82 @@ func testMixedBatchRows(t *testing.T, env *Env) {
 		is.True(err != nil)
 	}
 }
+
+// testSubmitTasksKeepsTheOrderAndUndoesARefusalAlone: the batch feeder's rows are made
+// in one transaction, in their order, so that the earlier rows get the credits left;
+// a row refused (a bad request, credits run out) has its error and leaves nothing
+// behind, not even its Idempotency-Key, and the others are made; made again, each
+// made row replays its task, charging nothing.
+func testSubmitTasksKeepsTheOrderAndUndoesARefusalAlone(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	org := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 4, nil)
+	is.NoErr(err)
+	domains := []string{"a.com", "b.com", "c.com", "d.com"}
+	b, _, err := db.CreateBatch(ctx, store.BySystem, newBatch(org, domains...))
+	is.NoErr(err)
+	for _, d := range []string{"x.com", "y.com"} { // two of the four credits spent since the upload
+		_, err := db.CreateTask(ctx, store.BySystem, NewTask(org, d))
+		is.NoErr(err)
+	}
+	nope := "nope"
+	subs := make([]store.Submission, len(domains))
+	for i, d := range domains {
+		id := b.ID
+		subs[i] = store.Submission{
+			By: store.By{Actor: store.Actor{Kind: store.ActorBatch, ID: &id}},
+			Request: store.TaskRequest{OrgID: org, Input: enrich.Input{Lookup: enrich.LookupDomain, Target: d},
+				Fields: map[string]string{"domain": d}, IdempotencyKey: store.RowIdempotencyKey(b.ID, i+1),
+				Route: "create_batch", Endpoint: "POST /v1/batches", Batch: &store.BatchRowRef{BatchID: b.ID, Row: i + 1}},
+		}
+	}
+	subs[1].Request.LoopID = &nope // refused before the transaction
+	lim := store.TaskLimits{TTL: time.Hour, MaxBacklog: 100, Freshness: time.Hour}
+
+	outs, errs, err := db.SubmitTasks(ctx, subs, lim)
+	is.NoErr(err)
+	is.Equal(len(outs), 4)
+	is.Equal(len(errs), 4)
+	is.NoErr(errs[0])
+	is.NoErr(errs[2])
+	is.Equal(outs[0].Task.Status, store.StatusQueued)
+	is.Equal(outs[2].Task.Status, store.StatusQueued)
+	var e *enrich.Error
+	is.True(errors.As(errs[1], &e) && e.Kind == enrich.KindInvalid)
+	is.True(errors.As(errs[3], &e) && e.Kind == enrich.KindPaymentRequired) // the two credits went to the earlier rows
+	is.True(outs[1] == nil && outs[3] == nil)
+	bal, err := db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(bal.Charged, int64(4))
+	queued, err := db.CountTasks(ctx, org, store.StatusQueued)
+	is.NoErr(err)
+	is.Equal(queued, int64(4))
+	pending, err := db.PendingBatchRows(ctx, 10, 10)
+	is.NoErr(err)
+	is.Equal(len(pending), 2)
+	is.Equal([]int{pending[0].Row, pending[1].Row}, []int{2, 4}) // the refused rows wait for their task or their failure
+
+	// Alone in its transaction, a refused row is refused the same way.
+	outs, errs, err = db.SubmitTasks(ctx, subs[3:], lim)
+	is.NoErr(err)
+	is.True(outs[0] == nil && errors.As(errs[0], &e) && e.Kind == enrich.KindPaymentRequired)
+
+	// With credits, the refused row is made now: its key was never bound.
+	_, err = db.GrantCredits(ctx, "acme", 5, nil)
+	is.NoErr(err)
+	outs, errs, err = db.SubmitTasks(ctx, []store.Submission{subs[0], subs[2], subs[3]}, lim)
+	is.NoErr(err)
+	for _, err := range errs {
+		is.NoErr(err)
+	}
+	is.True(outs[0].Replayed && outs[1].Replayed) // the rows made before replay their tasks
+	is.True(!outs[2].Replayed)
+	bal, err = db.CreditBalance(ctx, "acme")
+	is.NoErr(err)
+	is.Equal(bal.Charged, int64(5)) // one more: the row made now
+	queued, err = db.CountTasks(ctx, org, store.StatusQueued)
+	is.NoErr(err)
+	is.Equal(queued, int64(5))
+}
