@@ -17,6 +17,7 @@ build:
 test:
 	$(GO) test ./...
 
+# SQLite's own code is built without the race detector's instrumentation: see .ci/run.
 race:
 	$(GO) test -race -gcflags=modernc.org/sqlite/lib=-race=false ./...
 

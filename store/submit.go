@@ -16,7 +16,7 @@ import (
 
 // TaskRequest is one enrichment asked for, through the API, the dashboard's forms, the
 // MCP tools, a watch's check or a batch's row: each makes exactly the same task, charge
-// and idempotency binding through SubmitTask.
+// and idempotency binding through SubmitTask (SubmitTasks for several batch rows).
 type TaskRequest struct {
 	OrgID  string
 	Input  enrich.Input
@@ -105,13 +105,19 @@ type Submission struct {
 }
 
 // SubmitTasks is SubmitTask for several requests, made in their order in one
-// transaction: the batch feeder's rows, which one at a time waited on a commit each
-// (on PostgreSQL, a 10,000-row batch was fed at a third of the speed its workers
-// took the tasks). The order is kept so that, when credits run short, the earlier
-// rows get them. A request refused on its own terms (credits, backlog, a Loop gone,
-// an Idempotency-Key bound to another request) gets its *enrich.Error in errs, and
-// its writes are undone alone; any other error, a storage fault among them, ends the
-// call with nothing written, as it ends SubmitTask.
+// transaction: on SQLite, the batch feeder's rows, which one at a time each waited on
+// a writer commit of its own. The order is kept so that, when credits run short, the
+// earlier rows get them; once an organization's backlog refuses a row, its later rows
+// are refused the same way, so that none (a store hit, which the backlog does not
+// stop) is made ahead of it. A request refused on its own terms (credits, backlog, a
+// Loop gone, an Idempotency-Key bound to another request) gets its *enrich.Error in
+// errs, and its writes are undone alone; any other error, a storage fault among them,
+// ends the call with nothing written, as it ends SubmitTask.
+//
+// On PostgreSQL pass one request: with several, the first row's charge holds the
+// organization's credit grant while the next takes its row, its turn and its task,
+// against the lock order CreateTask keeps, and the workers' refunds wait on the
+// grant to the commit (measured slower, docs/performance.md).
 func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits) (outs []*Enqueued, errs []error, err error) {
 	type prepared struct {
 		nt    NewTask
@@ -145,8 +151,13 @@ func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits
 	err = db.Write(ctx, func(tx Tx) error {
 		// PostgreSQL's Write runs this again after a deadlock: start afresh.
 		outs, errs = make([]*Enqueued, len(subs)), slices.Clone(refused)
+		full := map[string]error{} // the organizations whose backlog refused a row
 		for i, p := range preps {
 			if errs[i] != nil {
+				continue
+			}
+			if err, ok := full[subs[i].Request.OrgID]; ok {
+				errs[i] = err
 				continue
 			}
 			if made == 1 { // nothing else to keep: a refusal undoes the transaction
@@ -164,6 +175,10 @@ func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits
 			if err != nil {
 				if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT submit_row`); err != nil {
 					return err
+				}
+				var e *enrich.Error
+				if errors.As(err, &e) && e.Kind == enrich.KindTooManyRequests {
+					full[subs[i].Request.OrgID] = err
 				}
 			}
 			if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT submit_row`); err != nil {
@@ -191,10 +206,11 @@ func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits
 }
 
 // isRefusal reports whether err refuses one request on its own terms (an
-// *enrich.Error of the request's, not a fault of the service or its storage).
+// *enrich.Error of the request's, not a fault of the service or its storage, which
+// is KindUnavailable).
 func isRefusal(err error) bool {
 	var e *enrich.Error
-	return errors.As(err, &e) && e.Kind != enrich.KindInternal && e.Kind != enrich.KindUnavailable && !IsStorageFault(err)
+	return errors.As(err, &e) && e.Kind != enrich.KindInternal && e.Kind != enrich.KindUnavailable
 }
 
 // InputSuppression is how an input's subjects stand for the organization: the hash of

@@ -86,13 +86,14 @@ func (s *Pool) feedRound(ctx context.Context) bool {
 			}
 			pending = pending[1:]
 		}
-		errs, err := s.submitRows(ctx, rows)
+		errs, n, err := s.submitRows(ctx, rows)
 		if err != nil {
 			if ctx.Err() == nil && !store.IsStorageFault(err) {
-				s.log.Error("enqueuing batch rows", "batch", rows[0].BatchID, "rows", len(rows), "err", err)
+				s.log.Error("enqueuing batch rows", "first_batch", rows[0].BatchID, "first_row", rows[0].Row, "rows", len(rows), "err", err)
 			}
 			return made
 		}
+		made = made || n > 0
 		for i, p := range rows {
 			err := errs[i]
 			var e *enrich.Error
@@ -134,10 +135,11 @@ func (s *Pool) feedRound(ctx context.Context) bool {
 
 // submitRows makes the tasks of batch rows, in their order, in one transaction, through
 // the path every enrichment takes (charged, fair-queued, an Idempotency-Key derived
-// from the batch and the row). A row refused on its own terms, its request unreadable
-// among them, has its *enrich.Error in errs; any other error is err, and no row got
-// its task.
-func (s *Pool) submitRows(ctx context.Context, rows []store.PendingBatchRow) (errs []error, err error) {
+// from the batch and the row), and counts those made. A row without its task has its
+// error in errs: a refusal on its own terms (an *enrich.Error), or a request that
+// could not be read back (which may be another error). Any other error is err, and no
+// row got its task.
+func (s *Pool) submitRows(ctx context.Context, rows []store.PendingBatchRow) (errs []error, made int, err error) {
 	errs = make([]error, len(rows))
 	subs := make([]store.Submission, 0, len(rows))
 	at := make([]int, 0, len(rows)) // the row of each submission
@@ -163,18 +165,19 @@ func (s *Pool) submitRows(ctx context.Context, rows []store.PendingBatchRow) (er
 		at = append(at, i)
 	}
 	if len(subs) == 0 {
-		return errs, nil
+		return errs, 0, nil
 	}
 	outs, refused, err := s.db.SubmitTasks(ctx, subs, s.taskLimits())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for j, i := range at {
 		if errs[i] = refused[j]; outs[j] != nil {
 			s.submitted(outs[j])
+			made++
 		}
 	}
-	return errs, nil
+	return errs, made, nil
 }
 
 // submitTask makes a watch's check through the path every enrichment takes

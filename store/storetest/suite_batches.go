@@ -504,4 +504,25 @@ func testSubmitTasksKeepsTheOrderAndUndoesARefusalAlone(t *testing.T, env *Env) 
 	queued, err = db.CountTasks(ctx, org, store.StatusQueued)
 	is.NoErr(err)
 	is.Equal(queued, int64(5))
+
+	// Once the organization's backlog refuses a row, its later rows are refused too,
+	// even one made without the backlog (a personal mailbox's lookup, failed at once
+	// and refunded): none is made ahead of the row refused.
+	plain := func(in enrich.Input, fields map[string]string) store.Submission {
+		return store.Submission{By: store.BySystem, Request: store.TaskRequest{OrgID: org, Input: in, Fields: fields,
+			Route: "enrich", Endpoint: "POST /v1/enrich"}}
+	}
+	company := plain(enrich.Input{Lookup: enrich.LookupDomain, Target: "e.com"}, map[string]string{"domain": "e.com"})
+	mailbox := plain(enrich.Input{Lookup: enrich.LookupEmail, Target: "ann@gmail.com"}, map[string]string{"email": "ann@gmail.com"})
+	alone, _, err := db.SubmitTasks(ctx, []store.Submission{mailbox}, store.TaskLimits{TTL: time.Hour, MaxBacklog: 5, Freshness: time.Hour})
+	is.NoErr(err)
+	is.Equal(alone[0].Task.Status, store.StatusFailed) // alone, made past the full backlog
+	tight := lim
+	tight.MaxBacklog = 5 // as many as are queued
+	outs, errs, err = db.SubmitTasks(ctx, []store.Submission{company, mailbox}, tight)
+	is.NoErr(err)
+	is.True(outs[0] == nil && outs[1] == nil)
+	for _, err := range errs {
+		is.True(errors.As(err, &e) && e.Kind == enrich.KindTooManyRequests)
+	}
 }
