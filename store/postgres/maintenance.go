@@ -98,21 +98,30 @@ const scrubWait = 10 * time.Second
 
 // snapshotsBeforeEnded waits, up to wait, until no other client of this database holds
 // a snapshot older than the call (one whose xmin, the oldest transaction it sees as
-// running, is older than the first transaction id not yet given out then), and
-// reports whether that came. Sessions of another role show no xmin here and are not
-// waited for (docs/privacy.md says so); VACUUM's own workers hold back nothing.
+// running, is older than the first transaction id not yet given out then) or is in a
+// transaction given its id before the call, and reports whether that came. Sessions
+// of another role show neither here and are not waited for (docs/privacy.md says so);
+// VACUUM's own workers hold back nothing.
 func (db *DB) snapshotsBeforeEnded(ctx context.Context, wait time.Duration) (bool, error) {
 	var next string // as an xid: xid8's epoch dropped, as backend_xmin has none
-	if err := db.pool.QueryRow(ctx, `SELECT (pg_snapshot_xmax(pg_current_snapshot())::text::numeric % 4294967296)::text`).
+	// The id given to this statement's own transaction: every transaction given one
+	// before the call has a smaller one. (A snapshot's xmax is one past the last
+	// transaction completed, which a transaction given its id earlier and still open
+	// may equal or pass.)
+	if err := db.pool.QueryRow(ctx, `SELECT (pg_current_xact_id()::text::numeric % 4294967296)::text`).
 		Scan(&next); err != nil {
 		return false, db.storageChecked(fmt.Errorf("reading the next transaction id: %w", err))
 	}
 	deadline := time.Now().Add(wait)
 	for {
 		var older int64
+		// A transaction with an id holds VACUUM back by that id even between its
+		// statements, where it holds no snapshot and shows no xmin: a scrub run then
+		// left the tuples erased after it began whole (seen under load).
 		err := db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-				AND backend_xmin IS NOT NULL AND age(backend_xmin) > age($1::text::xid)`, next).Scan(&older)
+				AND ((backend_xmin IS NOT NULL AND age(backend_xmin) > age($1::text::xid))
+					OR (backend_xid IS NOT NULL AND age(backend_xid) > age($1::text::xid)))`, next).Scan(&older)
 		if err != nil {
 			return false, db.storageChecked(fmt.Errorf("reading the transactions under way: %w", err))
 		}
