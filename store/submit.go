@@ -119,35 +119,33 @@ type Submission struct {
 // against the lock order CreateTask keeps, and the workers' refunds wait on the
 // grant to the commit (measured slower, docs/performance.md).
 func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits) (outs []*Enqueued, errs []error, err error) {
+	if len(subs) == 1 { // its refusal undoes its own transaction: no savepoint needed
+		out, err := db.SubmitTask(ctx, subs[0].By, subs[0].Request, lim)
+		if err != nil && !isRefusal(err) {
+			return nil, nil, err
+		}
+		return []*Enqueued{out}, []error{err}, nil
+	}
 	type prepared struct {
 		nt    NewTask
 		ahead *storedAnswer
 		audit NewAuditEntry
 	}
-	preps := make([]*prepared, len(subs))
+	preps := make([]prepared, len(subs))
 	refused := make([]error, len(subs))
 	for i, sub := range subs {
 		nt, err := db.newTask(ctx, sub.Request, lim)
 		if err == nil {
-			var p prepared
-			p.nt, p.ahead, p.audit, err = db.taskAhead(ctx, nt)
-			preps[i] = &p
+			preps[i].nt, preps[i].ahead, preps[i].audit, err = db.taskAhead(ctx, nt)
 		}
 		if err != nil && !isRefusal(err) {
 			return nil, nil, err
 		}
 		refused[i] = err
 	}
-	made := 0 // the requests the transaction makes, refusals aside
-	for _, err := range refused {
-		if err == nil {
-			made++
-		}
-	}
-	if made == 0 {
+	if !slices.Contains(refused, nil) {
 		return make([]*Enqueued, len(subs)), refused, nil
 	}
-	var alone error // the refusal of the one request made, which undid the transaction
 	err = db.Write(ctx, func(tx Tx) error {
 		// PostgreSQL's Write runs this again after a deadlock: start afresh.
 		outs, errs = make([]*Enqueued, len(subs)), slices.Clone(refused)
@@ -159,11 +157,6 @@ func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits
 			if err, ok := full[subs[i].Request.OrgID]; ok {
 				errs[i] = err
 				continue
-			}
-			if made == 1 { // nothing else to keep: a refusal undoes the transaction
-				out, err := db.createTask(ctx, tx, subs[i].By, p.nt, p.ahead, p.audit)
-				outs[i] = out
-				return err
 			}
 			if _, err := tx.Exec(ctx, `SAVEPOINT submit_row`); err != nil {
 				return err
@@ -188,19 +181,8 @@ func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits
 		}
 		return nil
 	})
-	if made == 1 && isRefusal(err) {
-		alone, err = err, nil
-	}
 	if err != nil {
 		return nil, nil, err
-	}
-	if alone != nil {
-		outs, errs = make([]*Enqueued, len(subs)), slices.Clone(refused)
-		for i := range errs {
-			if refused[i] == nil {
-				errs[i] = alone
-			}
-		}
 	}
 	return outs, errs, nil
 }

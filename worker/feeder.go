@@ -6,6 +6,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/store"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -71,13 +72,13 @@ func (s *Pool) feedRound(ctx context.Context) bool {
 	}
 	full := map[string]bool{} // organizations whose backlog is full this round
 	made := false
+	atOnce := 1
+	if s.db.SingleWriter() {
+		atOnce = batchFeedAtOnce
+	}
 	for len(pending) > 0 {
 		if ctx.Err() != nil {
 			return made
-		}
-		atOnce := 1
-		if s.db.SingleWriter() {
-			atOnce = batchFeedAtOnce
 		}
 		var rows []store.PendingBatchRow
 		for len(pending) > 0 && len(rows) < atOnce {
@@ -86,20 +87,20 @@ func (s *Pool) feedRound(ctx context.Context) bool {
 			}
 			pending = pending[1:]
 		}
-		errs, n, err := s.submitRows(ctx, rows)
+		errs, err := s.submitRows(ctx, rows)
 		if err != nil {
 			if ctx.Err() == nil && !store.IsStorageFault(err) {
 				s.log.Error("enqueuing batch rows", "first_batch", rows[0].BatchID, "first_row", rows[0].Row, "rows", len(rows), "err", err)
 			}
 			return made
 		}
-		made = made || n > 0
+		// Counted before the refusals are read: one of them may end the round.
+		made = made || slices.Contains(errs, nil)
 		for i, p := range rows {
 			err := errs[i]
 			var e *enrich.Error
 			switch {
 			case err == nil:
-				made = true
 				continue
 			case !errors.As(err, &e) || e.Kind == enrich.KindInternal || e.Kind == enrich.KindUnavailable:
 				// A request that could not be read back for a fault of the service.
@@ -135,11 +136,11 @@ func (s *Pool) feedRound(ctx context.Context) bool {
 
 // submitRows makes the tasks of batch rows, in their order, in one transaction, through
 // the path every enrichment takes (charged, fair-queued, an Idempotency-Key derived
-// from the batch and the row), and counts those made. A row without its task has its
+// from the batch and the row). A row without its task has its
 // error in errs: a refusal on its own terms (an *enrich.Error), or a request that
 // could not be read back (which may be another error). Any other error is err, and no
 // row got its task.
-func (s *Pool) submitRows(ctx context.Context, rows []store.PendingBatchRow) (errs []error, made int, err error) {
+func (s *Pool) submitRows(ctx context.Context, rows []store.PendingBatchRow) (errs []error, err error) {
 	errs = make([]error, len(rows))
 	subs := make([]store.Submission, 0, len(rows))
 	at := make([]int, 0, len(rows)) // the row of each submission
@@ -165,19 +166,18 @@ func (s *Pool) submitRows(ctx context.Context, rows []store.PendingBatchRow) (er
 		at = append(at, i)
 	}
 	if len(subs) == 0 {
-		return errs, 0, nil
+		return errs, nil
 	}
 	outs, refused, err := s.db.SubmitTasks(ctx, subs, s.taskLimits())
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	for j, i := range at {
 		if errs[i] = refused[j]; outs[j] != nil {
 			s.submitted(outs[j])
-			made++
 		}
 	}
-	return errs, made, nil
+	return errs, nil
 }
 
 // submitTask makes a watch's check through the path every enrichment takes
