@@ -15,9 +15,7 @@ import (
 // program as a serve process of its own, is tested in package cli, whose test binary
 // can be that program.
 func TestBenchRuns(t *testing.T) {
-	if raceDetector {
-		t.Skip("-race: the bench's hundreds of requests take minutes in-process under the race detector; the run without -race covers this, and package bench's own tests run under it")
-	}
+	skipBenchUnderRace(t)
 	if testing.Short() {
 		t.Skip("starts several servers")
 	}
@@ -57,9 +55,7 @@ func TestBenchRuns(t *testing.T) {
 // holds: on a few companies, no wrong person, the unique fits found, the same answers
 // in a shuffled order.
 func TestBenchEmailQuality(t *testing.T) {
-	if raceDetector {
-		t.Skip("-race: the bench's hundreds of requests take minutes in-process under the race detector; the run without -race covers this, and package bench's own tests run under it")
-	}
+	skipBenchUnderRace(t)
 	if testing.Short() {
 		t.Skip("answers hundreds of email lookups")
 	}
@@ -105,9 +101,7 @@ func TestBenchEmailQuality(t *testing.T) {
 // it, every call the vendors count is on a task's `sources`, and the second pass asks
 // nothing for a record held.
 func TestBenchWaterfall(t *testing.T) {
-	if raceDetector {
-		t.Skip("-race: the bench's hundreds of requests take minutes in-process under the race detector; the run without -race covers this, and package bench's own tests run under it")
-	}
+	skipBenchUnderRace(t)
 	t.Parallel()
 	is := is.New(t)
 	out := mustCLI(t, "bench", "--json", "--scenario", "waterfall", "--waterfall-subjects", "200", "--concurrency", "4", "--workers", "4")
@@ -140,4 +134,14 @@ func TestBenchWaterfall(t *testing.T) {
 		}
 	}
 	contains(t, failCLI(t, "bench", "--scenario", "waterfall", "--waterfall-subjects", "0"), "--waterfall-subjects")
+}
+
+// skipBenchUnderRace skips a test of the bench's scenarios under -race: their
+// hundreds of requests take minutes in-process under the race detector. The run
+// without -race covers them, and package bench's own tests run under it.
+func skipBenchUnderRace(t *testing.T) {
+	t.Helper()
+	if raceDetector {
+		t.Skip("-race: the bench's hundreds of requests take minutes in-process under the race detector; the run without -race covers this, and package bench's own tests run under it")
+	}
 }
