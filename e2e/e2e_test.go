@@ -512,6 +512,23 @@ func call(t *testing.T, client *http.Client, method, url, key, body string) (int
 	return resp.StatusCode, out, string(raw)
 }
 
+// waitSettled reads the task r names until it is neither queued nor running, for at
+// most patience, and returns the last read.
+func waitSettled(t *testing.T, client *http.Client, base, key string, r apiResponse) apiResponse {
+	t.Helper()
+	for deadline := time.Now().Add(patience); r.Task.Status == "queued" || r.Task.Status == "running"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s still %s after %v", r.Task.ID, r.Task.Status, patience)
+		}
+		status, read, raw := call(t, client, http.MethodGet, base+"/v1/tasks/"+r.Task.ID, key, "")
+		if status != http.StatusOK {
+			t.Fatalf("GET /v1/tasks/%s = %d %s, want 200", r.Task.ID, status, raw)
+		}
+		r = read
+	}
+	return r
+}
+
 func TestServe(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
@@ -549,19 +566,7 @@ func TestServe(t *testing.T) {
 	is.True(resp.Task.ID != "") // the task has an id
 	is.Equal(resp.Task.Status, "queued")
 
-	var final apiResponse
-	deadline := time.Now().Add(patience)
-	for {
-		status, final, raw = call(t, client, http.MethodGet, base+"/v1/tasks/"+resp.Task.ID, key, "")
-		is.Equal(status, http.StatusOK)
-		if final.Task.Status != "queued" && final.Task.Status != "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task still %s after %v: %s", final.Task.Status, patience, raw)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	final := waitSettled(t, client, base, key, resp)
 	if final.Task.Status != "succeeded" {
 		t.Fatalf("task settled as %s, want succeeded: %s", final.Task.Status, raw)
 	}

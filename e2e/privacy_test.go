@@ -73,14 +73,7 @@ func privacyReport(t *testing.T, db string) {
 		if status != http.StatusOK && status != http.StatusAccepted {
 			t.Fatalf("POST %s: %d %s", path, status, raw)
 		}
-		for deadline := time.Now().Add(patience); r.Task.Status == "queued" || r.Task.Status == "running"; {
-			if time.Now().After(deadline) {
-				t.Fatalf("task %s did not settle: %s", r.Task.ID, raw)
-			}
-			time.Sleep(10 * time.Millisecond)
-			_, r, raw = call(t, client, http.MethodGet, base+"/v1/tasks/"+r.Task.ID, key, "")
-		}
-		return r
+		return waitSettled(t, client, base, key, r)
 	}
 	is.Equal(settle("/v1/companies/enrich", `{"domain":"globex.com"}`).Task.Status, "succeeded")
 	var failure struct{ Code string }

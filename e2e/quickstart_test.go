@@ -329,12 +329,7 @@ echo "the test's go stands in for go build -o enrichd . alone, not: go $*" >&2; 
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	base := "http://" + addr
-	for deadline := time.Now().Add(patience); read.Task.Status == "queued" || read.Task.Status == "running"; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the company's task did not settle: %s", read.Task.Status)
-		}
-		_, read, _ = call(t, client, http.MethodGet, base+"/v1/tasks/"+enqueued.Task.ID, key, "")
-	}
+	read = waitSettled(t, client, base, key, read)
 	status, again, raw := call(t, client, http.MethodPost, base+"/v1/companies/enrich", key, `{"domain":"acme.com"}`)
 	is.Equal(status, http.StatusOK)
 	is.Equal(again.Task.Status, "succeeded")

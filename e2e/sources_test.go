@@ -97,14 +97,7 @@ func TestServeWithEnrichLayer(t *testing.T) {
 	defer client.CloseIdleConnections()
 
 	_, resp, _ := call(t, client, http.MethodPost, base+"/v1/companies/enrich", key, `{"networkUrl":"https://www.linkedin.com/company/globex"}`)
-	deadline := time.Now().Add(patience)
-	for resp.Task.Status == "queued" || resp.Task.Status == "running" {
-		if time.Now().After(deadline) {
-			t.Fatalf("task did not settle in %v", patience)
-		}
-		time.Sleep(20 * time.Millisecond)
-		_, resp, _ = call(t, client, http.MethodGet, base+"/v1/tasks/"+resp.Task.ID, key, "")
-	}
+	resp = waitSettled(t, client, base, key, resp)
 	is.Equal(resp.Task.Status, "succeeded")
 	is.True(strings.Contains(string(resp.Data), `"name":"Globex"`))
 	is.Equal(sentKey.Load(), "Bearer "+vendorKey)
@@ -179,14 +172,7 @@ func TestServeWithApollo(t *testing.T) {
 	settle := func(path, body string) (string, string) {
 		t.Helper()
 		_, resp, _ := call(t, client, http.MethodPost, base+path, key, body)
-		deadline := time.Now().Add(patience)
-		for resp.Task.Status == "queued" || resp.Task.Status == "running" {
-			if time.Now().After(deadline) {
-				t.Fatalf("task did not settle in %v", patience)
-			}
-			time.Sleep(20 * time.Millisecond)
-			_, resp, _ = call(t, client, http.MethodGet, base+"/v1/tasks/"+resp.Task.ID, key, "")
-		}
+		resp = waitSettled(t, client, base, key, resp)
 		return resp.Task.Status, string(resp.Data)
 	}
 	status, data := settle("/v1/companies/enrich", `{"domain":"globex.com"}`)
