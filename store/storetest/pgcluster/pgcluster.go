@@ -47,6 +47,9 @@ func Main(m *testing.M) { os.Exit(Run(m)) }
 // Run is Main for a TestMain that has more to clean up once the tests have run: it
 // returns their exit code instead of exiting.
 func Run(m *testing.M) int {
+	clusterMu.Lock()
+	underRun = true
+	clusterMu.Unlock()
 	code := m.Run()
 	stopCluster()
 	return code
@@ -128,12 +131,24 @@ var (
 
 	clusterMu sync.Mutex
 	cluster   *localCluster // the cluster this process started, nil if none
+	underRun  bool          // Run called m.Run, so it stops that cluster afterwards
 )
+
+// errNoCleanup refuses a cluster to a test binary whose TestMain would not stop it:
+// the cluster would outlive the binary until the next test process reaped it.
+var errNoCleanup = errors.New("this package's TestMain must run its tests through pgcluster.Main or pgcluster.Run (storetest.PostgresRun), which stop the cluster the tests start")
 
 func postgresServer(t testing.TB) (string, error) {
 	serverOnce.Do(func() {
 		if dsn := os.Getenv(EnvPostgres); dsn != "" {
 			serverDSN = dsn
+			return
+		}
+		clusterMu.Lock()
+		stopped := underRun
+		clusterMu.Unlock()
+		if !stopped {
+			serverErr = errNoCleanup
 			return
 		}
 		c, err := startCluster()
