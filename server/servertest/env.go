@@ -72,8 +72,12 @@ func NewEnv(t testing.TB, opts ...any) *Env {
 	e.Clock = storetest.NewClock(time.Now().UTC())
 	e.Cfg = server.DefaultConfig()
 	e.Cfg.Workers = 4
-	e.Cfg.PollInterval = 10 * time.Millisecond
-	e.Cfg.SweepInterval = 10 * time.Millisecond
+	// An enqueue wakes a worker, so polling is only the fallback (a retry coming due,
+	// a lease running out). At 10 ms, the idle polls and sweeps of the tests running
+	// at once were over half the statements the HTTP suite sent PostgreSQL (409,000
+	// of them, against 177,000 at 100 ms) and a share of the CPU the suite is short of.
+	e.Cfg.PollInterval = 100 * time.Millisecond
+	e.Cfg.SweepInterval = 100 * time.Millisecond
 	e.Cfg.RateIP, e.Cfg.RateKey = server.Rate{}, server.Rate{}
 	e.Cfg.Logger = slog.New(slog.NewJSONHandler(e.Logs, nil))
 	for _, o := range opts {
