@@ -20,7 +20,7 @@ import (
 func TestAuditVerifyFromTheCLI(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	mustCLI(t, "keys", "create", "--org", "globex", "--name", "crm", "--db", db)
 	mustCLI(t, "import", writeFile(t, `{"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe",`+

@@ -33,7 +33,7 @@ func TestBatchOfTenThousandRowsAddsUp(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			// Each engine's batch waits on its feeder's commits more than it computes.
 			t.Parallel()
-			db := newDBPath(t)
+			db := newDB(t)
 			if engine == "postgres" {
 				db = storetest.PostgresURL(t)
 			}

@@ -99,7 +99,7 @@ func TestErrorsCarryNoPackagePrefix(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	bin := enrichdBinary(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	missingDir := filepath.Join(t.TempDir(), "gone")
 	for _, c := range []struct {
@@ -140,7 +140,7 @@ func TestRateWithoutBurstLogsTheBurst(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0", "--rate-ip", "50", "--rate-key", "10/15"}, &stdout, &stderr)
+		done <- run(ctx, []string{"serve", "--db", newDB(t), "--addr", "127.0.0.1:0", "--rate-ip", "50", "--rate-key", "10/15"}, &stdout, &stderr)
 	}()
 	waitListening(t, &stderr, done)
 	cancel()
@@ -207,7 +207,7 @@ func TestBenchHelpSaysWhichScenarioUsesAFlag(t *testing.T) {
 func TestListCommandsPrintAHeaderAndJSON(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "keys", "create", "--org", "acme", "--name", "ci", "--db", db)
 	mustCLI(t, "orgs", "create", "empty", "--db", db)
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "5", "--db", db)

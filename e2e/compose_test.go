@@ -172,7 +172,7 @@ func TestComposeFile(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs, done := startServe(t, ctx, "--db", newDBPath(t))
+	logs, done := startServe(t, ctx, "--db", newDB(t))
 	defer func() {
 		cancel()
 		<-done

@@ -24,7 +24,7 @@ func TestDashboardHubSpotLoopInABrowser(t *testing.T) {
 	hubspot := &crm{token: token, next: 100, objects: map[string]map[string]map[string]string{"companies": {}, "contacts": {}}}
 	srv := httptest.NewServer(hubspot)
 	defer srv.Close()
-	db := newDBPath(t)
+	db := newDB(t)
 	b, logs, _ := adminSignedIn(t, ctx, chromium, db, nil, "--sources", "dataset", "--hubspot-url", srv.URL)
 
 	b.open("/dashboard/loops", "form#create-loop")

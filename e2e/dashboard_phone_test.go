@@ -83,7 +83,7 @@ func TestDashboardOnAPhoneInABrowser(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
 	defer cancel()
-	db := newDBPath(t)
+	db := newDB(t)
 	// Signed in at a phone's width.
 	b, _, _ := adminSignedIn(t, ctx, chromium, db, func(b *browser) { b.viewport(phoneWidth, phoneHeight, "light") },
 		"--sources", "sim", "--sim-credits", "1")

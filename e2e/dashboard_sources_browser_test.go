@@ -18,7 +18,7 @@ func TestDashboardSourcesInABrowser(t *testing.T) {
 	vendor := newKeyVendor(t, good)
 	t.Setenv("PDL_API_KEY", "pdl-installation-key-7777")
 	t.Setenv("ENRICHD_PDL_URL", vendor.URL)
-	b, logs, base := adminSignedIn(t, ctx, chromium, newDBPath(t), nil, "--sources", "dataset,pdl")
+	b, logs, base := adminSignedIn(t, ctx, chromium, newDB(t), nil, "--sources", "dataset,pdl")
 
 	b.open("/dashboard/sources", "tr#key-pdl")
 	contains(t, b.text("tr#key-pdl .whose"), "the installation's")

@@ -9,7 +9,7 @@ import (
 // down, or it has not gone out yet) can be retried from the CLI; it is made due now.
 func TestDeliveriesRetrySendsAPendingDeliveryNow(t *testing.T) {
 	t.Parallel()
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "keys", "create", "--org", "acme", "--db", db)
 	mustCLI(t, "loops", "create", "--org", "acme", "--name", "Hooks", "--url", "http://127.0.0.1:9/in", "--allow-private-webhooks", "--db", db)
 	id := strings.TrimSpace(mustCLI(t, "loops", "test", "--org", "acme", "hooks", "--db", db))

@@ -160,7 +160,7 @@ type freshDB struct {
 
 func newFreshDB(t *testing.T) *freshDB {
 	t.Helper()
-	db := newDBPath(t)
+	db := newDB(t)
 	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "1000", "--db", db)
 	return &freshDB{path: db, key: key}
@@ -168,7 +168,7 @@ func newFreshDB(t *testing.T) *freshDB {
 
 func (f *freshDB) copy(t *testing.T) (path, key string) {
 	t.Helper()
-	path = newDBPath(t)
+	path = newDB(t)
 	for _, suffix := range []string{"", "-wal"} {
 		b, err := os.ReadFile(f.path + suffix)
 		if errors.Is(err, os.ErrNotExist) && suffix != "" {

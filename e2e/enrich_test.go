@@ -60,7 +60,7 @@ func serveEnrich(t *testing.T, db string) (base string, stop func() error) {
 // whose org acme holds 100 credits; it returns the path and a key of acme.
 func companiesDB(t *testing.T, domains ...string) (db, key string) {
 	t.Helper()
-	db = newDBPath(t)
+	db = newDB(t)
 	var lines []string
 	for _, d := range domains {
 		name := strings.ToUpper(d[:1]) + strings.Split(d, ".")[0][1:]

@@ -19,7 +19,7 @@ import (
 func TestErasingAndExportingFromTheCLI(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	mustCLI(t, "orgs", "create", "globex", "--db", db)
 	mustCLI(t, "import", writeFile(t, `{"type":"person","network_url":"https://www.linkedin.com/in/jane-doe","full_name":"Jane Doe",`+

@@ -19,7 +19,7 @@ func TestSourcesFill(t *testing.T) {
 	t.Parallel()
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
-			db := newDBPath(t)
+			db := newDB(t)
 			if engine == "postgres" {
 				db = storetest.PostgresURL(t)
 			}
@@ -133,7 +133,7 @@ func TestServeTakesDefaultFillLists(t *testing.T) {
 		var stdout, stderr syncBuffer
 		done := make(chan error, 1)
 		go func() {
-			done <- run(ctx, append([]string{"serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0"}, c.args...), &stdout, &stderr)
+			done <- run(ctx, append([]string{"serve", "--db", newDB(t), "--addr", "127.0.0.1:0"}, c.args...), &stdout, &stderr)
 		}()
 		waitListening(t, &stderr, done)
 		cancel()

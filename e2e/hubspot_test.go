@@ -100,7 +100,7 @@ func TestHubSpotLoopsDeliverThroughServe(t *testing.T) {
 	srv := httptest.NewServer(hubspot)
 	defer srv.Close()
 
-	db := newDBPath(t)
+	db := newDB(t)
 	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "100", "--db", db)
 	mustCLI(t, "import", writeFile(t, `{"type":"company","name":"Acme","domain":"acme.com","employee_count":42,"about":"Rockets."}`+"\n"+goodPerson+"\n"), "--db", db)

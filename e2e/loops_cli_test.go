@@ -19,7 +19,7 @@ import (
 func TestLoopsRotateAndDestinationCommands(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	var created struct {
 		Destination struct{ Secret string } `json:"destination"`
@@ -72,7 +72,7 @@ func TestLoopsCreateHubSpotFromTheCLI(t *testing.T) {
 		w.Write([]byte(`{"results":[]}`))
 	}))
 	defer hubspot.Close()
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	create := []string{"loops", "create", "--org", "acme", "--name", "HubSpot people", "--object-type", "person", "--hubspot", "--gdpr-delete",
 		"--hubspot-url", hubspot.URL, "--db", db}

@@ -89,7 +89,7 @@ func waitRunning(t *testing.T, client *http.Client, base, key, id string) {
 func TestServeShutdownLetsClaimedTasksFinish(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "10", "--db", db)
 	client := &http.Client{Timeout: 10 * time.Second}

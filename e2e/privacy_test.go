@@ -21,7 +21,7 @@ import (
 func TestPrivacyReport(t *testing.T) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
-			db := newDBPath(t)
+			db := newDB(t)
 			if engine == "postgres" {
 				db = storetest.PostgresURL(t)
 			}

@@ -21,7 +21,7 @@ import (
 // listener: both are dropped, and nothing is charged.
 func TestServeDropsStalledConnections(t *testing.T) {
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "10", "--db", db)
 	t.Setenv("ENRICHD_READ_TIMEOUT", "300ms") // the environment sets it as the flag would
@@ -105,7 +105,7 @@ func TestServeCapsConnectionsPerAddress(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	logs, done := startServe(t, ctx, "--db", newDBPath(t), "--max-conns-per-addr", "2", "--admin-addr", "127.0.0.1:0")
+	logs, done := startServe(t, ctx, "--db", newDB(t), "--max-conns-per-addr", "2", "--admin-addr", "127.0.0.1:0")
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {

@@ -52,7 +52,7 @@ func TestServeProfilesOnTheAdminAddress(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	logs, done := startServe(t, ctx, "--db", newDBPath(t), "--cache-size", "8", "--readers", "3", "--admin-addr", "127.0.0.1:0")
+	logs, done := startServe(t, ctx, "--db", newDB(t), "--cache-size", "8", "--readers", "3", "--admin-addr", "127.0.0.1:0")
 	defer func() { cancel(); <-done }()
 	get := func(url string) (int, string) {
 		res, err := http.Get(url)

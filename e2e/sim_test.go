@@ -47,7 +47,7 @@ func TestSimSampleInTheDocs(t *testing.T) {
 func TestSimSampleFindsPeople(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "100", "--db", db)
 	base, stop := serveWith(t, db, "--sources", "sim")

@@ -32,7 +32,7 @@ func TestServeSourcesConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0"}, tt.args...)
+			args := append([]string{"serve", "--db", newDB(t), "--addr", "127.0.0.1:0"}, tt.args...)
 			msg := runServeExpectError(t, args...)
 			for _, w := range tt.want {
 				contains(t, msg, w)
@@ -79,7 +79,7 @@ func TestServeWithEnrichLayer(t *testing.T) {
 	t.Setenv("ENRICHLAYER_API_KEY", vendorKey)
 	t.Setenv("ENRICHD_ENRICHLAYER_URL", vendor.URL)
 
-	db := newDBPath(t)
+	db := newDB(t)
 	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "10", "--db", db)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -152,7 +152,7 @@ func TestServeWithApollo(t *testing.T) {
 	t.Setenv("APOLLO_API_KEY", vendorKey)
 	t.Setenv("ENRICHD_APOLLO_URL", vendor.URL)
 
-	db := newDBPath(t)
+	db := newDB(t)
 	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "10", "--db", db)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -160,7 +160,7 @@ func TestSpendOfAKilledServeIsWhatTheVendorsBilled(t *testing.T) {
 	bin := enrichdBinary(t)
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
-			db := newDBPath(t)
+			db := newDB(t)
 			if engine == "postgres" {
 				db = storetest.PostgresURL(t)
 			}

@@ -18,7 +18,7 @@ import (
 func TestSourcesBudgetCommand(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 
 	mustCLI(t, "sources", "budget", "--org", "acme", "pdl", "5000", "--db", db)
@@ -88,7 +88,7 @@ func TestServeSourceEconomicsFlags(t *testing.T) {
 	}
 
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	key := strings.TrimSpace(mustCLI(t, "keys", "create", "--org", "acme", "--db", db))
 	mustCLI(t, "sources", "budget", "sim", "500", "--db", db)
 	mustCLI(t, "credits", "grant", "--org", "acme", "--amount", "10", "--db", db)

@@ -19,7 +19,7 @@ import (
 func TestSuppressionsFromTheCLI(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	mustCLI(t, "orgs", "create", "globex", "--db", db)
 

@@ -39,7 +39,7 @@ func setupToken(t *testing.T, out, base string) string {
 func TestUsersCreatePrintsALinkThatSetsThePassword(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 
 	out := mustCLI(t, "users", "create", "--org", "acme", "--email", "Jane@Acme.com", "--role", "admin", "--db", db)
@@ -68,7 +68,7 @@ func TestUsersCreatePrintsALinkThatSetsThePassword(t *testing.T) {
 
 func TestUsersCreateRefusals(t *testing.T) {
 	t.Parallel()
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	mustCLI(t, "users", "create", "--org", "acme", "--email", "jane@acme.com", "--db", db)
 	for _, c := range []struct {
@@ -97,7 +97,7 @@ func TestUsersCreateRefusals(t *testing.T) {
 
 // TestUsersPublicURLFromTheEnvironment uses t.Setenv, so it does not run in parallel.
 func TestUsersPublicURLFromTheEnvironment(t *testing.T) {
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	t.Setenv("ENRICHD_PUBLIC_URL", "https://dash.example.com/enrichd/")
 	out := mustCLI(t, "users", "create", "--org", "acme", "--email", "jane@acme.com", "--db", db)
@@ -109,7 +109,7 @@ func TestUsersPublicURLFromTheEnvironment(t *testing.T) {
 func TestUsersList(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	mustCLI(t, "orgs", "create", "beta", "--db", db)
 	is.Equal(len(tableRows(t, mustCLI(t, "users", "list", "--db", db))), 0)
@@ -162,7 +162,7 @@ func TestUsersList(t *testing.T) {
 func TestUsersDisable(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	out := mustCLI(t, "users", "create", "--org", "acme", "--email", "jane@acme.com", "--db", db)
 	st := openStore(t, db)
@@ -183,7 +183,7 @@ func TestUsersDisable(t *testing.T) {
 func TestUsersResetPasswordVoidsTheOldLink(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	db := newDBPath(t)
+	db := newDB(t)
 	mustCLI(t, "orgs", "create", "acme", "--db", db)
 	out := mustCLI(t, "users", "create", "--org", "acme", "--email", "jane@acme.com", "--db", db)
 	old := setupToken(t, out, "http://127.0.0.1:8080")

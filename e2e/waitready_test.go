@@ -16,7 +16,7 @@ func TestWaitReady(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs, done := startServe(t, ctx, "--db", newDBPath(t), "--admin-addr", "127.0.0.1:0")
+	logs, done := startServe(t, ctx, "--db", newDB(t), "--admin-addr", "127.0.0.1:0")
 	defer func() {
 		cancel()
 		<-done
