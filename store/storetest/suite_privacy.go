@@ -18,6 +18,11 @@ import (
 	"enrichd/store"
 )
 
+// writtenValueHash is the hash of a value a HubSpot Loop wrote about the person, as the
+// workload records it: long enough that no id or hash an export holds has it inside
+// by chance (a 4-character one could, and once did).
+const writtenValueHash = "5f1e0c7d9a2b4e6f8a1c3e5d7b9f0a2c4e6d8f1b3a5c7e9d0f2b4a6c8e1d3f5a"
+
 // schemaTables reads every table of the database and its columns, as the engine has
 // them: what the registry of personal data is held to.
 func schemaTables(t *testing.T, raw *Raw) map[string][]string {
@@ -196,7 +201,7 @@ func personWorkload(t *testing.T, env *Env, org string) []enrich.SubjectHash {
 	is.Equal(len(sent), 1)
 	at := env.Clock.Now()
 	is.NoErr(db.RecordAttempts(ctx, []store.Attempted{{Dispatch: sent[0], Attempt: &store.Attempt{At: at, Ended: at, StatusCode: 200,
-		Summary: "created contact 501", Wrote: &store.CRMWrite{ObjectType: "contacts", ObjectID: "501", Written: map[string]string{"jobtitle": "5f1e"}}}}}))
+		Summary: "created contact 501", Wrote: &store.CRMWrite{ObjectType: "contacts", ObjectID: "501", Written: map[string]string{"jobtitle": writtenValueHash}}}}}))
 	hit, err := db.CreateTask(ctx, store.BySystem, newPersonTask(org, "jane-doe"))
 	is.NoErr(err)
 	is.Equal(hit.Task.Status, store.StatusSucceeded) // a store hit
