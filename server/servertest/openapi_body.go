@@ -15,13 +15,13 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// A JSON response body is checked against its schema compiled once per operation,
-// status and media type. kin-openapi's validator of an OpenAPI 3.1 document compiles
+// A JSON response body is checked against its schema, compiled once for the test
+// binary (the document is read once, by OpenAPI). kin-openapi's validator of an OpenAPI 3.1 document compiles
 // the schema again for every response it checks, which was a fifth of the CPU of the
 // server package's tests; the schema, the JSON Schema 2020-12 rules and the formats
 // enforced (kin-openapi's: date, date-time, byte, int32, int64) are the same.
 
-// bodySchemas holds the compiled schemas, by bodySchemaKey.
+// bodySchemas holds the compiled schemas, by their JSON pointer in the document.
 var bodySchemas struct {
 	mu       sync.Mutex
 	compiler *jsonschema.Compiler
@@ -85,14 +85,24 @@ func (s *OpenAPISpec) checkJSONBody(route *routers.Route, status int, header htt
 }
 
 // bodySchemaPointer is the JSON pointer, in the document, of the schema of the
-// response ref in mediaType to route's operation: the schema's own reference, else the
-// keys of the document's maps whose values kin-openapi picked. It is "" for a schema
-// that is in no map of the document (a route the tests make up for a path the document
-// does not have, whose answers are all references).
+// response ref in mediaType to route's operation: where it is written (the keys of the
+// document's maps whose values kin-openapi picked), so that keywords beside a $ref
+// count too; else, for a route the tests make up for a path or a method the document
+// does not have (whose answers are all components), the schema's own reference. It
+// is "" when neither is known.
 func bodySchemaPointer(route *routers.Route, ref *openapi3.ResponseRef, mediaType *openapi3.MediaType) string {
+	if p := writtenAt(route, ref, mediaType); p != "" {
+		return p
+	}
 	if strings.HasPrefix(mediaType.Schema.Ref, "#/") {
 		return mediaType.Schema.Ref
 	}
+	return ""
+}
+
+// writtenAt is where the schema is written: under the response component ref names,
+// or under route's operation.
+func writtenAt(route *routers.Route, ref *openapi3.ResponseRef, mediaType *openapi3.MediaType) string {
 	media := ""
 	for k, v := range ref.Value.Content {
 		if v == mediaType {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -27,10 +28,24 @@ func TestJSONBodiesAreCheckedAsKinOpenAPIChecksThem(t *testing.T) {
 	if task.Status != 200 || missing.Status != 404 {
 		t.Fatalf("GET a task: %d, a missing one: %d", task.Status, missing.Status)
 	}
+	// A schema written under its operation (409), and one under a response component
+	// the operation names (429).
+	e.Do("POST", "/v1/tasks/"+id+"/cancel", nil)
+	settled := e.Do("POST", "/v1/tasks/"+id+"/cancel", nil)
+	if settled.Status != 409 {
+		t.Fatalf("cancel a canceled task: %d %s", settled.Status, settled.Raw)
+	}
+	tooMany := func(body string) *Response {
+		return &Response{Status: 429, Header: http.Header{"Content-Type": {"application/json"}, "Retry-After": {"1"}, "X-Request-Id": {"0123456789abcdef"}}, Raw: []byte(body)}
+	}
 
 	verdicts := func(path string, res *Response) (kin, ours error) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", e.HTTP.URL+path, nil)
+		method := "GET"
+		if strings.HasSuffix(path, "/cancel") || strings.HasSuffix(path, "/enrich") {
+			method = "POST"
+		}
+		req, _ := http.NewRequest(method, e.HTTP.URL+path, nil)
 		route, params, err := s.findRoute(req)
 		if err != nil {
 			t.Fatal(err)
@@ -65,6 +80,11 @@ func TestJSONBodiesAreCheckedAsKinOpenAPIChecksThem(t *testing.T) {
 		{"credits as text", "/v1/tasks/" + id, altered(task, func(b map[string]any) { inner(b)["credits_charged"] = "1" }), true},
 		{"an id that is no uuid (a format kin-openapi does not enforce)", "/v1/tasks/" + id, altered(task, func(b map[string]any) { inner(b)["id"] = "task-1" }), false},
 		{"a property the document does not name", "/v1/tasks/" + id, altered(task, func(b map[string]any) { inner(b)["surprise"] = true }), true},
+		{"a settled task's refusal", "/v1/tasks/" + id + "/cancel", settled, false},
+		{"a settled task's refusal with another code", "/v1/tasks/" + id + "/cancel", altered(settled, func(b map[string]any) { b["code"] = "not_found" }), true},
+		{"a full queue", "/v1/companies/enrich", tooMany(`{"error":"the backlog is full","code":"queue_full","queuedTasks":10}`), false},
+		{"a full queue without its count", "/v1/companies/enrich", tooMany(`{"error":"the backlog is full","code":"queue_full"}`), true},
+		{"a rate limit with a count it never has", "/v1/companies/enrich", tooMany(`{"error":"slow down","code":"rate_limited","queuedTasks":10}`), true},
 		{"the error", "/v1/tasks/00000000-0000-4000-8000-000000000000", missing, false},
 		{"an error without its code", "/v1/tasks/00000000-0000-4000-8000-000000000000", altered(missing, func(b map[string]any) { delete(b, "code") }), true},
 	} {
