@@ -236,7 +236,7 @@ func TestBatchIdempotencyKeyReplaysTheBatch(t *testing.T) {
 	is.Equal(again.Header.Get("Idempotent-Replayed"), "true")
 	is.Equal(again.Str("data.id"), first.Str("data.id"))
 	is.Equal(again.Str("data.status"), "done")
-	time.Sleep(100 * time.Millisecond) // a feeder woken by mistake would have made tasks by now
+	time.Sleep(2 * e.Cfg.PollInterval) // a feeder woken by mistake, or polling, would have made tasks by now
 	is.Equal(e.Do("GET", "/v1/tasks", nil).Get("total"), float64(2))
 	is.Equal(e.Balance("acme").Balance, int64(98))
 	is.Equal(e.Do("GET", "/v1/batches", nil).Get("total"), float64(1))

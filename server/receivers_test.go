@@ -209,7 +209,7 @@ func TestAGoneReceiverDisablesTheDestination(t *testing.T) {
 	retry := e.Do("POST", "/v1/deliveries/"+test.Str("delivery.id")+"/retry", nil)
 	is.Equal(retry.Status, http.StatusConflict)
 	is.Equal(retry.Str("code"), "destination_disabled")
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(2 * e.Cfg.PollInterval)   // the sender's polls
 	is.Equal(rcv.calls.Load(), int64(1)) // nothing more was sent
 
 	on := e.Do("PATCH", "/v1/loops/"+loopID, map[string]any{"destination": map[string]any{"enabled": true}})

@@ -210,7 +210,10 @@ func TestStorageWorkersAndSenderWait(t *testing.T) {
 	servertest.SQLiteOnly(t, "storage faults are made on the database file")
 	is := is.New(t)
 	dir := storetest.MountTmpfs(t, "8m")
-	e := servertest.NewEnv(t, servertest.DBAt(filepath.Join(dir, "enrichd.db")), twoWorkers, servertest.AllowPrivateWebhooks)
+	// Polling every 10 ms, workers that kept claiming through the fault would fail
+	// many times the writes the check below allows.
+	pollOften := func(c *server.Config) { c.PollInterval = 10 * time.Millisecond }
+	e := servertest.NewEnv(t, servertest.DBAt(filepath.Join(dir, "enrichd.db")), twoWorkers, servertest.AllowPrivateWebhooks, pollOften)
 	e.Net.AddCompany(servertest.Company("Queued", "queued.example"))
 	r := e.Do("POST", "/v1/companies/enrich", map[string]any{"domain": "queued.example"})
 	is.Equal(r.Status, 202)

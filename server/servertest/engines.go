@@ -69,9 +69,9 @@ func RunOnPostgres(t *testing.T) {
 		t.Skip("-short: the HTTP suite runs on SQLite only")
 	}
 	if raceDetector && os.Getenv(envRacePostgres) != "1" {
-		// Twice the suite under the race detector passes the 10-minute test timeout on a
-		// 2-core machine: .ci/run runs it on PostgreSQL under -race in a run of its own,
-		// with this variable set and a longer timeout.
+		// Twice the suite under the race detector passes go test's default 10-minute
+		// timeout on a 2-core machine: .ci/run's race run sets this variable, with a
+		// longer timeout.
 		t.Skip("-race: the HTTP suite runs on SQLite only unless " + envRacePostgres + "=1")
 	}
 	server := storetest.PostgresServerURL(t)
