@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"enrichd/store"
-	"enrichd/store/storetest"
 
 	"github.com/matryer/is"
 )
@@ -33,10 +32,7 @@ func TestBatchOfTenThousandRowsAddsUp(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			// Each engine's batch waits on its feeder's commits more than it computes.
 			t.Parallel()
-			db := newDB(t)
-			if engine == "postgres" {
-				db = storetest.PostgresURL(t)
-			}
+			db := engineDB(t, engine)
 			tenThousandRows(t, db)
 		})
 	}

@@ -22,6 +22,7 @@ import (
 	"enrichd/enrich"
 	"enrichd/secret"
 	"enrichd/store"
+	"enrichd/store/storetest"
 
 	"github.com/matryer/is"
 )
@@ -89,6 +90,16 @@ func newDB(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// engineDB is a database for the test on engine: newDB's on "sqlite", a new database
+// of the tests' PostgreSQL cluster on "postgres".
+func engineDB(t *testing.T, engine string) string {
+	t.Helper()
+	if engine == "postgres" {
+		return storetest.PostgresURL(t)
+	}
+	return newDB(t)
 }
 
 var migratedTemplate struct {

@@ -168,7 +168,7 @@ func newFreshDB(t *testing.T) *freshDB {
 
 func (f *freshDB) copy(t *testing.T) (path, key string) {
 	t.Helper()
-	path = newDB(t)
+	path = newDBPath(t)
 	for _, suffix := range []string{"", "-wal"} {
 		b, err := os.ReadFile(f.path + suffix)
 		if errors.Is(err, os.ErrNotExist) && suffix != "" {

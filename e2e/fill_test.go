@@ -10,7 +10,6 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/store"
-	"enrichd/store/storetest"
 )
 
 // sources fill sets an organization's lists, keeps a list left out, clears one given
@@ -19,10 +18,7 @@ func TestSourcesFill(t *testing.T) {
 	t.Parallel()
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
-			db := newDB(t)
-			if engine == "postgres" {
-				db = storetest.PostgresURL(t)
-			}
+			db := engineDB(t, engine)
 			is := is.New(t)
 			mustCLI(t, "orgs", "create", "acme", "--db", db)
 			mustCLI(t, "orgs", "create", "globex", "--db", db)

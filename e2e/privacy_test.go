@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"enrichd/store/storetest"
-
 	"github.com/matryer/is"
 )
 
@@ -21,10 +19,7 @@ import (
 func TestPrivacyReport(t *testing.T) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
-			db := newDB(t)
-			if engine == "postgres" {
-				db = storetest.PostgresURL(t)
-			}
+			db := engineDB(t, engine)
 			privacyReport(t, db)
 		})
 	}

@@ -32,7 +32,7 @@ func TestServeSourcesConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"serve", "--db", newDB(t), "--addr", "127.0.0.1:0"}, tt.args...)
+			args := append([]string{"serve", "--db", newDBPath(t), "--addr", "127.0.0.1:0"}, tt.args...)
 			msg := runServeExpectError(t, args...)
 			for _, w := range tt.want {
 				contains(t, msg, w)

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"enrichd/store/storetest"
-
 	"github.com/matryer/is"
 )
 
@@ -160,10 +158,7 @@ func TestSpendOfAKilledServeIsWhatTheVendorsBilled(t *testing.T) {
 	bin := enrichdBinary(t)
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
-			db := newDB(t)
-			if engine == "postgres" {
-				db = storetest.PostgresURL(t)
-			}
+			db := engineDB(t, engine)
 			spendSurvivesAKill(t, bin, db, engine)
 		})
 	}
