@@ -58,7 +58,9 @@ func Run(m *testing.M) int {
 // URL returns the DSN of a fresh, empty database for this test, dropped when the
 // test ends. The server is ENRICHD_TEST_POSTGRES when set, else a cluster this process
 // starts once. With no PostgreSQL on the machine the test skips, or fails when
-// ENRICHD_REQUIRE_POSTGRES=1.
+// ENRICHD_REQUIRE_POSTGRES=1. Without ENRICHD_TEST_POSTGRES, the package's TestMain must
+// run the tests through Main or Run, which stop that cluster: otherwise the test fails,
+// PostgreSQL or not, so that a package is never written to leave a server behind.
 func URL(t testing.TB) string {
 	t.Helper()
 	dsn, _ := Database(t, "")
