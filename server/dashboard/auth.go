@@ -33,14 +33,22 @@ const (
 	maxEmail    = 254
 )
 
-// The argon2id cost: OWASP's recommendation for argon2id (19 MiB, 2 passes, 1 lane),
+// argonCost is what an argon2id hash spends: passes, memory in KiB, lanes. A hash
+// records its cost, and a password is checked at the cost its hash records.
+type argonCost struct {
+	time, memory uint32
+	threads      uint8
+}
+
+// productionCost is OWASP's recommendation for argon2id (19 MiB, 2 passes, 1 lane),
 // about 30 ms on one core.
-const (
-	argonTime    = 2
-	argonMemory  = 19 * 1024
-	argonThreads = 1
-	argonKeyLen  = 32
-)
+var productionCost = argonCost{time: 2, memory: 19 * 1024, threads: 1}
+
+// passwordCost is the cost hashPassword spends: productionCost, which only this
+// package's tests lower (export_test.go).
+var passwordCost = productionCost
+
+const argonKeyLen = 32
 
 // Sign-in attempts are limited per client address and per account named, counting
 // every attempt, so that guessing is slow whether it walks passwords or accounts, and
@@ -124,13 +132,15 @@ func (d *dashboardState) withHashSlot(ctx context.Context, f func()) error {
 }
 
 // hashPassword returns the argon2id hash of a password in the PHC string format.
-func hashPassword(password string) (string, error) {
+func hashPassword(password string) (string, error) { return hashPasswordAt(password, passwordCost) }
+
+func hashPasswordAt(password string, cost argonCost) (string, error) {
 	salt := make([]byte, 16)
 	if _, err := rand.Read(salt); err != nil {
 		return "", err
 	}
-	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
-	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads,
+	key := argon2.IDKey([]byte(password), salt, cost.time, cost.memory, cost.threads, argonKeyLen)
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, cost.memory, cost.time, cost.threads,
 		base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key)), nil
 }
 
