@@ -121,7 +121,7 @@ type Submission struct {
 func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits) (outs []*Enqueued, errs []error, err error) {
 	if len(subs) == 1 { // its refusal undoes its own transaction: no savepoint needed
 		out, err := db.SubmitTask(ctx, subs[0].By, subs[0].Request, lim)
-		if err != nil && !isRefusal(err) {
+		if err != nil && !IsRefusal(err) {
 			return nil, nil, err
 		}
 		return []*Enqueued{out}, []error{err}, nil
@@ -138,7 +138,7 @@ func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits
 		if err == nil {
 			preps[i].nt, preps[i].ahead, preps[i].audit, err = db.taskAhead(ctx, nt)
 		}
-		if err != nil && !isRefusal(err) {
+		if err != nil && !IsRefusal(err) {
 			return nil, nil, err
 		}
 		refused[i] = err
@@ -162,7 +162,7 @@ func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits
 				return err
 			}
 			out, err := db.createTask(ctx, tx, subs[i].By, p.nt, p.ahead, p.audit)
-			if err != nil && !isRefusal(err) {
+			if err != nil && !IsRefusal(err) {
 				return err
 			}
 			if err != nil {
@@ -187,10 +187,10 @@ func (db *DB) SubmitTasks(ctx context.Context, subs []Submission, lim TaskLimits
 	return outs, errs, nil
 }
 
-// isRefusal reports whether err refuses one request on its own terms (an
+// IsRefusal reports whether err refuses one request on its own terms (an
 // *enrich.Error of the request's, not a fault of the service or its storage, which
-// is KindUnavailable).
-func isRefusal(err error) bool {
+// is KindUnavailable): the caller goes on with its other requests.
+func IsRefusal(err error) bool {
 	var e *enrich.Error
 	return errors.As(err, &e) && e.Kind != enrich.KindInternal && e.Kind != enrich.KindUnavailable
 }

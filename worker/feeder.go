@@ -102,7 +102,7 @@ func (s *Pool) feedRound(ctx context.Context) bool {
 			switch {
 			case err == nil:
 				continue
-			case !errors.As(err, &e) || e.Kind == enrich.KindInternal || e.Kind == enrich.KindUnavailable:
+			case !store.IsRefusal(err) || !errors.As(err, &e):
 				// A request that could not be read back for a fault of the service.
 				if ctx.Err() == nil && !store.IsStorageFault(err) {
 					s.log.Error("enqueuing a batch row", "batch", p.BatchID, "row", p.Row, "err", err)
