@@ -2,6 +2,9 @@ package pgcluster_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"enrichd/store/storetest/pgcluster"
@@ -10,7 +13,38 @@ import (
 	"github.com/matryer/is"
 )
 
-func TestMain(m *testing.M) { pgcluster.Main(m) }
+// withoutRun, set in a child run of this binary, runs its tests without Main, as a
+// package whose TestMain forgot it would.
+const withoutRun = "PGCLUSTER_TEST_WITHOUT_RUN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(withoutRun) == "1" {
+		os.Exit(m.Run())
+	}
+	pgcluster.Main(m)
+}
+
+// A test binary whose TestMain does not go through Main or Run, which stop the cluster
+// the tests start, is refused a cluster, PostgreSQL on the machine or not: it would
+// outlive the binary.
+func TestAClusterNeedsTheTestMainThatStopsIt(t *testing.T) {
+	if os.Getenv(withoutRun) == "1" {
+		pgcluster.URL(t)
+		t.Fatal("URL gave a database to a binary that would not stop its cluster")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAClusterNeedsTheTestMainThatStopsIt$", "-test.count=1")
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, pgcluster.EnvPostgres+"=") { // a server named by DSN is not this process's to stop
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, withoutRun+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "must run its tests through pgcluster.Main or pgcluster.Run") {
+		t.Fatalf("the child run: %v\n%s", err, out)
+	}
+}
 
 // Each test gets its own empty database, and it is gone once the test ends.
 func TestURLGivesEachTestAFreshDatabase(t *testing.T) {
