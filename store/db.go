@@ -36,6 +36,7 @@ type DB struct {
 	Now func() time.Time
 
 	answers answerMemo // store hits' results by their input (see answerAhead)
+	scrubs  scrubMarks // the marks of erasures ready to complete (CompleteErasures)
 
 	// subjects hashes the people and companies rows are about (WithSubjectKey); nil
 	// when the database was opened without the key, which then writes no such row.

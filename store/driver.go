@@ -65,13 +65,19 @@ type Driver interface {
 	Writable(ctx context.Context) bool
 	Backup(ctx context.Context, path string, overwrite bool) error
 	Checkpoint(ctx context.Context) (bool, error)
+	// ScrubMark marks the database's state once every change a scrub is to rid the files
+	// of has committed; Scrub is given it. PostgreSQL's is the next transaction's id
+	// (Scrub waits for what began before it, not after); SQLite's is "".
+	ScrubMark(ctx context.Context) (string, error)
 	// Scrub rids the database's files of what was deleted or overwritten in tables
-	// (an erasure's rows, its events' identifiers): SQLite's writer overwrites deleted
-	// content as it goes (secure_delete), and Scrub copies the write-ahead log into the
-	// file and empties it, so no older page is left in it; PostgreSQL vacuums the
-	// tables, outside a transaction. ok is false when it could not be done now (readers
-	// kept SQLite's log busy): a later call tries again.
-	Scrub(ctx context.Context, tables []string) (ok bool, err error)
+	// before mark (an erasure's rows, its events' identifiers): SQLite's writer
+	// overwrites deleted content as it goes (secure_delete), and Scrub copies the
+	// write-ahead log into the file and empties it, so no older page is left in it;
+	// PostgreSQL vacuums the tables, outside a transaction, once nothing can read the
+	// rows as they were before mark. held says what keeps it from being done now
+	// (readers keeping SQLite's log busy, a transaction open on PostgreSQL), "" when it
+	// is done: a later call tries again.
+	Scrub(ctx context.Context, tables []string, mark string) (held string, err error)
 	ReleaseMemory(ctx context.Context) error
 	SpaceUsage(ctx context.Context) (*Space, error)
 	WriteStats() (transactions, commits int64)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"enrichd/enrich"
@@ -396,16 +398,21 @@ func (db *DB) GetErasure(ctx context.Context, orgID, id string) (*Erasure, error
 // files are rid of what those erasures and events took (Driver.Scrub: SQLite's log
 // checkpointed and emptied, the erased bytes being overwritten as they are deleted;
 // PostgreSQL's tables vacuumed), then each is marked complete. It returns how many it
-// completed; none when the scrub could not be done now (readers kept SQLite's log
-// busy): a later call tries again. Maintenance calls it every round, and the server
-// when an erasure's last event is done.
+// completed; none when the scrub could not be done now (ErasuresHeld says why): a
+// later call tries again. Maintenance calls it every round, and the server when an
+// erasure's last event is done.
+//
+// An erasure found ready is given a mark (Driver.ScrubMark) that its scrub waits on,
+// kept from call to call: erasures found ready in one call share one, and are
+// completed together, the oldest mark's first, so that erasures found ready later
+// never put off an earlier one's scrub.
 func (db *DB) CompleteErasures(ctx context.Context) (int, error) {
 	type incomplete struct {
 		id      string
 		removed string
 		pending bool
 	}
-	rows, err := db.Reader().Query(ctx, incompleteErasuresQuery, 100)
+	rows, err := db.Reader().Query(ctx, incompleteErasuresQuery, incompleteErasuresPage)
 	list, err := collect(rows, err, func(r Row) (incomplete, error) {
 		var i incomplete
 		return i, r.Scan(&i.id, &i.removed, &i.pending)
@@ -413,44 +420,122 @@ func (db *DB) CompleteErasures(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var ready []string
-	touched := map[string]bool{"deliveries": true}
+	m := &db.scrubs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.marks == nil {
+		m.marks = map[string]scrubMark{}
+	}
+	listed := map[string]bool{}
+	var unmarked []string
 	for _, e := range list {
-		if e.pending {
-			continue
+		listed[e.id] = true
+		if _, marked := m.marks[e.id]; !e.pending && !marked {
+			unmarked = append(unmarked, e.id)
 		}
-		ready = append(ready, e.id)
-		var removed map[string]int64
-		if json.Unmarshal([]byte(e.removed), &removed) == nil {
-			for table, n := range removed {
-				if n > 0 {
-					touched[table] = true
+	}
+	if len(list) < incompleteErasuresPage {
+		for id := range m.marks { // completed elsewhere: by another replica, or the CLI
+			if !listed[id] {
+				delete(m.marks, id)
+			}
+		}
+	}
+	if len(unmarked) > 0 {
+		mark, err := db.ScrubMark(ctx)
+		if err != nil {
+			return 0, err
+		}
+		m.groups++
+		for _, id := range unmarked {
+			m.marks[id] = scrubMark{group: m.groups, mark: mark, at: db.now()}
+		}
+	}
+	completed := 0
+	for {
+		group := 0 // the oldest mark's
+		for _, e := range list {
+			if sm, marked := m.marks[e.id]; marked && (group == 0 || sm.group < group) {
+				group = sm.group
+			}
+		}
+		if group == 0 {
+			m.held, m.heldSince = "", time.Time{}
+			return completed, nil
+		}
+		var first scrubMark
+		var ready []string
+		touched := map[string]bool{"deliveries": true}
+		for _, e := range list {
+			sm, marked := m.marks[e.id]
+			if !marked || sm.group != group {
+				continue
+			}
+			first = sm
+			ready = append(ready, e.id)
+			var removed map[string]int64
+			if json.Unmarshal([]byte(e.removed), &removed) == nil {
+				for table, n := range removed {
+					if n > 0 {
+						touched[table] = true
+					}
 				}
 			}
 		}
-	}
-	if len(ready) == 0 {
-		return 0, nil
-	}
-	tables := slices.Sorted(func(yield func(string) bool) {
-		for t := range touched {
-			if !yield(t) {
-				return
-			}
+		held, err := db.Scrub(ctx, slices.Sorted(maps.Keys(touched)), first.mark)
+		if err != nil {
+			return completed, err
 		}
-	})
-	if ok, err := db.Scrub(ctx, tables); err != nil || !ok {
-		return 0, err
+		if held != "" {
+			m.held, m.heldSince = held, first.at
+			return completed, nil
+		}
+		var done int64
+		err = db.Write(ctx, func(tx Tx) error {
+			in, args := inList(ready)
+			var err error
+			done, err = tx.Exec(ctx, `UPDATE erasures SET completed_at = ? WHERE completed_at IS NULL AND id IN `+in,
+				append([]any{ms(db.now())}, args...)...)
+			return err
+		})
+		if err != nil {
+			return completed, err
+		}
+		completed += int(done)
+		for _, id := range ready {
+			delete(m.marks, id)
+		}
 	}
-	var done int64
-	err = db.Write(ctx, func(tx Tx) error {
-		list, args := inList(ready)
-		var err error
-		done, err = tx.Exec(ctx, `UPDATE erasures SET completed_at = ? WHERE completed_at IS NULL AND id IN `+list,
-			append([]any{ms(db.now())}, args...)...)
-		return err
-	})
-	return int(done), err
+}
+
+// ErasuresHeld says what kept the last call of CompleteErasures from completing the
+// erasures ready to complete ("" when nothing did), and since when they have been
+// ready: a wait of minutes is a transaction or a replication slot to look at.
+func (db *DB) ErasuresHeld() (held string, since time.Time) {
+	db.scrubs.mu.Lock()
+	defer db.scrubs.mu.Unlock()
+	return db.scrubs.held, db.scrubs.heldSince
+}
+
+// incompleteErasuresPage is how many incomplete erasures CompleteErasures reads a call.
+const incompleteErasuresPage = 100
+
+// scrubMarks are the marks of the erasures found ready to complete and not completed
+// yet (CompleteErasures), by erasure id, and what held their scrub back last.
+type scrubMarks struct {
+	mu        sync.Mutex
+	marks     map[string]scrubMark
+	groups    int // the number of the last group given a mark
+	held      string
+	heldSince time.Time
+}
+
+// scrubMark is an erasure's mark: the driver's, the group of erasures found ready
+// with it, and when.
+type scrubMark struct {
+	group int
+	mark  string
+	at    time.Time
 }
 
 // identifierKinds are the lookups that name a person, and the subject each names.

@@ -58,10 +58,23 @@ func (db *DB) SpaceUsage(ctx context.Context) (*store.Space, error) {
 	return sp, nil
 }
 
-// Scrub vacuums tables, outside any transaction, so that the tuples an erasure
-// deleted or overwrote are pruned from their pages and from the indexes. A VACUUM
-// does not overwrite the space it frees (new rows do, in time), and the server's
-// write-ahead log keeps what it logged until its segments are recycled:
+// ScrubMark returns the id the next transaction gets (as an xid, its epoch dropped,
+// as pg_stat_activity's ids have none): every transaction that changed a row before
+// the call, having committed, got a smaller one. Scrub given it waits for what was
+// running before it, and not for what began after.
+func (db *DB) ScrubMark(ctx context.Context) (string, error) {
+	var mark string
+	if err := db.pool.QueryRow(ctx, `SELECT (pg_current_xact_id()::text::numeric % 4294967296)::text`).
+		Scan(&mark); err != nil {
+		return "", db.storageChecked(fmt.Errorf("reading the next transaction id: %w", err))
+	}
+	return mark, nil
+}
+
+// Scrub vacuums tables, outside any transaction, so that the tuples deleted or
+// overwritten before mark (ScrubMark's) are pruned from their pages and from the
+// indexes. A VACUUM does not overwrite the space it frees (new rows do, in time), and
+// the server's write-ahead log keeps what it logged until its segments are recycled:
 // docs/privacy.md says what removes the rest (VACUUM FULL).
 //
 // FREEZE makes the VACUUM wait for each page's cleanup lock where a plain one skips a
@@ -70,71 +83,82 @@ func (db *DB) SpaceUsage(ctx context.Context) (*store.Space, error) {
 // pages have any. An erasure is rare: the cost of scanning the tables whole is paid
 // for a person's bytes gone from every page.
 //
-// VACUUM keeps a dead tuple that a snapshot still open in the database may read, so
-// the tables are vacuumed only once every snapshot of this database's clients older
-// than the call has ended: a statement that was reading when the erasure's last event
-// was recorded would otherwise leave that event's earlier version whole.
-// Scrub waits for them up to scrubWait, then reports the scrub not done (false) for a
-// later round to try again.
-func (db *DB) Scrub(ctx context.Context, tables []string) (bool, error) {
+// VACUUM keeps a dead tuple that some snapshot may still read, so the tables are
+// vacuumed only once nothing can hold one from before mark (heldBefore). Scrub waits
+// up to scrubWait, then reports what holds it back, for a later round to try again
+// with the same mark.
+func (db *DB) Scrub(ctx context.Context, tables []string, mark string) (string, error) {
 	if len(tables) == 0 {
-		return true, nil
+		return "", nil
 	}
-	if ok, err := db.snapshotsBeforeEnded(ctx, scrubWait); err != nil || !ok {
-		return false, err
+	if held, err := db.waitUntilNothingHolds(ctx, mark, scrubWait); err != nil || held != "" {
+		return held, err
 	}
 	names := make([]string, len(tables))
 	for i, t := range tables {
 		names[i] = pgx.Identifier{t}.Sanitize()
 	}
 	if _, err := db.pool.Exec(ctx, `VACUUM (FREEZE, INDEX_CLEANUP ON) `+strings.Join(names, ", ")); err != nil {
-		return false, db.storageChecked(fmt.Errorf("vacuuming %s: %w", strings.Join(tables, ", "), err))
+		return "", db.storageChecked(fmt.Errorf("vacuuming %s: %w", strings.Join(tables, ", "), err))
 	}
-	return true, nil
+	return "", nil
 }
 
-// scrubWait is how long Scrub waits for the transactions older than it to end.
+// scrubWait is how long Scrub waits for what holds its mark back.
 const scrubWait = 10 * time.Second
 
-// snapshotsBeforeEnded waits, up to wait, until no other client of this database holds
-// a snapshot older than the call (one whose xmin, the oldest transaction it sees as
-// running, is older than the first transaction id not yet given out then) or is in a
-// transaction given its id before the call, and reports whether that came. Sessions
-// of another role show neither here and are not waited for (docs/privacy.md says so);
-// VACUUM's own workers hold back nothing.
-func (db *DB) snapshotsBeforeEnded(ctx context.Context, wait time.Duration) (bool, error) {
-	var next string // as an xid: xid8's epoch dropped, as backend_xmin has none
-	// The id given to this statement's own transaction: every transaction given one
-	// before the call has a smaller one. (A snapshot's xmax is one past the last
-	// transaction completed, which a transaction given its id earlier and still open
-	// may equal or pass.)
-	if err := db.pool.QueryRow(ctx, `SELECT (pg_current_xact_id()::text::numeric % 4294967296)::text`).
-		Scan(&next); err != nil {
-		return false, db.storageChecked(fmt.Errorf("reading the next transaction id: %w", err))
-	}
+// waitUntilNothingHolds polls heldBefore, up to wait, and returns "" once nothing
+// holds mark back, or what still did when the wait ended.
+func (db *DB) waitUntilNothingHolds(ctx context.Context, mark string, wait time.Duration) (string, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		var older int64
-		// A transaction with an id holds VACUUM back by that id even between its
-		// statements, where it holds no snapshot and shows no xmin: a scrub run then
-		// left the tuples erased after it began whole (seen under load).
-		err := db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-				AND ((backend_xmin IS NOT NULL AND age(backend_xmin) > age($1::text::xid))
-					OR (backend_xid IS NOT NULL AND age(backend_xid) > age($1::text::xid)))`, next).Scan(&older)
-		if err != nil {
-			return false, db.storageChecked(fmt.Errorf("reading the transactions under way: %w", err))
+		var held string
+		if err := db.pool.QueryRow(ctx, heldBefore, mark).Scan(&held); err != nil {
+			return "", db.storageChecked(fmt.Errorf("reading the transactions under way: %w", err))
 		}
-		if older == 0 {
-			return true, nil
-		}
-		if time.Now().After(deadline) {
-			return false, nil
+		if held == "" || time.Now().After(deadline) {
+			return held, nil
 		}
 		select {
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return "", ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
+
+// heldBefore describes the first thing found that keeps VACUUM from removing a tuple
+// deleted by a transaction before $1 (an xid), or returns "" when nothing does.
+// VACUUM keeps a tuple while its deleter is not before the database's horizon: the
+// oldest of this database's sessions' snapshots (backend_xmin) and ids (backend_xid),
+// a standby's feedback (the xmin of its walsender, which has no database), a
+// replication slot's xmin and a prepared transaction, less vacuum_defer_cleanup_age.
+//
+// A session's snapshot starts at the oldest transaction with an id running anywhere
+// on the server, so a transaction with an id before $1 in another database, still
+// open, would let a snapshot taken in this one after the check hold the tuples (seen
+// in the tests, where many databases share a server): those are waited for too. Once
+// none is left, every snapshot taken later starts after $1.
+//
+// Sessions of another role show their ids here too (pg_stat_activity hides their
+// queries, not their ids); a session of any role left open in a transaction holds the
+// scrub back until it ends, and the description names its database and process.
+const heldBefore = `SELECT coalesce((
+	SELECT 'a transaction begun before the erasure is still open (process ' || pid || ', database ' || coalesce(datname, '-') || ', ' || coalesce(backend_type, 'another role''s session') || ')'
+		FROM pg_stat_activity
+		WHERE pid <> pg_backend_pid() AND backend_xid IS NOT NULL AND age(backend_xid) > age($1::text::xid)
+	UNION ALL
+	SELECT 'a snapshot taken before the erasure is still open (process ' || pid || ', database ' || coalesce(datname, '-') || ', ' || coalesce(backend_type, 'another role''s session') || ')'
+		FROM pg_stat_activity
+		WHERE pid <> pg_backend_pid() AND (datname = current_database() OR datname IS NULL)
+			AND backend_xmin IS NOT NULL AND age(backend_xmin) > age($1::text::xid)
+	UNION ALL
+	SELECT 'the prepared transaction ' || gid || ' (database ' || database || ') is older than the erasure'
+		FROM pg_prepared_xacts WHERE age(transaction) > age($1::text::xid)
+	UNION ALL
+	SELECT 'the replication slot ' || slot_name || ' holds rows back from before the erasure'
+		FROM pg_replication_slots WHERE xmin IS NOT NULL AND age(xmin) > age($1::text::xid)
+	UNION ALL
+	SELECT 'vacuum_defer_cleanup_age is ' || current_setting('vacuum_defer_cleanup_age', true) || ': VACUUM keeps that many transactions'' dead rows; set it to 0'
+		WHERE coalesce(current_setting('vacuum_defer_cleanup_age', true), '0') <> '0'
+	LIMIT 1), '')`

@@ -147,10 +147,18 @@ func CheckIntegrity(ctx context.Context, path string) error {
 	return nil
 }
 
+// ScrubMark is PostgreSQL's: a checkpoint empties SQLite's log of every change
+// committed before it, whenever it runs.
+func (db *DB) ScrubMark(ctx context.Context) (string, error) { return "", nil }
+
 // Scrub empties the write-ahead log into the file (Checkpoint): the writer overwrote
 // the erased rows' bytes in their pages as it deleted them (secure_delete, set on
 // every connection that writes), and the log's older frames, which still hold them,
 // go. tables are PostgreSQL's concern: the checkpoint covers every table.
-func (db *DB) Scrub(ctx context.Context, tables []string) (bool, error) {
-	return db.Checkpoint(ctx)
+func (db *DB) Scrub(ctx context.Context, tables []string, mark string) (string, error) {
+	done, err := db.Checkpoint(ctx)
+	if err != nil || done {
+		return "", err
+	}
+	return "readers kept the write-ahead log busy: it could not be emptied into the file", nil
 }

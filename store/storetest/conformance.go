@@ -96,6 +96,10 @@ func (r *Raw) Pick(sqlite, postgres string) string {
 	return sqlite
 }
 
+// Begin begins a transaction on its own connection, for a test that holds one open
+// (its statements take no ? placeholders).
+func (r *Raw) Begin() (*sql.Tx, error) { return r.db.Begin() }
+
 func (r *Raw) Exec(q string, args ...any) (sql.Result, error) {
 	return r.db.Exec(r.bind(q), args...)
 }

@@ -116,6 +116,7 @@ var conformanceTests = []conformanceTest{
 	{"AnErasureRemovesThePersonFromEveryTable", testAnErasureRemovesThePersonFromEveryTable},
 	{"AnErasureKeepsAnotherOrganizationsOwnRows", testAnErasureKeepsAnotherOrganizationsOwnRows},
 	{"AnErasureCancelsATaskUnderWay", testAnErasureCancelsATaskUnderWay},
+	{"AnErasureWaitsForWhatMayStillReadItsRows", testAnErasureWaitsForWhatMayStillReadItsRows},
 	{"ErasureRefusals", testErasureRefusals},
 	{"AnExportShowsEverythingHeldOnThePerson", testAnExportShowsEverythingHeldOnThePerson},
 	{"AnErasedDeliveryIsNotRetried", testAnErasedDeliveryIsNotRetried},

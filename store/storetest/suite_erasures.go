@@ -312,6 +312,56 @@ func testAnErasureCancelsATaskUnderWay(t *testing.T, env *Env) {
 	is.Equal(b.Balance, int64(100)) // both refunded
 }
 
+// testAnErasureWaitsForWhatMayStillReadItsRows: while a transaction that may still
+// read the erased rows as they were is open (a reader of SQLite's log; on PostgreSQL a
+// transaction given its id before the erasure was ready to complete), the erasure is
+// not completed, and ErasuresHeld says why and since when; once it ends, the erasure
+// completes.
+func testAnErasureWaitsForWhatMayStillReadItsRows(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	acme := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 100, nil)
+	is.NoErr(err)
+	_, err = db.CreateTask(ctx, store.BySystem, newPersonTask(acme, "jane-doe"))
+	is.NoErr(err)
+	profile := enrich.Subject{Kind: enrich.SubjectProfile, Value: "https://network.example/in/jane-doe"}
+	er, err := db.Erase(ctx, store.BySystem, store.NewErasure{OrgID: acme, Subject: profile, By: store.AddedBy{Kind: store.AddedByCLI}})
+	is.NoErr(err)
+	is.Equal(len(er.Loops), 0) // ready to complete at once
+
+	open, err := env.Raw().Begin()
+	is.NoErr(err)
+	defer open.Rollback()
+	var n int64
+	is.NoErr(open.QueryRow(`SELECT count(*) FROM tasks`).Scan(&n)) // a snapshot of SQLite's log
+	if env.Postgres() {
+		_, err = open.Exec(`SELECT pg_current_xact_id()`) // an id, as a write's
+		is.NoErr(err)
+	}
+	ready := env.Clock.Now().UTC().Truncate(time.Millisecond)
+	done, err := db.CompleteErasures(ctx)
+	is.NoErr(err)
+	is.Equal(done, 0)
+	held, since := db.ErasuresHeld()
+	is.True(held != "")
+	is.True(since.Equal(ready))
+	got, err := db.GetErasure(ctx, acme, er.ID)
+	is.NoErr(err)
+	is.Equal(got.CompletedAt, (*time.Time)(nil))
+
+	is.NoErr(open.Rollback())
+	done, err = db.CompleteErasures(ctx)
+	is.NoErr(err)
+	is.Equal(done, 1)
+	held, _ = db.ErasuresHeld()
+	is.Equal(held, "")
+	got, err = db.GetErasure(ctx, acme, er.ID)
+	is.NoErr(err)
+	is.True(got.CompletedAt != nil)
+}
+
 // testErasureRefusals: only a person is erased, by an address or a profile; another
 // organization's erasure is not found, and nothing changes.
 func testErasureRefusals(t *testing.T, env *Env) {
