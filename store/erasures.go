@@ -412,6 +412,13 @@ func (db *DB) CompleteErasures(ctx context.Context) (int, error) {
 		removed string
 		pending bool
 	}
+	// Held across the call: two at once would each find the other's erasures unmarked.
+	m := &db.scrubs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.marks == nil {
+		m.marks = map[string]scrubMark{}
+	}
 	rows, err := db.Reader().Query(ctx, incompleteErasuresQuery, incompleteErasuresPage)
 	list, err := collect(rows, err, func(r Row) (incomplete, error) {
 		var i incomplete
@@ -419,12 +426,6 @@ func (db *DB) CompleteErasures(ctx context.Context) (int, error) {
 	})
 	if err != nil {
 		return 0, err
-	}
-	m := &db.scrubs
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.marks == nil {
-		m.marks = map[string]scrubMark{}
 	}
 	listed := map[string]bool{}
 	var unmarked []string

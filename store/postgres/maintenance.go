@@ -101,7 +101,10 @@ func (db *DB) Scrub(ctx context.Context, tables []string, mark string) (string, 
 	if _, err := db.pool.Exec(ctx, `VACUUM (FREEZE, INDEX_CLEANUP ON) `+strings.Join(names, ", ")); err != nil {
 		return "", db.storageChecked(fmt.Errorf("vacuuming %s: %w", strings.Join(tables, ", "), err))
 	}
-	return "", nil
+	// A standby's feedback, or a slot's, may go back to before mark while the VACUUM
+	// runs (a standby that reconnects sends what it still reads): then the VACUUM may
+	// have kept what the mark's erasures took, and a later round runs it again.
+	return db.waitUntilNothingHolds(ctx, mark, 0)
 }
 
 // scrubWait is how long Scrub waits for what holds its mark back.
@@ -143,7 +146,16 @@ func (db *DB) waitUntilNothingHolds(ctx context.Context, mark string, wait time.
 // Sessions of another role show their ids here too (pg_stat_activity hides their
 // queries, not their ids); a session of any role left open in a transaction holds the
 // scrub back until it ends, and the description names its database and process.
-const heldBefore = `SELECT coalesce((
+//
+// Not seen: a backend still starting (for the milliseconds before it shows in
+// pg_stat_activity), and a logical replication slot being created with a snapshot to
+// copy from (its xmin shows only once it is made). Scrub checks again after the
+// VACUUM, which catches a standby's feedback going back while it ran.
+const heldBefore = `SELECT coalesce((` + holdersBefore + ` LIMIT 1), '')`
+
+// holdersBefore lists what keeps VACUUM from removing a tuple deleted before $1, one
+// description each (heldBefore).
+const holdersBefore = `
 	SELECT 'a transaction begun before the erasure is still open (process ' || pid || ', database ' || coalesce(datname, '-') || ', ' || coalesce(backend_type, 'another role''s session') || ')'
 		FROM pg_stat_activity
 		WHERE pid <> pg_backend_pid() AND backend_xid IS NOT NULL AND age(backend_xid) > age($1::text::xid)
@@ -161,4 +173,4 @@ const heldBefore = `SELECT coalesce((
 	UNION ALL
 	SELECT 'vacuum_defer_cleanup_age is ' || current_setting('vacuum_defer_cleanup_age', true) || ': VACUUM keeps that many transactions'' dead rows; set it to 0'
 		WHERE coalesce(current_setting('vacuum_defer_cleanup_age', true), '0') <> '0'
-	LIMIT 1), '')`
+`
