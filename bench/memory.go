@@ -30,7 +30,8 @@ type Memory struct {
 	// LoadRate is the requests per second the mixed load got answered as expected.
 	LoadRate float64 `json:"load_rate"`
 	// Peak is the sample of the highest VmRSS under load, with its RssAnon and
-	// RssFile; HWM is VmHWM when the load ended, the peak between samples too.
+	// RssFile; HWM is VmHWM when the load ended, the peak between samples too (to
+	// within the kernel's per-CPU counting of RSS: a sample may read a little above it).
 	PeakMB     float64 `json:"peak_mb"`
 	PeakAnonMB float64 `json:"peak_anon_mb"`
 	PeakFileMB float64 `json:"peak_file_mb"`
