@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"enrichd/server/servertest"
 	"enrichd/store"
@@ -149,6 +150,61 @@ func TestAnErasedTaskLosesItsIdempotencyKey(t *testing.T) {
 	is.True(strings.Contains(string(g.Raw), `"idempotency_key":null`))
 	is.NoErr(e.DB.Reader().QueryRow(t.Context(), `SELECT count(*) FROM idempotency_keys WHERE task_id = ?`, id).Scan(&bound))
 	is.Equal(bound, 0)
+}
+
+// TestAnErasureHeldByAReaderCompletesSoonAfterItEnds: a transaction that may still
+// read the rows as they were (a reader of SQLite's log; on PostgreSQL a transaction
+// given its id first) keeps an erasure from completing; once it ends, the erasure
+// completes within seconds, not at the next maintenance round a minute later.
+func TestAnErasureHeldByAReaderCompletesSoonAfterItEnds(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	e := servertest.NewEnv(t) // maintenance once a minute, the default
+	servertest.RosaNetwork(e)
+	e.StartWorkers()
+	_, looked := e.EmailLookup(servertest.Rosa.Email)
+	is.Equal(looked.Str("task.status"), "succeeded")
+
+	var raw *sql.DB
+	if servertest.OnPostgres() {
+		raw = postgresRaw(t, e.Path)
+	} else {
+		var err error
+		raw, err = sql.Open("sqlite", "file:"+e.Path+"?_pragma=busy_timeout(10000)")
+		is.NoErr(err)
+		defer raw.Close()
+	}
+	open, err := raw.Begin()
+	is.NoErr(err)
+	defer open.Rollback()
+	var n int
+	is.NoErr(open.QueryRow(`SELECT count(*) FROM tasks`).Scan(&n)) // a snapshot of SQLite's log
+	if servertest.OnPostgres() {
+		_, err = open.Exec(`SELECT pg_current_xact_id()`) // an id, as a write's
+		is.NoErr(err)
+	}
+
+	r := e.Do("POST", "/v1/erasures", map[string]any{"email": servertest.Rosa.Email})
+	is.Equal(r.Status, http.StatusCreated)
+	is.Equal(len(r.Get("data.loops").([]any)), 0) // nothing to tell: ready at once
+	id := r.Str("data.id")
+	for held := time.Now().Add(1500 * time.Millisecond); time.Now().Before(held); time.Sleep(100 * time.Millisecond) {
+		got := e.Do("GET", "/v1/erasures/"+id, nil)
+		is.Equal(got.Get("data.completed_at"), nil) // the reader holds it
+	}
+
+	is.NoErr(open.Rollback())
+	ended := time.Now()
+	for {
+		got := e.Do("GET", "/v1/erasures/"+id, nil)
+		if got.Get("data.completed_at") != nil {
+			break
+		}
+		if time.Since(ended) > 30*time.Second {
+			t.Fatalf("the erasure did not complete within 30 s of the reader's end: %s", got.Raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestBadErasuresAndExportsAreRefusedAndChangeNothing: two identifiers, none, text that

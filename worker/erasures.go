@@ -31,12 +31,22 @@ func (s *Pool) erasureEventsRecorded(batch []store.Attempted) {
 // before the log says what holds them, and how often it says it again.
 const erasureHeldWarning = 15 * time.Minute
 
+// erasureRetryFirst is how soon the completer tries again when what held the scrub
+// back (a reader of SQLite's log, a transaction on PostgreSQL) may be gone: it doubles
+// after each try that is held, up to the maintenance interval.
+const erasureRetryFirst = time.Second
+
 // completeErasures completes the erasures whose events are done (store's
 // CompleteErasures: the database's files scrubbed, then each marked complete), when
-// woken and every maintenance interval, until ctx ends.
+// woken and every maintenance interval, until ctx ends. While the scrub is held back,
+// it tries again sooner than that: a reader in the way of SQLite's checkpoint is
+// usually gone within a second, and an erasure should not wait a whole interval.
 func (s *Pool) completeErasures(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.MaintenanceInterval)
 	defer tick.Stop()
+	retry := time.NewTimer(0)
+	retry.Stop()
+	backoff := erasureRetryFirst
 	var warned time.Time
 	for {
 		if s.db.Writable(ctx) {
@@ -48,9 +58,16 @@ func (s *Pool) completeErasures(ctx context.Context) {
 				s.log.Info("completed erasures: their events are done and the database's files rid of what they erased", "erasures", n)
 			}
 			now := s.db.Now()
-			if held, since := s.db.ErasuresHeld(); held != "" && now.Sub(since) >= erasureHeldWarning && now.Sub(warned) >= erasureHeldWarning {
+			held, since := s.db.ErasuresHeld()
+			if held != "" && now.Sub(since) >= erasureHeldWarning && now.Sub(warned) >= erasureHeldWarning {
 				warned = now
 				s.log.Warn("erasures wait to complete: the database's files still hold what they erased", "heldBy", held, "readySince", since)
+			}
+			if held != "" && backoff < s.cfg.MaintenanceInterval {
+				retry.Reset(backoff)
+				backoff *= 2
+			} else if held == "" {
+				backoff = erasureRetryFirst
 			}
 		}
 		select {
@@ -58,6 +75,7 @@ func (s *Pool) completeErasures(ctx context.Context) {
 			return
 		case <-s.erasuresWake:
 		case <-tick.C:
+		case <-retry.C:
 		}
 	}
 }

@@ -151,14 +151,25 @@ func CheckIntegrity(ctx context.Context, path string) error {
 // committed before it, whenever it runs.
 func (db *DB) ScrubMark(ctx context.Context) (string, error) { return "", nil }
 
-// Scrub empties the write-ahead log into the file (Checkpoint): the writer overwrote
-// the erased rows' bytes in their pages as it deleted them (secure_delete, set on
-// every connection that writes), and the log's older frames, which still hold them,
-// go. tables are PostgreSQL's concern: the checkpoint covers every table.
+// Scrub empties the write-ahead log into the file: the writer overwrote the erased
+// rows' bytes in their pages as it deleted them (secure_delete, set on every
+// connection that writes), and the log's older frames, which still hold them, go.
+// tables are PostgreSQL's concern: the checkpoint covers every table.
+//
+// It runs on the checkpointer's connection, which waits 100 ms at most for readers
+// and the writer: on the writer's own (Checkpoint), a reader in the way held every
+// write off for the writer's 10-second busy timeout, and the completer tries again
+// within seconds anyway.
 func (db *DB) Scrub(ctx context.Context, tables []string, mark string) (string, error) {
-	done, err := db.Checkpoint(ctx)
-	if err != nil || done {
-		return "", err
+	busy, _, _, err := db.checkpoint(db.checkpointer, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
+	if err != nil {
+		if err := db.storageChecked(err); store.IsStorageFault(err) {
+			return "", err // counted, and logged once a minute by the store
+		}
+		return "", fmt.Errorf("emptying the database WAL: %w", err)
 	}
-	return "readers kept the write-ahead log busy: it could not be emptied into the file", nil
+	if busy != 0 {
+		return "readers or the writer kept the write-ahead log busy: it could not be emptied into the file", nil
+	}
+	return "", nil
 }
