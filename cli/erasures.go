@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"enrichd/server"
 	"enrichd/store"
@@ -63,10 +64,17 @@ func newEraseCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// Without events to send, it completes now: the files are scrubbed here.
+			// Without events to send, it completes now: the files are scrubbed here. A
+			// reader of serve's in the way is tried again for a few seconds; past them, serve
+			// completes it (docs/privacy.md).
 			if len(er.Loops) == 0 {
-				if _, err := db.CompleteErasures(cmd.Context()); err != nil {
-					return err
+				for deadline := time.Now().Add(cliScrubTries); ; time.Sleep(200 * time.Millisecond) {
+					if _, err := db.CompleteErasures(cmd.Context()); err != nil {
+						return err
+					}
+					if held, _ := db.ErasuresHeld(); held == "" || time.Now().After(deadline) {
+						break
+					}
 				}
 				if er, err = db.GetErasure(cmd.Context(), orgID, er.ID); err != nil {
 					return err
@@ -148,3 +156,7 @@ func newExportCommand() *cobra.Command {
 	personFlags(export)
 	return export
 }
+
+// cliScrubTries is how long `enrichd erase` tries to scrub the files of an erasure with
+// no events to send before it leaves that to serve's completer.
+const cliScrubTries = 10 * time.Second

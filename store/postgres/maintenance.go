@@ -102,8 +102,9 @@ func (db *DB) Scrub(ctx context.Context, tables []string, mark string) (string, 
 		return "", db.storageChecked(fmt.Errorf("vacuuming %s: %w", strings.Join(tables, ", "), err))
 	}
 	// A standby's feedback, or a slot's, may go back to before mark while the VACUUM
-	// runs (a standby that reconnects sends what it still reads): then the VACUUM may
-	// have kept what the mark's erasures took, and a later round runs it again.
+	// runs (a standby that reconnects sends what it still reads): if it is still
+	// behind the mark now, the VACUUM may have kept what the mark's erasures took, and
+	// a later round runs it again.
 	return db.waitUntilNothingHolds(ctx, mark, 0)
 }
 
@@ -150,7 +151,8 @@ func (db *DB) waitUntilNothingHolds(ctx context.Context, mark string, wait time.
 // Not seen: a backend still starting (for the milliseconds before it shows in
 // pg_stat_activity), and a logical replication slot being created with a snapshot to
 // copy from (its xmin shows only once it is made). Scrub checks again after the
-// VACUUM, which catches a standby's feedback going back while it ran.
+// VACUUM, which catches a standby's feedback that went back while it ran and is
+// still behind the mark.
 const heldBefore = `SELECT coalesce((` + holdersBefore + ` LIMIT 1), '')`
 
 // holdersBefore lists what keeps VACUUM from removing a tuple deleted before $1, one

@@ -46,21 +46,21 @@ func (db *DB) checkpointLoop(conn *sql.DB) {
 		// and the next round tries again.
 		switch n := db.commits.Load(); {
 		case db.StorageFailing():
-			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
+			db.checkpoint(context.Background(), conn, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
 		case n != seen && db.walBytes() > walSizeLimit && db.diskCramped():
 			// Under steady reads a passive checkpoint copies the log but never gets to
 			// start it over, and it grows as long as the load lasts. Truncating holds the
 			// writer off, which costs a busy server about a tenth of its write rate, so
 			// it is done under load only where the disk cannot spare the log's growth.
 			seen = n
-			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
+			db.checkpoint(context.Background(), conn, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
 		case n != seen:
 			seen = n
 			if frames, ok := db.catchUp(conn); ok && frames*walFrameBytes > db.restartAt.Load() {
 				db.restartWAL.Store(true)
 			}
 		case db.walBytes() > 0:
-			db.checkpoint(conn, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
+			db.checkpoint(context.Background(), conn, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
 		}
 	}
 }
@@ -98,7 +98,7 @@ const (
 // checkpoint then has only those few frames left to copy.
 func (db *DB) catchUp(conn *sql.DB) (frames int64, ok bool) {
 	for range catchUpPasses {
-		busy, frames, copied, err := db.checkpoint(conn, `PRAGMA wal_checkpoint(PASSIVE)`, false)
+		busy, frames, copied, err := db.checkpoint(context.Background(), conn, `PRAGMA wal_checkpoint(PASSIVE)`, false)
 		if err != nil || busy != 0 || frames < 0 {
 			return 0, false
 		}
@@ -116,18 +116,23 @@ func (db *DB) finishCheckpointIfAsked() {
 	if !db.restartWAL.Swap(false) {
 		return
 	}
-	busy, frames, copied, err := db.checkpoint(db.write, `PRAGMA wal_checkpoint(PASSIVE)`, true)
+	busy, frames, copied, err := db.checkpoint(context.Background(), db.write, `PRAGMA wal_checkpoint(PASSIVE)`, true)
 	if err == nil && busy == 0 && frames == copied {
 		db.logCopied.Add(1) // the next commit starts the log over, no reader holding it back
 	}
 }
 
+// queryRower is a connection pool or one connection of it (*sql.DB, *sql.Conn).
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // checkpoint runs one checkpoint statement on conn and counts it, with the time it
 // took (apart when the writer ran it), in CheckpointStats. It returns what SQLite
 // answers: whether it was kept from finishing, the log's frames, and those copied.
-func (db *DB) checkpoint(conn *sql.DB, statement string, writer bool) (busy, frames, copied int64, err error) {
+func (db *DB) checkpoint(ctx context.Context, conn queryRower, statement string, writer bool) (busy, frames, copied int64, err error) {
 	start := time.Now()
-	err = conn.QueryRowContext(context.Background(), statement).Scan(&busy, &frames, &copied)
+	err = conn.QueryRowContext(ctx, statement).Scan(&busy, &frames, &copied)
 	took := int64(time.Since(start))
 	db.checkpoints.Add(1)
 	db.checkpointNanos.Add(took)

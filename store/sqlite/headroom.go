@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -24,7 +25,7 @@ func (db *DB) makeHeadroom() error {
 	if err == nil || db.walBytes() == 0 {
 		return err
 	}
-	db.checkpoint(db.checkpointer, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
+	db.checkpoint(context.Background(), db.checkpointer, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
 	return db.checkHeadroom()
 }
 

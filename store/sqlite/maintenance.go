@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"enrichd/store"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // probeWrite is the write of CheckWritable (store.Health, store.ProbeWrite). It goes
@@ -156,20 +158,42 @@ func (db *DB) ScrubMark(ctx context.Context) (string, error) { return "", nil }
 // connection that writes), and the log's older frames, which still hold them, go.
 // tables are PostgreSQL's concern: the checkpoint covers every table.
 //
-// It runs on the checkpointer's connection, which waits 100 ms at most for readers
-// and the writer: on the writer's own (Checkpoint), a reader in the way held every
-// write off for the writer's 10-second busy timeout, and the completer tries again
-// within seconds anyway.
+// It runs on the writer's connection, between two of its batches, so that no write
+// is in its way; a reader is, and there it waits scrubReaderWait at most rather than
+// the writer's busy timeout (10 s), which held every write off while a long reader
+// ran. The completer tries again within seconds.
 func (db *DB) Scrub(ctx context.Context, tables []string, mark string) (string, error) {
-	busy, _, _, err := db.checkpoint(db.checkpointer, `PRAGMA wal_checkpoint(TRUNCATE)`, false)
-	if err != nil {
+	failed := func(err error) error {
 		if err := db.storageChecked(err); store.IsStorageFault(err) {
-			return "", err // counted, and logged once a minute by the store
+			return err // counted, and logged once a minute by the store
 		}
-		return "", fmt.Errorf("emptying the database WAL: %w", err)
+		return fmt.Errorf("emptying the database WAL: %w", err)
+	}
+	conn, err := db.write.Conn(ctx)
+	if err != nil {
+		return "", failed(err)
+	}
+	defer conn.Close()
+	var timeout int
+	if err := conn.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&timeout); err != nil {
+		return "", failed(err)
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, scrubReaderWait.Milliseconds())); err != nil {
+		return "", failed(err)
+	}
+	busy, _, _, err := db.checkpoint(ctx, conn, `PRAGMA wal_checkpoint(TRUNCATE)`, true)
+	if _, err := conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf(`PRAGMA busy_timeout = %d`, timeout)); err != nil {
+		conn.Raw(func(any) error { return driver.ErrBadConn }) // not given back to the writer with the short timeout
+		return "", failed(err)
+	}
+	if err != nil {
+		return "", failed(err)
 	}
 	if busy != 0 {
-		return "readers or the writer kept the write-ahead log busy: it could not be emptied into the file", nil
+		return "readers kept the write-ahead log busy: it could not be emptied into the file", nil
 	}
 	return "", nil
 }
+
+// scrubReaderWait is how long Scrub waits for readers in the way of its checkpoint.
+const scrubReaderWait = 100 * time.Millisecond
