@@ -109,12 +109,18 @@ func syncFile(path string) error {
 func (db *DB) Checkpoint(ctx context.Context) (bool, error) {
 	var busy, logPages, done int
 	if err := db.write.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logPages, &done); err != nil {
-		if err := db.storageChecked(err); store.IsStorageFault(err) {
-			return false, err // counted, and logged once a minute by the store
-		}
-		return false, fmt.Errorf("checkpointing the database WAL: %w", err)
+		return false, db.checkpointFailed(err)
 	}
 	return busy == 0, nil
+}
+
+// checkpointFailed is the error of a checkpoint that failed: a storage fault, counted
+// and logged once a minute by the store, or what SQLite said.
+func (db *DB) checkpointFailed(err error) error {
+	if err := db.storageChecked(err); store.IsStorageFault(err) {
+		return err
+	}
+	return fmt.Errorf("checkpointing the database WAL: %w", err)
 }
 
 // CheckIntegrity opens the database file at path read-only, apart from any DB, and
@@ -163,12 +169,7 @@ func (db *DB) ScrubMark(ctx context.Context) (string, error) { return "", nil }
 // the writer's busy timeout (10 s), which held every write off while a long reader
 // ran. The completer tries again within seconds.
 func (db *DB) Scrub(ctx context.Context, tables []string, mark string) (string, error) {
-	failed := func(err error) error {
-		if err := db.storageChecked(err); store.IsStorageFault(err) {
-			return err // counted, and logged once a minute by the store
-		}
-		return fmt.Errorf("emptying the database WAL: %w", err)
-	}
+	failed := db.checkpointFailed
 	conn, err := db.write.Conn(ctx)
 	if err != nil {
 		return "", failed(err)
