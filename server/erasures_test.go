@@ -154,8 +154,9 @@ func TestAnErasedTaskLosesItsIdempotencyKey(t *testing.T) {
 
 // TestAnErasureHeldByAReaderCompletesSoonAfterItEnds: a transaction that may still
 // read the rows as they were (a reader of SQLite's log; on PostgreSQL a transaction
-// given its id first) keeps an erasure from completing; once it ends, the erasure
-// completes within seconds, not at the next maintenance round a minute later.
+// given its id first) keeps an erasure from completing, and once it has for 15
+// minutes the log says what holds it; once it ends, the erasure completes within
+// seconds, not at the next maintenance round a minute later.
 func TestAnErasureHeldByAReaderCompletesSoonAfterItEnds(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
@@ -191,6 +192,22 @@ func TestAnErasureHeldByAReaderCompletesSoonAfterItEnds(t *testing.T) {
 	for held := time.Now().Add(1500 * time.Millisecond); time.Now().Before(held); time.Sleep(100 * time.Millisecond) {
 		got := e.Do("GET", "/v1/erasures/"+id, nil)
 		is.Equal(got.Get("data.completed_at"), nil) // the reader holds it
+	}
+
+	// Held for 15 minutes, the log says what holds it, and names nothing of her.
+	e.Clock.Add(16 * time.Minute)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(e.Logs.String(), "erasures wait to complete"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning of the held erasure in the log:\n%s", e.Logs.String())
+		}
+	}
+	for line := range strings.Lines(e.Logs.String()) {
+		if strings.Contains(line, "erasures wait to complete") {
+			is.True(strings.Contains(line, `"heldBy":"`) && !strings.Contains(line, `"heldBy":""`))
+			for _, said := range append([]string{servertest.Rosa.Email, servertest.Rosa.URL}, servertest.RosaSays...) {
+				is.True(!strings.Contains(line, said))
+			}
+		}
 	}
 
 	is.NoErr(open.Rollback())
