@@ -225,13 +225,18 @@ func (b *browser) waitPath(prefix string) {
 }
 
 // fill types values into the named fields of the form sel matches.
+//
+// It focuses the field and types, as chromedp.SendKeys does, without SendKeys: that
+// reads the node's attributes unlocked (chromedp v0.23.0, query.go) while chromedp's
+// DOM events change them, and the race detector failed the package on it when the
+// page changed an attribute of the field being typed into.
 func (b *browser) fill(form string, fields ...string) {
 	b.t.Helper()
 	var actions []chromedp.Action[chromedp.Void]
 	for i := 0; i+1 < len(fields); i += 2 {
 		field := fmt.Sprintf(`%s [name=%q]`, form, fields[i])
 		actions = append(actions, chromedp.WaitVisible(chromedp.CSS(field)), chromedp.Clear(chromedp.CSS(field)),
-			chromedp.SendKeys(chromedp.CSS(field), fields[i+1]))
+			chromedp.Focus(chromedp.CSS(field)), chromedp.KeyEvent(fields[i+1]))
 	}
 	b.step("filling "+form, actions...)
 }
