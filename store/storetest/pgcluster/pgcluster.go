@@ -1,7 +1,7 @@
 // Package pgcluster gives tests a PostgreSQL database of their own: a throwaway
 // cluster each test process starts once (initdb and pg_ctl, as the postgres user when
-// run as root), or a server named by ENRICHD_TEST_POSTGRES, with a fresh database per
-// test. It depends on no part of enrichd, so the PostgreSQL driver's own tests use it
+// run as root; in /dev/shm when that is a tmpfs with room), or a server named by
+// ENRICHD_TEST_POSTGRES, with a fresh database per test. It depends on no part of enrichd, so the PostgreSQL driver's own tests use it
 // as well as the suites that go through the store.
 package pgcluster
 
@@ -196,7 +196,7 @@ func startCluster() (*localCluster, error) {
 	reapOrphans(bin)
 	// A fresh directory per process: a cluster left behind by a killed run keeps its own
 	// directory and port and cannot get in this one's way.
-	dir, err := os.MkdirTemp("", clusterPrefix)
+	dir, err := os.MkdirTemp(clusterBase(), clusterPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -294,11 +294,38 @@ const (
 	ownerFile     = "owner.pid"
 )
 
+// memoryDir is where a cluster goes when the machine has room there: every test creates
+// and drops a database of a few hundred files, and on ext4 creating a file among many
+// just deleted scans the inode table (recently_deleted). On a disk that took 30% of the
+// PostgreSQL HTTP suite's CPU; in memory nothing of the cluster is worth keeping anyway.
+const memoryDir = "/dev/shm"
+
+// memoryRoom is the free space memoryDir must have to hold a cluster: the largest test
+// database is tens of megabytes, and several test processes run a cluster each.
+const memoryRoom = 2 << 30
+
+const tmpfsMagic = 0x01021994 // TMPFS_MAGIC in linux/magic.h
+
+// clusterBase is the directory a new cluster's directory goes in: memoryDir when it is a
+// tmpfs with memoryRoom free, else the temp directory.
+func clusterBase() string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(memoryDir, &st); err == nil && st.Type == tmpfsMagic &&
+		st.Bavail*uint64(st.Bsize) >= memoryRoom && syscall.Access(memoryDir, 2 /* W_OK */) == nil {
+		return memoryDir
+	}
+	return os.TempDir()
+}
+
 // reapOrphans stops the clusters of test processes that died without stopping theirs
 // (SIGKILL, a -timeout panic): left alone, each would hold its memory and disk until the
 // machine restarts. A cluster whose owner still runs is never touched.
 func reapOrphans(bin string) {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), clusterPrefix+"*"))
+	var dirs []string
+	for _, base := range []string{memoryDir, os.TempDir()} {
+		found, _ := filepath.Glob(filepath.Join(base, clusterPrefix+"*"))
+		dirs = append(dirs, found...)
+	}
 	for _, dir := range dirs {
 		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
 		if err != nil {

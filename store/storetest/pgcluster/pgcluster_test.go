@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"enrichd/store/storetest/pgcluster"
@@ -76,4 +77,25 @@ func TestURLGivesEachTestAFreshDatabase(t *testing.T) {
 	var left int
 	is.NoErr(conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname = ANY($1)`, names).Scan(&left))
 	is.Equal(left, 0) // dropped at cleanup
+}
+
+// The cluster a test process starts lives in /dev/shm when that is a tmpfs with room:
+// each test's database is hundreds of files created and deleted, which costs a disk's
+// filesystem far more than memory.
+func TestTheClusterIsInMemoryWhenThereIsRoom(t *testing.T) {
+	if os.Getenv(pgcluster.EnvPostgres) != "" {
+		t.Skip("a server named by " + pgcluster.EnvPostgres + " is where it is")
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || st.Type != 0x01021994 || st.Bavail*uint64(st.Bsize) < 2<<30 {
+		t.Skip("/dev/shm is not a tmpfs with 2 GiB free here")
+	}
+	is := is.New(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgcluster.ServerURL(t))
+	is.NoErr(err)
+	defer conn.Close(ctx)
+	var dir string
+	is.NoErr(conn.QueryRow(ctx, `SHOW data_directory`).Scan(&dir))
+	is.True(strings.HasPrefix(dir, "/dev/shm/enrichd-pg-")) // the data directory
 }
