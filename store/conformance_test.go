@@ -22,6 +22,6 @@ func TestConformance(t *testing.T) {
 		})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		storetest.Conformance(t, storetest.PostgresURL)
+		storetest.Conformance(t, storetest.PostgresMigratedURL)
 	})
 }

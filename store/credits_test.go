@@ -22,7 +22,7 @@ func onEachEngine(t *testing.T, test func(t *testing.T, env *storetest.Env)) {
 		test(t, storetest.NewEnv(t, filepath.Join(t.TempDir(), "enrichd.db")))
 	})
 	t.Run("postgres", func(t *testing.T) {
-		test(t, storetest.NewEnv(t, storetest.PostgresURL(t)))
+		test(t, storetest.NewEnv(t, storetest.PostgresMigratedURL(t)))
 	})
 }
 
@@ -178,7 +178,7 @@ func waitForLockWaiter(t *testing.T, db *store.DB) {
 func TestARefundWaitsForAnExpiryOfItsGrant(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	env := storetest.NewEnv(t, storetest.PostgresURL(t))
+	env := storetest.NewEnv(t, storetest.PostgresMigratedURL(t))
 	a, b := env.DB, env.Open()
 	org, err := a.CreateOrg(ctx, "acme")
 	is.NoErr(err)
@@ -222,7 +222,7 @@ func TestARefundWaitsForAnExpiryOfItsGrant(t *testing.T) {
 func TestTwoReplicasChargingTheLastCredit(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	env := storetest.NewEnv(t, storetest.PostgresURL(t))
+	env := storetest.NewEnv(t, storetest.PostgresMigratedURL(t))
 	a, b := env.DB, env.Open()
 	org, err := a.CreateOrg(ctx, "acme")
 	is.NoErr(err)

@@ -19,7 +19,7 @@ import (
 func TestLoopStepsOfTasks(t *testing.T) {
 	engines := map[string]func(t testing.TB) string{
 		"sqlite":   func(t testing.TB) string { return filepath.Join(t.TempDir(), "enrichd.db") },
-		"postgres": storetest.PostgresURL,
+		"postgres": storetest.PostgresMigratedURL,
 	}
 	for name, fresh := range engines {
 		t.Run(name, func(t *testing.T) {

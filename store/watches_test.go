@@ -20,7 +20,7 @@ func eachEngine(t *testing.T, test func(t *testing.T, env *storetest.Env)) {
 	t.Run("sqlite", func(t *testing.T) {
 		test(t, storetest.NewEnv(t, filepath.Join(t.TempDir(), "enrichd.db")))
 	})
-	t.Run("postgres", func(t *testing.T) { test(t, storetest.NewEnv(t, storetest.PostgresURL(t))) })
+	t.Run("postgres", func(t *testing.T) { test(t, storetest.NewEnv(t, storetest.PostgresMigratedURL(t))) })
 }
 
 // The step a watch task's Settle takes on its watch: the first fresh result is the

@@ -30,7 +30,7 @@ func loopWithDeliveries(t *testing.T, db *store.DB, org string, n int) (*store.O
 func TestTwoClaimersNeverGetTheSameDelivery(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	dbs := []*store.DB{facade(openTest(t, dsn, c)), facade(openTest(t, dsn, c))}
 	const loops, each = 6, 20
@@ -72,7 +72,7 @@ func TestTwoClaimersNeverGetTheSameDelivery(t *testing.T) {
 func TestPerLoopCapHoldsAcrossReplicas(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := facade(openTest(t, dsn, c)), facade(openTest(t, dsn, c))
 	_, slow := loopWithDeliveries(t, a, "acme", 10)
@@ -192,7 +192,7 @@ func TestDeliveryLifecycle(t *testing.T) {
 func TestLoopsGetUniqueSlugsUnderConcurrentCreates(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := facade(openTest(t, dsn, c)), facade(openTest(t, dsn, c))
 	org, err := a.CreateOrg(ctx, "acme")

@@ -61,7 +61,7 @@ func cachedOn(t *testing.T, db *DB, plain string) {
 func TestRevokeThroughOneReplicaEmptiesTheOthersKeyCache(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 	plain, key, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)
@@ -90,7 +90,7 @@ func TestRevokeThroughOneReplicaEmptiesTheOthersKeyCache(t *testing.T) {
 func TestRevokeByHandInPsqlEmptiesEveryKeyCache(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a := openTest(t, dsn, c)
 	plain, key, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)
@@ -115,7 +115,7 @@ func TestRevokeByHandInPsqlEmptiesEveryKeyCache(t *testing.T) {
 func TestKeyUseWritesDoNotEmptyTheKeyCache(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a := openTest(t, dsn, c)
 	plain, _, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)
@@ -143,7 +143,7 @@ func TestKeyUseWritesDoNotEmptyTheKeyCache(t *testing.T) {
 func TestLostListenConnectionTurnsTheKeyCacheOff(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a := openTest(t, dsn, c)
 	plain, key, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)

@@ -15,7 +15,7 @@ import (
 func TestKeysAuthenticateAndRevokeAcrossReplicas(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 	plain, key, err := facade(a).CreateKey(ctx, store.BySystem, "acme", "ci", true)
@@ -51,7 +51,7 @@ func TestKeysAuthenticateAndRevokeAcrossReplicas(t *testing.T) {
 func TestConcurrentCreateKeyWithNewOrgMakesOneOrg(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	dbs := []*DB{openTest(t, dsn, c), openTest(t, dsn, c)}
 	var wg sync.WaitGroup
@@ -153,7 +153,7 @@ func TestHeartbeatCountsLiveReplicas(t *testing.T) {
 func TestWakeupsSignalACommittedNotify(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 	wake := b.Wakeups()

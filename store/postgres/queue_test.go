@@ -170,7 +170,7 @@ func TestClaimsTakeTurnsByOrganizationFIFOWithin(t *testing.T) {
 func TestBacklogLimitHoldsAgainstConcurrentEnqueues(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 	org := newOrg(t, a, "acme", 100)
@@ -210,7 +210,7 @@ func TestBacklogLimitHoldsAgainstConcurrentEnqueues(t *testing.T) {
 func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 	org := newOrg(t, a, "acme", 100)
@@ -294,7 +294,7 @@ func TestSameIdempotencyKeyFromTwoConnectionsMakesOneTask(t *testing.T) {
 func TestTwoClaimersNeverGetTheSameTask(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 	x, y := newOrg(t, a, "x", 1000), newOrg(t, a, "y", 1000)
@@ -380,7 +380,7 @@ func TestTwoClaimersNeverGetTheSameTask(t *testing.T) {
 func TestExpiredLeaseIsReclaimedOnce(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 	org := newOrg(t, a, "acme", 10)
@@ -461,7 +461,7 @@ func TestExpiredLeaseIsReclaimedOnce(t *testing.T) {
 func TestSweepsOfTwoReplicasRefundOnce(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 	org := newOrg(t, a, "acme", 100)
@@ -876,7 +876,7 @@ func TestEmailLookupIsAnsweredFromTheStoreWhileStillEmployed(t *testing.T) {
 func TestMixedLoadOnTwoReplicasKeepsTheBooks(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 	orgs := []*store.Org{newOrg(t, a, "o1", 10000), newOrg(t, a, "o2", 10000), newOrg(t, a, "o3", 10000)}

@@ -18,7 +18,7 @@ func TestScrubWaitsForAnOpenTransactionBetweenItsStatements(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	clk := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	db := openTest(t, freshDSN(t), clk)
+	db := openTest(t, migratedDSN(t), clk)
 
 	open, err := db.pool.Begin(ctx)
 	is.NoErr(err)
@@ -51,8 +51,8 @@ func TestScrubWaitsForATransactionOfAnotherDatabaseBegunBeforeItsMark(t *testing
 	is := is.New(t)
 	ctx := context.Background()
 	clk := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	db := openTest(t, freshDSN(t), clk)
-	other, err := pgx.Connect(ctx, freshDSN(t))
+	db := openTest(t, migratedDSN(t), clk)
+	other, err := pgx.Connect(ctx, migratedDSN(t))
 	is.NoErr(err)
 	defer other.Close(ctx)
 

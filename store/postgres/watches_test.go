@@ -55,7 +55,7 @@ func waitForLockWaits(t *testing.T, db *DB, n int) {
 func TestTwoSchedulersNeverClaimTheSameWatch(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	dbs := []*DB{openTest(t, dsn, c), openTest(t, dsn, c)}
 	const orgs, each = 4, 15
@@ -167,7 +167,7 @@ func TestASecondSchedulerReturnsNilWhileOneIsAtIt(t *testing.T) {
 func TestTwoTasksOfOneWatchSettleInTurn(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	clk := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, clk), openTest(t, dsn, clk)
 	org := newOrg(t, a, "acme", 100)
@@ -344,7 +344,7 @@ func TestSettleWatchTakesTheWatchInTurn(t *testing.T) {
 func TestOneReplicaHoldsTheWatchScheduler(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := freshDSN(t)
+	dsn := migratedDSN(t)
 	c := &testClock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
 	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
 

@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 
+	"enrichd/store"
 	"enrichd/store/storetest/pgcluster"
 )
 
@@ -22,6 +24,21 @@ func PostgresRun(m *testing.M) int { return pgcluster.Run(m) }
 
 // PostgresURL is a fresh, empty database for this test (pgcluster.URL).
 func PostgresURL(t testing.TB) string { return pgcluster.URL(t) }
+
+// PostgresMigratedURL is a fresh database for this test holding the store's schema and
+// nothing else, as store.Open leaves an empty one: a copy of a database this process
+// migrates once (pgcluster.Copy).
+func PostgresMigratedURL(t testing.TB) string {
+	t.Helper()
+	schema := Schema(t)
+	return pgcluster.Copy(t, "store", func(ctx context.Context, dsn string) error {
+		db, err := store.Open(ctx, dsn, schema, store.WithSubjectKey(SubjectKey))
+		if err != nil {
+			return err
+		}
+		return db.Close()
+	})
+}
 
 // PostgresDatabase is a fresh database for this test, a copy of template unless that
 // is "", and its name (pgcluster.Database).

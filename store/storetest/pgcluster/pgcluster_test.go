@@ -4,7 +4,10 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -98,4 +101,73 @@ func TestTheClusterIsInMemoryWhenThereIsRoom(t *testing.T) {
 	var dir string
 	is.NoErr(conn.QueryRow(ctx, `SHOW data_directory`).Scan(&dir))
 	is.True(strings.HasPrefix(dir, "/dev/shm/enrichd-pg-")) // the data directory
+}
+
+// copyRun, set in a child run of this binary, makes a copy and leaves its template to
+// the end of the run.
+const copyRun = "PGCLUSTER_TEST_COPY"
+
+// Copy builds its template once however many tests ask at once, each test gets a
+// database of its own holding what the build made, and the template is dropped when
+// the run ends, on a server the tests did not start too.
+func TestCopyBuildsOnceAndEachTestGetsItsOwn(t *testing.T) {
+	ctx := context.Background()
+	var builds atomic.Int32
+	build := func(ctx context.Context, dsn string) error {
+		builds.Add(1)
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, `CREATE TABLE built (n int); INSERT INTO built VALUES (1)`)
+		return err
+	}
+	if os.Getenv(copyRun) == "1" {
+		pgcluster.Copy(t, "child", build)
+		return
+	}
+	var names sync.Map
+	t.Run("copies", func(t *testing.T) {
+		for i := range 4 {
+			t.Run(strconv.Itoa(i), func(t *testing.T) {
+				t.Parallel()
+				is := is.New(t)
+				conn, err := pgx.Connect(ctx, pgcluster.Copy(t, "test", build))
+				is.NoErr(err)
+				defer conn.Close(ctx)
+				var name string
+				var n int
+				is.NoErr(conn.QueryRow(ctx, `SELECT current_database(), (SELECT sum(n) FROM built)`).Scan(&name, &n))
+				is.Equal(n, 1) // what the build made, and nothing another copy wrote
+				_, err = conn.Exec(ctx, `INSERT INTO built VALUES (1)`)
+				is.NoErr(err)
+				names.Store(name, true)
+			})
+		}
+	})
+	is := is.New(t)
+	is.Equal(builds.Load(), int32(1))
+	count := 0
+	names.Range(func(any, any) bool { count++; return true })
+	is.Equal(count, 4)
+
+	server := pgcluster.ServerURL(t)
+	admin, err := pgx.Connect(ctx, server)
+	is.NoErr(err)
+	defer admin.Close(ctx)
+	templates := func() (names []string) {
+		rows, err := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'enrichd_template_%' ORDER BY 1`)
+		is.NoErr(err)
+		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		is.NoErr(err)
+		return names
+	}
+	before := templates()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCopyBuildsOnceAndEachTestGetsItsOwn$", "-test.count=1")
+	cmd.Env = append(os.Environ(), copyRun+"=1", pgcluster.EnvPostgres+"="+server)
+	out, err := cmd.CombinedOutput()
+	is.NoErr(err)
+	is.True(strings.Contains(string(out), "PASS"))
+	is.Equal(templates(), before) // the child's template is gone with its run
 }
