@@ -21,7 +21,9 @@ func TestBenchRuns(t *testing.T) {
 	}
 	t.Parallel()
 	is := is.New(t)
-	out := mustCLI(t, "bench", "--json", "--duration", "300ms", "--concurrency", "4", "--workers", "4",
+	// Each scenario keeps the cores busy for --duration: the shortest that still gives
+	// every part of the mixed load a few requests on a busy machine (about ten each alone).
+	out := mustCLI(t, "bench", "--json", "--duration", "150ms", "--concurrency", "4", "--workers", "4",
 		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,mixed,peer,growth", "--growth-tasks", "2000", "--fair-bulk", "200", "--rounds", "2")
 	var rep bench.Report
 	is.NoErr(json.Unmarshal([]byte(out), &rep))
