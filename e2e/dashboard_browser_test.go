@@ -339,9 +339,15 @@ func (b *browser) reloadUntil(path, sel, want string) {
 	}
 }
 
-// shot keeps a screenshot of the whole page under name.
+// shot keeps a screenshot of the whole page under name, when one will be written: to
+// docs/screenshots (ENRICHD_UPDATE_SCREENSHOTS=1) or, for a failure, to
+// ENRICHD_BROWSER_ARTIFACTS. The browser tests' 28 full-page PNGs cost 3 to 6 CPU-s,
+// which a run that keeps none should not spend.
 func (b *browser) shot(name string) {
 	b.t.Helper()
+	if os.Getenv("ENRICHD_UPDATE_SCREENSHOTS") != "1" && os.Getenv("ENRICHD_BROWSER_ARTIFACTS") == "" {
+		return
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, stepBudget)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
