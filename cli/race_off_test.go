@@ -1,0 +1,6 @@
+//go:build !race
+
+package cli_test
+
+// raceDetector is whether this test binary was built with -race.
+const raceDetector = false
