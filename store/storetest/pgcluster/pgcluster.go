@@ -1,8 +1,9 @@
 // Package pgcluster gives tests a PostgreSQL database of their own: a throwaway
 // cluster each test process starts once (initdb and pg_ctl, as the postgres user when
 // run as root; in /dev/shm when that is a tmpfs with room), or a server named by
-// ENRICHD_TEST_POSTGRES, with a fresh database per test. It depends on no part of enrichd, so the PostgreSQL driver's own tests use it
-// as well as the suites that go through the store.
+// ENRICHD_TEST_POSTGRES, with a fresh database per test, empty or copied from a
+// template made once a process. It depends on no part of enrichd, so the PostgreSQL
+// driver's own tests use it as well as the suites that go through the store.
 package pgcluster
 
 import (
@@ -113,6 +114,12 @@ func Database(t testing.TB, template string) (dsn, name string) {
 func Copy(t testing.TB, key string, build func(ctx context.Context, dsn string) error) string {
 	t.Helper()
 	admin := ServerURL(t)
+	clusterMu.Lock()
+	dropped := underRun
+	clusterMu.Unlock()
+	if !dropped { // on a server named by ENRICHD_TEST_POSTGRES, Run alone drops the template
+		t.Fatal(errNoCleanup)
+	}
 	templatesMu.Lock()
 	tpl := templates[key]
 	if tpl == nil {
@@ -130,6 +137,12 @@ func Copy(t testing.TB, key string, build func(ctx context.Context, dsn string) 
 		tpl.admin, tpl.name = admin, name
 		if err := build(ctx, withDatabase(admin, name)); err != nil {
 			tpl.err = fmt.Errorf("build the template %q: %w", key, err)
+			return
+		}
+		// No session may be open on a template while it is copied: none can be opened
+		// from now on, so a stray one fails where it connects, not every copy after it.
+		if err := adminExec(ctx, admin, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false"); err != nil {
+			tpl.err = fmt.Errorf("close the template %q to sessions: %w", key, err)
 		}
 	})
 	if tpl.err != nil {
@@ -359,8 +372,8 @@ const (
 
 // memoryDir is where a cluster goes when the machine has room there: every test creates
 // and drops a database of a few hundred files, and on ext4 creating a file among many
-// just deleted scans the inode table (recently_deleted). On a disk that took 30% of the
-// PostgreSQL HTTP suite's CPU; in memory nothing of the cluster is worth keeping anyway.
+// just deleted scans the inode table (recently_deleted): a quarter of the PostgreSQL
+// HTTP suite's CPU on a disk, by perf. Nothing of the cluster is worth keeping anyway.
 const memoryDir = "/dev/shm"
 
 // memoryRoom is the free space memoryDir must have to hold a cluster: the largest test
@@ -385,7 +398,11 @@ func clusterBase() string {
 // machine restarts. A cluster whose owner still runs is never touched.
 func reapOrphans(bin string) {
 	var dirs []string
-	for _, base := range []string{memoryDir, os.TempDir()} {
+	bases := []string{memoryDir}
+	if os.TempDir() != memoryDir {
+		bases = append(bases, os.TempDir())
+	}
+	for _, base := range bases {
 		found, _ := filepath.Glob(filepath.Join(base, clusterPrefix+"*"))
 		dirs = append(dirs, found...)
 	}
