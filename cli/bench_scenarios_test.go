@@ -1,13 +1,10 @@
 package cli_test
 
 import (
-	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"enrichd/bench"
-	"enrichd/cli"
 
 	"github.com/matryer/is"
 )
@@ -28,7 +25,7 @@ func TestBenchRuns(t *testing.T) {
 	is := is.New(t)
 	// Each scenario keeps the cores busy for --duration: the shortest that still gives
 	// every part of the mixed load a few requests on a busy machine (about ten each alone).
-	out := mustBench(t, "bench", "--json", "--duration", "150ms", "--concurrency", "4", "--workers", "4",
+	out := mustRun(t, "bench", "--json", "--duration", "150ms", "--concurrency", "4", "--workers", "4",
 		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,mixed,peer,growth", "--growth-tasks", "2000", "--fair-bulk", "200", "--rounds", "2")
 	var rep bench.Report
 	is.NoErr(json.Unmarshal([]byte(out), &rep))
@@ -51,10 +48,10 @@ func TestBenchRuns(t *testing.T) {
 		"peer/hit/bare", "peer/hit/naive", "peer/hit/enrichd", "peer/read/bare", "peer/read/naive", "peer/read/enrichd",
 		"growth-list", "growth-get", "growth-hit", "growth-miss", "growth-claim"})
 
-	contains(t, failBench(t, "bench", "--scenario", "nope"), `unknown scenario "nope"`)
-	contains(t, failBench(t, "bench", "--concurrency", "0"), "--concurrency")
-	contains(t, failBench(t, "bench", "--scenario", "peer", "--rounds", "0"), "--rounds must be from 1 to 100")
-	contains(t, failBench(t, "bench", "--scenario", "tail", "--tail-window", "10ms"), "--tail-window must be from 100ms to 1h")
+	contains(t, failRun(t, "bench", "--scenario", "nope"), `unknown scenario "nope"`)
+	contains(t, failRun(t, "bench", "--concurrency", "0"), "--concurrency")
+	contains(t, failRun(t, "bench", "--scenario", "peer", "--rounds", "0"), "--rounds must be from 1 to 100")
+	contains(t, failRun(t, "bench", "--scenario", "tail", "--tail-window", "10ms"), "--tail-window must be from 100ms to 1h")
 }
 
 // The email-quality scenario answers every address through the real server and scores
@@ -68,7 +65,7 @@ func TestBenchEmailQuality(t *testing.T) {
 	}
 	t.Parallel()
 	is := is.New(t)
-	out := mustBench(t, "bench", "--json", "--scenario", "email-quality", "--email-companies", "3", "--concurrency", "3", "--workers", "4")
+	out := mustRun(t, "bench", "--json", "--scenario", "email-quality", "--email-companies", "3", "--concurrency", "3", "--workers", "4")
 	var rep bench.Report
 	is.NoErr(json.Unmarshal([]byte(out), &rep))
 	is.Equal(len(rep.Results), 1)
@@ -94,9 +91,9 @@ func TestBenchEmailQuality(t *testing.T) {
 	is.Equal(q.Runs[0].Total.RightUnique, q.Runs[0].Total.UniqueFit) // the lists' names: every one
 	is.Equal(r.Errors, int64(0))
 	is.Equal(r.Rate, 100*float64(q.HeldOut.Runs[0].Total.RightUnique)/float64(q.HeldOut.Runs[0].Total.UniqueFit)) // the held-out names' figure
-	contains(t, failBench(t, "bench", "--scenario", "email-quality", "--email-companies", "0"), "--email-companies")
-	contains(t, failBench(t, "bench", "--scenario", "email-quality", "--email-names", "kings"), "--email-names")
-	one := mustBench(t, "bench", "--json", "--scenario", "email-quality", "--email-companies", "1", "--email-names", "heldout", "--concurrency", "1", "--workers", "2")
+	contains(t, failRun(t, "bench", "--scenario", "email-quality", "--email-companies", "0"), "--email-companies")
+	contains(t, failRun(t, "bench", "--scenario", "email-quality", "--email-names", "kings"), "--email-names")
+	one := mustRun(t, "bench", "--json", "--scenario", "email-quality", "--email-companies", "1", "--email-names", "heldout", "--concurrency", "1", "--workers", "2")
 	var only bench.Report
 	is.NoErr(json.Unmarshal([]byte(one), &only))
 	is.Equal(only.Results[0].EmailQuality.Names, "heldout")
@@ -111,7 +108,7 @@ func TestBenchWaterfall(t *testing.T) {
 	skipBenchUnderRace(t)
 	t.Parallel()
 	is := is.New(t)
-	out := mustBench(t, "bench", "--json", "--scenario", "waterfall", "--waterfall-subjects", "200", "--concurrency", "4", "--workers", "4")
+	out := mustRun(t, "bench", "--json", "--scenario", "waterfall", "--waterfall-subjects", "200", "--concurrency", "4", "--workers", "4")
 	var rep bench.Report
 	is.NoErr(json.Unmarshal([]byte(out), &rep))
 	is.Equal(len(rep.Results), 1)
@@ -140,7 +137,7 @@ func TestBenchWaterfall(t *testing.T) {
 			is.Equal(run.Credits, 0.0)
 		}
 	}
-	contains(t, failBench(t, "bench", "--scenario", "waterfall", "--waterfall-subjects", "0"), "--waterfall-subjects")
+	contains(t, failRun(t, "bench", "--scenario", "waterfall", "--waterfall-subjects", "0"), "--waterfall-subjects")
 }
 
 // skipBenchUnderRace skips a test of the bench's scenarios under -race: their
@@ -150,45 +147,5 @@ func skipBenchUnderRace(t *testing.T) {
 	t.Helper()
 	if raceDetector {
 		t.Skip("-race: the bench's hundreds of requests take minutes in-process under the race detector; the run without -race covers this, and package bench's own tests run under it")
-	}
-}
-
-// runBench runs the enrichd command line args in this process.
-func runBench(t *testing.T, args ...string) (stdout string, err error) {
-	t.Helper()
-	var out, errOut strings.Builder
-	cmd := cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, &out, &errOut)
-	cmd.SetArgs(args)
-	err = cmd.ExecuteContext(context.Background())
-	if err != nil && errOut.Len() > 0 {
-		t.Logf("stderr: %s", errOut.String())
-	}
-	return out.String(), err
-}
-
-// mustBench runs args and fails the test when the command fails.
-func mustBench(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := runBench(t, args...)
-	if err != nil {
-		t.Fatalf("enrichd %s: %v\nstdout: %s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-// failBench runs args, which must fail, and returns the error's text.
-func failBench(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := runBench(t, args...)
-	if err == nil {
-		t.Fatalf("enrichd %s: succeeded, want an error; stdout: %q", strings.Join(args, " "), out)
-	}
-	return err.Error()
-}
-
-func contains(t *testing.T, got, want string) {
-	t.Helper()
-	if !strings.Contains(got, want) {
-		t.Errorf("%q does not contain %q", got, want)
 	}
 }

@@ -63,14 +63,11 @@ func TestBenchMemory(t *testing.T) {
 	}
 	is := is.New(t)
 	t.Setenv(serveChildEnv, "1") // for the child; this process has passed TestMain
-	var out, errOut strings.Builder
-	cmd := cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, &out, &errOut)
-	cmd.SetArgs([]string{"bench", "--json", "--scenario", "memory", "--memory-load", "2s", "--memory-idle", "1s",
-		"--concurrency", "4", "--workers", "2", "--serve-arg=--lease=45s", "--serve-arg", "--task-ttl=20m"})
-	is.NoErr(cmd.ExecuteContext(context.Background()))
+	out := mustRun(t, "bench", "--json", "--scenario", "memory", "--memory-load", "2s", "--memory-idle", "1s",
+		"--concurrency", "4", "--workers", "2", "--serve-arg=--lease=45s", "--serve-arg", "--task-ttl=20m")
 
 	var rep bench.Report
-	is.NoErr(json.Unmarshal([]byte(out.String()), &rep))
+	is.NoErr(json.Unmarshal([]byte(out), &rep))
 	is.Equal(len(rep.Results), 1)
 	r := rep.Results[0]
 	is.Equal(r.Scenario, "memory")
@@ -94,10 +91,7 @@ func TestBenchMemory(t *testing.T) {
 	_, err := os.Stat(fmt.Sprintf("/proc/%d", m.PID))
 	is.True(errors.Is(err, fs.ErrNotExist)) // the child is gone
 
-	cmd = cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, &out, &errOut)
-	cmd.SetArgs([]string{"bench", "--scenario", "memory", "--memory-load", "0s"})
-	err = cmd.ExecuteContext(context.Background())
-	is.True(err != nil && strings.Contains(err.Error(), "--memory-load"))
+	contains(t, failRun(t, "bench", "--scenario", "memory", "--memory-load", "0s"), "--memory-load")
 }
 
 // TestBenchReplicas runs the replicas scenario through the real command, briefly, on a
@@ -112,17 +106,7 @@ func TestBenchReplicas(t *testing.T) {
 	dsn := storetest.PostgresURL(t)
 	openPostgresStore(t, dsn)    // skips until the driver is in the build
 	t.Setenv(serveChildEnv, "1") // for the children; this process has passed TestMain
-	run := func(args ...string) (string, error) {
-		var out, errOut strings.Builder
-		cmd := cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, &out, &errOut)
-		cmd.SetArgs(args)
-		err := cmd.ExecuteContext(context.Background())
-		return out.String() + errOut.String(), err
-	}
-	out, err := run("bench", "--json", "--db", dsn, "--replicas", "1,2", "--duration", "500ms", "--concurrency", "4", "--workers", "2")
-	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, out)
-	}
+	out := mustRun(t, "bench", "--json", "--db", dsn, "--replicas", "1,2", "--duration", "500ms", "--concurrency", "4", "--workers", "2")
 	var rep bench.Report
 	is.NoErr(json.Unmarshal([]byte(out), &rep))
 	is.Equal(len(rep.Results), 2)
@@ -141,8 +125,6 @@ func TestBenchReplicas(t *testing.T) {
 	is.NoErr(conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'enrichd_bench_%'`).Scan(&left))
 	is.Equal(left, 0) // the schemas were dropped
 
-	_, err = run("bench", "--db", dsn, "--scenario", "mixed")
-	is.True(err != nil && strings.Contains(err.Error(), "--db is the PostgreSQL database of the replicas scenario alone"))
-	_, err = run("bench", "--scenario", "replicas")
-	is.True(err != nil && strings.Contains(err.Error(), "needs --db postgres://"))
+	contains(t, failRun(t, "bench", "--db", dsn, "--scenario", "mixed"), "--db is the PostgreSQL database of the replicas scenario alone")
+	contains(t, failRun(t, "bench", "--scenario", "replicas"), "needs --db postgres://")
 }

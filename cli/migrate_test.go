@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"enrichd/cli"
 	"enrichd/enrich"
 	"enrichd/store"
 	"enrichd/store/storetest"
@@ -20,16 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 )
-
-// runCommand runs the real enrichd command line with args.
-func runCommand(t *testing.T, args ...string) (stdout, stderr string, err error) {
-	t.Helper()
-	var out, errOut strings.Builder
-	cmd := cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, &out, &errOut)
-	cmd.SetArgs(args)
-	err = cmd.ExecuteContext(t.Context())
-	return out.String(), errOut.String(), err
-}
 
 // migrated is what fillForMigration made that the test reads back after the move.
 type migrated struct {

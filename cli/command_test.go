@@ -1,0 +1,45 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"enrichd/cli"
+)
+
+// runCommand runs the real enrichd command line with args, in this process.
+func runCommand(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut strings.Builder
+	cmd := cli.NewRootCommand(cli.Program{Schema: schema, Version: "test"}, &out, &errOut)
+	cmd.SetArgs(args)
+	err = cmd.ExecuteContext(t.Context())
+	return out.String(), errOut.String(), err
+}
+
+// mustRun runs args (runCommand) and fails the test when the command fails.
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, err := runCommand(t, args...)
+	if err != nil {
+		t.Fatalf("enrichd %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
+// failRun runs args, which must fail, and returns the error's text.
+func failRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, _, err := runCommand(t, args...)
+	if err == nil {
+		t.Fatalf("enrichd %s: succeeded, want an error; stdout: %q", strings.Join(args, " "), out)
+	}
+	return err.Error()
+}
+
+func contains(t *testing.T, got, want string) {
+	t.Helper()
+	if !strings.Contains(got, want) {
+		t.Errorf("%q does not contain %q", got, want)
+	}
+}
