@@ -15,6 +15,7 @@ import (
 
 	"enrichd/server/servertest"
 	"enrichd/store"
+	"enrichd/store/storetest"
 	"enrichd/webhook"
 
 	"github.com/matryer/is"
@@ -166,24 +167,7 @@ func TestAnErasureHeldByAReaderCompletesSoonAfterItEnds(t *testing.T) {
 	_, looked := e.EmailLookup(servertest.Rosa.Email)
 	is.Equal(looked.Str("task.status"), "succeeded")
 
-	var raw *sql.DB
-	if servertest.OnPostgres() {
-		raw = postgresRaw(t, e.Path)
-	} else {
-		var err error
-		raw, err = sql.Open("sqlite", "file:"+e.Path+"?_pragma=busy_timeout(10000)")
-		is.NoErr(err)
-		defer raw.Close()
-	}
-	open, err := raw.Begin()
-	is.NoErr(err)
-	defer open.Rollback()
-	var n int
-	is.NoErr(open.QueryRow(`SELECT count(*) FROM tasks`).Scan(&n)) // a snapshot of SQLite's log
-	if servertest.OnPostgres() {
-		_, err = open.Exec(`SELECT pg_current_xact_id()`) // an id, as a write's
-		is.NoErr(err)
-	}
+	open := storetest.OpenRaw(t, e.Path).HoldSnapshot(t)
 
 	r := e.Do("POST", "/v1/erasures", map[string]any{"email": servertest.Rosa.Email})
 	is.Equal(r.Status, http.StatusCreated)

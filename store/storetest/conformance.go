@@ -67,19 +67,51 @@ func (e *Env) Open() *store.DB {
 // engines; it is closed when the test ends.
 func (e *Env) Raw() *Raw {
 	e.t.Helper()
+	return OpenRaw(e.t, e.DSN)
+}
+
+// OpenRaw is Env.Raw for the database at dsn, a SQLite file's path or a PostgreSQL URL.
+func OpenRaw(t testing.TB, dsn string) *Raw {
+	t.Helper()
 	// The store's own handle stays open beside this one, and its background
 	// checkpoint takes the write lock for a moment each quiet second: without a busy
 	// timeout a statement here that meets it fails at once with SQLITE_BUSY.
-	driver, dsn := "sqlite", e.DSN+"?_pragma=busy_timeout(10000)"
-	if e.Postgres() {
-		driver, dsn = "pgx", e.DSN
+	pg := isPostgres(dsn)
+	driver := "sqlite"
+	if pg {
+		driver = "pgx"
+	} else {
+		dsn += "?_pragma=busy_timeout(10000)"
 	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	e.t.Cleanup(func() { db.Close() })
-	return &Raw{db: db, pg: e.Postgres()}
+	t.Cleanup(func() { db.Close() })
+	return &Raw{db: db, pg: pg}
+}
+
+// HoldSnapshot begins a transaction that may still read the rows as they are now, as a
+// long reader would, which keeps an erasure from completing: on SQLite a read that
+// pins the log, on PostgreSQL a transaction id taken. Roll it back to let go; it is
+// rolled back when the test ends.
+func (r *Raw) HoldSnapshot(t testing.TB) *sql.Tx {
+	t.Helper()
+	tx, err := r.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	var n int64
+	if err := tx.QueryRow(`SELECT count(*) FROM tasks`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if r.pg {
+		if _, err := tx.Exec(`SELECT pg_current_xact_id()`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tx
 }
 
 // Raw is database/sql on a test's database, with ? placeholders on both engines.

@@ -331,15 +331,7 @@ func testAnErasureWaitsForWhatMayStillReadItsRows(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.Equal(len(er.Loops), 0) // ready to complete at once
 
-	open, err := env.Raw().Begin()
-	is.NoErr(err)
-	defer open.Rollback()
-	var n int64
-	is.NoErr(open.QueryRow(`SELECT count(*) FROM tasks`).Scan(&n)) // a snapshot of SQLite's log
-	if env.Postgres() {
-		_, err = open.Exec(`SELECT pg_current_xact_id()`) // an id, as a write's
-		is.NoErr(err)
-	}
+	open := env.Raw().HoldSnapshot(t)
 	ready := env.Clock.Now().UTC().Truncate(time.Millisecond)
 	done, err := db.CompleteErasures(ctx)
 	is.NoErr(err)
