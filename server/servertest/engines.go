@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"enrichd/store"
 	"enrichd/store/storetest"
 )
 
@@ -30,10 +29,6 @@ import (
 
 const (
 	envEngine = "ENRICHD_TEST_ENGINE"
-	// envTemplate names, in the child, the database the parent migrated once: each
-	// test's database is a copy of it (CREATE DATABASE ... TEMPLATE), which takes a
-	// fraction of the time the migrations take on an empty one.
-	envTemplate = "ENRICHD_TEST_POSTGRES_TEMPLATE"
 	// envRacePostgres set to 1 runs the suite on PostgreSQL under -race as well.
 	envRacePostgres = "ENRICHD_TEST_POSTGRES_RACE"
 )
@@ -51,12 +46,11 @@ func SQLiteOnly(t testing.TB, why string) {
 }
 
 // postgresDatabase returns the DSN of a fresh database for this test on PostgreSQL,
-// dropped when the test ends: a copy of the parent's migrated template when there is
-// one, else an empty database the store migrates.
+// dropped when the test ends: a copy of one holding the store's schema, which the
+// child run migrates once (storetest.PostgresMigratedURL).
 func postgresDatabase(t testing.TB) string {
 	t.Helper()
-	dsn, _ := storetest.PostgresDatabase(t, os.Getenv(envTemplate))
-	return dsn
+	return storetest.PostgresMigratedURL(t)
 }
 
 // RunOnPostgres is the body of a package's TestHTTPSuiteOnPostgres: it runs the tests
@@ -75,7 +69,6 @@ func RunOnPostgres(t *testing.T) {
 		t.Skip("-race: the HTTP suite runs on SQLite only unless " + envRacePostgres + "=1")
 	}
 	server := storetest.PostgresServerURL(t)
-	template := migratedTemplate(t)
 
 	// Most of a test's time is spent waiting (on workers, sweeps, deadlines), not
 	// computing: the children start now, in shards, and run while this process goes on
@@ -85,7 +78,7 @@ func RunOnPostgres(t *testing.T) {
 	began := time.Now()
 	var children []*child
 	for _, pattern := range childShards(t, childShardCount) {
-		children = append(children, startChild(t, server, template, pattern))
+		children = append(children, startChild(t, server, pattern))
 	}
 	t.Parallel()
 
@@ -134,7 +127,7 @@ type child struct {
 }
 
 // startChild starts this test binary on PostgreSQL, on the tests pattern selects.
-func startChild(t *testing.T, server, template, pattern string) *child {
+func startChild(t *testing.T, server, pattern string) *child {
 	t.Helper()
 	// Fewer at a time than on SQLite: each test's database has connections of its own on
 	// the one PostgreSQL server, and a loaded machine's commits there outlast their
@@ -152,7 +145,7 @@ func startChild(t *testing.T, server, template, pattern string) *child {
 		args = append(args, "-test.timeout="+(time.Until(deadline)*9/10).Round(time.Second).String())
 	}
 	c := &child{cmd: exec.CommandContext(t.Context(), os.Args[0], args...)}
-	c.cmd.Env = append(os.Environ(), envEngine+"=postgres", storetest.EnvPostgres+"="+server, envTemplate+"="+template)
+	c.cmd.Env = append(os.Environ(), envEngine+"=postgres", storetest.EnvPostgres+"="+server)
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -237,20 +230,4 @@ func childPattern(pattern, self string) string {
 		}
 	}
 	return strings.Join(keep, "|")
-}
-
-// migratedTemplate creates a database holding the store's schema and nothing else,
-// dropped when the test ends, and returns its name.
-func migratedTemplate(t testing.TB) string {
-	t.Helper()
-	dsn, name := storetest.PostgresDatabase(t, "")
-	db, err := store.Open(t.Context(), dsn, storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A template must have no session open while it is copied.
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return name
 }

@@ -40,11 +40,5 @@ func PostgresMigratedURL(t testing.TB) string {
 	})
 }
 
-// PostgresDatabase is a fresh database for this test, a copy of template unless that
-// is "", and its name (pgcluster.Database).
-func PostgresDatabase(t testing.TB, template string) (dsn, name string) {
-	return pgcluster.Database(t, template)
-}
-
 // PostgresServerURL is the server PostgresURL makes its databases on (pgcluster.ServerURL).
 func PostgresServerURL(t testing.TB) string { return pgcluster.ServerURL(t) }
