@@ -943,3 +943,17 @@ CREATE TABLE hubspot_writes (
 );
 -- the registry's find, by subject
 CREATE INDEX hubspot_writes_subject ON hubspot_writes(subject_hash);
+
+-- migration 25: fewer index entries a task
+-- A store hit is written settled, and it wrote an entry in every index on tasks. The
+-- unfiltered list and the filters by status and by type now walk one index,
+-- tasks_org_created, which carries status and object_type after its key so that a
+-- filter is checked on the index entry, without reading the task's row. The claims'
+-- FIFO walk of an organization's queued tasks keeps an index of its own that holds
+-- queued tasks alone: a task written settled never enters it. The same indexes as
+-- PostgreSQL's migration 19.
+DROP INDEX tasks_org_status_created;
+DROP INDEX tasks_org_type_created;
+DROP INDEX tasks_org_created;
+CREATE INDEX tasks_org_created ON tasks(org_id, created_at, id, status, object_type);
+CREATE INDEX tasks_org_queued ON tasks(org_id, created_at, id) WHERE status = 'queued';

@@ -794,29 +794,38 @@ func (db *DB) FindTasks(ctx context.Context, orgID string, f TaskFilter) ([]*Tas
 }
 
 // FindTasksQuery is the statement FindTasks runs for a filter already checked, and
-// its arguments; the drivers' tests check its plans. Each filter's equalities lead, in
-// the order of the index made for it (tasks_org_loop_created, tasks_org_status_created,
-// tasks_org_type_created, tasks_org_created), which is walked backwards.
+// its arguments; the drivers' tests check its plans. It walks one of three indexes
+// backwards: a Loop's tasks by tasks_org_loop_created, the queued tasks by
+// tasks_org_queued (the claims' index, which holds them alone), everything else by
+// tasks_org_created, whose entries carry status and object_type, so that those
+// filters are checked on the index entry and a task's row is read only once it matches.
 func (db *DB) FindTasksQuery(orgID string, f TaskFilter, limit int) (string, []any) {
 	index := "tasks_org_created"
 	switch {
 	case f.LoopID != "":
 		index = "tasks_org_loop_created"
-	case f.Status != "":
-		index = "tasks_org_status_created"
-	case f.ObjectType != "":
-		index = "tasks_org_type_created"
+	case f.Status == StatusQueued:
+		index = "tasks_org_queued"
 	}
 	var q strings.Builder
 	q.WriteString(`SELECT ` + taskColumns + ` FROM ` + db.IndexedBy("tasks", index) + ` WHERE org_id = ?`)
 	args := []any{orgID}
-	// Equality first, in the index's column order; the other filters are checked on the
-	// rows the index walk reaches.
-	for _, eq := range []struct{ column, value string }{{"loop_id", f.LoopID}, {"status", f.Status}, {"object_type", f.ObjectType}} {
-		if eq.value != "" {
-			q.WriteString(` AND ` + eq.column + ` = ?`)
-			args = append(args, eq.value)
-		}
+	if f.LoopID != "" {
+		q.WriteString(` AND loop_id = ?`)
+		args = append(args, f.LoopID)
+	}
+	switch {
+	case f.Status == StatusQueued:
+		// The partial index's own condition, written as it is: SQLite uses a partial
+		// index only for a statement that states its WHERE, not a parameter equal to it.
+		q.WriteString(` AND status = 'queued'`)
+	case f.Status != "":
+		q.WriteString(` AND status = ?`)
+		args = append(args, f.Status)
+	}
+	if f.ObjectType != "" {
+		q.WriteString(` AND object_type = ?`)
+		args = append(args, f.ObjectType)
 	}
 	if !f.From.IsZero() {
 		q.WriteString(` AND created_at >= ?`)

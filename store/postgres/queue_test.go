@@ -646,8 +646,9 @@ func TestFindTasksPagesAndEachFilterWalksAnIndex(t *testing.T) {
 		index  string
 	}{
 		{store.TaskFilter{}, "tasks_org_created"},
-		{store.TaskFilter{Status: store.StatusQueued, From: clk.Now().Add(-time.Hour)}, "tasks_org_status_created"},
-		{store.TaskFilter{ObjectType: enrich.ObjectCompany, To: clk.Now()}, "tasks_org_type_created"},
+		{store.TaskFilter{Status: store.StatusQueued, From: clk.Now().Add(-time.Hour)}, "tasks_org_queued"},
+		{store.TaskFilter{Status: store.StatusFailed, From: clk.Now().Add(-time.Hour)}, "tasks_org_created"},
+		{store.TaskFilter{ObjectType: enrich.ObjectCompany, To: clk.Now()}, "tasks_org_created"},
 		{store.TaskFilter{LoopID: loop, Before: &store.TaskCursor{CreatedAt: clk.Now(), ID: ids[0]}}, "tasks_org_loop_created"},
 	} {
 		query, args := facade(db).FindTasksQuery(org.ID, f.filter, 10)
@@ -656,7 +657,7 @@ func TestFindTasksPagesAndEachFilterWalksAnIndex(t *testing.T) {
 		is.True(!strings.Contains(plan, "Sort")) // the index's order, walked backwards
 	}
 	plan := explain(t, db, rebind(store.ClaimQuery), int64(0), "t", int64(0), org.ID)
-	is.True(strings.Contains(plan, "tasks_org_status_created"))
+	is.True(strings.Contains(plan, "tasks_org_queued"))
 }
 
 // explain is the plan of query with sequential scans priced out: whether an index can

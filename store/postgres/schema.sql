@@ -773,3 +773,13 @@ CREATE TABLE hubspot_writes (
     PRIMARY KEY (loop_id, subject_hash)
 );
 CREATE INDEX hubspot_writes_subject ON hubspot_writes(subject_hash);
+
+-- migration 19: fewer index entries a task (the SQLite schema's migration 25)
+-- The list and its filters by status and type walk tasks_org_created, whose entries
+-- carry status and object_type; claims walk tasks_org_queued, which a task written
+-- settled (a store hit) never enters.
+DROP INDEX tasks_org_status_created;
+DROP INDEX tasks_org_type_created;
+DROP INDEX tasks_org_created;
+CREATE INDEX tasks_org_created ON tasks(org_id, created_at, id, status, object_type);
+CREATE INDEX tasks_org_queued ON tasks(org_id, created_at, id) WHERE status = 'queued';

@@ -32,8 +32,10 @@ var PlanQueries = map[string]struct {
 	"GetTask":           {store.TaskQueries["GetTask"], []any{"t", "o"}},
 	"ListTasks":         {store.TaskQueries["ListTasks"], []any{"o", 50, 0}},
 	"ListTasksByStatus": {store.TaskQueries["ListTasksByStatus"], []any{"o", "queued", 50, 0}},
+	"ListTasksFailed":   {store.TaskQueries["ListTasksByStatus"], []any{"o", "failed", 50, 0}},
 	"ListDeliveries":    store.DeliveryStatements["ListDeliveries"],
 	"AbandonedOrgs":     {store.TaskQueries["AbandonedOrgs"], []any{int64(5)}},
+	"Claim":             {unlocked(store.ClaimQuery), []any{int64(5), "t", int64(5), "o"}},
 }
 
 // WatchQueries are package store's statements of the watches, for EXPLAIN QUERY PLAN.

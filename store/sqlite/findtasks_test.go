@@ -44,7 +44,7 @@ func TestDashboardQueriesUseIndexes(t *testing.T) {
 	defer raw.Close()
 	at := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	cursor := &store.TaskCursor{CreatedAt: at.Add(-time.Hour), ID: "0193a1b2-0000-7000-8000-000000000000"}
-	for _, status := range []string{"", store.StatusFailed} {
+	for _, status := range []string{"", store.StatusFailed, store.StatusQueued} {
 		for _, objectType := range []string{"", enrich.ObjectPerson} {
 			for _, loop := range []string{"", "l"} {
 				for _, from := range []time.Time{{}, at.Add(-24 * time.Hour)} {
@@ -55,10 +55,8 @@ func TestDashboardQueriesUseIndexes(t *testing.T) {
 							switch {
 							case loop != "":
 								index, bounds = "tasks_org_loop_created", "org_id=? AND loop_id=?"
-							case status != "":
-								index, bounds = "tasks_org_status_created", "org_id=? AND status=?"
-							case objectType != "":
-								index, bounds = "tasks_org_type_created", "org_id=? AND object_type=?"
+							case status == store.StatusQueued:
+								index = "tasks_org_queued"
 							}
 							if !from.IsZero() {
 								bounds += " AND created_at>?"
@@ -124,15 +122,21 @@ func TestTaskQueryPlans(t *testing.T) {
 	settled := []string{"LIST SUBQUERY", "SEARCH tasks USING INDEX tasks_settled_finished (finished_at<?)"}
 	byID := []string{"LIST SUBQUERY", "SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id=?)"}
 	wants := map[string][]string{
-		"GetTask":           append([]string{"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id=?)"}, result...),
-		"ListTasks":         append([]string{"SEARCH tasks USING INDEX tasks_org_created (org_id=?)"}, result...),
-		"ListTasksByStatus": append([]string{"SEARCH tasks USING INDEX tasks_org_status_created (org_id=? AND status=?)"}, result...),
+		"GetTask":   append([]string{"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id=?)"}, result...),
+		"ListTasks": append([]string{"SEARCH tasks USING INDEX tasks_org_created (org_id=?)"}, result...),
+		// The queued tasks have an index of their own; a settled status is checked on
+		// the entries of the list's index.
+		"ListTasksByStatus": append([]string{"SEARCH tasks USING INDEX tasks_org_queued (org_id=?)"}, result...),
+		"ListTasksFailed":   append([]string{"SEARCH tasks USING INDEX tasks_org_created (org_id=?)"}, result...),
 		"ListDeliveries":    {"SEARCH deliveries USING INDEX deliveries_loop_created (loop_id=?)"},
 		// Every sweep runs it on the single writer: the running tasks' index, not a walk
 		// of every task's.
 		"AbandonedOrgs": {"SEARCH tasks USING INDEX tasks_running_lease (lease_until<?)", "USE TEMP B-TREE FOR DISTINCT"},
-		"PurgeSettled":  settled[1:],
-		"PurgeResults":  append([]string{"SEARCH task_results USING INTEGER PRIMARY KEY (rowid=?)"}, byID...),
+		// A claim walks the organization's queued tasks alone, oldest first.
+		"Claim": {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id=?)", "SCALAR SUBQUERY",
+			"SEARCH tasks USING COVERING INDEX tasks_org_queued (org_id=?)"},
+		"PurgeSettled": settled[1:],
+		"PurgeResults": append([]string{"SEARCH task_results USING INTEGER PRIMARY KEY (rowid=?)"}, byID...),
 		"PurgeKeys": append(append([]string{"SEARCH idempotency_keys USING PRIMARY KEY (org_id=? AND key=?)"}, byID...),
 			append(byID, "CREATE BLOOM FILTER")...),
 		"PurgeTasks": {"SEARCH tasks USING COVERING INDEX sqlite_autoindex_tasks_1 (id=?)"},

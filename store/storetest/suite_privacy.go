@@ -326,9 +326,15 @@ func downgradeSubjects(t *testing.T, env *Env) map[string]string {
 	t.Helper()
 	raw := env.Raw()
 	before := hashSnapshot(t, env)
-	// The migrations that came after undone first: HubSpot destinations, the audit log,
-	// erasures.
+	// The migrations that came after undone first: fewer index entries a task, HubSpot
+	// destinations, the audit log, erasures.
 	for _, stmt := range []string{
+		`DROP INDEX tasks_org_queued`,
+		`DROP INDEX tasks_org_created`,
+		`CREATE INDEX tasks_org_created ON tasks(org_id, created_at, id)`,
+		`CREATE INDEX tasks_org_status_created ON tasks(org_id, status, created_at, id)`,
+		`CREATE INDEX tasks_org_type_created ON tasks(org_id, object_type, created_at, id)`,
+		`DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)`,
 		`DROP TABLE hubspot_writes`,
 		`ALTER TABLE deliveries DROP COLUMN summary`,
 		`ALTER TABLE loops DROP COLUMN destination_kind`,
