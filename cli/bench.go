@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -118,6 +119,17 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if path, _ := f.GetString("trace"); path != "" {
+				out, err := os.Create(path)
+				if err != nil {
+					return err
+				}
+				defer out.Close()
+				if err := trace.Start(out); err != nil {
+					return err
+				}
+				defer trace.Stop()
+			}
 			opt := bench.Options{Schema: program(cmd).Schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks, FairBulk: fairBulk,
 				MemoryLoad: memoryLoad, MemoryIdle: memoryIdle, ServeArgs: serveArgs, DB: pgURL, Replicas: replicas, EmailCompanies: emailCompanies, EmailNames: emailNames, Rounds: rounds, WaterfallSubjects: waterfallSubjects, TailWindow: tailWindow}
 			if !asJSON {
@@ -154,6 +166,7 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 	f.Bool("json", false, "print the report as JSON")
 	f.String("db", "", "replicas scenario: a PostgreSQL URL, postgres://user:password@host/database; each run makes a schema of its own there, dropped afterwards, so other data is left alone. Given alone, it runs the replicas scenario")
 	f.IntSlice("replicas", []int{1, 2, 3}, "replicas scenario: how many serve processes share the load, one run per count in turn (--replicas 3, or --replicas 1,2,3)")
-	f.String("cpuprofile", "", "write a CPU profile of the whole run (service and load generator) to this file, for go tool pprof")
+	f.String("cpuprofile", "", "write a CPU profile of the whole run (service and load generator) to this file, for go tool pprof; the SQLite writer's goroutine is labeled enrichd=writer (go tool pprof -tagfocus enrichd=writer)")
+	f.String("trace", "", "write an execution trace of the whole run to this file, for go tool trace (go tool trace -pprof=sched FILE: how long goroutines waited for a processor)")
 	return cmd
 }

@@ -2,6 +2,9 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"enrichd/bench"
@@ -25,8 +28,11 @@ func TestBenchRuns(t *testing.T) {
 	is := is.New(t)
 	// Each scenario keeps the cores busy for --duration: the shortest that still gives
 	// every part of the mixed load a few requests on a busy machine (about ten each alone).
+	dir := t.TempDir()
+	profile, trace := filepath.Join(dir, "cpu.out"), filepath.Join(dir, "trace.out")
 	out := mustRun(t, "bench", "--json", "--duration", "150ms", "--concurrency", "4", "--workers", "4",
-		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,mixed,peer,growth", "--growth-tasks", "2000", "--fair-bulk", "200", "--rounds", "2")
+		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,mixed,peer,growth", "--growth-tasks", "2000", "--fair-bulk", "200", "--rounds", "2",
+		"--cpuprofile", profile, "--trace", trace)
 	var rep bench.Report
 	is.NoErr(json.Unmarshal([]byte(out), &rep))
 	is.Equal(rep.Concurrency, 4)
@@ -47,6 +53,15 @@ func TestBenchRuns(t *testing.T) {
 		"mixed", "mixed/read", "mixed/list", "mixed/hit", "mixed/miss", "mixed/email", "mixed/loop", "mixed/replay", "storage",
 		"peer/hit/bare", "peer/hit/naive", "peer/hit/enrichd", "peer/read/bare", "peer/read/naive", "peer/read/enrichd",
 		"growth-list", "growth-get", "growth-hit", "growth-miss", "growth-claim"})
+
+	// The profile and the execution trace of the run are written whole: a gzipped
+	// profile, and a trace that opens with the Go trace format's header.
+	raw, err := os.ReadFile(profile)
+	is.NoErr(err)
+	is.True(len(raw) > 1000 && raw[0] == 0x1f && raw[1] == 0x8b)
+	raw, err = os.ReadFile(trace)
+	is.NoErr(err)
+	is.True(len(raw) > 1000 && strings.HasPrefix(string(raw), "go 1."))
 
 	contains(t, failRun(t, "bench", "--scenario", "nope"), `unknown scenario "nope"`)
 	contains(t, failRun(t, "bench", "--concurrency", "0"), "--concurrency")

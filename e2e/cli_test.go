@@ -192,6 +192,7 @@ func TestBenchHelpSaysWhichScenarioUsesAFlag(t *testing.T) {
 		"workers":            "task workers",
 		"json":               "JSON",
 		"cpuprofile":         "CPU profile",
+		"trace":              "execution trace",
 		"help":               "help",
 	} {
 		contains(t, help[flag], want)
