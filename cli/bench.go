@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"enrichd/enrich/source"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -108,27 +109,22 @@ own temporary ones, and on PostgreSQL a schema of its own that it drops.`,
 				return fmt.Errorf("--memory-idle must be from 100ms to 1h")
 			}
 			tuneGC(os.Getenv) // the service runs in this process, set as serve sets it
-			if path, _ := f.GetString("cpuprofile"); path != "" {
-				out, err := os.Create(path)
-				if err != nil {
-					return err
+			for _, r := range []struct {
+				flag  string
+				start func(io.Writer) error
+				stop  func()
+			}{{"cpuprofile", pprof.StartCPUProfile, pprof.StopCPUProfile}, {"trace", trace.Start, trace.Stop}} {
+				if path, _ := f.GetString(r.flag); path != "" {
+					out, err := os.Create(path)
+					if err != nil {
+						return err
+					}
+					defer out.Close()
+					if err := r.start(out); err != nil {
+						return err
+					}
+					defer r.stop()
 				}
-				defer out.Close()
-				if err := pprof.StartCPUProfile(out); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-			}
-			if path, _ := f.GetString("trace"); path != "" {
-				out, err := os.Create(path)
-				if err != nil {
-					return err
-				}
-				defer out.Close()
-				if err := trace.Start(out); err != nil {
-					return err
-				}
-				defer trace.Stop()
 			}
 			opt := bench.Options{Schema: program(cmd).Schema, Duration: duration, Concurrency: concurrency, Scenarios: scenarios, Workers: workers, GrowthTasks: growthTasks, FairBulk: fairBulk,
 				MemoryLoad: memoryLoad, MemoryIdle: memoryIdle, ServeArgs: serveArgs, DB: pgURL, Replicas: replicas, EmailCompanies: emailCompanies, EmailNames: emailNames, Rounds: rounds, WaterfallSubjects: waterfallSubjects, TailWindow: tailWindow}

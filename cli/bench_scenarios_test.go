@@ -28,11 +28,8 @@ func TestBenchRuns(t *testing.T) {
 	is := is.New(t)
 	// Each scenario keeps the cores busy for --duration: the shortest that still gives
 	// every part of the mixed load a few requests on a busy machine (about ten each alone).
-	dir := t.TempDir()
-	profile, trace := filepath.Join(dir, "cpu.out"), filepath.Join(dir, "trace.out")
 	out := mustRun(t, "bench", "--json", "--duration", "150ms", "--concurrency", "4", "--workers", "4",
-		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,mixed,peer,growth", "--growth-tasks", "2000", "--fair-bulk", "200", "--rounds", "2",
-		"--cpuprofile", profile, "--trace", trace)
+		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,mixed,peer,growth", "--growth-tasks", "2000", "--fair-bulk", "200", "--rounds", "2")
 	var rep bench.Report
 	is.NoErr(json.Unmarshal([]byte(out), &rep))
 	is.Equal(rep.Concurrency, 4)
@@ -54,8 +51,12 @@ func TestBenchRuns(t *testing.T) {
 		"peer/hit/bare", "peer/hit/naive", "peer/hit/enrichd", "peer/read/bare", "peer/read/naive", "peer/read/enrichd",
 		"growth-list", "growth-get", "growth-hit", "growth-miss", "growth-claim"})
 
-	// The profile and the execution trace of the run are written whole: a gzipped
+	// The profile and the execution trace of a run are written whole: a gzipped
 	// profile, and a trace that opens with the Go trace format's header.
+	dir := t.TempDir()
+	profile, trace := filepath.Join(dir, "cpu.out"), filepath.Join(dir, "trace.out")
+	mustRun(t, "bench", "--duration", "100ms", "--concurrency", "4", "--workers", "2", "--scenario", "enqueue-hit",
+		"--cpuprofile", profile, "--trace", trace)
 	raw, err := os.ReadFile(profile)
 	is.NoErr(err)
 	is.True(len(raw) > 1000 && raw[0] == 0x1f && raw[1] == 0x8b)

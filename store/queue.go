@@ -96,11 +96,13 @@ const MaxTaskAttempts = 5
 //     (Tx.LockOrgs), and joins the line after it, so a turn is never dropped under a
 //     task about to be queued.
 
-// claimQuery hands out the oldest queued task of one organization: FIFO within it.
+// claimQuery hands out the oldest queued task of one organization: FIFO within it. It
+// walks the index of queued tasks, which SQLite's planner would not always pick over the
+// list's (PostgreSQL's driver drops the hint).
 const claimQuery = `UPDATE tasks
 SET status = 'running', started_at = ?, lease_token = ?, lease_until = ?, attempts = attempts + 1
 WHERE id = (
-    SELECT id FROM tasks WHERE org_id = ? AND status = 'queued'
+    SELECT id FROM tasks INDEXED BY tasks_org_queued WHERE org_id = ? AND status = 'queued'
     ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING id, org_id, lookup, target, input, expires_at, coalesce(queued_at, created_at), watch_id`
 
@@ -458,7 +460,7 @@ func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []Expi
 		if err != nil {
 			return err
 		}
-		requeued, err = db.requeue(ctx, tx, orgs, "", `status = 'running' AND lease_until < ?`, ms(now))
+		requeued, err = db.requeue(ctx, tx, orgs, "tasks_running_lease", "", abandonedWhere, ms(now))
 		return err
 	})
 	if err != nil {
@@ -468,22 +470,44 @@ func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []Expi
 }
 
 // abandonedOrgsQuery lists the organizations of the running tasks whose lease ran out
-// before a time. SQLite's planner, left to itself, walks every task's
-// tasks_org_status_created for the DISTINCT, on the single writer at every sweep; the
-// hint keeps it on the few running tasks (PostgreSQL's driver drops it).
+// before a time. SQLite's planner, left to itself, walked every task's index entry
+// for the DISTINCT, on the single writer at every sweep; the hint keeps it on the few
+// running tasks (PostgreSQL's driver drops it).
 const abandonedOrgsQuery = `SELECT DISTINCT org_id FROM tasks INDEXED BY tasks_running_lease
 	WHERE status = 'running' AND lease_until < ?`
+
+// abandonedWhere picks the running tasks whose lease ran out before a time.
+const abandonedWhere = `status = 'running' AND lease_until < ?`
+
+// RequeueAbandonedQuery is the statement that puts the abandoned tasks of n
+// organizations back in the queue, for the drivers' tests of its plan: it takes the
+// organizations (n rounded up to a power of two), then the time.
+func (db *DB) RequeueAbandonedQuery(n int) string {
+	in, _ := inList(make([]string, n))
+	return requeueQuery(db.IndexedBy("tasks", "tasks_running_lease"), in, "", abandonedWhere)
+}
+
+func requeueQuery(table, in, set, where string) string {
+	return `UPDATE ` + table + ` SET status = 'queued', started_at = NULL, lease_token = NULL, lease_until = NULL` + set + `
+		WHERE org_id IN ` + in + ` AND ` + where + ` RETURNING org_id`
+}
 
 // requeue puts the running tasks of orgs that match where back in the queue, setting
 // set too, and their organizations in line; it returns how many it put back. The
 // organizations' rows are locked first, as an enqueue locks its own (see ClaimTask).
-func (db *DB) requeue(ctx context.Context, tx Tx, orgs []string, set, where string, args ...any) (int, error) {
+// index, when not empty, is the index the update walks: SQLite's planner, left to
+// itself, walks an organization's every task by the list's index to find the few
+// running ones.
+func (db *DB) requeue(ctx context.Context, tx Tx, orgs []string, index, set, where string, args ...any) (int, error) {
 	if err := tx.LockOrgs(ctx, orgs...); err != nil {
 		return 0, err
 	}
+	table := "tasks"
+	if index != "" {
+		table = db.IndexedBy(table, index)
+	}
 	in, inArgs := inList(orgs)
-	rows, err := tx.Query(ctx, `UPDATE tasks SET status = 'queued', started_at = NULL, lease_token = NULL, lease_until = NULL`+set+`
-		WHERE org_id IN `+in+` AND `+where+` RETURNING org_id`, append(inArgs, args...)...)
+	rows, err := tx.Query(ctx, requeueQuery(table, in, set, where), append(inArgs, args...)...)
 	back, err := collect(rows, err, func(row Row) (string, error) {
 		var org string
 		return org, row.Scan(&org)
@@ -506,7 +530,7 @@ func (db *DB) requeue(ctx context.Context, tx Tx, orgs []string, set, where stri
 // attempt.
 func (db *DB) ReleaseTask(ctx context.Context, c *Claim) error {
 	return db.Write(ctx, func(tx Tx) error {
-		_, err := db.requeue(ctx, tx, []string{c.OrgID}, `, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END`,
+		_, err := db.requeue(ctx, tx, []string{c.OrgID}, "", `, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END`,
 			`id = ? AND lease_token = ? AND status = 'running'`, c.TaskID, c.Token)
 		return err
 	})

@@ -755,8 +755,8 @@ func taskCount(ctx context.Context, q Executor, orgID, status string) (int64, er
 }
 
 // FindTasks returns a page of the organization's tasks matching the filter, newest
-// first, and the cursor of the next page (nil when this page is the last). Each filter
-// picks the index it walks, the most selective first (Loop, status, type, none); where
+// first, and the cursor of the next page (nil when this page is the last). The filter
+// picks the index it walks (a Loop's, the queued tasks', or the list's); where
 // the engine can be told (Driver.IndexedBy), the query names it, so a schema that could
 // no longer serve it fails loudly instead of scanning the table.
 func (db *DB) FindTasks(ctx context.Context, orgID string, f TaskFilter) ([]*Task, *TaskCursor, error) {
@@ -816,8 +816,9 @@ func (db *DB) FindTasksQuery(orgID string, f TaskFilter, limit int) (string, []a
 	}
 	switch {
 	case f.Status == StatusQueued:
-		// The partial index's own condition, written as it is: SQLite uses a partial
-		// index only for a statement that states its WHERE, not a parameter equal to it.
+		// The partial index's own condition, written as it is: INDEXED BY names a
+		// partial index only in a statement that states its WHERE, which a parameter in
+		// its place does not when the statement is prepared.
 		q.WriteString(` AND status = 'queued'`)
 	case f.Status != "":
 		q.WriteString(` AND status = ?`)

@@ -36,6 +36,7 @@ var PlanQueries = map[string]struct {
 	"ListDeliveries":    store.DeliveryStatements["ListDeliveries"],
 	"AbandonedOrgs":     {store.TaskQueries["AbandonedOrgs"], []any{int64(5)}},
 	"Claim":             {unlocked(store.ClaimQuery), []any{int64(5), "t", int64(5), "o"}},
+	"RequeueAbandoned":  {(&store.DB{Driver: (*DB)(nil)}).RequeueAbandonedQuery(2), []any{"o", "p", int64(5)}},
 }
 
 // WatchQueries are package store's statements of the watches, for EXPLAIN QUERY PLAN.

@@ -135,8 +135,10 @@ func TestTaskQueryPlans(t *testing.T) {
 		// A claim walks the organization's queued tasks alone, oldest first.
 		"Claim": {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id=?)", "SCALAR SUBQUERY",
 			"SEARCH tasks USING COVERING INDEX tasks_org_queued (org_id=?)"},
-		"PurgeSettled": settled[1:],
-		"PurgeResults": append([]string{"SEARCH task_results USING INTEGER PRIMARY KEY (rowid=?)"}, byID...),
+		// The sweep's update walks the running tasks alone, not the organizations' lists.
+		"RequeueAbandoned": {"SEARCH tasks USING INDEX tasks_running_lease (lease_until<?)"},
+		"PurgeSettled":     settled[1:],
+		"PurgeResults":     append([]string{"SEARCH task_results USING INTEGER PRIMARY KEY (rowid=?)"}, byID...),
 		"PurgeKeys": append(append([]string{"SEARCH idempotency_keys USING PRIMARY KEY (org_id=? AND key=?)"}, byID...),
 			append(byID, "CREATE BLOOM FILTER")...),
 		"PurgeTasks": {"SEARCH tasks USING COVERING INDEX sqlite_autoindex_tasks_1 (id=?)"},
