@@ -683,7 +683,6 @@ func TestDeliveryFailsAfterTheLastAttemptAndCanBeRetried(t *testing.T) {
 	e := servertest.NewEnv(t, servertest.AllowPrivateWebhooks)
 	rcv := servertest.NewReceiver(t, 500, 500, 500, 500, 500, 500, 500)
 	loopID, _ := e.CreateLoop("Down", rcv.Srv.URL, "company")
-	e.StartWorkers()
 	created := e.Do("POST", "/v1/loops/"+loopID+"/test", nil)
 	is.Equal(created.Status, http.StatusAccepted)
 	is.Equal(created.Str("delivery.status"), "pending")
@@ -691,10 +690,13 @@ func TestDeliveryFailsAfterTheLastAttemptAndCanBeRetried(t *testing.T) {
 	id := created.Str("delivery.id")
 
 	// A pending delivery already due (or being sent) is left to that attempt: one
-	// attempt, not two.
+	// attempt, not two. The sender starts after the retry: started before, it could
+	// make the first attempt before the retry is read, and the retry would then find a
+	// delivery waiting for its next attempt and send it again at once (below).
 	retryDue := e.Do("POST", "/v1/deliveries/"+id+"/retry", nil)
 	is.Equal(retryDue.Status, http.StatusAccepted)
 	is.Equal(retryDue.Str("delivery.status"), "pending")
+	e.StartWorkers()
 	e.WaitDelivery(loopID, servertest.Attempts(1))
 	is.Equal(rcv.Count(), 1)
 
