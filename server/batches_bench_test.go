@@ -28,7 +28,7 @@ func BenchmarkBatchUpload10k(b *testing.B) {
 		req, _ := http.NewRequest(http.MethodPost, e.HTTP.URL+"/v1/batches", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+e.Key)
 		req.Header.Set("Content-Type", "text/csv")
-		res, err := http.DefaultClient.Do(req)
+		res, err := servertest.Client.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -170,7 +170,7 @@ func TestRequestsNetHTTPRefusesAreAnsweredInJSON(t *testing.T) {
 	is.Equal(m[`enrichd_http_malformed_requests_total{status="505"}`], 1.0)
 
 	// A handler's own plain-text answer is left as it is: 401.
-	res, err := http.Get("http://" + addr + "/v1/tasks")
+	res, err := servertest.Client.Get("http://" + addr + "/v1/tasks")
 	is.NoErr(err)
 	res.Body.Close()
 	is.Equal(res.StatusCode, http.StatusUnauthorized)

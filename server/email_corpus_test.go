@@ -483,7 +483,7 @@ func corpusAsk(e *servertest.Env, address string) (corpusAnswer, error) {
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
-		res, err := http.DefaultClient.Do(req)
+		res, err := servertest.Client.Do(req)
 		if err != nil {
 			return nil, err
 		}

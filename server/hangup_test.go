@@ -102,7 +102,7 @@ func TestAClientThatHangsUpMidRequestIsNotAServerError(t *testing.T) {
 		<-asked // the handler is in the middle of its work
 		hangUp()
 	}()
-	_, err = http.DefaultClient.Do(req)
+	_, err = servertest.Client.Do(req)
 	is.True(errors.Is(err, context.Canceled))
 
 	// The log line is written once the handler returns.

@@ -144,11 +144,11 @@ func TestAdminRoutesCanLeaveTheAPI(t *testing.T) {
 	e.Do("GET", "/v1/tasks", nil)
 	m := servertest.Scrape(t, admin.URL)
 	is.Equal(m[`enrichd_http_requests_total{route="list_tasks",status="200"}`], 1.0) // the API's traffic, counted
-	res, err := http.Get(admin.URL + "/readyz")
+	res, err := servertest.Client.Get(admin.URL + "/readyz")
 	is.NoErr(err)
 	res.Body.Close()
 	is.Equal(res.StatusCode, http.StatusOK)
-	res, err = http.Get(admin.URL + "/v1/tasks")
+	res, err = servertest.Client.Get(admin.URL + "/v1/tasks")
 	is.NoErr(err)
 	res.Body.Close()
 	is.Equal(res.StatusCode, http.StatusNotFound) // and the API is not on the admin listener

@@ -29,7 +29,7 @@ func TestProfilesOnlyOnTheAdminListener(t *testing.T) {
 		admin := httptest.NewServer(e.Srv.AdminHandler())
 		defer admin.Close()
 		get := func(path string) (int, string) {
-			res, err := http.Get(admin.URL + path)
+			res, err := servertest.Client.Get(admin.URL + path)
 			is.NoErr(err)
 			defer res.Body.Close()
 			body, err := io.ReadAll(res.Body)
@@ -48,7 +48,7 @@ func TestProfilesOnlyOnTheAdminListener(t *testing.T) {
 		status, body = get("/debug/pprof/cmdline")
 		is.Equal(status, http.StatusOK)
 		is.True(body != "")
-		res, err := http.Post(admin.URL+"/debug/pprof/symbol", "text/plain", strings.NewReader("0x0"))
+		res, err := servertest.Client.Post(admin.URL+"/debug/pprof/symbol", "text/plain", strings.NewReader("0x0"))
 		is.NoErr(err)
 		res.Body.Close()
 		is.Equal(res.StatusCode, http.StatusOK)

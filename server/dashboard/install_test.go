@@ -168,7 +168,7 @@ func TestRootAndFavicon(t *testing.T) {
 	is.Equal(p.Status, http.StatusFound)
 	is.Equal(p.Location, "/dashboard/")
 
-	res, err := http.Get(e.HTTP.URL + "/favicon.ico")
+	res, err := servertest.Client.Get(e.HTTP.URL + "/favicon.ico")
 	is.NoErr(err)
 	defer res.Body.Close()
 	ico, err := io.ReadAll(res.Body)

@@ -48,7 +48,7 @@ func (e *Env) NewBrowser() *Browser {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	return &Browser{T: e.T, E: e, Client: &http.Client{Jar: jar,
+	return &Browser{T: e.T, E: e, Client: &http.Client{Transport: Transport, Jar: jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 

@@ -279,7 +279,7 @@ func (e *Env) Do(method, path string, body any, headers ...string) *Response {
 			req.Header.Set(headers[i], headers[i+1])
 		}
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := Client.Do(req)
 	if err != nil {
 		e.T.Fatal(err)
 	}

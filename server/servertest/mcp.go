@@ -27,7 +27,7 @@ func MCPConnect(t testing.TB, url, key string) (*mcp.ClientSession, error) {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "enrichd-test", Version: "1"}, nil)
 	transport := &mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: withKey{key: key, base: http.DefaultTransport}}}
+		HTTPClient: &http.Client{Transport: withKey{key: key, base: Transport}}}
 	cs, err := client.Connect(t.Context(), transport, nil)
 	if err == nil {
 		t.Cleanup(func() { cs.Close() })

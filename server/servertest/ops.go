@@ -14,7 +14,7 @@ import (
 // from series (name{labels}) to value.
 func Scrape(t testing.TB, base string) map[string]float64 {
 	t.Helper()
-	res, err := http.Get(base + "/metrics")
+	res, err := Client.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

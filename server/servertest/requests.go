@@ -32,7 +32,7 @@ func (e *Env) DoHeaders(path, body string, header http.Header) *Response {
 	req.Header = header
 	req.Header.Set("Authorization", "Bearer "+e.Key)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := Client.Do(req)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func (e *Env) DoKeys(method, path string, keys ...string) *Response {
 	for _, k := range keys {
 		req.Header.Add("Authorization", "Bearer "+k)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := Client.Do(req)
 	if err != nil {
 		e.T.Fatal(err)
 	}
