@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,18 +19,12 @@ import (
 // are not judged here; a test machine's speed says nothing. memory and replicas, which
 // start serve processes of their own, have tests of their own (bench_test.go).
 func TestBenchRuns(t *testing.T) {
-	skipBenchUnderRace(t)
-	if testing.Short() {
-		t.Skip("starts several servers")
-	}
-	t.Parallel()
+	benchScenarioTest(t, "starts several servers")
 	is := is.New(t)
 	// Each scenario keeps the cores busy for --duration: the shortest that still gives
 	// every part of the mixed load a few requests on a busy machine (about ten each alone).
-	out := mustRun(t, "bench", "--json", "--duration", "150ms", "--concurrency", "4", "--workers", "4",
+	rep := benchReport(t, "--duration", "150ms", "--concurrency", "4", "--workers", "4",
 		"--scenario", "enqueue-hit,enqueue-miss,read,deliver,fair,mixed,peer,growth", "--growth-tasks", "2000", "--fair-bulk", "200", "--rounds", "2")
-	var rep bench.Report
-	is.NoErr(json.Unmarshal([]byte(out), &rep))
 	is.Equal(rep.Concurrency, 4)
 	var names []string
 	for _, r := range rep.Results {
@@ -75,15 +68,9 @@ func TestBenchRuns(t *testing.T) {
 // holds: on a few companies, no wrong person, the unique fits found, the same answers
 // in a shuffled order.
 func TestBenchEmailQuality(t *testing.T) {
-	skipBenchUnderRace(t)
-	if testing.Short() {
-		t.Skip("answers hundreds of email lookups")
-	}
-	t.Parallel()
+	benchScenarioTest(t, "answers hundreds of email lookups")
 	is := is.New(t)
-	out := mustRun(t, "bench", "--json", "--scenario", "email-quality", "--email-companies", "3", "--concurrency", "3", "--workers", "4")
-	var rep bench.Report
-	is.NoErr(json.Unmarshal([]byte(out), &rep))
+	rep := benchReport(t, "--scenario", "email-quality", "--email-companies", "3", "--concurrency", "3", "--workers", "4")
 	is.Equal(len(rep.Results), 1)
 	r := rep.Results[0]
 	q := r.EmailQuality
@@ -109,9 +96,7 @@ func TestBenchEmailQuality(t *testing.T) {
 	is.Equal(r.Rate, 100*float64(q.HeldOut.Runs[0].Total.RightUnique)/float64(q.HeldOut.Runs[0].Total.UniqueFit)) // the held-out names' figure
 	contains(t, failRun(t, "bench", "--scenario", "email-quality", "--email-companies", "0"), "--email-companies")
 	contains(t, failRun(t, "bench", "--scenario", "email-quality", "--email-names", "kings"), "--email-names")
-	one := mustRun(t, "bench", "--json", "--scenario", "email-quality", "--email-companies", "1", "--email-names", "heldout", "--concurrency", "1", "--workers", "2")
-	var only bench.Report
-	is.NoErr(json.Unmarshal([]byte(one), &only))
+	only := benchReport(t, "--scenario", "email-quality", "--email-companies", "1", "--email-names", "heldout", "--concurrency", "1", "--workers", "2")
 	is.Equal(only.Results[0].EmailQuality.Names, "heldout")
 	is.True(only.Results[0].EmailQuality.HeldOut == nil)
 }
@@ -121,12 +106,9 @@ func TestBenchEmailQuality(t *testing.T) {
 // it, every call the vendors count is on a task's `sources`, and the second pass asks
 // nothing for a record held.
 func TestBenchWaterfall(t *testing.T) {
-	skipBenchUnderRace(t)
-	t.Parallel()
+	benchScenarioTest(t, "enriches 200 companies four times through three vendors")
 	is := is.New(t)
-	out := mustRun(t, "bench", "--json", "--scenario", "waterfall", "--waterfall-subjects", "200", "--concurrency", "4", "--workers", "4")
-	var rep bench.Report
-	is.NoErr(json.Unmarshal([]byte(out), &rep))
+	rep := benchReport(t, "--scenario", "waterfall", "--waterfall-subjects", "200", "--concurrency", "4", "--workers", "4")
 	is.Equal(len(rep.Results), 1)
 	w := rep.Results[0].Waterfall
 	is.True(w != nil)
@@ -156,12 +138,18 @@ func TestBenchWaterfall(t *testing.T) {
 	contains(t, failRun(t, "bench", "--scenario", "waterfall", "--waterfall-subjects", "0"), "--waterfall-subjects")
 }
 
-// skipBenchUnderRace skips a test of the bench's scenarios under -race: their
-// hundreds of requests take minutes in-process under the race detector. The run
-// without -race covers them, and package bench's own tests run under it.
-func skipBenchUnderRace(t *testing.T) {
+// benchScenarioTest starts a test of the bench's scenarios, in parallel with the
+// others. It skips under -short, saying what the test does (why), and under -race:
+// the scenarios' hundreds of requests take minutes in-process under the race
+// detector. The run without -race covers them, and package bench's own tests run
+// under it.
+func benchScenarioTest(t *testing.T, why string) {
 	t.Helper()
 	if raceDetector {
 		t.Skip("-race: the bench's hundreds of requests take minutes in-process under the race detector; the run without -race covers this, and package bench's own tests run under it")
 	}
+	if testing.Short() {
+		t.Skip("-short: " + why)
+	}
+	t.Parallel()
 }

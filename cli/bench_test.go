@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,7 +13,6 @@ import (
 	"syscall"
 	"testing"
 
-	"enrichd/bench"
 	"enrichd/cli"
 	"enrichd/store/storetest"
 
@@ -63,11 +61,8 @@ func TestBenchMemory(t *testing.T) {
 	}
 	is := is.New(t)
 	t.Setenv(serveChildEnv, "1") // for the child; this process has passed TestMain
-	out := mustRun(t, "bench", "--json", "--scenario", "memory", "--memory-load", "2s", "--memory-idle", "1s",
+	rep := benchReport(t, "--scenario", "memory", "--memory-load", "2s", "--memory-idle", "1s",
 		"--concurrency", "4", "--workers", "2", "--serve-arg=--lease=45s", "--serve-arg", "--task-ttl=20m")
-
-	var rep bench.Report
-	is.NoErr(json.Unmarshal([]byte(out), &rep))
 	is.Equal(len(rep.Results), 1)
 	r := rep.Results[0]
 	is.Equal(r.Scenario, "memory")
@@ -106,9 +101,7 @@ func TestBenchReplicas(t *testing.T) {
 	dsn := storetest.PostgresURL(t)
 	openPostgresStore(t, dsn)    // skips until the driver is in the build
 	t.Setenv(serveChildEnv, "1") // for the children; this process has passed TestMain
-	out := mustRun(t, "bench", "--json", "--db", dsn, "--replicas", "1,2", "--duration", "500ms", "--concurrency", "4", "--workers", "2")
-	var rep bench.Report
-	is.NoErr(json.Unmarshal([]byte(out), &rep))
+	rep := benchReport(t, "--db", dsn, "--replicas", "1,2", "--duration", "500ms", "--concurrency", "4", "--workers", "2")
 	is.Equal(len(rep.Results), 2)
 	for i, r := range rep.Results {
 		is.Equal(r.Scenario, fmt.Sprintf("replicas-%d", i+1))

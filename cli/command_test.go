@@ -1,9 +1,11 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
+	"enrichd/bench"
 	"enrichd/cli"
 )
 
@@ -35,6 +37,17 @@ func failRun(t *testing.T, args ...string) string {
 		t.Fatalf("enrichd %s: succeeded, want an error; stdout: %q", strings.Join(args, " "), out)
 	}
 	return err.Error()
+}
+
+// benchReport runs enrichd bench --json with args (mustRun) and returns its report.
+func benchReport(t *testing.T, args ...string) bench.Report {
+	t.Helper()
+	out := mustRun(t, append([]string{"bench", "--json"}, args...)...)
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("enrichd bench --json %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return rep
 }
 
 func contains(t *testing.T, got, want string) {
