@@ -53,6 +53,11 @@ type Outcome struct {
 	// a source gave it: it is kept as a company lookup's result is, whether or not the
 	// lookup found its person, so the next lookup at the domain reads it.
 	Company *IdentifiedCompany
+	// Asks are the task's asks of priced sources answered while it ran: Settle takes
+	// them off the books, with what they cost, in the transaction that settles the task,
+	// whether or not the claim is still the worker's (the vendor answered them either
+	// way), and marks each one a sweep had settled first (Unbooked).
+	Asks []AnsweredAsk
 }
 
 // IdentifiedCompany is a company an email lookup identified, as a source gave it.
@@ -200,8 +205,9 @@ func (db *DB) ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (b
 // Settle finishes a claimed task in one transaction: the task's status and result, the
 // refund of a failure, the record for the store, the webhook delivery of a task that
 // has a Loop, and for a watch's task what it changes on the watch and sends to the
-// watch's Loop (WatchSettled; the watch's row is taken last). It reports false, and
-// changes nothing, when the claim is no longer the task's. The task's row is locked
+// watch's Loop (WatchSettled; the watch's row is taken last), and the task's answered
+// asks (Outcome.Asks). It reports false, and changes nothing but the asks, when the
+// claim is no longer the task's. The task's row is locked
 // first (PostgreSQL), so a cancel, an expiry or a requeue of it at the same moment
 // either waits for this and finds it settled, or settles it first and this finds the
 // claim gone: the task settles, and is refunded, once.
@@ -216,6 +222,10 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 }
 
 func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, error) {
+	// The vendor answered these whether or not the claim is still this worker's.
+	if err := settleAnsweredAsks(ctx, tx, out.Asks); err != nil {
+		return false, err
+	}
 	h, err := db.hasher()
 	if err != nil {
 		return false, err

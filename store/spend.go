@@ -410,18 +410,43 @@ func (db *DB) AddToSourceAsk(ctx context.Context, a SourceAsk, calls, credits in
 // unknown, at its full price), and nothing was added.
 func (db *DB) SettleSourceAsk(ctx context.Context, id string, u SourceUse) (settled bool, err error) {
 	err = db.Write(ctx, func(tx Tx) error {
-		a, found, err := takeSourceAsk(ctx, tx, id)
-		if err != nil || !found {
-			settled = false
-			return err
-		}
-		settled = true
-		if u.Calls == 0 && u.Credits == 0 {
-			return nil // it sent nothing: nothing to count, as an ask off the books
-		}
-		return addSourceSpend(ctx, tx, a.org, a.source, a.own, a.day, u)
+		settled, err = settleSourceAsk(ctx, tx, id, u)
+		return err
 	})
 	return settled, err
+}
+
+func settleSourceAsk(ctx context.Context, tx Tx, id string, u SourceUse) (settled bool, err error) {
+	a, found, err := takeSourceAsk(ctx, tx, id)
+	if err != nil || !found {
+		return false, err
+	}
+	if u.Calls == 0 && u.Credits == 0 {
+		return true, nil // it sent nothing: nothing to count, as an ask off the books
+	}
+	return true, addSourceSpend(ctx, tx, a.org, a.source, a.own, a.day, u)
+}
+
+// AnsweredAsk is an ask on the books whose answer came, with what it cost, left for
+// the transaction that settles its task to settle too (Outcome.Asks).
+type AnsweredAsk struct {
+	ID  string
+	Use SourceUse
+	// Unbooked is set by Settle when the ask was no longer on the books (as
+	// SettleSourceAsk's settled false): nothing was added for it.
+	Unbooked bool
+}
+
+// settleAnsweredAsks settles asks as SettleSourceAsk does, in tx.
+func settleAnsweredAsks(ctx context.Context, tx Tx, asks []AnsweredAsk) error {
+	for i := range asks {
+		settled, err := settleSourceAsk(ctx, tx, asks[i].ID, asks[i].Use)
+		if err != nil {
+			return err
+		}
+		asks[i].Unbooked = !settled
+	}
+	return nil
 }
 
 // bookedAsk is an ask as the books held it when it was taken off them.

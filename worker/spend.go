@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"enrichd/enrich"
@@ -98,7 +99,9 @@ func (k *spendKeeper) Book(ctx context.Context, b *enrich.Booking, calls, credit
 	return nil
 }
 
-// Spent settles the ask: its booking is replaced by what it cost, in one write. An ask
+// Spent settles the ask: its booking is replaced by what it cost, in one write, or,
+// for an ask of a task the workers run, in the write that settles the task
+// (answeredAsks): one write fewer a task, the ask counted at its booking meanwhile. An ask
 // with no booking that sent a request (a source that costs nothing) is added to the
 // spend as it is; one that sent nothing and cost nothing writes nothing. The write
 // outlives the task's context: an ask the vendor answered is paid whether or not the
@@ -114,13 +117,15 @@ func (k *spendKeeper) Spent(ctx context.Context, org string, call enrich.SourceC
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookTimeout)
 	defer cancel()
+	if b != nil && answeredFor(ctx).add(b, call) {
+		return // settled with its task, in the same write
+	}
 	var err error
 	if b != nil {
 		var settled bool
 		settled, err = k.db.SettleSourceAsk(wctx, b.ID, store.UseOf(call))
 		if err == nil && !settled {
-			k.log.Warn("an ask was settled as unknown before its answer was recorded: it stays counted at its full price",
-				"source", call.Name, "org_id", org, "booked_credits", b.Credits, "credits", call.Credits)
+			k.sweptFirst(b, call.Credits)
 		}
 	} else {
 		err = k.db.AddSourceSpend(wctx, org, call.Name, call.OwnKey, k.db.Now(), store.UseOf(call))
@@ -129,4 +134,91 @@ func (k *spendKeeper) Spent(ctx context.Context, org string, call enrich.SourceC
 	if err != nil && !store.IsStorageFault(err) {
 		k.log.Error("recording what a source cost", "source", call.Name, "org_id", org, "credits", call.Credits, "err", err.Error())
 	}
+}
+
+// answeredAsks are a running task's asks whose answers came, kept for the write that
+// settles the task (store.Outcome.Asks) rather than written one by one. Until then each
+// counts at its booking, its full price: a budget it binds reads no less than it cost.
+// An answer that comes once the task's outcome is taken (a late one, of an ask the task
+// stopped waiting for) is settled on its own, as before.
+type answeredAsks struct {
+	mu     sync.Mutex
+	asks   []store.AnsweredAsk
+	booked []*enrich.Booking // asks[i]'s booking, for the log of one a sweep settled first
+	taken  bool
+}
+
+type answeredAsksKey struct{}
+
+// withAnsweredAsks is ctx carrying a, for the task's asks.
+func withAnsweredAsks(ctx context.Context, a *answeredAsks) context.Context {
+	return context.WithValue(ctx, answeredAsksKey{}, a)
+}
+
+// answeredFor is the task's answeredAsks in ctx; nil outside a task.
+func answeredFor(ctx context.Context) *answeredAsks {
+	a, _ := ctx.Value(answeredAsksKey{}).(*answeredAsks)
+	return a
+}
+
+// add keeps the answered ask b for the task's settle, and reports whether it did: not
+// outside a task, nor once the task's asks were taken.
+func (a *answeredAsks) add(b *enrich.Booking, call enrich.SourceCall) bool {
+	if a == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.taken {
+		return false
+	}
+	a.asks = append(a.asks, store.AnsweredAsk{ID: b.ID, Use: store.UseOf(call)})
+	a.booked = append(a.booked, b)
+	return true
+}
+
+// take hands the asks kept so far over to the settle, once: an answer that comes after
+// is settled on its own.
+func (a *answeredAsks) take() []store.AnsweredAsk {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.taken = true
+	asks := a.asks
+	a.asks = nil
+	return asks
+}
+
+// settled logs the asks a sweep had taken off the books before their task's settle
+// (each stays counted at its full price, as unknown), once that settle wrote them.
+func (k *spendKeeper) settled(a *answeredAsks, asks []store.AnsweredAsk) {
+	for i, ask := range asks {
+		if ask.Unbooked {
+			b := a.booked[i]
+			k.sweptFirst(b, ask.Use.Credits)
+		}
+	}
+}
+
+// settleApart settles asks on their own, each in one write: those whose task's settle
+// was not written (a shutdown released the task, or the database refused the settle).
+func (k *spendKeeper) settleApart(ctx context.Context, a *answeredAsks, asks []store.AnsweredAsk) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookTimeout)
+	defer cancel()
+	for i, ask := range asks {
+		b := a.booked[i]
+		settled, err := k.db.SettleSourceAsk(wctx, ask.ID, ask.Use)
+		switch {
+		case err != nil && !store.IsStorageFault(err):
+			k.log.Error("recording what a source cost", "source", b.Source, "org_id", b.Org, "credits", ask.Use.Credits, "err", err.Error())
+		case err == nil && !settled:
+			k.sweptFirst(b, ask.Use.Credits)
+		}
+	}
+}
+
+// sweptFirst logs an ask a sweep took off the books, as unknown at its booking, before
+// its answer, which cost credits, was recorded.
+func (k *spendKeeper) sweptFirst(b *enrich.Booking, credits int64) {
+	k.log.Warn("an ask was settled as unknown before its answer was recorded: it stays counted at its full price",
+		"source", b.Source, "org_id", b.Org, "booked_credits", b.Credits, "credits", credits)
 }

@@ -130,3 +130,51 @@ type faultyWrites struct{ store.Driver }
 func (faultyWrites) Write(context.Context, func(store.Tx) error) error {
 	return store.StorageUnavailable()
 }
+
+// A task's answered asks wait on the books, at their booking, for the task's settle
+// (answeredAsks); one answered once they were taken, and those of a settle never
+// written, are settled on their own.
+func TestATasksAnsweredAsksWaitForItsSettle(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
+	is.NoErr(err)
+	t.Cleanup(func() { db.Close() })
+	org := storetest.NewOrg(t, db, "acme")
+	var logs bytes.Buffer
+	vendor := &pricedVendor{}
+	keeper := newSpendKeeper(db, slog.New(slog.NewJSONHandler(&logs, nil)), newWorkerMetrics(metrics.NewSet()), nil, []enrich.Source{vendor}, "this")
+	hit := enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}
+	month := store.MonthStart(db.Now())
+	spent := func() store.SourceUse {
+		t.Helper()
+		got, err := db.SourceSpendSince(ctx, org, month)
+		is.NoErr(err)
+		return got["pdl"].Total
+	}
+
+	asks := &answeredAsks{}
+	taskCtx := withAnsweredAsks(ctx, asks)
+	first, _ := keeper.Admit(taskCtx, org, "pdl", false)
+	keeper.Spent(taskCtx, org, hit, first)
+	is.Equal(asksOnTheBooks(t, db), 1) // kept for the settle, counted at its booking
+	is.Equal(spent(), store.SourceUse{Calls: 1, Pending: 1, Credits: 1})
+	taken := asks.take()
+	is.Equal(taken, []store.AnsweredAsk{{ID: first.ID, Use: store.UseOf(hit)}})
+
+	// An answer that comes after the task's asks were taken is settled at once.
+	late, _ := keeper.Admit(taskCtx, org, "pdl", false)
+	keeper.Spent(taskCtx, org, hit, late)
+	is.Equal(asksOnTheBooks(t, db), 1)
+	is.Equal(spent(), store.SourceUse{Calls: 2, Hits: 1, Pending: 1, Credits: 2})
+
+	// The settle was not written (a shutdown released the task): settled on their own,
+	// and an ask a sweep took first is logged as such and not counted again.
+	keeper.settleApart(ctx, asks, taken)
+	is.Equal(asksOnTheBooks(t, db), 0)
+	is.Equal(spent(), store.SourceUse{Calls: 2, Hits: 2, Credits: 2})
+	is.True(!strings.Contains(logs.String(), "settled as unknown"))
+	keeper.settleApart(ctx, asks, taken)
+	is.Equal(spent(), store.SourceUse{Calls: 2, Hits: 2, Credits: 2})
+	is.True(strings.Contains(logs.String(), "settled as unknown before its answer was recorded"))
+}

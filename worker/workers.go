@@ -212,9 +212,9 @@ func (s *Pool) sweep(ctx context.Context) {
 }
 
 // process runs one claimed task to its end, keeping its lease alive meanwhile.
-func (s *Pool) process(ctx context.Context, c *store.Claim) {
+func (s *Pool) process(ctx context.Context, c *store.Claim, asks *answeredAsks) {
 	// The deadline is measured on the store's clock, the one expires_at was set by.
-	taskCtx, cancel := context.WithTimeout(ctx, c.ExpiresAt.Sub(s.db.Now()))
+	taskCtx, cancel := context.WithTimeout(withAnsweredAsks(ctx, asks), c.ExpiresAt.Sub(s.db.Now()))
 	defer cancel()
 	leaseDone := make(chan struct{})
 	go func() {
@@ -292,22 +292,24 @@ func (s *Pool) process(ctx context.Context, c *store.Claim) {
 		if err := s.db.ReleaseTask(settleCtx, c); err != nil && !store.IsStorageFault(err) { // the store logs those
 			s.log.Error("releasing a task at shutdown", "task", c.TaskID, "err", err)
 		}
+		s.spend.settleApart(settleCtx, asks, asks.take())
 		return
 	}
 	if c.Input.Lookup != enrich.LookupEmail && suppressed == nil {
 		out = s.outcome(settleCtx, c, res, trace, taskErr)
 	}
-	s.settle(settleCtx, c, s.withoutSuppressed(settleCtx, c, out), ctx.Done())
+	s.settle(settleCtx, c, s.withoutSuppressed(settleCtx, c, out), asks, ctx.Done())
 }
 
 // processSafely is process, where a panic outside the enrichment (which process
 // recovers itself) fails the task as internal_error, refunded, instead of leaving
 // its claim running until the lease runs out.
 func (s *Pool) processSafely(ctx context.Context, c *store.Claim) {
-	if failed := s.runSafely(c.TaskID, func() { s.process(ctx, c) }); failed != nil {
+	asks := &answeredAsks{}
+	if failed := s.runSafely(c.TaskID, func() { s.process(ctx, c, asks) }); failed != nil {
 		settleCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer done()
-		s.settle(settleCtx, c, store.Outcome{Err: failed}, ctx.Done()) // a no-op if it was settled before the panic
+		s.settle(settleCtx, c, store.Outcome{Err: failed}, asks, ctx.Done()) // a no-op if it was settled before the panic
 	}
 }
 
@@ -315,10 +317,21 @@ func (s *Pool) processSafely(ctx context.Context, c *store.Claim) {
 // settle the disk refused is tried again once the database takes writes, for as long
 // as the claim's lease lasts or until stop is closed (a shutdown out of grace): the
 // result in hand is kept rather than the task run again. Past that the sweeper puts
-// the task back in the queue once the database takes writes.
-func (s *Pool) settle(ctx context.Context, c *store.Claim, out store.Outcome, stop <-chan struct{}) {
+// the task back in the queue once the database takes writes. The task's answered
+// asks go in the same write; those of a settle never written are settled on their
+// own (they may fail as it did, and stay on the books at their full price for a
+// sweep).
+func (s *Pool) settle(ctx context.Context, c *store.Claim, out store.Outcome, asks *answeredAsks, stop <-chan struct{}) {
+	out.Asks = asks.take()
 	leaseEnd := s.db.Now().Add(s.cfg.Lease)
 	settled, err := s.db.Settle(ctx, c, out)
+	defer func() {
+		if err != nil {
+			s.spend.settleApart(ctx, asks, out.Asks)
+		} else {
+			s.spend.settled(asks, out.Asks)
+		}
+	}()
 	if store.IsStorageFault(err) {
 		retry := time.NewTicker(store.ProbeEvery)
 		defer retry.Stop()

@@ -86,6 +86,7 @@ var conformanceTests = []conformanceTest{
 	{"AsksOnTheBooksCountUntilSettled", testAsksOnTheBooksCountUntilSettled},
 	{"BookingsFromManyWritersKeepTheCap", testBookingsFromManyWritersKeepTheCap},
 	{"AsksOfAGoneProcessAreSettledUnknown", testAsksOfAGoneProcessAreSettledUnknown},
+	{"AsksSettleWithTheirTask", testAsksSettleWithTheirTask},
 	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
 	{"FillListsPerOrganization", testFillListsPerOrganization},
 	{"FillListRefusals", testFillListRefusals},

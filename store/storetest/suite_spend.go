@@ -351,3 +351,77 @@ func testAsksOfAGoneProcessAreSettledUnknown(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.Equal(n, 0) // nothing left: a read, no write
 }
+
+// testAsksSettleWithTheirTask: the asks a task answered are settled by the write that
+// settles it (Outcome.Asks), each as SettleSourceAsk would, one a sweep took first
+// marked Unbooked and not counted twice; and a task whose claim was lost still has
+// its asks settled, the vendor having answered them.
+func testAsksSettleWithTheirTask(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db := env.DB
+	acme := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+	month := store.MonthStart(env.Clock.Now())
+	book := func(credits int64) store.SourceAsk {
+		t.Helper()
+		a := store.SourceAsk{OrgID: acme, Source: "pdl", Owner: "p1", Calls: 1, Credits: credits}
+		ok, err := db.BookSourceAsk(ctx, &a, 0)
+		is.NoErr(err)
+		is.True(ok)
+		return a
+	}
+	spent := func() store.SourceUse {
+		t.Helper()
+		got, err := db.SourceSpendSince(ctx, acme, month)
+		is.NoErr(err)
+		return got["pdl"].Total
+	}
+	first, err := db.CreateTask(ctx, store.BySystem, NewTask(acme, "a.com"))
+	is.NoErr(err)
+	second, err := db.CreateTask(ctx, store.BySystem, NewTask(acme, "b.com"))
+	is.NoErr(err)
+	c, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c.TaskID, first.Task.ID)
+
+	hit, swept := book(3), book(2)
+	settled, err := db.SettleSourceAsk(ctx, swept.ID, store.SourceUse{Unknown: 1, Calls: 1, Credits: 2}) // as a sweep would
+	is.NoErr(err)
+	is.True(settled)
+	is.Equal(spent(), store.SourceUse{Calls: 2, Unknown: 1, Pending: 1, Credits: 5}) // the hit at its booking
+	asks := []store.AnsweredAsk{
+		{ID: hit.ID, Use: store.SourceUse{Calls: 1, Hits: 1, Credits: 1}},
+		{ID: swept.ID, Use: store.SourceUse{Calls: 1, Hits: 1, Credits: 2}},
+	}
+	res := enrich.Result{Company: &enrich.Company{Name: "A", Domain: enrich.Ptr("a.com")}}
+	settled, err = db.Settle(ctx, c, store.Outcome{Result: &res, Fetched: true, Asks: asks})
+	is.NoErr(err)
+	is.True(settled)
+	is.Equal(asks[0].Unbooked, false)
+	is.Equal(asks[1].Unbooked, true) // the sweep's unknown stands; the answer adds nothing
+	is.Equal(spent(), store.SourceUse{Calls: 2, Hits: 1, Unknown: 1, Credits: 3})
+	task, err := db.GetTask(ctx, acme, first.Task.ID)
+	is.NoErr(err)
+	is.Equal(task.Status, store.StatusSucceeded)
+
+	// The second task's claim is lost (its lease ran out and the sweep put it back):
+	// its settle writes no result, but its answered ask is settled all the same.
+	next, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(next.TaskID, second.Task.ID)
+	lost := book(4)
+	env.Clock.Add(2 * time.Minute)
+	n, _, err := db.RequeueAbandoned(ctx)
+	is.NoErr(err)
+	is.Equal(n, 1)
+	settled, err = db.Settle(ctx, next, store.Outcome{Result: &res, Fetched: true,
+		Asks: []store.AnsweredAsk{{ID: lost.ID, Use: store.SourceUse{Calls: 1, Misses: 1}}}})
+	is.NoErr(err)
+	is.True(!settled)
+	is.Equal(spent(), store.SourceUse{Calls: 3, Hits: 1, Misses: 1, Unknown: 1, Credits: 3})
+	task, err = db.GetTask(ctx, acme, second.Task.ID)
+	is.NoErr(err)
+	is.Equal(task.Status, store.StatusQueued)
+}
