@@ -121,13 +121,12 @@ const ClaimQuery = claimQuery
 // the tasks of another's bulk upload. It returns nil when nothing is queued that
 // another claimer is not already taking.
 func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error) {
-	var tok [16]byte
-	if _, err := rand.Read(tok[:]); err != nil {
+	token, err := leaseToken()
+	if err != nil {
 		return nil, err
 	}
-	token := hex.EncodeToString(tok[:])
 	var c *Claim
-	err := db.Write(ctx, func(tx Tx) error {
+	err = db.Write(ctx, func(tx Tx) error {
 		var err error
 		c, err = db.claimTask(ctx, tx, lease, token)
 		return err
@@ -136,6 +135,15 @@ func (db *DB) ClaimTask(ctx context.Context, lease time.Duration) (*Claim, error
 		return nil, err
 	}
 	return c, nil
+}
+
+// leaseToken is a new claim's token: who holds the task's lease.
+func leaseToken() (string, error) {
+	var tok [16]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(tok[:]), nil
 }
 
 func (db *DB) claimTask(ctx context.Context, tx Tx, lease time.Duration, token string) (*Claim, error) {
@@ -219,6 +227,37 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 		return err
 	})
 	return settled && err == nil, err
+}
+
+// SettleAndClaim is Settle and then, in the same write, ClaimTask: a worker settles its
+// task and takes its next one with one write, not two. next is nil when nothing is
+// queued. An error leaves both undone, as Settle's does; the worker then settles
+// alone. Where one writer runs every write (SingleWriter: SQLite) that is a write
+// fewer a task for it; elsewhere (PostgreSQL) it is Settle, next always nil: a claim
+// in the settle's transaction would hold the settled task's per-status counts while
+// it waits for a turn, and two workers claiming each other's organization would wait
+// on each other.
+func (db *DB) SettleAndClaim(ctx context.Context, c *Claim, out Outcome, lease time.Duration) (settled bool, next *Claim, err error) {
+	if !db.SingleWriter() {
+		settled, err = db.Settle(ctx, c, out)
+		return settled, nil, err
+	}
+	token, err := leaseToken()
+	if err != nil {
+		return false, nil, err
+	}
+	err = db.Write(ctx, func(tx Tx) error {
+		var err error
+		if settled, err = db.settle(ctx, tx, c, out); err != nil {
+			return err
+		}
+		next, err = db.claimTask(ctx, tx, lease, token)
+		return err
+	})
+	if err != nil {
+		return false, nil, err
+	}
+	return settled, next, nil
 }
 
 func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, error) {

@@ -102,28 +102,47 @@ func (s *Pool) wakeWorker() {
 }
 
 // work claims tasks until ctx ends, and runs each to its end unless hard ends first.
+// A task's settle claims the next one in the same write (store.DB.SettleAndClaim)
+// while ctx lasts, so a busy worker claims with a write of its own only once it was
+// woken or polled after it found the queue empty.
 func (s *Pool) work(ctx, hard context.Context) {
 	poll := time.NewTicker(s.cfg.PollInterval)
 	defer poll.Stop()
+	var next *store.Claim
+	empty := false // the last settle found nothing queued
 	for ctx.Err() == nil {
-		if s.storageWait(ctx, poll.C) {
-			continue
-		}
-		claim, err := s.db.ClaimTask(ctx, s.cfg.Lease)
-		if err != nil && ctx.Err() == nil && !store.IsStorageFault(err) { // the store logs those
-			s.log.Error("claiming a task", "err", err)
+		claim := next
+		next = nil
+		if claim == nil && !empty {
+			if s.storageWait(ctx, poll.C) {
+				continue
+			}
+			var err error
+			claim, err = s.db.ClaimTask(ctx, s.cfg.Lease)
+			if err != nil && ctx.Err() == nil && !store.IsStorageFault(err) { // the store logs those
+				s.log.Error("claiming a task", "err", err)
+			}
 		}
 		if claim != nil {
 			s.activity.Add(1)
 			s.metrics.claimed(claim, s.db.Now())
-			s.processSafely(hard, claim)
+			next, empty = s.processSafely(ctx, hard, claim)
 			continue
 		}
+		empty = false
 		select {
 		case <-ctx.Done():
 		case <-s.wake:
 		case <-s.db.Wakeups(): // another replica enqueued a task
 		case <-poll.C:
+		}
+	}
+	if next != nil {
+		// Claimed as the worker was told to stop: back to the queue at once.
+		releaseCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer done()
+		if err := s.db.ReleaseTask(releaseCtx, next); err != nil && !store.IsStorageFault(err) {
+			s.log.Error("releasing a task at shutdown", "task", next.TaskID, "err", err)
 		}
 	}
 }
@@ -212,7 +231,7 @@ func (s *Pool) sweep(ctx context.Context) {
 }
 
 // process runs one claimed task to its end, keeping its lease alive meanwhile.
-func (s *Pool) process(ctx context.Context, c *store.Claim, asks *answeredAsks) {
+func (s *Pool) process(claiming, ctx context.Context, c *store.Claim, asks *answeredAsks) (next *store.Claim, empty bool) {
 	// The deadline is measured on the store's clock, the one expires_at was set by.
 	taskCtx, cancel := context.WithTimeout(withAnsweredAsks(ctx, asks), c.ExpiresAt.Sub(s.db.Now()))
 	defer cancel()
@@ -293,24 +312,26 @@ func (s *Pool) process(ctx context.Context, c *store.Claim, asks *answeredAsks) 
 			s.log.Error("releasing a task at shutdown", "task", c.TaskID, "err", err)
 		}
 		s.spend.settleApart(settleCtx, asks, asks.take())
-		return
+		return nil, false
 	}
 	if c.Input.Lookup != enrich.LookupEmail && suppressed == nil {
 		out = s.outcome(settleCtx, c, res, trace, taskErr)
 	}
-	s.settle(settleCtx, c, s.withoutSuppressed(settleCtx, c, out), asks, ctx.Done())
+	return s.settle(settleCtx, claiming, c, s.withoutSuppressed(settleCtx, c, out), asks, ctx.Done())
 }
 
 // processSafely is process, where a panic outside the enrichment (which process
 // recovers itself) fails the task as internal_error, refunded, instead of leaving
 // its claim running until the lease runs out.
-func (s *Pool) processSafely(ctx context.Context, c *store.Claim) {
+func (s *Pool) processSafely(claiming, ctx context.Context, c *store.Claim) (next *store.Claim, empty bool) {
 	asks := &answeredAsks{}
-	if failed := s.runSafely(c.TaskID, func() { s.process(ctx, c, asks) }); failed != nil {
+	if failed := s.runSafely(c.TaskID, func() { next, empty = s.process(claiming, ctx, c, asks) }); failed != nil {
 		settleCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer done()
-		s.settle(settleCtx, c, store.Outcome{Err: failed}, asks, ctx.Done()) // a no-op if it was settled before the panic
+		// A no-op if it was settled before the panic.
+		return s.settle(settleCtx, claiming, c, store.Outcome{Err: failed}, asks, ctx.Done())
 	}
+	return next, empty
 }
 
 // settle records how a claimed task ended, if the claim is still its worker's. A
@@ -321,10 +342,20 @@ func (s *Pool) processSafely(ctx context.Context, c *store.Claim) {
 // asks go in the same write; those of a settle never written are settled on their
 // own (they may fail as it did, and stay on the books at their full price for a
 // sweep).
-func (s *Pool) settle(ctx context.Context, c *store.Claim, out store.Outcome, asks *answeredAsks, stop <-chan struct{}) {
+func (s *Pool) settle(ctx, claiming context.Context, c *store.Claim, out store.Outcome, asks *answeredAsks, stop <-chan struct{}) (next *store.Claim, empty bool) {
 	out.Asks = asks.take()
 	leaseEnd := s.db.Now().Add(s.cfg.Lease)
-	settled, err := s.db.Settle(ctx, c, out)
+	var settled bool
+	var err error
+	if claiming.Err() == nil {
+		settled, next, err = s.db.SettleAndClaim(ctx, c, out, s.cfg.Lease)
+		// Where the settle claims (SingleWriter), nothing claimed is an empty queue.
+		empty = err == nil && next == nil && s.db.SingleWriter()
+	}
+	if claiming.Err() != nil || (err != nil && !store.IsStorageFault(err)) {
+		// Told to stop claiming, or a claim that failed on its own: the settle alone.
+		settled, err = s.db.Settle(ctx, c, out)
+	}
 	defer func() {
 		if err != nil {
 			s.spend.settleApart(ctx, asks, out.Asks)
@@ -339,9 +370,9 @@ func (s *Pool) settle(ctx context.Context, c *store.Claim, out store.Outcome, as
 			select {
 			case <-retry.C:
 			case <-stop:
-				return
+				return nil, false
 			case <-ctx.Done():
-				return
+				return nil, false
 			}
 			if s.db.Writable(ctx) {
 				settled, err = s.db.Settle(ctx, c, out)
@@ -359,6 +390,7 @@ func (s *Pool) settle(ctx context.Context, c *store.Claim, out store.Outcome, as
 		s.metrics.settled(c.Input.Lookup.ObjectType(), status, c.Input.Lookup.Cost())
 	}
 	s.sender.Wake() // in case the task has a Loop
+	return next, empty
 }
 
 // gaveUp counts and logs the tasks failed (and refunded) for their claims being lost

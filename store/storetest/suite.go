@@ -87,6 +87,7 @@ var conformanceTests = []conformanceTest{
 	{"BookingsFromManyWritersKeepTheCap", testBookingsFromManyWritersKeepTheCap},
 	{"AsksOfAGoneProcessAreSettledUnknown", testAsksOfAGoneProcessAreSettledUnknown},
 	{"AsksSettleWithTheirTask", testAsksSettleWithTheirTask},
+	{"ASettleClaimsTheNextTaskInItsWrite", testASettleClaimsTheNextTaskInItsWrite},
 	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
 	{"FillListsPerOrganization", testFillListsPerOrganization},
 	{"FillListRefusals", testFillListRefusals},

@@ -88,3 +88,75 @@ func testReleasedClaimsDoNotCountAsAttempts(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.Equal(task.Status, store.StatusQueued)
 }
+
+// testASettleClaimsTheNextTaskInItsWrite: where one writer runs every write,
+// SettleAndClaim settles the task and claims the next in that write, the organizations
+// in turn as ClaimTask's; after a lost claim too (the task the sweep put back is the
+// next one); nothing when nothing is queued. Elsewhere it settles alone and claims
+// nothing, and the worker claims in a write of its own.
+func testASettleClaimsTheNextTaskInItsWrite(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	acme, globex := NewOrg(t, db, "acme"), NewOrg(t, db, "globex")
+	for _, org := range []string{"acme", "globex"} {
+		_, err := db.GrantCredits(ctx, org, 10, nil)
+		is.NoErr(err)
+	}
+	a1, err := db.CreateTask(ctx, store.BySystem, NewTask(acme, "a1.com"))
+	is.NoErr(err)
+	a2, err := db.CreateTask(ctx, store.BySystem, NewTask(acme, "a2.com"))
+	is.NoErr(err)
+	g1, err := db.CreateTask(ctx, store.BySystem, NewTask(globex, "g1.com"))
+	is.NoErr(err)
+	res := enrich.Result{Company: &enrich.Company{Name: "A", Domain: enrich.Ptr("a1.com")}}
+	done := store.Outcome{Result: &res, Fetched: true}
+	// settleAndClaim is SettleAndClaim, with the worker's claim of its own where the
+	// engine claims nothing in the settle.
+	settleAndClaim := func(c *store.Claim) (bool, *store.Claim) {
+		t.Helper()
+		settled, next, err := db.SettleAndClaim(ctx, c, done, time.Minute)
+		is.NoErr(err)
+		if !db.SingleWriter() {
+			is.Equal(next, nil)
+			next, err = db.ClaimTask(ctx, time.Minute)
+			is.NoErr(err)
+		}
+		return settled, next
+	}
+	status := func(org, id string) string {
+		t.Helper()
+		task, err := db.GetTask(ctx, org, id)
+		is.NoErr(err)
+		return task.Status
+	}
+
+	c, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c.TaskID, a1.Task.ID)
+	settled, next := settleAndClaim(c)
+	is.True(settled)
+	is.Equal(status(acme, a1.Task.ID), store.StatusSucceeded)
+	is.Equal(next.TaskID, g1.Task.ID) // globex's turn, then acme's
+	is.Equal(status(globex, g1.Task.ID), store.StatusRunning)
+	is.True(next.Token != c.Token)
+
+	// globex's claim is lost: its settle changes nothing, and the next task is acme's
+	// second, then globex's, put back by the sweep.
+	clk.Add(2 * time.Minute)
+	n, _, err := db.RequeueAbandoned(ctx)
+	is.NoErr(err)
+	is.Equal(n, 1)
+	settled, next = settleAndClaim(next)
+	is.True(!settled)
+	is.Equal(next.TaskID, a2.Task.ID)
+	settled, next = settleAndClaim(next)
+	is.True(settled)
+	is.Equal(next.TaskID, g1.Task.ID)
+	settled, next = settleAndClaim(next)
+	is.True(settled)
+	is.Equal(next, nil) // nothing queued
+	for org, id := range map[string]string{acme: a2.Task.ID, globex: g1.Task.ID} {
+		is.Equal(status(org, id), store.StatusSucceeded)
+	}
+}
