@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,11 +21,8 @@ import (
 func TestABusyWorkerClaimsItsNextTaskInTheSettlesWrite(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
-	is.NoErr(err)
-	t.Cleanup(func() { db.Close() })
-	org := storetest.NewOrg(t, db, "acme")
-	_, err = db.GrantCredits(ctx, "acme", 10, nil)
+	db, org := openDB(t)
+	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
 	var ids []string
 	for _, domain := range []string{"a.com", "b.com", "c.com", "d.com", "e.com"} {

@@ -34,6 +34,18 @@ func (v *pricedVendor) PersonByURL(context.Context, *enrich.Tally, string) (*enr
 	return nil, fmt.Errorf("pdl: %w", enrich.ErrNotFound)
 }
 
+// openDB opens a database in a temporary directory, closed when t ends, with the
+// organization acme in it.
+func openDB(t *testing.T) (db *store.DB, org string) {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, storetest.NewOrg(t, db, "acme")
+}
+
 // asksOnTheBooks counts the asks db holds pending.
 func asksOnTheBooks(t *testing.T, db *store.DB) (n int) {
 	t.Helper()
@@ -50,10 +62,7 @@ func asksOnTheBooks(t *testing.T, db *store.DB) (n int) {
 func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
-	is.NoErr(err)
-	t.Cleanup(func() { db.Close() })
-	org := storetest.NewOrg(t, db, "acme")
+	db, org := openDB(t)
 	var logs bytes.Buffer
 	vendor := &pricedVendor{}
 	m := newWorkerMetrics(metrics.NewSet())
@@ -93,10 +102,7 @@ func TestABudgetThatCannotBeReadIsNotASpentBudget(t *testing.T) {
 func TestBooksUnwritableInAStorageOutageAreNotLoggedPerAsk(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	real, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
-	is.NoErr(err)
-	t.Cleanup(func() { real.Close() })
-	org := storetest.NewOrg(t, real, "acme")
+	real, org := openDB(t)
 	db := &store.DB{Driver: faultyWrites{real.Driver}, Now: real.Now}
 	db.SetSubjects(real.Subjects())
 	var logs bytes.Buffer
@@ -137,10 +143,7 @@ func (faultyWrites) Write(context.Context, func(store.Tx) error) error {
 func TestATasksAnsweredAsksWaitForItsSettle(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "enrichd.db"), storetest.Schema(t), store.WithSubjectKey(storetest.SubjectKey))
-	is.NoErr(err)
-	t.Cleanup(func() { db.Close() })
-	org := storetest.NewOrg(t, db, "acme")
+	db, org := openDB(t)
 	var logs bytes.Buffer
 	vendor := &pricedVendor{}
 	keeper := newSpendKeeper(db, slog.New(slog.NewJSONHandler(&logs, nil)), newWorkerMetrics(metrics.NewSet()), nil, []enrich.Source{vendor}, "this")
