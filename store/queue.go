@@ -212,10 +212,10 @@ func (db *DB) ExtendLease(ctx context.Context, c *Claim, lease time.Duration) (b
 
 // Settle finishes a claimed task in one transaction: the task's status and result, the
 // refund of a failure, the record for the store, the webhook delivery of a task that
-// has a Loop, and for a watch's task what it changes on the watch and sends to the
-// watch's Loop (WatchSettled; the watch's row is taken last), and the task's answered
-// asks (Outcome.Asks). It reports false, and changes nothing but the asks, when the
-// claim is no longer the task's. The task's row is locked
+// has a Loop, for a watch's task what it changes on the watch and sends to the watch's
+// Loop (WatchSettled; the watch's row is taken after the task's), and last the task's
+// answered asks (Outcome.Asks). It reports false, and changes nothing but the asks,
+// when the claim is no longer the task's. The task's row is locked
 // first (PostgreSQL), so a cancel, an expiry or a requeue of it at the same moment
 // either waits for this and finds it settled, or settles it first and this finds the
 // claim gone: the task settles, and is refunded, once.
@@ -223,10 +223,22 @@ func (db *DB) Settle(ctx context.Context, c *Claim, out Outcome) (bool, error) {
 	var settled bool
 	err := db.Write(ctx, func(tx Tx) error {
 		var err error
-		settled, err = db.settle(ctx, tx, c, out)
+		settled, err = db.settleWithAsks(ctx, tx, c, out)
 		return err
 	})
 	return settled && err == nil, err
+}
+
+// settleWithAsks is settle, then the task's answered asks, which the vendor answered
+// whether or not the claim is still the worker's. They come last, so that the rows of
+// the spend they add to are held (PostgreSQL) for as short a time as the transaction
+// allows, and the task's row is still the first taken.
+func (db *DB) settleWithAsks(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, error) {
+	settled, err := db.settle(ctx, tx, c, out)
+	if err != nil {
+		return settled, err
+	}
+	return settled, settleAnsweredAsks(ctx, tx, out.Asks)
 }
 
 // SettleAndClaim is Settle and then, in the same write, ClaimTask: a worker settles its
@@ -248,7 +260,7 @@ func (db *DB) SettleAndClaim(ctx context.Context, c *Claim, out Outcome, lease t
 	}
 	err = db.Write(ctx, func(tx Tx) error {
 		var err error
-		if settled, err = db.settle(ctx, tx, c, out); err != nil {
+		if settled, err = db.settleWithAsks(ctx, tx, c, out); err != nil {
 			return err
 		}
 		next, err = db.claimTask(ctx, tx, lease, token)
@@ -260,11 +272,8 @@ func (db *DB) SettleAndClaim(ctx context.Context, c *Claim, out Outcome, lease t
 	return settled, next, nil
 }
 
+// settle is Settle's transaction; the task's asks come last (settleWithAsks).
 func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, error) {
-	// The vendor answered these whether or not the claim is still this worker's.
-	if err := settleAnsweredAsks(ctx, tx, out.Asks); err != nil {
-		return false, err
-	}
 	h, err := db.hasher()
 	if err != nil {
 		return false, err

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -437,14 +438,50 @@ type AnsweredAsk struct {
 	Unbooked bool
 }
 
-// settleAnsweredAsks settles asks as SettleSourceAsk does, in tx.
+// settleAnsweredAsks settles asks as SettleSourceAsk does, in tx: each taken off the
+// books, then what they cost added up by row of the spend and added in the rows' order
+// (addSpendInOrder).
 func settleAnsweredAsks(ctx context.Context, tx Tx, asks []AnsweredAsk) error {
+	sums := map[spendRow]SourceUse{}
 	for i := range asks {
-		settled, err := settleSourceAsk(ctx, tx, asks[i].ID, asks[i].Use)
+		a, found, err := takeSourceAsk(ctx, tx, asks[i].ID)
 		if err != nil {
 			return err
 		}
-		asks[i].Unbooked = !settled
+		asks[i].Unbooked = !found
+		if u := asks[i].Use; found && (u.Calls != 0 || u.Credits != 0) { // one that sent nothing counts nothing
+			sums[a.row()] = sums[a.row()].plus(u)
+		}
+	}
+	return addSpendInOrder(ctx, tx, sums)
+}
+
+// spendRow is a row of source_spend: an organization's use of a source on a day, with
+// its own key or the installation's.
+type spendRow struct {
+	org, source string
+	day         int64
+	own         bool
+}
+
+func (u SourceUse) plus(o SourceUse) SourceUse {
+	u.add(o)
+	return u
+}
+
+// addSpendInOrder adds each row's use to the spend, the rows in one order: on
+// PostgreSQL two transactions that add to the same rows (two settles of an
+// organization's tasks, a sweep) then wait on each other, if at all, in that order,
+// never in a cycle.
+func addSpendInOrder(ctx context.Context, tx Tx, sums map[spendRow]SourceUse) error {
+	rows := slices.SortedFunc(maps.Keys(sums), func(a, b spendRow) int {
+		return cmp.Or(cmp.Compare(a.org, b.org), cmp.Compare(a.source, b.source), cmp.Compare(a.day, b.day),
+			cmp.Compare(boolInt(a.own), boolInt(b.own)))
+	})
+	for _, r := range rows {
+		if err := addSourceSpend(ctx, tx, r.org, r.source, r.own, r.day, sums[r]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -455,6 +492,11 @@ type bookedAsk struct {
 	own            bool
 	day            int64
 	calls, credits int64
+}
+
+// row is the row of the spend the ask adds to.
+func (a bookedAsk) row() spendRow {
+	return spendRow{org: a.org, source: a.source, day: a.day, own: a.own}
 }
 
 // takeSourceAsk deletes the ask id from the books and returns it; found false when it
@@ -524,6 +566,7 @@ func (db *DB) SettleDeadSourceAsks(ctx context.Context, self string, bookedBefor
 		if held, err := tx.Hold(ctx, LockSettleDeadAsks, false); err != nil || !held {
 			return err
 		}
+		sums := map[spendRow]SourceUse{}
 		for _, id := range dead {
 			a, found, err := takeSourceAsk(ctx, tx, id)
 			if err != nil {
@@ -532,13 +575,10 @@ func (db *DB) SettleDeadSourceAsks(ctx context.Context, self string, bookedBefor
 			if !found { // settled meanwhile by its process, which was alive after all
 				continue
 			}
-			if err := addSourceSpend(ctx, tx, a.org, a.source, a.own, a.day,
-				SourceUse{Calls: a.calls, Credits: a.credits, Unknown: 1}); err != nil {
-				return err
-			}
+			sums[a.row()] = sums[a.row()].plus(SourceUse{Calls: a.calls, Credits: a.credits, Unknown: 1})
 			settled++
 		}
-		return nil
+		return addSpendInOrder(ctx, tx, sums)
 	})
 	return settled, err
 }

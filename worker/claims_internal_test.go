@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,7 +34,10 @@ func TestABusyWorkerClaimsItsNextTaskInTheSettlesWrite(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	vendor := &pricedVendor{}
-	pool := New(db, Config{Workers: 1, Sources: []enrich.Source{vendor}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	// No poll while the test runs: a tick would have the worker claim after the last
+	// settle found the queue empty.
+	pool := New(db, Config{Workers: 1, Sources: []enrich.Source{vendor}, PollInterval: time.Hour,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 
 	before, _ := db.WriteStats()
 	workCtx, stop := context.WithCancel(ctx)
@@ -57,5 +62,68 @@ func TestABusyWorkerClaimsItsNextTaskInTheSettlesWrite(t *testing.T) {
 	<-stopped
 	after, _ := db.WriteStats()
 	is.Equal(vendor.asked.Load(), int64(5))
-	is.Equal(after-before, int64(11)) // a claim, and a booking and a settle a task
+	is.Equal(after-before, int64(11))  // a claim, and a booking and a settle a task
+	is.Equal(asksOnTheBooks(t, db), 0) // each ask settled with its task
+}
+
+// A stop that comes while the settle's write waits for the writer does not settle the
+// task a second time: the write that claimed as the worker stopped stands (the loop
+// gives its claim back), and the task's asks are not taken for ones a sweep settled.
+func TestAStopDuringTheSettlesWriteSettlesOnce(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	real, org := openDB(t)
+	_, err := real.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+	for _, domain := range []string{"a.com", "b.com"} {
+		_, err := real.CreateTask(ctx, store.BySystem, storetest.NewTask(org, domain))
+		is.NoErr(err)
+	}
+	claiming, stop := context.WithCancel(ctx)
+	stopper := &stopOnWrite{Driver: real.Driver, stop: stop}
+	db := &store.DB{Driver: stopper, Now: real.Now}
+	db.SetSubjects(real.Subjects())
+	var logs bytes.Buffer
+	vendor := &pricedVendor{}
+	pool := New(db, Config{Workers: 1, Sources: []enrich.Source{vendor}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	c, err := real.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	asks := &answeredAsks{}
+	b, skip := pool.spend.Admit(ctx, org, "pdl", false)
+	is.Equal(skip, "")
+	hit := enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}
+	pool.spend.Spent(withAnsweredAsks(ctx, asks), org, hit, b)
+
+	before, _ := real.WriteStats()
+	res := enrich.Result{Company: &enrich.Company{Name: "A", Domain: enrich.Ptr("a.com")}}
+	var next nextClaim
+	stopper.armed.Store(true)
+	pool.settle(ctx, claiming, c, store.Outcome{Result: &res, Fetched: true}, asks, &next, nil)
+	after, _ := real.WriteStats()
+	is.Equal(after-before, int64(1)) // one write
+	is.True(next.written)
+	is.True(next.claim != nil) // claimed as it stopped: the loop gives it back
+	is.True(!strings.Contains(logs.String(), "settled as unknown"))
+	task, err := real.GetTask(ctx, org, c.TaskID)
+	is.NoErr(err)
+	is.Equal(task.Status, store.StatusSucceeded)
+	got, err := real.SourceSpendSince(ctx, org, store.MonthStart(real.Now()))
+	is.NoErr(err)
+	is.Equal(got["pdl"].Total, store.SourceUse{Calls: 1, Hits: 1, Credits: 1})
+	is.Equal(pool.metrics.counter("enrichd_tasks_settled_total", "object_type", "company", "status", store.StatusSucceeded).Get(), uint64(1))
+}
+
+// stopOnWrite is a database whose writes, once armed, first stop the worker's
+// claiming, as a shutdown that comes while the write waits for the writer.
+type stopOnWrite struct {
+	store.Driver
+	stop  context.CancelFunc
+	armed atomic.Bool
+}
+
+func (d *stopOnWrite) Write(ctx context.Context, fn func(store.Tx) error) error {
+	if d.armed.Load() {
+		d.stop()
+	}
+	return d.Driver.Write(ctx, fn)
 }

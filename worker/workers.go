@@ -102,18 +102,16 @@ func (s *Pool) wakeWorker() {
 }
 
 // work claims tasks until ctx ends, and runs each to its end unless hard ends first.
-// A task's settle claims the next one in the same write (store.DB.SettleAndClaim)
-// while ctx lasts, so a busy worker claims with a write of its own only once it was
-// woken or polled after it found the queue empty.
+// On SQLite a task's settle claims the next one in the same write while ctx lasts
+// (store.DB.SettleAndClaim), so a busy worker claims with a write of its own only once
+// it is woken, or polled, after a settle found the queue empty.
 func (s *Pool) work(ctx, hard context.Context) {
 	poll := time.NewTicker(s.cfg.PollInterval)
 	defer poll.Stop()
-	var next *store.Claim
-	empty := false // the last settle found nothing queued
+	var next nextClaim
 	for ctx.Err() == nil {
-		claim := next
-		next = nil
-		if claim == nil && !empty {
+		claim := next.claim
+		if claim == nil && !next.empty {
 			if s.storageWait(ctx, poll.C) {
 				continue
 			}
@@ -126,10 +124,14 @@ func (s *Pool) work(ctx, hard context.Context) {
 		if claim != nil {
 			s.activity.Add(1)
 			s.metrics.claimed(claim, s.db.Now())
-			next, empty = s.processSafely(ctx, hard, claim)
+			if next = s.processSafely(hard, ctx, claim); next.empty {
+				// The queue was empty as the task settled: wait a whole interval, not
+				// for a tick that came while it ran.
+				poll.Reset(s.cfg.PollInterval)
+			}
 			continue
 		}
-		empty = false
+		next = nextClaim{}
 		select {
 		case <-ctx.Done():
 		case <-s.wake:
@@ -137,14 +139,24 @@ func (s *Pool) work(ctx, hard context.Context) {
 		case <-poll.C:
 		}
 	}
-	if next != nil {
+	if c := next.claim; c != nil {
 		// Claimed as the worker was told to stop: back to the queue at once.
 		releaseCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer done()
-		if err := s.db.ReleaseTask(releaseCtx, next); err != nil && !store.IsStorageFault(err) {
-			s.log.Error("releasing a task at shutdown", "task", next.TaskID, "err", err)
+		if err := s.db.ReleaseTask(releaseCtx, c); err != nil && !store.IsStorageFault(err) {
+			s.log.Error("releasing a task at shutdown", "task", c.TaskID, "err", err)
 		}
 	}
+}
+
+// nextClaim is what a task's settle did for its worker's next claim: the task it
+// claimed, or that the queue was empty (store.DB.SettleAndClaim). It is filled in as
+// the settle's write returns, so a panic after the write loses neither the claim nor
+// the settle.
+type nextClaim struct {
+	claim   *store.Claim
+	empty   bool // the settle looked for a next task, and nothing was queued
+	written bool // the settle's write was made: the task is settled, or its claim gone
 }
 
 // heartbeatEvery is how often a replica says it is alive; a replica that has not for
@@ -231,7 +243,8 @@ func (s *Pool) sweep(ctx context.Context) {
 }
 
 // process runs one claimed task to its end, keeping its lease alive meanwhile.
-func (s *Pool) process(claiming, ctx context.Context, c *store.Claim, asks *answeredAsks) (next *store.Claim, empty bool) {
+// claiming is the worker's: while it lasts, the settle claims the next task (next).
+func (s *Pool) process(ctx, claiming context.Context, c *store.Claim, asks *answeredAsks, next *nextClaim) {
 	// The deadline is measured on the store's clock, the one expires_at was set by.
 	taskCtx, cancel := context.WithTimeout(withAnsweredAsks(ctx, asks), c.ExpiresAt.Sub(s.db.Now()))
 	defer cancel()
@@ -312,26 +325,27 @@ func (s *Pool) process(claiming, ctx context.Context, c *store.Claim, asks *answ
 			s.log.Error("releasing a task at shutdown", "task", c.TaskID, "err", err)
 		}
 		s.spend.settleApart(settleCtx, asks, asks.take())
-		return nil, false
+		return
 	}
 	if c.Input.Lookup != enrich.LookupEmail && suppressed == nil {
 		out = s.outcome(settleCtx, c, res, trace, taskErr)
 	}
-	return s.settle(settleCtx, claiming, c, s.withoutSuppressed(settleCtx, c, out), asks, ctx.Done())
+	s.settle(settleCtx, claiming, c, s.withoutSuppressed(settleCtx, c, out), asks, next, ctx.Done())
 }
 
 // processSafely is process, where a panic outside the enrichment (which process
 // recovers itself) fails the task as internal_error, refunded, instead of leaving
 // its claim running until the lease runs out.
-func (s *Pool) processSafely(claiming, ctx context.Context, c *store.Claim) (next *store.Claim, empty bool) {
+func (s *Pool) processSafely(ctx, claiming context.Context, c *store.Claim) nextClaim {
 	asks := &answeredAsks{}
-	if failed := s.runSafely(c.TaskID, func() { next, empty = s.process(claiming, ctx, c, asks) }); failed != nil {
+	var next nextClaim
+	if failed := s.runSafely(c.TaskID, func() { s.process(ctx, claiming, c, asks, &next) }); failed != nil && !next.written {
 		settleCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer done()
 		// A no-op if it was settled before the panic.
-		return s.settle(settleCtx, claiming, c, store.Outcome{Err: failed}, asks, ctx.Done())
+		s.settle(settleCtx, claiming, c, store.Outcome{Err: failed}, asks, &next, ctx.Done())
 	}
-	return next, empty
+	return next
 }
 
 // settle records how a claimed task ended, if the claim is still its worker's. A
@@ -342,19 +356,25 @@ func (s *Pool) processSafely(claiming, ctx context.Context, c *store.Claim) (nex
 // asks go in the same write; those of a settle never written are settled on their
 // own (they may fail as it did, and stay on the books at their full price for a
 // sweep).
-func (s *Pool) settle(ctx, claiming context.Context, c *store.Claim, out store.Outcome, asks *answeredAsks, stop <-chan struct{}) (next *store.Claim, empty bool) {
+func (s *Pool) settle(ctx, claiming context.Context, c *store.Claim, out store.Outcome, asks *answeredAsks, next *nextClaim, stop <-chan struct{}) {
 	out.Asks = asks.take()
 	leaseEnd := s.db.Now().Add(s.cfg.Lease)
 	var settled bool
 	var err error
-	if claiming.Err() == nil {
-		settled, next, err = s.db.SettleAndClaim(ctx, c, out, s.cfg.Lease)
-		// Where the settle claims (SingleWriter), nothing claimed is an empty queue.
-		empty = err == nil && next == nil && s.db.SingleWriter()
+	stopping := claiming.Err() != nil // read once: a stop during the write must not settle again
+	if !stopping {
+		var claim *store.Claim
+		settled, claim, err = s.db.SettleAndClaim(ctx, c, out, s.cfg.Lease)
+		if err == nil {
+			// Where the settle claims (SingleWriter), nothing claimed is an empty queue.
+			*next = nextClaim{claim: claim, empty: claim == nil && s.db.SingleWriter(), written: true}
+		}
 	}
-	if claiming.Err() != nil || (err != nil && !store.IsStorageFault(err)) {
-		// Told to stop claiming, or a claim that failed on its own: the settle alone.
+	if stopping || (err != nil && !store.IsStorageFault(err)) {
+		// Told to stop claiming; or a write that failed for another reason than the
+		// storage (on SQLite, maybe the claim's own): the settle alone.
 		settled, err = s.db.Settle(ctx, c, out)
+		next.written = err == nil
 	}
 	defer func() {
 		if err != nil {
@@ -370,12 +390,13 @@ func (s *Pool) settle(ctx, claiming context.Context, c *store.Claim, out store.O
 			select {
 			case <-retry.C:
 			case <-stop:
-				return nil, false
+				return
 			case <-ctx.Done():
-				return nil, false
+				return
 			}
 			if s.db.Writable(ctx) {
 				settled, err = s.db.Settle(ctx, c, out)
+				next.written = err == nil
 			}
 		}
 	}
@@ -390,7 +411,6 @@ func (s *Pool) settle(ctx, claiming context.Context, c *store.Claim, out store.O
 		s.metrics.settled(c.Input.Lookup.ObjectType(), status, c.Input.Lookup.Cost())
 	}
 	s.sender.Wake() // in case the task has a Loop
-	return next, empty
 }
 
 // gaveUp counts and logs the tasks failed (and refunded) for their claims being lost

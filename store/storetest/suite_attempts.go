@@ -91,8 +91,8 @@ func testReleasedClaimsDoNotCountAsAttempts(t *testing.T, env *Env) {
 
 // testASettleClaimsTheNextTaskInItsWrite: where one writer runs every write,
 // SettleAndClaim settles the task and claims the next in that write, the organizations
-// in turn as ClaimTask's; after a lost claim too (the task the sweep put back is the
-// next one); nothing when nothing is queued. Elsewhere it settles alone and claims
+// in turn as ClaimTask's; after a lost claim too (the next organization's task, then
+// the one the sweep put back); nothing when nothing is queued. Elsewhere it settles alone and claims
 // nothing, and the worker claims in a write of its own.
 func testASettleClaimsTheNextTaskInItsWrite(t *testing.T, env *Env) {
 	is := is.New(t)

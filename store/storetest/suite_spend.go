@@ -391,7 +391,12 @@ func testAsksSettleWithTheirTask(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.True(settled)
 	is.Equal(spent(), store.SourceUse{Calls: 2, Unknown: 1, Pending: 1, Credits: 5}) // the hit at its booking
+	other := store.SourceAsk{OrgID: acme, Source: "apollo", Owner: "p1", Calls: 1, Credits: 1}
+	ok, err := db.BookSourceAsk(ctx, &other, 0)
+	is.NoErr(err)
+	is.True(ok)
 	asks := []store.AnsweredAsk{
+		{ID: other.ID, Use: store.SourceUse{Calls: 1, Misses: 1}}, // of another source: its own row
 		{ID: hit.ID, Use: store.SourceUse{Calls: 1, Hits: 1, Credits: 1}},
 		{ID: swept.ID, Use: store.SourceUse{Calls: 1, Hits: 1, Credits: 2}},
 	}
@@ -400,8 +405,12 @@ func testAsksSettleWithTheirTask(t *testing.T, env *Env) {
 	is.NoErr(err)
 	is.True(settled)
 	is.Equal(asks[0].Unbooked, false)
-	is.Equal(asks[1].Unbooked, true) // the sweep's unknown stands; the answer adds nothing
+	is.Equal(asks[1].Unbooked, false)
+	is.Equal(asks[2].Unbooked, true) // the sweep's unknown stands; the answer adds nothing
 	is.Equal(spent(), store.SourceUse{Calls: 2, Hits: 1, Unknown: 1, Credits: 3})
+	got, err := db.SourceSpendSince(ctx, acme, month)
+	is.NoErr(err)
+	is.Equal(got["apollo"].Total, store.SourceUse{Calls: 1, Misses: 1})
 	task, err := db.GetTask(ctx, acme, first.Task.ID)
 	is.NoErr(err)
 	is.Equal(task.Status, store.StatusSucceeded)
