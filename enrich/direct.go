@@ -178,18 +178,19 @@ func (p *Pipeline) askDirect(ctx context.Context, t *Task, m EmailMatcher, addre
 			use, a.call.OwnKey = matcher, own
 		}
 	}
-	if p.Spend != nil {
+	spend := p.spendFor(t)
+	if spend != nil {
 		var skip string
-		if a.booking, skip = p.Spend.Admit(ctx, t.Org, m.Name(), a.call.OwnKey); skip != "" {
+		if a.booking, skip = spend.Admit(ctx, t.Org, m.Name(), a.call.OwnKey); skip != "" {
 			a.call.Outcome, a.call.Reason = OutcomeSkipped, skip
 			return a
 		}
 	}
-	tally := NewTally(p.Spend, a.booking)
+	tally := NewTally(spend, a.booking)
 	start := time.Now()
 	a.person, a.err = func() (*Person, error) {
-		if p.Spend != nil {
-			defer p.spentOnPanic(ctx, t.Org, a.call, tally)
+		if spend != nil {
+			defer spentOnPanic(ctx, spend, t.Org, a.call, tally)
 		}
 		return use.PersonByEmail(ctx, tally, address)
 	}()
@@ -204,8 +205,8 @@ func (p *Pipeline) askDirect(ctx context.Context, t *Task, m EmailMatcher, addre
 // record keeps the ask in the organization's spend (when it was admitted) and in the
 // task's trace: a confirmed answer with every field it gave by this source.
 func (a directAsk) record(ctx context.Context, p *Pipeline, t *Task) {
-	if p.Spend != nil && a.call.Outcome != OutcomeSkipped {
-		p.Spend.Spent(ctx, t.Org, a.call, a.booking)
+	if spend := p.spendFor(t); spend != nil && a.call.Outcome != OutcomeSkipped {
+		spend.Spent(ctx, t.Org, a.call, a.booking)
 	}
 	tr := Trace{Sources: []SourceCall{a.call}}
 	if a.call.Outcome != OutcomeHit {

@@ -116,6 +116,7 @@ func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string,
 	}
 	wanted := wantedFields(in.Lookup, fill)
 	misses := p.knownMisses(t.Org, in)
+	spend := p.spendFor(t)
 	var (
 		merged      = f.seed
 		unavailable bool
@@ -152,9 +153,9 @@ func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string,
 		}
 		call.OwnKey = own
 		var booking *Booking
-		if p.Spend != nil {
+		if spend != nil {
 			var skip string
-			if booking, skip = p.Spend.Admit(ctx, t.Org, src.Name(), own); skip != "" {
+			if booking, skip = spend.Admit(ctx, t.Org, src.Name(), own); skip != "" {
 				call.Outcome, call.Reason = OutcomeSkipped, skip
 				tr.Sources = append(tr.Sources, call)
 				if skip == ReasonBudget {
@@ -165,15 +166,15 @@ func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string,
 				continue
 			}
 		}
-		tally := NewTally(p.Spend, booking)
+		tally := NewTally(spend, booking)
 		// A source that asks others itself (web) asks them through AskWithin: their
 		// budgets, spend and place in the task's sources are their own.
 		nested := &within{p: p, task: t}
 		tally.within = nested
 		start := time.Now()
 		res, err := func() (Result, error) {
-			if p.Spend != nil {
-				defer p.spentOnPanic(ctx, t.Org, call, tally)
+			if spend != nil {
+				defer spentOnPanic(ctx, spend, t.Org, call, tally)
 			}
 			if got := f.givenBy(src.Name(), in); got != nil {
 				return *got, nil // paid for with the search that returned it
@@ -217,8 +218,8 @@ func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string,
 				p.Logger.Warn("source failed", "source", call.Name, "lookup", string(in.Lookup), "err", err)
 			}
 		}
-		if p.Spend != nil {
-			p.Spend.Spent(ctx, t.Org, call, booking)
+		if spend != nil {
+			spend.Spent(ctx, t.Org, call, booking)
 		}
 		misses.record(ctx, src, call)
 		tr.Sources = append(tr.Sources, call)
@@ -244,12 +245,20 @@ func (p *Pipeline) lookup(ctx context.Context, t *Task, in Input, fill []string,
 // spend should the source panic, then panics on for the task's own recovery: an ask
 // never settled would stay on the books at its full price until a sweep took it for
 // lost, and what it cost would not be known.
-func (p *Pipeline) spentOnPanic(ctx context.Context, org string, call SourceCall, tally *Tally) {
+func spentOnPanic(ctx context.Context, spend Spend, org string, call SourceCall, tally *Tally) {
 	if v := recover(); v != nil {
 		call.Outcome, call.VendorCalls, call.Credits = OutcomeError, tally.Calls(), tally.Credits()
-		p.Spend.Spent(ctx, org, call, tally.Booking())
+		spend.Spent(ctx, org, call, tally.Booking())
 		panic(v)
 	}
+}
+
+// spendFor is the Spend of t's asks: its own, or else the Pipeline's (nil: none).
+func (p *Pipeline) spendFor(t *Task) Spend {
+	if t != nil && t.Spend != nil {
+		return t.Spend
+	}
+	return p.Spend
 }
 
 // ReasonNothingNew: the source knew the subject but had none of the fields still

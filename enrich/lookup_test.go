@@ -346,3 +346,23 @@ func TestTheTaskTraceGathersEnrichCalls(t *testing.T) {
 	is.Equal(outcomes(tr.Sources), []string{"a miss 2", "b hit 2"})
 	is.Equal(tr.Provenance, enrich.Provenance{"network_url": "b", "full_name": "b"})
 }
+
+// A task's own Spend takes the Pipeline's place for its asks: admitted and settled
+// there, the Pipeline's told nothing.
+func TestATasksOwnSpendTakesThePipelines(t *testing.T) {
+	is := is.New(t)
+	var asked []string
+	pipelines, tasks := &budgets{allow: map[string]bool{"a": true}}, &budgets{allow: map[string]bool{"a": true}}
+	p := &enrich.Pipeline{
+		Sources: []enrich.Source{enrichtest.Source{SourceName: "a", Company: company("Acme", "acme.com", ""), Asked: &asked}},
+		Spend:   pipelines,
+	}
+
+	_, _, terr := p.Lookup(context.Background(), &enrich.Task{Org: "org-1", Spend: tasks}, enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"})
+
+	is.True(terr == nil)
+	is.Equal(asked, []string{"a acme.com"})
+	is.Equal(len(tasks.spent), 1)
+	is.Equal(tasks.orgs, []string{"org-1"})
+	is.Equal(len(pipelines.spent), 0)
+}

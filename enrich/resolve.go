@@ -558,18 +558,19 @@ func (p *Pipeline) resolved(ctx context.Context, t *Task, employer Employer, com
 func (p *Pipeline) searchStaffSpent(ctx context.Context, t *Task, src Source, ss StaffSearcher, q StaffQuery, limit int, own bool) (members []StaffMember, cutOff bool, skip string, err error) {
 	call := SourceCall{Name: src.Name(), OwnKey: own}
 	var booking *Booking
-	if p.Spend != nil {
-		if booking, skip = p.Spend.Admit(ctx, t.Org, src.Name(), own); skip != "" {
+	spend := p.spendFor(t)
+	if spend != nil {
+		if booking, skip = spend.Admit(ctx, t.Org, src.Name(), own); skip != "" {
 			call.Outcome, call.Reason = OutcomeSkipped, skip
 			t.trace.record(Result{}, Trace{Sources: []SourceCall{call}})
 			return nil, false, skip, nil
 		}
 	}
-	tally := NewTally(p.Spend, booking)
+	tally := NewTally(spend, booking)
 	start := time.Now()
 	members, cutOff, err = func() ([]StaffMember, bool, error) {
-		if p.Spend != nil {
-			defer p.spentOnPanic(ctx, t.Org, call, tally)
+		if spend != nil {
+			defer spentOnPanic(ctx, spend, t.Org, call, tally)
 		}
 		return searchStaff(ctx, tally, ss, q, limit)
 	}()
@@ -582,8 +583,8 @@ func (p *Pipeline) searchStaffSpent(ctx context.Context, t *Task, src Source, ss
 	default:
 		call.Outcome = OutcomeError
 	}
-	if p.Spend != nil {
-		p.Spend.Spent(ctx, t.Org, call, booking)
+	if spend != nil {
+		spend.Spent(ctx, t.Org, call, booking)
 	}
 	t.trace.record(Result{}, Trace{Sources: []SourceCall{call}})
 	return members, cutOff, "", err

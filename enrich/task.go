@@ -50,6 +50,9 @@ type Task struct {
 	// task's object type; an email lookup's are the person's); empty: the first
 	// source that knows the subject gives the answer.
 	Fill []string
+	// Spend, when set, is the task's own in the Pipeline's place: the workers' keeps
+	// the asks the task's sources answered for the write that settles the task.
+	Spend Spend
 
 	// trace gathers what the task's lookups asked (Trace).
 	trace recorder
@@ -395,21 +398,22 @@ func AskWithin[T any](ctx context.Context, t *Tally, src Source, in Input, fn fu
 		w.add(call)
 		return zero, fmt.Errorf("%s did not know %s when last asked: %w", src.Name(), in.Target, ErrNotFound)
 	}
+	spend := w.p.spendFor(w.task)
 	var booking *Booking
-	if w.p.Spend != nil {
+	if spend != nil {
 		var skip string
-		if booking, skip = w.p.Spend.Admit(ctx, w.task.Org, src.Name(), false); skip != "" {
+		if booking, skip = spend.Admit(ctx, w.task.Org, src.Name(), false); skip != "" {
 			call.Outcome, call.Reason = OutcomeSkipped, skip
 			w.add(call)
 			return zero, fmt.Errorf("%s: %w", src.Name(), ErrNotAsked)
 		}
 	}
-	tally := NewTally(w.p.Spend, booking) // its own: these calls are src's, not the asking source's
-	tally.within = w                      // and what src asks in turn is the task's too
+	tally := NewTally(spend, booking) // its own: these calls are src's, not the asking source's
+	tally.within = w                  // and what src asks in turn is the task's too
 	start := time.Now()
 	v, err := func() (T, error) {
-		if w.p.Spend != nil {
-			defer w.p.spentOnPanic(ctx, w.task.Org, call, tally)
+		if spend != nil {
+			defer spentOnPanic(ctx, spend, w.task.Org, call, tally)
 		}
 		return fn(ctx, tally)
 	}()
@@ -423,8 +427,8 @@ func AskWithin[T any](ctx context.Context, t *Tally, src Source, in Input, fn fu
 	default:
 		call.Outcome = OutcomeError
 	}
-	if w.p.Spend != nil {
-		w.p.Spend.Spent(ctx, w.task.Org, call, booking)
+	if spend != nil {
+		spend.Spent(ctx, w.task.Org, call, booking)
 	}
 	misses.record(ctx, src, call)
 	w.add(call)

@@ -92,7 +92,7 @@ func TestAStopDuringTheSettlesWriteSettlesOnce(t *testing.T) {
 	b, skip := pool.spend.Admit(ctx, org, "pdl", false)
 	is.Equal(skip, "")
 	hit := enrich.SourceCall{Name: "pdl", Outcome: enrich.OutcomeHit, VendorCalls: 1, Credits: 1}
-	pool.spend.Spent(withAnsweredAsks(ctx, asks), org, hit, b)
+	pool.spend.forTask(asks).Spent(ctx, org, hit, b)
 
 	before, _ := real.WriteStats()
 	res := enrich.Result{Company: &enrich.Company{Name: "A", Domain: enrich.Ptr("a.com")}}

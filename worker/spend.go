@@ -99,41 +99,71 @@ func (k *spendKeeper) Book(ctx context.Context, b *enrich.Booking, calls, credit
 	return nil
 }
 
-// Spent settles the ask: its booking is replaced by what it cost, in one write, or,
-// for an ask of a task the workers run, in the write that settles the task
-// (answeredAsks): one write fewer a task, the ask counted at its booking meanwhile. An ask
+// Spent settles the ask: its booking is replaced by what it cost, in one write (a
+// task's own Spend, taskSpend, leaves it to the write that settles the task). An ask
 // with no booking that sent a request (a source that costs nothing) is added to the
 // spend as it is; one that sent nothing and cost nothing writes nothing. The write
 // outlives the task's context: an ask the vendor answered is paid whether or not the
 // task still waits for it. An ask whose settling fails stays on the books at its full
 // price until a sweep settles it as unknown.
 func (k *spendKeeper) Spent(ctx context.Context, org string, call enrich.SourceCall, b *enrich.Booking) {
-	k.metrics.counter("enrichd_source_asks_total", "source", call.Name, "outcome", call.Outcome).Inc()
-	if call.VendorCalls != 0 || call.Credits != 0 {
-		k.metrics.counter("enrichd_source_vendor_credits_total", "source", call.Name).AddInt64(call.Credits)
+	k.counted(call)
+	if b != nil {
+		k.settleAsk(ctx, b, store.UseOf(call))
+		return
 	}
-	if b == nil && call.VendorCalls == 0 && call.Credits == 0 {
+	if call.VendorCalls == 0 && call.Credits == 0 {
 		return
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookTimeout)
 	defer cancel()
-	if b != nil && answeredFor(ctx).add(b, call) {
-		return // settled with its task, in the same write
-	}
-	var err error
-	if b != nil {
-		var settled bool
-		settled, err = k.db.SettleSourceAsk(wctx, b.ID, store.UseOf(call))
-		if err == nil && !settled {
-			k.sweptFirst(b, call.Credits)
-		}
-	} else {
-		err = k.db.AddSourceSpend(wctx, org, call.Name, call.OwnKey, k.db.Now(), store.UseOf(call))
-	}
 	// A storage fault is the store's to log, once a minute with a count, not once an ask.
-	if err != nil && !store.IsStorageFault(err) {
+	if err := k.db.AddSourceSpend(wctx, org, call.Name, call.OwnKey, k.db.Now(), store.UseOf(call)); err != nil && !store.IsStorageFault(err) {
 		k.log.Error("recording what a source cost", "source", call.Name, "org_id", org, "credits", call.Credits, "err", err.Error())
 	}
+}
+
+// counted counts an ask in the metrics, as its answer comes.
+func (k *spendKeeper) counted(call enrich.SourceCall) {
+	k.metrics.counter("enrichd_source_asks_total", "source", call.Name, "outcome", call.Outcome).Inc()
+	if call.VendorCalls != 0 || call.Credits != 0 {
+		k.metrics.counter("enrichd_source_vendor_credits_total", "source", call.Name).AddInt64(call.Credits)
+	}
+}
+
+// settleAsk settles the ask b with what it cost, u, in one write that outlives the
+// task's context.
+func (k *spendKeeper) settleAsk(ctx context.Context, b *enrich.Booking, u store.SourceUse) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookTimeout)
+	defer cancel()
+	settled, err := k.db.SettleSourceAsk(wctx, b.ID, u)
+	switch {
+	case err != nil && !store.IsStorageFault(err): // the store logs those, once a minute
+		k.log.Error("recording what a source cost", "source", b.Source, "org_id", b.Org, "credits", u.Credits, "err", err.Error())
+	case err == nil && !settled:
+		k.sweptFirst(b, u.Credits)
+	}
+}
+
+// taskSpend is the Spend of one task the workers run (enrich.Task.Spend): the keeper's,
+// but for the asks whose answers came, which are kept for the write that settles the
+// task (answeredAsks) rather than settled one write each.
+type taskSpend struct {
+	*spendKeeper
+	asks *answeredAsks
+}
+
+// forTask is the Spend of a task whose answered asks asks keeps.
+func (k *spendKeeper) forTask(asks *answeredAsks) enrich.Spend {
+	return taskSpend{spendKeeper: k, asks: asks}
+}
+
+func (t taskSpend) Spent(ctx context.Context, org string, call enrich.SourceCall, b *enrich.Booking) {
+	if b != nil && t.asks.add(b, call) {
+		t.counted(call)
+		return // settled with its task, in the same write
+	}
+	t.spendKeeper.Spent(ctx, org, call, b)
 }
 
 // answeredAsks are a running task's asks whose answers came, kept for the write that
@@ -148,25 +178,9 @@ type answeredAsks struct {
 	taken  bool
 }
 
-type answeredAsksKey struct{}
-
-// withAnsweredAsks is ctx carrying a, for the task's asks.
-func withAnsweredAsks(ctx context.Context, a *answeredAsks) context.Context {
-	return context.WithValue(ctx, answeredAsksKey{}, a)
-}
-
-// answeredFor is the task's answeredAsks in ctx; nil outside a task.
-func answeredFor(ctx context.Context) *answeredAsks {
-	a, _ := ctx.Value(answeredAsksKey{}).(*answeredAsks)
-	return a
-}
-
 // add keeps the answered ask b for the task's settle, and reports whether it did: not
-// outside a task, nor once the task's asks were taken.
+// once the task's asks were taken.
 func (a *answeredAsks) add(b *enrich.Booking, call enrich.SourceCall) bool {
-	if a == nil {
-		return false
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.taken {
@@ -193,8 +207,7 @@ func (a *answeredAsks) take() []store.AnsweredAsk {
 func (k *spendKeeper) settled(a *answeredAsks, asks []store.AnsweredAsk) {
 	for i, ask := range asks {
 		if ask.Unbooked {
-			b := a.booked[i]
-			k.sweptFirst(b, ask.Use.Credits)
+			k.sweptFirst(a.booked[i], ask.Use.Credits)
 		}
 	}
 }
@@ -202,17 +215,8 @@ func (k *spendKeeper) settled(a *answeredAsks, asks []store.AnsweredAsk) {
 // settleApart settles asks on their own, each in one write: those whose task's settle
 // was not written (a shutdown released the task, or the database refused the settle).
 func (k *spendKeeper) settleApart(ctx context.Context, a *answeredAsks, asks []store.AnsweredAsk) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookTimeout)
-	defer cancel()
 	for i, ask := range asks {
-		b := a.booked[i]
-		settled, err := k.db.SettleSourceAsk(wctx, ask.ID, ask.Use)
-		switch {
-		case err != nil && !store.IsStorageFault(err):
-			k.log.Error("recording what a source cost", "source", b.Source, "org_id", b.Org, "credits", ask.Use.Credits, "err", err.Error())
-		case err == nil && !settled:
-			k.sweptFirst(b, ask.Use.Credits)
-		}
+		k.settleAsk(ctx, a.booked[i], ask.Use)
 	}
 }
 

@@ -157,17 +157,17 @@ func TestATasksAnsweredAsksWaitForItsSettle(t *testing.T) {
 	}
 
 	asks := &answeredAsks{}
-	taskCtx := withAnsweredAsks(ctx, asks)
-	first, _ := keeper.Admit(taskCtx, org, "pdl", false)
-	keeper.Spent(taskCtx, org, hit, first)
+	task := keeper.forTask(asks)
+	first, _ := task.Admit(ctx, org, "pdl", false)
+	task.Spent(ctx, org, hit, first)
 	is.Equal(asksOnTheBooks(t, db), 1) // kept for the settle, counted at its booking
 	is.Equal(spent(), store.SourceUse{Calls: 1, Pending: 1, Credits: 1})
 	taken := asks.take()
 	is.Equal(taken, []store.AnsweredAsk{{ID: first.ID, Use: store.UseOf(hit)}})
 
 	// An answer that comes after the task's asks were taken is settled at once.
-	late, _ := keeper.Admit(taskCtx, org, "pdl", false)
-	keeper.Spent(taskCtx, org, hit, late)
+	late, _ := task.Admit(ctx, org, "pdl", false)
+	task.Spent(ctx, org, hit, late)
 	is.Equal(asksOnTheBooks(t, db), 1)
 	is.Equal(spent(), store.SourceUse{Calls: 2, Hits: 1, Pending: 1, Credits: 2})
 

@@ -246,7 +246,7 @@ func (s *Pool) sweep(ctx context.Context) {
 // claiming is the worker's: while it lasts, the settle claims the next task (next).
 func (s *Pool) process(ctx, claiming context.Context, c *store.Claim, asks *answeredAsks, next *nextClaim) {
 	// The deadline is measured on the store's clock, the one expires_at was set by.
-	taskCtx, cancel := context.WithTimeout(withAnsweredAsks(ctx, asks), c.ExpiresAt.Sub(s.db.Now()))
+	taskCtx, cancel := context.WithTimeout(ctx, c.ExpiresAt.Sub(s.db.Now()))
 	defer cancel()
 	leaseDone := make(chan struct{})
 	go func() {
@@ -257,6 +257,8 @@ func (s *Pool) process(ctx, claiming context.Context, c *store.Claim, asks *answ
 	var res enrich.Result
 	var trace enrich.Trace
 	var taskErr *enrich.TaskError
+	// The task's answered asks are settled with it (answeredAsks).
+	spend := s.spend.forTask(asks)
 	// A task queued before its subject was suppressed asks no source.
 	suppressed := s.claimSuppressed(taskCtx, c)
 	if suppressed != nil {
@@ -286,7 +288,7 @@ func (s *Pool) process(ctx, claiming context.Context, c *store.Claim, asks *answ
 			// trace gathers what each source was asked, and where the person came from. The
 			// person it finds is filled by the organization's person list, as a profile
 			// lookup's is.
-			task := &enrich.Task{Org: c.OrgID, Fill: fill}
+			task := &enrich.Task{Org: c.OrgID, Fill: fill, Spend: spend}
 			o := p.ResolveEmail(taskCtx, task, c.Input)
 			out = store.Outcome{Err: o.Err, KeepGathered: s.cfg.KeepGathered(), TieBroken: o.TieBroken,
 				Trace: task.Trace(o.Result)}
@@ -308,7 +310,7 @@ func (s *Pool) process(ctx, claiming context.Context, c *store.Claim, asks *answ
 				}
 			}
 		} else {
-			res, trace, taskErr = p.Lookup(taskCtx, &enrich.Task{Org: c.OrgID, Fill: fill}, c.Input)
+			res, trace, taskErr = p.Lookup(taskCtx, &enrich.Task{Org: c.OrgID, Fill: fill, Spend: spend}, c.Input)
 		}
 	}); failed != nil {
 		out, taskErr = store.Outcome{Err: failed}, failed
