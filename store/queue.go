@@ -518,7 +518,7 @@ func (db *DB) RequeueAbandoned(ctx context.Context) (requeued int, gaveUp []Expi
 		if err != nil {
 			return err
 		}
-		requeued, err = db.requeue(ctx, tx, orgs, "tasks_running_lease", "", abandonedWhere, ms(now))
+		requeued, err = db.requeue(ctx, tx, orgs, db.requeueAbandonedQuery, ms(now))
 		return err
 	})
 	if err != nil {
@@ -542,30 +542,33 @@ const abandonedWhere = `status = 'running' AND lease_until < ?`
 // organizations (n rounded up to a power of two), then the time.
 func (db *DB) RequeueAbandonedQuery(n int) string {
 	in, _ := inList(make([]string, n))
+	return db.requeueAbandonedQuery(in)
+}
+
+// requeueAbandonedQuery puts back the abandoned tasks of the organizations in (inList),
+// walking the index of running tasks: SQLite's planner, left to itself, walks an
+// organization's every task by the list's index to find the few running ones.
+func (db *DB) requeueAbandonedQuery(in string) string {
 	return requeueQuery(db.IndexedBy("tasks", "tasks_running_lease"), in, "", abandonedWhere)
 }
 
+// requeueQuery puts back the running tasks of table (tasks, or it with an index
+// named) of the organizations in that match where, setting set too.
 func requeueQuery(table, in, set, where string) string {
 	return `UPDATE ` + table + ` SET status = 'queued', started_at = NULL, lease_token = NULL, lease_until = NULL` + set + `
 		WHERE org_id IN ` + in + ` AND ` + where + ` RETURNING org_id`
 }
 
-// requeue puts the running tasks of orgs that match where back in the queue, setting
-// set too, and their organizations in line; it returns how many it put back. The
-// organizations' rows are locked first, as an enqueue locks its own (see ClaimTask).
-// index, when not empty, is the index the update walks: SQLite's planner, left to
-// itself, walks an organization's every task by the list's index to find the few
-// running ones.
-func (db *DB) requeue(ctx context.Context, tx Tx, orgs []string, index, set, where string, args ...any) (int, error) {
+// requeue runs query (a requeueQuery, given the organizations' placeholders) with
+// args after the organizations', putting running tasks of orgs back in the queue and
+// their organizations in line; it returns how many it put back. The organizations'
+// rows are locked first, as an enqueue locks its own (see ClaimTask).
+func (db *DB) requeue(ctx context.Context, tx Tx, orgs []string, query func(in string) string, args ...any) (int, error) {
 	if err := tx.LockOrgs(ctx, orgs...); err != nil {
 		return 0, err
 	}
-	table := "tasks"
-	if index != "" {
-		table = db.IndexedBy(table, index)
-	}
 	in, inArgs := inList(orgs)
-	rows, err := tx.Query(ctx, requeueQuery(table, in, set, where), append(inArgs, args...)...)
+	rows, err := tx.Query(ctx, query(in), append(inArgs, args...)...)
 	back, err := collect(rows, err, func(row Row) (string, error) {
 		var org string
 		return org, row.Scan(&org)
@@ -583,13 +586,19 @@ func (db *DB) requeue(ctx context.Context, tx Tx, orgs []string, index, set, whe
 	return len(back), tx.NotifyQueued(ctx)
 }
 
+// releaseQuery gives a claimed task back (its id and lease token follow the
+// organization), its attempt undone: found by its id, it needs no index named.
+func releaseQuery(in string) string {
+	return requeueQuery("tasks", in, `, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END`,
+		`id = ? AND lease_token = ? AND status = 'running'`)
+}
+
 // ReleaseTask puts a claimed task back in the queue untouched, for a worker that stops
 // (a shutdown) before the task is done. The claim given back does not count as an
 // attempt.
 func (db *DB) ReleaseTask(ctx context.Context, c *Claim) error {
 	return db.Write(ctx, func(tx Tx) error {
-		_, err := db.requeue(ctx, tx, []string{c.OrgID}, "", `, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END`,
-			`id = ? AND lease_token = ? AND status = 'running'`, c.TaskID, c.Token)
+		_, err := db.requeue(ctx, tx, []string{c.OrgID}, releaseQuery, c.TaskID, c.Token)
 		return err
 	})
 }

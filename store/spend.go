@@ -411,21 +411,12 @@ func (db *DB) AddToSourceAsk(ctx context.Context, a SourceAsk, calls, credits in
 // unknown, at its full price), and nothing was added.
 func (db *DB) SettleSourceAsk(ctx context.Context, id string, u SourceUse) (settled bool, err error) {
 	err = db.Write(ctx, func(tx Tx) error {
-		settled, err = settleSourceAsk(ctx, tx, id, u)
+		ask := []AnsweredAsk{{ID: id, Use: u}}
+		err := settleAnsweredAsks(ctx, tx, ask)
+		settled = err == nil && !ask[0].Unbooked
 		return err
 	})
 	return settled, err
-}
-
-func settleSourceAsk(ctx context.Context, tx Tx, id string, u SourceUse) (settled bool, err error) {
-	a, found, err := takeSourceAsk(ctx, tx, id)
-	if err != nil || !found {
-		return false, err
-	}
-	if u.Calls == 0 && u.Credits == 0 {
-		return true, nil // it sent nothing: nothing to count, as an ask off the books
-	}
-	return true, addSourceSpend(ctx, tx, a.org, a.source, a.own, a.day, u)
 }
 
 // AnsweredAsk is an ask on the books whose answer came, with what it cost, left for
@@ -438,9 +429,10 @@ type AnsweredAsk struct {
 	Unbooked bool
 }
 
-// settleAnsweredAsks settles asks as SettleSourceAsk does, in tx: each taken off the
-// books, then what they cost added up by row of the spend and added in the rows' order
-// (addSpendInOrder).
+// settleAnsweredAsks settles asks in tx: each taken off the books (Unbooked when a
+// sweep took it first), then what they cost added up by row of the spend and added in
+// the rows' order (addSpendInOrder); one that sent nothing and cost nothing adds
+// nothing.
 func settleAnsweredAsks(ctx context.Context, tx Tx, asks []AnsweredAsk) error {
 	sums := map[spendRow]SourceUse{}
 	for i := range asks {
