@@ -34,6 +34,7 @@ import (
 
 	"enrichd/store"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -88,7 +89,10 @@ type DB struct {
 	// suppressed is the organizations' suppressions, while listening (SuppressionCache)
 	suppressed store.SuppressionCache
 
-	listen    listener
+	listen listener
+	// self is what this process's NOTIFYs of queued tasks carry, so that its own
+	// listener passes them over: the process wakes its workers itself as it queues.
+	self      string
 	closing   chan struct{}
 	closeOnce sync.Once
 }
@@ -110,7 +114,7 @@ func Open(ctx context.Context, dsn string, now func() time.Time) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to PostgreSQL: %w", err)
 	}
-	db := &DB{pool: pool, nowFn: now, closing: make(chan struct{})}
+	db := &DB{pool: pool, nowFn: now, self: uuid.NewString(), closing: make(chan struct{})}
 	db.reader = exec{q: pool, reading: true}
 	db.Health.Init(func() time.Time { return db.nowFn() }, db.probeWrite)
 	if err := db.migrate(ctx); err != nil {
@@ -188,7 +192,7 @@ const maxTxAttempts = 4
 // deadlock (40001, 40P01) runs fn again, so fn must have no effect outside the
 // transaction. A write the database cannot take (see storageFault) fails with the
 // store's storage_unavailable *enrich.Error.
-func (db *DB) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+func (db *DB) inTx(ctx context.Context, fn func(tx *pipe) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -210,12 +214,14 @@ func (db *DB) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return db.storageChecked(err)
 }
 
-func (db *DB) tx1(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{})
+func (db *DB) tx1(ctx context.Context, fn func(tx *pipe) error) error {
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("starting a database transaction: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer conn.Release()
+	tx := newPipe(conn.Conn())
+	defer tx.rollback(context.WithoutCancel(ctx))
 	if err := store.Guarded(fn)(tx); err != nil {
 		return err
 	}
@@ -227,8 +233,8 @@ func (db *DB) tx1(ctx context.Context, fn func(tx pgx.Tx) error) error {
 			return err
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return &commitError{err}
+	if err := tx.commit(ctx); err != nil {
+		return err
 	}
 	db.commits.Add(1)
 	if wrote {
@@ -300,13 +306,12 @@ func (db *DB) readChecked(err error) error { return store.ReadChecked(err, stora
 // tasksChannel is the NOTIFY channel of enqueued tasks.
 const tasksChannel = "enrichd_tasks"
 
-// notifyTasks tells every replica's listener (DB.Wakeups) that a task was enqueued.
-// Call it inside the enqueue transaction: PostgreSQL delivers the notification when
-// it commits, and not at all if it rolls back; notifications of one transaction are
-// folded into one.
-func notifyTasks(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, tasksChannel)
-	return err
+// notifyTasks tells every other replica's listener (DB.Wakeups) that a task was
+// queued; from is the sender (DB.self). It is sent with the transaction's next
+// statement: PostgreSQL delivers the notification when the transaction commits, and
+// not at all if it rolls back; notifications of one transaction are folded into one.
+func notifyTasks(tx *pipe, from string) {
+	tx.later(`SELECT pg_notify($1, $2)`, tasksChannel, from)
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }

@@ -27,6 +27,7 @@ type pgQuerier interface {
 type exec struct {
 	q       pgQuerier
 	reading bool
+	from    string // a write's: the NOTIFYs' sender (notifyTasks)
 }
 
 func (e exec) checked(err error) error {
@@ -108,7 +109,7 @@ func rebindText(query string) string {
 
 // Write runs fn in a write transaction (see inTx).
 func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {
-	return db.inTx(ctx, func(tx pgx.Tx) error { return fn(exec{q: tx}) })
+	return db.inTx(ctx, func(tx *pipe) error { return fn(exec{q: tx, from: db.self}) })
 }
 
 // Read runs fn in a read-only transaction (see readTx).

@@ -6,8 +6,6 @@ import (
 
 	"enrichd/enrich"
 	"enrichd/store"
-
-	"github.com/jackc/pgx/v5"
 )
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
@@ -19,8 +17,6 @@ func errCode(err error) string {
 	}
 	return ""
 }
-
-type pgxTx = pgx.Tx
 
 // facade is db as the rest of enrichd calls it: package store's operations on this
 // driver, on the driver's clock.

@@ -23,6 +23,9 @@ type listener struct {
 	// alive is when the connection last proved it was listening (monotonic, see
 	// sinceStart): LISTEN done, a notification or a ping answered. 0 while it is not.
 	alive atomic.Int64
+	// tasksHeard counts the notifications of queued tasks heard, this process's own
+	// among them.
+	tasksHeard atomic.Int64
 }
 
 // processStart is the origin of sinceStart: the monotonic clock, which a change of the
@@ -68,8 +71,11 @@ const (
 // listenApplication names the LISTEN connection in pg_stat_activity.
 const listenApplication = "enrichd listen"
 
-// Wakeups returns a channel that receives when some replica (this one included) has
-// enqueued a task, so idle workers claim at once instead of at their next poll. It
+// Wakeups returns a channel that receives when another replica has queued a task, so
+// idle workers claim at once instead of at their next poll; the process that queues a
+// task wakes its own workers, and its own notifications would wake a second one for
+// the same task, to find nothing to claim (two claims of three were empty in a
+// 10,000-row batch, docs/performance.md). It
 // holds at most one signal: many enqueues while nobody reads make one wakeup, and the
 // listener never blocks on a slow reader. After the LISTEN connection is lost and made
 // again it signals once, since notifications sent meanwhile were missed. Polling stays
@@ -203,7 +209,10 @@ func (db *DB) listenOn(ctx context.Context, conn *pgx.Conn) error {
 			case suppressionsChannel:
 				db.suppressed.Invalidate()
 			default:
-				db.listen.signal()
+				db.listen.tasksHeard.Add(1)
+				if n.Payload != db.self {
+					db.listen.signal()
+				}
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()

@@ -12,7 +12,8 @@ import (
 // naming the one expected ("" for any).
 func isUniqueViolation(err error, constraint string) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505" && (constraint == "" || pe.ConstraintName == constraint)
+	var le *laterError // an earlier statement's, not this one's
+	return !errors.As(err, &le) && errors.As(err, &pe) && pe.Code == "23505" && (constraint == "" || pe.ConstraintName == constraint)
 }
 
 // KeyTouches are the writes of keys' last use under way in this replica.

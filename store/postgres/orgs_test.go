@@ -162,7 +162,7 @@ func TestWakeupsSignalACommittedNotify(t *testing.T) {
 	// The listener connects within a second or two; past 30 seconds it never will.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		is.NoErr(a.inTx(ctx, func(tx pgxTx) error { return notifyTasks(ctx, tx) }))
+		is.NoErr(a.inTx(ctx, func(tx *pipe) error { notifyTasks(tx, a.self); return nil }))
 		select {
 		case <-wake:
 			return

@@ -26,7 +26,7 @@ import (
 // NextTurn takes the first turn no other claimer holds (SKIP LOCKED), but for those
 // passed.
 func (e exec) NextTurn(ctx context.Context, passed []string) (string, error) {
-	tx := e.q.(pgx.Tx)
+	tx := e.q
 	var org string
 	// Not nil: `<> ALL(NULL)` is never true.
 	err := tx.QueryRow(ctx, `SELECT org_id FROM queue_turns WHERE org_id <> ALL($1)
@@ -47,7 +47,7 @@ func (e exec) NextTurn(ctx context.Context, passed []string) (string, error) {
 
 // LeaveQueue: see leaveQueue.
 func (e exec) LeaveQueue(ctx context.Context, orgID string) error {
-	return leaveQueue(ctx, e.q.(pgx.Tx), orgID)
+	return leaveQueue(ctx, e.q, orgID)
 }
 
 // QueueSeq is the sequence queue_turns_seq: two claimers at once never take the same
@@ -59,7 +59,7 @@ func (db *DB) QueueSeq() string { return `nextval('queue_turns_seq')` }
 // locked by another transaction (a cancel under way) keeps the turn, and so does an
 // organization whose row another transaction holds: it may be queuing a task that this
 // transaction cannot see yet.
-func leaveQueue(ctx context.Context, tx pgx.Tx, orgID string) error {
+func leaveQueue(ctx context.Context, tx pgQuerier, orgID string) error {
 	var id string
 	err := tx.QueryRow(ctx, `SELECT id FROM orgs WHERE id = $1 FOR NO KEY UPDATE SKIP LOCKED`, orgID).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -74,9 +74,8 @@ func leaveQueue(ctx context.Context, tx pgx.Tx, orgID string) error {
 }
 
 // lockOrgs is lockOrg for several organizations, locked in one order.
-func lockOrgs(ctx context.Context, tx pgx.Tx, orgs []string) error {
+func lockOrgs(tx *pipe, orgs []string) {
 	orgs = slices.Clone(orgs)
 	slices.Sort(orgs)
-	_, err := tx.Exec(ctx, `SELECT 1 FROM orgs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, orgs)
-	return err
+	tx.later(`SELECT 1 FROM orgs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, orgs)
 }

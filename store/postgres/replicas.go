@@ -18,7 +18,7 @@ func (db *DB) Heartbeat(ctx context.Context, replicaID string, ttl time.Duration
 	if replicaID == "" || ttl <= 0 {
 		return 0, fmt.Errorf("a heartbeat needs a replica id and a positive ttl")
 	}
-	err = db.inTx(ctx, func(tx pgx.Tx) error {
+	err = db.inTx(ctx, func(tx *pipe) error {
 		now := ms(db.now())
 		if _, err := tx.Exec(ctx, `INSERT INTO replicas (id, expires_at) VALUES ($1, $2)
 			ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`, replicaID, now+ttl.Milliseconds()); err != nil {

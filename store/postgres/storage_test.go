@@ -9,7 +9,6 @@ import (
 	"enrichd/enrich"
 	"enrichd/store"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 )
 
@@ -55,7 +54,7 @@ func TestACommitCutOffPromisesNothing(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, _ := newTestDB(t)
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
+	err := db.inTx(ctx, func(tx *pipe) error {
 		var pid int
 		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 			return err

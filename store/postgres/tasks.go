@@ -2,23 +2,16 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // lockOrg locks the organization's row against the other enqueues of its tasks and
 // against a claimer dropping its turn. FOR NO KEY UPDATE, not FOR UPDATE: rows that
 // refer to the organization (a task, a ledger row) take FOR KEY SHARE on it, which
-// FOR UPDATE would make wait.
-func lockOrg(ctx context.Context, tx pgx.Tx, orgID string) error {
-	var id string
-	err := tx.QueryRow(ctx, `SELECT id FROM orgs WHERE id = $1 FOR NO KEY UPDATE`, orgID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("organization %s: not found", orgID)
-	}
-	return err
+// FOR UPDATE would make wait. The lock is sent with the transaction's next statement:
+// every caller's next statements write or read what the lock guards, and a row that
+// refers to an organization that is not there fails on its foreign key.
+func lockOrg(tx *pipe, orgID string) {
+	tx.later(`SELECT 1 FROM orgs WHERE id = $1 FOR NO KEY UPDATE`, orgID)
 }
 
 // SingleWriter is false: transactions run side by side, and a read ahead of one would
@@ -32,11 +25,14 @@ func (db *DB) IndexedBy(table, index string) string { return table }
 
 // LockOrgs locks the organizations' rows in one order (see lockOrg).
 func (e exec) LockOrgs(ctx context.Context, orgIDs ...string) error {
+	tx := e.q.(*pipe)
 	if len(orgIDs) == 1 {
-		return lockOrg(ctx, e.q.(pgx.Tx), orgIDs[0])
+		lockOrg(tx, orgIDs[0])
+	} else {
+		lockOrgs(tx, orgIDs)
 	}
-	return lockOrgs(ctx, e.q.(pgx.Tx), orgIDs)
+	return nil
 }
 
 // NotifyQueued sends the NOTIFY of an enqueued task, delivered at commit.
-func (e exec) NotifyQueued(ctx context.Context) error { return notifyTasks(ctx, e.q.(pgx.Tx)) }
+func (e exec) NotifyQueued(ctx context.Context) error { notifyTasks(e.q.(*pipe), e.from); return nil }

@@ -1,0 +1,206 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// pipe is a write transaction on one connection that sends what needs no answer with
+// the next statement that does, in one round trip: its BEGIN with its first statement,
+// the statements queued by later (a lock taken, a NOTIFY, a row whose failure is the
+// transaction's) with the next statement, and the last of them with its COMMIT. A
+// batch row's task took sixteen round trips; on a two-core machine each cost about as
+// much as the statements' own work on the server (docs/performance.md).
+//
+// The statements run in the order they were made, as one at a time would; only their
+// errors come later. A statement queued by later that fails makes the next statement,
+// or the commit, fail with its error (laterError), and PostgreSQL runs nothing after it
+// in the transaction.
+type pipe struct {
+	conn    *pgx.Conn
+	pending *pgx.Batch // not sent yet, in their order; nil when none
+	sent    bool       // a statement, the BEGIN with it, reached the connection
+}
+
+func newPipe(conn *pgx.Conn) *pipe {
+	p := &pipe{conn: conn}
+	p.later("begin")
+	return p
+}
+
+// later queues a statement to be sent with the next one. Its arguments must not change
+// until then.
+func (p *pipe) later(sql string, args ...any) {
+	if p.pending == nil {
+		p.pending = &pgx.Batch{}
+	}
+	p.pending.Queue(sql, args...)
+}
+
+// laterError is the failure of a statement queued by later, returned by the statement
+// it was sent with: not that statement's own (a unique violation of the earlier one is
+// not the later one's, see isUniqueViolation), but a retry of the transaction or a
+// storage fault is read through it.
+type laterError struct{ err error }
+
+func (e *laterError) Error() string {
+	return "an earlier statement of the transaction: " + e.err.Error()
+}
+func (e *laterError) Unwrap() error { return e.err }
+
+// send sends the pending statements and then sql, reads the pending ones' outcomes,
+// and leaves sql's to the caller, who closes br.
+func (p *pipe) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := p.pending
+	p.pending, p.sent = nil, true
+	n := b.Len()
+	b.Queue(sql, args...)
+	br := p.conn.SendBatch(ctx, b)
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, &laterError{err}
+		}
+	}
+	return br, nil
+}
+
+func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if p.pending == nil {
+		return p.conn.Exec(ctx, sql, args...)
+	}
+	br, err := p.send(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if p.pending == nil {
+		return p.conn.Query(ctx, sql, args...)
+	}
+	br, err := p.send(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if p.pending == nil {
+		return p.conn.QueryRow(ctx, sql, args...)
+	}
+	br, err := p.send(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{row: br.QueryRow(), br: br}
+}
+
+// commit sends the pending statements with the COMMIT. A statement that fails there
+// was not committed, and nothing after it; a connection lost on the way leaves the
+// outcome unknown (commitError).
+func (p *pipe) commit(ctx context.Context) error {
+	b := p.pending
+	if !p.sent && b.Len() == 1 {
+		p.pending = nil
+		return nil // nothing but the BEGIN: there is no transaction to end
+	}
+	if b == nil {
+		b = &pgx.Batch{}
+	}
+	p.pending, p.sent = nil, true
+	n := b.Len()
+	b.Queue("commit")
+	br := p.conn.SendBatch(ctx, b)
+	defer br.Close()
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
+				return &laterError{err} // the server refused it, and skipped the commit
+			}
+			return &commitError{err}
+		}
+	}
+	tag, err := br.Exec()
+	if err == nil {
+		err = br.Close()
+	}
+	if err != nil {
+		return &commitError{err}
+	}
+	if tag.String() == "ROLLBACK" { // a statement failed and its error was passed over
+		return fmt.Errorf("the transaction was rolled back at its commit: %w", pgx.ErrTxCommitRollback)
+	}
+	return nil
+}
+
+// rollback ends a transaction that did not commit, if the connection is in one.
+func (p *pipe) rollback(ctx context.Context) {
+	p.pending = nil
+	if p.sent && !p.conn.IsClosed() && p.conn.PgConn().TxStatus() != 'I' {
+		p.conn.Exec(ctx, "rollback")
+	}
+}
+
+// batchRows are a query's rows read from a batch, which closing them closes.
+type batchRows struct {
+	pgx.Rows
+	br  pgx.BatchResults
+	err error
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if r.br != nil {
+		r.err = r.br.Close()
+		r.br = nil
+	}
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+// batchRow is a query's one row read from a batch, which Scan closes.
+type batchRow struct {
+	row pgx.Row
+	br  pgx.BatchResults
+}
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }

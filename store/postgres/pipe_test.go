@@ -1,0 +1,193 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+// replicaRows counts the replicas rows named id, read outside any transaction.
+func replicaRows(t *testing.T, db *DB, id string) int {
+	t.Helper()
+	var n int
+	if err := db.pool.QueryRow(context.Background(), `SELECT count(*) FROM replicas WHERE id = $1`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A statement sent later runs in its place: the statement after it sees what it did,
+// and the commit keeps it.
+func TestALaterStatementRunsBeforeTheNextOne(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	var seen int
+	is.NoErr(db.inTx(ctx, func(tx *pipe) error {
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ($1, 1)`, "a")
+		return tx.QueryRow(ctx, `SELECT count(*) FROM replicas WHERE id = $1`, "a").Scan(&seen)
+	}))
+	is.Equal(seen, 1)
+	is.Equal(replicaRows(t, db, "a"), 1)
+
+	// A transaction of later statements alone is sent with its commit.
+	is.NoErr(db.inTx(ctx, func(tx *pipe) error {
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ($1, 1)`, "b")
+		tx.later(`UPDATE replicas SET expires_at = 2 WHERE id = $1`, "b")
+		return nil
+	}))
+	var expires int64
+	is.NoErr(db.pool.QueryRow(ctx, `SELECT expires_at FROM replicas WHERE id = 'b'`).Scan(&expires))
+	is.Equal(expires, int64(2))
+}
+
+// A later statement that fails fails the statement it was sent with, as an earlier
+// statement's error: a unique violation of it is not the next statement's own. The
+// transaction keeps nothing, and the connection goes back to the pool usable.
+func TestALaterStatementsFailureIsTheTransactions(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	is.NoErr(db.inTx(ctx, func(tx *pipe) error {
+		_, err := tx.Exec(ctx, `INSERT INTO replicas (id, expires_at) VALUES ('taken', 1)`)
+		return err
+	}))
+
+	var next error
+	err := db.inTx(ctx, func(tx *pipe) error {
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ($1, 1)`, "kept?")
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ($1, 1)`, "taken")
+		var n int
+		next = tx.QueryRow(ctx, `SELECT count(*) FROM replicas`).Scan(&n)
+		return next
+	})
+	is.True(err != nil)
+	var le *laterError
+	is.True(errors.As(next, &le))         // the earlier statement's failure ...
+	is.True(!isUniqueViolation(next, "")) // ... not read as the query's own
+	is.True(isUniqueViolation(le.err, ""))
+	is.Equal(replicaRows(t, db, "kept?"), 0)
+
+	// The same failure at the commit: not "the outcome is unknown", since the server
+	// refused it and skipped the commit.
+	err = db.inTx(ctx, func(tx *pipe) error {
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ($1, 1)`, "kept?")
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ($1, 1)`, "taken")
+		return nil
+	})
+	is.True(errors.As(err, &le))
+	var ce *commitError
+	is.True(!errors.As(err, &ce))
+	is.Equal(replicaRows(t, db, "kept?"), 0)
+
+	// Every connection of the pool is usable afterwards, out of a transaction.
+	for range DefaultPoolSize + 1 {
+		is.NoErr(db.inTx(ctx, func(tx *pipe) error {
+			var n int
+			return tx.QueryRow(ctx, `SELECT count(*) FROM replicas`).Scan(&n)
+		}))
+	}
+}
+
+// A transaction undone after some of its statements were sent leaves nothing, and the
+// later statements not yet sent are never sent.
+func TestAnUndoneTransactionSendsNoLaterStatement(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	undo := errors.New("undone")
+	err := db.inTx(ctx, func(tx *pipe) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO replicas (id, expires_at) VALUES ('sent', 1)`); err != nil {
+			return err
+		}
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ('never sent', 1)`)
+		return undo
+	})
+	is.True(errors.Is(err, undo))
+	is.Equal(replicaRows(t, db, "sent"), 0)
+	is.Equal(replicaRows(t, db, "never sent"), 0)
+}
+
+// Rows read from a batch close it, read to the end or not, so the transaction goes on.
+func TestRowsReadWithLaterStatementsLeaveTheTransactionUsable(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	is.NoErr(db.inTx(ctx, func(tx *pipe) error {
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ('r1', 1), ('r2', 1), ('r3', 1)`)
+		rows, err := tx.Query(ctx, `SELECT id FROM replicas ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		is.NoErr(rows.Err())
+		rows.Close()
+		is.Equal(ids, []string{"r1", "r2", "r3"})
+
+		tx.later(`DELETE FROM replicas WHERE id = 'r1'`)
+		rows, err = tx.Query(ctx, `SELECT id FROM replicas ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		rows.Close() // before its end
+		_, err = tx.Exec(ctx, `DELETE FROM replicas WHERE id = 'r2'`)
+		return err
+	}))
+	is.Equal(replicaRows(t, db, "r1")+replicaRows(t, db, "r2")+replicaRows(t, db, "r3"), 1)
+}
+
+// This process's own notifications of queued tasks wake none of its workers (it wakes
+// them itself as it queues); another replica's do.
+func TestWakeupsPassOverThisProcesssOwnNotifies(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := migratedDSN(t)
+	c := &testClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	a, b := openTest(t, dsn, c), openTest(t, dsn, c)
+	wake := a.Wakeups()
+	// Until a's listener listens, another replica's notifies are the proof that it does.
+	deadline := time.Now().Add(30 * time.Second)
+	for heard := false; !heard; {
+		is.NoErr(b.inTx(ctx, func(tx *pipe) error { notifyTasks(tx, b.self); return nil }))
+		select {
+		case <-wake:
+			heard = true
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no wakeup in 30 s of another replica's notifies")
+		}
+	}
+	// heardAll waits until a's listener has heard n notifies of queued tasks.
+	heardAll := func(n int64) {
+		for a.listen.tasksHeard.Load() < n {
+			time.Sleep(5 * time.Millisecond)
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d notifies heard in 30 s", a.listen.tasksHeard.Load(), n)
+			}
+		}
+	}
+	// Every notify b sent is heard or was sent before a listened: the one that woke a
+	// came after them.
+	before := a.listen.tasksHeard.Load()
+	is.NoErr(a.inTx(ctx, func(tx *pipe) error { notifyTasks(tx, a.self); return nil }))
+	heardAll(before + 1)
+	is.Equal(len(wake), 0) // heard, and passed over
+
+	is.NoErr(b.inTx(ctx, func(tx *pipe) error { notifyTasks(tx, b.self); return nil }))
+	select {
+	case <-wake:
+	case <-time.After(30 * time.Second):
+		t.Fatal("another replica's notify woke nobody")
+	}
+}
