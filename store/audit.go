@@ -298,14 +298,12 @@ func (db *DB) appendAudit(ctx context.Context, tx Tx, by By, e NewAuditEntry) er
 	// appends: the primary key's order is the chain's.
 	r.seq, r.at = r.seq+1, max(r.at, headAt)
 	r.hash = r.chainHash()
-	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (org_id, at, seq, actor_kind, actor_id, actor_name, action, subject,
+	// The insert's trigger moves the head to the entry.
+	return tx.ExecLater(ctx, `INSERT INTO audit_log (org_id, at, seq, actor_kind, actor_id, actor_name, action, subject,
 		subject_hash, subject_seal, task_id, batch_id, object_id, credits, request_id, detail, prev_hash, hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.orgID, r.at, r.seq, r.actorKind, r.actorID, r.actorName, r.action, r.subject, r.subjectHash, r.seal,
-		r.taskID, r.batchID, r.objID, r.credits, r.requestID, r.detail, r.prevHash, r.hash); err != nil {
-		return err
-	}
-	return nil // the insert's trigger moved the head to the entry
+		r.taskID, r.batchID, r.objID, r.credits, r.requestID, r.detail, r.prevHash, r.hash)
 }
 
 // RecordAudit appends e in a transaction of its own: for an act that is not a write of

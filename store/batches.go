@@ -735,8 +735,7 @@ func linkBatchRow(ctx context.Context, tx Tx, ref *BatchRowRef, taskID string) e
 		query = `UPDATE batch_rows SET company_task_id = ? WHERE batch_id = ? AND row_number = ? AND company_task_id IS NULL
 			AND company_request IS NOT NULL`
 	}
-	_, err := tx.Exec(ctx, query, taskID, ref.BatchID, ref.Row)
-	return err
+	return tx.ExecLater(ctx, query, taskID, ref.BatchID, ref.Row)
 }
 
 const batchRowsQuery = `SELECT r.row_number, r.vals, r.task_id, r.error, coalesce(r.kind, b.object_type), coalesce(r.line, 0), r.skipped,

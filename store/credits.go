@@ -323,9 +323,8 @@ func balance(ctx context.Context, q Executor, orgID string) (Balance, error) {
 }
 
 func appendLedger(ctx context.Context, tx Tx, orgID, kind string, amount, grantID int64, taskID *string, now time.Time) error {
-	_, err := tx.Exec(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)
+	return tx.ExecLater(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)
 		VALUES (?, ?, ?, ?, ?, ?)`, orgID, kind, amount, grantID, taskID, ms(now))
-	return err
 }
 
 // liveGrant is an unexpired grant, read under its row lock.
@@ -395,7 +394,7 @@ func charge(ctx context.Context, tx Tx, orgID, taskID string, cost int64, now ti
 		return insufficientCredits(ctx, tx, orgID, cost, available)
 	}
 	for _, t := range takes {
-		if _, err := tx.Exec(ctx, `UPDATE credit_grants SET remaining = remaining - ? WHERE id = ?`, t.amount, t.grant); err != nil {
+		if err := tx.ExecLater(ctx, `UPDATE credit_grants SET remaining = remaining - ? WHERE id = ?`, t.amount, t.grant); err != nil {
 			return err
 		}
 		if err := appendLedger(ctx, tx, orgID, LedgerCharge, t.amount, t.grant, &taskID, now); err != nil {

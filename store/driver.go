@@ -23,7 +23,8 @@ type Driver interface {
 	// the transaction. A write the database cannot take fails with storage_unavailable.
 	// Read runs fn in one read-only transaction, a consistent view across its queries;
 	// Reader runs a single read outside one. UniqueViolation reports whether err is a
-	// unique constraint's refusal.
+	// unique constraint's refusal of the statement that returned it (not of an earlier
+	// one sent with it, Tx.ExecLater).
 	Write(ctx context.Context, fn func(Tx) error) error
 	Read(ctx context.Context, fn func(Executor) error) error
 	Reader() Executor

@@ -181,7 +181,7 @@ func (db *DB) claimTask(ctx context.Context, tx Tx, lease time.Duration, token s
 		if json.Unmarshal([]byte(input), &c.Input.Hints) != nil {
 			c.Input.Hints = enrich.Hints{}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE queue_turns SET seq = `+db.QueueSeq()+` WHERE org_id = ?`, org); err != nil {
+		if err := tx.ExecLater(ctx, `UPDATE queue_turns SET seq = `+db.QueueSeq()+` WHERE org_id = ?`, org); err != nil {
 			return nil, err
 		}
 		return c, nil
@@ -191,9 +191,8 @@ func (db *DB) claimTask(ctx context.Context, tx Tx, lease time.Duration, token s
 // joinQueue gives the organization a turn at the back of the line if it has none. The
 // caller holds the organization's row (Tx.LockOrgs), so no claimer is dropping its turn.
 func (db *DB) joinQueue(ctx context.Context, tx Tx, orgID string) error {
-	_, err := tx.Exec(ctx, `INSERT INTO queue_turns (org_id, seq) VALUES (?, `+db.QueueSeq()+`)
+	return tx.ExecLater(ctx, `INSERT INTO queue_turns (org_id, seq) VALUES (?, `+db.QueueSeq()+`)
 		ON CONFLICT (org_id) DO NOTHING`, orgID)
-	return err
 }
 
 // ExtendLease keeps a claim alive while its work runs. It reports false when the claim
@@ -388,10 +387,9 @@ func finishTask(ctx context.Context, tx Tx, id, status string, data, taskErr, pr
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE tasks SET status = ?, result_id = ?, error = ?, finished_at = ?,
+	return tx.ExecLater(ctx, `UPDATE tasks SET status = ?, result_id = ?, error = ?, finished_at = ?,
 		lease_token = NULL, lease_until = NULL, provenance = ?, sources = ?, subject_hash = ?, answer_hash = ? WHERE id = ?`,
 		status, result, nullText(taskErr), ms(now), nullText(provenance), nullText(sources), subject, answerColumn(subject, answer), id)
-	return err
 }
 
 // traceJSON is a trace's provenance and sources as a task keeps them: {} and [],

@@ -420,9 +420,8 @@ func saveRecord(ctx context.Context, tx Tx, h *enrich.Subjects, origin, owner st
 		if c.Domain != nil {
 			canonical = Key("domain", *c.Domain)
 		}
-		_, err := tx.Exec(ctx, `UPDATE record_keys SET redirect = 0
+		return tx.ExecLater(ctx, `UPDATE record_keys SET redirect = 0
 			WHERE record_id = ? AND key LIKE 'domain:%' AND key <> ? AND redirect IS NULL`, id, canonical)
-		return err
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM positions WHERE record_id = ?`, id); err != nil {
 		return err

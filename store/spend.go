@@ -83,14 +83,13 @@ func (db *DB) AddSourceSpend(ctx context.Context, orgID, source string, own bool
 
 // addSourceSpend adds u to the row of orgID's spend of source on day (ms).
 func addSourceSpend(ctx context.Context, tx Tx, orgID, source string, own bool, day int64, u SourceUse) error {
-	_, err := tx.Exec(ctx, `INSERT INTO source_spend (org_id, source, day, own_key, calls, hits, misses, errors, unknown, credits)
+	return tx.ExecLater(ctx, `INSERT INTO source_spend (org_id, source, day, own_key, calls, hits, misses, errors, unknown, credits)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, source, day, own_key) DO UPDATE SET
 			calls = source_spend.calls + excluded.calls, hits = source_spend.hits + excluded.hits,
 			misses = source_spend.misses + excluded.misses, errors = source_spend.errors + excluded.errors,
 			unknown = source_spend.unknown + excluded.unknown, credits = source_spend.credits + excluded.credits`,
 		orgID, source, day, boolInt(own), u.Calls, u.Hits, u.Misses, u.Errors, u.Unknown, u.Credits)
-	return err
 }
 
 // SourceDay is one UTC day of a source's use by an organization, both keys together.
@@ -383,10 +382,9 @@ func (db *DB) BookSourceAsk(ctx context.Context, a *SourceAsk, installationCap i
 }
 
 func insertSourceAsk(ctx context.Context, tx Tx, id string, a *SourceAsk, now time.Time) error {
-	_, err := tx.Exec(ctx, `INSERT INTO source_asks (id, org_id, source, day, own_key, owner, calls, credits, booked_at)
+	return tx.ExecLater(ctx, `INSERT INTO source_asks (id, org_id, source, day, own_key, owner, calls, credits, booked_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		id, a.OrgID, a.Source, ms(DayStart(now)), boolInt(a.OwnKey), a.Owner, a.Calls, a.Credits, ms(now))
-	return err
 }
 
 // AddToSourceAsk puts calls more requests of the ask a.ID on the books, at credits in

@@ -38,6 +38,13 @@ var ErrNoRows = sql.ErrNoRows
 type Tx interface {
 	Executor
 
+	// ExecLater runs a statement whose outcome the caller does not read. PostgreSQL
+	// sends it with the transaction's next statement, or with its commit, a round trip
+	// fewer, and its failure fails that statement or the commit (as an earlier
+	// statement's error: see UniqueViolation); SQLite runs it at once. Its arguments
+	// must not change until it is sent.
+	ExecLater(ctx context.Context, query string, args ...any) error
+
 	// Hold takes lock until the transaction ends, and reports whether it did: with
 	// wait, once no other transaction holds it; without, only if none does (false: another
 	// process is doing that work now). PostgreSQL's replicas take an advisory lock;

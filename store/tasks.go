@@ -647,14 +647,13 @@ func insertTask(ctx context.Context, tx Tx, t *Task, subject, answer []byte) err
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
+	return tx.ExecLater(ctx, `INSERT INTO tasks (id, org_id, object_type, status, lookup, input, target,
 		credits_charged, loop_id, watch_id, idempotency_key, created_at, queued_at, finished_at, expires_at, result_id, error,
 		provenance, sources, subject_hash, answer_hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.OrgID, t.ObjectType, t.Status, string(t.Lookup), string(t.Input), t.Target, t.CreditsCharged,
 		t.LoopID, t.WatchID, t.IdempotencyKey, ms(t.CreatedAt), nullMS(t.QueuedAt), nullMS(t.FinishedAt), ms(t.ExpiresAt), result, taskErr,
 		nullText(t.Provenance), nullText(t.Sources), subject, answerColumn(subject, answer))
-	return err
 }
 
 const (

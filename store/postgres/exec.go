@@ -45,6 +45,16 @@ func (e exec) Exec(ctx context.Context, query string, args ...any) (int64, error
 	return tag.RowsAffected(), e.checked(err)
 }
 
+// ExecLater sends the statement with the transaction's next one (pipe.later).
+func (e exec) ExecLater(ctx context.Context, query string, args ...any) error {
+	if tx, ok := e.q.(*pipe); ok {
+		tx.later(rebind(query), args...)
+		return nil
+	}
+	_, err := e.Exec(ctx, query, args...)
+	return err
+}
+
 func (e exec) Query(ctx context.Context, query string, args ...any) (store.Rows, error) {
 	rows, err := e.q.Query(ctx, rebind(query), args...)
 	if err != nil {

@@ -34,6 +34,13 @@ func (e txExec) Exec(ctx context.Context, query string, args ...any) (int64, err
 	return res.RowsAffected()
 }
 
+// ExecLater runs the statement at once: the writer is in this process, and a statement
+// costs no round trip.
+func (e txExec) ExecLater(ctx context.Context, query string, args ...any) error {
+	_, err := e.Exec(ctx, query, args...)
+	return err
+}
+
 func (e txExec) Query(ctx context.Context, query string, args ...any) (store.Rows, error) {
 	return e.tx.QueryContext(ctx, unlocked(query), args...)
 }
