@@ -127,3 +127,67 @@ func (d *stopOnWrite) Write(ctx context.Context, fn func(store.Tx) error) error 
 	}
 	return d.Driver.Write(ctx, fn)
 }
+
+// A worker whose store's settle claims nothing (PostgreSQL's) claims again as a task
+// settles only if more was queued as it claimed it (store.Claim.More); a task queued
+// later wakes it. Three tasks and then a fourth take four claims, four bookings and
+// four settles, and the fourth's creation: thirteen writes. Claiming again after each
+// settle made at least one more, a claim that found nothing.
+func TestAWorkerClaimsAgainOnlyIfMoreWasQueued(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	real, org := openDB(t)
+	_, err := real.GrantCredits(ctx, "acme", 10, nil)
+	is.NoErr(err)
+	var ids []string
+	for _, domain := range []string{"a.com", "b.com", "c.com"} {
+		created, err := real.CreateTask(ctx, store.BySystem, storetest.NewTask(org, domain))
+		is.NoErr(err)
+		ids = append(ids, created.Task.ID)
+	}
+	db := &store.DB{Driver: manyWriters{real.Driver}, Now: real.Now}
+	db.SetSubjects(real.Subjects())
+	var logs bytes.Buffer
+	vendor := &pricedVendor{}
+	pool := New(db, Config{Workers: 1, Sources: []enrich.Source{vendor}, PollInterval: time.Hour,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	succeeded := func(id string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			task, err := db.GetTask(ctx, org, id)
+			is.NoErr(err)
+			if task.Status == store.StatusSucceeded {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s: %s after 10 s; log: %s", id, task.Status, logs.String())
+			}
+		}
+	}
+
+	before, _ := real.WriteStats()
+	workCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		pool.work(workCtx, ctx)
+	}()
+	for _, id := range ids {
+		succeeded(id)
+	}
+	fourth, err := db.CreateTask(ctx, store.BySystem, storetest.NewTask(org, "d.com"))
+	is.NoErr(err)
+	pool.wakeWorker()
+	succeeded(fourth.Task.ID)
+	stop()
+	<-stopped
+	after, _ := real.WriteStats()
+	is.Equal(vendor.asked.Load(), int64(4))
+	is.Equal(after-before, int64(13))
+}
+
+// manyWriters is a store whose writes run side by side, as PostgreSQL's do: a settle
+// claims nothing (store.DB.SettleAndClaim).
+type manyWriters struct{ store.Driver }
+
+func (manyWriters) SingleWriter() bool { return false }

@@ -104,7 +104,8 @@ func (s *Pool) wakeWorker() {
 // work claims tasks until ctx ends, and runs each to its end unless hard ends first.
 // On SQLite a task's settle claims the next one in the same write while ctx lasts
 // (store.DB.SettleAndClaim), so a busy worker claims with a write of its own only once
-// it is woken, or polled, after a settle found the queue empty.
+// it is woken, or polled, after a settle found the queue empty. On PostgreSQL a worker
+// claims again as its task settles only if more was queued as it claimed it.
 func (s *Pool) work(ctx, hard context.Context) {
 	poll := time.NewTicker(s.cfg.PollInterval)
 	defer poll.Stop()
@@ -124,7 +125,13 @@ func (s *Pool) work(ctx, hard context.Context) {
 		if claim != nil {
 			s.activity.Add(1)
 			s.metrics.claimed(claim, s.db.Now())
-			if next = s.processSafely(hard, ctx, claim); next.empty {
+			next = s.processSafely(hard, ctx, claim)
+			if next.claim == nil && !claim.More {
+				// Nothing else was queued as the task was claimed, and a task queued
+				// since woke a worker (store.Claim.More).
+				next.empty = true
+			}
+			if next.empty {
 				// The queue was empty as the task settled: wait a whole interval, not
 				// for a tick that came while it ran.
 				poll.Reset(s.cfg.PollInterval)
@@ -155,7 +162,7 @@ func (s *Pool) work(ctx, hard context.Context) {
 // the settle.
 type nextClaim struct {
 	claim   *store.Claim
-	empty   bool // the settle looked for a next task, and nothing was queued
+	empty   bool // the settle looked for a next task, or the claim for more, and nothing was queued
 	written bool // the settle's write was made: the task is settled, or its claim gone
 }
 

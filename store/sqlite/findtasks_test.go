@@ -132,9 +132,13 @@ func TestTaskQueryPlans(t *testing.T) {
 		// Every sweep runs it on the single writer: the running tasks' index, not a walk
 		// of every task's.
 		"AbandonedOrgs": {"SEARCH tasks USING INDEX tasks_running_lease (lease_until<?)", "USE TEMP B-TREE FOR DISTINCT"},
-		// A claim walks the organization's queued tasks alone, oldest first.
+		// A claim walks the organization's queued tasks alone, oldest first, and looks
+		// for more by the same index; the line's scan stops at its first or second turn
+		// (one of another organization).
 		"Claim": {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id=?)", "SCALAR SUBQUERY",
-			"SEARCH tasks USING COVERING INDEX tasks_org_queued (org_id=?)"},
+			"SEARCH tasks USING COVERING INDEX tasks_org_queued (org_id=?)",
+			"CORRELATED SCALAR SUBQUERY", "SEARCH more USING COVERING INDEX tasks_org_queued (org_id=?)",
+			"CORRELATED SCALAR SUBQUERY", "SCAN queue_turns"},
 		// The sweep's update walks the running tasks alone, not the organizations' lists.
 		"RequeueAbandoned": {"SEARCH tasks USING INDEX tasks_running_lease (lease_until<?)"},
 		"PurgeSettled":     settled[1:],

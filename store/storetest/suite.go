@@ -88,6 +88,7 @@ var conformanceTests = []conformanceTest{
 	{"AsksOfAGoneProcessAreSettledUnknown", testAsksOfAGoneProcessAreSettledUnknown},
 	{"AsksSettleWithTheirTask", testAsksSettleWithTheirTask},
 	{"ASettleClaimsTheNextTaskInItsWrite", testASettleClaimsTheNextTaskInItsWrite},
+	{"AClaimSaysWhetherMoreIsQueued", testAClaimSaysWhetherMoreIsQueued},
 	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
 	{"FillListsPerOrganization", testFillListsPerOrganization},
 	{"FillListRefusals", testFillListRefusals},

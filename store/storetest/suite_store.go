@@ -395,6 +395,77 @@ func testClaimSkipsOrganizationsWithNothingLeftQueued(t *testing.T, env *Env) {
 	is.Equal(c.TaskID, again.Task.ID)
 }
 
+// testAClaimSaysWhetherMoreIsQueued: a claim reports more queued while its own
+// organization has another task, or another organization is in line (even one whose
+// tasks are gone, until a claim drops its turn: it is never less than what is
+// queued), and not for the last task.
+func testAClaimSaysWhetherMoreIsQueued(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	first, second := NewOrg(t, db, "first"), NewOrg(t, db, "second")
+	for _, name := range []string{"first", "second"} {
+		_, err := db.GrantCredits(ctx, name, 10, nil)
+		is.NoErr(err)
+	}
+	for _, d := range []string{"a.com", "b.com"} {
+		_, err := db.CreateTask(ctx, store.BySystem, NewTask(first, d))
+		is.NoErr(err)
+		clk.Add(time.Millisecond)
+	}
+	c, err := db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c.Input.Target, "a.com")
+	is.True(c.More) // b.com
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c.Input.Target, "b.com")
+	is.True(!c.More) // the last
+
+	// Another organization in line is more, whichever organization's turn comes first;
+	// and a turn stays in line until a claim finds nothing queued for it.
+	for _, n := range []struct {
+		org    string
+		domain string
+	}{{first, "c.com"}, {second, "d.com"}} {
+		_, err := db.CreateTask(ctx, store.BySystem, NewTask(n.org, n.domain))
+		is.NoErr(err)
+		clk.Add(time.Millisecond)
+	}
+	for range 2 {
+		c, err = db.ClaimTask(ctx, time.Minute)
+		is.NoErr(err)
+		is.True(c.More)
+	}
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c, nil) // and the turns left the line
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(second, "g.com"))
+	is.NoErr(err)
+	clk.Add(time.Millisecond)
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c.Input.Target, "g.com")
+	is.True(!c.More)
+
+	// A claim that passes a turn whose tasks were canceled drops it on its way, and the
+	// turn is not more.
+	gone, err := db.CreateTask(ctx, store.BySystem, NewTask(second, "e.com"))
+	is.NoErr(err)
+	clk.Add(time.Millisecond)
+	_, err = db.CreateTask(ctx, store.BySystem, NewTask(first, "f.com"))
+	is.NoErr(err)
+	_, err = db.CancelTask(ctx, second, gone.Task.ID)
+	is.NoErr(err)
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c.Input.Target, "f.com")
+	is.True(!c.More)
+	c, err = db.ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	is.Equal(c, nil)
+}
+
 func testPaymentRequiredShowsWhatRemains(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
