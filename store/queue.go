@@ -29,7 +29,10 @@ type Claim struct {
 	// organization, or another organization still had its turn in line). When it was
 	// not, the worker need not claim again as the task settles: a task queued since
 	// then woke a worker as it was queued, and a claim now would most often find
-	// nothing (on PostgreSQL, two claims in three did during a batch).
+	// nothing (on PostgreSQL, two claims in three did during a batch). The poll stays
+	// the fallback: on PostgreSQL a task of another replica's, queued just after this
+	// claim read the line, whose wakeup went to a claimer that found only an emptied
+	// turn and another's held, waits for it.
 	More bool
 }
 

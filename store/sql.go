@@ -77,9 +77,9 @@ type Tx interface {
 	// the organization's row (it may be queuing a task this one cannot see yet) or a
 	// queued task of it.
 	LeaveQueue(ctx context.Context, orgID string) error
-	// NotifyQueued tells the workers of every replica, when the transaction commits,
-	// that a task was queued (PostgreSQL's NOTIFY; SQLite's workers share the process
-	// and are woken by it).
+	// NotifyQueued tells the workers of every other replica, when the transaction
+	// commits, that a task was queued (PostgreSQL's NOTIFY). The caller wakes its own
+	// process's workers (SQLite's are all in the process).
 	NotifyQueued(ctx context.Context) error
 
 	// Organizations, keys, credits.

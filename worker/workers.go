@@ -104,8 +104,9 @@ func (s *Pool) wakeWorker() {
 // work claims tasks until ctx ends, and runs each to its end unless hard ends first.
 // On SQLite a task's settle claims the next one in the same write while ctx lasts
 // (store.DB.SettleAndClaim), so a busy worker claims with a write of its own only once
-// it is woken, or polled, after a settle found the queue empty. On PostgreSQL a worker
-// claims again as its task settles only if more was queued as it claimed it.
+// it is woken, or polled, after a settle found the queue empty. Where the settle claims
+// nothing (PostgreSQL), a worker claims again as its task settles only if more was
+// queued as it claimed it (store.Claim.More).
 func (s *Pool) work(ctx, hard context.Context) {
 	poll := time.NewTicker(s.cfg.PollInterval)
 	defer poll.Stop()

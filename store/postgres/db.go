@@ -12,11 +12,13 @@
 // UPDATE) before a charge, claims skip rows another replica holds (FOR UPDATE SKIP
 // LOCKED), a Loop's delivery cap is counted over the deliveries leased in the
 // database, idempotency rests on a unique key, and sweeps run on one replica at a time
-// (pg_try_advisory_xact_lock). A task enqueued on one replica wakes the workers of all
-// of them through LISTEN/NOTIFY (DB.Wakeups), polling staying the fallback.
+// (pg_try_advisory_xact_lock). A task enqueued on one replica wakes the workers of the
+// others through LISTEN/NOTIFY (DB.Wakeups), and its own in-process, polling staying the
+// fallback.
 //
 // Transactions run at READ COMMITTED; a serialization failure or a deadlock is retried
-// a few times (inTx). Times are BIGINT milliseconds since the epoch, UTC.
+// a few times (inTx). A write sends what needs no answer with its next statement
+// (pipe). Times are BIGINT milliseconds since the epoch, UTC.
 package postgres
 
 import (

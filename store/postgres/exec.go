@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// pgQuerier is what a pgx transaction and the pool both do.
+// pgQuerier is what a write transaction (pipe), a pgx transaction and the pool all do.
 type pgQuerier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

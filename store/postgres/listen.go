@@ -23,9 +23,9 @@ type listener struct {
 	// alive is when the connection last proved it was listening (monotonic, see
 	// sinceStart): LISTEN done, a notification or a ping answered. 0 while it is not.
 	alive atomic.Int64
-	// tasksHeard counts the notifications of queued tasks heard, this process's own
-	// among them.
-	tasksHeard atomic.Int64
+	// ownPassed counts this process's own notifications of queued tasks heard and
+	// passed over.
+	ownPassed atomic.Int64
 }
 
 // processStart is the origin of sinceStart: the monotonic clock, which a change of the
@@ -209,8 +209,9 @@ func (db *DB) listenOn(ctx context.Context, conn *pgx.Conn) error {
 			case suppressionsChannel:
 				db.suppressed.Invalidate()
 			default:
-				db.listen.tasksHeard.Add(1)
-				if n.Payload != db.self {
+				if n.Payload == db.self {
+					db.listen.ownPassed.Add(1)
+				} else {
 					db.listen.signal()
 				}
 			}

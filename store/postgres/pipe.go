@@ -13,7 +13,7 @@ import (
 // the next statement that does, in one round trip: its BEGIN with its first statement,
 // the statements queued by later (a lock taken, a NOTIFY, a row whose failure is the
 // transaction's) with the next statement, and the last of them with its COMMIT. A
-// batch row's task took sixteen round trips; on a two-core machine each cost about as
+// batch row's task took fifteen round trips; on a two-core machine each cost about as
 // much as the statements' own work on the server (docs/performance.md).
 //
 // The statements run in the order they were made, as one at a time would; only their
@@ -44,7 +44,8 @@ func (p *pipe) later(sql string, args ...any) {
 // laterError is the failure of a statement queued by later, returned by the statement
 // it was sent with: not that statement's own (a unique violation of the earlier one is
 // not the later one's, see isUniqueViolation), but a retry of the transaction or a
-// storage fault is read through it.
+// storage fault is read through it. A statement of the batch that pgx could not
+// prepare or encode is returned as it is (send).
 type laterError struct{ err error }
 
 func (e *laterError) Error() string {
@@ -63,6 +64,11 @@ func (p *pipe) send(ctx context.Context, sql string, args []any) (pgx.BatchResul
 	for range n {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
+			// pgx prepares and encodes the whole batch before it sends any of it: a
+			// failure there is of the statement it names, and nothing ran.
+			if pe := (pgx.ErrPreprocessingBatch{}); errors.As(err, &pe) && pe.SQL() == sql {
+				return nil, err
+			}
 			return nil, &laterError{err}
 		}
 	}
@@ -123,6 +129,7 @@ func (p *pipe) commit(ctx context.Context) error {
 	if b == nil {
 		b = &pgx.Batch{}
 	}
+	begun := p.sent
 	p.pending, p.sent = nil, true
 	n := b.Len()
 	b.Queue("commit")
@@ -133,7 +140,7 @@ func (p *pipe) commit(ctx context.Context) error {
 			if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
 				return &laterError{err} // the server refused it, and skipped the commit
 			}
-			return &commitError{err}
+			return commitFailed(err, begun)
 		}
 	}
 	tag, err := br.Exec()
@@ -141,12 +148,25 @@ func (p *pipe) commit(ctx context.Context) error {
 		err = br.Close()
 	}
 	if err != nil {
-		return &commitError{err}
+		return commitFailed(err, begun)
 	}
 	if tag.String() == "ROLLBACK" { // a statement failed and its error was passed over
 		return fmt.Errorf("the transaction was rolled back at its commit: %w", pgx.ErrTxCommitRollback)
 	}
 	return nil
+}
+
+// commitFailed is the error of a commit's batch that the server did not refuse: its
+// outcome is unknown (commitError), unless nothing of it ran: a statement pgx could not
+// encode or the server could not prepare, or a batch that began the transaction too
+// (only statements sent later) on a connection found closed before anything was sent,
+// which a BEGIN of its own had met first and reported as such.
+func commitFailed(err error, begun bool) error {
+	unsent := errors.As(err, &pgx.ErrPreprocessingBatch{}) && !storageFault(err)
+	if unsent || (!begun && pgconn.SafeToRetry(err)) {
+		return err
+	}
+	return &commitError{err}
 }
 
 // rollback ends a transaction that did not commit, if the connection is in one.
