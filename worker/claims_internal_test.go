@@ -26,12 +26,7 @@ func TestABusyWorkerClaimsItsNextTaskInTheSettlesWrite(t *testing.T) {
 	db, org := openDB(t)
 	_, err := db.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
-	var ids []string
-	for _, domain := range []string{"a.com", "b.com", "c.com", "d.com", "e.com"} {
-		created, err := db.CreateTask(ctx, store.BySystem, storetest.NewTask(org, domain))
-		is.NoErr(err)
-		ids = append(ids, created.Task.ID)
-	}
+	ids := queueTasks(t, db, org, "a.com", "b.com", "c.com", "d.com", "e.com")
 	var logs bytes.Buffer
 	vendor := &pricedVendor{}
 	// No poll while the test runs: a tick would have the worker claim after the last
@@ -40,30 +35,61 @@ func TestABusyWorkerClaimsItsNextTaskInTheSettlesWrite(t *testing.T) {
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 
 	before, _ := db.WriteStats()
-	workCtx, stop := context.WithCancel(ctx)
+	stop := working(ctx, pool)
+	for _, id := range ids {
+		waitSucceeded(t, db, org, id, &logs)
+	}
+	stop()
+	after, _ := db.WriteStats()
+	is.Equal(vendor.asked.Load(), int64(5))
+	is.Equal(after-before, int64(11))  // a claim, and a booking and a settle a task
+	is.Equal(asksOnTheBooks(t, db), 0) // each ask settled with its task
+}
+
+// queueTasks queues a task of org for each domain, and returns their ids.
+func queueTasks(t *testing.T, db *store.DB, org string, domains ...string) []string {
+	t.Helper()
+	var ids []string
+	for _, domain := range domains {
+		created, err := db.CreateTask(context.Background(), store.BySystem, storetest.NewTask(org, domain))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, created.Task.ID)
+	}
+	return ids
+}
+
+// working runs pool's worker loop until stop, which waits for it to end.
+func working(ctx context.Context, pool *Pool) (stop func()) {
+	workCtx, cancel := context.WithCancel(ctx)
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
 		pool.work(workCtx, ctx)
 	}()
-	for _, id := range ids {
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			task, err := db.GetTask(ctx, org, id)
-			is.NoErr(err)
-			if task.Status == store.StatusSucceeded {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("task %s: %s after 10 s; log: %s", id, task.Status, logs.String())
-			}
+	return func() {
+		cancel()
+		<-stopped
+	}
+}
+
+// waitSucceeded waits up to 10 s for the task id to succeed, and fails with the
+// pool's log if it does not.
+func waitSucceeded(t *testing.T, db *store.DB, org, id string, logs *bytes.Buffer) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		task, err := db.GetTask(context.Background(), org, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Status == store.StatusSucceeded {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s: %s after 10 s; log: %s", id, task.Status, logs.String())
 		}
 	}
-	stop()
-	<-stopped
-	after, _ := db.WriteStats()
-	is.Equal(vendor.asked.Load(), int64(5))
-	is.Equal(after-before, int64(11))  // a claim, and a booking and a settle a task
-	is.Equal(asksOnTheBooks(t, db), 0) // each ask settled with its task
 }
 
 // A stop that comes while the settle's write waits for the writer does not settle the
@@ -139,48 +165,23 @@ func TestAWorkerClaimsAgainOnlyIfMoreWasQueued(t *testing.T) {
 	real, org := openDB(t)
 	_, err := real.GrantCredits(ctx, "acme", 10, nil)
 	is.NoErr(err)
-	var ids []string
-	for _, domain := range []string{"a.com", "b.com", "c.com"} {
-		created, err := real.CreateTask(ctx, store.BySystem, storetest.NewTask(org, domain))
-		is.NoErr(err)
-		ids = append(ids, created.Task.ID)
-	}
+	ids := queueTasks(t, real, org, "a.com", "b.com", "c.com")
 	db := &store.DB{Driver: manyWriters{real.Driver}, Now: real.Now}
 	db.SetSubjects(real.Subjects())
 	var logs bytes.Buffer
 	vendor := &pricedVendor{}
 	pool := New(db, Config{Workers: 1, Sources: []enrich.Source{vendor}, PollInterval: time.Hour,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	succeeded := func(id string) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			task, err := db.GetTask(ctx, org, id)
-			is.NoErr(err)
-			if task.Status == store.StatusSucceeded {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("task %s: %s after 10 s; log: %s", id, task.Status, logs.String())
-			}
-		}
-	}
 
 	before, _ := real.WriteStats()
-	workCtx, stop := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		pool.work(workCtx, ctx)
-	}()
+	stop := working(ctx, pool)
 	for _, id := range ids {
-		succeeded(id)
+		waitSucceeded(t, db, org, id, &logs)
 	}
-	fourth, err := db.CreateTask(ctx, store.BySystem, storetest.NewTask(org, "d.com"))
-	is.NoErr(err)
+	fourth := queueTasks(t, db, org, "d.com")[0]
 	pool.wakeWorker()
-	succeeded(fourth.Task.ID)
+	waitSucceeded(t, db, org, fourth, &logs)
 	stop()
-	<-stopped
 	after, _ := real.WriteStats()
 	is.Equal(vendor.asked.Load(), int64(4))
 	is.Equal(after-before, int64(13))
