@@ -186,9 +186,7 @@ func testAnErasureRemovesThePersonFromEveryTable(t *testing.T, env *Env) {
 	is.Equal(string(payload), string(store.SpentErasurePayload(er.ID)))
 	_, err = db.RetryDelivery(ctx, acme, d.ID)
 	is.Equal(err.(*enrich.Error).Code, "delivery_not_failed")
-	n, err = db.CompleteErasures(ctx)
-	is.NoErr(err)
-	is.Equal(n, 1)
+	erasuresCompleted(t, db, 1)
 	got, err := db.GetErasure(ctx, acme, er.ID)
 	is.NoErr(err)
 	is.True(got.CompletedAt != nil)
@@ -344,20 +342,8 @@ func testAnErasureWaitsForWhatMayStillReadItsRows(t *testing.T, env *Env) {
 	is.Equal(got.CompletedAt, (*time.Time)(nil))
 
 	is.NoErr(open.Rollback())
-	// Nothing of the test holds it now, but on SQLite the store's own background
-	// checkpoint may, for a moment longer than the scrub's 100 ms wait on a loaded
-	// machine (the likely cause of one failure under the race detector): the erasure
-	// completes within a few tries, as the completer's retries a second apart do.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		done, err = db.CompleteErasures(ctx)
-		is.NoErr(err)
-		if done != 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	is.Equal(done, 1)
+	// Nothing of the test holds it now; what else may is erasuresCompleted's.
+	erasuresCompleted(t, db, 1)
 	held, _ = db.ErasuresHeld()
 	is.Equal(held, "")
 	got, err = db.GetErasure(ctx, acme, er.ID)
@@ -493,9 +479,30 @@ func testAnErasedDeliveryIsNotRetried(t *testing.T, env *Env) {
 		_, err = db.RetryDelivery(ctx, acme, id)
 		is.Equal(err.(*enrich.Error).Code, "delivery_erased")
 	}
-	n, err := db.CompleteErasures(ctx)
-	is.NoErr(err)
-	is.Equal(n, 1) // nothing left to send
+	erasuresCompleted(t, db, 1) // nothing left to send
+}
+
+// erasuresCompleted completes the erasures that are ready until want of them have
+// completed, within a minute. On PostgreSQL a scrub waits for the transactions of
+// every database of the server (docs/privacy.md), and a case of this suite holds one
+// open on purpose for the scrub's whole wait (AnErasureWaitsForWhatMayStillReadItsRows);
+// on SQLite the store's own checkpoint may hold the log a moment longer than the
+// scrub's. The completer tries again each round, as this does.
+func erasuresCompleted(t *testing.T, db *store.DB, want int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		n, err := db.CompleteErasures(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == want {
+			return
+		}
+		if n > want || time.Now().After(deadline) {
+			held, _ := db.ErasuresHeld()
+			t.Fatalf("%d erasures completed, want %d (held by: %s)", n, want, held)
+		}
+	}
 }
 
 // testAnErasureAfterRetentionTellsTheLoopThatWroteIntoTheCRM: retention deletes the
