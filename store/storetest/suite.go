@@ -89,6 +89,7 @@ var conformanceTests = []conformanceTest{
 	{"AsksSettleWithTheirTask", testAsksSettleWithTheirTask},
 	{"ASettleClaimsTheNextTaskInItsWrite", testASettleClaimsTheNextTaskInItsWrite},
 	{"AClaimSaysWhetherMoreIsQueued", testAClaimSaysWhetherMoreIsQueued},
+	{"AbandonedClaimsOfTwoOrganizationsAreRequeuedTogether", testAbandonedClaimsOfTwoOrganizationsAreRequeuedTogether},
 	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
 	{"FillListsPerOrganization", testFillListsPerOrganization},
 	{"FillListRefusals", testFillListRefusals},

@@ -357,6 +357,44 @@ func testAChangedDomainStaysAnAlias(t *testing.T, env *Env) {
 	is.Equal(records, 1) // the first, domain-only record lost its key to the second and is gone
 }
 
+// testAbandonedClaimsOfTwoOrganizationsAreRequeuedTogether: one sweep puts back the
+// abandoned tasks of two organizations, their rows locked in one order, and both
+// organizations are back in line, each claimed in turn.
+func testAbandonedClaimsOfTwoOrganizationsAreRequeuedTogether(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	first, second := NewOrg(t, db, "first"), NewOrg(t, db, "second")
+	want := map[string]string{}
+	for _, o := range []struct{ org, name, domain string }{{second, "second", "b.com"}, {first, "first", "a.com"}} {
+		_, err := db.GrantCredits(ctx, o.name, 10, nil)
+		is.NoErr(err)
+		created, err := db.CreateTask(ctx, store.BySystem, NewTask(o.org, o.domain))
+		is.NoErr(err)
+		want[created.Task.ID] = o.org
+	}
+	for range 2 {
+		c, err := db.ClaimTask(ctx, 30*time.Second)
+		is.NoErr(err)
+		is.True(c != nil)
+	}
+	c, err := db.ClaimTask(ctx, 30*time.Second)
+	is.NoErr(err)
+	is.Equal(c, nil) // both running, both turns gone
+
+	clk.Add(31 * time.Second)
+	n, _, err := db.RequeueAbandoned(ctx)
+	is.NoErr(err)
+	is.Equal(n, 2)
+	got := map[string]string{}
+	for range 2 {
+		c, err := db.ClaimTask(ctx, 30*time.Second)
+		is.NoErr(err)
+		got[c.TaskID] = c.OrgID
+	}
+	is.Equal(got, want)
+}
+
 func testClaimSkipsOrganizationsWithNothingLeftQueued(t *testing.T, env *Env) {
 	is := is.New(t)
 	ctx := context.Background()
