@@ -45,14 +45,11 @@ func (e exec) Exec(ctx context.Context, query string, args ...any) (int64, error
 	return tag.RowsAffected(), e.checked(err)
 }
 
-// ExecLater sends the statement with the transaction's next one (pipe.later).
+// ExecLater sends the statement with the transaction's next one (pipe.later): a Tx is
+// always Write's pipe.
 func (e exec) ExecLater(ctx context.Context, query string, args ...any) error {
-	if tx, ok := e.q.(*pipe); ok {
-		tx.later(rebind(query), args...)
-		return nil
-	}
-	_, err := e.Exec(ctx, query, args...)
-	return err
+	e.q.(*pipe).later(rebind(query), args...)
+	return nil
 }
 
 func (e exec) Query(ctx context.Context, query string, args ...any) (store.Rows, error) {

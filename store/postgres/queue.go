@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"enrichd/store"
 
@@ -26,10 +25,9 @@ import (
 // NextTurn takes the first turn no other claimer holds (SKIP LOCKED), but for those
 // passed.
 func (e exec) NextTurn(ctx context.Context, passed []string) (string, error) {
-	tx := e.q
 	var org string
 	// Not nil: `<> ALL(NULL)` is never true.
-	err := tx.QueryRow(ctx, `SELECT org_id FROM queue_turns WHERE org_id <> ALL($1)
+	err := e.q.QueryRow(ctx, `SELECT org_id FROM queue_turns WHERE org_id <> ALL($1)
 		ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`, append([]string{}, passed...)).Scan(&org)
 	if errors.Is(err, pgx.ErrNoRows) && len(passed) == 0 {
 		// Every turn is held by other claimers. Their transactions are short (a claim,
@@ -37,7 +35,7 @@ func (e exec) NextTurn(ctx context.Context, passed []string) (string, error) {
 		// first turn rather than report an empty queue and sleep until the next poll,
 		// which left one busy tenant's tasks to one claim at a time. This transaction
 		// holds no turn yet, so it waits in no cycle.
-		err = tx.QueryRow(ctx, `SELECT org_id FROM queue_turns ORDER BY seq LIMIT 1 FOR UPDATE`).Scan(&org)
+		err = e.q.QueryRow(ctx, `SELECT org_id FROM queue_turns ORDER BY seq LIMIT 1 FOR UPDATE`).Scan(&org)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", store.ErrNoRows
@@ -71,11 +69,4 @@ func leaveQueue(ctx context.Context, tx pgQuerier, orgID string) error {
 	_, err = tx.Exec(ctx, `DELETE FROM queue_turns WHERE org_id = $1
 		AND NOT EXISTS (SELECT 1 FROM tasks WHERE org_id = $1 AND status = 'queued')`, orgID)
 	return err
-}
-
-// lockOrgs is lockOrg for several organizations, locked in one order.
-func lockOrgs(tx *pipe, orgs []string) {
-	orgs = slices.Clone(orgs)
-	slices.Sort(orgs)
-	tx.later(`SELECT 1 FROM orgs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, orgs)
 }

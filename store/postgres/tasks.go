@@ -2,17 +2,8 @@ package postgres
 
 import (
 	"context"
+	"slices"
 )
-
-// lockOrg locks the organization's row against the other enqueues of its tasks and
-// against a claimer dropping its turn. FOR NO KEY UPDATE, not FOR UPDATE: rows that
-// refer to the organization (a task, a ledger row) take FOR KEY SHARE on it, which
-// FOR UPDATE would make wait. The lock is sent with the transaction's next statement:
-// every caller's next statements write or read what the lock guards, and a row that
-// refers to an organization that is not there fails on its foreign key.
-func lockOrg(tx *pipe, orgID string) {
-	tx.later(`SELECT 1 FROM orgs WHERE id = $1 FOR NO KEY UPDATE`, orgID)
-}
 
 // SingleWriter is false: transactions run side by side, and a read ahead of one would
 // be a round trip more.
@@ -23,15 +14,19 @@ func (db *DB) SingleWriter() bool { return false }
 // then walks backwards; TestFindTasksPagesAndEachFilterWalksAnIndex checks that it does.
 func (db *DB) IndexedBy(table, index string) string { return table }
 
-// LockOrgs locks the organizations' rows in one order (see lockOrg).
+// LockOrgs locks the organizations' rows, in one order, against the other enqueues of
+// their tasks and against a claimer dropping their turns. FOR NO KEY UPDATE, not FOR
+// UPDATE: rows that refer to an organization (a task, a ledger row) take FOR KEY SHARE
+// on it, which FOR UPDATE would make wait. The lock is sent with the transaction's
+// next statement (pipe.later): every caller's next statements write or read what it
+// guards, and a row that refers to an organization that is not there fails on its
+// foreign key.
 func (e exec) LockOrgs(ctx context.Context, orgIDs ...string) error {
-	tx := e.q.(*pipe)
 	if len(orgIDs) == 1 {
-		lockOrg(tx, orgIDs[0])
-	} else {
-		lockOrgs(tx, orgIDs)
+		return e.ExecLater(ctx, `SELECT 1 FROM orgs WHERE id = ? FOR NO KEY UPDATE`, orgIDs[0])
 	}
-	return nil
+	orgs := slices.Sorted(slices.Values(orgIDs))
+	return e.ExecLater(ctx, `SELECT 1 FROM orgs WHERE id = ANY(?) ORDER BY id FOR NO KEY UPDATE`, orgs)
 }
 
 // NotifyQueued sends the NOTIFY of an enqueued task, delivered at commit.
