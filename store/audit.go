@@ -36,9 +36,13 @@ import (
 // One chain per organization is appended to by one writer at a time: SQLite's single
 // writer orders them, and on PostgreSQL the transaction that appends holds the chain's
 // head row (audit_heads, FOR UPDATE) until it commits. A task's creation already holds
-// its organization's credit grants that long, so the head adds no wait to the
-// enrichments of one organization that they did not have; it is taken last in every
-// transaction (no lock is taken after it), so it closes no circle of waits.
+// its organization's credit grants that long, and takes the head in the same round
+// trip, just after them, so the head adds no wait to the enrichments of one
+// organization that they did not have. It is taken after every other lock of its
+// transaction, so it closes no circle of waits; the one exception, a task's creation,
+// then takes only share locks on rows that no transaction holding a head deletes (a
+// Loop's and the organization's, by the delivery and ledger rows' references) and its
+// own grants again (a refund).
 
 // Actor is who did what an entry records.
 type Actor struct {
@@ -257,6 +261,12 @@ func subjectSeal(h *enrich.Subjects, text string) []byte {
 // (see the top of this file); a transaction that appends to several chains appends in
 // the order of their organizations' ids.
 func (db *DB) appendAudit(ctx context.Context, tx Tx, by By, e NewAuditEntry) error {
+	return db.appendAuditAt(ctx, tx, by, e, nil)
+}
+
+// appendAuditAt is appendAudit on the head askAuditHead read, which the transaction
+// holds already; nil (or a chain not begun) reads it here.
+func (db *DB) appendAuditAt(ctx context.Context, tx Tx, by By, e NewAuditEntry, head *auditHead) error {
 	if e.Actor.Kind == "" {
 		e.Actor = by.Actor
 	}
@@ -289,11 +299,14 @@ func (db *DB) appendAudit(ctx context.Context, tx Tx, by By, e NewAuditEntry) er
 		s := string(raw)
 		r.detail = &s
 	}
-	var headAt int64
-	var err error
-	if r.seq, headAt, r.prevHash, err = lockAuditHead(ctx, tx, e.OrgID); err != nil {
-		return err
+	if head == nil || !head.found {
+		var err error
+		if head, err = lockAuditHead(ctx, tx, e.OrgID); err != nil {
+			return err
+		}
 	}
+	r.seq, r.prevHash = head.seq, head.hash
+	headAt := head.at
 	// Time never goes back along a chain, whatever the clock of the replica that
 	// appends: the primary key's order is the chain's.
 	r.seq, r.at = r.seq+1, max(r.at, headAt)
@@ -312,19 +325,42 @@ func (db *DB) RecordAudit(ctx context.Context, by By, e NewAuditEntry) error {
 	return db.Write(ctx, func(tx Tx) error { return db.appendAudit(ctx, tx, by, e) })
 }
 
-// lockAuditHead reads, and on PostgreSQL locks, the head of orgID's chain: the last
-// entry's place, time and hash (0, 0 and zeroHash before the first). A chain's head is
-// made by its first entry: two transactions making it at once meet on its primary
-// key, and the second then waits for the first and reads the head it left.
-func lockAuditHead(ctx context.Context, tx Tx, orgID string) (seq, at int64, hash []byte, err error) {
+// auditHead is the head of an organization's chain: the last entry's place, time and
+// hash (0, 0 and zeroHash before the first), read under its lock; found is false when
+// the chain has no head yet.
+type auditHead struct {
+	seq, at int64
+	hash    []byte
+	found   bool
+}
+
+const lockAuditHeadQuery = `SELECT seq, at, hash FROM audit_heads WHERE org_id = ? FOR UPDATE`
+
+// askAuditHead asks for the head of orgID's chain (Tx.QueryLater), to be read with the
+// transaction's next statement, and locked from then to its end; its value is there
+// once Tx.Flush has returned. A chain without a head is given one by appendAuditAt.
+func askAuditHead(ctx context.Context, tx Tx, orgID string) (*auditHead, error) {
+	head := &auditHead{}
+	err := tx.QueryLater(ctx, func(r Row) error {
+		head.found = true
+		return r.Scan(&head.seq, &head.at, &head.hash)
+	}, lockAuditHeadQuery, orgID)
+	return head, err
+}
+
+// lockAuditHead reads, and on PostgreSQL locks, the head of orgID's chain. A chain's
+// head is made by its first entry: two transactions making it at once meet on its
+// primary key, and the second then waits for the first and reads the head it left.
+func lockAuditHead(ctx context.Context, tx Tx, orgID string) (*auditHead, error) {
 	for attempt := 0; ; attempt++ {
-		err = tx.QueryRow(ctx, `SELECT seq, at, hash FROM audit_heads WHERE org_id = ? FOR UPDATE`, orgID).Scan(&seq, &at, &hash)
+		head := &auditHead{found: true}
+		err := tx.QueryRow(ctx, lockAuditHeadQuery, orgID).Scan(&head.seq, &head.at, &head.hash)
 		if !errors.Is(err, ErrNoRows) || attempt > 0 {
-			return seq, at, hash, err
+			return head, err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO audit_heads (org_id, seq, at, hash, base_seq, base_at, base_hash)
 			VALUES (?, 0, 0, ?, 0, 0, ?) ON CONFLICT (org_id) DO NOTHING`, orgID, zeroHash, zeroHash); err != nil {
-			return 0, 0, nil, err
+			return nil, err
 		}
 	}
 }

@@ -337,15 +337,32 @@ type liveGrant struct {
 // expireGrants locks the organization's unexpired grants, writes off what is left of
 // those past their expiry, and returns the others, still locked, in grantOrder.
 func expireGrants(ctx context.Context, tx Tx, orgID string, now time.Time) ([]liveGrant, error) {
-	rows, err := tx.Query(ctx, lockGrantsQuery, orgID)
-	grants, err := collect(rows, err, func(r Row) (liveGrant, error) {
-		var g liveGrant
-		err := r.Scan(&g.id, &g.remaining, &g.expiresAt)
-		return g, err
-	})
+	grants, err := askGrants(ctx, tx, orgID)
+	if err == nil {
+		err = tx.Flush(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
+	return expireAsked(ctx, tx, orgID, *grants, now)
+}
+
+// askGrants asks for the organization's unexpired grants in grantOrder
+// (Tx.QueryLater), to be read with the transaction's next statement and locked from
+// then to its end; they are there once Tx.Flush has returned.
+func askGrants(ctx context.Context, tx Tx, orgID string) (*[]liveGrant, error) {
+	var grants []liveGrant
+	err := tx.QueryLater(ctx, func(r Row) error {
+		var g liveGrant
+		err := r.Scan(&g.id, &g.remaining, &g.expiresAt)
+		grants = append(grants, g)
+		return err
+	}, lockGrantsQuery, orgID)
+	return &grants, err
+}
+
+// expireAsked is expireGrants on the grants askGrants read.
+func expireAsked(ctx context.Context, tx Tx, orgID string, grants []liveGrant, now time.Time) ([]liveGrant, error) {
 	live := grants[:0]
 	for _, g := range grants {
 		if g.expiresAt == nil || *g.expiresAt > ms(now) {
@@ -365,14 +382,14 @@ func expireGrants(ctx context.Context, tx Tx, orgID string, now time.Time) ([]li
 }
 
 // charge takes cost credits for the task taskID from the organization's unexpired
-// grants, the ones that expire first first, or fails with 402 (insufficient_credits,
-// or credits_expired when an expiry was the last thing to take credits away), having
-// changed nothing but the write-off of expired grants, which the caller's refusal
-// rolls back with the rest. The grants stay locked until tx ends, so a concurrent
-// charge of the same organization waits and then sees what this one left: the last
-// credit is spent once.
-func charge(ctx context.Context, tx Tx, orgID, taskID string, cost int64, now time.Time) error {
-	grants, err := expireGrants(ctx, tx, orgID, now)
+// grants, read by askGrants, the ones that expire first first, or fails with 402
+// (insufficient_credits, or credits_expired when an expiry was the last thing to take
+// credits away), having changed nothing but the write-off of expired grants, which the
+// caller's refusal rolls back with the rest. The grants stay locked until tx ends, so
+// a concurrent charge of the same organization waits and then sees what this one
+// left: the last credit is spent once.
+func charge(ctx context.Context, tx Tx, asked []liveGrant, orgID, taskID string, cost int64, now time.Time) error {
+	grants, err := expireAsked(ctx, tx, orgID, asked, now)
 	if err != nil {
 		return err
 	}

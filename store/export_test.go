@@ -8,7 +8,14 @@ import "context"
 // before the transaction ends.
 func (db *DB) Charge(ctx context.Context, orgID, taskID string, cost int64, hold func()) error {
 	return db.Write(ctx, func(tx Tx) error {
-		if err := charge(ctx, tx, orgID, taskID, cost, db.now()); err != nil {
+		grants, err := askGrants(ctx, tx, orgID)
+		if err == nil {
+			err = tx.Flush(ctx)
+		}
+		if err == nil {
+			err = charge(ctx, tx, *grants, orgID, taskID, cost, db.now())
+		}
+		if err != nil {
 			return err
 		}
 		if hold != nil {

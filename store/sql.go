@@ -44,6 +44,16 @@ type Tx interface {
 	// statement's error: see UniqueViolation); SQLite runs it at once. Its arguments
 	// must not change until it is sent.
 	ExecLater(ctx context.Context, query string, args ...any) error
+	// QueryLater runs a query whose rows scan reads, one call a row, when they arrive:
+	// PostgreSQL sends it as ExecLater sends a statement, so reads that do not depend
+	// on each other share one round trip (a task's backlog, its charge's grants and its
+	// audit entry's head); SQLite runs it at once. What scan keeps may be used only once
+	// Flush, or the next statement that reads a result, has returned; a failure, the
+	// query's or scan's, is returned there.
+	QueryLater(ctx context.Context, scan func(Row) error, query string, args ...any) error
+	// Flush sends what ExecLater and QueryLater queued and returns the first failure (as
+	// an earlier statement's error); nothing on SQLite, which queues nothing.
+	Flush(ctx context.Context) error
 
 	// Hold takes lock until the transaction ends, and reports whether it did: with
 	// wait, once no other transaction holds it; without, only if none does (false: another

@@ -222,9 +222,9 @@ func scanTask(row Row, before ...any) (*Task, error) {
 //   - the charge is guarded on the grants' rows.
 //
 // Locks are taken in one order everywhere (orgs, queue_turns, tasks, task_results,
-// task_counts through the trigger, credit_grants) so that two transactions do not wait
-// for each other in a circle; PostgreSQL's Write retries the deadlock an order missed
-// would give. The task is inserted before it is charged for that reason: a cancel or a
+// task_counts through the trigger, credit_grants, audit_heads) so that two
+// transactions do not wait for each other in a circle; PostgreSQL's Write retries the
+// deadlock an order missed would give. The task is inserted before it is charged for that reason: a cancel or a
 // refund takes task_counts before credit_grants too. A claimer, which holds a turn,
 // never waits for an organization's row (it skips a locked one).
 func (db *DB) CreateTask(ctx context.Context, by By, nt NewTask) (*Enqueued, error) {
@@ -313,6 +313,7 @@ func (db *DB) createTask(ctx context.Context, tx Tx, by By, nt NewTask, ahead *s
 		}
 	}
 	var rec *StoredRecord
+	var queue *backlog // the organization's, when the task is to be queued
 	fail := nt.Fail
 	if fail == nil {
 		if rec, err = findStoredFor(ctx, tx, nt.OrgID, RecordKey(nt.Input.Lookup, nt.Input.Target)); err != nil {
@@ -366,7 +367,7 @@ func (db *DB) createTask(ctx context.Context, tx Tx, by By, nt NewTask, ahead *s
 		if err := tx.LockOrgs(ctx, nt.OrgID); err != nil {
 			return nil, err
 		}
-		if err := checkBacklog(ctx, tx, nt.OrgID, nt.MaxBacklog); err != nil {
+		if queue, err = askBacklog(ctx, tx, nt.OrgID, nt.MaxBacklog); err != nil {
 			return nil, err
 		}
 		if err := db.joinQueue(ctx, tx, nt.OrgID); err != nil {
@@ -382,7 +383,25 @@ func (db *DB) createTask(ctx context.Context, tx Tx, by By, nt NewTask, ahead *s
 			return nil, err
 		}
 	}
-	if err := charge(ctx, tx, nt.OrgID, t.ID, t.CreditsCharged, now); err != nil {
+	// What the rest decides on is read in one round trip on PostgreSQL: the backlog
+	// (read before the task's row is written, as the statements run in their order),
+	// the grants the charge takes from, and the head of the audit chain the entry
+	// joins, the last two locked from here to the commit, in the lock order above.
+	grants, err := askGrants(ctx, tx, nt.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	head, err := askAuditHead(ctx, tx, nt.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Flush(ctx); err != nil {
+		return nil, err
+	}
+	if err := queue.check(); err != nil {
+		return nil, err
+	}
+	if err := charge(ctx, tx, *grants, nt.OrgID, t.ID, t.CreditsCharged, now); err != nil {
 		return nil, err
 	}
 	switch t.Status {
@@ -405,7 +424,7 @@ func (db *DB) createTask(ctx context.Context, tx Tx, by By, nt NewTask, ahead *s
 	if t.Status != StatusFailed { // a task failed here was refunded at once
 		entry.Credits = t.CreditsCharged
 	}
-	if err := db.appendAudit(ctx, tx, by, entry); err != nil {
+	if err := db.appendAuditAt(ctx, tx, by, entry, head); err != nil {
 		return nil, err
 	}
 	return &Enqueued{Task: t}, nil
@@ -613,16 +632,25 @@ func findIdempotent(ctx context.Context, tx Tx, nt NewTask) (*Task, error) {
 	return t, nil
 }
 
-func checkBacklog(ctx context.Context, q Executor, orgID string, limit int64) error {
+// backlog is an organization's queued tasks, read by askBacklog, and its limit.
+type backlog struct{ queued, limit int64 }
+
+const statusCountQuery = `SELECT coalesce((SELECT n FROM task_counts WHERE org_id = ? AND status = ?), 0)`
+
+// askBacklog asks for the organization's count of queued tasks (Tx.QueryLater), there
+// once Tx.Flush has returned; with no limit it asks nothing, and nil checks nothing.
+func askBacklog(ctx context.Context, tx Tx, orgID string, limit int64) (*backlog, error) {
 	if limit <= 0 {
-		return nil
+		return nil, nil
 	}
-	queued, err := taskCount(ctx, q, orgID, StatusQueued)
-	if err != nil {
-		return err
-	}
-	if queued >= limit {
-		return QueueFull(queued)
+	b := &backlog{limit: limit}
+	return b, tx.QueryLater(ctx, func(r Row) error { return r.Scan(&b.queued) }, statusCountQuery, orgID, StatusQueued)
+}
+
+// check refuses a task past the limit (429, queue_full).
+func (b *backlog) check() error {
+	if b != nil && b.queued >= b.limit {
+		return QueueFull(b.queued)
 	}
 	return nil
 }
@@ -749,7 +777,7 @@ func taskCount(ctx context.Context, q Executor, orgID, status string) (int64, er
 		err := q.QueryRow(ctx, `SELECT CAST(coalesce(sum(n), 0) AS BIGINT) FROM task_counts WHERE org_id = ?`, orgID).Scan(&n)
 		return n, err
 	}
-	err := q.QueryRow(ctx, `SELECT coalesce((SELECT n FROM task_counts WHERE org_id = ? AND status = ?), 0)`, orgID, status).Scan(&n)
+	err := q.QueryRow(ctx, statusCountQuery, orgID, status).Scan(&n)
 	return n, err
 }
 

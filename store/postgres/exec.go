@@ -52,6 +52,23 @@ func (e exec) ExecLater(ctx context.Context, query string, args ...any) error {
 	return nil
 }
 
+// QueryLater sends the query with the transaction's next statement (pipe.laterQuery),
+// its rows read by scan as they arrive.
+func (e exec) QueryLater(ctx context.Context, scan func(store.Row) error, query string, args ...any) error {
+	e.q.(*pipe).laterQuery(func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return err
+			}
+		}
+		return e.checked(rows.Err())
+	}, rebind(query), args...)
+	return nil
+}
+
+// Flush sends what was queued (pipe.flush).
+func (e exec) Flush(ctx context.Context) error { return e.q.(*pipe).flush(ctx) }
+
 func (e exec) Query(ctx context.Context, query string, args ...any) (store.Rows, error) {
 	rows, err := e.q.Query(ctx, rebind(query), args...)
 	if err != nil {

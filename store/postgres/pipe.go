@@ -12,7 +12,8 @@ import (
 // pipe is a write transaction on one connection that sends what needs no answer with
 // the next statement that does, in one round trip: its BEGIN with its first statement,
 // the statements queued by later (a lock taken, a NOTIFY, a row whose failure is the
-// transaction's) with the next statement, and the last of them with its COMMIT. A
+// transaction's) and the queries queued by laterQuery (reads that do not depend on
+// each other) with the next statement or flush, and the last of them with its COMMIT. A
 // batch row's task took fifteen round trips; on a two-core machine each cost about as
 // much as the statements' own work on the server (docs/performance.md).
 //
@@ -23,6 +24,7 @@ import (
 type pipe struct {
 	conn    *pgx.Conn
 	pending *pgx.Batch // not sent yet, in their order; nil when none
+	reads   int        // how many of pending are queries (laterQuery)
 	sent    bool       // a statement, the BEGIN with it, reached the connection
 }
 
@@ -34,11 +36,35 @@ func newPipe(conn *pgx.Conn) *pipe {
 
 // later queues a statement to be sent with the next one. Its arguments must not change
 // until then.
-func (p *pipe) later(sql string, args ...any) {
+func (p *pipe) later(sql string, args ...any) *pgx.QueuedQuery {
 	if p.pending == nil {
 		p.pending = &pgx.Batch{}
 	}
-	p.pending.Queue(sql, args...)
+	return p.pending.Queue(sql, args...)
+}
+
+// laterQuery queues a query to be sent with the next statement, its rows given to read
+// as they arrive; a failure of read's is returned as the query's own (laterError).
+func (p *pipe) laterQuery(read func(pgx.Rows) error, sql string, args ...any) {
+	p.later(sql, args...).Query(read)
+	p.reads++
+}
+
+// readPending reads the outcomes of b's first n statements, in their order, each
+// query's rows through its read (laterQuery).
+func readPending(br pgx.BatchResults, b *pgx.Batch, n int) error {
+	for _, q := range b.QueuedQueries[:n] {
+		var err error
+		if q.Fn != nil {
+			err = q.Fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // laterError is the failure of a statement queued by later, returned by the statement
@@ -57,22 +83,38 @@ func (e *laterError) Unwrap() error { return e.err }
 // and leaves sql's to the caller, who closes br.
 func (p *pipe) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := p.pending
-	p.pending, p.sent = nil, true
+	p.pending, p.reads, p.sent = nil, 0, true
 	n := b.Len()
 	b.Queue(sql, args...)
 	br := p.conn.SendBatch(ctx, b)
-	for range n {
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			// pgx prepares and encodes the whole batch before it sends any of it: a
-			// failure there is of the statement it names, and nothing ran.
-			if pe := (pgx.ErrPreprocessingBatch{}); errors.As(err, &pe) && pe.SQL() == sql {
-				return nil, err
-			}
-			return nil, &laterError{err}
+	if err := readPending(br, b, n); err != nil {
+		br.Close()
+		// pgx prepares and encodes the whole batch before it sends any of it: a
+		// failure there is of the statement it names, and nothing ran.
+		if pe := (pgx.ErrPreprocessingBatch{}); errors.As(err, &pe) && pe.SQL() == sql {
+			return nil, err
 		}
+		return nil, &laterError{err}
 	}
 	return br, nil
+}
+
+// flush sends the pending statements alone and reads their outcomes.
+func (p *pipe) flush(ctx context.Context) error {
+	b := p.pending
+	if b == nil {
+		return nil
+	}
+	p.pending, p.reads, p.sent = nil, 0, true
+	br := p.conn.SendBatch(ctx, b)
+	err := readPending(br, b, b.Len())
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &laterError{err}
+	}
+	return nil
 }
 
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -121,6 +163,13 @@ func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // was not committed, and nothing after it; a connection lost on the way leaves the
 // outcome unknown (commitError).
 func (p *pipe) commit(ctx context.Context) error {
+	if p.reads > 0 {
+		// A query's rows were asked for and never used before the commit: read them
+		// first, so that a failure to read them is not taken for the commit's.
+		if err := p.flush(ctx); err != nil {
+			return err
+		}
+	}
 	b := p.pending
 	if !p.sent && b.Len() == 1 {
 		p.pending = nil
@@ -135,13 +184,11 @@ func (p *pipe) commit(ctx context.Context) error {
 	b.Queue("commit")
 	br := p.conn.SendBatch(ctx, b)
 	defer br.Close()
-	for range n {
-		if _, err := br.Exec(); err != nil {
-			if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
-				return &laterError{err} // the server refused it, and skipped the commit
-			}
-			return commitFailed(err, begun)
+	if err := readPending(br, b, n); err != nil {
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
+			return &laterError{err} // the server refused it, and skipped the commit
 		}
+		return commitFailed(err, begun)
 	}
 	tag, err := br.Exec()
 	if err == nil {
@@ -171,7 +218,7 @@ func commitFailed(err error, begun bool) error {
 
 // rollback ends a transaction that did not commit, if the connection is in one.
 func (p *pipe) rollback(ctx context.Context) {
-	p.pending = nil
+	p.pending, p.reads = nil, 0
 	if p.sent && !p.conn.IsClosed() && p.conn.PgConn().TxStatus() != 'I' {
 		p.conn.Exec(ctx, "rollback")
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"enrichd/store"
+
 	"github.com/matryer/is"
 )
 
@@ -170,6 +172,90 @@ func TestRowsReadWithLaterStatementsLeaveTheTransactionUsable(t *testing.T) {
 		return err
 	}))
 	is.Equal(replicaRows(t, db, "r1")+replicaRows(t, db, "r2")+replicaRows(t, db, "r3"), 1)
+}
+
+// Queries asked for later are sent together with the statements queued before them,
+// in their order, at the flush: until then nothing is sent (another connection can
+// still take the row one of them locks), and then each query's rows reach its read,
+// the later statements' effects in them.
+func TestQueriesAskedForLaterAreReadTogetherAtTheFlush(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	_, err := db.pool.Exec(ctx, `INSERT INTO replicas (id, expires_at) VALUES ('held', 7)`)
+	is.NoErr(err)
+	lockedElsewhere := func() bool {
+		other, err := db.pool.Begin(ctx)
+		is.NoErr(err)
+		defer other.Rollback(ctx)
+		_, err = other.Exec(ctx, `SELECT 1 FROM replicas WHERE id = 'held' FOR UPDATE NOWAIT`)
+		return err != nil
+	}
+	e := exec{}
+	var ids []string
+	var expires int64
+	is.NoErr(db.inTx(ctx, func(tx *pipe) error {
+		e.q = tx
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ('q1', 1), ('q2', 1)`)
+		is.NoErr(e.QueryLater(ctx, func(r store.Row) error {
+			var id string
+			err := r.Scan(&id)
+			ids = append(ids, id)
+			return err
+		}, `SELECT id FROM replicas WHERE id LIKE 'q%' ORDER BY id`))
+		is.NoErr(e.QueryLater(ctx, func(r store.Row) error { return r.Scan(&expires) },
+			`SELECT expires_at FROM replicas WHERE id = ? FOR UPDATE`, "held"))
+		is.True(!lockedElsewhere()) // nothing sent yet
+		is.Equal(len(ids), 0)
+		if err := e.Flush(ctx); err != nil {
+			return err
+		}
+		is.True(lockedElsewhere())
+		return nil
+	}))
+	is.Equal(ids, []string{"q1", "q2"})
+	is.Equal(expires, int64(7))
+
+	// A query asked for and never flushed is read before the commit, and kept.
+	var n int
+	is.NoErr(db.inTx(ctx, func(tx *pipe) error {
+		e.q = tx
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ('q3', 1)`)
+		return e.QueryLater(ctx, func(r store.Row) error { return r.Scan(&n) }, `SELECT count(*) FROM replicas WHERE id LIKE 'q%'`)
+	}))
+	is.Equal(n, 3)
+	is.Equal(replicaRows(t, db, "q3"), 1)
+}
+
+// A query asked for later that fails, or whose rows its read refuses, fails the flush
+// as an earlier statement's error, and the transaction keeps nothing.
+func TestAQueryAskedForLaterFailsTheFlush(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	refused := errors.New("refused by its read")
+	for _, c := range []struct {
+		query string
+		read  func(store.Row) error
+		want  func(error) bool
+	}{
+		{`SELECT no_such_column FROM replicas`, func(store.Row) error { return nil },
+			func(err error) bool { return strings.Contains(err.Error(), "no_such_column") }},
+		{`SELECT id FROM replicas WHERE id = 'f1'`, func(store.Row) error { return refused },
+			func(err error) bool { return errors.Is(err, refused) }},
+	} {
+		err := db.inTx(ctx, func(tx *pipe) error {
+			e := exec{q: tx}
+			tx.later(`INSERT INTO replicas (id, expires_at) VALUES ('f1', 1)`)
+			is.NoErr(e.QueryLater(ctx, c.read, c.query))
+			return e.Flush(ctx)
+		})
+		is.True(err != nil)
+		var le *laterError
+		is.True(errors.As(err, &le))
+		is.True(c.want(err))
+		is.Equal(replicaRows(t, db, "f1"), 0)
+	}
 }
 
 // This process's own notifications of queued tasks wake none of its workers (it wakes

@@ -41,6 +41,24 @@ func (e txExec) ExecLater(ctx context.Context, query string, args ...any) error 
 	return err
 }
 
+// QueryLater runs the query at once, as ExecLater runs a statement.
+func (e txExec) QueryLater(ctx context.Context, scan func(store.Row) error, query string, args ...any) error {
+	rows, err := e.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Flush has nothing to send: ExecLater and QueryLater ran their statements at once.
+func (e txExec) Flush(context.Context) error { return nil }
+
 func (e txExec) Query(ctx context.Context, query string, args ...any) (store.Rows, error) {
 	return e.tx.QueryContext(ctx, unlocked(query), args...)
 }
