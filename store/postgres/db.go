@@ -84,6 +84,7 @@ type DB struct {
 	store.Health // storage failures, and the probe write (probeWrite)
 
 	transactions atomic.Int64 // inTx calls since Open
+	roundTrips   atomic.Int64 // the write transactions' since Open (pipe)
 	commits      atomic.Int64 // of them, the ones that committed
 
 	touches store.KeyTouches // keys' last use being written
@@ -222,7 +223,7 @@ func (db *DB) tx1(ctx context.Context, fn func(tx *pipe) error) error {
 		return fmt.Errorf("starting a database transaction: %w", err)
 	}
 	defer conn.Release()
-	tx := newPipe(conn.Conn())
+	tx := newPipe(conn.Conn(), &db.roundTrips)
 	defer tx.rollback(context.WithoutCancel(ctx))
 	if err := store.Guarded(fn)(tx); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,13 +24,14 @@ import (
 // in the transaction.
 type pipe struct {
 	conn    *pgx.Conn
-	pending *pgx.Batch // not sent yet, in their order; nil when none
-	reads   int        // how many of pending are queries (laterQuery)
-	sent    bool       // a statement, the BEGIN with it, reached the connection
+	trips   *atomic.Int64 // counts each round trip
+	pending *pgx.Batch    // not sent yet, in their order; nil when none
+	reads   int           // how many of pending are queries (laterQuery)
+	sent    bool          // a statement, the BEGIN with it, reached the connection
 }
 
-func newPipe(conn *pgx.Conn) *pipe {
-	p := &pipe{conn: conn}
+func newPipe(conn *pgx.Conn, trips *atomic.Int64) *pipe {
+	p := &pipe{conn: conn, trips: trips}
 	p.later("begin")
 	return p
 }
@@ -86,6 +88,7 @@ func (p *pipe) send(ctx context.Context, sql string, args []any) (pgx.BatchResul
 	p.pending, p.reads, p.sent = nil, 0, true
 	n := b.Len()
 	b.Queue(sql, args...)
+	p.trips.Add(1)
 	br := p.conn.SendBatch(ctx, b)
 	if err := readPending(br, b, n); err != nil {
 		br.Close()
@@ -106,6 +109,7 @@ func (p *pipe) flush(ctx context.Context) error {
 		return nil
 	}
 	p.pending, p.reads, p.sent = nil, 0, true
+	p.trips.Add(1)
 	br := p.conn.SendBatch(ctx, b)
 	err := readPending(br, b, b.Len())
 	if cerr := br.Close(); err == nil {
@@ -119,6 +123,7 @@ func (p *pipe) flush(ctx context.Context) error {
 
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if p.pending == nil {
+		p.trips.Add(1)
 		return p.conn.Exec(ctx, sql, args...)
 	}
 	br, err := p.send(ctx, sql, args)
@@ -134,6 +139,7 @@ func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 
 func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if p.pending == nil {
+		p.trips.Add(1)
 		return p.conn.Query(ctx, sql, args...)
 	}
 	br, err := p.send(ctx, sql, args)
@@ -150,6 +156,7 @@ func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 
 func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if p.pending == nil {
+		p.trips.Add(1)
 		return p.conn.QueryRow(ctx, sql, args...)
 	}
 	br, err := p.send(ctx, sql, args)
@@ -182,6 +189,7 @@ func (p *pipe) commit(ctx context.Context) error {
 	p.pending, p.sent = nil, true
 	n := b.Len()
 	b.Queue("commit")
+	p.trips.Add(1)
 	br := p.conn.SendBatch(ctx, b)
 	defer br.Close()
 	if err := readPending(br, b, n); err != nil {
@@ -220,6 +228,7 @@ func commitFailed(err error, begun bool) error {
 func (p *pipe) rollback(ctx context.Context) {
 	p.pending, p.reads = nil, 0
 	if p.sent && !p.conn.IsClosed() && p.conn.PgConn().TxStatus() != 'I' {
+		p.trips.Add(1)
 		p.conn.Exec(ctx, "rollback")
 	}
 }

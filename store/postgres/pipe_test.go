@@ -287,3 +287,44 @@ func TestWakeupsPassOverThisProcesssOwnNotifies(t *testing.T) {
 		t.Fatal("another replica's notify woke nobody")
 	}
 }
+
+// A queued task's creation takes three round trips: its first read with the BEGIN; the
+// reads the rest decides on (the backlog, the grants, the audit chain's head) with the
+// writes made before them; the writes after them with the COMMIT. A store hit takes
+// one more, for the shared copy of its result (keepResult). Each of those reads sent
+// on its own took one more.
+func TestATasksCreationTakesThreeRoundTrips(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := newTestDB(t)
+	org := newOrg(t, db, "acme", 10)
+	enqueue(t, db, domainTask(org.ID, "first.com")) // the chain's first entry makes its head
+	created := func(nt store.NewTask) (*store.Task, int64) {
+		before := db.roundTrips.Load()
+		task := enqueue(t, db, nt)
+		return task, db.roundTrips.Load() - before
+	}
+
+	nt := domainTask(org.ID, "stripe.com")
+	nt.MaxBacklog = 10
+	task, trips := created(nt)
+	is.Equal(task.Status, store.StatusQueued)
+	is.Equal(trips, int64(3))
+
+	c, err := facade(db).ClaimTask(ctx, time.Minute)
+	is.NoErr(err)
+	for c != nil && c.TaskID != task.ID {
+		c, err = facade(db).ClaimTask(ctx, time.Minute)
+		is.NoErr(err)
+	}
+	is.True(c != nil)
+	ok, err := facade(db).Settle(ctx, c, store.Outcome{Result: company("stripe.com"), Fetched: true})
+	is.NoErr(err)
+	is.True(ok)
+
+	clk.Add(time.Minute)
+	nt.Freshness = time.Hour
+	hit, trips := created(nt)
+	is.Equal(hit.Status, store.StatusSucceeded)
+	is.Equal(trips, int64(4))
+}
