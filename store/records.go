@@ -358,6 +358,20 @@ func (db *DB) HasRecords(ctx context.Context, origin string) (bool, error) {
 // organization the record is kept for alone (fetched with its own vendor key): the
 // record carries it, and its keys are under privateOrigin.
 func saveRecord(ctx context.Context, tx Tx, h *enrich.Subjects, origin, owner string, res enrich.Result, keys RecordKeys, identity string, provenance []byte, lastEnriched, now time.Time) error {
+	keyOrigin := origin
+	if owner != "" {
+		keyOrigin = privateOrigin(owner)
+	}
+	held, err := findRecord(ctx, tx, keyOrigin, identity)
+	if err != nil {
+		return err
+	}
+	return saveRecordOver(ctx, tx, h, origin, owner, res, keys, identity, provenance, lastEnriched, now, held)
+}
+
+// saveRecordOver is saveRecord over held, the record identity names, read in this
+// transaction (nil: none).
+func saveRecordOver(ctx context.Context, tx Tx, h *enrich.Subjects, origin, owner string, res enrich.Result, keys RecordKeys, identity string, provenance []byte, lastEnriched, now time.Time, held *StoredRecord) error {
 	subject := resultHash(h, res)
 	keyOrigin := origin
 	var ownerCol any
@@ -374,16 +388,14 @@ func saveRecord(ctx context.Context, tx Tx, h *enrich.Subjects, origin, owner st
 		return err
 	}
 	var id int64
-	if rec, err := findRecord(ctx, tx, keyOrigin, identity); err != nil {
-		return err
-	} else if rec != nil && rec.ObjectType == objectType {
+	if held != nil && held.ObjectType == objectType {
 		n, err := tx.Exec(ctx, `UPDATE records SET data = ?, last_enriched_at = ?, updated_at = ?, provenance = ?, subject_hash = ? WHERE id = ?`,
-			string(raw), ms(lastEnriched), ms(now), nullText(provenance), subject, rec.ID)
+			string(raw), ms(lastEnriched), ms(now), nullText(provenance), subject, held.ID)
 		if err != nil {
 			return err
 		}
 		if n == 1 {
-			id = rec.ID
+			id = held.ID
 		}
 		// else retention deleted the record since it was read (PostgreSQL's replicas):
 		// it is written anew.
@@ -454,7 +466,8 @@ func storeFetched(ctx context.Context, tx Tx, h *enrich.Subjects, in enrich.Inpu
 	stored, shown, keys := FetchedRecord(in, res, byTarget, fetchedAt, now)
 	identity := IdentityKey(stored, RecordKey(in.Lookup, in.Target))
 	// A profile retrieved earlier (one gathered for an ambiguous address, settled
-	// later by a hint) never replaces a newer record of the same subject.
+	// later by a hint) never replaces a newer record of the same subject. The record
+	// read is the one saved over: the keys' origin is privateOrigin(owner).
 	held, err := findRecord(ctx, tx, privateOrigin(owner), identity)
 	if err != nil {
 		return shown, err
@@ -462,7 +475,7 @@ func storeFetched(ctx context.Context, tx Tx, h *enrich.Subjects, in enrich.Inpu
 	if held != nil && held.LastEnriched.After(fetchedAt) {
 		return shown, nil
 	}
-	return shown, saveRecord(ctx, tx, h, OriginStore, owner, stored, keys, identity, provenance, fetchedAt, now)
+	return shown, saveRecordOver(ctx, tx, h, OriginStore, owner, stored, keys, identity, provenance, fetchedAt, now, held)
 }
 
 // Import reads JSON Lines of companies and people into the dataset (ParseImport
