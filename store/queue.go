@@ -327,7 +327,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		if err != nil {
 			return true, err
 		}
-		if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, []byte(`{}`), sources, subject, nil, now); err != nil {
+		if err := finishTask(ctx, tx, c.TaskID, StatusFailed, nil, taskErr, []byte(`{}`), sources, subject, nil, false, now); err != nil {
 			return true, err
 		}
 		if err := refund(ctx, tx, c.TaskID, now); err != nil {
@@ -358,7 +358,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		if err != nil {
 			return true, err
 		}
-		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, provenance, sources, subject, resultHash(h, res), now); err != nil {
+		if err := finishTask(ctx, tx, c.TaskID, StatusSucceeded, data, nil, provenance, sources, subject, resultHash(h, res), out.Fetched, now); err != nil {
 			return true, err
 		}
 		fetched = out.Fetched
@@ -396,9 +396,10 @@ func keepIdentified(ctx context.Context, tx Tx, h *enrich.Subjects, orgID string
 }
 
 // finishTask settles the task id. subject is the hash of whom its input names, answer
-// of whom its result is about (nil without a result).
-func finishTask(ctx context.Context, tx Tx, id, status string, data, taskErr, provenance, sources, subject, answer []byte, now time.Time) error {
-	result, err := resultID(ctx, tx, data, answer)
+// of whom its result is about (nil without a result); fetched says the result was
+// just fetched, and most likely new (keepResult).
+func finishTask(ctx context.Context, tx Tx, id, status string, data, taskErr, provenance, sources, subject, answer []byte, fetched bool, now time.Time) error {
+	result, err := resultID(ctx, tx, data, answer, fetched)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func (db *DB) CeilingRead(ctx context.Context, id string) error {
 func (db *DB) SeedTasks(ctx context.Context, orgID string, n int) error {
 	start := db.now().Add(-time.Duration(n) * time.Millisecond)
 	return db.seed(ctx, n, func(tx Tx, from, to int) error {
-		result, err := keepResult(ctx, tx, []byte(`{"name":"Seeded","enrichment_status":"enriched"}`), noSubject)
+		result, err := keepResult(ctx, tx, []byte(`{"name":"Seeded","enrichment_status":"enriched"}`), noSubject, false)
 		if err != nil {
 			return err
 		}

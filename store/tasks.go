@@ -671,7 +671,7 @@ func insertTask(ctx context.Context, tx Tx, t *Task, subject, answer []byte) err
 	if len(resultSubject) == 0 {
 		resultSubject = subject
 	}
-	result, err := resultID(ctx, tx, t.Data, resultSubject)
+	result, err := resultID(ctx, tx, t.Data, resultSubject, false)
 	if err != nil {
 		return err
 	}
