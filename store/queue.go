@@ -293,16 +293,38 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		return false, err
 	}
 	now := db.now()
-	// Owning the claim, the task's Loop, its watch and whom it is about, in one read.
+	// Owning the claim, the task's Loop, its watch and whom it is about, in one read;
+	// with it, in one round trip on PostgreSQL, the record a fetched result replaces,
+	// when nothing written before it could change that record.
 	var loopID, watchID *string
 	var subject []byte
-	err = tx.QueryRow(ctx, `SELECT loop_id, watch_id, subject_hash FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running' FOR UPDATE`,
-		c.TaskID, c.Token).Scan(&loopID, &watchID, &subject)
-	if errors.Is(err, ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
+	owned := false
+	if err := tx.QueryLater(ctx, func(r Row) error {
+		owned = true
+		return r.Scan(&loopID, &watchID, &subject)
+	}, `SELECT loop_id, watch_id, subject_hash FROM tasks WHERE id = ? AND lease_token = ? AND status = 'running' FOR UPDATE`,
+		c.TaskID, c.Token); err != nil {
 		return false, err
+	}
+	owner := ""
+	if out.Trace.Private {
+		owner = c.OrgID
+	}
+	fetchedAt := out.FetchedAt
+	if fetchedAt.IsZero() {
+		fetchedAt = now
+	}
+	var held *heldRecord
+	if out.Err == nil && out.Fetched && out.Gathered == nil && (out.Company == nil || out.Company.Company == nil) {
+		if held, err = askHeldRecord(ctx, tx, c.Input, *out.Result, !out.TieBroken, owner, fetchedAt, now); err != nil {
+			return false, err
+		}
+	}
+	if err := tx.Flush(ctx); err != nil {
+		return false, err
+	}
+	if !owned {
+		return false, nil
 	}
 	if subject == nil { // queued by a release that did not hash it
 		subject = inputHash(h, c.Input)
@@ -336,15 +358,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 	} else {
 		res := *out.Result
 		if out.Fetched {
-			at := out.FetchedAt
-			if at.IsZero() {
-				at = now
-			}
-			owner := ""
-			if out.Trace.Private {
-				owner = c.OrgID
-			}
-			if res, err = storeFetched(ctx, tx, h, c.Input, res, !out.TieBroken, owner, provenance, at, now); err != nil {
+			if res, err = storeFetched(ctx, tx, h, c.Input, res, !out.TieBroken, owner, provenance, fetchedAt, now, held); err != nil {
 				return true, err
 			}
 		}
@@ -391,7 +405,7 @@ func keepIdentified(ctx context.Context, tx Tx, h *enrich.Subjects, orgID string
 		owner = orgID
 	}
 	_, err = storeFetched(ctx, tx, h, enrich.Input{Lookup: enrich.LookupDomain, Target: ic.Domain}, enrich.Result{Company: ic.Company},
-		true, owner, provenance, ic.At, now)
+		true, owner, provenance, ic.At, now, nil)
 	return err
 }
 

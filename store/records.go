@@ -287,10 +287,12 @@ func (db *DB) FindRecord(ctx context.Context, origin, key string) (*StoredRecord
 	return findRecord(ctx, db.Reader(), origin, key)
 }
 
+const findRecordQuery = `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect, r.provenance, r.subject_hash
+	FROM record_keys k JOIN records r ON r.id = k.record_id
+	WHERE k.origin = ? AND k.key = ?`
+
 func findRecord(ctx context.Context, q Executor, origin, key string) (*StoredRecord, error) {
-	return scanRecord(q.QueryRow(ctx, `SELECT r.id, r.object_type, r.data, r.last_enriched_at, k.redirect, r.provenance, r.subject_hash
-		FROM record_keys k JOIN records r ON r.id = k.record_id
-		WHERE k.origin = ? AND k.key = ?`, origin, key))
+	return scanRecord(q.QueryRow(ctx, findRecordQuery, origin, key))
 }
 
 func scanRecord(row Row) (*StoredRecord, error) {
@@ -462,20 +464,48 @@ func saveRecordOver(ctx context.Context, tx Tx, h *enrich.Subjects, origin, owne
 // record, and the next lookup of it is exact. owner, when not "", is the organization
 // whose own vendor key fetched some field of the record: it is kept for that
 // organization alone.
-func storeFetched(ctx context.Context, tx Tx, h *enrich.Subjects, in enrich.Input, res enrich.Result, byTarget bool, owner string, provenance []byte, fetchedAt, now time.Time) (enrich.Result, error) {
+//
+// asked is the record the result replaces as askHeldRecord read it in this
+// transaction; nil reads it here.
+func storeFetched(ctx context.Context, tx Tx, h *enrich.Subjects, in enrich.Input, res enrich.Result, byTarget bool, owner string, provenance []byte, fetchedAt, now time.Time, asked *heldRecord) (enrich.Result, error) {
 	stored, shown, keys := FetchedRecord(in, res, byTarget, fetchedAt, now)
 	identity := IdentityKey(stored, RecordKey(in.Lookup, in.Target))
 	// A profile retrieved earlier (one gathered for an ambiguous address, settled
 	// later by a hint) never replaces a newer record of the same subject. The record
 	// read is the one saved over: the keys' origin is privateOrigin(owner).
-	held, err := findRecord(ctx, tx, privateOrigin(owner), identity)
-	if err != nil {
-		return shown, err
+	origin := privateOrigin(owner)
+	var held *StoredRecord
+	if asked != nil && asked.origin == origin && asked.identity == identity {
+		held = asked.rec
+	} else {
+		var err error
+		if held, err = findRecord(ctx, tx, origin, identity); err != nil {
+			return shown, err
+		}
 	}
 	if held != nil && held.LastEnriched.After(fetchedAt) {
 		return shown, nil
 	}
 	return shown, saveRecordOver(ctx, tx, h, OriginStore, owner, stored, keys, identity, provenance, fetchedAt, now, held)
+}
+
+// heldRecord is the record of origin that identity names, read by askHeldRecord.
+type heldRecord struct {
+	origin, identity string
+	rec              *StoredRecord // nil: none
+}
+
+// askHeldRecord asks for the record that storeFetched, given the same arguments, would
+// save the result over (Tx.QueryLater), there once Tx.Flush has returned.
+func askHeldRecord(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result, byTarget bool, owner string, fetchedAt, now time.Time) (*heldRecord, error) {
+	stored, _, _ := FetchedRecord(in, res, byTarget, fetchedAt, now)
+	held := &heldRecord{origin: privateOrigin(owner), identity: IdentityKey(stored, RecordKey(in.Lookup, in.Target))}
+	err := tx.QueryLater(ctx, func(r Row) error {
+		var err error
+		held.rec, err = scanRecord(r)
+		return err
+	}, findRecordQuery, held.origin, held.identity)
+	return held, err
 }
 
 // Import reads JSON Lines of companies and people into the dataset (ParseImport
