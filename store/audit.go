@@ -38,11 +38,13 @@ import (
 // head row (audit_heads, FOR UPDATE) until it commits. A task's creation already holds
 // its organization's credit grants that long, and takes the head in the same round
 // trip, just after them, so the head adds no wait to the enrichments of one
-// organization that they did not have. It is taken after every other lock of its
-// transaction, so it closes no circle of waits; the one exception, a task's creation,
-// then takes only share locks on rows that no transaction holding a head deletes (a
-// Loop's and the organization's, by the delivery and ledger rows' references) and its
-// own grants again (a refund).
+// organization that they did not have. The head is taken after every other lock of
+// its transaction, so it closes no circle of waits. The one exception, a task's
+// creation, takes after it only share locks on rows that no transaction holding a head
+// deletes (a Loop's and the organization's, by the delivery and ledger rows'
+// references) and the row of its day's total of charges, which no such transaction
+// writes; where it would write what an erasure writes before its head (an expiry, a
+// refund), it takes the head last (askAuditHeadBeforeCharge).
 
 // Actor is who did what an entry records.
 type Actor struct {
@@ -264,8 +266,8 @@ func (db *DB) appendAudit(ctx context.Context, tx Tx, by By, e NewAuditEntry) er
 	return db.appendAuditAt(ctx, tx, by, e, nil)
 }
 
-// appendAuditAt is appendAudit on the head askAuditHead read, which the transaction
-// holds already; nil (or a chain not begun) reads it here.
+// appendAuditAt is appendAudit on the head askAuditHeadBeforeCharge read, which the
+// transaction holds already; nil, or a head not read there, is read here.
 func (db *DB) appendAuditAt(ctx context.Context, tx Tx, by By, e NewAuditEntry, head *auditHead) error {
 	if e.Actor.Kind == "" {
 		e.Actor = by.Actor
@@ -336,15 +338,24 @@ type auditHead struct {
 
 const lockAuditHeadQuery = `SELECT seq, at, hash FROM audit_heads WHERE org_id = ? FOR UPDATE`
 
-// askAuditHead asks for the head of orgID's chain (Tx.QueryLater), to be read with the
-// transaction's next statement, and locked from then to its end; its value is there
-// once Tx.Flush has returned. A chain without a head is given one by appendAuditAt.
-func askAuditHead(ctx context.Context, tx Tx, orgID string) (*auditHead, error) {
+// askAuditHeadBeforeCharge asks for the head of orgID's chain (Tx.QueryLater) in a
+// task's creation, with its grants and before its charge: read with the transaction's
+// next statement and locked from then to its end, there once Tx.Flush has returned.
+// The charge then writes its day's total of charges (credit_days, by the ledger's
+// trigger), which no transaction that takes a head writes. A grant whose time has run
+// out would be written off, in its day's total of expiries, which an erasure writes
+// before it takes the head (refunding a task charged from an expired grant): then the
+// head is not read here, and appendAuditAt takes it last, as every other transaction
+// does, so no two wait for each other. A task refunded at once (failed here) does not
+// ask. A chain without a head yet is given one by appendAuditAt.
+func askAuditHeadBeforeCharge(ctx context.Context, tx Tx, orgID string, now time.Time) (*auditHead, error) {
 	head := &auditHead{}
 	err := tx.QueryLater(ctx, func(r Row) error {
 		head.found = true
 		return r.Scan(&head.seq, &head.at, &head.hash)
-	}, lockAuditHeadQuery, orgID)
+	}, `SELECT seq, at, hash FROM audit_heads WHERE org_id = ?
+		AND NOT EXISTS (SELECT 1 FROM credit_grants WHERE org_id = ? AND expired_at IS NULL AND expires_at <= ?)
+		FOR UPDATE`, orgID, orgID, ms(now))
 	return head, err
 }
 

@@ -28,6 +28,10 @@ type pipe struct {
 	pending *pgx.Batch    // not sent yet, in their order; nil when none
 	reads   int           // how many of pending are queries (laterQuery)
 	sent    bool          // a statement, the BEGIN with it, reached the connection
+	// failed is the first failure read from a batch: the transaction no longer
+	// commits, even if its caller passes over the failure (a query's read refused its
+	// rows, and the server ran on; pgx could not prepare a batch, and none of it ran).
+	failed error
 }
 
 func newPipe(conn *pgx.Conn, trips *atomic.Int64) *pipe {
@@ -91,6 +95,7 @@ func (p *pipe) send(ctx context.Context, sql string, args []any) (pgx.BatchResul
 	p.trips.Add(1)
 	br := p.conn.SendBatch(ctx, b)
 	if err := readPending(br, b, n); err != nil {
+		p.failed = err
 		br.Close()
 		// pgx prepares and encodes the whole batch before it sends any of it: a
 		// failure there is of the statement it names, and nothing ran.
@@ -116,6 +121,7 @@ func (p *pipe) flush(ctx context.Context) error {
 		err = cerr
 	}
 	if err != nil {
+		p.failed = err
 		return &laterError{err}
 	}
 	return nil
@@ -170,6 +176,9 @@ func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // was not committed, and nothing after it; a connection lost on the way leaves the
 // outcome unknown (commitError).
 func (p *pipe) commit(ctx context.Context) error {
+	if p.failed != nil {
+		return fmt.Errorf("not committed after an earlier statement failed: %w", p.failed)
+	}
 	if p.reads > 0 {
 		// A query's rows were asked for and never used before the commit: read them
 		// first, so that a failure to read them is not taken for the commit's.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"enrichd/enrich"
 	"enrichd/store"
 
 	"github.com/matryer/is"
@@ -239,8 +240,10 @@ func TestAQueryAskedForLaterFailsTheFlush(t *testing.T) {
 		read  func(store.Row) error
 		want  func(error) bool
 	}{
-		{`SELECT no_such_column FROM replicas`, func(store.Row) error { return nil },
+		{`SELECT no_such_column FROM replicas`, func(store.Row) error { return nil }, // refused at prepare
 			func(err error) bool { return strings.Contains(err.Error(), "no_such_column") }},
+		{`SELECT 1 / (SELECT count(*) FROM replicas WHERE id = 'none')`, func(store.Row) error { return nil }, // as it runs
+			func(err error) bool { return strings.Contains(err.Error(), "division by zero") }},
 		{`SELECT id FROM replicas WHERE id = 'f1'`, func(store.Row) error { return refused },
 			func(err error) bool { return errors.Is(err, refused) }},
 	} {
@@ -286,6 +289,34 @@ func TestWakeupsPassOverThisProcesssOwnNotifies(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("another replica's notify woke nobody")
 	}
+}
+
+// A transaction whose query's read failed does not commit, even if it passes over the
+// failure: the server ran on (a read refused by its caller is no error of the server's),
+// so the statements sent with the query, and after it, would otherwise be kept. So
+// does one whose query was never flushed and is read, and fails, at the commit.
+func TestAFailedReadIsNeverCommitted(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	refused := errors.New("refused by its read")
+	err := db.inTx(ctx, func(tx *pipe) error {
+		e := exec{q: tx}
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ('n1', 1)`)
+		is.NoErr(e.QueryLater(ctx, func(store.Row) error { return refused }, `SELECT 1`))
+		_, err := tx.Exec(ctx, `INSERT INTO replicas (id, expires_at) VALUES ('n2', 1)`) // sent with them
+		is.True(errors.Is(err, refused))
+		return nil // passing over it
+	})
+	is.True(errors.Is(err, refused))
+	is.Equal(replicaRows(t, db, "n1")+replicaRows(t, db, "n2"), 0)
+
+	err = db.inTx(ctx, func(tx *pipe) error {
+		tx.later(`INSERT INTO replicas (id, expires_at) VALUES ('n3', 1)`)
+		return exec{q: tx}.QueryLater(ctx, func(store.Row) error { return refused }, `SELECT 1`)
+	})
+	is.True(errors.Is(err, refused))
+	is.Equal(replicaRows(t, db, "n3"), 0)
 }
 
 // The round trips of a task's writes, each of which costs about what its statements
@@ -345,4 +376,79 @@ func TestTheRoundTripsOfATasksWrites(t *testing.T) {
 	var copies, refs int
 	is.NoErr(db.pool.QueryRow(ctx, `SELECT count(*), max(refs) FROM task_results`).Scan(&copies, &refs))
 	is.Equal([]int{copies, refs}, []int{1, 3})
+}
+
+// A task's creation that will write what an erasure writes before it takes the audit
+// chain's head (a refund's or an expiry's day total, credit_days) does not hold the
+// head while it waits for that row: the erasure, holding the row, takes the head at
+// once, and neither waits for the other. The erasure is played by a transaction that
+// appends the same ledger row and then takes the head, NOWAIT.
+func TestATasksCreationHoldsNoAuditHeadWhileItWaitsOnAnErasuresTotals(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		kind string // the ledger row the erasure writes first
+		task func(org *store.Org) store.NewTask
+	}{
+		{"a task failed at the request, refunded", "refund", func(org *store.Org) store.NewTask {
+			nt := domainTask(org.ID, "failed.com")
+			nt.Fail = &enrich.TaskError{Code: "not_found", Message: "failed at the request"}
+			return nt
+		}},
+		{"a charge that writes off an expired grant", "expiry", func(org *store.Org) store.NewTask {
+			return domainTask(org.ID, "queued.com")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			ctx := context.Background()
+			db, clk := newTestDB(t)
+			org := newOrg(t, db, "acme", 10)
+			enqueue(t, db, domainTask(org.ID, "first.com")) // the chain's head exists
+			now := clk.Now().UnixMilli()
+			// The grant the erasure's row names, written off already (the creation
+			// locks none such), and for the expiry, one whose time has run out and
+			// that the creation's charge writes off.
+			var expired int64
+			is.NoErr(db.pool.QueryRow(ctx, `INSERT INTO credit_grants (org_id, amount, remaining, expires_at, expired_at, created_at)
+				VALUES ($1, 5, 0, $2, $2, $3) RETURNING id`, org.ID, now-1000, now-2000).Scan(&expired))
+			if c.kind == "expiry" {
+				_, err := db.pool.Exec(ctx, `INSERT INTO credit_grants (org_id, amount, remaining, expires_at, created_at)
+					VALUES ($1, 5, 5, $2, $3)`, org.ID, now-1000, now-2000)
+				is.NoErr(err)
+			}
+
+			erasure, err := db.pool.Begin(ctx)
+			is.NoErr(err)
+			defer erasure.Rollback(ctx)
+			var erasurePID int
+			is.NoErr(erasure.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&erasurePID))
+			_, err = erasure.Exec(ctx, `INSERT INTO credit_ledger (org_id, kind, amount, grant_id, task_id, created_at)
+				VALUES ($1, $2, 1, $3, NULL, $4)`, org.ID, c.kind, expired, now)
+			is.NoErr(err)
+
+			created := make(chan error, 1)
+			go func() {
+				_, err := facade(db).CreateTask(ctx, store.BySystem, c.task(org))
+				created <- err
+			}()
+			// Until the creation waits for the erasure's row.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var waiting int
+				is.NoErr(db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE wait_event_type = 'Lock' AND $1 = ANY(pg_blocking_pids(pid))`, erasurePID).Scan(&waiting))
+				if waiting > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the task's creation never waited for the erasure's totals")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			_, err = erasure.Exec(ctx, `SELECT seq FROM audit_heads WHERE org_id = $1 FOR UPDATE NOWAIT`, org.ID)
+			is.NoErr(err) // the creation does not hold the head
+			is.NoErr(erasure.Commit(ctx))
+			is.NoErr(<-created)
+		})
+	}
 }
