@@ -348,15 +348,18 @@ const lockAuditHeadQuery = `SELECT seq, at, hash FROM audit_heads WHERE org_id =
 // head is not read here, and appendAuditAt takes it last, as every other transaction
 // does, so no two wait for each other. A task refunded at once (failed here) does not
 // ask. A chain without a head yet is given one by appendAuditAt.
-func askAuditHeadBeforeCharge(ctx context.Context, tx Tx, orgID string, now time.Time) (*auditHead, error) {
+func askAuditHeadBeforeCharge(ctx context.Context, tx Tx, singleWriter bool, orgID string, now time.Time) (*auditHead, error) {
 	head := &auditHead{}
-	err := tx.QueryLater(ctx, func(r Row) error {
+	scan := func(r Row) error {
 		head.found = true
 		return r.Scan(&head.seq, &head.at, &head.hash)
-	}, `SELECT seq, at, hash FROM audit_heads WHERE org_id = ?
+	}
+	if singleWriter { // one writer: no other transaction waits
+		return head, tx.QueryLater(ctx, scan, lockAuditHeadQuery, orgID)
+	}
+	return head, tx.QueryLater(ctx, scan, `SELECT seq, at, hash FROM audit_heads WHERE org_id = ?
 		AND NOT EXISTS (SELECT 1 FROM credit_grants WHERE org_id = ? AND expired_at IS NULL AND expires_at <= ?)
 		FOR UPDATE`, orgID, orgID, ms(now))
-	return head, err
 }
 
 // lockAuditHead reads, and on PostgreSQL locks, the head of orgID's chain. A chain's
