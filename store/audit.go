@@ -348,13 +348,13 @@ const lockAuditHeadQuery = `SELECT seq, at, hash FROM audit_heads WHERE org_id =
 // head is not read here, and appendAuditAt takes it last, as every other transaction
 // does, so no two wait for each other. A task refunded at once (failed here) does not
 // ask. A chain without a head yet is given one by appendAuditAt.
-func askAuditHeadBeforeCharge(ctx context.Context, tx Tx, singleWriter bool, orgID string, now time.Time) (*auditHead, error) {
+func (db *DB) askAuditHeadBeforeCharge(ctx context.Context, tx Tx, orgID string, now time.Time) (*auditHead, error) {
 	head := &auditHead{}
 	scan := func(r Row) error {
 		head.found = true
 		return r.Scan(&head.seq, &head.at, &head.hash)
 	}
-	if singleWriter { // one writer: no other transaction waits
+	if db.SingleWriter() { // one writer: no other transaction waits
 		return head, tx.QueryLater(ctx, scan, lockAuditHeadQuery, orgID)
 	}
 	return head, tx.QueryLater(ctx, scan, `SELECT seq, at, hash FROM audit_heads WHERE org_id = ?

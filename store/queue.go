@@ -69,6 +69,15 @@ type Outcome struct {
 	Asks []AnsweredAsk
 }
 
+// identifiedCompany is the company the settle keeps before the task's own record
+// (keepIdentified), or nil.
+func (o Outcome) identifiedCompany() *IdentifiedCompany {
+	if o.Company != nil && o.Company.Company != nil {
+		return o.Company
+	}
+	return nil
+}
+
 // IdentifiedCompany is a company an email lookup identified, as a source gave it.
 type IdentifiedCompany struct {
 	Company    *enrich.Company
@@ -295,7 +304,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 	now := db.now()
 	// Owning the claim, the task's Loop, its watch and whom it is about, in one read;
 	// with it, in one round trip on PostgreSQL, the record a fetched result replaces,
-	// when nothing written before it could change that record.
+	// unless the settle saves an identified company's record first.
 	var loopID, watchID *string
 	var subject []byte
 	owned := false
@@ -315,7 +324,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 		fetchedAt = now
 	}
 	var held *heldRecord
-	if out.Err == nil && out.Fetched && out.Gathered == nil && (out.Company == nil || out.Company.Company == nil) {
+	if out.Err == nil && out.Fetched && out.identifiedCompany() == nil {
 		if held, err = askHeldRecord(ctx, tx, c.Input, *out.Result, !out.TieBroken, owner, fetchedAt, now); err != nil {
 			return false, err
 		}
@@ -334,7 +343,7 @@ func (db *DB) settle(ctx context.Context, tx Tx, c *Claim, out Outcome) (bool, e
 			return true, err
 		}
 	}
-	if ic := out.Company; ic != nil && ic.Company != nil {
+	if ic := out.identifiedCompany(); ic != nil {
 		if err := keepIdentified(ctx, tx, h, c.OrgID, ic, now); err != nil {
 			return true, err
 		}

@@ -403,7 +403,7 @@ func (db *DB) createTask(ctx context.Context, tx Tx, by By, nt NewTask, ahead *s
 	}
 	var head *auditHead
 	if t.Status != StatusFailed {
-		if head, err = askAuditHeadBeforeCharge(ctx, tx, db.SingleWriter(), nt.OrgID, now); err != nil {
+		if head, err = db.askAuditHeadBeforeCharge(ctx, tx, nt.OrgID, now); err != nil {
 			return nil, err
 		}
 	}
