@@ -90,6 +90,7 @@ var conformanceTests = []conformanceTest{
 	{"ASettleClaimsTheNextTaskInItsWrite", testASettleClaimsTheNextTaskInItsWrite},
 	{"AClaimSaysWhetherMoreIsQueued", testAClaimSaysWhetherMoreIsQueued},
 	{"AbandonedClaimsOfTwoOrganizationsAreRequeuedTogether", testAbandonedClaimsOfTwoOrganizationsAreRequeuedTogether},
+	{"AnEarlierFetchNeverReplacesANewerRecord", testAnEarlierFetchNeverReplacesANewerRecord},
 	{"TasksKeepProvenanceAndSources", testTasksKeepProvenanceAndSources},
 	{"FillListsPerOrganization", testFillListsPerOrganization},
 	{"FillListRefusals", testFillListRefusals},

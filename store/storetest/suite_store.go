@@ -661,3 +661,42 @@ func NewTask(orgID, domain string) store.NewTask {
 		TTL: 10 * time.Minute, MaxBacklog: 10000, Freshness: 30 * 24 * time.Hour,
 	}
 }
+
+// testAnEarlierFetchNeverReplacesANewerRecord settles fetches of one company out of
+// their order, for everyone and for an organization alone: one fetched before the
+// record held leaves it as it is, and one fetched after replaces it.
+func testAnEarlierFetchNeverReplacesANewerRecord(t *testing.T, env *Env) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, clk := env.DB, env.Clock
+	org := NewOrg(t, db, "acme")
+	_, err := db.GrantCredits(ctx, "acme", 100, nil)
+	is.NoErr(err)
+	for _, private := range []bool{false, true} {
+		in := enrich.Input{Lookup: enrich.LookupDomain, Target: "acme.com"}
+		if private {
+			in.Target = "private.com"
+		}
+		fetched := func(name string, at time.Time) store.Outcome {
+			return store.Outcome{Result: &enrich.Result{Company: &enrich.Company{Name: name, Domain: enrich.Ptr(in.Target)}},
+				Fetched: true, FetchedAt: at, Trace: enrich.Trace{Private: private, Sources: []enrich.SourceCall{}}}
+		}
+		held := func() string {
+			t.Helper()
+			res, _, err := db.FindStoredFor(ctx, org, in)
+			is.NoErr(err)
+			is.True(res != nil && res.Company != nil)
+			return res.Company.Name
+		}
+		now := clk.Now()
+		settleLookup(t, db, org, in, fetched("Newer", now))
+		settleLookup(t, db, org, in, fetched("Earlier", now.Add(-time.Hour)))
+		is.Equal(held(), "Newer")
+		clk.Add(time.Minute)
+		settleLookup(t, db, org, in, fetched("Latest", clk.Now()))
+		is.Equal(held(), "Latest")
+		shared, err := db.FindStored(ctx, in)
+		is.NoErr(err)
+		is.Equal(shared != nil, !private) // a private record is its organization's alone
+	}
+}
