@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -26,7 +27,6 @@ type pipe struct {
 	conn    *pgx.Conn
 	trips   *atomic.Int64 // counts each round trip
 	pending *pgx.Batch    // not sent yet, in their order; nil when none
-	reads   int           // how many of pending are queries (laterQuery)
 	sent    bool          // a statement, the BEGIN with it, reached the connection
 	// failed is the first failure read from a batch: the transaction no longer
 	// commits, even if its caller passes over the failure (a query's read refused its
@@ -53,15 +53,17 @@ func (p *pipe) later(sql string, args ...any) *pgx.QueuedQuery {
 // as they arrive; a failure of read's is returned as the query's own (laterError).
 func (p *pipe) laterQuery(read func(pgx.Rows) error, sql string, args ...any) {
 	p.later(sql, args...).Query(read)
-	p.reads++
 }
+
+// isRead reports whether q was queued by laterQuery, its rows to be read.
+func isRead(q *pgx.QueuedQuery) bool { return q.Fn != nil }
 
 // readPending reads the outcomes of b's first n statements, in their order, each
 // query's rows through its read (laterQuery).
 func readPending(br pgx.BatchResults, b *pgx.Batch, n int) error {
 	for _, q := range b.QueuedQueries[:n] {
 		var err error
-		if q.Fn != nil {
+		if isRead(q) {
 			err = q.Fn(br)
 		} else {
 			_, err = br.Exec()
@@ -89,7 +91,7 @@ func (e *laterError) Unwrap() error { return e.err }
 // and leaves sql's to the caller, who closes br.
 func (p *pipe) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := p.pending
-	p.pending, p.reads, p.sent = nil, 0, true
+	p.pending, p.sent = nil, true
 	n := b.Len()
 	b.Queue(sql, args...)
 	p.trips.Add(1)
@@ -113,7 +115,7 @@ func (p *pipe) flush(ctx context.Context) error {
 	if b == nil {
 		return nil
 	}
-	p.pending, p.reads, p.sent = nil, 0, true
+	p.pending, p.sent = nil, true
 	p.trips.Add(1)
 	br := p.conn.SendBatch(ctx, b)
 	err := readPending(br, b, b.Len())
@@ -179,7 +181,7 @@ func (p *pipe) commit(ctx context.Context) error {
 	if p.failed != nil {
 		return fmt.Errorf("not committed after an earlier statement failed: %w", p.failed)
 	}
-	if p.reads > 0 {
+	if p.pending != nil && slices.ContainsFunc(p.pending.QueuedQueries, isRead) {
 		// A query's rows were asked for and never used before the commit: read them
 		// first, so that a failure to read them is not taken for the commit's.
 		if err := p.flush(ctx); err != nil {
@@ -235,7 +237,7 @@ func commitFailed(err error, begun bool) error {
 
 // rollback ends a transaction that did not commit, if the connection is in one.
 func (p *pipe) rollback(ctx context.Context) {
-	p.pending, p.reads = nil, 0
+	p.pending = nil
 	if p.sent && !p.conn.IsClosed() && p.conn.PgConn().TxStatus() != 'I' {
 		p.trips.Add(1)
 		p.conn.Exec(ctx, "rollback")
