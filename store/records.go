@@ -101,6 +101,15 @@ func privateOrigin(orgID string) string {
 	return OriginStore + ":" + orgID
 }
 
+// keysOrigin is the origin a record saved under origin keeps its keys under: that of
+// owner's own records when it has one (privateOrigin), else origin itself.
+func keysOrigin(origin, owner string) string {
+	if owner != "" {
+		return privateOrigin(owner)
+	}
+	return origin
+}
+
 // findStoredFor returns the record of the 30-day store that key names for a task of
 // orgID: the organization's own when it has one, else the shared one. Both are read by
 // the primary key of record_keys in one statement, walked in its order ('store:<org>'
@@ -360,11 +369,7 @@ func (db *DB) HasRecords(ctx context.Context, origin string) (bool, error) {
 // organization the record is kept for alone (fetched with its own vendor key): the
 // record carries it, and its keys are under privateOrigin.
 func saveRecord(ctx context.Context, tx Tx, h *enrich.Subjects, origin, owner string, res enrich.Result, keys RecordKeys, identity string, provenance []byte, lastEnriched, now time.Time) error {
-	keyOrigin := origin
-	if owner != "" {
-		keyOrigin = privateOrigin(owner)
-	}
-	held, err := findRecord(ctx, tx, keyOrigin, identity)
+	held, err := findRecord(ctx, tx, keysOrigin(origin, owner), identity)
 	if err != nil {
 		return err
 	}
@@ -375,10 +380,10 @@ func saveRecord(ctx context.Context, tx Tx, h *enrich.Subjects, origin, owner st
 // transaction (nil: none).
 func saveRecordOver(ctx context.Context, tx Tx, h *enrich.Subjects, origin, owner string, res enrich.Result, keys RecordKeys, identity string, provenance []byte, lastEnriched, now time.Time, held *StoredRecord) error {
 	subject := resultHash(h, res)
-	keyOrigin := origin
+	keyOrigin := keysOrigin(origin, owner)
 	var ownerCol any
 	if owner != "" {
-		keyOrigin, ownerCol = privateOrigin(owner), owner
+		ownerCol = owner
 	}
 	objectType := enrich.ObjectCompany
 	var data any = res.Company
@@ -472,8 +477,8 @@ func storeFetched(ctx context.Context, tx Tx, h *enrich.Subjects, in enrich.Inpu
 	identity := IdentityKey(stored, RecordKey(in.Lookup, in.Target))
 	// A profile retrieved earlier (one gathered for an ambiguous address, settled
 	// later by a hint) never replaces a newer record of the same subject. The record
-	// read is the one saved over: the keys' origin is privateOrigin(owner).
-	origin := privateOrigin(owner)
+	// read is the one saved over.
+	origin := keysOrigin(OriginStore, owner)
 	var held *StoredRecord
 	if asked != nil && asked.origin == origin && asked.identity == identity {
 		held = asked.rec
@@ -499,7 +504,7 @@ type heldRecord struct {
 // save the result over (Tx.QueryLater), there once Tx.Flush has returned.
 func askHeldRecord(ctx context.Context, tx Tx, in enrich.Input, res enrich.Result, byTarget bool, owner string, fetchedAt, now time.Time) (*heldRecord, error) {
 	stored, _, _ := FetchedRecord(in, res, byTarget, fetchedAt, now)
-	held := &heldRecord{origin: privateOrigin(owner), identity: IdentityKey(stored, RecordKey(in.Lookup, in.Target))}
+	held := &heldRecord{origin: keysOrigin(OriginStore, owner), identity: IdentityKey(stored, RecordKey(in.Lookup, in.Target))}
 	err := tx.QueryLater(ctx, func(r Row) error {
 		var err error
 		held.rec, err = scanRecord(r)
