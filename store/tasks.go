@@ -222,11 +222,11 @@ func scanTask(row Row, before ...any) (*Task, error) {
 //   - the charge is guarded on the grants' rows.
 //
 // Locks are taken in one order everywhere (orgs, queue_turns, tasks, task_results,
-// task_counts through the trigger, credit_grants, audit_heads) so that two
-// transactions do not wait for each other in a circle; PostgreSQL's Write retries the
-// deadlock an order missed would give. The task is inserted before it is charged for that reason: a cancel or a
-// refund takes task_counts before credit_grants too. A claimer, which holds a turn,
-// never waits for an organization's row (it skips a locked one).
+// task_counts through the trigger, credit_grants, audit_heads) so that two transactions
+// do not wait for each other in a circle; PostgreSQL's Write retries the deadlock an
+// order missed would give. The task is inserted before it is charged for that reason: a
+// cancel or a refund takes task_counts before credit_grants too. A claimer, which holds
+// a turn, never waits for an organization's row (it skips a locked one).
 func (db *DB) CreateTask(ctx context.Context, by By, nt NewTask) (*Enqueued, error) {
 	nt, ahead, audit, err := db.taskAhead(ctx, nt)
 	if err != nil {

@@ -73,14 +73,13 @@ const listenApplication = "enrichd listen"
 
 // Wakeups returns a channel that receives when another replica has queued a task, so
 // idle workers claim at once instead of at their next poll; the process that queues a
-// task wakes its own workers, and its own notifications would wake a second one for
-// the same task, to find nothing to claim (two claims of three were empty in a
-// 10,000-row batch, docs/performance.md). It
-// holds at most one signal: many enqueues while nobody reads make one wakeup, and the
-// listener never blocks on a slow reader. After the LISTEN connection is lost and made
-// again it signals once, since notifications sent meanwhile were missed. Polling stays
-// the workers' fallback: a wakeup is a hint, never the only way work is found. The
-// connection is made on the first call; Close ends it.
+// task wakes its own workers, and its own notifications would wake a second one for the
+// same task, to find nothing to claim (two claims of three were empty in a 10,000-row
+// batch, docs/performance.md). It holds at most one signal: many enqueues while nobody
+// reads make one wakeup, and the listener never blocks on a slow reader. After the
+// LISTEN connection is lost and made again it signals once, since notifications sent
+// meanwhile were missed. Polling stays the workers' fallback: a wakeup is a hint, never
+// the only way work is found. The connection is made on the first call; Close ends it.
 func (db *DB) Wakeups() <-chan struct{} {
 	db.startListening()
 	return db.listen.ch
